@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything pf needs on a Debian 12 machine. Idempotent: packages that are
+# already present are not reinstalled, so a second run takes a few seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEB_PACKAGES=(
+  cmake ninja-build ccache g++ python3 python3-pip
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libopenblas-dev liblapacke-dev libopenmpi-dev openmpi-bin
+  libgtest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev
+)
+
+missing=()
+for pkg in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" - <<'PY' 2>/dev/null
+import importlib.metadata as md, sys
+want = {}
+for line in open("python/requirements.txt"):
+    line = line.split("#")[0].strip()
+    if line:
+        name, ver = line.split("==")
+        want[name] = ver
+for name, ver in want.items():
+    if md.version(name) != ver:
+        sys.exit(1)
+PY
+then
+  echo "setup: installing Python packages from python/requirements.txt"
+  "$PYTHON" -m pip install -q --disable-pip-version-check -r python/requirements.txt
+fi
