@@ -1,0 +1,28 @@
+//===- PFDialect.td - the pf dialect definition ------------*- tablegen -*-===//
+#ifndef PF_DIALECT_TD
+#define PF_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def PF_Dialect : Dialect {
+  let name = "pf";
+  let summary = "PipeFisher graph, pipeline and K-FAC operations";
+  let description = [{
+    The pf dialect models a BERT-style training program from import to pipeline
+    scheduling: tensor graph ops with ONNX semantics (normalized across opsets),
+    fused ops created by graph passes (`pf.linear`, `pf.layer_norm`, `pf.gelu`),
+    named parameters whose data stays out of the IR text, pipeline structure
+    (stages, send/recv, micro-batches) and K-FAC work (factors, damped inverses,
+    preconditioning).
+  }];
+  let cppNamespace = "::mlir::pf";
+  let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 0;
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+class PF_Op<string mnemonic, list<Trait> traits = []>
+    : Op<PF_Dialect, mnemonic, traits>;
+
+#endif // PF_DIALECT_TD

@@ -1,0 +1,31 @@
+//===- PFShapeUtils.h - shape helpers shared by ops and passes --*- C++ -*-===//
+#ifndef PF_DIALECT_PF_IR_PFSHAPEUTILS_H
+#define PF_DIALECT_PF_IR_PFSHAPEUTILS_H
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
+#include <optional>
+
+namespace mlir::pf {
+
+/// A ranked tensor of `shape` (may hold dynamic dims) or, without a shape, an
+/// unranked tensor, both of `elementType`.
+TensorType makeTensorType(std::optional<ArrayRef<int64_t>> shape, Type elementType);
+
+/// Integer values of a constant 1-D (or scalar) integer tensor, if `value` is
+/// produced by a constant.
+std::optional<SmallVector<int64_t>> getConstantInts(Value value);
+
+/// Integer values of a constant integer elements attribute.
+std::optional<SmallVector<int64_t>> getInts(Attribute attr);
+
+/// Normalizes a possibly negative axis against `rank`; nullopt when out of range.
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+/// Numpy broadcast of two shapes; nullopt when they do not broadcast.
+std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b);
+
+} // namespace mlir::pf
+
+#endif // PF_DIALECT_PF_IR_PFSHAPEUTILS_H

@@ -1,0 +1,187 @@
+//===- PFTensorOps.td - ONNX-subset tensor graph ops --------*- tablegen -*-===//
+//
+// Ops with ONNX semantics, normalized across opsets 13-21 by the importer
+// (e.g. axes are attributes here even where ONNX passes them as inputs).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_TENSOR_OPS_TD
+#define PF_TENSOR_OPS_TD
+
+include "pf/Dialect/PF/IR/PFBase.td"
+
+//===--- Constants and identity ---------------------------------------------===//
+
+def PF_ConstantOp : PF_Op<"constant", [ConstantLike, Pure, PF_InferTypes]> {
+  let summary = "a constant tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyTensor:$output);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def PF_IdentityOp : PF_TensorOp<"identity"> {
+  let summary = "returns its input";
+  let arguments = (ins AnyTensor:$input);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+//===--- Elementwise ---------------------------------------------------------===//
+
+def PF_AddOp : PF_BinaryOp<"add", [Commutative]>;
+def PF_SubOp : PF_BinaryOp<"sub">;
+def PF_MulOp : PF_BinaryOp<"mul", [Commutative]>;
+def PF_DivOp : PF_BinaryOp<"div">;
+def PF_PowOp : PF_BinaryOp<"pow">;
+def PF_EqualOp : PF_BinaryOp<"equal", [Commutative]> {
+  let results = (outs TensorOf<[I1]>:$output);
+}
+
+def PF_SqrtOp : PF_UnaryOp<"sqrt", AnyFloat> { let summary = "elementwise square root"; }
+def PF_ErfOp : PF_UnaryOp<"erf", AnyFloat> { let summary = "elementwise error function"; }
+def PF_TanhOp : PF_UnaryOp<"tanh", AnyFloat> { let summary = "elementwise tanh"; }
+def PF_ExpOp : PF_UnaryOp<"exp", AnyFloat> { let summary = "elementwise exp"; }
+def PF_NegOp : PF_UnaryOp<"neg", AnyType> {
+  let summary = "elementwise negation";
+  let hasFolder = 1;
+}
+
+def PF_WhereOp : PF_TensorOp<"where"> {
+  let summary = "select x where condition is true, else y (broadcasting)";
+  let arguments = (ins TensorOf<[I1]>:$condition, AnyTensor:$x, AnyTensor:$y);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_CastOp : PF_TensorOp<"cast"> {
+  let summary = "elementwise conversion to another element type";
+  let arguments = (ins AnyTensor:$input, TypeAttr:$to);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+//===--- Linear algebra ------------------------------------------------------===//
+
+def PF_MatMulOp : PF_TensorOp<"matmul", [DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>]> {
+  let summary = "numpy matmul: batched, broadcasting, 1-D operands promoted";
+  let arguments = (ins AnyTensor:$lhs, AnyTensor:$rhs);
+  let results = (outs AnyTensor:$output);
+}
+
+def PF_GemmOp : PF_TensorOp<"gemm", [DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>]> {
+  let summary = "alpha * op(A) * op(B) + beta * C on 2-D operands";
+  let arguments = (ins AnyTensor:$a, AnyTensor:$b, Optional<AnyTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                   UnitAttr:$transA, UnitAttr:$transB);
+  let results = (outs AnyTensor:$output);
+}
+
+//===--- Shape manipulation ----------------------------------------------===//
+
+def PF_ShapeOp : PF_TensorOp<"shape"> {
+  let summary = "the shape of a tensor as a 1-D i64 tensor (dims [start, end))";
+  let arguments = (ins AnyTensor:$input, OptionalAttr<I64Attr>:$start,
+                   OptionalAttr<I64Attr>:$end);
+  let results = (outs TensorOf<[I64]>:$output);
+  let hasFolder = 1;
+}
+
+def PF_ReshapeOp : PF_TensorOp<"reshape"> {
+  let summary = "reshape to a shape given as a 1-D i64 tensor (0 copies, -1 infers)";
+  let arguments = (ins AnyTensor:$data, TensorOf<[I64]>:$shape, UnitAttr:$allowzero);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_TransposeOp : PF_TensorOp<"transpose"> {
+  let summary = "permute dimensions (default: reverse them)";
+  let arguments = (ins AnyTensor:$input, OptionalAttr<DenseI64ArrayAttr>:$perm);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_UnsqueezeOp : PF_TensorOp<"unsqueeze"> {
+  let summary = "insert size-1 dimensions at the given output axes";
+  let arguments = (ins AnyTensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_SqueezeOp : PF_TensorOp<"squeeze"> {
+  let summary = "remove size-1 dimensions (the given axes, or all)";
+  let arguments = (ins AnyTensor:$input, OptionalAttr<DenseI64ArrayAttr>:$axes);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_ConcatOp : PF_TensorOp<"concat"> {
+  let summary = "concatenate along an axis";
+  let arguments = (ins Variadic<AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_SliceOp : PF_TensorOp<"slice", [AttrSizedOperandSegments]> {
+  let summary = "ONNX Slice: starts/ends/axes/steps given as 1-D integer tensors";
+  let arguments = (ins AnyTensor:$data, AnyTensor:$starts, AnyTensor:$ends,
+                   Optional<AnyTensor>:$axes, Optional<AnyTensor>:$steps);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_GatherOp : PF_TensorOp<"gather"> {
+  let summary = "take entries of data along an axis at integer indices";
+  let arguments = (ins AnyTensor:$data, AnyTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_ExpandOp : PF_TensorOp<"expand"> {
+  let summary = "broadcast to a shape given as a 1-D i64 tensor";
+  let arguments = (ins AnyTensor:$input, TensorOf<[I64]>:$shape);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_ConstantOfShapeOp : PF_TensorOp<"constant_of_shape"> {
+  let summary = "a tensor of the given shape filled with one value";
+  let arguments = (ins TensorOf<[I64]>:$shape, OptionalAttr<ElementsAttr>:$value);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+//===--- Reductions and normalization ----------------------------------------===//
+
+class PF_ReduceOp<string mnemonic> : PF_TensorOp<mnemonic> {
+  let summary = "reduce over axes (all axes when none are given)";
+  let arguments = (ins AnyTensor:$input, OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                   UnitAttr:$noop_with_empty_axes);
+  let results = (outs AnyTensor:$output);
+}
+def PF_ReduceMeanOp : PF_ReduceOp<"reduce_mean">;
+def PF_ReduceSumOp : PF_ReduceOp<"reduce_sum">;
+
+def PF_SoftmaxOp : PF_TensorOp<"softmax"> {
+  let summary = "softmax along one axis";
+  let arguments = (ins TensorOf<[AnyFloat]>:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs TensorOf<[AnyFloat]>:$output);
+}
+
+def PF_LayerNormalizationOp : PF_TensorOp<"layer_normalization"> {
+  let summary = "ONNX LayerNormalization (opset 17), optional mean/inv-std outputs";
+  let description = [{
+    Kept as imported so the optional statistics outputs survive; the LayerNorm
+    fusion pass rewrites it to `pf.layer_norm` when only `output` is used.
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$input, TensorOf<[AnyFloat]>:$scale,
+                   Optional<TensorOf<[AnyFloat]>>:$bias,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs TensorOf<[AnyFloat]>:$output, TensorOf<[AnyFloat]>:$mean,
+                 TensorOf<[AnyFloat]>:$inv_std_dev);
+}
+
+#endif // PF_TENSOR_OPS_TD

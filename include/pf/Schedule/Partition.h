@@ -1,0 +1,47 @@
+//===- Partition.h - Contiguous min-max stage partitioning ------*- C++ -*-===//
+//
+// Cuts L layers, in order, into p contiguous stages so that the most expensive
+// stage is as cheap as possible (the pipeline's steady state runs at the pace
+// of its slowest stage). Exact dynamic programming, O(L^2 * p).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PF_SCHEDULE_PARTITION_H
+#define PF_SCHEDULE_PARTITION_H
+
+#include "pf/Schedule/Status.h"
+
+#include <limits>
+#include <vector>
+
+namespace pf::sched {
+
+struct Partition {
+  /// Stage s holds layers [firstLayer[s], firstLayer[s+1]); size p+1.
+  std::vector<int> firstLayer;
+  std::vector<double> stageCost;
+  double maxStageCost = 0;
+
+  int numStages() const { return static_cast<int>(firstLayer.size()) - 1; }
+  /// Layers of each stage, ready for PipelineConfig::stageLayers.
+  std::vector<std::vector<int>> stageLayers() const;
+};
+
+/// Min-max partition of `cost` into `stages` non-empty contiguous stages.
+/// When `memory` is given (one entry per layer), every stage must also keep
+/// the sum of its layers' memory at or below `memoryCap`. Among partitions with
+/// the same maximum, the one with the smallest sum of squared stage costs is
+/// returned, so ties spread the load evenly and the result is deterministic.
+Expected<Partition>
+partitionMinMax(const std::vector<double> &cost, int stages,
+                const std::vector<double> &memory = {},
+                double memoryCap = std::numeric_limits<double>::infinity());
+
+/// Splits the layers into `stages` stages of exactly `layersPerStage` each;
+/// an error when stages * layersPerStage differs from the number of layers.
+Expected<Partition> partitionUniform(const std::vector<double> &cost,
+                                     int stages, int layersPerStage);
+
+} // namespace pf::sched
+
+#endif // PF_SCHEDULE_PARTITION_H

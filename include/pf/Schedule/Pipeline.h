@@ -1,0 +1,97 @@
+//===- Pipeline.h - Pipeline schedules as per-device programs ---*- C++ -*-===//
+//
+// A pipeline schedule is data: for every device, the ordered list of passes
+// (forward / backward / input-gradient / weight-gradient of a stage and a
+// micro-batch) it runs in one training step. The simulator (Timeline.h) turns
+// such a program plus durations into start and end times.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PF_SCHEDULE_PIPELINE_H
+#define PF_SCHEDULE_PIPELINE_H
+
+#include "pf/Schedule/CostModel.h"
+#include "pf/Schedule/Status.h"
+
+#include <string>
+#include <vector>
+
+namespace pf::sched {
+
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, Chimera, ZBH1 };
+
+Expected<ScheduleKind> parseScheduleKind(const std::string &name);
+const char *scheduleKindName(ScheduleKind kind);
+/// All schedule names accepted by parseScheduleKind, for help texts.
+std::string scheduleKindNames();
+
+enum class PassKind : unsigned char {
+  Forward,
+  Backward,       ///< full backward (input and weight gradients)
+  BackwardInput,  ///< zero-bubble "B": gradient w.r.t. the stage input
+  BackwardWeight, ///< zero-bubble "W": gradient w.r.t. the stage weights
+};
+
+/// One pass of one pipeline stage over one micro-batch.
+struct PipelineOp {
+  PassKind pass;
+  int stage;
+  int micro;
+};
+
+/// Where stages and micro-batches live.
+struct PipelineLayout {
+  ScheduleKind kind = ScheduleKind::OneFOneB;
+  int devices = 0;
+  /// Pipeline stages of one pipeline (D, or D*chunks for interleaved).
+  int stages = 0;
+  /// 1, or 2 for Chimera (pipe 0 runs "down" from device 0, pipe 1 "up").
+  int pipes = 1;
+  int microbatches = 0;
+  int chunks = 1;
+  /// Backward split into BackwardInput + BackwardWeight (ZB-H1).
+  bool splitBackward = false;
+  /// Layers (indices into the cost model) of each stage, shared by both pipes.
+  std::vector<std::vector<int>> stageLayers;
+
+  /// Pipe of a micro-batch: Chimera sends the first half down, the rest up.
+  int pipeOf(int micro) const {
+    return pipes == 2 && micro >= microbatches / 2 ? 1 : 0;
+  }
+  /// Device that runs `stage` of `pipe`.
+  int deviceOf(int pipe, int stage) const {
+    if (kind == ScheduleKind::Interleaved)
+      return stage % devices;
+    return pipe == 1 ? devices - 1 - stage : stage;
+  }
+  int numLayers() const;
+  /// Stage holding `layer`.
+  int stageOfLayer(int layer) const;
+};
+
+struct PipelineProgram {
+  PipelineLayout layout;
+  /// order[d]: the passes device d runs, in order.
+  std::vector<std::vector<PipelineOp>> order;
+};
+
+struct PipelineConfig {
+  ScheduleKind kind = ScheduleKind::OneFOneB;
+  int devices = 0;
+  int microbatches = 0;
+  int chunks = 2; ///< interleaved only: model chunks (virtual stages) per device
+  std::vector<std::vector<int>> stageLayers;
+};
+
+/// Number of pipeline stages a schedule uses on `devices` devices.
+int stagesFor(ScheduleKind kind, int devices, int chunks);
+
+/// Checks the configuration (Chimera needs even D and N, interleaved needs
+/// N divisible by D, ...) and builds each device's program. Chimera's order is
+/// derived from the costs (see lib/Schedule/PipelineSchedules.cpp).
+Expected<PipelineProgram> buildPipeline(const PipelineConfig &config,
+                                        const CostModel &costs);
+
+} // namespace pf::sched
+
+#endif // PF_SCHEDULE_PIPELINE_H

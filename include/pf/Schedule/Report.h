@@ -1,0 +1,79 @@
+//===- Report.h - Figures, trace and picture of a schedule ------*- C++ -*-===//
+//
+// Turns a refresh-window timeline into the numbers the paper reports
+// (utilization without and with K-FAC, bubble share, steps per refresh, work
+// outside the bubbles), a Chrome-trace / Perfetto JSON and an SVG timeline in
+// the style of the PipeFisher figure.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PF_SCHEDULE_REPORT_H
+#define PF_SCHEDULE_REPORT_H
+
+#include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/Status.h"
+#include "pf/Schedule/Timeline.h"
+
+#include <string>
+#include <vector>
+
+namespace pf::sched {
+
+struct DeviceReport {
+  int device = 0;
+  double pipelineBusyMs = 0; ///< per step
+  double kfacBusyMs = 0;     ///< per window
+  double kfacOutsideMs = 0;  ///< per window, placed after the flush
+  double utilizationWithoutKfac = 0;
+  double utilizationWithKfac = 0;
+};
+
+struct Report {
+  std::string schedule;
+  std::string policy;
+  std::string costModel;
+  int devices = 0;
+  int stages = 0;
+  int microbatches = 0;
+  int layers = 0;
+  int chunks = 1;
+  std::vector<int> layersPerStage;
+
+  double pipelineStepMs = 0; ///< T_pipe, the bare pipeline
+  double stepTimeMs = 0;     ///< mean step of the window with K-FAC
+  double utilizationWithoutKfac = 0;
+  double utilizationWithKfac = 0;
+  double bubbleFraction = 0; ///< idle share of the bare pipeline step
+  int refreshSteps = 0;      ///< K (0 without K-FAC)
+  double overheadMs = 0;     ///< mean step lengthening by K-FAC work
+  double overheadFraction = 0; ///< overheadMs / T_pipe
+  double kfacWorkMs = 0;     ///< all devices, per window
+  double kfacInBubblesMs = 0;
+  double kfacOutsideMs = 0;
+  double steadyStateMs = 0;  ///< inversion work of the previous refresh
+  /// Lower bound on K from capacity: K-FAC work / bubble time of the busiest
+  /// device (the reference's analytic bound).
+  double refreshLowerBound = 0;
+  double schedulerSeconds = 0;
+  std::vector<DeviceReport> perDevice;
+};
+
+Report computeReport(const PipelineStep &step, const Timeline &timeline,
+                     const KfacPlan &plan, const CostModel &costs,
+                     const KfacOptions &options);
+
+std::string reportToText(const Report &report);
+std::string reportToJson(const Report &report);
+
+/// Chrome trace event format (chrome://tracing, ui.perfetto.dev); times in us.
+std::string timelineToChromeTrace(const Timeline &timeline,
+                                  const Report &report);
+/// One row per device (compute) with a thin communication lane below it.
+std::string timelineToSvg(const Timeline &timeline, const Report &report);
+
+/// Writes `text` to `path`.
+Status writeTextFile(const std::string &path, const std::string &text);
+
+} // namespace pf::sched
+
+#endif // PF_SCHEDULE_REPORT_H

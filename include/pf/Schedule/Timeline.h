@@ -1,0 +1,111 @@
+//===- Timeline.h - Discrete-event simulation and timelines -----*- C++ -*-===//
+//
+// simulatePipeline runs a PipelineProgram as a discrete-event model: each
+// device executes its passes in program order, a pass starts once the device
+// is free and its inputs have arrived (point-to-point sends add latency), and
+// Chimera's replicas all-reduce each stage's gradient. The result is the
+// timeline of one training step, the times K-FAC work depends on, and the
+// idle intervals ("bubbles") of every device.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PF_SCHEDULE_TIMELINE_H
+#define PF_SCHEDULE_TIMELINE_H
+
+#include "pf/Schedule/CostModel.h"
+#include "pf/Schedule/Pipeline.h"
+#include "pf/Schedule/Status.h"
+
+#include <string>
+#include <vector>
+
+namespace pf::sched {
+
+enum class ItemKind : unsigned char {
+  Forward,
+  Backward,
+  BackwardInput,
+  BackwardWeight,
+  CurvatureA,
+  CurvatureB,
+  InversionA,
+  InversionB,
+  Precondition,
+  SendRecv,      ///< activation / gradient between adjacent stages
+  AllReduce,     ///< gradient all-reduce between Chimera replicas
+  FactorSync,    ///< K-FAC factor all-reduce between Chimera replicas
+  PrecondSync,   ///< preconditioned gradient sent to the other replica
+};
+
+const char *itemKindName(ItemKind kind);
+bool isPipelineCompute(ItemKind kind);
+bool isKfac(ItemKind kind);
+bool isCommunication(ItemKind kind);
+
+/// Compute items occupy a device; communication runs beside it.
+enum class Lane : unsigned char { Compute, Comm };
+
+struct TimelineItem {
+  ItemKind kind;
+  Lane lane = Lane::Compute;
+  int device = 0;
+  int step = 0;   ///< step of the refresh window the item runs in
+  int pipe = 0;
+  int stage = -1;
+  int micro = -1;
+  int layer = -1; ///< K-FAC items
+  int piece = 0;  ///< index of the piece when a K-FAC item was split
+  double start = 0, end = 0;
+  /// K-FAC: placed after the pipeline finished (extends the step) instead of
+  /// inside a bubble.
+  bool outsideBubble = false;
+  /// K-FAC inversions: 1 when this piece belongs to the previous refresh
+  /// (steady-state overlap of consecutive refreshes), else 0.
+  int refreshLag = 0;
+
+  double duration() const { return end - start; }
+};
+
+struct Interval {
+  double start = 0, end = 0;
+};
+
+/// One training step of the bare pipeline.
+struct PipelineStep {
+  PipelineLayout layout;
+  std::vector<TimelineItem> items; ///< pipeline passes and communication
+  double makespan = 0;             ///< T_pipe: end of the last item
+  /// End of each pass, indexed [stage * microbatches + micro].
+  std::vector<double> forwardEnd;
+  /// When the output gradient of the stage is known (Backward or BackwardInput).
+  std::vector<double> backwardEnd;
+  /// When the gradient of each layer is final (after the all-reduce).
+  std::vector<double> gradientReady;
+  /// Idle intervals of every device's compute lane within [0, makespan].
+  std::vector<std::vector<Interval>> idle;
+  /// Busy time of every device's compute lane.
+  std::vector<double> busy;
+};
+
+Expected<PipelineStep> simulatePipeline(const PipelineProgram &program,
+                                        const CostModel &costs);
+
+/// Duration of a pass of `stage` (sum over its layers).
+double passDuration(const PipelineLayout &layout, const CostModel &costs,
+                    PassKind pass, int stage);
+
+/// A refresh window: K consecutive steps with the K-FAC work placed.
+struct Timeline {
+  int devices = 0;
+  int steps = 1;                 ///< K
+  double pipelineStep = 0;       ///< T_pipe of the bare pipeline
+  std::vector<double> stepStart; ///< absolute start of each step
+  std::vector<double> stepTime;  ///< length of each step (>= T_pipe)
+  std::vector<TimelineItem> items;
+
+  double windowTime() const;
+};
+
+} // namespace pf::sched
+
+#endif // PF_SCHEDULE_TIMELINE_H

@@ -1,0 +1,102 @@
+//===- PFKFACOps.cpp - K-FAC ops ----------------------------------------===//
+#include "pf/Dialect/PF/IR/PFOps.h"
+
+using namespace mlir;
+using namespace mlir::pf;
+
+using Types = SmallVectorImpl<Type>;
+using OptLoc = std::optional<Location>;
+
+static LogicalResult squareFactor(OptLoc loc, Value rowsValue, int64_t extra,
+                                  Types &out) {
+  auto type = dyn_cast<RankedTensorType>(rowsValue.getType());
+  Type element = cast<ShapedType>(rowsValue.getType()).getElementType();
+  if (!type) {
+    out.push_back(RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, element));
+    return success();
+  }
+  if (type.getRank() < 2)
+    return emitOptionalError(loc, "kfac: rows operand must have rank >= 2 (tokens x features), got ",
+                             type);
+  int64_t features = type.getShape().back();
+  int64_t size = ShapedType::isDynamic(features) ? features : features + extra;
+  out.push_back(RankedTensorType::get({size, size}, element));
+  return success();
+}
+
+LogicalResult KFACFactorAOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                              Adaptor adaptor, Types &out) {
+  return squareFactor(loc, adaptor.getInput(), adaptor.getBiasColumn() ? 1 : 0, out);
+}
+
+LogicalResult KFACFactorBOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                              Adaptor adaptor, Types &out) {
+  return squareFactor(loc, adaptor.getOutputGrad(), 0, out);
+}
+
+static LogicalResult checkSquare(OptLoc loc, Value value, StringRef what) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type)
+    return success();
+  if (type.getRank() != 2 || (type.hasStaticShape() && type.getDimSize(0) != type.getDimSize(1)))
+    return emitOptionalError(loc, what, " must be a square matrix, got ", type);
+  return success();
+}
+
+LogicalResult KFACPiOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                         Adaptor adaptor, Types &out) {
+  if (failed(checkSquare(loc, adaptor.getFactorA(), "factor A")) ||
+      failed(checkSquare(loc, adaptor.getFactorB(), "factor B")))
+    return failure();
+  out.push_back(RankedTensorType::get(
+      {}, cast<ShapedType>(adaptor.getFactorA().getType()).getElementType()));
+  return success();
+}
+
+LogicalResult KFACInverseOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                              Adaptor adaptor, Types &out) {
+  if (failed(checkSquare(loc, adaptor.getFactor(), "factor")))
+    return failure();
+  out.push_back(adaptor.getFactor().getType());
+  return success();
+}
+
+LogicalResult KFACInverseOp::verify() {
+  if (getSide() != "A" && getSide() != "B")
+    return emitOpError("side must be \"A\" or \"B\", got \"") << getSide() << "\"";
+  if (getDamping().convertToDouble() < 0)
+    return emitOpError("damping must be >= 0, got ") << getDamping().convertToDouble();
+  return success();
+}
+
+LogicalResult KFACPreconditionOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                                   Adaptor adaptor, Types &out) {
+  auto grad = dyn_cast<RankedTensorType>(adaptor.getWeightGrad().getType());
+  auto aInv = dyn_cast<RankedTensorType>(adaptor.getAInverse().getType());
+  auto bInv = dyn_cast<RankedTensorType>(adaptor.getBInverse().getType());
+  if (failed(checkSquare(loc, adaptor.getAInverse(), "A inverse")) ||
+      failed(checkSquare(loc, adaptor.getBInverse(), "B inverse")))
+    return failure();
+  Value biasGrad = adaptor.getBiasGrad();
+  if (grad && grad.hasStaticShape() && aInv && aInv.hasStaticShape() && bInv &&
+      bInv.hasStaticShape()) {
+    if (grad.getRank() != 2)
+      return emitOptionalError(loc, "kfac.precondition: weight gradient must be 2-D [out, in]");
+    int64_t out0 = grad.getDimSize(0), in = grad.getDimSize(1);
+    int64_t aSize = aInv.getDimSize(0);
+    if (bInv.getDimSize(0) != out0)
+      return emitOptionalError(loc, "kfac.precondition: B inverse is ", bInv.getDimSize(0),
+                               "x", bInv.getDimSize(0), " but the gradient has ", out0,
+                               " outputs");
+    if (aSize != in && aSize != in + 1)
+      return emitOptionalError(loc, "kfac.precondition: A inverse is ", aSize, "x", aSize,
+                               " but the gradient has ", in, " inputs");
+    if (aSize == in + 1 && !biasGrad)
+      return emitOptionalError(loc, "kfac.precondition: A inverse has a bias column "
+                                    "but no bias gradient is given");
+  }
+  out.push_back(adaptor.getWeightGrad().getType());
+  if (biasGrad)
+    out.push_back(biasGrad.getType());
+  return success();
+}

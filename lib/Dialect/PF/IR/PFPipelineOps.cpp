@@ -1,0 +1,75 @@
+//===- PFPipelineOps.cpp - pipeline structure ---------------------------===//
+#include "pf/Dialect/PF/IR/PFOps.h"
+
+using namespace mlir;
+using namespace mlir::pf;
+
+/// The body's arguments mirror the operands; the yield mirrors the results.
+static LogicalResult verifyRegionSignature(Operation *op, Region &body,
+                                           ValueRange inputs, TypeRange results) {
+  Block &block = body.front();
+  if (block.getArgumentTypes() != inputs.getTypes())
+    return op->emitOpError("body arguments ")
+           << block.getArgumentTypes() << " do not match operands " << inputs.getTypes();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != results)
+    return op->emitOpError("yields ") << yield.getValues().getTypes()
+                                      << " but declares results " << results;
+  return success();
+}
+
+LogicalResult PipelineOp::verify() {
+  if (getNumStages() < 1)
+    return emitOpError("needs at least one stage, got ") << getNumStages();
+  if (getNumMicrobatches() < 1)
+    return emitOpError("needs at least one micro-batch, got ") << getNumMicrobatches();
+  for (auto stage : getBody().front().getOps<StageOp>())
+    if (stage.getIndex() >= getNumStages())
+      return stage.emitOpError("index ") << stage.getIndex()
+                                         << " is out of range for a pipeline of "
+                                         << getNumStages() << " stages";
+  return verifyRegionSignature(*this, getBody(), getInputs(), getResultTypes());
+}
+
+LogicalResult StageOp::verify() {
+  if (!(*this)->getParentOfType<PipelineOp>())
+    return emitOpError("must be nested in a pf.pipeline");
+  return verifyRegionSignature(*this, getBody(), getInputs(), getResultTypes());
+}
+
+static LogicalResult verifyPeer(Operation *op, int64_t peer, StringRef what) {
+  if (peer < 0)
+    return op->emitOpError(what) << " stage must be >= 0, got " << peer;
+  auto stage = op->getParentOfType<StageOp>();
+  if (stage && int64_t(stage.getIndex()) == peer)
+    return op->emitOpError(what) << " stage " << peer << " is the stage itself";
+  if (auto pipeline = op->getParentOfType<PipelineOp>();
+      pipeline && peer >= int64_t(pipeline.getNumStages()))
+    return op->emitOpError(what) << " stage " << peer << " is out of range for "
+                                 << pipeline.getNumStages() << " stages";
+  return success();
+}
+
+LogicalResult SendOp::verify() { return verifyPeer(*this, getTo(), "destination"); }
+LogicalResult RecvOp::verify() { return verifyPeer(*this, getFrom(), "source"); }
+
+LogicalResult MicrobatchOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t count = adaptor.getCount(), index = adaptor.getIndex();
+  int64_t dim = adaptor.getDim();
+  if (count < 1 || index < 0 || index >= count)
+    return emitOptionalError(loc, "microbatch: index ", index, " is not in [0, ",
+                             count, ")");
+  if (dim < 0 || dim >= type.getRank())
+    return emitOptionalError(loc, "microbatch: dim ", dim, " out of range");
+  SmallVector<int64_t> shape(type.getShape());
+  if (!ShapedType::isDynamic(shape[dim])) {
+    if (shape[dim] % count != 0)
+      return emitOptionalError(loc, "microbatch: dimension of size ", shape[dim],
+                               " does not split into ", count, " micro-batches");
+    shape[dim] /= count;
+  }
+  out.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}

@@ -1,0 +1,409 @@
+//===- PFTensorFolds.cpp - constant folding of the tensor ops -----------===//
+//
+// Folding is what turns an exporter's dynamic-shape arithmetic
+// (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) into constants. It works
+// on small constants only; big tensors (weights) are never copied here.
+//
+//===----------------------------------------------------------------------===//
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFShapeUtils.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/APSInt.h"
+#include <functional>
+
+using namespace mlir;
+using namespace mlir::pf;
+
+namespace {
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+DenseElementsAttr foldableConstant(Attribute attr) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !dense.getType().hasStaticShape())
+    return nullptr;
+  if (!dense.isSplat() && dense.getNumElements() > kMaxFoldElements)
+    return nullptr;
+  return dense;
+}
+
+RankedTensorType staticResultType(Value result) {
+  auto type = dyn_cast<RankedTensorType>(result.getType());
+  if (!type || !type.hasStaticShape() || type.getNumElements() > kMaxFoldElements)
+    return nullptr;
+  return type;
+}
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// Builds a tensor of `type` whose element i is `source(i-th multi-index)`.
+template <typename Fn>
+DenseElementsAttr buildElements(RankedTensorType type, Fn &&source) {
+  ArrayRef<int64_t> shape = type.getShape();
+  SmallVector<int64_t> strides = stridesOf(shape);
+  SmallVector<Attribute> values;
+  values.reserve(type.getNumElements());
+  SmallVector<int64_t> index(shape.size(), 0);
+  for (int64_t flat = 0, n = type.getNumElements(); flat < n; ++flat) {
+    int64_t rest = flat;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      index[d] = rest / strides[d];
+      rest %= strides[d];
+    }
+    Attribute value = source(ArrayRef<int64_t>(index));
+    if (!value)
+      return nullptr;
+    values.push_back(value);
+  }
+  return DenseElementsAttr::get(type, values);
+}
+
+/// Element of a constant at a broadcast multi-index of the result.
+Attribute broadcastElement(DenseElementsAttr attr, ArrayRef<int64_t> resultIndex) {
+  if (attr.isSplat())
+    return attr.getSplatValue<Attribute>();
+  ArrayRef<int64_t> shape = attr.getType().getShape();
+  SmallVector<int64_t> strides = stridesOf(shape);
+  size_t offset = resultIndex.size() - shape.size();
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    flat += (shape[d] == 1 ? 0 : resultIndex[offset + d]) * strides[d];
+  return attr.getValues<Attribute>()[flat];
+}
+
+using IntFn = std::function<std::optional<APInt>(const APInt &, const APInt &)>;
+using FloatFn = std::function<std::optional<APFloat>(const APFloat &, const APFloat &)>;
+
+/// Folds an elementwise binary op on two constants.
+OpFoldResult foldBinary(Value result, Attribute lhsAttr, Attribute rhsAttr,
+                        IntFn intFn, FloatFn floatFn) {
+  auto lhs = foldableConstant(lhsAttr), rhs = foldableConstant(rhsAttr);
+  auto type = staticResultType(result);
+  if (!lhs || !rhs || !type)
+    return {};
+  Type resultElement = type.getElementType();
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    Attribute l = broadcastElement(lhs, index), r = broadcastElement(rhs, index);
+    if (auto li = dyn_cast<IntegerAttr>(l)) {
+      auto ri = dyn_cast<IntegerAttr>(r);
+      if (!intFn || !ri)
+        return nullptr;
+      auto v = intFn(li.getValue(), ri.getValue());
+      return v ? IntegerAttr::get(resultElement, *v) : nullptr;
+    }
+    auto lf = dyn_cast<FloatAttr>(l), rf = dyn_cast<FloatAttr>(r);
+    if (!floatFn || !lf || !rf)
+      return nullptr;
+    auto v = floatFn(lf.getValue(), rf.getValue());
+    if (!v)
+      return nullptr;
+    if (auto intType = dyn_cast<IntegerType>(resultElement)) // comparisons
+      return IntegerAttr::get(intType, v->isNonZero() ? 1 : 0);
+    return FloatAttr::get(resultElement, *v);
+  });
+}
+
+/// Reinterprets a constant with the op's (static) result type.
+OpFoldResult foldReshapeLike(Value result, Attribute input) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(input);
+  auto type = dyn_cast<RankedTensorType>(result.getType());
+  if (!dense || !type || !type.hasStaticShape() ||
+      type.getNumElements() != dense.getNumElements())
+    return {};
+  return dense.reshape(type);
+}
+} // namespace
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+OpFoldResult IdentityOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                    [](const APInt &a, const APInt &b) { return a + b; },
+                    [](const APFloat &a, const APFloat &b) { return a + b; });
+}
+
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                    [](const APInt &a, const APInt &b) { return a - b; },
+                    [](const APFloat &a, const APFloat &b) { return a - b; });
+}
+
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                    [](const APInt &a, const APInt &b) { return a * b; },
+                    [](const APFloat &a, const APFloat &b) { return a * b; });
+}
+
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+      [](const APInt &a, const APInt &b) -> std::optional<APInt> {
+        if (b.isZero())
+          return std::nullopt; // leave division by zero to run time
+        return a.sdiv(b);
+      },
+      [](const APFloat &a, const APFloat &b) { return a / b; });
+}
+
+OpFoldResult PowOp::fold(FoldAdaptor) { return {}; }
+
+OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+      [](const APInt &a, const APInt &b) { return APInt(1, a == b ? 1 : 0); },
+      [](const APFloat &a, const APFloat &b) {
+        return APFloat(a.compare(b) == APFloat::cmpEqual ? 1.0f : 0.0f);
+      });
+}
+
+OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
+  auto input = foldableConstant(adaptor.getInput());
+  auto type = staticResultType(getOutput());
+  if (!input || !type)
+    return {};
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    Attribute v = broadcastElement(input, index);
+    if (auto i = dyn_cast<IntegerAttr>(v))
+      return IntegerAttr::get(i.getType(), -i.getValue());
+    auto f = cast<FloatAttr>(v);
+    return FloatAttr::get(f.getType(), -f.getValue());
+  });
+}
+
+OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
+  auto cond = foldableConstant(adaptor.getCondition());
+  auto x = foldableConstant(adaptor.getX()), y = foldableConstant(adaptor.getY());
+  auto type = staticResultType(getOutput());
+  if (!cond || !x || !y || !type)
+    return {};
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    bool c = cast<IntegerAttr>(broadcastElement(cond, index)).getValue().getBoolValue();
+    return broadcastElement(c ? x : y, index);
+  });
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  auto input = foldableConstant(adaptor.getInput());
+  auto type = staticResultType(getOutput());
+  if (!input || !type)
+    return {};
+  Type to = getTo();
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    Attribute v = broadcastElement(input, index);
+    if (auto i = dyn_cast<IntegerAttr>(v)) {
+      bool isSigned = !i.getType().isInteger(1);
+      if (auto toInt = dyn_cast<IntegerType>(to))
+        return IntegerAttr::get(to, isSigned ? i.getValue().sextOrTrunc(toInt.getWidth())
+                                             : i.getValue().zextOrTrunc(toInt.getWidth()));
+      APFloat f(cast<FloatType>(to).getFloatSemantics());
+      f.convertFromAPInt(i.getValue(), isSigned, APFloat::rmNearestTiesToEven);
+      return FloatAttr::get(to, f);
+    }
+    APFloat f = cast<FloatAttr>(v).getValue();
+    if (auto toFloat = dyn_cast<FloatType>(to)) {
+      bool lost;
+      f.convert(toFloat.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      return FloatAttr::get(to, f);
+    }
+    auto toInt = cast<IntegerType>(to);
+    if (toInt.getWidth() == 1)
+      return IntegerAttr::get(to, f.isZero() ? 0 : 1);
+    APSInt result(toInt.getWidth(), /*isUnsigned=*/false);
+    bool exact;
+    f.convertToInteger(result, APFloat::rmTowardZero, &exact);
+    return IntegerAttr::get(to, result);
+  });
+}
+
+OpFoldResult ShapeOp::fold(FoldAdaptor) {
+  auto input = dyn_cast<RankedTensorType>(getInput().getType());
+  auto type = dyn_cast<RankedTensorType>(getType());
+  if (!input || !input.hasStaticShape() || !type || !type.hasStaticShape())
+    return {};
+  int64_t rank = input.getRank();
+  int64_t start = getStart() ? int64_t(*getStart()) : 0;
+  if (start < 0)
+    start += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  ArrayRef<int64_t> dims = input.getShape().slice(start, type.getDimSize(0));
+  return DenseIntElementsAttr::get(type, dims);
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getData().getType() == getType() &&
+      cast<ShapedType>(getType()).hasStaticShape())
+    return getData();
+  return foldReshapeLike(getOutput(), adaptor.getData());
+}
+
+OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
+  return foldReshapeLike(getOutput(), adaptor.getInput());
+}
+
+OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return foldReshapeLike(getOutput(), adaptor.getInput());
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  auto perm = getPerm();
+  bool identity = perm && llvm::equal(*perm, llvm::seq<int64_t>(0, perm->size()));
+  if (identity && getInput().getType() == getType())
+    return getInput();
+  auto input = foldableConstant(adaptor.getInput());
+  auto type = staticResultType(getOutput());
+  if (!input || !type)
+    return {};
+  if (input.isSplat())
+    return input.resizeSplat(type);
+  SmallVector<int64_t> order;
+  if (perm)
+    order.assign(perm->begin(), perm->end());
+  else
+    for (int64_t i = type.getRank() - 1; i >= 0; --i)
+      order.push_back(i);
+  SmallVector<int64_t> inStrides = stridesOf(input.getType().getShape());
+  auto values = input.getValues<Attribute>();
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    int64_t flat = 0;
+    for (size_t d = 0; d < index.size(); ++d)
+      flat += index[d] * inStrides[order[d]];
+    return values[flat];
+  });
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  if (getInputs().size() == 1 && getInputs().front().getType() == getType())
+    return getInputs().front();
+  auto type = staticResultType(getOutput());
+  if (!type)
+    return {};
+  SmallVector<DenseElementsAttr> inputs;
+  for (Attribute attr : adaptor.getInputs()) {
+    auto dense = foldableConstant(attr);
+    if (!dense)
+      return {};
+    inputs.push_back(dense);
+  }
+  int64_t axis = *normalizeAxis(getAxis(), type.getRank());
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    int64_t pos = index[axis];
+    for (DenseElementsAttr input : inputs) {
+      int64_t size = input.getType().getDimSize(axis);
+      if (pos < size) {
+        SmallVector<int64_t> local(index);
+        local[axis] = pos;
+        return broadcastElement(input, local);
+      }
+      pos -= size;
+    }
+    return nullptr;
+  });
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  auto data = foldableConstant(adaptor.getData());
+  auto type = staticResultType(getOutput());
+  if (!data || !type)
+    return {};
+  if (data.isSplat())
+    return data.resizeSplat(type);
+  auto starts = getInts(adaptor.getStarts());
+  auto steps = adaptor.getSteps() ? getInts(adaptor.getSteps())
+                                  : std::optional<SmallVector<int64_t>>();
+  auto axes = adaptor.getAxes() ? getInts(adaptor.getAxes())
+                                : std::optional<SmallVector<int64_t>>();
+  if (!starts || (getSteps() && !steps) || (getAxes() && !axes))
+    return {};
+  ArrayRef<int64_t> inShape = data.getType().getShape();
+  int64_t rank = inShape.size();
+  SmallVector<int64_t> begin(rank, 0), stride(rank, 1);
+  for (size_t i = 0; i < starts->size(); ++i) {
+    auto axis = normalizeAxis(axes ? (*axes)[i] : int64_t(i), rank);
+    if (!axis)
+      return {};
+    int64_t dim = inShape[*axis], step = steps ? (*steps)[i] : 1;
+    int64_t start = (*starts)[i];
+    if (start < 0)
+      start += dim;
+    start = step > 0 ? std::clamp<int64_t>(start, 0, dim)
+                     : std::clamp<int64_t>(start, 0, dim - 1);
+    begin[*axis] = start;
+    stride[*axis] = step;
+  }
+  SmallVector<int64_t> inStrides = stridesOf(inShape);
+  auto values = data.getValues<Attribute>();
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    int64_t flat = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      flat += (begin[d] + index[d] * stride[d]) * inStrides[d];
+    return values[flat];
+  });
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  auto data = foldableConstant(adaptor.getData());
+  auto indices = foldableConstant(adaptor.getIndices());
+  auto type = staticResultType(getOutput());
+  if (!data || !indices || !type)
+    return {};
+  ArrayRef<int64_t> dataShape = data.getType().getShape();
+  int64_t axis = *normalizeAxis(getAxis(), dataShape.size());
+  int64_t indexRank = indices.getType().getRank();
+  auto indexValues = getInts(indices);
+  if (!indexValues)
+    return {};
+  SmallVector<int64_t> indexStrides = stridesOf(indices.getType().getShape());
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    int64_t flatIndex = 0;
+    for (int64_t d = 0; d < indexRank; ++d)
+      flatIndex += index[axis + d] * indexStrides[d];
+    int64_t picked = (*indexValues)[flatIndex];
+    if (picked < 0)
+      picked += dataShape[axis];
+    if (picked < 0 || picked >= dataShape[axis])
+      return nullptr; // out of range: leave it to the runtime check
+    SmallVector<int64_t> source(index.begin(), index.begin() + axis);
+    source.push_back(picked);
+    source.append(index.begin() + axis + indexRank, index.end());
+    return broadcastElement(data, source);
+  });
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType() &&
+      cast<ShapedType>(getType()).hasStaticShape())
+    return getInput();
+  auto input = foldableConstant(adaptor.getInput());
+  auto type = staticResultType(getOutput());
+  if (!input || !type)
+    return {};
+  if (input.isSplat())
+    return input.resizeSplat(type);
+  return buildElements(type, [&](ArrayRef<int64_t> index) {
+    return broadcastElement(input, index);
+  });
+}
+
+OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
+  auto type = dyn_cast<RankedTensorType>(getType());
+  if (!type || !type.hasStaticShape())
+    return {};
+  if (auto value = getValueAttr())
+    return DenseElementsAttr::get(type, value.getValues<Attribute>()[0]);
+  return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), 0.0));
+}

@@ -1,0 +1,671 @@
+//===- PFTensorOps.cpp - type inference of the ONNX-subset ops ---------===//
+//
+// Each op infers its result type from its operand types and, for ops that take
+// a shape as a tensor (Reshape, Expand, Slice, ConstantOfShape), from that
+// operand when it is a constant. The importer folds shape chains as it builds,
+// so BERT exports come out fully static.
+//
+//===----------------------------------------------------------------------===//
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFShapeUtils.h"
+
+#include "mlir/Dialect/Traits.h"
+
+using namespace mlir;
+using namespace mlir::pf;
+
+using Types = SmallVectorImpl<Type>;
+using OptLoc = std::optional<Location>;
+
+static std::optional<ArrayRef<int64_t>> shapeOf(Value value) {
+  if (auto ranked = dyn_cast<RankedTensorType>(value.getType()))
+    return ranked.getShape();
+  return std::nullopt;
+}
+
+static Type elementOf(Value value) {
+  return cast<ShapedType>(value.getType()).getElementType();
+}
+
+static LogicalResult unranked(Types &out, Type element) {
+  out.push_back(UnrankedTensorType::get(element));
+  return success();
+}
+
+static LogicalResult ranked(Types &out, ArrayRef<int64_t> shape, Type element) {
+  out.push_back(RankedTensorType::get(shape, element));
+  return success();
+}
+
+/// Broadcast result of several operands with `element` as element type.
+static LogicalResult inferBroadcast(OptLoc loc, ValueRange operands,
+                                    Type element, Types &out) {
+  SmallVector<int64_t> shape;
+  for (Value operand : operands) {
+    auto s = shapeOf(operand);
+    if (!s)
+      return unranked(out, element);
+    auto merged = broadcastShapes(shape, *s);
+    if (!merged)
+      return emitOptionalError(loc, "operand shapes do not broadcast: ",
+                               operands.getTypes());
+    shape = *merged;
+  }
+  return ranked(out, shape, element);
+}
+
+static LogicalResult inferBinary(OptLoc loc, Value lhs, Value rhs, Type element,
+                                 bool requireSameElement, Types &out) {
+  if (requireSameElement && elementOf(lhs) != elementOf(rhs))
+    return emitOptionalError(loc, "operands have different element types: ",
+                             elementOf(lhs), " and ", elementOf(rhs));
+  return inferBroadcast(loc, ValueRange{lhs, rhs}, element, out);
+}
+
+#define PF_BINARY_INFER(OP, SAME_ELEMENT, RESULT_ELEMENT)                      \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, OptLoc loc,             \
+                                     Adaptor adaptor, Types &out) {            \
+    Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();                      \
+    (void)ctx;                                                                 \
+    return inferBinary(loc, lhs, rhs, RESULT_ELEMENT, SAME_ELEMENT, out);      \
+  }
+PF_BINARY_INFER(AddOp, true, elementOf(lhs))
+PF_BINARY_INFER(SubOp, true, elementOf(lhs))
+PF_BINARY_INFER(MulOp, true, elementOf(lhs))
+PF_BINARY_INFER(DivOp, true, elementOf(lhs))
+PF_BINARY_INFER(PowOp, false, elementOf(lhs))
+PF_BINARY_INFER(EqualOp, true, IntegerType::get(ctx, 1))
+#undef PF_BINARY_INFER
+
+#define PF_SAME_TYPE_INFER(OP)                                                 \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, OptLoc, Adaptor adaptor,   \
+                                     Types &out) {                             \
+    out.push_back(adaptor.getInput().getType());                               \
+    return success();                                                          \
+  }
+PF_SAME_TYPE_INFER(IdentityOp)
+PF_SAME_TYPE_INFER(SqrtOp)
+PF_SAME_TYPE_INFER(ErfOp)
+PF_SAME_TYPE_INFER(TanhOp)
+PF_SAME_TYPE_INFER(ExpOp)
+PF_SAME_TYPE_INFER(NegOp)
+#undef PF_SAME_TYPE_INFER
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, OptLoc,
+                                           Adaptor adaptor, Types &out) {
+  out.push_back(adaptor.getValue().getType());
+  return success();
+}
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                        Adaptor adaptor, Types &out) {
+  if (elementOf(adaptor.getX()) != elementOf(adaptor.getY()))
+    return emitOptionalError(loc, "x and y have different element types");
+  return inferBroadcast(
+      loc, ValueRange{adaptor.getCondition(), adaptor.getX(), adaptor.getY()},
+      elementOf(adaptor.getX()), out);
+}
+
+LogicalResult CastOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                       Adaptor adaptor, Types &out) {
+  Type to = adaptor.getTo();
+  if (!to.isIntOrFloat())
+    return emitOptionalError(loc, "cast target must be an integer or float type, got ", to);
+  auto shape = shapeOf(adaptor.getInput());
+  out.push_back(makeTensorType(shape, to));
+  return success();
+}
+
+//===--- Linear algebra ------------------------------------------------------===//
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                         Adaptor adaptor, Types &out) {
+  Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+  if (elementOf(lhs) != elementOf(rhs))
+    return emitOptionalError(loc, "matmul operands have different element types");
+  auto ls = shapeOf(lhs), rs = shapeOf(rhs);
+  if (!ls || !rs)
+    return unranked(out, elementOf(lhs));
+  if (ls->empty() || rs->empty())
+    return emitOptionalError(loc, "matmul operands must have rank >= 1");
+  // numpy: a 1-D lhs is a row vector and a 1-D rhs a column vector; the
+  // promoted dimension is dropped from the result.
+  SmallVector<int64_t> a(*ls), b(*rs);
+  bool lhsVector = a.size() == 1, rhsVector = b.size() == 1;
+  if (lhsVector)
+    a.insert(a.begin(), 1);
+  if (rhsVector)
+    b.push_back(1);
+  int64_t k1 = a.back(), k2 = b[b.size() - 2];
+  if (!ShapedType::isDynamic(k1) && !ShapedType::isDynamic(k2) && k1 != k2)
+    return emitOptionalError(loc, "matmul contraction dimensions differ: ", k1,
+                             " vs ", k2);
+  auto batch = broadcastShapes(ArrayRef(a).drop_back(2), ArrayRef(b).drop_back(2));
+  if (!batch)
+    return emitOptionalError(loc, "matmul batch dimensions do not broadcast");
+  SmallVector<int64_t> shape(*batch);
+  if (!lhsVector)
+    shape.push_back(a[a.size() - 2]);
+  if (!rhsVector)
+    shape.push_back(b.back());
+  return ranked(out, shape, elementOf(lhs));
+}
+
+double MatMulOp::getForwardFlops() {
+  auto out = dyn_cast<RankedTensorType>(getOutput().getType());
+  auto lhs = dyn_cast<RankedTensorType>(getLhs().getType());
+  if (!out || !lhs || !out.hasStaticShape() || !lhs.hasStaticShape())
+    return 0;
+  return 2.0 * out.getNumElements() * lhs.getShape().back();
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                       Adaptor adaptor, Types &out) {
+  auto as = shapeOf(adaptor.getA()), bs = shapeOf(adaptor.getB());
+  Type element = elementOf(adaptor.getA());
+  if (!as || !bs)
+    return ranked(out, {ShapedType::kDynamic, ShapedType::kDynamic}, element);
+  if (as->size() != 2 || bs->size() != 2)
+    return emitOptionalError(loc, "gemm operands must be 2-D");
+  int64_t m = adaptor.getTransA() ? (*as)[1] : (*as)[0];
+  int64_t ka = adaptor.getTransA() ? (*as)[0] : (*as)[1];
+  int64_t kb = adaptor.getTransB() ? (*bs)[1] : (*bs)[0];
+  int64_t n = adaptor.getTransB() ? (*bs)[0] : (*bs)[1];
+  if (!ShapedType::isDynamic(ka) && !ShapedType::isDynamic(kb) && ka != kb)
+    return emitOptionalError(loc, "gemm contraction dimensions differ: ", ka, " vs ", kb);
+  if (Value c = adaptor.getC()) {
+    auto cs = shapeOf(c);
+    if (cs && !broadcastShapes({m, n}, *cs))
+      return emitOptionalError(loc, "gemm C does not broadcast to [M, N]");
+  }
+  return ranked(out, {m, n}, element);
+}
+
+double GemmOp::getForwardFlops() {
+  auto out = dyn_cast<RankedTensorType>(getOutput().getType());
+  auto a = dyn_cast<RankedTensorType>(getA().getType());
+  if (!out || !a || !out.hasStaticShape() || !a.hasStaticShape())
+    return 0;
+  return 2.0 * out.getNumElements() * a.getShape()[getTransA() ? 0 : 1];
+}
+
+//===--- Shape manipulation ----------------------------------------------===//
+
+LogicalResult ShapeOp::inferReturnTypes(MLIRContext *ctx, OptLoc loc,
+                                        Adaptor adaptor, Types &out) {
+  Type i64 = IntegerType::get(ctx, 64);
+  auto shape = shapeOf(adaptor.getInput());
+  if (!shape)
+    return ranked(out, {ShapedType::kDynamic}, i64);
+  int64_t rank = shape->size();
+  auto clamp = [&](int64_t v) {
+    if (v < 0)
+      v += rank;
+    return std::clamp<int64_t>(v, 0, rank);
+  };
+  int64_t start = clamp(adaptor.getStart() ? int64_t(*adaptor.getStart()) : 0);
+  int64_t end = clamp(adaptor.getEnd() ? int64_t(*adaptor.getEnd()) : rank);
+  return ranked(out, {std::max<int64_t>(0, end - start)}, i64);
+}
+
+/// Output shape of Reshape for a constant target; nullopt result with success
+/// when it cannot be known.
+static FailureOr<std::optional<SmallVector<int64_t>>>
+reshapeTarget(OptLoc loc, std::optional<ArrayRef<int64_t>> input,
+              ArrayRef<int64_t> target, bool allowzero) {
+  SmallVector<int64_t> shape(target);
+  int64_t inferred = -1, known = 1;
+  for (auto [i, dim] : llvm::enumerate(shape)) {
+    if (dim == 0 && !allowzero) {
+      if (!input || i >= input->size())
+        return emitOptionalError(loc, "reshape: 0 at position ", i,
+                                 " copies an input dimension that does not exist");
+      dim = (*input)[i];
+    } else if (dim == -1) {
+      if (inferred >= 0)
+        return emitOptionalError(loc, "reshape: more than one -1 in the target shape");
+      inferred = i;
+      continue;
+    } else if (dim < -1) {
+      return emitOptionalError(loc, "reshape: invalid dimension ", dim);
+    }
+    if (ShapedType::isDynamic(dim))
+      known = -1;
+    else if (known >= 0)
+      known *= dim;
+  }
+  if (inferred >= 0) {
+    bool inputStatic = input && llvm::none_of(*input, ShapedType::isDynamic);
+    if (!inputStatic || known <= 0) {
+      shape[inferred] = ShapedType::kDynamic;
+    } else {
+      int64_t total = 1;
+      for (int64_t d : *input)
+        total *= d;
+      if (total % known != 0)
+        return emitOptionalError(loc, "reshape: cannot reshape ", total,
+                                 " elements into a shape with ", known, " x ?");
+      shape[inferred] = total / known;
+    }
+  }
+  if (input && llvm::none_of(*input, ShapedType::isDynamic) &&
+      llvm::none_of(shape, ShapedType::isDynamic)) {
+    int64_t in = 1, outCount = 1;
+    for (int64_t d : *input)
+      in *= d;
+    for (int64_t d : shape)
+      outCount *= d;
+    if (in != outCount)
+      return emitOptionalError(loc, "reshape: element count changes from ", in,
+                               " to ", outCount);
+  }
+  return std::optional<SmallVector<int64_t>>(shape);
+}
+
+LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                          Adaptor adaptor, Types &out) {
+  Type element = elementOf(adaptor.getData());
+  auto shapeType = dyn_cast<RankedTensorType>(adaptor.getShape().getType());
+  if (shapeType && shapeType.getRank() != 1)
+    return emitOptionalError(loc, "reshape: shape operand must be 1-D");
+  auto target = getConstantInts(adaptor.getShape());
+  if (!target) {
+    if (!shapeType || shapeType.isDynamicDim(0))
+      return unranked(out, element);
+    return ranked(out, SmallVector<int64_t>(shapeType.getDimSize(0), ShapedType::kDynamic),
+                  element);
+  }
+  auto shape = reshapeTarget(loc, shapeOf(adaptor.getData()), *target,
+                             adaptor.getAllowzero());
+  if (failed(shape))
+    return failure();
+  return ranked(out, **shape, element);
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                            Adaptor adaptor, Types &out) {
+  Type element = elementOf(adaptor.getInput());
+  auto shape = shapeOf(adaptor.getInput());
+  if (!shape)
+    return unranked(out, element);
+  int64_t rank = shape->size();
+  SmallVector<int64_t> perm;
+  if (auto given = adaptor.getPerm())
+    perm.assign(given->begin(), given->end());
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (int64_t(perm.size()) != rank)
+    return emitOptionalError(loc, "transpose: perm has ", perm.size(),
+                             " entries for a rank-", rank, " input");
+  SmallVector<bool> seen(rank, false);
+  SmallVector<int64_t> result;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return emitOptionalError(loc, "transpose: perm is not a permutation");
+    seen[p] = true;
+    result.push_back((*shape)[p]);
+  }
+  return ranked(out, result, element);
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                            Adaptor adaptor, Types &out) {
+  Type element = elementOf(adaptor.getInput());
+  auto shape = shapeOf(adaptor.getInput());
+  if (!shape)
+    return unranked(out, element);
+  int64_t rank = shape->size() + adaptor.getAxes().size();
+  SmallVector<bool> inserted(rank, false);
+  for (int64_t axis : adaptor.getAxes()) {
+    auto a = normalizeAxis(axis, rank);
+    if (!a || inserted[*a])
+      return emitOptionalError(loc, "unsqueeze: invalid or repeated axis ", axis);
+    inserted[*a] = true;
+  }
+  SmallVector<int64_t> result;
+  size_t next = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    result.push_back(inserted[i] ? 1 : (*shape)[next++]);
+  return ranked(out, result, element);
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                          Adaptor adaptor, Types &out) {
+  Type element = elementOf(adaptor.getInput());
+  auto shape = shapeOf(adaptor.getInput());
+  if (!shape)
+    return unranked(out, element);
+  int64_t rank = shape->size();
+  SmallVector<bool> removed(rank, false);
+  if (auto axes = adaptor.getAxes(); axes && !axes->empty()) {
+    for (int64_t axis : *axes) {
+      auto a = normalizeAxis(axis, rank);
+      if (!a)
+        return emitOptionalError(loc, "squeeze: axis ", axis, " out of range");
+      if ((*shape)[*a] != 1 && !ShapedType::isDynamic((*shape)[*a]))
+        return emitOptionalError(loc, "squeeze: dimension ", *a, " has size ",
+                                 (*shape)[*a], ", not 1");
+      removed[*a] = true;
+    }
+  } else {
+    if (llvm::any_of(*shape, ShapedType::isDynamic))
+      return unranked(out, element);
+    for (int64_t i = 0; i < rank; ++i)
+      removed[i] = (*shape)[i] == 1;
+  }
+  SmallVector<int64_t> result;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!removed[i])
+      result.push_back((*shape)[i]);
+  return ranked(out, result, element);
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                         Adaptor adaptor, Types &out) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return emitOptionalError(loc, "concat needs at least one input");
+  Type element = elementOf(inputs.front());
+  std::optional<SmallVector<int64_t>> result;
+  int64_t axis = 0;
+  for (Value input : inputs) {
+    if (elementOf(input) != element)
+      return emitOptionalError(loc, "concat inputs have different element types");
+    auto shape = shapeOf(input);
+    if (!shape)
+      return unranked(out, element);
+    if (!result) {
+      auto a = normalizeAxis(adaptor.getAxis(), shape->size());
+      if (!a)
+        return emitOptionalError(loc, "concat: axis ", int64_t(adaptor.getAxis()),
+                                 " out of range for rank ", shape->size());
+      axis = *a;
+      result = SmallVector<int64_t>(*shape);
+      continue;
+    }
+    if (shape->size() != result->size())
+      return emitOptionalError(loc, "concat inputs have different ranks");
+    for (size_t i = 0; i < shape->size(); ++i) {
+      int64_t &dim = (*result)[i];
+      int64_t other = (*shape)[i];
+      if (int64_t(i) == axis) {
+        dim = ShapedType::isDynamic(dim) || ShapedType::isDynamic(other)
+                  ? ShapedType::kDynamic
+                  : dim + other;
+      } else if (ShapedType::isDynamic(dim)) {
+        dim = other;
+      } else if (!ShapedType::isDynamic(other) && other != dim) {
+        return emitOptionalError(loc, "concat inputs differ in dimension ", i,
+                                 ": ", dim, " vs ", other);
+      }
+    }
+  }
+  return ranked(out, *result, element);
+}
+
+/// Static ONNX Slice result size along one axis.
+static int64_t sliceSize(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  auto clampIndex = [&](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0)
+      v += dim;
+    return std::clamp(v, lo, hi);
+  };
+  if (step > 0) {
+    start = clampIndex(start, 0, dim);
+    end = clampIndex(end, 0, dim);
+    return std::max<int64_t>(0, (end - start + step - 1) / step);
+  }
+  start = clampIndex(start, 0, dim - 1);
+  end = clampIndex(end, -1, dim - 1);
+  return std::max<int64_t>(0, (start - end + (-step) - 1) / (-step));
+}
+
+/// Normalized per-axis (start, end, step) of a Slice whose index operands are
+/// constants. Used by inference and folding.
+struct SliceParams {
+  SmallVector<int64_t> starts, ends, axes, steps;
+};
+static FailureOr<std::optional<SliceParams>>
+getSliceParams(OptLoc loc, int64_t rank, Value startsV, Value endsV,
+               Value axesV, Value stepsV) {
+  auto starts = getConstantInts(startsV), ends = getConstantInts(endsV);
+  std::optional<SmallVector<int64_t>> axes, steps;
+  if (axesV)
+    axes = getConstantInts(axesV);
+  if (stepsV)
+    steps = getConstantInts(stepsV);
+  if (!starts || !ends || (axesV && !axes) || (stepsV && !steps))
+    return std::optional<SliceParams>();
+  SliceParams p{*starts, *ends, {}, {}};
+  if (p.starts.size() != p.ends.size())
+    return emitOptionalError(loc, "slice: starts and ends differ in length");
+  for (size_t i = 0; i < p.starts.size(); ++i) {
+    int64_t axis = axes ? (i < axes->size() ? (*axes)[i] : -1000000) : int64_t(i);
+    auto a = normalizeAxis(axis, rank);
+    if (!a)
+      return emitOptionalError(loc, "slice: axis ", axis, " out of range");
+    int64_t step = steps ? (i < steps->size() ? (*steps)[i] : 0) : 1;
+    if (step == 0)
+      return emitOptionalError(loc, "slice: step must not be 0");
+    p.axes.push_back(*a);
+    p.steps.push_back(step);
+  }
+  return std::optional<SliceParams>(p);
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                        Adaptor adaptor, Types &out) {
+  Type element = elementOf(adaptor.getData());
+  auto shape = shapeOf(adaptor.getData());
+  if (!shape)
+    return unranked(out, element);
+  auto params = getSliceParams(loc, shape->size(), adaptor.getStarts(),
+                               adaptor.getEnds(), adaptor.getAxes(),
+                               adaptor.getSteps());
+  if (failed(params))
+    return failure();
+  SmallVector<int64_t> result(*shape);
+  if (!*params) {
+    // Unknown bounds: every dimension may shrink.
+    for (int64_t &d : result)
+      d = ShapedType::kDynamic;
+    return ranked(out, result, element);
+  }
+  const SliceParams &p = **params;
+  for (size_t i = 0; i < p.axes.size(); ++i) {
+    int64_t &dim = result[p.axes[i]];
+    if (!ShapedType::isDynamic(dim))
+      dim = sliceSize(dim, p.starts[i], p.ends[i], p.steps[i]);
+  }
+  return ranked(out, result, element);
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                         Adaptor adaptor, Types &out) {
+  Type element = elementOf(adaptor.getData());
+  if (!elementOf(adaptor.getIndices()).isInteger())
+    return emitOptionalError(loc, "gather: indices must be integers");
+  auto data = shapeOf(adaptor.getData()), indices = shapeOf(adaptor.getIndices());
+  if (!data || !indices)
+    return unranked(out, element);
+  auto axis = normalizeAxis(adaptor.getAxis(), data->size());
+  if (!axis)
+    return emitOptionalError(loc, "gather: axis ", int64_t(adaptor.getAxis()),
+                             " out of range for rank ", data->size());
+  SmallVector<int64_t> result(data->begin(), data->begin() + *axis);
+  result.append(indices->begin(), indices->end());
+  result.append(data->begin() + *axis + 1, data->end());
+  return ranked(out, result, element);
+}
+
+LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                         Adaptor adaptor, Types &out) {
+  Type element = elementOf(adaptor.getInput());
+  auto target = getConstantInts(adaptor.getShape());
+  auto shape = shapeOf(adaptor.getInput());
+  if (!target || !shape)
+    return unranked(out, element);
+  auto result = broadcastShapes(*shape, *target);
+  if (!result)
+    return emitOptionalError(loc, "expand: input does not broadcast to the target shape");
+  return ranked(out, *result, element);
+}
+
+LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *ctx, OptLoc loc,
+                                                  Adaptor adaptor, Types &out) {
+  Type element = Float32Type::get(ctx);
+  if (auto value = adaptor.getValueAttr()) {
+    if (value.getNumElements() != 1)
+      return emitOptionalError(loc, "constant_of_shape: value must have one element");
+    element = value.getElementType();
+  }
+  auto target = getConstantInts(adaptor.getShape());
+  if (!target) {
+    auto shapeType = dyn_cast<RankedTensorType>(adaptor.getShape().getType());
+    if (!shapeType || shapeType.isDynamicDim(0))
+      return unranked(out, element);
+    return ranked(out, SmallVector<int64_t>(shapeType.getDimSize(0), ShapedType::kDynamic),
+                  element);
+  }
+  if (llvm::any_of(*target, [](int64_t d) { return d < 0; }))
+    return emitOptionalError(loc, "constant_of_shape: negative dimension");
+  return ranked(out, *target, element);
+}
+
+//===--- Reductions and normalization ----------------------------------------===//
+
+static LogicalResult inferReduce(OptLoc loc, Value input,
+                                 std::optional<ArrayRef<int64_t>> axes,
+                                 bool keepdims, bool noopWithEmptyAxes,
+                                 Types &out) {
+  Type element = elementOf(input);
+  auto shape = shapeOf(input);
+  if (!shape)
+    return unranked(out, element);
+  int64_t rank = shape->size();
+  if ((!axes || axes->empty()) && noopWithEmptyAxes)
+    return ranked(out, *shape, element);
+  SmallVector<bool> reduced(rank, !axes || axes->empty());
+  if (axes)
+    for (int64_t axis : *axes) {
+      auto a = normalizeAxis(axis, rank);
+      if (!a)
+        return emitOptionalError(loc, "reduce: axis ", axis, " out of range for rank ", rank);
+      reduced[*a] = true;
+    }
+  SmallVector<int64_t> result;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i])
+      result.push_back((*shape)[i]);
+    else if (keepdims)
+      result.push_back(1);
+  }
+  return ranked(out, result, element);
+}
+
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                             Adaptor adaptor, Types &out) {
+  return inferReduce(loc, adaptor.getInput(), adaptor.getAxes(),
+                     adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), out);
+}
+
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                            Adaptor adaptor, Types &out) {
+  return inferReduce(loc, adaptor.getInput(), adaptor.getAxes(),
+                     adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), out);
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                          Adaptor adaptor, Types &out) {
+  if (auto shape = shapeOf(adaptor.getInput()))
+    if (!normalizeAxis(adaptor.getAxis(), shape->size()))
+      return emitOptionalError(loc, "softmax: axis ", int64_t(adaptor.getAxis()),
+                               " out of range for rank ", shape->size());
+  out.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+/// Checks that `param` (scale or bias) broadcasts onto the normalized dims.
+static LogicalResult checkNormParam(OptLoc loc, StringRef what, Value param,
+                                    ArrayRef<int64_t> normalized) {
+  if (!param)
+    return success();
+  auto shape = shapeOf(param);
+  if (!shape)
+    return success();
+  auto merged = broadcastShapes(normalized, *shape);
+  if (!merged || merged->size() != normalized.size())
+    return emitOptionalError(loc, what, " shape does not match the normalized dimensions");
+  for (auto [m, n] : llvm::zip(*merged, normalized))
+    if (!ShapedType::isDynamic(n) && m != n)
+      return emitOptionalError(loc, what, " shape does not match the normalized dimensions");
+  return success();
+}
+
+LogicalResult LayerNormalizationOp::inferReturnTypes(MLIRContext *ctx, OptLoc loc,
+                                                     Adaptor adaptor, Types &out) {
+  Value input = adaptor.getInput();
+  auto shape = shapeOf(input);
+  out.push_back(input.getType());
+  Type f32 = Float32Type::get(ctx);
+  if (!shape) {
+    out.push_back(UnrankedTensorType::get(f32));
+    out.push_back(UnrankedTensorType::get(f32));
+    return success();
+  }
+  auto axis = normalizeAxis(adaptor.getAxis(), shape->size());
+  if (!axis)
+    return emitOptionalError(loc, "layer_normalization: axis out of range");
+  ArrayRef<int64_t> normalized = shape->drop_front(*axis);
+  if (failed(checkNormParam(loc, "scale", adaptor.getScale(), normalized)) ||
+      failed(checkNormParam(loc, "bias", adaptor.getBias(), normalized)))
+    return failure();
+  SmallVector<int64_t> stats(*shape);
+  for (size_t i = *axis; i < stats.size(); ++i)
+    stats[i] = 1;
+  out.push_back(RankedTensorType::get(stats, f32));
+  out.push_back(RankedTensorType::get(stats, f32));
+  return success();
+}
+
+//===--- Fused ops ------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                            Adaptor adaptor, Types &out) {
+  Value input = adaptor.getInput();
+  if (auto shape = shapeOf(input)) {
+    auto axis = normalizeAxis(adaptor.getAxis(), shape->size());
+    if (!axis)
+      return emitOptionalError(loc, "layer_norm: axis out of range");
+    ArrayRef<int64_t> normalized = shape->drop_front(*axis);
+    if (failed(checkNormParam(loc, "scale", adaptor.getScale(), normalized)) ||
+        failed(checkNormParam(loc, "bias", adaptor.getBias(), normalized)))
+      return failure();
+  }
+  out.push_back(input.getType());
+  return success();
+}
+
+double LayerNormOp::getForwardFlops() {
+  auto type = dyn_cast<RankedTensorType>(getOutput().getType());
+  return type && type.hasStaticShape() ? 8.0 * type.getNumElements() : 0;
+}
+
+LogicalResult GeluOp::inferReturnTypes(MLIRContext *, OptLoc, Adaptor adaptor,
+                                       Types &out) {
+  out.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+double GeluOp::getForwardFlops() {
+  auto type = dyn_cast<RankedTensorType>(getOutput().getType());
+  return type && type.hasStaticShape() ? 8.0 * type.getNumElements() : 0;
+}

@@ -1,0 +1,400 @@
+//===- ONNXOpConverters.cpp - one converter per ONNX op type ---------------===//
+//
+// Converters normalize opset differences (axes as attributes or inputs, Slice
+// before/after opset 10, Softmax before/after 13) into the pf op semantics.
+//
+//===----------------------------------------------------------------------===//
+#include "ImportContext.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+using namespace mlir;
+using namespace mlir::pf;
+using namespace mlir::pf::onnx_import;
+
+//===--- NodeContext -----------------------------------------------------------===//
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeContext::intAttr(StringRef name, int64_t fallback) const {
+  const auto *a = attr(name);
+  return a ? a->i() : fallback;
+}
+
+float NodeContext::floatAttr(StringRef name, float fallback) const {
+  const auto *a = attr(name);
+  return a ? a->f() : fallback;
+}
+
+std::string NodeContext::stringAttr(StringRef name, StringRef fallback) const {
+  const auto *a = attr(name);
+  return a ? a->s() : fallback.str();
+}
+
+std::optional<SmallVector<int64_t>> NodeContext::intsAttr(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+InFlightDiagnostic NodeContext::error() const {
+  return emitError(loc) << "node '" << node.name() << "' (" << node.op_type() << ", opset "
+                        << opset << "): ";
+}
+
+FailureOr<SmallVector<Value>> NodeContext::finish(Operation *op) {
+  auto infer = dyn_cast<InferTypeOpInterface>(op);
+  if (infer) {
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                      op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                      op->getRegions(), types))) {
+      op->erase();
+      return error() << "the operands do not fit the op (see above)";
+    }
+    for (auto [result, type] : llvm::zip(op->getResults(), types))
+      result.setType(type);
+  }
+  SmallVector<Value> results;
+  if (succeeded(builder.tryFold(op, results)) && !results.empty()) {
+    op->erase();
+    return results;
+  }
+  return SmallVector<Value>(op->getResults());
+}
+
+FailureOr<std::optional<SmallVector<int64_t>>> NodeContext::constantInts(size_t i,
+                                                                         StringRef what) {
+  Value v = input(i);
+  if (!v)
+    return std::optional<SmallVector<int64_t>>();
+  auto values = getConstantInts(v);
+  if (!values)
+    return error() << what << " (input " << i
+                   << ") must be a constant after shape folding; fix the input shapes";
+  return std::optional<SmallVector<int64_t>>(*values);
+}
+
+Value NodeContext::i64Constant(ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get({int64_t(values.size())}, builder.getI64Type());
+  return ConstantOp::create(builder, loc, DenseIntElementsAttr::get(type, values));
+}
+
+//===--- Converters --------------------------------------------------------===//
+
+namespace {
+using Results = FailureOr<SmallVector<Value>>;
+
+LogicalResult requireInputs(NodeContext &n, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (!n.input(i))
+      return n.error() << "expects at least " << count << " inputs, got "
+                       << n.node.input_size();
+  return success();
+}
+
+template <typename OpTy>
+Results binary(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  return n.finish(OpTy::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1)));
+}
+
+template <typename OpTy>
+Results unary(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  return n.finish(OpTy::create(n.builder, n.loc, n.placeholder(), n.input(0)));
+}
+
+/// Axes from an attribute (older opsets) or from a constant input (newer).
+FailureOr<std::optional<SmallVector<int64_t>>> axesOf(NodeContext &n, int64_t inputSince,
+                                                      size_t inputIndex) {
+  if (n.opset >= inputSince)
+    return n.constantInts(inputIndex, "axes");
+  return n.intsAttr("axes");
+}
+
+Results convertIdentity(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  auto op = IdentityOp::create(n.builder, n.loc, n.input(0).getType(), n.input(0));
+  // The output name survives so pf-untie-initializers can recreate the
+  // parameter an exporter de-duplicated.
+  if (n.node.output_size() > 0)
+    op->setAttr("pf.name", n.builder.getStringAttr(n.node.output(0)));
+  return SmallVector<Value>{op.getResult()};
+}
+
+Results convertDropout(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  if (n.node.output_size() > 1 && !n.node.output(1).empty())
+    return n.error() << "the mask output of Dropout is not supported";
+  return SmallVector<Value>{n.input(0)}; // inference: identity
+}
+
+Results convertConstant(NodeContext &n) {
+  MLIRContext *ctx = n.builder.getContext();
+  ElementsAttr value;
+  if (const auto *a = n.attr("value")) {
+    auto converted = convertTensor(ctx, a->t(), "", n.loc, /*asResource=*/false);
+    if (failed(converted))
+      return failure();
+    value = *converted;
+  } else if (const auto *a = n.attr("value_float")) {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, n.builder.getF32Type()), a->f());
+  } else if (const auto *a = n.attr("value_floats")) {
+    SmallVector<float> v(a->floats().begin(), a->floats().end());
+    value = DenseElementsAttr::get(RankedTensorType::get({int64_t(v.size())}, n.builder.getF32Type()),
+                                   ArrayRef<float>(v));
+  } else if (const auto *a = n.attr("value_int")) {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, n.builder.getI64Type()),
+                                   static_cast<int64_t>(a->i()));
+  } else if (const auto *a = n.attr("value_ints")) {
+    SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
+    value = DenseElementsAttr::get(RankedTensorType::get({int64_t(v.size())}, n.builder.getI64Type()),
+                                   ArrayRef<int64_t>(v));
+  } else {
+    return n.error() << "has no supported value attribute (value, value_float(s), value_int(s))";
+  }
+  return SmallVector<Value>{ConstantOp::create(n.builder, n.loc, value).getResult()};
+}
+
+Results convertCast(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  Type to = convertElementType(n.builder.getContext(), n.intAttr("to", 0));
+  if (!to)
+    return n.error() << "unsupported target type " << n.intAttr("to", 0);
+  return n.finish(CastOp::create(n.builder, n.loc, n.placeholder(), n.input(0), to));
+}
+
+Results convertMatMul(NodeContext &n) { return binary<MatMulOp>(n); }
+
+UnitAttr unitIf(NodeContext &n, bool set) { return set ? n.builder.getUnitAttr() : UnitAttr(); }
+
+Results convertGemm(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  return n.finish(GemmOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                 n.input(2), n.builder.getF32FloatAttr(n.floatAttr("alpha", 1)),
+                                 n.builder.getF32FloatAttr(n.floatAttr("beta", 1)),
+                                 unitIf(n, n.intAttr("transA", 0) != 0),
+                                 unitIf(n, n.intAttr("transB", 0) != 0)));
+}
+
+Results convertShape(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  IntegerAttr start, end;
+  if (n.attr("start"))
+    start = n.builder.getI64IntegerAttr(n.intAttr("start", 0));
+  if (n.attr("end"))
+    end = n.builder.getI64IntegerAttr(n.intAttr("end", 0));
+  return n.finish(ShapeOp::create(n.builder, n.loc, n.placeholder(), n.input(0), start, end));
+}
+
+Results convertReshape(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  return n.finish(ReshapeOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                    n.intAttr("allowzero", 0) != 0));
+}
+
+Results convertTranspose(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  DenseI64ArrayAttr perm;
+  if (auto p = n.intsAttr("perm"))
+    perm = n.builder.getDenseI64ArrayAttr(*p);
+  return n.finish(TransposeOp::create(n.builder, n.loc, n.placeholder(), n.input(0), perm));
+}
+
+Results convertUnsqueeze(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  auto axes = axesOf(n, 13, 1);
+  if (failed(axes))
+    return failure();
+  if (!*axes)
+    return n.error() << "needs axes";
+  return n.finish(UnsqueezeOp::create(n.builder, n.loc, n.placeholder(), n.input(0),
+                                      n.builder.getDenseI64ArrayAttr(**axes)));
+}
+
+Results convertSqueeze(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  auto axes = axesOf(n, 13, 1);
+  if (failed(axes))
+    return failure();
+  DenseI64ArrayAttr attr;
+  if (*axes)
+    attr = n.builder.getDenseI64ArrayAttr(**axes);
+  return n.finish(SqueezeOp::create(n.builder, n.loc, n.placeholder(), n.input(0), attr));
+}
+
+Results convertConcat(NodeContext &n) {
+  if (n.inputs.empty() || llvm::any_of(n.inputs, [](Value v) { return !v; }))
+    return n.error() << "needs one or more inputs";
+  if (!n.attr("axis"))
+    return n.error() << "needs the axis attribute";
+  return n.finish(ConcatOp::create(n.builder, n.loc, n.placeholder(), n.inputs,
+                                   n.intAttr("axis", 0)));
+}
+
+Results convertSlice(NodeContext &n) {
+  if (n.opset < 10) {
+    if (failed(requireInputs(n, 1)))
+      return failure();
+    auto starts = n.intsAttr("starts"), ends = n.intsAttr("ends");
+    if (!starts || !ends)
+      return n.error() << "needs starts and ends";
+    Value axes = n.intsAttr("axes") ? n.i64Constant(*n.intsAttr("axes")) : Value();
+    return n.finish(SliceOp::create(n.builder, n.loc, n.placeholder(), n.input(0),
+                                    n.i64Constant(*starts), n.i64Constant(*ends), axes, Value()));
+  }
+  if (failed(requireInputs(n, 3)))
+    return failure();
+  return n.finish(SliceOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                  n.input(2), n.input(3), n.input(4)));
+}
+
+Results convertGather(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  return n.finish(GatherOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                   n.intAttr("axis", 0)));
+}
+
+Results convertExpand(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  return n.finish(ExpandOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1)));
+}
+
+Results convertConstantOfShape(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  ElementsAttr value;
+  if (const auto *a = n.attr("value")) {
+    auto converted = convertTensor(n.builder.getContext(), a->t(), "", n.loc, false);
+    if (failed(converted))
+      return failure();
+    value = *converted;
+  }
+  return n.finish(ConstantOfShapeOp::create(n.builder, n.loc, n.placeholder(), n.input(0), value));
+}
+
+template <typename OpTy>
+Results reduce(NodeContext &n, int64_t axesInputSince) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  auto axes = axesOf(n, axesInputSince, 1);
+  if (failed(axes))
+    return failure();
+  DenseI64ArrayAttr attr;
+  if (*axes)
+    attr = n.builder.getDenseI64ArrayAttr(**axes);
+  return n.finish(OpTy::create(n.builder, n.loc, n.placeholder(), n.input(0), attr,
+                               n.intAttr("keepdims", 1) != 0,
+                               n.intAttr("noop_with_empty_axes", 0) != 0));
+}
+
+Results convertSoftmax(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  int64_t axis = n.intAttr("axis", n.opset < 13 ? 1 : -1);
+  if (n.opset < 13) {
+    // Before opset 13 Softmax flattens to 2-D at `axis`; that equals the
+    // single-axis form only when axis is the last dimension.
+    auto type = dyn_cast<RankedTensorType>(n.input(0).getType());
+    if (!type || (axis != -1 && axis != type.getRank() - 1))
+      return n.error() << "Softmax before opset 13 is supported only over the last axis";
+  }
+  return n.finish(SoftmaxOp::create(n.builder, n.loc, n.placeholder(), n.input(0), axis));
+}
+
+Results convertWhere(NodeContext &n) {
+  if (failed(requireInputs(n, 3)))
+    return failure();
+  return n.finish(WhereOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                  n.input(2)));
+}
+
+Results convertLayerNormalization(NodeContext &n) {
+  if (n.opset < 17)
+    return n.error() << "LayerNormalization is defined from opset 17 on";
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  Type f = n.placeholder();
+  auto op = LayerNormalizationOp::create(n.builder, n.loc, TypeRange{f, f, f}, n.input(0),
+                                         n.input(1), n.input(2),
+                                         n.builder.getI64IntegerAttr(n.intAttr("axis", -1)),
+                                         n.builder.getF32FloatAttr(n.floatAttr("epsilon", 1e-5f)));
+  return n.finish(op);
+}
+
+Results convertGelu(NodeContext &n) {
+  if (n.opset < 20)
+    return n.error() << "Gelu is defined from opset 20 on";
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  std::string approximate = n.stringAttr("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return n.error() << "approximate must be \"none\" or \"tanh\", got \"" << approximate << "\"";
+  return n.finish(GeluOp::create(n.builder, n.loc, n.placeholder(), n.input(0),
+                                 n.builder.getStringAttr(approximate)));
+}
+
+llvm::StringMap<Converter> buildConverters() {
+  llvm::StringMap<Converter> table;
+  table["Add"] = binary<AddOp>;
+  table["Sub"] = binary<SubOp>;
+  table["Mul"] = binary<MulOp>;
+  table["Div"] = binary<DivOp>;
+  table["Pow"] = binary<PowOp>;
+  table["Equal"] = binary<EqualOp>;
+  table["Sqrt"] = unary<SqrtOp>;
+  table["Erf"] = unary<ErfOp>;
+  table["Tanh"] = unary<TanhOp>;
+  table["Exp"] = unary<ExpOp>;
+  table["Neg"] = unary<NegOp>;
+  table["Identity"] = convertIdentity;
+  table["Dropout"] = convertDropout;
+  table["Constant"] = convertConstant;
+  table["Cast"] = convertCast;
+  table["MatMul"] = convertMatMul;
+  table["Gemm"] = convertGemm;
+  table["Shape"] = convertShape;
+  table["Reshape"] = convertReshape;
+  table["Transpose"] = convertTranspose;
+  table["Unsqueeze"] = convertUnsqueeze;
+  table["Squeeze"] = convertSqueeze;
+  table["Concat"] = convertConcat;
+  table["Slice"] = convertSlice;
+  table["Gather"] = convertGather;
+  table["Expand"] = convertExpand;
+  table["ConstantOfShape"] = convertConstantOfShape;
+  table["ReduceMean"] = [](NodeContext &n) { return reduce<ReduceMeanOp>(n, 18); };
+  table["ReduceSum"] = [](NodeContext &n) { return reduce<ReduceSumOp>(n, 13); };
+  table["Softmax"] = convertSoftmax;
+  table["Where"] = convertWhere;
+  table["LayerNormalization"] = convertLayerNormalization;
+  table["Gelu"] = convertGelu;
+  return table;
+}
+} // namespace
+
+const llvm::StringMap<Converter> &onnx_import::getConverters() {
+  static const llvm::StringMap<Converter> table = buildConverters();
+  return table;
+}

@@ -1,0 +1,67 @@
+//===- KfacInternal.h - Shared pieces of the K-FAC policies (private) -*- C++ -*-===//
+
+#ifndef PF_LIB_SCHEDULE_KFACINTERNAL_H
+#define PF_LIB_SCHEDULE_KFACINTERNAL_H
+
+#include "pf/Schedule/Kfac.h"
+
+#include <vector>
+
+namespace pf::sched::detail {
+
+constexpr double kEps = 1e-9;
+
+/// A bubble of one device in window time, tagged with its step.
+struct Gap {
+  double start = 0, end = 0;
+  int step = 0;
+};
+
+/// Bubbles of every device over `steps` steps, each step's bubbles shifted by
+/// step * T_pipe. Bubbles never cross a step boundary.
+std::vector<std::vector<Gap>> windowGaps(const KfacProblem &problem,
+                                         int firstStep, int steps);
+
+/// What a policy placed inside the bubbles.
+struct SweepResult {
+  std::vector<PlacedPiece> pieces; ///< step-relative times
+  std::vector<double> remaining;   ///< per task, work not placed yet
+  /// Per task: step and step-relative end of its last placed piece
+  /// (step -1 when nothing is placed).
+  std::vector<int> lastStep;
+  std::vector<double> lastEnd;
+
+  explicit SweepResult(const KfacProblem &problem);
+  void place(const KfacProblem &problem, int task, int step, double t,
+             double duration, int refreshLag = 0);
+};
+
+/// Where work left over after the bubbles goes.
+enum class TailRule {
+  /// The reference: preconditioning after each flush, anything else that did
+  /// not fit after the flush of the last step.
+  LastStep,
+  /// Each task goes after the flush of the step (at or after its inputs)
+  /// where it lengthens the window least.
+  Balanced,
+};
+
+/// Completes a plan: places the remaining work after the flushes, adds the
+/// Chimera preconditioning exchange and computes every step's length.
+KfacPlan finishPlan(KfacProblem problem, const SweepResult &sweep,
+                    TailRule rule, Policy policy);
+
+/// Pipefisher: the reference greedy (PolicyPipeFisher.cpp).
+KfacPlan planPipeFisher(const PipelineStep &step, const CostModel &costs,
+                        const KfacOptions &options);
+
+/// pf: our list scheduler with automatic K (PolicyPF.cpp).
+KfacPlan planPF(const PipelineStep &step, const CostModel &costs,
+                const KfacOptions &options);
+
+/// Mean step length of a plan.
+double meanStepTime(const KfacPlan &plan);
+
+} // namespace pf::sched::detail
+
+#endif // PF_LIB_SCHEDULE_KFACINTERNAL_H

@@ -1,0 +1,163 @@
+//===- Partition.cpp - Contiguous min-max stage partitioning --------------===//
+
+#include "pf/Schedule/Partition.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace pf::sched {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// Prefix sums so that any stage's cost and memory is O(1).
+struct Prefix {
+  std::vector<double> cost, memory;
+  explicit Prefix(const std::vector<double> &c, const std::vector<double> &m)
+      : cost(c.size() + 1, 0), memory(c.size() + 1, 0) {
+    for (size_t i = 0; i < c.size(); ++i) {
+      cost[i + 1] = cost[i] + c[i];
+      memory[i + 1] = memory[i] + (m.empty() ? 0 : m[i]);
+    }
+  }
+  double costOf(int first, int last) const { return cost[last] - cost[first]; }
+  double memoryOf(int first, int last) const {
+    return memory[last] - memory[first];
+  }
+};
+
+/// Exact DP over "first k stages cover layers [0, j)". With `bound` finite it
+/// minimises the sum of squared stage costs among partitions whose stages all
+/// cost at most `bound`; otherwise it minimises the maximum stage cost.
+/// Returns the objective and fills `cut[k][j]` with the start of stage k-1.
+double solve(const Prefix &prefix, int layers, int stages, double memoryCap,
+             double bound, std::vector<std::vector<int>> &cut) {
+  const bool minimiseSquares = std::isfinite(bound);
+  std::vector<std::vector<double>> best(stages + 1,
+                                        std::vector<double>(layers + 1, kInf));
+  cut.assign(stages + 1, std::vector<int>(layers + 1, -1));
+  best[0][0] = 0;
+  for (int k = 1; k <= stages; ++k) {
+    // Every stage holds at least one layer: stage k ends at j >= k and leaves
+    // at least one layer to each of the remaining stages.
+    for (int j = k; j <= layers - (stages - k); ++j) {
+      for (int i = k - 1; i < j; ++i) {
+        if (best[k - 1][i] == kInf || prefix.memoryOf(i, j) > memoryCap)
+          continue;
+        double c = prefix.costOf(i, j);
+        double value;
+        if (minimiseSquares) {
+          if (c > bound)
+            continue;
+          value = best[k - 1][i] + c * c;
+        } else {
+          value = std::max(best[k - 1][i], c);
+        }
+        if (value < best[k][j]) {
+          best[k][j] = value;
+          cut[k][j] = i;
+        }
+      }
+    }
+  }
+  return best[stages][layers];
+}
+
+} // namespace
+
+std::vector<std::vector<int>> Partition::stageLayers() const {
+  std::vector<std::vector<int>> out;
+  for (int s = 0; s < numStages(); ++s) {
+    std::vector<int> layers;
+    for (int l = firstLayer[s]; l < firstLayer[s + 1]; ++l)
+      layers.push_back(l);
+    out.push_back(std::move(layers));
+  }
+  return out;
+}
+
+Expected<Partition> partitionMinMax(const std::vector<double> &cost, int stages,
+                                    const std::vector<double> &memory,
+                                    double memoryCap) {
+  const int layers = static_cast<int>(cost.size());
+  if (stages < 1)
+    return Status::error("the number of stages must be positive (got " +
+                         std::to_string(stages) + ")");
+  if (stages > layers)
+    return Status::error("more stages (" + std::to_string(stages) +
+                         ") than layers (" + std::to_string(layers) + ")");
+  if (!memory.empty() && memory.size() != cost.size())
+    return Status::error("memory has " + std::to_string(memory.size()) +
+                         " entries but there are " + std::to_string(layers) +
+                         " layers");
+  for (int i = 0; i < layers; ++i)
+    if (!(cost[i] >= 0) || (!memory.empty() && !(memory[i] >= 0)))
+      return Status::error("layer " + std::to_string(i) +
+                           " has a negative or invalid cost or memory");
+
+  Prefix prefix(cost, memory);
+  std::vector<std::vector<int>> cut;
+  double maxCost = solve(prefix, layers, stages, memoryCap, kInf, cut);
+  if (maxCost == kInf) {
+    std::ostringstream os;
+    os << "no partition of " << layers << " layers into " << stages
+       << " stages keeps every stage within the memory cap of " << memoryCap;
+    return Status::error(os.str());
+  }
+  // Second pass: among min-max partitions prefer even loads (a tiny slack
+  // absorbs rounding in the prefix sums).
+  double bound = maxCost * (1 + 1e-12) + 1e-12;
+  if (solve(prefix, layers, stages, memoryCap, bound, cut) == kInf)
+    solve(prefix, layers, stages, memoryCap, kInf, cut);
+
+  Partition p;
+  p.firstLayer.assign(stages + 1, 0);
+  p.firstLayer[stages] = layers;
+  for (int k = stages, j = layers; k > 0; --k) {
+    j = cut[k][j];
+    p.firstLayer[k - 1] = j;
+  }
+  for (int s = 0; s < stages; ++s) {
+    p.stageCost.push_back(prefix.costOf(p.firstLayer[s], p.firstLayer[s + 1]));
+    p.maxStageCost = std::max(p.maxStageCost, p.stageCost.back());
+  }
+  return p;
+}
+
+Expected<Partition> partitionUniform(const std::vector<double> &cost,
+                                     int stages, int layersPerStage) {
+  const int layers = static_cast<int>(cost.size());
+  if (stages < 1 || layersPerStage < 1)
+    return Status::error("stages and layers per stage must be positive");
+  if (stages > layers)
+    return Status::error("more stages (" + std::to_string(stages) +
+                         ") than layers (" + std::to_string(layers) + ")");
+  const int needed = stages * layersPerStage;
+  if (needed > layers) {
+    std::ostringstream os;
+    os << stages << " stages x " << layersPerStage
+       << " layers per stage need " << needed << " layers, but the cost model"
+       << " has only " << layers << " (is a layer missing from the profile?)";
+    return Status::error(os.str());
+  }
+  if (needed < layers) {
+    std::ostringstream os;
+    os << stages << " stages x " << layersPerStage << " layers per stage = "
+       << needed << " layers, but the model has " << layers
+       << ": the stages do not divide the layers as asked";
+    return Status::error(os.str());
+  }
+  Partition p;
+  for (int s = 0; s <= stages; ++s)
+    p.firstLayer.push_back(s * layersPerStage);
+  for (int s = 0; s < stages; ++s) {
+    double c = 0;
+    for (int l = p.firstLayer[s]; l < p.firstLayer[s + 1]; ++l)
+      c += cost[l];
+    p.stageCost.push_back(c);
+    p.maxStageCost = std::max(p.maxStageCost, c);
+  }
+  return p;
+}
+
+} // namespace pf::sched

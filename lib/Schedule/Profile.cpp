@@ -1,0 +1,304 @@
+//===- Profile.cpp - Measured per-layer costs from JSON -------------------===//
+//
+// Format: docs/profile-format.md. nlohmann::json may throw, so this file is
+// compiled with exceptions and every entry point catches them: callers only
+// ever see an Expected with a message naming the file, the layer and the key.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pf/Schedule/CostModel.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+using nlohmann::json;
+
+namespace pf::sched {
+namespace {
+
+const std::set<std::string> kTopLevelKeys = {
+    "name",  "source", "units", "comment", "p2p", "allreduce", "factor_allreduce",
+    "defaults", "layers"};
+const std::set<std::string> kLayerKeys = {
+    "name",          "index",          "comment",         "forward",
+    "backward",      "backward_input", "backward_weight", "curvature",
+    "curvature_a",   "curvature_b",    "inversion",       "inversion_a",
+    "inversion_b",   "precondition",   "allreduce",       "factor_allreduce"};
+
+/// Thrown inside this file only; converted to an error message at the API.
+struct ProfileError {
+  std::string message;
+};
+
+[[noreturn]] void fail(const std::string &message) { throw ProfileError{message}; }
+
+/// Reads a non-negative, finite time in ms.
+double timeValue(const json &value, const std::string &where,
+                 const std::string &key) {
+  if (!value.is_number())
+    fail(where + ": '" + key + "' must be a number of milliseconds");
+  double v = value.get<double>();
+  if (!std::isfinite(v))
+    fail(where + ": '" + key + "' is not finite");
+  if (v < 0) {
+    std::ostringstream os;
+    os << where << ": '" << key << "' is negative (" << v << " ms)";
+    fail(os.str());
+  }
+  return v;
+}
+
+/// A layer entry merged over the profile's "defaults".
+class LayerFields {
+public:
+  LayerFields(const json &layer, const json *defaults, std::string where)
+      : layer_(layer), defaults_(defaults), where_(std::move(where)) {}
+
+  const json *find(const std::string &key) const {
+    if (layer_.contains(key))
+      return &layer_.at(key);
+    if (defaults_ && defaults_->contains(key))
+      return &defaults_->at(key);
+    return nullptr;
+  }
+  bool has(const std::string &key) const { return find(key) != nullptr; }
+  double get(const std::string &key) const {
+    const json *v = find(key);
+    if (!v)
+      fail(where_ + ": missing key '" + key + "'");
+    return timeValue(*v, where_, key);
+  }
+  double getOr(const std::string &key, double fallback) const {
+    return has(key) ? get(key) : fallback;
+  }
+
+  /// Reads a total and its optional two-way split ("backward" into
+  /// "backward_input" + "backward_weight", ...). A missing split halves the
+  /// total; a missing total is the sum of a complete split.
+  std::pair<double, double> split(const std::string &total,
+                                  const std::string &first,
+                                  const std::string &second) const {
+    bool hasTotal = has(total), hasFirst = has(first), hasSecond = has(second);
+    if (!hasTotal && !(hasFirst && hasSecond))
+      fail(where_ + ": missing key '" + total + "' (or both '" + first +
+           "' and '" + second + "')");
+    if (!hasFirst && !hasSecond) {
+      double t = get(total);
+      return {t / 2, t / 2};
+    }
+    if (hasFirst && hasSecond) {
+      double a = get(first), b = get(second);
+      if (hasTotal) {
+        double t = get(total);
+        if (std::fabs(a + b - t) > 1e-6 * std::max(1.0, t) + 1e-9) {
+          std::ostringstream os;
+          os << where_ << ": '" << first << "' + '" << second << "' = " << a + b
+             << " ms but '" << total << "' = " << t << " ms";
+          fail(os.str());
+        }
+      }
+      return {a, b};
+    }
+    // One half given: the other is the rest of the total.
+    double t = get(total);
+    double known = get(hasFirst ? first : second);
+    if (known > t + 1e-9)
+      fail(where_ + ": '" + (hasFirst ? first : second) + "' exceeds '" +
+           total + "'");
+    double rest = std::max(0.0, t - known);
+    return hasFirst ? std::make_pair(known, rest) : std::make_pair(rest, known);
+  }
+
+private:
+  const json &layer_;
+  const json *defaults_;
+  std::string where_;
+};
+
+void checkKeys(const json &object, const std::set<std::string> &allowed,
+               const std::string &where, std::vector<std::string> &warnings) {
+  for (auto it = object.begin(); it != object.end(); ++it)
+    if (!allowed.count(it.key()))
+      warnings.push_back(where + ": unknown key '" + it.key() + "' ignored");
+}
+
+LayerCost parseLayer(const json &entry, const json *defaults, int position,
+                     const std::string &source,
+                     std::vector<std::string> &warnings) {
+  std::string where = source + ": layer " + std::to_string(position);
+  if (!entry.is_object())
+    fail(where + ": must be an object");
+  if (entry.contains("name") && entry["name"].is_string())
+    where += " (" + entry["name"].get<std::string>() + ")";
+  checkKeys(entry, kLayerKeys, where, warnings);
+  LayerFields fields(entry, defaults, where);
+
+  LayerCost layer;
+  layer.name = entry.contains("name") && entry["name"].is_string()
+                   ? entry["name"].get<std::string>()
+                   : "layer" + std::to_string(position);
+  layer.forward = fields.get("forward");
+  std::tie(layer.backwardInput, layer.backwardWeight) =
+      fields.split("backward", "backward_input", "backward_weight");
+  std::tie(layer.curvatureA, layer.curvatureB) =
+      fields.split("curvature", "curvature_a", "curvature_b");
+  std::tie(layer.inversionA, layer.inversionB) =
+      fields.split("inversion", "inversion_a", "inversion_b");
+  layer.precondition = fields.get("precondition");
+  layer.allreduce = fields.getOr("allreduce", 0);
+  layer.factorAllreduce = fields.getOr("factor_allreduce", 0);
+  return layer;
+}
+
+/// Orders the entries by their "index" fields when present and reports gaps,
+/// so that a profile with a layer left out is caught, not silently shifted.
+std::vector<const json *> orderLayers(const json &layers,
+                                      const std::string &source) {
+  std::vector<const json *> entries;
+  for (const json &entry : layers)
+    entries.push_back(&entry);
+  size_t withIndex = 0;
+  for (const json *e : entries)
+    if (e->is_object() && e->contains("index"))
+      ++withIndex;
+  if (withIndex == 0)
+    return entries;
+  if (withIndex != entries.size())
+    fail(source + ": either every layer has an 'index' or none does");
+
+  std::vector<const json *> ordered(entries.size(), nullptr);
+  for (const json *e : entries) {
+    const json &idx = e->at("index");
+    if (!idx.is_number_integer())
+      fail(source + ": layer 'index' must be an integer");
+    long long i = idx.get<long long>();
+    if (i < 0 || i >= static_cast<long long>(entries.size()))
+      fail(source + ": layer index " + std::to_string(i) +
+           " is outside 0.." + std::to_string(entries.size() - 1) +
+           " (a layer is missing)");
+    if (ordered[i])
+      fail(source + ": layer index " + std::to_string(i) + " appears twice");
+    ordered[i] = e;
+  }
+  for (size_t i = 0; i < ordered.size(); ++i)
+    if (!ordered[i])
+      fail(source + ": layer " + std::to_string(i) + " is missing");
+  return ordered;
+}
+
+CostModel parseProfileOrThrow(const std::string &text,
+                              const std::string &source) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error &e) {
+    fail(source + ": not valid JSON: " + e.what());
+  }
+  if (!doc.is_object())
+    fail(source + ": the profile must be a JSON object");
+
+  CostModel model;
+  checkKeys(doc, kTopLevelKeys, source, model.warnings);
+  model.name = doc.contains("name") && doc["name"].is_string()
+                   ? doc["name"].get<std::string>()
+                   : source;
+  if (doc.contains("units") &&
+      (!doc["units"].is_string() || doc["units"].get<std::string>() != "ms"))
+    fail(source + ": 'units' must be \"ms\"");
+  for (const char *key : {"p2p", "allreduce"})
+    if (!doc.contains(key))
+      fail(source + ": missing key '" + key +
+           "' (communication cost in ms; 0 when not modelled)");
+  model.p2p = timeValue(doc["p2p"], source, "p2p");
+  double allreduce = timeValue(doc["allreduce"], source, "allreduce");
+  double factorAllreduce =
+      doc.contains("factor_allreduce")
+          ? timeValue(doc["factor_allreduce"], source, "factor_allreduce")
+          : 0.0;
+
+  const json *defaults = nullptr;
+  if (doc.contains("defaults")) {
+    if (!doc["defaults"].is_object())
+      fail(source + ": 'defaults' must be an object");
+    defaults = &doc["defaults"];
+    checkKeys(*defaults, kLayerKeys, source + ": defaults", model.warnings);
+  }
+  if (!doc.contains("layers") || !doc["layers"].is_array())
+    fail(source + ": missing key 'layers' (an array of per-layer times)");
+  if (doc["layers"].empty())
+    fail(source + ": 'layers' is empty");
+
+  std::vector<const json *> entries = orderLayers(doc["layers"], source);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    LayerCost layer = parseLayer(*entries[i], defaults, static_cast<int>(i),
+                                 source, model.warnings);
+    // Top-level communication costs apply to layers that do not set their own.
+    if (!entries[i]->contains("allreduce") &&
+        !(defaults && defaults->contains("allreduce")))
+      layer.allreduce = allreduce;
+    if (!entries[i]->contains("factor_allreduce") &&
+        !(defaults && defaults->contains("factor_allreduce")))
+      layer.factorAllreduce = factorAllreduce;
+    model.layers.push_back(std::move(layer));
+  }
+  return model;
+}
+
+} // namespace
+
+Expected<CostModel> parseProfile(const std::string &jsonText,
+                                 const std::string &source) {
+  try {
+    return parseProfileOrThrow(jsonText, source);
+  } catch (const ProfileError &e) {
+    return Status::error(e.message);
+  } catch (const std::exception &e) {
+    return Status::error(source + ": " + e.what());
+  }
+}
+
+Expected<CostModel> loadProfile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error(path + ": cannot open the profile");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parseProfile(buffer.str(), path);
+}
+
+std::string profileToJson(const CostModel &model) {
+  try {
+    json doc;
+    doc["name"] = model.name;
+    doc["units"] = "ms";
+    doc["p2p"] = model.p2p;
+    doc["allreduce"] = model.layers.empty() ? 0.0 : model.layers[0].allreduce;
+    json layers = json::array();
+    for (size_t i = 0; i < model.layers.size(); ++i) {
+      const LayerCost &l = model.layers[i];
+      layers.push_back({{"name", l.name},
+                        {"index", i},
+                        {"forward", l.forward},
+                        {"backward_input", l.backwardInput},
+                        {"backward_weight", l.backwardWeight},
+                        {"curvature_a", l.curvatureA},
+                        {"curvature_b", l.curvatureB},
+                        {"inversion_a", l.inversionA},
+                        {"inversion_b", l.inversionB},
+                        {"precondition", l.precondition},
+                        {"allreduce", l.allreduce},
+                        {"factor_allreduce", l.factorAllreduce}});
+    }
+    doc["layers"] = std::move(layers);
+    return doc.dump(2) + "\n";
+  } catch (const std::exception &e) {
+    return std::string("{\"error\": \"") + e.what() + "\"}\n";
+  }
+}
+
+} // namespace pf::sched

@@ -1,0 +1,47 @@
+//===- UntieInitializers.cpp - undo exporter de-duplication ---------------===//
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::pf {
+#define GEN_PASS_DEF_PFUNTIEINITIALIZERS
+#include "pf/Transforms/Passes.h.inc"
+} // namespace mlir::pf
+
+using namespace mlir;
+using namespace mlir::pf;
+
+namespace {
+struct UntieInitializersPass
+    : public mlir::pf::impl::PFUntieInitializersBase<UntieInitializersPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<IdentityOp> identities;
+    module.walk([&](IdentityOp op) {
+      if (op.getInput().getDefiningOp<ParamRefOp>() && op->hasAttr("pf.name"))
+        identities.push_back(op);
+    });
+    for (IdentityOp identity : identities) {
+      auto ref = identity.getInput().getDefiningOp<ParamRefOp>();
+      auto source = symbols.lookup<ParamOp>(ref.getName());
+      auto name = identity->getAttrOfType<StringAttr>("pf.name");
+      if (!source || !name)
+        continue;
+      OpBuilder builder(source);
+      builder.setInsertionPointAfter(source);
+      auto copy = ParamOp::create(builder, identity.getLoc(), name.getValue(),
+                                  source.getType(), source.getValueAttr());
+      // insert() renames on collision so every parameter keeps a unique name.
+      symbols.insert(copy, builder.getInsertionPoint());
+      builder.setInsertionPoint(identity);
+      auto newRef = ParamRefOp::create(builder, identity.getLoc(), ref.getType(),
+                                       copy.getSymName());
+      identity.getOutput().replaceAllUsesWith(newRef.getResult());
+      identity.erase();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,191 @@
+//===- pf-translate.cpp - import models into the pf dialect ---------------===//
+//
+//   pf-translate --import-onnx model.onnx --dim batch=8 --dim sequence=128 -o model.mlir
+//
+// Imports the model, runs the graph passes (pf-graph-opt) unless --no-graph-opt,
+// and prints the module (text or bytecode) and/or a summary.
+//
+//===----------------------------------------------------------------------===//
+#include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Import/ONNXImporter.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("pf-translate options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx | model.onnxtext>"),
+                                      cl::Required, cl::cat(category));
+static cl::opt<bool> importOnnx("import-onnx",
+                                cl::desc("Import an ONNX model (binary .onnx with optional "
+                                         "external data, or text .onnxtext)"),
+                                cl::cat(category));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file ('-' for stdout)"),
+                                       cl::value_desc("file"), cl::init("-"), cl::cat(category));
+static cl::list<std::string> shapes("shape",
+                                    cl::desc("Fix a graph input's shape: NAME=DxDx... "
+                                             "(repeatable)"),
+                                    cl::value_desc("name=8x128"), cl::cat(category));
+static cl::list<std::string> dims("dim",
+                                  cl::desc("Fix a symbolic dimension everywhere: NAME=N "
+                                           "(repeatable)"),
+                                  cl::value_desc("batch=8"), cl::cat(category));
+static cl::opt<bool> noWeights("no-weights",
+                               cl::desc("Import shapes only; never read initializer data"),
+                               cl::cat(category));
+static cl::opt<bool> noGraphOpt("no-graph-opt",
+                                cl::desc("Keep the raw imported ops (only shapes are inferred)"),
+                                cl::cat(category));
+static cl::opt<bool> allowDynamic("allow-dynamic",
+                                  cl::desc("Accept dynamic input dimensions (the result "
+                                           "cannot be scheduled or run)"),
+                                  cl::cat(category));
+static cl::opt<std::string> entryName("entry", cl::desc("Name of the generated function"),
+                                      cl::init("main"), cl::cat(category));
+static cl::opt<bool> summary("summary",
+                             cl::desc("Print a summary instead of the IR (the IR is still "
+                                      "written when -o names a file)"),
+                             cl::cat(category));
+static cl::opt<bool> summaryJson("summary-json", cl::desc("Print the summary as JSON"),
+                                 cl::cat(category));
+static cl::opt<bool> emitBytecode("emit-bytecode",
+                                  cl::desc("Write MLIR bytecode (weights stored in binary)"),
+                                  cl::cat(category));
+
+namespace {
+std::string fileOf(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return fileOf(name.getChildLoc());
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    if (file.getLine() == 0)
+      return file.getFilename().str();
+    return (file.getFilename().str() + ":" + Twine(file.getLine()) + ":" + Twine(file.getColumn())).str();
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return fused.getLocations().empty() ? "" : fileOf(fused.getLocations().front());
+  return inputFile;
+}
+
+/// "model.onnx: error: message [node 'X']": names the file and the ONNX node.
+LogicalResult printDiagnostic(Diagnostic &diag) {
+  const char *severity = diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
+                         : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                                                                             : "note";
+  std::string message = diag.str();
+  llvm::errs() << fileOf(diag.getLocation()) << ": " << severity << ": " << message;
+  if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
+    if (message.find(name.getName().str()) == std::string::npos)
+      llvm::errs() << " [node '" << name.getName().getValue() << "']";
+  llvm::errs() << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    llvm::errs() << "  note: " << note.str() << "\n";
+  return success();
+}
+
+LogicalResult parseOptions(pf::ONNXImportOptions &options) {
+  for (const std::string &entry : shapes) {
+    auto [name, text] = StringRef(entry).split('=');
+    SmallVector<int64_t> shape;
+    if (name.empty() || !StringRef(entry).contains('=') || !pf::parseShapeText(text, shape)) {
+      llvm::errs() << "pf-translate: error: --shape '" << entry
+                   << "' is not NAME=DxD... with non-negative integers\n";
+      return failure();
+    }
+    options.inputShapes[name] = shape;
+  }
+  for (const std::string &entry : dims) {
+    auto [name, text] = StringRef(entry).split('=');
+    int64_t value;
+    if (name.empty() || text.getAsInteger(10, value) || value < 0) {
+      llvm::errs() << "pf-translate: error: --dim '" << entry
+                   << "' is not NAME=N with a non-negative integer\n";
+      return failure();
+    }
+    options.dimValues[name] = value;
+  }
+  options.loadWeights = !noWeights;
+  options.allowDynamic = allowDynamic;
+  options.entryName = entryName;
+  return success();
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(argc, argv, "pf-translate: import models into the pf dialect\n");
+
+  if (!importOnnx) {
+    llvm::errs() << "pf-translate: error: choose a translation (--import-onnx)\n";
+    return 1;
+  }
+  pf::ONNXImportOptions options;
+  if (failed(parseOptions(options)))
+    return 1;
+
+  DialectRegistry registry;
+  registry.insert<pf::PFDialect, func::FuncDialect>();
+  MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler handler(&context, printDiagnostic);
+
+  DefaultTimingManager timing;
+  applyDefaultTimingManagerCLOptions(timing);
+  TimingScope root = timing.getRootScope();
+
+  TimingScope importTimer = root.nest("ONNX import");
+  OwningOpRef<ModuleOp> module = pf::importONNXFile(inputFile, &context, options);
+  importTimer.stop();
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  pm.enableTiming(root);
+  bool requireStatic = !allowDynamic;
+  if (noGraphOpt)
+    pm.addPass(pf::createPFInferShapes(pf::PFInferShapesOptions{requireStatic}));
+  else
+    pf::buildGraphOptPipeline(pm, pf::GraphOptOptions{true, true, requireStatic});
+  if (summary || summaryJson)
+    pm.addPass(pf::createPFPrintSummary(pf::PFPrintSummaryOptions{summaryJson.getValue()}));
+  if (failed(pm.run(*module)))
+    return 1;
+
+  bool writeIR = !(summary || summaryJson) || outputFile != "-";
+  if (!writeIR)
+    return 0;
+  std::string error;
+  auto output = openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::errs() << "pf-translate: error: " << error << "\n";
+    return 1;
+  }
+  if (emitBytecode) {
+    if (failed(writeBytecodeToFile(*module, output->os())))
+      return 1;
+  } else {
+    module->print(output->os());
+    output->os() << "\n";
+  }
+  output->keep();
+  return 0;
+}
