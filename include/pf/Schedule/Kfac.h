@@ -82,8 +82,8 @@ struct KfacProblem {
   int devices = 0;
   std::vector<KfacTask> tasks;
   std::vector<std::vector<int>> dependents;
-  /// Per device, the bubbles of the window in window time, in order.
-  std::vector<std::vector<Interval>> gaps;
+  /// Per device, the bubbles of one bare step (relative to its start).
+  std::vector<std::vector<Interval>> stepGaps;
 };
 
 KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,

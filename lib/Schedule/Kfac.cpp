@@ -1,0 +1,453 @@
+//===- Kfac.cpp - K-FAC tasks, work after the flush, window timeline ------===//
+
+#include "KfacInternal.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace pf::sched {
+
+using detail::kEps;
+
+Expected<Policy> parsePolicy(const std::string &name) {
+  std::string key;
+  for (char c : name)
+    key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (key == "none")
+    return Policy::None;
+  if (key == "pipefisher")
+    return Policy::PipeFisher;
+  if (key == "pf")
+    return Policy::PF;
+  return Status::error("unknown policy '" + name +
+                       "' (known: pf, pipefisher, none)");
+}
+
+const char *policyName(Policy policy) {
+  switch (policy) {
+  case Policy::None:
+    return "none";
+  case Policy::PipeFisher:
+    return "pipefisher";
+  case Policy::PF:
+    return "pf";
+  }
+  return "?";
+}
+
+namespace {
+
+/// Chimera keeps two replicas of every stage. Their factors are all-reduced,
+/// then one replica inverts A and the other B; preconditioning is split by
+/// layer (first half of the stage on the down replica) and the result sent to
+/// the other replica. This halves the per-device inversion and
+/// preconditioning work, which is what the reference's analytic bound
+/// (t_inv of one stage per device) assumes.
+int inversionOwner(const PipelineLayout &l, int stage, bool factorA) {
+  return l.deviceOf(l.pipes == 2 && !factorA ? 1 : 0, stage);
+}
+
+int preconditionOwner(const PipelineLayout &l, int stage, int indexInStage) {
+  if (l.pipes != 2)
+    return l.deviceOf(0, stage);
+  int half = (static_cast<int>(l.stageLayers[stage].size()) + 1) / 2;
+  return l.deviceOf(indexInStage < half ? 0 : 1, stage);
+}
+
+void addCurvature(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
+                  int layer, int stage, std::vector<int> &aTasks,
+                  std::vector<int> &bTasks) {
+  const PipelineLayout &l = step.layout;
+  for (int m = 0; m < l.microbatches; ++m) {
+    int pipe = l.pipeOf(m);
+    int device = l.deviceOf(pipe, stage);
+    int idx = stage * l.microbatches + m;
+    // A reads the layer's input of forward m; B the output gradient of
+    // backward m (for ZB the input-gradient pass, not the weight pass).
+    for (bool isA : {true, false}) {
+      double duration = isA ? c.curvatureA : c.curvatureB;
+      if (duration <= 0)
+        continue;
+      KfacTask t;
+      t.kind = isA ? ItemKind::CurvatureA : ItemKind::CurvatureB;
+      t.device = device;
+      t.layer = layer;
+      t.pipe = pipe;
+      t.stage = stage;
+      t.micro = m;
+      t.duration = duration;
+      t.release = isA ? step.forwardEnd[idx] : step.backwardEnd[idx];
+      (isA ? aTasks : bTasks).push_back(static_cast<int>(p.tasks.size()));
+      p.tasks.push_back(t);
+    }
+  }
+}
+
+void addInversions(KfacProblem &p, const PipelineLayout &l, const LayerCost &c,
+                   int layer, int stage, const std::vector<int> &aTasks,
+                   const std::vector<int> &bTasks) {
+  for (bool isA : {true, false}) {
+    double duration = isA ? c.inversionA : c.inversionB;
+    if (duration <= 0)
+      continue;
+    KfacTask t;
+    t.kind = isA ? ItemKind::InversionA : ItemKind::InversionB;
+    t.device = inversionOwner(l, stage, isA);
+    t.layer = layer;
+    t.pipe = l.pipes == 2 && !isA ? 1 : 0;
+    t.stage = stage;
+    t.duration = duration;
+    t.deps = isA ? aTasks : bTasks;
+    t.depLatency = l.pipes == 2 ? c.factorAllreduce : 0;
+    p.tasks.push_back(t);
+  }
+}
+
+void addPreconditioning(KfacProblem &p, const PipelineStep &step,
+                        const LayerCost &c, int layer, int stage,
+                        int indexInStage) {
+  const PipelineLayout &l = step.layout;
+  if (c.precondition <= 0)
+    return;
+  for (int k = 0; k < p.steps; ++k) {
+    KfacTask t;
+    t.kind = ItemKind::Precondition;
+    t.device = preconditionOwner(l, stage, indexInStage);
+    t.layer = layer;
+    t.pipe = l.pipes == 2 && t.device != l.deviceOf(0, stage) ? 1 : 0;
+    t.stage = stage;
+    t.step = k;
+    t.duration = c.precondition;
+    t.release = k * p.stepSpan + step.gradientReady[layer];
+    t.deadline = (k + 1) * p.stepSpan;
+    t.syncAfter = l.pipes == 2 ? c.allreduce : 0;
+    p.tasks.push_back(t);
+  }
+}
+
+} // namespace
+
+KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,
+                             int steps) {
+  KfacProblem p;
+  p.steps = steps;
+  p.stepSpan = step.makespan;
+  p.devices = step.layout.devices;
+  const PipelineLayout &l = step.layout;
+  for (int s = 0; s < l.stages; ++s) {
+    for (size_t i = 0; i < l.stageLayers[s].size(); ++i) {
+      int layer = l.stageLayers[s][i];
+      const LayerCost &c = costs.layers[layer];
+      std::vector<int> aTasks, bTasks;
+      addCurvature(p, step, c, layer, s, aTasks, bTasks);
+      addInversions(p, l, c, layer, s, aTasks, bTasks);
+      addPreconditioning(p, step, c, layer, s, static_cast<int>(i));
+    }
+  }
+  p.dependents.assign(p.tasks.size(), {});
+  for (size_t i = 0; i < p.tasks.size(); ++i)
+    for (int d : p.tasks[i].deps)
+      p.dependents[d].push_back(static_cast<int>(i));
+  p.stepGaps = step.idle;
+  return p;
+}
+
+namespace detail {
+
+std::vector<std::vector<Gap>> windowGaps(const KfacProblem &problem,
+                                         int firstStep, int steps) {
+  std::vector<std::vector<Gap>> gaps(problem.devices);
+  const double T = problem.stepSpan;
+  for (int d = 0; d < problem.devices; ++d)
+    for (int k = firstStep; k < firstStep + steps; ++k)
+      for (const Interval &g : problem.stepGaps[d])
+        if (g.end - g.start > kEps)
+          gaps[d].push_back({k * T + g.start, k * T + g.end, k});
+  return gaps;
+}
+
+SweepResult::SweepResult(const KfacProblem &problem)
+    : remaining(problem.tasks.size()), lastStep(problem.tasks.size(), -1),
+      lastEnd(problem.tasks.size(), 0) {
+  for (size_t i = 0; i < problem.tasks.size(); ++i)
+    remaining[i] = problem.tasks[i].duration;
+}
+
+void SweepResult::place(const KfacProblem &problem, int task, int step,
+                        double t, double duration, int refreshLag) {
+  PlacedPiece piece;
+  piece.task = task;
+  piece.step = step;
+  piece.t = t;
+  piece.duration = duration;
+  piece.refreshLag = refreshLag;
+  pieces.push_back(piece);
+  remaining[task] = std::max(0.0, remaining[task] - duration);
+  if (remaining[task] <= kEps * std::max(1.0, problem.tasks[task].duration))
+    remaining[task] = 0;
+  if (refreshLag == 0 &&
+      (step > lastStep[task] ||
+       (step == lastStep[task] && t + duration > lastEnd[task]))) {
+    lastStep[task] = step;
+    lastEnd[task] = t + duration;
+  }
+}
+
+namespace {
+
+/// Places leftover work after the flush of each step.
+class TailPlanner {
+public:
+  TailPlanner(const KfacProblem &problem, const SweepResult &sweep,
+              TailRule rule, KfacPlan &plan)
+      : p_(problem), rule_(rule), plan_(plan), endStep_(sweep.lastStep),
+        endTime_(sweep.lastEnd), remaining_(sweep.remaining),
+        load_(problem.devices, std::vector<double>(problem.steps, problem.stepSpan)),
+        stepEnd_(problem.steps, problem.stepSpan) {}
+
+  void run() {
+    // Preconditioning is bound to its step; place it first so flexible work
+    // can use the time it forces every device to wait anyway.
+    for (size_t i = 0; i < p_.tasks.size(); ++i)
+      if (p_.tasks[i].kind == ItemKind::Precondition && remaining_[i] > 0)
+        placeAt(static_cast<int>(i), p_.tasks[i].step);
+    // Tasks are stored in dependency order (curvature before the inversion
+    // that reads it), so one pass sees every input placed.
+    for (size_t i = 0; i < p_.tasks.size(); ++i)
+      if (p_.tasks[i].kind != ItemKind::Precondition && remaining_[i] > 0)
+        placeAt(static_cast<int>(i), chooseStep(static_cast<int>(i)));
+    addPreconditionSyncs();
+    plan_.stepTime = stepEnd_;
+  }
+
+private:
+  /// First step the task may run in after its inputs and earlier pieces.
+  int minimumStep(int task) const {
+    const KfacTask &t = p_.tasks[task];
+    int step = std::max(0, endStep_[task]);
+    step = std::max(step, static_cast<int>(std::floor(t.release / p_.stepSpan + kEps)));
+    for (int d : t.deps)
+      step = std::max(step, endStep_[d]);
+    return std::min(step, p_.steps - 1);
+  }
+
+  /// Earliest step-relative start in the tail of `step`.
+  double earliestStart(int task, int step) const {
+    const KfacTask &t = p_.tasks[task];
+    double start = load_[t.device][step];
+    for (int d : t.deps)
+      if (endStep_[d] == step)
+        start = std::max(start, endTime_[d] + t.depLatency);
+    if (endStep_[task] == step)
+      start = std::max(start, endTime_[task]);
+    return start;
+  }
+
+  int chooseStep(int task) const {
+    if (rule_ == TailRule::LastStep)
+      return p_.steps - 1;
+    int best = -1;
+    double bestGrowth = 0;
+    for (int k = minimumStep(task); k < p_.steps; ++k) {
+      double end = earliestStart(task, k) + remaining_[task];
+      double growth = std::max(0.0, end - stepEnd_[k]);
+      if (best < 0 || growth < bestGrowth - kEps) {
+        best = k;
+        bestGrowth = growth;
+      }
+    }
+    return best < 0 ? p_.steps - 1 : best;
+  }
+
+  void placeAt(int task, int step) {
+    const KfacTask &t = p_.tasks[task];
+    double start = earliestStart(task, step);
+    PlacedPiece piece;
+    piece.task = task;
+    piece.step = step;
+    piece.t = start;
+    piece.duration = remaining_[task];
+    piece.outsideBubble = true;
+    plan_.pieces.push_back(piece);
+    double end = start + remaining_[task];
+    load_[t.device][step] = end;
+    stepEnd_[step] = std::max(stepEnd_[step], end);
+    endStep_[task] = step;
+    endTime_[task] = end;
+    remaining_[task] = 0;
+  }
+
+  /// Chimera: a preconditioned gradient must reach the other replica before
+  /// the next step, so the exchange may lengthen the step too.
+  void addPreconditionSyncs() {
+    for (size_t i = 0; i < p_.tasks.size(); ++i) {
+      const KfacTask &t = p_.tasks[i];
+      if (t.kind != ItemKind::Precondition || t.syncAfter <= 0 ||
+          endStep_[i] < 0)
+        continue;
+      PlacedPiece sync;
+      sync.task = static_cast<int>(i);
+      sync.step = endStep_[i];
+      sync.t = endTime_[i];
+      sync.duration = t.syncAfter;
+      plan_.syncs.push_back(sync);
+      stepEnd_[sync.step] =
+          std::max(stepEnd_[sync.step], sync.t + sync.duration);
+    }
+  }
+
+  const KfacProblem &p_;
+  TailRule rule_;
+  KfacPlan &plan_;
+  std::vector<int> endStep_;
+  std::vector<double> endTime_;
+  std::vector<double> remaining_;
+  std::vector<std::vector<double>> load_;
+  std::vector<double> stepEnd_;
+};
+
+} // namespace
+
+KfacPlan finishPlan(KfacProblem problem, const SweepResult &sweep,
+                    TailRule rule, Policy policy) {
+  KfacPlan plan;
+  plan.policy = policy;
+  plan.steps = problem.steps;
+  plan.pieces = sweep.pieces;
+  TailPlanner(problem, sweep, rule, plan).run();
+  plan.problem = std::move(problem);
+  return plan;
+}
+
+double meanStepTime(const KfacPlan &plan) {
+  double total = 0;
+  for (double t : plan.stepTime)
+    total += t;
+  return plan.stepTime.empty() ? 0 : total / plan.stepTime.size();
+}
+
+} // namespace detail
+
+Expected<KfacPlan> planKfac(const PipelineStep &step, const CostModel &costs,
+                            const KfacOptions &options) {
+  if (options.refreshSteps < 0)
+    return Status::error("the refresh interval must be positive");
+  if (options.margin < 0)
+    return Status::error("the bubble margin must not be negative");
+  if (options.splitPieces < 1)
+    return Status::error("split pieces must be at least 1");
+  switch (options.policy) {
+  case Policy::None: {
+    KfacPlan plan;
+    plan.policy = Policy::None;
+    plan.steps = 1;
+    plan.problem.steps = 1;
+    plan.problem.stepSpan = step.makespan;
+    plan.problem.devices = step.layout.devices;
+    plan.stepTime = {step.makespan};
+    return plan;
+  }
+  case Policy::PipeFisher:
+    return detail::planPipeFisher(step, costs, options);
+  case Policy::PF:
+    return detail::planPF(step, costs, options);
+  }
+  return Status::error("unhandled policy");
+}
+
+namespace {
+
+/// Chimera: the replicas all-reduce a factor once all its curvature is done;
+/// drawn on the communication lane of every device that computed a part.
+void addFactorSyncs(Timeline &tl, const KfacProblem &problem,
+                    const KfacPlan &plan) {
+  std::vector<double> end(problem.tasks.size(), -1);
+  for (const PlacedPiece &piece : plan.pieces)
+    end[piece.task] = std::max(end[piece.task], tl.stepStart[piece.step] +
+                                                    piece.t + piece.duration);
+  for (const KfacTask &t : problem.tasks) {
+    if (t.depLatency <= 0 || t.deps.empty())
+      continue;
+    double ready = 0;
+    std::vector<int> devices;
+    for (int d : t.deps) {
+      ready = std::max(ready, end[d]);
+      if (std::find(devices.begin(), devices.end(), problem.tasks[d].device) ==
+          devices.end())
+        devices.push_back(problem.tasks[d].device);
+    }
+    for (int device : devices) {
+      TimelineItem it;
+      it.kind = ItemKind::FactorSync;
+      it.lane = Lane::Comm;
+      it.device = device;
+      it.pipe = t.pipe;
+      it.stage = t.stage;
+      it.layer = t.layer;
+      it.start = ready;
+      it.end = ready + t.depLatency;
+      auto upper = std::upper_bound(tl.stepStart.begin(), tl.stepStart.end(),
+                                    ready + kEps);
+      it.step = static_cast<int>(upper - tl.stepStart.begin()) - 1;
+      tl.items.push_back(it);
+    }
+  }
+}
+
+} // namespace
+
+Timeline assembleTimeline(const PipelineStep &step, const KfacPlan &plan) {
+  const KfacProblem &problem = plan.problem;
+  Timeline tl;
+  tl.devices = step.layout.devices;
+  tl.steps = plan.steps;
+  tl.pipelineStep = step.makespan;
+  tl.stepTime = plan.stepTime;
+  double start = 0;
+  for (int k = 0; k < plan.steps; ++k) {
+    tl.stepStart.push_back(start);
+    for (TimelineItem it : step.items) {
+      it.step = k;
+      it.start += start;
+      it.end += start;
+      tl.items.push_back(it);
+    }
+    start += plan.stepTime[k];
+  }
+  auto itemFor = [&](const PlacedPiece &piece, ItemKind kind, Lane lane) {
+    const KfacTask &t = problem.tasks[piece.task];
+    TimelineItem it;
+    it.kind = kind;
+    it.lane = lane;
+    it.device = t.device;
+    it.step = piece.step;
+    it.pipe = t.pipe;
+    it.stage = t.stage;
+    it.micro = t.micro;
+    it.layer = t.layer;
+    it.start = tl.stepStart[piece.step] + piece.t;
+    it.end = it.start + piece.duration;
+    it.outsideBubble = piece.outsideBubble;
+    it.refreshLag = piece.refreshLag;
+    return it;
+  };
+  std::vector<int> pieceCount(problem.tasks.size(), 0);
+  for (const PlacedPiece &piece : plan.pieces) {
+    TimelineItem it = itemFor(piece, problem.tasks[piece.task].kind, Lane::Compute);
+    it.piece = pieceCount[piece.task]++;
+    tl.items.push_back(it);
+  }
+  for (const PlacedPiece &sync : plan.syncs)
+    tl.items.push_back(itemFor(sync, ItemKind::PrecondSync, Lane::Comm));
+  addFactorSyncs(tl, problem, plan);
+  std::sort(tl.items.begin(), tl.items.end(),
+            [](const TimelineItem &a, const TimelineItem &b) {
+              if (a.device != b.device)
+                return a.device < b.device;
+              return a.start < b.start;
+            });
+  return tl;
+}
+
+} // namespace pf::sched

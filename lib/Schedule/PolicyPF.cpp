@@ -1,0 +1,372 @@
+//===- PolicyPF.cpp - pf: list scheduling of K-FAC work into bubbles ------===//
+//
+// Differences from the reference greedy, each one a place where it leaves
+// bubble time unused:
+//  - per-layer dependencies: an inversion waits only for the curvature of its
+//    own factor (plus the replica all-reduce on Chimera);
+//  - non-delay list scheduling: whenever a device has bubble time it starts
+//    the most urgent ready task (preconditioning by deadline, then
+//    inversions or curvature, in two priority orders of which the better
+//    window wins);
+//  - splitting: a task may be cut into pieces of at least 1/splitPieces of
+//    it (per-linear GEMMs of curvature and preconditioning, panels of a
+//    blocked Cholesky), so bubbles fill up to the margin;
+//  - preconditioning runs inside the bubbles after the layer's gradient is
+//    final instead of always after the flush;
+//  - steady state: an inversion that misses the window runs in the next
+//    window's free bubble time (refreshes overlap like iterations of a
+//    modulo-scheduled loop; its inverse is then one window older);
+//  - automatic K: the smallest refresh interval whose mean step time stays
+//    within the budget (KfacOptions::maxOverhead), with leftover work spread
+//    over the flushes of the window where it lengthens it least.
+// ZB-H1's W passes are pipeline work here; curvature B only waits for the
+// input-gradient pass B, so it can start before W.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KfacInternal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <queue>
+#include <set>
+#include <tuple>
+
+namespace pf::sched::detail {
+namespace {
+
+enum class Order { InversionsFirst, CurvatureFirst };
+
+/// Ready-set key: smaller runs first.
+using Key = std::tuple<int, double, long, int>;
+
+class ListScheduler {
+public:
+  ListScheduler(const KfacProblem &problem, const KfacOptions &options,
+                Order order)
+      : p_(problem), margin_(options.margin),
+        pieces_(std::max(1, options.splitPieces)), order_(order),
+        gaps_(windowGaps(problem, 0, problem.steps)), sweep_(problem),
+        unmet_(problem.tasks.size(), 0), release_(problem.tasks.size(), 0),
+        devices_(problem.devices) {}
+
+  SweepResult run() {
+    for (size_t i = 0; i < p_.tasks.size(); ++i) {
+      unmet_[i] = static_cast<int>(p_.tasks[i].deps.size());
+      release_[i] = p_.tasks[i].release;
+      if (unmet_[i] == 0)
+        devices_[p_.tasks[i].device].pending.push({release_[i], static_cast<int>(i)});
+    }
+    for (int d = 0; d < p_.devices; ++d)
+      if (!gaps_[d].empty())
+        wake(d, gaps_[d].front().start);
+    while (!events_.empty()) {
+      auto [t, d] = events_.top();
+      events_.pop();
+      Device &dev = devices_[d];
+      if (t != dev.nextWake)
+        continue; // superseded by an earlier wake-up
+      dev.nextWake = kNever;
+      dev.cursor = std::max(dev.cursor, t);
+      advance(d);
+    }
+    return std::move(sweep_);
+  }
+
+private:
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  using Pending = std::pair<double, int>; // (release, task)
+
+  struct Device {
+    size_t gap = 0;
+    double cursor = 0;
+    double nextWake = kNever;
+    std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>>
+        pending;
+    std::set<Key> ready;
+  };
+
+  Key keyOf(int task) const {
+    const KfacTask &t = p_.tasks[task];
+    const bool curvature =
+        t.kind == ItemKind::CurvatureA || t.kind == ItemKind::CurvatureB;
+    if (t.kind == ItemKind::Precondition)
+      return {0, t.deadline, t.layer, task};
+    int cls = (curvature == (order_ == Order::CurvatureFirst)) ? 1 : 2;
+    // Oldest first (first-come-first-served keeps activations short-lived).
+    return {cls, release_[task], t.layer, task};
+  }
+
+  void wake(int d, double t) {
+    Device &dev = devices_[d];
+    t = std::max(t, dev.cursor);
+    if (t < dev.nextWake) {
+      dev.nextWake = t;
+      events_.push({t, d});
+    }
+  }
+
+  /// Places at most one piece on device d at its cursor, then yields so that
+  /// all devices progress in global time order.
+  void advance(int d) {
+    Device &dev = devices_[d];
+    const auto &gaps = gaps_[d];
+    while (true) {
+      while (dev.gap < gaps.size() && gaps[dev.gap].end <= dev.cursor + kEps)
+        ++dev.gap;
+      if (dev.gap == gaps.size())
+        return;
+      const Gap &gap = gaps[dev.gap];
+      dev.cursor = std::max(dev.cursor, gap.start);
+      while (!dev.pending.empty() && dev.pending.top().first <= dev.cursor + kEps) {
+        dev.ready.insert(keyOf(dev.pending.top().second));
+        dev.pending.pop();
+      }
+      double piece = 0;
+      int task = pick(dev, gap, piece);
+      if (task >= 0) {
+        sweep_.place(p_, task, gap.step, dev.cursor - gap.step * p_.stepSpan,
+                     piece);
+        dev.cursor += piece;
+        if (sweep_.remaining[task] <= 0) {
+          dev.ready.erase(keyOf(task));
+          finish(task, dev.cursor);
+        }
+        wake(d, dev.cursor);
+        return;
+      }
+      if (!dev.ready.empty()) {
+        dev.cursor = gap.end; // nothing fits in the rest of this bubble
+        continue;
+      }
+      if (!dev.pending.empty())
+        wake(d, dev.pending.top().first);
+      return; // otherwise sleep until a dependency finishes
+    }
+  }
+
+  /// The most urgent ready task with a piece that fits; sets `piece`.
+  int pick(Device &dev, const Gap &gap, double &piece) {
+    // Scanning is bounded: when the first few candidates do not fit, the
+    // rest of the bubble is too short for anything of useful size.
+    int scanned = 0;
+    for (auto it = dev.ready.begin(); it != dev.ready.end() && scanned < 32;) {
+      int task = std::get<3>(*it);
+      const KfacTask &t = p_.tasks[task];
+      if (t.deadline <= dev.cursor + kEps) {
+        it = dev.ready.erase(it); // missed its step: runs after the flush
+        continue;
+      }
+      ++scanned;
+      double room = std::min(gap.end, t.deadline) - dev.cursor;
+      double rest = sweep_.remaining[task];
+      double size = std::min(rest, room / (1 + margin_));
+      double minimum = std::min(rest, t.duration / pieces_);
+      if (size > kEps && size >= minimum - kEps) {
+        piece = size;
+        return task;
+      }
+      ++it;
+    }
+    return -1;
+  }
+
+  void finish(int task, double end) {
+    for (int j : p_.dependents[task]) {
+      release_[j] = std::max(release_[j], end + p_.tasks[j].depLatency);
+      if (--unmet_[j] == 0) {
+        int owner = p_.tasks[j].device;
+        devices_[owner].pending.push({release_[j], j});
+        wake(owner, release_[j]);
+      }
+    }
+  }
+
+  const KfacProblem &p_;
+  double margin_;
+  int pieces_;
+  Order order_;
+  std::vector<std::vector<Gap>> gaps_;
+  SweepResult sweep_;
+  std::vector<int> unmet_;
+  std::vector<double> release_;
+  std::vector<Device> devices_;
+  using Event = std::pair<double, int>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+};
+
+/// Bubble time left on each device after the sweep, in window time.
+std::vector<std::vector<Interval>> freeTime(const KfacProblem &p,
+                                            const SweepResult &sweep) {
+  auto gaps = windowGaps(p, 0, p.steps);
+  std::vector<std::vector<Interval>> used(p.devices);
+  for (const PlacedPiece &piece : sweep.pieces) {
+    double start = piece.step * p.stepSpan + piece.t;
+    used[p.tasks[piece.task].device].push_back({start, start + piece.duration});
+  }
+  std::vector<std::vector<Interval>> free(p.devices);
+  for (int d = 0; d < p.devices; ++d) {
+    auto &u = used[d];
+    std::sort(u.begin(), u.end(),
+              [](const Interval &a, const Interval &b) { return a.start < b.start; });
+    size_t j = 0;
+    for (const Gap &g : gaps[d]) {
+      double cursor = g.start;
+      while (j < u.size() && u[j].start < g.end - kEps) {
+        if (u[j].start > cursor + kEps)
+          free[d].push_back({cursor, u[j].start});
+        cursor = std::max(cursor, u[j].end);
+        ++j;
+      }
+      if (g.end > cursor + kEps)
+        free[d].push_back({cursor, g.end});
+    }
+  }
+  return free;
+}
+
+/// Steady state: inversions still unfinished use the bubble time nobody took,
+/// anywhere in the window. A piece before the task's last in-window piece
+/// belongs to the previous refresh (in steady state the same layer's
+/// inversion of refresh r-1 finishes there), so it is marked with lag 1.
+void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
+                      SweepResult &sweep) {
+  auto free = freeTime(p, sweep);
+  const int pieces = std::max(1, options.splitPieces);
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const KfacTask &t = p.tasks[i];
+    if ((t.kind != ItemKind::InversionA && t.kind != ItemKind::InversionB) ||
+        sweep.remaining[i] <= 0)
+      continue;
+    const double lastEnd = sweep.lastStep[i] < 0
+                               ? -1
+                               : sweep.lastStep[i] * p.stepSpan + sweep.lastEnd[i];
+    for (Interval &f : free[t.device]) {
+      double rest = sweep.remaining[i];
+      if (rest <= 0)
+        break;
+      double size = std::min(rest, (f.end - f.start) / (1 + options.margin));
+      if (size <= kEps || size < std::min(rest, t.duration / pieces) - kEps)
+        continue;
+      int step = static_cast<int>(std::floor(f.start / p.stepSpan + kEps));
+      step = std::min(step, p.steps - 1);
+      int lag = f.start < lastEnd ? 1 : 0;
+      sweep.place(p, static_cast<int>(i), step, f.start - step * p.stepSpan,
+                  size, lag);
+      f.start += size;
+    }
+  }
+}
+
+KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs,
+                      const KfacOptions &options, int steps, Order order) {
+  KfacProblem problem = buildKfacProblem(step, costs, steps);
+  SweepResult sweep = ListScheduler(problem, options, order).run();
+  if (options.steadyState)
+    overlapRefreshes(problem, options, sweep);
+  return finishPlan(std::move(problem), sweep, TailRule::Balanced, Policy::PF);
+}
+
+double outsideWork(const KfacPlan &plan, bool countPreconditioning) {
+  double total = 0;
+  for (const PlacedPiece &piece : plan.pieces)
+    if (piece.outsideBubble &&
+        (countPreconditioning ||
+         plan.problem.tasks[piece.task].kind != ItemKind::Precondition))
+      total += piece.duration;
+  return total;
+}
+
+/// The better of the two priority orders: shorter window, then less work
+/// left to the next refresh.
+KfacPlan bestPlan(const PipelineStep &step, const CostModel &costs,
+                  const KfacOptions &options, int steps) {
+  KfacPlan a = planForSteps(step, costs, options, steps, Order::InversionsFirst);
+  KfacPlan b = planForSteps(step, costs, options, steps, Order::CurvatureFirst);
+  double ta = meanStepTime(a), tb = meanStepTime(b);
+  if (tb < ta - 1e-9)
+    return b;
+  return a;
+}
+
+/// Per-device work and bubble time, for a quick bound on each K.
+struct Capacity {
+  std::vector<double> refreshWork;        ///< curvature + inversion
+  std::vector<double> preconditionPerStep;
+  std::vector<double> bubblePerStep;
+};
+
+Capacity capacityOf(const PipelineStep &step, const CostModel &costs) {
+  KfacProblem one = buildKfacProblem(step, costs, 1);
+  Capacity c;
+  c.refreshWork.assign(one.devices, 0);
+  c.preconditionPerStep.assign(one.devices, 0);
+  c.bubblePerStep.assign(one.devices, 0);
+  for (const KfacTask &t : one.tasks)
+    (t.kind == ItemKind::Precondition ? c.preconditionPerStep
+                                      : c.refreshWork)[t.device] += t.duration;
+  for (int d = 0; d < one.devices; ++d)
+    for (const Interval &g : step.idle[d])
+      c.bubblePerStep[d] += g.end - g.start;
+  return c;
+}
+
+/// No schedule with K steps can have a shorter mean step than this: each
+/// device's work that exceeds its bubbles must run after a flush.
+double stepLowerBound(const Capacity &c, double T, int steps) {
+  double bound = T;
+  for (size_t d = 0; d < c.refreshWork.size(); ++d) {
+    double excess = c.refreshWork[d] +
+                    steps * (c.preconditionPerStep[d] - c.bubblePerStep[d]);
+    bound = std::max(bound, T + excess / steps);
+  }
+  return bound;
+}
+
+double stepBudget(const Capacity &c, double T, const KfacOptions &options) {
+  if (options.maxOverhead >= 0)
+    return T * (1 + options.maxOverhead);
+  double precondition = 0;
+  for (double p : c.preconditionPerStep)
+    precondition = std::max(precondition, p);
+  return T + precondition;
+}
+
+} // namespace
+
+KfacPlan planPF(const PipelineStep &step, const CostModel &costs,
+                const KfacOptions &options) {
+  if (options.refreshSteps > 0)
+    return bestPlan(step, costs, options, options.refreshSteps);
+
+  const double T = step.makespan;
+  const Capacity capacity = capacityOf(step, costs);
+  const double budget = stepBudget(capacity, T, options) + 1e-9 * T;
+  KfacPlan best;
+  bool haveBest = false;
+  int tried = 0;
+  for (int k = 1; k <= options.maxRefreshSteps; ++k) {
+    if (stepLowerBound(capacity, T, k) > budget)
+      continue;
+    KfacPlan plan = bestPlan(step, costs, options, k);
+    ++tried;
+    double mean = meanStepTime(plan);
+    if (!haveBest || mean < meanStepTime(best) - 1e-9) {
+      best = std::move(plan);
+      haveBest = true;
+    }
+    if (mean <= budget)
+      break;
+    // Once nothing but preconditioning is left outside the bubbles, longer
+    // windows cannot shorten the step.
+    if (outsideWork(best, false) <= 1e-9)
+      break;
+  }
+  if (!haveBest)
+    best = bestPlan(step, costs, options, options.maxRefreshSteps);
+  best.candidatesTried = std::max(tried, 1);
+  return best;
+}
+
+} // namespace pf::sched::detail

@@ -1,0 +1,118 @@
+"""End-to-end import of generated BERT models with pf-translate: op counts per
+encoder block after the graph passes, weights carried over bit-exactly, and
+shapes-only import of BERT-Large."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import pytest
+
+from pipefisher import make_bert_model, save_model
+from pipefisher.tools import import_summary, run_tool
+
+DIMS = ("--dim", "batch=2", "--dim", "sequence=16")
+
+
+def _save(tmp_path, name="m.onnx", **kwargs):
+    model = make_bert_model(**kwargs)
+    path = tmp_path / name
+    save_model(model, path)
+    return path, model
+
+
+def _assert_blocks(summary, layers, linear=6, layer_norm=2, gelu=1):
+    blocks = summary["blocks"]
+    assert [b["block"] for b in blocks] == list(range(layers))
+    for b in blocks:
+        assert (b["linear"], b["layer_norm"], b["gelu"]) == (linear, layer_norm, gelu), b
+
+
+@pytest.mark.parametrize("style", ["transpose", "pytorch"])
+@pytest.mark.parametrize("gelu", ["erf", "tanh"])
+@pytest.mark.parametrize("opset", [14, 18])
+def test_tiny_fuses_per_block(tmp_path, style, gelu, opset):
+    path, _ = _save(tmp_path, config="tiny", style=style, gelu=gelu, opset=opset,
+                    vocab_size=1000)
+    summary = import_summary(path, *DIMS)
+    _assert_blocks(summary, layers=2)
+    # Embeddings, 2 per block, and the head's transform each have a LayerNorm.
+    assert summary["ops"]["pf.layer_norm"] == 6
+    assert summary["ops"]["pf.gelu"] == 3
+    # The head: transform.dense and the tied decoder.
+    assert summary["linear_outside_blocks"] == 2
+    # Nothing of the decomposed patterns is left.
+    for op in ("pf.erf", "pf.tanh", "pf.sqrt", "pf.pow", "pf.reduce_mean", "pf.gemm"):
+        assert op not in summary["ops"], op
+    assert summary["outputs"] == [{"name": "logits", "type": "tensor<2x16x1000xf32>"}]
+
+
+def test_layernorm_op_import(tmp_path):
+    path, _ = _save(tmp_path, config="tiny", opset=17, layernorm_op=True, vocab_size=1000)
+    summary = import_summary(path, *DIMS)
+    _assert_blocks(summary, layers=2)
+    assert "pf.layer_normalization" not in summary["ops"]
+
+
+def test_untied_parameters_keep_their_names(tmp_path):
+    path, model = _save(tmp_path, config="tiny", vocab_size=1000)
+    identities = [n for n in model.graph.node if n.op_type == "Identity"]
+    assert identities, "the exporter-style model should de-duplicate initializers"
+    summary = import_summary(path, *DIMS)
+    # Every initializer except position_ids (a constant) plus every Identity
+    # alias becomes its own parameter.
+    assert summary["parameters"] == len(model.graph.initializer) - 1 + len(identities)
+    assert summary["parameters_with_data"] == summary["parameters"]
+
+
+def _resource_blobs(ir_text: str) -> dict[str, bytes]:
+    blobs = {}
+    for key, hexdata in re.findall(r'^\s*"?([\w.]+)"?: "0x([0-9A-F]+)"', ir_text, re.M):
+        raw = bytes.fromhex(hexdata)
+        blobs[key] = raw[4:]  # the first 4 bytes hold the blob's alignment
+    return blobs
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_weights_are_carried_bit_exactly(tmp_path, external):
+    model = make_bert_model("tiny", vocab_size=1000, num_hidden_layers=1, seed=3)
+    path = tmp_path / "w.onnx"
+    save_model(model, path, external_data=external)
+    ir = run_tool("pf-translate", "--import-onnx", str(path), *DIMS).stdout
+    blobs = _resource_blobs(ir)
+    reference = onnx.load(str(path))
+    checked = 0
+    for init in reference.graph.initializer:
+        array = onnx.numpy_helper.to_array(init, base_dir=str(tmp_path))
+        if array.dtype != np.float32 or init.name not in blobs:
+            continue
+        got = np.frombuffer(blobs[init.name], dtype=np.float32).reshape(array.shape)
+        np.testing.assert_array_equal(got, array)
+        checked += 1
+    assert checked >= 10
+
+
+def test_large_shapes_only(tmp_path):
+    model = make_bert_model("large", weights=False)
+    path = tmp_path / "large.onnx"
+    save_model(model, path)
+    summary = import_summary(path, "--no-weights", "--dim", "batch=8", "--dim", "sequence=128")
+    _assert_blocks(summary, layers=24)
+    assert summary["parameters_with_data"] == 0
+    assert summary["outputs"][0]["type"] == "tensor<8x128x30522xf32>"
+
+
+def test_missing_file_is_an_error(tmp_path):
+    proc = run_tool("pf-translate", "--import-onnx", str(tmp_path / "nope.onnx"), check=False)
+    assert proc.returncode != 0
+    assert "cannot read" in proc.stderr and "nope.onnx" in proc.stderr
+
+
+def test_dynamic_dims_must_be_fixed(tmp_path):
+    path, _ = _save(tmp_path, config="tiny", vocab_size=1000)
+    proc = run_tool("pf-translate", "--import-onnx", str(path), check=False)
+    assert proc.returncode != 0
+    assert "input_ids" in proc.stderr and "--dim batch=N" in proc.stderr

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, generates the default model (BERT-tiny for
+# masked LM, as ONNX) and runs the main job on it: import with the graph
+# passes and a summary of the result.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+./scripts/setup.sh
+./scripts/build.sh
+OUT=${PF_DEMO_DIR:-out/demo}
+mkdir -p "$OUT"
+BIN=build/bin
+CONFIG=${PF_DEMO_CONFIG:-tiny}
+MODEL="$OUT/bert-$CONFIG.onnx"
+
+echo "== generating the default model (BERT-$CONFIG, masked LM, seeded random weights)"
+PYTHONPATH="$ROOT/python" python3 -m pipefisher.bert_onnx --config "$CONFIG" --out "$MODEL"
+
+echo "== importing with the graph passes (batch 8, sequence 128)"
+"$BIN/pf-translate" --import-onnx "$MODEL" --dim batch=8 --dim sequence=128 \
+  --summary -o "$OUT/bert-$CONFIG.mlir" --mlir-elide-resource-strings-if-larger=64
+echo "   IR written to $OUT/bert-$CONFIG.mlir (weights elided in the text form)"
