@@ -15,7 +15,11 @@ llvm_config.with_system_environment(["HOME", "TMP", "TEMP", "PATH"])
 llvm_config.use_default_substitutions()
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
-config.substitutions.append(("%python", config.python_executable))
+# use_default_substitutions() maps %python to the interpreter running lit
+# (/usr/bin/python3 for LLVM's lit, without numpy/onnx); the first match wins,
+# so replace it with the Python that CMake found.
+config.substitutions = [(k, v) for k, v in config.substitutions if k != "%python"]
+config.substitutions.append(("%python", '"%s"' % config.python_executable))
 config.substitutions.append(("%pf_src", config.pf_src_root))
 config.environment["PYTHONPATH"] = os.path.join(config.pf_src_root, "python")
 

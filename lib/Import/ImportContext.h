@@ -54,6 +54,10 @@ public:
   Value i64Constant(ArrayRef<int64_t> values);
 };
 
+/// How diagnostics name a node: its name, or (the ONNX text format and some
+/// exporters leave names empty) its first output, as the node's location does.
+std::string displayName(const onnx::NodeProto &node);
+
 using Converter = std::function<FailureOr<SmallVector<Value>>(NodeContext &)>;
 
 /// Converters by ONNX op type (default domain).

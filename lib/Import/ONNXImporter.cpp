@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -28,6 +29,8 @@ LogicalResult loadModel(StringRef path, Location loc, onnx::ModelProto &model) {
   if (!buffer)
     return emitError(loc) << "cannot read '" << path << "': " << buffer.getError().message();
   StringRef data = (*buffer)->getBuffer();
+  if (data.empty())
+    return emitError(loc) << "'" << path << "' is empty, not an ONNX model";
   StringRef ext = llvm::sys::path::extension(path);
   try {
     if (ext == ".onnxtext" || ext == ".txt") {
@@ -76,10 +79,7 @@ public:
 
 private:
   Location nodeLoc(const onnx::NodeProto &node) {
-    std::string name = node.name().empty()
-                           ? (node.output_size() ? node.output(0) : node.op_type())
-                           : node.name();
-    return NameLoc::get(StringAttr::get(ctx, name), fileLoc);
+    return NameLoc::get(StringAttr::get(ctx, displayName(node)), fileLoc);
   }
   LogicalResult importInitializers(const onnx::GraphProto &graph, ModuleOp module);
   LogicalResult importInputs(const onnx::GraphProto &graph, SmallVectorImpl<Type> &types,
@@ -160,11 +160,28 @@ LogicalResult GraphImporter::importInitializers(const onnx::GraphProto &graph,
 LogicalResult GraphImporter::importInputs(const onnx::GraphProto &graph,
                                           SmallVectorImpl<Type> &types,
                                           SmallVectorImpl<std::string> &names) {
+  // A misspelt --shape is the likelier cause of any problem below: report it
+  // first.
   llvm::StringSet<> known;
+  for (const auto &input : graph.input())
+    if (!initializerValues.count(input.name()))
+      known.insert(input.name());
+  for (const auto &entry : options.inputShapes)
+    if (!known.contains(entry.getKey())) {
+      auto diag = emitError(fileLoc) << "--shape names '" << entry.getKey()
+                                     << "', which is not a graph input";
+      if (!known.empty()) {
+        SmallVector<StringRef> names;
+        for (const auto &input : graph.input())
+          if (known.contains(input.name()))
+            names.push_back(input.name());
+        diag << " (inputs: " << llvm::join(names, ", ") << ")";
+      }
+      return diag;
+    }
   for (const auto &input : graph.input()) {
     if (initializerValues.count(input.name()))
       continue; // IR < 4 lists initializers as inputs too
-    known.insert(input.name());
     if (!input.type().has_tensor_type())
       return emitError(fileLoc) << "graph input '" << input.name() << "' is not a tensor";
     const auto &tensor = input.type().tensor_type();
@@ -188,10 +205,15 @@ LogicalResult GraphImporter::importInputs(const onnx::GraphProto &graph,
         return emitError(fileLoc) << "--shape " << input.name() << " gives " << it->second.size()
                                   << " dimensions but the input has rank " << shape.size();
       for (size_t i = 0; i < shape.size(); ++i)
-        if (!ShapedType::isDynamic(shape[i]) && shape[i] != it->second[i])
-          return emitError(fileLoc) << "--shape " << input.name() << ": dimension " << i
-                                    << " is fixed to " << shape[i] << " by the model, not "
-                                    << it->second[i];
+        if (!ShapedType::isDynamic(shape[i]) && shape[i] != it->second[i]) {
+          auto diag = emitError(fileLoc) << "--shape " << input.name() << ": dimension " << i
+                                         << " is fixed to " << shape[i] << " by ";
+          if (!dimNames[i].empty())
+            diag << "--dim " << dimNames[i] << "=" << shape[i];
+          else
+            diag << "the model";
+          return diag << ", not " << it->second[i];
+        }
       shape.assign(it->second.begin(), it->second.end());
     }
     if (!tensor.has_shape() && !options.inputShapes.count(input.name())) {
@@ -216,10 +238,6 @@ LogicalResult GraphImporter::importInputs(const onnx::GraphProto &graph,
     }
     names.push_back(input.name());
   }
-  for (const auto &entry : options.inputShapes)
-    if (!known.contains(entry.getKey()))
-      return emitError(fileLoc) << "--shape names '" << entry.getKey()
-                                << "', which is not a graph input";
   return success();
 }
 
@@ -249,7 +267,7 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &graph, int64_t 
         Value v = lookup(name);
         if (!v) {
           if (!produced.contains(name))
-            return emitError(loc) << "node '" << node->name() << "' (" << node->op_type()
+            return emitError(loc) << "node '" << displayName(*node) << "' (" << node->op_type()
                                   << ") reads '" << name
                                   << "', which is no graph input, initializer or node output";
           ready = false;
@@ -262,12 +280,12 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &graph, int64_t 
         continue;
       }
       if (!node->domain().empty() && node->domain() != "ai.onnx")
-        return emitError(loc) << "node '" << node->name() << "': unsupported op '"
+        return emitError(loc) << "node '" << displayName(*node) << "': unsupported op '"
                               << node->domain() << "::" << node->op_type() << "' (opset "
                               << opset << "): pf imports only the default ONNX domain";
       auto converter = converters.find(node->op_type());
       if (converter == converters.end())
-        return emitError(loc) << "node '" << node->name() << "': unsupported op '"
+        return emitError(loc) << "node '" << displayName(*node) << "': unsupported op '"
                               << node->op_type() << "' (opset " << opset << ")";
       NodeContext context(builder, *node, loc, opset, std::move(inputs));
       auto results = converter->second(context);
@@ -277,7 +295,7 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &graph, int64_t 
         if (name.empty())
           continue;
         if (i >= results->size() || !(*results)[i])
-          return emitError(loc) << "node '" << node->name() << "' (" << node->op_type()
+          return emitError(loc) << "node '" << displayName(*node) << "' (" << node->op_type()
                                 << "): output " << i << " ('" << name
                                 << "') is not supported";
         if (values.count(name) || initializerValues.count(name))
@@ -288,7 +306,7 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &graph, int64_t 
     if (blocked.size() == pending.size()) {
       const onnx::NodeProto *node = blocked.front();
       return emitError(nodeLoc(*node))
-             << "the graph has a cycle: node '" << node->name() << "' (" << node->op_type()
+             << "the graph has a cycle: node '" << displayName(*node) << "' (" << node->op_type()
              << ") and " << blocked.size() - 1
              << " other node(s) wait on each other's outputs";
     }

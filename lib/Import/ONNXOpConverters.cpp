@@ -44,8 +44,17 @@ std::optional<SmallVector<int64_t>> NodeContext::intsAttr(StringRef name) const 
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+std::string onnx_import::displayName(const onnx::NodeProto &node) {
+  if (!node.name().empty())
+    return node.name();
+  for (const auto &output : node.output())
+    if (!output.empty())
+      return output;
+  return node.op_type();
+}
+
 InFlightDiagnostic NodeContext::error() const {
-  return emitError(loc) << "node '" << node.name() << "' (" << node.op_type() << ", opset "
+  return emitError(loc) << "node '" << displayName(node) << "' (" << node.op_type() << ", opset "
                         << opset << "): ";
 }
 
@@ -117,8 +126,17 @@ Results unary(NodeContext &n) {
 /// Axes from an attribute (older opsets) or from a constant input (newer).
 FailureOr<std::optional<SmallVector<int64_t>>> axesOf(NodeContext &n, int64_t inputSince,
                                                       size_t inputIndex) {
-  if (n.opset >= inputSince)
+  // Reading the other form would silently drop the axes (and, for reductions
+  // and Squeeze, act on every axis): reject models that mix the two up.
+  if (n.opset >= inputSince) {
+    if (n.attr("axes"))
+      return n.error() << "axes is an input from opset " << inputSince
+                       << " on, not an attribute";
     return n.constantInts(inputIndex, "axes");
+  }
+  if (n.input(inputIndex))
+    return n.error() << "axes is an attribute before opset " << inputSince
+                     << ", not an input";
   return n.intsAttr("axes");
 }
 
@@ -317,8 +335,12 @@ Results convertSoftmax(NodeContext &n) {
     // Before opset 13 Softmax flattens to 2-D at `axis`; that equals the
     // single-axis form only when axis is the last dimension.
     auto type = dyn_cast<RankedTensorType>(n.input(0).getType());
-    if (!type || (axis != -1 && axis != type.getRank() - 1))
-      return n.error() << "Softmax before opset 13 is supported only over the last axis";
+    if (!type)
+      return n.error() << "Softmax before opset 13 needs an input of known rank";
+    if (axis != -1 && axis != type.getRank() - 1)
+      return n.error() << "Softmax before opset 13 is supported only over the last axis "
+                       << "(axis " << axis << " of a rank-" << type.getRank()
+                       << " input; the default axis is 1)";
   }
   return n.finish(SoftmaxOp::create(n.builder, n.loc, n.placeholder(), n.input(0), axis));
 }

@@ -200,9 +200,10 @@ namespace {
 class TailPlanner {
 public:
   TailPlanner(const KfacProblem &problem, const SweepResult &sweep,
-              TailRule rule, KfacPlan &plan)
-      : p_(problem), rule_(rule), plan_(plan), endStep_(sweep.lastStep),
-        endTime_(sweep.lastEnd), remaining_(sweep.remaining),
+              TailRule rule, bool overlap, KfacPlan &plan)
+      : p_(problem), rule_(rule), overlap_(overlap), plan_(plan),
+        endStep_(sweep.lastStep), endTime_(sweep.lastEnd),
+        remaining_(sweep.remaining),
         load_(problem.devices, std::vector<double>(problem.steps, problem.stepSpan)),
         stepEnd_(problem.steps, problem.stepSpan) {}
 
@@ -211,17 +212,27 @@ public:
     // can use the time it forces every device to wait anyway.
     for (size_t i = 0; i < p_.tasks.size(); ++i)
       if (p_.tasks[i].kind == ItemKind::Precondition && remaining_[i] > 0)
-        placeAt(static_cast<int>(i), p_.tasks[i].step);
+        placeAt(static_cast<int>(i), p_.tasks[i].step, remaining_[i], 0);
     // Tasks are stored in dependency order (curvature before the inversion
     // that reads it), so one pass sees every input placed.
-    for (size_t i = 0; i < p_.tasks.size(); ++i)
-      if (p_.tasks[i].kind != ItemKind::Precondition && remaining_[i] > 0)
-        placeAt(static_cast<int>(i), chooseStep(static_cast<int>(i)));
+    for (size_t i = 0; i < p_.tasks.size(); ++i) {
+      if (p_.tasks[i].kind == ItemKind::Precondition || remaining_[i] <= 0)
+        continue;
+      if (rule_ == TailRule::LastStep)
+        placeAt(static_cast<int>(i), p_.steps - 1, remaining_[i], 0);
+      else
+        spread(static_cast<int>(i));
+    }
     addPreconditionSyncs();
     plan_.stepTime = stepEnd_;
   }
 
 private:
+  bool isInversion(int task) const {
+    ItemKind k = p_.tasks[task].kind;
+    return k == ItemKind::InversionA || k == ItemKind::InversionB;
+  }
+
   /// First step the task may run in after its inputs and earlier pieces.
   int minimumStep(int task) const {
     const KfacTask &t = p_.tasks[task];
@@ -232,10 +243,14 @@ private:
     return std::min(step, p_.steps - 1);
   }
 
-  /// Earliest step-relative start in the tail of `step`.
-  double earliestStart(int task, int step) const {
+  /// Earliest step-relative start in the tail of `step`; steps before
+  /// `minimumStep` only host pieces of the previous refresh (lag 1), which
+  /// have no inputs left to wait for.
+  double earliestStart(int task, int step, int lag) const {
     const KfacTask &t = p_.tasks[task];
     double start = load_[t.device][step];
+    if (lag > 0)
+      return start;
     for (int d : t.deps)
       if (endStep_[d] == step)
         start = std::max(start, endTime_[d] + t.depLatency);
@@ -244,38 +259,89 @@ private:
     return start;
   }
 
-  int chooseStep(int task) const {
-    if (rule_ == TailRule::LastStep)
-      return p_.steps - 1;
-    int best = -1;
-    double bestGrowth = 0;
-    for (int k = minimumStep(task); k < p_.steps; ++k) {
-      double end = earliestStart(task, k) + remaining_[task];
-      double growth = std::max(0.0, end - stepEnd_[k]);
-      if (best < 0 || growth < bestGrowth - kEps) {
-        best = k;
-        bestGrowth = growth;
-      }
-    }
-    return best < 0 ? p_.steps - 1 : best;
+  struct Slot {
+    int step;
+    int lag;
+    double start;
+  };
+
+  /// Steps the rest of a task may use: from its inputs on; with refresh
+  /// overlap, an inversion may also finish in earlier steps (of the next
+  /// window, as the previous refresh).
+  std::vector<Slot> slots(int task) const {
+    const int first = minimumStep(task);
+    std::vector<Slot> out;
+    for (int k = first; k < p_.steps; ++k)
+      out.push_back({k, 0, earliestStart(task, k, 0)});
+    if (overlap_ && isInversion(task))
+      for (int k = 0; k < first; ++k)
+        out.push_back({k, 1, earliestStart(task, k, 1)});
+    return out;
   }
 
-  void placeAt(int task, int step) {
+  /// Balanced rule: first the time some other device already forces every
+  /// device to wait after a flush, then water-filling: the rest raises the
+  /// shortest allowed steps to a common level, so that the sum of the step
+  /// lengths grows as little as possible and the room it creates is spread
+  /// where other devices can use it.
+  void spread(int task) {
+    for (const Slot &s : slots(task)) {
+      if (remaining_[task] <= kEps)
+        return;
+      double start = earliestStart(task, s.step, s.lag);
+      double room = stepEnd_[s.step] - start;
+      if (room > kEps)
+        placeAt(task, s.step, std::min(room, remaining_[task]), s.lag);
+    }
+    if (remaining_[task] <= kEps)
+      return;
+    std::vector<Slot> open = slots(task);
+    std::sort(open.begin(), open.end(),
+              [](const Slot &a, const Slot &b) { return a.start < b.start; });
+    // Level L with sum over slots of max(0, L - start) = rest.
+    const double rest = remaining_[task];
+    double level = open[0].start + rest, sum = 0;
+    for (size_t n = 1; n <= open.size(); ++n) {
+      sum += open[n - 1].start;
+      double candidate = (rest + sum) / n;
+      if (n == open.size() || candidate <= open[n].start) {
+        level = candidate;
+        break;
+      }
+    }
+    // Previous-refresh pieces first, then in step order, so that the task's
+    // pieces stay in time order within each refresh.
+    std::sort(open.begin(), open.end(), [](const Slot &a, const Slot &b) {
+      return std::make_pair(-a.lag, a.step) < std::make_pair(-b.lag, b.step);
+    });
+    for (const Slot &s : open) {
+      double amount = std::min(remaining_[task], level - s.start);
+      if (amount > kEps)
+        placeAt(task, s.step, amount, s.lag);
+    }
+    if (remaining_[task] > kEps) // rounding: the last slot takes it
+      placeAt(task, open.back().step, remaining_[task], open.back().lag);
+  }
+
+  void placeAt(int task, int step, double amount, int lag) {
     const KfacTask &t = p_.tasks[task];
-    double start = earliestStart(task, step);
+    double start = earliestStart(task, step, lag);
     PlacedPiece piece;
     piece.task = task;
     piece.step = step;
     piece.t = start;
-    piece.duration = remaining_[task];
+    piece.duration = amount;
     piece.outsideBubble = true;
+    piece.refreshLag = lag;
     plan_.pieces.push_back(piece);
-    double end = start + remaining_[task];
+    double end = start + amount;
     load_[t.device][step] = end;
     stepEnd_[step] = std::max(stepEnd_[step], end);
-    endStep_[task] = step;
-    endTime_[task] = end;
-    remaining_[task] = 0;
+    if (lag == 0) {
+      endStep_[task] = step;
+      endTime_[task] = end;
+    }
+    remaining_[task] = std::max(0.0, remaining_[task] - amount);
   }
 
   /// Chimera: a preconditioned gradient must reach the other replica before
@@ -299,6 +365,7 @@ private:
 
   const KfacProblem &p_;
   TailRule rule_;
+  bool overlap_;
   KfacPlan &plan_;
   std::vector<int> endStep_;
   std::vector<double> endTime_;
@@ -310,12 +377,12 @@ private:
 } // namespace
 
 KfacPlan finishPlan(KfacProblem problem, const SweepResult &sweep,
-                    TailRule rule, Policy policy) {
+                    TailRule rule, bool overlapRefreshes, Policy policy) {
   KfacPlan plan;
   plan.policy = policy;
   plan.steps = problem.steps;
   plan.pieces = sweep.pieces;
-  TailPlanner(problem, sweep, rule, plan).run();
+  TailPlanner(problem, sweep, rule, overlapRefreshes, plan).run();
   plan.problem = std::move(problem);
   return plan;
 }
@@ -390,7 +457,7 @@ void addFactorSyncs(Timeline &tl, const KfacProblem &problem,
       auto upper = std::upper_bound(tl.stepStart.begin(), tl.stepStart.end(),
                                     ready + kEps);
       it.step = static_cast<int>(upper - tl.stepStart.begin()) - 1;
-      tl.items.push_back(it);
+      tl.kfacItems.push_back(it);
     }
   }
 }
@@ -404,15 +471,10 @@ Timeline assembleTimeline(const PipelineStep &step, const KfacPlan &plan) {
   tl.steps = plan.steps;
   tl.pipelineStep = step.makespan;
   tl.stepTime = plan.stepTime;
+  tl.stepItems = step.items;
   double start = 0;
   for (int k = 0; k < plan.steps; ++k) {
     tl.stepStart.push_back(start);
-    for (TimelineItem it : step.items) {
-      it.step = k;
-      it.start += start;
-      it.end += start;
-      tl.items.push_back(it);
-    }
     start += plan.stepTime[k];
   }
   auto itemFor = [&](const PlacedPiece &piece, ItemKind kind, Lane lane) {
@@ -436,17 +498,11 @@ Timeline assembleTimeline(const PipelineStep &step, const KfacPlan &plan) {
   for (const PlacedPiece &piece : plan.pieces) {
     TimelineItem it = itemFor(piece, problem.tasks[piece.task].kind, Lane::Compute);
     it.piece = pieceCount[piece.task]++;
-    tl.items.push_back(it);
+    tl.kfacItems.push_back(it);
   }
   for (const PlacedPiece &sync : plan.syncs)
-    tl.items.push_back(itemFor(sync, ItemKind::PrecondSync, Lane::Comm));
+    tl.kfacItems.push_back(itemFor(sync, ItemKind::PrecondSync, Lane::Comm));
   addFactorSyncs(tl, problem, plan);
-  std::sort(tl.items.begin(), tl.items.end(),
-            [](const TimelineItem &a, const TimelineItem &b) {
-              if (a.device != b.device)
-                return a.device < b.device;
-              return a.start < b.start;
-            });
   return tl;
 }
 

@@ -47,9 +47,11 @@ enum class TailRule {
 };
 
 /// Completes a plan: places the remaining work after the flushes, adds the
-/// Chimera preconditioning exchange and computes every step's length.
+/// Chimera preconditioning exchange and computes every step's length. With
+/// `overlapRefreshes`, an inversion may finish after an earlier flush of the
+/// window as the previous refresh (steady state).
 KfacPlan finishPlan(KfacProblem problem, const SweepResult &sweep,
-                    TailRule rule, Policy policy);
+                    TailRule rule, bool overlapRefreshes, Policy policy);
 
 /// Pipefisher: the reference greedy (PolicyPipeFisher.cpp).
 KfacPlan planPipeFisher(const PipelineStep &step, const CostModel &costs,

@@ -14,6 +14,7 @@
 #include <array>
 #include <cctype>
 #include <functional>
+#include <limits>
 #include <queue>
 
 namespace pf::sched {
@@ -224,30 +225,9 @@ Expected<PipelineProgram> chimeraProgram(const PipelineLayout &layout,
 }
 
 Status checkConfig(const PipelineConfig &c, const CostModel &costs) {
-  if (c.devices < 1)
-    return Status::error("the number of stages/devices must be positive (got " +
-                         std::to_string(c.devices) + ")");
-  if (c.microbatches < 1)
-    return Status::error("the number of micro-batches must be positive (got " +
-                         std::to_string(c.microbatches) + ")");
-  if (c.kind == ScheduleKind::Chimera) {
-    if (c.devices % 2 != 0)
-      return Status::error("chimera needs an even number of stages (got " +
-                           std::to_string(c.devices) + ")");
-    if (c.microbatches % 2 != 0)
-      return Status::error(
-          "chimera needs an even number of micro-batches, half per direction "
-          "(got " + std::to_string(c.microbatches) + ")");
-  }
-  if (c.kind == ScheduleKind::Interleaved) {
-    if (c.chunks < 1)
-      return Status::error("interleaved needs at least one chunk per device");
-    if (c.microbatches % c.devices != 0)
-      return Status::error("interleaved 1F1B needs the micro-batches (" +
-                           std::to_string(c.microbatches) +
-                           ") to be a multiple of the stages (" +
-                           std::to_string(c.devices) + ")");
-  }
+  Status shape = checkScheduleShape(c.kind, c.devices, c.microbatches, c.chunks);
+  if (!shape.ok())
+    return shape;
   const int stages = stagesFor(c.kind, c.devices, c.chunks);
   if (static_cast<int>(c.stageLayers.size()) != stages)
     return Status::error("expected layers for " + std::to_string(stages) +
@@ -319,6 +299,35 @@ const char *scheduleKindName(ScheduleKind kind) {
 
 std::string scheduleKindNames() {
   return "gpipe, 1f1b, interleaved, chimera, zb-h1";
+}
+
+Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
+                          int chunks) {
+  if (devices < 1)
+    return Status::error("the number of stages/devices must be positive (got " +
+                         std::to_string(devices) + ")");
+  if (microbatches < 1)
+    return Status::error("the number of micro-batches must be positive (got " +
+                         std::to_string(microbatches) + ")");
+  if (kind == ScheduleKind::Chimera) {
+    if (devices % 2 != 0)
+      return Status::error("chimera needs an even number of stages (got " +
+                           std::to_string(devices) + ")");
+    if (microbatches % 2 != 0)
+      return Status::error(
+          "chimera needs an even number of micro-batches, half per direction "
+          "(got " + std::to_string(microbatches) + ")");
+  }
+  if (kind == ScheduleKind::Interleaved) {
+    if (chunks < 1)
+      return Status::error("interleaved needs at least one chunk per device");
+    if (microbatches % devices != 0)
+      return Status::error("interleaved 1F1B needs the micro-batches (" +
+                           std::to_string(microbatches) +
+                           ") to be a multiple of the stages (" +
+                           std::to_string(devices) + ")");
+  }
+  return Status::success();
 }
 
 int stagesFor(ScheduleKind kind, int devices, int chunks) {

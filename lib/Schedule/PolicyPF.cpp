@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -47,7 +48,7 @@ public:
                 Order order)
       : p_(problem), margin_(options.margin),
         pieces_(std::max(1, options.splitPieces)), order_(order),
-        gaps_(windowGaps(problem, 0, problem.steps)), sweep_(problem),
+        gaps_(usefulGaps()), sweep_(problem),
         unmet_(problem.tasks.size(), 0), release_(problem.tasks.size(), 0),
         devices_(problem.devices) {}
 
@@ -56,8 +57,11 @@ public:
       unmet_[i] = static_cast<int>(p_.tasks[i].deps.size());
       release_[i] = p_.tasks[i].release;
       if (unmet_[i] == 0)
-        devices_[p_.tasks[i].device].pending.push({release_[i], static_cast<int>(i)});
+        devices_[p_.tasks[i].device].initial.push_back(
+            {release_[i], static_cast<int>(i)});
     }
+    for (Device &dev : devices_)
+      std::sort(dev.initial.begin(), dev.initial.end());
     for (int d = 0; d < p_.devices; ++d)
       if (!gaps_[d].empty())
         wake(d, gaps_[d].front().start);
@@ -82,10 +86,48 @@ private:
     size_t gap = 0;
     double cursor = 0;
     double nextWake = kNever;
+    /// Tasks released by the pipeline alone, by release time; `next` walks it.
+    std::vector<Pending> initial;
+    size_t next = 0;
+    /// Tasks released when their K-FAC inputs finished.
     std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>>
         pending;
     std::set<Key> ready;
+
+    double nextRelease() const {
+      double r = next < initial.size() ? initial[next].first : kNever;
+      return pending.empty() ? r : std::min(r, pending.top().first);
+    }
   };
+
+  /// Bubbles too short for the smallest piece of any task on the device can
+  /// never be used; dropping them up front keeps the sweep proportional to
+  /// the useful bubbles (zero-bubble schedules have thousands of slivers).
+  std::vector<std::vector<Gap>> usefulGaps() const {
+    std::vector<double> smallest(p_.devices, kNever);
+    for (const KfacTask &t : p_.tasks)
+      smallest[t.device] = std::min(
+          smallest[t.device], t.duration / pieces_ * (1 + margin_));
+    auto gaps = windowGaps(p_, 0, p_.steps);
+    for (int d = 0; d < p_.devices; ++d)
+      gaps[d].erase(std::remove_if(gaps[d].begin(), gaps[d].end(),
+                                   [&](const Gap &g) {
+                                     return g.end - g.start < smallest[d] - kEps;
+                                   }),
+                    gaps[d].end());
+    return gaps;
+  }
+
+  /// Moves everything released by the cursor into the ready set.
+  void release(Device &dev) {
+    while (dev.next < dev.initial.size() &&
+           dev.initial[dev.next].first <= dev.cursor + kEps)
+      dev.ready.insert(keyOf(dev.initial[dev.next++].second));
+    while (!dev.pending.empty() && dev.pending.top().first <= dev.cursor + kEps) {
+      dev.ready.insert(keyOf(dev.pending.top().second));
+      dev.pending.pop();
+    }
+  }
 
   Key keyOf(int task) const {
     const KfacTask &t = p_.tasks[task];
@@ -107,8 +149,9 @@ private:
     }
   }
 
-  /// Places at most one piece on device d at its cursor, then yields so that
-  /// all devices progress in global time order.
+  /// Places pieces on device d from its cursor on. It yields as soon as its
+  /// cursor passes another device's next event, so that every device sees
+  /// the K-FAC inputs finished by the others in global time order.
   void advance(int d) {
     Device &dev = devices_[d];
     const auto &gaps = gaps_[d];
@@ -119,10 +162,11 @@ private:
         return;
       const Gap &gap = gaps[dev.gap];
       dev.cursor = std::max(dev.cursor, gap.start);
-      while (!dev.pending.empty() && dev.pending.top().first <= dev.cursor + kEps) {
-        dev.ready.insert(keyOf(dev.pending.top().second));
-        dev.pending.pop();
+      if (!events_.empty() && events_.top().first < dev.cursor - kEps) {
+        wake(d, dev.cursor);
+        return;
       }
+      release(dev);
       double piece = 0;
       int task = pick(dev, gap, piece);
       if (task >= 0) {
@@ -133,15 +177,15 @@ private:
           dev.ready.erase(keyOf(task));
           finish(task, dev.cursor);
         }
-        wake(d, dev.cursor);
-        return;
+        continue;
       }
       if (!dev.ready.empty()) {
         dev.cursor = gap.end; // nothing fits in the rest of this bubble
         continue;
       }
-      if (!dev.pending.empty())
-        wake(d, dev.pending.top().first);
+      double next = dev.nextRelease();
+      if (next < kNever)
+        wake(d, next);
       return; // otherwise sleep until a dependency finishes
     }
   }
@@ -226,10 +270,26 @@ std::vector<std::vector<Interval>> freeTime(const KfacProblem &p,
   return free;
 }
 
+/// When a task's inputs were complete in the sweep (window time), or
+/// infinity when some input is still unplaced.
+double releaseAfterSweep(const KfacProblem &p, const SweepResult &sweep,
+                         int task) {
+  const KfacTask &t = p.tasks[task];
+  double release = t.release;
+  for (int d : t.deps) {
+    if (sweep.remaining[d] > 0 || sweep.lastStep[d] < 0)
+      return std::numeric_limits<double>::infinity();
+    release = std::max(release, sweep.lastStep[d] * p.stepSpan +
+                                    sweep.lastEnd[d] + t.depLatency);
+  }
+  return release;
+}
+
 /// Steady state: inversions still unfinished use the bubble time nobody took,
-/// anywhere in the window. A piece before the task's last in-window piece
-/// belongs to the previous refresh (in steady state the same layer's
-/// inversion of refresh r-1 finishes there), so it is marked with lag 1.
+/// anywhere in the window. A piece that cannot belong to this refresh (before
+/// its inputs or before the task's last in-window piece) finishes the same
+/// layer's inversion of the previous refresh, which in steady state is still
+/// running there; it is marked with lag 1.
 void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
                       SweepResult &sweep) {
   auto free = freeTime(p, sweep);
@@ -239,9 +299,11 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
     if ((t.kind != ItemKind::InversionA && t.kind != ItemKind::InversionB) ||
         sweep.remaining[i] <= 0)
       continue;
-    const double lastEnd = sweep.lastStep[i] < 0
-                               ? -1
-                               : sweep.lastStep[i] * p.stepSpan + sweep.lastEnd[i];
+    const double release = releaseAfterSweep(p, sweep, static_cast<int>(i));
+    const double lastEnd =
+        std::max(release, sweep.lastStep[i] < 0
+                              ? -1.0
+                              : sweep.lastStep[i] * p.stepSpan + sweep.lastEnd[i]);
     for (Interval &f : free[t.device]) {
       double rest = sweep.remaining[i];
       if (rest <= 0)
@@ -251,7 +313,7 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
         continue;
       int step = static_cast<int>(std::floor(f.start / p.stepSpan + kEps));
       step = std::min(step, p.steps - 1);
-      int lag = f.start < lastEnd ? 1 : 0;
+      int lag = f.start < lastEnd - kEps ? 1 : 0;
       sweep.place(p, static_cast<int>(i), step, f.start - step * p.stepSpan,
                   size, lag);
       f.start += size;
@@ -265,7 +327,8 @@ KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs,
   SweepResult sweep = ListScheduler(problem, options, order).run();
   if (options.steadyState)
     overlapRefreshes(problem, options, sweep);
-  return finishPlan(std::move(problem), sweep, TailRule::Balanced, Policy::PF);
+  return finishPlan(std::move(problem), sweep, TailRule::Balanced,
+                    options.steadyState, Policy::PF);
 }
 
 double outsideWork(const KfacPlan &plan, bool countPreconditioning) {
@@ -333,40 +396,91 @@ double stepBudget(const Capacity &c, double T, const KfacOptions &options) {
   return T + precondition;
 }
 
+
+/// Finds the smallest K whose window meets the step budget. The mean step
+/// time falls as K grows (more bubbles for the same refresh work), so the
+/// search gallops up from the capacity bound and then bisects; the plan with
+/// the shortest steps is kept in case no K meets the budget.
+class RefreshSearch {
+public:
+  RefreshSearch(const PipelineStep &step, const CostModel &costs,
+                const KfacOptions &options)
+      : step_(step), costs_(costs), options_(options),
+        capacity_(capacityOf(step, costs)),
+        budget_(stepBudget(capacity_, step.makespan, options) +
+                1e-9 * step.makespan) {}
+
+  KfacPlan run() {
+    const int maxK = std::max(1, options_.maxRefreshSteps);
+    int k = 1;
+    while (k < maxK && stepLowerBound(capacity_, step_.makespan, k) > budget_)
+      ++k;
+    int infeasible = k - 1, gallop = 1;
+    while (!evaluate(k) && k < maxK) {
+      infeasible = k;
+      k = std::min(maxK, k + gallop);
+      gallop *= 2;
+    }
+    if (haveFeasible_) {
+      int lo = infeasible + 1, hi = feasibleK_ - 1;
+      while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (evaluate(mid))
+          hi = mid - 1;
+        else
+          lo = mid + 1;
+      }
+    }
+    KfacPlan plan = haveFeasible_ ? std::move(feasible_) : std::move(shortest_);
+    plan.candidatesTried = tried_;
+    return plan;
+  }
+
+private:
+  /// True when K meets the budget, or when nothing but preconditioning is
+  /// left outside the bubbles (a longer window cannot shorten the step).
+  /// Both priority orders are tried for every K, since either may be the one
+  /// that meets the budget.
+  bool evaluate(int k) {
+    KfacPlan plan = bestPlan(step_, costs_, options_, k);
+    tried_ += 2;
+    const double mean = meanStepTime(plan);
+    const bool saturated = outsideWork(plan, false) <= 1e-9;
+    if (mean <= budget_ || saturated) {
+      if (!haveFeasible_ || k < feasibleK_) {
+        feasibleK_ = k;
+        feasible_ = std::move(plan);
+        haveFeasible_ = true;
+      }
+      return true;
+    }
+    if (!haveShortest_ || mean < meanStepTime(shortest_)) {
+      shortest_ = std::move(plan);
+      haveShortest_ = true;
+    }
+    return false;
+  }
+
+  const PipelineStep &step_;
+  const CostModel &costs_;
+  const KfacOptions &options_;
+  const Capacity capacity_;
+  const double budget_;
+  KfacPlan feasible_, shortest_;
+  bool haveFeasible_ = false, haveShortest_ = false;
+  int feasibleK_ = 0, tried_ = 0;
+};
+
 } // namespace
 
 KfacPlan planPF(const PipelineStep &step, const CostModel &costs,
                 const KfacOptions &options) {
-  if (options.refreshSteps > 0)
-    return bestPlan(step, costs, options, options.refreshSteps);
-
-  const double T = step.makespan;
-  const Capacity capacity = capacityOf(step, costs);
-  const double budget = stepBudget(capacity, T, options) + 1e-9 * T;
-  KfacPlan best;
-  bool haveBest = false;
-  int tried = 0;
-  for (int k = 1; k <= options.maxRefreshSteps; ++k) {
-    if (stepLowerBound(capacity, T, k) > budget)
-      continue;
-    KfacPlan plan = bestPlan(step, costs, options, k);
-    ++tried;
-    double mean = meanStepTime(plan);
-    if (!haveBest || mean < meanStepTime(best) - 1e-9) {
-      best = std::move(plan);
-      haveBest = true;
-    }
-    if (mean <= budget)
-      break;
-    // Once nothing but preconditioning is left outside the bubbles, longer
-    // windows cannot shorten the step.
-    if (outsideWork(best, false) <= 1e-9)
-      break;
+  if (options.refreshSteps > 0) {
+    KfacPlan plan = bestPlan(step, costs, options, options.refreshSteps);
+    plan.candidatesTried = 2;
+    return plan;
   }
-  if (!haveBest)
-    best = bestPlan(step, costs, options, options.maxRefreshSteps);
-  best.candidatesTried = std::max(tried, 1);
-  return best;
+  return RefreshSearch(step, costs, options).run();
 }
 
 } // namespace pf::sched::detail

@@ -218,8 +218,10 @@ KfacPlan planPipeFisher(const PipelineStep &step, const CostModel &costs,
   }
   for (const PlacedPiece &piece : greedy.result().pieces)
     sweep.place(problem, map[piece.task], piece.step, piece.t, piece.duration);
-  return finishPlan(std::move(problem), sweep, TailRule::LastStep,
-                    Policy::PipeFisher);
+  KfacPlan plan = finishPlan(std::move(problem), sweep, TailRule::LastStep,
+                             /*overlapRefreshes=*/false, Policy::PipeFisher);
+  plan.candidatesTried = 1;
+  return plan;
 }
 
 } // namespace pf::sched::detail

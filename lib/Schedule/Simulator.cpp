@@ -345,6 +345,13 @@ bool isCommunication(ItemKind kind) {
          kind == ItemKind::FactorSync || kind == ItemKind::PrecondSync;
 }
 
+std::vector<TimelineItem> Timeline::allItems() const {
+  std::vector<TimelineItem> out;
+  out.reserve(numItems());
+  forEachItem([&](const TimelineItem &it) { out.push_back(it); });
+  return out;
+}
+
 double Timeline::windowTime() const {
   double total = 0;
   for (double t : stepTime)

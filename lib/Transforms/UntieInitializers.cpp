@@ -24,18 +24,25 @@ struct UntieInitializersPass
       if (op.getInput().getDefiningOp<ParamRefOp>() && op->hasAttr("pf.name"))
         identities.push_back(op);
     });
+    // Copies follow their source in graph order (after the copies made
+    // before them), so parameter order stays that of the exporter.
+    DenseMap<Operation *, Operation *> lastCopy;
     for (IdentityOp identity : identities) {
       auto ref = identity.getInput().getDefiningOp<ParamRefOp>();
       auto source = symbols.lookup<ParamOp>(ref.getName());
       auto name = identity->getAttrOfType<StringAttr>("pf.name");
       if (!source || !name)
         continue;
+      Operation *&after = lastCopy[source];
+      if (!after)
+        after = source;
       OpBuilder builder(source);
-      builder.setInsertionPointAfter(source);
+      builder.setInsertionPointAfter(after);
       auto copy = ParamOp::create(builder, identity.getLoc(), name.getValue(),
                                   source.getType(), source.getValueAttr());
       // insert() renames on collision so every parameter keeps a unique name.
       symbols.insert(copy, builder.getInsertionPoint());
+      after = copy;
       builder.setInsertionPoint(identity);
       auto newRef = ParamRefOp::create(builder, identity.getLoc(), ref.getType(),
                                        copy.getSymName());

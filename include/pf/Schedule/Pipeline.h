@@ -86,6 +86,11 @@ struct PipelineConfig {
 /// Number of pipeline stages a schedule uses on `devices` devices.
 int stagesFor(ScheduleKind kind, int devices, int chunks);
 
+/// Checks what a schedule needs of D, N and the chunks (Chimera: even D and N;
+/// interleaved: N a multiple of D), before any layer is assigned.
+Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
+                          int chunks);
+
 /// Checks the configuration (Chimera needs even D and N, interleaved needs
 /// N divisible by D, ...) and builds each device's program. Chimera's order is
 /// derived from the costs (see lib/Schedule/PipelineSchedules.cpp).

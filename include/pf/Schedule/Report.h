@@ -55,6 +55,7 @@ struct Report {
   /// device (the reference's analytic bound).
   double refreshLowerBound = 0;
   double schedulerSeconds = 0;
+  int windowsTried = 0; ///< K-FAC windows the policy evaluated
   std::vector<DeviceReport> perDevice;
 };
 

@@ -25,9 +25,6 @@ struct ScheduleRequest {
   int chunks = 2;       ///< interleaved: model chunks per device
   /// Layers per stage; 0 lets the min-max partitioner decide.
   int layersPerStage = 0;
-  /// Use only the first `layers` layers of the cost model; 0: all of them,
-  /// or stages * layersPerStage when that is given.
-  int layers = 0;
   KfacOptions kfac;
 };
 

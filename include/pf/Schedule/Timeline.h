@@ -95,15 +95,35 @@ double passDuration(const PipelineLayout &layout, const CostModel &costs,
                     PassKind pass, int stage);
 
 /// A refresh window: K consecutive steps with the K-FAC work placed.
+///
+/// Every step runs the same pipeline passes, so they are stored once
+/// (`stepItems`, relative to the step start) and replayed at each step's
+/// start; a window of a large pipeline would otherwise hold millions of
+/// copies. `forEachItem` / `allItems` give the expanded view.
 struct Timeline {
   int devices = 0;
   int steps = 1;                 ///< K
   double pipelineStep = 0;       ///< T_pipe of the bare pipeline
   std::vector<double> stepStart; ///< absolute start of each step
   std::vector<double> stepTime;  ///< length of each step (>= T_pipe)
-  std::vector<TimelineItem> items;
+  std::vector<TimelineItem> stepItems; ///< one bare step, relative times
+  std::vector<TimelineItem> kfacItems; ///< K-FAC work and its communication
 
   double windowTime() const;
+  size_t numItems() const { return steps * stepItems.size() + kfacItems.size(); }
+  /// Visits every item of the window with absolute times, step by step.
+  template <typename Fn> void forEachItem(Fn &&fn) const {
+    for (int k = 0; k < steps; ++k)
+      for (TimelineItem it : stepItems) {
+        it.step = k;
+        it.start += stepStart[k];
+        it.end += stepStart[k];
+        fn(static_cast<const TimelineItem &>(it));
+      }
+    for (const TimelineItem &it : kfacItems)
+      fn(it);
+  }
+  std::vector<TimelineItem> allItems() const;
 };
 
 } // namespace pf::sched

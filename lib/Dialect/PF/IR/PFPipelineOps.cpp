@@ -73,3 +73,21 @@ LogicalResult MicrobatchOp::inferReturnTypes(MLIRContext *, std::optional<Locati
   out.push_back(RankedTensorType::get(shape, type.getElementType()));
   return success();
 }
+
+LogicalResult ProgramOp::verify() {
+  if (int64_t(getDevice()) < 0)
+    return emitOpError("device must be >= 0");
+  return success();
+}
+
+LogicalResult TaskOp::verify() {
+  static const char *const kinds[] = {
+      "forward",     "backward",    "backward_input", "backward_weight", "curvature_a",
+      "curvature_b", "inversion_a", "inversion_b",    "precondition",    "send_recv",
+      "allreduce",   "factor_sync", "precond_sync"};
+  if (!llvm::is_contained(kinds, getKind()))
+    return emitOpError("unknown task kind '") << getKind() << "'";
+  if (getEnd().convertToDouble() < getStart().convertToDouble())
+    return emitOpError("ends before it starts");
+  return success();
+}

@@ -176,8 +176,9 @@ OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
     Attribute v = broadcastElement(input, index);
     if (auto i = dyn_cast<IntegerAttr>(v))
       return IntegerAttr::get(i.getType(), -i.getValue());
-    auto f = cast<FloatAttr>(v);
-    return FloatAttr::get(f.getType(), -f.getValue());
+    if (auto f = dyn_cast<FloatAttr>(v))
+      return FloatAttr::get(f.getType(), -f.getValue());
+    return nullptr; // e.g. complex elements: not folded
   });
 }
 
@@ -205,14 +206,20 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
     Attribute v = broadcastElement(input, index);
     if (auto i = dyn_cast<IntegerAttr>(v)) {
       bool isSigned = !i.getType().isInteger(1);
-      if (auto toInt = dyn_cast<IntegerType>(to))
+      if (auto toInt = dyn_cast<IntegerType>(to)) {
+        if (toInt.getWidth() == 1) // to bool: nonzero is true (not truncation)
+          return IntegerAttr::get(to, i.getValue().isZero() ? 0 : 1);
         return IntegerAttr::get(to, isSigned ? i.getValue().sextOrTrunc(toInt.getWidth())
                                              : i.getValue().zextOrTrunc(toInt.getWidth()));
+      }
       APFloat f(cast<FloatType>(to).getFloatSemantics());
       f.convertFromAPInt(i.getValue(), isSigned, APFloat::rmNearestTiesToEven);
       return FloatAttr::get(to, f);
     }
-    APFloat f = cast<FloatAttr>(v).getValue();
+    auto floatAttr = dyn_cast<FloatAttr>(v);
+    if (!floatAttr)
+      return nullptr; // e.g. complex elements: not folded
+    APFloat f = floatAttr.getValue();
     if (auto toFloat = dyn_cast<FloatType>(to)) {
       bool lost;
       f.convert(toFloat.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);

@@ -37,7 +37,7 @@ def PF_StageOp : PF_Op<"stage", [IsolatedFromAbove,
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $index (`(` $inputs^ `:` type($inputs) `)`)? attr-dict-with-keyword
+    $index ` ` (`(` $inputs^ `:` type($inputs) `)`)? attr-dict-with-keyword
     $body (`->` type($results)^)?
   }];
   let hasVerifier = 1;
@@ -71,6 +71,36 @@ def PF_MicrobatchOp : PF_TensorOp<"microbatch"> {
   let arguments = (ins AnyRankedTensor:$input, I64Attr:$index, I64Attr:$count,
                    DefaultValuedAttr<I64Attr, "0">:$dim);
   let results = (outs AnyRankedTensor:$output);
+}
+
+def PF_ProgramOp : PF_Op<"program", [NoTerminator, SingleBlock,
+    HasParent<"PipelineOp">]> {
+  let summary = "the ordered work of one device in a scheduled pipeline";
+  let description = [{
+    Written by `pf-schedule`: one per device, holding `pf.task` ops in the
+    order the device runs them over a refresh window of `refresh_steps` steps
+    (pipeline passes, communication and the K-FAC work placed by the policy).
+    A later lowering emits per-rank code from it.
+  }];
+  let arguments = (ins I64Attr:$device);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "`device` `(` $device `)` attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def PF_TaskOp : PF_Op<"task", [HasParent<"ProgramOp">]> {
+  let summary = "one scheduled item: a pass, a transfer or a piece of K-FAC work";
+  let description = [{
+    `kind` is one of forward, backward, backward_input, backward_weight,
+    curvature_a, curvature_b, inversion_a, inversion_b, precondition,
+    send_recv, allreduce, factor_sync, precond_sync. Times are the
+    simulated start and end in milliseconds from the window start.
+  }];
+  let arguments = (ins StrAttr:$kind, I64Attr:$step, I64Attr:$stage,
+                   OptionalAttr<I64Attr>:$microbatch, OptionalAttr<I64Attr>:$layer,
+                   F64Attr:$start, F64Attr:$end, UnitAttr:$outside_bubble);
+  let assemblyFormat = "$kind attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif // PF_PIPELINE_OPS_TD

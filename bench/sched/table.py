@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Prints the pf vs pipefisher table (issue 5, item 7) and times pf-sched at scale.
+
+For every cell of {gpipe, 1f1b, chimera, interleaved, zb-h1} x D in {4, 8, 16}
+x N in {D, 2D, 4D} x {P100 BERT-Base, P100 BERT-Large}, runs pf-sched with
+both K-FAC policies (and validates the timelines) and prints utilization
+without / with K-FAC, the refresh interval K and the step time. Cells whose
+stages exceed the layers are skipped with the reason; when D does not divide
+the layers the min-max partitioner balances them.
+
+Then times pf-sched for D=64, N=512, 96 layers (target: under 1 s).
+
+usage: bench/sched/table.py [--pf-sched build/bin/pf-sched] [--markdown]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PROFILES = {
+    "BERT-Base": os.path.join(HERE, "profiles", "p100-bert-base.json"),
+    "BERT-Large": os.path.join(HERE, "profiles", "p100-bert-large.json"),
+}
+SCHEDULES = ["gpipe", "1f1b", "chimera", "interleaved", "zb-h1"]
+CHUNKS = 2  # interleaved: model chunks per device
+
+
+def layers_of(profile):
+    with open(profile) as f:
+        return len(json.load(f)["layers"])
+
+
+def run(binary, profile, schedule, d, n, policy, extra=()):
+    """Runs pf-sched and returns its JSON report."""
+    layers = layers_of(profile)
+    stages = d * CHUNKS if schedule == "interleaved" else d
+    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+        cmd = [binary, "--profile", profile, "--schedule", schedule,
+               "--stages", str(d), "--microbatches", str(n), "--policy", policy,
+               "--report-json", report.name, "--quiet", "--validate", *extra]
+        if schedule == "interleaved":
+            cmd += ["--chunks", str(CHUNKS)]
+        if layers % stages == 0:
+            cmd += ["--layers-per-stage", str(layers // stages)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(" ".join(cmd) + "\n" + proc.stderr)
+        with open(report.name) as f:
+            return json.load(f)
+
+
+def skip_reason(profile, schedule, d):
+    layers = layers_of(profile)
+    stages = d * CHUNKS if schedule == "interleaved" else d
+    if stages > layers:
+        return f"{stages} stages > {layers} layers"
+    return None
+
+
+def dominates(pf, ref):
+    """pf refreshes at least as often and uses the devices at least as well."""
+    return (pf["refresh_steps"] <= ref["refresh_steps"] and
+            pf["utilization"]["with_kfac"] >= ref["utilization"]["with_kfac"] - 1e-9)
+
+
+def table(binary, markdown):
+    sep = " | " if markdown else "  "
+    header = ["model", "schedule", "D", "N", "util w/o", "pf K", "pf util",
+              "pf step ms", "pipefisher K", "pipefisher util",
+              "pipefisher step ms", "pf >= pipefisher"]
+    print(sep.join(header))
+    if markdown:
+        print("|".join(["---"] * len(header)))
+    all_ok = True
+    for model, profile in PROFILES.items():
+        for schedule in SCHEDULES:
+            for d in (4, 8, 16):
+                for n in (d, 2 * d, 4 * d):
+                    reason = skip_reason(profile, schedule, d)
+                    if reason:
+                        print(sep.join([model, schedule, str(d), str(n),
+                                        f"skipped: {reason}"]))
+                        continue
+                    pf = run(binary, profile, schedule, d, n, "pf")
+                    ref = run(binary, profile, schedule, d, n, "pipefisher")
+                    ok = dominates(pf, ref)
+                    all_ok &= ok
+                    print(sep.join([
+                        model, schedule, str(d), str(n),
+                        f"{100 * pf['utilization']['without_kfac']:.1f}%",
+                        str(pf["refresh_steps"]),
+                        f"{100 * pf['utilization']['with_kfac']:.1f}%",
+                        f"{pf['step_time_ms']:.1f}",
+                        str(ref["refresh_steps"]),
+                        f"{100 * ref['utilization']['with_kfac']:.1f}%",
+                        f"{ref['step_time_ms']:.1f}",
+                        "yes" if ok else "NO"]))
+                    sys.stdout.flush()
+    return all_ok
+
+
+def scale_profile(path, layers):
+    """A profile of `layers` BERT-Large blocks (P100 times)."""
+    with open(PROFILES["BERT-Large"]) as f:
+        doc = json.load(f)
+    block = {k: v for k, v in doc["layers"][0].items() if k not in ("index", "name")}
+    doc["name"] = f"P100 BERT-Large blocks x {layers}"
+    doc["layers"] = [dict(block, name=f"block{i}") for i in range(layers)]
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def timing(binary):
+    print()
+    print("scheduler run time, D=64, N=512, 96 layers (wall clock of pf-sched):")
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = os.path.join(tmp, "bert96.json")
+        scale_profile(profile, 96)
+        for schedule in ("1f1b", "chimera", "zb-h1", "gpipe"):
+            for policy in ("pf", "pipefisher"):
+                cmd = [binary, "--profile", profile, "--schedule", schedule,
+                       "--stages", "64", "--microbatches", "512",
+                       "--policy", policy, "--report-json",
+                       os.path.join(tmp, "r.json")]
+                start = time.perf_counter()
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                wall = time.perf_counter() - start
+                if proc.returncode != 0:
+                    raise RuntimeError(proc.stderr)
+                with open(os.path.join(tmp, "r.json")) as f:
+                    r = json.load(f)
+                print(f"  {schedule:8s} {policy:10s} {wall:6.3f} s  "
+                      f"(K={r['refresh_steps']}, util "
+                      f"{100 * r['utilization']['with_kfac']:.1f}%, "
+                      f"scheduler {r['scheduler_seconds']:.3f} s)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pf-sched", default=os.path.join(ROOT, "build", "bin", "pf-sched"))
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--no-timing", action="store_true")
+    args = parser.parse_args()
+    if not os.path.exists(args.pf_sched):
+        sys.exit(f"{args.pf_sched} not found; build it (scripts/build.sh pf-sched)"
+                 " or pass --pf-sched")
+    ok = table(args.pf_sched, args.markdown)
+    if not args.no_timing:
+        timing(args.pf_sched)
+    if not ok:
+        sys.exit("pf is worse than pipefisher on some cell")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+//===- Linalg.cpp - matmul, gemm and linear through BLAS -------------------===//
+//
+// All three reduce to row-major GEMMs. Shapes that flatten into one GEMM
+// (a batched activation times one weight matrix) are issued as one call so
+// OpenBLAS parallelizes over the big M; truly batched products of small
+// matrices (attention scores) run one single-threaded GEMM per OpenMP
+// thread instead, because splitting a 128x128 GEMM over many threads costs
+// more than it gains.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../common/Call.h"
+#include "../common/Dtype.h"
+#include "Kernels.h"
+#include "Parallel.h"
+
+#include <cblas.h>
+#include <climits>
+#include <cstring>
+
+using namespace pfrt;
+using namespace pfrt::cpu;
+
+namespace {
+
+//===------------------------------ BLAS ----------------------------------===//
+
+/// OpenBLAS' thread count is process-wide; set it to what the calling
+/// context wants before each call (cheap when unchanged).
+void setBlasThreads(int threads) {
+#ifdef PFRT_HAVE_OPENBLAS_THREADS
+  if (openblas_get_num_threads() != threads)
+    openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
+/// One row-major GEMM: C[M,N] = alpha op(A) op(B) + beta C, with leading
+/// dimensions implied by contiguous storage.
+struct Gemm {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  double alpha = 1, beta = 0;
+};
+
+void blasGemm(const Gemm &g, const float *a, const float *b, float *c) {
+  cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
+              g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
+              int(g.k), float(g.alpha), a, g.transA ? int(g.m) : int(g.k), b,
+              g.transB ? int(g.k) : int(g.n), float(g.beta), c, int(g.n));
+}
+
+void blasGemm(const Gemm &g, const double *a, const double *b, double *c) {
+  cblas_dgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
+              g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
+              int(g.k), g.alpha, a, g.transA ? int(g.m) : int(g.k), b,
+              g.transB ? int(g.k) : int(g.n), g.beta, c, int(g.n));
+}
+
+/// BLAS takes int dimensions; larger problems are refused, not truncated.
+pfrt_status checkBlasDims(const Call &call, const Gemm &g) {
+  if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX)
+    return call.fail(PFRT_UNSUPPORTED, "GEMM dimensions %lld x %lld x %lld "
+                     "exceed the BLAS int range", static_cast<long long>(g.m),
+                     static_cast<long long>(g.n), static_cast<long long>(g.k));
+  return PFRT_OK;
+}
+
+/// Runs one GEMM with the context's threads. K == 0 is handled here
+/// because BLAS implementations differ on it: op(A) op(B) is then zero.
+template <class T>
+void gemm(const pfrt_context *ctx, const Gemm &g, const T *a, const T *b,
+          T *c) {
+  if (g.m == 0 || g.n == 0)
+    return;
+  if (g.k == 0) {
+    for (int64_t i = 0; i < g.m * g.n; ++i)
+      c[i] = g.beta == 0 ? T(0) : T(g.beta) * c[i];
+    return;
+  }
+  setBlasThreads(ctx->numThreads);
+  blasGemm(g, a, b, c);
+}
+
+//===----------------------------- matmul ---------------------------------===//
+
+/// A matmul operand split into batch dimensions and one matrix.
+struct MatmulOperand {
+  Shape batch;
+  int64_t rows = 0, cols = 0;
+};
+
+/// Work (multiply-adds) below which one GEMM is better run single-threaded
+/// next to others than split across threads.
+constexpr int64_t kSmallGemm = 1 << 21;
+
+template <class T>
+void batchedMatmul(const pfrt_context *ctx, const Gemm &g,
+                   const BroadcastPlan &plan, const T *a, const T *b, T *out) {
+  const int64_t count = plan.numel;
+  const int64_t aSize = g.m * g.k, bSize = g.k * g.n, outSize = g.m * g.n;
+  auto matrixOffsets = [&](int64_t index, int64_t &ia, int64_t &ib) {
+    ia = ib = 0;
+    for (int32_t d = plan.rank - 1; d >= 0; --d) {
+      const int64_t i = index % plan.dims[d];
+      index /= plan.dims[d];
+      ia += i * plan.strides[0][d];
+      ib += i * plan.strides[1][d];
+    }
+  };
+  if (outSize == 0)
+    return;
+  if (g.k == 0) { // empty contraction: zeros (see gemm())
+    std::memset(out, 0, sizeof(T) * outSize * count);
+    return;
+  }
+  auto one = [&](int64_t index) {
+    int64_t ia, ib;
+    matrixOffsets(index, ia, ib);
+    blasGemm(g, a + ia * aSize, b + ib * bSize, out + index * outSize);
+  };
+  const int threads = ctx->numThreads;
+  if (threads > 1 && count > 1 && g.m * g.n * g.k < kSmallGemm) {
+    setBlasThreads(1);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < count; ++i)
+      one(i);
+    return;
+  }
+  setBlasThreads(threads);
+  for (int64_t i = 0; i < count; ++i)
+    one(i);
+}
+
+/// Splits a numpy-matmul operand: rank 1 is a row vector (a) or a column
+/// vector (b).
+MatmulOperand splitOperand(const pfrt_tensor &t, bool isLeft) {
+  MatmulOperand op;
+  if (t.rank == 1) {
+    op.rows = isLeft ? 1 : t.shape[0];
+    op.cols = isLeft ? t.shape[0] : 1;
+    return op;
+  }
+  op.rows = t.shape[t.rank - 2];
+  op.cols = t.shape[t.rank - 1];
+  op.batch.rank = t.rank - 2;
+  for (int32_t i = 0; i < op.batch.rank; ++i)
+    op.batch.dims[i] = t.shape[i];
+  return op;
+}
+
+template <class T>
+void runMatmul(const pfrt_context *ctx, const Gemm &g, const MatmulOperand &lhs,
+               const MatmulOperand &rhs, const Shape &batch, const T *a,
+               const T *b, T *out) {
+  // b without (non-trivial) batch: every batch of a times one matrix is one
+  // GEMM over all rows of a.
+  if (rhs.batch.numel() == 1) {
+    Gemm flat = g;
+    flat.m = lhs.batch.numel() * g.m;
+    gemm(ctx, flat, a, b, out);
+    return;
+  }
+  Shape batches[2] = {lhs.batch, rhs.batch};
+  // The plan's strides count whole matrices of a and b.
+  BroadcastPlan plan = planBroadcast(batch, batches, 2);
+  batchedMatmul(ctx, g, plan, a, b, out);
+}
+
+} // namespace
+
+extern "C" {
+
+pfrt_status pfrt_matmul(pfrt_context *ctx, const pfrt_tensor *a,
+                        const pfrt_tensor *b, const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_matmul");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.tensor("b", b));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, a->dtype));
+  PFRT_TRY(call.rankIn("a", a, 1, PFRT_MAX_RANK));
+  PFRT_TRY(call.rankIn("b", b, 1, PFRT_MAX_RANK));
+  MatmulOperand lhs = splitOperand(*a, true), rhs = splitOperand(*b, false);
+  if (lhs.cols != rhs.rows)
+    return call.fail(PFRT_INVALID_ARGUMENT,
+                     "contraction dimensions differ: a %s has K = %lld, b %s "
+                     "has K = %lld", ShapeStr(Shape::of(*a)).c_str(),
+                     static_cast<long long>(lhs.cols),
+                     ShapeStr(Shape::of(*b)).c_str(),
+                     static_cast<long long>(rhs.rows));
+  Shape batch;
+  if (!broadcastShapes(lhs.batch, rhs.batch, batch))
+    return call.fail(PFRT_INVALID_ARGUMENT, "batch dimensions %s and %s do "
+                     "not broadcast", ShapeStr(lhs.batch).c_str(),
+                     ShapeStr(rhs.batch).c_str());
+  Shape expected = batch;
+  if (a->rank >= 2)
+    expected.push(lhs.rows);
+  if (b->rank >= 2)
+    expected.push(rhs.cols);
+  PFRT_TRY(call.shapeIs("out", out, expected));
+  Gemm g;
+  g.m = lhs.rows;
+  g.n = rhs.cols;
+  g.k = lhs.cols;
+  Gemm flat = g;
+  flat.m *= lhs.batch.numel();
+  PFRT_TRY(checkBlasDims(call, flat));
+  visitFloat(a->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    runMatmul(ctx, g, lhs, rhs, batch, static_cast<const T *>(a->data),
+              static_cast<const T *>(b->data), static_cast<T *>(out->data));
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_gemm(pfrt_context *ctx, const pfrt_tensor *a,
+                      const pfrt_tensor *b, const pfrt_tensor *c, double alpha,
+                      double beta, int32_t trans_a, int32_t trans_b,
+                      const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_gemm");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.tensor("b", b));
+  PFRT_TRY(call.optionalTensor("c", c));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, a->dtype));
+  PFRT_TRY(call.rankIn("a", a, 2, 2));
+  PFRT_TRY(call.rankIn("b", b, 2, 2));
+  Gemm g;
+  g.transA = trans_a != 0;
+  g.transB = trans_b != 0;
+  g.m = a->shape[g.transA ? 1 : 0];
+  g.k = a->shape[g.transA ? 0 : 1];
+  const int64_t kb = b->shape[g.transB ? 1 : 0];
+  g.n = b->shape[g.transB ? 0 : 1];
+  if (kb != g.k)
+    return call.fail(PFRT_INVALID_ARGUMENT, "contraction dimensions differ: "
+                     "op(a) has K = %lld, op(b) has K = %lld",
+                     static_cast<long long>(g.k), static_cast<long long>(kb));
+  Shape outShape;
+  outShape.push(g.m);
+  outShape.push(g.n);
+  PFRT_TRY(call.shapeIs("out", out, outShape));
+  PFRT_TRY(checkBlasDims(call, g));
+  g.alpha = alpha;
+  g.beta = 0;
+  if (c && beta != 0) {
+    PFRT_TRY(call.dtypeIs("c", c, a->dtype));
+    if (!broadcastsTo(Shape::of(*c), outShape))
+      return call.fail(PFRT_INVALID_ARGUMENT, "c of shape %s does not "
+                       "broadcast to %s", ShapeStr(Shape::of(*c)).c_str(),
+                       ShapeStr(outShape).c_str());
+    // out = c (broadcast) first, then the GEMM accumulates onto it.
+    broadcastCopy(ctx, *c, outShape, out->data);
+    g.beta = beta;
+  }
+  visitFloat(a->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gemm(ctx, g, static_cast<const T *>(a->data),
+         static_cast<const T *>(b->data), static_cast<T *>(out->data));
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_linear(pfrt_context *ctx, const pfrt_tensor *x,
+                        const pfrt_tensor *w, const pfrt_tensor *bias,
+                        int32_t w_transposed, const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_linear");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("w", w));
+  PFRT_TRY(call.optionalTensor("bias", bias));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("w", w, x->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  PFRT_TRY(call.rankIn("w", w, 2, 2));
+  Gemm g;
+  g.transB = w_transposed != 0;
+  g.k = x->shape[x->rank - 1];
+  const int64_t wIn = w->shape[g.transB ? 1 : 0];
+  g.n = w->shape[g.transB ? 0 : 1];
+  if (wIn != g.k)
+    return call.fail(PFRT_INVALID_ARGUMENT, "x has %lld input features but w "
+                     "%s (%s) expects %lld", static_cast<long long>(g.k),
+                     ShapeStr(Shape::of(*w)).c_str(),
+                     g.transB ? "[out, in]" : "[in, out]",
+                     static_cast<long long>(wIn));
+  Shape outShape = Shape::of(*x);
+  outShape.dims[outShape.rank - 1] = g.n;
+  PFRT_TRY(call.shapeIs("out", out, outShape));
+  g.m = product(Shape::of(*x), 0, x->rank - 1);
+  PFRT_TRY(checkBlasDims(call, g));
+  if (bias) {
+    PFRT_TRY(call.dtypeIs("bias", bias, x->dtype));
+    Shape biasShape;
+    biasShape.push(g.n);
+    PFRT_TRY(call.shapeIs("bias", bias, biasShape));
+    broadcastCopy(ctx, *bias, outShape, out->data);
+    g.beta = 1;
+  }
+  visitFloat(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gemm(ctx, g, static_cast<const T *>(x->data),
+         static_cast<const T *>(w->data), static_cast<T *>(out->data));
+  });
+  return PFRT_OK;
+}
+
+} // extern "C"

@@ -1,0 +1,249 @@
+//===- Normalization.cpp - layer_norm and softmax --------------------------===//
+//
+// Both work on independent rows (layer_norm: the normalized block; softmax:
+// one line along the axis), threaded over rows with vectorized passes
+// inside each row.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../common/Call.h"
+#include "../common/Dtype.h"
+#include "FastMath.h"
+#include "Parallel.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace pfrt;
+using namespace pfrt::cpu;
+
+namespace {
+
+//===---------------------------- layer_norm ------------------------------===//
+
+struct LayerNormArgs {
+  int64_t rows = 0, cols = 0;
+  double epsilon = 0;
+};
+
+/// Two passes over the row (mean, then the centred sum of squares) in
+/// double: as cheap as E[x^2] - E[x]^2 here and without its cancellation.
+template <class T>
+void layerNormRow(const LayerNormArgs &args, const T *x, const T *scale,
+                  const T *bias, T *y, T &meanOut, T &invStdOut) {
+  const int64_t n = args.cols;
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j)
+    sum += x[j];
+  const double mean = n ? sum / n : 0.0;
+  double squares = 0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t j = 0; j < n; ++j) {
+    const double d = x[j] - mean;
+    squares += d * d;
+  }
+  const double variance = n ? squares / n : 0.0;
+  const T m = T(mean);
+  const T inv = T(1.0 / std::sqrt(variance + args.epsilon));
+  if (bias) {
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = (x[j] - m) * inv * scale[j] + bias[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = (x[j] - m) * inv * scale[j];
+  }
+  meanOut = m;
+  invStdOut = inv;
+}
+
+template <class T>
+void layerNorm(const pfrt_context *ctx, const LayerNormArgs &args, const T *x,
+               const T *scale, const T *bias, T *y, T *mean, T *invStd) {
+  parallelFor(ctx, args.rows, args.cols, [&](int64_t r) {
+    T m, inv;
+    layerNormRow(args, x + r * args.cols, scale, bias, y + r * args.cols, m,
+                 inv);
+    if (mean)
+      mean[r] = m;
+    if (invStd)
+      invStd[r] = inv;
+  });
+}
+
+/// mean / inv_std_dev: shape x.shape[:axis] + ones (ONNX) or x.shape[:axis].
+pfrt_status checkStatistic(const Call &call, const char *name,
+                           const pfrt_tensor *stat, const pfrt_tensor &x,
+                           int32_t axis) {
+  if (!stat)
+    return PFRT_OK;
+  PFRT_TRY(call.tensor(name, stat));
+  PFRT_TRY(call.dtypeIs(name, stat, x.dtype));
+  Shape lead;
+  for (int32_t i = 0; i < axis; ++i)
+    lead.push(x.shape[i]);
+  Shape onnx = lead;
+  for (int32_t i = axis; i < x.rank; ++i)
+    onnx.push(1);
+  Shape actual = Shape::of(*stat);
+  if (actual == lead || actual == onnx)
+    return PFRT_OK;
+  return call.fail(PFRT_INVALID_ARGUMENT, "%s has shape %s, expected %s or %s",
+                   name, ShapeStr(actual).c_str(), ShapeStr(onnx).c_str(),
+                   ShapeStr(lead).c_str());
+}
+
+//===----------------------------- softmax --------------------------------===//
+
+/// Softmax of one contiguous line.
+template <class T> void softmaxLine(const T *x, T *y, int64_t n) {
+  T maximum = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : maximum)
+  for (int64_t i = 0; i < n; ++i)
+    maximum = x[i] > maximum ? x[i] : maximum;
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    const T e = expOf(x[i] - maximum);
+    y[i] = e;
+    sum += e;
+  }
+  const T inv = T(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] *= inv;
+}
+
+/// Columns of a strided block processed together: the axis has stride
+/// `inner`, so the vectorized loops run across neighbouring columns.
+constexpr int64_t kSoftmaxTile = 64;
+
+/// Softmax along the middle dimension of an [n, inner] block, for columns
+/// [c0, c0 + width).
+template <class T>
+void softmaxColumns(const T *x, T *y, int64_t n, int64_t inner, int64_t c0,
+                    int64_t width) {
+  T maximum[kSoftmaxTile];
+  double sum[kSoftmaxTile];
+  for (int64_t j = 0; j < width; ++j) {
+    maximum[j] = -std::numeric_limits<T>::infinity();
+    sum[j] = 0;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const T *row = x + i * inner + c0;
+    for (int64_t j = 0; j < width; ++j)
+      maximum[j] = row[j] > maximum[j] ? row[j] : maximum[j];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const T *row = x + i * inner + c0;
+    T *out = y + i * inner + c0;
+    for (int64_t j = 0; j < width; ++j) {
+      const T e = expOf(row[j] - maximum[j]);
+      out[j] = e;
+      sum[j] += e;
+    }
+  }
+  T inv[kSoftmaxTile];
+  for (int64_t j = 0; j < width; ++j)
+    inv[j] = T(1.0 / sum[j]);
+  for (int64_t i = 0; i < n; ++i) {
+    T *out = y + i * inner + c0;
+    for (int64_t j = 0; j < width; ++j)
+      out[j] *= inv[j];
+  }
+}
+
+/// x viewed as [outer, n, inner] with the softmax over n.
+template <class T>
+void softmax(const pfrt_context *ctx, const T *x, T *y, int64_t outer,
+             int64_t n, int64_t inner) {
+  if (inner == 1) {
+    parallelFor(ctx, outer, n, [&](int64_t r) {
+      softmaxLine(x + r * n, y + r * n, n);
+    });
+    return;
+  }
+  const int64_t tiles = (inner + kSoftmaxTile - 1) / kSoftmaxTile;
+  parallelFor(ctx, outer * tiles, n * kSoftmaxTile, [&](int64_t task) {
+    const int64_t o = task / tiles, c0 = (task % tiles) * kSoftmaxTile;
+    const int64_t width = inner - c0 < kSoftmaxTile ? inner - c0 : kSoftmaxTile;
+    softmaxColumns(x + o * n * inner, y + o * n * inner, n, inner, c0, width);
+  });
+}
+
+} // namespace
+
+extern "C" {
+
+pfrt_status pfrt_layer_norm(pfrt_context *ctx, const pfrt_tensor *x,
+                            const pfrt_tensor *scale, const pfrt_tensor *bias,
+                            int64_t axis, double epsilon,
+                            const pfrt_tensor *out, const pfrt_tensor *mean,
+                            const pfrt_tensor *inv_std_dev) {
+  Call call(ctx, "pfrt_layer_norm");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("scale", scale));
+  PFRT_TRY(call.optionalTensor("bias", bias));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("scale", scale, x->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  int32_t ax;
+  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
+  if (!(epsilon >= 0))
+    return call.fail(PFRT_INVALID_ARGUMENT, "epsilon %g is negative or NaN",
+                     epsilon);
+  Shape xShape = Shape::of(*x), normalized;
+  for (int32_t i = ax; i < x->rank; ++i)
+    normalized.push(x->shape[i]);
+  PFRT_TRY(call.shapeIs("scale", scale, normalized));
+  if (bias) {
+    PFRT_TRY(call.dtypeIs("bias", bias, x->dtype));
+    PFRT_TRY(call.shapeIs("bias", bias, normalized));
+  }
+  PFRT_TRY(call.shapeIs("out", out, xShape));
+  PFRT_TRY(checkStatistic(call, "mean", mean, *x, ax));
+  PFRT_TRY(checkStatistic(call, "inv_std_dev", inv_std_dev, *x, ax));
+  LayerNormArgs args;
+  args.rows = product(xShape, 0, ax);
+  args.cols = normalized.numel();
+  args.epsilon = epsilon;
+  visitFloat(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layerNorm(ctx, args, static_cast<const T *>(x->data),
+              static_cast<const T *>(scale->data),
+              bias ? static_cast<const T *>(bias->data) : nullptr,
+              static_cast<T *>(out->data),
+              mean ? static_cast<T *>(mean->data) : nullptr,
+              inv_std_dev ? static_cast<T *>(inv_std_dev->data) : nullptr);
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_softmax(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
+                         const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_softmax");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  int32_t ax;
+  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
+  Shape shape = Shape::of(*x);
+  PFRT_TRY(call.shapeIs("out", out, shape));
+  const int64_t outer = product(shape, 0, ax), n = shape.dims[ax],
+                inner = product(shape, ax + 1, shape.rank);
+  if (shape.numel() == 0)
+    return PFRT_OK;
+  visitFloat(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmax(ctx, static_cast<const T *>(x->data), static_cast<T *>(out->data),
+            outer, n, inner);
+  });
+  return PFRT_OK;
+}
+
+} // extern "C"

@@ -1,0 +1,196 @@
+//===- Reduction.cpp - reduce_sum and reduce_mean over axis sets -----------===//
+//
+// The input is simplified first: unit dimensions are dropped and
+// neighbouring dimensions that are both reduced or both kept are merged, so
+// any axis set becomes alternating kept/reduced blocks. Then one of two
+// loops applies, each with a contiguous, vectorizable innermost loop:
+//  - the last block is reduced: every output is a sum of contiguous runs;
+//  - the last block is kept: each output row accumulates whole input rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../common/Call.h"
+#include "../common/Dtype.h"
+#include "Parallel.h"
+
+#include <cstring>
+#include <type_traits>
+
+using namespace pfrt;
+using namespace pfrt::cpu;
+
+namespace {
+
+/// Floating sums accumulate in double, integer sums in (wrapping) 64 bits.
+template <class T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
+
+template <class T> T finish(Acc<T> acc, int64_t count, bool mean) {
+  if (!mean)
+    return static_cast<T>(acc);
+  if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(acc / static_cast<double>(count));
+  else // integer mean truncates; the mean of nothing is 0
+    return count ? static_cast<T>(static_cast<int64_t>(acc) / count) : T(0);
+}
+
+/// The simplified problem: input offsets of the kept and reduced index
+/// spaces; `lastReduced` says which one holds the unit-stride dimension,
+/// whose length is `run` and which is not part of either map.
+struct ReducePlan {
+  StridedIndex kept, reduced;
+  bool lastReduced = true;
+  int64_t run = 1;
+  int64_t reducedCount = 1; ///< elements summed into each output
+};
+
+ReducePlan planReduce(const Shape &x, const bool *isReduced) {
+  int64_t strides[PFRT_MAX_RANK];
+  contiguousStrides(x, strides);
+  // Merge into blocks, outer to inner.
+  int32_t rank = 0;
+  int64_t dims[PFRT_MAX_RANK], blockStrides[PFRT_MAX_RANK];
+  bool reduced[PFRT_MAX_RANK];
+  for (int32_t i = 0; i < x.rank; ++i) {
+    if (x.dims[i] == 1)
+      continue;
+    if (rank > 0 && reduced[rank - 1] == isReduced[i] &&
+        blockStrides[rank - 1] == strides[i] * x.dims[i]) {
+      dims[rank - 1] *= x.dims[i];
+      blockStrides[rank - 1] = strides[i];
+      continue;
+    }
+    dims[rank] = x.dims[i];
+    blockStrides[rank] = strides[i];
+    reduced[rank++] = isReduced[i];
+  }
+  ReducePlan plan;
+  if (rank == 0) // one element
+    return plan;
+  plan.lastReduced = reduced[rank - 1];
+  plan.run = dims[rank - 1];
+  for (int32_t i = 0; i + 1 < rank; ++i)
+    (reduced[i] ? plan.reduced : plan.kept).push(dims[i], blockStrides[i]);
+  plan.reducedCount = plan.reduced.count() * (plan.lastReduced ? plan.run : 1);
+  return plan;
+}
+
+/// Last block reduced: out[o] = sum of reduced.count() runs of `run`
+/// contiguous elements.
+template <class T>
+void reduceRuns(const pfrt_context *ctx, const ReducePlan &plan, const T *x,
+                T *out, bool mean) {
+  const int64_t outputs = plan.kept.count(), runs = plan.reduced.count();
+  parallelFor(ctx, outputs, runs * plan.run, [&](int64_t o) {
+    const T *base = x + plan.kept.offset(o);
+    Acc<T> acc = 0;
+    for (int64_t r = 0; r < runs; ++r) {
+      const T *p = base + plan.reduced.offset(r);
+      Acc<T> part = 0;
+#pragma omp simd reduction(+ : part)
+      for (int64_t j = 0; j < plan.run; ++j)
+        part += static_cast<Acc<T>>(p[j]);
+      acc += part;
+    }
+    out[o] = finish<T>(acc, plan.reducedCount, mean);
+  });
+}
+
+/// Columns of an output row accumulated together (a stack buffer).
+constexpr int64_t kColumnTile = 256;
+
+/// Last block kept: each output row of `run` elements is the sum of the
+/// reduced input rows; columns are tiled so that the accumulator stays on
+/// the stack and a single wide row still splits across threads.
+template <class T>
+void reduceRows(const pfrt_context *ctx, const ReducePlan &plan, const T *x,
+                T *out, bool mean) {
+  const int64_t rows = plan.kept.count(), runs = plan.reduced.count();
+  const int64_t tiles = (plan.run + kColumnTile - 1) / kColumnTile;
+  parallelFor(ctx, rows * tiles, runs * kColumnTile, [&](int64_t task) {
+    const int64_t row = task / tiles, c0 = (task % tiles) * kColumnTile;
+    const int64_t width =
+        plan.run - c0 < kColumnTile ? plan.run - c0 : kColumnTile;
+    Acc<T> acc[kColumnTile] = {};
+    const T *base = x + plan.kept.offset(row) + c0;
+    for (int64_t r = 0; r < runs; ++r) {
+      const T *p = base + plan.reduced.offset(r);
+      for (int64_t j = 0; j < width; ++j)
+        acc[j] += static_cast<Acc<T>>(p[j]);
+    }
+    T *o = out + row * plan.run + c0;
+    for (int64_t j = 0; j < width; ++j)
+      o[j] = finish<T>(acc[j], plan.reducedCount, mean);
+  });
+}
+
+pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
+                        const pfrt_tensor *x, const int64_t *axes,
+                        int32_t numAxes, int32_t keepdims,
+                        const pfrt_tensor *out) {
+  Call call(ctx, fn);
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  if (numAxes < 0 || numAxes > PFRT_MAX_RANK)
+    return call.fail(PFRT_INVALID_ARGUMENT, "num_axes %d is out of range",
+                     numAxes);
+  if (numAxes > 0)
+    PFRT_TRY(call.pointer("axes", axes));
+  bool isReduced[PFRT_MAX_RANK] = {};
+  for (int32_t i = 0; i < numAxes; ++i) {
+    int32_t ax;
+    PFRT_TRY(call.axis("axis", axes[i], x->rank, ax));
+    if (isReduced[ax])
+      return call.fail(PFRT_INVALID_ARGUMENT, "axis %d is repeated", ax);
+    isReduced[ax] = true;
+  }
+  if (numAxes == 0)
+    for (int32_t i = 0; i < x->rank; ++i)
+      isReduced[i] = true;
+  Shape xShape = Shape::of(*x), expected;
+  for (int32_t i = 0; i < x->rank; ++i)
+    if (!isReduced[i])
+      expected.push(x->shape[i]);
+    else if (keepdims)
+      expected.push(1);
+  PFRT_TRY(call.shapeIs("out", out, expected));
+  if (expected.numel() == 0)
+    return PFRT_OK;
+  ReducePlan plan = planReduce(xShape, isReduced);
+  visitArith(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = static_cast<const T *>(x->data);
+    T *po = static_cast<T *>(out->data);
+    if (xShape.numel() == 0) { // a reduced dimension is empty: sums of nothing
+      for (int64_t i = 0; i < expected.numel(); ++i)
+        po[i] = finish<T>(0, 0, mean);
+    } else if (plan.lastReduced)
+      reduceRuns(ctx, plan, px, po, mean);
+    else
+      reduceRows(ctx, plan, px, po, mean);
+  });
+  return PFRT_OK;
+}
+
+} // namespace
+
+extern "C" {
+
+pfrt_status pfrt_reduce_sum(pfrt_context *ctx, const pfrt_tensor *x,
+                            const int64_t *axes, int32_t num_axes,
+                            int32_t keepdims, const pfrt_tensor *out) {
+  return reduceEntry(ctx, "pfrt_reduce_sum", false, x, axes, num_axes,
+                     keepdims, out);
+}
+
+pfrt_status pfrt_reduce_mean(pfrt_context *ctx, const pfrt_tensor *x,
+                             const int64_t *axes, int32_t num_axes,
+                             int32_t keepdims, const pfrt_tensor *out) {
+  return reduceEntry(ctx, "pfrt_reduce_mean", true, x, axes, num_axes,
+                     keepdims, out);
+}
+
+} // extern "C"

@@ -1,0 +1,197 @@
+//===- Report.cpp - Figures of a scheduled window: text and JSON ----------===//
+
+#include "pf/Schedule/Report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace pf::sched {
+namespace {
+
+/// K-FAC capacity bound of the reference: refresh work over bubble time,
+/// for the device where that ratio is largest.
+double refreshBound(const PipelineStep &step, const CostModel &costs) {
+  KfacProblem one = buildKfacProblem(step, costs, 1);
+  std::vector<double> work(one.devices, 0);
+  for (const KfacTask &t : one.tasks)
+    if (t.kind != ItemKind::Precondition)
+      work[t.device] += t.duration;
+  double bound = 0;
+  for (int d = 0; d < one.devices; ++d) {
+    double bubble = 0;
+    for (const Interval &g : step.idle[d])
+      bubble += g.end - g.start;
+    if (work[d] > 0)
+      bound = std::max(bound, bubble > 0 ? work[d] / bubble
+                                         : std::numeric_limits<double>::infinity());
+  }
+  return bound;
+}
+
+std::string fmt(const char *format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value);
+  return buffer;
+}
+
+} // namespace
+
+Report computeReport(const PipelineStep &step, const Timeline &timeline,
+                     const KfacPlan &plan, const CostModel &costs,
+                     const KfacOptions &options) {
+  const PipelineLayout &l = step.layout;
+  Report r;
+  r.schedule = scheduleKindName(l.kind);
+  r.policy = policyName(options.policy);
+  r.costModel = costs.name;
+  r.devices = l.devices;
+  r.stages = l.stages;
+  r.microbatches = l.microbatches;
+  r.layers = l.numLayers();
+  r.chunks = l.chunks;
+  for (const auto &s : l.stageLayers)
+    r.layersPerStage.push_back(static_cast<int>(s.size()));
+
+  const double T = step.makespan;
+  const int K = timeline.steps;
+  const double window = timeline.windowTime();
+  r.pipelineStepMs = T;
+  r.refreshSteps = options.policy == Policy::None ? 0 : K;
+  r.stepTimeMs = window / K;
+  r.overheadMs = r.stepTimeMs - T;
+  r.overheadFraction = T > 0 ? r.overheadMs / T : 0;
+
+  r.perDevice.assign(l.devices, {});
+  for (int d = 0; d < l.devices; ++d) {
+    r.perDevice[d].device = d;
+    r.perDevice[d].pipelineBusyMs = step.busy[d];
+  }
+  for (const TimelineItem &it : timeline.kfacItems) {
+    if (it.lane != Lane::Compute || !isKfac(it.kind))
+      continue;
+    DeviceReport &dr = r.perDevice[it.device];
+    dr.kfacBusyMs += it.duration();
+    if (it.outsideBubble)
+      dr.kfacOutsideMs += it.duration();
+    if (it.refreshLag > 0)
+      r.steadyStateMs += it.duration();
+  }
+  double busyStep = 0, busyWindow = 0;
+  for (DeviceReport &dr : r.perDevice) {
+    dr.utilizationWithoutKfac = T > 0 ? dr.pipelineBusyMs / T : 0;
+    double work = K * dr.pipelineBusyMs + dr.kfacBusyMs;
+    dr.utilizationWithKfac = window > 0 ? work / window : 0;
+    busyStep += dr.pipelineBusyMs;
+    busyWindow += work;
+    r.kfacWorkMs += dr.kfacBusyMs;
+    r.kfacOutsideMs += dr.kfacOutsideMs;
+  }
+  r.kfacInBubblesMs = r.kfacWorkMs - r.kfacOutsideMs;
+  r.utilizationWithoutKfac = T > 0 ? busyStep / (l.devices * T) : 0;
+  r.bubbleFraction = 1 - r.utilizationWithoutKfac;
+  r.utilizationWithKfac =
+      window > 0 ? busyWindow / (l.devices * window) : r.utilizationWithoutKfac;
+  r.refreshLowerBound = refreshBound(step, costs);
+  r.windowsTried = plan.candidatesTried;
+  return r;
+}
+
+std::string reportToText(const Report &r) {
+  std::ostringstream os;
+  os << "schedule " << r.schedule << ", " << r.devices << " devices, "
+     << r.stages << " stages";
+  if (r.chunks > 1)
+    os << " (" << r.chunks << " chunks per device)";
+  os << ", " << r.microbatches << " micro-batches, " << r.layers
+     << " layers, policy " << r.policy << "\n";
+  os << "cost model: " << r.costModel << "\n";
+  os << "layers per stage:";
+  for (int n : r.layersPerStage)
+    os << " " << n;
+  os << "\n\n";
+  os << "                          without K-FAC    with K-FAC\n";
+  os << "step time (ms)         " << fmt("%14.2f", r.pipelineStepMs)
+     << fmt("%14.2f", r.stepTimeMs) << "\n";
+  os << "utilization            " << fmt("%13.2f%%", 100 * r.utilizationWithoutKfac)
+     << fmt("%13.2f%%", 100 * r.utilizationWithKfac) << "\n";
+  os << "bubble fraction        " << fmt("%13.2f%%", 100 * r.bubbleFraction)
+     << "\n";
+  os << "refresh interval K     " << "             -"
+     << fmt("%14.0f", r.refreshSteps) << "   (capacity bound "
+     << fmt("%.2f", r.refreshLowerBound) << ")\n";
+  os << "overhead per step (ms) " << fmt("%28.2f", r.overheadMs) << "  ("
+     << fmt("%.2f%%", 100 * r.overheadFraction) << ")\n";
+  os << "K-FAC per window (ms):   in bubbles " << fmt("%.2f", r.kfacInBubblesMs)
+     << ", after a flush " << fmt("%.2f", r.kfacOutsideMs)
+     << ", overlapping the next refresh " << fmt("%.2f", r.steadyStateMs)
+     << "\n\n";
+  os << "device  pipeline/step  K-FAC/window  outside  util w/o  util with\n";
+  for (const DeviceReport &d : r.perDevice)
+    os << fmt("%6.0f", d.device) << fmt("%15.2f", d.pipelineBusyMs)
+       << fmt("%14.2f", d.kfacBusyMs) << fmt("%9.2f", d.kfacOutsideMs)
+       << fmt("%9.2f%%", 100 * d.utilizationWithoutKfac)
+       << fmt("%10.2f%%", 100 * d.utilizationWithKfac) << "\n";
+  os << "\nscheduler time: " << fmt("%.3f", r.schedulerSeconds) << " s ("
+     << r.windowsTried << " windows evaluated)\n";
+  return os.str();
+}
+
+std::string reportToJson(const Report &r) {
+  try {
+    nlohmann::json j;
+    j["schedule"] = r.schedule;
+    j["policy"] = r.policy;
+    j["cost_model"] = r.costModel;
+    j["devices"] = r.devices;
+    j["stages"] = r.stages;
+    j["chunks"] = r.chunks;
+    j["microbatches"] = r.microbatches;
+    j["layers"] = r.layers;
+    j["layers_per_stage"] = r.layersPerStage;
+    j["pipeline_step_ms"] = r.pipelineStepMs;
+    j["step_time_ms"] = r.stepTimeMs;
+    j["utilization"] = {{"without_kfac", r.utilizationWithoutKfac},
+                        {"with_kfac", r.utilizationWithKfac}};
+    j["bubble_fraction"] = r.bubbleFraction;
+    j["refresh_steps"] = r.refreshSteps;
+    j["refresh_steps_lower_bound"] = r.refreshLowerBound;
+    j["overhead"] = {{"ms_per_step", r.overheadMs},
+                     {"fraction", r.overheadFraction},
+                     {"kfac_outside_bubbles_ms", r.kfacOutsideMs}};
+    j["kfac_work_ms"] = r.kfacWorkMs;
+    j["kfac_in_bubbles_ms"] = r.kfacInBubblesMs;
+    j["kfac_next_refresh_overlap_ms"] = r.steadyStateMs;
+    j["scheduler_seconds"] = r.schedulerSeconds;
+    j["windows_tried"] = r.windowsTried;
+    nlohmann::json devices = nlohmann::json::array();
+    for (const DeviceReport &d : r.perDevice)
+      devices.push_back({{"device", d.device},
+                         {"pipeline_busy_ms_per_step", d.pipelineBusyMs},
+                         {"kfac_busy_ms_per_window", d.kfacBusyMs},
+                         {"kfac_outside_bubbles_ms", d.kfacOutsideMs},
+                         {"utilization_without_kfac", d.utilizationWithoutKfac},
+                         {"utilization_with_kfac", d.utilizationWithKfac}});
+    j["per_device"] = std::move(devices);
+    return j.dump(2) + "\n";
+  } catch (const std::exception &e) {
+    return std::string("{\"error\": \"report: ") + e.what() + "\"}\n";
+  }
+}
+
+Status writeTextFile(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out)
+    return Status::error(path + ": cannot open for writing");
+  out << text;
+  out.close();
+  if (!out)
+    return Status::error(path + ": write failed");
+  return Status::success();
+}
+
+} // namespace pf::sched

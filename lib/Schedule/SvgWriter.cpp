@@ -1,0 +1,200 @@
+//===- SvgWriter.cpp - Timeline picture in the style of the paper ---------===//
+//
+// One row per device: a compute lane (idle time shows as the grey row
+// background) and a thin communication lane under it. K-FAC work placed after
+// a flush has a black outline; inversion pieces that belong to the previous
+// refresh (steady-state overlap) a dashed one. Dashed vertical lines separate
+// the steps of the refresh window.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pf/Schedule/Report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace pf::sched {
+namespace {
+
+struct Category {
+  const char *label;
+  const char *colour;
+};
+
+/// Legend order and colours (forward blue, backward orange, curvature green,
+/// inversion purple, preconditioning red, communication grey, idle light).
+const Category kForward{"forward", "#4e79a7"};
+const Category kBackward{"backward", "#f28e2b"};
+const Category kBackwardWeight{"backward (weight)", "#ffbe7d"};
+const Category kCurvatureA{"curvature A", "#59a14f"};
+const Category kCurvatureB{"curvature B", "#8cd17d"};
+const Category kInversionA{"inversion A", "#b07aa1"};
+const Category kInversionB{"inversion B", "#d4a6c8"};
+const Category kPrecondition{"precondition", "#e15759"};
+const Category kComm{"communication", "#8c8c8c"};
+const Category kIdle{"idle", "#e8e8e8"};
+
+const Category &categoryOf(ItemKind kind) {
+  switch (kind) {
+  case ItemKind::Forward:
+    return kForward;
+  case ItemKind::Backward:
+  case ItemKind::BackwardInput:
+    return kBackward;
+  case ItemKind::BackwardWeight:
+    return kBackwardWeight;
+  case ItemKind::CurvatureA:
+    return kCurvatureA;
+  case ItemKind::CurvatureB:
+    return kCurvatureB;
+  case ItemKind::InversionA:
+    return kInversionA;
+  case ItemKind::InversionB:
+    return kInversionB;
+  case ItemKind::Precondition:
+    return kPrecondition;
+  default:
+    return kComm;
+  }
+}
+
+/// A round tick spacing giving about `target` ticks over `span`.
+double tickSpacing(double span, int target) {
+  double raw = span / target;
+  double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double f : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= f * magnitude)
+      return f * magnitude;
+  return 10 * magnitude;
+}
+
+class SvgBuilder {
+public:
+  SvgBuilder(const Timeline &tl, const Report &r) : tl_(tl), r_(r) {
+    window_ = tl.windowTime() > 0 ? tl.windowTime() : 1;
+    scale_ = kPlotWidth / window_;
+    height_ = kTop + tl.devices * kRowPitch + kAxis;
+  }
+
+  std::string build() {
+    os_.precision(6);
+    os_ << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\""
+        << kLeft + kPlotWidth + kRight << "\" height=\"" << height_
+        << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+    os_ << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+    title();
+    legend();
+    rows();
+    items();
+    steps();
+    axis();
+    os_ << "</svg>\n";
+    return os_.str();
+  }
+
+private:
+  static constexpr double kLeft = 70, kRight = 20, kPlotWidth = 1400;
+  static constexpr double kTop = 58, kLane = 16, kCommLane = 5, kRowPitch = 26;
+  static constexpr double kAxis = 34;
+
+  double x(double t) const { return kLeft + t * scale_; }
+  double rowY(int device) const { return kTop + device * kRowPitch; }
+
+  void title() {
+    char buffer[256];
+    std::snprintf(buffer, sizeof buffer,
+                  "%s, D=%d, N=%d, policy %s: K=%d, step %.1f ms, utilization "
+                  "%.1f%% -> %.1f%%",
+                  r_.schedule.c_str(), r_.devices, r_.microbatches,
+                  r_.policy.c_str(), r_.refreshSteps, r_.stepTimeMs,
+                  100 * r_.utilizationWithoutKfac, 100 * r_.utilizationWithKfac);
+    os_ << "<text x=\"" << kLeft << "\" y=\"16\" font-size=\"13\">" << buffer
+        << "</text>\n";
+  }
+
+  void legend() {
+    double lx = kLeft;
+    for (const Category *c :
+         {&kForward, &kBackward, &kBackwardWeight, &kCurvatureA, &kCurvatureB,
+          &kInversionA, &kInversionB, &kPrecondition, &kComm, &kIdle}) {
+      os_ << "<rect x=\"" << lx << "\" y=\"26\" width=\"12\" height=\"12\" fill=\""
+          << c->colour << "\" stroke=\"#555\" stroke-width=\"0.5\"/>"
+          << "<text x=\"" << lx + 16 << "\" y=\"36\">" << c->label << "</text>\n";
+      lx += 24 + 6.5 * std::string(c->label).size();
+    }
+    os_ << "<text x=\"" << lx << "\" y=\"36\" fill=\"#444\">outline: after a "
+        << "flush; dashed: previous refresh</text>\n";
+  }
+
+  void rows() {
+    for (int d = 0; d < tl_.devices; ++d) {
+      os_ << "<text x=\"" << kLeft - 8 << "\" y=\"" << rowY(d) + 12
+          << "\" text-anchor=\"end\">GPU " << d << "</text>"
+          << "<rect x=\"" << kLeft << "\" y=\"" << rowY(d) << "\" width=\""
+          << kPlotWidth << "\" height=\"" << kLane << "\" fill=\""
+          << kIdle.colour << "\"/>\n";
+    }
+  }
+
+  void items() {
+    const bool tooltips = tl_.numItems() < 20000;
+    tl_.forEachItem([&](const TimelineItem &it) {
+      const bool comm = it.lane == Lane::Comm;
+      double y = rowY(it.device) + (comm ? kLane + 1 : 0);
+      double h = comm ? kCommLane : kLane;
+      double w = std::max(it.duration() * scale_, 0.3);
+      os_ << "<rect x=\"" << x(it.start) << "\" y=\"" << y << "\" width=\"" << w
+          << "\" height=\"" << h << "\" fill=\"" << categoryOf(it.kind).colour
+          << "\"";
+      if (it.refreshLag > 0)
+        os_ << " stroke=\"black\" stroke-width=\"0.8\" stroke-dasharray=\"2,1\"";
+      else if (it.outsideBubble)
+        os_ << " stroke=\"black\" stroke-width=\"0.8\"";
+      os_ << ">";
+      if (tooltips)
+        os_ << "<title>" << itemKindName(it.kind) << " stage " << it.stage
+            << " micro " << it.micro << " layer " << it.layer << " step "
+            << it.step << ": " << it.start << "-" << it.end << " ms</title>";
+      os_ << "</rect>\n";
+    });
+  }
+
+  void steps() {
+    for (size_t k = 0; k < tl_.stepStart.size(); ++k) {
+      double sx = x(tl_.stepStart[k]);
+      os_ << "<line x1=\"" << sx << "\" y1=\"" << kTop - 6 << "\" x2=\"" << sx
+          << "\" y2=\"" << kTop + tl_.devices * kRowPitch
+          << "\" stroke=\"#333\" stroke-dasharray=\"4,3\"/>"
+          << "<text x=\"" << sx + 3 << "\" y=\"" << kTop - 8
+          << "\" fill=\"#333\">step " << k << "</text>\n";
+    }
+  }
+
+  void axis() {
+    double y = kTop + tl_.devices * kRowPitch + 4;
+    double tick = tickSpacing(window_, 10);
+    os_ << "<line x1=\"" << kLeft << "\" y1=\"" << y << "\" x2=\""
+        << kLeft + kPlotWidth << "\" y2=\"" << y << "\" stroke=\"black\"/>\n";
+    for (double t = 0; t <= window_ + 1e-9; t += tick)
+      os_ << "<line x1=\"" << x(t) << "\" y1=\"" << y << "\" x2=\"" << x(t)
+          << "\" y2=\"" << y + 4 << "\" stroke=\"black\"/><text x=\"" << x(t)
+          << "\" y=\"" << y + 16 << "\" text-anchor=\"middle\">" << t
+          << "</text>\n";
+    os_ << "<text x=\"" << kLeft + kPlotWidth << "\" y=\"" << y + 28
+        << "\" text-anchor=\"end\">time (ms)</text>\n";
+  }
+
+  const Timeline &tl_;
+  const Report &r_;
+  double window_ = 1, scale_ = 1, height_ = 0;
+  std::ostringstream os_;
+};
+
+} // namespace
+
+std::string timelineToSvg(const Timeline &timeline, const Report &report) {
+  return SvgBuilder(timeline, report).build();
+}
+
+} // namespace pf::sched

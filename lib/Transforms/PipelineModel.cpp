@@ -1,0 +1,172 @@
+//===- PipelineModel.cpp - encoder blocks and their costs -----------------===//
+#include "PipelineModel.h"
+
+#include "llvm/Support/Regex.h"
+
+using namespace mlir;
+using namespace mlir::pf;
+namespace sched = ::pf::sched;
+
+std::optional<int64_t> mlir::pf::encoderBlockOfName(StringRef name) {
+  static const llvm::Regex pattern("(encoder|layers?|h|blocks?)[._]([0-9]+)[._]");
+  SmallVector<StringRef> groups;
+  if (!pattern.match(name, &groups))
+    return std::nullopt;
+  int64_t block;
+  if (groups[2].getAsInteger(10, block))
+    return std::nullopt;
+  return block;
+}
+
+func::FuncOp mlir::pf::getEntryFunction(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal())
+      return func;
+  return {};
+}
+
+namespace {
+/// Raw position of a parameter in the model: 0 embeddings, b+1 encoder block
+/// b, numBlocks+1 heads.
+int64_t rawLayerOfParam(StringRef name, int64_t numBlocks) {
+  if (auto block = encoderBlockOfName(name))
+    return *block + 1;
+  if (name.contains("embed"))
+    return 0;
+  return numBlocks + 1;
+}
+} // namespace
+
+FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
+  BlockAssignment result;
+  int64_t maxBlock = -1;
+  func.walk([&](ParamRefOp ref) {
+    if (auto block = encoderBlockOfName(ref.getName()))
+      maxBlock = std::max(maxBlock, *block);
+  });
+  if (maxBlock < 0)
+    return func.emitError("no encoder blocks found: pipeline partitioning needs parameter "
+                          "names such as 'encoder.layer.N.' (an imported BERT model)");
+  int64_t numBlocks = maxBlock + 1;
+  result.numBlocks = numBlocks;
+  result.kfacLinears.resize(numBlocks);
+
+  llvm::DenseMap<Value, int64_t> raw;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    int64_t layer = 0;
+    if (auto ref = dyn_cast<ParamRefOp>(op)) {
+      layer = rawLayerOfParam(ref.getName(), numBlocks);
+    } else if (!isa<ConstantOp>(op)) {
+      for (Value operand : op.getOperands()) {
+        auto it = raw.find(operand);
+        if (it != raw.end())
+          layer = std::max(layer, it->second);
+      }
+    }
+    for (Value res : op.getResults())
+      raw[res] = layer;
+    result.ops.push_back(&op);
+    if (BlockAssignment::isFree(&op))
+      continue;
+    int64_t block = std::clamp<int64_t>(layer - 1, 0, numBlocks - 1);
+    result.blockOf[&op] = block;
+    // PipeFisher preconditions the linears of the encoder blocks only.
+    if (auto linear = dyn_cast<LinearOp>(op); linear && layer >= 1 && layer <= numBlocks)
+      result.kfacLinears[block].push_back(linear);
+  }
+  return result;
+}
+
+namespace {
+double flopsOf(Operation *op) {
+  if (auto cost = dyn_cast<CostOpInterface>(op))
+    return cost.getForwardFlops();
+  return 0;
+}
+
+double bytesOf(Operation *op) {
+  double bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += tensorBytes(v.getType());
+  for (Value v : op->getResults())
+    bytes += tensorBytes(v.getType());
+  return bytes;
+}
+
+/// Tokens (rows) of a linear's input.
+double rowsOf(LinearOp linear) {
+  auto type = dyn_cast<RankedTensorType>(linear.getInput().getType());
+  if (!type || !type.hasStaticShape() || type.getRank() == 0)
+    return 0;
+  return double(type.getNumElements()) / type.getShape().back();
+}
+
+/// Roofline: compute-bound ops at the GEMM efficiency, the rest memory-bound.
+sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::DeviceSpec &dev) {
+  double flopRate = dev.fp32Tflops * 1e12 * dev.gemmEfficiency;     // FLOP/s
+  double solverRate = dev.fp32Tflops * 1e12 * dev.solverEfficiency; // FLOP/s
+  double byteRate = dev.memoryGBs * 1e9 * dev.memoryEfficiency;     // B/s
+  auto ms = [](double seconds) { return seconds * 1e3; };
+
+  sched::CostModel model;
+  model.name = "analytic " + dev.name + " (fp32, from the IR)";
+  model.layers.resize(blocks.numBlocks);
+  std::vector<double> paramBytes(blocks.numBlocks, 0);
+  for (Operation *op : blocks.ops) {
+    auto it = blocks.blockOf.find(op);
+    if (it == blocks.blockOf.end())
+      continue;
+    sched::LayerCost &layer = model.layers[it->second];
+    double flops = flopsOf(op);
+    double seconds = flops > 0 ? flops / flopRate : bytesOf(op) / byteRate;
+    layer.forward += ms(seconds);
+    // Backward: input gradient and weight gradient each cost about a forward.
+    layer.backwardInput += ms(seconds);
+    layer.backwardWeight += ms(flops > 0 ? seconds : 0);
+    for (Value operand : op->getOperands())
+      if (operand.getDefiningOp<ParamRefOp>())
+        paramBytes[it->second] += tensorBytes(operand.getType());
+  }
+  double maxActivation = 0;
+  for (auto [b, linears] : llvm::enumerate(blocks.kfacLinears)) {
+    sched::LayerCost &layer = model.layers[b];
+    layer.name = "block" + std::to_string(b);
+    double factorBytes = 0;
+    for (LinearOp linear : linears) {
+      double n = rowsOf(linear);
+      double in = linear.getInFeatures(), out = linear.getOutFeatures();
+      layer.curvatureA += ms(2 * n * in * in / flopRate);
+      layer.curvatureB += ms(2 * n * out * out / flopRate);
+      layer.inversionA += ms(in * in * in / solverRate);
+      layer.inversionB += ms(out * out * out / solverRate);
+      layer.precondition += ms(2 * out * in * (in + out) / flopRate);
+      factorBytes += 4 * (in * in + out * out);
+      maxActivation = std::max(maxActivation, tensorBytes(linear.getInput().getType()));
+    }
+    double link = dev.linkGBs * 1e9;
+    layer.allreduce = ms(paramBytes[b] / link) + dev.linkLatencyUs * 1e-3;
+    layer.factorAllreduce = ms(factorBytes / link) + dev.linkLatencyUs * 1e-3;
+  }
+  model.p2p = ms(maxActivation / (dev.linkGBs * 1e9)) + dev.linkLatencyUs * 1e-3;
+  return model;
+}
+} // namespace
+
+FailureOr<sched::CostModel> mlir::pf::buildCostModel(func::FuncOp func,
+                                                     const BlockAssignment &blocks,
+                                                     StringRef cost, StringRef device) {
+  if (cost == "analytic") {
+    auto dev = sched::findDevice(device.str());
+    if (!dev)
+      return func.emitError("unknown device '") << device << "': " << dev.error();
+    return analyticCosts(blocks, *dev);
+  }
+  auto profile = sched::loadProfile(cost.str());
+  if (!profile)
+    return func.emitError("cannot use profile '") << cost << "': " << profile.error();
+  if (int64_t(profile->layers.size()) != blocks.numBlocks)
+    return func.emitError("profile '")
+           << cost << "' has " << profile->layers.size() << " layers but the model has "
+           << blocks.numBlocks << " encoder blocks";
+  return profile.take();
+}

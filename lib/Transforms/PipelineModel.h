@@ -1,0 +1,55 @@
+//===- PipelineModel.h - encoder blocks and their costs ---------*- C++ -*-===//
+//
+// Shared by pf-partition and pf-schedule: which ops belong to which encoder
+// block (the pipeline's unit of work), and what each block costs, from the
+// analytic model (FLOPs of the ops' cost interface on a device) or a profile.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_LIB_TRANSFORMS_PIPELINEMODEL_H
+#define PF_LIB_TRANSFORMS_PIPELINEMODEL_H
+
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Schedule/CostModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
+
+namespace mlir::pf {
+
+/// The ops of an entry function grouped into encoder blocks.
+struct BlockAssignment {
+  int64_t numBlocks = 0;
+  /// Block of every op that does work (not param_ref / constant, which are
+  /// free and are cloned where needed).
+  llvm::DenseMap<Operation *, int64_t> blockOf;
+  /// Ops in program order (excluding the terminator).
+  SmallVector<Operation *> ops;
+  /// K-FAC layers of each block (the linears inside encoder blocks).
+  SmallVector<SmallVector<LinearOp>> kfacLinears;
+
+  static bool isFree(Operation *op) { return isa<ParamRefOp, ConstantOp>(op); }
+};
+
+/// Assigns the ops of `func` to encoder blocks: an op belongs to the latest
+/// block among its inputs and the parameters it reads; the embeddings join
+/// block 0 and the heads the last block. Fails (with a diagnostic) when the
+/// parameters name no encoder blocks.
+FailureOr<BlockAssignment> assignBlocks(func::FuncOp func);
+
+/// The encoder block named in a parameter name, if any.
+std::optional<int64_t> encoderBlockOfName(StringRef name);
+
+/// Per-block costs: "analytic" (on `device`) or the path of a profile whose
+/// layers are the encoder blocks.
+FailureOr<::pf::sched::CostModel> buildCostModel(func::FuncOp func,
+                                                 const BlockAssignment &blocks,
+                                                 StringRef cost, StringRef device);
+
+/// The function the pipeline passes work on: the first function with a body.
+func::FuncOp getEntryFunction(ModuleOp module);
+
+} // namespace mlir::pf
+
+#endif // PF_LIB_TRANSFORMS_PIPELINEMODEL_H

@@ -1,0 +1,238 @@
+//===- Schedule.cpp - pipeline schedule with K-FAC work in the bubbles ----===//
+#include "PipelineModel.h"
+#include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/Pipeline.h"
+#include "pf/Schedule/Report.h"
+#include "pf/Schedule/Timeline.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::pf {
+#define GEN_PASS_DEF_PFSCHEDULE
+#include "pf/Transforms/Passes.h.inc"
+} // namespace mlir::pf
+
+using namespace mlir;
+using namespace mlir::pf;
+namespace sched = ::pf::sched;
+
+namespace {
+
+std::string taskKind(sched::ItemKind kind) {
+  switch (kind) {
+  case sched::ItemKind::Forward: return "forward";
+  case sched::ItemKind::Backward: return "backward";
+  case sched::ItemKind::BackwardInput: return "backward_input";
+  case sched::ItemKind::BackwardWeight: return "backward_weight";
+  case sched::ItemKind::CurvatureA: return "curvature_a";
+  case sched::ItemKind::CurvatureB: return "curvature_b";
+  case sched::ItemKind::InversionA: return "inversion_a";
+  case sched::ItemKind::InversionB: return "inversion_b";
+  case sched::ItemKind::Precondition: return "precondition";
+  case sched::ItemKind::SendRecv: return "send_recv";
+  case sched::ItemKind::AllReduce: return "allreduce";
+  case sched::ItemKind::FactorSync: return "factor_sync";
+  case sched::ItemKind::PrecondSync: return "precond_sync";
+  }
+  return "forward";
+}
+
+struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    func::FuncOp func = getEntryFunction(module);
+    PipelineOp pipeline;
+    if (func)
+      for (auto op : func.getBody().front().getOps<PipelineOp>())
+        pipeline = op;
+    if (!pipeline)
+      return module.emitError("pf-schedule: no pf.pipeline found; run pf-partition first");
+    if (!pipeline.getBody().front().getOps<ProgramOp>().empty())
+      return pipeline.emitError("pf-schedule: the pipeline is already scheduled");
+
+    auto kind = sched::parseScheduleKind(schedule);
+    if (!kind)
+      return pipeline.emitError("pf-schedule: ") << kind.error();
+    sched::KfacOptions kfacOptions;
+    if (kfac == "none") {
+      kfacOptions.policy = sched::Policy::None;
+    } else if (kfac == "bubbles") {
+      auto parsed = sched::parsePolicy(policy);
+      if (!parsed)
+        return pipeline.emitError("pf-schedule: ") << parsed.error();
+      kfacOptions.policy = *parsed;
+    } else {
+      return pipeline.emitError("pf-schedule: kfac must be 'bubbles' or 'none', got '")
+             << kfac << "'";
+    }
+    if (refreshSteps < 0)
+      return pipeline.emitError("pf-schedule: refresh-steps must be >= 0");
+    kfacOptions.refreshSteps = int(refreshSteps);
+
+    int64_t numMicro = microbatches > 0 ? int64_t(microbatches)
+                                        : int64_t(pipeline.getNumMicrobatches());
+    auto stageLayers = readStages(pipeline);
+    if (failed(stageLayers))
+      return failure();
+
+    // Costs are recomputed from the stage bodies: the ops of the blocks are
+    // the same as before partitioning, now split across stages.
+    auto costs = stageCosts(func, pipeline);
+    if (failed(costs))
+      return failure();
+
+    int devices = int(stageLayers->size());
+    if (*kind == sched::ScheduleKind::Interleaved) {
+      if (chunks < 1 || stageLayers->size() % chunks != 0)
+        return pipeline.emitError("pf-schedule: interleaved needs the ")
+               << stageLayers->size() << " stages to be a multiple of chunks=" << chunks;
+      devices = int(stageLayers->size() / chunks);
+    }
+    sched::PipelineConfig config;
+    config.kind = *kind;
+    config.devices = devices;
+    config.microbatches = int(numMicro);
+    config.chunks = int(chunks);
+    config.stageLayers = *stageLayers;
+    auto program = sched::buildPipeline(config, *costs);
+    if (!program)
+      return pipeline.emitError("pf-schedule: ") << program.error();
+    auto step = sched::simulatePipeline(*program, *costs);
+    if (!step)
+      return pipeline.emitError("pf-schedule: ") << step.error();
+    auto plan = sched::planKfac(*step, *costs, kfacOptions);
+    if (!plan)
+      return pipeline.emitError("pf-schedule: ") << plan.error();
+    sched::Timeline timeline = sched::assembleTimeline(*step, *plan);
+    sched::Report report = sched::computeReport(*step, timeline, *plan, *costs, kfacOptions);
+
+    writePrograms(pipeline, timeline, devices);
+    Builder b(pipeline.getContext());
+    pipeline.setScheduleAttr(b.getStringAttr(sched::scheduleKindName(*kind)));
+    pipeline.setNumMicrobatches(numMicro);
+    pipeline->setAttr("pf.refresh_steps", b.getI64IntegerAttr(report.refreshSteps));
+    pipeline->setAttr("pf.step_time_ms", b.getF64FloatAttr(report.stepTimeMs));
+    pipeline->setAttr("pf.utilization", b.getF64FloatAttr(report.utilizationWithKfac));
+    pipeline->setAttr("pf.kfac_policy", b.getStringAttr(sched::policyName(kfacOptions.policy)));
+    return writeOutputs(pipeline, timeline, report);
+  }
+
+  /// The encoder blocks each stage holds, as pf-partition recorded them.
+  FailureOr<std::vector<std::vector<int>>> readStages(PipelineOp pipeline) {
+    std::vector<std::vector<int>> layers(pipeline.getNumStages());
+    for (auto stage : pipeline.getBody().front().getOps<StageOp>()) {
+      auto blocks = stage->getAttrOfType<DenseI64ArrayAttr>("blocks");
+      if (!blocks)
+        return stage.emitError("pf-schedule: stage has no 'blocks' attribute (made by pf-partition)");
+      for (int64_t b : blocks.asArrayRef())
+        layers[stage.getIndex()].push_back(int(b));
+    }
+    for (auto [i, l] : llvm::enumerate(layers))
+      if (l.empty())
+        return pipeline.emitError("pf-schedule: stage ") << i << " holds no encoder block";
+    return layers;
+  }
+
+  /// The cost model over the ops of the stage bodies (the same ops as before
+  /// partitioning, now split across stages).
+  FailureOr<sched::CostModel> stageCosts(func::FuncOp func, PipelineOp pipeline) {
+    return buildCostModel(func, analyzeStages(pipeline), cost, device);
+  }
+
+  /// Per-stage block assignment: every op of a stage belongs to the block its
+  /// parameters name, or to the stage's first block.
+  BlockAssignment analyzeStages(PipelineOp pipeline) {
+    BlockAssignment result;
+    int64_t maxBlock = -1;
+    for (auto stage : pipeline.getBody().front().getOps<StageOp>())
+      if (auto blocks = stage->getAttrOfType<DenseI64ArrayAttr>("blocks"))
+        for (int64_t b : blocks.asArrayRef())
+          maxBlock = std::max(maxBlock, b);
+    result.numBlocks = maxBlock + 1;
+    result.kfacLinears.resize(result.numBlocks);
+    for (auto stage : pipeline.getBody().front().getOps<StageOp>()) {
+      auto blocks = stage->getAttrOfType<DenseI64ArrayAttr>("blocks");
+      if (!blocks || blocks.empty())
+        continue;
+      ArrayRef<int64_t> owned = blocks.asArrayRef();
+      llvm::DenseMap<Value, int64_t> blockOfValue;
+      for (Operation &op : stage.getBody().front().without_terminator()) {
+        if (BlockAssignment::isFree(&op) || isa<SendOp, RecvOp>(op))
+          continue;
+        int64_t block = owned.front();
+        for (Value operand : op.getOperands()) {
+          if (auto ref = operand.getDefiningOp<ParamRefOp>()) {
+            if (auto b = encoderBlockOfName(ref.getName()); b && llvm::is_contained(owned, *b))
+              block = std::max(block, *b);
+          } else if (auto it = blockOfValue.find(operand); it != blockOfValue.end()) {
+            block = std::max(block, it->second);
+          }
+        }
+        for (Value v : op.getResults())
+          blockOfValue[v] = block;
+        result.ops.push_back(&op);
+        result.blockOf[&op] = block;
+        if (auto linear = dyn_cast<LinearOp>(op))
+          if (auto ref = linear.getWeight().getDefiningOp<ParamRefOp>())
+            if (encoderBlockOfName(ref.getName()))
+              result.kfacLinears[block].push_back(linear);
+      }
+    }
+    return result;
+  }
+
+  void writePrograms(PipelineOp pipeline, const sched::Timeline &timeline, int devices) {
+    std::vector<sched::TimelineItem> items = timeline.allItems();
+    std::vector<std::vector<const sched::TimelineItem *>> perDevice(devices);
+    for (const auto &item : items)
+      if (item.device >= 0 && item.device < devices)
+        perDevice[item.device].push_back(&item);
+    OpBuilder builder = OpBuilder::atBlockTerminator(&pipeline.getBody().front());
+    Location loc = pipeline.getLoc();
+    for (int d = 0; d < devices; ++d) {
+      auto &ordered = perDevice[d];
+      llvm::stable_sort(ordered, [](auto *a, auto *b) { return a->start < b->start; });
+      auto program = ProgramOp::create(builder, loc, d);
+      Block *body = new Block();
+      program.getBody().push_back(body);
+      OpBuilder inner = OpBuilder::atBlockEnd(body);
+      for (const sched::TimelineItem *item : ordered) {
+        IntegerAttr micro = item->micro >= 0 ? inner.getI64IntegerAttr(item->micro) : IntegerAttr();
+        IntegerAttr layer = item->layer >= 0 ? inner.getI64IntegerAttr(item->layer) : IntegerAttr();
+        TaskOp::create(inner, loc, inner.getStringAttr(taskKind(item->kind)),
+                       inner.getI64IntegerAttr(item->step),
+                       inner.getI64IntegerAttr(std::max(item->stage, 0)), micro, layer,
+                       inner.getF64FloatAttr(item->start), inner.getF64FloatAttr(item->end),
+                       item->outsideBubble ? inner.getUnitAttr() : UnitAttr());
+      }
+    }
+  }
+
+  LogicalResult writeOutputs(PipelineOp pipeline, const sched::Timeline &timeline,
+                             const sched::Report &report) {
+    auto write = [&](const std::string &path, const std::string &text) -> LogicalResult {
+      if (path.empty())
+        return success();
+      auto status = sched::writeTextFile(path, text);
+      if (!status.ok())
+        return pipeline.emitError("pf-schedule: ") << status.message();
+      return success();
+    };
+    if (printReport)
+      llvm::outs() << sched::reportToText(report);
+    if (failed(write(reportFile, sched::reportToJson(report))) ||
+        failed(write(traceFile, sched::timelineToChromeTrace(timeline, report))) ||
+        failed(write(svgFile, sched::timelineToSvg(timeline, report))))
+      return failure();
+    return success();
+  }
+};
+} // namespace

@@ -1,0 +1,288 @@
+//===- pf-sched.cpp - What-if pipeline + K-FAC scheduling from the command line ===//
+//
+// Builds a pipeline schedule from a measured profile (or the analytic cost
+// model), places the K-FAC work into its bubbles and writes the report, a
+// Chrome trace and an SVG timeline. Errors: a message on stderr, exit code 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pf/Schedule/Scheduler.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace pf::sched;
+
+namespace {
+
+const char *kHelp = R"(usage: pf-sched [options]
+
+Schedules one pipeline-parallel training step and places the K-FAC work
+(curvature, inversion, preconditioning) into its bubbles.
+
+Cost model (one of):
+  --profile FILE            measured per-layer times (docs/profile-format.md)
+  --device NAME --model NAME
+                            analytic model; devices: p100, v100, a100, h100,
+                            h200; models: bert-base, bert-large
+  --microbatch-size B       analytic: sequences per micro-batch (default 32)
+  --seq-len S               analytic: sequence length (default 128)
+  --precision P             analytic: fp32 (default) or tf32
+
+Pipeline:
+  --schedule NAME           gpipe, 1f1b, interleaved, chimera, zb-h1 (default 1f1b)
+  --stages D                pipeline stages = devices (required)
+  --microbatches N          micro-batches per step (required; chimera: N/2 each way)
+  --layers-per-stage K      layers in every stage; stages*K must equal the
+                            model's layers. Omitted: min-max partition
+  --chunks V                interleaved: model chunks per device (default 2)
+
+K-FAC:
+  --policy NAME             pf (default), pipefisher (reference greedy), none
+  --refresh-steps K         steps per inverse refresh; default: automatic
+  --max-overhead F          pf automatic K: allowed step lengthening as a
+                            fraction of the bare step (default: the time of
+                            preconditioning after the flush)
+  --margin F                bubble safety margin (default 0.05)
+  --split-pieces P          pf: smallest piece = 1/P of a task (default 8;
+                            1 = never split)
+  --no-steady-state         pf: do not overlap consecutive refreshes
+
+Output:
+  --report-json FILE        report as JSON
+  --trace FILE              Chrome trace / Perfetto JSON of the window
+  --svg FILE                SVG timeline of the window
+  --export-profile FILE     write the cost model in the profile format
+  --validate                check the timeline (dependencies, overlaps)
+  --quiet                   no text report on stdout
+  --help                    this text
+)";
+
+struct Options {
+  std::map<std::string, std::string> values;
+  bool validate = false, quiet = false, help = false, noSteadyState = false;
+};
+
+/// Options that take a value; everything else is a flag.
+const std::vector<std::string> kValued = {
+    "profile",      "device",        "model",          "microbatch-size",
+    "seq-len",      "precision",     "schedule",       "stages",
+    "microbatches", "layers-per-stage", "chunks",      "policy",
+    "refresh-steps", "max-overhead", "margin",         "split-pieces",
+    "report-json",  "trace",         "svg",            "export-profile"};
+
+Expected<Options> parseArgs(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0)
+      return Status::error("unexpected argument '" + arg + "' (see --help)");
+    std::string name = arg.substr(2), value;
+    bool inlineValue = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inlineValue = true;
+    }
+    bool valued = false;
+    for (const std::string &v : kValued)
+      valued |= v == name;
+    if (valued) {
+      if (!inlineValue) {
+        if (i + 1 >= argc)
+          return Status::error("option --" + name + " needs a value");
+        value = argv[++i];
+      }
+      o.values[name] = value;
+    } else if (name == "validate" && !inlineValue) {
+      o.validate = true;
+    } else if (name == "quiet" && !inlineValue) {
+      o.quiet = true;
+    } else if (name == "help" && !inlineValue) {
+      o.help = true;
+    } else if (name == "no-steady-state" && !inlineValue) {
+      o.noSteadyState = true;
+    } else {
+      return Status::error("unknown option '--" + name + "' (see --help)");
+    }
+  }
+  return o;
+}
+
+Expected<long> intOption(const Options &o, const std::string &name, long fallback,
+                         bool required = false) {
+  auto it = o.values.find(name);
+  if (it == o.values.end()) {
+    if (required)
+      return Status::error("missing required option --" + name);
+    return fallback;
+  }
+  char *end = nullptr;
+  long v = std::strtol(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0')
+    return Status::error("--" + name + " expects an integer, got '" +
+                         it->second + "'");
+  return v;
+}
+
+Expected<double> doubleOption(const Options &o, const std::string &name,
+                              double fallback) {
+  auto it = o.values.find(name);
+  if (it == o.values.end())
+    return fallback;
+  char *end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0')
+    return Status::error("--" + name + " expects a number, got '" + it->second +
+                         "'");
+  return v;
+}
+
+std::string stringOption(const Options &o, const std::string &name,
+                         const std::string &fallback) {
+  auto it = o.values.find(name);
+  return it == o.values.end() ? fallback : it->second;
+}
+
+Expected<CostModel> costModel(const Options &o) {
+  bool profile = o.values.count("profile");
+  bool analytic = o.values.count("device") || o.values.count("model");
+  if (profile && analytic)
+    return Status::error("give either --profile or --device/--model, not both");
+  if (profile)
+    return loadProfile(o.values.at("profile"));
+  if (!o.values.count("device") || !o.values.count("model"))
+    return Status::error(
+        "a cost model is required: --profile FILE, or --device and --model");
+  auto device = findDevice(o.values.at("device"));
+  if (!device)
+    return device.status();
+  auto model = findModel(o.values.at("model"));
+  if (!model)
+    return model.status();
+  auto precision = parsePrecision(stringOption(o, "precision", "fp32"));
+  if (!precision)
+    return precision.status();
+  auto batch = intOption(o, "microbatch-size", model->microBatch);
+  auto seq = intOption(o, "seq-len", model->seqLen);
+  if (!batch)
+    return batch.status();
+  if (!seq)
+    return seq.status();
+  if (*batch < 1 || *seq < 1)
+    return Status::error("--microbatch-size and --seq-len must be positive");
+  model->microBatch = static_cast<int>(*batch);
+  model->seqLen = static_cast<int>(*seq);
+  return analyticCostModel(*device, *model, *precision);
+}
+
+Expected<ScheduleRequest> request(const Options &o) {
+  ScheduleRequest r;
+  auto kind = parseScheduleKind(stringOption(o, "schedule", "1f1b"));
+  if (!kind)
+    return kind.status();
+  r.kind = *kind;
+  auto policy = parsePolicy(stringOption(o, "policy", "pf"));
+  if (!policy)
+    return policy.status();
+  r.kfac.policy = *policy;
+  auto stages = intOption(o, "stages", 0, true);
+  auto micro = intOption(o, "microbatches", 0, true);
+  auto lps = intOption(o, "layers-per-stage", 0);
+  auto chunks = intOption(o, "chunks", 2);
+  auto refresh = intOption(o, "refresh-steps", 0);
+  auto pieces = intOption(o, "split-pieces", r.kfac.splitPieces);
+  for (auto *v : {&stages, &micro, &lps, &chunks, &refresh, &pieces})
+    if (!*v)
+      return v->status();
+  if (o.values.count("layers-per-stage") && *lps < 1)
+    return Status::error("--layers-per-stage must be positive");
+  if (o.values.count("refresh-steps") && *refresh < 1)
+    return Status::error("--refresh-steps must be positive");
+  r.devices = static_cast<int>(*stages);
+  r.microbatches = static_cast<int>(*micro);
+  r.layersPerStage = static_cast<int>(*lps);
+  r.chunks = static_cast<int>(*chunks);
+  r.kfac.refreshSteps = static_cast<int>(*refresh);
+  r.kfac.splitPieces = static_cast<int>(*pieces);
+  auto overhead = doubleOption(o, "max-overhead", r.kfac.maxOverhead);
+  auto margin = doubleOption(o, "margin", r.kfac.margin);
+  if (!overhead)
+    return overhead.status();
+  if (!margin)
+    return margin.status();
+  if (o.values.count("max-overhead") && *overhead < 0)
+    return Status::error("--max-overhead must not be negative");
+  r.kfac.maxOverhead = *overhead;
+  r.kfac.margin = *margin;
+  r.kfac.steadyState = !o.noSteadyState;
+  return r;
+}
+
+Status writeOutputs(const Options &o, const ScheduleResult &result,
+                    const CostModel &costs) {
+  for (std::string key : {"report-json", "trace", "svg", "export-profile"}) {
+    auto it = o.values.find(key);
+    if (it == o.values.end())
+      continue;
+    std::string text;
+    if (key == "report-json")
+      text = reportToJson(result.report);
+    else if (key == "trace")
+      text = timelineToChromeTrace(result.timeline, result.report);
+    else if (key == "svg")
+      text = timelineToSvg(result.timeline, result.report);
+    else
+      text = profileToJson(costs);
+    Status s = writeTextFile(it->second, text);
+    if (!s.ok())
+      return s;
+  }
+  return Status::success();
+}
+
+int fail(const std::string &message) {
+  std::cerr << "pf-sched: error: " << message << "\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  auto options = parseArgs(argc, argv);
+  if (!options)
+    return fail(options.error());
+  if (options->help || argc == 1) {
+    std::cout << kHelp;
+    return 0;
+  }
+  auto costs = costModel(*options);
+  if (!costs)
+    return fail(costs.error());
+  for (const std::string &w : costs->warnings)
+    std::cerr << "pf-sched: warning: " << w << "\n";
+  auto req = request(*options);
+  if (!req)
+    return fail(req.error());
+  auto result = runSchedule(*costs, *req);
+  if (!result)
+    return fail(result.error());
+  if (options->validate) {
+    Status valid = validateTimeline(result->timeline, result->step, *costs);
+    if (!valid.ok())
+      return fail("invalid timeline: " + valid.message());
+  }
+  if (!options->quiet) {
+    std::cout << reportToText(result->report);
+    if (options->validate)
+      std::cout << "timeline valid: dependencies, device exclusivity, steps\n";
+  }
+  Status written = writeOutputs(*options, *result, *costs);
+  if (!written.ok())
+    return fail(written.message());
+  return 0;
+}
