@@ -66,6 +66,9 @@ const llvm::StringMap<Converter> &getConverters();
 /// Element type of an ONNX TensorProto::DataType; null for unsupported ones.
 Type convertElementType(MLIRContext *context, int32_t dataType);
 
+/// "STRING (8)": an ONNX data type for diagnostics.
+std::string dataTypeName(int32_t dataType);
+
 /// A constant elements attribute of a TensorProto (used by Constant nodes and
 /// small initializers). `baseDir` resolves external data.
 FailureOr<ElementsAttr> convertTensor(MLIRContext *context, const onnx::TensorProto &tensor,

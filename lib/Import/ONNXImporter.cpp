@@ -85,6 +85,7 @@ private:
   LogicalResult importInputs(const onnx::GraphProto &graph, SmallVectorImpl<Type> &types,
                              SmallVectorImpl<std::string> &names);
   LogicalResult importNodes(const onnx::GraphProto &graph, int64_t opset);
+  LogicalResult checkDeclaredOutput(const onnx::ValueInfoProto &output, Value value);
   Value lookup(const std::string &name) {
     auto it = values.find(name);
     if (it != values.end())
@@ -128,7 +129,7 @@ LogicalResult GraphImporter::importInitializers(const onnx::GraphProto &graph,
     Type element = convertElementType(ctx, init.data_type());
     if (!element)
       return emitError(loc) << "initializer '" << init.name() << "' has unsupported data type "
-                            << init.data_type();
+                            << dataTypeName(init.data_type());
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     auto type = RankedTensorType::get(shape, element);
     bool external = init.data_location() == onnx::TensorProto::EXTERNAL;
@@ -188,7 +189,8 @@ LogicalResult GraphImporter::importInputs(const onnx::GraphProto &graph,
     Type element = convertElementType(ctx, tensor.elem_type());
     if (!element)
       return emitError(fileLoc) << "graph input '" << input.name()
-                                << "' has unsupported element type " << tensor.elem_type();
+                                << "' has unsupported element type "
+                                << dataTypeName(tensor.elem_type());
     SmallVector<int64_t> shape;
     SmallVector<std::string> dimNames;
     for (const auto &dim : tensor.shape().dim()) {
@@ -315,6 +317,48 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &graph, int64_t 
   return success();
 }
 
+/// A graph output's declared element type and static dimensions (dim_value,
+/// or a dim_param fixed by --dim) must agree with what the nodes compute:
+/// otherwise the model, or pf's reading of it, is wrong.
+LogicalResult GraphImporter::checkDeclaredOutput(const onnx::ValueInfoProto &output,
+                                                 Value value) {
+  if (!output.type().has_tensor_type())
+    return success();
+  const auto &tensor = output.type().tensor_type();
+  auto computed = cast<TensorType>(value.getType());
+  Type element = tensor.elem_type() ? convertElementType(ctx, tensor.elem_type()) : Type();
+  bool mismatch = element && element != computed.getElementType();
+  SmallVector<int64_t> declared;
+  if (tensor.has_shape()) {
+    for (const auto &dim : tensor.shape().dim()) {
+      if (dim.has_dim_value() && dim.dim_value() >= 0)
+        declared.push_back(dim.dim_value());
+      else if (dim.has_dim_param() && options.dimValues.count(dim.dim_param()))
+        declared.push_back(options.dimValues.lookup(dim.dim_param()));
+      else
+        declared.push_back(ShapedType::kDynamic);
+    }
+    if (auto ranked = dyn_cast<RankedTensorType>(computed)) {
+      if (ranked.getRank() != int64_t(declared.size()))
+        mismatch = true;
+      else
+        for (auto [want, got] : llvm::zip(declared, ranked.getShape()))
+          if (!ShapedType::isDynamic(want) && !ShapedType::isDynamic(got) && want != got)
+            mismatch = true;
+    }
+  }
+  if (!mismatch)
+    return success();
+  Type declaredType;
+  Type declaredElement = element ? element : computed.getElementType();
+  if (tensor.has_shape())
+    declaredType = RankedTensorType::get(declared, declaredElement);
+  else
+    declaredType = UnrankedTensorType::get(declaredElement);
+  return emitError(fileLoc) << "graph output '" << output.name() << "' is declared as "
+                            << declaredType << " but computes " << computed;
+}
+
 OwningOpRef<ModuleOp> GraphImporter::run(const onnx::ModelProto &model, int64_t opset) {
   const onnx::GraphProto &graph = model.graph();
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
@@ -352,6 +396,8 @@ OwningOpRef<ModuleOp> GraphImporter::run(const onnx::ModelProto &model, int64_t 
       emitError(fileLoc) << "graph output '" << output.name() << "' is never computed";
       return nullptr;
     }
+    if (failed(checkDeclaredOutput(output, value)))
+      return nullptr;
     outputs.push_back(value);
   }
   func::ReturnOp::create(builder, fileLoc, outputs);

@@ -191,7 +191,7 @@ Results convertCast(NodeContext &n) {
     return failure();
   Type to = convertElementType(n.builder.getContext(), n.intAttr("to", 0));
   if (!to)
-    return n.error() << "unsupported target type " << n.intAttr("to", 0);
+    return n.error() << "unsupported target type " << dataTypeName(n.intAttr("to", 0));
   return n.finish(CastOp::create(n.builder, n.loc, n.placeholder(), n.input(0), to));
 }
 

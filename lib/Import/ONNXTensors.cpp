@@ -28,6 +28,14 @@ Type onnx_import::convertElementType(MLIRContext *ctx, int32_t dataType) {
   }
 }
 
+std::string onnx_import::dataTypeName(int32_t dataType) {
+  std::string name = onnx::TensorProto::DataType_IsValid(dataType)
+                         ? onnx::TensorProto::DataType_Name(
+                               static_cast<onnx::TensorProto::DataType>(dataType))
+                         : std::string("unknown");
+  return name + " (" + std::to_string(dataType) + ")";
+}
+
 namespace {
 /// Bytes per element in ONNX raw data (bool: one byte).
 size_t rawElementBytes(Type element) {
@@ -62,6 +70,12 @@ std::string typedFieldBytes(const onnx::TensorProto &t, Type element) {
   default: break;
   }
   return bytes;
+}
+
+/// "tensor 'name'", or "the tensor" for the unnamed value of a Constant node
+/// (the diagnostic's location names the node).
+std::string describe(const onnx::TensorProto &t) {
+  return t.name().empty() ? std::string("the tensor") : "tensor '" + t.name() + "'";
 }
 
 FailureOr<std::string> externalBytes(const onnx::TensorProto &t, StringRef baseDir,
@@ -104,11 +118,11 @@ FailureOr<ElementsAttr> onnx_import::convertTensor(MLIRContext *ctx,
                                                    StringRef resourceName) {
   Type element = convertElementType(ctx, t.data_type());
   if (!element)
-    return emitError(loc) << "tensor '" << t.name() << "' has unsupported data type "
-                          << t.data_type();
+    return emitError(loc) << describe(t) << " has unsupported data type "
+                          << dataTypeName(t.data_type());
   SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
   if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
-    return emitError(loc) << "tensor '" << t.name() << "' has a negative dimension";
+    return emitError(loc) << describe(t) << " has a negative dimension";
   auto type = RankedTensorType::get(shape, element);
 
   std::string bytes;
@@ -124,7 +138,7 @@ FailureOr<ElementsAttr> onnx_import::convertTensor(MLIRContext *ctx,
   }
   size_t expected = size_t(type.getNumElements()) * rawElementBytes(element);
   if (bytes.size() != expected)
-    return emitError(loc) << "tensor '" << t.name() << "' holds " << bytes.size()
+    return emitError(loc) << describe(t) << " holds " << bytes.size()
                           << " bytes of data but its shape and type need " << expected;
 
   if (element.isInteger(1)) {

@@ -156,14 +156,22 @@ KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,
 namespace detail {
 
 std::vector<std::vector<Gap>> windowGaps(const KfacProblem &problem,
-                                         int firstStep, int steps) {
+                                         int firstStep, int steps,
+                                         const std::vector<double> &minLength) {
   std::vector<std::vector<Gap>> gaps(problem.devices);
   const double T = problem.stepSpan;
-  for (int d = 0; d < problem.devices; ++d)
+  for (int d = 0; d < problem.devices; ++d) {
+    const double shortest =
+        std::max(kEps, minLength.empty() ? 0.0 : minLength[d]);
+    std::vector<Interval> kept;
+    for (const Interval &g : problem.stepGaps[d])
+      if (g.end - g.start >= shortest)
+        kept.push_back(g);
+    gaps[d].reserve(kept.size() * steps);
     for (int k = firstStep; k < firstStep + steps; ++k)
-      for (const Interval &g : problem.stepGaps[d])
-        if (g.end - g.start > kEps)
-          gaps[d].push_back({k * T + g.start, k * T + g.end, k});
+      for (const Interval &g : kept)
+        gaps[d].push_back({k * T + g.start, k * T + g.end, k});
+  }
   return gaps;
 }
 

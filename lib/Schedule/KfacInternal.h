@@ -18,9 +18,11 @@ struct Gap {
 };
 
 /// Bubbles of every device over `steps` steps, each step's bubbles shifted by
-/// step * T_pipe. Bubbles never cross a step boundary.
-std::vector<std::vector<Gap>> windowGaps(const KfacProblem &problem,
-                                         int firstStep, int steps);
+/// step * T_pipe. Bubbles never cross a step boundary. Bubbles of device d
+/// shorter than minLength[d] (when given) are left out.
+std::vector<std::vector<Gap>>
+windowGaps(const KfacProblem &problem, int firstStep, int steps,
+           const std::vector<double> &minLength = {});
 
 /// What a policy placed inside the bubbles.
 struct SweepResult {

@@ -39,8 +39,9 @@ namespace {
 
 enum class Order { InversionsFirst, CurvatureFirst };
 
-/// Ready-set key: smaller runs first.
-using Key = std::tuple<int, double, long, int>;
+/// Ready-set key (class, time, task): smaller runs first. Task ids follow
+/// the layer and micro-batch order, so they break ties deterministically.
+using Key = std::tuple<int, double, int>;
 
 class ListScheduler {
 public:
@@ -50,7 +51,10 @@ public:
         pieces_(std::max(1, options.splitPieces)), order_(order),
         gaps_(usefulGaps()), sweep_(problem),
         unmet_(problem.tasks.size(), 0), release_(problem.tasks.size(), 0),
-        devices_(problem.devices) {}
+        devices_(problem.devices), crossDevice_(hasCrossDeviceInputs()) {}
+
+  /// The bubbles the sweep could use (for filling what it left over).
+  const std::vector<std::vector<Gap>> &gaps() const { return gaps_; }
 
   SweepResult run() {
     for (size_t i = 0; i < p_.tasks.size(); ++i) {
@@ -107,15 +111,18 @@ private:
     std::vector<double> smallest(p_.devices, kNever);
     for (const KfacTask &t : p_.tasks)
       smallest[t.device] = std::min(
-          smallest[t.device], t.duration / pieces_ * (1 + margin_));
-    auto gaps = windowGaps(p_, 0, p_.steps);
-    for (int d = 0; d < p_.devices; ++d)
-      gaps[d].erase(std::remove_if(gaps[d].begin(), gaps[d].end(),
-                                   [&](const Gap &g) {
-                                     return g.end - g.start < smallest[d] - kEps;
-                                   }),
-                    gaps[d].end());
-    return gaps;
+          smallest[t.device], t.duration / pieces_ * (1 + margin_) - kEps);
+    return windowGaps(p_, 0, p_.steps, smallest);
+  }
+
+  /// Whether a task waits for work on another device (Chimera's factor
+  /// all-reduce). Without such edges every device can run ahead on its own.
+  bool hasCrossDeviceInputs() const {
+    for (const KfacTask &t : p_.tasks)
+      for (int d : t.deps)
+        if (p_.tasks[d].device != t.device)
+          return true;
+    return false;
   }
 
   /// Moves everything released by the cursor into the ready set.
@@ -134,10 +141,10 @@ private:
     const bool curvature =
         t.kind == ItemKind::CurvatureA || t.kind == ItemKind::CurvatureB;
     if (t.kind == ItemKind::Precondition)
-      return {0, t.deadline, t.layer, task};
+      return {0, t.deadline, task};
     int cls = (curvature == (order_ == Order::CurvatureFirst)) ? 1 : 2;
     // Oldest first (first-come-first-served keeps activations short-lived).
-    return {cls, release_[task], t.layer, task};
+    return {cls, release_[task], task};
   }
 
   void wake(int d, double t) {
@@ -149,9 +156,10 @@ private:
     }
   }
 
-  /// Places pieces on device d from its cursor on. It yields as soon as its
-  /// cursor passes another device's next event, so that every device sees
-  /// the K-FAC inputs finished by the others in global time order.
+  /// Places pieces on device d from its cursor on. When devices depend on
+  /// each other it yields as soon as its cursor passes another device's next
+  /// event, so that every device sees the inputs the others finish in global
+  /// time order.
   void advance(int d) {
     Device &dev = devices_[d];
     const auto &gaps = gaps_[d];
@@ -162,7 +170,8 @@ private:
         return;
       const Gap &gap = gaps[dev.gap];
       dev.cursor = std::max(dev.cursor, gap.start);
-      if (!events_.empty() && events_.top().first < dev.cursor - kEps) {
+      if (crossDevice_ && !events_.empty() &&
+          events_.top().first < dev.cursor - kEps) {
         wake(d, dev.cursor);
         return;
       }
@@ -196,7 +205,7 @@ private:
     // rest of the bubble is too short for anything of useful size.
     int scanned = 0;
     for (auto it = dev.ready.begin(); it != dev.ready.end() && scanned < 32;) {
-      int task = std::get<3>(*it);
+      int task = std::get<2>(*it);
       const KfacTask &t = p_.tasks[task];
       if (t.deadline <= dev.cursor + kEps) {
         it = dev.ready.erase(it); // missed its step: runs after the flush
@@ -236,24 +245,30 @@ private:
   std::vector<int> unmet_;
   std::vector<double> release_;
   std::vector<Device> devices_;
+  bool crossDevice_;
   using Event = std::pair<double, int>;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
 };
 
-/// Bubble time left on each device after the sweep, in window time.
-std::vector<std::vector<Interval>> freeTime(const KfacProblem &p,
-                                            const SweepResult &sweep) {
-  auto gaps = windowGaps(p, 0, p.steps);
+/// Bubble time left on each device after the sweep, in window time. The
+/// sweep places each device's pieces in time order, so they merge with the
+/// bubbles in one pass.
+std::vector<std::vector<Interval>>
+freeTime(const KfacProblem &p, const std::vector<std::vector<Gap>> &gaps,
+         const SweepResult &sweep) {
   std::vector<std::vector<Interval>> used(p.devices);
   for (const PlacedPiece &piece : sweep.pieces) {
     double start = piece.step * p.stepSpan + piece.t;
     used[p.tasks[piece.task].device].push_back({start, start + piece.duration});
   }
   std::vector<std::vector<Interval>> free(p.devices);
+  auto byStart = [](const Interval &a, const Interval &b) {
+    return a.start < b.start;
+  };
   for (int d = 0; d < p.devices; ++d) {
     auto &u = used[d];
-    std::sort(u.begin(), u.end(),
-              [](const Interval &a, const Interval &b) { return a.start < b.start; });
+    if (!std::is_sorted(u.begin(), u.end(), byStart))
+      std::sort(u.begin(), u.end(), byStart);
     size_t j = 0;
     for (const Gap &g : gaps[d]) {
       double cursor = g.start;
@@ -291,8 +306,9 @@ double releaseAfterSweep(const KfacProblem &p, const SweepResult &sweep,
 /// layer's inversion of the previous refresh, which in steady state is still
 /// running there; it is marked with lag 1.
 void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
+                      const std::vector<std::vector<Gap>> &gaps,
                       SweepResult &sweep) {
-  auto free = freeTime(p, sweep);
+  auto free = freeTime(p, gaps, sweep);
   const int pieces = std::max(1, options.splitPieces);
   for (size_t i = 0; i < p.tasks.size(); ++i) {
     const KfacTask &t = p.tasks[i];
@@ -324,9 +340,10 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
 KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs,
                       const KfacOptions &options, int steps, Order order) {
   KfacProblem problem = buildKfacProblem(step, costs, steps);
-  SweepResult sweep = ListScheduler(problem, options, order).run();
+  ListScheduler scheduler(problem, options, order);
+  SweepResult sweep = scheduler.run();
   if (options.steadyState)
-    overlapRefreshes(problem, options, sweep);
+    overlapRefreshes(problem, options, scheduler.gaps(), sweep);
   return finishPlan(std::move(problem), sweep, TailRule::Balanced,
                     options.steadyState, Policy::PF);
 }

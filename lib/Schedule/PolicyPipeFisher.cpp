@@ -201,6 +201,10 @@ KfacPlan planPipeFisher(const PipelineStep &step, const CostModel &costs,
   KfacProblem probe = buildKfacProblem(step, costs, 1);
   PipeFisherGreedy greedy(probe, options);
   int steps = greedy.run(limit);
+  // An explicit interval is the window even when the work fits in fewer
+  // steps: the inverses still refresh only every K steps.
+  if (options.refreshSteps > 0)
+    steps = options.refreshSteps;
 
   KfacProblem problem = buildKfacProblem(step, costs, steps);
   // Tasks are built in the same order for any K except that preconditioning

@@ -1,8 +1,15 @@
 //===- Profile.cpp - Measured per-layer costs from JSON -------------------===//
 //
-// Format: docs/profile-format.md. nlohmann::json may throw, so this file is
-// compiled with exceptions and every entry point catches them: callers only
-// ever see an Expected with a message naming the file, the layer and the key.
+// Format: docs/profile-format.md. Callers only ever see an Expected with a
+// message naming the file, the layer and the key.
+//
+// nlohmann::json's templates are instantiated both here and in code built
+// without exceptions (pf's default); the linker keeps one copy, which may be
+// the one that aborts instead of throwing. So nothing here relies on the
+// library throwing: the text is parsed with allow_exceptions = false (a SAX
+// pass recovers the error position), every value's type is checked before it
+// is read, and only this file's own ProfileError is thrown and caught inside
+// parseProfile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +44,20 @@ struct ProfileError {
 
 [[noreturn]] void fail(const std::string &message) { throw ProfileError{message}; }
 
+/// The member `key` of an object, or null (never throws).
+const json *member(const json &object, const std::string &key) {
+  if (!object.is_object())
+    return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+std::string stringMember(const json &object, const std::string &key,
+                         const std::string &fallback) {
+  const json *v = member(object, key);
+  return v && v->is_string() ? v->get<std::string>() : fallback;
+}
+
 /// Reads a non-negative, finite time in ms.
 double timeValue(const json &value, const std::string &where,
                  const std::string &key) {
@@ -60,11 +81,9 @@ public:
       : layer_(layer), defaults_(defaults), where_(std::move(where)) {}
 
   const json *find(const std::string &key) const {
-    if (layer_.contains(key))
-      return &layer_.at(key);
-    if (defaults_ && defaults_->contains(key))
-      return &defaults_->at(key);
-    return nullptr;
+    if (const json *v = member(layer_, key))
+      return v;
+    return defaults_ ? member(*defaults_, key) : nullptr;
   }
   bool has(const std::string &key) const { return find(key) != nullptr; }
   double get(const std::string &key) const {
@@ -133,15 +152,14 @@ LayerCost parseLayer(const json &entry, const json *defaults, int position,
   std::string where = source + ": layer " + std::to_string(position);
   if (!entry.is_object())
     fail(where + ": must be an object");
-  if (entry.contains("name") && entry["name"].is_string())
-    where += " (" + entry["name"].get<std::string>() + ")";
+  const std::string name = stringMember(entry, "name", "");
+  if (!name.empty())
+    where += " (" + name + ")";
   checkKeys(entry, kLayerKeys, where, warnings);
   LayerFields fields(entry, defaults, where);
 
   LayerCost layer;
-  layer.name = entry.contains("name") && entry["name"].is_string()
-                   ? entry["name"].get<std::string>()
-                   : "layer" + std::to_string(position);
+  layer.name = name.empty() ? "layer" + std::to_string(position) : name;
   layer.forward = fields.get("forward");
   std::tie(layer.backwardInput, layer.backwardWeight) =
       fields.split("backward", "backward_input", "backward_weight");
@@ -164,7 +182,7 @@ std::vector<const json *> orderLayers(const json &layers,
     entries.push_back(&entry);
   size_t withIndex = 0;
   for (const json *e : entries)
-    if (e->is_object() && e->contains("index"))
+    if (member(*e, "index"))
       ++withIndex;
   if (withIndex == 0)
     return entries;
@@ -173,7 +191,7 @@ std::vector<const json *> orderLayers(const json &layers,
 
   std::vector<const json *> ordered(entries.size(), nullptr);
   for (const json *e : entries) {
-    const json &idx = e->at("index");
+    const json &idx = *member(*e, "index");
     if (!idx.is_number_integer())
       fail(source + ": layer 'index' must be an integer");
     long long i = idx.get<long long>();
@@ -191,58 +209,83 @@ std::vector<const json *> orderLayers(const json &layers,
   return ordered;
 }
 
+/// Records the first syntax error of a SAX parse; accepts everything else.
+class SyntaxErrorCollector : public nlohmann::json_sax<json> {
+public:
+  std::string message;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t &) override { return true; }
+  bool string(string_t &) override { return true; }
+  bool binary(binary_t &) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t &) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &e) override {
+    message = e.what();
+    return false;
+  }
+};
+
+json parseJson(const std::string &text, const std::string &source) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_discarded())
+    return doc;
+  SyntaxErrorCollector collector;
+  json::sax_parse(text, &collector);
+  fail(source + ": not valid JSON: " + collector.message);
+}
+
 CostModel parseProfileOrThrow(const std::string &text,
                               const std::string &source) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error &e) {
-    fail(source + ": not valid JSON: " + e.what());
-  }
+  json doc = parseJson(text, source);
   if (!doc.is_object())
     fail(source + ": the profile must be a JSON object");
 
   CostModel model;
   checkKeys(doc, kTopLevelKeys, source, model.warnings);
-  model.name = doc.contains("name") && doc["name"].is_string()
-                   ? doc["name"].get<std::string>()
-                   : source;
-  if (doc.contains("units") &&
-      (!doc["units"].is_string() || doc["units"].get<std::string>() != "ms"))
-    fail(source + ": 'units' must be \"ms\"");
+  model.name = stringMember(doc, "name", source);
+  if (const json *units = member(doc, "units"))
+    if (!units->is_string() || units->get<std::string>() != "ms")
+      fail(source + ": 'units' must be \"ms\"");
   for (const char *key : {"p2p", "allreduce"})
-    if (!doc.contains(key))
+    if (!member(doc, key))
       fail(source + ": missing key '" + key +
            "' (communication cost in ms; 0 when not modelled)");
-  model.p2p = timeValue(doc["p2p"], source, "p2p");
-  double allreduce = timeValue(doc["allreduce"], source, "allreduce");
+  model.p2p = timeValue(*member(doc, "p2p"), source, "p2p");
+  double allreduce = timeValue(*member(doc, "allreduce"), source, "allreduce");
+  const json *factor = member(doc, "factor_allreduce");
   double factorAllreduce =
-      doc.contains("factor_allreduce")
-          ? timeValue(doc["factor_allreduce"], source, "factor_allreduce")
-          : 0.0;
+      factor ? timeValue(*factor, source, "factor_allreduce") : 0.0;
 
-  const json *defaults = nullptr;
-  if (doc.contains("defaults")) {
-    if (!doc["defaults"].is_object())
+  const json *defaults = member(doc, "defaults");
+  if (defaults) {
+    if (!defaults->is_object())
       fail(source + ": 'defaults' must be an object");
-    defaults = &doc["defaults"];
     checkKeys(*defaults, kLayerKeys, source + ": defaults", model.warnings);
   }
-  if (!doc.contains("layers") || !doc["layers"].is_array())
+  const json *layers = member(doc, "layers");
+  if (!layers || !layers->is_array())
     fail(source + ": missing key 'layers' (an array of per-layer times)");
-  if (doc["layers"].empty())
+  if (layers->empty())
     fail(source + ": 'layers' is empty");
 
-  std::vector<const json *> entries = orderLayers(doc["layers"], source);
+  std::vector<const json *> entries = orderLayers(*layers, source);
+  auto givenFor = [&](const json &entry, const char *key) {
+    return member(entry, key) || (defaults && member(*defaults, key));
+  };
   for (size_t i = 0; i < entries.size(); ++i) {
     LayerCost layer = parseLayer(*entries[i], defaults, static_cast<int>(i),
                                  source, model.warnings);
     // Top-level communication costs apply to layers that do not set their own.
-    if (!entries[i]->contains("allreduce") &&
-        !(defaults && defaults->contains("allreduce")))
+    if (!givenFor(*entries[i], "allreduce"))
       layer.allreduce = allreduce;
-    if (!entries[i]->contains("factor_allreduce") &&
-        !(defaults && defaults->contains("factor_allreduce")))
+    if (!givenFor(*entries[i], "factor_allreduce"))
       layer.factorAllreduce = factorAllreduce;
     model.layers.push_back(std::move(layer));
   }
@@ -295,7 +338,7 @@ std::string profileToJson(const CostModel &model) {
                         {"factor_allreduce", l.factorAllreduce}});
     }
     doc["layers"] = std::move(layers);
-    return doc.dump(2) + "\n";
+    return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   } catch (const std::exception &e) {
     return std::string("{\"error\": \"") + e.what() + "\"}\n";
   }

@@ -177,7 +177,8 @@ std::string reportToJson(const Report &r) {
                          {"utilization_without_kfac", d.utilizationWithoutKfac},
                          {"utilization_with_kfac", d.utilizationWithKfac}});
     j["per_device"] = std::move(devices);
-    return j.dump(2) + "\n";
+    // Replacing invalid UTF-8 (a cost model name from a file) cannot throw.
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } catch (const std::exception &e) {
     return std::string("{\"error\": \"report: ") + e.what() + "\"}\n";
   }

@@ -95,14 +95,17 @@ struct DecomposedLayerNorm : public OpRewritePattern<DivOp> {
     ArrayRef<int64_t> normalized = xType.getShape().drop_front(*axis);
     Operation *last = div;
     Value scale, bias;
+    // Scale and bias must not broadcast the result to more dims (a
+    // [1, 1, 1, n] scale on a rank-3 input): pf.layer_norm keeps x's shape.
     if (auto mul = dyn_cast_or_null<MulOp>(soleUser(div.getResult()))) {
       Value candidate = otherOperand(mul, div.getResult());
-      if (candidate && fitsNormalizedDims(candidate, normalized)) {
+      if (candidate && fitsNormalizedDims(candidate, normalized) &&
+          mul.getType() == div.getType()) {
         scale = candidate;
         last = mul;
         if (auto add = dyn_cast_or_null<AddOp>(soleUser(mul.getResult()))) {
           Value b = otherOperand(add, mul.getResult());
-          if (b && fitsNormalizedDims(b, normalized)) {
+          if (b && fitsNormalizedDims(b, normalized) && add.getType() == mul.getType()) {
             bias = b;
             last = add;
           }

@@ -154,12 +154,12 @@ struct PartitionPass : public mlir::pf::impl::PFPartitionBase<PartitionPass> {
       return signalPassFailure();
     if (stages < 1 || stages > blocks->numBlocks) {
       func.emitError("pf-partition: cannot cut ")
-          << blocks->numBlocks << " encoder blocks into " << stages << " stages"
+          << blocks->numBlocks << " encoder blocks into " << int64_t(stages) << " stages"
           << (stages > blocks->numBlocks ? " (more stages than layers)" : "");
       return signalPassFailure();
     }
     if (microbatches < 1) {
-      func.emitError("pf-partition: microbatches must be >= 1, got ") << microbatches;
+      func.emitError("pf-partition: microbatches must be >= 1, got ") << int64_t(microbatches);
       return signalPassFailure();
     }
     auto costs = buildCostModel(func, *blocks, cost, device);

@@ -33,13 +33,14 @@ std::string typeString(Type type) {
 }
 
 /// Encoder block of a parameter name ("...encoder.layer.7.attention..." -> 7).
+/// The keyword must start a name component, so "branch.1." is no block "h.1.".
 std::optional<int64_t> blockOfName(StringRef name) {
-  static const llvm::Regex pattern("(encoder|layers?|h|blocks?)[._]([0-9]+)[._]");
+  static const llvm::Regex pattern("(^|[._/])(encoder|layers?|h|blocks?)[._]([0-9]+)[._]");
   SmallVector<StringRef> groups;
   if (!pattern.match(name, &groups))
     return std::nullopt;
   int64_t block;
-  if (groups[2].getAsInteger(10, block))
+  if (groups[3].getAsInteger(10, block))
     return std::nullopt;
   return block;
 }

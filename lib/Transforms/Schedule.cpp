@@ -71,7 +71,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
       kfacOptions.policy = *parsed;
     } else {
       return pipeline.emitError("pf-schedule: kfac must be 'bubbles' or 'none', got '")
-             << kfac << "'";
+             << kfac.getValue() << "'";
     }
     if (refreshSteps < 0)
       return pipeline.emitError("pf-schedule: refresh-steps must be >= 0");
@@ -93,7 +93,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     if (*kind == sched::ScheduleKind::Interleaved) {
       if (chunks < 1 || stageLayers->size() % chunks != 0)
         return pipeline.emitError("pf-schedule: interleaved needs the ")
-               << stageLayers->size() << " stages to be a multiple of chunks=" << chunks;
+               << stageLayers->size() << " stages to be a multiple of chunks=" << int64_t(chunks);
       devices = int(stageLayers->size() / chunks);
     }
     sched::PipelineConfig config;

@@ -4,6 +4,7 @@ pf.param @w : tensor<8xf32>
 pf.param @b : tensor<8xf32>
 pf.param @w2 : tensor<4x8xf32>
 pf.param @w1x8 : tensor<1x8xf32>
+pf.param @w1x1x1x8 : tensor<1x1x1x8xf32>
 
 // The PyTorch export: ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div,
 // Mul scale, Add bias.
@@ -130,6 +131,51 @@ func.func @mul_not_scale(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>) -> tensor<2x8
   %n = pf.div %d, %s : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
   %y = pf.mul %n, %g : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
+}
+
+// A scale that broadcasts the result to a higher rank cannot be absorbed
+// (pf.layer_norm keeps the input's shape): fused without it, the Mul stays.
+// CHECK-LABEL: func.func @scale_adds_dims(
+// CHECK: %[[LN:.*]] = pf.layer_norm %arg0, %{{.*}} {axis = 2 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[W:.*]] = pf.param_ref @w1x1x1x8
+// CHECK: %[[Y:.*]] = pf.mul %[[LN]], %[[W]] : (tensor<2x4x8xf32>, tensor<1x1x1x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK: return %[[Y]]
+func.func @scale_adds_dims(%x: tensor<2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %m = pf.reduce_mean %x {axes = array<i64: -1>} : (tensor<2x4x8xf32>) -> tensor<2x4x1xf32>
+  %d = pf.sub %x, %m : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %two = pf.constant dense<2.0> : tensor<f32>
+  %p = pf.pow %d, %two : (tensor<2x4x8xf32>, tensor<f32>) -> tensor<2x4x8xf32>
+  %v = pf.reduce_mean %p {axes = array<i64: -1>} : (tensor<2x4x8xf32>) -> tensor<2x4x1xf32>
+  %eps = pf.constant dense<1.0e-5> : tensor<f32>
+  %a = pf.add %v, %eps : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %s = pf.sqrt %a : (tensor<2x4x1xf32>) -> tensor<2x4x1xf32>
+  %n = pf.div %d, %s : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %w = pf.param_ref @w1x1x1x8 : tensor<1x1x1x8xf32>
+  %y = pf.mul %n, %w : (tensor<2x4x8xf32>, tensor<1x1x1x8xf32>) -> tensor<1x2x4x8xf32>
+  return %y : tensor<1x2x4x8xf32>
+}
+
+// Likewise for a bias that adds dims: scale fused, the Add stays.
+// CHECK-LABEL: func.func @bias_adds_dims(
+// CHECK: %[[W:.*]] = pf.param_ref @w :
+// CHECK: %[[LN:.*]] = pf.layer_norm %arg0, %[[W]] {axis = 2 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[Y:.*]] = pf.add %[[LN]], %{{.*}} : (tensor<2x4x8xf32>, tensor<1x1x1x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK: return %[[Y]]
+func.func @bias_adds_dims(%x: tensor<2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %m = pf.reduce_mean %x {axes = array<i64: -1>} : (tensor<2x4x8xf32>) -> tensor<2x4x1xf32>
+  %d = pf.sub %x, %m : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %two = pf.constant dense<2.0> : tensor<f32>
+  %p = pf.pow %d, %two : (tensor<2x4x8xf32>, tensor<f32>) -> tensor<2x4x8xf32>
+  %v = pf.reduce_mean %p {axes = array<i64: -1>} : (tensor<2x4x8xf32>) -> tensor<2x4x1xf32>
+  %eps = pf.constant dense<1.0e-5> : tensor<f32>
+  %a = pf.add %v, %eps : (tensor<2x4x1xf32>, tensor<f32>) -> tensor<2x4x1xf32>
+  %s = pf.sqrt %a : (tensor<2x4x1xf32>) -> tensor<2x4x1xf32>
+  %n = pf.div %d, %s : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %w = pf.param_ref @w : tensor<8xf32>
+  %nw = pf.mul %n, %w : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %b = pf.param_ref @w1x1x1x8 : tensor<1x1x1x8xf32>
+  %y = pf.add %nw, %b : (tensor<2x4x8xf32>, tensor<1x1x1x8xf32>) -> tensor<1x2x4x8xf32>
+  return %y : tensor<1x2x4x8xf32>
 }
 
 // Not a LayerNorm: statistics over a leading axis.

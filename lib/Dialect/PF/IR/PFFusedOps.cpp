@@ -16,6 +16,9 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                          Adaptor adaptor, SmallVectorImpl<Type> &out) {
   Value input = adaptor.getInput(), weight = adaptor.getWeight();
   Type element = cast<ShapedType>(input.getType()).getElementType();
+  for (Value operand : {weight, adaptor.getBias()})
+    if (operand && cast<ShapedType>(operand.getType()).getElementType() != element)
+      return emitOptionalError(loc, "linear: operands have different element types");
   auto weightType = dyn_cast<RankedTensorType>(weight.getType());
   if (weightType && weightType.getRank() != 2)
     return emitOptionalError(loc, "linear: weight must be 2-D, got ", weightType);
@@ -26,9 +29,12 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     auto biasType = dyn_cast<RankedTensorType>(bias.getType());
     if (biasType && (biasType.getRank() != 1 ||
                      (!biasType.isDynamicDim(0) && !ShapedType::isDynamic(outFeatures) &&
-                      biasType.getDimSize(0) != outFeatures)))
+                      biasType.getDimSize(0) != outFeatures))) {
+      if (ShapedType::isDynamic(outFeatures))
+        return emitOptionalError(loc, "linear: bias must be 1-D, got ", biasType);
       return emitOptionalError(loc, "linear: bias must be 1-D of size ", outFeatures,
                                ", got ", biasType);
+    }
   }
   auto inputType = dyn_cast<RankedTensorType>(input.getType());
   if (!inputType)

@@ -11,7 +11,11 @@ static LogicalResult verifyRegionSignature(Operation *op, Region &body,
   if (block.getArgumentTypes() != inputs.getTypes())
     return op->emitOpError("body arguments ")
            << block.getArgumentTypes() << " do not match operands " << inputs.getTypes();
-  auto yield = cast<YieldOp>(block.getTerminator());
+  // The terminator is checked by SingleBlockImplicitTerminator, which runs
+  // after this verifier: do not assume it here.
+  auto yield = block.empty() ? YieldOp() : dyn_cast<YieldOp>(block.back());
+  if (!yield)
+    return success();
   if (yield.getValues().getTypes() != results)
     return op->emitOpError("yields ") << yield.getValues().getTypes()
                                       << " but declares results " << results;
@@ -19,21 +23,25 @@ static LogicalResult verifyRegionSignature(Operation *op, Region &body,
 }
 
 LogicalResult PipelineOp::verify() {
-  if (getNumStages() < 1)
-    return emitOpError("needs at least one stage, got ") << getNumStages();
-  if (getNumMicrobatches() < 1)
-    return emitOpError("needs at least one micro-batch, got ") << getNumMicrobatches();
+  // I64Attr getters return uint64_t: compare as signed.
+  int64_t numStages = getNumStages(), numMicrobatches = getNumMicrobatches();
+  if (numStages < 1)
+    return emitOpError("needs at least one stage, got ") << numStages;
+  if (numMicrobatches < 1)
+    return emitOpError("needs at least one micro-batch, got ") << numMicrobatches;
   for (auto stage : getBody().front().getOps<StageOp>())
-    if (stage.getIndex() >= getNumStages())
-      return stage.emitOpError("index ") << stage.getIndex()
+    if (int64_t index = stage.getIndex(); index >= numStages)
+      return stage.emitOpError("index ") << index
                                          << " is out of range for a pipeline of "
-                                         << getNumStages() << " stages";
+                                         << numStages << " stages";
   return verifyRegionSignature(*this, getBody(), getInputs(), getResultTypes());
 }
 
 LogicalResult StageOp::verify() {
   if (!(*this)->getParentOfType<PipelineOp>())
     return emitOpError("must be nested in a pf.pipeline");
+  if (int64_t(getIndex()) < 0)
+    return emitOpError("index must be >= 0, got ") << int64_t(getIndex());
   return verifyRegionSignature(*this, getBody(), getInputs(), getResultTypes());
 }
 
@@ -46,7 +54,7 @@ static LogicalResult verifyPeer(Operation *op, int64_t peer, StringRef what) {
   if (auto pipeline = op->getParentOfType<PipelineOp>();
       pipeline && peer >= int64_t(pipeline.getNumStages()))
     return op->emitOpError(what) << " stage " << peer << " is out of range for "
-                                 << pipeline.getNumStages() << " stages";
+                                 << int64_t(pipeline.getNumStages()) << " stages";
   return success();
 }
 

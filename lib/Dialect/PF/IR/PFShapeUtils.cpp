@@ -2,7 +2,11 @@
 #include "pf/Dialect/PF/IR/PFShapeUtils.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
+
+#include <algorithm>
+#include <limits>
 
 using namespace mlir;
 
@@ -58,4 +62,62 @@ mlir::pf::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
     }
   }
   return result;
+}
+
+FailureOr<mlir::pf::SliceParams> mlir::pf::normalizeSliceParams(
+    std::optional<Location> loc, int64_t rank, ArrayRef<int64_t> starts,
+    ArrayRef<int64_t> ends, std::optional<ArrayRef<int64_t>> axes,
+    std::optional<ArrayRef<int64_t>> steps) {
+  if (starts.size() != ends.size())
+    return emitOptionalError(loc, "slice: starts and ends differ in length (",
+                             starts.size(), " vs ", ends.size(), ")");
+  if (axes && axes->size() != starts.size())
+    return emitOptionalError(loc, "slice: axes and starts differ in length (",
+                             axes->size(), " vs ", starts.size(), ")");
+  if (steps && steps->size() != starts.size())
+    return emitOptionalError(loc, "slice: steps and starts differ in length (",
+                             steps->size(), " vs ", starts.size(), ")");
+  SliceParams p{SmallVector<int64_t>(starts), SmallVector<int64_t>(ends), {}, {}};
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t axis = axes ? (*axes)[i] : int64_t(i);
+    auto a = normalizeAxis(axis, rank);
+    if (!a)
+      return emitOptionalError(loc, "slice: axis ", axis, " out of range for rank ", rank);
+    if (seen[*a])
+      return emitOptionalError(loc, "slice: axis ", axis, " is repeated");
+    seen[*a] = true;
+    int64_t step = steps ? (*steps)[i] : 1;
+    if (step == 0)
+      return emitOptionalError(loc, "slice: step must not be 0");
+    p.axes.push_back(*a);
+    p.steps.push_back(step);
+  }
+  return p;
+}
+
+std::pair<int64_t, int64_t> mlir::pf::sliceRange(int64_t dim, int64_t start,
+                                                 int64_t end, int64_t step) {
+  auto clampIndex = [&](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0)
+      v += dim;
+    return std::clamp(v, lo, hi);
+  };
+  if (dim <= 0)
+    return {0, 0};
+  // Written so that huge steps (INT64_MAX / INT64_MIN) cannot overflow.
+  if (step > 0) {
+    start = clampIndex(start, 0, dim);
+    end = clampIndex(end, 0, dim);
+    int64_t span = end - start;
+    return {start, span <= 0 ? 0 : 1 + (span - 1) / step};
+  }
+  start = clampIndex(start, 0, dim - 1);
+  end = clampIndex(end, -1, dim - 1);
+  int64_t span = start - end;
+  if (span <= 0)
+    return {start, 0};
+  if (step == std::numeric_limits<int64_t>::min())
+    return {start, 1};
+  return {start, 1 + (span - 1) / -step};
 }

@@ -327,31 +327,34 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   auto type = staticResultType(getOutput());
   if (!data || !type)
     return {};
-  if (data.isSplat())
-    return data.resizeSplat(type);
-  auto starts = getInts(adaptor.getStarts());
-  auto steps = adaptor.getSteps() ? getInts(adaptor.getSteps())
-                                  : std::optional<SmallVector<int64_t>>();
-  auto axes = adaptor.getAxes() ? getInts(adaptor.getAxes())
-                                : std::optional<SmallVector<int64_t>>();
-  if (!starts || (getSteps() && !steps) || (getAxes() && !axes))
+  auto starts = getInts(adaptor.getStarts()), ends = getInts(adaptor.getEnds());
+  auto steps = getSteps() ? getInts(adaptor.getSteps()) : std::nullopt;
+  auto axes = getAxes() ? getInts(adaptor.getAxes()) : std::nullopt;
+  if (!starts || !ends || (getSteps() && !steps) || (getAxes() && !axes))
     return {};
   ArrayRef<int64_t> inShape = data.getType().getShape();
   int64_t rank = inShape.size();
-  SmallVector<int64_t> begin(rank, 0), stride(rank, 1);
-  for (size_t i = 0; i < starts->size(); ++i) {
-    auto axis = normalizeAxis(axes ? (*axes)[i] : int64_t(i), rank);
-    if (!axis)
-      return {};
-    int64_t dim = inShape[*axis], step = steps ? (*steps)[i] : 1;
-    int64_t start = (*starts)[i];
-    if (start < 0)
-      start += dim;
-    start = step > 0 ? std::clamp<int64_t>(start, 0, dim)
-                     : std::clamp<int64_t>(start, 0, dim - 1);
-    begin[*axis] = start;
-    stride[*axis] = step;
+  auto params = normalizeSliceParams(
+      std::nullopt, rank, *starts, *ends,
+      axes ? std::optional<ArrayRef<int64_t>>(*axes) : std::nullopt,
+      steps ? std::optional<ArrayRef<int64_t>>(*steps) : std::nullopt);
+  if (failed(params) || type.getRank() != rank)
+    return {};
+  SmallVector<int64_t> begin(rank, 0), stride(rank, 1), sizes(inShape);
+  for (size_t i = 0; i < params->axes.size(); ++i) {
+    int64_t axis = params->axes[i];
+    auto [start, size] = sliceRange(inShape[axis], params->starts[i],
+                                    params->ends[i], params->steps[i]);
+    begin[axis] = start;
+    stride[axis] = params->steps[i];
+    sizes[axis] = size;
   }
+  // The result type was declared, possibly before the bounds were constants:
+  // fold only when it agrees with what the constant bounds select.
+  if (ArrayRef<int64_t>(sizes) != type.getShape())
+    return {};
+  if (data.isSplat())
+    return data.resizeSplat(type);
   SmallVector<int64_t> inStrides = stridesOf(inShape);
   auto values = data.getValues<Attribute>();
   return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
@@ -399,6 +402,11 @@ OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
   auto type = staticResultType(getOutput());
   if (!input || !type)
     return {};
+  // The declared result type may predate a constant shape operand: fold only
+  // when the input really broadcasts to it.
+  auto merged = broadcastShapes(input.getType().getShape(), type.getShape());
+  if (!merged || ArrayRef<int64_t>(*merged) != type.getShape())
+    return {};
   if (input.isSplat())
     return input.resizeSplat(type);
   return buildElements(type, [&](ArrayRef<int64_t> index) {
@@ -410,7 +418,12 @@ OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
   auto type = dyn_cast<RankedTensorType>(getType());
   if (!type || !type.hasStaticShape())
     return {};
-  if (auto value = getValueAttr())
-    return DenseElementsAttr::get(type, value.getValues<Attribute>()[0]);
+  if (auto value = getValueAttr()) {
+    // Only dense values are read here (not e.g. dense_resource blobs).
+    auto dense = dyn_cast<DenseElementsAttr>(value);
+    if (!dense || dense.getNumElements() != 1 || dense.getElementType() != type.getElementType())
+      return {};
+    return DenseElementsAttr::get(type, dense.getValues<Attribute>()[0]);
+  }
   return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), 0.0));
 }

@@ -163,6 +163,8 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, OptLoc loc,
                                        Adaptor adaptor, Types &out) {
   auto as = shapeOf(adaptor.getA()), bs = shapeOf(adaptor.getB());
   Type element = elementOf(adaptor.getA());
+  if (elementOf(adaptor.getB()) != element)
+    return emitOptionalError(loc, "gemm operands have different element types");
   if (!as || !bs)
     return ranked(out, {ShapedType::kDynamic, ShapedType::kDynamic}, element);
   if (as->size() != 2 || bs->size() != 2)
@@ -174,9 +176,19 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   if (!ShapedType::isDynamic(ka) && !ShapedType::isDynamic(kb) && ka != kb)
     return emitOptionalError(loc, "gemm contraction dimensions differ: ", ka, " vs ", kb);
   if (Value c = adaptor.getC()) {
+    if (elementOf(c) != element)
+      return emitOptionalError(loc, "gemm C has element type ", elementOf(c),
+                               ", expected ", element);
+    // C broadcasts unidirectionally to [M, N]: it may not grow the result.
     auto cs = shapeOf(c);
-    if (cs && !broadcastShapes({m, n}, *cs))
-      return emitOptionalError(loc, "gemm C does not broadcast to [M, N]");
+    auto merged = cs ? broadcastShapes({m, n}, *cs) : std::nullopt;
+    if (cs && (!merged || merged->size() != 2 ||
+               llvm::any_of(llvm::zip(*merged, ArrayRef<int64_t>{m, n}), [](auto p) {
+                 auto [got, want] = p;
+                 return !ShapedType::isDynamic(want) && got != want;
+               })))
+      return emitOptionalError(loc, "gemm C of type ", c.getType(),
+                               " does not broadcast to [M, N]");
   }
   return ranked(out, {m, n}, element);
 }
@@ -217,10 +229,14 @@ reshapeTarget(OptLoc loc, std::optional<ArrayRef<int64_t>> input,
   int64_t inferred = -1, known = 1;
   for (auto [i, dim] : llvm::enumerate(shape)) {
     if (dim == 0 && !allowzero) {
-      if (!input || i >= input->size())
+      if (!input) {
+        dim = ShapedType::kDynamic; // copies a dimension of an unranked input
+      } else if (i >= input->size()) {
         return emitOptionalError(loc, "reshape: 0 at position ", i,
                                  " copies an input dimension that does not exist");
-      dim = (*input)[i];
+      } else {
+        dim = (*input)[i];
+      }
     } else if (dim == -1) {
       if (inferred >= 0)
         return emitOptionalError(loc, "reshape: more than one -1 in the target shape");
@@ -404,28 +420,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   return ranked(out, *result, element);
 }
 
-/// Static ONNX Slice result size along one axis.
-static int64_t sliceSize(int64_t dim, int64_t start, int64_t end, int64_t step) {
-  auto clampIndex = [&](int64_t v, int64_t lo, int64_t hi) {
-    if (v < 0)
-      v += dim;
-    return std::clamp(v, lo, hi);
-  };
-  if (step > 0) {
-    start = clampIndex(start, 0, dim);
-    end = clampIndex(end, 0, dim);
-    return std::max<int64_t>(0, (end - start + step - 1) / step);
-  }
-  start = clampIndex(start, 0, dim - 1);
-  end = clampIndex(end, -1, dim - 1);
-  return std::max<int64_t>(0, (start - end + (-step) - 1) / (-step));
-}
-
-/// Normalized per-axis (start, end, step) of a Slice whose index operands are
-/// constants. Used by inference and folding.
-struct SliceParams {
-  SmallVector<int64_t> starts, ends, axes, steps;
-};
+/// Normalized Slice parameters when all index operands are constants; nullopt
+/// (with success) when some are not.
 static FailureOr<std::optional<SliceParams>>
 getSliceParams(OptLoc loc, int64_t rank, Value startsV, Value endsV,
                Value axesV, Value stepsV) {
@@ -437,21 +433,12 @@ getSliceParams(OptLoc loc, int64_t rank, Value startsV, Value endsV,
     steps = getConstantInts(stepsV);
   if (!starts || !ends || (axesV && !axes) || (stepsV && !steps))
     return std::optional<SliceParams>();
-  SliceParams p{*starts, *ends, {}, {}};
-  if (p.starts.size() != p.ends.size())
-    return emitOptionalError(loc, "slice: starts and ends differ in length");
-  for (size_t i = 0; i < p.starts.size(); ++i) {
-    int64_t axis = axes ? (i < axes->size() ? (*axes)[i] : -1000000) : int64_t(i);
-    auto a = normalizeAxis(axis, rank);
-    if (!a)
-      return emitOptionalError(loc, "slice: axis ", axis, " out of range");
-    int64_t step = steps ? (i < steps->size() ? (*steps)[i] : 0) : 1;
-    if (step == 0)
-      return emitOptionalError(loc, "slice: step must not be 0");
-    p.axes.push_back(*a);
-    p.steps.push_back(step);
-  }
-  return std::optional<SliceParams>(p);
+  auto p = normalizeSliceParams(loc, rank, *starts, *ends,
+                                axes ? std::optional<ArrayRef<int64_t>>(*axes) : std::nullopt,
+                                steps ? std::optional<ArrayRef<int64_t>>(*steps) : std::nullopt);
+  if (failed(p))
+    return failure();
+  return std::optional<SliceParams>(std::move(*p));
 }
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, OptLoc loc,
@@ -467,16 +454,33 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     return failure();
   SmallVector<int64_t> result(*shape);
   if (!*params) {
-    // Unknown bounds: every dimension may shrink.
-    for (int64_t &d : result)
-      d = ShapedType::kDynamic;
+    // Unknown bounds: the sliced dimensions may shrink. They are known when
+    // axes is a constant, or (without axes) the first len(starts) ones.
+    SmallVector<bool> sliced(result.size(), true);
+    std::optional<SmallVector<int64_t>> axes;
+    if (Value axesV = adaptor.getAxes())
+      axes = getConstantInts(axesV);
+    auto startsType = dyn_cast<RankedTensorType>(adaptor.getStarts().getType());
+    if (axes) {
+      sliced.assign(result.size(), false);
+      for (int64_t axis : *axes)
+        if (auto a = normalizeAxis(axis, result.size()))
+          sliced[*a] = true;
+    } else if (!adaptor.getAxes() && startsType && startsType.getRank() == 1 &&
+               !startsType.isDynamicDim(0)) {
+      for (size_t i = startsType.getDimSize(0); i < result.size(); ++i)
+        sliced[i] = false;
+    }
+    for (auto [d, s] : llvm::zip(result, sliced))
+      if (s)
+        d = ShapedType::kDynamic;
     return ranked(out, result, element);
   }
   const SliceParams &p = **params;
   for (size_t i = 0; i < p.axes.size(); ++i) {
     int64_t &dim = result[p.axes[i]];
     if (!ShapedType::isDynamic(dim))
-      dim = sliceSize(dim, p.starts[i], p.ends[i], p.steps[i]);
+      dim = sliceRange(dim, p.starts[i], p.ends[i], p.steps[i]).second;
   }
   return ranked(out, result, element);
 }
@@ -504,6 +508,8 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   Type element = elementOf(adaptor.getInput());
   auto target = getConstantInts(adaptor.getShape());
   auto shape = shapeOf(adaptor.getInput());
+  if (target && llvm::any_of(*target, [](int64_t d) { return d < 0; }))
+    return emitOptionalError(loc, "expand: negative dimension in the target shape");
   if (!target || !shape)
     return unranked(out, element);
   auto result = broadcastShapes(*shape, *target);

@@ -3,6 +3,8 @@
 #define PF_DIALECT_PF_IR_PFSHAPEUTILS_H
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LLVM.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 #include <optional>
@@ -25,6 +27,26 @@ std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
 /// Numpy broadcast of two shapes; nullopt when they do not broadcast.
 std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b);
+
+/// Per-entry ONNX Slice parameters with axes normalized to [0, rank) and
+/// steps made explicit (1 when absent).
+struct SliceParams {
+  SmallVector<int64_t> starts, ends, axes, steps;
+};
+
+/// Validates and normalizes constant Slice parameters for a rank-`rank` input:
+/// starts/ends (and axes/steps when given) have the same length, axes are in
+/// range and unique, steps are nonzero. Errors are reported at `loc` if given.
+FailureOr<SliceParams> normalizeSliceParams(std::optional<Location> loc, int64_t rank,
+                                            ArrayRef<int64_t> starts,
+                                            ArrayRef<int64_t> ends,
+                                            std::optional<ArrayRef<int64_t>> axes,
+                                            std::optional<ArrayRef<int64_t>> steps);
+
+/// ONNX Slice along one static dimension of size `dim` (step != 0): the first
+/// index taken and the number of elements taken.
+std::pair<int64_t, int64_t> sliceRange(int64_t dim, int64_t start, int64_t end,
+                                       int64_t step);
 
 } // namespace mlir::pf
 

@@ -1,0 +1,56 @@
+// Round trip of the K-FAC ops.
+// RUN: pf-opt %s | pf-opt | FileCheck %s
+// RUN: pf-opt %s --mlir-print-op-generic | pf-opt | FileCheck %s
+// RUN: pf-opt %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
+
+// Factors are square over the last dimension (plus the bias column for A);
+// all leading dimensions are tokens.
+// CHECK-LABEL: func.func @factors
+// CHECK-SAME: (%[[X:.*]]: tensor<8x128x64xf32>, %[[G:.*]]: tensor<1024x32xf32>, %[[D:.*]]: tensor<?x?xf32>, %[[U:.*]]: tensor<*xf32>)
+// CHECK-NEXT: %[[A:.*]] = pf.kfac.factor_a %[[X]] : (tensor<8x128x64xf32>) -> tensor<64x64xf32>
+// CHECK-NEXT: %[[AB:.*]] = pf.kfac.factor_a %[[X]] {bias_column} : (tensor<8x128x64xf32>) -> tensor<65x65xf32>
+// CHECK-NEXT: %[[B:.*]] = pf.kfac.factor_b %[[G]] : (tensor<1024x32xf32>) -> tensor<32x32xf32>
+// CHECK-NEXT: pf.kfac.factor_b %[[G]] {scale = 1.024000e+03 : f64} : (tensor<1024x32xf32>) -> tensor<32x32xf32>
+// CHECK-NEXT: pf.kfac.factor_a %[[D]] : (tensor<?x?xf32>) -> tensor<?x?xf32>
+// CHECK-NEXT: pf.kfac.factor_b %[[U]] : (tensor<*xf32>) -> tensor<?x?xf32>
+// CHECK-NEXT: %[[PI:.*]] = pf.kfac.pi %[[AB]], %[[B]] : (tensor<65x65xf32>, tensor<32x32xf32>) -> tensor<f32>
+// CHECK-NEXT: pf.kfac.inverse %[[AB]], %[[PI]] {side = "A"} : (tensor<65x65xf32>, tensor<f32>) -> tensor<65x65xf32>
+// CHECK-NEXT: pf.kfac.inverse %[[B]], %[[PI]] {damping = 3.000000e-02 : f64, side = "B"} : (tensor<32x32xf32>, tensor<f32>) -> tensor<32x32xf32>
+// GENERIC-LABEL: sym_name = "factors"
+// GENERIC: "pf.kfac.factor_a"(%{{.*}}) : (tensor<8x128x64xf32>) -> tensor<64x64xf32>
+// GENERIC: "pf.kfac.factor_a"(%{{.*}}) <{bias_column}> : (tensor<8x128x64xf32>) -> tensor<65x65xf32>
+// GENERIC: "pf.kfac.factor_b"(%{{.*}}) <{scale = 1.000000e+00 : f64}> : (tensor<1024x32xf32>) -> tensor<32x32xf32>
+// GENERIC: "pf.kfac.pi"(%{{.*}}, %{{.*}}) : (tensor<65x65xf32>, tensor<32x32xf32>) -> tensor<f32>
+// GENERIC: "pf.kfac.inverse"(%{{.*}}, %{{.*}}) <{damping = 1.000000e-03 : f64, side = "A"}>
+func.func @factors(%x: tensor<8x128x64xf32>, %g: tensor<1024x32xf32>, %d: tensor<?x?xf32>,
+                   %u: tensor<*xf32>) {
+  %a = pf.kfac.factor_a %x : (tensor<8x128x64xf32>) -> tensor<64x64xf32>
+  %ab = pf.kfac.factor_a %x {bias_column} : (tensor<8x128x64xf32>) -> tensor<65x65xf32>
+  %b = pf.kfac.factor_b %g : (tensor<1024x32xf32>) -> tensor<32x32xf32>
+  %bs = pf.kfac.factor_b %g {scale = 1024.0} : (tensor<1024x32xf32>) -> tensor<32x32xf32>
+  %ad = pf.kfac.factor_a %d : (tensor<?x?xf32>) -> tensor<?x?xf32>
+  %bu = pf.kfac.factor_b %u : (tensor<*xf32>) -> tensor<?x?xf32>
+  %pi = pf.kfac.pi %ab, %b : (tensor<65x65xf32>, tensor<32x32xf32>) -> tensor<f32>
+  %ai = pf.kfac.inverse %ab, %pi {side = "A"} : (tensor<65x65xf32>, tensor<f32>) -> tensor<65x65xf32>
+  %bi = pf.kfac.inverse %b, %pi {side = "B", damping = 0.03} : (tensor<32x32xf32>, tensor<f32>) -> tensor<32x32xf32>
+  return
+}
+
+// ∇W is [out, in]; an (in+1)x(in+1) A inverse preconditions the bias jointly
+// and then the bias gradient is required and gets its own result.
+// CHECK-LABEL: func.func @precondition
+// CHECK-NEXT: %{{.*}} = pf.kfac.precondition %{{.*}}, %{{.*}}, %{{.*}} : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<32x32xf32>) -> tensor<32x64xf32>
+// CHECK-NEXT: %weight_update{{.*}}, %bias_update{{.*}} = pf.kfac.precondition %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<32x64xf32>, tensor<65x65xf32>, tensor<32x32xf32>, tensor<32xf32>) -> (tensor<32x64xf32>, tensor<32xf32>)
+// CHECK-NEXT: %{{.*}} = pf.kfac.precondition %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?xf32>, tensor<65x65xf32>, tensor<32x32xf32>) -> tensor<?x?xf32>
+// GENERIC-LABEL: sym_name = "precondition"
+// GENERIC: "pf.kfac.precondition"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<32x64xf32>, tensor<65x65xf32>, tensor<32x32xf32>, tensor<32xf32>) -> (tensor<32x64xf32>, tensor<32xf32>)
+func.func @precondition(%gw: tensor<32x64xf32>, %ai: tensor<64x64xf32>, %aib: tensor<65x65xf32>,
+                        %bi: tensor<32x32xf32>, %gb: tensor<32xf32>, %gd: tensor<?x?xf32>) {
+  %0 = pf.kfac.precondition %gw, %ai, %bi
+      : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<32x32xf32>) -> tensor<32x64xf32>
+  %1:2 = pf.kfac.precondition %gw, %aib, %bi, %gb
+      : (tensor<32x64xf32>, tensor<65x65xf32>, tensor<32x32xf32>, tensor<32xf32>) -> (tensor<32x64xf32>, tensor<32xf32>)
+  %2 = pf.kfac.precondition %gd, %aib, %bi
+      : (tensor<?x?xf32>, tensor<65x65xf32>, tensor<32x32xf32>) -> tensor<?x?xf32>
+  return
+}
