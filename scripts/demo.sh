@@ -18,5 +18,11 @@ PYTHONPATH="$ROOT/python" python3 -m pipefisher.bert_onnx --config "$CONFIG" --o
 
 echo "== importing with the graph passes (batch 8, sequence 128)"
 "$BIN/pf-translate" --import-onnx "$MODEL" --dim batch=8 --dim sequence=128 \
-  --summary -o "$OUT/bert-$CONFIG.mlir" --mlir-elide-resource-strings-if-larger=64
-echo "   IR written to $OUT/bert-$CONFIG.mlir (weights elided in the text form)"
+  --summary --emit-bytecode -o "$OUT/bert-$CONFIG.mlirbc"
+echo "   IR written to $OUT/bert-$CONFIG.mlirbc (bytecode; view with: $BIN/pf-opt $OUT/bert-$CONFIG.mlirbc)"
+
+echo "== partitioning into 2 stages and scheduling (Chimera, 4 micro-batches, K-FAC in the bubbles)"
+"$BIN/pf-opt" "$OUT/bert-$CONFIG.mlirbc" \
+  --pf-pipeline="stages=2 microbatches=4 schedule=chimera kfac=bubbles policy=pf device=a100 print-report=true svg=$OUT/timeline.svg trace=$OUT/timeline.trace.json report=$OUT/schedule.json" \
+  -o "$OUT/bert-$CONFIG.scheduled.mlir" --mlir-elide-resource-strings-if-larger=64
+echo "   timeline: $OUT/timeline.svg (Perfetto trace: $OUT/timeline.trace.json)"

@@ -306,11 +306,18 @@ LogicalResult GraphImporter::importNodes(const onnx::GraphProto &graph, int64_t 
       }
     }
     if (blocked.size() == pending.size()) {
+      // Every node left waits, directly or not, on a cycle: name a few.
       const onnx::NodeProto *node = blocked.front();
-      return emitError(nodeLoc(*node))
-             << "the graph has a cycle: node '" << displayName(*node) << "' (" << node->op_type()
-             << ") and " << blocked.size() - 1
-             << " other node(s) wait on each other's outputs";
+      auto diag = emitError(nodeLoc(*node))
+                  << "the graph has a cycle: " << blocked.size()
+                  << " node(s) never get all their inputs: ";
+      constexpr size_t kShown = 4;
+      for (size_t i = 0; i < std::min(blocked.size(), kShown); ++i)
+        diag << (i ? ", " : "") << "'" << displayName(*blocked[i]) << "' ("
+             << blocked[i]->op_type() << ")";
+      if (blocked.size() > kShown)
+        diag << " and " << blocked.size() - kShown << " more";
+      return diag;
     }
     pending = std::move(blocked);
   }

@@ -232,6 +232,7 @@ public:
         spread(static_cast<int>(i));
     }
     addPreconditionSyncs();
+    addFactorSyncs();
     plan_.stepTime = stepEnd_;
   }
 
@@ -371,6 +372,32 @@ private:
     }
   }
 
+  /// Chimera: the replicas all-reduce a factor once all its curvature is
+  /// done; like any work of the window it must end inside it.
+  void addFactorSyncs() {
+    for (size_t i = 0; i < p_.tasks.size(); ++i) {
+      const KfacTask &t = p_.tasks[i];
+      if (t.depLatency <= 0 || t.deps.empty())
+        continue;
+      int step = -1;
+      double t0 = 0;
+      for (int d : t.deps)
+        if (endStep_[d] > step || (endStep_[d] == step && endTime_[d] > t0)) {
+          step = endStep_[d];
+          t0 = endTime_[d];
+        }
+      if (step < 0)
+        continue;
+      PlacedPiece sync;
+      sync.task = static_cast<int>(i);
+      sync.step = step;
+      sync.t = t0;
+      sync.duration = t.depLatency;
+      plan_.syncs.push_back(sync);
+      stepEnd_[step] = std::max(stepEnd_[step], t0 + t.depLatency);
+    }
+  }
+
   const KfacProblem &p_;
   TailRule rule_;
   bool overlap_;
@@ -431,47 +458,6 @@ Expected<KfacPlan> planKfac(const PipelineStep &step, const CostModel &costs,
   return Status::error("unhandled policy");
 }
 
-namespace {
-
-/// Chimera: the replicas all-reduce a factor once all its curvature is done;
-/// drawn on the communication lane of every device that computed a part.
-void addFactorSyncs(Timeline &tl, const KfacProblem &problem,
-                    const KfacPlan &plan) {
-  std::vector<double> end(problem.tasks.size(), -1);
-  for (const PlacedPiece &piece : plan.pieces)
-    end[piece.task] = std::max(end[piece.task], tl.stepStart[piece.step] +
-                                                    piece.t + piece.duration);
-  for (const KfacTask &t : problem.tasks) {
-    if (t.depLatency <= 0 || t.deps.empty())
-      continue;
-    double ready = 0;
-    std::vector<int> devices;
-    for (int d : t.deps) {
-      ready = std::max(ready, end[d]);
-      if (std::find(devices.begin(), devices.end(), problem.tasks[d].device) ==
-          devices.end())
-        devices.push_back(problem.tasks[d].device);
-    }
-    for (int device : devices) {
-      TimelineItem it;
-      it.kind = ItemKind::FactorSync;
-      it.lane = Lane::Comm;
-      it.device = device;
-      it.pipe = t.pipe;
-      it.stage = t.stage;
-      it.layer = t.layer;
-      it.start = ready;
-      it.end = ready + t.depLatency;
-      auto upper = std::upper_bound(tl.stepStart.begin(), tl.stepStart.end(),
-                                    ready + kEps);
-      it.step = static_cast<int>(upper - tl.stepStart.begin()) - 1;
-      tl.kfacItems.push_back(it);
-    }
-  }
-}
-
-} // namespace
-
 Timeline assembleTimeline(const PipelineStep &step, const KfacPlan &plan) {
   const KfacProblem &problem = plan.problem;
   Timeline tl;
@@ -508,9 +494,25 @@ Timeline assembleTimeline(const PipelineStep &step, const KfacPlan &plan) {
     it.piece = pieceCount[piece.task]++;
     tl.kfacItems.push_back(it);
   }
-  for (const PlacedPiece &sync : plan.syncs)
-    tl.kfacItems.push_back(itemFor(sync, ItemKind::PrecondSync, Lane::Comm));
-  addFactorSyncs(tl, problem, plan);
+  for (const PlacedPiece &sync : plan.syncs) {
+    const KfacTask &t = problem.tasks[sync.task];
+    if (t.kind == ItemKind::Precondition) {
+      tl.kfacItems.push_back(itemFor(sync, ItemKind::PrecondSync, Lane::Comm));
+      continue;
+    }
+    // A factor all-reduce involves every replica that computed a part.
+    std::vector<int> devices;
+    for (int d : t.deps)
+      if (std::find(devices.begin(), devices.end(), problem.tasks[d].device) ==
+          devices.end())
+        devices.push_back(problem.tasks[d].device);
+    for (int device : devices) {
+      TimelineItem it = itemFor(sync, ItemKind::FactorSync, Lane::Comm);
+      it.device = device;
+      it.micro = -1;
+      tl.kfacItems.push_back(it);
+    }
+  }
   return tl;
 }
 

@@ -189,23 +189,25 @@ std::vector<const json *> orderLayers(const json &layers,
   if (withIndex != entries.size())
     fail(source + ": either every layer has an 'index' or none does");
 
-  std::vector<const json *> ordered(entries.size(), nullptr);
+  std::vector<const json *> ordered;
   for (const json *e : entries) {
     const json &idx = *member(*e, "index");
-    if (!idx.is_number_integer())
-      fail(source + ": layer 'index' must be an integer");
+    if (!idx.is_number_integer() || idx.get<long long>() < 0)
+      fail(source + ": layer 'index' must be a non-negative integer");
     long long i = idx.get<long long>();
-    if (i < 0 || i >= static_cast<long long>(entries.size()))
-      fail(source + ": layer index " + std::to_string(i) +
-           " is outside 0.." + std::to_string(entries.size() - 1) +
-           " (a layer is missing)");
+    if (i >= static_cast<long long>(entries.size()) + 1024)
+      fail(source + ": layer index " + std::to_string(i) + " is far beyond the " +
+           std::to_string(entries.size()) + " layers listed");
+    if (i >= static_cast<long long>(ordered.size()))
+      ordered.resize(i + 1, nullptr);
     if (ordered[i])
       fail(source + ": layer index " + std::to_string(i) + " appears twice");
     ordered[i] = e;
   }
   for (size_t i = 0; i < ordered.size(); ++i)
     if (!ordered[i])
-      fail(source + ": layer " + std::to_string(i) + " is missing");
+      fail(source + ": layer " + std::to_string(i) + " is missing (indices go "
+           "up to " + std::to_string(ordered.size() - 1) + ")");
   return ordered;
 }
 

@@ -108,8 +108,9 @@ struct KfacPlan {
   std::vector<PlacedPiece> pieces;
   /// Length of each step after K-FAC work outside the bubbles.
   std::vector<double> stepTime;
-  /// Communication after the flush (Chimera precondition exchange), in the
-  /// same step-relative form as outside pieces.
+  /// Chimera communication that K-FAC adds, step-relative: the factor
+  /// all-reduce before an inversion (task = the inversion) and the exchange
+  /// of a preconditioned gradient (task = the preconditioning).
   std::vector<PlacedPiece> syncs;
   /// Steps ran while choosing K automatically (for reports).
   int candidatesTried = 0;

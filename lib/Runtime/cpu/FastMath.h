@@ -35,7 +35,9 @@ inline float clampf(float x, float lo, float hi) {
 inline float fastExp(float x) {
   const float hi = 88.72283935546875f; // ln(FLT_MAX)
   const float lo = -86.5f;             // keeps 2^(n-1) a normal float
-  float xc = clampf(x, lo, hi);
+  // NaN is replaced here (and restored at the end) so that the integer
+  // conversion below never sees it.
+  float xc = x != x ? 0.0f : clampf(x, lo, hi);
   // x = n ln2 + r, |r| <= ln2 / 2; ln2 split in two for an exact product.
   float n = std::floor(xc * 1.44269504088896341f + 0.5f);
   float r = xc - n * 0.693359375f;
@@ -49,7 +51,9 @@ inline float fastExp(float x) {
   float y = p * r * r + r + 1.0f;
   // Scale by 2^(n-1) * 2: n can be 128 near the top, whose 2^n is not a
   // finite float on its own.
-  float scale = bitsToFloat((static_cast<int32_t>(n) + 126) << 23);
+  float scale = bitsToFloat(
+      static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(n) + 126)
+                           << 23));
   float result = (y * scale) * 2.0f;
   result = x < lo ? 0.0f : result;
   result = x > hi ? INFINITY : result;
