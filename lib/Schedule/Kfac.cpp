@@ -243,10 +243,13 @@ private:
   }
 
   /// First step the task may run in after its inputs and earlier pieces.
+  /// A release exactly at a step's end belongs to that step (its flush).
   int minimumStep(int task) const {
     const KfacTask &t = p_.tasks[task];
     int step = std::max(0, endStep_[task]);
-    step = std::max(step, static_cast<int>(std::floor(t.release / p_.stepSpan + kEps)));
+    int releaseStep =
+        static_cast<int>(std::ceil(t.release / p_.stepSpan - kEps)) - 1;
+    step = std::max(step, releaseStep);
     for (int d : t.deps)
       step = std::max(step, endStep_[d]);
     return std::min(step, p_.steps - 1);

@@ -16,9 +16,12 @@
 //  - steady state: an inversion that misses the window runs in the next
 //    window's free bubble time (refreshes overlap like iterations of a
 //    modulo-scheduled loop; its inverse is then one window older);
-//  - automatic K: the smallest refresh interval whose mean step time stays
-//    within the budget (KfacOptions::maxOverhead), with leftover work spread
-//    over the flushes of the window where it lengthens it least.
+//  - leftover work is spread over the flushes of the window where it
+//    lengthens it least;
+//  - automatic K: the smallest refresh interval whose mean step stays within
+//    PipeFisher's own step model (T_pipe + preconditioning after the flush),
+//    searched up to the reference greedy's K, so pf never refreshes less
+//    often nor runs slower steps than the reference (planPF).
 // ZB-H1's W passes are pipeline work here; curvature B only waits for the
 // input-gradient pass B, so it can start before W.
 //
@@ -30,6 +33,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -414,78 +418,136 @@ double stepBudget(const Capacity &c, double T, const KfacOptions &options) {
 }
 
 
-/// Finds the smallest K whose window meets the step budget. The mean step
-/// time falls as K grows (more bubbles for the same refresh work), so the
-/// search gallops up from the capacity bound and then bisects; the plan with
-/// the shortest steps is kept in case no K meets the budget.
+/// Finds refresh intervals that meet a step budget. The mean step time
+/// falls as K grows (the same refresh work gets more bubbles), so searches
+/// bisect; mean step times are cached per K across searches.
 class RefreshSearch {
 public:
   RefreshSearch(const PipelineStep &step, const CostModel &costs,
                 const KfacOptions &options)
       : step_(step), costs_(costs), options_(options),
-        capacity_(capacityOf(step, costs)),
-        budget_(stepBudget(capacity_, step.makespan, options) +
-                1e-9 * step.makespan) {}
+        capacity_(capacityOf(step, costs)) {}
 
-  KfacPlan run() {
+  /// Smallest K in [1, hi] whose window meets `budget`, or 0. The answer is
+  /// usually at or just above the capacity bound, so the search gallops up
+  /// from there before it bisects.
+  int smallestUpTo(double budget, int hi) {
+    budget += 1e-9 * step_.makespan;
+    keepBudget_ = budget;
+    keepSaturated_ = false;
+    int lo = firstPossible(budget, hi);
+    if (lo > hi)
+      return 0;
+    for (int k = lo, gallop = 1; k < hi; k += gallop, gallop *= 2) {
+      if (mean(k) <= budget) {
+        hi = k;
+        break;
+      }
+      lo = k + 1;
+    }
+    if (mean(hi) > budget)
+      return 0;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (mean(mid) <= budget)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return hi;
+  }
+
+  /// Smallest K meeting `budget` without an upper bound (galloping up to
+  /// maxRefreshSteps), else the K with the shortest steps seen.
+  int smallestUnbounded(double budget) {
     const int maxK = std::max(1, options_.maxRefreshSteps);
-    int k = 1;
-    while (k < maxK && stepLowerBound(capacity_, step_.makespan, k) > budget_)
-      ++k;
-    int infeasible = k - 1, gallop = 1;
-    while (!evaluate(k) && k < maxK) {
-      infeasible = k;
+    budget += 1e-9 * step_.makespan;
+    keepBudget_ = budget;
+    keepSaturated_ = true;
+    int k = std::min(firstPossible(budget, maxK), maxK), lo = k, gallop = 1;
+    while (mean(k) > budget && !saturated(k) && k < maxK) {
+      lo = k + 1;
       k = std::min(maxK, k + gallop);
       gallop *= 2;
     }
-    if (haveFeasible_) {
-      int lo = infeasible + 1, hi = feasibleK_ - 1;
-      while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (evaluate(mid))
-          hi = mid - 1;
-        else
-          lo = mid + 1;
-      }
+    if (mean(k) > budget && !saturated(k)) {
+      int best = k;
+      for (const auto &[candidate, m] : means_)
+        if (m < means_[best])
+          best = candidate;
+      return best;
     }
-    KfacPlan plan = haveFeasible_ ? std::move(feasible_) : std::move(shortest_);
-    plan.candidatesTried = tried_;
-    return plan;
+    while (lo < k) {
+      int mid = lo + (k - lo) / 2;
+      if (mean(mid) <= budget || saturated(mid))
+        k = mid;
+      else
+        lo = mid + 1;
+    }
+    return k;
   }
 
+  /// The window for K, reusing the search's evaluation when it kept it.
+  KfacPlan plan(int k) {
+    auto found = kept_.find(k);
+    KfacPlan p = found != kept_.end() ? std::move(found->second)
+                                      : bestPlan(step_, costs_, options_, k);
+    if (found == kept_.end())
+      tried_ += 2;
+    p.candidatesTried = tried_;
+    return p;
+  }
+
+  const Capacity &capacity() const { return capacity_; }
+
 private:
-  /// True when K meets the budget, or when nothing but preconditioning is
-  /// left outside the bubbles (a longer window cannot shorten the step).
-  /// Both priority orders are tried for every K, since either may be the one
-  /// that meets the budget.
-  bool evaluate(int k) {
-    KfacPlan plan = bestPlan(step_, costs_, options_, k);
+  /// The first K not ruled out by the capacity bound.
+  int firstPossible(double budget, int hi) const {
+    int k = 1;
+    while (k <= hi && stepLowerBound(capacity_, step_.makespan, k) > budget)
+      ++k;
+    return k;
+  }
+
+  double mean(int k) {
+    if (!means_.count(k))
+      evaluate(k);
+    return means_[k];
+  }
+
+  /// Nothing but preconditioning is left outside the bubbles: a longer
+  /// window cannot shorten the step.
+  bool saturated(int k) {
+    if (!means_.count(k))
+      evaluate(k);
+    return saturated_[k];
+  }
+
+  /// Windows are large (one task per micro-batch and layer), so only the
+  /// plan that can still be the answer is kept: the smallest K so far that
+  /// meets the running search's budget.
+  void evaluate(int k) {
+    KfacPlan p = bestPlan(step_, costs_, options_, k);
     tried_ += 2;
-    const double mean = meanStepTime(plan);
-    const bool saturated = outsideWork(plan, false) <= 1e-9;
-    if (mean <= budget_ || saturated) {
-      if (!haveFeasible_ || k < feasibleK_) {
-        feasibleK_ = k;
-        feasible_ = std::move(plan);
-        haveFeasible_ = true;
-      }
-      return true;
+    means_[k] = meanStepTime(p);
+    saturated_[k] = outsideWork(p, false) <= 1e-9;
+    if (means_[k] <= keepBudget_ || (keepSaturated_ && saturated_[k])) {
+      kept_.erase(kept_.upper_bound(k), kept_.end());
+      if (kept_.empty())
+        kept_[k] = std::move(p);
     }
-    if (!haveShortest_ || mean < meanStepTime(shortest_)) {
-      shortest_ = std::move(plan);
-      haveShortest_ = true;
-    }
-    return false;
   }
 
   const PipelineStep &step_;
   const CostModel &costs_;
   const KfacOptions &options_;
   const Capacity capacity_;
-  const double budget_;
-  KfacPlan feasible_, shortest_;
-  bool haveFeasible_ = false, haveShortest_ = false;
-  int feasibleK_ = 0, tried_ = 0;
+  std::map<int, double> means_;
+  std::map<int, bool> saturated_;
+  std::map<int, KfacPlan> kept_;
+  double keepBudget_ = 0;
+  bool keepSaturated_ = false;
+  int tried_ = 0;
 };
 
 } // namespace
@@ -497,7 +559,31 @@ KfacPlan planPF(const PipelineStep &step, const CostModel &costs,
     plan.candidatesTried = 2;
     return plan;
   }
-  return RefreshSearch(step, costs, options).run();
+  RefreshSearch search(step, costs, options);
+  const double T = step.makespan;
+  if (options.maxOverhead >= 0)
+    return search.plan(search.smallestUnbounded(T * (1 + options.maxOverhead)));
+
+  // Default budget: PipeFisher's own step model, preconditioning after the
+  // flush (T_pipe + the largest per-device preconditioning time), searched
+  // up to the reference greedy's K so that pf refreshes at least as often.
+  KfacOptions referenceOptions = options;
+  referenceOptions.policy = Policy::PipeFisher;
+  KfacPlan reference = planPipeFisher(step, costs, referenceOptions);
+  const int refK = reference.steps;
+  const double refStep = meanStepTime(reference);
+  const double budget = stepBudget(search.capacity(), T, options);
+  if (int k = search.smallestUpTo(budget, refK))
+    return search.plan(k);
+  // The reference spills work past its flushes: match its step time instead.
+  if (int k = search.smallestUpTo(std::max(budget, refStep), refK))
+    return search.plan(k);
+  // pf's own windows are all slower at the reference's K (a corner case of
+  // greedy packing): its window is a valid schedule, so use it.
+  reference.policy = Policy::PF;
+  reference.usedReference = true;
+  reference.candidatesTried = 1;
+  return reference;
 }
 
 } // namespace pf::sched::detail

@@ -84,7 +84,8 @@ class PipeFisherGreedy {
 public:
   PipeFisherGreedy(const KfacProblem &problem, const KfacOptions &options)
       : p_(problem), margin_(options.margin), lists_(buildWorkLists(problem)),
-        sweep_(problem), finished_(problem.tasks.size(), -1) {}
+        sweep_(problem), finished_(problem.tasks.size(), -1),
+        stepGaps_(gapsInTimeOrder()) {}
 
   /// Fills steps until all curvature and inversions are placed; returns K.
   int run(int maxSteps) {
@@ -116,20 +117,29 @@ private:
     return true;
   }
 
-  /// Visits the bubbles of step k of all devices in time order (so that a
+  /// The bubbles of one step of all devices, in time order (so that a
   /// Chimera inversion sees its other replica's curvature already placed).
-  bool fillStep(int k) {
+  std::vector<std::pair<Gap, int>> gapsInTimeOrder() const {
     std::vector<std::pair<Gap, int>> gaps;
-    auto perDevice = windowGaps(p_, k, 1);
+    auto perDevice = windowGaps(p_, 0, 1);
     for (int d = 0; d < p_.devices; ++d)
       for (const Gap &g : perDevice[d])
         gaps.push_back({g, d});
     std::stable_sort(gaps.begin(), gaps.end(), [](const auto &a, const auto &b) {
       return a.first.start < b.first.start;
     });
+    return gaps;
+  }
+
+  /// Visits the bubbles of step k.
+  bool fillStep(int k) {
     bool placed = false;
-    for (const auto &[gap, device] : gaps)
+    for (auto [gap, device] : stepGaps_) {
+      gap.start += k * p_.stepSpan;
+      gap.end += k * p_.stepSpan;
+      gap.step = k;
       placed |= fillGap(device, gap);
+    }
     return placed;
   }
 
@@ -188,6 +198,7 @@ private:
   std::vector<WorkList> lists_;
   SweepResult sweep_;
   std::vector<double> finished_; ///< window-time end of placed tasks
+  std::vector<std::pair<Gap, int>> stepGaps_;
 };
 
 } // namespace

@@ -98,6 +98,7 @@ Report computeReport(const PipelineStep &step, const Timeline &timeline,
       window > 0 ? busyWindow / (l.devices * window) : r.utilizationWithoutKfac;
   r.refreshLowerBound = refreshBound(step, costs);
   r.windowsTried = plan.candidatesTried;
+  r.usedReference = plan.usedReference;
   return r;
 }
 
@@ -137,7 +138,8 @@ std::string reportToText(const Report &r) {
        << fmt("%9.2f%%", 100 * d.utilizationWithoutKfac)
        << fmt("%10.2f%%", 100 * d.utilizationWithKfac) << "\n";
   os << "\nscheduler time: " << fmt("%.3f", r.schedulerSeconds) << " s ("
-     << r.windowsTried << " windows evaluated)\n";
+     << r.windowsTried << " windows evaluated"
+     << (r.usedReference ? ", the reference greedy's window kept" : "") << ")\n";
   return os.str();
 }
 
@@ -168,6 +170,7 @@ std::string reportToJson(const Report &r) {
     j["kfac_next_refresh_overlap_ms"] = r.steadyStateMs;
     j["scheduler_seconds"] = r.schedulerSeconds;
     j["windows_tried"] = r.windowsTried;
+    j["used_reference_window"] = r.usedReference;
     nlohmann::json devices = nlohmann::json::array();
     for (const DeviceReport &d : r.perDevice)
       devices.push_back({{"device", d.device},

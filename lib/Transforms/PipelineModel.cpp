@@ -7,13 +7,14 @@ using namespace mlir;
 using namespace mlir::pf;
 namespace sched = ::pf::sched;
 
+/// The keyword must start a name component, so "branch.1." is no block "h.1.".
 std::optional<int64_t> mlir::pf::encoderBlockOfName(StringRef name) {
-  static const llvm::Regex pattern("(encoder|layers?|h|blocks?)[._]([0-9]+)[._]");
+  static const llvm::Regex pattern("(^|[._/])(encoder|layers?|h|blocks?)[._]([0-9]+)[._]");
   SmallVector<StringRef> groups;
   if (!pattern.match(name, &groups))
     return std::nullopt;
   int64_t block;
-  if (groups[2].getAsInteger(10, block))
+  if (groups[3].getAsInteger(10, block))
     return std::nullopt;
   return block;
 }

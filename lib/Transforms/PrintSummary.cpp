@@ -5,6 +5,7 @@
 // the forward FLOPs from the cost interface.
 //
 //===----------------------------------------------------------------------===//
+#include "PipelineModel.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Transforms/Passes.h"
 
@@ -12,7 +13,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/Regex.h"
 #include <map>
 
 namespace mlir::pf {
@@ -32,22 +32,9 @@ std::string typeString(Type type) {
   return text;
 }
 
-/// Encoder block of a parameter name ("...encoder.layer.7.attention..." -> 7).
-/// The keyword must start a name component, so "branch.1." is no block "h.1.".
-std::optional<int64_t> blockOfName(StringRef name) {
-  static const llvm::Regex pattern("(^|[._/])(encoder|layers?|h|blocks?)[._]([0-9]+)[._]");
-  SmallVector<StringRef> groups;
-  if (!pattern.match(name, &groups))
-    return std::nullopt;
-  int64_t block;
-  if (groups[3].getAsInteger(10, block))
-    return std::nullopt;
-  return block;
-}
-
 std::optional<int64_t> blockOfParam(Value value) {
   auto ref = value ? value.getDefiningOp<ParamRefOp>() : ParamRefOp();
-  return ref ? blockOfName(ref.getName()) : std::nullopt;
+  return ref ? encoderBlockOfName(ref.getName()) : std::nullopt;
 }
 
 /// A linear layer's block from its weight or, for exporters that lose the

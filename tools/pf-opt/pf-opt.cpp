@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Conversion/Passes.h"
 #include "pf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,6 +17,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::pf::registerPFPasses();
   mlir::pf::registerPFPipelines();
+  mlir::pf::registerPFConversionPasses();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::pf::PFDialect, mlir::func::FuncDialect>();

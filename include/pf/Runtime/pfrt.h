@@ -159,7 +159,8 @@ PFRT_API pfrt_status pfrt_free(pfrt_context *ctx, void *ptr);
 /* A bump allocator over one block, for the compiler's buffer plan: it sizes
  * one arena for a program and places every intermediate at a planned offset
  * from pfrt_arena_base (or allocates in order with pfrt_arena_alloc), then
- * resets the arena between steps. */
+ * resets the arena between steps. The arena functions report errors on the
+ * arena's context; a NULL arena gives PFRT_INVALID_ARGUMENT and no message. */
 typedef struct pfrt_arena pfrt_arena;
 
 typedef struct pfrt_arena_stats {
@@ -330,11 +331,12 @@ PFRT_API pfrt_status pfrt_gather(pfrt_context *ctx, const pfrt_tensor *data,
 
 /* ONNX Slice with ONNX's normalization done here, so callers pass the
  * attribute/input values as they are: for each of the n entries, axes[i]
- * (NULL: i) selects a dimension of size d; starts/ends below 0 get d added
- * and are then clamped to [0, d] (step > 0) or [-1, d-1] (step < 0), so
- * INT64_MAX / INT64_MIN mean "to the end". steps NULL means all 1; a 0 step
- * or a repeated axis is PFRT_INVALID_ARGUMENT. Dimensions not named are
- * taken whole. out must have the resulting shape. */
+ * (NULL: i) selects a dimension of size d; negative starts/ends get d added;
+ * then, for step > 0, start and end are clamped to [0, d], and for step < 0
+ * start to [0, d-1] and end to [-1, d-1] (the spec's and ONNX Runtime's
+ * rules), so INT64_MAX / INT64_MIN mean "to the end". steps NULL means all
+ * 1; a 0 step or a repeated axis is PFRT_INVALID_ARGUMENT. Dimensions not
+ * named are taken whole. out must have the resulting shape. */
 PFRT_API pfrt_status pfrt_slice(pfrt_context *ctx, const pfrt_tensor *x,
                                 const int64_t *starts, const int64_t *ends,
                                 const int64_t *axes, const int64_t *steps,

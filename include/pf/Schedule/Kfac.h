@@ -112,8 +112,11 @@ struct KfacPlan {
   /// all-reduce before an inversion (task = the inversion) and the exchange
   /// of a preconditioned gradient (task = the preconditioning).
   std::vector<PlacedPiece> syncs;
-  /// Steps ran while choosing K automatically (for reports).
+  /// Windows evaluated while choosing K automatically (for reports).
   int candidatesTried = 0;
+  /// pf only: none of its own windows beat the reference greedy's at the
+  /// reference's K, so the reference's window is used.
+  bool usedReference = false;
 };
 
 /// Places the K-FAC work of `step` according to `options`.

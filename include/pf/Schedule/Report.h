@@ -56,6 +56,7 @@ struct Report {
   double refreshLowerBound = 0;
   double schedulerSeconds = 0;
   int windowsTried = 0; ///< K-FAC windows the policy evaluated
+  bool usedReference = false; ///< pf adopted the reference greedy's window
   std::vector<DeviceReport> perDevice;
 };
 

@@ -26,9 +26,10 @@ struct Shape {
   bool operator!=(const Shape &o) const { return !(*this == o); }
 };
 
-/// "[2, 3, 4]" for messages; fixed storage so formatting cannot fail.
+/// "[2, 3, 4]" for messages; fixed storage (room for 8 full-width int64
+/// dimensions) so formatting cannot fail.
 struct ShapeStr {
-  char text[8 * PFRT_MAX_RANK + 8];
+  char text[22 * PFRT_MAX_RANK + 4];
   explicit ShapeStr(const Shape &s);
   const char *c_str() const { return text; }
 };

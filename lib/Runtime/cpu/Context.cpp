@@ -1,6 +1,5 @@
 //===- Context.cpp - Version, status strings, contexts ---------------------===//
 
-#include "../common/Call.h"
 #include "../common/Context.h"
 #include "../common/Dtype.h"
 

@@ -13,6 +13,7 @@
 #include "Kernels.h"
 #include "Parallel.h"
 
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -440,12 +441,14 @@ pfrt_status pfrt_concat(pfrt_context *ctx, const pfrt_tensor *inputs,
   int64_t total = 0;
   for (int32_t k = 0; k < n; ++k) {
     const pfrt_tensor *in = &inputs[k];
-    PFRT_TRY(call.tensor("an input", in));
-    PFRT_TRY(call.dtypeIs("an input", in, out->dtype));
+    char name[32];
+    std::snprintf(name, sizeof name, "inputs[%d]", k);
+    PFRT_TRY(call.tensor(name, in));
+    PFRT_TRY(call.dtypeIs(name, in, out->dtype));
     Shape expected = outShape;
     expected.dims[ax] = in->rank == out->rank ? in->shape[ax] : 0;
     if (Shape::of(*in) != expected)
-      return call.fail(PFRT_INVALID_ARGUMENT, "input %d has shape %s, which "
+      return call.fail(PFRT_INVALID_ARGUMENT, "inputs[%d] has shape %s, which "
                        "does not match out %s outside axis %d", k,
                        ShapeStr(Shape::of(*in)).c_str(),
                        ShapeStr(outShape).c_str(), ax);

@@ -249,14 +249,16 @@ pfrt_status pfrt_gemm(pfrt_context *ctx, const pfrt_tensor *a,
   outShape.push(g.n);
   PFRT_TRY(call.shapeIs("out", out, outShape));
   PFRT_TRY(checkBlasDims(call, g));
-  g.alpha = alpha;
-  g.beta = 0;
-  if (c && beta != 0) {
+  if (c) {
     PFRT_TRY(call.dtypeIs("c", c, a->dtype));
     if (!broadcastsTo(Shape::of(*c), outShape))
       return call.fail(PFRT_INVALID_ARGUMENT, "c of shape %s does not "
                        "broadcast to %s", ShapeStr(Shape::of(*c)).c_str(),
                        ShapeStr(outShape).c_str());
+  }
+  g.alpha = alpha;
+  g.beta = 0;
+  if (c && beta != 0) {
     // out = c (broadcast) first, then the GEMM accumulates onto it.
     broadcastCopy(ctx, *c, outShape, out->data);
     g.beta = beta;

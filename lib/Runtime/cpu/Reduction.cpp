@@ -13,7 +13,6 @@
 #include "../common/Dtype.h"
 #include "Parallel.h"
 
-#include <cstring>
 #include <type_traits>
 
 using namespace pfrt;

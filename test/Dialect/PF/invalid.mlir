@@ -991,6 +991,16 @@ pf.pipeline stages(2) microbatches(1) {
 
 // -----
 
+pf.pipeline stages(1) microbatches(1) {
+  // expected-error @+1 {{'pf.stage' op yields 'tensor<4xf32>' but declares results none}}
+  pf.stage 0 {
+    %x = pf.constant dense<1.0> : tensor<4xf32>
+    pf.yield %x : tensor<4xf32>
+  }
+}
+
+// -----
+
 func.func @stage_outside_pipeline() {
   // expected-error @+1 {{'pf.stage' op must be nested in a pf.pipeline}}
   pf.stage 0 {
@@ -1001,7 +1011,7 @@ func.func @stage_outside_pipeline() {
 // -----
 
 pf.pipeline stages(1) microbatches(1) {
-  // expected-error @+1 {{'pf.stage' op yields '' but declares results 'tensor<4xf32>'}}
+  // expected-error @+1 {{'pf.stage' op yields no values but declares results 'tensor<4xf32>'}}
   %0 = pf.stage 0 {
   } -> tensor<4xf32>
 }
@@ -1059,7 +1069,7 @@ func.func @recv_negative() -> tensor<4xf32> {
 // -----
 
 func.func @recv_unranked() {
-  // expected-error @+1 {{'pf.recv' op result #0 must be ranked tensor of any type values, but got 'tensor<*xf32>'}}
+  // expected-error @+1 {{invalid kind of type specified: expected builtin.tensor, but found 'tensor<*xf32>'}}
   %x = pf.recv from 0 tag 0 : tensor<*xf32>
   return
 }

@@ -16,9 +16,19 @@ static LogicalResult verifyRegionSignature(Operation *op, Region &body,
   auto yield = block.empty() ? YieldOp() : dyn_cast<YieldOp>(block.back());
   if (!yield)
     return success();
-  if (yield.getValues().getTypes() != results)
-    return op->emitOpError("yields ") << yield.getValues().getTypes()
-                                      << " but declares results " << results;
+  if (yield.getValues().getTypes() != results) {
+    InFlightDiagnostic diag = op->emitOpError("yields ");
+    if (yield.getValues().empty())
+      diag << "no values";
+    else
+      diag << yield.getValues().getTypes();
+    diag << " but declares results ";
+    if (results.empty())
+      diag << "none";
+    else
+      diag << results;
+    return diag;
+  }
   return success();
 }
 

@@ -261,7 +261,9 @@ OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
-  if (getInput().getType() == getType())
+  // Equal ranked types mean nothing was removed (removing changes the rank);
+  // equal unranked types say nothing.
+  if (getInput().getType() == getType() && isa<RankedTensorType>(getType()))
     return getInput();
   return foldReshapeLike(getOutput(), adaptor.getInput());
 }

@@ -1,0 +1,38 @@
+//===- Npz.h - NumPy .npz archives of named arrays ---------------*- C++ -*-===//
+#ifndef PF_DRIVER_NPZ_H
+#define PF_DRIVER_NPZ_H
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pf::driver {
+
+/// A dense C-order array with a pfrt/ONNX dtype code.
+struct NpyArray {
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+  std::vector<char> data;
+
+  int64_t numElements() const;
+};
+
+/// Element size in bytes of a dtype code; 0 when unsupported.
+int64_t dtypeBytes(int32_t dtype);
+/// NumPy's name of a dtype code (float32, int64, ...).
+const char *dtypeName(int32_t dtype);
+
+/// Reads an .npz (zip of .npy files, stored or deflated, as np.savez and
+/// np.savez_compressed write them). Keys drop the ".npy" suffix.
+llvm::Expected<std::map<std::string, NpyArray>> readNpz(llvm::StringRef path);
+
+/// Writes an .npz (stored, like np.savez).
+llvm::Error writeNpz(llvm::StringRef path, const std::map<std::string, NpyArray> &arrays);
+
+} // namespace pf::driver
+
+#endif // PF_DRIVER_NPZ_H

@@ -1,0 +1,65 @@
+//===- Runner.h - compile a pf module and run it on the runtime --*- C++ -*-===//
+//
+// The host side of pf-run: lowers a pf module to the runtime ABI, JIT-compiles
+// it with MLIR's ExecutionEngine, fills the tensor table (inputs, outputs,
+// parameters, constants, arena) and calls it. MLIR types stay out of this
+// header so tools and tests include it cheaply.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_DRIVER_RUNNER_H
+#define PF_DRIVER_RUNNER_H
+
+#include "pf/Driver/Npz.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace pf::driver {
+
+struct TensorSpec {
+  std::string name;
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+};
+
+struct CompileStats {
+  int64_t arenaBytes = 0;      ///< planned arena for intermediates
+  int64_t peakLiveBytes = 0;   ///< largest sum of live intermediates
+  int64_t parameterBytes = 0;  ///< weights, read in place
+  int64_t kernelCalls = 0;
+  double lowerSeconds = 0, jitSeconds = 0;
+};
+
+class CompiledModel {
+public:
+  ~CompiledModel();
+  /// Lowers `module` (pf ops, static shapes) and JIT-compiles it. The module
+  /// is consumed (rewritten). `threads` = 0 uses the runtime's default.
+  static llvm::Expected<std::unique_ptr<CompiledModel>> compile(mlir::ModuleOp module,
+                                                                int threads);
+
+  const std::vector<TensorSpec> &inputs() const { return inputSpecs; }
+  const std::vector<TensorSpec> &outputs() const { return outputSpecs; }
+  const CompileStats &stats() const { return compileStats; }
+
+  /// Runs once; `inputs` are checked against inputs() by name, dtype and shape.
+  llvm::Error run(const std::map<std::string, NpyArray> &inputs,
+                  std::map<std::string, NpyArray> &outputs);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+  std::vector<TensorSpec> inputSpecs, outputSpecs;
+  CompileStats compileStats;
+  CompiledModel();
+};
+
+} // namespace pf::driver
+
+#endif // PF_DRIVER_RUNNER_H

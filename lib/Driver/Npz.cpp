@@ -1,0 +1,212 @@
+//===- Npz.cpp - NumPy .npz archives through libzip -------------------------===//
+#include "pf/Driver/Npz.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <zip.h>
+
+#include <cstring>
+
+using namespace pf::driver;
+using llvm::StringRef;
+
+namespace {
+struct DtypeInfo {
+  int32_t code;
+  const char *descr;
+  const char *name;
+  int64_t bytes;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {1, "<f4", "float32", 4}, {11, "<f8", "float64", 8}, {10, "<f2", "float16", 2},
+    {7, "<i8", "int64", 8},   {6, "<i4", "int32", 4},    {3, "|i1", "int8", 1},
+    {9, "|b1", "bool", 1},
+};
+
+const DtypeInfo *byCode(int32_t code) {
+  for (const auto &d : kDtypes)
+    if (d.code == code)
+      return &d;
+  return nullptr;
+}
+
+const DtypeInfo *byDescr(StringRef descr) {
+  for (const auto &d : kDtypes)
+    if (descr == d.descr || (descr.size() == 3 && descr.substr(1) == StringRef(d.descr).substr(1) &&
+                             descr[0] == '=' ))
+      return &d;
+  return nullptr;
+}
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Value of `key` in the .npy header dict, e.g. 'descr': '<f4'.
+StringRef headerField(StringRef header, StringRef key) {
+  size_t at = header.find(("'" + key + "'").str());
+  if (at == StringRef::npos)
+    return {};
+  StringRef rest = header.drop_front(at + key.size() + 2).ltrim(" :");
+  if (rest.starts_with("'"))
+    return rest.drop_front().take_until([](char c) { return c == '\''; });
+  if (rest.starts_with("("))
+    return rest.drop_front().take_until([](char c) { return c == ')'; });
+  return rest.take_until([](char c) { return c == ',' || c == '}'; }).trim();
+}
+
+llvm::Expected<NpyArray> parseNpy(StringRef name, StringRef bytes) {
+  if (bytes.size() < 10 || !bytes.starts_with("\x93NUMPY"))
+    return error(name + " is not a .npy array");
+  uint8_t major = bytes[6];
+  size_t headerLen, start;
+  if (major == 1) {
+    headerLen = uint8_t(bytes[8]) | (uint8_t(bytes[9]) << 8);
+    start = 10;
+  } else {
+    if (bytes.size() < 12)
+      return error(name + ": truncated .npy header");
+    headerLen = uint32_t(uint8_t(bytes[8])) | (uint32_t(uint8_t(bytes[9])) << 8) |
+                (uint32_t(uint8_t(bytes[10])) << 16) | (uint32_t(uint8_t(bytes[11])) << 24);
+    start = 12;
+  }
+  if (bytes.size() < start + headerLen)
+    return error(name + ": truncated .npy header");
+  StringRef header = bytes.substr(start, headerLen);
+  const DtypeInfo *dtype = byDescr(headerField(header, "descr"));
+  if (!dtype)
+    return error(name + ": unsupported dtype '" + headerField(header, "descr") +
+                 "' (supported: float32, float64, float16, int64, int32, int8, bool)");
+  if (headerField(header, "fortran_order") == "True")
+    return error(name + ": Fortran-order arrays are not supported");
+  NpyArray array;
+  array.dtype = dtype->code;
+  llvm::SmallVector<StringRef> dims;
+  headerField(header, "shape").split(dims, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef dim : dims) {
+    int64_t value;
+    if (dim.trim().getAsInteger(10, value) || value < 0)
+      return error(name + ": malformed shape in the .npy header");
+    array.shape.push_back(value);
+  }
+  StringRef payload = bytes.drop_front(start + headerLen);
+  uint64_t expected = uint64_t(array.numElements()) * dtype->bytes;
+  if (payload.size() != expected)
+    return error(llvm::formatv("{0}: holds {1} bytes of data, its shape needs {2}", name,
+                               payload.size(), expected));
+  array.data.assign(payload.begin(), payload.end());
+  return array;
+}
+
+std::string npyBytes(const NpyArray &array) {
+  const DtypeInfo *dtype = byCode(array.dtype);
+  std::string shape;
+  for (int64_t d : array.shape)
+    shape += std::to_string(d) + ", ";
+  if (array.shape.size() > 1)
+    shape.erase(shape.size() - 2); // "(2, 3)" but "(5,)"
+  else if (array.shape.size() == 1)
+    shape.erase(shape.size() - 1);
+  std::string header = llvm::formatv("{{'descr': '{0}', 'fortran_order': False, 'shape': ({1}), }",
+                                     dtype ? dtype->descr : "<f4", shape);
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += char(1);
+  out += char(0);
+  out += char(header.size() & 0xff);
+  out += char((header.size() >> 8) & 0xff);
+  out += header;
+  out.append(array.data.begin(), array.data.end());
+  return out;
+}
+} // namespace
+
+int64_t NpyArray::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t pf::driver::dtypeBytes(int32_t dtype) {
+  const DtypeInfo *d = byCode(dtype);
+  return d ? d->bytes : 0;
+}
+
+const char *pf::driver::dtypeName(int32_t dtype) {
+  const DtypeInfo *d = byCode(dtype);
+  return d ? d->name : "unsupported";
+}
+
+llvm::Expected<std::map<std::string, NpyArray>> pf::driver::readNpz(StringRef path) {
+  int code = 0;
+  zip_t *archive = zip_open(path.str().c_str(), ZIP_RDONLY, &code);
+  if (!archive) {
+    zip_error_t err;
+    zip_error_init_with_code(&err, code);
+    std::string message = zip_error_strerror(&err);
+    zip_error_fini(&err);
+    return error("cannot read '" + path + "' as .npz: " + message);
+  }
+  std::map<std::string, NpyArray> arrays;
+  zip_int64_t entries = zip_get_num_entries(archive, 0);
+  for (zip_int64_t i = 0; i < entries; ++i) {
+    zip_stat_t stat;
+    if (zip_stat_index(archive, i, 0, &stat) != 0)
+      continue;
+    StringRef name(stat.name);
+    zip_file_t *file = zip_fopen_index(archive, i, 0);
+    if (!file) {
+      zip_close(archive);
+      return error("cannot read entry '" + name + "' of '" + path + "'");
+    }
+    std::string bytes(stat.size, '\0');
+    zip_int64_t got = zip_fread(file, bytes.data(), stat.size);
+    zip_fclose(file);
+    if (got != zip_int64_t(stat.size)) {
+      zip_close(archive);
+      return error("truncated entry '" + name + "' in '" + path + "'");
+    }
+    auto array = parseNpy((path + ": " + name).str(), bytes);
+    if (!array) {
+      zip_close(archive);
+      return array.takeError();
+    }
+    std::string key = name.str();
+    if (StringRef(key).ends_with(".npy"))
+      key.resize(key.size() - 4);
+    arrays[key] = std::move(*array);
+  }
+  zip_close(archive);
+  return arrays;
+}
+
+llvm::Error pf::driver::writeNpz(StringRef path, const std::map<std::string, NpyArray> &arrays) {
+  int code = 0;
+  zip_t *archive = zip_open(path.str().c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!archive)
+    return error("cannot write '" + path + "'");
+  std::vector<std::string> payloads; // must outlive zip_close
+  payloads.reserve(arrays.size());
+  for (const auto &[name, array] : arrays) {
+    payloads.push_back(npyBytes(array));
+    zip_source_t *source =
+        zip_source_buffer(archive, payloads.back().data(), payloads.back().size(), 0);
+    if (!source || zip_file_add(archive, (name + ".npy").c_str(), source, ZIP_FL_OVERWRITE) < 0) {
+      zip_source_free(source);
+      zip_discard(archive);
+      return error("cannot add '" + name + "' to '" + path + "'");
+    }
+    zip_set_file_compression(archive, zip_name_locate(archive, (name + ".npy").c_str(), 0),
+                             ZIP_CM_STORE, 0);
+  }
+  if (zip_close(archive) != 0) {
+    std::string message = zip_strerror(archive);
+    zip_discard(archive);
+    return error("cannot write '" + path + "': " + message);
+  }
+  return llvm::Error::success();
+}

@@ -1,0 +1,294 @@
+//===- Runner.cpp - compile a pf module and run it on the runtime ----------===//
+#include "pf/Driver/Runner.h"
+#include "pf/Conversion/Passes.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Runtime/pfrt.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+using namespace pf::driver;
+using namespace mlir;
+
+namespace {
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Bytes of a constant in the runtime's layout (bool: one byte each).
+std::vector<char> materialize(ElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  Type element = type.getElementType();
+  int64_t n = type.getNumElements();
+  int64_t width = element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8;
+  std::vector<char> bytes(n * width);
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (dense && !dense.isSplat() && !element.isInteger(1)) {
+    ArrayRef<char> raw = dense.getRawData();
+    std::memcpy(bytes.data(), raw.data(), std::min<size_t>(raw.size(), bytes.size()));
+    return bytes;
+  }
+  int64_t i = 0;
+  for (Attribute v : attr.getValues<Attribute>()) {
+    char *dst = bytes.data() + i++ * width;
+    if (auto f = dyn_cast<FloatAttr>(v)) {
+      llvm::APInt bits = f.getValue().bitcastToAPInt();
+      std::memcpy(dst, bits.getRawData(), width);
+    } else if (auto integer = dyn_cast<IntegerAttr>(v)) {
+      llvm::APInt value = integer.getValue();
+      if (element.isInteger(1))
+        *dst = value.isZero() ? 0 : 1;
+      else
+        std::memcpy(dst, value.getRawData(), width);
+    }
+  }
+  return bytes;
+}
+
+TensorSpec specOf(DictionaryAttr io, ArrayAttr tensors) {
+  TensorSpec spec;
+  spec.name = cast<StringAttr>(io.get("name")).str();
+  int64_t tensor = cast<IntegerAttr>(io.get("tensor")).getInt();
+  auto t = cast<DictionaryAttr>(tensors[tensor]);
+  spec.dtype = int32_t(cast<IntegerAttr>(t.get("dtype")).getInt());
+  auto shape = cast<DenseI64ArrayAttr>(t.get("shape")).asArrayRef();
+  spec.shape.assign(shape.begin(), shape.end());
+  return spec;
+}
+} // namespace
+
+struct CompiledModel::Impl {
+  std::unique_ptr<ExecutionEngine> engine;
+  int64_t (*entry)(void *, void *) = nullptr;
+  pfrt_context *context = nullptr;
+  std::vector<pfrt_tensor> table;
+  struct BufferRef {
+    std::string kind;
+    int64_t index = 0, offset = 0, bytes = 0;
+    const void *hostData = nullptr; // params (in place) and constants
+  };
+  std::vector<BufferRef> buffers;
+  std::vector<int64_t> tensorBuffer;
+  std::vector<int64_t> inputTensor, outputTensor;
+  std::vector<std::vector<char>> constants;
+  std::vector<std::string> opNames;
+  void *arena = nullptr;
+
+  ~Impl() {
+    std::free(arena);
+    if (context)
+      pfrt_context_destroy(context);
+  }
+};
+
+CompiledModel::CompiledModel() : impl(std::make_unique<Impl>()) {}
+CompiledModel::~CompiledModel() = default;
+
+llvm::Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(ModuleOp module,
+                                                                      int threads) {
+  std::unique_ptr<CompiledModel> model(new CompiledModel());
+  Impl &impl = *model->impl;
+  MLIRContext *ctx = module.getContext();
+  auto start = std::chrono::steady_clock::now();
+
+  PassManager lower(ctx);
+  lower.addPass(mlir::pf::createPFLowerToRuntime());
+  if (failed(lower.run(module)))
+    return error("lowering to the runtime failed (see the diagnostics above)");
+  auto entry = module.lookupSymbol<func::FuncOp>("pf_main");
+  if (!entry)
+    return error("lowering produced no pf_main");
+
+  auto buffers = entry->getAttrOfType<ArrayAttr>("pf.buffers");
+  auto tensors = entry->getAttrOfType<ArrayAttr>("pf.tensors");
+  for (Attribute io : entry->getAttrOfType<ArrayAttr>("pf.inputs")) {
+    model->inputSpecs.push_back(specOf(cast<DictionaryAttr>(io), tensors));
+    impl.inputTensor.push_back(cast<IntegerAttr>(cast<DictionaryAttr>(io).get("tensor")).getInt());
+  }
+  for (Attribute io : entry->getAttrOfType<ArrayAttr>("pf.outputs")) {
+    model->outputSpecs.push_back(specOf(cast<DictionaryAttr>(io), tensors));
+    impl.outputTensor.push_back(cast<IntegerAttr>(cast<DictionaryAttr>(io).get("tensor")).getInt());
+  }
+  for (Attribute name : entry->getAttrOfType<ArrayAttr>("pf.op_names"))
+    impl.opNames.push_back(cast<StringAttr>(name).str());
+  model->compileStats.arenaBytes = entry->getAttrOfType<IntegerAttr>("pf.arena_bytes").getInt();
+  model->compileStats.peakLiveBytes =
+      entry->getAttrOfType<IntegerAttr>("pf.peak_live_bytes").getInt();
+  model->compileStats.kernelCalls = int64_t(impl.opNames.size());
+
+  // Buffers: parameters are read in place from their resource blobs.
+  SymbolTable symbols(module);
+  for (Attribute attr : buffers) {
+    auto dict = cast<DictionaryAttr>(attr);
+    Impl::BufferRef ref;
+    ref.kind = cast<StringAttr>(dict.get("kind")).str();
+    ref.bytes = cast<IntegerAttr>(dict.get("bytes")).getInt();
+    if (auto index = dict.getAs<IntegerAttr>("index"))
+      ref.index = index.getInt();
+    if (auto offset = dict.getAs<IntegerAttr>("offset"))
+      ref.offset = offset.getInt();
+    if (ref.kind == "param") {
+      auto name = cast<StringAttr>(dict.get("name"));
+      auto param = symbols.lookup<mlir::pf::ParamOp>(name);
+      if (!param || !param.getValue())
+        return error("parameter '" + name.getValue() +
+                     "' has no data (was the model imported with --no-weights?)");
+      ElementsAttr value = *param.getValue();
+      if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+        AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+        if (!blob)
+          return error("parameter '" + name.getValue() + "' has no data");
+        ref.hostData = blob->getData().data();
+      } else {
+        impl.constants.push_back(materialize(value));
+        ref.hostData = impl.constants.back().data();
+      }
+      model->compileStats.parameterBytes += ref.bytes;
+    } else if (ref.kind == "constant") {
+      impl.constants.push_back(materialize(cast<ElementsAttr>(dict.get("value"))));
+      ref.hostData = impl.constants.back().data();
+    }
+    impl.buffers.push_back(ref);
+  }
+  impl.table.resize(tensors.size());
+  for (auto [i, attr] : llvm::enumerate(tensors)) {
+    auto dict = cast<DictionaryAttr>(attr);
+    pfrt_tensor &t = impl.table[i];
+    std::memset(&t, 0, sizeof(t));
+    t.dtype = int32_t(cast<IntegerAttr>(dict.get("dtype")).getInt());
+    auto shape = cast<DenseI64ArrayAttr>(dict.get("shape")).asArrayRef();
+    t.rank = int32_t(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d)
+      t.shape[d] = shape[d];
+    impl.tensorBuffer.push_back(cast<IntegerAttr>(dict.get("buffer")).getInt());
+  }
+  // Only LLVM-dialect code may stay for translation.
+  for (auto param : llvm::make_early_inc_range(module.getOps<mlir::pf::ParamOp>()))
+    param.erase();
+  for (StringRef attr : {"pf.buffers", "pf.tensors", "pf.inputs", "pf.outputs", "pf.op_names",
+                         "pf.arena_bytes", "pf.peak_live_bytes"})
+    entry->removeAttr(attr);
+  SmallVector<StringAttr> moduleAttrs;
+  for (NamedAttribute attr : module->getAttrs())
+    if (attr.getName().getValue().starts_with("pf."))
+      moduleAttrs.push_back(attr.getName());
+  for (StringAttr name : moduleAttrs)
+    module->removeAttr(name);
+
+  PassManager toLLVM(ctx);
+  mlir::pf::buildStandardLLVMLoweringPipeline(toLLVM);
+  if (failed(toLLVM.run(module)))
+    return error("lowering to the LLVM dialect failed (see the diagnostics above)");
+  model->compileStats.lowerSeconds = secondsSince(start);
+
+  start = std::chrono::steady_clock::now();
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  registerBuiltinDialectTranslation(*ctx);
+  registerLLVMDialectTranslation(*ctx);
+  ExecutionEngineOptions options;
+  options.transformer = makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
+  auto engine = ExecutionEngine::create(module, options);
+  if (!engine)
+    return engine.takeError();
+  auto symbol = (*engine)->lookup("pf_main");
+  if (!symbol)
+    return symbol.takeError();
+  impl.engine = std::move(*engine);
+  impl.entry = reinterpret_cast<int64_t (*)(void *, void *)>(*symbol);
+  model->compileStats.jitSeconds = secondsSince(start);
+
+  pfrt_context_options contextOptions;
+  pfrt_context_options_init(&contextOptions);
+  contextOptions.num_threads = threads;
+  impl.context = pfrt_context_create(&contextOptions);
+  if (!impl.context)
+    return error("cannot create the runtime context");
+  if (model->compileStats.arenaBytes > 0) {
+    impl.arena = std::aligned_alloc(64, (model->compileStats.arenaBytes + 63) / 64 * 64);
+    if (!impl.arena)
+      return error(llvm::formatv("cannot allocate the {0}-byte arena",
+                                 model->compileStats.arenaBytes));
+  }
+  return model;
+}
+
+llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
+                               std::map<std::string, NpyArray> &outputs) {
+  Impl &impl = *this->impl;
+  std::vector<const void *> inputData(inputSpecs.size());
+  for (auto [i, spec] : llvm::enumerate(inputSpecs)) {
+    auto it = inputs.find(spec.name);
+    if (it == inputs.end())
+      return error("missing input '" + spec.name + "'");
+    const NpyArray &array = it->second;
+    if (array.dtype != spec.dtype)
+      return error(llvm::formatv("input '{0}' has dtype {1} but the model expects {2}",
+                                 spec.name, dtypeName(array.dtype), dtypeName(spec.dtype)));
+    if (array.shape != spec.shape) {
+      std::string got, want;
+      for (int64_t d : array.shape)
+        got += std::to_string(d) + "x";
+      for (int64_t d : spec.shape)
+        want += std::to_string(d) + "x";
+      if (!got.empty()) got.pop_back();
+      if (!want.empty()) want.pop_back();
+      return error("input '" + spec.name + "' has shape " + (got.empty() ? "scalar" : got) +
+                   " but the model expects " + (want.empty() ? "scalar" : want));
+    }
+    inputData[i] = array.data.data();
+  }
+  for (const auto &[name, array] : inputs) {
+    bool known = llvm::any_of(inputSpecs, [&](const TensorSpec &s) { return s.name == name; });
+    if (!known)
+      return error("unknown input '" + name + "' (the model's inputs are listed by --help-model)");
+  }
+  std::vector<NpyArray *> outputArrays;
+  for (const TensorSpec &spec : outputSpecs) {
+    NpyArray &array = outputs[spec.name];
+    array.dtype = spec.dtype;
+    array.shape = spec.shape;
+    array.data.assign(array.numElements() * dtypeBytes(spec.dtype), 0);
+    outputArrays.push_back(&array);
+  }
+  for (size_t t = 0; t < impl.table.size(); ++t) {
+    const Impl::BufferRef &b = impl.buffers[impl.tensorBuffer[t]];
+    void *data = nullptr;
+    if (b.kind == "input")
+      data = const_cast<void *>(inputData[b.index]);
+    else if (b.kind == "output")
+      data = outputArrays[b.index]->data.data();
+    else if (b.kind == "arena")
+      data = static_cast<char *>(impl.arena) + b.offset;
+    else
+      data = const_cast<void *>(b.hostData);
+    impl.table[t].data = data;
+  }
+  int64_t result = impl.entry(impl.context, impl.table.data());
+  if (result != 0) {
+    int64_t op = (result >> 32) - 1;
+    std::string where = op >= 0 && op < int64_t(impl.opNames.size())
+                            ? impl.opNames[op]
+                            : std::string("output copy");
+    return error(llvm::formatv("kernel failed at op #{0} {1}: {2} ({3})", op, where,
+                               pfrt_last_error(impl.context),
+                               pfrt_status_string(int32_t(result & 0xffffffff))));
+  }
+  return llvm::Error::success();
+}

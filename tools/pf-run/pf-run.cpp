@@ -1,0 +1,180 @@
+//===- pf-run.cpp - run a model on the pf runtime ----------------------------===//
+//
+//   pf-run model.onnx --dim batch=2 --dim sequence=16 --inputs in.npz --outputs out.npz
+//   pf-run model.mlir --inputs in.npz --repeat 10
+//
+// MODEL is an ONNX model (imported on the fly with the graph passes) or pf IR
+// (text or bytecode). The model is lowered to the pfrt ABI, JIT-compiled with
+// MLIR's ExecutionEngine and run on the CPU backend.
+//
+//===----------------------------------------------------------------------===//
+#include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Driver/Npz.h"
+#include "pf/Driver/Runner.h"
+#include "pf/Import/ONNXImporter.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <algorithm>
+#include <chrono>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+namespace drv = ::pf::driver;
+
+static cl::OptionCategory category("pf-run options");
+static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx | model.mlir>"),
+                                      cl::Required, cl::cat(category));
+static cl::opt<std::string> inputsFile("inputs", cl::desc("Inputs as .npz keyed by input name"),
+                                       cl::value_desc("in.npz"), cl::cat(category));
+static cl::opt<std::string> outputsFile("outputs",
+                                        cl::desc("Write the outputs as .npz keyed by output name"),
+                                        cl::value_desc("out.npz"), cl::cat(category));
+static cl::list<std::string> shapes("shape", cl::desc("ONNX input shape NAME=DxD (repeatable)"),
+                                    cl::cat(category));
+static cl::list<std::string> dims("dim", cl::desc("ONNX symbolic dimension NAME=N (repeatable)"),
+                                  cl::cat(category));
+static cl::opt<int> repeat("repeat", cl::desc("Run N times and print the median time"),
+                           cl::init(1), cl::cat(category));
+static cl::opt<int> threads("num-threads", cl::desc("Runtime threads (0: all cores)"), cl::init(0),
+                            cl::cat(category));
+static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
+                              cl::cat(category));
+
+namespace {
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "pf-run: error: " << message << "\n";
+  return 1;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (int64_t d : shape)
+    text += std::to_string(d) + "x";
+  if (!text.empty())
+    text.pop_back();
+  return text.empty() ? "scalar" : text;
+}
+
+OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
+  StringRef ext = llvm::sys::path::extension(modelFile);
+  if (ext == ".onnx" || ext == ".onnxtext") {
+    mlir::pf::ONNXImportOptions options;
+    for (const std::string &entry : shapes) {
+      auto [name, text] = StringRef(entry).split('=');
+      SmallVector<int64_t> shape;
+      if (!mlir::pf::parseShapeText(text, shape)) {
+        fail("--shape '" + entry + "' is not NAME=DxD...");
+        return nullptr;
+      }
+      options.inputShapes[name] = shape;
+    }
+    for (const std::string &entry : dims) {
+      auto [name, text] = StringRef(entry).split('=');
+      int64_t value;
+      if (text.getAsInteger(10, value) || value < 0) {
+        fail("--dim '" + entry + "' is not NAME=N");
+        return nullptr;
+      }
+      options.dimValues[name] = value;
+    }
+    OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(modelFile, &context, options);
+    if (!module)
+      return nullptr;
+    PassManager pm(&context);
+    mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
+    if (failed(pm.run(*module)))
+      return nullptr;
+    return module;
+  }
+  llvm::SourceMgr sourceMgr;
+  auto module = parseSourceFile<ModuleOp>(modelFile, sourceMgr, &context);
+  if (!module)
+    fail("cannot parse '" + modelFile + "' as pf IR");
+  return module;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(argc, argv, "pf-run: run a model on the pf runtime (CPU)\n");
+  if (repeat < 1)
+    return fail("--repeat must be >= 1");
+  if (threads < 0)
+    return fail("--num-threads must be >= 0");
+
+  DialectRegistry registry;
+  registry.insert<mlir::pf::PFDialect, func::FuncDialect, arith::ArithDialect,
+                  cf::ControlFlowDialect, LLVM::LLVMDialect>();
+  MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  OwningOpRef<ModuleOp> module = loadModel(context);
+  if (!module)
+    return 1;
+
+  auto compiled = drv::CompiledModel::compile(*module, threads);
+  if (!compiled)
+    return fail(llvm::toString(compiled.takeError()));
+  drv::CompiledModel &model = **compiled;
+  if (describe) {
+    for (const auto &spec : model.inputs())
+      llvm::outs() << "input  " << spec.name << ": " << drv::dtypeName(spec.dtype) << " "
+                   << shapeText(spec.shape) << "\n";
+    for (const auto &spec : model.outputs())
+      llvm::outs() << "output " << spec.name << ": " << drv::dtypeName(spec.dtype) << " "
+                   << shapeText(spec.shape) << "\n";
+    const auto &s = model.stats();
+    llvm::outs() << llvm::formatv("kernels {0}, arena {1:F1} MB (peak live {2:F1} MB), "
+                                  "parameters {3:F1} MB, lower {4:F2} s, jit {5:F2} s\n",
+                                  s.kernelCalls, s.arenaBytes / 1e6, s.peakLiveBytes / 1e6,
+                                  s.parameterBytes / 1e6, s.lowerSeconds, s.jitSeconds);
+  }
+  if (inputsFile.empty()) {
+    if (describe)
+      return 0;
+    return fail("--inputs FILE.npz is required (use --describe to list the inputs)");
+  }
+  auto inputs = drv::readNpz(inputsFile);
+  if (!inputs)
+    return fail(llvm::toString(inputs.takeError()));
+
+  std::map<std::string, drv::NpyArray> outputs;
+  std::vector<double> times;
+  for (int i = 0; i < repeat; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (auto err = model.run(*inputs, outputs))
+      return fail(llvm::toString(std::move(err)));
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  if (repeat > 1) {
+    std::sort(times.begin(), times.end());
+    llvm::outs() << llvm::formatv("median {0:F3} ms over {1} runs (min {2:F3} ms)\n",
+                                  times[times.size() / 2] * 1e3, repeat, times.front() * 1e3);
+  }
+  for (const auto &spec : model.outputs()) {
+    const drv::NpyArray &array = outputs[spec.name];
+    double checksum = 0;
+    if (array.dtype == 1)
+      for (int64_t i = 0; i < array.numElements(); ++i)
+        checksum += reinterpret_cast<const float *>(array.data.data())[i];
+    llvm::outs() << llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", spec.name,
+                                  drv::dtypeName(array.dtype), shapeText(array.shape), checksum);
+  }
+  if (!outputsFile.empty())
+    if (auto err = drv::writeNpz(outputsFile, outputs))
+      return fail(llvm::toString(std::move(err)));
+  return 0;
+}
