@@ -350,10 +350,14 @@ struct LowerToRuntimePass : public mlir::pf::impl::PFLowerToRuntimeBase<LowerToR
     ModuleOp module = getOperation();
     func::FuncOp func;
     for (auto f : module.getOps<func::FuncOp>())
-      if (!f.isExternal() && !func)
+      if (!f.isExternal() && !func && (functionName.empty() || f.getSymName() == functionName))
         func = f;
     if (!func) {
-      module.emitError("pf-lower-to-runtime: no function with a body");
+      if (functionName.empty())
+        module.emitError("pf-lower-to-runtime: no function with a body");
+      else
+        module.emitError("pf-lower-to-runtime: no function named '")
+            << functionName.getValue() << "' with a body";
       return signalPassFailure();
     }
     if (func.getBody().getBlocks().size() != 1) {

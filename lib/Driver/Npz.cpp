@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-using namespace pf::driver;
+using namespace mlir::pf::driver;
 using llvm::StringRef;
 
 namespace {
@@ -131,17 +131,17 @@ int64_t NpyArray::numElements() const {
   return n;
 }
 
-int64_t pf::driver::dtypeBytes(int32_t dtype) {
+int64_t mlir::pf::driver::dtypeBytes(int32_t dtype) {
   const DtypeInfo *d = byCode(dtype);
   return d ? d->bytes : 0;
 }
 
-const char *pf::driver::dtypeName(int32_t dtype) {
+const char *mlir::pf::driver::dtypeName(int32_t dtype) {
   const DtypeInfo *d = byCode(dtype);
   return d ? d->name : "unsupported";
 }
 
-llvm::Expected<std::map<std::string, NpyArray>> pf::driver::readNpz(StringRef path) {
+llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(StringRef path) {
   int code = 0;
   zip_t *archive = zip_open(path.str().c_str(), ZIP_RDONLY, &code);
   if (!archive) {
@@ -184,7 +184,7 @@ llvm::Expected<std::map<std::string, NpyArray>> pf::driver::readNpz(StringRef pa
   return arrays;
 }
 
-llvm::Error pf::driver::writeNpz(StringRef path, const std::map<std::string, NpyArray> &arrays) {
+llvm::Error mlir::pf::driver::writeNpz(StringRef path, const std::map<std::string, NpyArray> &arrays) {
   int code = 0;
   zip_t *archive = zip_open(path.str().c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
   if (!archive)

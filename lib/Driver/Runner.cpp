@@ -19,7 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
-using namespace pf::driver;
+using namespace mlir::pf::driver;
 using namespace mlir;
 
 namespace {
@@ -100,17 +100,19 @@ struct CompiledModel::Impl {
 CompiledModel::CompiledModel() : impl(std::make_unique<Impl>()) {}
 CompiledModel::~CompiledModel() = default;
 
-llvm::Expected<std::unique_ptr<CompiledModel>> CompiledModel::compile(ModuleOp module,
-                                                                      int threads) {
+llvm::Expected<std::unique_ptr<CompiledModel>>
+CompiledModel::compile(ModuleOp module, int threads, const std::string &function) {
   std::unique_ptr<CompiledModel> model(new CompiledModel());
   Impl &impl = *model->impl;
   MLIRContext *ctx = module.getContext();
   auto start = std::chrono::steady_clock::now();
 
   PassManager lower(ctx);
-  lower.addPass(mlir::pf::createPFLowerToRuntime());
+  mlir::pf::PFLowerToRuntimeOptions lowerOptions;
+  lowerOptions.functionName = function;
+  lower.addPass(mlir::pf::createPFLowerToRuntime(lowerOptions));
   if (failed(lower.run(module)))
-    return error("lowering to the runtime failed (see the diagnostics above)");
+    return error("lowering to the runtime failed");
   auto entry = module.lookupSymbol<func::FuncOp>("pf_main");
   if (!entry)
     return error("lowering produced no pf_main");

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
 #include "pf/Import/ONNXImporter.h"
@@ -32,7 +33,7 @@
 
 using namespace mlir;
 namespace cl = llvm::cl;
-namespace drv = ::pf::driver;
+namespace drv = mlir::pf::driver;
 
 static cl::OptionCategory category("pf-run options");
 static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx | model.mlir>"),
@@ -50,6 +51,9 @@ static cl::opt<int> repeat("repeat", cl::desc("Run N times and print the median 
                            cl::init(1), cl::cat(category));
 static cl::opt<int> threads("num-threads", cl::desc("Runtime threads (0: all cores)"), cl::init(0),
                             cl::cat(category));
+static cl::opt<std::string> entry("entry",
+                                  cl::desc("Function of the pf IR to run (default: the first)"),
+                                  cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -121,11 +125,14 @@ int main(int argc, char **argv) {
                   cf::ControlFlowDialect, LLVM::LLVMDialect>();
   MLIRContext context(registry);
   context.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    return drv::printDiagnostic(diag, modelFile);
+  });
   OwningOpRef<ModuleOp> module = loadModel(context);
   if (!module)
     return 1;
 
-  auto compiled = drv::CompiledModel::compile(*module, threads);
+  auto compiled = drv::CompiledModel::compile(*module, threads, entry);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));
   drv::CompiledModel &model = **compiled;

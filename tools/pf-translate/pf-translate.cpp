@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Driver/Diagnostics.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Transforms/Passes.h"
 
@@ -66,35 +67,6 @@ static cl::opt<bool> emitBytecode("emit-bytecode",
                                   cl::cat(category));
 
 namespace {
-std::string fileOf(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return fileOf(name.getChildLoc());
-  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
-    if (file.getLine() == 0)
-      return file.getFilename().str();
-    return (file.getFilename().str() + ":" + Twine(file.getLine()) + ":" + Twine(file.getColumn())).str();
-  }
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    return fused.getLocations().empty() ? "" : fileOf(fused.getLocations().front());
-  return inputFile;
-}
-
-/// "model.onnx: error: message [node 'X']": names the file and the ONNX node.
-LogicalResult printDiagnostic(Diagnostic &diag) {
-  const char *severity = diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
-                         : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
-                                                                             : "note";
-  std::string message = diag.str();
-  llvm::errs() << fileOf(diag.getLocation()) << ": " << severity << ": " << message;
-  if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
-    if (message.find(name.getName().str()) == std::string::npos)
-      llvm::errs() << " [node '" << name.getName().getValue() << "']";
-  llvm::errs() << "\n";
-  for (Diagnostic &note : diag.getNotes())
-    llvm::errs() << "  note: " << note.str() << "\n";
-  return success();
-}
-
 LogicalResult parseOptions(pf::ONNXImportOptions &options) {
   for (const std::string &entry : shapes) {
     auto [name, text] = StringRef(entry).split('=');
@@ -144,7 +116,9 @@ int main(int argc, char **argv) {
   registry.insert<pf::PFDialect, func::FuncDialect>();
   MLIRContext context(registry);
   context.printOpOnDiagnostic(false);
-  ScopedDiagnosticHandler handler(&context, printDiagnostic);
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    return pf::driver::printDiagnostic(diag, inputFile);
+  });
 
   DefaultTimingManager timing;
   applyDefaultTimingManagerCLOptions(timing);

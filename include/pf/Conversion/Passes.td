@@ -21,6 +21,8 @@ def PFLowerToRuntime : Pass<"pf-lower-to-runtime", "::mlir::ModuleOp"> {
   let options = [
     Option<"entryName", "entry", "std::string", /*default=*/"\"pf_main\"",
            "Name of the generated function">,
+    Option<"functionName", "function", "std::string", /*default=*/"\"\"",
+           "Function to lower (default: the first function with a body)">,
   ];
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace pf::driver {
+namespace mlir::pf::driver {
 
 /// A dense C-order array with a pfrt/ONNX dtype code.
 struct NpyArray {
@@ -33,6 +33,6 @@ llvm::Expected<std::map<std::string, NpyArray>> readNpz(llvm::StringRef path);
 /// Writes an .npz (stored, like np.savez).
 llvm::Error writeNpz(llvm::StringRef path, const std::map<std::string, NpyArray> &arrays);
 
-} // namespace pf::driver
+} // namespace mlir::pf::driver
 
 #endif // PF_DRIVER_NPZ_H

@@ -20,7 +20,7 @@ namespace mlir {
 class ModuleOp;
 } // namespace mlir
 
-namespace pf::driver {
+namespace mlir::pf::driver {
 
 struct TensorSpec {
   std::string name;
@@ -41,8 +41,9 @@ public:
   ~CompiledModel();
   /// Lowers `module` (pf ops, static shapes) and JIT-compiles it. The module
   /// is consumed (rewritten). `threads` = 0 uses the runtime's default.
-  static llvm::Expected<std::unique_ptr<CompiledModel>> compile(mlir::ModuleOp module,
-                                                                int threads);
+  /// `function` names the function to run (empty: the first with a body).
+  static llvm::Expected<std::unique_ptr<CompiledModel>>
+  compile(mlir::ModuleOp module, int threads, const std::string &function = "");
 
   const std::vector<TensorSpec> &inputs() const { return inputSpecs; }
   const std::vector<TensorSpec> &outputs() const { return outputSpecs; }
@@ -60,6 +61,6 @@ private:
   CompiledModel();
 };
 
-} // namespace pf::driver
+} // namespace mlir::pf::driver
 
 #endif // PF_DRIVER_RUNNER_H
