@@ -144,6 +144,7 @@ FailureOr<BufferPlan> mlir::pf::planBuffers(func::FuncOp func) {
     if (b.kind == PlannedBuffer::Kind::Arena) {
       b.kind = PlannedBuffer::Kind::Output;
       b.index = i;
+      plan.outputTensors.push_back(tensor);
       continue;
     }
     PlannedBuffer out;
@@ -152,6 +153,7 @@ FailureOr<BufferPlan> mlir::pf::planBuffers(func::FuncOp func) {
     out.bytes = b.bytes;
     int64_t copy = plan.addTensor(addBuffer(out), plan.tensors[tensor].type);
     plan.outputCopies.push_back({tensor, copy});
+    plan.outputTensors.push_back(copy);
   }
   placeArena(plan);
   return plan;

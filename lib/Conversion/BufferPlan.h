@@ -39,6 +39,8 @@ struct BufferPlan {
   /// Function results that need a copy into their output buffer (they are
   /// inputs, parameters, constants or returned twice): (tensor, output tensor).
   SmallVector<std::pair<int64_t, int64_t>> outputCopies;
+  /// The table entry of each function result (its shape is the result's).
+  SmallVector<int64_t> outputTensors;
   int64_t arenaBytes = 0;
   /// Largest sum of the sizes of arena buffers alive at one time.
   int64_t peakLiveBytes = 0;

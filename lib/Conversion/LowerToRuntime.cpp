@@ -406,7 +406,7 @@ struct LowerToRuntimePass : public mlir::pf::impl::PFLowerToRuntimeBase<LowerToR
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     for (auto [i, v] : llvm::enumerate(ret.getOperands()))
       outputs.push_back(ioAttr(builder, func.getResultAttrOfType<StringAttr>(i, "pf.name"),
-                               "output" + std::to_string(i), outputTensor(*plan, i)));
+                               "output" + std::to_string(i), plan->outputTensors[i]));
     newFunc->setAttr("pf.buffers", builder.getArrayAttr(buffers));
     newFunc->setAttr("pf.tensors", builder.getArrayAttr(tensors));
     newFunc->setAttr("pf.inputs", builder.getArrayAttr(inputs));
@@ -423,18 +423,6 @@ struct LowerToRuntimePass : public mlir::pf::impl::PFLowerToRuntimeBase<LowerToR
     if (auto name = dyn_cast<NameLoc>(op->getLoc()))
       text += " (node '" + name.getName().str() + "')";
     return text;
-  }
-
-  static int64_t outputTensor(const BufferPlan &plan, int64_t result) {
-    for (auto [from, to] : plan.outputCopies)
-      if (plan.buffers[plan.tensors[to].buffer].index == result)
-        return to;
-    for (auto [i, t] : llvm::enumerate(plan.tensors)) {
-      const PlannedBuffer &b = plan.buffers[t.buffer];
-      if (b.kind == PlannedBuffer::Kind::Output && b.index == result)
-        return i;
-    }
-    return -1;
   }
 
   static DictionaryAttr ioAttr(OpBuilder &b, StringAttr name, const std::string &fallback,

@@ -1,0 +1,148 @@
+"""pf-run against ONNX Runtime: the generated BERT-tiny and BERT-mini models give
+the same logits (max-abs error 1e-4) on the same inputs; pf-run's bad-input
+handling (missing input, wrong dtype or shape, unreadable file, unknown entry)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from pipefisher import make_bert_model, save_model
+from pipefisher.tools import run_tool
+
+BATCH, SEQ = 2, 16
+
+
+def _inputs(vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mask = np.ones((BATCH, SEQ), np.int64)
+    mask[1, SEQ * 3 // 4:] = 0  # padding in the second sequence
+    return {
+        "input_ids": rng.integers(0, vocab, size=(BATCH, SEQ)).astype(np.int64),
+        "token_type_ids": rng.integers(0, 2, size=(BATCH, SEQ)).astype(np.int64),
+        "attention_mask": mask,
+    }
+
+
+def _ort_logits(path, inputs):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return session.run(["logits"], inputs)[0]
+
+
+def _pf_logits(tmp_path, model_path, inputs, *extra):
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_tool("pf-run", str(model_path), "--dim", f"batch={BATCH}", "--dim", f"sequence={SEQ}",
+             "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"), *extra)
+    return np.load(tmp_path / "out.npz")["logits"]
+
+
+@pytest.mark.parametrize("config,style,gelu", [
+    ("tiny", "transpose", "erf"),
+    ("tiny", "pytorch", "tanh"),
+    ("mini", "transpose", "erf"),
+])
+def test_logits_match_onnxruntime(tmp_path, config, style, gelu):
+    model = make_bert_model(config, seed=1, style=style, gelu=gelu)
+    path = tmp_path / f"{config}.onnx"
+    save_model(model, path)
+    inputs = _inputs(vocab=30522)
+    expected = _ort_logits(path, inputs)
+    got = _pf_logits(tmp_path, path, inputs)
+    assert got.shape == expected.shape == (BATCH, SEQ, 30522)
+    assert np.abs(got - expected).max() < 1e-4
+    # A real signal, not zeros: logits differ across positions.
+    assert np.std(got) > 1e-3
+
+
+def test_layernorm_op_model_matches(tmp_path):
+    model = make_bert_model("tiny", opset=17, layernorm_op=True, vocab_size=1000)
+    path = tmp_path / "ln.onnx"
+    save_model(model, path)
+    inputs = _inputs(vocab=1000)
+    assert np.abs(_pf_logits(tmp_path, path, inputs) - _ort_logits(path, inputs)).max() < 1e-4
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny") / "tiny.onnx"
+    save_model(make_bert_model("tiny", vocab_size=1000), path)
+    return path
+
+
+def _run_bad(tmp_path, model, arrays, *extra):
+    np.savez(tmp_path / "bad.npz", **arrays)
+    proc = run_tool("pf-run", str(model), "--dim", f"batch={BATCH}", "--dim", f"sequence={SEQ}",
+                    "--inputs", str(tmp_path / "bad.npz"), *extra, check=False)
+    assert proc.returncode != 0
+    assert "error" in proc.stderr
+    return proc.stderr
+
+
+def test_missing_input(tmp_path, tiny_model):
+    arrays = _inputs(1000)
+    del arrays["attention_mask"]
+    assert "missing input 'attention_mask'" in _run_bad(tmp_path, tiny_model, arrays)
+
+
+def test_wrong_dtype(tmp_path, tiny_model):
+    arrays = _inputs(1000)
+    arrays["input_ids"] = arrays["input_ids"].astype(np.float32)
+    err = _run_bad(tmp_path, tiny_model, arrays)
+    assert "input 'input_ids' has dtype float32 but the model expects int64" in err
+
+
+def test_wrong_shape(tmp_path, tiny_model):
+    arrays = _inputs(1000)
+    arrays["token_type_ids"] = arrays["token_type_ids"][:, :8]
+    err = _run_bad(tmp_path, tiny_model, arrays)
+    assert "input 'token_type_ids' has shape 2x8 but the model expects 2x16" in err
+
+
+def test_unknown_input(tmp_path, tiny_model):
+    arrays = _inputs(1000)
+    arrays["position_ids"] = arrays["input_ids"]
+    assert "unknown input 'position_ids'" in _run_bad(tmp_path, tiny_model, arrays)
+
+
+def test_out_of_range_token_is_a_runtime_error(tmp_path, tiny_model):
+    arrays = _inputs(1000)
+    arrays["input_ids"][0, 0] = 5000
+    err = _run_bad(tmp_path, tiny_model, arrays)
+    assert "pfrt_gather" in err or "gather" in err
+
+
+def test_unreadable_inputs(tmp_path, tiny_model):
+    (tmp_path / "not.npz").write_text("not a zip")
+    proc = run_tool("pf-run", str(tiny_model), "--dim", f"batch={BATCH}", "--dim",
+                    f"sequence={SEQ}", "--inputs", str(tmp_path / "not.npz"), check=False)
+    assert proc.returncode != 0 and "not.npz" in proc.stderr
+
+
+def test_unreadable_model(tmp_path):
+    proc = run_tool("pf-run", str(tmp_path / "missing.onnx"), check=False)
+    assert proc.returncode != 0 and "missing.onnx" in proc.stderr
+
+
+def test_unknown_entry(tmp_path, tiny_model):
+    ir = run_tool("pf-translate", "--import-onnx", str(tiny_model), "--dim", f"batch={BATCH}",
+                  "--dim", f"sequence={SEQ}").stdout
+    (tmp_path / "m.mlir").write_text(ir)
+    proc = run_tool("pf-run", str(tmp_path / "m.mlir"), "--entry", "nope", "--describe",
+                    check=False)
+    assert proc.returncode != 0 and "no function named 'nope'" in proc.stderr
+
+
+def test_ir_input_runs_and_repeat_reports_median(tmp_path, tiny_model):
+    ir = run_tool("pf-translate", "--import-onnx", str(tiny_model), "--dim", f"batch={BATCH}",
+                  "--dim", f"sequence={SEQ}", "--emit-bytecode", "-o", str(tmp_path / "m.mlirbc"))
+    assert ir.returncode == 0
+    inputs = _inputs(1000)
+    np.savez(tmp_path / "in.npz", **inputs)
+    proc = run_tool("pf-run", str(tmp_path / "m.mlirbc"), "--inputs", str(tmp_path / "in.npz"),
+                    "--outputs", str(tmp_path / "out.npz"), "--repeat", "3")
+    assert "median" in proc.stdout
+    got = np.load(tmp_path / "out.npz")["logits"]
+    assert np.abs(got - _ort_logits(tiny_model, inputs)).max() < 1e-4
