@@ -21,6 +21,12 @@ echo "== importing with the graph passes (batch 8, sequence 128)"
   --summary --emit-bytecode -o "$OUT/bert-$CONFIG.mlirbc"
 echo "   IR written to $OUT/bert-$CONFIG.mlirbc (bytecode; view with: $BIN/pf-opt $OUT/bert-$CONFIG.mlirbc)"
 
+echo "== running the forward pass on the CPU runtime (JIT), batch 8, sequence 128"
+PYTHONPATH="$ROOT/python" python3 -m pipefisher.sample_inputs --out "$OUT/inputs.npz" \
+  --batch 8 --sequence 128
+"$BIN/pf-run" "$OUT/bert-$CONFIG.mlirbc" --inputs "$OUT/inputs.npz" --outputs "$OUT/outputs.npz" \
+  --describe --repeat 3
+
 echo "== partitioning into 2 stages and scheduling (Chimera, 4 micro-batches, K-FAC in the bubbles)"
 "$BIN/pf-opt" "$OUT/bert-$CONFIG.mlirbc" \
   --pf-pipeline="stages=2 microbatches=4 schedule=chimera kfac=bubbles policy=pf device=a100 print-report=true svg=$OUT/timeline.svg trace=$OUT/timeline.trace.json report=$OUT/schedule.json" \

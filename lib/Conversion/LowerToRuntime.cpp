@@ -36,8 +36,8 @@ int32_t dtypeCode(Type element) {
 /// Emits the calls of one function body.
 class CallEmitter {
 public:
-  CallEmitter(ModuleOp module, func::FuncOp newFunc, BufferPlan &plan)
-      : module(module), plan(plan), ctx(module.getContext()), builder(ctx) {
+  CallEmitter(ModuleOp module, func::FuncOp newFunc, BufferPlan &plan, bool profile)
+      : module(module), plan(plan), ctx(module.getContext()), builder(ctx), profile(profile) {
     ptrType = LLVM::LLVMPointerType::get(ctx);
     i32 = builder.getI32Type();
     i64 = builder.getI64Type();
@@ -101,8 +101,12 @@ private:
   void call(Location loc, StringRef name, ArrayRef<Value> args, int64_t opIndex) {
     SmallVector<Value> all{context};
     all.append(args.begin(), args.end());
-    declare(loc, name, ValueRange(all).getTypes());
+    declare(loc, name, ValueRange(all).getTypes(), {i32});
+    if (profile)
+      hook(loc, "pf_profile_begin", opIndex);
     auto callOp = func::CallOp::create(builder, loc, name, TypeRange{i32}, all);
+    if (profile)
+      hook(loc, "pf_profile_end", opIndex);
     Value status = arith::ExtUIOp::create(builder, loc, i64, callOp.getResult(0));
     Value failed = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ne, status,
                                          constI64(loc, 0));
@@ -116,14 +120,20 @@ private:
     builder.setInsertionPointToStart(next);
   }
 
-  void declare(Location loc, StringRef name, TypeRange argTypes) {
+  void declare(Location loc, StringRef name, TypeRange argTypes, TypeRange results) {
     if (module.lookupSymbol(name))
       return;
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToEnd(module.getBody());
     auto decl = func::FuncOp::create(builder, loc, name,
-                                     builder.getFunctionType(argTypes, {i32}));
+                                     builder.getFunctionType(argTypes, results));
     decl.setPrivate();
+  }
+
+  /// A host profiling hook around a kernel call (op index -1: output copies).
+  void hook(Location loc, StringRef name, int64_t opIndex) {
+    declare(loc, name, {i64}, {});
+    func::CallOp::create(builder, loc, name, TypeRange{}, ValueRange{constI64(loc, opIndex)});
   }
 
   // --- per-op emitters -------------------------------------------------------
@@ -144,6 +154,7 @@ private:
   Type ptrType, i32, i64, f64, tensorType;
   Value context, table;
   Block *failBlock;
+  bool profile;
   int64_t globals = 0;
 };
 
@@ -372,7 +383,7 @@ struct LowerToRuntimePass : public mlir::pf::impl::PFLowerToRuntimeBase<LowerToR
     Type ptr = LLVM::LLVMPointerType::get(&getContext());
     auto newFunc = func::FuncOp::create(builder, func.getLoc(), entryName,
                                         builder.getFunctionType({ptr, ptr}, {builder.getI64Type()}));
-    CallEmitter emitter(module, newFunc, *plan);
+    CallEmitter emitter(module, newFunc, *plan, profile);
     SmallVector<Attribute> opNames;
     int64_t index = 0;
     for (Operation &op : func.getBody().front().without_terminator()) {

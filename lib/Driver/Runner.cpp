@@ -73,6 +73,21 @@ TensorSpec specOf(DictionaryAttr io, ArrayAttr tensors) {
 }
 } // namespace
 
+/// The model being profiled; the JIT-compiled code calls the hooks below
+/// around every kernel (a pf-run process runs one model at a time).
+static CompiledModel::OpTiming *profiledOps = nullptr;
+static size_t profiledOpCount = 0;
+static thread_local std::chrono::steady_clock::time_point profileStart;
+
+extern "C" void pf_profile_begin(int64_t) { profileStart = std::chrono::steady_clock::now(); }
+extern "C" void pf_profile_end(int64_t op) {
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                        profileStart)
+                  .count();
+  if (profiledOps && op >= 0 && size_t(op) < profiledOpCount)
+    profiledOps[op].ms.push_back(ms);
+}
+
 struct CompiledModel::Impl {
   std::unique_ptr<ExecutionEngine> engine;
   int64_t (*entry)(void *, void *) = nullptr;
@@ -88,6 +103,7 @@ struct CompiledModel::Impl {
   std::vector<int64_t> inputTensor, outputTensor;
   std::vector<std::vector<char>> constants;
   std::vector<std::string> opNames;
+  std::vector<OpTiming> timings;
   void *arena = nullptr;
 
   ~Impl() {
@@ -101,7 +117,8 @@ CompiledModel::CompiledModel() : impl(std::make_unique<Impl>()) {}
 CompiledModel::~CompiledModel() = default;
 
 llvm::Expected<std::unique_ptr<CompiledModel>>
-CompiledModel::compile(ModuleOp module, int threads, const std::string &function) {
+CompiledModel::compile(ModuleOp module, int threads, const std::string &function,
+                       bool profile) {
   std::unique_ptr<CompiledModel> model(new CompiledModel());
   Impl &impl = *model->impl;
   MLIRContext *ctx = module.getContext();
@@ -110,6 +127,7 @@ CompiledModel::compile(ModuleOp module, int threads, const std::string &function
   PassManager lower(ctx);
   mlir::pf::PFLowerToRuntimeOptions lowerOptions;
   lowerOptions.functionName = function;
+  lowerOptions.profile = profile;
   lower.addPass(mlir::pf::createPFLowerToRuntime(lowerOptions));
   if (failed(lower.run(module)))
     return error("lowering to the runtime failed");
@@ -209,6 +227,18 @@ CompiledModel::compile(ModuleOp module, int threads, const std::string &function
   auto engine = ExecutionEngine::create(module, options);
   if (!engine)
     return engine.takeError();
+  if (profile) {
+    (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+      llvm::orc::SymbolMap map;
+      map[interner("pf_profile_begin")] = {llvm::orc::ExecutorAddr::fromPtr(&pf_profile_begin),
+                                           llvm::JITSymbolFlags::Exported};
+      map[interner("pf_profile_end")] = {llvm::orc::ExecutorAddr::fromPtr(&pf_profile_end),
+                                         llvm::JITSymbolFlags::Exported};
+      return map;
+    });
+    for (const std::string &name : impl.opNames)
+      impl.timings.push_back({name, {}});
+  }
   auto symbol = (*engine)->lookup("pf_main");
   if (!symbol)
     return symbol.takeError();
@@ -282,7 +312,11 @@ llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
       data = const_cast<void *>(b.hostData);
     impl.table[t].data = data;
   }
+  profiledOps = impl.timings.data();
+  profiledOpCount = impl.timings.size();
   int64_t result = impl.entry(impl.context, impl.table.data());
+  profiledOps = nullptr;
+  profiledOpCount = 0;
   if (result != 0) {
     int64_t op = (result >> 32) - 1;
     std::string where = op >= 0 && op < int64_t(impl.opNames.size())
@@ -293,4 +327,8 @@ llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
                                pfrt_status_string(int32_t(result & 0xffffffff))));
   }
   return llvm::Error::success();
+}
+
+const std::vector<CompiledModel::OpTiming> &CompiledModel::profile() const {
+  return impl->timings;
 }

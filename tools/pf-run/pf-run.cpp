@@ -25,6 +25,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -54,6 +55,10 @@ static cl::opt<int> threads("num-threads", cl::desc("Runtime threads (0: all cor
 static cl::opt<std::string> entry("entry",
                                   cl::desc("Function of the pf IR to run (default: the first)"),
                                   cl::cat(category));
+static cl::opt<std::string> profileFile(
+    "profile", cl::desc("Time every kernel call and write per-op times as JSON "
+                        "(format: docs/profile-format.md)"),
+    cl::value_desc("profile.json"), cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -70,6 +75,42 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   if (!text.empty())
     text.pop_back();
   return text.empty() ? "scalar" : text;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty())
+    return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+/// Per-op median times over the runs; see docs/profile-format.md.
+llvm::Error writeProfile(const drv::CompiledModel &model, const std::vector<double> &runs) {
+  llvm::json::Array ops;
+  double kernels = 0;
+  for (auto [i, op] : llvm::enumerate(model.profile())) {
+    if (op.ms.empty())
+      continue;
+    double mid = median(op.ms);
+    kernels += mid;
+    ops.push_back(llvm::json::Object{{"index", int64_t(i)},
+                                     {"name", op.name},
+                                     {"calls", int64_t(op.ms.size())},
+                                     {"median_ms", mid}});
+  }
+  llvm::json::Object root{{"format", "pf-run-profile/1"},
+                          {"model", modelFile.getValue()},
+                          {"runs", int64_t(runs.size())},
+                          {"threads", int64_t(threads.getValue())},
+                          {"run_median_ms", median(runs) * 1e3},
+                          {"kernel_sum_ms", kernels},
+                          {"ops", std::move(ops)}};
+  std::error_code ec;
+  llvm::raw_fd_ostream os(profileFile, ec);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write '" + profileFile + "': " + ec.message());
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  return llvm::Error::success();
 }
 
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
@@ -132,7 +173,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  auto compiled = drv::CompiledModel::compile(*module, threads, entry);
+  auto compiled = drv::CompiledModel::compile(*module, threads, entry, !profileFile.empty());
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));
   drv::CompiledModel &model = **compiled;
@@ -180,6 +221,9 @@ int main(int argc, char **argv) {
     llvm::outs() << llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", spec.name,
                                   drv::dtypeName(array.dtype), shapeText(array.shape), checksum);
   }
+  if (!profileFile.empty())
+    if (auto err = writeProfile(model, times))
+      return fail(llvm::toString(std::move(err)));
   if (!outputsFile.empty())
     if (auto err = drv::writeNpz(outputsFile, outputs))
       return fail(llvm::toString(std::move(err)));

@@ -23,6 +23,9 @@ def PFLowerToRuntime : Pass<"pf-lower-to-runtime", "::mlir::ModuleOp"> {
            "Name of the generated function">,
     Option<"functionName", "function", "std::string", /*default=*/"\"\"",
            "Function to lower (default: the first function with a body)">,
+    Option<"profile", "profile", "bool", /*default=*/"false",
+           "Call pf_profile_begin(i64 op) / pf_profile_end(i64 op), provided by "
+           "the host, around every kernel call">,
   ];
 }
 

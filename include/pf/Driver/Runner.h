@@ -42,12 +42,24 @@ public:
   /// Lowers `module` (pf ops, static shapes) and JIT-compiles it. The module
   /// is consumed (rewritten). `threads` = 0 uses the runtime's default.
   /// `function` names the function to run (empty: the first with a body).
+  /// With `profile`, every kernel call is timed (see profile()).
   static llvm::Expected<std::unique_ptr<CompiledModel>>
-  compile(mlir::ModuleOp module, int threads, const std::string &function = "");
+  compile(mlir::ModuleOp module, int threads, const std::string &function = "",
+          bool profile = false);
 
   const std::vector<TensorSpec> &inputs() const { return inputSpecs; }
   const std::vector<TensorSpec> &outputs() const { return outputSpecs; }
   const CompileStats &stats() const { return compileStats; }
+
+  /// Per op of the lowered function (in program order): its name (op and
+  /// ONNX node) and the wall time of each of its kernel calls, in ms.
+  struct OpTiming {
+    std::string name;
+    std::vector<double> ms;
+  };
+  /// Empty unless compiled with `profile`; ops without a kernel call (views,
+  /// parameters, constants) have no times.
+  const std::vector<OpTiming> &profile() const;
 
   /// Runs once; `inputs` are checked against inputs() by name, dtype and shape.
   llvm::Error run(const std::map<std::string, NpyArray> &inputs,

@@ -1,0 +1,107 @@
+"""Convert a `pf-run --profile` JSON (per-op times) into the scheduler's
+per-layer profile (docs/profile-format.md) that pf-sched and pf-schedule read.
+
+    python3 -m pipefisher.profile_convert run-profile.json -o layers.json [--fill other.json]
+
+Forward times are measured: every op is charged to the encoder block named in
+its ONNX node (".../layer.N/..."); ops before the first block (embeddings) join
+block 0 and ops after the last (heads) join the last block, as pf-partition
+places them. Keys the forward run cannot measure (backward, curvature,
+inversion, precondition) come from `--fill` (another profile with the same
+number of layers, e.g. from `pf-sched --export-profile`), or else are
+estimated from the measured forward with the ratios of PipeFisher's P100
+BERT-Large profile (shared/reference/pipefisher.md); the output's `source`
+says which keys were estimated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+# PipeFisher's P100 BERT-Large per-block times (ms, micro-batch 32, seq 128):
+# forward 16.10, backward 26.95, curvature 43.50, inversion 126.7, precondition 14.73.
+REFERENCE_RATIOS = {
+    "backward": 26.95 / 16.10,
+    "curvature": 43.50 / 16.10,
+    "inversion": 126.7 / 16.10,
+    "precondition": 14.73 / 16.10,
+}
+BLOCK = re.compile(r"(?:^|[/._])(?:layer|layers|h|block|blocks)[._](\d+)(?:[/._]|$)")
+
+
+def block_of(op_name: str) -> int | None:
+    node = re.search(r"node '([^']*)'", op_name)
+    match = BLOCK.search(node.group(1) if node else op_name)
+    return int(match.group(1)) if match else None
+
+
+def convert(run_profile: dict, fill: dict | None = None) -> dict:
+    if run_profile.get("format") != "pf-run-profile/1":
+        raise ValueError("not a pf-run profile (format pf-run-profile/1)")
+    ops = run_profile.get("ops", [])
+    blocks = sorted({b for op in ops if (b := block_of(op["name"])) is not None})
+    if not blocks:
+        raise ValueError("no encoder blocks found in the op names (node '.../layer.N/...')")
+    if blocks != list(range(len(blocks))):
+        raise ValueError(f"encoder blocks are not 0..N-1: {blocks}")
+    forward = [0.0] * len(blocks)
+    seen_block = False
+    for op in ops:
+        block = block_of(op["name"])
+        if block is None:
+            block = len(blocks) - 1 if seen_block else 0
+        else:
+            seen_block = True
+        forward[block] += float(op["median_ms"])
+    if fill is not None and len(fill.get("layers", [])) != len(blocks):
+        raise ValueError(f"--fill has {len(fill.get('layers', []))} layers, the run has "
+                         f"{len(blocks)} encoder blocks")
+    layers, estimated = [], set()
+    for b, ms in enumerate(forward):
+        layer = {"name": f"block{b}", "forward": ms}
+        for key, ratio in REFERENCE_RATIOS.items():
+            if fill is not None and key in fill["layers"][b]:
+                layer[key] = fill["layers"][b][key]
+            else:
+                layer[key] = ms * ratio
+                estimated.add(key)
+        layers.append(layer)
+    source = f"forward measured by pf-run ({run_profile.get('model', '?')})"
+    if estimated:
+        source += "; estimated from PipeFisher's P100 BERT-Large ratios: " + \
+            ", ".join(sorted(estimated))
+    return {
+        "name": f"pf-run {Path(str(run_profile.get('model', 'model'))).name}",
+        "source": source,
+        "units": "ms",
+        "p2p": fill.get("p2p", 0.0) if fill else 0.0,
+        "allreduce": fill.get("allreduce", 0.0) if fill else 0.0,
+        "layers": layers,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("profile", help="pf-run --profile output")
+    parser.add_argument("-o", "--output", required=True, help="scheduler profile to write")
+    parser.add_argument("--fill", help="profile whose values replace the estimated keys")
+    args = parser.parse_args(argv)
+    try:
+        run_profile = json.loads(Path(args.profile).read_text())
+        fill = json.loads(Path(args.fill).read_text()) if args.fill else None
+        result = convert(run_profile, fill)
+    except (OSError, ValueError, KeyError) as err:
+        print(f"profile_convert: error: {err}", file=sys.stderr)
+        return 1
+    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}: {len(result['layers'])} layers ({result['source']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
