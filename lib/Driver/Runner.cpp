@@ -13,7 +13,14 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -116,10 +123,9 @@ struct CompiledModel::Impl {
 CompiledModel::CompiledModel() : impl(std::make_unique<Impl>()) {}
 CompiledModel::~CompiledModel() = default;
 
-llvm::Expected<std::unique_ptr<CompiledModel>>
-CompiledModel::compile(ModuleOp module, int threads, const std::string &function,
-                       bool profile) {
-  std::unique_ptr<CompiledModel> model(new CompiledModel());
+llvm::Error CompiledModel::lower(ModuleOp module, const std::string &function, bool profile,
+                                 CompiledModel &modelRef) {
+  CompiledModel *model = &modelRef;
   Impl &impl = *model->impl;
   MLIRContext *ctx = module.getContext();
   auto start = std::chrono::steady_clock::now();
@@ -216,8 +222,19 @@ CompiledModel::compile(ModuleOp module, int threads, const std::string &function
   if (failed(toLLVM.run(module)))
     return error("lowering to the LLVM dialect failed (see the diagnostics above)");
   model->compileStats.lowerSeconds = secondsSince(start);
+  return llvm::Error::success();
+}
 
-  start = std::chrono::steady_clock::now();
+llvm::Expected<std::unique_ptr<CompiledModel>>
+CompiledModel::compile(ModuleOp module, int threads, const std::string &function,
+                       bool profile) {
+  std::unique_ptr<CompiledModel> model(new CompiledModel());
+  Impl &impl = *model->impl;
+  MLIRContext *ctx = module.getContext();
+  if (auto err = lower(module, function, profile, *model))
+    return std::move(err);
+  auto start = std::chrono::steady_clock::now();
+
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   registerBuiltinDialectTranslation(*ctx);
@@ -289,7 +306,7 @@ llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
   for (const auto &[name, array] : inputs) {
     bool known = llvm::any_of(inputSpecs, [&](const TensorSpec &s) { return s.name == name; });
     if (!known)
-      return error("unknown input '" + name + "' (the model's inputs are listed by --help-model)");
+      return error("unknown input '" + name + "' (pf-run --describe lists the model's inputs)");
   }
   std::vector<NpyArray *> outputArrays;
   for (const TensorSpec &spec : outputSpecs) {
@@ -331,4 +348,157 @@ llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
 
 const std::vector<CompiledModel::OpTiming> &CompiledModel::profile() const {
   return impl->timings;
+}
+
+//===--- Ahead-of-time output -----------------------------------------------===//
+
+namespace {
+llvm::Error emitObject(ModuleOp module, StringRef path) {
+  MLIRContext *ctx = module.getContext();
+  registerBuiltinDialectTranslation(*ctx);
+  registerLLVMDialectTranslation(*ctx);
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(module, llvmContext);
+  if (!llvmModule)
+    return error("translation to LLVM IR failed");
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    return builder.takeError();
+  // Position-independent so the object links into executables and shared
+  // libraries alike.
+  builder->setRelocationModel(llvm::Reloc::PIC_);
+  auto machine = builder->createTargetMachine();
+  if (!machine)
+    return machine.takeError();
+  llvmModule->setDataLayout((*machine)->createDataLayout());
+  llvmModule->setTargetTriple((*machine)->getTargetTriple());
+  if (auto err = makeOptimizingTransformer(2, 0, machine->get())(llvmModule.get()))
+    return err;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return error("cannot write '" + path + "': " + ec.message());
+  llvm::legacy::PassManager pm;
+  if ((*machine)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    return error("the host target cannot emit object files");
+  pm.run(*llvmModule);
+  return llvm::Error::success();
+}
+
+std::string cString(StringRef text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+} // namespace
+
+llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &directory,
+                                    const std::string &function) {
+  CompiledModel model;
+  if (auto err = lower(module, function, /*profile=*/false, model))
+    return err;
+  Impl &impl = *model.impl;
+  if (std::error_code ec = llvm::sys::fs::create_directories(directory))
+    return error("cannot create '" + directory + "': " + ec.message());
+  auto file = [&](StringRef name) {
+    SmallString<256> path(directory);
+    llvm::sys::path::append(path, name);
+    return std::string(path);
+  };
+  if (auto err = emitObject(module, file("model.o")))
+    return err;
+
+  // Weights: every parameter and constant, 64-byte aligned, in buffer order.
+  std::vector<int64_t> weightOffset(impl.buffers.size(), -1);
+  std::string weights;
+  for (auto [i, b] : llvm::enumerate(impl.buffers)) {
+    if (!b.hostData)
+      continue;
+    weights.append((64 - weights.size() % 64) % 64, '\0');
+    weightOffset[i] = int64_t(weights.size());
+    weights.append(static_cast<const char *>(b.hostData), b.bytes);
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(file("model.weights"), ec, llvm::sys::fs::OF_None);
+    if (ec)
+      return error("cannot write model.weights: " + ec.message());
+    os << weights;
+  }
+
+  std::string h;
+  llvm::raw_string_ostream os(h);
+  os << "/* Generated by pf-run --aot: the tensor plan of pf_main (see docs/runtime.md). */\n"
+     << "#ifndef PF_MODEL_PLAN_H\n#define PF_MODEL_PLAN_H\n\n#include <stdint.h>\n"
+     << "#include \"pf/Runtime/pfrt.h\"\n\n"
+     << "#define PF_MODEL_NUM_TENSORS " << impl.table.size() << "\n"
+     << "#define PF_MODEL_NUM_INPUTS " << model.inputSpecs.size() << "\n"
+     << "#define PF_MODEL_NUM_OUTPUTS " << model.outputSpecs.size() << "\n"
+     << "#define PF_MODEL_ARENA_BYTES " << model.compileStats.arenaBytes << "\n"
+     << "#define PF_MODEL_WEIGHTS_BYTES " << weights.size() << "\n\n"
+     << "enum { PF_MODEL_INPUT = 0, PF_MODEL_OUTPUT = 1, PF_MODEL_WEIGHTS = 2, "
+        "PF_MODEL_ARENA = 3 };\n\n"
+     << "/* Where each descriptor's data lives: input/output number, or byte offset\n"
+     << "   into the weights file or the arena. */\n"
+     << "typedef struct { int32_t kind; int64_t where; int32_t dtype; int32_t rank;\n"
+     << "                 int64_t shape[PFRT_MAX_RANK]; } pf_model_tensor_info;\n\n"
+     << "static const pf_model_tensor_info pf_model_tensors[PF_MODEL_NUM_TENSORS] = {\n";
+  for (auto [t, desc] : llvm::enumerate(impl.table)) {
+    int64_t buffer = impl.tensorBuffer[t];
+    const Impl::BufferRef &b = impl.buffers[buffer];
+    int kind = b.kind == "input" ? 0 : b.kind == "output" ? 1 : b.hostData ? 2 : 3;
+    int64_t where = kind <= 1 ? b.index : kind == 2 ? weightOffset[buffer] : b.offset;
+    os << "  {" << kind << ", " << where << ", " << desc.dtype << ", " << desc.rank << ", {";
+    for (int d = 0; d < desc.rank; ++d)
+      os << (d ? ", " : "") << desc.shape[d];
+    os << (desc.rank == 0 ? "0" : "") << "}},\n";
+  }
+  os << "};\n\ntypedef struct { const char *name; int64_t tensor; } pf_model_io;\n";
+  auto ioTable = [&](StringRef name, const std::vector<TensorSpec> &specs,
+                     const std::vector<int64_t> &tensors, StringRef count) {
+    os << "static const pf_model_io " << name << "[" << count << "] = {\n";
+    for (auto [i, spec] : llvm::enumerate(specs))
+      os << "  {" << cString(spec.name) << ", " << tensors[i] << "},\n";
+    os << "};\n";
+  };
+  ioTable("pf_model_inputs", model.inputSpecs, impl.inputTensor, "PF_MODEL_NUM_INPUTS");
+  ioTable("pf_model_outputs", model.outputSpecs, impl.outputTensor, "PF_MODEL_NUM_OUTPUTS");
+  os << R"(
+/* The compiled step: 0, or (op index + 1) << 32 | pfrt status of the first
+   failing kernel. */
+int64_t pf_main(pfrt_context *ctx, pfrt_tensor *table);
+
+/* Fills table[PF_MODEL_NUM_TENSORS] from the caller's buffers: inputs[i] and
+   outputs[i] in pf_model_inputs / pf_model_outputs order, the contents of
+   model.weights (64-byte aligned) and an arena of PF_MODEL_ARENA_BYTES. */
+static inline void pf_model_bind(pfrt_tensor *table, void *arena, const void *weights,
+                                 void *const *inputs, void *const *outputs) {
+  for (int i = 0; i < PF_MODEL_NUM_TENSORS; ++i) {
+    const pf_model_tensor_info *t = &pf_model_tensors[i];
+    char *data = t->kind == PF_MODEL_INPUT    ? (char *)inputs[t->where]
+                 : t->kind == PF_MODEL_OUTPUT ? (char *)outputs[t->where]
+                 : t->kind == PF_MODEL_WEIGHTS ? (char *)weights + t->where
+                                               : (char *)arena + t->where;
+    table[i].data = data;
+    table[i].dtype = t->dtype;
+    table[i].rank = t->rank;
+    for (int d = 0; d < PFRT_MAX_RANK; ++d)
+      table[i].shape[d] = d < t->rank ? t->shape[d] : 0;
+  }
+}
+
+#endif /* PF_MODEL_PLAN_H */
+)";
+  std::error_code ec;
+  llvm::raw_fd_ostream header(file("model_plan.h"), ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return error("cannot write model_plan.h: " + ec.message());
+  header << h;
+  return llvm::Error::success();
 }

@@ -7,7 +7,9 @@
 #include "ImportContext.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::pf;
@@ -151,12 +153,44 @@ Results convertIdentity(NodeContext &n) {
   return SmallVector<Value>{op.getResult()};
 }
 
+/// The value of a constant float scalar (or one-element tensor).
+std::optional<double> constantFloat(Value v) {
+  DenseFPElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1)
+    return std::nullopt;
+  return (*attr.value_begin<APFloat>()).convertToDouble();
+}
+
 Results convertDropout(NodeContext &n) {
   if (failed(requireInputs(n, 1)))
     return failure();
-  if (n.node.output_size() > 1 && !n.node.output(1).empty())
-    return n.error() << "the mask output of Dropout is not supported";
-  return SmallVector<Value>{n.input(0)}; // inference: identity
+  // Inference Dropout is the identity with an all-true mask. From opset 12 on
+  // a training_mode input can ask for the random training behaviour, which
+  // pf does not implement: the model must not be run as the identity then.
+  if (n.opset >= 12 && n.input(2)) {
+    auto mode = getConstantInts(n.input(2));
+    if (!mode || mode->size() != 1)
+      return n.error() << "training_mode (input 2) must be a constant scalar";
+    if ((*mode)[0] != 0) {
+      std::optional<double> ratio = n.input(1) ? constantFloat(n.input(1)) : 0.5;
+      if (!ratio)
+        return n.error() << "ratio (input 1) must be a constant scalar in training mode";
+      if (*ratio != 0)
+        return n.error() << "training-mode Dropout (ratio " << llvm::formatv("{0}", *ratio)
+                         << ") is random and not supported; only inference (training_mode "
+                            "false) or ratio 0";
+    }
+  }
+  SmallVector<Value> results{n.input(0)};
+  if (n.node.output_size() > 1 && !n.node.output(1).empty()) {
+    auto type = dyn_cast<RankedTensorType>(n.input(0).getType());
+    if (!type || !type.hasStaticShape())
+      return n.error() << "the mask output of Dropout needs an input of static shape";
+    auto maskType = RankedTensorType::get(type.getShape(), n.builder.getI1Type());
+    results.push_back(
+        ConstantOp::create(n.builder, n.loc, DenseElementsAttr::get(maskType, true)));
+  }
+  return results;
 }
 
 Results convertConstant(NodeContext &n) {
@@ -193,6 +227,22 @@ Results convertCast(NodeContext &n) {
   if (!to)
     return n.error() << "unsupported target type " << dataTypeName(n.intAttr("to", 0));
   return n.finish(CastOp::create(n.builder, n.loc, n.placeholder(), n.input(0), to));
+}
+
+Results convertPow(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  // ONNX lets the exponent's type differ from the base's; pf.pow's kernel
+  // takes one dtype, so a float base gets its exponent cast to its type.
+  Value exponent = n.input(1);
+  Type base = getElementTypeOrSelf(n.input(0).getType());
+  if (isa<FloatType>(base) && getElementTypeOrSelf(exponent.getType()) != base) {
+    auto cast = n.finish(CastOp::create(n.builder, n.loc, n.placeholder(), exponent, base));
+    if (failed(cast))
+      return failure();
+    exponent = (*cast)[0];
+  }
+  return n.finish(PowOp::create(n.builder, n.loc, n.placeholder(), n.input(0), exponent));
 }
 
 Results convertMatMul(NodeContext &n) { return binary<MatMulOp>(n); }
@@ -383,7 +433,7 @@ llvm::StringMap<Converter> buildConverters() {
   table["Sub"] = binary<SubOp>;
   table["Mul"] = binary<MulOp>;
   table["Div"] = binary<DivOp>;
-  table["Pow"] = binary<PowOp>;
+  table["Pow"] = convertPow;
   table["Equal"] = binary<EqualOp>;
   table["Sqrt"] = unary<SqrtOp>;
   table["Erf"] = unary<ErfOp>;

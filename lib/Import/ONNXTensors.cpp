@@ -19,11 +19,13 @@ Type onnx_import::convertElementType(MLIRContext *ctx, int32_t dataType) {
   case onnx::TensorProto::DOUBLE: return b.getF64Type();
   case onnx::TensorProto::FLOAT16: return b.getF16Type();
   case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
-  case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: return b.getI64Type();
-  case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: return b.getI32Type();
-  case onnx::TensorProto::INT16: case onnx::TensorProto::UINT16: return b.getI16Type();
-  case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: return b.getI8Type();
+  case onnx::TensorProto::INT64: return b.getI64Type();
+  case onnx::TensorProto::INT32: return b.getI32Type();
+  case onnx::TensorProto::INT16: return b.getI16Type();
+  case onnx::TensorProto::INT8: return b.getI8Type();
   case onnx::TensorProto::BOOL: return b.getI1Type();
+  // Unsigned types are not imported: as signless integers the folders and the
+  // runtime would treat them as signed (wrong Div, Cast and comparisons).
   default: return nullptr;
   }
 }

@@ -59,6 +59,10 @@ static cl::opt<std::string> profileFile(
     "profile", cl::desc("Time every kernel call and write per-op times as JSON "
                         "(format: docs/profile-format.md)"),
     cl::value_desc("profile.json"), cl::cat(category));
+static cl::opt<std::string> aotDirectory(
+    "aot", cl::desc("Compile ahead of time into DIR (model.o, model.weights, model_plan.h) "
+                    "instead of running; examples/aot/driver.c shows how to link it"),
+    cl::value_desc("DIR"), cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -173,6 +177,12 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
+  if (!aotDirectory.empty()) {
+    if (auto err = drv::CompiledModel::writeAot(*module, aotDirectory, entry))
+      return fail(llvm::toString(std::move(err)));
+    llvm::outs() << "wrote " << aotDirectory << "/model.o, model.weights, model_plan.h\n";
+    return 0;
+  }
   auto compiled = drv::CompiledModel::compile(*module, threads, entry, !profileFile.empty());
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));

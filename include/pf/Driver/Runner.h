@@ -61,6 +61,14 @@ public:
   /// parameters, constants) have no times.
   const std::vector<OpTiming> &profile() const;
 
+  /// Ahead-of-time mode: lowers `module` and writes into `directory`
+  /// model.o (pf_main, position-independent, host CPU), model.weights (the
+  /// parameters and constants) and model_plan.h (the tensor table and how to
+  /// bind inputs, outputs, weights and the arena; see docs/runtime.md), which
+  /// a small C driver links with libpfrt.
+  static llvm::Error writeAot(mlir::ModuleOp module, const std::string &directory,
+                              const std::string &function = "");
+
   /// Runs once; `inputs` are checked against inputs() by name, dtype and shape.
   llvm::Error run(const std::map<std::string, NpyArray> &inputs,
                   std::map<std::string, NpyArray> &outputs);
@@ -71,6 +79,9 @@ private:
   std::vector<TensorSpec> inputSpecs, outputSpecs;
   CompileStats compileStats;
   CompiledModel();
+  /// Lowers to the LLVM dialect and reads the tensor plan into `impl`.
+  static llvm::Error lower(mlir::ModuleOp module, const std::string &function, bool profile,
+                           CompiledModel &model);
 };
 
 } // namespace mlir::pf::driver
