@@ -8,7 +8,7 @@ DEB_PACKAGES=(
   cmake ninja-build ccache g++ pkg-config python3 python3-pip
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libopenblas-dev liblapacke-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenblas-openmp-dev liblapacke-dev libopenmpi-dev openmpi-bin
   libgtest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libzip-dev
 )
 

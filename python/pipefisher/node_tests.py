@@ -82,8 +82,9 @@ class NodeTest:
 
     @property
     def group(self) -> str:
-        """The op the test is about: the single op, else the test's name minus 'test_'."""
-        return self.ops[0] if len(self.ops) == 1 else "(composite) " + self.name[5:]
+        """The op the test is about; for a graph of several ops (an expanded
+        function) the sorted op types."""
+        return self.ops[0] if len(self.ops) == 1 else " + ".join(sorted(self.ops))
 
 
 def _load_model(path: Path):
@@ -182,54 +183,68 @@ def _shape_arg(array: np.ndarray) -> str:
     return "x".join(str(d) for d in array.shape)
 
 
-def run_test(test: NodeTest, workdir: Path, data_set: int = 0) -> None:
-    """Runs one node test through pf-run; raises AssertionError when it fails."""
+def run_test(test: NodeTest, workdir: Path, data_set: int = 0,
+             expect_error: bool = False) -> None:
+    """Runs one node test through pf-run and compares its outputs.
+
+    Raises AssertionError when pf-run crashes, fails or computes something
+    else. With `expect_error` (a test in the skip table) pf-run must instead
+    exit with an error message, and inputs that are no tensors are left out.
+    """
     import onnx
+    from onnx import numpy_helper
 
     model = _load_model(test.model_path)
     if test.run_opset != test.opset:
         for opset in model.opset_import:
             if opset.domain in ("", "ai.onnx"):
                 opset.version = test.run_opset
+
     data = test.path / f"test_data_set_{data_set}"
     initializers = {i.name for i in model.graph.initializer}
-    input_names = [i.name for i in model.graph.input if i.name not in initializers]
+    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
+    inputs: dict[str, np.ndarray] = {}
+    for k, value in enumerate(graph_inputs):
+        if not value.type.HasField("tensor_type"):
+            if expect_error:
+                continue
+            raise AssertionError(f"input '{value.name}' is not a tensor (the harness and "
+                                 "pf-run handle tensors only)")
+        inputs[value.name] = _read_tensor(data / f"input_{k}.pb")
     output_names = [o.name for o in model.graph.output]
-    for value in list(model.graph.input) + list(model.graph.output):
-        if value.name not in initializers and not value.type.HasField("tensor_type"):
-            raise AssertionError(f"'{value.name}' is not a tensor (the harness and pf-run "
-                                 "handle tensors only)")
-    inputs = [_read_tensor(data / f"input_{i}.pb") for i in range(len(input_names))]
-    expected = [_read_tensor(data / f"output_{i}.pb") for i in range(len(output_names))]
 
-    if test.frozen:
-        from onnx import numpy_helper
-
-        for name, array in zip(input_names, inputs):
-            if name in test.frozen:
-                model.graph.initializer.append(numpy_helper.from_array(array, name))
-        kept = [i for i in model.graph.input if i.name not in test.frozen]
-        del model.graph.input[:]
-        model.graph.input.extend(kept)
-        pairs = [(n, a) for n, a in zip(input_names, inputs) if n not in test.frozen]
-        input_names, inputs = [n for n, _ in pairs], [a for _, a in pairs]
+    for name in test.frozen:
+        if name in inputs:
+            model.graph.initializer.append(numpy_helper.from_array(inputs.pop(name), name))
+    kept = [i for i in model.graph.input if i.name not in test.frozen]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
     model_path = workdir / f"{test.name}.onnx"
     onnx.save(model, str(model_path))
 
     inputs_path = workdir / f"{test.name}.in.npz"
     outputs_path = workdir / f"{test.name}.out.npz"
-    np.savez(inputs_path, **dict(zip(input_names, inputs)))
+    np.savez(inputs_path, **inputs)
     # The data fixes every input's shape (some models leave dimensions symbolic).
     args = [str(tool("pf-run")), str(model_path), "--num-threads", "1",
             "--inputs", str(inputs_path), "--outputs", str(outputs_path)]
-    for name, array in zip(input_names, inputs):
+    for name, array in inputs.items():
         args += ["--shape", f"{name}={_shape_arg(array)}"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     if proc.returncode < 0:
         raise AssertionError(f"pf-run crashed (signal {-proc.returncode}):\n{proc.stderr}")
+    if expect_error:
+        if proc.returncode == 0:
+            raise AssertionError("pf-run accepted this skipped test: run it and drop the "
+                                 "skip if it passes")
+        if "error" not in proc.stderr:
+            raise AssertionError(f"pf-run failed ({proc.returncode}) without an error "
+                                 f"message:\n{proc.stderr}")
+        return
     if proc.returncode != 0:
         raise AssertionError(f"pf-run failed ({proc.returncode}):\n{proc.stderr}")
 
+    expected = [_read_tensor(data / f"output_{i}.pb") for i in range(len(output_names))]
     with np.load(outputs_path) as got:
         for name, want in zip(output_names, expected):
             assert name in got.files, f"pf-run wrote no output '{name}' (has {got.files})"
@@ -253,26 +268,84 @@ def load_skips() -> dict[str, str]:
     return dict(module.SKIPS)
 
 
+DOC_HEADER = """# ONNX backend node tests on pf
+
+The `onnx` Python package (here {onnx_version}, pinned in `python/requirements.txt`) ships
+its backend node tests under `onnx/backend/test/data/node/`: one directory per test with
+`model.onnx` and `test_data_set_0/` holding `input_K.pb` and `output_K.pb`.
+`python/tests/test_onnx_node.py` runs each one through `pf-run` (ONNX import, graph
+passes, lowering to the pfrt ABI, JIT, run on the CPU runtime) and compares every output
+with the expected one: `assert_allclose(rtol=1e-4, atol=1e-5)` for floats, exact for
+integers and bools, same shape and dtype. It is part of `./scripts/test.sh` and takes
+about 20 s.
+
+- A test whose graph uses an op type the importer has no converter for
+  (`lib/Import/ONNXOpConverters.cpp`) is skipped as "op X not supported".
+- A test of supported ops that pf cannot run is listed with its reason in `SKIPS` in
+  `python/tests/test_onnx_node.py`; `test_skipped_node_errors` runs each of those
+  anyway and checks that pf-run exits with an error message, not a crash, and not
+  silently (a skip that starts to run has to be looked at).
+- What the harness (`python/pipefisher/node_tests.py`) changes before pf sees a model:
+  - **Opset.** Many tests are generated at opset 23 or 24, above pf's {min}-{max}. When every
+    op of the model has the same inputs, outputs and attributes at opset {max} (23 and 24
+    only added element types to Reshape, Shape, Transpose, Cast, ...) and no node sets an
+    attribute that is newer, the model is imported at opset {max}; marked "opset 24→22"
+    below.
+  - **Constant inputs.** pf compiles for static shapes, so shapes, axes, slice bounds and
+    Dropout's ratio/training mode must be constants at import time, while the node tests
+    feed them as graph inputs. Such an input (operand positions: {constant_inputs}) becomes an
+    initializer holding the test's data; marked "constant NAME" below.
+  - Every input's shape is given to pf-run with `--shape NAME=DxD` from the test data.
+
+Regenerate this page (with a built pf-run; `$PF_BUILD_DIR` picks the build directory):
+
+```sh
+PYTHONPATH=python python3 -m pipefisher.node_tests --run --markdown > docs/onnx-node-tests.md
+```
+
+Without `--markdown` the module prints one line per test (`runs` / `passed` / `skipped:
+reason`); `-k SUBSTRING` selects tests.
+"""
+
+
 def _markdown(tests: list[NodeTest], skips: dict[str, str], results: dict[str, str]) -> str:
     runs = [t for t in tests if skip_reason(t, skips) is None]
     known = [t for t in tests if not t.unsupported and skip_reason(t, skips)]
     unsupported = [t for t in tests if t.unsupported]
-    lines = [f"{len(tests)} node tests: {len(runs)} run, {len(known)} skipped for a known "
-             f"reason, {len(unsupported)} skipped because they use an op pf does not import.", ""]
+    import onnx
+
+    lines = [DOC_HEADER.format(onnx_version=onnx.__version__, min=MIN_OPSET, max=MAX_OPSET,
+                               constant_inputs=", ".join(
+                                   f"{op} {'/'.join(map(str, idx))}"
+                                   for op, idx in CONSTANT_INPUTS.items())),
+             f"**{len(tests)} node tests: {len(runs)} run, {len(known)} skipped for a known "
+             f"reason, {len(unsupported)} skipped because they use an op pf does not "
+             f"import.**", ""]
     if results:
         failed = [t.name for t in runs if results.get(t.name) != "passed"]
-        lines += [f"Last run: {len(runs) - len(failed)} passed, {len(failed)} failed"
-                  + (": " + ", ".join(failed) if failed else "") + ".", ""]
+        lines += [f"At the last regeneration (`--run`): {len(runs) - len(failed)} passed, "
+                  f"{len(failed)} failed" + (": " + ", ".join(failed) if failed else "") + ".",
+                  ""]
+    by_reason: dict[str, int] = defaultdict(int)
+    for t in known:
+        by_reason[skip_reason(t, skips)] += 1
+    lines += ["Skipped for a known reason, by reason:", ""]
+    lines += [f"- {n}: {reason}" for reason, n in sorted(by_reason.items(), key=lambda x: -x[1])]
+    lines.append("")
 
     lines += ["## Tests that run", "", "| op | tests |", "|---|---|"]
     groups: dict[str, list[NodeTest]] = defaultdict(list)
     for t in runs:
         groups[t.group].append(t)
-    for group in sorted(groups, key=lambda g: (g.startswith("("), g)):
+    for group in sorted(groups, key=lambda g: (" + " in g, g)):
         names = []
         for t in groups[group]:
-            note = f" (opset {t.opset}, run at {t.run_opset})" if t.run_opset != t.opset else ""
-            names.append(f"`{t.name}`{note}")
+            notes = []
+            if t.run_opset != t.opset:
+                notes.append(f"opset {t.opset}→{t.run_opset}")
+            if t.frozen:
+                notes.append("constant " + ", ".join(t.frozen))
+            names.append(f"`{t.name}`" + (f" ({'; '.join(notes)})" if notes else ""))
         lines.append(f"| {group} | {', '.join(names)} |")
 
     lines += ["", "## Skipped for a known reason", "",

@@ -374,6 +374,305 @@ PFRT_API pfrt_status pfrt_reshape(pfrt_context *ctx, const pfrt_tensor *x,
 PFRT_API pfrt_status pfrt_fill(pfrt_context *ctx, const pfrt_tensor *out,
                                double value);
 
+/*===----------------------------------------------------------------------===*\
+|*                   Training: backward, loss, optimizers, K-FAC             *|
+|*                                                                          *|
+|* Added to ABI 1 without a bump (new functions only). Conventions on top   *|
+|* of the ones above (docs/runtime.md, "Training kernels"):                 *|
+|*  - Gradient outputs take an accumulate flag: 0 overwrites the output,    *|
+|*    non-zero adds the result to what the output holds (a value used twice,*|
+|*    parameter gradients summed over micro-batches). Kernels with several  *|
+|*    outputs take one flag per output group.                               *|
+|*  - Optional gradient outputs may be NULL: that gradient is not computed. *|
+|*  - Optimizer and K-FAC-state kernels update their tensors in place.      *|
+|*  - Sums that feed a scalar (norms, traces, the loss) accumulate in       *|
+|*    double over a fixed partition, so results do not depend on the thread *|
+|*    count; no kernel uses atomics.                                        *|
+|*  - A few kernels need workspace (they say so); they allocate it from the *|
+|*    heap and answer PFRT_OUT_OF_MEMORY when that fails.                   *|
+\*===----------------------------------------------------------------------===*/
+
+/*===------------------------------ Backward ----------------------------===*/
+
+/* out = sum of grad over the dimensions along which out's shape was
+ * broadcast to grad's shape (the gradient of a broadcasting operand): out's
+ * shape must broadcast (unidirectionally, NumPy rules) to grad's shape.
+ * f32, f64; sums accumulate in double. accumulate != 0 adds to out. */
+PFRT_API pfrt_status pfrt_reduce_to_shape(pfrt_context *ctx,
+                                          const pfrt_tensor *grad,
+                                          int32_t accumulate,
+                                          const pfrt_tensor *out);
+
+enum {
+  PFRT_BINARY_ADD = 0,
+  PFRT_BINARY_SUB = 1,
+  PFRT_BINARY_MUL = 2,
+  PFRT_BINARY_DIV = 3,
+  PFRT_BINARY_POW = 4
+};
+
+/* Gradients of y = a (op) b (NumPy broadcasting) given grad_out = dL/dy of
+ * y's (the broadcast) shape, reduced to each operand's shape:
+ *   add: da = dy, db = dy;            sub: da = dy, db = -dy;
+ *   mul: da = dy b, db = dy a;        div: da = dy / b, db = -dy a / b^2;
+ *   pow: da = dy b a^(b-1), db = dy a^b ln(a), and db = 0 where a == 0 and
+ *        b >= 0 (PyTorch's convention; a < 0 gives NaN there).
+ * f32, f64. a and b are always required (their shapes define the
+ * broadcast; add and sub do not read their data). grad_a / grad_b may be
+ * NULL; otherwise they have a's / b's shape. An operand that was broadcast
+ * needs a workspace of y's size for mul, div and pow. accumulate_a /
+ * accumulate_b add into grad_a / grad_b. */
+PFRT_API pfrt_status pfrt_binary_backward(
+    pfrt_context *ctx, int32_t kind, const pfrt_tensor *a,
+    const pfrt_tensor *b, const pfrt_tensor *grad_out, int32_t accumulate_a,
+    int32_t accumulate_b, const pfrt_tensor *grad_a,
+    const pfrt_tensor *grad_b);
+
+enum {
+  PFRT_UNARY_SQRT = 0, /* takes y = sqrt(x): dx = dy / (2 y) */
+  PFRT_UNARY_ERF = 1,  /* takes x:           dx = dy 2/sqrt(pi) exp(-x^2) */
+  PFRT_UNARY_TANH = 2, /* takes y = tanh(x): dx = dy (1 - y^2) */
+  PFRT_UNARY_EXP = 3,  /* takes y = exp(x):  dx = dy y */
+  PFRT_UNARY_NEG = 4   /* dx = -dy (the first tensor is shape-checked only) */
+};
+
+/* grad_in = grad_out * f'(x) for the unary op `kind`, from the forward's
+ * input or output as listed above (whichever makes f' cheapest). f32, f64;
+ * all three tensors have one shape and dtype. grad_in may be grad_out (in
+ * place). accumulate != 0 adds into grad_in. */
+PFRT_API pfrt_status pfrt_unary_backward(pfrt_context *ctx, int32_t kind,
+                                         const pfrt_tensor *x_or_y,
+                                         const pfrt_tensor *grad_out,
+                                         int32_t accumulate,
+                                         const pfrt_tensor *grad_in);
+
+/* grad_in = grad_out * gelu'(x) (f32, f64) for PFRT_GELU_EXACT or
+ * PFRT_GELU_TANH; x is the forward's input. grad_in may be grad_out. */
+PFRT_API pfrt_status pfrt_gelu_backward(pfrt_context *ctx,
+                                        const pfrt_tensor *x,
+                                        const pfrt_tensor *grad_out,
+                                        int32_t approximation,
+                                        int32_t accumulate,
+                                        const pfrt_tensor *grad_in);
+
+/* Softmax backward along `axis` (f32, f64): grad_in = y * (grad_out -
+ * sum_axis(grad_out * y)), with y the forward's output. All three tensors
+ * have one shape; grad_in may be grad_out. */
+PFRT_API pfrt_status pfrt_softmax_backward(pfrt_context *ctx,
+                                           const pfrt_tensor *y,
+                                           const pfrt_tensor *grad_out,
+                                           int64_t axis, int32_t accumulate,
+                                           const pfrt_tensor *grad_in);
+
+/* Backward of pfrt_layer_norm (f32, f64) over the blocks x.shape[axis:]:
+ *   xhat = (x - mean) inv_std, g = grad_out * scale,
+ *   grad_x = inv_std (g - mean_block(g) - xhat mean_block(g xhat)),
+ *   grad_scale = sum over blocks of grad_out xhat, grad_bias = sum grad_out.
+ * mean and inv_std_dev are the forward's optional outputs (either shape
+ * pfrt_layer_norm accepts); both NULL recomputes them from x and epsilon
+ * (in double; a workspace of 2 doubles per block); one NULL and not the
+ * other is an error. grad_x (x's shape), grad_scale and grad_bias
+ * (scale's shape) may each be NULL. accumulate_x applies to grad_x,
+ * accumulate_params to grad_scale and grad_bias. */
+PFRT_API pfrt_status pfrt_layer_norm_backward(
+    pfrt_context *ctx, const pfrt_tensor *x, const pfrt_tensor *scale,
+    const pfrt_tensor *mean, const pfrt_tensor *inv_std_dev,
+    const pfrt_tensor *grad_out, int64_t axis, double epsilon,
+    int32_t accumulate_x, int32_t accumulate_params,
+    const pfrt_tensor *grad_x, const pfrt_tensor *grad_scale,
+    const pfrt_tensor *grad_bias);
+
+/* Backward of pfrt_linear (f32, f64) over all rows of x [..., in] and
+ * grad_out [..., out] (same leading dimensions), one GEMM each:
+ *   w [in, out]:                 grad_x = dy . w^T,  grad_w = x^T . dy;
+ *   w [out, in] (w_transposed):  grad_x = dy . w,    grad_w = dy^T . x;
+ *   grad_bias [out] = the sum of dy over rows.
+ * grad_x, grad_w, grad_bias may each be NULL. accumulate_x applies to
+ * grad_x; accumulate_params to grad_w and grad_bias (BLAS beta = 1: the
+ * micro-batch gradient accumulation of a pipeline stage). */
+PFRT_API pfrt_status pfrt_linear_backward(
+    pfrt_context *ctx, const pfrt_tensor *x, const pfrt_tensor *w,
+    const pfrt_tensor *grad_out, int32_t w_transposed, int32_t accumulate_x,
+    int32_t accumulate_params, const pfrt_tensor *grad_x,
+    const pfrt_tensor *grad_w, const pfrt_tensor *grad_bias);
+
+/* Backward of pfrt_matmul (f32, f64; same shape rules, rank-1 operands
+ * included): grad_a = dy . b^T and grad_b = a^T . dy per batch, summed
+ * over the batch dimensions along which the operand was broadcast (GEMMs
+ * with beta = 1, in a fixed order). grad_a / grad_b (a's / b's shape) may
+ * be NULL; accumulate_a / accumulate_b add into them. */
+PFRT_API pfrt_status pfrt_matmul_backward(
+    pfrt_context *ctx, const pfrt_tensor *a, const pfrt_tensor *b,
+    const pfrt_tensor *grad_out, int32_t accumulate_a, int32_t accumulate_b,
+    const pfrt_tensor *grad_a, const pfrt_tensor *grad_b);
+
+/* Backward of pfrt_gather (f32, f64): scatter-adds grad_out (shape
+ * data.shape[:axis] + indices.shape + data.shape[axis+1:]) into grad_data
+ * (data's shape) at the gathered positions; repeated indices sum. Indices
+ * (i32, i64) are validated (negative ones wrap) before anything is written.
+ * Deterministic: threads own disjoint ranges of grad_data's rows and add
+ * the contributions to a row in index order. accumulate == 0 zeroes
+ * grad_data first. */
+PFRT_API pfrt_status pfrt_gather_backward(pfrt_context *ctx,
+                                          const pfrt_tensor *indices,
+                                          const pfrt_tensor *grad_out,
+                                          int64_t axis, int32_t accumulate,
+                                          const pfrt_tensor *grad_data);
+
+/*===-------------------------------- Loss ------------------------------===*/
+
+/* Fused softmax cross-entropy with ignored labels (masked-LM loss), f32 or
+ * f64 logits [..., V]; labels (i32 or i64) have logits.shape[:-1]. Rows
+ * whose label equals ignore_index (-100 in PyTorch and Hugging Face) do
+ * not count; other labels must lie in [0, V) (else INVALID_ARGUMENT,
+ * checked before anything is written). With count = the number of counted
+ * rows and lse the (max-shifted) log-sum-exp of a row:
+ *   loss = sum over counted rows (lse - logit[label]) / count,
+ *   grad_logits = grad_scale * (softmax(row) - onehot(label)) / count on
+ *   counted rows and 0 on ignored rows.
+ * count == 0 gives loss 0 and all-zero gradients (not NaN). loss is a
+ * rank-0 tensor of the logits' dtype; grad_logits (logits' shape) and
+ * count_out (rank-0 i64) may be NULL. grad_scale multiplies the gradient
+ * only (e.g. 1/micro-batches). The per-row sums are in double (workspace:
+ * one double per row). */
+PFRT_API pfrt_status pfrt_softmax_cross_entropy(
+    pfrt_context *ctx, const pfrt_tensor *logits, const pfrt_tensor *labels,
+    int64_t ignore_index, double grad_scale, const pfrt_tensor *loss,
+    const pfrt_tensor *grad_logits, const pfrt_tensor *count_out);
+
+/*===----------------------------- Optimizers ---------------------------===*/
+/* In-place steps on one parameter tensor and its state (f32 or f64, all of
+ * one dtype and shape). State tensors start zeroed. step is the 1-based
+ * number of this update (for bias correction). grad is not modified. */
+
+/* SGD with momentum, PyTorch's formulation with dampening 0 (weight decay
+ * is coupled, added to the gradient):
+ *   g = grad + weight_decay p;  buf = momentum buf + g;
+ *   p -= lr (nesterov ? g + momentum buf : buf).
+ * With momentum == 0, momentum_buf may be NULL and p -= lr g. */
+PFRT_API pfrt_status pfrt_sgd_step(pfrt_context *ctx, const pfrt_tensor *param,
+                                   const pfrt_tensor *grad,
+                                   const pfrt_tensor *momentum_buf, double lr,
+                                   double momentum, double weight_decay,
+                                   int32_t nesterov);
+
+/* AdamW (Loshchilov & Hutter; PyTorch's torch.optim.AdamW):
+ *   p *= 1 - lr weight_decay;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *   p -= lr (m / c1) / (sqrt(v / c2) + eps),
+ * c1 = 1 - b1^step, c2 = 1 - b2^step when bias_correction, else 1. */
+PFRT_API pfrt_status pfrt_adamw_step(pfrt_context *ctx,
+                                     const pfrt_tensor *param,
+                                     const pfrt_tensor *grad,
+                                     const pfrt_tensor *exp_avg,
+                                     const pfrt_tensor *exp_avg_sq, double lr,
+                                     double beta1, double beta2, double eps,
+                                     double weight_decay, int64_t step,
+                                     int32_t bias_correction);
+
+/* LAMB as NVIDIA's NVLAMB / apex FusedLAMB (stage 2 per tensor; global
+ * gradient clipping is a separate pfrt_clip_by_global_norm):
+ *   m, v as in AdamW;  u = (m / c1) / (sqrt(v / c2) + eps) + weight_decay p;
+ *   r = ||p|| / ||u|| if both norms > 0, else 1; then, if max_trust_ratio
+ *   > 0, r = min(r, max_trust_ratio) (0 means no upper clamp);
+ *   p -= lr r u.
+ * The trust ratio applies to every tensor when nvlamb != 0 (NVLAMB) and
+ * only to tensors with weight_decay != 0 otherwise (apex's default; r = 1
+ * for the others). Norms are in double. */
+PFRT_API pfrt_status pfrt_lamb_step(pfrt_context *ctx, const pfrt_tensor *param,
+                                    const pfrt_tensor *grad,
+                                    const pfrt_tensor *exp_avg,
+                                    const pfrt_tensor *exp_avg_sq, double lr,
+                                    double beta1, double beta2, double eps,
+                                    double weight_decay, int64_t step,
+                                    int32_t bias_correction, int32_t nvlamb,
+                                    double max_trust_ratio);
+
+/* *norm = sqrt(sum over tensors[0..n) of the sum of squares), in double;
+ * f32 and f64 tensors may be mixed; n == 0 gives 0. */
+PFRT_API pfrt_status pfrt_global_norm(pfrt_context *ctx,
+                                      const pfrt_tensor *tensors, int32_t n,
+                                      double *norm);
+
+/* Gradient clipping by the global norm (torch.nn.utils.clip_grad_norm_):
+ * computes the norm as pfrt_global_norm (stored in *norm if norm is not
+ * NULL) and, if norm > max_norm, scales every tensor in place by
+ * max_norm / (norm + 1e-6). A non-finite norm is PFRT_NUMERIC and leaves
+ * the tensors unchanged. */
+PFRT_API pfrt_status pfrt_clip_by_global_norm(pfrt_context *ctx,
+                                              const pfrt_tensor *tensors,
+                                              int32_t n, double max_norm,
+                                              double *norm);
+
+/* out = alpha * x (f32, f64; same shape and dtype); out may be x. */
+PFRT_API pfrt_status pfrt_scale(pfrt_context *ctx, const pfrt_tensor *x,
+                                double alpha, const pfrt_tensor *out);
+
+/* *result = sum of a * b over all elements (same shape; f32 or f64), in
+ * double: for K-FAC's KL-clipping (sum of update . gradient). */
+PFRT_API pfrt_status pfrt_dot(pfrt_context *ctx, const pfrt_tensor *a,
+                              const pfrt_tensor *b, double *result);
+
+/*===------------------------------- K-FAC ------------------------------===*/
+
+enum {
+  PFRT_KFAC_OVERWRITE = 0,      /* F = new */
+  PFRT_KFAC_ACCUMULATE = 1,     /* F += new (sum over micro-batches) */
+  PFRT_KFAC_RUNNING_AVERAGE = 2 /* F = decay F + (1 - decay) new */
+};
+
+/* A Kronecker factor new = scale * X^T X / n by SYRK (both triangles
+ * written), X = x [..., d] flattened to n rows (f32, f64). With
+ * bias_column != 0, X gets a column of ones appended (factor A of a layer
+ * with bias: (d+1) x (d+1)). factor A: x = layer input, scale 1; factor
+ * B: x = gradient of the layer output, scale as the caller's loss
+ * normalization requires (e.g. n^2 when the gradients are of a mean loss;
+ * docs/runtime.md). factor is [d', d'] with d' = d (+1). mode combines new
+ * with factor (PFRT_KFAC_*); decay in [0, 1] is used by RUNNING_AVERAGE.
+ * n == 0 leaves new = 0. */
+PFRT_API pfrt_status pfrt_kfac_factor(pfrt_context *ctx, const pfrt_tensor *x,
+                                      int32_t bias_column, double scale,
+                                      int32_t mode, double decay,
+                                      const pfrt_tensor *factor);
+
+/* pi = sqrt((tr(a) / dim a) / (tr(b) / dim b)) for square factors a and b
+ * (f32 or f64), the factored Tikhonov damping balance: A + sqrt(lambda) pi
+ * I and B + sqrt(lambda) / pi I. If either trace is <= 0 pi is 1; a
+ * non-finite trace is PFRT_NUMERIC. */
+PFRT_API pfrt_status pfrt_kfac_pi(pfrt_context *ctx, const pfrt_tensor *a,
+                                  const pfrt_tensor *b, double *pi);
+
+/* inverse = (factor + damping I)^-1 for a symmetric [d, d] factor (f32,
+ * f64) by Cholesky (LAPACK potrf, then potri; both triangles written).
+ * damping >= 0. If the factor holds NaN/Inf or factor + damping I is not
+ * positive definite, the result is PFRT_NUMERIC with a message saying which,
+ * and inverse is left unchanged (so a caller can keep its previous inverse
+ * or retry with more damping). inverse may be factor (in place). Workspace:
+ * one d x d matrix. */
+PFRT_API pfrt_status pfrt_kfac_inverse(pfrt_context *ctx,
+                                       const pfrt_tensor *factor,
+                                       double damping,
+                                       const pfrt_tensor *inverse);
+
+/* *result = 1 if every element of t is finite, else 0. Any dtype (integers
+ * and bool are always finite; f16 is checked). */
+PFRT_API pfrt_status pfrt_all_finite(pfrt_context *ctx, const pfrt_tensor *t,
+                                     int32_t *result);
+
+/* K-FAC preconditioning of a linear layer's gradient with the inverses of
+ * its factors (f32, f64): a_inv [i', i'], b_inv [o, o]:
+ *   w [out, in] (w_transposed != 0): out_w = b_inv . grad_w . a_inv;
+ *   w [in, out]:                     out_w = a_inv . grad_w . b_inv
+ * (the same update, transposed). With i' = in + 1 (A with a bias column),
+ * [grad_w | grad_b] is preconditioned jointly and split back into out_w
+ * and out_b; grad_b/out_b ([out]) are then required. With i' = in, out_b
+ * = b_inv . grad_b when grad_b is given (out_b is required with grad_b).
+ * Two GEMMs (plus one for a separate bias); a workspace of one gradient
+ * (with its bias column). out_w may be grad_w and out_b grad_b. */
+PFRT_API pfrt_status pfrt_kfac_precondition(
+    pfrt_context *ctx, const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
+    const pfrt_tensor *grad_w, const pfrt_tensor *grad_b,
+    int32_t w_transposed, const pfrt_tensor *out_w, const pfrt_tensor *out_b);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

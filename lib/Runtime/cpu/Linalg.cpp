@@ -11,77 +11,16 @@
 
 #include "../common/Call.h"
 #include "../common/Dtype.h"
+#include "Blas.h"
 #include "Kernels.h"
 #include "Parallel.h"
 
-#include <cblas.h>
-#include <climits>
 #include <cstring>
 
 using namespace pfrt;
 using namespace pfrt::cpu;
 
 namespace {
-
-//===------------------------------ BLAS ----------------------------------===//
-
-/// OpenBLAS' thread count is process-wide; set it to what the calling
-/// context wants before each call (cheap when unchanged).
-void setBlasThreads(int threads) {
-#ifdef PFRT_HAVE_OPENBLAS_THREADS
-  if (openblas_get_num_threads() != threads)
-    openblas_set_num_threads(threads);
-#else
-  (void)threads;
-#endif
-}
-
-/// One row-major GEMM: C[M,N] = alpha op(A) op(B) + beta C, with leading
-/// dimensions implied by contiguous storage.
-struct Gemm {
-  bool transA = false, transB = false;
-  int64_t m = 0, n = 0, k = 0;
-  double alpha = 1, beta = 0;
-};
-
-void blasGemm(const Gemm &g, const float *a, const float *b, float *c) {
-  cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
-              g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
-              int(g.k), float(g.alpha), a, g.transA ? int(g.m) : int(g.k), b,
-              g.transB ? int(g.k) : int(g.n), float(g.beta), c, int(g.n));
-}
-
-void blasGemm(const Gemm &g, const double *a, const double *b, double *c) {
-  cblas_dgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
-              g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
-              int(g.k), g.alpha, a, g.transA ? int(g.m) : int(g.k), b,
-              g.transB ? int(g.k) : int(g.n), g.beta, c, int(g.n));
-}
-
-/// BLAS takes int dimensions; larger problems are refused, not truncated.
-pfrt_status checkBlasDims(const Call &call, const Gemm &g) {
-  if (g.m > INT_MAX || g.n > INT_MAX || g.k > INT_MAX)
-    return call.fail(PFRT_UNSUPPORTED, "GEMM dimensions %lld x %lld x %lld "
-                     "exceed the BLAS int range", static_cast<long long>(g.m),
-                     static_cast<long long>(g.n), static_cast<long long>(g.k));
-  return PFRT_OK;
-}
-
-/// Runs one GEMM with the context's threads. K == 0 is handled here
-/// because BLAS implementations differ on it: op(A) op(B) is then zero.
-template <class T>
-void gemm(const pfrt_context *ctx, const Gemm &g, const T *a, const T *b,
-          T *c) {
-  if (g.m == 0 || g.n == 0)
-    return;
-  if (g.k == 0) {
-    for (int64_t i = 0; i < g.m * g.n; ++i)
-      c[i] = g.beta == 0 ? T(0) : T(g.beta) * c[i];
-    return;
-  }
-  setBlasThreads(ctx->numThreads);
-  blasGemm(g, a, b, c);
-}
 
 //===----------------------------- matmul ---------------------------------===//
 

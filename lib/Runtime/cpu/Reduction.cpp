@@ -11,6 +11,7 @@
 
 #include "../common/Call.h"
 #include "../common/Dtype.h"
+#include "Kernels.h"
 #include "Parallel.h"
 
 #include <type_traits>
@@ -76,9 +77,9 @@ ReducePlan planReduce(const Shape &x, const bool *isReduced) {
 
 /// Last block reduced: out[o] = sum of reduced.count() runs of `run`
 /// contiguous elements.
-template <class T>
+template <class T, class Store>
 void reduceRuns(const pfrt_context *ctx, const ReducePlan &plan, const T *x,
-                T *out, bool mean) {
+                Store store) {
   const int64_t outputs = plan.kept.count(), runs = plan.reduced.count();
   parallelFor(ctx, outputs, runs * plan.run, [&](int64_t o) {
     const T *base = x + plan.kept.offset(o);
@@ -91,7 +92,7 @@ void reduceRuns(const pfrt_context *ctx, const ReducePlan &plan, const T *x,
         part += static_cast<Acc<T>>(p[j]);
       acc += part;
     }
-    out[o] = finish<T>(acc, plan.reducedCount, mean);
+    store(o, acc);
   });
 }
 
@@ -101,9 +102,9 @@ constexpr int64_t kColumnTile = 256;
 /// Last block kept: each output row of `run` elements is the sum of the
 /// reduced input rows; columns are tiled so that the accumulator stays on
 /// the stack and a single wide row still splits across threads.
-template <class T>
+template <class T, class Store>
 void reduceRows(const pfrt_context *ctx, const ReducePlan &plan, const T *x,
-                T *out, bool mean) {
+                Store store) {
   const int64_t rows = plan.kept.count(), runs = plan.reduced.count();
   const int64_t tiles = (plan.run + kColumnTile - 1) / kColumnTile;
   parallelFor(ctx, rows * tiles, runs * kColumnTile, [&](int64_t task) {
@@ -117,9 +118,8 @@ void reduceRows(const pfrt_context *ctx, const ReducePlan &plan, const T *x,
       for (int64_t j = 0; j < width; ++j)
         acc[j] += static_cast<Acc<T>>(p[j]);
     }
-    T *o = out + row * plan.run + c0;
     for (int64_t j = 0; j < width; ++j)
-      o[j] = finish<T>(acc[j], plan.reducedCount, mean);
+      store(row * plan.run + c0 + j, acc[j]);
   });
 }
 
@@ -166,15 +166,51 @@ pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
     if (xShape.numel() == 0) { // a reduced dimension is empty: sums of nothing
       for (int64_t i = 0; i < expected.numel(); ++i)
         po[i] = finish<T>(0, 0, mean);
-    } else if (plan.lastReduced)
-      reduceRuns(ctx, plan, px, po, mean);
-    else
-      reduceRows(ctx, plan, px, po, mean);
+    } else {
+      const int64_t count = plan.reducedCount;
+      auto store = [=](int64_t o, Acc<T> acc) {
+        po[o] = finish<T>(acc, count, mean);
+      };
+      if (plan.lastReduced)
+        reduceRuns(ctx, plan, px, store);
+      else
+        reduceRows(ctx, plan, px, store);
+    }
   });
   return PFRT_OK;
 }
 
 } // namespace
+
+void pfrt::cpu::reduceSumInto(const pfrt_context *ctx, const pfrt_tensor &x,
+                              const bool *isReduced, void *out, double alpha,
+                              bool accumulate) {
+  const Shape xShape = Shape::of(x);
+  int64_t outputs = 1;
+  for (int32_t i = 0; i < x.rank; ++i)
+    if (!isReduced[i])
+      outputs *= x.shape[i];
+  visitFloat(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *po = static_cast<T *>(out);
+    if (outputs == 0)
+      return;
+    if (xShape.numel() == 0) { // sums of nothing
+      if (!accumulate)
+        for (int64_t i = 0; i < outputs; ++i)
+          po[i] = T(0);
+      return;
+    }
+    auto store = [=](int64_t o, double acc) {
+      po[o] = accumulate ? T(double(po[o]) + alpha * acc) : T(alpha * acc);
+    };
+    ReducePlan plan = planReduce(xShape, isReduced);
+    if (plan.lastReduced)
+      reduceRuns(ctx, plan, static_cast<const T *>(x.data), store);
+    else
+      reduceRows(ctx, plan, static_cast<const T *>(x.data), store);
+  });
+}
 
 extern "C" {
 

@@ -1,0 +1,419 @@
+//===- Kfac.cpp - Kronecker factors, damped inverses, preconditioning ------===//
+//
+// factor:       F = scale X^T X / n by SYRK into the lower triangle, the
+//               bias column's row and corner from column sums, then the
+//               upper triangle mirrored from the lower.
+// inverse:      (F + d I)^-1 by Cholesky (potrf) and potri on a workspace
+//               copy, so a failure leaves the caller's previous inverse.
+// precondition: B^-1 G A^-1 (or its transpose for [in, out] weights) as two
+//               GEMMs, with a bias column handled as [G | g_b] jointly.
+//
+// LAPACK is called in column-major order with uplo 'U' on row-major
+// buffers: for a symmetric matrix that is exactly its row-major lower
+// triangle, and it avoids LAPACKE's transposing copies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../common/Call.h"
+#include "../common/Dtype.h"
+#include "Blas.h"
+#include "Kernels.h"
+#include "Parallel.h"
+#include "Training.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace pfrt;
+using namespace pfrt::cpu;
+
+namespace {
+
+constexpr int64_t kTile = 64;
+
+void syrk(int threads, int64_t d, int64_t n, double alpha, const float *x,
+          double beta, float *f, int64_t ldf) {
+  setBlasThreads(threads);
+  cblas_ssyrk(CblasRowMajor, CblasLower, CblasTrans, int(d), int(n),
+              float(alpha), x, int(d), float(beta), f, int(ldf));
+}
+void syrk(int threads, int64_t d, int64_t n, double alpha, const double *x,
+          double beta, double *f, int64_t ldf) {
+  setBlasThreads(threads);
+  cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, int(d), int(n), alpha, x,
+              int(d), beta, f, int(ldf));
+}
+
+lapack_int potrf(int64_t n, float *a) {
+  return LAPACKE_spotrf(LAPACK_COL_MAJOR, 'U', lapack_int(n), a,
+                        lapack_int(n));
+}
+lapack_int potrf(int64_t n, double *a) {
+  return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', lapack_int(n), a,
+                        lapack_int(n));
+}
+lapack_int potri(int64_t n, float *a) {
+  return LAPACKE_spotri(LAPACK_COL_MAJOR, 'U', lapack_int(n), a,
+                        lapack_int(n));
+}
+lapack_int potri(int64_t n, double *a) {
+  return LAPACKE_dpotri(LAPACK_COL_MAJOR, 'U', lapack_int(n), a,
+                        lapack_int(n));
+}
+
+/// Copies the lower triangle of a row-major [n, n] matrix onto the upper.
+template <class T>
+void mirrorLower(const pfrt_context *ctx, T *f, int64_t n) {
+  parallelFor(ctx, n, n / 2 + 1, [&](int64_t i) {
+    for (int64_t j = i + 1; j < n; ++j)
+      f[i * n + j] = f[j * n + i];
+  });
+}
+
+template <class T> bool allFinite(const pfrt_context *ctx, const T *p,
+                                  int64_t n) {
+  // A sum of x * 0 is NaN exactly when some x is NaN or Inf; the
+  // fixed-partition sum vectorizes and keeps the scan thread-count-free.
+  const double bad = deterministicSum(ctx, n, [&](int64_t begin, int64_t end) {
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = begin; i < end; ++i)
+      s += double(p[i]) * 0.0;
+    return s;
+  });
+  return bad == 0.0;
+}
+
+template <class T>
+void kfacFactor(const pfrt_context *ctx, const T *x, int64_t n, int64_t d,
+                bool bias, double alpha, double beta, T *f) {
+  const int64_t dp = d + (bias ? 1 : 0);
+  if (n == 0 || d == 0) {
+    // No rows: the new factor is 0, F's lower triangle becomes beta F.
+    for (int64_t i = 0; i < d; ++i)
+      for (int64_t j = 0; j <= i; ++j)
+        f[i * dp + j] = beta == 0 ? T(0) : T(beta * double(f[i * dp + j]));
+  } else {
+    syrk(ctx->numThreads, d, n, alpha, x, beta, f, dp);
+  }
+  if (bias) {
+    // The ones column: F[d, j] gets alpha * sum_r x[r, j], F[d, d] alpha n.
+    T *last = f + d * dp;
+    const int64_t tiles = (d + kTile - 1) / kTile;
+    parallelFor(ctx, tiles, n * kTile, [&](int64_t t) {
+      const int64_t c0 = t * kTile;
+      const int64_t width = d - c0 < kTile ? d - c0 : kTile;
+      double acc[kTile] = {};
+      for (int64_t r = 0; r < n; ++r) {
+        const T *row = x + r * d + c0;
+        for (int64_t j = 0; j < width; ++j)
+          acc[j] += double(row[j]);
+      }
+      for (int64_t j = 0; j < width; ++j) {
+        const double old = beta == 0 ? 0.0 : beta * double(last[c0 + j]);
+        last[c0 + j] = T(old + alpha * acc[j]);
+      }
+    });
+    const double old = beta == 0 ? 0.0 : beta * double(last[d]);
+    last[d] = T(old + alpha * double(n));
+  }
+  mirrorLower(ctx, f, dp);
+}
+
+template <class T> double traceOf(const T *f, int64_t n) {
+  double t = 0;
+  for (int64_t i = 0; i < n; ++i)
+    t += double(f[i * n + i]);
+  return t;
+}
+
+/// L . J . R for the precondition kernel: t = L J, out = t R.
+template <class T>
+void sandwich(const pfrt_context *ctx, const T *l, const T *j, const T *r,
+              int64_t rows, int64_t cols, T *t, T *out) {
+  Gemm g;
+  g.m = rows;
+  g.n = cols;
+  g.k = rows;
+  gemm(ctx, g, l, j, t);
+  g.k = cols;
+  gemm(ctx, g, t, r, out);
+}
+
+pfrt_status checkSquare(const Call &call, const char *name,
+                        const pfrt_tensor *t, int32_t dtype) {
+  PFRT_TRY(call.tensor(name, t));
+  if (dtype)
+    PFRT_TRY(call.dtypeIs(name, t, dtype));
+  else
+    PFRT_TRY(call.dtypeIn(name, t, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn(name, t, 2, 2));
+  if (t->shape[0] != t->shape[1])
+    return call.fail(PFRT_INVALID_ARGUMENT, "%s has shape %s, which is not "
+                     "square", name, ShapeStr(Shape::of(*t)).c_str());
+  if (t->shape[0] > INT32_MAX)
+    return call.fail(PFRT_UNSUPPORTED, "%s of dimension %lld exceeds the "
+                     "BLAS/LAPACK int range", name,
+                     static_cast<long long>(t->shape[0]));
+  return PFRT_OK;
+}
+
+} // namespace
+
+extern "C" {
+
+pfrt_status pfrt_kfac_factor(pfrt_context *ctx, const pfrt_tensor *x,
+                             int32_t bias_column, double scale, int32_t mode,
+                             double decay, const pfrt_tensor *factor) {
+  Call call(ctx, "pfrt_kfac_factor");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  const int64_t d = x->shape[x->rank - 1];
+  const int64_t n = product(Shape::of(*x), 0, x->rank - 1);
+  const bool bias = bias_column != 0;
+  Shape fShape;
+  fShape.push(d + (bias ? 1 : 0));
+  fShape.push(d + (bias ? 1 : 0));
+  PFRT_TRY(floatLike(call, "factor", factor, x->dtype, fShape));
+  if (mode < PFRT_KFAC_OVERWRITE || mode > PFRT_KFAC_RUNNING_AVERAGE)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown mode %d", mode);
+  if (!std::isfinite(scale))
+    return call.fail(PFRT_INVALID_ARGUMENT, "scale %g is not finite", scale);
+  if (mode == PFRT_KFAC_RUNNING_AVERAGE && !(decay >= 0 && decay <= 1))
+    return call.fail(PFRT_INVALID_ARGUMENT, "decay %g is outside [0, 1]",
+                     decay);
+  if (exceedsBlasInt(d + 1, n, 1))
+    return call.fail(PFRT_UNSUPPORTED, "x of %lld rows x %lld exceeds the "
+                     "BLAS int range", static_cast<long long>(n),
+                     static_cast<long long>(d));
+  double alpha = n ? scale / double(n) : 0.0, beta = 0;
+  if (mode == PFRT_KFAC_ACCUMULATE) {
+    beta = 1;
+  } else if (mode == PFRT_KFAC_RUNNING_AVERAGE) {
+    beta = decay;
+    alpha *= 1 - decay;
+  }
+  visitFloat(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kfacFactor(ctx, static_cast<const T *>(x->data), n, d, bias, alpha, beta,
+               static_cast<T *>(factor->data));
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_kfac_pi(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, double *pi) {
+  Call call(ctx, "pfrt_kfac_pi");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.pointer("pi", pi));
+  PFRT_TRY(checkSquare(call, "a", a, 0));
+  PFRT_TRY(checkSquare(call, "b", b, 0));
+  const int64_t da = a->shape[0], db = b->shape[0];
+  auto trace = [](const pfrt_tensor *t) {
+    return visitFloat(t->dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return traceOf(static_cast<const T *>(t->data), t->shape[0]);
+    });
+  };
+  const double ta = trace(a), tb = trace(b);
+  if (!std::isfinite(ta) || !std::isfinite(tb))
+    return call.fail(PFRT_NUMERIC, "a factor trace is not finite (tr a = %g, "
+                     "tr b = %g)", ta, tb);
+  if (!(ta > 0) || !(tb > 0) || da == 0 || db == 0) {
+    *pi = 1.0;
+    return PFRT_OK;
+  }
+  *pi = std::sqrt((ta / double(da)) / (tb / double(db)));
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_kfac_inverse(pfrt_context *ctx, const pfrt_tensor *factor,
+                              double damping, const pfrt_tensor *inverse) {
+  Call call(ctx, "pfrt_kfac_inverse");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(checkSquare(call, "factor", factor, 0));
+  PFRT_TRY(floatLike(call, "inverse", inverse, factor->dtype,
+                     Shape::of(*factor)));
+  if (!(damping >= 0) || !std::isfinite(damping))
+    return call.fail(PFRT_INVALID_ARGUMENT, "damping %g must be finite and "
+                     ">= 0", damping);
+  const int64_t n = factor->shape[0];
+  if (n == 0)
+    return PFRT_OK;
+  return visitFloat(factor->dtype, [&](auto tag) -> pfrt_status {
+    using T = typename decltype(tag)::type;
+    const T *f = static_cast<const T *>(factor->data);
+    if (!allFinite(ctx, f, n * n))
+      return call.fail(PFRT_NUMERIC, "the factor contains NaN or Inf; the "
+                       "inverse was left unchanged");
+    Scratch<T> work;
+    PFRT_TRY(work.allocate(call, n * n));
+    std::memcpy(work.data(), f, sizeof(T) * n * n);
+    for (int64_t i = 0; i < n; ++i)
+      work[i * n + i] = T(double(work[i * n + i]) + damping);
+    setBlasThreads(ctx->numThreads);
+    lapack_int info = potrf(n, work.data());
+    if (info > 0)
+      return call.fail(PFRT_NUMERIC, "factor + %g I is not positive definite "
+                       "(Cholesky failed at leading minor %d of %lld); the "
+                       "inverse was left unchanged", damping, int(info),
+                       static_cast<long long>(n));
+    if (info == 0)
+      info = potri(n, work.data());
+    if (info > 0)
+      return call.fail(PFRT_NUMERIC, "factor + %g I is singular (potri "
+                       "found a zero pivot at %d of %lld); the inverse was "
+                       "left unchanged", damping, int(info),
+                       static_cast<long long>(n));
+    if (info < 0)
+      return call.fail(PFRT_INTERNAL, "LAPACK returned %d", int(info));
+    mirrorLower(ctx, work.data(), n);
+    if (!allFinite(ctx, work.data(), n * n))
+      return call.fail(PFRT_NUMERIC, "the inverse of factor + %g I overflowed "
+                       "(ill-conditioned); the inverse was left unchanged",
+                       damping);
+    std::memcpy(inverse->data, work.data(), sizeof(T) * n * n);
+    return PFRT_OK;
+  });
+}
+
+pfrt_status pfrt_all_finite(pfrt_context *ctx, const pfrt_tensor *t,
+                            int32_t *result) {
+  Call call(ctx, "pfrt_all_finite");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("t", t));
+  PFRT_TRY(call.pointer("result", result));
+  const int64_t n = Shape::of(*t).numel();
+  switch (t->dtype) {
+  case PFRT_F32:
+    *result = allFinite(ctx, static_cast<const float *>(t->data), n);
+    break;
+  case PFRT_F64:
+    *result = allFinite(ctx, static_cast<const double *>(t->data), n);
+    break;
+  case PFRT_F16: {
+    const uint16_t *p = static_cast<const uint16_t *>(t->data);
+    int32_t ok = 1;
+    for (int64_t i = 0; i < n; ++i)
+      ok &= (p[i] & 0x7C00) != 0x7C00; // exponent all ones: Inf or NaN
+    *result = ok;
+    break;
+  }
+  default:
+    *result = 1;
+  }
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_kfac_precondition(pfrt_context *ctx, const pfrt_tensor *a_inv,
+                                   const pfrt_tensor *b_inv,
+                                   const pfrt_tensor *grad_w,
+                                   const pfrt_tensor *grad_b,
+                                   int32_t w_transposed,
+                                   const pfrt_tensor *out_w,
+                                   const pfrt_tensor *out_b) {
+  Call call(ctx, "pfrt_kfac_precondition");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(checkSquare(call, "a_inv", a_inv, 0));
+  const int32_t dtype = a_inv->dtype;
+  PFRT_TRY(checkSquare(call, "b_inv", b_inv, dtype));
+  PFRT_TRY(call.tensor("grad_w", grad_w));
+  PFRT_TRY(call.dtypeIs("grad_w", grad_w, dtype));
+  PFRT_TRY(call.rankIn("grad_w", grad_w, 2, 2));
+  const bool transposed = w_transposed != 0;
+  const int64_t out = grad_w->shape[transposed ? 0 : 1];
+  const int64_t in = grad_w->shape[transposed ? 1 : 0];
+  const int64_t ia = a_inv->shape[0];
+  if (b_inv->shape[0] != out)
+    return call.fail(PFRT_INVALID_ARGUMENT, "b_inv is %lld x %lld but grad_w "
+                     "%s (%s) has %lld outputs",
+                     static_cast<long long>(b_inv->shape[0]),
+                     static_cast<long long>(b_inv->shape[0]),
+                     ShapeStr(Shape::of(*grad_w)).c_str(),
+                     transposed ? "[out, in]" : "[in, out]",
+                     static_cast<long long>(out));
+  if (ia != in && ia != in + 1)
+    return call.fail(PFRT_INVALID_ARGUMENT, "a_inv is %lld x %lld but grad_w "
+                     "%s (%s) has %lld inputs (expected %lld, or %lld with "
+                     "a bias column)", static_cast<long long>(ia),
+                     static_cast<long long>(ia),
+                     ShapeStr(Shape::of(*grad_w)).c_str(),
+                     transposed ? "[out, in]" : "[in, out]",
+                     static_cast<long long>(in), static_cast<long long>(in),
+                     static_cast<long long>(in + 1));
+  const bool joint = ia == in + 1;
+  PFRT_TRY(floatLike(call, "out_w", out_w, dtype, Shape::of(*grad_w)));
+  Shape biasShape;
+  biasShape.push(out);
+  if (joint && !grad_b)
+    return call.fail(PFRT_INVALID_ARGUMENT, "a_inv has a bias column, so "
+                     "grad_b and out_b are required");
+  if ((grad_b == nullptr) != (out_b == nullptr))
+    return call.fail(PFRT_INVALID_ARGUMENT, "grad_b and out_b must both be "
+                     "given or both be NULL");
+  if (grad_b) {
+    PFRT_TRY(floatLike(call, "grad_b", grad_b, dtype, biasShape));
+    PFRT_TRY(floatLike(call, "out_b", out_b, dtype, biasShape));
+  }
+  // The gradient as J = rows x cols with L (rows x rows) on the left and R
+  // (cols x cols) on the right: [out, in'] between b_inv and a_inv, or
+  // [in', out] between a_inv and b_inv.
+  const int64_t rows = transposed ? out : ia, cols = transposed ? ia : out;
+  const int64_t size = rows * cols;
+  return visitFloat(dtype, [&](auto tag) -> pfrt_status {
+    using T = typename decltype(tag)::type;
+    const T *pa = static_cast<const T *>(a_inv->data);
+    const T *pb = static_cast<const T *>(b_inv->data);
+    const T *gw = static_cast<const T *>(grad_w->data);
+    const T *gb = grad_b ? static_cast<const T *>(grad_b->data) : nullptr;
+    T *ow = static_cast<T *>(out_w->data);
+    T *ob = out_b ? static_cast<T *>(out_b->data) : nullptr;
+    const T *left = transposed ? pb : pa, *right = transposed ? pa : pb;
+    Scratch<T> work;
+    if (!joint) {
+      // t = L G, out_w = t R (out_w may be grad_w: G is consumed first);
+      // the bias (if any) separately: out_b = b_inv g_b.
+      PFRT_TRY(work.allocate(call, size + out));
+      sandwich(ctx, left, gw, right, rows, cols, work.data(), ow);
+      if (gb) {
+        Gemm g;
+        g.m = out;
+        g.n = 1;
+        g.k = out;
+        gemm(ctx, g, pb, gb, work.data() + size);
+        std::memcpy(ob, work.data() + size, sizeof(T) * out);
+      }
+      return PFRT_OK;
+    }
+    // Joint: J = [G | g_b] ([out, in+1]) or [G ; g_b^T] ([in+1, out]).
+    PFRT_TRY(work.allocate(call, 3 * size));
+    T *j = work.data(), *t = j + size, *res = t + size;
+    if (transposed) {
+      for (int64_t r = 0; r < out; ++r) {
+        std::memcpy(j + r * ia, gw + r * in, sizeof(T) * in);
+        j[r * ia + in] = gb[r];
+      }
+    } else {
+      std::memcpy(j, gw, sizeof(T) * in * out);
+      std::memcpy(j + in * out, gb, sizeof(T) * out);
+    }
+    sandwich(ctx, left, j, right, rows, cols, t, res);
+    if (transposed) {
+      for (int64_t r = 0; r < out; ++r) {
+        std::memcpy(ow + r * in, res + r * ia, sizeof(T) * in);
+        ob[r] = res[r * ia + in];
+      }
+    } else {
+      std::memcpy(ow, res, sizeof(T) * in * out);
+      std::memcpy(ob, res + in * out, sizeof(T) * out);
+    }
+    return PFRT_OK;
+  });
+}
+
+} // extern "C"
