@@ -2,6 +2,8 @@
 #include "BufferPlan.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
+
 using namespace mlir;
 using namespace mlir::pf;
 
@@ -92,9 +94,32 @@ FailureOr<BufferPlan> mlir::pf::planBuffers(func::FuncOp func) {
   }
 
   llvm::StringMap<int64_t> paramBuffers;
+  auto paramBuffer = [&](StringAttr name, RankedTensorType type) {
+    auto [it, inserted] = paramBuffers.try_emplace(name.getValue(), 0);
+    if (inserted) {
+      PlannedBuffer b;
+      b.kind = PlannedBuffer::Kind::Param;
+      b.param = name;
+      b.bytes = byteSize(type);
+      it->second = addBuffer(b);
+    }
+    return it->second;
+  };
+  auto module = func->getParentOfType<ModuleOp>();
   int64_t time = 0;
   for (Operation &op : body) {
     ++time;
+    // Parameters named by symbol (optimizer updates write them in place).
+    for (NamedAttribute attr : op.getAttrs()) {
+      auto ref = dyn_cast<FlatSymbolRefAttr>(attr.getValue());
+      if (!ref || isa<ParamRefOp>(op) || plan.paramTensor.count(ref.getValue()))
+        continue;
+      auto param = module ? module.lookupSymbol<ParamOp>(ref.getAttr()) : ParamOp();
+      if (!param)
+        continue;
+      auto type = cast<RankedTensorType>(param.getType());
+      plan.paramTensor[ref.getValue()] = plan.addTensor(paramBuffer(ref.getAttr(), type), type);
+    }
     for (Value operand : op.getOperands())
       if (auto it = plan.tensorOf.find(operand); it != plan.tensorOf.end()) {
         PlannedBuffer &b = plan.buffers[plan.tensors[it->second].buffer];
@@ -108,15 +133,7 @@ FailureOr<BufferPlan> mlir::pf::planBuffers(func::FuncOp func) {
         return failure();
       int64_t buffer;
       if (auto ref = dyn_cast<ParamRefOp>(op)) {
-        auto [it, inserted] = paramBuffers.try_emplace(ref.getName(), 0);
-        if (inserted) {
-          PlannedBuffer b;
-          b.kind = PlannedBuffer::Kind::Param;
-          b.param = ref.getNameAttr().getAttr();
-          b.bytes = byteSize(*type);
-          it->second = addBuffer(b);
-        }
-        buffer = it->second;
+        buffer = paramBuffer(ref.getNameAttr().getAttr(), *type);
       } else if (auto constant = dyn_cast<ConstantOp>(op)) {
         PlannedBuffer b;
         b.kind = PlannedBuffer::Kind::Constant;

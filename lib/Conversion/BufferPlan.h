@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::pf {
 
@@ -36,6 +37,8 @@ struct BufferPlan {
   SmallVector<PlannedBuffer> buffers;
   SmallVector<PlannedTensor> tensors;
   DenseMap<Value, int64_t> tensorOf;
+  /// Table entry of each parameter read by name (optimizer updates).
+  llvm::StringMap<int64_t> paramTensor;
   /// Function results that need a copy into their output buffer (they are
   /// inputs, parameters, constants or returned twice): (tensor, output tensor).
   SmallVector<std::pair<int64_t, int64_t>> outputCopies;

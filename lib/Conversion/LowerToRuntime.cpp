@@ -136,6 +136,18 @@ private:
     func::CallOp::create(builder, loc, name, TypeRange{}, ValueRange{constI64(loc, opIndex)});
   }
 
+  /// Entry of a parameter named by symbol.
+  Value paramPtr(Location loc, FlatSymbolRefAttr name) {
+    if (!name)
+      return LLVM::ZeroOp::create(builder, loc, ptrType);
+    return tensorPtr(loc, plan.paramTensor.lookup(name.getValue()));
+  }
+  /// The value of a 0-d tensor (learning rate, step), read at run time.
+  Value loadScalar(Location loc, Value v, Type type) {
+    Value data = LLVM::LoadOp::create(builder, loc, ptrType, operand(loc, v));
+    return LLVM::LoadOp::create(builder, loc, type, data);
+  }
+
   // --- per-op emitters -------------------------------------------------------
   LogicalResult emitSimple(Operation *op, StringRef name, int64_t index) {
     SmallVector<Value> args;
@@ -317,6 +329,55 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
             value = double(i.getValue().getSExtValue());
         }
         call(loc, "pfrt_fill", {out(c.getOutput()), constF64(loc, value)}, index);
+        return success();
+      })
+      .Case([&](SoftmaxCrossEntropyOp c) {
+        call(loc, "pfrt_softmax_cross_entropy",
+             {out(c.getLogits()), out(c.getLabels()), constI64(loc, int64_t(c.getIgnoreIndex())),
+              constF64(loc, 1.0), out(c.getLoss()), out(c.getGradLogits()),
+              LLVM::ZeroOp::create(builder, loc, ptrType)},
+             index);
+        return success();
+      })
+      .Case([&](GatherGradOp g) {
+        call(loc, "pfrt_gather_backward",
+             {out(g.getIndices()), out(g.getGradOutput()), constI64(loc, int64_t(g.getAxis())),
+              constI32(loc, 0), out(g.getGradData())},
+             index);
+        return success();
+      })
+      .Case([&](SGDUpdateOp u) {
+        call(loc, "pfrt_sgd_step",
+             {paramPtr(loc, u.getParamAttr()), out(u.getGrad()),
+              paramPtr(loc, u.getMomentumBufferAttr()), loadScalar(loc, u.getLr(), f64),
+              constF64(loc, u.getMomentumBuffer() ? u.getMomentum().convertToDouble() : 0.0),
+              constF64(loc, u.getWeightDecay().convertToDouble()), constI32(loc, u.getNesterov())},
+             index);
+        return success();
+      })
+      .Case([&](AdamWUpdateOp u) {
+        call(loc, "pfrt_adamw_step",
+             {paramPtr(loc, u.getParamAttr()), out(u.getGrad()), paramPtr(loc, u.getExpAvgAttr()),
+              paramPtr(loc, u.getExpAvgSqAttr()), loadScalar(loc, u.getLr(), f64),
+              constF64(loc, u.getBeta1().convertToDouble()),
+              constF64(loc, u.getBeta2().convertToDouble()),
+              constF64(loc, u.getEps().convertToDouble()),
+              constF64(loc, u.getWeightDecay().convertToDouble()),
+              loadScalar(loc, u.getStep(), i64), constI32(loc, 1)},
+             index);
+        return success();
+      })
+      .Case([&](LAMBUpdateOp u) {
+        call(loc, "pfrt_lamb_step",
+             {paramPtr(loc, u.getParamAttr()), out(u.getGrad()), paramPtr(loc, u.getExpAvgAttr()),
+              paramPtr(loc, u.getExpAvgSqAttr()), loadScalar(loc, u.getLr(), f64),
+              constF64(loc, u.getBeta1().convertToDouble()),
+              constF64(loc, u.getBeta2().convertToDouble()),
+              constF64(loc, u.getEps().convertToDouble()),
+              constF64(loc, u.getWeightDecay().convertToDouble()),
+              loadScalar(loc, u.getStep(), i64), constI32(loc, 1), constI32(loc, 1),
+              constF64(loc, u.getMaxTrustRatio().convertToDouble())},
+             index);
         return success();
       })
       .Default([&](Operation *) { return unsupported(); });

@@ -102,6 +102,7 @@ struct CompiledModel::Impl {
   std::vector<pfrt_tensor> table;
   struct BufferRef {
     std::string kind;
+    std::string name; // parameters
     int64_t index = 0, offset = 0, bytes = 0;
     const void *hostData = nullptr; // params (in place) and constants
   };
@@ -171,6 +172,7 @@ llvm::Error CompiledModel::lower(ModuleOp module, const std::string &function, b
       ref.offset = offset.getInt();
     if (ref.kind == "param") {
       auto name = cast<StringAttr>(dict.get("name"));
+      ref.name = name.str();
       auto param = symbols.lookup<mlir::pf::ParamOp>(name);
       if (!param || !param.getValue())
         return error("parameter '" + name.getValue() +
@@ -226,13 +228,21 @@ llvm::Error CompiledModel::lower(ModuleOp module, const std::string &function, b
 }
 
 llvm::Expected<std::unique_ptr<CompiledModel>>
-CompiledModel::compile(ModuleOp module, int threads, const std::string &function,
-                       bool profile) {
+CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
   std::unique_ptr<CompiledModel> model(new CompiledModel());
   Impl &impl = *model->impl;
   MLIRContext *ctx = module.getContext();
-  if (auto err = lower(module, function, profile, *model))
+  bool profile = compileOptions.profile;
+  int threads = compileOptions.threads;
+  if (auto err = lower(module, compileOptions.function, profile, *model))
     return std::move(err);
+  if (compileOptions.ownParameters)
+    for (Impl::BufferRef &b : impl.buffers)
+      if (b.kind == "param") {
+        const char *data = static_cast<const char *>(b.hostData);
+        impl.constants.emplace_back(data, data + b.bytes);
+        b.hostData = impl.constants.back().data();
+      }
   auto start = std::chrono::steady_clock::now();
 
   llvm::InitializeNativeTarget();
@@ -501,4 +511,32 @@ static inline void pf_model_bind(pfrt_tensor *table, void *arena, const void *we
     return error("cannot write model_plan.h: " + ec.message());
   header << h;
   return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<CompiledModel>>
+CompiledModel::compile(ModuleOp module, int threads, const std::string &function, bool profile) {
+  Options options;
+  options.threads = threads;
+  options.function = function;
+  options.profile = profile;
+  return compile(module, options);
+}
+
+std::vector<CompiledModel::Parameter> CompiledModel::parameters() const {
+  std::vector<Parameter> result;
+  for (size_t t = 0; t < impl->table.size(); ++t) {
+    const Impl::BufferRef &b = impl->buffers[impl->tensorBuffer[t]];
+    if (b.kind != "param" ||
+        llvm::any_of(result, [&](const Parameter &p) { return p.name == b.name; }))
+      continue;
+    Parameter p;
+    p.name = b.name;
+    p.dtype = impl->table[t].dtype;
+    p.shape.assign(impl->table[t].shape, impl->table[t].shape + impl->table[t].rank);
+    p.data = const_cast<void *>(b.hostData);
+    p.bytes = b.bytes;
+    result.push_back(std::move(p));
+  }
+  llvm::sort(result, [](const Parameter &a, const Parameter &b) { return a.name < b.name; });
+  return result;
 }

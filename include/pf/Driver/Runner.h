@@ -42,10 +42,31 @@ public:
   /// Lowers `module` (pf ops, static shapes) and JIT-compiles it. The module
   /// is consumed (rewritten). `threads` = 0 uses the runtime's default.
   /// `function` names the function to run (empty: the first with a body).
-  /// With `profile`, every kernel call is timed (see profile()).
+  struct Options {
+    int threads = 0;          ///< runtime threads; 0 = the runtime's default
+    std::string function;     ///< function to run; empty = the first with a body
+    bool profile = false;     ///< time every kernel call (see profile())
+    /// Copy parameters into buffers the model owns (needed when the step
+    /// updates them, e.g. a training step); otherwise they are read in place.
+    bool ownParameters = false;
+  };
+  static llvm::Expected<std::unique_ptr<CompiledModel>> compile(mlir::ModuleOp module,
+                                                                const Options &options);
+  /// Shorthand for inference runs.
   static llvm::Expected<std::unique_ptr<CompiledModel>>
   compile(mlir::ModuleOp module, int threads, const std::string &function = "",
           bool profile = false);
+
+  /// A parameter the model reads (and, with ownParameters, may update).
+  struct Parameter {
+    std::string name;
+    int32_t dtype = 0;
+    std::vector<int64_t> shape;
+    void *data = nullptr;
+    int64_t bytes = 0;
+  };
+  /// Every parameter of the lowered function, in a stable order.
+  std::vector<Parameter> parameters() const;
 
   const std::vector<TensorSpec> &inputs() const { return inputSpecs; }
   const std::vector<TensorSpec> &outputs() const { return outputSpecs; }

@@ -7,5 +7,6 @@ include "pf/Dialect/PF/IR/PFFusedOps.td"
 include "pf/Dialect/PF/IR/PFParamOps.td"
 include "pf/Dialect/PF/IR/PFPipelineOps.td"
 include "pf/Dialect/PF/IR/PFKFACOps.td"
+include "pf/Dialect/PF/IR/PFTrainingOps.td"
 
 #endif // PF_OPS_TD

@@ -1,0 +1,79 @@
+//===- PFTrainingOps.td - loss, gradient helpers, optimizers -*- tablegen -*-===//
+#ifndef PF_TRAINING_OPS_TD
+#define PF_TRAINING_OPS_TD
+
+include "pf/Dialect/PF/IR/PFBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+def PF_SoftmaxCrossEntropyOp : PF_TensorOp<"softmax_cross_entropy"> {
+  let summary = "masked-LM loss: mean cross-entropy of the counted rows, and its gradient";
+  let description = [{
+    `logits` is [..., V] and `labels` has logits' shape without the last
+    dimension. Rows whose label is `ignore_index` do not count; the loss is the
+    mean over the counted rows (0 when none count). `grad_logits` is the
+    gradient of `loss` with respect to `logits` (softmax − one-hot, divided by
+    the count), computed in the same pass.
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$logits, TensorOf<[I32, I64]>:$labels,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs 0DTensorOf<[AnyFloat]>:$loss, TensorOf<[AnyFloat]>:$grad_logits);
+}
+
+def PF_GatherGradOp : PF_Op<"gather_grad", [Pure]> {
+  let summary = "gradient of pf.gather with respect to its data (a scatter-add)";
+  let description = [{
+    Adds each slice of `grad_output` into the result (shaped like the
+    gathered data) at the position its index selected; repeated indices sum.
+  }];
+  let arguments = (ins AnyTensor:$indices, TensorOf<[AnyFloat]>:$grad_output,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyRankedTensor:$grad_data);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class PF_OptimizerOp<string mnemonic> : PF_Op<mnemonic, [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead, MemWrite]>]> {
+  let description = [{
+    Updates the parameter `param` (and its state parameters) in place with
+    `grad`. `lr` and `step` (1-based, for bias correction) are 0-d tensors so
+    schedules can change them every step without recompiling.
+  }];
+}
+
+def PF_SGDUpdateOp : PF_OptimizerOp<"sgd_update"> {
+  let summary = "SGD with momentum (PyTorch's formulation), in place";
+  let arguments = (ins TensorOf<[AnyFloat]>:$grad, 0DTensorOf<[F64]>:$lr,
+                   FlatSymbolRefAttr:$param, OptionalAttr<FlatSymbolRefAttr>:$momentum_buffer,
+                   DefaultValuedAttr<F64Attr, "0.9">:$momentum,
+                   DefaultValuedAttr<F64Attr, "0.0">:$weight_decay, UnitAttr:$nesterov);
+  let assemblyFormat = "$param (`momentum_buffer` $momentum_buffer^)? `grad` $grad `lr` $lr attr-dict `:` type($grad) `,` type($lr)";
+}
+
+def PF_AdamWUpdateOp : PF_OptimizerOp<"adamw_update"> {
+  let summary = "AdamW step (decoupled weight decay), in place";
+  let arguments = (ins TensorOf<[AnyFloat]>:$grad, 0DTensorOf<[F64]>:$lr,
+                   0DTensorOf<[I64]>:$step, FlatSymbolRefAttr:$param,
+                   FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
+                   DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                   DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                   DefaultValuedAttr<F64Attr, "1.0e-6">:$eps,
+                   DefaultValuedAttr<F64Attr, "0.01">:$weight_decay);
+  let assemblyFormat = "$param `(` $exp_avg `,` $exp_avg_sq `)` `grad` $grad `lr` $lr `step` $step attr-dict `:` type($grad) `,` type($lr) `,` type($step)";
+}
+
+def PF_LAMBUpdateOp : PF_OptimizerOp<"lamb_update"> {
+  let summary = "LAMB step (NVLAMB trust ratio per tensor), in place";
+  let arguments = (ins TensorOf<[AnyFloat]>:$grad, 0DTensorOf<[F64]>:$lr,
+                   0DTensorOf<[I64]>:$step, FlatSymbolRefAttr:$param,
+                   FlatSymbolRefAttr:$exp_avg, FlatSymbolRefAttr:$exp_avg_sq,
+                   DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                   DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                   DefaultValuedAttr<F64Attr, "1.0e-6">:$eps,
+                   DefaultValuedAttr<F64Attr, "0.01">:$weight_decay,
+                   DefaultValuedAttr<F64Attr, "10.0">:$max_trust_ratio);
+  let assemblyFormat = "$param `(` $exp_avg `,` $exp_avg_sq `)` `grad` $grad `lr` $lr `step` $step attr-dict `:` type($grad) `,` type($lr) `,` type($step)";
+}
+
+#endif // PF_TRAINING_OPS_TD

@@ -1,0 +1,79 @@
+//===- PFTrainingOps.cpp - loss, gradient helpers, optimizers ---------------===//
+#include "pf/Dialect/PF/IR/PFOps.h"
+
+using namespace mlir;
+using namespace mlir::pf;
+
+LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                                      std::optional<Location> loc,
+                                                      Adaptor adaptor,
+                                                      SmallVectorImpl<Type> &out) {
+  auto logits = dyn_cast<RankedTensorType>(adaptor.getLogits().getType());
+  auto labels = dyn_cast<RankedTensorType>(adaptor.getLabels().getType());
+  Type element = cast<ShapedType>(adaptor.getLogits().getType()).getElementType();
+  if (logits && labels) {
+    if (logits.getRank() < 1 || labels.getShape() != logits.getShape().drop_back())
+      return emitOptionalError(loc, "softmax_cross_entropy: labels of shape ", labels,
+                               " do not match logits ", logits, " without the class dimension");
+  }
+  out.push_back(RankedTensorType::get({}, element));
+  out.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  auto data = cast<RankedTensorType>(getGradData().getType());
+  auto indices = dyn_cast<RankedTensorType>(getIndices().getType());
+  auto grad = dyn_cast<RankedTensorType>(getGradOutput().getType());
+  if (!cast<ShapedType>(getIndices().getType()).getElementType().isInteger())
+    return emitOpError("indices must be integers");
+  int64_t axis = int64_t(getAxis());
+  if (axis < 0 || axis >= data.getRank())
+    return emitOpError("axis ") << axis << " is out of range for rank " << data.getRank();
+  if (data.getElementType() != cast<ShapedType>(getGradOutput().getType()).getElementType())
+    return emitOpError("gradient and result element types differ");
+  if (!indices || !grad)
+    return success();
+  SmallVector<int64_t> expected(data.getShape().take_front(axis));
+  expected.append(indices.getShape().begin(), indices.getShape().end());
+  expected.append(data.getShape().begin() + axis + 1, data.getShape().end());
+  if (grad.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("grad_output shape ") << grad << " does not match the gather of "
+                                              << data << " by " << indices;
+  return success();
+}
+
+/// The named parameter exists and has the gradient's type.
+static LogicalResult checkParam(Operation *op, SymbolTableCollection &symbols,
+                                FlatSymbolRefAttr name, Type type, StringRef role) {
+  if (!name)
+    return success();
+  auto param = symbols.lookupNearestSymbolFrom<ParamOp>(op, name);
+  if (!param)
+    return op->emitOpError(role) << " '" << name.getValue() << "' does not name a pf.param";
+  if (param.getType() != type)
+    return op->emitOpError(role) << " '" << name.getValue() << "' has type " << param.getType()
+                                 << " but the gradient is " << type;
+  return success();
+}
+
+LogicalResult SGDUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  Type type = getGrad().getType();
+  return success(succeeded(checkParam(*this, symbols, getParamAttr(), type, "param")) &&
+                 succeeded(checkParam(*this, symbols, getMomentumBufferAttr(), type,
+                                      "momentum_buffer")));
+}
+
+LogicalResult AdamWUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  Type type = getGrad().getType();
+  return success(succeeded(checkParam(*this, symbols, getParamAttr(), type, "param")) &&
+                 succeeded(checkParam(*this, symbols, getExpAvgAttr(), type, "exp_avg")) &&
+                 succeeded(checkParam(*this, symbols, getExpAvgSqAttr(), type, "exp_avg_sq")));
+}
+
+LogicalResult LAMBUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  Type type = getGrad().getType();
+  return success(succeeded(checkParam(*this, symbols, getParamAttr(), type, "param")) &&
+                 succeeded(checkParam(*this, symbols, getExpAvgAttr(), type, "exp_avg")) &&
+                 succeeded(checkParam(*this, symbols, getExpAvgSqAttr(), type, "exp_avg_sq")));
+}

@@ -1,0 +1,35 @@
+// RUN: pf-opt %s -split-input-file -verify-diagnostics
+
+func.func @labels(%logits: tensor<2x5x10xf32>, %labels: tensor<2x4xi64>) {
+  // expected-error @+2 {{labels of shape 'tensor<2x4xi64>' do not match logits 'tensor<2x5x10xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %loss, %d = pf.softmax_cross_entropy %logits, %labels : (tensor<2x5x10xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<2x5x10xf32>)
+  return
+}
+
+// -----
+
+func.func @gather_grad(%ids: tensor<2x5xi64>, %g: tensor<2x4x3xf32>) {
+  // expected-error @+1 {{grad_output shape 'tensor<2x4x3xf32>' does not match the gather of 'tensor<10x3xf32>' by 'tensor<2x5xi64>'}}
+  %d = pf.gather_grad %ids, %g : (tensor<2x5xi64>, tensor<2x4x3xf32>) -> tensor<10x3xf32>
+  return
+}
+
+// -----
+
+pf.param @w : tensor<4x3xf32>
+func.func @missing_state(%g: tensor<4x3xf32>, %lr: tensor<f64>, %s: tensor<i64>) {
+  // expected-error @+1 {{exp_avg 'nope' does not name a pf.param}}
+  pf.adamw_update @w(@nope, @w) grad %g lr %lr step %s : tensor<4x3xf32>, tensor<f64>, tensor<i64>
+  return
+}
+
+// -----
+
+pf.param @w : tensor<4x3xf32>
+pf.param @m : tensor<3x4xf32>
+func.func @wrong_state_type(%g: tensor<4x3xf32>, %lr: tensor<f64>) {
+  // expected-error @+1 {{momentum_buffer 'm' has type 'tensor<3x4xf32>' but the gradient is 'tensor<4x3xf32>'}}
+  pf.sgd_update @w momentum_buffer @m grad %g lr %lr : tensor<4x3xf32>, tensor<f64>
+  return
+}

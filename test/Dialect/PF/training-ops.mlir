@@ -1,0 +1,25 @@
+// RUN: pf-opt %s | pf-opt | FileCheck %s
+
+pf.param @w : tensor<4x3xf32>
+pf.param @w.m : tensor<4x3xf32>
+pf.param @w.v : tensor<4x3xf32>
+pf.param @emb : tensor<10x3xf32>
+
+// CHECK-LABEL: func.func @step
+func.func @step(%logits: tensor<2x5x10xf32>, %labels: tensor<2x5xi64>, %g: tensor<4x3xf32>,
+                %lr: tensor<f64>, %step: tensor<i64>, %ids: tensor<2x5xi64>,
+                %gout: tensor<2x5x3xf32>) -> (tensor<f32>, tensor<2x5x10xf32>, tensor<10x3xf32>) {
+  // CHECK: %{{.*}}, %{{.*}} = pf.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = -1 : i64} : (tensor<2x5x10xf32>, tensor<2x5xi64>) -> (tensor<f32>, tensor<2x5x10xf32>)
+  %loss, %dlogits = pf.softmax_cross_entropy %logits, %labels {ignore_index = -1 : i64} : (tensor<2x5x10xf32>, tensor<2x5xi64>) -> (tensor<f32>, tensor<2x5x10xf32>)
+  // CHECK: pf.gather_grad %{{.*}}, %{{.*}} : (tensor<2x5xi64>, tensor<2x5x3xf32>) -> tensor<10x3xf32>
+  %demb = pf.gather_grad %ids, %gout : (tensor<2x5xi64>, tensor<2x5x3xf32>) -> tensor<10x3xf32>
+  // CHECK: pf.adamw_update @w(@w.m, @w.v) grad %{{.*}} lr %{{.*}} step %{{.*}} {weight_decay = 0.000000e+00 : f64} : tensor<4x3xf32>, tensor<f64>, tensor<i64>
+  pf.adamw_update @w(@w.m, @w.v) grad %g lr %lr step %step {weight_decay = 0.0 : f64} : tensor<4x3xf32>, tensor<f64>, tensor<i64>
+  // CHECK: pf.lamb_update @w(@w.m, @w.v) grad
+  pf.lamb_update @w(@w.m, @w.v) grad %g lr %lr step %step : tensor<4x3xf32>, tensor<f64>, tensor<i64>
+  // CHECK: pf.sgd_update @w momentum_buffer @w.m grad %{{.*}} lr %{{.*}} {nesterov}
+  pf.sgd_update @w momentum_buffer @w.m grad %g lr %lr {nesterov} : tensor<4x3xf32>, tensor<f64>
+  // CHECK: pf.sgd_update @w grad
+  pf.sgd_update @w grad %g lr %lr : tensor<4x3xf32>, tensor<f64>
+  return %loss, %dlogits, %demb : tensor<f32>, tensor<2x5x10xf32>, tensor<10x3xf32>
+}
