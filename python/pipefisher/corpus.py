@@ -9,8 +9,10 @@ masked-LM loss to fall well below the unigram entropy. The tokenizer is
 word-level with BERT's special tokens; sequences are `[CLS] sentence(s) [SEP]`
 padded with `[PAD]` to a fixed length.
 
-The .npz holds `tokens` (int64 [sequences, seq_len]), `vocab` (the words, in
-id order) and `special` ([PAD], [UNK], [CLS], [SEP], [MASK] ids).
+The .npz holds `tokens` (int64 [sequences, seq_len]), `vocab_size` (int64)
+and `special` ([PAD], [UNK], [CLS], [SEP], [MASK] ids); the words, one per line
+in id order, go to `<out>.vocab.txt` (the .npz stays numeric so C++ readers
+need no string support).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def make_corpus(sequences: int, seq_len: int, seed: int = 0) -> dict:
                 break
         seq = [cls] + [ids.get(w, ids["[UNK]"]) for w in words] + [sep]
         tokens[row, :len(seq)] = seq
-    return {"tokens": tokens, "vocab": np.array(vocab),
+    return {"tokens": tokens, "vocab": vocab, "vocab_size": np.int64(len(vocab)),
             "special": np.array([ids[s] for s in SPECIAL], np.int64)}
 
 
@@ -99,10 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         corpus = make_corpus(args.sequences, args.seq_len, args.seed)
     except ValueError as err:
         parser.error(str(err))
+    vocab = corpus.pop("vocab")
     np.savez(args.out, **corpus)
+    with open(f"{args.out}.vocab.txt", "w") as f:
+        f.write("\n".join(vocab) + "\n")
     used = int((corpus["tokens"] != 0).sum())
     print(f"wrote {args.out}: {args.sequences} sequences x {args.seq_len}, "
-          f"vocab {len(corpus['vocab'])}, {used} tokens")
+          f"vocab {len(vocab)}, {used} tokens")
     return 0
 
 

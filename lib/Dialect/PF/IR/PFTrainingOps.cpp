@@ -21,6 +21,24 @@ LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                                   ArrayRef<bool> wanted,
+                                                   SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.append(2, Value());
+  // grad_logits feeds the backward pass only; a gradient flowing into it
+  // (other than the zeros the driver passes for unused results) would be
+  // second order.
+  if (resultGrads.size() > 1 && resultGrads[1] && !getGradLogits().use_empty())
+    return emitError("gradient: differentiating the grad_logits result (a second-order "
+                     "gradient) is not supported");
+  if (!wanted[0] || !resultGrads[0])
+    return success();
+  // grad_logits is d(loss)/d(logits); scale it by the incoming d(objective)/d(loss).
+  operandGrads[0] = MulOp::create(b, getLoc(), getGradLogits().getType(), getGradLogits(),
+                                  resultGrads[0]);
+  return success();
+}
+
 LogicalResult GatherGradOp::verify() {
   auto data = cast<RankedTensorType>(getGradData().getType());
   auto indices = dyn_cast<RankedTensorType>(getIndices().getType());

@@ -5,7 +5,8 @@
 include "pf/Dialect/PF/IR/PFBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 
-def PF_SoftmaxCrossEntropyOp : PF_TensorOp<"softmax_cross_entropy"> {
+def PF_SoftmaxCrossEntropyOp : PF_TensorOp<"softmax_cross_entropy",
+    [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "masked-LM loss: mean cross-entropy of the counted rows, and its gradient";
   let description = [{
     `logits` is [..., V] and `labels` has logits' shape without the last

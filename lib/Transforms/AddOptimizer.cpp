@@ -1,0 +1,112 @@
+//===- AddOptimizer.cpp - in-place optimizer updates from grad/ results -----===//
+#include "PipelineModel.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::pf {
+#define GEN_PASS_DEF_PFADDOPTIMIZER
+#include "pf/Transforms/Passes.h.inc"
+} // namespace mlir::pf
+
+using namespace mlir;
+using namespace mlir::pf;
+
+namespace {
+/// BERT's recipe: no weight decay on biases and LayerNorm parameters.
+bool decays(StringRef param) {
+  return !param.ends_with("bias") && !param.contains("LayerNorm") &&
+         !param.contains("layer_norm");
+}
+
+struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  /// A zero-initialized state parameter next to `param`.
+  FlatSymbolRefAttr addState(SymbolTable &symbols, ParamOp param, StringRef suffix) {
+    OpBuilder builder(param);
+    builder.setInsertionPointAfter(param);
+    auto type = cast<RankedTensorType>(param.getType());
+    auto zero = DenseElementsAttr::get(type, builder.getZeroAttr(type.getElementType()));
+    auto state = ParamOp::create(builder, param.getLoc(),
+                                 (param.getSymName() + "." + suffix).str(), type, zero);
+    symbols.insert(state, builder.getInsertionPoint());
+    return FlatSymbolRefAttr::get(state.getSymNameAttr());
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    if (optimizer != "sgd" && optimizer != "adamw" && optimizer != "lamb")
+      return module.emitError("pf-add-optimizer: optimizer must be sgd, adamw or lamb, got '")
+             << optimizer.getValue() << "'";
+    func::FuncOp func = getEntryFunction(module);
+    if (!func)
+      return module.emitError("pf-add-optimizer: no function with a body");
+    SymbolTable symbols(module);
+    Block &block = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    OpBuilder builder(ret);
+    Location loc = func.getLoc();
+    Value lr = block.addArgument(RankedTensorType::get({}, builder.getF64Type()), loc);
+    Value step = block.addArgument(RankedTensorType::get({}, builder.getI64Type()), loc);
+
+    SmallVector<Value> kept;
+    SmallVector<Attribute> keptNames;
+    int64_t updates = 0;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+      Value grad = ret.getOperand(i);
+      StringRef paramName;
+      if (name && name.getValue().starts_with("grad/"))
+        paramName = name.getValue().drop_front(5);
+      auto param = paramName.empty() ? ParamOp() : symbols.lookup<ParamOp>(paramName);
+      if (!param || keepGradients) {
+        kept.push_back(grad);
+        keptNames.push_back(name ? name : builder.getStringAttr("output" + std::to_string(i)));
+      }
+      if (!param)
+        continue;
+      double decay = decays(paramName) ? weightDecay : 0.0;
+      auto paramRef = FlatSymbolRefAttr::get(param.getSymNameAttr());
+      if (optimizer == "sgd") {
+        FlatSymbolRefAttr buffer = momentum != 0 ? addState(symbols, param, "momentum") : nullptr;
+        SGDUpdateOp::create(builder, loc, grad, lr, paramRef, buffer,
+                            builder.getF64FloatAttr(momentum), builder.getF64FloatAttr(decay),
+                            nesterov ? builder.getUnitAttr() : UnitAttr());
+      } else {
+        FlatSymbolRefAttr m = addState(symbols, param, "exp_avg");
+        FlatSymbolRefAttr v = addState(symbols, param, "exp_avg_sq");
+        if (optimizer == "adamw")
+          AdamWUpdateOp::create(builder, loc, grad, lr, step, paramRef, m, v,
+                                builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
+                                builder.getF64FloatAttr(eps), builder.getF64FloatAttr(decay));
+        else
+          LAMBUpdateOp::create(builder, loc, grad, lr, step, paramRef, m, v,
+                               builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
+                               builder.getF64FloatAttr(eps), builder.getF64FloatAttr(decay),
+                               builder.getF64FloatAttr(10.0));
+      }
+      ++updates;
+    }
+    if (updates == 0)
+      return func.emitError("pf-add-optimizer: no result named grad/<parameter>; run "
+                            "pf-build-gradients first");
+    ret->setOperands(kept);
+    SmallVector<DictionaryAttr> argAttrs;
+    func.setType(builder.getFunctionType(block.getArgumentTypes(), ValueRange(kept).getTypes()));
+    func.setArgAttr(block.getNumArguments() - 2, "pf.name", builder.getStringAttr("lr"));
+    func.setArgAttr(block.getNumArguments() - 1, "pf.name", builder.getStringAttr("step"));
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      func.setResultAttrs(i, ArrayRef<NamedAttribute>{});
+    for (auto [i, name] : llvm::enumerate(keptNames))
+      func.setResultAttr(i, "pf.name", name);
+    return success();
+  }
+};
+} // namespace

@@ -1,0 +1,84 @@
+"""pf-train: the masked-LM loss falls, and a run resumed from a checkpoint
+continues bit for bit."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from pipefisher import make_bert_model, save_model
+from pipefisher.corpus import make_corpus
+from pipefisher.tools import run_tool
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("train")
+    corpus = make_corpus(sequences=600, seq_len=24, seed=1)
+    vocab = len(corpus.pop("vocab"))
+    np.savez(tmp / "corpus.npz", **corpus)
+    save_model(make_bert_model("tiny", vocab_size=vocab, num_hidden_layers=1, seed=2),
+               tmp / "model.onnx")
+    return tmp
+
+
+def _train(setup, *args):
+    proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
+                    "--batch", "8", "--num-threads", "2", *args)
+    losses = [float(m) for m in re.findall(r"loss\s+([0-9.]+)", proc.stdout)]
+    return proc, losses
+
+
+@pytest.mark.parametrize("optimizer,lr", [("adamw", "3e-3"), ("lamb", "1e-2"), ("sgd", "0.1")])
+def test_loss_goes_down(setup, optimizer, lr):
+    _, losses = _train(setup, "--steps", "60", "--log-every", "10", "--optimizer", optimizer,
+                       "--lr", lr, "--warmup", "5")
+    assert len(losses) >= 6
+    # Uniform guessing over the vocabulary is ln(84) = 4.43; the grammar is
+    # learnable well below that.
+    assert losses[0] > 3.5
+    assert np.mean(losses[-3:]) < losses[0] - 0.8, losses
+
+
+def _checkpoint(path):
+    data = np.load(path)
+    return {k: data[k] for k in data.files}
+
+
+def test_resume_is_bitwise_identical(setup):
+    straight = setup / "straight.npz"
+    first = setup / "first.npz"
+    resumed = setup / "resumed.npz"
+    common = ("--lr", "2e-3", "--warmup", "2", "--log-every", "1")
+    _train(setup, "--steps", "6", "--checkpoint", str(straight), *common)
+    _train(setup, "--steps", "3", "--checkpoint", str(first), *common)
+    proc, _ = _train(setup, "--steps", "6", "--resume", str(first), "--checkpoint", str(resumed),
+                     *common)
+    assert "resumed from" in proc.stdout and "after step 3" in proc.stdout
+    a, b = _checkpoint(straight), _checkpoint(resumed)
+    assert a.keys() == b.keys()
+    assert int(b["meta/step"]) == 6
+    # Optimizer state is in the checkpoint too.
+    assert any(k.endswith(".exp_avg") for k in a)
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key
+    # ... and the run did change the weights.
+    c = _checkpoint(first)
+    assert any(not np.array_equal(a[k], c[k]) for k in a if k.startswith("param/"))
+
+
+def test_bad_inputs(setup, tmp_path):
+    proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(tmp_path / "no.npz"),
+                    check=False)
+    assert proc.returncode != 0 and "no.npz" in proc.stderr
+    proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
+                    "--optimizer", "adagrad", "--steps", "1", check=False)
+    assert proc.returncode != 0 and "optimizer must be sgd, adamw or lamb" in proc.stderr
+    proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
+                    "--resume", str(setup / "corpus.npz"), "--steps", "1", check=False)
+    assert proc.returncode != 0 and "not a pf-train checkpoint" in proc.stderr
+    proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
+                    "--batch", "0", check=False)
+    assert proc.returncode != 0 and "must be positive" in proc.stderr

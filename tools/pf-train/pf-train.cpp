@@ -1,0 +1,326 @@
+//===- pf-train.cpp - masked-LM training on the pf runtime ------------------===//
+//
+//   pf-train bert.onnx --corpus corpus.npz --batch 8 --steps 200 --optimizer adamw --lr 1e-3
+//
+// Builds the training step from the forward model (masked-LM loss, reverse-mode
+// gradients, in-place optimizer updates), JIT-compiles it once and runs it
+// over the corpus with BERT's masking (15%: 80% [MASK], 10% random, 10% kept).
+// Batches and masks are functions of (seed, step), so a run resumed from a
+// checkpoint continues bit for bit. Ctrl-C saves a checkpoint and stops.
+//
+//===----------------------------------------------------------------------===//
+#include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Driver/Diagnostics.h"
+#include "pf/Driver/Npz.h"
+#include "pf/Driver/Runner.h"
+#include "pf/Import/ONNXImporter.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <random>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+namespace drv = mlir::pf::driver;
+
+static cl::OptionCategory category("pf-train options");
+static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx>"), cl::Required,
+                                      cl::cat(category));
+static cl::opt<std::string> corpusFile("corpus", cl::desc("Token corpus (.npz from "
+                                                          "python -m pipefisher.corpus)"),
+                                       cl::Required, cl::cat(category));
+static cl::opt<int> batch("batch", cl::desc("Sequences per step"), cl::init(8), cl::cat(category));
+static cl::opt<int> steps("steps", cl::desc("Last step to run (1-based)"), cl::init(100),
+                          cl::cat(category));
+static cl::opt<std::string> optimizer("optimizer", cl::desc("sgd, adamw or lamb"),
+                                      cl::init("adamw"), cl::cat(category));
+static cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(1e-3), cl::cat(category));
+static cl::opt<int> warmup("warmup", cl::desc("Linear warm-up steps"), cl::init(10),
+                           cl::cat(category));
+static cl::opt<std::string> schedule("schedule",
+                                     cl::desc("After warm-up: linear (decay to 0 at --steps) "
+                                              "or constant"),
+                                     cl::init("linear"), cl::cat(category));
+static cl::opt<double> weightDecay("weight-decay", cl::desc("Weight decay"), cl::init(0.01),
+                                   cl::cat(category));
+static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.9),
+                                cl::cat(category));
+static cl::opt<double> maskProbability("mask-prob", cl::desc("Share of tokens to predict"),
+                                       cl::init(0.15), cl::cat(category));
+static cl::opt<uint64_t> seed("seed", cl::desc("Seed of batches and masks"), cl::init(0),
+                              cl::cat(category));
+static cl::opt<int> threads("num-threads", cl::desc("Runtime threads (0: all cores)"),
+                            cl::init(0), cl::cat(category));
+static cl::opt<int> logEvery("log-every", cl::desc("Print a progress line every N steps"),
+                             cl::init(10), cl::cat(category));
+static cl::opt<std::string> checkpointFile("checkpoint",
+                                           cl::desc("Write a checkpoint (.npz) here at the end "
+                                                    "and on Ctrl-C"),
+                                           cl::cat(category));
+static cl::opt<int> checkpointEvery("checkpoint-every",
+                                    cl::desc("Also write the checkpoint every N steps"),
+                                    cl::init(0), cl::cat(category));
+static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
+                                       cl::cat(category));
+
+namespace {
+std::atomic<bool> interrupted{false};
+void onInterrupt(int) { interrupted = true; }
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "pf-train: error: " << message << "\n";
+  return 1;
+}
+
+struct Corpus {
+  std::vector<int64_t> tokens; // [rows, seqLen]
+  int64_t rows = 0, seqLen = 0, vocab = 0;
+  int64_t pad = 0, cls = 2, sep = 3, mask = 4, firstWord = 5;
+};
+
+llvm::Expected<Corpus> loadCorpus() {
+  auto arrays = drv::readNpz(corpusFile);
+  if (!arrays)
+    return arrays.takeError();
+  auto tokens = arrays->find("tokens");
+  if (tokens == arrays->end() || tokens->second.dtype != 7 || tokens->second.shape.size() != 2)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   corpusFile + ": needs 'tokens', int64 [sequences, length]");
+  Corpus corpus;
+  corpus.rows = tokens->second.shape[0];
+  corpus.seqLen = tokens->second.shape[1];
+  corpus.tokens.resize(corpus.rows * corpus.seqLen);
+  std::memcpy(corpus.tokens.data(), tokens->second.data.data(), tokens->second.data.size());
+  auto special = arrays->find("special");
+  if (special != arrays->end() && special->second.dtype == 7 &&
+      special->second.numElements() == 5) {
+    const int64_t *s = reinterpret_cast<const int64_t *>(special->second.data.data());
+    corpus.pad = s[0], corpus.cls = s[2], corpus.sep = s[3], corpus.mask = s[4];
+  }
+  auto vocab = arrays->find("vocab_size");
+  corpus.vocab = vocab != arrays->end() && vocab->second.dtype == 7
+                     ? *reinterpret_cast<const int64_t *>(vocab->second.data.data())
+                     : 1 + *std::max_element(corpus.tokens.begin(), corpus.tokens.end());
+  return corpus;
+}
+
+drv::NpyArray int64Array(std::vector<int64_t> shape, const std::vector<int64_t> &values) {
+  drv::NpyArray a;
+  a.dtype = 7;
+  a.shape = std::move(shape);
+  a.data.resize(values.size() * 8);
+  std::memcpy(a.data.data(), values.data(), a.data.size());
+  return a;
+}
+
+template <typename T>
+drv::NpyArray scalar(int32_t dtype, T value) {
+  drv::NpyArray a;
+  a.dtype = dtype;
+  a.data.resize(sizeof(T));
+  std::memcpy(a.data.data(), &value, sizeof(T));
+  return a;
+}
+
+/// The batch of `step`: rows from a per-epoch permutation, masked as BERT
+/// does. Pure function of (seed, step) so resuming needs only the step.
+std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
+  int64_t perEpoch = std::max<int64_t>(1, c.rows / batch);
+  int64_t epoch = (step - 1) / perEpoch, slot = (step - 1) % perEpoch;
+  std::vector<int64_t> order(c.rows);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 shuffle(seed * 1000003ULL + epoch);
+  std::shuffle(order.begin(), order.end(), shuffle);
+  std::mt19937_64 rng(seed * 7919ULL + uint64_t(step) * 104729ULL);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  std::uniform_int_distribution<int64_t> word(c.firstWord, c.vocab - 1);
+
+  int64_t n = int64_t(batch) * c.seqLen;
+  std::vector<int64_t> ids(n), types(n, 0), attention(n), labels(n, -100);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t *row = &c.tokens[order[(slot * batch + b) % c.rows] * c.seqLen];
+    for (int64_t t = 0; t < c.seqLen; ++t) {
+      int64_t i = b * c.seqLen + t, token = row[t];
+      ids[i] = token;
+      attention[i] = token != c.pad;
+      bool special = token == c.pad || token == c.cls || token == c.sep;
+      if (special || uniform(rng) >= maskProbability)
+        continue;
+      labels[i] = token;
+      double r = uniform(rng);
+      ids[i] = r < 0.8 ? c.mask : r < 0.9 ? word(rng) : token;
+    }
+  }
+  std::vector<int64_t> shape{batch, c.seqLen};
+  return {{"input_ids", int64Array(shape, ids)},
+          {"token_type_ids", int64Array(shape, types)},
+          {"attention_mask", int64Array(shape, attention)},
+          {"labels", int64Array(shape, labels)}};
+}
+
+double learningRate(int64_t step) {
+  if (warmup > 0 && step <= warmup)
+    return lr * double(step) / warmup;
+  if (schedule == "constant" || steps <= warmup)
+    return lr;
+  return lr * std::max(0.0, double(steps - step + 1) / double(steps - warmup));
+}
+
+llvm::Error saveCheckpoint(const drv::CompiledModel &model, int64_t step) {
+  std::map<std::string, drv::NpyArray> arrays;
+  for (const auto &p : model.parameters()) {
+    drv::NpyArray a;
+    a.dtype = p.dtype;
+    a.shape = p.shape;
+    a.data.assign(static_cast<const char *>(p.data), static_cast<const char *>(p.data) + p.bytes);
+    arrays["param/" + p.name] = std::move(a);
+  }
+  arrays["meta/step"] = scalar<int64_t>(7, step);
+  arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed.getValue()));
+  return drv::writeNpz(checkpointFile, arrays);
+}
+
+llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model) {
+  auto arrays = drv::readNpz(resumeFile);
+  if (!arrays)
+    return arrays.takeError();
+  auto error = [&](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), resumeFile + ": " + message);
+  };
+  auto step = arrays->find("meta/step");
+  if (step == arrays->end() || step->second.dtype != 7)
+    return error("not a pf-train checkpoint (no meta/step)");
+  for (const auto &p : model.parameters()) {
+    auto it = arrays->find("param/" + p.name);
+    if (it == arrays->end())
+      return error("has no parameter '" + p.name + "'");
+    if (it->second.dtype != p.dtype || it->second.shape != p.shape)
+      return error("parameter '" + p.name + "' has another dtype or shape than the model's");
+    std::memcpy(p.data, it->second.data.data(), p.bytes);
+  }
+  return *reinterpret_cast<const int64_t *>(step->second.data.data());
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
+  if (batch < 1 || steps < 1 || lr <= 0 || warmup < 0 || logEvery < 1 || checkpointEvery < 0 ||
+      maskProbability <= 0 || maskProbability > 1)
+    return fail("--batch, --steps, --lr, --log-every and --mask-prob must be positive "
+                "(--mask-prob at most 1) and --warmup, --checkpoint-every non-negative");
+  if (schedule != "linear" && schedule != "constant")
+    return fail("--schedule must be linear or constant");
+  auto corpus = loadCorpus();
+  if (!corpus)
+    return fail(llvm::toString(corpus.takeError()));
+
+  DialectRegistry registry;
+  registry.insert<mlir::pf::PFDialect, func::FuncDialect, arith::ArithDialect,
+                  cf::ControlFlowDialect, LLVM::LLVMDialect>();
+  MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    return drv::printDiagnostic(diag, modelFile);
+  });
+  mlir::pf::ONNXImportOptions importOptions;
+  importOptions.dimValues["batch"] = batch;
+  importOptions.dimValues["sequence"] = corpus->seqLen;
+  OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(modelFile, &context, importOptions);
+  if (!module)
+    return 1;
+
+  auto start = std::chrono::steady_clock::now();
+  PassManager pm(&context);
+  mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
+  pm.addPass(mlir::pf::createPFAddMaskedLMLoss());
+  pm.addPass(mlir::pf::createPFBuildGradients());
+  mlir::pf::PFAddOptimizerOptions optimizerOptions;
+  optimizerOptions.optimizer = optimizer;
+  optimizerOptions.weightDecay = weightDecay;
+  optimizerOptions.momentum = momentum;
+  pm.addPass(mlir::pf::createPFAddOptimizer(optimizerOptions));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  if (failed(pm.run(*module)))
+    return fail("building the training step failed");
+
+  drv::CompiledModel::Options options;
+  options.threads = threads;
+  options.ownParameters = true;
+  auto compiled = drv::CompiledModel::compile(*module, options);
+  if (!compiled)
+    return fail(llvm::toString(compiled.takeError()));
+  drv::CompiledModel &model = **compiled;
+  double buildSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  int64_t first = 1;
+  if (!resumeFile.empty()) {
+    auto resumed = loadCheckpoint(model);
+    if (!resumed)
+      return fail(llvm::toString(resumed.takeError()));
+    first = *resumed + 1;
+    llvm::outs() << "resumed from " << resumeFile << " after step " << *resumed << "\n";
+  }
+  llvm::outs() << llvm::formatv("training {0}: {1} parameters tensors, batch {2} x {3}, "
+                                "optimizer {4}, step built in {5:F2} s\n",
+                                modelFile, model.parameters().size(), int(batch),
+                                corpus->seqLen, optimizer, buildSeconds);
+  std::signal(SIGINT, onInterrupt);
+
+  std::map<std::string, drv::NpyArray> outputs;
+  auto windowStart = std::chrono::steady_clock::now();
+  int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
+  for (int64_t step = first; step <= steps && !interrupted; ++step) {
+    auto inputs = makeBatch(*corpus, step);
+    inputs["lr"] = scalar<double>(11, learningRate(step));
+    inputs["step"] = scalar<int64_t>(7, step);
+    if (auto err = model.run(inputs, outputs))
+      return fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
+    float loss;
+    std::memcpy(&loss, outputs["loss"].data.data(), sizeof(float));
+    last = step;
+    windowTokens += int64_t(batch) * corpus->seqLen;
+    ++windowSteps;
+    if (!std::isfinite(loss))
+      return fail(llvm::formatv("step {0}: the loss is {1}; lower --lr", step, loss));
+    if (step % logEvery == 0 || step == steps || step == first) {
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();
+      llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
+                                    "ms/step {4,7:F1}\n",
+                                    step, loss, learningRate(step), windowTokens / seconds,
+                                    1e3 * seconds / windowSteps);
+      llvm::outs().flush();
+      windowStart = std::chrono::steady_clock::now();
+      windowTokens = windowSteps = 0;
+    }
+    if (!checkpointFile.empty() && checkpointEvery > 0 && step % checkpointEvery == 0)
+      if (auto err = saveCheckpoint(model, step))
+        return fail(llvm::toString(std::move(err)));
+  }
+  if (interrupted && checkpointFile.empty())
+    checkpointFile = "pf-train.checkpoint.npz";
+  if (!checkpointFile.empty()) {
+    if (auto err = saveCheckpoint(model, last))
+      return fail(llvm::toString(std::move(err)));
+    llvm::outs() << "checkpoint after step " << last << ": " << checkpointFile << "\n";
+  }
+  return interrupted ? 130 : 0;
+}
