@@ -54,6 +54,29 @@ def PFFuseLinear : Pass<"pf-fuse-linear"> {
   }];
 }
 
+def PFBuildGradients : Pass<"pf-build-gradients", "::mlir::ModuleOp"> {
+  let summary = "Append reverse-mode gradients to the entry function";
+  let description = [{
+    Differentiates the objective (function result `seed`; summed when it is not
+    a scalar) with respect to the named parameters (`wrt=params`), the float
+    function arguments (`wrt=inputs`) or both (`wrt=all`). Walks the ops in
+    reverse and asks each one for its operand gradients through
+    `GradientOpInterface` (no switch over op names); gradients of values used
+    several times are summed with `pf.add`. The gradients become extra function
+    results named `grad/<parameter name>` (all reads of one parameter summed:
+    a tied embedding gets both contributions) and `grad/<input name>`. An op on
+    the differentiated path without the interface is an error naming it.
+  }];
+  let options = [
+    Option<"wrt", "wrt", "std::string", /*default=*/"\"params\"",
+           "What to differentiate for: params, inputs or all">,
+    Option<"seed", "seed", "int64_t", /*default=*/"0",
+           "Index of the function result that is the objective">,
+    Option<"functionName", "function", "std::string", /*default=*/"\"\"",
+           "The function to differentiate (default: the first with a body)">,
+  ];
+}
+
 def PFDeadCodeElimination : Pass<"pf-dce", "::mlir::ModuleOp"> {
   let summary = "Remove dead ops and parameters nothing reads";
 }
@@ -125,6 +148,49 @@ def PFSchedule : Pass<"pf-schedule", "::mlir::ModuleOp"> {
            "Write the SVG timeline to this file">,
     Option<"printReport", "print-report", "bool", /*default=*/"false",
            "Print the text report to stdout">,
+  ];
+}
+
+def PFAddMaskedLMLoss : Pass<"pf-add-masked-lm-loss", "::mlir::ModuleOp"> {
+  let summary = "Turn a masked-LM forward into a loss: cross-entropy over the vocabulary";
+  let description = [{
+    Adds a `labels` argument (int64, the logits' shape without the vocabulary;
+    `ignore-index` marks tokens that do not count) and replaces the function's
+    results with the mean cross-entropy `loss` of the counted tokens, so that
+    `pf-build-gradients` can differentiate it.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", /*default=*/"\"logits\"",
+           "Name of the logits result">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "Label value of tokens that do not count">,
+    Option<"keepOutputs", "keep-outputs", "bool", /*default=*/"false",
+           "Keep the original results after the loss">,
+  ];
+}
+
+def PFAddOptimizer : Pass<"pf-add-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Apply the gradients `grad/<param>` with SGD, AdamW or LAMB in place";
+  let description = [{
+    For every result named `grad/<parameter>` (from pf-build-gradients), adds
+    the optimizer's state parameters (`<parameter>.exp_avg`, ... initialized
+    to zero) and an in-place update op, and removes that result. Adds the
+    arguments `lr` (f64) and `step` (i64, 1-based) so schedules need no
+    recompilation. Biases and LayerNorm parameters get no weight decay, as in
+    BERT.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "sgd, adamw or lamb">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD: Nesterov momentum">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam/LAMB beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam/LAMB beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-6", "Adam/LAMB epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
+           "Weight decay (not applied to biases and LayerNorm parameters)">,
+    Option<"keepGradients", "keep-gradients", "bool", /*default=*/"false",
+           "Keep the grad/ results (e.g. to check them from outside)">,
   ];
 }
 

@@ -225,11 +225,9 @@ constexpr int64_t kTile = 64;
 /// One contiguous line: dx = y (dy - sum(dy y)).
 template <class T>
 void softmaxGradLine(const T *y, const T *dy, T *dx, int64_t n, bool acc) {
-  double dot = 0;
-#pragma omp simd reduction(+ : dot)
-  for (int64_t i = 0; i < n; ++i)
-    dot += double(dy[i]) * double(y[i]);
-  const T s = T(dot);
+  const T s = T(laneSum(0, n, [&](int64_t i) {
+    return double(dy[i]) * double(y[i]);
+  }));
   if (acc) {
     for (int64_t i = 0; i < n; ++i)
       dx[i] += y[i] * (dy[i] - s);
@@ -320,17 +318,12 @@ void recomputeStats(const pfrt_context *ctx, const T *x, int64_t rows,
                     int64_t cols, double eps, double *mean, double *inv) {
   parallelFor(ctx, rows, cols, [&](int64_t r) {
     const T *p = x + r * cols;
-    double sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < cols; ++j)
-      sum += p[j];
+    const double sum = laneSum(0, cols, [&](int64_t j) { return double(p[j]); });
     const double m = cols ? sum / cols : 0.0;
-    double squares = 0;
-#pragma omp simd reduction(+ : squares)
-    for (int64_t j = 0; j < cols; ++j) {
+    const double squares = laneSum(0, cols, [&](int64_t j) {
       const double d = p[j] - m;
-      squares += d * d;
-    }
+      return d * d;
+    });
     mean[r] = m;
     inv[r] = 1.0 / std::sqrt((cols ? squares / cols : 0.0) + eps);
   });
@@ -374,13 +367,12 @@ void layerNormInputGrad(const pfrt_context *ctx, const LayerNormGrad &a,
     const T *px = x + r * n;
     const T *pd = dy + r * n;
     T *po = dx + r * n;
-    double sumG = 0, sumGX = 0;
-#pragma omp simd reduction(+ : sumG, sumGX)
-    for (int64_t j = 0; j < n; ++j) {
+    double sumG, sumGX;
+    laneSum2(0, n, [&](int64_t j, double &g0, double &g1) {
       const double g = double(pd[j]) * double(scale[j]);
-      sumG += g;
-      sumGX += g * ((double(px[j]) - m) * inv);
-    }
+      g0 += g;
+      g1 += g * ((double(px[j]) - m) * inv);
+    }, sumG, sumGX);
     const T meanG = T(n ? sumG / n : 0.0), meanGX = T(n ? sumGX / n : 0.0);
     const T tm = T(m), ti = T(inv);
     for (int64_t j = 0; j < n; ++j) {

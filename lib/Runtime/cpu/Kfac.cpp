@@ -8,9 +8,9 @@
 // precondition: B^-1 G A^-1 (or its transpose for [in, out] weights) as two
 //               GEMMs, with a bias column handled as [G | g_b] jointly.
 //
-// LAPACK is called in column-major order with uplo 'U' on row-major
-// buffers: for a symmetric matrix that is exactly its row-major lower
-// triangle, and it avoids LAPACKE's transposing copies.
+// LAPACK (column-major) is called with uplo 'U' on row-major buffers: for
+// a symmetric matrix that is exactly its row-major lower triangle, so no
+// transposing copy is needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,7 +22,7 @@
 #include "Training.h"
 
 #include <cblas.h>
-#include <lapacke.h>
+#include <lapack.h>
 
 #include <cmath>
 #include <cstring>
@@ -47,21 +47,35 @@ void syrk(int threads, int64_t d, int64_t n, double alpha, const double *x,
               int(d), beta, f, int(ldf));
 }
 
+// LAPACK's Fortran routines through lapack.h's prototypes (which add the
+// hidden string-length argument where the Fortran ABI has one).
 lapack_int potrf(int64_t n, float *a) {
-  return LAPACKE_spotrf(LAPACK_COL_MAJOR, 'U', lapack_int(n), a,
-                        lapack_int(n));
+  const char uplo = 'U';
+  const lapack_int dim = lapack_int(n);
+  lapack_int info = 0;
+  LAPACK_spotrf(&uplo, &dim, a, &dim, &info);
+  return info;
 }
 lapack_int potrf(int64_t n, double *a) {
-  return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', lapack_int(n), a,
-                        lapack_int(n));
+  const char uplo = 'U';
+  const lapack_int dim = lapack_int(n);
+  lapack_int info = 0;
+  LAPACK_dpotrf(&uplo, &dim, a, &dim, &info);
+  return info;
 }
 lapack_int potri(int64_t n, float *a) {
-  return LAPACKE_spotri(LAPACK_COL_MAJOR, 'U', lapack_int(n), a,
-                        lapack_int(n));
+  const char uplo = 'U';
+  const lapack_int dim = lapack_int(n);
+  lapack_int info = 0;
+  LAPACK_spotri(&uplo, &dim, a, &dim, &info);
+  return info;
 }
 lapack_int potri(int64_t n, double *a) {
-  return LAPACKE_dpotri(LAPACK_COL_MAJOR, 'U', lapack_int(n), a,
-                        lapack_int(n));
+  const char uplo = 'U';
+  const lapack_int dim = lapack_int(n);
+  lapack_int info = 0;
+  LAPACK_dpotri(&uplo, &dim, a, &dim, &info);
+  return info;
 }
 
 /// Copies the lower triangle of a row-major [n, n] matrix onto the upper.
@@ -78,11 +92,7 @@ template <class T> bool allFinite(const pfrt_context *ctx, const T *p,
   // A sum of x * 0 is NaN exactly when some x is NaN or Inf; the
   // fixed-partition sum vectorizes and keeps the scan thread-count-free.
   const double bad = deterministicSum(ctx, n, [&](int64_t begin, int64_t end) {
-    double s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = begin; i < end; ++i)
-      s += double(p[i]) * 0.0;
-    return s;
+    return laneSum(begin, end, [&](int64_t i) { return double(p[i]) * 0.0; });
   });
   return bad == 0.0;
 }

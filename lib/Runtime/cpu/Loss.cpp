@@ -49,18 +49,17 @@ double crossEntropyRow(const CrossEntropy &ce, const T *x, int64_t label,
 #pragma omp simd reduction(max : maximum)
   for (int64_t i = 0; i < n; ++i)
     maximum = x[i] > maximum ? x[i] : maximum;
-  double sum = 0;
+  // Fixed-order sums (Training.h): the loss is bitwise the same for every
+  // thread count.
+  double sum;
   if (g) {
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) {
+    sum = laneSum(0, n, [&](int64_t i) {
       const T e = expOf(x[i] - maximum);
       g[i] = e;
-      sum += e;
-    }
+      return double(e);
+    });
   } else {
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i)
-      sum += expOf(x[i] - maximum);
+    sum = laneSum(0, n, [&](int64_t i) { return double(expOf(x[i] - maximum)); });
   }
   const double lse = double(maximum) + std::log(sum);
   if (g) {

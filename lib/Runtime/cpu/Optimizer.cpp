@@ -228,17 +228,14 @@ pfrt_status pfrt_lamb_step(pfrt_context *ctx, const pfrt_tensor *param,
     const int64_t size = count ? (n + count - 1) / count : 0;
     parallelFor(ctx, count, size, [&](int64_t c) {
       const int64_t begin = c * size, end = begin + size < n ? begin + size : n;
-      double ww = 0, uu = 0;
-      for (int64_t i = begin; i < end; ++i) {
+      laneSum2(begin, end, [&](int64_t i, double &ww, double &uu) {
         const double gi = g[i];
         m[i] = T(s.b1 * double(m[i]) + (1 - s.b1) * gi);
         v[i] = T(s.b2 * double(v[i]) + (1 - s.b2) * gi * gi);
         const double u = updateAt(i);
         ww += double(p[i]) * double(p[i]);
         uu += u * u;
-      }
-      pieces[0][c] = ww;
-      pieces[1][c] = uu;
+      }, pieces[0][c], pieces[1][c]);
     });
     double ww = 0, uu = 0;
     for (int64_t c = 0; c < count; ++c) {
@@ -328,11 +325,9 @@ pfrt_status pfrt_dot(pfrt_context *ctx, const pfrt_tensor *a,
     const T *pb = static_cast<const T *>(b->data);
     return deterministicSum(ctx, Shape::of(*a).numel(),
                             [&](int64_t begin, int64_t end) {
-                              double s = 0;
-#pragma omp simd reduction(+ : s)
-                              for (int64_t i = begin; i < end; ++i)
-                                s += double(pa[i]) * double(pb[i]);
-                              return s;
+                              return laneSum(begin, end, [&](int64_t i) {
+                                return double(pa[i]) * double(pb[i]);
+                              });
                             });
   });
   return PFRT_OK;

@@ -22,13 +22,13 @@ class PF_TensorOp<string mnemonic, list<Trait> traits = []>
 }
 
 class PF_UnaryOp<string mnemonic, Type type, list<Trait> traits = []>
-    : PF_TensorOp<mnemonic, traits> {
+    : PF_TensorOp<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<PF_GradientOpInterface>])> {
   let arguments = (ins TensorOf<[type]>:$input);
   let results = (outs TensorOf<[type]>:$output);
 }
 
 class PF_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : PF_TensorOp<mnemonic, traits> {
+    : PF_TensorOp<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<PF_GradientOpInterface>])> {
   let summary = "elementwise `" # mnemonic # "` with numpy-style broadcasting";
   let arguments = (ins AnyTensor:$lhs, AnyTensor:$rhs);
   let results = (outs AnyTensor:$output);

@@ -6,7 +6,8 @@ include "pf/Dialect/PF/IR/PFBase.td"
 
 def PF_LinearOp : PF_TensorOp<"linear", [
     DeclareOpInterfaceMethods<PF_KFACEligibleOpInterface>,
-    DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>]> {
+    DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>,
+    DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "y = x · W + b over the last dimension of x";
   let description = [{
     `weight` is [in, out]; with `transpose_weight` it is stored [out, in] (the
@@ -28,7 +29,8 @@ def PF_LinearOp : PF_TensorOp<"linear", [
 }
 
 def PF_LayerNormOp : PF_TensorOp<"layer_norm", [
-    DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>]> {
+    DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>,
+    DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "layer normalization over the dims from `axis` on";
   let description = [{
     y = (x − mean) / sqrt(var + epsilon) · scale + bias, statistics over the
@@ -42,7 +44,8 @@ def PF_LayerNormOp : PF_TensorOp<"layer_norm", [
 }
 
 def PF_GeluOp : PF_TensorOp<"gelu", [
-    DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>]> {
+    DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>,
+    DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "GELU, exact (erf) or tanh approximation (ONNX Gelu semantics)";
   let arguments = (ins TensorOf<[AnyFloat]>:$input,
                    DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);

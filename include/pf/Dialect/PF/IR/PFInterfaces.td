@@ -45,4 +45,30 @@ def PF_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+// Reverse-mode differentiation: each op builds the gradients of its operands
+// from the gradients of its results, with pf tensor ops (so every backward
+// graph runs wherever the forward ops do). `pf-build-gradients` drives it; it
+// never switches over op names.
+def PF_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::mlir::pf";
+  let description = [{
+    `buildGradient` inserts, at the builder's insertion point, ops computing
+    d(objective)/d(operand) for the operands marked in `wanted`, given
+    d(objective)/d(result) for each result (`resultGrads`; a null value is a
+    zero gradient, at least one is non-null). It appends one value per operand
+    to `operandGrads`: the gradient, with exactly the operand's type, or null
+    when the operand gets none (not wanted, integer-valued, or not
+    differentiable). Operand and result types must be static; an op that
+    cannot build a wanted gradient emits an error and fails.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the operand gradients from the result gradients.",
+      "::llvm::LogicalResult", "buildGradient",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::ArrayRef<bool>":$wanted,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
 #endif // PF_INTERFACES_TD

@@ -2,6 +2,7 @@
 #ifndef PF_DIALECT_PF_IR_PFOPS_H
 #define PF_DIALECT_PF_IR_PFOPS_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

@@ -19,7 +19,7 @@ def PF_ConstantOp : PF_Op<"constant", [ConstantLike, Pure, PF_InferTypes]> {
   let hasFolder = 1;
 }
 
-def PF_IdentityOp : PF_TensorOp<"identity"> {
+def PF_IdentityOp : PF_TensorOp<"identity", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "returns its input";
   let arguments = (ins AnyTensor:$input);
   let results = (outs AnyTensor:$output);
@@ -46,14 +46,14 @@ def PF_NegOp : PF_UnaryOp<"neg", AnyType> {
   let hasFolder = 1;
 }
 
-def PF_WhereOp : PF_TensorOp<"where"> {
+def PF_WhereOp : PF_TensorOp<"where", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "select x where condition is true, else y (broadcasting)";
   let arguments = (ins TensorOf<[I1]>:$condition, AnyTensor:$x, AnyTensor:$y);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }
 
-def PF_CastOp : PF_TensorOp<"cast"> {
+def PF_CastOp : PF_TensorOp<"cast", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "elementwise conversion to another element type";
   let arguments = (ins AnyTensor:$input, TypeAttr:$to);
   let results = (outs AnyTensor:$output);
@@ -62,7 +62,8 @@ def PF_CastOp : PF_TensorOp<"cast"> {
 
 //===--- Linear algebra ------------------------------------------------------===//
 
-def PF_MatMulOp : PF_TensorOp<"matmul", [DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>]> {
+def PF_MatMulOp : PF_TensorOp<"matmul", [DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>,
+    DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "numpy matmul: batched, broadcasting, 1-D operands promoted";
   let arguments = (ins AnyTensor:$lhs, AnyTensor:$rhs);
   let results = (outs AnyTensor:$output);
@@ -87,42 +88,42 @@ def PF_ShapeOp : PF_TensorOp<"shape"> {
   let hasFolder = 1;
 }
 
-def PF_ReshapeOp : PF_TensorOp<"reshape"> {
+def PF_ReshapeOp : PF_TensorOp<"reshape", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "reshape to a shape given as a 1-D i64 tensor (0 copies, -1 infers)";
   let arguments = (ins AnyTensor:$data, TensorOf<[I64]>:$shape, UnitAttr:$allowzero);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }
 
-def PF_TransposeOp : PF_TensorOp<"transpose"> {
+def PF_TransposeOp : PF_TensorOp<"transpose", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "permute dimensions (default: reverse them)";
   let arguments = (ins AnyTensor:$input, OptionalAttr<DenseI64ArrayAttr>:$perm);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }
 
-def PF_UnsqueezeOp : PF_TensorOp<"unsqueeze"> {
+def PF_UnsqueezeOp : PF_TensorOp<"unsqueeze", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "insert size-1 dimensions at the given output axes";
   let arguments = (ins AnyTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }
 
-def PF_SqueezeOp : PF_TensorOp<"squeeze"> {
+def PF_SqueezeOp : PF_TensorOp<"squeeze", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "remove size-1 dimensions (the given axes, or all)";
   let arguments = (ins AnyTensor:$input, OptionalAttr<DenseI64ArrayAttr>:$axes);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }
 
-def PF_ConcatOp : PF_TensorOp<"concat"> {
+def PF_ConcatOp : PF_TensorOp<"concat", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "concatenate along an axis";
   let arguments = (ins Variadic<AnyTensor>:$inputs, I64Attr:$axis);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }
 
-def PF_SliceOp : PF_TensorOp<"slice", [AttrSizedOperandSegments]> {
+def PF_SliceOp : PF_TensorOp<"slice", [AttrSizedOperandSegments, DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "ONNX Slice: starts/ends/axes/steps given as 1-D integer tensors";
   let arguments = (ins AnyTensor:$data, AnyTensor:$starts, AnyTensor:$ends,
                    Optional<AnyTensor>:$axes, Optional<AnyTensor>:$steps);
@@ -130,7 +131,7 @@ def PF_SliceOp : PF_TensorOp<"slice", [AttrSizedOperandSegments]> {
   let hasFolder = 1;
 }
 
-def PF_GatherOp : PF_TensorOp<"gather"> {
+def PF_GatherOp : PF_TensorOp<"gather", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "take entries of data along an axis at integer indices";
   let arguments = (ins AnyTensor:$data, AnyTensor:$indices,
                    DefaultValuedAttr<I64Attr, "0">:$axis);
@@ -138,7 +139,7 @@ def PF_GatherOp : PF_TensorOp<"gather"> {
   let hasFolder = 1;
 }
 
-def PF_ExpandOp : PF_TensorOp<"expand"> {
+def PF_ExpandOp : PF_TensorOp<"expand", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "broadcast to a shape given as a 1-D i64 tensor";
   let arguments = (ins AnyTensor:$input, TensorOf<[I64]>:$shape);
   let results = (outs AnyTensor:$output);
@@ -154,7 +155,7 @@ def PF_ConstantOfShapeOp : PF_TensorOp<"constant_of_shape"> {
 
 //===--- Reductions and normalization ----------------------------------------===//
 
-class PF_ReduceOp<string mnemonic> : PF_TensorOp<mnemonic> {
+class PF_ReduceOp<string mnemonic> : PF_TensorOp<mnemonic, [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "reduce over axes (all axes when none are given)";
   let arguments = (ins AnyTensor:$input, OptionalAttr<DenseI64ArrayAttr>:$axes,
                    DefaultValuedAttr<BoolAttr, "true">:$keepdims,
@@ -164,7 +165,7 @@ class PF_ReduceOp<string mnemonic> : PF_TensorOp<mnemonic> {
 def PF_ReduceMeanOp : PF_ReduceOp<"reduce_mean">;
 def PF_ReduceSumOp : PF_ReduceOp<"reduce_sum">;
 
-def PF_SoftmaxOp : PF_TensorOp<"softmax"> {
+def PF_SoftmaxOp : PF_TensorOp<"softmax", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "softmax along one axis";
   let arguments = (ins TensorOf<[AnyFloat]>:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
   let results = (outs TensorOf<[AnyFloat]>:$output);

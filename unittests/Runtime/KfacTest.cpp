@@ -1,0 +1,401 @@
+//===- KfacTest.cpp - Factors, pi, damped inverses, preconditioning --------===//
+//
+// References are written out in double here: X^T X / n, traces, a
+// Gauss-Jordan inverse, and explicit products B^-1 G A^-1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TrainingTestUtil.h"
+
+using namespace pfrt_test;
+
+namespace {
+
+using KfacTest = RuntimeTest;
+
+using Matrix = std::vector<double>; // row-major, square unless noted
+
+/// scale * [X | 1]^T [X | 1] / n over the flattened rows of x.
+template <class T>
+Matrix factorRef(const Tensor<T> &x, bool bias, double scale) {
+  const int64_t d = x.dims.back(), n = x.size() / (d ? d : 1);
+  const int64_t dp = d + bias;
+  Matrix f(dp * dp, 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < dp; ++i)
+      for (int64_t j = 0; j < dp; ++j) {
+        const double xi = i < d ? double(x[r * d + i]) : 1.0;
+        const double xj = j < d ? double(x[r * d + j]) : 1.0;
+        f[i * dp + j] += xi * xj;
+      }
+  for (auto &v : f)
+    v = n ? v * scale / n : 0.0;
+  return f;
+}
+
+/// Gauss-Jordan inverse with partial pivoting.
+Matrix inverseRef(Matrix a, int64_t n) {
+  Matrix inv(n * n, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    inv[i * n + i] = 1;
+  for (int64_t c = 0; c < n; ++c) {
+    int64_t p = c;
+    for (int64_t r = c + 1; r < n; ++r)
+      if (std::fabs(a[r * n + c]) > std::fabs(a[p * n + c]))
+        p = r;
+    for (int64_t j = 0; j < n; ++j) {
+      std::swap(a[c * n + j], a[p * n + j]);
+      std::swap(inv[c * n + j], inv[p * n + j]);
+    }
+    const double d = a[c * n + c];
+    for (int64_t j = 0; j < n; ++j) {
+      a[c * n + j] /= d;
+      inv[c * n + j] /= d;
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      if (r == c)
+        continue;
+      const double f = a[r * n + c];
+      for (int64_t j = 0; j < n; ++j) {
+        a[r * n + j] -= f * a[c * n + j];
+        inv[r * n + j] -= f * inv[c * n + j];
+      }
+    }
+  }
+  return inv;
+}
+
+/// [m, k] x [k, n]
+Matrix matmulRef(const Matrix &a, const Matrix &b, int64_t m, int64_t k,
+                 int64_t n) {
+  Matrix c(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * n + j] += a[i * k + p] * b[p * n + j];
+  return c;
+}
+
+Matrix transposeRef(const Matrix &a, int64_t rows, int64_t cols) {
+  Matrix t(a.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      t[j * rows + i] = a[i * cols + j];
+  return t;
+}
+
+template <class T> void expectSymmetric(const Tensor<T> &f) {
+  const int64_t n = f.dims[0];
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < i; ++j)
+      ASSERT_EQ(f[i * n + j], f[j * n + i]) << i << ", " << j;
+}
+
+TEST_F(KfacTest, FactorMatchesXtX) {
+  for (bool bias : {false, true}) {
+    SCOPED_TRACE(bias);
+    Tensor<float> x = random<float>({4, 33, 48}, -1, 2, 1 + bias);
+    const int64_t dp = 48 + bias;
+    Tensor<float> f = random<float>({dp, dp}, -1, 1, 3); // overwritten
+    pfrt_tensor tx = x.desc(), tf = f.desc();
+    ok(pfrt_kfac_factor(ctx, &tx, bias, 1.0, PFRT_KFAC_OVERWRITE, 0, &tf));
+    EXPECT_LT(relErr(f.data, factorRef(x, bias, 1.0)), 1e-5);
+    expectSymmetric(f);
+    if (bias) { // the corner is scale * n / n
+      EXPECT_FLOAT_EQ(f[dp * dp - 1], 1.0f);
+    }
+  }
+  // f64, factor B with a scale, rank-2 input.
+  Tensor<double> g = random<double>({50, 7}, -1, 1, 4);
+  Tensor<double> fb({7, 7});
+  pfrt_tensor tg = g.desc(), tfb = fb.desc();
+  ok(pfrt_kfac_factor(ctx, &tg, 0, 2500.0, PFRT_KFAC_OVERWRITE, 0, &tfb));
+  EXPECT_LT(relErr(fb.data, factorRef(g, false, 2500.0)), 1e-13);
+  expectSymmetric(fb);
+}
+
+TEST_F(KfacTest, FactorAccumulateAndRunningAverage) {
+  Tensor<double> x1 = random<double>({20, 6}, -1, 1, 5);
+  Tensor<double> x2 = random<double>({12, 6}, -1, 1, 6);
+  const Matrix r1 = factorRef(x1, true, 0.5), r2 = factorRef(x2, true, 0.5);
+  Tensor<double> f({7, 7});
+  pfrt_tensor t1 = x1.desc(), t2 = x2.desc(), tf = f.desc();
+  // Micro-batches: overwrite then accumulate, each scaled by 1/2.
+  ok(pfrt_kfac_factor(ctx, &t1, 1, 0.5, PFRT_KFAC_OVERWRITE, 0, &tf));
+  ok(pfrt_kfac_factor(ctx, &t2, 1, 0.5, PFRT_KFAC_ACCUMULATE, 0, &tf));
+  Matrix sum(49);
+  for (int i = 0; i < 49; ++i)
+    sum[i] = r1[i] + r2[i];
+  EXPECT_LT(maxAbsDiff(f.data, sum), 1e-14);
+  expectSymmetric(f);
+  // Running average: F = 0.95 F + 0.05 new.
+  ok(pfrt_kfac_factor(ctx, &t1, 1, 0.5, PFRT_KFAC_RUNNING_AVERAGE, 0.95, &tf));
+  Matrix avg(49);
+  for (int i = 0; i < 49; ++i)
+    avg[i] = 0.95 * sum[i] + 0.05 * r1[i];
+  EXPECT_LT(maxAbsDiff(f.data, avg), 1e-14);
+  expectSymmetric(f);
+  // No rows: accumulate keeps F, overwrite gives 0 (and the corner 0).
+  Tensor<double> none({0, 6});
+  pfrt_tensor tn = none.desc();
+  ok(pfrt_kfac_factor(ctx, &tn, 1, 1.0, PFRT_KFAC_ACCUMULATE, 0, &tf));
+  EXPECT_LT(maxAbsDiff(f.data, avg), 1e-14);
+  ok(pfrt_kfac_factor(ctx, &tn, 1, 1.0, PFRT_KFAC_OVERWRITE, 0, &tf));
+  for (double v : f.data)
+    EXPECT_EQ(v, 0.0);
+}
+
+TEST_F(KfacTest, Pi) {
+  Tensor<double> a({3, 3}, {2, 1, 0, 1, 4, 0, 0, 0, 6});     // tr 12, dim 3
+  Tensor<float> b({2, 2}, {0.5f, 0.1f, 0.1f, 0.5f});         // tr 1, dim 2
+  pfrt_tensor ta = a.desc(), tb = b.desc();
+  double pi = 0;
+  ok(pfrt_kfac_pi(ctx, &ta, &tb, &pi));
+  EXPECT_NEAR(pi, std::sqrt((12.0 / 3) / (1.0 / 2)), 1e-7);
+  Tensor<float> zero({2, 2});
+  pfrt_tensor tz = zero.desc();
+  ok(pfrt_kfac_pi(ctx, &ta, &tz, &pi));
+  EXPECT_EQ(pi, 1.0);
+  a[4] = INFINITY;
+  fails(pfrt_kfac_pi(ctx, &ta, &tb, &pi), PFRT_NUMERIC, "pfrt_kfac_pi");
+}
+
+TEST_F(KfacTest, DampedInverse) {
+  // An SPD factor from data (rank-deficient: 10 rows, 24 columns; the
+  // damping makes it invertible).
+  Tensor<double> x = random<double>({10, 24}, -1, 1, 7);
+  Tensor<double> f({24, 24}), inv({24, 24});
+  pfrt_tensor tx = x.desc(), tf = f.desc(), ti = inv.desc();
+  ok(pfrt_kfac_factor(ctx, &tx, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &tf));
+  const double damping = 0.03;
+  ok(pfrt_kfac_inverse(ctx, &tf, damping, &ti));
+  expectSymmetric(inv);
+  Matrix damped = f.data;
+  for (int i = 0; i < 24; ++i)
+    damped[i * 24 + i] += damping;
+  Matrix prod = matmulRef(inv.data, damped, 24, 24, 24);
+  for (int i = 0; i < 24; ++i)
+    for (int j = 0; j < 24; ++j)
+      EXPECT_NEAR(prod[i * 24 + j], i == j ? 1.0 : 0.0, 1e-10);
+  EXPECT_LT(relErr(inv.data, inverseRef(damped, 24)), 1e-10);
+
+  // f32, BERT-sized (256), in place (inverse == factor).
+  Tensor<float> xf = random<float>({512, 256}, -1, 1, 8);
+  Tensor<float> ff({256, 256});
+  pfrt_tensor txf = xf.desc(), tff = ff.desc();
+  ok(pfrt_kfac_factor(ctx, &txf, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &tff));
+  Matrix dampedF(ff.data.begin(), ff.data.end());
+  for (int i = 0; i < 256; ++i)
+    dampedF[i * 256 + i] += 0.1;
+  ok(pfrt_kfac_inverse(ctx, &tff, 0.1, &tff));
+  expectSymmetric(ff);
+  Matrix prodF = matmulRef(asDouble(ff), dampedF, 256, 256, 256);
+  double worst = 0;
+  for (int i = 0; i < 256; ++i)
+    for (int j = 0; j < 256; ++j)
+      worst = std::max(worst, std::fabs(prodF[i * 256 + j] - (i == j)));
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST_F(KfacTest, NotPositiveDefiniteIsNumeric) {
+  // Indefinite: eigenvalues 3 and -1.
+  Tensor<double> f({2, 2}, {1, 2, 2, 1});
+  Tensor<double> inv({2, 2}, {7, 7, 7, 7}); // a "previous inverse"
+  pfrt_tensor tf = f.desc(), ti = inv.desc();
+  fails(pfrt_kfac_inverse(ctx, &tf, 0.5, &ti), PFRT_NUMERIC,
+        "pfrt_kfac_inverse");
+  EXPECT_NE(std::string(pfrt_last_error(ctx)).find("not positive definite"),
+            std::string::npos)
+      << pfrt_last_error(ctx);
+  for (double v : inv.data)
+    EXPECT_EQ(v, 7.0); // left unchanged
+  // More damping fixes it (the caller's retry).
+  ok(pfrt_kfac_inverse(ctx, &tf, 1.5, &ti));
+  EXPECT_LT(relErr(inv.data, inverseRef({2.5, 2, 2, 2.5}, 2)), 1e-12);
+  // Float, negative definite, in place: the factor is kept as well.
+  Tensor<float> neg({3, 3}, {-1, 0, 0, 0, -1, 0, 0, 0, -1});
+  pfrt_tensor tn = neg.desc();
+  fails(pfrt_kfac_inverse(ctx, &tn, 0.0, &tn), PFRT_NUMERIC,
+        "pfrt_kfac_inverse");
+  EXPECT_EQ(neg[0], -1.0f);
+  // NaN in the factor.
+  Tensor<double> nan({2, 2}, {1, 0, 0, NAN});
+  pfrt_tensor tnan = nan.desc();
+  fails(pfrt_kfac_inverse(ctx, &tnan, 0.1, &ti), PFRT_NUMERIC,
+        "pfrt_kfac_inverse");
+  EXPECT_NE(std::string(pfrt_last_error(ctx)).find("NaN"), std::string::npos);
+}
+
+TEST_F(KfacTest, AllFinite) {
+  int32_t result = -1;
+  Tensor<float> a = random<float>({1000}, -1, 1, 9);
+  pfrt_tensor ta = a.desc();
+  ok(pfrt_all_finite(ctx, &ta, &result));
+  EXPECT_EQ(result, 1);
+  a[999] = INFINITY;
+  ok(pfrt_all_finite(ctx, &ta, &result));
+  EXPECT_EQ(result, 0);
+  a[999] = -INFINITY;
+  ok(pfrt_all_finite(ctx, &ta, &result));
+  EXPECT_EQ(result, 0);
+  Tensor<double> d({3}, {1, NAN, 2});
+  pfrt_tensor td = d.desc();
+  ok(pfrt_all_finite(ctx, &td, &result));
+  EXPECT_EQ(result, 0);
+  Tensor<uint16_t> h({2}, {0x3C00, 0x7C00}); // 1.0, +inf in binary16
+  pfrt_tensor th = h.desc();
+  ok(pfrt_all_finite(ctx, &th, &result));
+  EXPECT_EQ(result, 0);
+  h[1] = 0x7BFF; // the largest finite half
+  ok(pfrt_all_finite(ctx, &th, &result));
+  EXPECT_EQ(result, 1);
+  Tensor<int32_t> i({4});
+  pfrt_tensor tint = i.desc();
+  ok(pfrt_all_finite(ctx, &tint, &result));
+  EXPECT_EQ(result, 1);
+  Tensor<float> empty({0});
+  pfrt_tensor te = empty.desc();
+  ok(pfrt_all_finite(ctx, &te, &result));
+  EXPECT_EQ(result, 1);
+  fails(pfrt_all_finite(ctx, &ta, nullptr), PFRT_INVALID_ARGUMENT,
+        "pfrt_all_finite");
+}
+
+/// An SPD matrix (a damped random Gram matrix) as a test inverse.
+Matrix spd(int64_t n, unsigned seed) {
+  Tensor<double> x = random<double>({n + 3, n}, -1, 1, seed);
+  Matrix f = factorRef(x, false, 1.0);
+  for (int64_t i = 0; i < n; ++i)
+    f[i * n + i] += 0.5;
+  return f;
+}
+
+TEST_F(KfacTest, PreconditionMatchesExplicitProducts) {
+  const int64_t in = 6, out = 4;
+  unsigned seed = 20;
+  for (int transposed : {1, 0}) {
+    for (int mode = 0; mode < 3; ++mode) { // no bias, separate, joint
+      SCOPED_TRACE("transposed " + std::to_string(transposed) + " mode " +
+                   std::to_string(mode));
+      const bool joint = mode == 2, withBias = mode > 0;
+      const int64_t ia = in + joint;
+      Tensor<double> ainv({ia, ia}, spd(ia, ++seed));
+      Tensor<double> binv({out, out}, spd(out, ++seed));
+      const Dims wd = transposed ? Dims{out, in} : Dims{in, out};
+      Tensor<double> gw = random<double>(wd, -1, 1, ++seed);
+      Tensor<double> gb = random<double>({out}, -1, 1, ++seed);
+      // Reference on the [out, in(+1)] layout: B^-1 [G | g] A^-1.
+      Matrix g = transposed ? gw.data : transposeRef(gw.data, in, out);
+      Matrix j(out * ia);
+      for (int64_t o = 0; o < out; ++o) {
+        for (int64_t i = 0; i < in; ++i)
+          j[o * ia + i] = g[o * in + i];
+        if (joint)
+          j[o * ia + in] = gb[o];
+      }
+      Matrix res = matmulRef(matmulRef(binv.data, j, out, out, ia), ainv.data,
+                             out, ia, ia);
+      Matrix refW(out * in), refB(out);
+      for (int64_t o = 0; o < out; ++o) {
+        for (int64_t i = 0; i < in; ++i)
+          refW[o * in + i] = res[o * ia + i];
+        refB[o] = joint ? res[o * ia + in] : 0.0;
+      }
+      if (mode == 1)
+        refB = matmulRef(binv.data, gb.data, out, out, 1);
+      if (!transposed)
+        refW = transposeRef(refW, out, in);
+      // In place: the outputs are the gradients' buffers.
+      pfrt_tensor ta = ainv.desc(), tb = binv.desc(), tgw = gw.desc(),
+                  tgb = gb.desc();
+      ok(pfrt_kfac_precondition(ctx, &ta, &tb, &tgw, withBias ? &tgb : nullptr,
+                                transposed, &tgw, withBias ? &tgb : nullptr));
+      EXPECT_LT(relErr(gw.data, refW), 1e-12);
+      if (withBias) {
+        EXPECT_LT(relErr(gb.data, refB), 1e-12);
+      }
+    }
+  }
+  // f32, BERT-like shapes with separate outputs.
+  const int64_t fin = 128, fout = 96;
+  Tensor<float> ainv({fin + 1, fin + 1});
+  Tensor<float> binv({fout, fout});
+  {
+    Matrix a = spd(fin + 1, 40), b = spd(fout, 41);
+    std::copy(a.begin(), a.end(), ainv.data.begin());
+    std::copy(b.begin(), b.end(), binv.data.begin());
+  }
+  Tensor<float> gw = random<float>({fout, fin}, -1, 1, 42);
+  Tensor<float> gb = random<float>({fout}, -1, 1, 43);
+  Tensor<float> ow({fout, fin}), ob({fout});
+  pfrt_tensor ta = ainv.desc(), tb = binv.desc(), tgw = gw.desc(),
+              tgb = gb.desc(), tow = ow.desc(), tob = ob.desc();
+  ok(pfrt_kfac_precondition(ctx, &ta, &tb, &tgw, &tgb, 1, &tow, &tob));
+  Matrix j(fout * (fin + 1));
+  for (int64_t o = 0; o < fout; ++o) {
+    for (int64_t i = 0; i < fin; ++i)
+      j[o * (fin + 1) + i] = gw[o * fin + i];
+    j[o * (fin + 1) + fin] = gb[o];
+  }
+  Matrix res = matmulRef(matmulRef(asDouble(binv), j, fout, fout, fin + 1),
+                         asDouble(ainv), fout, fin + 1, fin + 1);
+  Matrix refW(fout * fin), refB(fout);
+  for (int64_t o = 0; o < fout; ++o) {
+    for (int64_t i = 0; i < fin; ++i)
+      refW[o * fin + i] = res[o * (fin + 1) + i];
+    refB[o] = res[o * (fin + 1) + fin];
+  }
+  EXPECT_LT(relErr(ow.data, refW, 10.0), 1e-5);
+  EXPECT_LT(relErr(ob.data, refB, 10.0), 1e-5);
+}
+
+TEST_F(KfacTest, Errors) {
+  Tensor<float> x = random<float>({4, 3}), f({3, 3}), fb({4, 4}), rect({3, 4});
+  Tensor<double> fd({3, 3});
+  pfrt_tensor tx = x.desc(), tf = f.desc(), tfb = fb.desc(),
+              trect = rect.desc(), tfd = fd.desc();
+  fails(pfrt_kfac_factor(ctx, &tx, 1, 1.0, 0, 0, &tf), PFRT_INVALID_ARGUMENT,
+        "pfrt_kfac_factor"); // a bias column needs 4 x 4
+  fails(pfrt_kfac_factor(ctx, &tx, 0, 1.0, 0, 0, &tfb), PFRT_INVALID_ARGUMENT,
+        "pfrt_kfac_factor");
+  fails(pfrt_kfac_factor(ctx, &tx, 0, 1.0, 0, 0, &tfd), PFRT_INVALID_ARGUMENT,
+        "pfrt_kfac_factor");
+  fails(pfrt_kfac_factor(ctx, &tx, 0, 1.0, 7, 0, &tf), PFRT_INVALID_ARGUMENT,
+        "pfrt_kfac_factor");
+  fails(pfrt_kfac_factor(ctx, &tx, 0, 1.0, PFRT_KFAC_RUNNING_AVERAGE, 1.5, &tf),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_factor");
+  fails(pfrt_kfac_factor(ctx, &tx, 0, INFINITY, 0, 0, &tf),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_factor");
+  double pi;
+  fails(pfrt_kfac_pi(ctx, &trect, &tf, &pi), PFRT_INVALID_ARGUMENT,
+        "pfrt_kfac_pi");
+  fails(pfrt_kfac_inverse(ctx, &trect, 0.1, &trect), PFRT_INVALID_ARGUMENT,
+        "pfrt_kfac_inverse");
+  fails(pfrt_kfac_inverse(ctx, &tf, -0.1, &tf), PFRT_INVALID_ARGUMENT,
+        "pfrt_kfac_inverse");
+  fails(pfrt_kfac_inverse(ctx, &tf, 0.1, &tfd), PFRT_INVALID_ARGUMENT,
+        "pfrt_kfac_inverse");
+  // precondition: [out=4, in=3] gradient.
+  Tensor<float> a3({3, 3}), a4({4, 4}), a5({5, 5}), b4({4, 4}), b3({3, 3});
+  Tensor<float> gw({4, 3}), gb({4}), ob({4});
+  pfrt_tensor ta3 = a3.desc(), ta4 = a4.desc(), ta5 = a5.desc(),
+              tb4 = b4.desc(), tb3 = b3.desc(), tgw = gw.desc(),
+              tgb = gb.desc(), tob = ob.desc();
+  fails(pfrt_kfac_precondition(ctx, &ta3, &tb3, &tgw, nullptr, 1, &tgw,
+                               nullptr),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_precondition"); // b_inv 3 != out 4
+  fails(pfrt_kfac_precondition(ctx, &ta5, &tb4, &tgw, nullptr, 1, &tgw,
+                               nullptr),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_precondition"); // a_inv 5 vs in 3
+  fails(pfrt_kfac_precondition(ctx, &ta4, &tb4, &tgw, nullptr, 1, &tgw,
+                               nullptr),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_precondition"); // joint needs bias
+  fails(pfrt_kfac_precondition(ctx, &ta3, &tb4, &tgw, &tgb, 1, &tgw, nullptr),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_precondition");
+  fails(pfrt_kfac_precondition(ctx, &ta3, &tb4, &tgw, nullptr, 0, &tgw,
+                               nullptr),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_precondition"); // layout mismatch
+  ok(pfrt_kfac_precondition(ctx, &ta3, &tb4, &tgw, &tgb, 1, &tgw, &tob));
+}
+
+} // namespace
