@@ -27,6 +27,12 @@ PYTHONPATH="$ROOT/python" python3 -m pipefisher.sample_inputs --out "$OUT/inputs
 "$BIN/pf-run" "$OUT/bert-$CONFIG.mlirbc" --inputs "$OUT/inputs.npz" --outputs "$OUT/outputs.npz" \
   --describe --repeat 3
 
+echo "== training it for a short run (masked LM on a generated corpus, AdamW)"
+PYTHONPATH="$ROOT/python" python3 -m pipefisher.corpus --out "$OUT/corpus.npz" \
+  --sequences 4000 --seq-len 32
+"$BIN/pf-train" "$MODEL" --corpus "$OUT/corpus.npz" --batch 16 --steps ${PF_DEMO_STEPS:-60} \
+  --optimizer adamw --lr 2e-3 --warmup 5 --log-every 10 --checkpoint "$OUT/checkpoint.npz"
+
 echo "== partitioning into 2 stages and scheduling (Chimera, 4 micro-batches, K-FAC in the bubbles)"
 "$BIN/pf-opt" "$OUT/bert-$CONFIG.mlirbc" \
   --pf-pipeline="stages=2 microbatches=4 schedule=chimera kfac=bubbles policy=pf device=a100 print-report=true svg=$OUT/timeline.svg trace=$OUT/timeline.trace.json report=$OUT/schedule.json" \

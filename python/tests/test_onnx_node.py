@@ -32,18 +32,15 @@ TRAINING_DROPOUT = ("training-mode Dropout with a ratio above 0 is random; pf im
 # Node tests of supported ops that pf cannot run, with the reason. pf-run must
 # reject each with an error message (test_skipped_node_errors).
 SKIPS: dict[str, str] = {
-    # INT16
     "test_add_int16": INT16,
     "test_div_int16": INT16,
     "test_equal_int16": INT16,
     "test_mul_int16": INT16,
     "test_sub_int16": INT16,
-    # INT8_ARITH
     "test_add_int8": INT8_ARITH,
     "test_div_int8": INT8_ARITH,
     "test_mul_int8": INT8_ARITH,
     "test_sub_int8": INT8_ARITH,
-    # UNSIGNED
     "test_add_uint16": UNSIGNED,
     "test_add_uint32": UNSIGNED,
     "test_add_uint64": UNSIGNED,
@@ -66,12 +63,10 @@ SKIPS: dict[str, str] = {
     "test_sub_uint32": UNSIGNED,
     "test_sub_uint64": UNSIGNED,
     "test_sub_uint8": UNSIGNED,
-    # BF16
     "test_cast_BFLOAT16_to_FLOAT": BF16,
     "test_cast_FLOAT_to_BFLOAT16": BF16,
     "test_castlike_BFLOAT16_to_FLOAT_expanded": BF16,
     "test_castlike_FLOAT_to_BFLOAT16_expanded": BF16,
-    # EXOTIC
     "test_cast_FLOAT16_to_FLOAT4E2M1": EXOTIC,
     "test_cast_FLOAT16_to_FLOAT8E4M3FN": EXOTIC,
     "test_cast_FLOAT16_to_FLOAT8E4M3FNUZ": EXOTIC,
@@ -152,18 +147,14 @@ SKIPS: dict[str, str] = {
     "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded": EXOTIC,
     "test_cast_e8m0_FLOAT16_to_FLOAT8E8M0": EXOTIC,  # also opset 24 (sets round_mode)
     "test_cast_e8m0_FLOAT_to_FLOAT8E8M0": EXOTIC,
-    # STRING
     "test_equal_string": STRING,
     "test_equal_string_broadcast": STRING,
-    # NON_TENSOR
     "test_identity_opt": NON_TENSOR,
     "test_identity_sequence": NON_TENSOR,
-    # INT_POW
     "test_pow_types_int32_float32": INT_POW,
     "test_pow_types_int32_int32": INT_POW,
     "test_pow_types_int64_float32": INT_POW,
     "test_pow_types_int64_int64": INT_POW,
-    # TRAINING_DROPOUT
     "test_training_dropout": TRAINING_DROPOUT,
     "test_training_dropout_default": TRAINING_DROPOUT,
     "test_training_dropout_default_mask": TRAINING_DROPOUT,

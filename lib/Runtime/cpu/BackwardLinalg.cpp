@@ -106,9 +106,13 @@ void groupedGemms(const pfrt_context *ctx, const Groups &groups,
   const int threads = ctx->numThreads;
   if (threads > 1 && count > 1 && work < kSmallGemm) {
     setBlasThreads(1); // once, before the team; 0 below leaves it alone
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t k = 0; k < count; ++k)
-      group(k, 0);
+#pragma omp parallel num_threads(threads)
+    {
+      DenormalsAreZero ftz;
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < count; ++k)
+        group(k, 0);
+    }
     return;
   }
   for (int64_t k = 0; k < count; ++k)

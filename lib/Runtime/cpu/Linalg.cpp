@@ -62,9 +62,13 @@ void batchedMatmul(const pfrt_context *ctx, const Gemm &g,
   const int threads = ctx->numThreads;
   if (threads > 1 && count > 1 && g.m * g.n * g.k < kSmallGemm) {
     setBlasThreads(1);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t i = 0; i < count; ++i)
-      one(i);
+#pragma omp parallel num_threads(threads)
+    {
+      DenormalsAreZero ftz;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < count; ++i)
+        one(i);
+    }
     return;
   }
   setBlasThreads(threads);
