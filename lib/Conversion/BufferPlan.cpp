@@ -65,7 +65,7 @@ void placeArena(BufferPlan &plan) {
 } // namespace
 
 bool mlir::pf::isViewOp(Operation *op) {
-  return isa<ReshapeOp, IdentityOp, SqueezeOp, UnsqueezeOp>(op);
+  return isa<ReshapeOp, IdentityOp, SqueezeOp, UnsqueezeOp, KFACCaptureOutputOp>(op);
 }
 
 FailureOr<BufferPlan> mlir::pf::planBuffers(func::FuncOp func) {

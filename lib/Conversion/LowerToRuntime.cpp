@@ -148,6 +148,21 @@ private:
     return LLVM::LoadOp::create(builder, loc, type, data);
   }
 
+  /// Runs `body` only when `condition` (i1) holds.
+  template <typename Fn>
+  void emitIf(Location loc, Value condition, Fn &&body) {
+    Block *current = builder.getInsertionBlock();
+    Block *cont = current->splitBlock(builder.getInsertionPoint());
+    Block *then = new Block();
+    cont->getParent()->getBlocks().insert(Region::iterator(cont), then);
+    builder.setInsertionPointToEnd(current);
+    cf::CondBranchOp::create(builder, loc, condition, then, ValueRange{}, cont, ValueRange{});
+    builder.setInsertionPointToStart(then);
+    body();
+    cf::BranchOp::create(builder, loc, cont);
+    builder.setInsertionPointToStart(cont);
+  }
+
   // --- per-op emitters -------------------------------------------------------
   LogicalResult emitSimple(Operation *op, StringRef name, int64_t index) {
     SmallVector<Value> args;
@@ -178,7 +193,8 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
                               << "' is not supported by the runtime lowering yet";
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<ParamRefOp, ConstantOp, ReshapeOp, IdentityOp, SqueezeOp, UnsqueezeOp>(
+      .Case<ParamRefOp, ConstantOp, ReshapeOp, IdentityOp, SqueezeOp, UnsqueezeOp,
+            KFACCaptureOutputOp>(
           [](Operation *) { return success(); }) // buffers, or views of them
       .Case([&](AddOp) { return emitSimple(op, "pfrt_add", index); })
       .Case([&](SubOp) { return emitSimple(op, "pfrt_sub", index); })
@@ -377,6 +393,48 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
               constF64(loc, u.getWeightDecay().convertToDouble()),
               loadScalar(loc, u.getStep(), i64), constI32(loc, 1), constI32(loc, 1),
               constF64(loc, u.getMaxTrustRatio().convertToDouble())},
+             index);
+        return success();
+      })
+      .Case([&](KFACUpdateFactorOp u) {
+        // At step 1 the factor starts from its first estimate, not from zero.
+        Value step = loadScalar(loc, u.getStep(), i64);
+        Value first = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, step,
+                                            constI64(loc, 1));
+        Value mode = arith::SelectOp::create(builder, loc, first, constI32(loc, 0 /*overwrite*/),
+                                             constI32(loc, 2 /*running average*/));
+        call(loc, "pfrt_kfac_factor",
+             {out(u.getInput()), constI32(loc, u.getBiasColumn()),
+              constF64(loc, u.getScale().convertToDouble()), mode,
+              constF64(loc, u.getDecay().convertToDouble()), paramPtr(loc, u.getFactorAttr())},
+             index);
+        return success();
+      })
+      .Case([&](KFACRefreshInversesOp r) {
+        Value step = loadScalar(loc, r.getStep(), i64);
+        Value sinceFirst = arith::SubIOp::create(builder, loc, step, constI64(loc, 1));
+        Value phase = arith::RemSIOp::create(builder, loc, sinceFirst,
+                                             constI64(loc, int64_t(r.getEvery())));
+        Value due = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, phase,
+                                          constI64(loc, 0));
+        Value outcome = LLVM::LoadOp::create(builder, loc, ptrType, out(r.getOutcome()));
+        LLVM::StoreOp::create(builder, loc, constI32(loc, 0), outcome);
+        emitIf(loc, due, [&] {
+          call(loc, "pfrt_kfac_damped_inverses",
+               {paramPtr(loc, r.getFactorAAttr()), paramPtr(loc, r.getFactorBAttr()),
+                constF64(loc, r.getDamping().convertToDouble()),
+                constI32(loc, int64_t(r.getRetries())), paramPtr(loc, r.getAInverseAttr()),
+                paramPtr(loc, r.getBInverseAttr()), outcome},
+               index);
+        });
+        return success();
+      })
+      .Case([&](KFACPreconditionOp p) {
+        Value none = LLVM::ZeroOp::create(builder, loc, ptrType);
+        call(loc, "pfrt_kfac_precondition",
+             {out(p.getAInverse()), out(p.getBInverse()), out(p.getWeightGrad()),
+              p.getBiasGrad() ? out(p.getBiasGrad()) : none, constI32(loc, 1),
+              out(p.getWeightUpdate()), p.getBiasUpdate() ? out(p.getBiasUpdate()) : none},
              index);
         return success();
       })

@@ -53,8 +53,16 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     OpBuilder builder(ret);
     Location loc = func.getLoc();
+    // `step` may exist already (pf-insert-kfac adds it); `lr` is new.
+    Value step;
+    for (unsigned i = 0; i < block.getNumArguments(); ++i)
+      if (auto name = func.getArgAttrOfType<StringAttr>(i, "pf.name"); name && name == "step")
+        step = block.getArgument(i);
     Value lr = block.addArgument(RankedTensorType::get({}, builder.getF64Type()), loc);
-    Value step = block.addArgument(RankedTensorType::get({}, builder.getI64Type()), loc);
+    unsigned lrIndex = block.getNumArguments() - 1;
+    bool newStep = !step;
+    if (newStep)
+      step = block.addArgument(RankedTensorType::get({}, builder.getI64Type()), loc);
 
     SmallVector<Value> kept;
     SmallVector<Attribute> keptNames;
@@ -100,8 +108,9 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     ret->setOperands(kept);
     SmallVector<DictionaryAttr> argAttrs;
     func.setType(builder.getFunctionType(block.getArgumentTypes(), ValueRange(kept).getTypes()));
-    func.setArgAttr(block.getNumArguments() - 2, "pf.name", builder.getStringAttr("lr"));
-    func.setArgAttr(block.getNumArguments() - 1, "pf.name", builder.getStringAttr("step"));
+    func.setArgAttr(lrIndex, "pf.name", builder.getStringAttr("lr"));
+    if (newStep)
+      func.setArgAttr(block.getNumArguments() - 1, "pf.name", builder.getStringAttr("step"));
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       func.setResultAttrs(i, ArrayRef<NamedAttribute>{});
     for (auto [i, name] : llvm::enumerate(keptNames))

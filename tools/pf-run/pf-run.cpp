@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
@@ -183,7 +184,17 @@ int main(int argc, char **argv) {
     llvm::outs() << "wrote " << aotDirectory << "/model.o, model.weights, model_plan.h\n";
     return 0;
   }
-  auto compiled = drv::CompiledModel::compile(*module, threads, entry, !profileFile.empty());
+  drv::CompiledModel::Options options;
+  options.threads = threads;
+  options.function = entry;
+  options.profile = !profileFile.empty();
+  // A step that updates parameters (optimizer, K-FAC state) writes them in
+  // place: give it its own copies rather than the imported blobs.
+  module->walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "pf" && !isMemoryEffectFree(op))
+      options.ownParameters = true;
+  });
+  auto compiled = drv::CompiledModel::compile(*module, options);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));
   drv::CompiledModel &model = **compiled;

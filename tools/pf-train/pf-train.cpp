@@ -74,6 +74,15 @@ static cl::opt<std::string> checkpointFile("checkpoint",
 static cl::opt<int> checkpointEvery("checkpoint-every",
                                     cl::desc("Also write the checkpoint every N steps"),
                                     cl::init(0), cl::cat(category));
+static cl::opt<bool> kfac("kfac", cl::desc("Precondition the encoder blocks' linear layers "
+                                          "with K-FAC before the optimizer"),
+                          cl::cat(category));
+static cl::opt<double> kfacDamping("kfac-damping", cl::desc("K-FAC damping λ"), cl::init(1e-3),
+                                   cl::cat(category));
+static cl::opt<int> kfacRefresh("kfac-refresh", cl::desc("Steps between K-FAC inverse refreshes"),
+                                cl::init(1), cl::cat(category));
+static cl::opt<double> kfacDecay("kfac-decay", cl::desc("Running-average decay of the factors"),
+                                 cl::init(0.95), cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
                                        cl::cat(category));
 
@@ -249,7 +258,18 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
   pm.addPass(mlir::pf::createPFAddMaskedLMLoss());
+  if (kfac) {
+    mlir::pf::PFInsertKFACOptions insert;
+    insert.decay = kfacDecay;
+    pm.addPass(mlir::pf::createPFInsertKFAC(insert));
+  }
   pm.addPass(mlir::pf::createPFBuildGradients());
+  if (kfac) {
+    mlir::pf::PFKFACPreconditionOptions precondition;
+    precondition.damping = kfacDamping;
+    precondition.refreshEvery = kfacRefresh;
+    pm.addPass(mlir::pf::createPFKFACPrecondition(precondition));
+  }
   mlir::pf::PFAddOptimizerOptions optimizerOptions;
   optimizerOptions.optimizer = optimizer;
   optimizerOptions.weightDecay = weightDecay;
@@ -279,9 +299,10 @@ int main(int argc, char **argv) {
     llvm::outs() << "resumed from " << resumeFile << " after step " << *resumed << "\n";
   }
   llvm::outs() << llvm::formatv("training {0}: {1} parameters tensors, batch {2} x {3}, "
-                                "optimizer {4}, step built in {5:F2} s\n",
+                                "optimizer {4}{5}, step built in {6:F2} s\n",
                                 modelFile, model.parameters().size(), int(batch),
-                                corpus->seqLen, optimizer, buildSeconds);
+                                corpus->seqLen, optimizer, kfac ? " + K-FAC" : "",
+                                buildSeconds);
   std::signal(SIGINT, onInterrupt);
 
   std::map<std::string, drv::NpyArray> outputs;
@@ -300,6 +321,14 @@ int main(int argc, char **argv) {
     ++windowSteps;
     if (!std::isfinite(loss))
       return fail(llvm::formatv("step {0}: the loss is {1}; lower --lr", step, loss));
+    if (auto issues = outputs.find("kfac/issues"); issues != outputs.end()) {
+      int32_t count;
+      std::memcpy(&count, issues->second.data.data(), sizeof(count));
+      if (count != 0)
+        llvm::outs() << llvm::formatv("step {0}: K-FAC: {1} inverse refresh(es) needed more "
+                                      "damping or kept the previous inverse\n",
+                                      step, count);
+    }
     if (step % logEvery == 0 || step == steps || step == first) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();

@@ -673,6 +673,30 @@ PFRT_API pfrt_status pfrt_kfac_precondition(
     const pfrt_tensor *grad_w, const pfrt_tensor *grad_b,
     int32_t w_transposed, const pfrt_tensor *out_w, const pfrt_tensor *out_b);
 
+/* Outcomes of pfrt_kfac_damped_inverses. */
+enum {
+  PFRT_KFAC_INVERTED = 0,      /* both inverses refreshed with the damping */
+  PFRT_KFAC_MORE_DAMPING = 1,  /* refreshed, but only after raising it */
+  PFRT_KFAC_KEPT_PREVIOUS = 2  /* a factor stayed singular or non-finite:
+                                  that inverse was left as it was */
+};
+
+/* The K-FAC refresh of one layer with pi-damping: pi = pfrt_kfac_pi(a, b),
+ * a_inv = (a + sqrt(damping) pi I)^-1 and b_inv = (b + sqrt(damping) / pi
+ * I)^-1. A factor that fails (not positive definite) is retried with the
+ * damping raised tenfold, up to `retries` times; if it still fails (or holds
+ * NaN/Inf) its inverse keeps its previous value. *outcome (may be NULL) gets
+ * the worst PFRT_KFAC_* of the two and the context's message says what
+ * happened. Returns PFRT_OK in all three cases (the step can go on); errors
+ * are bad arguments only. */
+PFRT_API pfrt_status pfrt_kfac_damped_inverses(pfrt_context *ctx,
+                                               const pfrt_tensor *a,
+                                               const pfrt_tensor *b,
+                                               double damping, int32_t retries,
+                                               const pfrt_tensor *a_inv,
+                                               const pfrt_tensor *b_inv,
+                                               int32_t *outcome);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -194,4 +194,47 @@ def PFAddOptimizer : Pass<"pf-add-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
+  let summary = "Collect K-FAC factors of the encoder blocks' linear layers";
+  let description = [{
+    For every `pf.linear` of an encoder block (the layers PipeFisher
+    preconditions; embeddings, LayerNorm and heads keep the first-order
+    optimizer) whose weight is a named parameter in [out, in] layout and
+    whose name does not match `skip`: adds the state parameters
+    `<weight>.kfac.A`, `.kfac.B`, `.kfac.A_inv`, `.kfac.B_inv`, updates A from
+    the layer input in the forward pass, and captures the output so that the
+    backward pass updates B (`pf.kfac.capture_output`). Run it before
+    pf-build-gradients and pf-kfac-precondition after it.
+  }];
+  let options = [
+    Option<"decay", "decay", "double", /*default=*/"0.95",
+           "Running-average decay of the factors">,
+    Option<"skip", "skip", "std::string", /*default=*/"\"\"",
+           "Regular expression: linear layers whose weight name matches keep the "
+           "first-order optimizer">,
+  ];
+}
+
+def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
+  let summary = "Precondition the gradients of K-FAC layers with their damped inverses";
+  let description = [{
+    For each result `grad/<weight>` of a layer pf-insert-kfac prepared:
+    refreshes the layer's inverses every `refresh-every` steps (π-damping,
+    more damping on failure, else the previous inverse is kept) and replaces
+    the weight's and bias's gradients with B⁻¹·∇W·A⁻¹ and B⁻¹·∇b. Adds a
+    result `kfac/issues`: the sum of the refresh outcomes (0 when every
+    inverse was refreshed normally).
+  }];
+  let options = [
+    Option<"damping", "damping", "double", /*default=*/"1e-3", "Damping λ">,
+    Option<"refreshEvery", "refresh-every", "int64_t", /*default=*/"1",
+           "Steps between inverse refreshes (stale inverses in between)">,
+    Option<"retries", "retries", "int64_t", /*default=*/"3",
+           "Tenfold damping increases tried when a factor will not invert">,
+    Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
+           "Also return each layer's factors and inverses after the step "
+           "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...)">,
+  ];
+}
+
 #endif // PF_TRANSFORMS_PASSES_TD

@@ -109,3 +109,65 @@ LogicalResult KFACPreconditionOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     out.push_back(biasGrad.getType());
   return success();
 }
+
+//===--- Stateful K-FAC ------------------------------------------------------===//
+
+/// `name` is a square pf.param of `size` (when known).
+static LogicalResult checkFactor(Operation *op, SymbolTableCollection &symbols,
+                                 FlatSymbolRefAttr name, int64_t size, StringRef role) {
+  auto param = symbols.lookupNearestSymbolFrom<ParamOp>(op, name);
+  if (!param)
+    return op->emitOpError(role) << " '" << name.getValue() << "' does not name a pf.param";
+  auto type = cast<RankedTensorType>(param.getType());
+  if (type.getRank() != 2 || type.getDimSize(0) != type.getDimSize(1))
+    return op->emitOpError(role) << " '" << name.getValue() << "' must be square, got " << type;
+  if (size >= 0 && type.getDimSize(0) != size)
+    return op->emitOpError(role) << " '" << name.getValue() << "' is " << type.getDimSize(0)
+                                 << "x" << type.getDimSize(0) << " but the rows have " << size
+                                 << " features";
+  return success();
+}
+
+static int64_t features(Value rows, bool biasColumn) {
+  auto type = dyn_cast<RankedTensorType>(rows.getType());
+  if (!type || type.getRank() == 0 || type.isDynamicDim(type.getRank() - 1))
+    return -1;
+  return type.getShape().back() + (biasColumn ? 1 : 0);
+}
+
+LogicalResult KFACUpdateFactorOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return checkFactor(*this, symbols, getFactorAttr(), features(getInput(), getBiasColumn()),
+                     "factor");
+}
+
+LogicalResult KFACRefreshInversesOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (failed(checkFactor(*this, symbols, getFactorAAttr(), -1, "factor_a")) ||
+      failed(checkFactor(*this, symbols, getFactorBAttr(), -1, "factor_b")) ||
+      failed(checkFactor(*this, symbols, getAInverseAttr(), -1, "a_inverse")) ||
+      failed(checkFactor(*this, symbols, getBInverseAttr(), -1, "b_inverse")))
+    return failure();
+  return success();
+}
+
+LogicalResult KFACRefreshInversesOp::verify() {
+  if (int64_t(getEvery()) < 1)
+    return emitOpError("every must be >= 1, got ") << int64_t(getEvery());
+  if (int64_t(getRetries()) < 0)
+    return emitOpError("retries must be >= 0");
+  if (getDamping().convertToDouble() < 0)
+    return emitOpError("damping must be >= 0");
+  return success();
+}
+
+LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                                 ArrayRef<bool> wanted,
+                                                 SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.append(2, Value());
+  Value grad = resultGrads.empty() ? Value() : resultGrads.front();
+  if (!grad)
+    return success();
+  KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), getFactorAttr(), UnitAttr(),
+                             getScaleAttr(), getDecayAttr());
+  operandGrads[0] = grad;
+  return success();
+}

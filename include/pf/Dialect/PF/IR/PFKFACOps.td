@@ -55,4 +55,65 @@ def PF_KFACPreconditionOp : PF_TensorOp<"kfac.precondition"> {
                  Optional<TensorOf<[AnyFloat]>>:$bias_update);
 }
 
+//===--- Stateful K-FAC (training steps) ---------------------------------===//
+
+include "mlir/IR/SymbolInterfaces.td"
+
+def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "running average of a Kronecker factor, updated in place";
+  let description = [{
+    F ← decay·F + (1 − decay)·scale·xᵀx/n with x flattened to [n, d] (a ones
+    column appended with `bias_column`); at step 1 the factor is set to the
+    new value instead. `factor` names a pf.param of shape [d, d].
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
+                   FlatSymbolRefAttr:$factor, UnitAttr:$bias_column,
+                   DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                   DefaultValuedAttr<F64Attr, "0.95">:$decay);
+  let assemblyFormat = "$factor `from` $input `step` $step attr-dict `:` type($input) `,` type($step)";
+}
+
+def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
+    AllTypesMatch<["input", "output"]>,
+    DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+  let summary = "identity whose gradient updates factor B from the output gradient";
+  let description = [{
+    Returns its input. Its gradient rule passes the gradient through and
+    updates the factor named `factor` from it (`pf.kfac.update_factor`), so
+    K-FAC's B factor comes out of the backward pass without the autodiff
+    driver knowing about K-FAC.
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
+                   FlatSymbolRefAttr:$factor, DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                   DefaultValuedAttr<F64Attr, "0.95">:$decay);
+  let results = (outs TensorOf<[AnyFloat]>:$output);
+  let assemblyFormat = "$input `into` $factor `step` $step attr-dict `:` type($input) `,` type($step)";
+}
+
+def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "π-damped inverses of a layer's factors, every `every` steps, in place";
+  let description = [{
+    At steps 1, 1 + every, ...: π from both factors, A⁻¹ = (A + √λ·π·I)⁻¹ and
+    B⁻¹ = (B + √λ/π·I)⁻¹ (λ = `damping`), written into `a_inverse` and
+    `b_inverse`. A factor that is not positive definite is retried with more
+    damping (`retries` times, tenfold each) and otherwise keeps its previous
+    inverse. `outcome` is 0 (refreshed or not due), 1 (needed more damping)
+    or 2 (kept a previous inverse).
+  }];
+  let arguments = (ins 0DTensorOf<[I64]>:$step, FlatSymbolRefAttr:$factor_a,
+                   FlatSymbolRefAttr:$factor_b, FlatSymbolRefAttr:$a_inverse,
+                   FlatSymbolRefAttr:$b_inverse,
+                   DefaultValuedAttr<F64Attr, "1.0e-3">:$damping,
+                   DefaultValuedAttr<I64Attr, "1">:$every,
+                   DefaultValuedAttr<I64Attr, "3">:$retries);
+  let results = (outs 0DTensorOf<[I32]>:$outcome);
+  let assemblyFormat = [{
+    `(` $factor_a `,` $factor_b `)` `into` `(` $a_inverse `,` $b_inverse `)` `step` $step
+    attr-dict `:` type($step) `->` type($outcome)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // PF_KFAC_OPS_TD

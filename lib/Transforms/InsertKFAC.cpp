@@ -1,0 +1,107 @@
+//===- InsertKFAC.cpp - K-FAC factors of the encoder blocks' linears --------===//
+#include "PipelineModel.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/Regex.h"
+
+namespace mlir::pf {
+#define GEN_PASS_DEF_PFINSERTKFAC
+#include "pf/Transforms/Passes.h.inc"
+} // namespace mlir::pf
+
+using namespace mlir;
+using namespace mlir::pf;
+
+namespace {
+/// The function argument named `name`, added (0-d i64) when missing.
+Value getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element) {
+  Block &block = func.getBody().front();
+  for (unsigned i = 0; i < block.getNumArguments(); ++i)
+    if (auto attr = func.getArgAttrOfType<StringAttr>(i, "pf.name"); attr && attr == name)
+      return block.getArgument(i);
+  Value arg = block.addArgument(RankedTensorType::get({}, element), func.getLoc());
+  auto ret = block.getTerminator();
+  func.setType(FunctionType::get(func.getContext(), block.getArgumentTypes(),
+                                 ret->getOperandTypes()));
+  func.setArgAttr(block.getNumArguments() - 1, "pf.name", StringAttr::get(func.getContext(), name));
+  return arg;
+}
+
+struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  FlatSymbolRefAttr addFactor(SymbolTable &symbols, ParamOp weight, StringRef suffix,
+                              int64_t size, StringRef bias) {
+    OpBuilder builder(weight);
+    builder.setInsertionPointAfter(weight);
+    auto type = RankedTensorType::get({size, size}, builder.getF32Type());
+    auto zero = DenseElementsAttr::get(type, builder.getZeroAttr(builder.getF32Type()));
+    auto param = ParamOp::create(builder, weight.getLoc(),
+                                 (weight.getSymName() + ".kfac." + suffix).str(), type, zero);
+    param->setAttr("pf.kfac_weight", builder.getStringAttr(weight.getSymName()));
+    if (!bias.empty())
+      param->setAttr("pf.kfac_bias", builder.getStringAttr(bias));
+    symbols.insert(param, builder.getInsertionPoint());
+    return FlatSymbolRefAttr::get(param.getSymNameAttr());
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    func::FuncOp func = getEntryFunction(module);
+    if (!func)
+      return module.emitError("pf-insert-kfac: no function with a body");
+    if (!(decay >= 0 && decay < 1))
+      return func.emitError("pf-insert-kfac: decay must be in [0, 1), got ") << decay.getValue();
+    llvm::Regex skipPattern(skip);
+    std::string regexError;
+    if (!skip.empty() && !skipPattern.isValid(regexError))
+      return func.emitError("pf-insert-kfac: skip is not a valid regular expression: ")
+             << regexError;
+    SymbolTable symbols(module);
+    SmallVector<LinearOp> layers;
+    func.walk([&](LinearOp linear) {
+      StringRef name = linear.getKFACWeightName();
+      if (!name.empty() && encoderBlockOfName(name) && linear.getTransposeWeight() &&
+          (skip.empty() || !skipPattern.match(name)))
+        layers.push_back(linear);
+    });
+    if (layers.empty())
+      return func.emitError("pf-insert-kfac: no linear layer of an encoder block with a named "
+                            "[out, in] weight to precondition");
+    Value step = getOrAddScalarArgument(func, "step", IntegerType::get(&getContext(), 64));
+    for (LinearOp linear : layers) {
+      auto weight = symbols.lookup<ParamOp>(linear.getKFACWeightName());
+      StringRef bias;
+      if (auto ref = linear.getBias() ? linear.getBias().getDefiningOp<ParamRefOp>() : ParamRefOp())
+        bias = ref.getName();
+      FlatSymbolRefAttr a = addFactor(symbols, weight, "A", linear.getInFeatures(), bias);
+      FlatSymbolRefAttr b = addFactor(symbols, weight, "B", linear.getOutFeatures(), bias);
+      addFactor(symbols, weight, "A_inv", linear.getInFeatures(), bias);
+      addFactor(symbols, weight, "B_inv", linear.getOutFeatures(), bias);
+
+      OpBuilder builder(linear);
+      Location loc = linear.getLoc();
+      auto decayAttr = builder.getF64FloatAttr(decay);
+      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, a, UnitAttr(),
+                                 builder.getF64FloatAttr(1.0), decayAttr);
+      // B = E[g gᵀ] of the per-token gradients of the summed loss: the
+      // backward pass carries gradients of a mean over `rows` tokens, so the
+      // factor is scaled by rows² (every token treated as counted).
+      auto outType = cast<RankedTensorType>(linear.getType());
+      double rows = double(outType.getNumElements()) / outType.getShape().back();
+      builder.setInsertionPointAfter(linear);
+      auto capture = KFACCaptureOutputOp::create(builder, loc, linear.getOutput(), step, b,
+                                                 builder.getF64FloatAttr(rows * rows), decayAttr);
+      linear.getOutput().replaceAllUsesExcept(capture.getOutput(), capture);
+    }
+    return success();
+  }
+};
+} // namespace

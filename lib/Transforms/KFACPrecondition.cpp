@@ -1,0 +1,114 @@
+//===- KFACPrecondition.cpp - precondition K-FAC layers' gradients ----------===//
+#include "PipelineModel.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::pf {
+#define GEN_PASS_DEF_PFKFACPRECONDITION
+#include "pf/Transforms/Passes.h.inc"
+} // namespace mlir::pf
+
+using namespace mlir;
+using namespace mlir::pf;
+
+namespace {
+struct KFACPreconditionPass
+    : public mlir::pf::impl::PFKFACPreconditionBase<KFACPreconditionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    func::FuncOp func = getEntryFunction(module);
+    if (!func)
+      return module.emitError("pf-kfac-precondition: no function with a body");
+    if (refreshEvery < 1 || retries < 0 || damping < 0)
+      return func.emitError("pf-kfac-precondition: refresh-every must be >= 1, retries and "
+                            "damping >= 0");
+    SymbolTable symbols(module);
+    Block &block = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    Value step;
+    for (unsigned i = 0; i < block.getNumArguments(); ++i)
+      if (auto name = func.getArgAttrOfType<StringAttr>(i, "pf.name"); name && name == "step")
+        step = block.getArgument(i);
+    if (!step)
+      return func.emitError("pf-kfac-precondition: no 'step' argument; run pf-insert-kfac first");
+
+    llvm::StringMap<unsigned> resultOf;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name"))
+        resultOf[name.getValue()] = i;
+
+    OpBuilder builder(ret);
+    Location loc = func.getLoc();
+    SmallVector<Value> results(ret.getOperands());
+    Value issues;
+    int64_t layers = 0;
+    SmallVector<std::pair<std::string, Value>> exported;
+    for (auto factorA : module.getOps<ParamOp>()) {
+      if (!factorA.getSymName().ends_with(".kfac.A"))
+        continue;
+      auto weightName = factorA->getAttrOfType<StringAttr>("pf.kfac_weight");
+      auto biasName = factorA->getAttrOfType<StringAttr>("pf.kfac_bias");
+      if (!weightName)
+        continue;
+      auto weightGrad = resultOf.find(("grad/" + weightName.getValue()).str());
+      if (weightGrad == resultOf.end())
+        continue;
+      std::string prefix = (weightName.getValue() + ".kfac.").str();
+      auto sym = [&](StringRef suffix) {
+        return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix.str());
+      };
+      auto inverse = [&](StringRef suffix) -> Value {
+        auto param = symbols.lookup<ParamOp>(prefix + suffix.str());
+        return ParamRefOp::create(builder, loc, param.getType(), param.getSymName());
+      };
+      auto refresh = KFACRefreshInversesOp::create(
+          builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, sym("A"), sym("B"),
+          sym("A_inv"), sym("B_inv"), builder.getF64FloatAttr(damping),
+          builder.getI64IntegerAttr(refreshEvery), builder.getI64IntegerAttr(retries));
+      issues = issues ? AddOp::create(builder, loc, issues, refresh.getOutcome()).getResult()
+                      : refresh.getOutcome();
+
+      Value gradW = results[weightGrad->second];
+      Value gradB;
+      auto biasGrad = biasName ? resultOf.find(("grad/" + biasName.getValue()).str())
+                               : resultOf.end();
+      if (biasGrad != resultOf.end())
+        gradB = results[biasGrad->second];
+      auto precondition = KFACPreconditionOp::create(
+          builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB);
+      results[weightGrad->second] = precondition.getWeightUpdate();
+      if (exportFactors)
+        for (StringRef suffix : {"A", "B", "A_inv", "B_inv"})
+          exported.push_back({("kfac/" + suffix + "/" + weightName.getValue()).str(),
+                              inverse(suffix)});
+      if (gradB)
+        results[biasGrad->second] = precondition.getBiasUpdate();
+      ++layers;
+    }
+    if (layers == 0)
+      return func.emitError("pf-kfac-precondition: no grad/<weight> result of a layer "
+                            "pf-insert-kfac prepared; run pf-insert-kfac and "
+                            "pf-build-gradients first");
+    results.push_back(issues);
+    unsigned first = results.size() - 1;
+    for (auto &[name, value] : exported)
+      results.push_back(value);
+    ret->setOperands(results);
+    func.setType(builder.getFunctionType(block.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+    func.setResultAttr(first, "pf.name", builder.getStringAttr("kfac/issues"));
+    for (auto [i, entry] : llvm::enumerate(exported))
+      func.setResultAttr(first + 1 + i, "pf.name", builder.getStringAttr(entry.first));
+    return success();
+  }
+};
+} // namespace
