@@ -82,3 +82,19 @@ def test_bad_inputs(setup, tmp_path):
     proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
                     "--batch", "0", check=False)
     assert proc.returncode != 0 and "must be positive" in proc.stderr
+
+
+def test_kfac_trains_and_resumes_bitwise(setup):
+    _, losses = _train(setup, "--steps", "60", "--log-every", "10", "--lr", "3e-3",
+                       "--warmup", "5", "--kfac", "--kfac-refresh", "5")
+    assert np.mean(losses[-3:]) < losses[0] - 0.8, losses
+    straight, first, resumed = (setup / f"kfac-{n}.npz" for n in ("straight", "first", "resumed"))
+    common = ("--lr", "2e-3", "--warmup", "2", "--kfac", "--kfac-refresh", "2")
+    _train(setup, "--steps", "5", "--checkpoint", str(straight), *common)
+    _train(setup, "--steps", "3", "--checkpoint", str(first), *common)
+    _train(setup, "--steps", "5", "--resume", str(first), "--checkpoint", str(resumed), *common)
+    a, b = _checkpoint(straight), _checkpoint(resumed)
+    # Factors and inverses are part of the state that is saved and restored.
+    assert any(k.endswith(".kfac.A_inv") for k in a)
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key

@@ -110,7 +110,7 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
                    DefaultValuedAttr<I64Attr, "3">:$retries);
   let results = (outs 0DTensorOf<[I32]>:$outcome);
   let assemblyFormat = [{
-    `(` $factor_a `,` $factor_b `)` `into` `(` $a_inverse `,` $b_inverse `)` `step` $step
+    `(` $factor_a `,` $factor_b `)` `into` ` ` `(` $a_inverse `,` $b_inverse `)` `step` $step
     attr-dict `:` type($step) `->` type($outcome)
   }];
   let hasVerifier = 1;

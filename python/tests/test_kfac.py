@@ -1,0 +1,92 @@
+"""K-FAC pieces of the training step against a NumPy reference: factors A and B,
+pi-damping, the damped inverses and the preconditioned gradients of one linear
+layer, computed by the compiled step (pf-insert-kfac, pf-build-gradients,
+pf-kfac-precondition) and returned by pf-run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipefisher.tools import run_tool
+
+ROWS, IN, OUT = 6, 4, 5
+
+
+def _dense(array: np.ndarray) -> str:
+    shape = "x".join(map(str, array.shape))
+    raw = np.ascontiguousarray(array, dtype="<f4").tobytes().hex().upper()
+    return f'dense<"0x{raw}"> : tensor<{shape}xf32>'
+
+
+def _module(w: np.ndarray, b: np.ndarray) -> str:
+    return f'''
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<{OUT}x{IN}xf32> = {_dense(w)}
+pf.param @"bert.encoder.layer.0.dense.bias" : tensor<{OUT}xf32> = {_dense(b)}
+func.func @main(%x: tensor<{ROWS}x{IN}xf32> {{pf.name = "x"}},
+                %probe: tensor<{ROWS}x{OUT}xf32> {{pf.name = "probe"}})
+    -> (tensor<f32> {{pf.name = "objective"}}) {{
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<{OUT}x{IN}xf32>
+  %b = pf.param_ref @"bert.encoder.layer.0.dense.bias" : tensor<{OUT}xf32>
+  %y = pf.linear %x, %w, %b {{transpose_weight}} : (tensor<{ROWS}x{IN}xf32>, tensor<{OUT}x{IN}xf32>, tensor<{OUT}xf32>) -> tensor<{ROWS}x{OUT}xf32>
+  %p = pf.mul %y, %probe : (tensor<{ROWS}x{OUT}xf32>, tensor<{ROWS}x{OUT}xf32>) -> tensor<{ROWS}x{OUT}xf32>
+  %s = pf.reduce_sum %p {{keepdims = false}} : (tensor<{ROWS}x{OUT}xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}}
+'''
+
+
+@pytest.mark.parametrize("damping", [1e-2, 1.0])
+def test_kfac_step_matches_numpy(tmp_path, damping):
+    rng = np.random.default_rng(7)
+    w = rng.normal(size=(OUT, IN)).astype(np.float32)
+    b = rng.normal(size=OUT).astype(np.float32)
+    x = rng.normal(size=(ROWS, IN)).astype(np.float32)
+    probe = rng.normal(size=(ROWS, OUT)).astype(np.float32)
+    (tmp_path / "m.mlir").write_text(_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac", "--pf-build-gradients",
+             f"--pf-kfac-precondition=damping={damping} export-factors=true",
+             "-o", str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+    name = "bert.encoder.layer.0.dense.weight"
+
+    # Reference, in float64. The objective is sum(y * probe): g = dObj/dy = probe.
+    x64, g = x.astype(np.float64), probe.astype(np.float64)
+    A = x64.T @ x64 / ROWS
+    B = ROWS**2 * (g.T @ g) / ROWS  # scaled by rows^2 (gradients of a mean)
+    pi = np.sqrt((np.trace(A) / IN) / (np.trace(B) / OUT))
+    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(IN))
+    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(OUT))
+    grad_w = g.T @ x64
+    grad_b = g.sum(axis=0)
+
+    np.testing.assert_allclose(got[f"kfac/A/{name}"], A, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[f"kfac/B/{name}"], B, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[f"kfac/A_inv/{name}"], A_inv, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[f"kfac/B_inv/{name}"], B_inv, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[f"grad/{name}"], B_inv @ grad_w @ A_inv, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], B_inv @ grad_b,
+                               rtol=1e-4, atol=1e-6)
+    assert int(got["kfac/issues"]) == 0
+    np.testing.assert_allclose(got["objective"], ((x64 @ w.T + b) * g).sum(), rtol=1e-5)
+
+
+def test_singular_factor_falls_back(tmp_path):
+    """A zero input makes A singular: with no damping the refresh must raise it
+    (outcome 1), never fail the step."""
+    w = np.ones((OUT, IN), np.float32)
+    b = np.zeros(OUT, np.float32)
+    (tmp_path / "m.mlir").write_text(_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac", "--pf-build-gradients",
+             "--pf-kfac-precondition=damping=0 export-factors=true", "-o",
+             str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=np.zeros((ROWS, IN), np.float32),
+             probe=np.ones((ROWS, OUT), np.float32), step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+    assert int(got["kfac/issues"]) >= 1
+    assert np.all(np.isfinite(got["grad/bert.encoder.layer.0.dense.weight"]))
