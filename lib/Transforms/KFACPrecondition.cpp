@@ -47,7 +47,6 @@ struct KFACPreconditionPass
         resultOf[name.getValue()] = i;
 
     OpBuilder builder(ret);
-    Location loc = func.getLoc();
     SmallVector<Value> results(ret.getOperands());
     Value issues;
     int64_t layers = 0;
@@ -63,6 +62,9 @@ struct KFACPreconditionPass
       if (weightGrad == resultOf.end())
         continue;
       std::string prefix = (weightName.getValue() + ".kfac.").str();
+      // The layer's ops carry its weight's location (the ONNX initializer
+      // name), so profiles attribute them to the right block.
+      Location loc = factorA.getLoc();
       auto sym = [&](StringRef suffix) {
         return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix.str());
       };
@@ -94,6 +96,7 @@ struct KFACPreconditionPass
         results[biasGrad->second] = precondition.getBiasUpdate();
       ++layers;
     }
+    Location loc = func.getLoc();
     if (layers == 0)
       return func.emitError("pf-kfac-precondition: no grad/<weight> result of a layer "
                             "pf-insert-kfac prepared; run pf-insert-kfac and "

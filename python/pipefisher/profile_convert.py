@@ -3,14 +3,20 @@ per-layer profile (docs/profile-format.md) that pf-sched and pf-schedule read.
 
     python3 -m pipefisher.profile_convert run-profile.json -o layers.json [--fill other.json]
 
-Forward times are measured: every op is charged to the encoder block named in
-its ONNX node (".../layer.N/..."); ops before the first block (embeddings) join
-block 0 and ops after the last (heads) join the last block, as pf-partition
-places them. Keys the forward run cannot measure (backward, curvature,
-inversion, precondition) come from `--fill` (another profile with the same
-number of layers, e.g. from `pf-sched --export-profile`), or else are
-estimated from the measured forward with the ratios of PipeFisher's P100
-BERT-Large profile (shared/reference/pipefisher.md); the output's `source`
+Every op is charged to the encoder block named in its ONNX node
+(".../layer.N/..."); ops before the first block (embeddings) join block 0 and
+ops after the last (heads) join the last block, as pf-partition places them.
+
+From a profile of a *training step* (pf-train's pipeline, or pf-opt with
+--pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients
+--pf-kfac-precondition, run by pf-run --profile) every key is measured: ops
+before the loss are the forward, ops after it the backward, and the K-FAC ops
+give curvature (pf.kfac.update_factor), inversion (pf.kfac.refresh_inverses,
+when they refresh every step) and preconditioning (pf.kfac.precondition);
+optimizer updates are left out. From a forward-only profile the other keys
+come from `--fill` (another profile with the same number of layers, e.g. from
+`pf-sched --export-profile`) or are estimated from the measured forward with
+the ratios of PipeFisher's P100 BERT-Large profile; the output's `source`
 says which keys were estimated.
 """
 
@@ -48,15 +54,32 @@ def convert(run_profile: dict, fill: dict | None = None) -> dict:
         raise ValueError("no encoder blocks found in the op names (node '.../layer.N/...')")
     if blocks != list(range(len(blocks))):
         raise ValueError(f"encoder blocks are not 0..N-1: {blocks}")
-    forward = [0.0] * len(blocks)
+    measured = {key: [0.0] * len(blocks) for key in
+                ("forward", "backward", "curvature", "inversion", "precondition")}
     seen_block = False
+    after_loss = False
     for op in ops:
+        kind = op["name"].split(" ")[0]
         block = block_of(op["name"])
         if block is None:
             block = len(blocks) - 1 if seen_block else 0
         else:
             seen_block = True
-        forward[block] += float(op["median_ms"])
+        if kind == "pf.softmax_cross_entropy":
+            after_loss = True
+            key = "forward"
+        elif kind == "pf.kfac.update_factor":
+            key = "curvature"
+        elif kind == "pf.kfac.refresh_inverses":
+            key = "inversion"
+        elif kind == "pf.kfac.precondition":
+            key = "precondition"
+        elif kind.endswith("_update"):
+            continue  # optimizer
+        else:
+            key = "backward" if after_loss else "forward"
+        measured[key][block] += float(op["median_ms"])
+    forward = measured["forward"]
     if fill is not None and len(fill.get("layers", [])) != len(blocks):
         raise ValueError(f"--fill has {len(fill.get('layers', []))} layers, the run has "
                          f"{len(blocks)} encoder blocks")
@@ -64,13 +87,15 @@ def convert(run_profile: dict, fill: dict | None = None) -> dict:
     for b, ms in enumerate(forward):
         layer = {"name": f"block{b}", "forward": ms}
         for key, ratio in REFERENCE_RATIOS.items():
-            if fill is not None and key in fill["layers"][b]:
+            if any(measured[key]):
+                layer[key] = measured[key][b]
+            elif fill is not None and key in fill["layers"][b]:
                 layer[key] = fill["layers"][b][key]
             else:
                 layer[key] = ms * ratio
                 estimated.add(key)
         layers.append(layer)
-    source = f"forward measured by pf-run ({run_profile.get('model', '?')})"
+    source = f"measured by pf-run ({run_profile.get('model', '?')})"
     if estimated:
         source += "; estimated from PipeFisher's P100 BERT-Large ratios: " + \
             ", ".join(sorted(estimated))

@@ -54,3 +54,25 @@ def test_block_of_node_names():
 def test_rejects_other_json():
     with pytest.raises(ValueError):
         convert({"layers": []})
+
+
+def test_training_step_profile_measures_every_key(tmp_path):
+    """A profiled K-FAC training step gives measured backward, curvature,
+    inversion and preconditioning per block (the scheduler's inputs)."""
+    save_model(make_bert_model("tiny", vocab_size=100, num_hidden_layers=2), tmp_path / "m.onnx")
+    run_tool("pf-translate", "--import-onnx", str(tmp_path / "m.onnx"), "--dim", "batch=2",
+             "--dim", "sequence=16", "--emit-bytecode", "-o", str(tmp_path / "m.mlirbc"))
+    # Bytecode keeps the ONNX node names (locations) the conversion needs.
+    run_tool("pf-opt", str(tmp_path / "m.mlirbc"), "--pf-add-masked-lm-loss", "--pf-insert-kfac",
+             "--pf-build-gradients", "--pf-kfac-precondition", "--pf-add-optimizer",
+             "--emit-bytecode", "-o", str(tmp_path / "step.mlirbc"))
+    inputs = make_inputs(2, 16, vocab=100)
+    labels = np.where(np.arange(16) % 4 == 0, inputs["input_ids"], -100).astype(np.int64)
+    np.savez(tmp_path / "in.npz", **inputs, labels=labels, lr=np.float64(1e-3), step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlirbc"), "--inputs", str(tmp_path / "in.npz"),
+             "--profile", str(tmp_path / "p.json"))
+    layers = convert(json.loads((tmp_path / "p.json").read_text()))
+    assert "estimated" not in layers["source"]
+    for layer in layers["layers"]:
+        for key in ("forward", "backward", "curvature", "inversion", "precondition"):
+            assert layer[key] > 0, (layer["name"], key)
