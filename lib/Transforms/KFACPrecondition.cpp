@@ -96,7 +96,6 @@ struct KFACPreconditionPass
         results[biasGrad->second] = precondition.getBiasUpdate();
       ++layers;
     }
-    Location loc = func.getLoc();
     if (layers == 0)
       return func.emitError("pf-kfac-precondition: no grad/<weight> result of a layer "
                             "pf-insert-kfac prepared; run pf-insert-kfac and "
