@@ -396,6 +396,22 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
              index);
         return success();
       })
+      .Case([&](ClipByGlobalNormOp c) {
+        // Clip copies in place; pfrt_clip_by_global_norm takes the array of
+        // their descriptors, so add contiguous table entries viewing them.
+        int64_t first = int64_t(plan.tensors.size());
+        for (auto [grad, clipped] : llvm::zip(c.getGradients(), c.getClipped())) {
+          call(loc, "pfrt_copy", {out(grad), out(clipped)}, index);
+          PlannedTensor view = plan.tensors[plan.tensorOf.lookup(clipped)];
+          plan.addTensor(view.buffer, view.type);
+        }
+        call(loc, "pfrt_clip_by_global_norm",
+             {tensorPtr(loc, first), constI32(loc, c.getGradients().size()),
+              constF64(loc, c.getMaxNorm().convertToDouble()),
+              LLVM::ZeroOp::create(builder, loc, ptrType)},
+             index);
+        return success();
+      })
       .Case([&](KFACUpdateFactorOp u) {
         // At step 1 the factor starts from its first estimate, not from zero.
         Value step = loadScalar(loc, u.getStep(), i64);

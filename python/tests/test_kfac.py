@@ -90,3 +90,29 @@ def test_singular_factor_falls_back(tmp_path):
     got = dict(np.load(tmp_path / "out.npz"))
     assert int(got["kfac/issues"]) >= 1
     assert np.all(np.isfinite(got["grad/bert.encoder.layer.0.dense.weight"]))
+
+
+@pytest.mark.parametrize("max_norm", [1e-3, 1e6])
+def test_gradient_clipping(tmp_path, max_norm):
+    """pf-add-optimizer clip-norm scales all gradients together to the norm."""
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(OUT, IN)).astype(np.float32)
+    b = rng.normal(size=OUT).astype(np.float32)
+    x = rng.normal(size=(ROWS, IN)).astype(np.float32)
+    probe = rng.normal(size=(ROWS, OUT)).astype(np.float32)
+    (tmp_path / "m.mlir").write_text(_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-build-gradients",
+             f"--pf-add-optimizer=optimizer=sgd momentum=0 clip-norm={max_norm} "
+             "keep-gradients=true", "-o", str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=x, probe=probe, lr=np.float64(0.0), step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+    grad_w = probe.astype(np.float64).T @ x
+    grad_b = probe.astype(np.float64).sum(axis=0)
+    norm = np.sqrt((grad_w**2).sum() + (grad_b**2).sum())
+    scale = min(1.0, max_norm / (norm + 1e-6))
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.weight"], grad_w * scale,
+                               rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], grad_b * scale,
+                               rtol=1e-4, atol=1e-9)

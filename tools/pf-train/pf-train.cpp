@@ -59,6 +59,9 @@ static cl::opt<double> weightDecay("weight-decay", cl::desc("Weight decay"), cl:
                                    cl::cat(category));
 static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.9),
                                 cl::cat(category));
+static cl::opt<double> clipNorm("clip-norm",
+                                cl::desc("Clip gradients to this global L2 norm (0: off)"),
+                                cl::init(1.0), cl::cat(category));
 static cl::opt<double> maskProbability("mask-prob", cl::desc("Share of tokens to predict"),
                                        cl::init(0.15), cl::cat(category));
 static cl::opt<uint64_t> seed("seed", cl::desc("Seed of batches and masks"), cl::init(0),
@@ -230,9 +233,11 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
   if (batch < 1 || steps < 1 || lr <= 0 || warmup < 0 || logEvery < 1 || checkpointEvery < 0 ||
+      clipNorm < 0 ||
       maskProbability <= 0 || maskProbability > 1)
     return fail("--batch, --steps, --lr, --log-every and --mask-prob must be positive "
-                "(--mask-prob at most 1) and --warmup, --checkpoint-every non-negative");
+                "(--mask-prob at most 1); --warmup, --checkpoint-every and --clip-norm must be "
+                "non-negative");
   if (schedule != "linear" && schedule != "constant")
     return fail("--schedule must be linear or constant");
   auto corpus = loadCorpus();
@@ -274,6 +279,7 @@ int main(int argc, char **argv) {
   optimizerOptions.optimizer = optimizer;
   optimizerOptions.weightDecay = weightDecay;
   optimizerOptions.momentum = momentum;
+  optimizerOptions.clipNorm = clipNorm;
   pm.addPass(mlir::pf::createPFAddOptimizer(optimizerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

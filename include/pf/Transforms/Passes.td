@@ -191,6 +191,8 @@ def PFAddOptimizer : Pass<"pf-add-optimizer", "::mlir::ModuleOp"> {
            "Weight decay (not applied to biases and LayerNorm parameters)">,
     Option<"keepGradients", "keep-gradients", "bool", /*default=*/"false",
            "Keep the grad/ results (e.g. to check them from outside)">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0",
+           "Clip the gradients to this global L2 norm before the updates (0: off)">,
   ];
 }
 

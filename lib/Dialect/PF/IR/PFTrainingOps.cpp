@@ -95,3 +95,11 @@ LogicalResult LAMBUpdateOp::verifySymbolUses(SymbolTableCollection &symbols) {
                  succeeded(checkParam(*this, symbols, getExpAvgAttr(), type, "exp_avg")) &&
                  succeeded(checkParam(*this, symbols, getExpAvgSqAttr(), type, "exp_avg_sq")));
 }
+
+LogicalResult ClipByGlobalNormOp::verify() {
+  if (!(getMaxNorm().convertToDouble() > 0))
+    return emitOpError("max_norm must be > 0");
+  if (getGradients().empty())
+    return emitOpError("needs at least one gradient");
+  return success();
+}

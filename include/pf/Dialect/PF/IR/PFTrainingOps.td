@@ -33,6 +33,19 @@ def PF_GatherGradOp : PF_Op<"gather_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def PF_ClipByGlobalNormOp : PF_Op<"clip_by_global_norm", [Pure,
+    AllTypesMatch<["gradients", "clipped"]>]> {
+  let summary = "scales gradients down so that their global L2 norm is at most max_norm";
+  let description = [{
+    With n = sqrt(Σ ||g_i||²): g_i · max_norm / (n + 1e-6) when n > max_norm,
+    else g_i unchanged (torch.nn.utils.clip_grad_norm_).
+  }];
+  let arguments = (ins Variadic<TensorOf<[AnyFloat]>>:$gradients, F64Attr:$max_norm);
+  let results = (outs Variadic<TensorOf<[AnyFloat]>>:$clipped);
+  let assemblyFormat = "$gradients attr-dict `:` type($gradients)";
+  let hasVerifier = 1;
+}
+
 class PF_OptimizerOp<string mnemonic> : PF_Op<mnemonic, [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     MemoryEffects<[MemRead, MemWrite]>]> {
