@@ -419,11 +419,18 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
                                             constI64(loc, 1));
         Value mode = arith::SelectOp::create(builder, loc, first, constI32(loc, 0 /*overwrite*/),
                                              constI32(loc, 2 /*running average*/));
-        call(loc, "pfrt_kfac_factor",
-             {out(u.getInput()), constI32(loc, u.getBiasColumn()),
-              constF64(loc, u.getScale().convertToDouble()), mode,
-              constF64(loc, u.getDecay().convertToDouble()), paramPtr(loc, u.getFactorAttr())},
-             index);
+        Value phase = arith::RemSIOp::create(
+            builder, loc, arith::SubIOp::create(builder, loc, step, constI64(loc, 1)),
+            constI64(loc, int64_t(u.getEvery())));
+        Value due = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, phase,
+                                          constI64(loc, 0));
+        emitIf(loc, due, [&] {
+          call(loc, "pfrt_kfac_factor",
+               {out(u.getInput()), constI32(loc, u.getBiasColumn()),
+                constF64(loc, u.getScale().convertToDouble()), mode,
+                constF64(loc, u.getDecay().convertToDouble()), paramPtr(loc, u.getFactorAttr())},
+               index);
+        });
         return success();
       })
       .Case([&](KFACRefreshInversesOp r) {

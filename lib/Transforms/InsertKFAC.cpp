@@ -59,6 +59,8 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       return module.emitError("pf-insert-kfac: no function with a body");
     if (!(decay >= 0 && decay < 1))
       return func.emitError("pf-insert-kfac: decay must be in [0, 1), got ") << decay.getValue();
+    if (factorEvery < 1)
+      return func.emitError("pf-insert-kfac: factor-every must be >= 1");
     llvm::Regex skipPattern(skip);
     std::string regexError;
     if (!skip.empty() && !skipPattern.isValid(regexError))
@@ -81,16 +83,20 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       StringRef bias;
       if (auto ref = linear.getBias() ? linear.getBias().getDefiningOp<ParamRefOp>() : ParamRefOp())
         bias = ref.getName();
-      FlatSymbolRefAttr a = addFactor(symbols, weight, "A", linear.getInFeatures(), bias);
+      bool column = biasColumn && !bias.empty();
+      int64_t aSize = linear.getInFeatures() + (column ? 1 : 0);
+      FlatSymbolRefAttr a = addFactor(symbols, weight, "A", aSize, bias);
       FlatSymbolRefAttr b = addFactor(symbols, weight, "B", linear.getOutFeatures(), bias);
-      addFactor(symbols, weight, "A_inv", linear.getInFeatures(), bias);
+      addFactor(symbols, weight, "A_inv", aSize, bias);
       addFactor(symbols, weight, "B_inv", linear.getOutFeatures(), bias);
 
       OpBuilder builder(linear);
       Location loc = linear.getLoc();
       auto decayAttr = builder.getF64FloatAttr(decay);
-      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, a, UnitAttr(),
-                                 builder.getF64FloatAttr(1.0), decayAttr);
+      auto everyAttr = builder.getI64IntegerAttr(factorEvery);
+      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, a,
+                                 column ? builder.getUnitAttr() : UnitAttr(),
+                                 builder.getF64FloatAttr(1.0), decayAttr, everyAttr);
       // B = E[g gᵀ] of the per-token gradients of the summed loss: the
       // backward pass carries gradients of a mean over `rows` tokens, so the
       // factor is scaled by rows² (every token treated as counted).
@@ -98,7 +104,8 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       double rows = double(outType.getNumElements()) / outType.getShape().back();
       builder.setInsertionPointAfter(linear);
       auto capture = KFACCaptureOutputOp::create(builder, loc, linear.getOutput(), step, b,
-                                                 builder.getF64FloatAttr(rows * rows), decayAttr);
+                                                 builder.getF64FloatAttr(rows * rows), decayAttr,
+                                                 everyAttr);
       linear.getOutput().replaceAllUsesExcept(capture.getOutput(), capture);
     }
     return success();

@@ -116,3 +116,32 @@ def test_gradient_clipping(tmp_path, max_norm):
                                rtol=1e-4, atol=1e-9)
     np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], grad_b * scale,
                                rtol=1e-4, atol=1e-9)
+
+
+def test_bias_column_preconditions_jointly(tmp_path):
+    rng = np.random.default_rng(11)
+    w = rng.normal(size=(OUT, IN)).astype(np.float32)
+    b = rng.normal(size=OUT).astype(np.float32)
+    x = rng.normal(size=(ROWS, IN)).astype(np.float32)
+    probe = rng.normal(size=(ROWS, OUT)).astype(np.float32)
+    damping = 0.05
+    (tmp_path / "m.mlir").write_text(_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac=bias-column=true",
+             "--pf-build-gradients", f"--pf-kfac-precondition=damping={damping}",
+             "-o", str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+    x1 = np.hstack([x.astype(np.float64), np.ones((ROWS, 1))])
+    g = probe.astype(np.float64)
+    A = x1.T @ x1 / ROWS
+    B = ROWS * (g.T @ g)
+    pi = np.sqrt((np.trace(A) / (IN + 1)) / (np.trace(B) / OUT))
+    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(IN + 1))
+    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(OUT))
+    joint = B_inv @ np.hstack([g.T @ x, g.sum(axis=0)[:, None]]) @ A_inv
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.weight"], joint[:, :IN],
+                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], joint[:, IN],
+                               rtol=1e-4, atol=1e-6)

@@ -214,6 +214,11 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
     Option<"skip", "skip", "std::string", /*default=*/"\"\"",
            "Regular expression: linear layers whose weight name matches keep the "
            "first-order optimizer">,
+    Option<"factorEvery", "factor-every", "int64_t", /*default=*/"1",
+           "Steps between factor updates">,
+    Option<"biasColumn", "bias-column", "bool", /*default=*/"false",
+           "Append a ones column to the input so A is (in+1)x(in+1) and the bias "
+           "is preconditioned jointly with the weight">,
   ];
 }
 

@@ -167,7 +167,16 @@ LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> r
   if (!grad)
     return success();
   KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), getFactorAttr(), UnitAttr(),
-                             getScaleAttr(), getDecayAttr());
+                             getScaleAttr(), getDecayAttr(), getEveryAttr());
   operandGrads[0] = grad;
+  return success();
+}
+
+LogicalResult KFACUpdateFactorOp::verify() {
+  if (int64_t(getEvery()) < 1)
+    return emitOpError("every must be >= 1, got ") << int64_t(getEvery());
+  double decay = getDecay().convertToDouble();
+  if (!(decay >= 0 && decay < 1))
+    return emitOpError("decay must be in [0, 1), got ") << decay;
   return success();
 }

@@ -65,13 +65,16 @@ def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
   let description = [{
     F ← decay·F + (1 − decay)·scale·xᵀx/n with x flattened to [n, d] (a ones
     column appended with `bias_column`); at step 1 the factor is set to the
-    new value instead. `factor` names a pf.param of shape [d, d].
+    new value instead. Runs at steps 1, 1 + every, ... only. `factor` names a
+    pf.param of shape [d, d].
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
                    FlatSymbolRefAttr:$factor, UnitAttr:$bias_column,
                    DefaultValuedAttr<F64Attr, "1.0">:$scale,
-                   DefaultValuedAttr<F64Attr, "0.95">:$decay);
+                   DefaultValuedAttr<F64Attr, "0.95">:$decay,
+                   DefaultValuedAttr<I64Attr, "1">:$every);
   let assemblyFormat = "$factor `from` $input `step` $step attr-dict `:` type($input) `,` type($step)";
+  let hasVerifier = 1;
 }
 
 def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
@@ -86,7 +89,8 @@ def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
                    FlatSymbolRefAttr:$factor, DefaultValuedAttr<F64Attr, "1.0">:$scale,
-                   DefaultValuedAttr<F64Attr, "0.95">:$decay);
+                   DefaultValuedAttr<F64Attr, "0.95">:$decay,
+                   DefaultValuedAttr<I64Attr, "1">:$every);
   let results = (outs TensorOf<[AnyFloat]>:$output);
   let assemblyFormat = "$input `into` $factor `step` $step attr-dict `:` type($input) `,` type($step)";
 }
