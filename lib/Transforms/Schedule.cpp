@@ -115,6 +115,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     sched::Report report = sched::computeReport(*step, timeline, *plan, *costs, kfacOptions);
 
     writePrograms(pipeline, timeline, devices);
+    recordPlacement(pipeline, program->layout);
     Builder b(pipeline.getContext());
     pipeline.setScheduleAttr(b.getStringAttr(sched::scheduleKindName(*kind)));
     pipeline.setNumMicrobatches(numMicro);
@@ -187,6 +188,22 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
       }
     }
     return result;
+  }
+
+  /// Which devices run each stage: Chimera places stage i of the down pipeline
+  /// and stage D-1-i of the up pipeline on device i (so a stage has two
+  /// replicas); interleaved puts stage s on device s mod D.
+  void recordPlacement(PipelineOp pipeline, const sched::PipelineLayout &layout) {
+    Builder b(pipeline.getContext());
+    for (auto stage : pipeline.getBody().front().getOps<StageOp>()) {
+      SmallVector<int64_t> devices;
+      for (int pipe = 0; pipe < layout.pipes; ++pipe) {
+        int64_t device = layout.deviceOf(pipe, int(stage.getIndex()));
+        if (!llvm::is_contained(devices, device))
+          devices.push_back(device);
+      }
+      stage->setAttr("pf.devices", b.getDenseI64ArrayAttr(devices));
+    }
   }
 
   void writePrograms(PipelineOp pipeline, const sched::Timeline &timeline, int devices) {

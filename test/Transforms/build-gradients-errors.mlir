@@ -10,16 +10,3 @@ func.func @no_rule(%x: tensor<2x3xf32> {pf.name = "x"}) -> tensor<f32> {
 }
 pf.param @w : tensor<3x3xf32>
 
-// -----
-
-// The data gradient of a gather with a large table is not built yet.
-pf.param @table : tensor<30000x8xf32>
-func.func @big_gather(%x: tensor<4x8xf32> {pf.name = "x"}) -> tensor<f32> {
-  %i = pf.constant dense<7> : tensor<600xi64>
-  %t = pf.param_ref @table : tensor<30000x8xf32>
-  // expected-error @+2 {{only built for axis 0 with (rows x indices) <= 16777216}}
-  // expected-error @+1 {{could not build the gradient of 'pf.gather'}}
-  %g = pf.gather %t, %i : (tensor<30000x8xf32>, tensor<600xi64>) -> tensor<600x8xf32>
-  %l = pf.reduce_sum %g {keepdims = false} : (tensor<600x8xf32>) -> tensor<f32>
-  return %l : tensor<f32>
-}

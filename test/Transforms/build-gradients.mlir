@@ -48,3 +48,17 @@ func.func @broadcast(%x: tensor<2x3xf32> {pf.name = "x"}, %y: tensor<3xf32> {pf.
   return %s : tensor<2x3xf32>
 }
 
+
+// -----
+
+// A gather's data gradient is a scatter-add (pf.gather_grad), for any table.
+// RUN: pf-opt %s --split-input-file --pf-build-gradients | FileCheck %s --check-prefix=GATHER
+pf.param @table : tensor<30000x8xf32>
+func.func @big_gather(%i: tensor<600xi64> {pf.name = "i"}) -> tensor<f32> {
+  %t = pf.param_ref @table : tensor<30000x8xf32>
+  %g = pf.gather %t, %i : (tensor<30000x8xf32>, tensor<600xi64>) -> tensor<600x8xf32>
+  %l = pf.reduce_sum %g {keepdims = false} : (tensor<600x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+// GATHER-LABEL: func.func @big_gather
+// GATHER: pf.gather_grad %{{.*}}, %{{.*}} : (tensor<600xi64>, tensor<600x8xf32>) -> tensor<30000x8xf32>

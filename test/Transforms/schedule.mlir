@@ -36,6 +36,9 @@
 // NOKFAC-NOT: inversion
 
 // CHIMERA: pf.kfac_policy = "pipefisher"{{.*}}schedule = "chimera"
+// Chimera: each stage has a replica on the mirrored device.
+// CHIMERA: pf.stage 0 {{.*}}pf.devices = array<i64: 0, 1>
+// CHIMERA: pf.stage 1 {{.*}}pf.devices = array<i64: 1, 0>
 // CHIMERA: pf.program device(0)
 // CHIMERA: pf.program device(1)
 

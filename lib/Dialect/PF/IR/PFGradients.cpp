@@ -406,7 +406,6 @@ LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayR
 }
 
 /// Largest one-hot matrix (elements) the gather gradient builds.
-static constexpr int64_t kMaxOneHotElements = int64_t(1) << 24;
 
 LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool> wanted,
                                       SmallVectorImpl<Value> &out) {
