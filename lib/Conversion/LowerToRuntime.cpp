@@ -163,6 +163,19 @@ private:
     builder.setInsertionPointToStart(cont);
   }
 
+  /// The arguments AdamW and LAMB share: parameter, gradient, moments, lr,
+  /// betas, eps, weight decay, step, bias correction.
+  template <typename AdamLikeOp>
+  SmallVector<Value> adamArguments(Location loc, AdamLikeOp u) {
+    return {paramPtr(loc, u.getParamAttr()), operand(loc, u.getGrad()),
+            paramPtr(loc, u.getExpAvgAttr()), paramPtr(loc, u.getExpAvgSqAttr()),
+            loadScalar(loc, u.getLr(), f64), constF64(loc, u.getBeta1().convertToDouble()),
+            constF64(loc, u.getBeta2().convertToDouble()),
+            constF64(loc, u.getEps().convertToDouble()),
+            constF64(loc, u.getWeightDecay().convertToDouble()),
+            loadScalar(loc, u.getStep(), i64), constI32(loc, 1) /*bias correction*/};
+  }
+
   // --- per-op emitters -------------------------------------------------------
   LogicalResult emitSimple(Operation *op, StringRef name, int64_t index) {
     SmallVector<Value> args;
@@ -372,28 +385,14 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
         return success();
       })
       .Case([&](AdamWUpdateOp u) {
-        call(loc, "pfrt_adamw_step",
-             {paramPtr(loc, u.getParamAttr()), out(u.getGrad()), paramPtr(loc, u.getExpAvgAttr()),
-              paramPtr(loc, u.getExpAvgSqAttr()), loadScalar(loc, u.getLr(), f64),
-              constF64(loc, u.getBeta1().convertToDouble()),
-              constF64(loc, u.getBeta2().convertToDouble()),
-              constF64(loc, u.getEps().convertToDouble()),
-              constF64(loc, u.getWeightDecay().convertToDouble()),
-              loadScalar(loc, u.getStep(), i64), constI32(loc, 1)},
-             index);
+        call(loc, "pfrt_adamw_step", adamArguments(loc, u), index);
         return success();
       })
       .Case([&](LAMBUpdateOp u) {
-        call(loc, "pfrt_lamb_step",
-             {paramPtr(loc, u.getParamAttr()), out(u.getGrad()), paramPtr(loc, u.getExpAvgAttr()),
-              paramPtr(loc, u.getExpAvgSqAttr()), loadScalar(loc, u.getLr(), f64),
-              constF64(loc, u.getBeta1().convertToDouble()),
-              constF64(loc, u.getBeta2().convertToDouble()),
-              constF64(loc, u.getEps().convertToDouble()),
-              constF64(loc, u.getWeightDecay().convertToDouble()),
-              loadScalar(loc, u.getStep(), i64), constI32(loc, 1), constI32(loc, 1),
-              constF64(loc, u.getMaxTrustRatio().convertToDouble())},
-             index);
+        SmallVector<Value> args = adamArguments(loc, u);
+        args.append({constI32(loc, 1) /*nvlamb*/,
+                     constF64(loc, u.getMaxTrustRatio().convertToDouble())});
+        call(loc, "pfrt_lamb_step", args, index);
         return success();
       })
       .Case([&](ClipByGlobalNormOp c) {
