@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${PF_BUILD_DIR:-build}
+# Paths below the checkout hash relatively, so clones elsewhere (CI) share
+# the compiler cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
   LAUNCHER=()
   command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
