@@ -145,3 +145,28 @@ def test_bias_column_preconditions_jointly(tmp_path):
                                rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], joint[:, IN],
                                rtol=1e-4, atol=1e-6)
+
+
+def test_pf_run_training_step_outputs(tmp_path):
+    """pf-run --training-step --kfac runs one step of a BERT model and writes the
+    loss, every parameter gradient and each K-FAC layer's factors."""
+    from pipefisher import make_bert_model, save_model
+    from pipefisher.sample_inputs import make_inputs
+
+    save_model(make_bert_model("tiny", vocab_size=50, num_hidden_layers=1), tmp_path / "m.onnx")
+    inputs = make_inputs(2, 8, vocab=50)
+    labels = np.where(np.arange(8) % 3 == 0, inputs["input_ids"], -100).astype(np.int64)
+    np.savez(tmp_path / "in.npz", **inputs, labels=labels, lr=np.float64(1e-3), step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "m.onnx"), "--dim", "batch=2", "--dim", "sequence=8",
+             "--training-step", "--kfac", "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+    assert 0 < float(got["loss"]) < 10
+    query = "bert.encoder.layer.0.attention.self.query.weight"
+    assert got[f"grad/{query}"].shape == (128, 128)
+    assert got[f"kfac/A/{query}"].shape == (128, 128)
+    assert got[f"kfac/B/{query}"].shape == (128, 128)
+    # 6 K-FAC layers in the block, each with A, B and both inverses.
+    assert sum(k.startswith("kfac/A/") for k in got) == 6
+    assert np.allclose(got[f"kfac/A/{query}"], got[f"kfac/A/{query}"].T)
+    assert "grad/bert.embeddings.word_embeddings.weight" in got

@@ -64,6 +64,18 @@ static cl::opt<std::string> aotDirectory(
     "aot", cl::desc("Compile ahead of time into DIR (model.o, model.weights, model_plan.h) "
                     "instead of running; examples/aot/driver.c shows how to link it"),
     cl::value_desc("DIR"), cl::cat(category));
+static cl::opt<bool> trainingStep(
+    "training-step",
+    cl::desc("Run one masked-LM training step instead of the forward pass: the inputs "
+             "add 'labels', 'lr' (f64) and 'step' (i64); the outputs are 'loss', "
+             "'grad/<parameter>' and, with --kfac, 'kfac/{A,B,A_inv,B_inv}/<weight>'"),
+    cl::cat(category));
+static cl::opt<bool> stepKfac("kfac", cl::desc("With --training-step: K-FAC-precondition the "
+                                               "encoder blocks' linear layers"),
+                              cl::cat(category));
+static cl::opt<std::string> stepOptimizer("optimizer",
+                                          cl::desc("With --training-step: sgd, adamw or lamb"),
+                                          cl::init("adamw"), cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -116,6 +128,26 @@ llvm::Error writeProfile(const drv::CompiledModel &model, const std::vector<doub
     return llvm::createStringError(ec, "cannot write '" + profileFile + "': " + ec.message());
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
   return llvm::Error::success();
+}
+
+/// The passes pf-train uses, keeping the gradients and K-FAC factors as
+/// results so one step can be checked from outside.
+LogicalResult buildTrainingStep(ModuleOp module) {
+  PassManager pm(module.getContext());
+  pm.addPass(mlir::pf::createPFAddMaskedLMLoss());
+  if (stepKfac)
+    pm.addPass(mlir::pf::createPFInsertKFAC());
+  pm.addPass(mlir::pf::createPFBuildGradients());
+  if (stepKfac) {
+    mlir::pf::PFKFACPreconditionOptions precondition;
+    precondition.exportFactors = true;
+    pm.addPass(mlir::pf::createPFKFACPrecondition(precondition));
+  }
+  mlir::pf::PFAddOptimizerOptions optimizer;
+  optimizer.optimizer = stepOptimizer;
+  optimizer.keepGradients = true;
+  pm.addPass(mlir::pf::createPFAddOptimizer(optimizer));
+  return pm.run(module);
 }
 
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
@@ -177,6 +209,10 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = loadModel(context);
   if (!module)
     return 1;
+  if (!trainingStep && stepKfac)
+    return fail("--kfac needs --training-step");
+  if (trainingStep && failed(buildTrainingStep(*module)))
+    return fail("building the training step failed");
 
   if (!aotDirectory.empty()) {
     if (auto err = drv::CompiledModel::writeAot(*module, aotDirectory, entry))
