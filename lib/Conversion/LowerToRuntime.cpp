@@ -148,6 +148,18 @@ private:
     return LLVM::LoadOp::create(builder, loc, type, data);
   }
 
+  /// A stack slot for one double (outputs of pfrt_dot and friends), allocated
+  /// once in the entry block.
+  Value scratchF64(Location loc) {
+    if (!f64Slot) {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointToStart(&builder.getInsertionBlock()->getParent()->front());
+      Value one = arith::ConstantOp::create(builder, loc, builder.getI64IntegerAttr(1));
+      f64Slot = LLVM::AllocaOp::create(builder, loc, ptrType, f64, one);
+    }
+    return f64Slot;
+  }
+
   /// Runs `body` only when `condition` (i1) holds.
   template <typename Fn>
   void emitIf(Location loc, Value condition, Fn &&body) {
@@ -195,6 +207,7 @@ private:
   Value context, table;
   Block *failBlock;
   bool profile;
+  Value f64Slot;
   int64_t globals = 0;
 };
 
@@ -409,6 +422,29 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
               constF64(loc, c.getMaxNorm().convertToDouble()),
               LLVM::ZeroOp::create(builder, loc, ptrType)},
              index);
+        return success();
+      })
+      .Case([&](KFACKLClipOp k) {
+        // ν = min(1, sqrt(κ / (lr² Σ ⟨u, g⟩))), then each result = ν · update.
+        Value slot = scratchF64(loc);
+        Value total = constF64(loc, 0.0);
+        for (auto [u, g] : llvm::zip(k.getUpdates(), k.getGradients())) {
+          call(loc, "pfrt_dot", {out(u), out(g), slot}, index);
+          total = arith::AddFOp::create(builder, loc, total,
+                                        LLVM::LoadOp::create(builder, loc, f64, slot));
+        }
+        Value lr = loadScalar(loc, k.getLr(), f64);
+        Value denom = arith::MulFOp::create(builder, loc,
+                                            arith::MulFOp::create(builder, loc, lr, lr), total);
+        Value ratio = arith::DivFOp::create(
+            builder, loc, constF64(loc, k.getKappa().convertToDouble()), denom);
+        Value root = LLVM::SqrtOp::create(builder, loc, ratio);
+        Value capped = arith::MinimumFOp::create(builder, loc, root, constF64(loc, 1.0));
+        Value positive = arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OGT, denom,
+                                               constF64(loc, 0.0));
+        Value nu = arith::SelectOp::create(builder, loc, positive, capped, constF64(loc, 1.0));
+        for (auto [u, c] : llvm::zip(k.getUpdates(), k.getClipped()))
+          call(loc, "pfrt_scale", {out(u), nu, out(c)}, index);
         return success();
       })
       .Case([&](KFACUpdateFactorOp u) {

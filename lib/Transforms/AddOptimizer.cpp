@@ -53,16 +53,9 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     OpBuilder builder(ret);
     Location loc = func.getLoc();
-    // `step` may exist already (pf-insert-kfac adds it); `lr` is new.
-    Value step;
-    for (unsigned i = 0; i < block.getNumArguments(); ++i)
-      if (auto name = func.getArgAttrOfType<StringAttr>(i, "pf.name"); name && name == "step")
-        step = block.getArgument(i);
-    Value lr = block.addArgument(RankedTensorType::get({}, builder.getF64Type()), loc);
-    unsigned lrIndex = block.getNumArguments() - 1;
-    bool newStep = !step;
-    if (newStep)
-      step = block.addArgument(RankedTensorType::get({}, builder.getI64Type()), loc);
+    // `lr` and `step` may exist already (the K-FAC passes add them).
+    Value lr = getOrAddScalarArgument(func, "lr", builder.getF64Type());
+    Value step = getOrAddScalarArgument(func, "step", builder.getI64Type());
 
     if (clipNorm < 0)
       return func.emitError("pf-add-optimizer: clip-norm must be >= 0");
@@ -130,9 +123,6 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     ret->setOperands(kept);
     SmallVector<DictionaryAttr> argAttrs;
     func.setType(builder.getFunctionType(block.getArgumentTypes(), ValueRange(kept).getTypes()));
-    func.setArgAttr(lrIndex, "pf.name", builder.getStringAttr("lr"));
-    if (newStep)
-      func.setArgAttr(block.getNumArguments() - 1, "pf.name", builder.getStringAttr("step"));
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       func.setResultAttrs(i, ArrayRef<NamedAttribute>{});
     for (auto [i, name] : llvm::enumerate(keptNames))

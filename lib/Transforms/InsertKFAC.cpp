@@ -15,20 +15,6 @@ using namespace mlir;
 using namespace mlir::pf;
 
 namespace {
-/// The function argument named `name`, added (0-d i64) when missing.
-Value getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element) {
-  Block &block = func.getBody().front();
-  for (unsigned i = 0; i < block.getNumArguments(); ++i)
-    if (auto attr = func.getArgAttrOfType<StringAttr>(i, "pf.name"); attr && attr == name)
-      return block.getArgument(i);
-  Value arg = block.addArgument(RankedTensorType::get({}, element), func.getLoc());
-  auto ret = block.getTerminator();
-  func.setType(FunctionType::get(func.getContext(), block.getArgumentTypes(),
-                                 ret->getOperandTypes()));
-  func.setArgAttr(block.getNumArguments() - 1, "pf.name", StringAttr::get(func.getContext(), name));
-  return arg;
-}
-
 struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> {
   using Base::Base;
 

@@ -50,6 +50,8 @@ struct KFACPreconditionPass
     SmallVector<Value> results(ret.getOperands());
     Value issues;
     int64_t layers = 0;
+    // For KL-clipping: (result position, preconditioned update, raw gradient).
+    SmallVector<std::tuple<unsigned, Value, Value>> updates;
     SmallVector<std::pair<std::string, Value>> exported;
     for (auto factorA : module.getOps<ParamOp>()) {
       if (!factorA.getSymName().ends_with(".kfac.A"))
@@ -88,18 +90,35 @@ struct KFACPreconditionPass
       auto precondition = KFACPreconditionOp::create(
           builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB);
       results[weightGrad->second] = precondition.getWeightUpdate();
+      updates.push_back({weightGrad->second, precondition.getWeightUpdate(), gradW});
       if (exportFactors)
         for (StringRef suffix : {"A", "B", "A_inv", "B_inv"})
           exported.push_back({("kfac/" + suffix + "/" + weightName.getValue()).str(),
                               inverse(suffix)});
-      if (gradB)
+      if (gradB) {
         results[biasGrad->second] = precondition.getBiasUpdate();
+        updates.push_back({biasGrad->second, precondition.getBiasUpdate(), gradB});
+      }
       ++layers;
     }
     if (layers == 0)
       return func.emitError("pf-kfac-precondition: no grad/<weight> result of a layer "
                             "pf-insert-kfac prepared; run pf-insert-kfac and "
                             "pf-build-gradients first");
+    if (klClip < 0)
+      return func.emitError("pf-kfac-precondition: kl-clip must be >= 0");
+    if (klClip > 0) {
+      Value lr = getOrAddScalarArgument(func, "lr", builder.getF64Type());
+      SmallVector<Value> u, g;
+      for (auto &[position, update, grad] : updates) {
+        u.push_back(update);
+        g.push_back(grad);
+      }
+      auto clip = KFACKLClipOp::create(builder, func.getLoc(), ValueRange(u).getTypes(), lr, u, g,
+                                       builder.getF64FloatAttr(klClip));
+      for (auto [entry, clipped] : llvm::zip(updates, clip.getClipped()))
+        results[std::get<0>(entry)] = clipped;
+    }
     results.push_back(issues);
     unsigned first = results.size() - 1;
     for (auto &[name, value] : exported)

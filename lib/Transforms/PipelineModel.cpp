@@ -26,6 +26,18 @@ func::FuncOp mlir::pf::getEntryFunction(ModuleOp module) {
   return {};
 }
 
+Value mlir::pf::getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element) {
+  Block &block = func.getBody().front();
+  for (unsigned i = 0; i < block.getNumArguments(); ++i)
+    if (auto attr = func.getArgAttrOfType<StringAttr>(i, "pf.name"); attr && attr == name)
+      return block.getArgument(i);
+  Value arg = block.addArgument(RankedTensorType::get({}, element), func.getLoc());
+  func.setType(FunctionType::get(func.getContext(), block.getArgumentTypes(),
+                                 block.getTerminator()->getOperandTypes()));
+  func.setArgAttr(block.getNumArguments() - 1, "pf.name", StringAttr::get(func.getContext(), name));
+  return arg;
+}
+
 namespace {
 /// Raw position of a parameter in the model: 0 embeddings, b+1 encoder block
 /// b, numBlocks+1 heads.

@@ -50,6 +50,10 @@ FailureOr<::pf::sched::CostModel> buildCostModel(func::FuncOp func,
 /// The function the pipeline passes work on: the first function with a body.
 func::FuncOp getEntryFunction(ModuleOp module);
 
+/// The argument of `func` named `name` (pf.name), added as a 0-d tensor of
+/// `element` when missing (step and learning-rate inputs of training steps).
+Value getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element);
+
 } // namespace mlir::pf
 
 #endif // PF_LIB_TRANSFORMS_PIPELINEMODEL_H

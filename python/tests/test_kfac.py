@@ -170,3 +170,38 @@ def test_pf_run_training_step_outputs(tmp_path):
     assert sum(k.startswith("kfac/A/") for k in got) == 6
     assert np.allclose(got[f"kfac/A/{query}"], got[f"kfac/A/{query}"].T)
     assert "grad/bert.embeddings.word_embeddings.weight" in got
+
+
+@pytest.mark.parametrize("kappa", [1e-6, 1e6])
+def test_kl_clipping(tmp_path, kappa):
+    """kl-clip scales every preconditioned update by
+    min(1, sqrt(kappa / (lr^2 * sum <update, gradient>)))."""
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=(OUT, IN)).astype(np.float32)
+    b = rng.normal(size=OUT).astype(np.float32)
+    x = rng.normal(size=(ROWS, IN)).astype(np.float32)
+    probe = rng.normal(size=(ROWS, OUT)).astype(np.float32)
+    damping, lr = 0.1, 0.5
+    (tmp_path / "m.mlir").write_text(_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac", "--pf-build-gradients",
+             f"--pf-kfac-precondition=damping={damping} kl-clip={kappa}",
+             "-o", str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1), lr=np.float64(lr))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+    x64, g = x.astype(np.float64), probe.astype(np.float64)
+    A = x64.T @ x64 / ROWS
+    B = ROWS * (g.T @ g)
+    pi = np.sqrt((np.trace(A) / IN) / (np.trace(B) / OUT))
+    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(IN))
+    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(OUT))
+    grad_w, grad_b = g.T @ x64, g.sum(axis=0)
+    up_w, up_b = B_inv @ grad_w @ A_inv, B_inv @ grad_b
+    total = (up_w * grad_w).sum() + (up_b * grad_b).sum()
+    nu = min(1.0, np.sqrt(kappa / (lr * lr * total)))
+    assert (nu < 1) == (kappa < 1)
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.weight"], nu * up_w,
+                               rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], nu * up_b,
+                               rtol=1e-4, atol=1e-9)

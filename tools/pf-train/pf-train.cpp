@@ -84,6 +84,9 @@ static cl::opt<double> kfacDamping("kfac-damping", cl::desc("K-FAC damping λ"),
                                    cl::cat(category));
 static cl::opt<int> kfacRefresh("kfac-refresh", cl::desc("Steps between K-FAC inverse refreshes"),
                                 cl::init(1), cl::cat(category));
+static cl::opt<double> kfacKLClip("kfac-kl-clip",
+                                  cl::desc("K-FAC KL-clipping threshold κ (0: off)"),
+                                  cl::init(1e-3), cl::cat(category));
 static cl::opt<double> kfacDecay("kfac-decay", cl::desc("Running-average decay of the factors"),
                                  cl::init(0.95), cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
@@ -273,6 +276,7 @@ int main(int argc, char **argv) {
     mlir::pf::PFKFACPreconditionOptions precondition;
     precondition.damping = kfacDamping;
     precondition.refreshEvery = kfacRefresh;
+    precondition.klClip = kfacKLClip;
     pm.addPass(mlir::pf::createPFKFACPrecondition(precondition));
   }
   mlir::pf::PFAddOptimizerOptions optimizerOptions;

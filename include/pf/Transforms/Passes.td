@@ -238,6 +238,10 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
            "Steps between inverse refreshes (stale inverses in between)">,
     Option<"retries", "retries", "int64_t", /*default=*/"3",
            "Tenfold damping increases tried when a factor will not invert">,
+    Option<"klClip", "kl-clip", "double", /*default=*/"0",
+           "KL-clipping threshold κ (0: off); scales all preconditioned updates by "
+           "min(1, sqrt(κ / (lr² Σ⟨update, gradient⟩))); adds an `lr` argument if "
+           "missing">,
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
            "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...)">,

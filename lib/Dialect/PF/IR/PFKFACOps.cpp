@@ -180,3 +180,17 @@ LogicalResult KFACUpdateFactorOp::verify() {
     return emitOpError("decay must be in [0, 1), got ") << decay;
   return success();
 }
+
+LogicalResult KFACKLClipOp::verify() {
+  if (!(getKappa().convertToDouble() > 0))
+    return emitOpError("kappa must be > 0");
+  if (getUpdates().size() != getGradients().size() || getUpdates().size() != getClipped().size())
+    return emitOpError("needs one gradient and one result per update");
+  for (auto [u, g, c] : llvm::zip(getUpdates(), getGradients(), getClipped()))
+    if (u.getType() != g.getType() || u.getType() != c.getType())
+      return emitOpError("update, gradient and result types differ: ")
+             << u.getType() << ", " << g.getType() << ", " << c.getType();
+  if (getUpdates().empty())
+    return emitOpError("needs at least one update");
+  return success();
+}

@@ -120,4 +120,22 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
   let hasVerifier = 1;
 }
 
+def PF_KFACKLClipOp : PF_Op<"kfac.kl_clip", [Pure, AttrSizedOperandSegments]> {
+  let summary = "KL-clipping of K-FAC updates (Ba et al.)";
+  let description = [{
+    ν = min(1, sqrt(κ / (lr² · Σᵢ ⟨updateᵢ, gradientᵢ⟩))) (1 when the sum is not
+    positive); returns ν · updateᵢ. Bounds the step's KL divergence (the
+    quadratic model's predicted change) so large preconditioned steps cannot
+    blow up training.
+  }];
+  let arguments = (ins 0DTensorOf<[F64]>:$lr, Variadic<TensorOf<[AnyFloat]>>:$updates,
+                   Variadic<TensorOf<[AnyFloat]>>:$gradients, F64Attr:$kappa);
+  let results = (outs Variadic<TensorOf<[AnyFloat]>>:$clipped);
+  let assemblyFormat = [{
+    `lr` $lr `:` type($lr) `updates` `(` $updates `:` type($updates) `)`
+    `gradients` `(` $gradients `:` type($gradients) `)` attr-dict `->` type($clipped)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // PF_KFAC_OPS_TD
