@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFADDOPTIMIZER
@@ -54,8 +55,27 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     OpBuilder builder(ret);
     Location loc = func.getLoc();
     // `lr` and `step` may exist already (the K-FAC passes add them).
-    Value lr = getOrAddScalarArgument(func, "lr", builder.getF64Type());
+    Value baseLR = getOrAddScalarArgument(func, "lr", builder.getF64Type());
     Value step = getOrAddScalarArgument(func, "step", builder.getI64Type());
+    if (!kfacOptimizer.empty() && kfacOptimizer != "sgd" && kfacOptimizer != "adamw" &&
+        kfacOptimizer != "lamb")
+      return func.emitError("pf-add-optimizer: kfac-optimizer must be sgd, adamw or lamb");
+    // Parameters of K-FAC layers (their weights and biases), from the state
+    // pf-insert-kfac created.
+    llvm::StringSet<> kfacParams;
+    for (auto param : module.getOps<ParamOp>())
+      if (auto weight = param->getAttrOfType<StringAttr>("pf.kfac_weight")) {
+        kfacParams.insert(weight.getValue());
+        if (auto bias = param->getAttrOfType<StringAttr>("pf.kfac_bias"))
+          kfacParams.insert(bias.getValue());
+      }
+    Value kfacLR = baseLR;
+    if (kfacLRScale != 1.0) {
+      auto scalar = RankedTensorType::get({}, builder.getF64Type());
+      Value scale = ConstantOp::create(builder, loc, DenseElementsAttr::get(
+                                                          scalar, builder.getF64FloatAttr(kfacLRScale)));
+      kfacLR = MulOp::create(builder, loc, baseLR, scale);
+    }
 
     if (clipNorm < 0)
       return func.emitError("pf-add-optimizer: clip-norm must be >= 0");
@@ -97,7 +117,11 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
         continue;
       double decay = decays(paramName) ? weightDecay : 0.0;
       auto paramRef = FlatSymbolRefAttr::get(param.getSymNameAttr());
-      if (optimizer == "sgd") {
+      bool kfacLayer = kfacParams.contains(paramName);
+      StringRef rule = kfacLayer && !kfacOptimizer.empty() ? StringRef(kfacOptimizer)
+                                                          : StringRef(optimizer);
+      Value lr = kfacLayer ? kfacLR : baseLR;
+      if (rule == "sgd") {
         FlatSymbolRefAttr buffer = momentum != 0 ? addState(symbols, param, "momentum") : nullptr;
         SGDUpdateOp::create(builder, loc, grad, lr, paramRef, buffer,
                             builder.getF64FloatAttr(momentum), builder.getF64FloatAttr(decay),
@@ -105,7 +129,7 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
       } else {
         FlatSymbolRefAttr m = addState(symbols, param, "exp_avg");
         FlatSymbolRefAttr v = addState(symbols, param, "exp_avg_sq");
-        if (optimizer == "adamw")
+        if (rule == "adamw")
           AdamWUpdateOp::create(builder, loc, grad, lr, step, paramRef, m, v,
                                 builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
                                 builder.getF64FloatAttr(eps), builder.getF64FloatAttr(decay));

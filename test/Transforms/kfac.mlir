@@ -1,6 +1,7 @@
 // RUN: pf-opt %s --pf-insert-kfac | FileCheck %s --check-prefix=INSERT
 // RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition=refresh-every=4 | FileCheck %s --check-prefix=PRECOND
 // RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="kl-clip=0.001" --pf-add-optimizer="optimizer=adamw kfac-optimizer=sgd kfac-lr-scale=10" | FileCheck %s --check-prefix=HYBRID
 // RUN: not pf-opt %s --pf-kfac-precondition 2>&1 | FileCheck %s --check-prefix=NO-INSERT
 // RUN: not pf-opt %s --pf-insert-kfac=decay=1.5 2>&1 | FileCheck %s --check-prefix=DECAY
 
@@ -44,6 +45,14 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // LOWER: cf.cond_br
 // LOWER: call @pfrt_kfac_damped_inverses
 // LOWER: call @pfrt_kfac_precondition
+
+// K-FAC layers take SGD at 10x the learning rate after KL-clipping; the head
+// keeps AdamW.
+// HYBRID: %[[CLIPPED:.*]]:2 = pf.kfac.kl_clip lr %[[LR:[a-z0-9]+]]
+// HYBRID: %[[SCALED:.*]] = pf.mul %[[LR]], %{{.*}} : (tensor<f64>, tensor<f64>) -> tensor<f64>
+// HYBRID-DAG: pf.sgd_update @bert.encoder.layer.0.dense.weight momentum_buffer @bert.encoder.layer.0.dense.weight.momentum grad %[[CLIPPED]]#0 lr %[[SCALED]]
+// HYBRID-DAG: pf.sgd_update @bert.encoder.layer.0.dense.bias momentum_buffer {{.*}} grad %[[CLIPPED]]#1 lr %[[SCALED]]
+// HYBRID-DAG: pf.adamw_update @cls.predictions.transform.dense.weight({{.*}}) grad %{{.*}} lr %[[LR]]
 
 // NO-INSERT: no 'step' argument; run pf-insert-kfac first
 // DECAY: decay must be in [0, 1), got 1.5

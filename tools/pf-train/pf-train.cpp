@@ -87,6 +87,12 @@ static cl::opt<int> kfacRefresh("kfac-refresh", cl::desc("Steps between K-FAC in
 static cl::opt<double> kfacKLClip("kfac-kl-clip",
                                   cl::desc("K-FAC KL-clipping threshold κ (0: off)"),
                                   cl::init(1e-3), cl::cat(category));
+static cl::opt<std::string> kfacOptimizer(
+    "kfac-optimizer", cl::desc("Optimizer of the K-FAC layers (default: --optimizer)"),
+    cl::init(""), cl::cat(category));
+static cl::opt<double> kfacLRScale("kfac-lr-scale",
+                                   cl::desc("Learning rate of the K-FAC layers relative to --lr"),
+                                   cl::init(1.0), cl::cat(category));
 static cl::opt<double> kfacDecay("kfac-decay", cl::desc("Running-average decay of the factors"),
                                  cl::init(0.95), cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
@@ -284,6 +290,10 @@ int main(int argc, char **argv) {
   optimizerOptions.weightDecay = weightDecay;
   optimizerOptions.momentum = momentum;
   optimizerOptions.clipNorm = clipNorm;
+  if (kfac) {
+    optimizerOptions.kfacOptimizer = kfacOptimizer;
+    optimizerOptions.kfacLRScale = kfacLRScale;
+  }
   pm.addPass(mlir::pf::createPFAddOptimizer(optimizerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

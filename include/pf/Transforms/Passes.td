@@ -193,6 +193,12 @@ def PFAddOptimizer : Pass<"pf-add-optimizer", "::mlir::ModuleOp"> {
            "Keep the grad/ results (e.g. to check them from outside)">,
     Option<"clipNorm", "clip-norm", "double", /*default=*/"0",
            "Clip the gradients to this global L2 norm before the updates (0: off)">,
+    Option<"kfacOptimizer", "kfac-optimizer", "std::string", /*default=*/"\"\"",
+           "Optimizer for the K-FAC layers' (preconditioned) parameters: sgd, adamw "
+           "or lamb (default: the same as the others), as PipeFisher runs K-FAC "
+           "layers and the rest with different rules">,
+    Option<"kfacLRScale", "kfac-lr-scale", "double", /*default=*/"1",
+           "Learning rate of the K-FAC layers relative to `lr`">,
   ];
 }
 
