@@ -98,3 +98,27 @@ def test_kfac_trains_and_resumes_bitwise(setup):
     assert any(k.endswith(".kfac.A_inv") for k in a)
     for key in a:
         assert np.array_equal(a[key], b[key]), key
+
+
+def test_ctrl_c_saves_a_checkpoint(setup, tmp_path):
+    import signal
+    import subprocess
+
+    from pipefisher.tools import tool
+
+    checkpoint = tmp_path / "interrupted.npz"
+    proc = subprocess.Popen([str(tool("pf-train")), str(setup / "model.onnx"), "--corpus",
+                             str(setup / "corpus.npz"), "--batch", "8", "--steps", "100000",
+                             "--log-every", "1", "--checkpoint", str(checkpoint)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Wait for the first progress lines, then interrupt.
+    for line in proc.stdout:
+        if line.startswith("step") and int(line.split()[1]) >= 3:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "checkpoint after step" in out
+    data = np.load(checkpoint)
+    assert 3 <= int(data["meta/step"]) < 100000
+    assert any(k.startswith("param/") for k in data.files)
