@@ -376,8 +376,7 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
       .Case([&](SoftmaxCrossEntropyOp c) {
         call(loc, "pfrt_softmax_cross_entropy",
              {out(c.getLogits()), out(c.getLabels()), constI64(loc, int64_t(c.getIgnoreIndex())),
-              constF64(loc, 1.0), out(c.getLoss()), out(c.getGradLogits()),
-              LLVM::ZeroOp::create(builder, loc, ptrType)},
+              constF64(loc, 1.0), out(c.getLoss()), out(c.getGradLogits()), out(c.getCount())},
              index);
         return success();
       })
@@ -459,10 +458,16 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
             constI64(loc, int64_t(u.getEvery())));
         Value due = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, phase,
                                           constI64(loc, 0));
+        Value scale = constF64(loc, u.getScale().convertToDouble());
+        if (u.getCount()) {
+          Value count = arith::SIToFPOp::create(builder, loc, f64,
+                                                loadScalar(loc, u.getCount(), i64));
+          scale = arith::MulFOp::create(builder, loc, scale,
+                                        arith::MulFOp::create(builder, loc, count, count));
+        }
         emitIf(loc, due, [&] {
           call(loc, "pfrt_kfac_factor",
-               {out(u.getInput()), constI32(loc, u.getBiasColumn()),
-                constF64(loc, u.getScale().convertToDouble()), mode,
+               {out(u.getInput()), constI32(loc, u.getBiasColumn()), scale, mode,
                 constF64(loc, u.getDecay().convertToDouble()), paramPtr(loc, u.getFactorAttr())},
                index);
         });

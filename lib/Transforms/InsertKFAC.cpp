@@ -64,6 +64,9 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       return func.emitError("pf-insert-kfac: no linear layer of an encoder block with a named "
                             "[out, in] weight to precondition");
     Value step = getOrAddScalarArgument(func, "step", IntegerType::get(&getContext(), 64));
+    // With a masked-LM loss, B is scaled by its token count at run time.
+    bool hasLoss = false;
+    func.walk([&](SoftmaxCrossEntropyOp) { hasLoss = true; });
     for (LinearOp linear : layers) {
       auto weight = symbols.lookup<ParamOp>(linear.getKFACWeightName());
       StringRef bias;
@@ -80,18 +83,21 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       Location loc = linear.getLoc();
       auto decayAttr = builder.getF64FloatAttr(decay);
       auto everyAttr = builder.getI64IntegerAttr(factorEvery);
-      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, a,
+      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, Value(), a,
                                  column ? builder.getUnitAttr() : UnitAttr(),
                                  builder.getF64FloatAttr(1.0), decayAttr, everyAttr);
-      // B = E[g gᵀ] of the per-token gradients of the summed loss: the
-      // backward pass carries gradients of a mean over `rows` tokens, so the
-      // factor is scaled by rows² (every token treated as counted).
+      // B = E[g gᵀ] of the per-token gradients of the summed loss. The
+      // backward pass carries gradients of a mean over the counted tokens of
+      // the masked-LM loss (scale by count², read at run time), or, without
+      // such a loss, of a mean over all rows (scale by rows²).
       auto outType = cast<RankedTensorType>(linear.getType());
       double rows = double(outType.getNumElements()) / outType.getShape().back();
+      double scale = hasLoss ? 1.0 : rows * rows;
       builder.setInsertionPointAfter(linear);
       auto capture = KFACCaptureOutputOp::create(builder, loc, linear.getOutput(), step, b,
-                                                 builder.getF64FloatAttr(rows * rows), decayAttr,
-                                                 everyAttr);
+                                                 builder.getF64FloatAttr(scale), decayAttr,
+                                                 everyAttr,
+                                                 hasLoss ? builder.getUnitAttr() : UnitAttr());
       linear.getOutput().replaceAllUsesExcept(capture.getOutput(), capture);
     }
     return success();

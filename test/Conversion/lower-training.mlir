@@ -7,7 +7,7 @@ pf.param @w.m : tensor<4x3xf32>
 pf.param @w.v : tensor<4x3xf32>
 func.func @main(%logits: tensor<6x10xf32>, %labels: tensor<6xi64>, %g: tensor<4x3xf32>,
                 %lr: tensor<f64>, %step: tensor<i64>) -> tensor<f32> {
-  %loss, %d = pf.softmax_cross_entropy %logits, %labels : (tensor<6x10xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6x10xf32>)
+  %loss, %d, %count = pf.softmax_cross_entropy %logits, %labels : (tensor<6x10xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6x10xf32>, tensor<i64>)
   pf.adamw_update @w(@w.m, @w.v) grad %g lr %lr step %step : tensor<4x3xf32>, tensor<f64>, tensor<i64>
   return %loss : tensor<f32>
 }

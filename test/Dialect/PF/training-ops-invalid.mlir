@@ -3,7 +3,7 @@
 func.func @labels(%logits: tensor<2x5x10xf32>, %labels: tensor<2x4xi64>) {
   // expected-error @+2 {{labels of shape 'tensor<2x4xi64>' do not match logits 'tensor<2x5x10xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}
-  %loss, %d = pf.softmax_cross_entropy %logits, %labels : (tensor<2x5x10xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<2x5x10xf32>)
+  %loss, %d, %count = pf.softmax_cross_entropy %logits, %labels : (tensor<2x5x10xf32>, tensor<2x4xi64>) -> (tensor<f32>, tensor<2x5x10xf32>, tensor<i64>)
   return
 }
 

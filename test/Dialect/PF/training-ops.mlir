@@ -9,8 +9,8 @@ pf.param @emb : tensor<10x3xf32>
 func.func @step(%logits: tensor<2x5x10xf32>, %labels: tensor<2x5xi64>, %g: tensor<4x3xf32>,
                 %lr: tensor<f64>, %step: tensor<i64>, %ids: tensor<2x5xi64>,
                 %gout: tensor<2x5x3xf32>) -> (tensor<f32>, tensor<2x5x10xf32>, tensor<10x3xf32>) {
-  // CHECK: %{{.*}}, %{{.*}} = pf.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = -1 : i64} : (tensor<2x5x10xf32>, tensor<2x5xi64>) -> (tensor<f32>, tensor<2x5x10xf32>)
-  %loss, %dlogits = pf.softmax_cross_entropy %logits, %labels {ignore_index = -1 : i64} : (tensor<2x5x10xf32>, tensor<2x5xi64>) -> (tensor<f32>, tensor<2x5x10xf32>)
+  // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = pf.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = -1 : i64} : (tensor<2x5x10xf32>, tensor<2x5xi64>) -> (tensor<f32>, tensor<2x5x10xf32>, tensor<i64>)
+  %loss, %dlogits, %count = pf.softmax_cross_entropy %logits, %labels {ignore_index = -1 : i64} : (tensor<2x5x10xf32>, tensor<2x5xi64>) -> (tensor<f32>, tensor<2x5x10xf32>, tensor<i64>)
   // CHECK: pf.gather_grad %{{.*}}, %{{.*}} : (tensor<2x5xi64>, tensor<2x5x3xf32>) -> tensor<10x3xf32>
   %demb = pf.gather_grad %ids, %gout : (tensor<2x5xi64>, tensor<2x5x3xf32>) -> tensor<10x3xf32>
   // CHECK: pf.adamw_update @w(@w.m, @w.v) grad %{{.*}} lr %{{.*}} step %{{.*}} {weight_decay = 0.000000e+00 : f64} : tensor<4x3xf32>, tensor<f64>, tensor<i64>

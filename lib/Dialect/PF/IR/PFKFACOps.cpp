@@ -162,11 +162,19 @@ LogicalResult KFACRefreshInversesOp::verify() {
 LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                                  ArrayRef<bool> wanted,
                                                  SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.append(2, Value());
+  operandGrads.append(getOperation()->getNumOperands(), Value());
   Value grad = resultGrads.empty() ? Value() : resultGrads.front();
   if (!grad)
     return success();
-  KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), getFactorAttr(), UnitAttr(),
+  Value count;
+  if (getScaleByLossCount()) {
+    // The backward pass is built after the loss, so its count dominates here.
+    (*this)->getParentRegion()->walk(
+        [&](SoftmaxCrossEntropyOp loss) { count = loss.getCount(); });
+    if (!count)
+      return emitError("scale_by_loss_count, but the function has no pf.softmax_cross_entropy");
+  }
+  KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), count, getFactorAttr(), UnitAttr(),
                              getScaleAttr(), getDecayAttr(), getEveryAttr());
   operandGrads[0] = grad;
   return success();

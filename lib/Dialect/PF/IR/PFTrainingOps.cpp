@@ -18,6 +18,7 @@ LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *,
   }
   out.push_back(RankedTensorType::get({}, element));
   out.push_back(adaptor.getLogits().getType());
+  out.push_back(RankedTensorType::get({}, IntegerType::get(adaptor.getLogits().getContext(), 64)));
   return success();
 }
 

@@ -65,15 +65,20 @@ def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
   let description = [{
     F ← decay·F + (1 − decay)·scale·xᵀx/n with x flattened to [n, d] (a ones
     column appended with `bias_column`); at step 1 the factor is set to the
-    new value instead. Runs at steps 1, 1 + every, ... only. `factor` names a
-    pf.param of shape [d, d].
+    new value instead. Runs at steps 1, 1 + every, ... only. With `count`
+    the scale is multiplied by count² at run time (B from gradients of a mean
+    over `count` tokens). `factor` names a pf.param of shape [d, d].
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
+                   Optional<0DTensorOf<[I64]>>:$count,
                    FlatSymbolRefAttr:$factor, UnitAttr:$bias_column,
                    DefaultValuedAttr<F64Attr, "1.0">:$scale,
                    DefaultValuedAttr<F64Attr, "0.95">:$decay,
                    DefaultValuedAttr<I64Attr, "1">:$every);
-  let assemblyFormat = "$factor `from` $input `step` $step attr-dict `:` type($input) `,` type($step)";
+  let assemblyFormat = [{
+    $factor `from` $input `step` $step (`count` $count^)? attr-dict `:` type($input) `,`
+    type($step) (`,` type($count)^)?
+  }];
   let hasVerifier = 1;
 }
 
@@ -85,14 +90,18 @@ def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
     Returns its input. Its gradient rule passes the gradient through and
     updates the factor named `factor` from it (`pf.kfac.update_factor`), so
     K-FAC's B factor comes out of the backward pass without the autodiff
-    driver knowing about K-FAC.
+    driver knowing about K-FAC. With `scale_by_loss_count` the update is also
+    scaled by the square of the token count of the function's
+    `pf.softmax_cross_entropy` (its gradients are of a mean over those tokens).
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
                    FlatSymbolRefAttr:$factor, DefaultValuedAttr<F64Attr, "1.0">:$scale,
                    DefaultValuedAttr<F64Attr, "0.95">:$decay,
-                   DefaultValuedAttr<I64Attr, "1">:$every);
+                   DefaultValuedAttr<I64Attr, "1">:$every, UnitAttr:$scale_by_loss_count);
   let results = (outs TensorOf<[AnyFloat]>:$output);
-  let assemblyFormat = "$input `into` $factor `step` $step attr-dict `:` type($input) `,` type($step)";
+  let assemblyFormat = [{
+    $input `into` $factor `step` $step attr-dict `:` type($input) `,` type($step)
+  }];
 }
 
 def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [

@@ -13,11 +13,13 @@ def PF_SoftmaxCrossEntropyOp : PF_TensorOp<"softmax_cross_entropy",
     dimension. Rows whose label is `ignore_index` do not count; the loss is the
     mean over the counted rows (0 when none count). `grad_logits` is the
     gradient of `loss` with respect to `logits` (softmax − one-hot, divided by
-    the count), computed in the same pass.
+    the count), computed in the same pass; `count` is the number of counted
+    rows (K-FAC scales factor B by it).
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$logits, TensorOf<[I32, I64]>:$labels,
                    DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
-  let results = (outs 0DTensorOf<[AnyFloat]>:$loss, TensorOf<[AnyFloat]>:$grad_logits);
+  let results = (outs 0DTensorOf<[AnyFloat]>:$loss, TensorOf<[AnyFloat]>:$grad_logits,
+                 0DTensorOf<[I64]>:$count);
 }
 
 def PF_GatherGradOp : PF_Op<"gather_grad", [Pure]> {
