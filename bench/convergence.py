@@ -37,6 +37,10 @@ OPTIMIZERS = {
     "lamb": (["--optimizer", "lamb"], [3e-3, 1e-2, 3e-2]),
     "kfac+adamw": (["--optimizer", "adamw", "--kfac", "--kfac-refresh", "10"],
                    [1e-3, 3e-3, 1e-2]),
+    # PipeFisher-like: K-FAC layers with SGD momentum, the rest with AdamW.
+    "kfac-sgd+adamw": (["--optimizer", "adamw", "--kfac", "--kfac-refresh", "10",
+                        "--kfac-optimizer", "sgd", "--kfac-lr-scale", "30"],
+                       [1e-3, 3e-3, 1e-2]),
 }
 
 

@@ -11,7 +11,7 @@ the layers the min-max partitioner balances them.
 Then times pf-sched for D=64, N=512, 96 layers (target: under 1 s).
 
 usage: bench/sched/table.py [--pf-sched build/bin/pf-sched] [--markdown]
-                            [--no-timing] [--figures bench/sched/figures]
+                            [--no-timing] [--figures docs]
 """
 
 import argparse
