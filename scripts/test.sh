@@ -36,7 +36,7 @@ f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p; s/^\([0-9]*\) failed.*
 passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 
 echo
-echo "all suites: $passed passed, $failed failed"
+echo "total: $passed passed, $failed failed"
 if [[ $status -ne 0 && $failed -eq 0 ]]; then
   echo "a suite failed without a failing test (see $LOG_DIR)"
 fi
