@@ -17,6 +17,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
@@ -62,6 +63,12 @@ static cl::opt<bool> summary("summary",
                              cl::cat(category));
 static cl::opt<bool> summaryJson("summary-json", cl::desc("Print the summary as JSON"),
                                  cl::cat(category));
+static cl::opt<std::string> pipelineOptions(
+    "pipeline",
+    cl::desc("After import, partition and schedule in one go: the options of "
+             "pf-pipeline, e.g. --pipeline=\"stages=8 microbatches=8 schedule=chimera "
+             "kfac=bubbles policy=pf device=p100 svg=t.svg\""),
+    cl::value_desc("options"), cl::cat(category));
 static cl::opt<bool> emitBytecode("emit-bytecode",
                                   cl::desc("Write MLIR bytecode (weights stored in binary)"),
                                   cl::cat(category));
@@ -141,6 +148,15 @@ int main(int argc, char **argv) {
     pf::buildGraphOptPipeline(pm, pf::GraphOptOptions{true, true, requireStatic});
   if (summary || summaryJson)
     pm.addPass(pf::createPFPrintSummary(pf::PFPrintSummaryOptions{summaryJson.getValue()}));
+  if (pipelineOptions.getNumOccurrences() > 0) {
+    pf::registerPFPipelines();
+    std::string text = "pf-pipeline{" + pipelineOptions + "}";
+    if (failed(parsePassPipeline(text, pm, llvm::errs()))) {
+      llvm::errs() << "pf-translate: error: bad --pipeline options '" << pipelineOptions
+                   << "'\n";
+      return 1;
+    }
+  }
   if (failed(pm.run(*module)))
     return 1;
 
