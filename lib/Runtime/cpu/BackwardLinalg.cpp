@@ -12,6 +12,7 @@
 #include "../common/Dtype.h"
 #include "Blas.h"
 #include "Kernels.h"
+#include "Matmul.h"
 #include "Parallel.h"
 #include "Training.h"
 
@@ -19,30 +20,6 @@ using namespace pfrt;
 using namespace pfrt::cpu;
 
 namespace {
-
-/// Work (multiply-adds) below which one GEMM is better run single-threaded
-/// next to others than split across threads (as in Linalg.cpp).
-constexpr int64_t kSmallGemm = 1 << 21;
-
-struct Operand {
-  Shape batch;
-  int64_t rows = 0, cols = 0;
-};
-
-Operand split(const pfrt_tensor &t, bool isLeft) {
-  Operand op;
-  if (t.rank == 1) {
-    op.rows = isLeft ? 1 : t.shape[0];
-    op.cols = isLeft ? t.shape[0] : 1;
-    return op;
-  }
-  op.rows = t.shape[t.rank - 2];
-  op.cols = t.shape[t.rank - 1];
-  op.batch.rank = t.rank - 2;
-  for (int32_t i = 0; i < op.batch.rank; ++i)
-    op.batch.dims[i] = t.shape[i];
-  return op;
-}
 
 /// Maps a linear index over the output batch to an operand's batch index.
 struct BatchMap {
@@ -120,8 +97,8 @@ void groupedGemms(const pfrt_context *ctx, const Groups &groups,
 }
 
 template <class T>
-void matmulGrads(const pfrt_context *ctx, const Operand &lhs,
-                 const Operand &rhs, const Shape &batch, const T *a,
+void matmulGrads(const pfrt_context *ctx, const MatmulOperand &lhs,
+                 const MatmulOperand &rhs, const Shape &batch, const T *a,
                  const T *b, const T *dy, T *ga, T *gb, bool accA,
                  bool accB) {
   const int64_t m = lhs.rows, k = lhs.cols, n = rhs.cols;
@@ -270,24 +247,9 @@ pfrt_status pfrt_matmul_backward(pfrt_context *ctx, const pfrt_tensor *a,
   PFRT_TRY(call.dtypeIs("grad_out", grad_out, a->dtype));
   PFRT_TRY(call.rankIn("a", a, 1, PFRT_MAX_RANK));
   PFRT_TRY(call.rankIn("b", b, 1, PFRT_MAX_RANK));
-  const Operand lhs = split(*a, true), rhs = split(*b, false);
-  if (lhs.cols != rhs.rows)
-    return call.fail(PFRT_INVALID_ARGUMENT, "contraction dimensions differ: "
-                     "a %s has K = %lld, b %s has K = %lld",
-                     ShapeStr(Shape::of(*a)).c_str(),
-                     static_cast<long long>(lhs.cols),
-                     ShapeStr(Shape::of(*b)).c_str(),
-                     static_cast<long long>(rhs.rows));
-  Shape batch;
-  if (!broadcastShapes(lhs.batch, rhs.batch, batch))
-    return call.fail(PFRT_INVALID_ARGUMENT, "batch dimensions %s and %s do "
-                     "not broadcast", ShapeStr(lhs.batch).c_str(),
-                     ShapeStr(rhs.batch).c_str());
-  Shape dyShape = batch;
-  if (a->rank >= 2)
-    dyShape.push(lhs.rows);
-  if (b->rank >= 2)
-    dyShape.push(rhs.cols);
+  const MatmulOperand lhs = splitMatmulOperand(*a, true), rhs = splitMatmulOperand(*b, false);
+  Shape batch, dyShape;
+  PFRT_TRY(matmulShapes(call, *a, *b, lhs, rhs, batch, dyShape));
   PFRT_TRY(call.shapeIs("grad_out", grad_out, dyShape));
   if (grad_a)
     PFRT_TRY(floatLike(call, "grad_a", grad_a, a->dtype, Shape::of(*a)));

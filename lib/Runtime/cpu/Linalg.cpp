@@ -13,6 +13,7 @@
 #include "../common/Dtype.h"
 #include "Blas.h"
 #include "Kernels.h"
+#include "Matmul.h"
 #include "Parallel.h"
 
 #include <cstring>
@@ -24,15 +25,6 @@ namespace {
 
 //===----------------------------- matmul ---------------------------------===//
 
-/// A matmul operand split into batch dimensions and one matrix.
-struct MatmulOperand {
-  Shape batch;
-  int64_t rows = 0, cols = 0;
-};
-
-/// Work (multiply-adds) below which one GEMM is better run single-threaded
-/// next to others than split across threads.
-constexpr int64_t kSmallGemm = 1 << 21;
 
 template <class T>
 void batchedMatmul(const pfrt_context *ctx, const Gemm &g,
@@ -76,23 +68,6 @@ void batchedMatmul(const pfrt_context *ctx, const Gemm &g,
     one(i);
 }
 
-/// Splits a numpy-matmul operand: rank 1 is a row vector (a) or a column
-/// vector (b).
-MatmulOperand splitOperand(const pfrt_tensor &t, bool isLeft) {
-  MatmulOperand op;
-  if (t.rank == 1) {
-    op.rows = isLeft ? 1 : t.shape[0];
-    op.cols = isLeft ? t.shape[0] : 1;
-    return op;
-  }
-  op.rows = t.shape[t.rank - 2];
-  op.cols = t.shape[t.rank - 1];
-  op.batch.rank = t.rank - 2;
-  for (int32_t i = 0; i < op.batch.rank; ++i)
-    op.batch.dims[i] = t.shape[i];
-  return op;
-}
-
 template <class T>
 void runMatmul(const pfrt_context *ctx, const Gemm &g, const MatmulOperand &lhs,
                const MatmulOperand &rhs, const Shape &batch, const T *a,
@@ -127,24 +102,9 @@ pfrt_status pfrt_matmul(pfrt_context *ctx, const pfrt_tensor *a,
   PFRT_TRY(call.dtypeIs("out", out, a->dtype));
   PFRT_TRY(call.rankIn("a", a, 1, PFRT_MAX_RANK));
   PFRT_TRY(call.rankIn("b", b, 1, PFRT_MAX_RANK));
-  MatmulOperand lhs = splitOperand(*a, true), rhs = splitOperand(*b, false);
-  if (lhs.cols != rhs.rows)
-    return call.fail(PFRT_INVALID_ARGUMENT,
-                     "contraction dimensions differ: a %s has K = %lld, b %s "
-                     "has K = %lld", ShapeStr(Shape::of(*a)).c_str(),
-                     static_cast<long long>(lhs.cols),
-                     ShapeStr(Shape::of(*b)).c_str(),
-                     static_cast<long long>(rhs.rows));
-  Shape batch;
-  if (!broadcastShapes(lhs.batch, rhs.batch, batch))
-    return call.fail(PFRT_INVALID_ARGUMENT, "batch dimensions %s and %s do "
-                     "not broadcast", ShapeStr(lhs.batch).c_str(),
-                     ShapeStr(rhs.batch).c_str());
-  Shape expected = batch;
-  if (a->rank >= 2)
-    expected.push(lhs.rows);
-  if (b->rank >= 2)
-    expected.push(rhs.cols);
+  MatmulOperand lhs = splitMatmulOperand(*a, true), rhs = splitMatmulOperand(*b, false);
+  Shape batch, expected;
+  PFRT_TRY(matmulShapes(call, *a, *b, lhs, rhs, batch, expected));
   PFRT_TRY(call.shapeIs("out", out, expected));
   Gemm g;
   g.m = lhs.rows;
