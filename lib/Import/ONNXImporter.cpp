@@ -430,6 +430,29 @@ bool mlir::pf::parseShapeText(StringRef text, SmallVectorImpl<int64_t> &shape) {
   return true;
 }
 
+bool mlir::pf::parseDimensionOptions(ArrayRef<std::string> shapes, ArrayRef<std::string> dims,
+                                     ONNXImportOptions &options, std::string &error) {
+  for (const std::string &entry : shapes) {
+    auto [name, text] = StringRef(entry).split('=');
+    SmallVector<int64_t> shape;
+    if (name.empty() || !StringRef(entry).contains('=') || !parseShapeText(text, shape)) {
+      error = "--shape '" + entry + "' is not NAME=DxD... with non-negative integers";
+      return false;
+    }
+    options.inputShapes[name] = shape;
+  }
+  for (const std::string &entry : dims) {
+    auto [name, text] = StringRef(entry).split('=');
+    int64_t value;
+    if (name.empty() || text.getAsInteger(10, value) || value < 0) {
+      error = "--dim '" + entry + "' is not NAME=N with a non-negative integer";
+      return false;
+    }
+    options.dimValues[name] = value;
+  }
+  return true;
+}
+
 OwningOpRef<ModuleOp> mlir::pf::importONNXFile(StringRef path, MLIRContext *context,
                                                const ONNXImportOptions &options) {
   context->loadDialect<PFDialect, func::FuncDialect>();

@@ -154,23 +154,10 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
   StringRef ext = llvm::sys::path::extension(modelFile);
   if (ext == ".onnx" || ext == ".onnxtext") {
     mlir::pf::ONNXImportOptions options;
-    for (const std::string &entry : shapes) {
-      auto [name, text] = StringRef(entry).split('=');
-      SmallVector<int64_t> shape;
-      if (!mlir::pf::parseShapeText(text, shape)) {
-        fail("--shape '" + entry + "' is not NAME=DxD...");
-        return nullptr;
-      }
-      options.inputShapes[name] = shape;
-    }
-    for (const std::string &entry : dims) {
-      auto [name, text] = StringRef(entry).split('=');
-      int64_t value;
-      if (text.getAsInteger(10, value) || value < 0) {
-        fail("--dim '" + entry + "' is not NAME=N");
-        return nullptr;
-      }
-      options.dimValues[name] = value;
+    std::string error;
+    if (!mlir::pf::parseDimensionOptions(shapes, dims, options, error)) {
+      fail(error);
+      return nullptr;
     }
     OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(modelFile, &context, options);
     if (!module)

@@ -75,25 +75,10 @@ static cl::opt<bool> emitBytecode("emit-bytecode",
 
 namespace {
 LogicalResult parseOptions(pf::ONNXImportOptions &options) {
-  for (const std::string &entry : shapes) {
-    auto [name, text] = StringRef(entry).split('=');
-    SmallVector<int64_t> shape;
-    if (name.empty() || !StringRef(entry).contains('=') || !pf::parseShapeText(text, shape)) {
-      llvm::errs() << "pf-translate: error: --shape '" << entry
-                   << "' is not NAME=DxD... with non-negative integers\n";
-      return failure();
-    }
-    options.inputShapes[name] = shape;
-  }
-  for (const std::string &entry : dims) {
-    auto [name, text] = StringRef(entry).split('=');
-    int64_t value;
-    if (name.empty() || text.getAsInteger(10, value) || value < 0) {
-      llvm::errs() << "pf-translate: error: --dim '" << entry
-                   << "' is not NAME=N with a non-negative integer\n";
-      return failure();
-    }
-    options.dimValues[name] = value;
+  std::string error;
+  if (!pf::parseDimensionOptions(shapes, dims, options, error)) {
+    llvm::errs() << "pf-translate: error: " << error << "\n";
+    return failure();
   }
   options.loadWeights = !noWeights;
   options.allowDynamic = allowDynamic;

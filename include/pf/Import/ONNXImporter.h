@@ -42,6 +42,12 @@ OwningOpRef<ModuleOp> importONNXFile(llvm::StringRef path, MLIRContext *context,
 /// Parses "8x128" into {8, 128}; false on malformed text.
 bool parseShapeText(llvm::StringRef text, llvm::SmallVectorImpl<int64_t> &shape);
 
+/// Fills `options` from the tools' `--shape NAME=DxD` and `--dim NAME=N`
+/// values; on a malformed one returns false and sets `error`.
+bool parseDimensionOptions(llvm::ArrayRef<std::string> shapes,
+                           llvm::ArrayRef<std::string> dims, ONNXImportOptions &options,
+                           std::string &error);
+
 } // namespace mlir::pf
 
 #endif // PF_IMPORT_ONNXIMPORTER_H
