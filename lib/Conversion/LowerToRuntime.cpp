@@ -148,6 +148,17 @@ private:
     return LLVM::LoadOp::create(builder, loc, type, data);
   }
 
+  /// Kernels that take an array of descriptors (concat, clipping) get new
+  /// table entries viewing `values`, one after the other; returns the first.
+  int64_t addContiguousViews(ValueRange values) {
+    int64_t first = int64_t(plan.tensors.size());
+    for (Value v : values) {
+      PlannedTensor view = plan.tensors[plan.tensorOf.lookup(v)];
+      plan.addTensor(view.buffer, view.type);
+    }
+    return first;
+  }
+
   /// A stack slot for one double (outputs of pfrt_dot and friends), allocated
   /// once in the entry block.
   Value scratchF64(Location loc) {
@@ -350,13 +361,8 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
       .Case([&](ConcatOp c) {
         // pfrt_concat takes an array of descriptors: add table entries that
         // view the inputs, one after the other.
-        int64_t first = int64_t(plan.tensors.size());
-        for (Value input : c.getInputs()) {
-          PlannedTensor view = plan.tensors[plan.tensorOf.lookup(input)];
-          plan.addTensor(view.buffer, view.type);
-        }
         call(loc, "pfrt_concat",
-             {tensorPtr(loc, first), constI32(loc, c.getInputs().size()),
+             {tensorPtr(loc, addContiguousViews(c.getInputs())), constI32(loc, c.getInputs().size()),
               constI64(loc, int64_t(c.getAxis())), out(c.getOutput())},
              index);
         return success();
@@ -410,14 +416,10 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
       .Case([&](ClipByGlobalNormOp c) {
         // Clip copies in place; pfrt_clip_by_global_norm takes the array of
         // their descriptors, so add contiguous table entries viewing them.
-        int64_t first = int64_t(plan.tensors.size());
-        for (auto [grad, clipped] : llvm::zip(c.getGradients(), c.getClipped())) {
+        for (auto [grad, clipped] : llvm::zip(c.getGradients(), c.getClipped()))
           call(loc, "pfrt_copy", {out(grad), out(clipped)}, index);
-          PlannedTensor view = plan.tensors[plan.tensorOf.lookup(clipped)];
-          plan.addTensor(view.buffer, view.type);
-        }
         call(loc, "pfrt_clip_by_global_norm",
-             {tensorPtr(loc, first), constI32(loc, c.getGradients().size()),
+             {tensorPtr(loc, addContiguousViews(c.getClipped())), constI32(loc, c.getGradients().size()),
               constF64(loc, c.getMaxNorm().convertToDouble()),
               LLVM::ZeroOp::create(builder, loc, ptrType)},
              index);

@@ -136,6 +136,13 @@ int64_t mlir::pf::driver::dtypeBytes(int32_t dtype) {
   return d ? d->bytes : 0;
 }
 
+std::string mlir::pf::driver::shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (int64_t d : shape)
+    text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text.empty() ? "scalar" : text;
+}
+
 const char *mlir::pf::driver::dtypeName(int32_t dtype) {
   const DtypeInfo *d = byCode(dtype);
   return d ? d->name : "unsupported";

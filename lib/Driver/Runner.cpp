@@ -300,17 +300,9 @@ llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
     if (array.dtype != spec.dtype)
       return error(llvm::formatv("input '{0}' has dtype {1} but the model expects {2}",
                                  spec.name, dtypeName(array.dtype), dtypeName(spec.dtype)));
-    if (array.shape != spec.shape) {
-      std::string got, want;
-      for (int64_t d : array.shape)
-        got += std::to_string(d) + "x";
-      for (int64_t d : spec.shape)
-        want += std::to_string(d) + "x";
-      if (!got.empty()) got.pop_back();
-      if (!want.empty()) want.pop_back();
-      return error("input '" + spec.name + "' has shape " + (got.empty() ? "scalar" : got) +
-                   " but the model expects " + (want.empty() ? "scalar" : want));
-    }
+    if (array.shape != spec.shape)
+      return error("input '" + spec.name + "' has shape " + shapeText(array.shape) +
+                   " but the model expects " + shapeText(spec.shape));
     inputData[i] = array.data.data();
   }
   for (const auto &[name, array] : inputs) {

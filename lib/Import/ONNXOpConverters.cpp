@@ -61,12 +61,9 @@ InFlightDiagnostic NodeContext::error() const {
 }
 
 FailureOr<SmallVector<Value>> NodeContext::finish(Operation *op) {
-  auto infer = dyn_cast<InferTypeOpInterface>(op);
-  if (infer) {
+  if (isa<InferTypeOpInterface>(op)) {
     SmallVector<Type> types;
-    if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
-                                      op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-                                      op->getRegions(), types))) {
+    if (failed(inferResultTypes(op, types))) {
       op->erase();
       return error() << "the operands do not fit the op (see above)";
     }

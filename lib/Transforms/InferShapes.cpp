@@ -1,5 +1,6 @@
 //===- InferShapes.cpp - static shape propagation and shape folding -----===//
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFShapeUtils.h"
 #include "pf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,14 +29,10 @@ int64_t knownDims(Type type) {
 
 /// Re-infers the result types of one op; returns true when one got refined.
 FailureOr<bool> refineOp(Operation *op) {
-  auto infer = dyn_cast<InferTypeOpInterface>(op);
-  if (!infer)
+  if (!isa<InferTypeOpInterface>(op))
     return false;
   SmallVector<Type> inferred;
-  if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(),
-                                    op->getOperands(), op->getRawDictionaryAttrs(),
-                                    op->getPropertiesStorage(), op->getRegions(),
-                                    inferred)))
+  if (failed(inferResultTypes(op, inferred)))
     return failure();
   bool changed = false;
   for (auto [result, type] : llvm::zip(op->getResults(), inferred)) {

@@ -85,14 +85,6 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text;
-  for (int64_t d : shape)
-    text += std::to_string(d) + "x";
-  if (!text.empty())
-    text.pop_back();
-  return text.empty() ? "scalar" : text;
-}
 
 double median(std::vector<double> values) {
   if (values.empty())
@@ -224,10 +216,10 @@ int main(int argc, char **argv) {
   if (describe) {
     for (const auto &spec : model.inputs())
       llvm::outs() << "input  " << spec.name << ": " << drv::dtypeName(spec.dtype) << " "
-                   << shapeText(spec.shape) << "\n";
+                   << drv::shapeText(spec.shape) << "\n";
     for (const auto &spec : model.outputs())
       llvm::outs() << "output " << spec.name << ": " << drv::dtypeName(spec.dtype) << " "
-                   << shapeText(spec.shape) << "\n";
+                   << drv::shapeText(spec.shape) << "\n";
     const auto &s = model.stats();
     llvm::outs() << llvm::formatv("kernels {0}, arena {1:F1} MB (peak live {2:F1} MB), "
                                   "parameters {3:F1} MB, lower {4:F2} s, jit {5:F2} s\n",
@@ -263,7 +255,7 @@ int main(int argc, char **argv) {
       for (int64_t i = 0; i < array.numElements(); ++i)
         checksum += reinterpret_cast<const float *>(array.data.data())[i];
     llvm::outs() << llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", spec.name,
-                                  drv::dtypeName(array.dtype), shapeText(array.shape), checksum);
+                                  drv::dtypeName(array.dtype), drv::shapeText(array.shape), checksum);
   }
   if (!profileFile.empty())
     if (auto err = writeProfile(model, times))

@@ -25,6 +25,8 @@ struct NpyArray {
 int64_t dtypeBytes(int32_t dtype);
 /// NumPy's name of a dtype code (float32, int64, ...).
 const char *dtypeName(int32_t dtype);
+/// "8x128" ("scalar" for rank 0), as messages print shapes.
+std::string shapeText(const std::vector<int64_t> &shape);
 
 /// Reads an .npz (zip of .npy files, stored or deflated, as np.savez and
 /// np.savez_compressed write them). Keys drop the ".npy" suffix.

@@ -4,6 +4,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 
 #include <algorithm>
 #include <limits>
@@ -34,6 +35,15 @@ std::optional<SmallVector<int64_t>> mlir::pf::getConstantInts(Value value) {
   if (!value || !matchPattern(value, m_Constant(&attr)))
     return std::nullopt;
   return getInts(attr);
+}
+
+LogicalResult mlir::pf::inferResultTypes(Operation *op, SmallVectorImpl<Type> &types) {
+  auto infer = dyn_cast<InferTypeOpInterface>(op);
+  if (!infer)
+    return failure();
+  return infer.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                op->getRegions(), types);
 }
 
 std::optional<int64_t> mlir::pf::normalizeAxis(int64_t axis, int64_t rank) {

@@ -25,6 +25,11 @@ std::optional<SmallVector<int64_t>> getInts(Attribute attr);
 /// Normalizes a possibly negative axis against `rank`; nullopt when out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
+/// Result types an op infers from its current operands and attributes
+/// (InferTypeOpInterface). Fails (with the op's diagnostic) when they do not
+/// fit, and for ops without the interface.
+LogicalResult inferResultTypes(Operation *op, SmallVectorImpl<Type> &types);
+
 /// Numpy broadcast of two shapes; nullopt when they do not broadcast.
 std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b);
 
