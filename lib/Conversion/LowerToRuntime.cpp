@@ -10,6 +10,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <map>
+
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFLOWERTORUNTIME
 #include "pf/Conversion/Passes.h.inc"
@@ -85,7 +87,11 @@ private:
   Value intArray(Location loc, ArrayRef<int64_t> values) {
     if (values.empty())
       return LLVM::ZeroOp::create(builder, loc, ptrType);
-    std::string name = "__pf_ints_" + std::to_string(globals++);
+    // One global per distinct array (every block repeats its permutations).
+    std::string &name = intArrays[std::vector<int64_t>(values.begin(), values.end())];
+    if (!name.empty())
+      return LLVM::AddressOfOp::create(builder, loc, ptrType, name);
+    name = "__pf_ints_" + std::to_string(globals++);
     {
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointToStart(module.getBody());
@@ -220,6 +226,7 @@ private:
   bool profile;
   Value f64Slot;
   int64_t globals = 0;
+  std::map<std::vector<int64_t>, std::string> intArrays;
 };
 
 LogicalResult CallEmitter::emit(Operation *op, int64_t index) {

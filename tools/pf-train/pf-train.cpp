@@ -157,15 +157,27 @@ drv::NpyArray scalar(int32_t dtype, T value) {
   return a;
 }
 
+/// The row order of an epoch, a function of (seed, epoch); computed once per
+/// epoch.
+const std::vector<int64_t> &epochOrder(const Corpus &c, int64_t epoch) {
+  static int64_t cachedEpoch = -1;
+  static std::vector<int64_t> order;
+  if (epoch != cachedEpoch) {
+    order.resize(c.rows);
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 shuffle(seed * 1000003ULL + epoch);
+    std::shuffle(order.begin(), order.end(), shuffle);
+    cachedEpoch = epoch;
+  }
+  return order;
+}
+
 /// The batch of `step`: rows from a per-epoch permutation, masked as BERT
 /// does. Pure function of (seed, step) so resuming needs only the step.
 std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
   int64_t perEpoch = std::max<int64_t>(1, c.rows / batch);
   int64_t epoch = (step - 1) / perEpoch, slot = (step - 1) % perEpoch;
-  std::vector<int64_t> order(c.rows);
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 shuffle(seed * 1000003ULL + epoch);
-  std::shuffle(order.begin(), order.end(), shuffle);
+  const std::vector<int64_t> &order = epochOrder(c, epoch);
   std::mt19937_64 rng(seed * 7919ULL + uint64_t(step) * 104729ULL);
   std::uniform_real_distribution<double> uniform(0, 1);
   std::uniform_int_distribution<int64_t> word(c.firstWord, c.vocab - 1);
