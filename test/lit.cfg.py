@@ -24,5 +24,5 @@ config.substitutions.append(("%pf_src", config.pf_src_root))
 config.environment["PYTHONPATH"] = os.path.join(config.pf_src_root, "python")
 
 tool_dirs = [config.pf_tools_dir, config.llvm_tools_dir]
-tools = ["pf-opt", "pf-translate", "pf-sched", "FileCheck", "not", "split-file", "count"]
+tools = ["pf-opt", "pf-translate", "pf-sched", "pf-run", "pf-train", "FileCheck", "not", "split-file", "count"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -52,7 +52,8 @@ public:
     failBlock = new Block();
     newFunc.getBody().push_back(failBlock);
     Value code = failBlock->addArgument(i64, newFunc.getLoc());
-    OpBuilder::atBlockEnd(failBlock).create<func::ReturnOp>(newFunc.getLoc(), code);
+    OpBuilder failBuilder = OpBuilder::atBlockEnd(failBlock);
+    func::ReturnOp::create(failBuilder, newFunc.getLoc(), code);
     builder.setInsertionPointToEnd(entry);
   }
 
@@ -62,6 +63,10 @@ public:
       call(loc, "pfrt_copy", {tensorPtr(loc, from), tensorPtr(loc, to)}, -1);
     func::ReturnOp::create(builder, loc, ValueRange{constI64(loc, 0)});
   }
+
+  /// Each pf.kfac.update_factor: its position among the updates of its
+  /// factor in program order, and how many there are.
+  DenseMap<Operation *, std::pair<int64_t, int64_t>> factorUpdates;
 
 private:
   // --- operands ------------------------------------------------------------
@@ -457,17 +462,31 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
       })
       .Case([&](KFACUpdateFactorOp u) {
         // At step 1 the factor starts from its first estimate, not from zero.
+        // With several updates of one factor (micro-batches), the first one
+        // decays (or overwrites) it and the others add their (1 − decay)
+        // share; each contributes 1/updates of the new estimate.
+        auto [rank, updates] = factorUpdates.lookup(op);
+        double decay = u.getDecay().convertToDouble();
         Value step = loadScalar(loc, u.getStep(), i64);
         Value first = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, step,
                                             constI64(loc, 1));
-        Value mode = arith::SelectOp::create(builder, loc, first, constI32(loc, 0 /*overwrite*/),
-                                             constI32(loc, 2 /*running average*/));
+        Value mode = rank == 0
+                         ? arith::SelectOp::create(builder, loc, first,
+                                                   constI32(loc, 0 /*overwrite*/),
+                                                   constI32(loc, 2 /*running average*/))
+                               .getResult()
+                         : constI32(loc, 1 /*accumulate*/);
+        double share = 1.0 / double(std::max<int64_t>(updates, 1));
         Value phase = arith::RemSIOp::create(
             builder, loc, arith::SubIOp::create(builder, loc, step, constI64(loc, 1)),
             constI64(loc, int64_t(u.getEvery())));
         Value due = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, phase,
                                           constI64(loc, 0));
-        Value scale = constF64(loc, u.getScale().convertToDouble());
+        Value scale = constF64(loc, u.getScale().convertToDouble() * share);
+        if (rank != 0)
+          scale = arith::SelectOp::create(
+              builder, loc, first, scale,
+              constF64(loc, u.getScale().convertToDouble() * share * (1 - decay)));
         if (u.getCount()) {
           Value count = arith::SIToFPOp::create(builder, loc, f64,
                                                 loadScalar(loc, u.getCount(), i64));
@@ -575,6 +594,11 @@ struct LowerToRuntimePass : public mlir::pf::impl::PFLowerToRuntimeBase<LowerToR
     auto newFunc = func::FuncOp::create(builder, func.getLoc(), entryName,
                                         builder.getFunctionType({ptr, ptr}, {builder.getI64Type()}));
     CallEmitter emitter(module, newFunc, *plan, profile);
+    llvm::StringMap<SmallVector<Operation *>> updatesOf;
+    func.walk([&](KFACUpdateFactorOp u) { updatesOf[u.getFactor()].push_back(u); });
+    for (auto &entry : updatesOf)
+      for (auto [rank, op] : llvm::enumerate(entry.second))
+        emitter.factorUpdates[op] = {int64_t(rank), int64_t(entry.second.size())};
     SmallVector<Attribute> opNames;
     int64_t index = 0;
     for (Operation &op : func.getBody().front().without_terminator()) {

@@ -67,6 +67,9 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
     // With a masked-LM loss, B is scaled by its token count at run time.
     bool hasLoss = false;
     func.walk([&](SoftmaxCrossEntropyOp) { hasLoss = true; });
+    // A weight used several times (micro-batches of one step) has one set of
+    // factors that every use updates.
+    llvm::StringMap<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>> factorsOf;
     for (LinearOp linear : layers) {
       auto weight = symbols.lookup<ParamOp>(linear.getKFACWeightName());
       StringRef bias;
@@ -74,10 +77,14 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
         bias = ref.getName();
       bool column = biasColumn && !bias.empty();
       int64_t aSize = linear.getInFeatures() + (column ? 1 : 0);
-      FlatSymbolRefAttr a = addFactor(symbols, weight, "A", aSize, bias);
-      FlatSymbolRefAttr b = addFactor(symbols, weight, "B", linear.getOutFeatures(), bias);
-      addFactor(symbols, weight, "A_inv", aSize, bias);
-      addFactor(symbols, weight, "B_inv", linear.getOutFeatures(), bias);
+      auto [known, isNew] = factorsOf.try_emplace(weight.getSymName());
+      if (isNew) {
+        known->second = {addFactor(symbols, weight, "A", aSize, bias),
+                         addFactor(symbols, weight, "B", linear.getOutFeatures(), bias)};
+        addFactor(symbols, weight, "A_inv", aSize, bias);
+        addFactor(symbols, weight, "B_inv", linear.getOutFeatures(), bias);
+      }
+      auto [a, b] = known->second;
 
       OpBuilder builder(linear);
       Location loc = linear.getLoc();

@@ -205,3 +205,50 @@ def test_kl_clipping(tmp_path, kappa):
                                rtol=1e-4, atol=1e-9)
     np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], nu * up_b,
                                rtol=1e-4, atol=1e-9)
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_micro_batches_accumulate_to_the_whole_batch(tmp_path, step):
+    """pf-run --training-step --micro-batches M: the loss, every (preconditioned)
+    gradient, the factors A and B (averaged over the micro-batches into one
+    running-average update) and their inverses equal the whole batch's. One
+    micro-batch has no counted token."""
+    from pipefisher import make_bert_model, save_model
+    from pipefisher.sample_inputs import make_inputs
+
+    save_model(make_bert_model("tiny", vocab_size=50, num_hidden_layers=1), tmp_path / "m.onnx")
+    inputs = make_inputs(8, 8, vocab=50)
+    labels = np.where(np.arange(8) % 3 == 0, inputs["input_ids"], -100).astype(np.int64)
+    labels[2:4] = -100
+    np.savez(tmp_path / "in.npz", **inputs, labels=labels, lr=np.float64(1e-3),
+             step=np.int64(step))
+    got = {}
+    for m in (1, 2, 4):
+        run_tool("pf-run", str(tmp_path / "m.onnx"), "--dim", "batch=8", "--dim", "sequence=8",
+                 "--training-step", "--kfac", "--micro-batches", str(m), "--inputs",
+                 str(tmp_path / "in.npz"), "--outputs", str(tmp_path / f"out{m}.npz"))
+        got[m] = dict(np.load(tmp_path / f"out{m}.npz"))
+    whole = got[1]
+    assert sum(k.startswith("kfac/B/") for k in whole) == 6
+    for m in (2, 4):
+        assert whole.keys() == got[m].keys()
+        for key, value in whole.items():
+            if "key.bias" in key:  # mathematically 0: softmax ignores a key bias
+                continue
+            scale = np.abs(value).max()
+            np.testing.assert_allclose(got[m][key], value, rtol=0, atol=1e-5 * scale + 1e-30,
+                                       err_msg=f"{key} with {m} micro-batches")
+
+
+def test_micro_batches_bad_options(tmp_path):
+    from pipefisher import make_bert_model, save_model
+
+    save_model(make_bert_model("tiny", vocab_size=50, num_hidden_layers=1), tmp_path / "m.onnx")
+    common = (str(tmp_path / "m.onnx"), "--dim", "batch=8", "--dim", "sequence=8")
+    proc = run_tool("pf-run", *common, "--training-step", "--micro-batches", "3", check=False)
+    assert proc.returncode == 1
+    assert "--micro-batches 3 needs --dim batch=N with N a multiple of it" in proc.stderr
+    proc = run_tool("pf-run", *common, "--micro-batches", "2", check=False)
+    assert proc.returncode == 1 and "--micro-batches need --training-step" in proc.stderr
+    proc = run_tool("pf-run", *common, "--training-step", "--micro-batches", "0", check=False)
+    assert proc.returncode == 1 and "--micro-batches must be >= 1" in proc.stderr

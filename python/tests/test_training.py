@@ -82,6 +82,22 @@ def test_bad_inputs(setup, tmp_path):
     proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
                     "--batch", "0", check=False)
     assert proc.returncode != 0 and "must be positive" in proc.stderr
+    proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
+                    "--batch", "8", "--micro-batches", "3", check=False)
+    assert proc.returncode != 0 and "--micro-batches must be >= 1 and divide --batch (8)" \
+        in proc.stderr
+
+
+def test_micro_batches_follow_the_whole_batch(setup):
+    """Splitting each step's batch into micro-batches (gradients and K-FAC
+    factors accumulated over them) trains like the whole batch: same losses,
+    up to float rounding, step after step."""
+    common = ("--steps", "8", "--log-every", "1", "--lr", "3e-3", "--warmup", "2", "--kfac",
+              "--kfac-refresh", "2")
+    _, whole = _train(setup, *common)
+    _, split = _train(setup, "--micro-batches", "4", *common)
+    assert len(whole) == len(split) == 8
+    np.testing.assert_allclose(split, whole, rtol=2e-4)
 
 
 def test_kfac_trains_and_resumes_bitwise(setup):

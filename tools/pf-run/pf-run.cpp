@@ -76,6 +76,11 @@ static cl::opt<bool> stepKfac("kfac", cl::desc("With --training-step: K-FAC-prec
 static cl::opt<std::string> stepOptimizer("optimizer",
                                           cl::desc("With --training-step: sgd, adamw or lamb"),
                                           cl::init("adamw"), cl::cat(category));
+static cl::opt<int> stepMicrobatches(
+    "micro-batches",
+    cl::desc("With --training-step: split the batch (the 'batch' dimension) into this many "
+             "micro-batches; gradients and K-FAC factors accumulate over them"),
+    cl::init(1), cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -126,19 +131,13 @@ llvm::Error writeProfile(const drv::CompiledModel &model, const std::vector<doub
 /// results so one step can be checked from outside.
 LogicalResult buildTrainingStep(ModuleOp module) {
   PassManager pm(module.getContext());
-  pm.addPass(mlir::pf::createPFAddMaskedLMLoss());
-  if (stepKfac)
-    pm.addPass(mlir::pf::createPFInsertKFAC());
-  pm.addPass(mlir::pf::createPFBuildGradients());
-  if (stepKfac) {
-    mlir::pf::PFKFACPreconditionOptions precondition;
-    precondition.exportFactors = true;
-    pm.addPass(mlir::pf::createPFKFACPrecondition(precondition));
-  }
-  mlir::pf::PFAddOptimizerOptions optimizer;
-  optimizer.optimizer = stepOptimizer;
-  optimizer.keepGradients = true;
-  pm.addPass(mlir::pf::createPFAddOptimizer(optimizer));
+  mlir::pf::TrainingOptions training;
+  training.microbatches = stepMicrobatches;
+  training.kfac = stepKfac;
+  training.precondition.exportFactors = true;
+  training.optimizer.optimizer = stepOptimizer;
+  training.optimizer.keepGradients = true;
+  mlir::pf::buildTrainingPipeline(pm, training);
   return pm.run(module);
 }
 
@@ -150,6 +149,16 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
     if (!mlir::pf::parseDimensionOptions(shapes, dims, options, error)) {
       fail(error);
       return nullptr;
+    }
+    if (trainingStep && stepMicrobatches > 1) {
+      // The model is built for one micro-batch; the step takes all of them.
+      auto batch = options.dimValues.find("batch");
+      if (batch == options.dimValues.end() || batch->second % stepMicrobatches != 0) {
+        fail(llvm::formatv("--micro-batches {0} needs --dim batch=N with N a multiple of it",
+                           int(stepMicrobatches)));
+        return nullptr;
+      }
+      batch->second /= stepMicrobatches;
     }
     OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(modelFile, &context, options);
     if (!module)
@@ -170,12 +179,16 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "pf-run: run a model on the pf runtime (CPU)\n");
   if (repeat < 1)
     return fail("--repeat must be >= 1");
   if (threads < 0)
     return fail("--num-threads must be >= 0");
+  if (!trainingStep && (stepKfac || stepMicrobatches != 1))
+    return fail("--kfac and --micro-batches need --training-step");
+  if (stepMicrobatches < 1)
+    return fail("--micro-batches must be >= 1");
 
   DialectRegistry registry;
   registry.insert<mlir::pf::PFDialect, func::FuncDialect, arith::ArithDialect,
@@ -188,8 +201,6 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = loadModel(context);
   if (!module)
     return 1;
-  if (!trainingStep && stepKfac)
-    return fail("--kfac needs --training-step");
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
 

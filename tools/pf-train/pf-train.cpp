@@ -95,6 +95,11 @@ static cl::opt<double> kfacLRScale("kfac-lr-scale",
                                    cl::init(1.0), cl::cat(category));
 static cl::opt<double> kfacDecay("kfac-decay", cl::desc("Running-average decay of the factors"),
                                  cl::init(0.95), cl::cat(category));
+static cl::opt<int> microbatches(
+    "micro-batches",
+    cl::desc("Split each step's batch into this many micro-batches: gradients and K-FAC "
+             "factors are accumulated over them (--batch must be a multiple)"),
+    cl::init(1), cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
                                        cl::cat(category));
 
@@ -251,7 +256,7 @@ llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
   if (batch < 1 || steps < 1 || lr <= 0 || warmup < 0 || logEvery < 1 || checkpointEvery < 0 ||
       clipNorm < 0 ||
@@ -259,6 +264,9 @@ int main(int argc, char **argv) {
     return fail("--batch, --steps, --lr, --log-every and --mask-prob must be positive "
                 "(--mask-prob at most 1); --warmup, --checkpoint-every and --clip-norm must be "
                 "non-negative");
+  if (microbatches < 1 || batch % microbatches != 0)
+    return fail(llvm::formatv("--micro-batches must be >= 1 and divide --batch ({0}), got {1}",
+                              int(batch), int(microbatches)));
   if (schedule != "linear" && schedule != "constant")
     return fail("--schedule must be linear or constant");
   auto corpus = loadCorpus();
@@ -274,7 +282,7 @@ int main(int argc, char **argv) {
     return drv::printDiagnostic(diag, modelFile);
   });
   mlir::pf::ONNXImportOptions importOptions;
-  importOptions.dimValues["batch"] = batch;
+  importOptions.dimValues["batch"] = batch / microbatches;
   importOptions.dimValues["sequence"] = corpus->seqLen;
   OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(modelFile, &context, importOptions);
   if (!module)
@@ -283,32 +291,22 @@ int main(int argc, char **argv) {
   auto start = std::chrono::steady_clock::now();
   PassManager pm(&context);
   mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
-  pm.addPass(mlir::pf::createPFAddMaskedLMLoss());
+  mlir::pf::TrainingOptions training;
+  training.microbatches = microbatches;
+  training.kfac = kfac;
+  training.insertKFAC.decay = kfacDecay;
+  training.precondition.damping = kfacDamping;
+  training.precondition.refreshEvery = kfacRefresh;
+  training.precondition.klClip = kfacKLClip;
+  training.optimizer.optimizer = optimizer;
+  training.optimizer.weightDecay = weightDecay;
+  training.optimizer.momentum = momentum;
+  training.optimizer.clipNorm = clipNorm;
   if (kfac) {
-    mlir::pf::PFInsertKFACOptions insert;
-    insert.decay = kfacDecay;
-    pm.addPass(mlir::pf::createPFInsertKFAC(insert));
+    training.optimizer.kfacOptimizer = kfacOptimizer;
+    training.optimizer.kfacLRScale = kfacLRScale;
   }
-  pm.addPass(mlir::pf::createPFBuildGradients());
-  if (kfac) {
-    mlir::pf::PFKFACPreconditionOptions precondition;
-    precondition.damping = kfacDamping;
-    precondition.refreshEvery = kfacRefresh;
-    precondition.klClip = kfacKLClip;
-    pm.addPass(mlir::pf::createPFKFACPrecondition(precondition));
-  }
-  mlir::pf::PFAddOptimizerOptions optimizerOptions;
-  optimizerOptions.optimizer = optimizer;
-  optimizerOptions.weightDecay = weightDecay;
-  optimizerOptions.momentum = momentum;
-  optimizerOptions.clipNorm = clipNorm;
-  if (kfac) {
-    optimizerOptions.kfacOptimizer = kfacOptimizer;
-    optimizerOptions.kfacLRScale = kfacLRScale;
-  }
-  pm.addPass(mlir::pf::createPFAddOptimizer(optimizerOptions));
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  mlir::pf::buildTrainingPipeline(pm, training);
   if (failed(pm.run(*module)))
     return fail("building the training step failed");
 

@@ -24,7 +24,26 @@ struct GraphOptOptions {
 /// the importer runs by default.
 void buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &options = {});
 
-/// Registers `pf-graph-opt` with the pass registry.
+/// Options of the training-step pipeline (`pf-training`): the passes'
+/// own option structs, plus which optional passes run.
+struct TrainingOptions {
+  /// Micro-batches per step (pf-split-microbatches; 1: none).
+  int64_t microbatches = 1;
+  /// Precondition the encoder blocks' linears with K-FAC.
+  bool kfac = false;
+  PFAddMaskedLMLossOptions loss;
+  PFInsertKFACOptions insertKFAC;
+  PFKFACPreconditionOptions precondition;
+  PFAddOptimizerOptions optimizer;
+};
+
+/// Masked-LM loss, micro-batches, K-FAC factors, gradients, preconditioning
+/// and the optimizer: a forward graph becomes one training step (pf-train,
+/// pf-run --training-step).
+void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
+
+/// Registers `pf-graph-opt`, `pf-training` and `pf-pipeline` with the pass
+/// registry.
 void registerPFPipelines();
 
 } // namespace mlir::pf

@@ -169,6 +169,28 @@ def PFAddMaskedLMLoss : Pass<"pf-add-masked-lm-loss", "::mlir::ModuleOp"> {
   ];
 }
 
+def PFSplitMicrobatches : Pass<"pf-split-microbatches", "::mlir::ModuleOp"> {
+  let summary = "Run a masked-LM loss over several micro-batches of one step";
+  let description = [{
+    Takes a function built for one micro-batch (after pf-add-masked-lm-loss)
+    and makes it take `microbatches` of them at once: every argument that is
+    not 0-d grows its leading (batch) dimension by that factor and is sliced
+    into one piece per micro-batch; the body is repeated once per piece, in
+    order; the `loss` result becomes the token-count weighted mean of the
+    micro-batches' losses, so it equals the loss of the whole batch. Other
+    results are concatenated along dimension 0.
+
+    Gradients built afterwards (pf-build-gradients) are the whole batch's;
+    K-FAC factors (pf-insert-kfac) get one update per micro-batch, which the
+    lowering averages into one running-average update per step (PipeFisher's
+    per-micro-batch curvature work, accumulated).
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Micro-batches per step (1: leave the function as it is)">,
+  ];
+}
+
 def PFAddOptimizer : Pass<"pf-add-optimizer", "::mlir::ModuleOp"> {
   let summary = "Apply the gradients `grad/<param>` with SGD, AdamW or LAMB in place";
   let description = [{

@@ -168,9 +168,13 @@ LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> r
     return success();
   Value count;
   if (getScaleByLossCount()) {
-    // The backward pass is built after the loss, so its count dominates here.
-    (*this)->getParentRegion()->walk(
-        [&](SoftmaxCrossEntropyOp loss) { count = loss.getCount(); });
+    // The backward pass is built after the losses, so their counts dominate
+    // here. Several losses (micro-batches) form one count-weighted mean, whose
+    // per-token gradients are divided by the total count.
+    (*this)->getParentRegion()->walk([&](SoftmaxCrossEntropyOp loss) {
+      count = count ? AddOp::create(b, getLoc(), count, loss.getCount()).getResult()
+                    : loss.getCount();
+    });
     if (!count)
       return emitError("scale_by_loss_count, but the function has no pf.softmax_cross_entropy");
   }

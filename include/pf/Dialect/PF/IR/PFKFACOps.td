@@ -68,6 +68,11 @@ def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
     new value instead. Runs at steps 1, 1 + every, ... only. With `count`
     the scale is multiplied by count² at run time (B from gradients of a mean
     over `count` tokens). `factor` names a pf.param of shape [d, d].
+
+    Several updates of one factor in a function (one per micro-batch) make
+    one running-average step together: the first in program order decays
+    the factor, and each adds (1 − decay)·scale·xᵀx/n divided by the number
+    of updates, so the new estimate is the micro-batches' mean.
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
                    Optional<0DTensorOf<[I64]>>:$count,
@@ -92,7 +97,9 @@ def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
     K-FAC's B factor comes out of the backward pass without the autodiff
     driver knowing about K-FAC. With `scale_by_loss_count` the update is also
     scaled by the square of the token count of the function's
-    `pf.softmax_cross_entropy` (its gradients are of a mean over those tokens).
+    `pf.softmax_cross_entropy` (its gradients are of a mean over those tokens;
+    with several such ops, micro-batches of one count-weighted mean, the sum
+    of their counts).
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
                    FlatSymbolRefAttr:$factor, DefaultValuedAttr<F64Attr, "1.0">:$scale,

@@ -1,0 +1,55 @@
+// RUN: pf-opt %s --pf-split-microbatches=microbatches=3 | FileCheck %s
+// RUN: pf-opt %s --pf-split-microbatches=microbatches=2 --pf-insert-kfac --pf-build-gradients | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s --pf-split-microbatches=microbatches=2 --pf-insert-kfac | FileCheck %s --check-prefix=KFAC-COUNT --implicit-check-not="kfac.A :"
+// RUN: pf-opt %s --pf-split-microbatches=microbatches=2 --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s --pf-split-microbatches=microbatches=1 | FileCheck %s --check-prefix=ONE
+
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> {pf.name = "labels"}) -> (tensor<f32> {pf.name = "loss"}) {
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+  %y = pf.linear %x, %w {transpose_weight} : (tensor<2x3x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5xf32>
+  %loss, %grad, %count = pf.softmax_cross_entropy %y, %labels : (tensor<2x3x5xf32>, tensor<2x3xi64>) -> (tensor<f32>, tensor<2x3x5xf32>, tensor<i64>)
+  return %loss : tensor<f32>
+}
+
+// The batch arguments grow threefold and are sliced into micro-batches; the
+// body runs once per slice; the loss is the count-weighted mean.
+// CHECK: func.func @main(%[[X:.*]]: tensor<6x3x4xf32> {pf.name = "x"}, %[[L:.*]]: tensor<6x3xi64> {pf.name = "labels"}) -> (tensor<f32> {pf.name = "loss"}) attributes {pf.microbatches = 3 : i64}
+// CHECK-DAG: %[[X0:.*]] = pf.slice %[[X]], {{.*}} -> tensor<2x3x4xf32>
+// CHECK-DAG: %[[X1:.*]] = pf.slice %[[X]], {{.*}} -> tensor<2x3x4xf32>
+// CHECK-DAG: %[[X2:.*]] = pf.slice %[[X]], {{.*}} -> tensor<2x3x4xf32>
+// CHECK-DAG: %[[L0:.*]] = pf.slice %[[L]], {{.*}} -> tensor<2x3xi64>
+// CHECK-DAG: %[[L1:.*]] = pf.slice %[[L]], {{.*}} -> tensor<2x3xi64>
+// CHECK-DAG: %[[L2:.*]] = pf.slice %[[L]], {{.*}} -> tensor<2x3xi64>
+// CHECK: %[[Y0:.*]] = pf.linear %[[X0]]
+// CHECK: %[[LOSS0:.*]], %{{.*}}, %[[C0:.*]] = pf.softmax_cross_entropy %[[Y0]], %[[L0]]
+// CHECK: %[[Y1:.*]] = pf.linear %[[X1]]
+// CHECK: %[[LOSS1:.*]], %{{.*}}, %[[C1:.*]] = pf.softmax_cross_entropy %[[Y1]], %[[L1]]
+// CHECK: %[[Y2:.*]] = pf.linear %[[X2]]
+// CHECK: pf.softmax_cross_entropy %[[Y2]], %[[L2]]
+// CHECK: %[[W0:.*]] = pf.cast %[[C0]]
+// CHECK: pf.mul %[[LOSS0]], %[[W0]]
+// CHECK: %[[W1:.*]] = pf.cast %[[C1]]
+// CHECK: pf.mul %[[LOSS1]], %[[W1]]
+// CHECK: pf.where
+// CHECK: %[[MEAN:.*]] = pf.div
+// CHECK: return %[[MEAN]] : tensor<f32>
+
+// One set of factors, updated once per micro-batch; B is scaled by the sum of
+// the micro-batches' token counts.
+// KFAC-COUNT: pf.param @bert.encoder.layer.0.dense.weight.kfac.A :
+// KFAC: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from
+// KFAC: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from
+// KFAC: pf.mul %grad_logits_1
+// KFAC-NEXT: %[[TOTAL:.*]] = pf.add %count, %count_2 : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// KFAC-NEXT: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.B from {{.*}} count %[[TOTAL]]
+// KFAC: %[[TOTAL2:.*]] = pf.add %count, %count_2 : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// KFAC-NEXT: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.B from {{.*}} count %[[TOTAL2]]
+
+// The first update of a factor decays it (mode select), the second adds to it.
+// LOWER: arith.select %{{.*}}, %{{.*}}, %{{.*}} : i32
+// LOWER: call @pfrt_kfac_factor
+// LOWER: call @pfrt_kfac_factor
+
+// ONE: func.func @main(%{{.*}}: tensor<2x3x4xf32> {pf.name = "x"}
+// ONE-NOT: pf.slice

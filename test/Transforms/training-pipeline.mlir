@@ -1,0 +1,24 @@
+// RUN: pf-opt %s --pf-training="kfac=true microbatches=2 optimizer=sgd kfac-refresh=3" | FileCheck %s
+// RUN: pf-opt %s --pf-training | FileCheck %s --check-prefix=PLAIN
+
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+pf.param @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>
+func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}) -> (tensor<2x3x5xf32> {pf.name = "logits"}) {
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+  %b = pf.param_ref @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>
+  %y = pf.linear %x, %w, %b {transpose_weight} : (tensor<2x3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// One step over two micro-batches: loss, K-FAC factors per micro-batch,
+// gradients, preconditioning, SGD in place.
+// CHECK: func.func @main(%{{.*}}: tensor<4x3x4xf32> {pf.name = "x"}, %{{.*}}: tensor<4x3xi64> {pf.name = "labels"}, %{{.*}}: tensor<i64> {pf.name = "step"}, %{{.*}}: tensor<f64> {pf.name = "lr"}) -> (tensor<f32> {pf.name = "loss"}, tensor<i32> {pf.name = "kfac/issues"}) attributes {pf.microbatches = 2 : i64}
+// CHECK-COUNT-2: pf.softmax_cross_entropy
+// CHECK: pf.kfac.refresh_inverses{{.*}}{every = 3 : i64}
+// CHECK: pf.kfac.precondition
+// CHECK: pf.sgd_update
+// CHECK: pf.sgd_update
+
+// PLAIN: func.func @main(%{{.*}}: tensor<2x3x4xf32> {pf.name = "x"}
+// PLAIN-NOT: pf.kfac
+// PLAIN: pf.adamw_update
