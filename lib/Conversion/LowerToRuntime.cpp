@@ -303,6 +303,31 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
              index);
         return success();
       })
+      .Case([&](LayerNormGradOp n) {
+        call(loc, "pfrt_layer_norm_backward",
+             {out(n.getInput()), out(n.getScale()), out(Value()), out(Value()),
+              out(n.getGradOutput()), constI64(loc, int64_t(n.getAxis())),
+              constF64(loc, n.getEpsilon().convertToDouble()), constI32(loc, 0),
+              constI32(loc, 0), out(n.getGradInput()), out(n.getGradScale()),
+              out(n.getGradBias())},
+             index);
+        return success();
+      })
+      .Case([&](GeluGradOp g) {
+        int64_t approx = g.getApproximate() == "tanh" ? 1 : 0;
+        call(loc, "pfrt_gelu_backward",
+             {out(g.getInput()), out(g.getGradOutput()), constI32(loc, approx),
+              constI32(loc, 0), out(g.getGradInput())},
+             index);
+        return success();
+      })
+      .Case([&](SoftmaxGradOp s) {
+        call(loc, "pfrt_softmax_backward",
+             {out(s.getOutput()), out(s.getGradOutput()), constI64(loc, int64_t(s.getAxis())),
+              constI32(loc, 0), out(s.getGradInput())},
+             index);
+        return success();
+      })
       .Case([&](SoftmaxOp s) {
         call(loc, "pfrt_softmax",
              {out(s.getInput()), constI64(loc, int64_t(s.getAxis())), out(s.getOutput())},

@@ -23,3 +23,16 @@ func.func @step(%logits: tensor<2x5x10xf32>, %labels: tensor<2x5xi64>, %g: tenso
   pf.sgd_update @w grad %g lr %lr : tensor<4x3xf32>, tensor<f64>
   return %loss, %dlogits, %demb : tensor<f32>, tensor<2x5x10xf32>, tensor<10x3xf32>
 }
+
+// The backward of the fused ops, one runtime kernel each.
+// CHECK-LABEL: func.func @fused_backward
+func.func @fused_backward(%x: tensor<2x5x3xf32>, %scale: tensor<3xf32>, %dy: tensor<2x5x3xf32>,
+                          %p: tensor<2x4x5x5xf32>, %dp: tensor<2x4x5x5xf32>) {
+  // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = pf.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = 9.99999996E-13 : f32} : tensor<2x5x3xf32>, tensor<3xf32>
+  %dx, %dscale, %dbias = pf.layer_norm_grad %x, %scale, %dy {axis = 2 : i64, epsilon = 1.0e-12 : f32} : tensor<2x5x3xf32>, tensor<3xf32>
+  // CHECK: pf.gelu_grad %{{.*}}, %{{.*}} {approximate = "tanh"} : tensor<2x5x3xf32>
+  %dg = pf.gelu_grad %x, %dy {approximate = "tanh"} : tensor<2x5x3xf32>
+  // CHECK: pf.softmax_grad %{{.*}}, %{{.*}} {axis = 3 : i64} : tensor<2x4x5x5xf32>
+  %ds = pf.softmax_grad %p, %dp {axis = 3 : i64} : tensor<2x4x5x5xf32>
+  return
+}

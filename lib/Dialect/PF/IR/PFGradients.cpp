@@ -538,64 +538,28 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, Ar
                                          SmallVectorImpl<Value> &out) {
   if (failed(requireStatic(*this)))
     return failure();
-  G g{b, getLoc()};
   Value x = getInput(), dy = grads.front();
-  int64_t rank = g.shape(x).size();
-  int64_t axis = *normalizeAxis(getAxis(), rank);
-  SmallVector<int64_t> axes;
-  for (int64_t i = axis; i < rank; ++i)
-    axes.push_back(i);
-  // Recompute the statistics: xhat = (x - mean) * rstd.
-  Value mean = g.reduceMeanKeep(x, axes);
-  Value xc = g.sub(x, mean);
-  Value var = g.reduceMeanKeep(g.mul(xc, xc), axes);
-  double eps = getEpsilon().convertToDouble();
-  Value rstd = g.div(g.scalar(1.0, g.elem(x)), SqrtOp::create(b, getLoc(), g.addC(var, eps)));
-  Value xhat = g.mul(xc, rstd);
-  Value dx, dscale, dbias;
-  if (wanted[0]) {
-    // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-    Value dxhat = g.mul(dy, getScale());
-    Value m1 = g.reduceMeanKeep(dxhat, axes);
-    Value m2 = g.reduceMeanKeep(g.mul(dxhat, xhat), axes);
-    dx = g.mul(rstd, g.sub(g.sub(dxhat, m1), g.mul(xhat, m2)));
-  }
-  if (wanted[1])
-    dscale = g.reduceTo(g.mul(dy, xhat), staticType(getScale()));
-  if (getBias() && wanted[2])
-    dbias = g.reduceTo(dy, staticType(getBias()));
-  out.push_back(dx);
-  out.push_back(dscale);
+  auto xType = staticType(x);
+  int64_t axis = *normalizeAxis(getAxis(), xType.getRank());
+  auto scaleType = dyn_cast<RankedTensorType>(getScale().getType());
+  if (!scaleType || scaleType.getShape() != xType.getShape().drop_front(axis))
+    return emitError("gradient: the scale must have the normalized dimensions' shape ")
+           << xType.getShape().drop_front(axis) << ", got " << getScale().getType();
+  // One fused kernel recomputes the statistics and yields all three.
+  auto grad = LayerNormGradOp::create(b, getLoc(), x.getType(), getScale().getType(),
+                                      getScale().getType(), x, getScale(), dy,
+                                      b.getI64IntegerAttr(axis), getEpsilonAttr());
+  out.push_back(wanted[0] ? grad.getGradInput() : Value());
+  out.push_back(wanted[1] ? grad.getGradScale() : Value());
   if (getBias())
-    out.push_back(dbias);
+    out.push_back(wanted[2] ? grad.getGradBias() : Value());
   return success();
 }
 
 LogicalResult GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool>,
                                     SmallVectorImpl<Value> &out) {
-  G g{b, getLoc()};
-  Value x = getInput(), dy = grads.front();
-  Type e = g.elem(x);
-  Value d;
-  if (getApproximate() == "tanh") {
-    // u = c (x + k x^3), gelu = 0.5 x (1 + tanh u),
-    // gelu' = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3k x^2)
-    const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
-    Value x2 = g.mul(x, x);
-    Value u = g.mulC(g.add(x, g.mulC(g.mul(x2, x), k)), c);
-    Value t = TanhOp::create(b, getLoc(), u);
-    Value left = g.mulC(g.addC(t, 1.0), 0.5);
-    Value sech2 = g.sub(g.scalar(1.0, e), g.mul(t, t));
-    Value du = g.mulC(g.addC(g.mulC(x2, 3.0 * k), 1.0), c);
-    d = g.add(left, g.mul(g.mulC(x, 0.5), g.mul(sech2, du)));
-  } else {
-    // gelu' = 0.5 (1 + erf(x/sqrt2)) + x exp(-x^2/2) / sqrt(2 pi)
-    Value erf = ErfOp::create(b, getLoc(), g.mulC(x, M_SQRT1_2));
-    Value left = g.mulC(g.addC(erf, 1.0), 0.5);
-    Value pdf = ExpOp::create(b, getLoc(), g.mulC(g.mul(x, x), -0.5));
-    d = g.add(left, g.mulC(g.mul(x, pdf), 1.0 / std::sqrt(2.0 * M_PI)));
-  }
-  out.push_back(g.mul(dy, d));
+  out.push_back(GeluGradOp::create(b, getLoc(), getInput().getType(), getInput(), grads.front(),
+                                   getApproximateAttr()));
   return success();
 }
 
@@ -603,11 +567,9 @@ LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, Arra
                                        SmallVectorImpl<Value> &out) {
   if (failed(requireStatic(*this)))
     return failure();
-  G g{b, getLoc()};
-  Value y = getOutput(), dy = grads.front();
-  int64_t axis = *normalizeAxis(getAxis(), g.shape(y).size());
-  // dx = y * (dy - sum(dy * y, axis))
-  Value s = g.reduceSum(g.mul(dy, y), {axis}, /*keepdims=*/true);
-  out.push_back(g.mul(y, g.sub(dy, s)));
+  Value y = getOutput();
+  int64_t axis = *normalizeAxis(getAxis(), staticType(y).getRank());
+  out.push_back(SoftmaxGradOp::create(b, getLoc(), y.getType(), y, grads.front(),
+                                      b.getI64IntegerAttr(axis)));
   return success();
 }

@@ -40,6 +40,35 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value>
   return success();
 }
 
+LogicalResult LayerNormGradOp::verify() {
+  auto input = dyn_cast<RankedTensorType>(getInput().getType());
+  auto scale = dyn_cast<RankedTensorType>(getScale().getType());
+  if (!input || !scale)
+    return success();
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= input.getRank())
+    return emitOpError("axis ") << axis << " is outside [0, " << input.getRank() << ")";
+  if (scale.getShape() != input.getShape().drop_front(axis))
+    return emitOpError("scale of shape ")
+           << scale << " does not match the normalized dimensions of " << input;
+  return success();
+}
+
+LogicalResult GeluGradOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  auto output = dyn_cast<RankedTensorType>(getOutput().getType());
+  int64_t axis = getAxis();
+  if (output && (axis < 0 || axis >= output.getRank()))
+    return emitOpError("axis ") << axis << " is outside [0, " << output.getRank() << ")";
+  return success();
+}
+
 LogicalResult GatherGradOp::verify() {
   auto data = cast<RankedTensorType>(getGradData().getType());
   auto indices = dyn_cast<RankedTensorType>(getIndices().getType());

@@ -35,6 +35,48 @@ def PF_GatherGradOp : PF_Op<"gather_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===--- Backward of the fused ops (one runtime kernel each) ---------------===//
+
+def PF_LayerNormGradOp : PF_Op<"layer_norm_grad", [Pure,
+    AllTypesMatch<["input", "grad_output", "grad_input"]>,
+    AllTypesMatch<["scale", "grad_scale", "grad_bias"]>]> {
+  let summary = "gradients of pf.layer_norm: input, scale and bias";
+  let description = [{
+    With x̂ = (x − mean)·rstd recomputed from `input` and `epsilon` over the
+    dimensions `axis`..rank−1 and g = grad_output·scale:
+    grad_input = rstd·(g − mean(g) − x̂·mean(g·x̂)), grad_scale = Σ grad_output·x̂
+    and grad_bias = Σ grad_output over the leading dimensions.
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$input, TensorOf<[AnyFloat]>:$scale,
+                   TensorOf<[AnyFloat]>:$grad_output, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs TensorOf<[AnyFloat]>:$grad_input, TensorOf<[AnyFloat]>:$grad_scale,
+                 TensorOf<[AnyFloat]>:$grad_bias);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad_output attr-dict `:` type($input) `,` type($scale)
+  }];
+  let hasVerifier = 1;
+}
+
+def PF_GeluGradOp : PF_Op<"gelu_grad", [Pure,
+    AllTypesMatch<["input", "grad_output", "grad_input"]>]> {
+  let summary = "gradient of pf.gelu: grad_output · gelu'(input)";
+  let arguments = (ins TensorOf<[AnyFloat]>:$input, TensorOf<[AnyFloat]>:$grad_output,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs TensorOf<[AnyFloat]>:$grad_input);
+  let assemblyFormat = "$input `,` $grad_output attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def PF_SoftmaxGradOp : PF_Op<"softmax_grad", [Pure,
+    AllTypesMatch<["output", "grad_output", "grad_input"]>]> {
+  let summary = "gradient of pf.softmax from its output: y · (dy − Σ_axis dy·y)";
+  let arguments = (ins TensorOf<[AnyFloat]>:$output, TensorOf<[AnyFloat]>:$grad_output,
+                   I64Attr:$axis);
+  let results = (outs TensorOf<[AnyFloat]>:$grad_input);
+  let assemblyFormat = "$output `,` $grad_output attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
 def PF_ClipByGlobalNormOp : PF_Op<"clip_by_global_norm", [Pure,
     AllTypesMatch<["gradients", "clipped"]>]> {
   let summary = "scales gradients down so that their global L2 norm is at most max_norm";
