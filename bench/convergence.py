@@ -40,7 +40,7 @@ KFAC = ["--kfac", "--kfac-damping", "1e-5", "--kfac-decay", "0.5"]
 # name -> (pf-train flags, learning rates to try)
 OPTIMIZERS = {
     "adamw": (["--optimizer", "adamw"], [2e-3, 3e-3, 5e-3]),
-    "lamb": (["--optimizer", "lamb"], [5e-3, 1e-2, 2e-2]),
+    "lamb": (["--optimizer", "lamb"], [1e-2, 2e-2, 4e-2]),
     # K-FAC-preconditioned gradients of the encoder linears, then AdamW for
     # every parameter; inverses refreshed every step.
     "kfac+adamw": (["--optimizer", "adamw", *KFAC, "--kfac-refresh", "1"], [2e-3, 3e-3, 5e-3]),

@@ -89,11 +89,11 @@ public:
         if (!mapping.contains(operand))
           mapping.map(operand, materialize(operand, stage, inner));
       Operation *clone = inner.clone(*op, mapping);
-      for (Value result : op->getResults()) {
+      // pf-schedule reads the block back instead of re-deriving it.
+      clone->setAttr(kBlockAttrName, inner.getI64IntegerAttr(blocks.blockOf.lookup(op)));
+      for (Value result : op->getResults())
         for (int64_t dest : laterUsers(result, stage))
           SendOp::create(inner, op->getLoc(), mapping.lookup(result), dest, tagOf(result));
-        (void)clone;
-      }
     }
     SmallVector<Value> yielded;
     for (Value v : results)

@@ -90,6 +90,30 @@ FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
   return result;
 }
 
+FailureOr<BlockAssignment> mlir::pf::readStageBlocks(PipelineOp pipeline) {
+  BlockAssignment result;
+  for (auto stage : pipeline.getBody().front().getOps<StageOp>()) {
+    for (Operation &op : stage.getBody().front().without_terminator()) {
+      if (BlockAssignment::isFree(&op) || isa<SendOp, RecvOp>(op))
+        continue;
+      auto block = op.getAttrOfType<IntegerAttr>(kBlockAttrName);
+      if (!block || block.getInt() < 0)
+        return op.emitError("pf-schedule: op in a stage has no '")
+               << kBlockAttrName << "' attribute (made by pf-partition)";
+      int64_t b = block.getInt();
+      result.numBlocks = std::max(result.numBlocks, b + 1);
+      result.kfacLinears.resize(result.numBlocks);
+      result.ops.push_back(&op);
+      result.blockOf[&op] = b;
+      if (auto linear = dyn_cast<LinearOp>(op))
+        if (auto ref = linear.getWeight().getDefiningOp<ParamRefOp>())
+          if (encoderBlockOfName(ref.getName()))
+            result.kfacLinears[b].push_back(linear);
+    }
+  }
+  return result;
+}
+
 namespace {
 double flopsOf(Operation *op) {
   if (auto cost = dyn_cast<CostOpInterface>(op))

@@ -32,6 +32,15 @@ struct BlockAssignment {
   static bool isFree(Operation *op) { return isa<ParamRefOp, ConstantOp>(op); }
 };
 
+/// The attribute pf-partition puts on every op it places in a stage: the
+/// encoder block the op belongs to (i64).
+inline constexpr llvm::StringLiteral kBlockAttrName = "pf.block";
+
+/// The block assignment of a partitioned pipeline, read from the `pf.block`
+/// attributes of the stages' ops. Fails (with a diagnostic) on an op without
+/// one.
+FailureOr<BlockAssignment> readStageBlocks(PipelineOp pipeline);
+
 /// Assigns the ops of `func` to encoder blocks: an op belongs to the latest
 /// block among its inputs and the parameters it reads; the embeddings join
 /// block 0 and the heads the last block. Fails (with a diagnostic) when the

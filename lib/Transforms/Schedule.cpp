@@ -145,49 +145,10 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
   /// The cost model over the ops of the stage bodies (the same ops as before
   /// partitioning, now split across stages).
   FailureOr<sched::CostModel> stageCosts(func::FuncOp func, PipelineOp pipeline) {
-    return buildCostModel(func, analyzeStages(pipeline), cost, device);
-  }
-
-  /// Per-stage block assignment: every op of a stage belongs to the block its
-  /// parameters name, or to the stage's first block.
-  BlockAssignment analyzeStages(PipelineOp pipeline) {
-    BlockAssignment result;
-    int64_t maxBlock = -1;
-    for (auto stage : pipeline.getBody().front().getOps<StageOp>())
-      if (auto blocks = stage->getAttrOfType<DenseI64ArrayAttr>("blocks"))
-        for (int64_t b : blocks.asArrayRef())
-          maxBlock = std::max(maxBlock, b);
-    result.numBlocks = maxBlock + 1;
-    result.kfacLinears.resize(result.numBlocks);
-    for (auto stage : pipeline.getBody().front().getOps<StageOp>()) {
-      auto blocks = stage->getAttrOfType<DenseI64ArrayAttr>("blocks");
-      if (!blocks || blocks.empty())
-        continue;
-      ArrayRef<int64_t> owned = blocks.asArrayRef();
-      llvm::DenseMap<Value, int64_t> blockOfValue;
-      for (Operation &op : stage.getBody().front().without_terminator()) {
-        if (BlockAssignment::isFree(&op) || isa<SendOp, RecvOp>(op))
-          continue;
-        int64_t block = owned.front();
-        for (Value operand : op.getOperands()) {
-          if (auto ref = operand.getDefiningOp<ParamRefOp>()) {
-            if (auto b = encoderBlockOfName(ref.getName()); b && llvm::is_contained(owned, *b))
-              block = std::max(block, *b);
-          } else if (auto it = blockOfValue.find(operand); it != blockOfValue.end()) {
-            block = std::max(block, it->second);
-          }
-        }
-        for (Value v : op.getResults())
-          blockOfValue[v] = block;
-        result.ops.push_back(&op);
-        result.blockOf[&op] = block;
-        if (auto linear = dyn_cast<LinearOp>(op))
-          if (auto ref = linear.getWeight().getDefiningOp<ParamRefOp>())
-            if (encoderBlockOfName(ref.getName()))
-              result.kfacLinears[block].push_back(linear);
-      }
-    }
-    return result;
+    auto blocks = readStageBlocks(pipeline);
+    if (failed(blocks))
+      return failure();
+    return buildCostModel(func, *blocks, cost, device);
   }
 
   /// Which devices run each stage: Chimera places stage i of the down pipeline

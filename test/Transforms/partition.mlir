@@ -43,7 +43,8 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x100xf32> {
 // CHECK-DAG: pf.recv from 0 tag [[T1]] : tensor<4x8x16xf32>
 // The tied decoder weight is read again in the last stage.
 // CHECK-DAG: pf.param_ref @bert.embeddings.word_embeddings.weight
-// CHECK:   %[[L:.*]] = pf.linear {{.*}} {transpose_weight}
+// The block each op belongs to is recorded for pf-schedule.
+// CHECK:   %[[L:.*]] = pf.linear {{.*}} {pf.block = 2 : i64, transpose_weight}
 // CHECK:   pf.yield %[[L]] : tensor<4x8x100xf32>
 // CHECK: pf.yield %[[S1]]
 // CHECK: return %[[OUT]]
