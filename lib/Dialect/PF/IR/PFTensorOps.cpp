@@ -664,12 +664,14 @@ LogicalResult GeluOp::inferReturnTypes(MLIRContext *, OptLoc, Adaptor adaptor,
   return success();
 }
 
-LogicalResult GeluOp::verify() {
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
-           << getApproximate() << "\"";
+LogicalResult mlir::pf::verifyGeluApproximation(Operation *op, StringRef approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    return op->emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << approximate << "\"";
   return success();
 }
+
+LogicalResult GeluOp::verify() { return verifyGeluApproximation(*this, getApproximate()); }
 
 double GeluOp::getForwardFlops() {
   auto type = dyn_cast<RankedTensorType>(getOutput().getType());

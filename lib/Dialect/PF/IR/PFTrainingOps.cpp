@@ -54,12 +54,7 @@ LogicalResult LayerNormGradOp::verify() {
   return success();
 }
 
-LogicalResult GeluGradOp::verify() {
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
-           << getApproximate() << "\"";
-  return success();
-}
+LogicalResult GeluGradOp::verify() { return verifyGeluApproximation(*this, getApproximate()); }
 
 LogicalResult SoftmaxGradOp::verify() {
   auto output = dyn_cast<RankedTensorType>(getOutput().getType());

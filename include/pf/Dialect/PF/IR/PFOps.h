@@ -17,6 +17,8 @@ namespace mlir::pf {
 bool areCompatibleTensorTypes(TypeRange lhs, TypeRange rhs);
 /// Size in bytes of a statically shaped tensor type, 0 otherwise.
 double tensorBytes(Type type);
+/// pf.gelu and pf.gelu_grad: `approximate` is "none" or "tanh".
+LogicalResult verifyGeluApproximation(Operation *op, StringRef approximate);
 } // namespace mlir::pf
 
 #include "pf/Dialect/PF/IR/PFInterfaces.h.inc"
