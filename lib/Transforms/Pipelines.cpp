@@ -28,11 +28,13 @@ void mlir::pf::buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &o
 
 void mlir::pf::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
   pm.addPass(createPFAddMaskedLMLoss(options.loss));
-  if (options.microbatches != 1)
-    pm.addPass(createPFSplitMicrobatches(PFSplitMicrobatchesOptions{options.microbatches}));
   if (options.kfac)
     pm.addPass(createPFInsertKFAC(options.insertKFAC));
   pm.addPass(createPFBuildGradients());
+  // After the gradients: each micro-batch's forward and backward run back to
+  // back, so only one micro-batch's activations are live at a time.
+  if (options.microbatches != 1)
+    pm.addPass(createPFSplitMicrobatches(PFSplitMicrobatchesOptions{options.microbatches}));
   if (options.kfac)
     pm.addPass(createPFKFACPrecondition(options.precondition));
   pm.addPass(createPFAddOptimizer(options.optimizer));

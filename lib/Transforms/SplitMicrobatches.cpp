@@ -36,6 +36,47 @@ Value sliceRows(OpBuilder &b, Location loc, Value value, int64_t index, int64_t 
                          Value());
 }
 
+/// Σ_m w_m·piece_m with w_m = count_m / Σ count (0 when no token counts, as
+/// the loss op does). count_m·piece_m is added to a running sum right where
+/// micro-batch m computed its piece, so only that sum stays live across the
+/// later micro-batches; the division by Σ count comes at the end.
+class WeightedSum {
+public:
+  WeightedSum(OpBuilder &b, Location loc, ArrayRef<Value> counts, Operation *end)
+      : b(b), loc(loc), counts(counts), end(end) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(end);
+    for (Value count : counts)
+      total = total ? AddOp::create(b, loc, total, count).getResult() : count;
+    Value none = EqualOp::create(b, loc, total, constantI64(b, loc, {0}, /*scalar=*/true));
+    total = WhereOp::create(b, loc, none, constantI64(b, loc, {1}, true), total);
+  }
+
+  Value sum(ArrayRef<Value> pieces) {
+    OpBuilder::InsertionGuard guard(b);
+    Type element = cast<ShapedType>(pieces[0].getType()).getElementType();
+    TypeAttr to = TypeAttr::get(element);
+    Value acc;
+    for (auto [count, piece] : llvm::zip(counts, pieces)) {
+      if (Operation *def = piece.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPoint(end);
+      Value term = MulOp::create(b, loc, piece.getType(), piece, CastOp::create(b, loc, count, to));
+      acc = acc ? AddOp::create(b, loc, acc, term).getResult() : term;
+    }
+    b.setInsertionPoint(end);
+    return DivOp::create(b, loc, acc.getType(), acc, CastOp::create(b, loc, total, to));
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  SmallVector<Value> counts;
+  Operation *end;
+  Value total;
+};
+
 struct SplitMicrobatchesPass
     : public mlir::pf::impl::PFSplitMicrobatchesBase<SplitMicrobatchesPass> {
   using Base::Base;
@@ -91,13 +132,24 @@ struct SplitMicrobatchesPass
       for (Operation *op : body)
         builder.clone(*op, maps[m]);
 
+    // Each micro-batch's loss is a mean over its counted tokens; weighted by
+    // count_m / Σ count they add up to the whole batch's mean, and so do the
+    // gradients of the per-micro-batch losses.
+    auto loss = ret.getOperand(0).getDefiningOp<SoftmaxCrossEntropyOp>();
+    SmallVector<Value> counts;
+    for (const IRMapping &map : maps)
+      counts.push_back(map.lookupOrDefault(loss.getCount()));
+    WeightedSum weighted(builder, ret.getLoc(), counts, ret);
     SmallVector<Value> results;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
       SmallVector<Value> pieces;
       for (const IRMapping &map : maps)
         pieces.push_back(map.lookupOrDefault(value));
-      results.push_back(i == 0 ? combineLosses(builder, ret.getLoc(), pieces, maps)
-                               : ConcatOp::create(builder, ret.getLoc(), pieces, 0).getResult());
+      auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+      if (i == 0 || (name && name.getValue().starts_with("grad/")))
+        results.push_back(weighted.sum(pieces));
+      else
+        results.push_back(ConcatOp::create(builder, ret.getLoc(), pieces, 0));
     }
     ret->setOperands(results);
     func.setType(builder.getFunctionType(block.getArgumentTypes(),
@@ -106,8 +158,8 @@ struct SplitMicrobatchesPass
     return success();
   }
 
-  /// Result 0 must be the masked-LM loss; the others must have a leading
-  /// (batch) dimension to concatenate along.
+  /// Result 0 must be the masked-LM loss; gradients (`grad/...`) are summed,
+  /// the others must have a leading (batch) dimension to concatenate along.
   LogicalResult checkResults(func::FuncOp func, func::ReturnOp ret) {
     if (ret.getNumOperands() == 0 ||
         !ret.getOperand(0).getDefiningOp<SoftmaxCrossEntropyOp>())
@@ -115,29 +167,18 @@ struct SplitMicrobatchesPass
                             "pf.softmax_cross_entropy; run pf-add-masked-lm-loss first");
     for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
       auto type = dyn_cast<RankedTensorType>(ret.getOperand(i).getType());
+      auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+      if (name && name.getValue().starts_with("grad/")) {
+        if (!type || !isa<FloatType>(type.getElementType()))
+          return func.emitError("pf-split-microbatches: gradient result ")
+                 << i << " is not a float tensor";
+        continue;
+      }
       if (!type || type.getRank() == 0)
         return func.emitError("pf-split-microbatches: result ")
                << i << " has no batch dimension to concatenate the micro-batches along";
     }
     return success();
-  }
-
-  /// Σ count_m · loss_m / Σ count_m (0 when no token counts, as the loss op).
-  Value combineLosses(OpBuilder &b, Location loc, ArrayRef<Value> losses,
-                      ArrayRef<IRMapping> maps) {
-    auto first = losses[0].getDefiningOp<SoftmaxCrossEntropyOp>();
-    Type element = cast<RankedTensorType>(losses[0].getType()).getElementType();
-    Value total, weighted;
-    for (auto [m, loss] : llvm::enumerate(losses)) {
-      Value count = maps[m].lookupOrDefault(first.getCount());
-      Value weight = CastOp::create(b, loc, count, TypeAttr::get(element));
-      Value term = MulOp::create(b, loc, loss, weight);
-      total = total ? AddOp::create(b, loc, total, count).getResult() : count;
-      weighted = weighted ? AddOp::create(b, loc, weighted, term).getResult() : term;
-    }
-    Value none = EqualOp::create(b, loc, total, constantI64(b, loc, {0}, /*scalar=*/true));
-    Value safe = WhereOp::create(b, loc, none, constantI64(b, loc, {1}, true), total);
-    return DivOp::create(b, loc, weighted, CastOp::create(b, loc, safe, TypeAttr::get(element)));
   }
 };
 } // namespace

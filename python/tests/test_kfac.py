@@ -252,3 +252,20 @@ def test_micro_batches_bad_options(tmp_path):
     assert proc.returncode == 1 and "--micro-batches need --training-step" in proc.stderr
     proc = run_tool("pf-run", *common, "--training-step", "--micro-batches", "0", check=False)
     assert proc.returncode == 1 and "--micro-batches must be >= 1" in proc.stderr
+
+
+def test_micro_batches_shrink_activation_memory(tmp_path):
+    """Each micro-batch's backward follows its forward, so the buffer plan of
+    the step needs about a micro-batch's activations, not the batch's."""
+    import re
+
+    from pipefisher import make_bert_model, save_model
+
+    save_model(make_bert_model("tiny", vocab_size=50, num_hidden_layers=1), tmp_path / "m.onnx")
+    arena = {}
+    for m in (1, 4):
+        proc = run_tool("pf-run", str(tmp_path / "m.onnx"), "--dim", "batch=16", "--dim",
+                        "sequence=32", "--training-step", "--kfac", "--micro-batches", str(m),
+                        "--describe")
+        arena[m] = float(re.search(r"arena ([0-9.]+) MB", proc.stdout).group(1))
+    assert arena[4] < 0.5 * arena[1], arena

@@ -3,6 +3,7 @@
 // RUN: pf-opt %s --pf-split-microbatches=microbatches=2 --pf-insert-kfac | FileCheck %s --check-prefix=KFAC-COUNT --implicit-check-not="kfac.A :"
 // RUN: pf-opt %s --pf-split-microbatches=microbatches=2 --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
 // RUN: pf-opt %s --pf-split-microbatches=microbatches=1 | FileCheck %s --check-prefix=ONE
+// RUN: pf-opt %s --pf-build-gradients --pf-split-microbatches=microbatches=2 | FileCheck %s --check-prefix=GRADS
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
 func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> {pf.name = "labels"}) -> (tensor<f32> {pf.name = "loss"}) {
@@ -13,7 +14,8 @@ func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> 
 }
 
 // The batch arguments grow threefold and are sliced into micro-batches; the
-// body runs once per slice; the loss is the count-weighted mean.
+// body runs once per slice; the loss is the count-weighted mean, summed as
+// the micro-batches go.
 // CHECK: func.func @main(%[[X:.*]]: tensor<6x3x4xf32> {pf.name = "x"}, %[[L:.*]]: tensor<6x3xi64> {pf.name = "labels"}) -> (tensor<f32> {pf.name = "loss"}) attributes {pf.microbatches = 3 : i64}
 // CHECK-DAG: %[[X0:.*]] = pf.slice %[[X]], {{.*}} -> tensor<2x3x4xf32>
 // CHECK-DAG: %[[X1:.*]] = pf.slice %[[X]], {{.*}} -> tensor<2x3x4xf32>
@@ -23,14 +25,15 @@ func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> 
 // CHECK-DAG: %[[L2:.*]] = pf.slice %[[L]], {{.*}} -> tensor<2x3xi64>
 // CHECK: %[[Y0:.*]] = pf.linear %[[X0]]
 // CHECK: %[[LOSS0:.*]], %{{.*}}, %[[C0:.*]] = pf.softmax_cross_entropy %[[Y0]], %[[L0]]
+// CHECK: %[[W0:.*]] = pf.cast %[[C0]]
+// CHECK: %[[T0:.*]] = pf.mul %[[LOSS0]], %[[W0]]
 // CHECK: %[[Y1:.*]] = pf.linear %[[X1]]
 // CHECK: %[[LOSS1:.*]], %{{.*}}, %[[C1:.*]] = pf.softmax_cross_entropy %[[Y1]], %[[L1]]
+// CHECK: %[[W1:.*]] = pf.cast %[[C1]]
+// CHECK: %[[T1:.*]] = pf.mul %[[LOSS1]], %[[W1]]
+// CHECK: pf.add %[[T0]], %[[T1]]
 // CHECK: %[[Y2:.*]] = pf.linear %[[X2]]
 // CHECK: pf.softmax_cross_entropy %[[Y2]], %[[L2]]
-// CHECK: %[[W0:.*]] = pf.cast %[[C0]]
-// CHECK: pf.mul %[[LOSS0]], %[[W0]]
-// CHECK: %[[W1:.*]] = pf.cast %[[C1]]
-// CHECK: pf.mul %[[LOSS1]], %[[W1]]
 // CHECK: pf.where
 // CHECK: %[[MEAN:.*]] = pf.div
 // CHECK: return %[[MEAN]] : tensor<f32>
@@ -53,3 +56,23 @@ func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> 
 
 // ONE: func.func @main(%{{.*}}: tensor<2x3x4xf32> {pf.name = "x"}
 // ONE-NOT: pf.slice
+
+// After pf-build-gradients: each micro-batch's backward follows its forward,
+// count_m·grad_m joins a running sum right there, and the sums are divided
+// by the total count at the end.
+// GRADS: func.func @main({{.*}}) -> (tensor<f32> {pf.name = "loss"}, tensor<5x4xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"})
+// GRADS: %loss, %grad_logits, %count = pf.softmax_cross_entropy
+// GRADS: %[[G0:.*]] = pf.gemm
+// GRADS: %[[C0:.*]] = pf.cast %count
+// GRADS: %[[T0:.*]] = pf.mul %[[G0]], %[[C0]]
+// GRADS: %loss_0, %grad_logits_1, %count_2 = pf.softmax_cross_entropy
+// GRADS: %[[G1:.*]] = pf.gemm
+// GRADS: %[[C1:.*]] = pf.cast %count_2
+// GRADS: %[[T1:.*]] = pf.mul %[[G1]], %[[C1]]
+// GRADS: %[[SUM:.*]] = pf.add %[[T0]], %[[T1]]
+// GRADS: %[[TOTAL:.*]] = pf.add %count, %count_2
+// GRADS: %[[SAFE:.*]] = pf.where %{{.*}}, %{{.*}}, %[[TOTAL]]
+// GRADS: %[[DEN:.*]] = pf.cast %[[SAFE]]
+// GRADS: %[[LOSS:.*]] = pf.div %{{.*}}, %[[DEN]] : (tensor<f32>, tensor<f32>)
+// GRADS: %[[GRAD:.*]] = pf.div %[[SUM]], %{{.*}} : (tensor<5x4xf32>, tensor<f32>)
+// GRADS: return %[[LOSS]], %[[GRAD]]

@@ -170,20 +170,24 @@ def PFAddMaskedLMLoss : Pass<"pf-add-masked-lm-loss", "::mlir::ModuleOp"> {
 }
 
 def PFSplitMicrobatches : Pass<"pf-split-microbatches", "::mlir::ModuleOp"> {
-  let summary = "Run a masked-LM loss over several micro-batches of one step";
+  let summary = "Run a training step over several micro-batches";
   let description = [{
-    Takes a function built for one micro-batch (after pf-add-masked-lm-loss)
-    and makes it take `microbatches` of them at once: every argument that is
-    not 0-d grows its leading (batch) dimension by that factor and is sliced
-    into one piece per micro-batch; the body is repeated once per piece, in
-    order; the `loss` result becomes the token-count weighted mean of the
-    micro-batches' losses, so it equals the loss of the whole batch. Other
-    results are concatenated along dimension 0.
+    Takes a function built for one micro-batch (after pf-add-masked-lm-loss,
+    usually after pf-build-gradients too) and makes it take `microbatches` of
+    them at once: every argument that is not 0-d grows its leading (batch)
+    dimension by that factor and is sliced into one piece per micro-batch;
+    the body is repeated once per piece, in order. With w_m = count_m / Σ
+    count (the micro-batches' counted tokens), the `loss` result becomes
+    Σ w_m·loss_m and every `grad/...` result Σ w_m·grad_m: the whole batch's
+    loss and gradients. Other results are concatenated along dimension 0.
 
-    Gradients built afterwards (pf-build-gradients) are the whole batch's;
-    K-FAC factors (pf-insert-kfac) get one update per micro-batch, which the
-    lowering averages into one running-average update per step (PipeFisher's
-    per-micro-batch curvature work, accumulated).
+    Run after pf-build-gradients (as the `pf-training` pipeline does), each
+    micro-batch's forward and backward run back to back and only one
+    micro-batch's activations are live at a time; run before it, the
+    gradients are built through all repeats at once (all forwards, then all
+    backwards). K-FAC factors (pf-insert-kfac) get one update per
+    micro-batch, which the lowering averages into one running-average update
+    per step (PipeFisher's per-micro-batch curvature work, accumulated).
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
