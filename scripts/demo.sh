@@ -33,6 +33,10 @@ PYTHONPATH="$ROOT/python" python3 -m pipefisher.corpus --out "$OUT/corpus.npz" \
 "$BIN/pf-train" "$MODEL" --corpus "$OUT/corpus.npz" --batch 16 --steps ${PF_DEMO_STEPS:-60} \
   --optimizer adamw --lr 2e-3 --warmup 5 --log-every 10 --checkpoint "$OUT/checkpoint.npz"
 
+echo "== the same run with K-FAC (same batches and masks; 2 micro-batches of 8 per step)"
+"$BIN/pf-train" "$MODEL" --corpus "$OUT/corpus.npz" --batch 16 --micro-batches 2 \
+  --steps ${PF_DEMO_STEPS:-60} --optimizer adamw --lr 2e-3 --warmup 5 --log-every 10 --kfac
+
 echo "== partitioning into 2 stages and scheduling (Chimera, 4 micro-batches, K-FAC in the bubbles)"
 "$BIN/pf-opt" "$OUT/bert-$CONFIG.mlirbc" \
   --pf-pipeline="stages=2 microbatches=4 schedule=chimera kfac=bubbles policy=pf device=a100 print-report=true svg=$OUT/timeline.svg trace=$OUT/timeline.trace.json report=$OUT/schedule.json" \

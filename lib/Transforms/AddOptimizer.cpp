@@ -77,28 +77,7 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
       kfacLR = MulOp::create(builder, loc, baseLR, scale);
     }
 
-    if (clipNorm < 0)
-      return func.emitError("pf-add-optimizer: clip-norm must be >= 0");
-    // Gradients of parameters, clipped together when asked.
     SmallVector<Value> grads(ret.getOperands());
-    if (clipNorm > 0) {
-      SmallVector<Value> toClip;
-      SmallVector<unsigned> positions;
-      for (unsigned i = 0; i < ret.getNumOperands(); ++i)
-        if (auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
-            name && name.getValue().starts_with("grad/") &&
-            symbols.lookup<ParamOp>(name.getValue().drop_front(5))) {
-          toClip.push_back(grads[i]);
-          positions.push_back(i);
-        }
-      if (!toClip.empty()) {
-        auto clip = ClipByGlobalNormOp::create(builder, loc, ValueRange(toClip).getTypes(), toClip,
-                                               builder.getF64FloatAttr(clipNorm));
-        for (auto [position, clipped] : llvm::zip(positions, clip.getClipped()))
-          grads[position] = clipped;
-      }
-    }
-
     SmallVector<Value> kept;
     SmallVector<Attribute> keptNames;
     int64_t updates = 0;

@@ -35,6 +35,9 @@ void mlir::pf::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   // back, so only one micro-batch's activations are live at a time.
   if (options.microbatches != 1)
     pm.addPass(createPFSplitMicrobatches(PFSplitMicrobatchesOptions{options.microbatches}));
+  // Clip the true gradients; preconditioned ones live on another scale.
+  if (options.clipNorm > 0)
+    pm.addPass(createPFClipGradients(PFClipGradientsOptions{options.clipNorm}));
   if (options.kfac)
     pm.addPass(createPFKFACPrecondition(options.precondition));
   pm.addPass(createPFAddOptimizer(options.optimizer));
@@ -86,7 +89,7 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
     options.optimizer.optimizer = optimizer;
     options.optimizer.weightDecay = weightDecay;
     options.optimizer.momentum = momentum;
-    options.optimizer.clipNorm = clipNorm;
+    options.clipNorm = clipNorm;
     options.optimizer.keepGradients = keepGradients;
     options.optimizer.kfacOptimizer = kfacOptimizer;
     options.optimizer.kfacLRScale = kfacLRScale;

@@ -94,7 +94,7 @@ def test_singular_factor_falls_back(tmp_path):
 
 @pytest.mark.parametrize("max_norm", [1e-3, 1e6])
 def test_gradient_clipping(tmp_path, max_norm):
-    """pf-add-optimizer clip-norm scales all gradients together to the norm."""
+    """pf-clip-gradients scales all gradients together to the norm."""
     rng = np.random.default_rng(3)
     w = rng.normal(size=(OUT, IN)).astype(np.float32)
     b = rng.normal(size=OUT).astype(np.float32)
@@ -102,8 +102,9 @@ def test_gradient_clipping(tmp_path, max_norm):
     probe = rng.normal(size=(ROWS, OUT)).astype(np.float32)
     (tmp_path / "m.mlir").write_text(_module(w, b))
     run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-build-gradients",
-             f"--pf-add-optimizer=optimizer=sgd momentum=0 clip-norm={max_norm} "
-             "keep-gradients=true", "-o", str(tmp_path / "step.mlir"))
+             f"--pf-clip-gradients=max-norm={max_norm}",
+             "--pf-add-optimizer=optimizer=sgd momentum=0 keep-gradients=true",
+             "-o", str(tmp_path / "step.mlir"))
     np.savez(tmp_path / "in.npz", x=x, probe=probe, lr=np.float64(0.0), step=np.int64(1))
     run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
              "--outputs", str(tmp_path / "out.npz"))

@@ -1,5 +1,6 @@
 // RUN: pf-opt %s --pf-training="kfac=true microbatches=2 optimizer=sgd kfac-refresh=3" | FileCheck %s
 // RUN: pf-opt %s --pf-training | FileCheck %s --check-prefix=PLAIN
+// RUN: pf-opt %s --pf-training="kfac=true clip-norm=1 microbatches=2" | FileCheck %s --check-prefix=CLIP
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
 pf.param @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>
@@ -22,3 +23,10 @@ func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}) -> (tensor<2x3x5xf32> {pf
 // PLAIN: func.func @main(%{{.*}}: tensor<2x3x4xf32> {pf.name = "x"}
 // PLAIN-NOT: pf.kfac
 // PLAIN: pf.adamw_update
+
+// The gradients summed over the micro-batches are clipped before they are
+// preconditioned.
+// CLIP: pf.softmax_cross_entropy
+// CLIP: pf.softmax_cross_entropy
+// CLIP: %[[C:.*]]:2 = pf.clip_by_global_norm
+// CLIP: pf.kfac.precondition %[[C]]#0, %{{.*}}, %{{.*}}, %[[C]]#1

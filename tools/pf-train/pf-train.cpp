@@ -303,7 +303,7 @@ int main(int argc, char **argv) {
   training.optimizer.optimizer = optimizer;
   training.optimizer.weightDecay = weightDecay;
   training.optimizer.momentum = momentum;
-  training.optimizer.clipNorm = clipNorm;
+  training.clipNorm = clipNorm;
   if (kfac) {
     training.optimizer.kfacOptimizer = kfacOptimizer;
     training.optimizer.kfacLRScale = kfacLRScale;

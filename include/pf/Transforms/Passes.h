@@ -29,6 +29,9 @@ void buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &options = {
 struct TrainingOptions {
   /// Micro-batches per step (pf-split-microbatches; 1: none).
   int64_t microbatches = 1;
+  /// Clip the gradients to this global L2 norm before preconditioning (0:
+  /// off).
+  double clipNorm = 0;
   /// Precondition the encoder blocks' linears with K-FAC.
   bool kfac = false;
   PFAddMaskedLMLossOptions loss;
@@ -37,8 +40,8 @@ struct TrainingOptions {
   PFAddOptimizerOptions optimizer;
 };
 
-/// Masked-LM loss, micro-batches, K-FAC factors, gradients, preconditioning
-/// and the optimizer: a forward graph becomes one training step (pf-train,
+/// Masked-LM loss, K-FAC factors, gradients, micro-batches, clipping,
+/// preconditioning and the optimizer: a forward graph becomes one training step (pf-train,
 /// pf-run --training-step).
 void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
 

@@ -195,6 +195,21 @@ def PFSplitMicrobatches : Pass<"pf-split-microbatches", "::mlir::ModuleOp"> {
   ];
 }
 
+def PFClipGradients : Pass<"pf-clip-gradients", "::mlir::ModuleOp"> {
+  let summary = "Scale the parameter gradients down to a global L2 norm";
+  let description = [{
+    Replaces every `grad/<parameter>` result with its clipped value
+    (`pf.clip_by_global_norm`: all scaled by max-norm / (norm + 1e-6) when
+    their global norm exceeds max-norm), as torch.nn.utils.clip_grad_norm_.
+    Run it on the gradients from pf-build-gradients, before
+    pf-kfac-precondition: the norm is the true gradient's, and K-FAC bounds
+    its preconditioned steps itself (KL-clipping).
+  }];
+  let options = [
+    Option<"maxNorm", "max-norm", "double", /*default=*/"1.0", "Largest global L2 norm">,
+  ];
+}
+
 def PFAddOptimizer : Pass<"pf-add-optimizer", "::mlir::ModuleOp"> {
   let summary = "Apply the gradients `grad/<param>` with SGD, AdamW or LAMB in place";
   let description = [{
@@ -217,8 +232,6 @@ def PFAddOptimizer : Pass<"pf-add-optimizer", "::mlir::ModuleOp"> {
            "Weight decay (not applied to biases and LayerNorm parameters)">,
     Option<"keepGradients", "keep-gradients", "bool", /*default=*/"false",
            "Keep the grad/ results (e.g. to check them from outside)">,
-    Option<"clipNorm", "clip-norm", "double", /*default=*/"0",
-           "Clip the gradients to this global L2 norm before the updates (0: off)">,
     Option<"kfacOptimizer", "kfac-optimizer", "std::string", /*default=*/"\"\"",
            "Optimizer for the K-FAC layers' (preconditioned) parameters: sgd, adamw "
            "or lamb (default: the same as the others), as PipeFisher runs K-FAC "

@@ -1,0 +1,25 @@
+// RUN: pf-opt %s --pf-build-gradients --pf-clip-gradients=max-norm=0.5 | FileCheck %s
+// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-clip-gradients --pf-kfac-precondition | FileCheck %s --check-prefix=KFAC
+// RUN: not pf-opt %s --pf-build-gradients --pf-clip-gradients=max-norm=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not pf-opt %s --pf-clip-gradients 2>&1 | FileCheck %s --check-prefix=NO-GRADS
+
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+pf.param @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>
+func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = "objective"}) {
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+  %b = pf.param_ref @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>
+  %y = pf.linear %x, %w, %b {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<6x5xf32>
+  %s = pf.reduce_sum %y {keepdims = false} : (tensor<6x5xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// Both parameter gradients are clipped together.
+// CHECK: %[[C:.*]]:2 = pf.clip_by_global_norm %{{.*}}, %{{.*}} {max_norm = 5.000000e-01 : f64} : tensor<5x4xf32>, tensor<5xf32>
+// CHECK: return %{{.*}}, %[[C]]#0, %[[C]]#1
+
+// The true gradients are clipped, then preconditioned.
+// KFAC: %[[C:.*]]:2 = pf.clip_by_global_norm
+// KFAC: pf.kfac.precondition %[[C]]#0, %{{.*}}, %{{.*}}, %[[C]]#1
+
+// ZERO: pf-clip-gradients: max-norm must be > 0, got 0
+// NO-GRADS: pf-clip-gradients: no grad/<parameter> result; run pf-build-gradients first
