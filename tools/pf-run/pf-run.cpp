@@ -78,8 +78,9 @@ static cl::opt<std::string> stepOptimizer("optimizer",
                                           cl::init("adamw"), cl::cat(category));
 static cl::opt<int> stepMicrobatches(
     "micro-batches",
-    cl::desc("With --training-step: split the batch (the 'batch' dimension) into this many "
-             "micro-batches; gradients and K-FAC factors accumulate over them"),
+    cl::desc("With --training-step: split the batch into this many micro-batches; "
+             "gradients and K-FAC factors accumulate over them (an ONNX model is imported "
+             "with --dim batch divided by it; pf IR is taken as one micro-batch)"),
     cl::init(1), cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
