@@ -138,3 +138,37 @@ def test_ctrl_c_saves_a_checkpoint(setup, tmp_path):
     data = np.load(checkpoint)
     assert 3 <= int(data["meta/step"]) < 100000
     assert any(k.startswith("param/") for k in data.files)
+
+
+def _evals(stdout):
+    return [(int(step), float(loss))
+            for step, loss in re.findall(r"eval\s+(\d+)\s+loss\s+([0-9.]+)", stdout)]
+
+
+def test_held_out_evaluation(setup):
+    """--eval-every prints the loss on the held-out sequences (fixed masks)
+    before training, every N steps and after the last step; it falls as the
+    model trains and is the same in two identical runs."""
+    args = ("--steps", "30", "--log-every", "10", "--lr", "3e-3", "--warmup", "5",
+            "--eval-every", "10", "--eval-sequences", "64")
+    proc, _ = _train(setup, *args)
+    evals = _evals(proc.stdout)
+    assert [step for step, _ in evals] == [0, 10, 20, 30]
+    assert "(64 held-out sequences)" in proc.stdout
+    assert evals[-1][1] < evals[0][1] - 0.8, evals
+    again, _ = _train(setup, *args)
+    assert _evals(again.stdout) == evals
+
+
+def test_held_out_evaluation_bad_options(setup):
+    corpus = ("--corpus", str(setup / "corpus.npz"))
+    proc = run_tool("pf-train", str(setup / "model.onnx"), *corpus, "--batch", "8",
+                    "--eval-every", "5", "--eval-sequences", "4", check=False)
+    assert proc.returncode == 1
+    assert "--eval-sequences 4 must hold at least one batch (8)" in proc.stderr
+    proc = run_tool("pf-train", str(setup / "model.onnx"), *corpus, "--batch", "8",
+                    "--eval-every", "5", "--eval-sequences", "600", check=False)
+    assert proc.returncode == 1 and "of the corpus' 600 sequences to train on" in proc.stderr
+    proc = run_tool("pf-train", str(setup / "model.onnx"), *corpus, "--eval-every", "-1",
+                    check=False)
+    assert proc.returncode == 1 and "--eval-every must be >= 0" in proc.stderr

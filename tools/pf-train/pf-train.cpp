@@ -102,6 +102,16 @@ static cl::opt<int> microbatches(
     cl::desc("Split each step's batch into this many micro-batches: gradients and K-FAC "
              "factors are accumulated over them (--batch must be a multiple)"),
     cl::init(1), cl::cat(category));
+static cl::opt<int> evalEvery(
+    "eval-every",
+    cl::desc("Every N steps (and before the first and after the last), print the masked-LM "
+             "loss on held-out sequences (0: off)"),
+    cl::init(0), cl::cat(category));
+static cl::opt<int> evalSequences(
+    "eval-sequences",
+    cl::desc("With --eval-every: the corpus' last N sequences are held out (never trained "
+             "on) and evaluated with fixed masks, in batches of --batch"),
+    cl::init(256), cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
                                        cl::cat(category));
 
@@ -117,6 +127,8 @@ int fail(const llvm::Twine &message) {
 struct Corpus {
   std::vector<int64_t> tokens; // [rows, seqLen]
   int64_t rows = 0, seqLen = 0, vocab = 0;
+  /// Rows [0, trainRows) are trained on; the rest are held out.
+  int64_t trainRows = 0;
   int64_t pad = 0, cls = 2, sep = 3, mask = 4, firstWord = 5;
 };
 
@@ -129,7 +141,7 @@ llvm::Expected<Corpus> loadCorpus() {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    corpusFile + ": needs 'tokens', int64 [sequences, length]");
   Corpus corpus;
-  corpus.rows = tokens->second.shape[0];
+  corpus.rows = corpus.trainRows = tokens->second.shape[0];
   corpus.seqLen = tokens->second.shape[1];
   corpus.tokens.resize(corpus.rows * corpus.seqLen);
   std::memcpy(corpus.tokens.data(), tokens->second.data.data(), tokens->second.data.size());
@@ -170,7 +182,7 @@ const std::vector<int64_t> &epochOrder(const Corpus &c, int64_t epoch) {
   static int64_t cachedEpoch = -1;
   static std::vector<int64_t> order;
   if (epoch != cachedEpoch) {
-    order.resize(c.rows);
+    order.resize(c.trainRows);
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 shuffle(seed * 1000003ULL + epoch);
     std::shuffle(order.begin(), order.end(), shuffle);
@@ -179,22 +191,19 @@ const std::vector<int64_t> &epochOrder(const Corpus &c, int64_t epoch) {
   return order;
 }
 
-/// The batch of `step`: rows from a per-epoch permutation, masked as BERT
-/// does. Pure function of (seed, step) so resuming needs only the step.
-std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
-  int64_t perEpoch = std::max<int64_t>(1, c.rows / batch);
-  int64_t epoch = (step - 1) / perEpoch, slot = (step - 1) % perEpoch;
-  const std::vector<int64_t> &order = epochOrder(c, epoch);
-  std::mt19937_64 rng(seed * 7919ULL + uint64_t(step) * 104729ULL);
+/// The corpus rows `rows` as one batch, masked as BERT does: 15% (by
+/// --mask-prob) of the real tokens are predicted; of those 80% become [MASK],
+/// 10% a random word, 10% stay.
+std::map<std::string, drv::NpyArray> maskRows(const Corpus &c, llvm::ArrayRef<int64_t> rows,
+                                              std::mt19937_64 &rng) {
   std::uniform_real_distribution<double> uniform(0, 1);
   std::uniform_int_distribution<int64_t> word(c.firstWord, c.vocab - 1);
-
-  int64_t n = int64_t(batch) * c.seqLen;
+  int64_t n = int64_t(rows.size()) * c.seqLen;
   std::vector<int64_t> ids(n), types(n, 0), attention(n), labels(n, -100);
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t *row = &c.tokens[order[(slot * batch + b) % c.rows] * c.seqLen];
+  for (auto [b, rowIndex] : llvm::enumerate(rows)) {
+    const int64_t *row = &c.tokens[rowIndex * c.seqLen];
     for (int64_t t = 0; t < c.seqLen; ++t) {
-      int64_t i = b * c.seqLen + t, token = row[t];
+      int64_t i = int64_t(b) * c.seqLen + t, token = row[t];
       ids[i] = token;
       attention[i] = token != c.pad;
       bool special = token == c.pad || token == c.cls || token == c.sep;
@@ -205,11 +214,66 @@ std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
       ids[i] = r < 0.8 ? c.mask : r < 0.9 ? word(rng) : token;
     }
   }
-  std::vector<int64_t> shape{batch, c.seqLen};
+  std::vector<int64_t> shape{int64_t(rows.size()), c.seqLen};
   return {{"input_ids", int64Array(shape, ids)},
           {"token_type_ids", int64Array(shape, types)},
           {"attention_mask", int64Array(shape, attention)},
           {"labels", int64Array(shape, labels)}};
+}
+
+/// The batch of `step`: rows from a per-epoch permutation of the training
+/// rows. Pure function of (seed, step) so resuming needs only the step.
+std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
+  int64_t perEpoch = std::max<int64_t>(1, c.trainRows / batch);
+  int64_t epoch = (step - 1) / perEpoch, slot = (step - 1) % perEpoch;
+  const std::vector<int64_t> &order = epochOrder(c, epoch);
+  std::vector<int64_t> rows(batch);
+  for (int64_t b = 0; b < batch; ++b)
+    rows[b] = order[(slot * batch + b) % c.trainRows];
+  std::mt19937_64 rng(seed * 7919ULL + uint64_t(step) * 104729ULL);
+  return maskRows(c, rows, rng);
+}
+
+/// Held-out batch `index`: the same rows and masks at every evaluation.
+std::map<std::string, drv::NpyArray> makeEvalBatch(const Corpus &c, int64_t index) {
+  std::vector<int64_t> rows(batch);
+  for (int64_t b = 0; b < batch; ++b)
+    rows[b] = c.trainRows + index * batch + b;
+  std::mt19937_64 rng(0x5EEDULL * 7919ULL + uint64_t(index));
+  return maskRows(c, rows, rng);
+}
+
+/// Loads the training step's current weights into the evaluation model and
+/// returns the mean loss over the held-out tokens.
+llvm::Expected<double> evaluate(const Corpus &c, const drv::CompiledModel &trained,
+                                drv::CompiledModel &eval) {
+  std::map<std::string, drv::CompiledModel::Parameter> current;
+  for (auto &p : trained.parameters())
+    current[p.name] = p;
+  for (auto &p : eval.parameters()) {
+    auto it = current.find(p.name);
+    if (it == current.end() || it->second.bytes != p.bytes)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "evaluation: the training step has no parameter '" +
+                                         p.name + "' of the same size");
+    std::memcpy(p.data, it->second.data, p.bytes);
+  }
+  double weighted = 0;
+  int64_t counted = 0;
+  std::map<std::string, drv::NpyArray> outputs;
+  for (int64_t index = 0; index < (c.rows - c.trainRows) / batch; ++index) {
+    auto inputs = makeEvalBatch(c, index);
+    if (auto err = eval.run(inputs, outputs))
+      return std::move(err);
+    const auto *labels = reinterpret_cast<const int64_t *>(inputs["labels"].data.data());
+    int64_t count = std::count_if(labels, labels + inputs["labels"].numElements(),
+                                  [](int64_t l) { return l != -100; });
+    float loss;
+    std::memcpy(&loss, outputs["loss"].data.data(), sizeof(float));
+    weighted += double(loss) * double(count);
+    counted += count;
+  }
+  return counted ? weighted / double(counted) : 0.0;
 }
 
 double learningRate(int64_t step) {
@@ -254,6 +318,25 @@ llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model) {
   }
   return *reinterpret_cast<const int64_t *>(step->second.data.data());
 }
+/// The forward pass and masked-LM loss at batch --batch, with its own copy
+/// of the weights (evaluate() loads the training step's into it).
+llvm::Expected<std::unique_ptr<drv::CompiledModel>> compileEvaluation(MLIRContext &context,
+                                                                      int64_t seqLen) {
+  mlir::pf::ONNXImportOptions importOptions;
+  importOptions.dimValues["batch"] = batch;
+  importOptions.dimValues["sequence"] = seqLen;
+  OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(modelFile, &context, importOptions);
+  PassManager pm(&context);
+  mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
+  pm.addPass(mlir::pf::createPFAddMaskedLMLoss());
+  if (!module || failed(pm.run(*module)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "building the evaluation step failed");
+  drv::CompiledModel::Options options;
+  options.threads = threads;
+  options.ownParameters = true;
+  return drv::CompiledModel::compile(*module, options);
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -271,9 +354,19 @@ int main(int argc, char **argv) {
                               int(batch), int(microbatches)));
   if (schedule != "linear" && schedule != "constant")
     return fail("--schedule must be linear or constant");
+  if (evalEvery < 0 || evalSequences < 1)
+    return fail("--eval-every must be >= 0 and --eval-sequences >= 1");
   auto corpus = loadCorpus();
   if (!corpus)
     return fail(llvm::toString(corpus.takeError()));
+  if (evalEvery > 0) {
+    if (evalSequences < batch || evalSequences + batch > corpus->rows)
+      return fail(llvm::formatv("--eval-sequences {0} must hold at least one batch ({1}) and "
+                                "leave at least one batch of the corpus' {2} sequences to "
+                                "train on",
+                                int(evalSequences), int(batch), corpus->rows));
+    corpus->trainRows = corpus->rows - evalSequences;
+  }
 
   DialectRegistry registry;
   registry.insert<mlir::pf::PFDialect, func::FuncDialect, arith::ArithDialect,
@@ -319,8 +412,27 @@ int main(int argc, char **argv) {
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));
   drv::CompiledModel &model = **compiled;
+  std::unique_ptr<drv::CompiledModel> evalModel;
+  if (evalEvery > 0) {
+    auto built = compileEvaluation(context, corpus->seqLen);
+    if (!built)
+      return fail(llvm::toString(built.takeError()));
+    evalModel = std::move(*built);
+  }
   double buildSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto evaluateAt = [&](int64_t step) -> bool {
+    auto loss = evaluate(*corpus, model, *evalModel);
+    if (!loss) {
+      fail(llvm::toString(loss.takeError()));
+      return false;
+    }
+    llvm::outs() << llvm::formatv("eval  {0,5}  loss {1,8:F4}  ({2} held-out sequences)\n",
+                                  step, *loss,
+                                  (corpus->rows - corpus->trainRows) / batch * batch);
+    llvm::outs().flush();
+    return true;
+  };
 
   int64_t first = 1;
   if (!resumeFile.empty()) {
@@ -340,6 +452,8 @@ int main(int argc, char **argv) {
   std::map<std::string, drv::NpyArray> outputs;
   auto windowStart = std::chrono::steady_clock::now();
   int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
+  if (evalModel && !evaluateAt(first - 1))
+    return 1;
   for (int64_t step = first; step <= steps && !interrupted; ++step) {
     auto inputs = makeBatch(*corpus, step);
     inputs["lr"] = scalar<double>(11, learningRate(step));
@@ -372,6 +486,8 @@ int main(int argc, char **argv) {
       windowStart = std::chrono::steady_clock::now();
       windowTokens = windowSteps = 0;
     }
+    if (evalModel && (step % evalEvery == 0 || step == steps) && !evaluateAt(step))
+      return 1;
     if (!checkpointFile.empty() && checkpointEvery > 0 && step % checkpointEvery == 0)
       if (auto err = saveCheckpoint(model, step))
         return fail(llvm::toString(std::move(err)));
