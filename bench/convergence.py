@@ -5,9 +5,11 @@ BERT-tiny (1 block by default, vocabulary of the generated corpus) trained
 for masked LM on the generated corpus with pf-train, batch 64 x 32 tokens,
 linear warm-up (10 steps) and decay. For each optimizer the learning rate is
 tuned over a small grid (the best median over the seeds at the primary
-target), and each run reports the first step at which the training loss,
-averaged over the last `--window` steps, reaches each target, plus the wall
-time to get there.
+target). Each run reports, per target, the first step at which the training
+loss averaged over the last `--window` steps reaches it, and the first
+evaluation (every `--eval-every` steps, on 256 held-out sequences with fixed
+masks) at which the held-out loss does; wall times are steps x the median
+time per training step.
 
     PYTHONPATH=python python3 bench/convergence.py [--seeds 3] [--steps 400] [--jobs 2]
 
@@ -25,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from pipefisher import make_bert_model, save_model  # noqa: E402
 from pipefisher.corpus import make_corpus  # noqa: E402
 from pipefisher.tools import tool  # noqa: E402
+
+eval_every = 5
 
 KFAC = ["--kfac", "--kfac-damping", "1e-5", "--kfac-decay", "0.5"]
 # name -> (pf-train flags, learning rates to try)
@@ -53,13 +56,15 @@ OPTIMIZERS = {
 def run(model, corpus, flags, lr, seed, steps, batch):
     cmd = [str(tool("pf-train")), str(model), "--corpus", str(corpus), "--batch", str(batch),
            "--steps", str(steps), "--lr", str(lr), "--warmup", "10", "--seed", str(seed),
-           "--log-every", "1", "--num-threads", "1", *flags]
-    start = time.perf_counter()
+           "--log-every", "1", "--num-threads", "1", "--eval-every", str(eval_every), *flags]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    losses = [float(x) for x in re.findall(r"loss\s+([0-9.naninf]+)", proc.stdout)]
-    return {"lr": lr, "seed": seed, "diverged": proc.returncode != 0, "losses": losses,
-            "wall_s": wall}
+    steps_re = r"step\s+\d+\s+loss\s+([0-9.naninf]+).*ms/step\s+([0-9.]+)"
+    logged = [(float(a), float(b)) for a, b in re.findall(steps_re, proc.stdout)]
+    evals = [(int(a), float(b))
+             for a, b in re.findall(r"eval\s+(\d+)\s+loss\s+([0-9.naninf]+)", proc.stdout)]
+    return {"lr": lr, "seed": seed, "diverged": proc.returncode != 0,
+            "losses": [loss for loss, _ in logged], "evals": evals,
+            "ms_per_step": statistics.median(ms for _, ms in logged) if logged else float("nan")}
 
 
 def steps_to_target(losses, target, window):
@@ -67,6 +72,10 @@ def steps_to_target(losses, target, window):
         if np.mean(losses[i - window:i]) <= target:
             return i
     return None
+
+
+def evals_to_target(evals, target):
+    return next((step for step, loss in evals if loss <= target), None)
 
 
 def median_or_inf(values):
@@ -83,6 +92,7 @@ def main() -> int:
     parser.add_argument("--targets", default="2.0,1.6,1.4",
                         help="losses to reach; the first is used to pick the learning rate")
     parser.add_argument("--window", type=int, default=10)
+    parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", help="comma-separated optimizer names to run")
     parser.add_argument("--json")
@@ -90,6 +100,8 @@ def main() -> int:
     targets = [float(t) for t in args.targets.split(",")]
     primary = targets[-1]
     names = args.only.split(",") if args.only else list(OPTIMIZERS)
+    global eval_every
+    eval_every = args.eval_every
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -113,37 +125,41 @@ def main() -> int:
             for r in runs:
                 r["steps_to"] = {t: None if r["diverged"] else
                                  steps_to_target(r["losses"], t, args.window) for t in targets}
-                r["ms_per_step"] = 1e3 * r["wall_s"] / max(len(r["losses"]), 1)
+                r["evals_to"] = {t: None if r["diverged"] else evals_to_target(r["evals"], t)
+                                 for t in targets}
             entry = {"lr": lr, "runs": runs,
                      "median": {t: median_or_inf([r["steps_to"][t] for r in runs])
-                                for t in targets}}
+                                for t in targets},
+                     "eval_median": {t: median_or_inf([r["evals_to"][t] for r in runs])
+                                     for t in targets}}
             if best is None or entry["median"][primary] < best["median"][primary]:
                 best = entry
         results[name] = best
 
     first_order = [n for n in names if not n.startswith("kfac")]
     print(f"BERT-tiny {args.layers} block(s), batch {args.batch} x 32, {args.seeds} seeds; "
-          f"steps until the mean loss over {args.window} steps reaches each target "
-          f"(median; learning rate chosen at {primary})")
-    header = f"{'optimizer':<14} {'lr':>7}"
-    for t in targets:
-        header += f" {'to ' + str(t):>10} {'ratio':>6}"
-    header += f" {'ms/step':>8} {'s to ' + str(primary):>9}"
-    print(header)
-    for name in names:
-        r = results[name]
-        line = f"{name:<14} {r['lr']:>7.0e}"
+          f"learning rate chosen by the training loss at {primary}")
+    for key, what in (("median", f"training loss (mean over {args.window} steps)"),
+                      ("eval_median", f"held-out loss (every {args.eval_every} steps)")):
+        print(f"\nsteps until the {what} reaches each target (median over seeds)")
+        header = f"{'optimizer':<14} {'lr':>7}"
         for t in targets:
-            base = min((results[n]["median"][t] for n in first_order), default=float("nan"))
-            ratio = r["median"][t] / base if base not in (0, float("inf")) else float("nan")
-            line += f" {r['median'][t]:>10} {ratio:>6.2f}"
-        ms = statistics.median(x["ms_per_step"] for x in r["runs"])
-        reached = [x["steps_to"][primary] for x in r["runs"]]
-        seconds = median_or_inf([None if s is None else s * ms / 1e3 for s in reached])
-        line += f" {ms:>8.1f} {seconds:>9.1f}"
-        print(line)
-        print(f"{'':<14} per seed at {primary}: "
-              + ", ".join(str(x["steps_to"][primary] or "-") for x in r["runs"]))
+            header += f" {'to ' + str(t):>10} {'ratio':>6}"
+        header += f" {'ms/step':>8} {'s to ' + str(primary):>9}"
+        print(header)
+        for name in names:
+            r = results[name]
+            line = f"{name:<14} {r['lr']:>7.0e}"
+            for t in targets:
+                base = min((results[n][key][t] for n in first_order), default=float("nan"))
+                ratio = r[key][t] / base if base not in (0, float("inf")) else float("nan")
+                line += f" {r[key][t]:>10} {ratio:>6.2f}"
+            ms = statistics.median(x["ms_per_step"] for x in r["runs"])
+            line += f" {ms:>8.1f} {r[key][primary] * ms / 1e3:>9.1f}"
+            print(line)
+            field = "steps_to" if key == "median" else "evals_to"
+            print(f"{'':<14} per seed at {primary}: "
+                  + ", ".join(str(x[field][primary] or "-") for x in r["runs"]))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=float))
     return 0
