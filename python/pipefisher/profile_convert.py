@@ -54,6 +54,11 @@ def convert(run_profile: dict, fill: dict | None = None) -> dict:
         raise ValueError("no encoder blocks found in the op names (node '.../layer.N/...')")
     if blocks != list(range(len(blocks))):
         raise ValueError(f"encoder blocks are not 0..N-1: {blocks}")
+    losses = sum(op["name"].split(" ")[0] == "pf.softmax_cross_entropy" for op in ops)
+    if losses > 1:
+        raise ValueError(f"the step has {losses} masked-LM losses (micro-batches); the "
+                         "scheduler's costs are per micro-batch: profile the step built "
+                         "without --micro-batches, at the micro-batch size")
     measured = {key: [0.0] * len(blocks) for key in
                 ("forward", "backward", "curvature", "inversion", "precondition")}
     seen_block = False

@@ -76,3 +76,18 @@ def test_training_step_profile_measures_every_key(tmp_path):
     for layer in layers["layers"]:
         for key in ("forward", "backward", "curvature", "inversion", "precondition"):
             assert layer[key] > 0, (layer["name"], key)
+
+
+def test_micro_batched_step_is_refused(tmp_path):
+    """A step over several micro-batches repeats forward and backward; its
+    per-op times are not per micro-batch, so the conversion says so instead
+    of charging later micro-batches' forward to the backward."""
+    save_model(make_bert_model("tiny", vocab_size=100, num_hidden_layers=1), tmp_path / "m.onnx")
+    inputs = make_inputs(4, 16, vocab=100)
+    labels = np.where(np.arange(16) % 4 == 0, inputs["input_ids"], -100).astype(np.int64)
+    np.savez(tmp_path / "in.npz", **inputs, labels=labels, lr=np.float64(1e-3), step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "m.onnx"), "--dim", "batch=4", "--dim", "sequence=16",
+             "--training-step", "--kfac", "--micro-batches", "2", "--inputs",
+             str(tmp_path / "in.npz"), "--profile", str(tmp_path / "p.json"))
+    with pytest.raises(ValueError, match="2 masked-LM losses"):
+        convert(json.loads((tmp_path / "p.json").read_text()))
