@@ -160,6 +160,16 @@ def test_held_out_evaluation(setup):
     assert _evals(again.stdout) == evals
 
 
+def test_resume_needs_the_same_hold_out(setup, tmp_path):
+    checkpoint = tmp_path / "held.npz"
+    _train(setup, "--steps", "2", "--eval-every", "2", "--eval-sequences", "64", "--checkpoint",
+           str(checkpoint))
+    proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
+                    "--batch", "8", "--steps", "4", "--resume", str(checkpoint), check=False)
+    assert proc.returncode == 1
+    assert "was trained on 536 corpus sequences, this run on 600" in proc.stderr
+
+
 def test_held_out_evaluation_bad_options(setup):
     corpus = ("--corpus", str(setup / "corpus.npz"))
     proc = run_tool("pf-train", str(setup / "model.onnx"), *corpus, "--batch", "8",

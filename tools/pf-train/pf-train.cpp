@@ -284,7 +284,7 @@ double learningRate(int64_t step) {
   return lr * std::max(0.0, double(steps - step + 1) / double(steps - warmup));
 }
 
-llvm::Error saveCheckpoint(const drv::CompiledModel &model, int64_t step) {
+llvm::Error saveCheckpoint(const drv::CompiledModel &model, const Corpus &c, int64_t step) {
   std::map<std::string, drv::NpyArray> arrays;
   for (const auto &p : model.parameters()) {
     drv::NpyArray a;
@@ -295,10 +295,11 @@ llvm::Error saveCheckpoint(const drv::CompiledModel &model, int64_t step) {
   }
   arrays["meta/step"] = scalar<int64_t>(7, step);
   arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed.getValue()));
+  arrays["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
   return drv::writeNpz(checkpointFile, arrays);
 }
 
-llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model) {
+llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model, const Corpus &c) {
   auto arrays = drv::readNpz(resumeFile);
   if (!arrays)
     return arrays.takeError();
@@ -308,6 +309,16 @@ llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model) {
   auto step = arrays->find("meta/step");
   if (step == arrays->end() || step->second.dtype != 7)
     return error("not a pf-train checkpoint (no meta/step)");
+  // The batches are drawn from the training rows: resuming with another
+  // hold-out (--eval-sequences) would silently change them.
+  if (auto rows = arrays->find("meta/train_rows");
+      rows != arrays->end() && rows->second.dtype == 7 &&
+      *reinterpret_cast<const int64_t *>(rows->second.data.data()) != c.trainRows)
+    return error(llvm::formatv("was trained on {0} corpus sequences, this run on {1} (use the "
+                               "same --eval-every/--eval-sequences)",
+                               *reinterpret_cast<const int64_t *>(rows->second.data.data()),
+                               c.trainRows)
+                     .str());
   for (const auto &p : model.parameters()) {
     auto it = arrays->find("param/" + p.name);
     if (it == arrays->end())
@@ -436,7 +447,7 @@ int main(int argc, char **argv) {
 
   int64_t first = 1;
   if (!resumeFile.empty()) {
-    auto resumed = loadCheckpoint(model);
+    auto resumed = loadCheckpoint(model, *corpus);
     if (!resumed)
       return fail(llvm::toString(resumed.takeError()));
     first = *resumed + 1;
@@ -489,13 +500,13 @@ int main(int argc, char **argv) {
     if (evalModel && (step % evalEvery == 0 || step == steps) && !evaluateAt(step))
       return 1;
     if (!checkpointFile.empty() && checkpointEvery > 0 && step % checkpointEvery == 0)
-      if (auto err = saveCheckpoint(model, step))
+      if (auto err = saveCheckpoint(model, *corpus, step))
         return fail(llvm::toString(std::move(err)));
   }
   if (interrupted && checkpointFile.empty())
     checkpointFile = "pf-train.checkpoint.npz";
   if (!checkpointFile.empty()) {
-    if (auto err = saveCheckpoint(model, last))
+    if (auto err = saveCheckpoint(model, *corpus, last))
       return fail(llvm::toString(std::move(err)));
     llvm::outs() << "checkpoint after step " << last << ": " << checkpointFile << "\n";
   }
