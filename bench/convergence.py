@@ -48,8 +48,12 @@ OPTIMIZERS = {
     # every parameter; inverses refreshed every step.
     "kfac+adamw": (["--optimizer", "adamw", *KFAC, "--kfac-refresh", "1"], [2e-3, 3e-3, 5e-3]),
     # The same with inverses 3 steps stale, as the pf pipeline schedule
-    # refreshes them for BERT-Large on Chimera (K = 3, docs/schedule.md).
-    "kfac+adamw/3": (["--optimizer", "adamw", *KFAC, "--kfac-refresh", "3"], [3e-3]),
+    # refreshes them for BERT-Large on Chimera (K = 3, docs/schedule.md) ...
+    "kfac+adamw/3": (["--optimizer", "adamw", *KFAC, "--kfac-refresh", "3",
+                      "--kfac-refresh-warmup", "0"], [3e-3]),
+    # ... and after fresh inverses for the first 50 steps (pf-train's default).
+    "kfac+adamw/3w": (["--optimizer", "adamw", *KFAC, "--kfac-refresh", "3",
+                       "--kfac-refresh-warmup", "50"], [3e-3, 5e-3]),
 }
 
 

@@ -533,6 +533,11 @@ LogicalResult CallEmitter::emit(Operation *op, int64_t index) {
                                              constI64(loc, int64_t(r.getEvery())));
         Value due = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq, phase,
                                           constI64(loc, 0));
+        if (int64_t warmup = r.getWarmup(); warmup > 0) {
+          Value early = arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::sle, step,
+                                              constI64(loc, warmup));
+          due = arith::OrIOp::create(builder, loc, due, early);
+        }
         Value outcome = LLVM::LoadOp::create(builder, loc, ptrType, out(r.getOutcome()));
         LLVM::StoreOp::create(builder, loc, constI32(loc, 0), outcome);
         emitIf(loc, due, [&] {

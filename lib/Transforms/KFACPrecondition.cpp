@@ -28,9 +28,9 @@ struct KFACPreconditionPass
     func::FuncOp func = getEntryFunction(module);
     if (!func)
       return module.emitError("pf-kfac-precondition: no function with a body");
-    if (refreshEvery < 1 || retries < 0 || damping < 0)
-      return func.emitError("pf-kfac-precondition: refresh-every must be >= 1, retries and "
-                            "damping >= 0");
+    if (refreshEvery < 1 || retries < 0 || damping < 0 || refreshWarmup < 0)
+      return func.emitError("pf-kfac-precondition: refresh-every must be >= 1, retries, "
+                            "refresh-warmup and damping >= 0");
     SymbolTable symbols(module);
     Block &block = func.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
@@ -77,7 +77,8 @@ struct KFACPreconditionPass
       auto refresh = KFACRefreshInversesOp::create(
           builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, sym("A"), sym("B"),
           sym("A_inv"), sym("B_inv"), builder.getF64FloatAttr(damping),
-          builder.getI64IntegerAttr(refreshEvery), builder.getI64IntegerAttr(retries));
+          builder.getI64IntegerAttr(refreshEvery), builder.getI64IntegerAttr(retries),
+          builder.getI64IntegerAttr(refreshWarmup));
       issues = issues ? AddOp::create(builder, loc, issues, refresh.getOutcome()).getResult()
                       : refresh.getOutcome();
 

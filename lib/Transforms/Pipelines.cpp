@@ -70,6 +70,10 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
   Option<int64_t> kfacRefresh{*this, "kfac-refresh",
                               llvm::cl::desc("Steps between inverse refreshes"),
                               llvm::cl::init(1)};
+  Option<int64_t> kfacRefreshWarmup{
+      *this, "kfac-refresh-warmup",
+      llvm::cl::desc("Refresh the inverses at every one of the first N steps"),
+      llvm::cl::init(0)};
   Option<double> kfacKLClip{*this, "kfac-kl-clip",
                             llvm::cl::desc("KL-clipping threshold (0: off)"), llvm::cl::init(0)};
   Option<std::string> kfacOptimizer{*this, "kfac-optimizer",
@@ -96,6 +100,7 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
     options.insertKFAC.decay = kfacDecay;
     options.precondition.damping = kfacDamping;
     options.precondition.refreshEvery = kfacRefresh;
+    options.precondition.refreshWarmup = kfacRefreshWarmup;
     options.precondition.klClip = kfacKLClip;
     options.precondition.exportFactors = exportFactors;
     return options;

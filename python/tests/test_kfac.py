@@ -270,3 +270,26 @@ def test_micro_batches_shrink_activation_memory(tmp_path):
                         "--describe")
         arena[m] = float(re.search(r"arena ([0-9.]+) MB", proc.stdout).group(1))
     assert arena[4] < 0.5 * arena[1], arena
+
+
+def test_refresh_warmup(tmp_path):
+    """refresh-warmup=2 refresh-every=3: the inverses are refreshed at steps 1
+    and 2, then at 4, 7, ...; at step 3 they keep their (here: initial zero)
+    values. Each pf-run starts from the module's state, so one step shows
+    whether that step refreshed."""
+    rng = np.random.default_rng(9)
+    w = rng.normal(size=(OUT, IN)).astype(np.float32)
+    b = rng.normal(size=OUT).astype(np.float32)
+    (tmp_path / "m.mlir").write_text(_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac", "--pf-build-gradients",
+             "--pf-kfac-precondition=refresh-every=3 refresh-warmup=2 export-factors=true",
+             "-o", str(tmp_path / "step.mlir"))
+    refreshed = {}
+    for step in (1, 2, 3, 4, 5):
+        np.savez(tmp_path / "in.npz", x=rng.normal(size=(ROWS, IN)).astype(np.float32),
+                 probe=rng.normal(size=(ROWS, OUT)).astype(np.float32), step=np.int64(step))
+        run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+                 "--outputs", str(tmp_path / "out.npz"))
+        got = dict(np.load(tmp_path / "out.npz"))
+        refreshed[step] = bool(np.any(got["kfac/A_inv/bert.encoder.layer.0.dense.weight"]))
+    assert refreshed == {1: True, 2: True, 3: False, 4: True, 5: False}

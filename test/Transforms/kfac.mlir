@@ -1,6 +1,9 @@
 // RUN: pf-opt %s --pf-insert-kfac | FileCheck %s --check-prefix=INSERT
 // RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition=refresh-every=4 | FileCheck %s --check-prefix=PRECOND
 // RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" | FileCheck %s --check-prefix=WARMUP
+// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
+// RUN: not pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-warmup=-1" 2>&1 | FileCheck %s --check-prefix=WARMUP-BAD
 // RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="kl-clip=0.001" --pf-add-optimizer="optimizer=adamw kfac-optimizer=sgd kfac-lr-scale=10" | FileCheck %s --check-prefix=HYBRID
 // RUN: not pf-opt %s --pf-kfac-precondition 2>&1 | FileCheck %s --check-prefix=NO-INSERT
 // RUN: not pf-opt %s --pf-insert-kfac=decay=1.5 2>&1 | FileCheck %s --check-prefix=DECAY
@@ -38,6 +41,16 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // PRECOND: %[[OUT:.*]] = pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_inv, @bert.encoder.layer.0.dense.weight.kfac.B_inv) step %{{.*}} {every = 4 : i64}
 // PRECOND: pf.kfac.precondition
 // PRECOND: return {{.*}}, %[[OUT]] :
+
+// Fresh inverses for the first 20 steps, then every 3.
+// WARMUP: pf.kfac.refresh_inverses{{.*}}{every = 3 : i64, warmup = 20 : i64}
+// WARMUP-LOWER: %[[PHASE:.*]] = arith.remsi %{{.*}}, %c3_i64
+// WARMUP-LOWER: %[[DUE:.*]] = arith.cmpi eq, %[[PHASE]]
+// WARMUP-LOWER: %[[EARLY:.*]] = arith.cmpi sle, %{{.*}}, %c20_i64 : i64
+// WARMUP-LOWER: %[[EITHER:.*]] = arith.ori %[[DUE]], %[[EARLY]] : i1
+// WARMUP-LOWER: cf.cond_br %[[EITHER]]
+// WARMUP-LOWER: call @pfrt_kfac_damped_inverses
+// WARMUP-BAD: refresh-every must be >= 1, retries, refresh-warmup and damping >= 0
 
 // LOWER: call @pfrt_kfac_factor
 // LOWER: call @pfrt_kfac_factor

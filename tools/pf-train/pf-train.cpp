@@ -86,6 +86,11 @@ static cl::opt<double> kfacDamping("kfac-damping", cl::desc("K-FAC damping λ"),
                                    cl::cat(category));
 static cl::opt<int> kfacRefresh("kfac-refresh", cl::desc("Steps between K-FAC inverse refreshes"),
                                 cl::init(1), cl::cat(category));
+static cl::opt<int> kfacRefreshWarmup(
+    "kfac-refresh-warmup",
+    cl::desc("With --kfac-refresh > 1: refresh the inverses at every one of the first N steps "
+             "(early curvature changes fastest)"),
+    cl::init(50), cl::cat(category));
 static cl::opt<double> kfacKLClip("kfac-kl-clip",
                                   cl::desc("K-FAC KL-clipping threshold κ (0: off)"),
                                   cl::init(1e-3), cl::cat(category));
@@ -403,6 +408,7 @@ int main(int argc, char **argv) {
   training.insertKFAC.decay = kfacDecay;
   training.precondition.damping = kfacDamping;
   training.precondition.refreshEvery = kfacRefresh;
+  training.precondition.refreshWarmup = kfacRefreshWarmup;
   training.precondition.klClip = kfacKLClip;
   training.optimizer.optimizer = optimizer;
   training.optimizer.weightDecay = weightDecay;

@@ -279,6 +279,9 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"damping", "damping", "double", /*default=*/"1e-3", "Damping λ">,
+    Option<"refreshWarmup", "refresh-warmup", "int64_t", /*default=*/"0",
+           "Refresh at every one of the first N steps, then every refresh-every (early "
+           "curvature changes fastest)">,
     Option<"refreshEvery", "refresh-every", "int64_t", /*default=*/"1",
            "Steps between inverse refreshes (stale inverses in between)">,
     Option<"retries", "retries", "int64_t", /*default=*/"3",

@@ -154,6 +154,8 @@ LogicalResult KFACRefreshInversesOp::verify() {
     return emitOpError("every must be >= 1, got ") << int64_t(getEvery());
   if (int64_t(getRetries()) < 0)
     return emitOpError("retries must be >= 0");
+  if (int64_t(getWarmup()) < 0)
+    return emitOpError("warmup must be >= 0");
   if (getDamping().convertToDouble() < 0)
     return emitOpError("damping must be >= 0");
   return success();

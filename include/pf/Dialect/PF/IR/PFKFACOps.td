@@ -115,7 +115,7 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "π-damped inverses of a layer's factors, every `every` steps, in place";
   let description = [{
-    At steps 1, 1 + every, ...: π from both factors, A⁻¹ = (A + √λ·π·I)⁻¹ and
+    At steps 1, 2, ..., `warmup` and 1, 1 + every, ...: π from both factors, A⁻¹ = (A + √λ·π·I)⁻¹ and
     B⁻¹ = (B + √λ/π·I)⁻¹ (λ = `damping`), written into `a_inverse` and
     `b_inverse`. A factor that is not positive definite is retried with more
     damping (`retries` times, tenfold each) and otherwise keeps its previous
@@ -127,7 +127,8 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
                    FlatSymbolRefAttr:$b_inverse,
                    DefaultValuedAttr<F64Attr, "1.0e-3">:$damping,
                    DefaultValuedAttr<I64Attr, "1">:$every,
-                   DefaultValuedAttr<I64Attr, "3">:$retries);
+                   DefaultValuedAttr<I64Attr, "3">:$retries,
+                   DefaultValuedAttr<I64Attr, "0">:$warmup);
   let results = (outs 0DTensorOf<[I32]>:$outcome);
   let assemblyFormat = [{
     `(` $factor_a `,` $factor_b `)` `into` ` ` `(` $a_inverse `,` $b_inverse `)` `step` $step
