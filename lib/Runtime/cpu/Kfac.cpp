@@ -47,35 +47,29 @@ void syrk(int threads, int64_t d, int64_t n, double alpha, const double *x,
               int(d), beta, f, int(ldf));
 }
 
-// LAPACK's Fortran routines through lapack.h's prototypes (which add the
-// hidden string-length argument where the Fortran ABI has one).
-lapack_int potrf(int64_t n, float *a) {
+/// Calls a LAPACK routine of the form (uplo, n, a, lda, info) on the upper
+/// triangle of the n x n matrix a. `routine` wraps lapack.h's prototype macro
+/// (which adds the hidden string-length argument where the Fortran ABI has
+/// one), so it cannot be passed as a function pointer.
+template <typename T, typename Routine>
+lapack_int onUpper(int64_t n, T *a, Routine routine) {
   const char uplo = 'U';
   const lapack_int dim = lapack_int(n);
   lapack_int info = 0;
-  LAPACK_spotrf(&uplo, &dim, a, &dim, &info);
+  routine(&uplo, &dim, a, &dim, &info);
   return info;
+}
+lapack_int potrf(int64_t n, float *a) {
+  return onUpper(n, a, [](auto... args) { LAPACK_spotrf(args...); });
 }
 lapack_int potrf(int64_t n, double *a) {
-  const char uplo = 'U';
-  const lapack_int dim = lapack_int(n);
-  lapack_int info = 0;
-  LAPACK_dpotrf(&uplo, &dim, a, &dim, &info);
-  return info;
+  return onUpper(n, a, [](auto... args) { LAPACK_dpotrf(args...); });
 }
 lapack_int potri(int64_t n, float *a) {
-  const char uplo = 'U';
-  const lapack_int dim = lapack_int(n);
-  lapack_int info = 0;
-  LAPACK_spotri(&uplo, &dim, a, &dim, &info);
-  return info;
+  return onUpper(n, a, [](auto... args) { LAPACK_spotri(args...); });
 }
 lapack_int potri(int64_t n, double *a) {
-  const char uplo = 'U';
-  const lapack_int dim = lapack_int(n);
-  lapack_int info = 0;
-  LAPACK_dpotri(&uplo, &dim, a, &dim, &info);
-  return info;
+  return onUpper(n, a, [](auto... args) { LAPACK_dpotri(args...); });
 }
 
 /// Copies the lower triangle of a row-major [n, n] matrix onto the upper.
