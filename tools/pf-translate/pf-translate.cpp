@@ -135,7 +135,10 @@ int main(int argc, char **argv) {
     pm.addPass(pf::createPFPrintSummary(pf::PFPrintSummaryOptions{summaryJson.getValue()}));
   if (pipelineOptions.getNumOccurrences() > 0) {
     pf::registerPFPipelines();
-    std::string text = "pf-pipeline{" + pipelineOptions + "}";
+    // The graph passes (with static shapes required) ran above already.
+    bool graphOptDone = !noGraphOpt && requireStatic;
+    std::string text = "pf-pipeline{" + std::string(graphOptDone ? "graph-opt=false " : "") +
+                       pipelineOptions + "}";
     if (failed(parsePassPipeline(text, pm, llvm::errs()))) {
       llvm::errs() << "pf-translate: error: bad --pipeline options '" << pipelineOptions
                    << "'\n";

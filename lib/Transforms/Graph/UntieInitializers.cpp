@@ -1,13 +1,13 @@
 //===- UntieInitializers.cpp - undo exporter de-duplication ---------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Graph/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFUNTIEINITIALIZERS
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Graph/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

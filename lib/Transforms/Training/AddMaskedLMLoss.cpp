@@ -1,12 +1,13 @@
 //===- AddMaskedLMLoss.cpp - masked-LM cross-entropy as the objective -------===//
-#include "PipelineModel.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Transforms/Utils.h"
+#include "pf/Transforms/Training/Passes.h"
 
 #include "mlir/IR/Builders.h"
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFADDMASKEDLMLOSS
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Training/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

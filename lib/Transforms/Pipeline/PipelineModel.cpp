@@ -7,37 +7,6 @@ using namespace mlir;
 using namespace mlir::pf;
 namespace sched = ::pf::sched;
 
-/// The keyword must start a name component, so "branch.1." is no block "h.1.".
-std::optional<int64_t> mlir::pf::encoderBlockOfName(StringRef name) {
-  static const llvm::Regex pattern("(^|[._/])(encoder|layers?|h|blocks?)[._]([0-9]+)[._]");
-  SmallVector<StringRef> groups;
-  if (!pattern.match(name, &groups))
-    return std::nullopt;
-  int64_t block;
-  if (groups[3].getAsInteger(10, block))
-    return std::nullopt;
-  return block;
-}
-
-func::FuncOp mlir::pf::getEntryFunction(ModuleOp module) {
-  for (auto func : module.getOps<func::FuncOp>())
-    if (!func.isExternal())
-      return func;
-  return {};
-}
-
-Value mlir::pf::getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element) {
-  Block &block = func.getBody().front();
-  for (unsigned i = 0; i < block.getNumArguments(); ++i)
-    if (auto attr = func.getArgAttrOfType<StringAttr>(i, "pf.name"); attr && attr == name)
-      return block.getArgument(i);
-  Value arg = block.addArgument(RankedTensorType::get({}, element), func.getLoc());
-  func.setType(FunctionType::get(func.getContext(), block.getArgumentTypes(),
-                                 block.getTerminator()->getOperandTypes()));
-  func.setArgAttr(block.getNumArguments() - 1, "pf.name", StringAttr::get(func.getContext(), name));
-  return arg;
-}
-
 namespace {
 /// Raw position of a parameter in the model: 0 embeddings, b+1 encoder block
 /// b, numBlocks+1 heads.

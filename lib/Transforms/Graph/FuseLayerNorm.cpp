@@ -1,13 +1,13 @@
 //===- FuseLayerNorm.cpp - decomposed LayerNorm -> pf.layer_norm ----------===//
 #include "MatchUtils.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Graph/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFFUSELAYERNORM
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Graph/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

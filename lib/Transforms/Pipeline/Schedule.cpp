@@ -4,13 +4,13 @@
 #include "pf/Schedule/Pipeline.h"
 #include "pf/Schedule/Report.h"
 #include "pf/Schedule/Timeline.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Pipeline/Passes.h"
 
 #include "mlir/IR/Builders.h"
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFSCHEDULE
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Pipeline/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

@@ -5,11 +5,12 @@
 // analytic model (FLOPs of the ops' cost interface on a device) or a profile.
 //
 //===----------------------------------------------------------------------===//
-#ifndef PF_LIB_TRANSFORMS_PIPELINEMODEL_H
-#define PF_LIB_TRANSFORMS_PIPELINEMODEL_H
+#ifndef PF_LIB_TRANSFORMS_PIPELINE_PIPELINEMODEL_H
+#define PF_LIB_TRANSFORMS_PIPELINE_PIPELINEMODEL_H
 
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Schedule/CostModel.h"
+#include "pf/Transforms/Utils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -47,22 +48,12 @@ FailureOr<BlockAssignment> readStageBlocks(PipelineOp pipeline);
 /// parameters name no encoder blocks.
 FailureOr<BlockAssignment> assignBlocks(func::FuncOp func);
 
-/// The encoder block named in a parameter name, if any.
-std::optional<int64_t> encoderBlockOfName(StringRef name);
-
 /// Per-block costs: "analytic" (on `device`) or the path of a profile whose
 /// layers are the encoder blocks.
 FailureOr<::pf::sched::CostModel> buildCostModel(func::FuncOp func,
                                                  const BlockAssignment &blocks,
                                                  StringRef cost, StringRef device);
 
-/// The function the pipeline passes work on: the first function with a body.
-func::FuncOp getEntryFunction(ModuleOp module);
-
-/// The argument of `func` named `name` (pf.name), added as a 0-d tensor of
-/// `element` when missing (step and learning-rate inputs of training steps).
-Value getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element);
-
 } // namespace mlir::pf
 
-#endif // PF_LIB_TRANSFORMS_PIPELINEMODEL_H
+#endif // PF_LIB_TRANSFORMS_PIPELINE_PIPELINEMODEL_H

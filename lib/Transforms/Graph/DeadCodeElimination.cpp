@@ -1,6 +1,6 @@
 //===- DeadCodeElimination.cpp - remove dead ops and unread parameters ---===//
 #include "pf/Dialect/PF/IR/PFOps.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Graph/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -9,7 +9,7 @@
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFDEADCODEELIMINATION
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Graph/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

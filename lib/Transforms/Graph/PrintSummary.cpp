@@ -5,9 +5,9 @@
 // the forward FLOPs from the cost interface.
 //
 //===----------------------------------------------------------------------===//
-#include "PipelineModel.h"
+#include "pf/Transforms/Utils.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Graph/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -17,7 +17,7 @@
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFPRINTSUMMARY
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Graph/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

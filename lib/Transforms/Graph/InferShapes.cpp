@@ -1,7 +1,7 @@
 //===- InferShapes.cpp - static shape propagation and shape folding -----===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFShapeUtils.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Graph/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -10,7 +10,7 @@
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFINFERSHAPES
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Graph/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

@@ -7,8 +7,9 @@
 // updates become PipeFisher's per-micro-batch curvature work.
 //
 //===----------------------------------------------------------------------===//
-#include "PipelineModel.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Transforms/Utils.h"
+#include "pf/Transforms/Training/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -16,7 +17,7 @@
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFSPLITMICROBATCHES
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Training/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

@@ -1,7 +1,7 @@
 //===- Partition.cpp - cut the model into pipeline stages -----------------===//
 #include "PipelineModel.h"
 #include "pf/Schedule/Partition.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Pipeline/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -9,7 +9,7 @@
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFPARTITION
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Pipeline/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Training/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -15,7 +15,7 @@
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFBUILDGRADIENTS
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Training/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

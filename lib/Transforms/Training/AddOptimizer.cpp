@@ -1,6 +1,7 @@
 //===- AddOptimizer.cpp - in-place optimizer updates from grad/ results -----===//
-#include "PipelineModel.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Transforms/Utils.h"
+#include "pf/Transforms/Training/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -8,7 +9,7 @@
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFADDOPTIMIZER
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Training/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

@@ -6,15 +6,16 @@
 // other parameter's gradient too. K-FAC bounds its own steps by KL-clipping.
 //
 //===----------------------------------------------------------------------===//
-#include "PipelineModel.h"
-#include "pf/Transforms/Passes.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Transforms/Utils.h"
+#include "pf/Transforms/Training/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFCLIPGRADIENTS
-#include "pf/Transforms/Passes.h.inc"
+#include "pf/Transforms/Training/Passes.h.inc"
 } // namespace mlir::pf
 
 using namespace mlir;

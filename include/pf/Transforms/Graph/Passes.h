@@ -1,0 +1,38 @@
+//===- Passes.h - pf graph passes -------------------------------*- C++ -*-===//
+//
+// The ONNX Runtime-style graph passes: shape inference and folding, untying
+// of de-duplicated initializers, LayerNorm / GELU / linear fusion, DCE, and
+// the `pf-graph-opt` pipeline the importer runs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_TRANSFORMS_GRAPH_PASSES_H
+#define PF_TRANSFORMS_GRAPH_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+#include <memory>
+
+namespace mlir::pf {
+
+#define GEN_PASS_DECL
+#include "pf/Transforms/Graph/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "pf/Transforms/Graph/Passes.h.inc"
+
+/// Options of the graph-optimization pipeline (`pf-graph-opt`).
+struct GraphOptOptions {
+  bool fuse = true;
+  bool untie = true;
+  bool requireStatic = false;
+};
+
+/// Shape inference, canonicalization, untying and the fusions, then DCE: what
+/// the importer runs by default.
+void buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &options = {});
+
+/// Registers `pf-graph-opt`.
+void registerGraphPipelines();
+
+} // namespace mlir::pf
+
+#endif // PF_TRANSFORMS_GRAPH_PASSES_H

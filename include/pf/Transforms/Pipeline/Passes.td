@@ -1,0 +1,70 @@
+//===- Passes.td - pf pipeline passes ------------------------*- tablegen -*-===//
+#ifndef PF_TRANSFORMS_PIPELINE_PASSES_TD
+#define PF_TRANSFORMS_PIPELINE_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PFPartition : Pass<"pf-partition", "::mlir::ModuleOp"> {
+  let summary = "Cut the model into pipeline stages balanced by a cost model";
+  let description = [{
+    The units are the encoder blocks (found by parameter names such as
+    `encoder.layer.N.`); the embeddings join the first block and the heads the
+    last. A contiguous min-max dynamic program over the per-block cost (forward
+    + backward) picks the cut, optionally under a memory cap. The entry
+    function's body becomes a `pf.pipeline` of `pf.stage` ops; values that
+    cross a cut become `pf.send` / `pf.recv` pairs. Import with the
+    micro-batch size as the batch dimension: each stage body is the work of
+    one micro-batch.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Micro-batches per step (recorded on the pf.pipeline)">,
+    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
+           "'analytic' or the path of a profile JSON (docs/profile-format.md)">,
+    Option<"device", "device", "std::string", /*default=*/"\"a100\"",
+           "Device of the analytic cost model (p100, v100, a100, h100, h200)">,
+    Option<"memoryCapMB", "memory-cap-mb", "double", /*default=*/"0",
+           "Per-stage memory cap in MB (0: none)">,
+  ];
+}
+
+def PFSchedule : Pass<"pf-schedule", "::mlir::ModuleOp"> {
+  let summary = "Schedule the pipeline step and place the K-FAC work in its bubbles";
+  let description = [{
+    Builds the step of the chosen pipeline schedule over the stages that
+    pf-partition made, simulates it with the cost model, places the K-FAC work
+    (curvature, inversion, preconditioning of every linear layer of the encoder
+    blocks) by the chosen policy, and writes one `pf.program` per device with
+    its ordered `pf.task` ops. Optionally writes a report (JSON), a Chrome
+    trace and an SVG timeline.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b, interleaved, chimera or zb-h1">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
+           "Micro-batches per step (0: the pf.pipeline's)">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"2",
+           "Interleaved 1F1B: model chunks per device">,
+    Option<"kfac", "kfac", "std::string", /*default=*/"\"bubbles\"",
+           "'bubbles' (K-FAC work placed by the policy) or 'none'">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"pf\"",
+           "K-FAC placement: pf (ours) or pipefisher (the reference greedy)">,
+    Option<"refreshSteps", "refresh-steps", "int64_t", /*default=*/"0",
+           "Steps per K-FAC refresh (0: automatic)">,
+    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
+           "'analytic' or the path of a profile JSON">,
+    Option<"device", "device", "std::string", /*default=*/"\"a100\"",
+           "Device of the analytic cost model">,
+    Option<"reportFile", "report", "std::string", /*default=*/"\"\"",
+           "Write the report as JSON to this file">,
+    Option<"traceFile", "trace", "std::string", /*default=*/"\"\"",
+           "Write a Chrome/Perfetto trace to this file">,
+    Option<"svgFile", "svg", "std::string", /*default=*/"\"\"",
+           "Write the SVG timeline to this file">,
+    Option<"printReport", "print-report", "bool", /*default=*/"false",
+           "Print the text report to stdout">,
+  ];
+}
+
+#endif // PF_TRANSFORMS_PIPELINE_PASSES_TD
