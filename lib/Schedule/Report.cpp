@@ -1,4 +1,9 @@
 //===- Report.cpp - Figures of a scheduled window: text and JSON ----------===//
+//
+// Layer "results" (docs/schedule.md): reads a result; uses the K-FAC
+// problem layer (capacity bound) and the facade's policy names.
+//
+//===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Report.h"
 
