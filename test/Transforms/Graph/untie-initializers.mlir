@@ -1,5 +1,5 @@
-// RUN: pf-opt %s --pf-untie-initializers | FileCheck %s
-// RUN: pf-opt %s --pf-untie-initializers | FileCheck %s --check-prefix=GONE
+// RUN: pf-opt %s -split-input-file --pf-untie-initializers | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-untie-initializers | FileCheck %s --check-prefix=GONE
 
 // The identities of parameters that carry pf.name are gone.
 // GONE-NOT: pf.identity {{.*}}pf.name = "{{(a.copy|taken|s.copy)}}"
