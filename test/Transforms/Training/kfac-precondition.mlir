@@ -1,12 +1,9 @@
-// RUN: pf-opt %s --pf-insert-kfac | FileCheck %s --check-prefix=INSERT
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition=refresh-every=4 | FileCheck %s --check-prefix=PRECOND
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" | FileCheck %s --check-prefix=WARMUP
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
-// RUN: not pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-warmup=-1" 2>&1 | FileCheck %s --check-prefix=WARMUP-BAD
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="kl-clip=0.001" --pf-add-optimizer="optimizer=adamw kfac-optimizer=sgd kfac-lr-scale=10" | FileCheck %s --check-prefix=HYBRID
-// RUN: not pf-opt %s --pf-kfac-precondition 2>&1 | FileCheck %s --check-prefix=NO-INSERT
-// RUN: not pf-opt %s --pf-insert-kfac=decay=1.5 2>&1 | FileCheck %s --check-prefix=DECAY
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition=refresh-every=4 | FileCheck %s --check-prefix=PRECOND
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" | FileCheck %s --check-prefix=WARMUP
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="damping=0.01 retries=2 kl-clip=0.001 export-factors=true" | FileCheck %s --check-prefix=OPTS
+// Errors: kfac-precondition-errors.mlir.
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
 pf.param @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>
@@ -21,28 +18,16 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
   return %s : tensor<f32>
 }
 
-// Only the encoder block's linear gets factors; the head keeps its optimizer.
-// INSERT-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.A : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {pf.kfac_bias = "bert.encoder.layer.0.dense.bias", pf.kfac_weight = "bert.encoder.layer.0.dense.weight"}
-// INSERT-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.B : tensor<5x5xf32>
-// INSERT-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.A_inv : tensor<4x4xf32>
-// INSERT-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.B_inv : tensor<5x5xf32>
-// INSERT-NOT: cls.predictions.transform.dense.weight.kfac
-// INSERT: func.func @main(%[[X:.*]]: tensor<6x4xf32> {pf.name = "x"}, %[[STEP:.*]]: tensor<i64> {pf.name = "step"})
-// INSERT: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from %[[X]] step %[[STEP]]
-// INSERT: %[[Y:.*]] = pf.linear %[[X]]
-// INSERT: %[[C:.*]] = pf.kfac.capture_output %[[Y]] into @bert.encoder.layer.0.dense.weight.kfac.B step %[[STEP]] {scale = 3.600000e+01 : f64}
-// INSERT: pf.linear %[[C]]
-
-
 // The backward pass updates B from the output gradient; the gradients of the
 // weight and the bias are preconditioned together.
-// PRECOND: func.func @main({{.*}}) -> ({{.*}}{pf.name = "grad/bert.encoder.layer.0.dense.weight"}{{.*}}{pf.name = "kfac/issues"})
+// PRECOND-LABEL: func.func @main({{.*}}) -> ({{.*}}{pf.name = "grad/bert.encoder.layer.0.dense.weight"}{{.*}}{pf.name = "kfac/issues"})
 // PRECOND: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.B from
 // PRECOND: %[[OUT:.*]] = pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_inv, @bert.encoder.layer.0.dense.weight.kfac.B_inv) step %{{.*}} {every = 4 : i64}
 // PRECOND: pf.kfac.precondition
 // PRECOND: return {{.*}}, %[[OUT]] :
 
 // Fresh inverses for the first 20 steps, then every 3.
+// WARMUP-LABEL: func.func @main(
 // WARMUP: pf.kfac.refresh_inverses{{.*}}{every = 3 : i64, warmup = 20 : i64}
 // WARMUP-LOWER: %[[PHASE:.*]] = arith.remsi %{{.*}}, %c3_i64
 // WARMUP-LOWER: %[[DUE:.*]] = arith.cmpi eq, %[[PHASE]]
@@ -50,7 +35,6 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // WARMUP-LOWER: %[[EITHER:.*]] = arith.ori %[[DUE]], %[[EARLY]] : i1
 // WARMUP-LOWER: cf.cond_br %[[EITHER]]
 // WARMUP-LOWER: call @pfrt_kfac_damped_inverses
-// WARMUP-BAD: refresh-every must be >= 1, retries, refresh-warmup and damping >= 0
 
 // LOWER: call @pfrt_kfac_factor
 // LOWER: call @pfrt_kfac_factor
@@ -59,13 +43,42 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // LOWER: call @pfrt_kfac_damped_inverses
 // LOWER: call @pfrt_kfac_precondition
 
-// K-FAC layers take SGD at 10x the learning rate after KL-clipping; the head
-// keeps AdamW.
-// HYBRID: %[[CLIPPED:.*]]:2 = pf.kfac.kl_clip lr %[[LR:[a-z0-9]+]]
-// HYBRID: %[[SCALED:.*]] = pf.mul %[[LR]], %{{.*}} : (tensor<f64>, tensor<f64>) -> tensor<f64>
-// HYBRID-DAG: pf.sgd_update @bert.encoder.layer.0.dense.weight momentum_buffer @bert.encoder.layer.0.dense.weight.momentum grad %[[CLIPPED]]#0 lr %[[SCALED]]
-// HYBRID-DAG: pf.sgd_update @bert.encoder.layer.0.dense.bias momentum_buffer {{.*}} grad %[[CLIPPED]]#1 lr %[[SCALED]]
-// HYBRID-DAG: pf.adamw_update @cls.predictions.transform.dense.weight({{.*}}) grad %{{.*}} lr %[[LR]]
+// The damping and retries go to the refresh; KL-clipping bounds the weight
+// and bias updates together by the learning rate (a new lr argument); the
+// factors and inverses are exported as results after kfac/issues.
+// OPTS-LABEL: func.func @main(
+// OPTS-SAME: %{{.*}}: tensor<i64> {pf.name = "step"}, %[[LR:.*]]: tensor<f64> {pf.name = "lr"})
+// OPTS-SAME: {pf.name = "kfac/issues"}, tensor<4x4xf32> {pf.name = "kfac/A/bert.encoder.layer.0.dense.weight"}, tensor<5x5xf32> {pf.name = "kfac/B/bert.encoder.layer.0.dense.weight"}, tensor<4x4xf32> {pf.name = "kfac/A_inv/bert.encoder.layer.0.dense.weight"}, tensor<5x5xf32> {pf.name = "kfac/B_inv/bert.encoder.layer.0.dense.weight"})
+// OPTS: %[[ISSUES:.*]] = pf.kfac.refresh_inverses({{.*}}) into ({{.*}}) step %{{.*}} {damping = 1.000000e-02 : f64, retries = 2 : i64}
+// OPTS: %[[U:.*]], %[[V:.*]] = pf.kfac.precondition %[[GW:[0-9]+]], %{{.*}}, %{{.*}}, %[[GB:[0-9]+]] :
+// OPTS-DAG: %[[A:.*]] = pf.param_ref @bert.encoder.layer.0.dense.weight.kfac.A :
+// OPTS-DAG: %[[B:.*]] = pf.param_ref @bert.encoder.layer.0.dense.weight.kfac.B :
+// OPTS: %[[CLIP:.*]]:2 = pf.kfac.kl_clip lr %[[LR]] : tensor<f64> updates(%[[U]], %[[V]] : {{.*}}) gradients(%[[GW]], %[[GB]] : {{.*}}) {kappa = 1.000000e-03 : f64}
+// OPTS: return %{{.*}}, %[[CLIP]]#0, %[[CLIP]]#1, %{{.*}}, %[[ISSUES]], %[[A]], %[[B]], %{{.*}}, %{{.*}} :
 
-// NO-INSERT: no 'step' argument; run pf-insert-kfac first
-// DECAY: decay must be in [0, 1), got 1.5
+// -----
+
+// Two K-FAC layers, the first without a bias: its weight gradient alone is
+// preconditioned; the refresh outcomes of both layers add up in kfac/issues.
+// PRECOND-LABEL: func.func @two_layers(
+// PRECOND-SAME: -> (tensor<f32> {pf.name = "objective"}, tensor<4x4xf32> {pf.name = "grad/bert.encoder.layer.0.q.weight"}, tensor<4x4xf32> {pf.name = "grad/bert.encoder.layer.1.q.weight"}, tensor<4xf32> {pf.name = "grad/bert.encoder.layer.1.q.bias"}, tensor<i32> {pf.name = "kfac/issues"})
+// PRECOND: %[[R0:.*]] = pf.kfac.refresh_inverses(@bert.encoder.layer.0.q.weight.kfac.A, @bert.encoder.layer.0.q.weight.kfac.B)
+// PRECOND: %[[P0:.*]] = pf.kfac.precondition %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// PRECOND: %[[R1:.*]] = pf.kfac.refresh_inverses(@bert.encoder.layer.1.q.weight.kfac.A, @bert.encoder.layer.1.q.weight.kfac.B)
+// PRECOND: %[[SUM:.*]] = pf.add %[[R0]], %[[R1]] : (tensor<i32>, tensor<i32>) -> tensor<i32>
+// PRECOND: %[[W1:.*]], %[[B1:.*]] = pf.kfac.precondition
+// PRECOND: return %{{.*}}, %[[P0]], %[[W1]], %[[B1]], %[[SUM]] :
+// OPTS-LABEL: func.func @two_layers(
+// OPTS: pf.kfac.kl_clip lr %{{.*}} : tensor<f64> updates(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>)
+pf.param @"bert.encoder.layer.0.q.weight" : tensor<4x4xf32>
+pf.param @"bert.encoder.layer.1.q.weight" : tensor<4x4xf32>
+pf.param @"bert.encoder.layer.1.q.bias" : tensor<4xf32>
+func.func @two_layers(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = "objective"}) {
+  %w0 = pf.param_ref @"bert.encoder.layer.0.q.weight" : tensor<4x4xf32>
+  %y = pf.linear %x, %w0 {transpose_weight} : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %w1 = pf.param_ref @"bert.encoder.layer.1.q.weight" : tensor<4x4xf32>
+  %b1 = pf.param_ref @"bert.encoder.layer.1.q.bias" : tensor<4xf32>
+  %z = pf.linear %y, %w1, %b1 {transpose_weight} : (tensor<6x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<6x4xf32>
+  %s = pf.reduce_sum %z {keepdims = false} : (tensor<6x4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
