@@ -1,5 +1,6 @@
 // RUN: pf-opt %s -split-input-file --pf-partition="stages=2 microbatches=4" --pf-schedule="schedule=gpipe report=%t.json" | FileCheck %s
 // RUN: FileCheck %s --check-prefix=REPORT < %t.json
+// RUN: %python %pf_src/test/Inputs/check_report.py %t.json --expect schedule=gpipe --expect devices=2 --expect microbatches=4
 // RUN: pf-opt %s -split-input-file --pf-partition="stages=2 microbatches=4" --pf-schedule="schedule=1f1b kfac=none" | FileCheck %s --check-prefix=NOKFAC
 // RUN: pf-opt %s -split-input-file --pf-partition="stages=2 microbatches=4" --pf-schedule="schedule=chimera policy=pipefisher svg=%t.svg trace=%t.trace.json" | FileCheck %s --check-prefix=CHIMERA
 // RUN: FileCheck %s --check-prefix=SVG < %t.svg
@@ -10,10 +11,12 @@
 // m(F+B) = 12 ms, the bubble share is (p-1)/(m+p-1) = 1/3.
 // RUN: pf-opt %s -split-input-file --pf-partition="stages=3 microbatches=4 cost=%S/Inputs/uniform-3-layers.json" --pf-schedule="schedule=gpipe kfac=none cost=%S/Inputs/uniform-3-layers.json report=%t.gpipe.json trace=%t.gpipe.trace.json svg=%t.gpipe.svg" | FileCheck %s --check-prefix=GPIPE
 // RUN: FileCheck %s --check-prefix=GPIPE-REPORT < %t.gpipe.json
+// RUN: %python %pf_src/test/Inputs/check_report.py %t.gpipe.json --expect pipeline_step_ms=6*3 --expect bubble_fraction=2/6
 // RUN: FileCheck %s --check-prefix=GPIPE-TRACE < %t.gpipe.trace.json
 // RUN: FileCheck %s --check-prefix=GPIPE-SVG < %t.gpipe.svg
 // RUN: pf-opt %s -split-input-file --pf-partition="stages=3 microbatches=4 cost=%S/Inputs/uniform-3-layers.json" --pf-schedule="schedule=1f1b policy=pf cost=%S/Inputs/uniform-3-layers.json report=%t.1f1b.json" | FileCheck %s --check-prefix=ONEF
 // RUN: FileCheck %s --check-prefix=ONEF-REPORT < %t.1f1b.json
+// RUN: %python %pf_src/test/Inputs/check_report.py %t.1f1b.json --expect step_time_ms=18.5 --expect utilization.with_kfac=31/37 --expect kfac_work_ms=3*7
 // Errors: schedule-errors.mlir.
 
 // A toy encoder (as in partition.mlir): embeddings, three blocks of one
