@@ -58,13 +58,13 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
       return func.emitError("pf-build-gradients: expected a func.return terminator");
     if (seed < 0 || seed >= int64_t(ret.getNumOperands()))
       return func.emitError("pf-build-gradients: seed ")
-             << seed << " is not a result index (the function has " << ret.getNumOperands()
+             << int64_t(seed) << " is not a result index (the function has " << ret.getNumOperands()
              << " results)";
     Value objective = ret.getOperand(seed);
     auto objectiveType = dyn_cast<RankedTensorType>(objective.getType());
     if (!objectiveType || !objectiveType.hasStaticShape() || !isFloatTensor(objective))
       return func.emitError("pf-build-gradients: the objective (result ")
-             << seed << ") must be a statically shaped float tensor, got "
+             << int64_t(seed) << ") must be a statically shaped float tensor, got "
              << objective.getType();
 
     // The differentiated values: named parameter reads and/or float inputs.
