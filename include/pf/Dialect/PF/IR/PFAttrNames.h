@@ -1,9 +1,10 @@
 //===- PFAttrNames.h - names of pf's discardable attributes -----*- C++ -*-===//
 //
-// Every discardable `pf.*` attribute that pf writes or reads, by name. The pf
-// dialect verifies each of them (PFAttrVerification.cpp: type, value range and
-// which op may carry it) and rejects any other `pf.*` name, so a new attribute
-// is added here and there together.
+// The discardable `pf.*` attributes that pf writes or reads, by name (the
+// runtime lowering's plan, pf.buffers and the like, is named only in
+// PFAttrVerification.cpp). The pf dialect verifies each of them (type, value
+// range and which op may carry it) and rejects any other `pf.*` name, so a new
+// attribute is added here and there together.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PF_DIALECT_PF_IR_PFATTRNAMES_H
