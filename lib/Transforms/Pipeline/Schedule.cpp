@@ -102,10 +102,10 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     Builder b(pipeline.getContext());
     pipeline.setScheduleAttr(b.getStringAttr(sched::scheduleKindName(*kind)));
     pipeline.setNumMicrobatches(numMicro);
-    pipeline->setAttr("pf.refresh_steps", b.getI64IntegerAttr(report.refreshSteps));
-    pipeline->setAttr("pf.step_time_ms", b.getF64FloatAttr(report.stepTimeMs));
-    pipeline->setAttr("pf.utilization", b.getF64FloatAttr(report.utilizationWithKfac));
-    pipeline->setAttr("pf.kfac_policy", b.getStringAttr(sched::policyName(kfacOptions.policy)));
+    pipeline->setAttr(kRefreshStepsAttrName, b.getI64IntegerAttr(report.refreshSteps));
+    pipeline->setAttr(kStepTimeMsAttrName, b.getF64FloatAttr(report.stepTimeMs));
+    pipeline->setAttr(kUtilizationAttrName, b.getF64FloatAttr(report.utilizationWithKfac));
+    pipeline->setAttr(kKfacPolicyAttrName, b.getStringAttr(sched::policyName(kfacOptions.policy)));
     return writeOutputs(pipeline, *result);
   }
 
@@ -146,7 +146,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
         if (!llvm::is_contained(devices, device))
           devices.push_back(device);
       }
-      stage->setAttr("pf.devices", b.getDenseI64ArrayAttr(devices));
+      stage->setAttr(kDevicesAttrName, b.getDenseI64ArrayAttr(devices));
     }
   }
 

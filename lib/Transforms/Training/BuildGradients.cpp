@@ -80,7 +80,7 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
     if (wantInputs)
       for (BlockArgument arg : block.getArguments())
         if (isFloatTensor(arg)) {
-          auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "pf.name");
+          auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttrName);
           inputs.push_back({name ? name.str() : "input" + std::to_string(arg.getArgNumber()),
                             arg});
           varied.insert(arg);
@@ -182,7 +182,7 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
       }
       results.push_back(g);
       resultAttrs.push_back(
-          b.getDictionaryAttr(b.getNamedAttr("pf.name", b.getStringAttr("grad/" + name))));
+          b.getDictionaryAttr(b.getNamedAttr(kNameAttrName, b.getStringAttr("grad/" + name))));
       return success();
     };
     b.setInsertionPoint(ret);
