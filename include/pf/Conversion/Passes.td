@@ -17,7 +17,8 @@ def PFLowerToRuntime : Pass<"pf-lower-to-runtime", "::mlir::ModuleOp"> {
     failing call. The rest lowers with the standard MLIR passes to LLVM.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::cf::ControlFlowDialect", "::mlir::func::FuncDialect"];
+                           "::mlir::cf::ControlFlowDialect", "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::pf::PFDialect"];
   let options = [
     Option<"entryName", "entry", "std::string", /*default=*/"\"pf_main\"",
            "Name of the generated function">,

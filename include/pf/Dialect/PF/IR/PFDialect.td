@@ -18,7 +18,11 @@ def PF_Dialect : Dialect {
   }];
   let cppNamespace = "::mlir::pf";
   let hasConstantMaterializer = 1;
-  let useDefaultAttributePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    /// The attributes of PFAttrs.td (defined where their storage is).
+    void registerAttributes();
+  }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
