@@ -181,6 +181,8 @@ void LowerToRuntimePass::runOnOperation() {
     Value entryPtr = lowering.tensorPtr(builder, func.getLoc(), plan->tensorOf.lookup(arg));
     auto cast = UnrealizedConversionCastOp::create(builder, func.getLoc(), arg.getType(), entryPtr);
     arg.replaceAllUsesWith(cast.getResult(0));
+    // Patterns look operands up in the plan (concat's contiguous views).
+    plan->tensorOf[cast.getResult(0)] = plan->tensorOf.lookup(arg);
   }
 
   RuntimeTypeConverter converter(ctx);
