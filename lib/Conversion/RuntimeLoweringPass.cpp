@@ -211,6 +211,14 @@ void LowerToRuntimePass::runOnOperation() {
   SmallVector<UnrealizedConversionCastOp> casts;
   entryFunc.walk([&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
   reconcileUnrealizedCasts(casts);
+  // Entries of views, parameters and constants that no kernel reads.
+  SmallVector<LLVM::GEPOp> unused;
+  entryFunc.walk([&](LLVM::GEPOp gep) {
+    if (gep->use_empty())
+      unused.push_back(gep);
+  });
+  for (LLVM::GEPOp gep : unused)
+    gep.erase();
 
   // Conditional kernels (scf.if) to branches, then the status checks.
   ConversionTarget cfTarget(*ctx);

@@ -42,12 +42,12 @@ func.func @main(%x: tensor<5x4xf32>, %dy: tensor<5x2xf32>, %step: tensor<i64>) -
 // CHECK: %[[PHASE3:.*]] = arith.remsi %{{.*}}, %c4_i64 : i64
 // CHECK: %[[DUE3:.*]] = arith.cmpi eq, %[[PHASE3]]
 // CHECK: %[[EARLY:.*]] = arith.cmpi sle, %{{.*}}, %c3_i64 : i64
-// CHECK: %[[RUN:.*]] = arith.ori %[[DUE3]], %[[EARLY]] : i1
+// CHECK: %[[REFRESH:.*]] = arith.ori %[[DUE3]], %[[EARLY]] : i1
 // CHECK: %[[OUTE:.*]] = llvm.getelementptr %[[T]][7]
 // CHECK: %[[OUT:.*]] = llvm.load %[[OUTE]] : !llvm.ptr -> !llvm.ptr
 // CHECK: %[[INVERTED:.*]] = arith.constant 0 : i32
 // CHECK: llvm.store %[[INVERTED]], %[[OUT]] : i32, !llvm.ptr
-// CHECK: cf.cond_br %[[RUN]]
+// CHECK: cf.cond_br %[[REFRESH]]
 // CHECK: %[[A:.*]] = llvm.getelementptr %[[T]][3]
 // CHECK: %[[B:.*]] = llvm.getelementptr %[[T]][6]
 // CHECK: %[[DAMPING:.*]] = arith.constant 1.000000e-03 : f64
