@@ -185,15 +185,16 @@ pf.pipeline stages(1) microbatches(1) {
 
 // -----
 
-// expected-error @+1 {{'func.func' op attribute 'pf.buffers' must be an array, got {}}}
-func.func @plan_buffers() attributes {pf.buffers = {}} {
+// expected-error @+1 {{'func.func' op attribute 'pf.runtime_plan' must be a #pf.runtime_plan, got []}}
+func.func @plan_untyped() attributes {pf.runtime_plan = []} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op attribute 'pf.arena_bytes' must be a non-negative i64, got -8 : i64}}
-func.func @plan_arena() attributes {pf.arena_bytes = -8 : i64} {
+// The plan's old dictionary attributes are gone: unknown names.
+// expected-error @+1 {{'func.func' op has unknown pf attribute 'pf.buffers'}}
+func.func @plan_buffers() attributes {pf.buffers = []} {
   return
 }
 

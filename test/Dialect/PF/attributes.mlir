@@ -33,10 +33,8 @@ module attributes {pf.source = "bert.onnx", pf.onnx_opset = 14 : i64, pf.onnx_pr
 
   // The runtime lowering's plan, on the entry function.
   // CHECK-LABEL: func.func @plan
-  // CHECK-SAME: pf.arena_bytes = 64 : i64
-  func.func @plan() attributes {pf.buffers = [], pf.tensors = [], pf.inputs = [],
-                                pf.outputs = [], pf.op_names = ["x"],
-                                pf.arena_bytes = 64 : i64, pf.peak_live_bytes = 32 : i64} {
+  // CHECK-SAME: pf.runtime_plan = #pf.runtime_plan<arena_bytes = 64
+  func.func @plan() attributes {pf.runtime_plan = #pf.runtime_plan<arena_bytes = 64, buffers = [], inputs = [], op_names = ["x"], outputs = [], peak_live_bytes = 32, tensors = []>} {
     return
   }
 }

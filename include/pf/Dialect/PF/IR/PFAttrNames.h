@@ -1,8 +1,8 @@
 //===- PFAttrNames.h - names of pf's discardable attributes -----*- C++ -*-===//
 //
 // The discardable `pf.*` attributes that pf writes or reads, by name (the
-// runtime lowering's plan, pf.buffers and the like, is named only in
-// PFAttrVerification.cpp). The pf dialect verifies each of them (type, value
+// runtime lowering's plan is `RuntimePlanAttr::kAttrName`, PFAttrs.td). The
+// pf dialect verifies each of them (type, value
 // range and which op may carry it) and rejects any other `pf.*` name, so a new
 // attribute is added here and there together.
 //
