@@ -11,7 +11,8 @@ namespace {
 // The kind names pfrt_abi.def uses.
 constexpr ArgKind Tensor = ArgKind::Tensor, TensorArray = ArgKind::TensorArray,
                   I64Array = ArgKind::I64Array, F64Out = ArgKind::F64Out,
-                  I32Out = ArgKind::I32Out, I32 = ArgKind::I32, I64 = ArgKind::I64,
+                  I32Out = ArgKind::I32Out, I64Out = ArgKind::I64Out, Comm = ArgKind::Comm,
+                  I32 = ArgKind::I32, I64 = ArgKind::I64,
                   F64 = ArgKind::F64;
 
 #define PFRT_KERNEL(name, ...) constexpr ArgKind name##_args[] = {__VA_ARGS__};
@@ -45,6 +46,8 @@ Type mlir::pf::abi::argType(MLIRContext *ctx, ArgKind kind) {
   case ArgKind::I64Array:
   case ArgKind::F64Out:
   case ArgKind::I32Out:
+  case ArgKind::I64Out:
+  case ArgKind::Comm:
     return LLVM::LLVMPointerType::get(ctx);
   }
   llvm_unreachable("unknown argument kind");

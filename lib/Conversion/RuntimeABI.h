@@ -15,7 +15,18 @@
 namespace mlir::pf::abi {
 
 /// Argument kinds of pfrt_abi.def (that file lists their C types).
-enum class ArgKind : uint8_t { Tensor, TensorArray, I64Array, F64Out, I32Out, I32, I64, F64 };
+enum class ArgKind : uint8_t {
+  Tensor,
+  TensorArray,
+  I64Array,
+  F64Out,
+  I32Out,
+  I64Out,
+  Comm,
+  I32,
+  I64,
+  F64
+};
 
 struct Kernel {
   llvm::StringRef name;

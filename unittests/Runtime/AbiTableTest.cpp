@@ -25,6 +25,8 @@ using TensorArray = const pfrt_tensor *;
 using I64Array = const int64_t *;
 using F64Out = double *;
 using I32Out = int32_t *;
+using I64Out = int64_t *;
+using Comm = pfrt_comm *;
 using I32 = int32_t;
 using I64 = int64_t;
 using F64 = double;
@@ -58,14 +60,18 @@ std::vector<Entry> tableEntries() {
 }
 
 /// Functions of pfrt.h that generated code never calls: the host creates
-/// contexts and arenas, queries versions, names and errors.
+/// contexts, arenas and communicators, queries versions, names and errors.
 const std::set<std::string> kHostOnly = {
     "pfrt_version",          "pfrt_status_string",        "pfrt_dtype_size",
     "pfrt_dtype_name",       "pfrt_context_options_init", "pfrt_context_create",
     "pfrt_context_destroy",  "pfrt_backend_name",         "pfrt_context_num_threads",
     "pfrt_last_error",       "pfrt_alloc",                "pfrt_free",
     "pfrt_arena_create",     "pfrt_arena_alloc",          "pfrt_arena_reset",
-    "pfrt_arena_base",       "pfrt_arena_get_stats",      "pfrt_arena_destroy"};
+    "pfrt_arena_base",       "pfrt_arena_get_stats",      "pfrt_arena_destroy",
+    // Communicators are made, queried and ended by the host.
+    "pfrt_comm_options_init", "pfrt_comm_create",         "pfrt_comm_create_group",
+    "pfrt_comm_destroy",     "pfrt_comm_rank",            "pfrt_comm_size",
+    "pfrt_comm_max_tag",     "pfrt_comm_align_clock",     "pfrt_comm_finalize"};
 
 /// The names of the functions pfrt.h declares (PFRT_API ... pfrt_x().
 std::set<std::string> headerFunctions() {
