@@ -672,6 +672,11 @@ struct LowerToRuntimePass : public mlir::pf::impl::PFLowerToRuntimeBase<LowerToR
     newFunc->setAttr("pf.peak_live_bytes", builder.getI64IntegerAttr(plan->peakLiveBytes));
     newFunc->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
     func.erase();
+    // A lowered module runs one function: drop the other pf functions (e.g.
+    // the other stage functions of pf-split-stages), which are not lowered.
+    for (auto other : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      if (other != newFunc && !other.isExternal())
+        other.erase();
   }
 
   static std::string describe(Operation *op) {
