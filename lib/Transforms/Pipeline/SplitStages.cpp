@@ -59,6 +59,14 @@ struct StageInterface {
   SmallVector<std::pair<std::string, Value>> outputs; // (pf.name, original value)
 };
 
+/// A copy of `op` without the tags of pf-build-gradients (they served here).
+Operation *cloneUntagged(OpBuilder &builder, Operation &op, IRMapping &mapping) {
+  Operation *clone = builder.clone(op, mapping);
+  for (StringRef tag : {kGradIdAttr, kGradOfAttr, kGradSumAttr})
+    clone->removeAttr(tag);
+  return clone;
+}
+
 class StageSplitter {
 public:
   StageSplitter(func::FuncOp func, int64_t numStages) : func(func), numStages(numStages) {}
@@ -339,9 +347,8 @@ func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at,
     if (Value mapped = mapping.lookupOrNull(v))
       return mapped;
     // Parameters and constants are read again in every function that uses them.
-    Operation *def = v.getDefiningOp();
     IRMapping none;
-    Value clone = inner.clone(*def, none)->getResult(0);
+    Value clone = cloneUntagged(inner, *v.getDefiningOp(), none)->getResult(0);
     mapping.map(v, clone);
     return clone;
   };
@@ -352,9 +359,7 @@ func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at,
       continue;
     for (Value operand : op.getOperands())
       (void)lookup(operand);
-    Operation *clone = inner.clone(op, mapping);
-    for (StringRef tag : {kGradIdAttr, kGradOfAttr, kGradSumAttr})
-      clone->removeAttr(tag);
+    cloneUntagged(inner, op, mapping);
   }
   SmallVector<Value> results;
   for (auto &entry : iface.outputs)
