@@ -16,6 +16,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <functional>
 #include <limits>
@@ -89,7 +90,7 @@ private:
   int64_t numStages;
   DenseMap<Operation *, Placement> placeOf;
   DenseMap<Operation *, unsigned> indexOf;
-  /// Last forward stage that reads each forward value (through any use).
+  /// Last stage (its forward or backward) that reads each forward value.
   DenseMap<Value, int64_t> lastForwardUse;
   /// Earliest backward stage that reads each backward value.
   DenseMap<Value, int64_t> firstBackwardUse;
