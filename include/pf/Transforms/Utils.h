@@ -26,6 +26,13 @@ Value getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element);
 /// `layers.N.`, `h.N.`, `blocks.N.`), if any.
 std::optional<int64_t> encoderBlockOfName(StringRef name);
 
+/// Tags of pf-build-gradients{tag-origin=true}, read by pf-split-stages: the id
+/// of a differentiated forward op, the id on each op of its gradient rule, and
+/// the mark of a sum of partial gradients of one value.
+inline constexpr llvm::StringLiteral kGradIdAttrName = "pf.grad_id";
+inline constexpr llvm::StringLiteral kGradOfAttrName = "pf.grad_of";
+inline constexpr llvm::StringLiteral kGradSumAttrName = "pf.grad_sum";
+
 } // namespace mlir::pf
 
 #endif // PF_TRANSFORMS_UTILS_H

@@ -32,10 +32,6 @@ namespace sched = ::pf::sched;
 
 namespace {
 
-constexpr llvm::StringLiteral kGradIdAttr = "pf.grad_id";
-constexpr llvm::StringLiteral kGradOfAttr = "pf.grad_of";
-constexpr llvm::StringLiteral kGradSumAttr = "pf.grad_sum";
-
 enum class Phase { Forward, Backward };
 
 /// Where an op runs: the forward or backward function of one stage.
@@ -44,7 +40,9 @@ struct Placement {
   int64_t stage;
 };
 
-bool isBackwardOp(Operation *op) { return op->hasAttr(kGradOfAttr) || op->hasAttr(kGradSumAttr); }
+bool isBackwardOp(Operation *op) {
+  return op->hasAttr(kGradOfAttrName) || op->hasAttr(kGradSumAttrName);
+}
 
 /// A returned gradient summed from parts computed on several stages (a
 /// parameter read by several stages): each stage returns the sum of its parts.
@@ -63,7 +61,7 @@ struct StageInterface {
 /// A copy of `op` without the tags of pf-build-gradients (they served here).
 Operation *cloneUntagged(OpBuilder &builder, Operation &op, IRMapping &mapping) {
   Operation *clone = builder.clone(op, mapping);
-  for (StringRef tag : {kGradIdAttr, kGradOfAttr, kGradSumAttr})
+  for (StringRef tag : {kGradIdAttrName, kGradOfAttrName, kGradSumAttrName})
     clone->removeAttr(tag);
   return clone;
 }
@@ -108,7 +106,7 @@ LogicalResult StageSplitter::place(const BlockAssignment &blocks, ArrayRef<int64
   DenseMap<int64_t, Operation *> forwardOfId;
   for (auto [i, op] : llvm::enumerate(body.without_terminator())) {
     indexOf[&op] = i;
-    if (auto id = op.getAttrOfType<IntegerAttr>(kGradIdAttr))
+    if (auto id = op.getAttrOfType<IntegerAttr>(kGradIdAttrName))
       forwardOfId[id.getInt()] = &op;
   }
   savedOf.resize(numStages);
@@ -119,11 +117,11 @@ LogicalResult StageSplitter::place(const BlockAssignment &blocks, ArrayRef<int64
       placeOf[&op] = {Phase::Forward, stageOfBlock[blocks.blockOf.lookup(&op)]};
       continue;
     }
-    if (auto of = op.getAttrOfType<IntegerAttr>(kGradOfAttr)) {
+    if (auto of = op.getAttrOfType<IntegerAttr>(kGradOfAttrName)) {
       Operation *forward = forwardOfId.lookup(of.getInt());
       if (!forward || !placeOf.count(forward))
         return op.emitError("pf-split-stages: cannot place this op: its '")
-               << kGradOfAttr << "' = " << of.getInt() << " names no forward op";
+               << kGradOfAttrName << "' = " << of.getInt() << " names no forward op";
       placeOf[&op] = {Phase::Backward, placeOf[forward].stage};
       continue;
     }
@@ -163,14 +161,14 @@ void StageSplitter::findSplitSums() {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   for (auto [i, root] : llvm::enumerate(ret.getOperands())) {
     Operation *rootOp = root.getDefiningOp();
-    if (!rootOp || !rootOp->hasAttr(kGradSumAttr) || !root.hasOneUse())
+    if (!rootOp || !rootOp->hasAttr(kGradSumAttrName) || !root.hasOneUse())
       continue;
     SplitSum split{unsigned(i), {}};
     SmallVector<Operation *> sums;
     // Depth first, left to right: each stage adds its parts in the original order.
     std::function<void(Value)> collect = [&](Value v) {
       Operation *def = v.getDefiningOp();
-      if (def && def->hasAttr(kGradSumAttr) && v.hasOneUse()) {
+      if (def && def->hasAttr(kGradSumAttrName) && v.hasOneUse()) {
         sums.push_back(def);
         for (Value operand : def->getOperands())
           collect(operand);
@@ -414,7 +412,7 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
       return signalPassFailure();
     }
     bool hasGradients = false;
-    func.walk([&](Operation *op) { hasGradients |= op->hasAttr(kGradOfAttr); });
+    func.walk([&](Operation *op) { hasGradients |= op->hasAttr(kGradOfAttrName); });
     if (!hasGradients) {
       func.emitError("pf-split-stages: the function has no tagged gradient ops: build the "
                      "step with pf-build-gradients{tag-origin=true}");

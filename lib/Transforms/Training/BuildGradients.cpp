@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Transforms/Training/Passes.h"
+#include "pf/Transforms/Utils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -215,15 +216,15 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
     if (!tagOrigin)
       return;
     auto id = IntegerAttr::get(IntegerType::get(&getContext(), 64), nextGradId++);
-    forward->setAttr("pf.grad_id", id);
+    forward->setAttr(kGradIdAttrName, id);
     for (Operation *op = lastBefore->getNextNode(); op != end; op = op->getNextNode())
-      op->setAttr("pf.grad_of", id);
+      op->setAttr(kGradOfAttrName, id);
   }
 
   /// With tag-origin: marks a sum of partial gradients of one value.
   AddOp tagSum(AddOp add) {
     if (tagOrigin)
-      add->setAttr("pf.grad_sum", UnitAttr::get(&getContext()));
+      add->setAttr(kGradSumAttrName, UnitAttr::get(&getContext()));
     return add;
   }
 
