@@ -236,6 +236,11 @@ void LowerToRuntimePass::runOnOperation() {
   entryFunc->setAttr(RuntimePlanAttr::kAttrName, buildPlan(func, *plan, opNames, dtypes));
   entryFunc->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
   func.erase();
+  // A lowered module runs one function: drop the other pf functions (e.g.
+  // the other stage functions of pf-split-stages), which are not lowered.
+  for (auto other : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (other != entryFunc && !other.isExternal())
+      other.erase();
 }
 
 RuntimePlanAttr LowerToRuntimePass::buildPlan(func::FuncOp func, const BufferPlan &plan,

@@ -46,6 +46,19 @@ inline constexpr llvm::StringLiteral kRefreshStepsAttrName = "pf.refresh_steps";
 inline constexpr llvm::StringLiteral kStepTimeMsAttrName = "pf.step_time_ms";
 inline constexpr llvm::StringLiteral kUtilizationAttrName = "pf.utilization";
 
+/// Tags of pf-build-gradients{tag-origin=true}, read by pf-split-stages: the
+/// id (non-negative i64) of a differentiated forward op, the same id on each
+/// op of its gradient rule, and the (unit) mark of a sum of partial gradients
+/// of one value.
+inline constexpr llvm::StringLiteral kGradIdAttrName = "pf.grad_id";
+inline constexpr llvm::StringLiteral kGradOfAttrName = "pf.grad_of";
+inline constexpr llvm::StringLiteral kGradSumAttrName = "pf.grad_sum";
+
+/// On a stage function of pf-split-stages: its stage (non-negative i64) and
+/// the encoder blocks it holds (non-empty i64 array).
+inline constexpr llvm::StringLiteral kStageAttrName = "pf.stage";
+inline constexpr llvm::StringLiteral kStageBlocksAttrName = "pf.blocks";
+
 } // namespace mlir::pf
 
 #endif // PF_DIALECT_PF_IR_PFATTRNAMES_H
