@@ -96,4 +96,43 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
   ];
 }
 
+def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
+  let summary = "Write one pf.rank_program per rank from a pipeline schedule of the stage functions";
+  let description = [{
+    Input: the output of pf-split-stages (`@stage<s>_forward` and
+    `@stage<s>_backward`, s = 0..D-1). One stage per rank: rank s runs the
+    passes of stage s in the order of the schedule (pf::sched::buildPipeline),
+    with a `pf.recv_act` of each `act/*` (forward) or `grad_act/*` (backward)
+    argument before the call that needs it and a `pf.send_act` of each such
+    result after the call that computes it (matched by `pf.name` between
+    neighbouring stages; tag = index of the name * N + micro-batch), and at the
+    end an `pf.all_reduce` of each `grad/<param>` that several stages return.
+    The programs are then checked by verifyRankPrograms. Only gpipe and 1f1b
+    for now: the other schedules need stage functions that do not exist yet.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
+           /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
+           "Pipeline schedule (gpipe or 1f1b)", [{::llvm::cl::values(
+             clEnumValN(::pf::sched::ScheduleKind::GPipe, "gpipe", "GPipe"),
+             clEnumValN(::pf::sched::ScheduleKind::OneFOneB, "1f1b", "1F1B"),
+             clEnumValN(::pf::sched::ScheduleKind::Interleaved, "interleaved", "interleaved 1F1B (not yet)"),
+             clEnumValN(::pf::sched::ScheduleKind::Chimera, "chimera", "Chimera (not yet)"),
+             clEnumValN(::pf::sched::ScheduleKind::ZBH1, "zb-h1", "ZB-H1 (not yet)"))}]>,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
+           "Micro-batches per step">,
+  ];
+}
+
+def PFVerifyRankPrograms : Pass<"pf-verify-rank-programs", "::mlir::ModuleOp"> {
+  let summary = "Check a module's pf.rank_program ops together (matching, order, deadlock)";
+  let description = [{
+    Runs verifyRankPrograms (include/pf/Dialect/PF/IR/PFRankProgram.h): one
+    program per rank, every send matched by one recv of the same peers, tag,
+    type and value, each micro-batch's forward and backward once per stage and
+    in that order, act/grad_act inputs received before use, and no deadlock
+    when send and recv block until both ranks meet. Changes nothing.
+  }];
+}
+
 #endif // PF_TRANSFORMS_PIPELINE_PASSES_TD

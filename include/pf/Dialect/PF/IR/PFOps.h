@@ -23,6 +23,7 @@ LogicalResult verifyGeluApproximation(Operation *op, StringRef approximate);
 } // namespace mlir::pf
 
 #include "pf/Dialect/PF/IR/PFInterfaces.h.inc"
+#include "pf/Dialect/PF/IR/PFProgramEnums.h.inc"
 
 #define GET_OP_CLASSES
 #include "pf/Dialect/PF/IR/PFOps.h.inc"

@@ -8,5 +8,6 @@ include "pf/Dialect/PF/IR/PFParamOps.td"
 include "pf/Dialect/PF/IR/PFPipelineOps.td"
 include "pf/Dialect/PF/IR/PFKFACOps.td"
 include "pf/Dialect/PF/IR/PFTrainingOps.td"
+include "pf/Dialect/PF/IR/PFProgramOps.td"
 
 #endif // PF_OPS_TD

@@ -1,0 +1,24 @@
+//===- PFProgramEnums.td - enums of the per-rank program ----*- tablegen -*-===//
+#ifndef PF_PROGRAM_ENUMS_TD
+#define PF_PROGRAM_ENUMS_TD
+
+include "mlir/IR/EnumAttr.td"
+
+// What a `pf.run_stage` runs: a pass of one micro-batch (forward, backward and
+// its zero-bubble halves, the K-FAC factor contributions, the accumulation) or
+// once-per-step work (inverses, preconditioning, the optimizer update).
+def PF_StageTaskKind : I32EnumAttr<"StageTaskKind", "the work a pf.run_stage does", [
+    I32EnumAttrCase<"Forward", 0, "forward">,
+    I32EnumAttrCase<"Backward", 1, "backward">,
+    I32EnumAttrCase<"BackwardInput", 2, "backward_input">,
+    I32EnumAttrCase<"BackwardWeight", 3, "backward_weight">,
+    I32EnumAttrCase<"KfacFactorA", 4, "kfac_factor_a">,
+    I32EnumAttrCase<"KfacFactorB", 5, "kfac_factor_b">,
+    I32EnumAttrCase<"KfacInverse", 6, "kfac_inverse">,
+    I32EnumAttrCase<"Precondition", 7, "precondition">,
+    I32EnumAttrCase<"Accumulate", 8, "accumulate">,
+    I32EnumAttrCase<"Update", 9, "update">]> {
+  let cppNamespace = "::mlir::pf";
+}
+
+#endif // PF_PROGRAM_ENUMS_TD

@@ -1,0 +1,123 @@
+//===- PFProgramOps.td - the per-rank program ---------------*- tablegen -*-===//
+//
+// What one rank runs in one training step of a pipeline: ordered calls of the
+// stage functions of pf-split-stages and explicit communication with the
+// other ranks. Unlike pf.program/pf.task (a record of the simulation), these
+// ops are executable: pf-build-rank-programs writes them, verifyRankPrograms
+// (PFRankProgram.h) checks the whole set, and a lowering turns them into
+// runtime and communication calls. See docs/pipeline-execution.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_PROGRAM_OPS_TD
+#define PF_PROGRAM_OPS_TD
+
+include "pf/Dialect/PF/IR/PFBase.td"
+include "pf/Dialect/PF/IR/PFProgramEnums.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+def PF_RankProgramOp : PF_Op<"rank_program", [Symbol, IsolatedFromAbove,
+    NoTerminator, SingleBlock, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "the ordered work of one rank in one pipelined training step";
+  let description = [{
+    One per rank at module level. `ranks` is the number of ranks D,
+    `microbatches` the micro-batches N of the step and `stages` the pipeline
+    stages this rank holds (the `pf.stage` of the functions it may call). The
+    body runs top to bottom; communication blocks as described in
+    docs/pipeline-execution.md.
+
+    ```mlir
+    pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+      pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
+      pf.run_stage forward @stage1_forward microbatch(0)
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$rank, I64Attr:$ranks,
+                   DenseI64ArrayAttr:$stages, I64Attr:$microbatches);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `rank` `(` $rank `)` `ranks` `(` $ranks `)` `stages` `(` $stages `)`
+    `microbatches` `(` $microbatches `)` attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getRankValue() { return int64_t(getRank()); }
+    int64_t getNumRanks() { return int64_t(getRanks()); }
+    int64_t getNumMicrobatches() { return int64_t(getMicrobatches()); }
+    bool holdsStage(int64_t stage) {
+      return llvm::is_contained(getStages(), stage);
+    }
+  }];
+}
+
+class PF_RankProgramBodyOp<string mnemonic, list<Trait> traits = []>
+    : PF_Op<mnemonic, !listconcat(traits, [HasParent<"RankProgramOp">])>;
+
+def PF_RunStageOp : PF_RankProgramBodyOp<"run_stage",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "runs a stage function (one micro-batch, or once per step)";
+  let description = [{
+    Calls `stage`, a function with a `pf.stage` that the enclosing program
+    holds. `kind` says what the call is; the per-micro-batch kinds (forward,
+    backward, backward_input, backward_weight, kfac_factor_a, kfac_factor_b,
+    accumulate) need a `microbatch`, the per-step ones (kfac_inverse,
+    precondition, update) have none. `layer` is the K-FAC layer, if any.
+    Arguments named `act/*` / `grad_act/*` come from an earlier call on this
+    rank or a `pf.recv_act` of the same name and micro-batch; other named
+    arguments (graph inputs, `saved/*`) are the host's.
+  }];
+  let arguments = (ins PF_StageTaskKind:$kind, FlatSymbolRefAttr:$stage,
+                   OptionalAttr<PF_NonNegativeI64Attr>:$microbatch,
+                   OptionalAttr<PF_NonNegativeI64Attr>:$layer);
+  let assemblyFormat = [{
+    $kind $stage (`microbatch` `(` $microbatch^ `)`)? (`layer` `(` $layer^ `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+class PF_TransferOp<string mnemonic, string peerName>
+    : PF_RankProgramBodyOp<mnemonic> {
+  let arguments = !con((ins StrAttr:$value, PF_NonNegativeI64Attr:$microbatch),
+                       !dag(ins, [I64Attr], [peerName]),
+                       (ins PF_NonNegativeI64Attr:$tag,
+                            TypeAttrOf<AnyRankedTensor>:$type));
+  let assemblyFormat = "$value `microbatch` `(` $microbatch `)` `" # peerName #
+      "` `(` $" # peerName # " `)` `tag` `(` $tag `)` attr-dict `:` $type";
+  let hasVerifier = 1;
+}
+
+def PF_SendActOp : PF_TransferOp<"send_act", "to"> {
+  let summary = "sends an activation or activation gradient to a neighbour rank";
+  let description = [{
+    Sends the value named `value` (an `act/*` or `grad_act/*` result of an
+    earlier call on this rank) of micro-batch `microbatch` to rank `to`. The
+    rank `to` has exactly one `pf.recv_act` from this rank with the same tag
+    and type.
+  }];
+}
+
+def PF_RecvActOp : PF_TransferOp<"recv_act", "from"> {
+  let summary = "receives an activation or activation gradient from a neighbour rank";
+  let description = [{
+    Receives the value named `value` of micro-batch `microbatch` from rank
+    `from`, for a later call on this rank that takes an argument of that name.
+  }];
+}
+
+def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
+  let summary = "sums a named value over a group of ranks";
+  let description = [{
+    Every rank in `ranks` (this one included) runs an all_reduce of the same
+    `value`, `ranks` and type; afterwards each holds the sum. Used for the
+    gradient of a parameter held by several stages (the tied word embedding)
+    and for the replicas of Chimera.
+  }];
+  let arguments = (ins StrAttr:$value, DenseI64ArrayAttr:$ranks,
+                   TypeAttrOf<AnyRankedTensor>:$type);
+  let assemblyFormat = "$value `ranks` `(` $ranks `)` attr-dict `:` $type";
+  let hasVerifier = 1;
+}
+
+#endif // PF_PROGRAM_OPS_TD

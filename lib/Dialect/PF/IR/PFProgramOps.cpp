@@ -1,0 +1,517 @@
+//===- PFProgramOps.cpp - the per-rank program ---------------------------===//
+//
+// Verifiers of pf.rank_program and its ops (each op's own fields) and
+// verifyRankPrograms, the checks across ranks (PFRankProgram.h).
+//
+//===----------------------------------------------------------------------===//
+#include "pf/Dialect/PF/IR/PFRankProgram.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "pf/Dialect/PF/IR/PFProgramEnums.cpp.inc"
+
+using namespace mlir;
+using namespace mlir::pf;
+
+//===----------------------------------------------------------------------===//
+// Per-op verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult RankProgramOp::verify() {
+  if (getNumRanks() < 1)
+    return emitOpError("ranks must be >= 1, got ") << getNumRanks();
+  if (getRankValue() < 0 || getRankValue() >= getNumRanks())
+    return emitOpError("rank ") << getRankValue() << " is not in [0, " << getNumRanks() << ")";
+  if (getNumMicrobatches() < 1)
+    return emitOpError("microbatches must be >= 1, got ") << getNumMicrobatches();
+  if (getStages().empty())
+    return emitOpError("holds no stages");
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t stage : getStages())
+    if (stage < 0 || !seen.insert(stage).second)
+      return emitOpError("stages must be distinct and non-negative, got ") << getStagesAttr();
+  return success();
+}
+
+/// Kinds that run once per micro-batch (and so name one).
+static bool isPerMicrobatch(StageTaskKind kind) {
+  switch (kind) {
+  case StageTaskKind::KfacInverse:
+  case StageTaskKind::Precondition:
+  case StageTaskKind::Update:
+    return false;
+  default:
+    return true;
+  }
+}
+
+LogicalResult RunStageOp::verify() {
+  auto program = (*this)->getParentOfType<RankProgramOp>();
+  bool perMicrobatch = isPerMicrobatch(getKind());
+  if (perMicrobatch && !getMicrobatch())
+    return emitOpError("a ") << stringifyStageTaskKind(getKind()) << " needs a microbatch";
+  if (!perMicrobatch && getMicrobatch())
+    return emitOpError("a ") << stringifyStageTaskKind(getKind())
+                             << " runs once per step and takes no microbatch";
+  if (getMicrobatch() && int64_t(*getMicrobatch()) >= program.getNumMicrobatches())
+    return emitOpError("microbatch ") << *getMicrobatch() << " is not in [0, "
+                                      << program.getNumMicrobatches() << ")";
+  return success();
+}
+
+/// The `pf.stage` of a stage function, or failure (with a diagnostic on `user`).
+static FailureOr<int64_t> stageOfFunction(Operation *user, SymbolTableCollection &symbols,
+                                          FlatSymbolRefAttr name) {
+  auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(user, name);
+  if (!func)
+    return user->emitOpError("references ") << name << ", which is not a function";
+  auto stage = func->getAttrOfType<IntegerAttr>(kStageAttrName);
+  if (!stage)
+    return user->emitOpError("references ") << name << ", which has no " << kStageAttrName
+                                            << " (not a stage function)";
+  return stage.getInt();
+}
+
+LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> stage = stageOfFunction(*this, symbols, getStageAttr());
+  if (failed(stage))
+    return failure();
+  auto program = (*this)->getParentOfType<RankProgramOp>();
+  if (!program.holdsStage(*stage))
+    return emitOpError("runs ") << getStageAttr() << " of stage " << *stage << ", but rank "
+                                << program.getRankValue() << " holds stages "
+                                << program.getStagesAttr();
+  return success();
+}
+
+static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t microbatch,
+                                    StringRef direction) {
+  auto program = op->getParentOfType<RankProgramOp>();
+  if (peer < 0 || peer >= program.getNumRanks())
+    return op->emitOpError() << direction << " rank " << peer << " is not in [0, "
+                             << program.getNumRanks() << ")";
+  if (peer == program.getRankValue())
+    return op->emitOpError() << direction << " rank " << peer << " is its own rank";
+  if (microbatch >= program.getNumMicrobatches())
+    return op->emitOpError("microbatch ") << microbatch << " is not in [0, "
+                                          << program.getNumMicrobatches() << ")";
+  return success();
+}
+
+LogicalResult SendActOp::verify() {
+  return verifyTransfer(*this, int64_t(getTo()), int64_t(getMicrobatch()), "to");
+}
+
+LogicalResult RecvActOp::verify() {
+  return verifyTransfer(*this, int64_t(getFrom()), int64_t(getMicrobatch()), "from");
+}
+
+LogicalResult AllReduceOp::verify() {
+  auto program = (*this)->getParentOfType<RankProgramOp>();
+  ArrayRef<int64_t> ranks = getRanks();
+  if (ranks.size() < 2)
+    return emitOpError("needs at least two ranks, got ") << getRanksAttr();
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t rank : ranks)
+    if (rank < 0 || rank >= program.getNumRanks() || !seen.insert(rank).second)
+      return emitOpError("ranks must be distinct and in [0, ") << program.getNumRanks()
+                                                                << "), got " << getRanksAttr();
+  if (!seen.contains(program.getRankValue()))
+    return emitOpError("ranks ") << getRanksAttr() << " do not include its own rank "
+                                 << program.getRankValue();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// verifyRankPrograms
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// One rank's program and its ops in order.
+struct Program {
+  RankProgramOp op;
+  SmallVector<Operation *> ops;
+};
+
+/// Where an op is, for diagnostics: "rank 1, op 3".
+struct Position {
+  int64_t rank;
+  size_t index;
+};
+
+std::string describe(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (auto send = dyn_cast<SendActOp>(op))
+    os << "send of '" << send.getValue() << "' (micro-batch " << send.getMicrobatch()
+       << ") to rank " << send.getTo() << ", tag " << send.getTag();
+  else if (auto recv = dyn_cast<RecvActOp>(op))
+    os << "recv of '" << recv.getValue() << "' (micro-batch " << recv.getMicrobatch()
+       << ") from rank " << recv.getFrom() << ", tag " << recv.getTag();
+  else if (auto reduce = dyn_cast<AllReduceOp>(op))
+    os << "all_reduce of '" << reduce.getValue() << "' over ranks " << reduce.getRanksAttr();
+  else if (auto run = dyn_cast<RunStageOp>(op))
+    os << stringifyStageTaskKind(run.getKind()) << " " << run.getStageAttr();
+  return text;
+}
+
+class Checker {
+public:
+  explicit Checker(ModuleOp module) : module(module) {}
+
+  LogicalResult run() {
+    if (failed(collect()))
+      return failure();
+    bool ok = succeeded(checkTransfers());
+    ok &= succeeded(checkAllReduces());
+    ok &= succeeded(checkStagePasses());
+    ok &= succeeded(checkDataflow());
+    // A deadlock report is only meaningful once every message has its match.
+    if (!ok)
+      return failure();
+    return simulate();
+  }
+
+private:
+  ModuleOp module;
+  SymbolTableCollection symbols;
+  SmallVector<Program> programs; // by rank
+  int64_t numMicrobatches = 0;
+
+  InFlightDiagnostic error(Position at) {
+    return programs[at.rank].ops[at.index]->emitError()
+           << "rank " << at.rank << ", op " << at.index << ": ";
+  }
+  Operation *opAt(Position at) { return programs[at.rank].ops[at.index]; }
+
+  LogicalResult collect() {
+    SmallVector<RankProgramOp> found(module.getOps<RankProgramOp>());
+    if (found.empty())
+      return module.emitError("no pf.rank_program to verify");
+    int64_t numRanks = found.front().getNumRanks();
+    numMicrobatches = found.front().getNumMicrobatches();
+    programs.resize(numRanks);
+    for (RankProgramOp program : found) {
+      if (program.getNumRanks() != numRanks || program.getNumMicrobatches() != numMicrobatches)
+        return program.emitError("rank ")
+               << program.getRankValue() << ": ranks(" << program.getNumRanks()
+               << ") microbatches(" << program.getNumMicrobatches()
+               << ") differ from the first program's ranks(" << numRanks << ") microbatches("
+               << numMicrobatches << ")";
+      Program &slot = programs[program.getRankValue()];
+      if (slot.op)
+        return program.emitError("rank ") << program.getRankValue() << " has a second program";
+      slot.op = program;
+      for (Operation &op : program.getBody().front())
+        slot.ops.push_back(&op);
+    }
+    for (auto [rank, program] : llvm::enumerate(programs))
+      if (!program.op)
+        return module.emitError("no pf.rank_program for rank ")
+               << rank << " of " << numRanks;
+    return success();
+  }
+
+  /// (sender, receiver, tag): what identifies a message.
+  using MessageKey = std::tuple<int64_t, int64_t, int64_t>;
+
+  LogicalResult checkTransfers() {
+    std::map<MessageKey, SmallVector<Position>> sends, recvs;
+    for (auto [rank, program] : llvm::enumerate(programs))
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        Position at{int64_t(rank), index};
+        if (auto send = dyn_cast<SendActOp>(op))
+          sends[{at.rank, int64_t(send.getTo()), int64_t(send.getTag())}].push_back(at);
+        else if (auto recv = dyn_cast<RecvActOp>(op))
+          recvs[{int64_t(recv.getFrom()), at.rank, int64_t(recv.getTag())}].push_back(at);
+      }
+    bool ok = true;
+    for (auto &[key, positions] : sends) {
+      auto [from, to, tag] = key;
+      size_t matches = recvs.count(key) ? recvs[key].size() : 0;
+      if (positions.size() > 1) {
+        ok = false;
+        error(positions[1]) << "a second send to rank " << to << " with tag " << tag
+                            << " (the first is op " << positions[0].index
+                            << "): tags must identify messages";
+        continue;
+      }
+      if (matches == 0) {
+        ok = false;
+        error(positions[0]) << describe(opAt(positions[0])) << " has no matching recv on rank "
+                            << to;
+        continue;
+      }
+      if (matches > 1) {
+        ok = false;
+        error(recvs[key][1]) << "a second recv from rank " << from << " with tag " << tag
+                             << " (the first is op " << recvs[key][0].index << ")";
+        continue;
+      }
+      ok &= succeeded(checkPair(positions[0], recvs[key][0]));
+    }
+    for (auto &[key, positions] : recvs)
+      if (!sends.count(key)) {
+        ok = false;
+        error(positions[0]) << describe(opAt(positions[0])) << " has no matching send on rank "
+                            << std::get<0>(key);
+      }
+    return success(ok);
+  }
+
+  LogicalResult checkPair(Position sendAt, Position recvAt) {
+    auto send = cast<SendActOp>(opAt(sendAt));
+    auto recv = cast<RecvActOp>(opAt(recvAt));
+    if (send.getType() != recv.getType()) {
+      InFlightDiagnostic diag = error(recvAt)
+                                << describe(recv) << " expects " << recv.getType()
+                                << " but rank " << sendAt.rank << " sends " << send.getType();
+      diag.attachNote(send.getLoc()) << "the send (rank " << sendAt.rank << ", op "
+                                     << sendAt.index << ")";
+      return failure();
+    }
+    if (send.getValue() != recv.getValue() || send.getMicrobatch() != recv.getMicrobatch()) {
+      InFlightDiagnostic diag = error(recvAt) << describe(recv) << " matches the "
+                                              << describe(send) << " of another value";
+      diag.attachNote(send.getLoc()) << "the send (rank " << sendAt.rank << ", op "
+                                     << sendAt.index << ")";
+      return failure();
+    }
+    return success();
+  }
+
+  /// Every member of an all_reduce runs one of the same value, ranks and type.
+  LogicalResult checkAllReduces() {
+    bool ok = true;
+    for (auto [rank, program] : llvm::enumerate(programs))
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        auto reduce = dyn_cast<AllReduceOp>(op);
+        if (!reduce)
+          continue;
+        for (int64_t member : reduce.getRanks()) {
+          bool matched = llvm::any_of(programs[member].ops, [&](Operation *other) {
+            auto peer = dyn_cast<AllReduceOp>(other);
+            return peer && peer.getValue() == reduce.getValue() &&
+                   peer.getRanks() == reduce.getRanks() && peer.getType() == reduce.getType();
+          });
+          if (matched)
+            continue;
+          ok = false;
+          error({int64_t(rank), index}) << describe(reduce) << " : " << reduce.getType()
+                                        << " has no counterpart of the same ranks and type on rank "
+                                        << member;
+        }
+      }
+    return success(ok);
+  }
+
+  /// The stage of a call (its function's pf.stage; the op verifier checked it).
+  int64_t stageOf(RunStageOp run) {
+    auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+    return func->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
+  }
+
+  /// Per stage and micro-batch: one forward, one backward (fused, or an input
+  /// half followed by a weight half), the forward first and on the same rank.
+  LogicalResult checkStagePasses() {
+    using Key = std::tuple<int64_t, int64_t, StageTaskKind>; // stage, micro-batch, kind
+    std::map<Key, SmallVector<Position>> calls;
+    std::set<int64_t> stages;
+    for (auto [rank, program] : llvm::enumerate(programs)) {
+      stages.insert(program.op.getStages().begin(), program.op.getStages().end());
+      for (auto [index, op] : llvm::enumerate(program.ops))
+        if (auto run = dyn_cast<RunStageOp>(op); run && run.getMicrobatch())
+          calls[{stageOf(run), int64_t(*run.getMicrobatch()), run.getKind()}].push_back(
+              {int64_t(rank), index});
+    }
+    auto positions = [&](int64_t stage, int64_t micro, StageTaskKind kind) {
+      auto it = calls.find({stage, micro, kind});
+      return it == calls.end() ? SmallVector<Position>() : it->second;
+    };
+    bool ok = true;
+    for (int64_t stage : stages)
+      for (int64_t micro = 0; micro < numMicrobatches; ++micro) {
+        auto forwards = positions(stage, micro, StageTaskKind::Forward);
+        auto backwards = positions(stage, micro, StageTaskKind::Backward);
+        auto inputHalves = positions(stage, micro, StageTaskKind::BackwardInput);
+        auto weightHalves = positions(stage, micro, StageTaskKind::BackwardWeight);
+        llvm::append_range(backwards, inputHalves);
+        if (forwards.empty() || backwards.empty()) {
+          ok = false;
+          RankProgramOp holder = holderOf(stage);
+          holder.emitError("stage ") << stage << " micro-batch " << micro << " has no "
+                                     << (forwards.empty() ? "forward" : "backward")
+                                     << " on any rank";
+          continue;
+        }
+        if (forwards.size() > 1 || backwards.size() > 1) {
+          ok = false;
+          Position second = forwards.size() > 1 ? forwards[1] : backwards[1];
+          Position first = forwards.size() > 1 ? forwards[0] : backwards[0];
+          error(second) << (forwards.size() > 1 ? "forward" : "backward") << " of stage "
+                        << stage << " micro-batch " << micro << " runs a second time (first: rank "
+                        << first.rank << ", op " << first.index << ")";
+          continue;
+        }
+        ok &= succeeded(checkBefore(forwards[0], backwards[0], stage, micro, "its forward"));
+        if (weightHalves.size() != inputHalves.size()) {
+          ok = false;
+          error(weightHalves.empty() ? inputHalves[0] : weightHalves[0])
+              << "stage " << stage << " micro-batch " << micro
+              << " needs one backward_input and one backward_weight, got "
+              << inputHalves.size() << " and " << weightHalves.size();
+        } else if (!weightHalves.empty()) {
+          ok &= succeeded(
+              checkBefore(inputHalves[0], weightHalves[0], stage, micro, "its backward_input"));
+        }
+      }
+    return success(ok);
+  }
+
+  RankProgramOp holderOf(int64_t stage) {
+    for (Program &program : programs)
+      if (program.op.holdsStage(stage))
+        return program.op;
+    return programs.front().op;
+  }
+
+  LogicalResult checkBefore(Position first, Position later, int64_t stage, int64_t micro,
+                            StringRef firstName) {
+    StringRef laterKind = stringifyStageTaskKind(cast<RunStageOp>(opAt(later)).getKind());
+    if (first.rank != later.rank)
+      return error(later) << laterKind << " of stage " << stage << " micro-batch " << micro
+                          << " runs on another rank than " << firstName << " (rank "
+                          << first.rank << ")";
+    if (later.index < first.index)
+      return error(later) << laterKind << " of stage " << stage << " micro-batch " << micro
+                          << " runs before " << firstName << " (op " << first.index << ")";
+    return success();
+  }
+
+  /// `act/*` and `grad_act/*` are what crosses stages.
+  static bool isTransferredName(StringRef name) {
+    return name.starts_with("act/") || name.starts_with("grad_act/");
+  }
+
+  /// Each call's act/grad_act arguments were received or computed earlier on
+  /// this rank (same micro-batch); each send follows the call computing it.
+  LogicalResult checkDataflow() {
+    bool ok = true;
+    for (auto [rank, program] : llvm::enumerate(programs)) {
+      std::set<std::pair<std::string, int64_t>> available;
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        Position at{int64_t(rank), index};
+        if (auto recv = dyn_cast<RecvActOp>(op)) {
+          available.insert({recv.getValue().str(), int64_t(recv.getMicrobatch())});
+        } else if (auto send = dyn_cast<SendActOp>(op)) {
+          if (available.count({send.getValue().str(), int64_t(send.getMicrobatch())}))
+            continue;
+          ok = false;
+          error(at) << describe(send) << " comes before any call on this rank computes it";
+        } else if (auto run = dyn_cast<RunStageOp>(op); run && run.getMicrobatch()) {
+          ok &= succeeded(checkCallInputs(run, at, available));
+        }
+      }
+    }
+    return success(ok);
+  }
+
+  LogicalResult checkCallInputs(RunStageOp run, Position at,
+                                std::set<std::pair<std::string, int64_t>> &available) {
+    auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+    int64_t micro = int64_t(*run.getMicrobatch());
+    bool ok = true;
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttrName);
+      if (!name || !isTransferredName(name.getValue()) ||
+          available.count({name.str(), micro}))
+        continue;
+      ok = false;
+      error(at) << describe(run) << " of micro-batch " << micro << " reads '"
+                << name.getValue()
+                << "', which is neither received nor computed on this rank before it";
+    }
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+          name && isTransferredName(name.getValue()))
+        available.insert({name.str(), micro});
+    return success(ok);
+  }
+
+  /// Runs all programs with rendezvous semantics: a send and its recv complete
+  /// together, when both ranks have reached them; an all_reduce when all its
+  /// members have. Reports the blocked ranks when no rank can progress.
+  LogicalResult simulate() {
+    SmallVector<size_t> pc(programs.size(), 0);
+    auto current = [&](int64_t rank) -> Operation * {
+      return pc[rank] < programs[rank].ops.size() ? programs[rank].ops[pc[rank]] : nullptr;
+    };
+    auto meets = [&](int64_t rank, Operation *op) -> SmallVector<int64_t> {
+      if (isa<RunStageOp>(op))
+        return {rank};
+      if (auto send = dyn_cast<SendActOp>(op)) {
+        auto recv = dyn_cast_or_null<RecvActOp>(current(send.getTo()));
+        if (recv && int64_t(recv.getFrom()) == rank && recv.getTag() == send.getTag())
+          return {rank, int64_t(send.getTo())};
+        return {};
+      }
+      if (auto recv = dyn_cast<RecvActOp>(op)) {
+        auto send = dyn_cast_or_null<SendActOp>(current(recv.getFrom()));
+        if (send && int64_t(send.getTo()) == rank && send.getTag() == recv.getTag())
+          return {rank, int64_t(recv.getFrom())};
+        return {};
+      }
+      auto reduce = cast<AllReduceOp>(op);
+      for (int64_t member : reduce.getRanks()) {
+        auto peer = dyn_cast_or_null<AllReduceOp>(current(member));
+        if (!peer || peer.getValue() != reduce.getValue() || peer.getRanks() != reduce.getRanks())
+          return {};
+      }
+      return SmallVector<int64_t>(reduce.getRanks());
+    };
+    for (bool progressed = true; progressed;) {
+      progressed = false;
+      for (int64_t rank = 0, e = programs.size(); rank < e; ++rank)
+        while (Operation *op = current(rank)) {
+          SmallVector<int64_t> advancing = meets(rank, op);
+          if (advancing.empty())
+            break;
+          for (int64_t member : advancing)
+            ++pc[member];
+          progressed = true;
+        }
+    }
+    SmallVector<int64_t> blocked;
+    for (int64_t rank = 0, e = programs.size(); rank < e; ++rank)
+      if (current(rank))
+        blocked.push_back(rank);
+    if (blocked.empty())
+      return success();
+    InFlightDiagnostic diag =
+        error({blocked.front(), pc[blocked.front()]})
+        << "deadlock: no rank can progress (a send and its recv block until both ranks reach "
+           "them); blocked: ";
+    llvm::interleaveComma(blocked, diag, [&](int64_t rank) {
+      diag << "rank " << rank << " at op " << pc[rank] << " (" << describe(current(rank)) << ")";
+    });
+    for (int64_t rank : llvm::drop_begin(blocked))
+      diag.attachNote(current(rank)->getLoc())
+          << "rank " << rank << " is blocked here (op " << pc[rank] << ")";
+    return failure();
+  }
+};
+
+} // namespace
+
+LogicalResult mlir::pf::verifyRankPrograms(ModuleOp module) {
+  return Checker(module).run();
+}

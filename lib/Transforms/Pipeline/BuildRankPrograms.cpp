@@ -1,0 +1,295 @@
+//===- BuildRankPrograms.cpp - per-rank programs from a pipeline schedule --===//
+//
+// Writes one pf.rank_program per rank from the stage functions of
+// pf-split-stages and a schedule of the schedule library, then checks them
+// with verifyRankPrograms. Also pf-verify-rank-programs, which only checks.
+//
+// Communication placement: the programs are the projections of one global
+// sequence of events, built by running the schedule's per-rank orders as a
+// dataflow (a call runs once its inputs were computed). Each transfer is an
+// event of two ranks placed right after the call that computes its value, so
+// on the receiver it lands before the call that needs it, and every pair of
+// ranks sees its messages in the same order: with blocking (rendezvous) send
+// and recv, executing the global sequence is a valid run, so it cannot
+// deadlock.
+//
+//===----------------------------------------------------------------------===//
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFRankProgram.h"
+#include "pf/Transforms/Pipeline/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+namespace mlir::pf {
+#define GEN_PASS_DEF_PFBUILDRANKPROGRAMS
+#define GEN_PASS_DEF_PFVERIFYRANKPROGRAMS
+#include "pf/Transforms/Pipeline/Passes.h.inc"
+} // namespace mlir::pf
+
+using namespace mlir;
+using namespace mlir::pf;
+namespace sched = ::pf::sched;
+
+namespace {
+
+/// A named argument or result of a stage function and its type.
+struct NamedValue {
+  std::string name;
+  RankedTensorType type;
+};
+
+SmallVector<NamedValue> namedResults(func::FuncOp func, StringRef prefix) {
+  SmallVector<NamedValue> values;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+        name && name.getValue().starts_with(prefix))
+      values.push_back({name.str(), cast<RankedTensorType>(func.getResultTypes()[i])});
+  return values;
+}
+
+bool hasArgument(func::FuncOp func, StringRef name) {
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+    if (auto attr = func.getArgAttrOfType<StringAttr>(i, kNameAttrName);
+        attr && attr.getValue() == name)
+      return true;
+  return false;
+}
+
+struct StageFunctions {
+  func::FuncOp forward, backward;
+};
+
+/// One event of a rank's program.
+struct Event {
+  enum Kind { Call, Send, Recv } kind;
+  sched::PipelineOp pass{};    // Call
+  const NamedValue *value{};   // Send, Recv
+  int micro = 0;               // Send, Recv
+  int peer = 0;                // Send, Recv
+};
+
+struct BuildRankProgramsPass
+    : public mlir::pf::impl::PFBuildRankProgramsBase<BuildRankProgramsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  ModuleOp module;
+  SmallVector<StageFunctions> stages;
+  /// outgoing[s]: the act/* results of stage s's forward (to s+1);
+  /// incoming grads: the grad_act/* results of stage s's backward (to s-1).
+  SmallVector<SmallVector<NamedValue>> forwardOut, backwardOut;
+  llvm::StringMap<int64_t> nameIndex; // for tags
+
+  InFlightDiagnostic fail() { return module.emitError("pf-build-rank-programs: "); }
+
+  LogicalResult run() {
+    module = getOperation();
+    if (schedule != sched::ScheduleKind::GPipe && schedule != sched::ScheduleKind::OneFOneB)
+      return fail() << "schedule '" << sched::scheduleKindName(schedule)
+                    << "' needs stage functions that do not exist yet (input/weight backward "
+                       "halves, chunks or replicas); supported: gpipe, 1f1b";
+    if (microbatches < 1)
+      return fail() << "microbatches must be >= 1, got " << microbatches;
+    if (!module.getOps<RankProgramOp>().empty())
+      return fail() << "the module already has pf.rank_program ops";
+    if (failed(findStages()) || failed(findTransfers()))
+      return failure();
+    auto program = buildSchedule();
+    if (failed(program))
+      return failure();
+    auto events = placeEvents(*program);
+    if (failed(events))
+      return failure();
+    auto reductions = tiedGradients();
+    if (failed(reductions))
+      return failure();
+    emitPrograms(*events, *reductions);
+    return verifyRankPrograms(module);
+  }
+
+  LogicalResult findStages() {
+    for (int s = 0;; ++s) {
+      std::string prefix = "stage" + std::to_string(s);
+      auto forward = module.lookupSymbol<func::FuncOp>(prefix + "_forward");
+      if (!forward)
+        break;
+      auto backward = module.lookupSymbol<func::FuncOp>(prefix + "_backward");
+      if (!backward)
+        return fail() << "@" << prefix << "_forward has no @" << prefix << "_backward";
+      for (func::FuncOp func : {forward, backward}) {
+        auto stage = func->getAttrOfType<IntegerAttr>(kStageAttrName);
+        if (!stage || stage.getInt() != s)
+          return fail() << "@" << func.getSymName() << " does not carry " << kStageAttrName
+                        << " = " << s;
+      }
+      stages.push_back({forward, backward});
+    }
+    if (stages.empty())
+      return fail() << "no stage functions (@stage0_forward, ...); run pf-split-stages first";
+    return success();
+  }
+
+  /// What crosses each cut, matched by name between neighbours.
+  LogicalResult findTransfers() {
+    int numStages = stages.size();
+    forwardOut.resize(numStages);
+    backwardOut.resize(numStages);
+    std::set<std::string> names;
+    for (int s = 0; s < numStages; ++s) {
+      if (s + 1 < numStages)
+        forwardOut[s] = namedResults(stages[s].forward, "act/");
+      if (s > 0)
+        backwardOut[s] = namedResults(stages[s].backward, "grad_act/");
+      for (const NamedValue &value : forwardOut[s]) {
+        if (!hasArgument(stages[s + 1].forward, value.name))
+          return fail() << "@" << stages[s].forward.getSymName() << " returns '" << value.name
+                        << "', which @" << stages[s + 1].forward.getSymName()
+                        << " does not take";
+        names.insert(value.name);
+      }
+      for (const NamedValue &value : backwardOut[s]) {
+        if (!hasArgument(stages[s - 1].backward, value.name))
+          return fail() << "@" << stages[s].backward.getSymName() << " returns '" << value.name
+                        << "', which @" << stages[s - 1].backward.getSymName()
+                        << " does not take";
+        names.insert(value.name);
+      }
+    }
+    for (const std::string &name : names)
+      nameIndex[name] = nameIndex.size();
+    return success();
+  }
+
+  FailureOr<sched::PipelineProgram> buildSchedule() {
+    int numStages = stages.size();
+    sched::PipelineConfig config;
+    config.kind = schedule;
+    config.devices = numStages;
+    config.microbatches = int(microbatches);
+    // GPipe's and 1F1B's orders do not depend on durations: one unit layer
+    // per stage satisfies the library's checks.
+    sched::CostModel costs;
+    for (int s = 0; s < numStages; ++s) {
+      config.stageLayers.push_back({s});
+      costs.layers.push_back({"stage" + std::to_string(s)});
+    }
+    auto program = sched::buildPipeline(config, costs);
+    if (!program)
+      return fail() << program.error();
+    return std::move(*program);
+  }
+
+  /// Runs the per-rank orders as a dataflow (one pass per rank and round) and
+  /// places each transfer on both ranks right after the pass computing it.
+  FailureOr<SmallVector<SmallVector<Event>>> placeEvents(const sched::PipelineProgram &program) {
+    int numStages = stages.size(), numMicro = int(microbatches);
+    std::vector<std::vector<bool>> forwardDone(numStages, std::vector<bool>(numMicro)),
+        backwardDone = forwardDone;
+    auto ready = [&](const sched::PipelineOp &pass) {
+      if (pass.pass == sched::PassKind::Forward)
+        return pass.stage == 0 || forwardDone[pass.stage - 1][pass.micro];
+      return forwardDone[pass.stage][pass.micro] &&
+             (pass.stage + 1 == numStages || backwardDone[pass.stage + 1][pass.micro]);
+    };
+    SmallVector<SmallVector<Event>> events(numStages);
+    std::vector<size_t> next(numStages, 0);
+    for (bool progressed = true; progressed;) {
+      progressed = false;
+      for (int rank = 0; rank < numStages; ++rank) {
+        if (next[rank] == program.order[rank].size() || !ready(program.order[rank][next[rank]]))
+          continue;
+        sched::PipelineOp pass = program.order[rank][next[rank]++];
+        progressed = true;
+        events[rank].push_back({Event::Call, pass});
+        bool forward = pass.pass == sched::PassKind::Forward;
+        (forward ? forwardDone : backwardDone)[pass.stage][pass.micro] = true;
+        int peer = forward ? pass.stage + 1 : pass.stage - 1;
+        for (const NamedValue &value : (forward ? forwardOut : backwardOut)[pass.stage]) {
+          events[rank].push_back({Event::Send, {}, &value, pass.micro, peer});
+          events[peer].push_back({Event::Recv, {}, &value, pass.micro, rank});
+        }
+      }
+    }
+    for (int rank = 0; rank < numStages; ++rank)
+      if (next[rank] != program.order[rank].size())
+        return fail() << "the " << sched::scheduleKindName(schedule)
+                      << " order of rank " << rank << " cannot run past pass " << next[rank];
+    return events;
+  }
+
+  /// grad/<param> returned by several stages' backwards: summed over those ranks.
+  FailureOr<llvm::MapVector<StringRef, std::pair<SmallVector<int64_t>, Type>>> tiedGradients() {
+    std::map<std::string, std::pair<SmallVector<int64_t>, Type>> byName;
+    for (auto [s, functions] : llvm::enumerate(stages))
+      for (const NamedValue &grad : namedResults(functions.backward, "grad/")) {
+        auto &[ranks, type] = byName[grad.name];
+        if (type && type != grad.type)
+          return fail() << "'" << grad.name << "' has type " << type << " on stage " << ranks[0]
+                        << " but " << grad.type << " on stage " << s;
+        ranks.push_back(s);
+        type = grad.type;
+      }
+    llvm::MapVector<StringRef, std::pair<SmallVector<int64_t>, Type>> tied;
+    for (auto &[name, entry] : byName)
+      if (entry.first.size() > 1)
+        tied[StringAttr::get(&getContext(), name).getValue()] = entry;
+    return tied;
+  }
+
+  void emitPrograms(ArrayRef<SmallVector<Event>> events,
+                    const llvm::MapVector<StringRef, std::pair<SmallVector<int64_t>, Type>> &tied) {
+    OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+    Location loc = module.getLoc();
+    int64_t numRanks = stages.size();
+    for (int64_t rank = 0; rank < numRanks; ++rank) {
+      auto program = RankProgramOp::create(builder, loc, "rank" + std::to_string(rank),
+                                           uint64_t(rank), uint64_t(numRanks), {rank},
+                                           uint64_t(microbatches));
+      OpBuilder body = OpBuilder::atBlockEnd(&program.getBody().emplaceBlock());
+      for (const Event &event : events[rank])
+        emitEvent(body, loc, event);
+      for (auto &[name, entry] : tied)
+        if (llvm::is_contained(entry.first, rank))
+          AllReduceOp::create(body, loc, name, entry.first,
+                              cast<RankedTensorType>(entry.second));
+    }
+  }
+
+  void emitEvent(OpBuilder &builder, Location loc, const Event &event) {
+    if (event.kind == Event::Call) {
+      bool forward = event.pass.pass == sched::PassKind::Forward;
+      StageFunctions &functions = stages[event.pass.stage];
+      RunStageOp::create(builder, loc, forward ? StageTaskKind::Forward : StageTaskKind::Backward,
+                         (forward ? functions.forward : functions.backward).getSymName(),
+                         builder.getI64IntegerAttr(event.pass.micro), IntegerAttr());
+      return;
+    }
+    int64_t tag = nameIndex.lookup(event.value->name) * microbatches + event.micro;
+    if (event.kind == Event::Send)
+      SendActOp::create(builder, loc, event.value->name, uint64_t(event.micro),
+                        uint64_t(event.peer), uint64_t(tag), event.value->type);
+    else
+      RecvActOp::create(builder, loc, event.value->name, uint64_t(event.micro),
+                        uint64_t(event.peer), uint64_t(tag), event.value->type);
+  }
+};
+
+struct VerifyRankProgramsPass
+    : public mlir::pf::impl::PFVerifyRankProgramsBase<VerifyRankProgramsPass> {
+  void runOnOperation() override {
+    if (failed(verifyRankPrograms(getOperation())))
+      signalPassFailure();
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace
