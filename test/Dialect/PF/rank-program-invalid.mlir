@@ -1,0 +1,115 @@
+// The verifiers of the per-rank program's own ops: ranges, peers, the task
+// kind's micro-batch and the stage function a pf.run_stage names.
+// RUN: pf-opt %s -split-input-file -verify-diagnostics
+
+// expected-error@+1 {{'pf.rank_program' op rank 2 is not in [0, 2)}}
+pf.rank_program @rank2 rank(2) ranks(2) stages([0]) microbatches(1) {
+}
+
+// -----
+
+// expected-error@+1 {{'pf.rank_program' op microbatches must be >= 1, got 0}}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(0) {
+}
+
+// -----
+
+// expected-error@+1 {{'pf.rank_program' op stages must be distinct and non-negative, got array<i64: 0, 0>}}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0, 0]) microbatches(1) {
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.send_act' op to rank 0 is its own rank}}
+  pf.send_act "act/1" microbatch(0) to(0) tag(0) : tensor<4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.recv_act' op from rank 5 is not in [0, 2)}}
+  pf.recv_act "act/1" microbatch(0) from(5) tag(0) : tensor<4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.send_act' op attribute 'tag' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  pf.send_act "act/1" microbatch(0) to(1) tag(-1) : tensor<4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  // expected-error@+1 {{'pf.send_act' op microbatch 2 is not in [0, 2)}}
+  pf.send_act "act/1" microbatch(2) to(1) tag(0) : tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op a forward needs a microbatch}}
+  pf.run_stage forward @stage0_forward
+}
+
+// -----
+
+func.func private @stage0_update() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op a update runs once per step and takes no microbatch}}
+  pf.run_stage update @stage0_update microbatch(0)
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op references @stage0_forward, which is not a function}}
+  pf.run_stage forward @stage0_forward microbatch(0)
+}
+
+// -----
+
+func.func private @stage0_forward()
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op references @stage0_forward, which has no pf.stage (not a stage function)}}
+  pf.run_stage forward @stage0_forward microbatch(0)
+}
+
+// -----
+
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op runs @stage1_forward of stage 1, but rank 0 holds stages array<i64: 0>}}
+  pf.run_stage forward @stage1_forward microbatch(0)
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [forward, backward, backward_input, backward_weight, kfac_factor_a, kfac_factor_b, kfac_inverse, precondition, accumulate, update]}}
+  pf.run_stage sideways @stage0_forward microbatch(0)
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.all_reduce' op ranks array<i64: 1, 2> do not include its own rank 0}}
+  pf.all_reduce "grad/emb" ranks([1, 2]) : tensor<4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.all_reduce' op needs at least two ranks, got array<i64: 0>}}
+  pf.all_reduce "grad/emb" ranks([0]) : tensor<4xf32>
+}
+
+// -----
+
+func.func @f() {
+  // expected-error@+1 {{'pf.send_act' op expects parent op 'pf.rank_program'}}
+  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  return
+}
