@@ -1,0 +1,240 @@
+// The checks across ranks of verifyRankPrograms (pf-verify-rank-programs):
+// each error names the rank and the op index in its program.
+// RUN: pf-opt %s -split-input-file --pf-verify-rank-programs -verify-diagnostics
+
+// A send without its recv.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  // expected-error@+1 {{rank 0, op 1: send of 'act/1' (micro-batch 0) to rank 1, tag 0 has no matching recv on rank 1}}
+  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward microbatch(0)
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+}
+
+// -----
+
+// A recv without its send.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{rank 1, op 0: recv of 'act/1' (micro-batch 0) from rank 0, tag 3 has no matching send on rank 0}}
+  pf.recv_act "act/1" microbatch(0) from(0) tag(3) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+}
+
+// -----
+
+// Same peers and tag, different types.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  // expected-note@+1 {{the send (rank 0, op 1)}}
+  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward microbatch(0)
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{rank 1, op 0: recv of 'act/1' (micro-batch 0) from rank 0, tag 0 expects 'tensor<4xf16>' but rank 0 sends 'tensor<4xf32>'}}
+  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf16>
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+}
+
+// -----
+
+// Two sends with one tag.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage0_forward microbatch(1)
+  // expected-error@+1 {{rank 0, op 3: a second send to rank 1 with tag 0 (the first is op 1): tags must identify messages}}
+  pf.send_act "act/1" microbatch(1) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(1)
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+  pf.run_stage forward @stage1_forward microbatch(1)
+  pf.run_stage backward @stage1_backward microbatch(1)
+}
+
+// -----
+
+// Backward before forward.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  // expected-error@+1 {{rank 0, op 2: backward of stage 0 micro-batch 1 runs before its forward (op 3)}}
+  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage forward @stage0_forward microbatch(1)
+}
+
+// -----
+
+// A micro-batch missing.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+// expected-error@+1 {{stage 0 micro-batch 1 has no forward on any rank}}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(1)
+}
+
+// -----
+
+// A forward run twice.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  // expected-error@+1 {{rank 0, op 1: forward of stage 0 micro-batch 0 runs a second time (first: rank 0, op 0)}}
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+}
+
+// -----
+
+// An input that is received only after the call that reads it.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward microbatch(0)
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{rank 1, op 0: forward @stage1_forward of micro-batch 0 reads 'act/1', which is neither received nor computed on this rank before it}}
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage1_backward microbatch(0)
+}
+
+// -----
+
+// A value sent before it is computed.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{rank 0, op 0: send of 'act/1' (micro-batch 0) to rank 1, tag 0 comes before any call on this rank computes it}}
+  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+}
+
+// -----
+
+// Deadlock: both ranks receive first.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad_act/2"}) attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  // expected-error@+1 {{rank 0, op 2: deadlock: no rank can progress (a send and its recv block until both ranks reach them); blocked: rank 0 at op 2 (recv of 'grad_act/3' (micro-batch 0) from rank 1, tag 1), rank 1 at op 2 (recv of 'grad_act/2' (micro-batch 0) from rank 0, tag 0)}}
+  pf.recv_act "grad_act/3" microbatch(0) from(1) tag(1) : tensor<4xf32>
+  pf.send_act "grad_act/2" microbatch(0) to(1) tag(0) : tensor<4xf32>
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+  // expected-note@+1 {{rank 1 is blocked here (op 2)}}
+  pf.recv_act "grad_act/2" microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.send_act "grad_act/3" microbatch(0) to(0) tag(1) : tensor<4xf32>
+}
+
+// -----
+
+// Deadlock with rendezvous sends: both ranks send first (an eager, buffered
+// transport would get through; a large tensor over MPI would not).
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage0_forward microbatch(1)
+  // expected-error@+1 {{rank 0, op 3: deadlock: no rank can progress (a send and its recv block until both ranks reach them); blocked: rank 0 at op 3 (send of 'act/1' (micro-batch 1) to rank 1, tag 1), rank 1 at op 3 (send of 'grad_act/3' (micro-batch 0) to rank 0, tag 2)}}
+  pf.send_act "act/1" microbatch(1) to(1) tag(1) : tensor<4xf32>
+  pf.recv_act "grad_act/3" microbatch(0) from(1) tag(2) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.recv_act "grad_act/3" microbatch(1) from(1) tag(3) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward microbatch(1)
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+  // expected-note@+1 {{rank 1 is blocked here (op 3)}}
+  pf.send_act "grad_act/3" microbatch(0) to(0) tag(2) : tensor<4xf32>
+  pf.recv_act "act/1" microbatch(1) from(0) tag(1) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward microbatch(1)
+  pf.run_stage backward @stage1_backward microbatch(1)
+  pf.send_act "grad_act/3" microbatch(1) to(0) tag(3) : tensor<4xf32>
+}
+
+// -----
+
+// An all_reduce that one member never runs.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks and type on rank 1}}
+  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+}
+
+// -----
+
+// A rank without a program.
+// expected-error@+1 {{no pf.rank_program for rank 1 of 2}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+  pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+    pf.run_stage forward @stage0_forward microbatch(0)
+    pf.run_stage backward @stage0_backward microbatch(0)
+  }
+}
