@@ -98,7 +98,7 @@ struct BuildRankProgramsPass
                     << "' needs stage functions that do not exist yet (input/weight backward "
                        "halves, chunks or replicas); supported: gpipe, 1f1b";
     if (microbatches < 1)
-      return fail() << "microbatches must be >= 1, got " << microbatches;
+      return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
     if (!module.getOps<RankProgramOp>().empty())
       return fail() << "the module already has pf.rank_program ops";
     if (failed(findStages()) || failed(findTransfers()))

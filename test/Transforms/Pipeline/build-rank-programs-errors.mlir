@@ -1,0 +1,69 @@
+// RUN: pf-opt %s -split-input-file --pf-build-rank-programs="schedule=1f1b microbatches=2" -verify-diagnostics
+// RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=ZB
+// RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=chimera" 2>&1 | FileCheck %s --check-prefix=CHIMERA
+// RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not pf-opt %s --pf-build-rank-programs="schedule=2f2b" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+
+// ZB: error: pf-build-rank-programs: schedule 'zb-h1' needs stage functions that do not exist yet (input/weight backward halves, chunks or replicas); supported: gpipe, 1f1b
+// CHIMERA: error: pf-build-rank-programs: schedule 'chimera' needs stage functions that do not exist yet
+// INTERLEAVED: error: pf-build-rank-programs: schedule 'interleaved' needs stage functions that do not exist yet
+// ZERO: error: pf-build-rank-programs: microbatches must be >= 1, got 0
+// UNKNOWN: for the --schedule option: Cannot find option named '2f2b'!
+
+// expected-error@+1 {{pf-build-rank-programs: no stage functions (@stage0_forward, ...); run pf-split-stages first}}
+module {
+  func.func @main() {
+    return
+  }
+}
+
+// -----
+
+// expected-error@+1 {{pf-build-rank-programs: @stage0_forward has no @stage0_backward}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+}
+
+// -----
+
+// expected-error@+1 {{pf-build-rank-programs: @stage1_backward does not carry pf.stage = 1}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+  func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+  func.func private @stage1_backward() attributes {pf.stage = 0 : i64}
+}
+
+// -----
+
+// expected-error@+1 {{pf-build-rank-programs: @stage0_forward returns 'act/1', which @stage1_forward does not take}}
+module {
+  func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+  func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/2"}) attributes {pf.stage = 1 : i64}
+  func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+}
+
+// -----
+
+// expected-error@+1 {{pf-build-rank-programs: the module already has pf.rank_program ops}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+  pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+    pf.run_stage forward @stage0_forward microbatch(0)
+    pf.run_stage backward @stage0_backward microbatch(0)
+  }
+}
+
+// -----
+
+// The partial gradients of one parameter must agree in type across stages.
+// expected-error@+1 {{pf-build-rank-programs: 'grad/emb' has type 'tensor<4xf32>' on stage 0 but 'tensor<8xf32>' on stage 1}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
+  func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+  func.func private @stage1_backward() -> (tensor<8xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
+}

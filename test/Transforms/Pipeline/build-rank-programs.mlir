@@ -1,0 +1,175 @@
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=2" | FileCheck %s
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D2-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=gpipe microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D2-GPIPE-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-GPIPE-N2
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=2" | FileCheck %s --check-prefix=D3-COMM
+// The written programs pass the checks again after a round trip.
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-1F1B-N4
+
+// The toy encoder of split-stages.mlir: embeddings, three blocks of one linear
+// each, a residual from block 0 to block 2 and the tied decoder.
+
+pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+pf.param @"cls.predictions.bias" : tensor<100xf32>
+
+func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x100xf32> {pf.name = "logits"}) {
+  %emb = pf.param_ref @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+  %x0 = pf.gather %emb, %ids : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+  %w0 = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+  %x1 = pf.linear %x0, %w0 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w1 = pf.param_ref @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+  %x2 = pf.linear %x1, %w1 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w2 = pf.param_ref @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+  %x3 = pf.linear %x2, %w2 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %r = pf.add %x3, %x1 : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %bias = pf.param_ref @"cls.predictions.bias" : tensor<100xf32>
+  %logits = pf.linear %r, %emb, %bias {transpose_weight} : (tensor<4x8x16xf32>, tensor<100x16xf32>, tensor<100xf32>) -> tensor<4x8x100xf32>
+  return %logits : tensor<4x8x100xf32>
+}
+
+// D = 2, 1F1B, N = 2, in full. Stage 0 sends act/3 and act/5 (tags: index of
+// the name * N + micro-batch), stage 1 returns grad_act/15 and grad_act/22.
+// Each recv comes before the call that reads it and each send right after the
+// call that computes it; the tied embedding's gradient is summed at the end.
+// CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// CHECK-NEXT: pf.send_act "act/3" microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act "act/5" microbatch(0) to(1) tag(2) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// CHECK-NEXT: pf.send_act "act/3" microbatch(1) to(1) tag(1) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act "act/5" microbatch(1) to(1) tag(3) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(0) from(1) tag(4) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(0) from(1) tag(6) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(0)
+// CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(1)
+// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+// CHECK-NEXT: pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "act/5" microbatch(0) from(0) tag(2) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// CHECK-NEXT: pf.recv_act "act/3" microbatch(1) from(0) tag(1) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "act/5" microbatch(1) from(0) tag(3) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage backward @stage1_backward microbatch(0)
+// CHECK-NEXT: pf.send_act "grad_act/15" microbatch(0) to(0) tag(4) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act "grad_act/22" microbatch(0) to(0) tag(6) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// CHECK-NEXT: pf.run_stage backward @stage1_backward microbatch(1)
+// CHECK-NEXT: pf.send_act "grad_act/15" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: }
+
+// 1F1B, D = 2, N = 4: one warm-up forward on stage 0, then alternating.
+// D2-1F1B-N4: pf.rank_program @rank0
+// D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(0)
+// D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(1)
+// D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(0)
+// D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(2)
+// D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(1)
+// D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(3)
+// D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(2)
+// D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(3)
+// D2-1F1B-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// D2-1F1B-N4-NEXT: pf.rank_program @rank1
+// D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(0)
+// D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(0)
+// D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(1)
+// D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(1)
+// D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(2)
+// D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(2)
+// D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(3)
+// D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(3)
+// D2-1F1B-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+
+// GPipe, D = 2, N = 4: all forwards, then all backwards, on both ranks.
+// D2-GPIPE-N4: pf.rank_program @rank0
+// D2-GPIPE-N4-NEXT: forward @stage0_forward microbatch(0)
+// D2-GPIPE-N4-NEXT: forward @stage0_forward microbatch(1)
+// D2-GPIPE-N4-NEXT: forward @stage0_forward microbatch(2)
+// D2-GPIPE-N4-NEXT: forward @stage0_forward microbatch(3)
+// D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(0)
+// D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(1)
+// D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(2)
+// D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(3)
+// D2-GPIPE-N4-NEXT: pf.all_reduce
+// D2-GPIPE-N4-NEXT: pf.rank_program @rank1
+// D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(0)
+// D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(1)
+// D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(2)
+// D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(3)
+// D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(0)
+// D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(1)
+// D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(2)
+// D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(3)
+// D2-GPIPE-N4-NEXT: pf.all_reduce
+
+// 1F1B, D = 3, N = 4: D-1-s warm-up forwards on stage s. The tied embedding
+// lives on stages 0 and 2: the middle rank has no all_reduce.
+// D3-1F1B-N4: pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(4)
+// D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(1)
+// D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(3)
+// D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(1)
+// D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(3)
+// D3-1F1B-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-1F1B-N4-NEXT: pf.rank_program @rank1 rank(1) ranks(3) stages([1]) microbatches(4)
+// D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(1)
+// D3-1F1B-N4-NEXT: backward @stage1_backward microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage1_backward microbatch(1)
+// D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(3)
+// D3-1F1B-N4-NEXT: backward @stage1_backward microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage1_backward microbatch(3)
+// D3-1F1B-N4-NEXT: pf.rank_program @rank2 rank(2) ranks(3) stages([2]) microbatches(4)
+// D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(0)
+// D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(1)
+// D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(1)
+// D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(2)
+// D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(3)
+// D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(3)
+// D3-1F1B-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+
+// GPipe, D = 3, N = 2.
+// D3-GPIPE-N2: pf.rank_program @rank0
+// D3-GPIPE-N2-NEXT: forward @stage0_forward microbatch(0)
+// D3-GPIPE-N2-NEXT: forward @stage0_forward microbatch(1)
+// D3-GPIPE-N2-NEXT: backward @stage0_backward microbatch(0)
+// D3-GPIPE-N2-NEXT: backward @stage0_backward microbatch(1)
+// D3-GPIPE-N2-NEXT: pf.all_reduce
+// D3-GPIPE-N2-NEXT: pf.rank_program @rank1
+// D3-GPIPE-N2-NEXT: forward @stage1_forward microbatch(0)
+// D3-GPIPE-N2-NEXT: forward @stage1_forward microbatch(1)
+// D3-GPIPE-N2-NEXT: backward @stage1_backward microbatch(0)
+// D3-GPIPE-N2-NEXT: backward @stage1_backward microbatch(1)
+// D3-GPIPE-N2-NEXT: pf.rank_program @rank2
+// D3-GPIPE-N2-NEXT: forward @stage2_forward microbatch(0)
+// D3-GPIPE-N2-NEXT: forward @stage2_forward microbatch(1)
+// D3-GPIPE-N2-NEXT: backward @stage2_backward microbatch(0)
+// D3-GPIPE-N2-NEXT: backward @stage2_backward microbatch(1)
+// D3-GPIPE-N2-NEXT: pf.all_reduce
+
+// D = 3: the middle rank relays act/3 (the residual) from rank 0 to rank 2,
+// with the same tag on each hop (the peers differ), and sends the summed
+// gradient grad_act/34 back to rank 0.
+// D3-COMM-LABEL: pf.rank_program @rank1
+// D3-COMM-NEXT: pf.recv_act "act/3" microbatch(0) from(0) tag(0)
+// D3-COMM-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// D3-COMM-NEXT: pf.send_act "act/3" microbatch(0) to(2) tag(0)
+// D3-COMM-NEXT: pf.send_act "act/5" microbatch(0) to(2) tag(2)
+// D3-COMM: pf.recv_act "grad_act/15" microbatch(0) from(2) tag(4)
+// D3-COMM-NEXT: pf.recv_act "grad_act/22" microbatch(0) from(2) tag(6)
+// D3-COMM-NEXT: pf.run_stage backward @stage1_backward microbatch(0)
+// D3-COMM-NEXT: pf.send_act "grad_act/34" microbatch(0) to(0) tag(8)
