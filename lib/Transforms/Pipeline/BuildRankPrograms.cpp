@@ -20,10 +20,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
+#include <set>
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFBUILDRANKPROGRAMS
@@ -83,18 +83,27 @@ struct BuildRankProgramsPass
   }
 
   ModuleOp module;
+  sched::ScheduleKind scheduleKind = sched::ScheduleKind::OneFOneB;
   SmallVector<StageFunctions> stages;
-  /// outgoing[s]: the act/* results of stage s's forward (to s+1);
-  /// incoming grads: the grad_act/* results of stage s's backward (to s-1).
+  /// forwardOut[s]: the act/* results of stage s's forward (sent to s+1);
+  /// backwardOut[s]: the grad_act/* results of its backward (sent to s-1).
+  /// Not resized after findTransfers: events point into them.
   SmallVector<SmallVector<NamedValue>> forwardOut, backwardOut;
-  llvm::StringMap<int64_t> nameIndex; // for tags
+  /// Transferred value names in sorted order: tag = index * N + micro-batch.
+  llvm::StringMap<int64_t> nameIndex;
 
   InFlightDiagnostic fail() { return module.emitError("pf-build-rank-programs: "); }
 
   LogicalResult run() {
     module = getOperation();
-    if (schedule != sched::ScheduleKind::GPipe && schedule != sched::ScheduleKind::OneFOneB)
-      return fail() << "schedule '" << sched::scheduleKindName(schedule)
+    // The schedule library's parser: one list of names for every pass.
+    auto kind = sched::parseScheduleKind(schedule);
+    if (!kind)
+      return fail() << kind.error();
+    scheduleKind = *kind;
+    if (scheduleKind != sched::ScheduleKind::GPipe &&
+        scheduleKind != sched::ScheduleKind::OneFOneB)
+      return fail() << "schedule '" << sched::scheduleKindName(scheduleKind)
                     << "' needs stage functions that do not exist yet (input/weight backward "
                        "halves, chunks or replicas); supported: gpipe, 1f1b";
     if (microbatches < 1)
@@ -172,7 +181,7 @@ struct BuildRankProgramsPass
   FailureOr<sched::PipelineProgram> buildSchedule() {
     int numStages = stages.size();
     sched::PipelineConfig config;
-    config.kind = schedule;
+    config.kind = scheduleKind;
     config.devices = numStages;
     config.microbatches = int(microbatches);
     // GPipe's and 1F1B's orders do not depend on durations: one unit layer
@@ -221,32 +230,39 @@ struct BuildRankProgramsPass
     }
     for (int rank = 0; rank < numStages; ++rank)
       if (next[rank] != program.order[rank].size())
-        return fail() << "the " << sched::scheduleKindName(schedule)
+        return fail() << "the " << sched::scheduleKindName(scheduleKind)
                       << " order of rank " << rank << " cannot run past pass " << next[rank];
     return events;
   }
 
-  /// grad/<param> returned by several stages' backwards: summed over those ranks.
-  FailureOr<llvm::MapVector<StringRef, std::pair<SmallVector<int64_t>, Type>>> tiedGradients() {
-    std::map<std::string, std::pair<SmallVector<int64_t>, Type>> byName;
+  /// A parameter whose partial gradients several stages return.
+  struct TiedGradient {
+    SmallVector<int64_t> ranks;
+    RankedTensorType type;
+  };
+
+  /// grad/<param> returned by several stages' backwards, by name: summed over
+  /// those ranks (one stage per rank) at the end of the step.
+  FailureOr<std::map<std::string, TiedGradient>> tiedGradients() {
+    std::map<std::string, TiedGradient> byName;
     for (auto [s, functions] : llvm::enumerate(stages))
       for (const NamedValue &grad : namedResults(functions.backward, "grad/")) {
-        auto &[ranks, type] = byName[grad.name];
-        if (type && type != grad.type)
-          return fail() << "'" << grad.name << "' has type " << type << " on stage " << ranks[0]
-                        << " but " << grad.type << " on stage " << s;
-        ranks.push_back(s);
-        type = grad.type;
+        TiedGradient &entry = byName[grad.name];
+        if (entry.type && entry.type != grad.type)
+          return fail() << "'" << grad.name << "' has type " << entry.type << " on stage "
+                        << entry.ranks[0] << " but " << grad.type << " on stage " << s;
+        entry.ranks.push_back(s);
+        entry.type = grad.type;
       }
-    llvm::MapVector<StringRef, std::pair<SmallVector<int64_t>, Type>> tied;
+    std::map<std::string, TiedGradient> tied;
     for (auto &[name, entry] : byName)
-      if (entry.first.size() > 1)
-        tied[StringAttr::get(&getContext(), name).getValue()] = entry;
+      if (entry.ranks.size() > 1)
+        tied[name] = entry;
     return tied;
   }
 
   void emitPrograms(ArrayRef<SmallVector<Event>> events,
-                    const llvm::MapVector<StringRef, std::pair<SmallVector<int64_t>, Type>> &tied) {
+                    const std::map<std::string, TiedGradient> &tied) {
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
     int64_t numRanks = stages.size();
@@ -257,10 +273,9 @@ struct BuildRankProgramsPass
       OpBuilder body = OpBuilder::atBlockEnd(&program.getBody().emplaceBlock());
       for (const Event &event : events[rank])
         emitEvent(body, loc, event);
-      for (auto &[name, entry] : tied)
-        if (llvm::is_contained(entry.first, rank))
-          AllReduceOp::create(body, loc, name, entry.first,
-                              cast<RankedTensorType>(entry.second));
+      for (const auto &[name, entry] : tied)
+        if (llvm::is_contained(entry.ranks, rank))
+          AllReduceOp::create(body, loc, name, entry.ranks, entry.type);
     }
   }
 

@@ -9,7 +9,7 @@
 // CHIMERA: error: pf-build-rank-programs: schedule 'chimera' needs stage functions that do not exist yet
 // INTERLEAVED: error: pf-build-rank-programs: schedule 'interleaved' needs stage functions that do not exist yet
 // ZERO: error: pf-build-rank-programs: microbatches must be >= 1, got 0
-// UNKNOWN: for the --schedule option: Cannot find option named '2f2b'!
+// UNKNOWN: error: pf-build-rank-programs: unknown schedule '2f2b' (known: gpipe, 1f1b, interleaved, chimera, zb-h1)
 
 // expected-error@+1 {{pf-build-rank-programs: no stage functions (@stage0_forward, ...); run pf-split-stages first}}
 module {

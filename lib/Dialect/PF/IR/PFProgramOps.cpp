@@ -8,9 +8,7 @@
 #include "pf/Dialect/PF/IR/PFOps.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallSet.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <map>
 #include <set>
