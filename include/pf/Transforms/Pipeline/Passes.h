@@ -8,7 +8,6 @@
 #define PF_TRANSFORMS_PIPELINE_PASSES_H
 
 #include "mlir/Pass/Pass.h"
-#include "pf/Schedule/Pipeline.h"
 #include <memory>
 
 namespace mlir::pf {
