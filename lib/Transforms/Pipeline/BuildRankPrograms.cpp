@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
+#include "pf/Schedule/Pipeline.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
