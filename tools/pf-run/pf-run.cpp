@@ -13,6 +13,7 @@
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
 #include "pf/Import/ONNXImporter.h"
+#include "pf/Transforms/OptionBinder.h"
 #include "pf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -23,12 +24,14 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +41,8 @@ namespace cl = llvm::cl;
 namespace drv = mlir::pf::driver;
 
 static cl::OptionCategory category("pf-run options");
+static cl::OptionCategory stepCategory("Training-step options (with --training-step; those of "
+                                       "pf-train and pf-opt --pf-training)");
 static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx | model.mlir>"),
                                       cl::Required, cl::cat(category));
 static cl::opt<std::string> inputsFile("inputs", cl::desc("Inputs as .npz keyed by input name"),
@@ -70,18 +75,22 @@ static cl::opt<bool> trainingStep(
              "add 'labels', 'lr' (f64) and 'step' (i64); the outputs are 'loss', "
              "'grad/<parameter>' and, with --kfac, 'kfac/{A,B,A_inv,B_inv}/<weight>'"),
     cl::cat(category));
-static cl::opt<bool> stepKfac("kfac", cl::desc("With --training-step: K-FAC-precondition the "
-                                               "encoder blocks' linear layers"),
-                              cl::cat(category));
-static cl::opt<std::string> stepOptimizer("optimizer",
-                                          cl::desc("With --training-step: sgd, adamw or lamb"),
-                                          cl::init("adamw"), cl::cat(category));
-static cl::opt<int> stepMicrobatches(
-    "micro-batches",
-    cl::desc("With --training-step: split the batch into this many micro-batches; "
-             "gradients and K-FAC factors accumulate over them (an ONNX model is imported "
-             "with --dim batch divided by it; pf IR is taken as one micro-batch)"),
-    cl::init(1), cl::cat(category));
+static cl::opt<std::string> emitStepFile(
+    "emit-step",
+    cl::desc("With --training-step: also write the step (pf IR after the pf-training "
+             "pipeline, before lowering) to this file"),
+    cl::value_desc("FILE.mlir"), cl::cat(category));
+/// The training-step options, bound to flags in main: those of pf-opt
+/// --pf-training and pf-train, except that the step keeps its gradients and
+/// K-FAC factors as results by default, which is what --training-step is for.
+/// With --micro-batches an ONNX model is imported with --dim batch divided by
+/// it; pf IR is taken as one micro-batch.
+static mlir::pf::TrainingOptions training = [] {
+  mlir::pf::TrainingOptions options;
+  options.optimizer.keepGradients = true;
+  options.precondition.exportFactors = true;
+  return options;
+}();
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -128,18 +137,23 @@ llvm::Error writeProfile(const drv::CompiledModel &model, const std::vector<doub
   return llvm::Error::success();
 }
 
-/// The passes pf-train uses, keeping the gradients and K-FAC factors as
-/// results so one step can be checked from outside.
+/// The passes pf-train uses (by default keeping the gradients and K-FAC
+/// factors as results so one step can be checked from outside).
 LogicalResult buildTrainingStep(ModuleOp module) {
   PassManager pm(module.getContext());
-  mlir::pf::TrainingOptions training;
-  training.microbatches = stepMicrobatches;
-  training.kfac = stepKfac;
-  training.precondition.exportFactors = true;
-  training.optimizer.optimizer = stepOptimizer;
-  training.optimizer.keepGradients = true;
   mlir::pf::buildTrainingPipeline(pm, training);
   return pm.run(module);
+}
+
+/// --emit-step: the training step as pf IR text.
+llvm::Error writeStep(ModuleOp module) {
+  std::string error;
+  auto file = mlir::openOutputFile(emitStepFile, &error);
+  if (!file)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "--emit-step: " + error);
+  module.print(file->os());
+  file->keep();
+  return llvm::Error::success();
 }
 
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
@@ -151,12 +165,13 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
       fail(error);
       return nullptr;
     }
+    const int64_t stepMicrobatches = training.microbatches;
     if (trainingStep && stepMicrobatches > 1) {
       // The model is built for one micro-batch; the step takes all of them.
       auto batch = options.dimValues.find("batch");
       if (batch == options.dimValues.end() || batch->second % stepMicrobatches != 0) {
         fail(llvm::formatv("--micro-batches {0} needs --dim batch=N with N a multiple of it",
-                           int(stepMicrobatches)));
+                           stepMicrobatches));
         return nullptr;
       }
       batch->second /= stepMicrobatches;
@@ -180,15 +195,22 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  mlir::pf::FlagBinder stepFlags(stepCategory);
+  training.bindOptions(stepFlags);
+  cl::HideUnrelatedOptions({&category, &stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-run: run a model on the pf runtime (CPU)\n");
   if (repeat < 1)
     return fail("--repeat must be >= 1");
   if (threads < 0)
     return fail("--num-threads must be >= 0");
-  if (!trainingStep && (stepKfac || stepMicrobatches != 1))
-    return fail("--kfac and --micro-batches need --training-step");
-  if (stepMicrobatches < 1)
+  if (!trainingStep) {
+    std::vector<std::string> given = stepFlags.given();
+    if (!emitStepFile.empty())
+      given.push_back("--emit-step");
+    if (!given.empty())
+      return fail(llvm::join(given, ", ") + " need --training-step");
+  }
+  if (training.microbatches < 1)
     return fail("--micro-batches must be >= 1");
 
   DialectRegistry registry;
@@ -204,6 +226,9 @@ int main(int argc, char **argv) {
     return 1;
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
+  if (!emitStepFile.empty())
+    if (auto err = writeStep(*module))
+      return fail(llvm::toString(std::move(err)));
 
   if (!aotDirectory.empty()) {
     if (auto err = drv::CompiledModel::writeAot(*module, aotDirectory, entry))
@@ -239,7 +264,7 @@ int main(int argc, char **argv) {
                                   s.parameterBytes / 1e6, s.lowerSeconds, s.jitSeconds);
   }
   if (inputsFile.empty()) {
-    if (describe)
+    if (describe || !emitStepFile.empty())
       return 0;
     return fail("--inputs FILE.npz is required (use --describe to list the inputs)");
   }

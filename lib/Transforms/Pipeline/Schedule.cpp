@@ -58,21 +58,11 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     if (!pipeline.getBody().front().getOps<ProgramOp>().empty())
       return pipeline.emitError("pf-schedule: the pipeline is already scheduled");
 
-    auto kind = sched::parseScheduleKind(schedule);
-    if (!kind)
-      return pipeline.emitError("pf-schedule: ") << kind.error();
+    const sched::ScheduleKind kind = schedule;
     sched::KfacOptions kfacOptions;
-    if (kfac == "none") {
-      kfacOptions.policy = sched::Policy::None;
-    } else if (kfac == "bubbles") {
-      auto parsed = sched::parsePolicy(policy);
-      if (!parsed)
-        return pipeline.emitError("pf-schedule: ") << parsed.error();
-      kfacOptions.policy = *parsed;
-    } else {
-      return pipeline.emitError("pf-schedule: kfac must be 'bubbles' or 'none', got '")
-             << kfac.getValue() << "'";
-    }
+    kfacOptions.policy = kfac == KfacMode::None ? sched::Policy::None : policy.getValue();
+    if (failed(verifyCostOptions(pipeline, "pf-schedule", cost, profile)))
+      return failure();
     if (refreshSteps < 0)
       return pipeline.emitError("pf-schedule: refresh-steps must be >= 0");
     kfacOptions.refreshSteps = int(refreshSteps);
@@ -90,14 +80,14 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
       return failure();
 
     int devices = int(stageLayers->size());
-    if (*kind == sched::ScheduleKind::Interleaved) {
+    if (kind == sched::ScheduleKind::Interleaved) {
       if (chunks < 1 || stageLayers->size() % chunks != 0)
         return pipeline.emitError("pf-schedule: interleaved needs the ")
                << stageLayers->size() << " stages to be a multiple of chunks=" << int64_t(chunks);
       devices = int(stageLayers->size() / chunks);
     }
     sched::PipelineConfig config;
-    config.kind = *kind;
+    config.kind = kind;
     config.devices = devices;
     config.microbatches = int(numMicro);
     config.chunks = int(chunks);
@@ -117,7 +107,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     writePrograms(pipeline, timeline, devices);
     recordPlacement(pipeline, program->layout);
     Builder b(pipeline.getContext());
-    pipeline.setScheduleAttr(b.getStringAttr(sched::scheduleKindName(*kind)));
+    pipeline.setScheduleAttr(b.getStringAttr(sched::scheduleKindName(kind)));
     pipeline.setNumMicrobatches(numMicro);
     pipeline->setAttr("pf.refresh_steps", b.getI64IntegerAttr(report.refreshSteps));
     pipeline->setAttr("pf.step_time_ms", b.getF64FloatAttr(report.stepTimeMs));
@@ -148,7 +138,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     auto blocks = readStageBlocks(pipeline);
     if (failed(blocks))
       return failure();
-    return buildCostModel(func, *blocks, cost, device);
+    return buildCostModel(func, *blocks, cost, profile, device);
   }
 
   /// Which devices run each stage: Chimera places stage i of the down pipeline

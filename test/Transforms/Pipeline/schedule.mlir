@@ -9,6 +9,7 @@
 // RUN: not pf-opt %S/partition.mlir --pf-partition="stages=2" --pf-schedule="schedule=pipedream" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not pf-opt %S/partition.mlir --pf-partition="stages=2" --pf-schedule="policy=magic" 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not pf-opt %S/partition.mlir --pf-partition="stages=2" --pf-schedule="kfac=later" 2>&1 | FileCheck %s --check-prefix=KFAC
+// RUN: not pf-opt %S/partition.mlir --pf-partition="stages=2" --pf-schedule="cost=profile" 2>&1 | FileCheck %s --check-prefix=NO-PROFILE
 
 // Every device gets a program; forward passes of all 4 micro-batches run on
 // device 0 before its backward passes (GPipe), and K-FAC curvature is placed.
@@ -48,6 +49,7 @@
 
 // UNPARTITIONED: no pf.pipeline found; run pf-partition first
 // ODD: chimera needs an even number of stages
-// UNKNOWN: pf-schedule: {{.*}}pipedream
-// POLICY: pf-schedule: {{.*}}magic
-// KFAC: kfac must be 'bubbles' or 'none', got 'later'
+// UNKNOWN: schedule must be gpipe, 1f1b, interleaved, chimera or zb-h1, got 'pipedream'
+// POLICY: policy must be pf or pipefisher, got 'magic'
+// KFAC: kfac must be bubbles or none, got 'later'
+// NO-PROFILE: pf-schedule: cost=profile needs profile=PATH

@@ -1,10 +1,10 @@
-// RUN: pf-opt %s --pf-insert-kfac | FileCheck %s --check-prefix=INSERT
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition=refresh-every=4 | FileCheck %s --check-prefix=PRECOND
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" | FileCheck %s --check-prefix=WARMUP
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
+// RUN: pf-opt %s --pf-insert-kfac="decay=0.95" | FileCheck %s --check-prefix=INSERT
+// RUN: pf-opt %s --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=4 damping=1e-3 refresh-warmup=0 kl-clip=0" | FileCheck %s --check-prefix=PRECOND
+// RUN: pf-opt %s --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0" | FileCheck %s --check-prefix=WARMUP
+// RUN: pf-opt %s --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
 // RUN: not pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-warmup=-1" 2>&1 | FileCheck %s --check-prefix=WARMUP-BAD
-// RUN: pf-opt %s --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="kl-clip=0.001" --pf-add-optimizer="optimizer=adamw kfac-optimizer=sgd kfac-lr-scale=10" | FileCheck %s --check-prefix=HYBRID
+// RUN: pf-opt %s --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="kl-clip=0.001 damping=1e-3 refresh-warmup=0" --pf-add-optimizer="optimizer=adamw kfac-optimizer=sgd kfac-lr-scale=10" | FileCheck %s --check-prefix=HYBRID
 // RUN: not pf-opt %s --pf-kfac-precondition 2>&1 | FileCheck %s --check-prefix=NO-INSERT
 // RUN: not pf-opt %s --pf-insert-kfac=decay=1.5 2>&1 | FileCheck %s --check-prefix=DECAY
 
