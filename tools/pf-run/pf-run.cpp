@@ -41,8 +41,8 @@ namespace cl = llvm::cl;
 namespace drv = mlir::pf::driver;
 
 static cl::OptionCategory category("pf-run options");
-static cl::OptionCategory stepCategory("Training-step options (with --training-step; those of "
-                                       "pf-train and pf-opt --pf-training)");
+static cl::OptionCategory stepCategory("pf-run training-step options (with --training-step; "
+                                       "those of pf-train and pf-opt --pf-training)");
 static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx | model.mlir>"),
                                       cl::Required, cl::cat(category));
 static cl::opt<std::string> inputsFile("inputs", cl::desc("Inputs as .npz keyed by input name"),
@@ -152,6 +152,7 @@ llvm::Error writeStep(ModuleOp module) {
   if (!file)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "--emit-step: " + error);
   module.print(file->os());
+  file->os() << "\n";
   file->keep();
   return llvm::Error::success();
 }

@@ -41,6 +41,8 @@ namespace cl = llvm::cl;
 namespace drv = mlir::pf::driver;
 
 static cl::OptionCategory category("pf-train options");
+static cl::OptionCategory stepCategory("pf-train training-step options (those of pf-run "
+                                       "--training-step and pf-opt --pf-training)");
 static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx>"), cl::Required,
                                       cl::cat(category));
 static cl::opt<std::string> corpusFile("corpus", cl::desc("Token corpus (.npz from "
@@ -115,6 +117,7 @@ llvm::Error writeStep(ModuleOp module) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "--emit-step: " + error);
   module.print(file->os());
+  file->os() << "\n";
   file->keep();
   return llvm::Error::success();
 }
@@ -347,9 +350,9 @@ llvm::Expected<std::unique_ptr<drv::CompiledModel>> compileEvaluation(MLIRContex
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  mlir::pf::FlagBinder stepFlags(category);
+  mlir::pf::FlagBinder stepFlags(stepCategory);
   training.bindOptions(stepFlags);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
   const int64_t microbatches = training.microbatches;
   if (batch < 1 || steps < 1 || lr <= 0 || warmup < 0 || logEvery < 1 || checkpointEvery < 0 ||
