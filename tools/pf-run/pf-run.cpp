@@ -54,10 +54,8 @@ static cl::list<std::string> shapes("shape", cl::desc("ONNX input shape NAME=DxD
                                     cl::cat(category));
 static cl::list<std::string> dims("dim", cl::desc("ONNX symbolic dimension NAME=N (repeatable)"),
                                   cl::cat(category));
-static cl::opt<int> repeat("repeat", cl::desc("Run N times and print the median time"),
-                           cl::init(1), cl::cat(category));
-static cl::opt<int> threads("num-threads", cl::desc("Runtime threads (0: all cores)"), cl::init(0),
-                            cl::cat(category));
+// Bound to flags in main, whose --help shows the defaults.
+static int repeat = 1, threads = 0;
 static cl::opt<std::string> entry("entry",
                                   cl::desc("Function of the pf IR to run (default: the first)"),
                                   cl::cat(category));
@@ -125,7 +123,7 @@ llvm::Error writeProfile(const drv::CompiledModel &model, const std::vector<doub
   llvm::json::Object root{{"format", "pf-run-profile/1"},
                           {"model", modelFile.getValue()},
                           {"runs", int64_t(runs.size())},
-                          {"threads", int64_t(threads.getValue())},
+                          {"threads", int64_t(threads)},
                           {"run_median_ms", median(runs) * 1e3},
                           {"kernel_sum_ms", kernels},
                           {"ops", std::move(ops)}};
@@ -196,6 +194,9 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  mlir::pf::FlagBinder runFlags(category);
+  runFlags.opt("repeat", repeat, "Run N times and print the median time");
+  runFlags.opt("num-threads", threads, "Runtime threads (0: all cores)");
   mlir::pf::FlagBinder stepFlags(stepCategory);
   training.bindOptions(stepFlags);
   cl::HideUnrelatedOptions({&category, &stepCategory});

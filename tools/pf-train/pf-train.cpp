@@ -48,47 +48,44 @@ static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx>"), 
 static cl::opt<std::string> corpusFile("corpus", cl::desc("Token corpus (.npz from "
                                                           "python -m pipefisher.corpus)"),
                                        cl::Required, cl::cat(category));
-static cl::opt<int> batch("batch", cl::desc("Sequences per step"), cl::init(8), cl::cat(category));
-static cl::opt<int> steps("steps", cl::desc("Last step to run (1-based)"), cl::init(100),
-                          cl::cat(category));
-static cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(1e-3), cl::cat(category));
-static cl::opt<int> warmup("warmup", cl::desc("Linear warm-up steps"), cl::init(10),
-                           cl::cat(category));
 namespace {
 /// The learning rate after the warm-up.
 enum class LRSchedule { Linear, Constant };
 } // namespace
 PF_CHOICE_PARSER(LRSchedule)
-static cl::opt<LRSchedule> schedule(
-    "schedule", cl::desc("Learning rate after the warm-up (default: linear)"),
-    cl::values(clEnumValN(LRSchedule::Linear, "linear", "Linear decay to 0 at --steps"),
-               clEnumValN(LRSchedule::Constant, "constant", "Constant")),
-    cl::init(LRSchedule::Linear), cl::cat(category));
-static cl::opt<double> maskProbability("mask-prob", cl::desc("Share of tokens to predict"),
-                                       cl::init(0.15), cl::cat(category));
-static cl::opt<uint64_t> seed("seed", cl::desc("Seed of batches and masks"), cl::init(0),
-                              cl::cat(category));
-static cl::opt<int> threads("num-threads", cl::desc("Runtime threads (0: all cores)"),
-                            cl::init(0), cl::cat(category));
-static cl::opt<int> logEvery("log-every", cl::desc("Print a progress line every N steps"),
-                             cl::init(10), cl::cat(category));
+
+// pf-train's own options (the loop around the step), with their defaults;
+// bound to flags in main, whose --help shows the defaults.
+static int batch = 8, steps = 100, warmup = 10, threads = 0, logEvery = 10;
+static int checkpointEvery = 0, evalEvery = 0, evalSequences = 256;
+static double lr = 1e-3, maskProbability = 0.15;
+static uint64_t seed = 0;
+static LRSchedule schedule = LRSchedule::Linear;
+
+static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
+  flags.opt("batch", batch, "Sequences per step");
+  flags.opt("steps", steps, "Last step to run (1-based)");
+  flags.opt("lr", lr, "Peak learning rate");
+  flags.opt("warmup", warmup, "Linear warm-up steps");
+  flags.opt("schedule", schedule, "Learning rate after the warm-up",
+            cl::values(clEnumValN(LRSchedule::Linear, "linear", "Linear decay to 0 at --steps"),
+                       clEnumValN(LRSchedule::Constant, "constant", "Constant")));
+  flags.opt("mask-prob", maskProbability, "Share of tokens to predict");
+  flags.opt("seed", seed, "Seed of batches and masks");
+  flags.opt("num-threads", threads, "Runtime threads (0: all cores)");
+  flags.opt("log-every", logEvery, "Print a progress line every N steps");
+  flags.opt("checkpoint-every", checkpointEvery, "Also write the checkpoint every N steps");
+  flags.opt("eval-every", evalEvery,
+            "Every N steps (and before the first and after the last), print the masked-LM "
+            "loss on held-out sequences (0: off)");
+  flags.opt("eval-sequences", evalSequences,
+            "With --eval-every: the corpus' last N sequences are held out (never trained on) "
+            "and evaluated with fixed masks, in batches of --batch");
+}
 static cl::opt<std::string> checkpointFile("checkpoint",
                                            cl::desc("Write a checkpoint (.npz) here at the end "
                                                     "and on Ctrl-C"),
                                            cl::cat(category));
-static cl::opt<int> checkpointEvery("checkpoint-every",
-                                    cl::desc("Also write the checkpoint every N steps"),
-                                    cl::init(0), cl::cat(category));
-static cl::opt<int> evalEvery(
-    "eval-every",
-    cl::desc("Every N steps (and before the first and after the last), print the masked-LM "
-             "loss on held-out sequences (0: off)"),
-    cl::init(0), cl::cat(category));
-static cl::opt<int> evalSequences(
-    "eval-sequences",
-    cl::desc("With --eval-every: the corpus' last N sequences are held out (never trained "
-             "on) and evaluated with fixed masks, in batches of --batch"),
-    cl::init(256), cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
                                        cl::cat(category));
 static cl::opt<std::string> emitStepFile(
@@ -292,7 +289,7 @@ llvm::Error saveCheckpoint(const drv::CompiledModel &model, const Corpus &c, int
     arrays["param/" + p.name] = std::move(a);
   }
   arrays["meta/step"] = scalar<int64_t>(7, step);
-  arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed.getValue()));
+  arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed));
   arrays["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
   return drv::writeNpz(checkpointFile, arrays);
 }
@@ -350,6 +347,8 @@ llvm::Expected<std::unique_ptr<drv::CompiledModel>> compileEvaluation(MLIRContex
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  mlir::pf::FlagBinder loopFlags(category);
+  bindLoopOptions(loopFlags);
   mlir::pf::FlagBinder stepFlags(stepCategory);
   training.bindOptions(stepFlags);
   cl::HideUnrelatedOptions({&category, &stepCategory});
