@@ -35,8 +35,7 @@ namespace mlir::pf {
 namespace detail {
 /// A default as it is spelled on the command line.
 template <typename T>
-std::string optionValueText(const llvm::cl::Option &, const llvm::cl::generic_parser_base *parser,
-                            const T &value) {
+std::string optionValueText(const llvm::cl::generic_parser_base *parser, const T &value) {
   if constexpr (std::is_enum_v<T>) {
     return choiceName(*parser, value).str();
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -66,7 +65,7 @@ template <typename Opt, typename T>
 void describe(Opt &option, llvm::StringRef description, const T &value,
               std::deque<std::string> &storage) {
   storage.push_back((description + " (default: " +
-                     optionValueText(option, enumParser(option), value) + ")")
+                     optionValueText(enumParser(option), value) + ")")
                         .str());
   option.setDescription(storage.back());
 }
@@ -85,7 +84,7 @@ public:
     detail::describe(*flag, description, field, descriptions);
     auto *bound = flag.get();
     texts[name] = [bound, &field] {
-      return detail::optionValueText(*bound, detail::enumParser(*bound), field);
+      return detail::optionValueText(detail::enumParser(*bound), field);
     };
     flags.push_back(std::move(flag));
   }
