@@ -371,10 +371,10 @@ OwningOpRef<ModuleOp> GraphImporter::run(const onnx::ModelProto &model, int64_t 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   OwningOpRef<ModuleOp> scratch = ModuleOp::create(fileLoc);
   constantHolder = *scratch;
-  module->getOperation()->setAttr("pf.source", builder.getStringAttr(path));
-  module->getOperation()->setAttr("pf.onnx_opset", builder.getI64IntegerAttr(opset));
+  module->getOperation()->setAttr(kSourceAttrName, builder.getStringAttr(path));
+  module->getOperation()->setAttr(kOnnxOpsetAttrName, builder.getI64IntegerAttr(opset));
   if (!model.producer_name().empty())
-    module->getOperation()->setAttr("pf.onnx_producer",
+    module->getOperation()->setAttr(kOnnxProducerAttrName,
                                     builder.getStringAttr(model.producer_name()));
 
   if (failed(importInitializers(graph, *module)))
@@ -390,7 +390,7 @@ OwningOpRef<ModuleOp> GraphImporter::run(const onnx::ModelProto &model, int64_t 
   entryBlock = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(inputNames)) {
     values[name] = entryBlock->getArgument(i);
-    func.setArgAttr(i, "pf.name", builder.getStringAttr(name));
+    func.setArgAttr(i, kNameAttrName, builder.getStringAttr(name));
   }
   builder.setInsertionPointToEnd(entryBlock);
   if (failed(importNodes(graph, opset)))
@@ -410,7 +410,7 @@ OwningOpRef<ModuleOp> GraphImporter::run(const onnx::ModelProto &model, int64_t 
   func::ReturnOp::create(builder, fileLoc, outputs);
   func.setType(builder.getFunctionType(inputTypes, ValueRange(outputs).getTypes()));
   for (auto [i, output] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, "pf.name", builder.getStringAttr(output.name()));
+    func.setResultAttr(i, kNameAttrName, builder.getStringAttr(output.name()));
   return module;
 }
 } // namespace

@@ -146,7 +146,7 @@ Results convertIdentity(NodeContext &n) {
   // The output name survives so pf-untie-initializers can recreate the
   // parameter an exporter de-duplicated.
   if (n.node.output_size() > 0)
-    op->setAttr("pf.name", n.builder.getStringAttr(n.node.output(0)));
+    op->setAttr(kNameAttrName, n.builder.getStringAttr(n.node.output(0)));
   return SmallVector<Value>{op.getResult()};
 }
 

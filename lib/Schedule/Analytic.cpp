@@ -5,6 +5,8 @@
 // P100 BERT-Large profile (forward, inversion and preconditioning land within
 // about 10% of the measured times; backward and curvature within 30%).
 //
+// Layer "costs" (docs/schedule.md): uses only CostModel.h.
+//
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/CostModel.h"

@@ -1,4 +1,8 @@
 //===- Partition.cpp - Contiguous min-max stage partitioning --------------===//
+//
+// Layer "pipeline" (docs/schedule.md): uses nothing else of the library.
+//
+//===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Partition.h"
 

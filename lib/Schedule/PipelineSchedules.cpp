@@ -4,6 +4,9 @@
 // order comes from list scheduling (see chimeraProgram) because its two
 // pipelines must be merged without conflicts on every device.
 //
+// Layer "pipeline" (docs/schedule.md): uses the simulator (to compare
+// Chimera orders) and OpGraph.h; nothing of K-FAC.
+//
 //===----------------------------------------------------------------------===//
 
 #include "OpGraph.h"

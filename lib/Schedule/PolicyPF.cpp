@@ -25,9 +25,14 @@
 // ZB-H1's W passes are pipeline work here; curvature B only waits for the
 // input-gradient pass B, so it can start before W.
 //
+// Layer 3 of the K-FAC code (see pf/Schedule/KfacProblem.h): builds on the
+// problem and placement layers and on the reference policy, which it
+// compares itself with; only the facade (Kfac.cpp) calls it.
+//
 //===----------------------------------------------------------------------===//
 
-#include "KfacInternal.h"
+#include "KfacPlacement.h"
+#include "KfacPolicies.h"
 
 #include <algorithm>
 #include <cmath>
@@ -374,31 +379,9 @@ KfacPlan bestPlan(const PipelineStep &step, const CostModel &costs,
   return a;
 }
 
-/// Per-device work and bubble time, for a quick bound on each K.
-struct Capacity {
-  std::vector<double> refreshWork;        ///< curvature + inversion
-  std::vector<double> preconditionPerStep;
-  std::vector<double> bubblePerStep;
-};
-
-Capacity capacityOf(const PipelineStep &step, const CostModel &costs) {
-  KfacProblem one = buildKfacProblem(step, costs, 1);
-  Capacity c;
-  c.refreshWork.assign(one.devices, 0);
-  c.preconditionPerStep.assign(one.devices, 0);
-  c.bubblePerStep.assign(one.devices, 0);
-  for (const KfacTask &t : one.tasks)
-    (t.kind == ItemKind::Precondition ? c.preconditionPerStep
-                                      : c.refreshWork)[t.device] += t.duration;
-  for (int d = 0; d < one.devices; ++d)
-    for (const Interval &g : step.idle[d])
-      c.bubblePerStep[d] += g.end - g.start;
-  return c;
-}
-
 /// No schedule with K steps can have a shorter mean step than this: each
 /// device's work that exceeds its bubbles must run after a flush.
-double stepLowerBound(const Capacity &c, double T, int steps) {
+double stepLowerBound(const KfacCapacity &c, double T, int steps) {
   double bound = T;
   for (size_t d = 0; d < c.refreshWork.size(); ++d) {
     double excess = c.refreshWork[d] +
@@ -408,7 +391,7 @@ double stepLowerBound(const Capacity &c, double T, int steps) {
   return bound;
 }
 
-double stepBudget(const Capacity &c, double T, const KfacOptions &options) {
+double stepBudget(const KfacCapacity &c, double T, const KfacOptions &options) {
   if (options.maxOverhead >= 0)
     return T * (1 + options.maxOverhead);
   double precondition = 0;
@@ -426,7 +409,7 @@ public:
   RefreshSearch(const PipelineStep &step, const CostModel &costs,
                 const KfacOptions &options)
       : step_(step), costs_(costs), options_(options),
-        capacity_(capacityOf(step, costs)) {}
+        capacity_(kfacCapacity(step, costs)) {}
 
   /// Smallest K in [1, hi] whose window meets `budget`, or 0. The answer is
   /// usually at or just above the capacity bound, so the search gallops up
@@ -498,7 +481,7 @@ public:
     return p;
   }
 
-  const Capacity &capacity() const { return capacity_; }
+  const KfacCapacity &capacity() const { return capacity_; }
 
 private:
   /// The first K not ruled out by the capacity bound.
@@ -541,7 +524,7 @@ private:
   const PipelineStep &step_;
   const CostModel &costs_;
   const KfacOptions &options_;
-  const Capacity capacity_;
+  const KfacCapacity capacity_;
   std::map<int, double> means_;
   std::map<int, bool> saturated_;
   std::map<int, KfacPlan> kept_;

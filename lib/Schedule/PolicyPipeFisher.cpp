@@ -20,9 +20,14 @@
 // one factor kind only, and in its final retry may place work before its
 // inputs), we follow the description; docs/schedule.md lists the differences.
 //
+// Layer 3 of the K-FAC code (see pf/Schedule/KfacProblem.h): builds on the
+// problem and placement layers only; the facade (Kfac.cpp) and pf's policy,
+// which uses it as its reference, call it.
+//
 //===----------------------------------------------------------------------===//
 
-#include "KfacInternal.h"
+#include "KfacPlacement.h"
+#include "KfacPolicies.h"
 
 #include <algorithm>
 #include <tuple>

@@ -11,6 +11,8 @@
 // is read, and only this file's own ProfileError is thrown and caught inside
 // parseProfile.
 //
+// Layer "costs" (docs/schedule.md): uses only CostModel.h.
+//
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/CostModel.h"

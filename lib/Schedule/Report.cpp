@@ -1,4 +1,9 @@
 //===- Report.cpp - Figures of a scheduled window: text and JSON ----------===//
+//
+// Layer "results" (docs/schedule.md): reads a result; uses the K-FAC
+// problem layer (capacity bound) and the facade's policy names.
+//
+//===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Report.h"
 
@@ -16,20 +21,13 @@ namespace {
 /// K-FAC capacity bound of the reference: refresh work over bubble time,
 /// for the device where that ratio is largest.
 double refreshBound(const PipelineStep &step, const CostModel &costs) {
-  KfacProblem one = buildKfacProblem(step, costs, 1);
-  std::vector<double> work(one.devices, 0);
-  for (const KfacTask &t : one.tasks)
-    if (t.kind != ItemKind::Precondition)
-      work[t.device] += t.duration;
+  KfacCapacity c = kfacCapacity(step, costs);
   double bound = 0;
-  for (int d = 0; d < one.devices; ++d) {
-    double bubble = 0;
-    for (const Interval &g : step.idle[d])
-      bubble += g.end - g.start;
-    if (work[d] > 0)
-      bound = std::max(bound, bubble > 0 ? work[d] / bubble
-                                         : std::numeric_limits<double>::infinity());
-  }
+  for (size_t d = 0; d < c.refreshWork.size(); ++d)
+    if (c.refreshWork[d] > 0)
+      bound = std::max(bound, c.bubblePerStep[d] > 0
+                                  ? c.refreshWork[d] / c.bubblePerStep[d]
+                                  : std::numeric_limits<double>::infinity());
   return bound;
 }
 

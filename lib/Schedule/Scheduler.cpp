@@ -1,6 +1,12 @@
 //===- Scheduler.cpp - Partition, pipeline, K-FAC placement, report -------===//
+//
+// The top of the library (see pf/Schedule/Scheduler.h): the one place that
+// orders partition -> build -> simulate -> plan -> timeline -> report.
+//
+//===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Scheduler.h"
+#include "pf/Schedule/Partition.h"
 
 #include <chrono>
 
@@ -16,45 +22,80 @@ std::vector<double> pipelineCost(const CostModel &costs) {
   return cost;
 }
 
-Expected<Partition> partitionFor(const CostModel &costs,
-                                 const ScheduleRequest &request, int stages) {
+Expected<std::vector<std::vector<int>>>
+partitionFor(const CostModel &costs, const ScheduleRequest &request,
+             int stages) {
   const int layers = static_cast<int>(costs.layers.size());
   if (stages > layers)
     return Status::error("more stages (" + std::to_string(stages) +
                          ") than layers (" + std::to_string(layers) + ")");
-  if (request.layersPerStage > 0)
-    return partitionUniform(pipelineCost(costs), stages, request.layersPerStage);
   if (request.layersPerStage < 0)
     return Status::error("layers per stage must be positive (got " +
                          std::to_string(request.layersPerStage) + ")");
-  return partitionMinMax(pipelineCost(costs), stages);
+  auto partition =
+      request.layersPerStage > 0
+          ? partitionUniform(pipelineCost(costs), stages, request.layersPerStage)
+          : partitionMinMax(pipelineCost(costs), stages);
+  if (!partition)
+    return partition.status();
+  return partition->stageLayers();
+}
+
+/// D of a request: as given, or from the stages the caller partitioned.
+Expected<int> devicesOf(const ScheduleRequest &request) {
+  if (request.stageLayers.empty())
+    return request.devices;
+  if (request.layersPerStage != 0)
+    return Status::error("give either the layers per stage or the layers of "
+                         "every stage, not both");
+  const int stages = static_cast<int>(request.stageLayers.size());
+  int devices = stages;
+  if (request.kind == ScheduleKind::Interleaved) {
+    if (request.chunks < 1 || stages % request.chunks != 0)
+      return Status::error("interleaved needs the " + std::to_string(stages) +
+                           " stages to be a multiple of chunks=" +
+                           std::to_string(request.chunks));
+    devices = stages / request.chunks;
+  }
+  if (request.devices != 0 && request.devices != devices)
+    return Status::error(std::to_string(stages) + " stages of " +
+                         scheduleKindName(request.kind) + " run on " +
+                         std::to_string(devices) + " devices, not " +
+                         std::to_string(request.devices));
+  return devices;
 }
 
 } // namespace
 
-Expected<ScheduleResult> runSchedule(const CostModel &costs,
-                                     const ScheduleRequest &request) {
+Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
+                                          const ScheduleRequest &request) {
   auto started = std::chrono::steady_clock::now();
   if (costs.layers.empty())
     return Status::error("the cost model has no layers");
-  Status shape = checkScheduleShape(request.kind, request.devices,
+  auto devices = devicesOf(request);
+  if (!devices)
+    return devices.status();
+  Status shape = checkScheduleShape(request.kind, *devices,
                                     request.microbatches, request.chunks);
   if (!shape.ok())
     return shape;
 
-  ScheduleResult result;
-  const int stages = stagesFor(request.kind, request.devices, request.chunks);
-  auto partition = partitionFor(costs, request, stages);
-  if (!partition)
-    return partition.status();
-  result.partition = partition.take();
-
   PipelineConfig config;
   config.kind = request.kind;
-  config.devices = request.devices;
+  config.devices = *devices;
   config.microbatches = request.microbatches;
   config.chunks = request.chunks;
-  config.stageLayers = result.partition.stageLayers();
+  if (request.stageLayers.empty()) {
+    auto stageLayers = partitionFor(
+        costs, request, stagesFor(request.kind, *devices, request.chunks));
+    if (!stageLayers)
+      return stageLayers.status();
+    config.stageLayers = stageLayers.take();
+  } else {
+    config.stageLayers = request.stageLayers;
+  }
+
+  ScheduleResult result;
   auto program = buildPipeline(config, costs);
   if (!program)
     return program.status();
@@ -75,7 +116,31 @@ Expected<ScheduleResult> runSchedule(const CostModel &costs,
   result.report.schedulerSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();
+
+  if (request.validate) {
+    Status valid = validateTimeline(result.timeline, result.step, costs);
+    if (!valid.ok())
+      return Status::error("invalid timeline: " + valid.message());
+  }
   return result;
+}
+
+Status writeScheduleOutputs(const ScheduleResult &result,
+                            const ScheduleOutputs &outputs) {
+  // Rendering a large window takes time: only what is asked for.
+  auto write = [](const std::string &path, auto render) {
+    return path.empty() ? Status::success() : writeTextFile(path, render());
+  };
+  Status s = write(outputs.reportJson,
+                   [&] { return reportToJson(result.report); });
+  if (s.ok())
+    s = write(outputs.chromeTrace, [&] {
+      return timelineToChromeTrace(result.timeline, result.report);
+    });
+  if (s.ok())
+    s = write(outputs.svg,
+              [&] { return timelineToSvg(result.timeline, result.report); });
+  return s;
 }
 
 } // namespace pf::sched

@@ -1,4 +1,9 @@
 //===- Simulator.cpp - Discrete-event run of a pipeline program -----------===//
+//
+// Layer "pipeline" (docs/schedule.md): uses OpGraph.h and the cost model;
+// it knows neither how programs are built nor K-FAC.
+//
+//===----------------------------------------------------------------------===//
 
 #include "OpGraph.h"
 #include "pf/Schedule/Timeline.h"

@@ -6,6 +6,8 @@
 // refresh (steady-state overlap) a dashed one. Dashed vertical lines separate
 // the steps of the refresh window.
 //
+// Layer "results" (docs/schedule.md): reads a timeline and its report.
+//
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Report.h"

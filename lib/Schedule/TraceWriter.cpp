@@ -5,6 +5,8 @@
 // allocation-light. Every device is a thread (compute) plus a second thread
 // for its communication; times are microseconds as the format requires.
 //
+// Layer "results" (docs/schedule.md): reads a timeline and its report.
+//
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Report.h"

@@ -5,6 +5,9 @@
 // K-FAC dependencies and deadlines, step bounds, and that each task's pieces
 // add up to its duration.
 //
+// Layer "results" (docs/schedule.md): uses the K-FAC problem layer and
+// OpGraph.h, never a policy, so a policy cannot validate its own mistakes.
+//
 //===----------------------------------------------------------------------===//
 
 #include "OpGraph.h"

@@ -1,5 +1,6 @@
 //===- Utils.cpp - helpers every pf pass uses -----------------------------===//
 #include "pf/Transforms/Utils.h"
+#include "pf/Dialect/PF/IR/PFAttrNames.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/Regex.h"
@@ -29,12 +30,12 @@ func::FuncOp mlir::pf::getEntryFunction(ModuleOp module) {
 Value mlir::pf::getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element) {
   Block &block = func.getBody().front();
   for (unsigned i = 0; i < block.getNumArguments(); ++i)
-    if (auto attr = func.getArgAttrOfType<StringAttr>(i, "pf.name"); attr && attr == name)
+    if (auto attr = func.getArgAttrOfType<StringAttr>(i, kNameAttrName); attr && attr == name)
       return block.getArgument(i);
   Value arg = block.addArgument(RankedTensorType::get({}, element), func.getLoc());
   func.setType(FunctionType::get(func.getContext(), block.getArgumentTypes(),
                                  block.getTerminator()->getOperandTypes()));
-  func.setArgAttr(block.getNumArguments() - 1, "pf.name", StringAttr::get(func.getContext(), name));
+  func.setArgAttr(block.getNumArguments() - 1, kNameAttrName, StringAttr::get(func.getContext(), name));
   return arg;
 }
 

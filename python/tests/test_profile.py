@@ -42,8 +42,23 @@ def test_converted_profile_schedules(run_profile):
     assert "estimated" in layers["source"]
     (tmp / "layers.json").write_text(json.dumps(layers))
     proc = run_tool("pf-sched", "--profile", str(tmp / "layers.json"), "--schedule", "1f1b",
-                    "--stages", "2", "--microbatches", "4", "--policy", "pf")
+                    "--stages", "2", "--microbatches", "4", "--policy", "pf",
+                    "--report-json", str(tmp / "report.json"))
     assert "utilization" in proc.stdout
+    report = json.loads((tmp / "report.json").read_text())
+    assert report["schedule"] == "1f1b" and report["devices"] == 2 and report["layers"] == 4
+    # Each device runs forward and backward of its layers for the 4
+    # micro-batches; the bare step is at least the busiest device's work.
+    assert sum(report["layers_per_stage"]) == 4
+    first = 0
+    for device, count in zip(report["per_device"], report["layers_per_stage"]):
+        work = sum(l["forward"] + l["backward"] for l in layers["layers"][first:first + count])
+        assert device["pipeline_busy_ms_per_step"] == pytest.approx(4 * work)
+        assert report["pipeline_step_ms"] >= 4 * work - 1e-9
+        first += count
+    busy = sum(d["pipeline_busy_ms_per_step"] for d in report["per_device"])
+    assert report["utilization"]["without_kfac"] == pytest.approx(busy / (2 * report["pipeline_step_ms"]))
+    assert report["bubble_fraction"] == pytest.approx(1 - busy / (2 * report["pipeline_step_ms"]))
 
 
 def test_block_of_node_names():

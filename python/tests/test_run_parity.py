@@ -4,6 +4,8 @@ handling (missing input, wrong dtype or shape, unreadable file, unknown entry)."
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -143,6 +145,9 @@ def test_ir_input_runs_and_repeat_reports_median(tmp_path, tiny_model):
     np.savez(tmp_path / "in.npz", **inputs)
     proc = run_tool("pf-run", str(tmp_path / "m.mlirbc"), "--inputs", str(tmp_path / "in.npz"),
                     "--outputs", str(tmp_path / "out.npz"), "--repeat", "3")
-    assert "median" in proc.stdout
+    timing = re.search(r"median ([0-9.]+) ms over ([0-9]+) runs \(min ([0-9.]+) ms\)", proc.stdout)
+    assert timing, proc.stdout
+    median, runs, fastest = float(timing[1]), int(timing[2]), float(timing[3])
+    assert runs == 3 and 0 < fastest <= median
     got = np.load(tmp_path / "out.npz")["logits"]
     assert np.abs(got - _ort_logits(tiny_model, inputs)).max() < 1e-4

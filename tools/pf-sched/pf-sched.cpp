@@ -220,29 +220,23 @@ Expected<ScheduleRequest> request(const Options &o) {
   r.kfac.maxOverhead = *overhead;
   r.kfac.margin = *margin;
   r.kfac.steadyState = !o.noSteadyState;
+  r.validate = o.validate;
   return r;
 }
 
 Status writeOutputs(const Options &o, const ScheduleResult &result,
                     const CostModel &costs) {
-  for (std::string key : {"report-json", "trace", "svg", "export-profile"}) {
-    auto it = o.values.find(key);
-    if (it == o.values.end())
-      continue;
-    std::string text;
-    if (key == "report-json")
-      text = reportToJson(result.report);
-    else if (key == "trace")
-      text = timelineToChromeTrace(result.timeline, result.report);
-    else if (key == "svg")
-      text = timelineToSvg(result.timeline, result.report);
-    else
-      text = profileToJson(costs);
-    Status s = writeTextFile(it->second, text);
-    if (!s.ok())
-      return s;
-  }
-  return Status::success();
+  for (const char *key : {"report-json", "trace", "svg", "export-profile"})
+    if (o.values.count(key) && o.values.at(key).empty())
+      return Status::error(std::string("--") + key + " needs a file name");
+  ScheduleOutputs outputs;
+  outputs.reportJson = stringOption(o, "report-json", "");
+  outputs.chromeTrace = stringOption(o, "trace", "");
+  outputs.svg = stringOption(o, "svg", "");
+  Status written = writeScheduleOutputs(result, outputs);
+  if (!written.ok() || !o.values.count("export-profile"))
+    return written;
+  return writeTextFile(o.values.at("export-profile"), profileToJson(costs));
 }
 
 int fail(const std::string &message) {
@@ -268,14 +262,9 @@ int main(int argc, char **argv) {
   auto req = request(*options);
   if (!req)
     return fail(req.error());
-  auto result = runSchedule(*costs, *req);
+  auto result = schedulePipeline(*costs, *req);
   if (!result)
     return fail(result.error());
-  if (options->validate) {
-    Status valid = validateTimeline(result->timeline, result->step, *costs);
-    if (!valid.ok())
-      return fail("invalid timeline: " + valid.message());
-  }
   if (!options->quiet) {
     std::cout << reportToText(result->report);
     if (options->validate)

@@ -179,7 +179,7 @@ TEST(Pipeline, EveryScheduleValidates) {
 //===----------------------------------------------------------------------===//
 
 std::string errorOf(const CostModel &costs, const ScheduleRequest &r) {
-  auto result = runSchedule(costs, r);
+  auto result = schedulePipeline(costs, r);
   EXPECT_FALSE(result.ok());
   return result.ok() ? "" : result.error();
 }

@@ -60,7 +60,7 @@ inline ScheduleRequest request(ScheduleKind kind, int devices, int micro,
 /// Runs a schedule and checks that it succeeds and validates.
 inline ScheduleResult runValid(const CostModel &costs,
                                const ScheduleRequest &req) {
-  auto result = runSchedule(costs, req);
+  auto result = schedulePipeline(costs, req);
   EXPECT_TRUE(result.ok()) << result.error();
   if (!result.ok())
     return ScheduleResult{};

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Transforms/OptionEnums.h"
+#include "pf/Schedule/Kfac.h"
 
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"

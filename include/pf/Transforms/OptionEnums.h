@@ -13,7 +13,7 @@
 #ifndef PF_TRANSFORMS_OPTIONENUMS_H
 #define PF_TRANSFORMS_OPTIONENUMS_H
 
-#include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/KfacProblem.h"
 #include "pf/Schedule/Pipeline.h"
 
 #include "llvm/ADT/STLExtras.h"

@@ -74,11 +74,11 @@ Summary summarize(ModuleOp module) {
     if (s.entry.empty()) {
       s.entry = func.getSymName().str();
       for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-        auto name = func.getArgAttrOfType<StringAttr>(i, "pf.name");
+        auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttrName);
         s.inputs.push_back({name ? name.str() : llvm::formatv("arg{0}", i).str(), typeString(type)});
       }
       for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
-        auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+        auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
         s.outputs.push_back({name ? name.str() : llvm::formatv("result{0}", i).str(), typeString(type)});
       }
     }

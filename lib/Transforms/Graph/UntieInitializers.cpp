@@ -21,7 +21,7 @@ struct UntieInitializersPass
     SymbolTable symbols(module);
     SmallVector<IdentityOp> identities;
     module.walk([&](IdentityOp op) {
-      if (op.getInput().getDefiningOp<ParamRefOp>() && op->hasAttr("pf.name"))
+      if (op.getInput().getDefiningOp<ParamRefOp>() && op->hasAttr(kNameAttrName))
         identities.push_back(op);
     });
     // Copies follow their source in graph order (after the copies made
@@ -30,7 +30,7 @@ struct UntieInitializersPass
     for (IdentityOp identity : identities) {
       auto ref = identity.getInput().getDefiningOp<ParamRefOp>();
       auto source = symbols.lookup<ParamOp>(ref.getName());
-      auto name = identity->getAttrOfType<StringAttr>("pf.name");
+      auto name = identity->getAttrOfType<StringAttr>(kNameAttrName);
       if (!source || !name)
         continue;
       Operation *&after = lastCopy[source];

@@ -1,6 +1,7 @@
 //===- PipelineModel.cpp - encoder blocks and their costs -----------------===//
 #include "PipelineModel.h"
 
+#include "llvm/ADT/BitVector.h"
 #include "llvm/Support/Regex.h"
 
 using namespace mlir;
@@ -59,9 +60,44 @@ FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
   return result;
 }
 
+/// The encoder blocks each stage holds (its `blocks`, from pf-partition).
+/// Together the stages hold blocks 0..N-1, each once, which bounds every
+/// block number that follows.
+static FailureOr<DenseMap<Operation *, ArrayRef<int64_t>>>
+readStageBlockLists(PipelineOp pipeline, int64_t &numBlocks) {
+  DenseMap<Operation *, ArrayRef<int64_t>> lists;
+  numBlocks = 0;
+  for (auto stage : pipeline.getBody().front().getOps<StageOp>()) {
+    auto blocks = stage->getAttrOfType<DenseI64ArrayAttr>("blocks");
+    if (!blocks)
+      return stage.emitError("pf-schedule: stage has no 'blocks' attribute (made by pf-partition)");
+    lists[stage] = blocks.asArrayRef();
+    numBlocks += blocks.size();
+  }
+  llvm::BitVector listed(numBlocks);
+  for (auto stage : pipeline.getBody().front().getOps<StageOp>()) {
+    for (int64_t b : lists[stage]) {
+      if (b < 0 || b >= numBlocks)
+        return stage.emitError("pf-schedule: stage ")
+               << stage.getIndex() << " lists encoder block " << b << ", but the stages hold "
+               << numBlocks << " blocks";
+      if (listed.test(b))
+        return stage.emitError("pf-schedule: encoder block ")
+               << b << " is listed by more than one stage";
+      listed.set(b);
+    }
+  }
+  return lists;
+}
+
 FailureOr<BlockAssignment> mlir::pf::readStageBlocks(PipelineOp pipeline) {
   BlockAssignment result;
+  auto lists = readStageBlockLists(pipeline, result.numBlocks);
+  if (failed(lists))
+    return failure();
+  result.kfacLinears.resize(result.numBlocks);
   for (auto stage : pipeline.getBody().front().getOps<StageOp>()) {
+    ArrayRef<int64_t> stageBlocks = (*lists)[stage];
     for (Operation &op : stage.getBody().front().without_terminator()) {
       if (BlockAssignment::isFree(&op) || isa<SendOp, RecvOp>(op))
         continue;
@@ -70,8 +106,11 @@ FailureOr<BlockAssignment> mlir::pf::readStageBlocks(PipelineOp pipeline) {
         return op.emitError("pf-schedule: op in a stage has no '")
                << kBlockAttrName << "' attribute (made by pf-partition)";
       int64_t b = block.getInt();
-      result.numBlocks = std::max(result.numBlocks, b + 1);
-      result.kfacLinears.resize(result.numBlocks);
+      if (!llvm::is_contained(stageBlocks, b))
+        return op.emitError("pf-schedule: '")
+               << op.getName() << "' has " << kBlockAttrName << " " << b << ", but its stage "
+               << stage.getIndex() << " holds encoder blocks [" << stageBlocks << "] of "
+               << result.numBlocks;
       result.ops.push_back(&op);
       result.blockOf[&op] = b;
       if (auto linear = dyn_cast<LinearOp>(op))

@@ -34,10 +34,6 @@ struct BlockAssignment {
   static bool isFree(Operation *op) { return isa<ParamRefOp, ConstantOp>(op); }
 };
 
-/// The attribute pf-partition puts on every op it places in a stage: the
-/// encoder block the op belongs to (i64).
-inline constexpr llvm::StringLiteral kBlockAttrName = "pf.block";
-
 /// The block assignment of a partitioned pipeline, read from the `pf.block`
 /// attributes of the stages' ops. Fails (with a diagnostic) on an op without
 /// one.

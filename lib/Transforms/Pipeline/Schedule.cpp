@@ -1,9 +1,6 @@
 //===- Schedule.cpp - pipeline schedule with K-FAC work in the bubbles ----===//
 #include "PipelineModel.h"
-#include "pf/Schedule/Kfac.h"
-#include "pf/Schedule/Pipeline.h"
-#include "pf/Schedule/Report.h"
-#include "pf/Schedule/Timeline.h"
+#include "pf/Schedule/Scheduler.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -79,41 +76,27 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     if (failed(costs))
       return failure();
 
-    int devices = int(stageLayers->size());
-    if (kind == sched::ScheduleKind::Interleaved) {
-      if (chunks < 1 || stageLayers->size() % chunks != 0)
-        return pipeline.emitError("pf-schedule: interleaved needs the ")
-               << stageLayers->size() << " stages to be a multiple of chunks=" << int64_t(chunks);
-      devices = int(stageLayers->size() / chunks);
-    }
-    sched::PipelineConfig config;
-    config.kind = kind;
-    config.devices = devices;
-    config.microbatches = int(numMicro);
-    config.chunks = int(chunks);
-    config.stageLayers = *stageLayers;
-    auto program = sched::buildPipeline(config, *costs);
-    if (!program)
-      return pipeline.emitError("pf-schedule: ") << program.error();
-    auto step = sched::simulatePipeline(*program, *costs);
-    if (!step)
-      return pipeline.emitError("pf-schedule: ") << step.error();
-    auto plan = sched::planKfac(*step, *costs, kfacOptions);
-    if (!plan)
-      return pipeline.emitError("pf-schedule: ") << plan.error();
-    sched::Timeline timeline = sched::assembleTimeline(*step, *plan);
-    sched::Report report = sched::computeReport(*step, timeline, *plan, *costs, kfacOptions);
+    sched::ScheduleRequest request;
+    request.kind = kind;
+    request.microbatches = int(numMicro);
+    request.chunks = int(chunks);
+    request.stageLayers = *stageLayers;
+    request.kfac = kfacOptions;
+    auto result = sched::schedulePipeline(*costs, request);
+    if (!result)
+      return pipeline.emitError("pf-schedule: ") << result.error();
 
-    writePrograms(pipeline, timeline, devices);
-    recordPlacement(pipeline, program->layout);
+    writePrograms(pipeline, result->timeline, result->program.layout.devices);
+    recordPlacement(pipeline, result->program.layout);
+    const sched::Report &report = result->report;
     Builder b(pipeline.getContext());
     pipeline.setScheduleAttr(b.getStringAttr(sched::scheduleKindName(kind)));
     pipeline.setNumMicrobatches(numMicro);
-    pipeline->setAttr("pf.refresh_steps", b.getI64IntegerAttr(report.refreshSteps));
-    pipeline->setAttr("pf.step_time_ms", b.getF64FloatAttr(report.stepTimeMs));
-    pipeline->setAttr("pf.utilization", b.getF64FloatAttr(report.utilizationWithKfac));
-    pipeline->setAttr("pf.kfac_policy", b.getStringAttr(sched::policyName(kfacOptions.policy)));
-    return writeOutputs(pipeline, timeline, report);
+    pipeline->setAttr(kRefreshStepsAttrName, b.getI64IntegerAttr(report.refreshSteps));
+    pipeline->setAttr(kStepTimeMsAttrName, b.getF64FloatAttr(report.stepTimeMs));
+    pipeline->setAttr(kUtilizationAttrName, b.getF64FloatAttr(report.utilizationWithKfac));
+    pipeline->setAttr(kKfacPolicyAttrName, b.getStringAttr(sched::policyName(kfacOptions.policy)));
+    return writeOutputs(pipeline, *result);
   }
 
   /// The encoder blocks each stage holds, as pf-partition recorded them.
@@ -153,7 +136,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
         if (!llvm::is_contained(devices, device))
           devices.push_back(device);
       }
-      stage->setAttr("pf.devices", b.getDenseI64ArrayAttr(devices));
+      stage->setAttr(kDevicesAttrName, b.getDenseI64ArrayAttr(devices));
     }
   }
 
@@ -184,22 +167,16 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     }
   }
 
-  LogicalResult writeOutputs(PipelineOp pipeline, const sched::Timeline &timeline,
-                             const sched::Report &report) {
-    auto write = [&](const std::string &path, const std::string &text) -> LogicalResult {
-      if (path.empty())
-        return success();
-      auto status = sched::writeTextFile(path, text);
-      if (!status.ok())
-        return pipeline.emitError("pf-schedule: ") << status.message();
-      return success();
-    };
+  LogicalResult writeOutputs(PipelineOp pipeline, const sched::ScheduleResult &result) {
     if (printReport)
-      llvm::outs() << sched::reportToText(report);
-    if (failed(write(reportFile, sched::reportToJson(report))) ||
-        failed(write(traceFile, sched::timelineToChromeTrace(timeline, report))) ||
-        failed(write(svgFile, sched::timelineToSvg(timeline, report))))
-      return failure();
+      llvm::outs() << sched::reportToText(result.report);
+    sched::ScheduleOutputs outputs;
+    outputs.reportJson = reportFile;
+    outputs.chromeTrace = traceFile;
+    outputs.svg = svgFile;
+    auto written = sched::writeScheduleOutputs(result, outputs);
+    if (!written.ok())
+      return pipeline.emitError("pf-schedule: ") << written.message();
     return success();
   }
 };

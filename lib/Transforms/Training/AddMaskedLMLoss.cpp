@@ -30,7 +30,7 @@ struct AddMaskedLMLossPass
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     int64_t index = -1;
     for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name"); name && name == output)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName); name && name == output)
         index = i;
     if (index < 0)
       return func.emitError("pf-add-masked-lm-loss: the function has no result named '")
@@ -55,15 +55,15 @@ struct AddMaskedLMLossPass
     if (keepOutputs)
       for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
         results.push_back(ret.getOperand(i));
-        auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+        auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
         names.push_back(name ? name : builder.getStringAttr("output" + std::to_string(i)));
       }
     ret->setOperands(results);
     func.setType(builder.getFunctionType(block.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
-    func.setArgAttr(block.getNumArguments() - 1, "pf.name", builder.getStringAttr("labels"));
+    func.setArgAttr(block.getNumArguments() - 1, kNameAttrName, builder.getStringAttr("labels"));
     for (auto [i, name] : llvm::enumerate(names))
-      func.setResultAttr(i, "pf.name", name);
+      func.setResultAttr(i, kNameAttrName, name);
     return success();
   }
 };

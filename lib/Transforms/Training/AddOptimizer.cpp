@@ -69,9 +69,9 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     // pf-insert-kfac created.
     llvm::StringSet<> kfacParams;
     for (auto param : module.getOps<ParamOp>())
-      if (auto weight = param->getAttrOfType<StringAttr>("pf.kfac_weight")) {
+      if (auto weight = param->getAttrOfType<StringAttr>(kKfacWeightAttrName)) {
         kfacParams.insert(weight.getValue());
-        if (auto bias = param->getAttrOfType<StringAttr>("pf.kfac_bias"))
+        if (auto bias = param->getAttrOfType<StringAttr>(kKfacBiasAttrName))
           kfacParams.insert(bias.getValue());
       }
     Value kfacLR = baseLR;
@@ -87,7 +87,7 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     SmallVector<Attribute> keptNames;
     int64_t updates = 0;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+      auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
       Value grad = grads[i];
       StringRef paramName;
       if (name && name.getValue().starts_with("grad/"))
@@ -133,7 +133,7 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       func.setResultAttrs(i, ArrayRef<NamedAttribute>{});
     for (auto [i, name] : llvm::enumerate(keptNames))
-      func.setResultAttr(i, "pf.name", name);
+      func.setResultAttr(i, kNameAttrName, name);
     return success();
   }
 };

@@ -58,13 +58,13 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
       return func.emitError("pf-build-gradients: expected a func.return terminator");
     if (seed < 0 || seed >= int64_t(ret.getNumOperands()))
       return func.emitError("pf-build-gradients: seed ")
-             << seed << " is not a result index (the function has " << ret.getNumOperands()
+             << int64_t(seed) << " is not a result index (the function has " << ret.getNumOperands()
              << " results)";
     Value objective = ret.getOperand(seed);
     auto objectiveType = dyn_cast<RankedTensorType>(objective.getType());
     if (!objectiveType || !objectiveType.hasStaticShape() || !isFloatTensor(objective))
       return func.emitError("pf-build-gradients: the objective (result ")
-             << seed << ") must be a statically shaped float tensor, got "
+             << int64_t(seed) << ") must be a statically shaped float tensor, got "
              << objective.getType();
 
     // The differentiated values: named parameter reads and/or float inputs.
@@ -80,7 +80,7 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
     if (wantInputs)
       for (BlockArgument arg : block.getArguments())
         if (isFloatTensor(arg)) {
-          auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "pf.name");
+          auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttrName);
           inputs.push_back({name ? name.str() : "input" + std::to_string(arg.getArgNumber()),
                             arg});
           varied.insert(arg);
@@ -182,7 +182,7 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
       }
       results.push_back(g);
       resultAttrs.push_back(
-          b.getDictionaryAttr(b.getNamedAttr("pf.name", b.getStringAttr("grad/" + name))));
+          b.getDictionaryAttr(b.getNamedAttr(kNameAttrName, b.getStringAttr("grad/" + name))));
       return success();
     };
     b.setInsertionPoint(ret);

@@ -43,7 +43,7 @@ struct ClipGradientsPass : public mlir::pf::impl::PFClipGradientsBase<ClipGradie
     SmallVector<Value> grads;
     SmallVector<unsigned> positions;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i)
-      if (auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
           name && name.getValue().starts_with("grad/") &&
           symbols.lookup<ParamOp>(name.getValue().drop_front(5))) {
         grads.push_back(ret.getOperand(i));

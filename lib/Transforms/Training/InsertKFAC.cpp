@@ -32,9 +32,9 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
     auto zero = DenseElementsAttr::get(type, builder.getZeroAttr(builder.getF32Type()));
     auto param = ParamOp::create(builder, weight.getLoc(),
                                  (weight.getSymName() + ".kfac." + suffix).str(), type, zero);
-    param->setAttr("pf.kfac_weight", builder.getStringAttr(weight.getSymName()));
+    param->setAttr(kKfacWeightAttrName, builder.getStringAttr(weight.getSymName()));
     if (!bias.empty())
-      param->setAttr("pf.kfac_bias", builder.getStringAttr(bias));
+      param->setAttr(kKfacBiasAttrName, builder.getStringAttr(bias));
     symbols.insert(param, builder.getInsertionPoint());
     return FlatSymbolRefAttr::get(param.getSymNameAttr());
   }

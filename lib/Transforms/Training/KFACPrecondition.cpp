@@ -37,14 +37,14 @@ struct KFACPreconditionPass
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     Value step;
     for (unsigned i = 0; i < block.getNumArguments(); ++i)
-      if (auto name = func.getArgAttrOfType<StringAttr>(i, "pf.name"); name && name == "step")
+      if (auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttrName); name && name == "step")
         step = block.getArgument(i);
     if (!step)
       return func.emitError("pf-kfac-precondition: no 'step' argument; run pf-insert-kfac first");
 
     llvm::StringMap<unsigned> resultOf;
     for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name"))
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName))
         resultOf[name.getValue()] = i;
 
     OpBuilder builder(ret);
@@ -57,8 +57,8 @@ struct KFACPreconditionPass
     for (auto factorA : module.getOps<ParamOp>()) {
       if (!factorA.getSymName().ends_with(".kfac.A"))
         continue;
-      auto weightName = factorA->getAttrOfType<StringAttr>("pf.kfac_weight");
-      auto biasName = factorA->getAttrOfType<StringAttr>("pf.kfac_bias");
+      auto weightName = factorA->getAttrOfType<StringAttr>(kKfacWeightAttrName);
+      auto biasName = factorA->getAttrOfType<StringAttr>(kKfacBiasAttrName);
       if (!weightName)
         continue;
       auto weightGrad = resultOf.find(("grad/" + weightName.getValue()).str());
@@ -128,9 +128,9 @@ struct KFACPreconditionPass
     ret->setOperands(results);
     func.setType(builder.getFunctionType(block.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
-    func.setResultAttr(first, "pf.name", builder.getStringAttr("kfac/issues"));
+    func.setResultAttr(first, kNameAttrName, builder.getStringAttr("kfac/issues"));
     for (auto [i, entry] : llvm::enumerate(exported))
-      func.setResultAttr(first + 1 + i, "pf.name", builder.getStringAttr(entry.first));
+      func.setResultAttr(first + 1 + i, kNameAttrName, builder.getStringAttr(entry.first));
     return success();
   }
 };

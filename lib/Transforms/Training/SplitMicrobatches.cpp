@@ -146,7 +146,7 @@ struct SplitMicrobatchesPass
       SmallVector<Value> pieces;
       for (const IRMapping &map : maps)
         pieces.push_back(map.lookupOrDefault(value));
-      auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+      auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
       if (i == 0 || (name && name.getValue().starts_with("grad/")))
         results.push_back(weighted.sum(pieces));
       else
@@ -155,7 +155,7 @@ struct SplitMicrobatchesPass
     ret->setOperands(results);
     func.setType(builder.getFunctionType(block.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
-    func->setAttr("pf.microbatches", builder.getI64IntegerAttr(microbatches));
+    func->setAttr(kMicrobatchesAttrName, builder.getI64IntegerAttr(microbatches));
     return success();
   }
 
@@ -168,7 +168,7 @@ struct SplitMicrobatchesPass
                             "pf.softmax_cross_entropy; run pf-add-masked-lm-loss first");
     for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
       auto type = dyn_cast<RankedTensorType>(ret.getOperand(i).getType());
-      auto name = func.getResultAttrOfType<StringAttr>(i, "pf.name");
+      auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
       if (name && name.getValue().starts_with("grad/")) {
         if (!type || !isa<FloatType>(type.getElementType()))
           return func.emitError("pf-split-microbatches: gradient result ")

@@ -8,14 +8,14 @@
 // CHECK: pf.param @bert.embeddings.word_embeddings.weight : tensor<30522x128xf32>{{$}}
 // CHECK-NEXT: pf.param @bias : tensor<2xf32> = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>{{$}}
 // CHECK-NEXT: pf.param @blob : tensor<2xf32> = dense_resource<param_blob> : tensor<2xf32>{{$}}
-// CHECK-NEXT: pf.param @"onnx::MatMul_123" : tensor<2x2xf32> {pf.tied = "bias"}{{$}}
+// CHECK-NEXT: pf.param @"onnx::MatMul_123" : tensor<2x2xf32> {pf.kfac_weight = "bias"}{{$}}
 // GENERIC: "pf.param"() <{sym_name = "bert.embeddings.word_embeddings.weight", type = tensor<30522x128xf32>}> : () -> ()
 // GENERIC: "pf.param"() <{sym_name = "bias", type = tensor<2xf32>, value = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>}> : () -> ()
-// GENERIC: "pf.param"() <{sym_name = "onnx::MatMul_123", type = tensor<2x2xf32>}> {pf.tied = "bias"} : () -> ()
+// GENERIC: "pf.param"() <{sym_name = "onnx::MatMul_123", type = tensor<2x2xf32>}> {pf.kfac_weight = "bias"} : () -> ()
 pf.param @"bert.embeddings.word_embeddings.weight" : tensor<30522x128xf32>
 pf.param @bias : tensor<2xf32> = dense<[1.0, 2.0]> : tensor<2xf32>
 pf.param @blob : tensor<2xf32> = dense_resource<param_blob> : tensor<2xf32>
-pf.param @"onnx::MatMul_123" : tensor<2x2xf32> {pf.tied = "bias"}
+pf.param @"onnx::MatMul_123" : tensor<2x2xf32> {pf.kfac_weight = "bias"}
 
 // CHECK-LABEL: func.func @refs
 // CHECK-NEXT: %[[E:.*]] = pf.param_ref @bert.embeddings.word_embeddings.weight : tensor<30522x128xf32>

@@ -1,4 +1,4 @@
-// RUN: pf-opt %s --pf-dce | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-dce | FileCheck %s
 
 // Parameters that something still reads stay, in order; unread ones go,
 // including those read only by dead ops.
@@ -31,4 +31,27 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
 func.func @other() -> tensor<4xf32> {
   %w = pf.param_ref @used_elsewhere : tensor<4xf32>
   return %w : tensor<4xf32>
+}
+
+// -----
+
+// An in-place update has no results but writes its parameter: it stays, and
+// so do the gradient it reads and the parameters it names. The unused read of
+// @w and the pure op on it go.
+// CHECK: pf.param @w : tensor<4xf32>
+// CHECK-NEXT: pf.param @w.momentum : tensor<4xf32>
+// CHECK-NOT: pf.param @
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME: %[[G:.*]]: tensor<4xf32>, %[[LR:.*]]: tensor<f64>)
+// CHECK-NEXT: pf.sgd_update @w momentum_buffer @w.momentum grad %[[G]] lr %[[LR]]
+// CHECK-NEXT: return
+pf.param @w : tensor<4xf32>
+pf.param @w.momentum : tensor<4xf32>
+pf.param @stale : tensor<4xf32>
+func.func @step(%g: tensor<4xf32>, %lr: tensor<f64>) {
+  %w = pf.param_ref @w : tensor<4xf32>
+  %s = pf.param_ref @stale : tensor<4xf32>
+  %dead = pf.add %w, %s : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  pf.sgd_update @w momentum_buffer @w.momentum grad %g lr %lr : tensor<4xf32>, tensor<f64>
+  return
 }

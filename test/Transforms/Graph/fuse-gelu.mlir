@@ -1,5 +1,5 @@
-// RUN: pf-opt %s --pf-fuse-gelu | FileCheck %s
-// RUN: pf-opt %s --pf-fuse-gelu="tolerance=1e-9" | FileCheck %s --check-prefix=STRICT
+// RUN: pf-opt %s -split-input-file --pf-fuse-gelu | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-fuse-gelu="tolerance=1e-9" | FileCheck %s --check-prefix=STRICT
 
 // BERT's exact GELU: x * (erf(x / sqrt(2)) + 1) * 0.5.
 // CHECK-LABEL: func.func @erf_div(
@@ -22,6 +22,8 @@ func.func @erf_div(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
 // erf(x * (1/sqrt(2))), 1 + erf, and the factors in another order and
 // association: 0.5 * ((1 + erf) * x).
 // CHECK-LABEL: func.func @erf_mul_other_order(
@@ -39,6 +41,8 @@ func.func @erf_mul_other_order(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
 // (x * 0.5) * (1 + erf(...)): the half is taken first.
 // CHECK-LABEL: func.func @erf_half_first(
 // CHECK-NEXT: %[[G:.*]] = pf.gelu %arg0 : (tensor<2x8xf32>) -> tensor<2x8xf32>
@@ -54,6 +58,8 @@ func.func @erf_half_first(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = pf.mul %h, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
 
 // HF gelu_new: 0.5x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), x^3 as Pow.
 // CHECK-LABEL: func.func @tanh_pow(
@@ -76,6 +82,8 @@ func.func @tanh_pow(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
 // The tanh form with x^3 written x * x * x and the sum as (cubic + x).
 // CHECK-LABEL: func.func @tanh_product(
 // CHECK-NEXT: %[[G:.*]] = pf.gelu %arg0 {approximate = "tanh"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
@@ -97,6 +105,8 @@ func.func @tanh_product(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
 // Not GELU: erf(x / 2).
 // CHECK-LABEL: func.func @wrong_sqrt2(
 // CHECK-NOT: pf.gelu
@@ -112,6 +122,8 @@ func.func @wrong_sqrt2(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = pf.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
 
 // Not GELU: the outer factor is 0.6, not 0.5.
 // CHECK-LABEL: func.func @wrong_half(
@@ -129,6 +141,8 @@ func.func @wrong_half(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
 // Not GELU: 2 + erf.
 // CHECK-LABEL: func.func @wrong_one(
 // CHECK-NOT: pf.gelu
@@ -145,6 +159,8 @@ func.func @wrong_one(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
 // Not GELU: erf of another value than the one multiplied.
 // CHECK-LABEL: func.func @other_operand(
 // CHECK-NOT: pf.gelu
@@ -160,6 +176,8 @@ func.func @other_operand(%x: tensor<2x8xf32>, %z: tensor<2x8xf32>) -> tensor<2x8
   %y = pf.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
 
 // Not GELU: tanh form with the cubic coefficient 0.05.
 // CHECK-LABEL: func.func @wrong_cubic(
@@ -181,6 +199,8 @@ func.func @wrong_cubic(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = pf.mul %h, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
 
 // Not GELU: tanh form with x^2 instead of x^3, and (next) with sqrt(2/pi)
 // replaced by 0.8.
@@ -204,6 +224,8 @@ func.func @wrong_power(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
 // CHECK-LABEL: func.func @wrong_scale(
 // CHECK-NOT: pf.gelu
 // CHECK: pf.tanh
@@ -223,6 +245,8 @@ func.func @wrong_scale(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = pf.mul %h, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
 
 // A shared partial product (x * 0.5 also returned) is not folded into the GELU.
 // CHECK-LABEL: func.func @shared_half(

@@ -1,4 +1,4 @@
-// RUN: pf-opt %s --pf-fuse-layer-norm | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-fuse-layer-norm | FileCheck %s
 
 pf.param @w : tensor<8xf32>
 pf.param @b : tensor<8xf32>
@@ -33,6 +33,8 @@ func.func @scale_bias(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   return %z : tensor<2x4x8xf32>
 }
 
+// -----
+
 // Without scale and bias the fused op gets a ones scale. The variance uses
 // Mul(d, d), epsilon comes first in the Add. (Other tests use epsilon 1e-5,
 // the default, which the printer elides.)
@@ -52,6 +54,10 @@ func.func @no_scale_mul_square(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %n = pf.div %d, %s : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
   return %n : tensor<2x8xf32>
 }
+
+// -----
+
+pf.param @w : tensor<8xf32>
 
 // Scale only (no Add after the Mul).
 // CHECK-LABEL: func.func @scale_only(
@@ -73,6 +79,10 @@ func.func @scale_only(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
+pf.param @w2 : tensor<4x8xf32>
+
 // Statistics over the two trailing dims: axis 1, a 4x8 scale.
 // CHECK-LABEL: func.func @two_trailing_axes(
 // CHECK: %[[W:.*]] = pf.param_ref @w2
@@ -91,6 +101,10 @@ func.func @two_trailing_axes(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %y = pf.mul %n, %w : (tensor<2x4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
 }
+
+// -----
+
+pf.param @w1x8 : tensor<1x8xf32>
 
 // A scale with a leading 1 is reshaped to the normalized shape.
 // CHECK-LABEL: func.func @scale_leading_one(
@@ -113,6 +127,8 @@ func.func @scale_leading_one(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %y : tensor<2x8xf32>
 }
 
+// -----
+
 // A multiplier of the full shape is no LayerNorm scale: fused without it, the
 // Mul stays.
 // CHECK-LABEL: func.func @mul_not_scale(
@@ -132,6 +148,10 @@ func.func @mul_not_scale(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>) -> tensor<2x8
   %y = pf.mul %n, %g : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+pf.param @w1x1x1x8 : tensor<1x1x1x8xf32>
 
 // A scale that broadcasts the result to a higher rank cannot be absorbed
 // (pf.layer_norm keeps the input's shape): fused without it, the Mul stays.
@@ -154,6 +174,11 @@ func.func @scale_adds_dims(%x: tensor<2x4x8xf32>) -> tensor<1x2x4x8xf32> {
   %y = pf.mul %n, %w : (tensor<2x4x8xf32>, tensor<1x1x1x8xf32>) -> tensor<1x2x4x8xf32>
   return %y : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+pf.param @w : tensor<8xf32>
+pf.param @w1x1x1x8 : tensor<1x1x1x8xf32>
 
 // Likewise for a bias that adds dims: scale fused, the Add stays.
 // CHECK-LABEL: func.func @bias_adds_dims(
@@ -178,6 +203,8 @@ func.func @bias_adds_dims(%x: tensor<2x4x8xf32>) -> tensor<1x2x4x8xf32> {
   return %y : tensor<1x2x4x8xf32>
 }
 
+// -----
+
 // Not a LayerNorm: statistics over a leading axis.
 // CHECK-LABEL: func.func @not_trailing(
 // CHECK-NOT: pf.layer_norm
@@ -194,6 +221,8 @@ func.func @not_trailing(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %n = pf.div %d, %s : (tensor<2x8xf32>, tensor<1x8xf32>) -> tensor<2x8xf32>
   return %n : tensor<2x8xf32>
 }
+
+// -----
 
 // Not a LayerNorm: the middle axis of three is not a trailing block.
 // CHECK-LABEL: func.func @middle_axis(
@@ -212,6 +241,8 @@ func.func @middle_axis(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   return %n : tensor<2x4x8xf32>
 }
 
+// -----
+
 // Not fused: epsilon is not a constant.
 // CHECK-LABEL: func.func @eps_not_constant(
 // CHECK-NOT: pf.layer_norm
@@ -227,6 +258,8 @@ func.func @eps_not_constant(%x: tensor<2x8xf32>, %eps: tensor<f32>) -> tensor<2x
   %n = pf.div %d, %s : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
   return %n : tensor<2x8xf32>
 }
+
+// -----
 
 // Not fused: the variance raises to the power 3.
 // CHECK-LABEL: func.func @cube(
@@ -245,6 +278,8 @@ func.func @cube(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %n : tensor<2x8xf32>
 }
 
+// -----
+
 // Not fused: mean and variance reduce over different axes.
 // CHECK-LABEL: func.func @axes_differ(
 // CHECK-NOT: pf.layer_norm
@@ -261,6 +296,8 @@ func.func @axes_differ(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %n = pf.div %d, %s : (tensor<2x4x8xf32>, tensor<2x1x1xf32>) -> tensor<2x4x8xf32>
   return %n : tensor<2x4x8xf32>
 }
+
+// -----
 
 // Not fused: the mean drops the reduced dim (keepdims = false).
 // CHECK-LABEL: func.func @no_keepdims(
@@ -279,6 +316,11 @@ func.func @no_keepdims(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   return %n : tensor<4x4xf32>
 }
 
+// -----
+
+pf.param @w : tensor<8xf32>
+pf.param @b : tensor<8xf32>
+
 // ONNX LayerNormalization whose mean and inv-std outputs nobody reads.
 // CHECK-LABEL: func.func @layer_normalization_unused_stats(
 // CHECK: %[[W:.*]] = pf.param_ref @w
@@ -292,6 +334,10 @@ func.func @layer_normalization_unused_stats(%x: tensor<2x8xf32>) -> tensor<2x8xf
   %y, %mean, %inv = pf.layer_normalization %x, %w, %b {epsilon = 1.0e-12 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+pf.param @w : tensor<8xf32>
 
 // With a statistics output in use it stays.
 // CHECK-LABEL: func.func @layer_normalization_used_stats(

@@ -1,4 +1,4 @@
-// RUN: pf-opt %s --pf-fuse-linear | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-fuse-linear | FileCheck %s
 
 pf.param @w_in_out : tensor<8x16xf32>
 pf.param @w_out_in : tensor<16x8xf32>
@@ -23,6 +23,11 @@ func.func @matmul_add(%x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> {
   return %y : tensor<2x4x16xf32>
 }
 
+// -----
+
+pf.param @w_out_in : tensor<16x8xf32>
+pf.param @b : tensor<16xf32>
+
 // The Hugging Face layout: Transpose of an [out, in] parameter; the linear
 // reads the parameter itself with transpose_weight. The bias comes first in
 // the Add, as PyTorch exports it.
@@ -40,6 +45,10 @@ func.func @transposed_bias_first(%x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> {
   return %y : tensor<2x4x16xf32>
 }
 
+// -----
+
+pf.param @w_out_in : tensor<16x8xf32>
+
 // No bias; a Transpose without perm (reverse) is the same as [1, 0].
 // CHECK-LABEL: func.func @no_bias(
 // CHECK: %[[Y:.*]] = pf.linear %arg0, %{{.*}} {transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
@@ -50,6 +59,12 @@ func.func @no_bias(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
   %m = pf.matmul %x, %t : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   return %m : tensor<4x16xf32>
 }
+
+// -----
+
+pf.param @w_out_in : tensor<16x8xf32>
+pf.param @b : tensor<16xf32>
+pf.param @w_in_out : tensor<8x16xf32>
 
 // Gemm with transB and C, and Gemm without transB or C.
 // CHECK-LABEL: func.func @gemm(
@@ -69,6 +84,10 @@ func.func @gemm(%x: tensor<4x8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
   return %y1, %y2 : tensor<4x16xf32>, tensor<4x16xf32>
 }
 
+// -----
+
+pf.param @b : tensor<16xf32>
+
 // Not fused: the weight is an activation (attention scores), not a parameter.
 // CHECK-LABEL: func.func @activation_weight(
 // CHECK-NOT: pf.linear
@@ -81,6 +100,8 @@ func.func @activation_weight(%q: tensor<4x8xf32>, %k: tensor<8x16xf32>) -> tenso
   return %y : tensor<4x16xf32>
 }
 
+// -----
+
 // Not fused: a Transpose of an activation.
 // CHECK-LABEL: func.func @transposed_activation(
 // CHECK-NOT: pf.linear
@@ -90,6 +111,11 @@ func.func @transposed_activation(%x: tensor<4x8xf32>, %k: tensor<16x8xf32>) -> t
   %m = pf.matmul %x, %t : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   return %m : tensor<4x16xf32>
 }
+
+// -----
+
+pf.param @w_in_out : tensor<8x16xf32>
+pf.param @b_2d : tensor<1x16xf32>
 
 // A bias of the wrong size (8, not 16) or rank (1x16) stays a separate Add;
 // the MatMul alone becomes the linear.
@@ -105,6 +131,10 @@ func.func @bias_wrong_size(%x: tensor<4x8xf32>) -> tensor<4x16xf32> {
   return %y : tensor<4x16xf32>
 }
 
+// -----
+
+pf.param @w_out_in : tensor<16x8xf32>
+
 // CHECK-LABEL: func.func @bias_wrong_features(
 // CHECK: %[[L:.*]] = pf.linear %arg0, %{{[^,]*}} {transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
 // CHECK: pf.add %[[L]], %arg1
@@ -115,6 +145,11 @@ func.func @bias_wrong_features(%x: tensor<4x8xf32>, %b: tensor<4x16xf32>) -> ten
   %y = pf.add %m, %b : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }
+
+// -----
+
+pf.param @w_in_out : tensor<8x16xf32>
+pf.param @b : tensor<16xf32>
 
 // The product is read elsewhere too: the Add cannot be absorbed.
 // CHECK-LABEL: func.func @product_shared(
@@ -128,6 +163,12 @@ func.func @product_shared(%x: tensor<4x8xf32>) -> (tensor<4x16xf32>, tensor<4x16
   %y = pf.add %m, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   return %y, %m : tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+pf.param @w_in_out : tensor<8x16xf32>
+pf.param @b_wrong : tensor<8xf32>
+pf.param @b_2d : tensor<1x16xf32>
 
 // Not fused: Gemm with alpha != 1, with transA, or with a wrong-size C.
 // CHECK-LABEL: func.func @gemm_not_linear(

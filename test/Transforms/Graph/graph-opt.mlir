@@ -1,6 +1,6 @@
-// RUN: pf-opt %s --pf-graph-opt | FileCheck %s
-// RUN: pf-opt %s --pf-graph-opt="fuse=false" | FileCheck %s --check-prefix=NOFUSE
-// RUN: pf-opt %s --pf-graph-opt="untie=false" | FileCheck %s --check-prefix=NOUNTIE
+// RUN: pf-opt %s -split-input-file --pf-graph-opt | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-graph-opt="fuse=false" | FileCheck %s --check-prefix=NOFUSE
+// RUN: pf-opt %s -split-input-file --pf-graph-opt="untie=false" | FileCheck %s --check-prefix=NOUNTIE
 
 // A small imported-looking graph: an encoder block's FFN with an
 // Identity-deduplicated LayerNorm weight, a dynamic-shape Reshape idiom,

@@ -1,5 +1,10 @@
-// RUN: pf-opt %s --pf-infer-shapes | FileCheck %s
-// RUN: pf-opt %s --pf-infer-shapes="require-static=true" | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-infer-shapes | FileCheck %s --check-prefixes=CHECK,DYNAMIC
+// RUN: pf-opt %s -split-input-file --pf-infer-shapes="require-static=true" -verify-diagnostics | FileCheck %s
+
+// Static cases (CHECK) give the same IR with and without require-static;
+// dynamic ones (DYNAMIC) succeed without it and are errors with it (the
+// expected-error lines apply to the second RUN only). More require-static
+// errors: infer-shapes-errors.mlir.
 
 // Result types written less refined (unranked, dynamic dims) are refined
 // from the operands, in program order, and the signature follows.
@@ -19,6 +24,8 @@ func.func @refine(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>) -> tensor<*xf32> {
   %r = pf.transpose %s : (tensor<*xf32>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
+
+// -----
 
 // The exporter's Shape -> Gather -> Unsqueeze -> Concat chain folds to a
 // constant once the input shape is known, and the Reshape gets a static type.
@@ -47,6 +54,8 @@ func.func @fold_shape_chain(%x: tensor<2x5x8xf32>) -> tensor<?x?x?x?xf32> {
   return %r : tensor<?x?x?x?xf32>
 }
 
+// -----
+
 // Refinement and folding feed each other: the Reshape only becomes static
 // after the chain folds, and the Expand after it only then.
 // CHECK-LABEL: func.func @iterate(
@@ -60,4 +69,35 @@ func.func @iterate(%x: tensor<8xf32>) -> tensor<*xf32> {
   %shape = pf.concat %three, %s {axis = 0 : i64} : (tensor<1xi64>, tensor<*xi64>) -> tensor<*xi64>
   %e = pf.expand %r, %shape : (tensor<*xf32>, tensor<*xi64>) -> tensor<*xf32>
   return %e : tensor<*xf32>
+}
+
+// -----
+
+// Without require-static, dynamic dimensions are fine: the pass refines what
+// it can (rank, the static dims) and succeeds.
+// DYNAMIC-LABEL: func.func @dynamic_input(
+// DYNAMIC-SAME: %[[X:.*]]: tensor<?x4xf32>) -> tensor<4x?xf32>
+// DYNAMIC: %[[E:.*]] = pf.exp %[[X]] : (tensor<?x4xf32>) -> tensor<?x4xf32>
+// DYNAMIC: %[[T:.*]] = pf.transpose %[[E]] : (tensor<?x4xf32>) -> tensor<4x?xf32>
+// DYNAMIC: return %[[T]] : tensor<4x?xf32>
+func.func @dynamic_input(%x: tensor<?x4xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{result type 'tensor<?x4xf32>' is not static after shape inference}}
+  %e = pf.exp %x : (tensor<?x4xf32>) -> tensor<*xf32>
+  // expected-error @+1 {{result type 'tensor<4x?xf32>' is not static after shape inference}}
+  %t = pf.transpose %e : (tensor<*xf32>) -> tensor<*xf32>
+  return %t : tensor<*xf32>
+}
+
+// -----
+
+// A Reshape to a shape that is not constant keeps dynamic dims; the Shape of
+// a dynamic tensor does not fold.
+// DYNAMIC-LABEL: func.func @shape_from_input(
+// DYNAMIC: pf.reshape %arg0, %arg1 : (tensor<8xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+// DYNAMIC: pf.shape %arg2 : (tensor<?x4xf32>) -> tensor<2xi64>
+func.func @shape_from_input(%x: tensor<8xf32>, %s: tensor<2xi64>, %d: tensor<?x4xf32>) -> (tensor<*xf32>, tensor<*xi64>) {
+  // expected-error @+1 {{result type 'tensor<?x?xf32>' is not static after shape inference}}
+  %r = pf.reshape %x, %s : (tensor<8xf32>, tensor<2xi64>) -> tensor<*xf32>
+  %sh = pf.shape %d : (tensor<?x4xf32>) -> tensor<*xi64>
+  return %r, %sh : tensor<*xf32>, tensor<*xi64>
 }

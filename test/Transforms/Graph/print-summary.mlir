@@ -1,14 +1,15 @@
-// RUN: pf-opt %s --pf-print-summary -o /dev/null | FileCheck %s
-// RUN: pf-opt %s --pf-print-summary="json=true" -o /dev/null | FileCheck %s --check-prefix=JSON
+// RUN: pf-opt %s -split-input-file --pf-print-summary -o /dev/null | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-print-summary="json=true" -o /dev/null | FileCheck %s --check-prefix=JSON
 // The pass prints and leaves the module alone.
-// RUN: pf-opt %s --pf-print-summary | FileCheck %s --check-prefix=IR
+// RUN: pf-opt %s -split-input-file --pf-print-summary | FileCheck %s --check-prefix=IR
 
-// CHECK: pf module summary
+// CHECK-LABEL: pf module summary
 // CHECK-NEXT: entry @main
 // CHECK-NEXT: input  input: tensor<2x8xf32>
 // CHECK-NEXT: output logits: tensor<2x4xf32>
 // CHECK-NEXT: parameters: 8 (352 elements, 0.0 MB, some weights missing)
-// CHECK-NEXT: forward: {{[0-9.]+}} GFLOP
+// 2·32·8 + 8·32 + 8·32 + 2·16·16 + 8·16 + 2·8·8 + 2·8·4 = 1856 FLOP.
+// CHECK-NEXT: forward: 0.00 GFLOP
 // CHECK-NEXT: ops:
 // CHECK-NEXT: pf.gelu 1
 // CHECK-NEXT: pf.layer_norm 2
@@ -36,7 +37,7 @@
 // JSON-NEXT: }
 // JSON-NEXT: ],
 // JSON-NEXT: "entry": "main",
-// JSON-NEXT: "forward_flops": {{[0-9.e+]+}},
+// JSON-NEXT: "forward_flops": 1856,
 // JSON-NEXT: "inputs": [
 // JSON-NEXT: {
 // JSON-NEXT: "name": "input",
@@ -62,7 +63,7 @@
 // JSON-NEXT: "parameters_with_data": 5
 // JSON-NEXT: }
 
-// IR: pf module summary
+// IR-LABEL: pf module summary
 // IR: module {
 // IR: pf.param @encoder.layer.0.fc.weight : tensor<8x16xf32> = dense<1.000000e+00>
 // IR: pf.linear
@@ -99,4 +100,35 @@ func.func @main(%x: tensor<2x8xf32> {pf.name = "input"}) -> (tensor<2x4xf32> {pf
   %wb = pf.param_ref @"head.branch.1.weight" : tensor<4x4xf32>
   %y = pf.linear %h, %wb : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Shapes only, no encoder block: 2·1000·500·1000 FLOP = 1 GFLOP; 500000
+// elements of 4 bytes = 2.0 MB.
+// CHECK-LABEL: pf module summary
+// CHECK-NEXT: entry @head_only
+// CHECK-NEXT: input  arg0: tensor<1000x1000xf32>
+// CHECK-NEXT: output result0: tensor<1000x500xf32>
+// CHECK-NEXT: parameters: 1 (500000 elements, 2.0 MB, shapes only)
+// CHECK-NEXT: forward: 1.00 GFLOP
+// CHECK-NEXT: ops:
+// CHECK-NEXT: pf.linear 1
+// CHECK-NEXT: pf.param_ref 1
+// CHECK-NEXT: encoder blocks: 0
+// CHECK-NEXT: pf.linear outside encoder blocks: 1
+// JSON-LABEL: "entry": "head_only",
+// JSON: "forward_flops": 1000000000,
+// JSON: "linear_outside_blocks": 1,
+// JSON: "parameter_bytes": 2000000,
+// JSON-NEXT: "parameter_elements": 500000,
+// JSON-NEXT: "parameters": 1,
+// JSON-NEXT: "parameters_with_data": 0
+// IR-LABEL: pf module summary
+// IR: func.func @head_only
+pf.param @"cls.weight" : tensor<1000x500xf32>
+func.func @head_only(%x: tensor<1000x1000xf32>) -> tensor<1000x500xf32> {
+  %w = pf.param_ref @"cls.weight" : tensor<1000x500xf32>
+  %y = pf.linear %x, %w : (tensor<1000x1000xf32>, tensor<1000x500xf32>) -> tensor<1000x500xf32>
+  return %y : tensor<1000x500xf32>
 }

@@ -1,5 +1,5 @@
-// RUN: pf-opt %s --pf-untie-initializers | FileCheck %s
-// RUN: pf-opt %s --pf-untie-initializers | FileCheck %s --check-prefix=GONE
+// RUN: pf-opt %s -split-input-file --pf-untie-initializers | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-untie-initializers | FileCheck %s --check-prefix=GONE
 
 // The identities of parameters that carry pf.name are gone.
 // GONE-NOT: pf.identity {{.*}}pf.name = "{{(a.copy|taken|s.copy)}}"
@@ -35,4 +35,29 @@ func.func @main(%x: tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>, tenso
   %k1 = pf.identity %a : (tensor<2x2xf32>) -> tensor<2x2xf32>
   %k2 = pf.identity %x {pf.name = "x.copy"} : (tensor<2x2xf32>) -> tensor<2x2xf32>
   return %a, %a2, %a3, %s2, %k1, %k2 : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<3xf32>, tensor<2x2xf32>, tensor<2x2xf32>
+}
+
+// -----
+
+// Two copies of one source follow it in the order the graph makes them,
+// before the next parameter.
+// CHECK: pf.param @b : tensor<2xf32> = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+// CHECK-NEXT: pf.param @b.first : tensor<2xf32> = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+// CHECK-NEXT: pf.param @b.second : tensor<2xf32> = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+// CHECK-NEXT: pf.param @c : tensor<2xf32> = dense<3.000000e+00> : tensor<2xf32>
+// The source's read stays (pf-dce removes it).
+// CHECK-LABEL: func.func @two_copies(
+// CHECK-NEXT: pf.param_ref @b :
+// CHECK-NEXT: %[[B1:.*]] = pf.param_ref @b.first
+// CHECK-NEXT: %[[B2:.*]] = pf.param_ref @b.second
+// CHECK-NEXT: %[[C:.*]] = pf.param_ref @c
+// CHECK-NEXT: return %[[B1]], %[[B2]], %[[C]]
+pf.param @b : tensor<2xf32> = dense<[1.0, 2.0]> : tensor<2xf32>
+pf.param @c : tensor<2xf32> = dense<3.0> : tensor<2xf32>
+func.func @two_copies() -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %b = pf.param_ref @b : tensor<2xf32>
+  %b1 = pf.identity %b {pf.name = "b.first"} : (tensor<2xf32>) -> tensor<2xf32>
+  %b2 = pf.identity %b {pf.name = "b.second"} : (tensor<2xf32>) -> tensor<2xf32>
+  %c = pf.param_ref @c : tensor<2xf32>
+  return %b1, %b2, %c : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }

@@ -1,11 +1,6 @@
-// RUN: pf-opt %s --pf-partition="stages=2 microbatches=4" | FileCheck %s
-// RUN: pf-opt %s --pf-partition="stages=3" | FileCheck %s --check-prefix=THREE
-// RUN: not pf-opt %s --pf-partition="stages=4" 2>&1 | FileCheck %s --check-prefix=TOO-MANY
-// RUN: not pf-opt %s --pf-partition="stages=0" 2>&1 | FileCheck %s --check-prefix=ZERO
-// RUN: not pf-opt %s --pf-partition="stages=2 device=tpu" 2>&1 | FileCheck %s --check-prefix=DEVICE
-// RUN: not pf-opt %s --pf-partition="stages=2 cost=profile profile=%t.missing.json" 2>&1 | FileCheck %s --check-prefix=PROFILE
-// RUN: not pf-opt %s --pf-partition="stages=2 profile=%t.missing.json" 2>&1 | FileCheck %s --check-prefix=PROFILE-ANALYTIC
-// RUN: not pf-opt %s --pf-partition="stages=2 cost=measured" 2>&1 | FileCheck %s --check-prefix=COST
+// RUN: pf-opt %s -split-input-file --pf-partition="stages=2 microbatches=4" | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-partition="stages=3" | FileCheck %s --check-prefix=THREE
+// Errors: partition-errors.mlir.
 
 // A toy encoder: embeddings, three blocks of one linear each, a head. The
 // blocks cost the same, so two stages split them 2 + 1 (the head joins the last
@@ -51,13 +46,7 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x100xf32> {
 // CHECK: pf.yield %[[S1]]
 // CHECK: return %[[OUT]]
 
+// THREE-LABEL: func.func @main
 // THREE: pf.stage 0 {{.*}}blocks = array<i64: 0>
 // THREE: pf.stage 1 {{.*}}blocks = array<i64: 1>
 // THREE: pf.stage 2 {{.*}}blocks = array<i64: 2>
-
-// TOO-MANY: cannot cut 3 encoder blocks into 4 stages (more stages than layers)
-// ZERO: cannot cut 3 encoder blocks into 0 stages
-// DEVICE: unknown device 'tpu'
-// PROFILE: cannot use profile
-// PROFILE-ANALYTIC: pf-partition: profile='{{.*}}missing.json' is only read with cost=profile
-// COST: cost must be analytic or profile, got 'measured'

@@ -1,9 +1,9 @@
-// RUN: pf-opt %s --pf-split-microbatches=microbatches=3 | FileCheck %s
-// RUN: pf-opt %s --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" --pf-build-gradients | FileCheck %s --check-prefix=KFAC
-// RUN: pf-opt %s --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" | FileCheck %s --check-prefix=KFAC-COUNT --implicit-check-not="kfac.A :"
-// RUN: pf-opt %s --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
-// RUN: pf-opt %s --pf-split-microbatches=microbatches=1 | FileCheck %s --check-prefix=ONE
-// RUN: pf-opt %s --pf-build-gradients --pf-split-microbatches=microbatches=2 | FileCheck %s --check-prefix=GRADS
+// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=3 | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" --pf-build-gradients | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" | FileCheck %s --check-prefix=KFAC-COUNT --implicit-check-not="kfac.A :"
+// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=1 | FileCheck %s --check-prefix=ONE
+// RUN: pf-opt %s -split-input-file --pf-build-gradients --pf-split-microbatches=microbatches=2 | FileCheck %s --check-prefix=GRADS
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
 func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> {pf.name = "labels"}) -> (tensor<f32> {pf.name = "loss"}) {
@@ -16,7 +16,8 @@ func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> 
 // The batch arguments grow threefold and are sliced into micro-batches; the
 // body runs once per slice; the loss is the count-weighted mean, summed as
 // the micro-batches go.
-// CHECK: func.func @main(%[[X:.*]]: tensor<6x3x4xf32> {pf.name = "x"}, %[[L:.*]]: tensor<6x3xi64> {pf.name = "labels"}) -> (tensor<f32> {pf.name = "loss"}) attributes {pf.microbatches = 3 : i64}
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME: %[[X:.*]]: tensor<6x3x4xf32> {pf.name = "x"}, %[[L:.*]]: tensor<6x3xi64> {pf.name = "labels"}) -> (tensor<f32> {pf.name = "loss"}) attributes {pf.microbatches = 3 : i64}
 // CHECK-DAG: %[[X0:.*]] = pf.slice %[[X]], {{.*}} -> tensor<2x3x4xf32>
 // CHECK-DAG: %[[X1:.*]] = pf.slice %[[X]], {{.*}} -> tensor<2x3x4xf32>
 // CHECK-DAG: %[[X2:.*]] = pf.slice %[[X]], {{.*}} -> tensor<2x3x4xf32>
@@ -54,13 +55,13 @@ func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> 
 // LOWER: call @pfrt_kfac_factor
 // LOWER: call @pfrt_kfac_factor
 
-// ONE: func.func @main(%{{.*}}: tensor<2x3x4xf32> {pf.name = "x"}
+// ONE-LABEL: func.func @main(%{{.*}}: tensor<2x3x4xf32> {pf.name = "x"}
 // ONE-NOT: pf.slice
 
 // After pf-build-gradients: each micro-batch's backward follows its forward,
 // count_m·grad_m joins a running sum right there, and the sums are divided
 // by the total count at the end.
-// GRADS: func.func @main({{.*}}) -> (tensor<f32> {pf.name = "loss"}, tensor<5x4xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"})
+// GRADS-LABEL: func.func @main({{.*}}) -> (tensor<f32> {pf.name = "loss"}, tensor<5x4xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"})
 // GRADS: %loss, %grad_logits, %count = pf.softmax_cross_entropy
 // GRADS: %[[G0:.*]] = pf.gemm
 // GRADS: %[[C0:.*]] = pf.cast %count
@@ -76,3 +77,24 @@ func.func @main(%x: tensor<2x3x4xf32> {pf.name = "x"}, %labels: tensor<2x3xi64> 
 // GRADS: %[[LOSS:.*]] = pf.div %{{.*}}, %[[DEN]] : (tensor<f32>, tensor<f32>)
 // GRADS: %[[GRAD:.*]] = pf.div %[[SUM]], %{{.*}} : (tensor<5x4xf32>, tensor<f32>)
 // GRADS: return %[[LOSS]], %[[GRAD]]
+
+// -----
+
+// Outputs other than the loss and gradients are concatenated along the batch;
+// a scalar argument is no batch and is shared by the micro-batches.
+// CHECK-LABEL: func.func @with_logits(
+// CHECK-SAME: %[[X:.*]]: tensor<6x4xf32> {pf.name = "x"}, %{{.*}}: tensor<6xi64> {pf.name = "labels"}, %[[T:.*]]: tensor<f32> {pf.name = "temperature"}) -> (tensor<f32> {pf.name = "loss"}, tensor<6x5xf32> {pf.name = "logits"})
+// CHECK-COUNT-3: pf.mul %{{.*}}, %[[T]] : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+// CHECK: %[[Z:.*]] = pf.concat %{{.*}}, %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<2x5xf32>, tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<6x5xf32>
+// CHECK: return %{{.*}}, %[[Z]] : tensor<f32>, tensor<6x5xf32>
+// KFAC-COUNT: pf.param @bert.encoder.layer.0.dense.weight.kfac.A :
+// ONE-LABEL: func.func @with_logits(
+// ONE-SAME: %{{.*}}: tensor<2x4xf32> {pf.name = "x"}
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+func.func @with_logits(%x: tensor<2x4xf32> {pf.name = "x"}, %labels: tensor<2xi64> {pf.name = "labels"}, %t: tensor<f32> {pf.name = "temperature"}) -> (tensor<f32> {pf.name = "loss"}, tensor<2x5xf32> {pf.name = "logits"}) {
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+  %y = pf.linear %x, %w {transpose_weight} : (tensor<2x4xf32>, tensor<5x4xf32>) -> tensor<2x5xf32>
+  %z = pf.mul %y, %t : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %loss, %grad, %count = pf.softmax_cross_entropy %z, %labels : (tensor<2x5xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x5xf32>, tensor<i64>)
+  return %loss, %z : tensor<f32>, tensor<2x5xf32>
+}

@@ -150,12 +150,9 @@ LogicalResult KFACRefreshInversesOp::verifySymbolUses(SymbolTableCollection &sym
 }
 
 LogicalResult KFACRefreshInversesOp::verify() {
+  // Not a PF_PositiveI64Attr: pass errors quote this message.
   if (int64_t(getEvery()) < 1)
     return emitOpError("every must be >= 1, got ") << int64_t(getEvery());
-  if (int64_t(getRetries()) < 0)
-    return emitOpError("retries must be >= 0");
-  if (int64_t(getWarmup()) < 0)
-    return emitOpError("warmup must be >= 0");
   if (getDamping().convertToDouble() < 0)
     return emitOpError("damping must be >= 0");
   return success();
@@ -187,8 +184,6 @@ LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> r
 }
 
 LogicalResult KFACUpdateFactorOp::verify() {
-  if (int64_t(getEvery()) < 1)
-    return emitOpError("every must be >= 1, got ") << int64_t(getEvery());
   double decay = getDecay().convertToDouble();
   if (!(decay >= 0 && decay < 1))
     return emitOpError("decay must be in [0, 1), got ") << decay;

@@ -32,6 +32,9 @@ static LogicalResult verifyRegionSignature(Operation *op, Region &body,
   return success();
 }
 
+// The ranges of num_stages, num_microbatches, index, to/from and device are
+// checked here rather than by PF_PositiveI64Attr / PF_NonNegativeI64Attr:
+// these messages are the tested diagnostics.
 LogicalResult PipelineOp::verify() {
   // I64Attr getters return uint64_t: compare as signed.
   int64_t numStages = getNumStages(), numMicrobatches = getNumMicrobatches();

@@ -16,6 +16,11 @@ def PF_InferTypes : InferTypeOpAdaptorBase<[{
   }
 }]>;
 
+// Integer attributes with a range: ODS verifies it (the message names the
+// attribute and the range).
+def PF_NonNegativeI64Attr : ConfinedAttr<I64Attr, [IntNonNegative]>;
+def PF_PositiveI64Attr : ConfinedAttr<I64Attr, [IntPositive]>;
+
 class PF_TensorOp<string mnemonic, list<Trait> traits = []>
     : PF_Op<mnemonic, !listconcat(traits, [Pure, PF_InferTypes])> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

@@ -19,6 +19,10 @@ def PF_Dialect : Dialect {
   let cppNamespace = "::mlir::pf";
   let hasConstantMaterializer = 1;
   let useDefaultAttributePrinterParser = 0;
+  // The discardable pf.* attributes (PFAttrNames.h), in PFAttrVerification.cpp.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 

@@ -79,7 +79,7 @@ def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
                    FlatSymbolRefAttr:$factor, UnitAttr:$bias_column,
                    DefaultValuedAttr<F64Attr, "1.0">:$scale,
                    DefaultValuedAttr<F64Attr, "0.95">:$decay,
-                   DefaultValuedAttr<I64Attr, "1">:$every);
+                   DefaultValuedAttr<PF_PositiveI64Attr, "1">:$every);
   let assemblyFormat = [{
     $factor `from` $input `step` $step (`count` $count^)? attr-dict `:` type($input) `,`
     type($step) (`,` type($count)^)?
@@ -104,7 +104,8 @@ def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
                    FlatSymbolRefAttr:$factor, DefaultValuedAttr<F64Attr, "1.0">:$scale,
                    DefaultValuedAttr<F64Attr, "0.95">:$decay,
-                   DefaultValuedAttr<I64Attr, "1">:$every, UnitAttr:$scale_by_loss_count);
+                   DefaultValuedAttr<PF_PositiveI64Attr, "1">:$every,
+                   UnitAttr:$scale_by_loss_count);
   let results = (outs TensorOf<[AnyFloat]>:$output);
   let assemblyFormat = [{
     $input `into` $factor `step` $step attr-dict `:` type($input) `,` type($step)
@@ -127,8 +128,8 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
                    FlatSymbolRefAttr:$b_inverse,
                    DefaultValuedAttr<F64Attr, "1.0e-3">:$damping,
                    DefaultValuedAttr<I64Attr, "1">:$every,
-                   DefaultValuedAttr<I64Attr, "3">:$retries,
-                   DefaultValuedAttr<I64Attr, "0">:$warmup);
+                   DefaultValuedAttr<PF_NonNegativeI64Attr, "3">:$retries,
+                   DefaultValuedAttr<PF_NonNegativeI64Attr, "0">:$warmup);
   let results = (outs 0DTensorOf<[I32]>:$outcome);
   let assemblyFormat = [{
     `(` $factor_a `,` $factor_b `)` `into` ` ` `(` $a_inverse `,` $b_inverse `)` `step` $step

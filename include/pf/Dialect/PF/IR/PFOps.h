@@ -9,6 +9,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "pf/Dialect/PF/IR/PFAttrNames.h"
 #include "pf/Dialect/PF/IR/PFDialect.h"
 
 namespace mlir::pf {

@@ -53,14 +53,14 @@ def PF_YieldOp : PF_Op<"yield", [Pure, Terminator,
 
 def PF_SendOp : PF_Op<"send", [MemoryEffects<[MemWrite]>]> {
   let summary = "sends a tensor to another stage";
-  let arguments = (ins AnyTensor:$value, I64Attr:$to, I64Attr:$tag);
+  let arguments = (ins AnyTensor:$value, I64Attr:$to, PF_NonNegativeI64Attr:$tag);
   let assemblyFormat = "$value `to` $to `tag` $tag attr-dict `:` type($value)";
   let hasVerifier = 1;
 }
 
 def PF_RecvOp : PF_Op<"recv", [MemoryEffects<[MemRead]>]> {
   let summary = "receives a tensor from another stage";
-  let arguments = (ins I64Attr:$from, I64Attr:$tag);
+  let arguments = (ins I64Attr:$from, PF_NonNegativeI64Attr:$tag);
   let results = (outs AnyRankedTensor:$value);
   let assemblyFormat = "`from` $from `tag` $tag attr-dict `:` type($value)";
   let hasVerifier = 1;
@@ -68,8 +68,9 @@ def PF_RecvOp : PF_Op<"recv", [MemoryEffects<[MemRead]>]> {
 
 def PF_MicrobatchOp : PF_TensorOp<"microbatch"> {
   let summary = "micro-batch `index` of `count` equal slices along `dim`";
-  let arguments = (ins AnyRankedTensor:$input, I64Attr:$index, I64Attr:$count,
-                   DefaultValuedAttr<I64Attr, "0">:$dim);
+  let arguments = (ins AnyRankedTensor:$input, PF_NonNegativeI64Attr:$index,
+                   PF_PositiveI64Attr:$count,
+                   DefaultValuedAttr<PF_NonNegativeI64Attr, "0">:$dim);
   let results = (outs AnyRankedTensor:$output);
 }
 
@@ -96,8 +97,10 @@ def PF_TaskOp : PF_Op<"task", [HasParent<"ProgramOp">]> {
     send_recv, allreduce, factor_sync, precond_sync. Times are the
     simulated start and end in milliseconds from the window start.
   }];
-  let arguments = (ins StrAttr:$kind, I64Attr:$step, I64Attr:$stage,
-                   OptionalAttr<I64Attr>:$microbatch, OptionalAttr<I64Attr>:$layer,
+  let arguments = (ins StrAttr:$kind, PF_NonNegativeI64Attr:$step,
+                   PF_NonNegativeI64Attr:$stage,
+                   OptionalAttr<PF_NonNegativeI64Attr>:$microbatch,
+                   OptionalAttr<PF_NonNegativeI64Attr>:$layer,
                    F64Attr:$start, F64Attr:$end, UnitAttr:$outside_bubble);
   let assemblyFormat = "$kind attr-dict";
   let hasVerifier = 1;

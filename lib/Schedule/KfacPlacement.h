@@ -1,9 +1,15 @@
-//===- KfacInternal.h - Shared pieces of the K-FAC policies (private) -*- C++ -*-===//
+//===- KfacPlacement.h - Pieces both K-FAC policies build on (private) -*- C++ -*-===//
+//
+// Layer 2 of the K-FAC code (see pf/Schedule/KfacProblem.h): bubbles of a
+// window, the result of a sweep through them, and finishing a plan with the
+// work after the flushes. Knows no policy; the policies (layer 3) use it.
+//
+//===----------------------------------------------------------------------===//
 
-#ifndef PF_LIB_SCHEDULE_KFACINTERNAL_H
-#define PF_LIB_SCHEDULE_KFACINTERNAL_H
+#ifndef PF_LIB_SCHEDULE_KFACPLACEMENT_H
+#define PF_LIB_SCHEDULE_KFACPLACEMENT_H
 
-#include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/KfacProblem.h"
 
 #include <vector>
 
@@ -55,17 +61,9 @@ enum class TailRule {
 KfacPlan finishPlan(KfacProblem problem, const SweepResult &sweep,
                     TailRule rule, bool overlapRefreshes, Policy policy);
 
-/// Pipefisher: the reference greedy (PolicyPipeFisher.cpp).
-KfacPlan planPipeFisher(const PipelineStep &step, const CostModel &costs,
-                        const KfacOptions &options);
-
-/// pf: our list scheduler with automatic K (PolicyPF.cpp).
-KfacPlan planPF(const PipelineStep &step, const CostModel &costs,
-                const KfacOptions &options);
-
 /// Mean step length of a plan.
 double meanStepTime(const KfacPlan &plan);
 
 } // namespace pf::sched::detail
 
-#endif // PF_LIB_SCHEDULE_KFACINTERNAL_H
+#endif // PF_LIB_SCHEDULE_KFACPLACEMENT_H

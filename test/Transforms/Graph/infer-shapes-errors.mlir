@@ -1,7 +1,7 @@
 // RUN: pf-opt %s --pf-infer-shapes="require-static=true" --split-input-file --verify-diagnostics
 
 // With require-static, a type left dynamic is an error on the op (without it,
-// see infer-shapes-dynamic.mlir).
+// see the DYNAMIC cases of infer-shapes.mlir).
 func.func @dynamic_input(%x: tensor<?x4xf32>) -> tensor<*xf32> {
   // expected-error @+1 {{result type 'tensor<?x4xf32>' is not static after shape inference; fix the dynamic input dimensions (e.g. pf-translate --shape NAME=DxD)}}
   %e = pf.exp %x : (tensor<?x4xf32>) -> tensor<*xf32>

@@ -1,0 +1,51 @@
+//===- PFAttrNames.h - names of pf's discardable attributes -----*- C++ -*-===//
+//
+// The discardable `pf.*` attributes that pf writes or reads, by name (the
+// runtime lowering's plan, pf.buffers and the like, is named only in
+// PFAttrVerification.cpp). The pf dialect verifies each of them (type, value
+// range and which op may carry it) and rejects any other `pf.*` name, so a new
+// attribute is added here and there together.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_DIALECT_PF_IR_PFATTRNAMES_H
+#define PF_DIALECT_PF_IR_PFATTRNAMES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::pf {
+
+/// The ONNX name of a value (non-empty string): on an op (its first result),
+/// and on function arguments and results, which the host binds by it.
+inline constexpr llvm::StringLiteral kNameAttrName = "pf.name";
+
+/// Encoder block (non-negative i64) of an op that pf-partition placed in a
+/// stage; pf-schedule reads it back.
+inline constexpr llvm::StringLiteral kBlockAttrName = "pf.block";
+
+/// Devices that run a `pf.stage` (non-negative i64 array, from pf-schedule).
+inline constexpr llvm::StringLiteral kDevicesAttrName = "pf.devices";
+
+/// On a K-FAC factor `pf.param`: the weight (and bias) parameter whose layer
+/// the factor belongs to (pf-insert-kfac).
+inline constexpr llvm::StringLiteral kKfacWeightAttrName = "pf.kfac_weight";
+inline constexpr llvm::StringLiteral kKfacBiasAttrName = "pf.kfac_bias";
+
+/// Module attributes of an imported model: the ONNX file, its opset and the
+/// producer named in it.
+inline constexpr llvm::StringLiteral kSourceAttrName = "pf.source";
+inline constexpr llvm::StringLiteral kOnnxOpsetAttrName = "pf.onnx_opset";
+inline constexpr llvm::StringLiteral kOnnxProducerAttrName = "pf.onnx_producer";
+
+/// On a function: the micro-batches pf-split-microbatches split it into.
+inline constexpr llvm::StringLiteral kMicrobatchesAttrName = "pf.microbatches";
+
+/// On a scheduled `pf.pipeline`: pf-schedule's K-FAC policy, refresh window
+/// (steps), simulated step time (ms) and device utilization.
+inline constexpr llvm::StringLiteral kKfacPolicyAttrName = "pf.kfac_policy";
+inline constexpr llvm::StringLiteral kRefreshStepsAttrName = "pf.refresh_steps";
+inline constexpr llvm::StringLiteral kStepTimeMsAttrName = "pf.step_time_ms";
+inline constexpr llvm::StringLiteral kUtilizationAttrName = "pf.utilization";
+
+} // namespace mlir::pf
+
+#endif // PF_DIALECT_PF_IR_PFATTRNAMES_H

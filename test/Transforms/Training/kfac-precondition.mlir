@@ -1,0 +1,84 @@
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=4 damping=1e-3 refresh-warmup=0 kl-clip=0" | FileCheck %s --check-prefix=PRECOND
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0" | FileCheck %s --check-prefix=WARMUP
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=0.01 retries=2 kl-clip=0.001 export-factors=true refresh-warmup=0" | FileCheck %s --check-prefix=OPTS
+// Errors: kfac-precondition-errors.mlir.
+
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+pf.param @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>
+pf.param @"cls.predictions.transform.dense.weight" : tensor<5x5xf32>
+func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = "objective"}) {
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+  %b = pf.param_ref @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>
+  %y = pf.linear %x, %w, %b {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<6x5xf32>
+  %h = pf.param_ref @"cls.predictions.transform.dense.weight" : tensor<5x5xf32>
+  %z = pf.linear %y, %h {transpose_weight} : (tensor<6x5xf32>, tensor<5x5xf32>) -> tensor<6x5xf32>
+  %s = pf.reduce_sum %z {keepdims = false} : (tensor<6x5xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// The backward pass updates B from the output gradient; the gradients of the
+// weight and the bias are preconditioned together.
+// PRECOND-LABEL: func.func @main({{.*}}) -> ({{.*}}{pf.name = "grad/bert.encoder.layer.0.dense.weight"}{{.*}}{pf.name = "kfac/issues"})
+// PRECOND: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.B from
+// PRECOND: %[[OUT:.*]] = pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_inv, @bert.encoder.layer.0.dense.weight.kfac.B_inv) step %{{.*}} {every = 4 : i64}
+// PRECOND: pf.kfac.precondition
+// PRECOND: return {{.*}}, %[[OUT]] :
+
+// Fresh inverses for the first 20 steps, then every 3.
+// WARMUP-LABEL: func.func @main(
+// WARMUP: pf.kfac.refresh_inverses{{.*}}{every = 3 : i64, warmup = 20 : i64}
+// WARMUP-LOWER: %[[PHASE:.*]] = arith.remsi %{{.*}}, %c3_i64
+// WARMUP-LOWER: %[[DUE:.*]] = arith.cmpi eq, %[[PHASE]]
+// WARMUP-LOWER: %[[EARLY:.*]] = arith.cmpi sle, %{{.*}}, %c20_i64 : i64
+// WARMUP-LOWER: %[[EITHER:.*]] = arith.ori %[[DUE]], %[[EARLY]] : i1
+// WARMUP-LOWER: cf.cond_br %[[EITHER]]
+// WARMUP-LOWER: call @pfrt_kfac_damped_inverses
+
+// LOWER: call @pfrt_kfac_factor
+// LOWER: call @pfrt_kfac_factor
+// LOWER: arith.remsi
+// LOWER: cf.cond_br
+// LOWER: call @pfrt_kfac_damped_inverses
+// LOWER: call @pfrt_kfac_precondition
+
+// The damping and retries go to the refresh; KL-clipping bounds the weight
+// and bias updates together by the learning rate (a new lr argument); the
+// factors and inverses are exported as results after kfac/issues.
+// OPTS-LABEL: func.func @main(
+// OPTS-SAME: %{{.*}}: tensor<i64> {pf.name = "step"}, %[[LR:.*]]: tensor<f64> {pf.name = "lr"})
+// OPTS-SAME: {pf.name = "kfac/issues"}, tensor<4x4xf32> {pf.name = "kfac/A/bert.encoder.layer.0.dense.weight"}, tensor<5x5xf32> {pf.name = "kfac/B/bert.encoder.layer.0.dense.weight"}, tensor<4x4xf32> {pf.name = "kfac/A_inv/bert.encoder.layer.0.dense.weight"}, tensor<5x5xf32> {pf.name = "kfac/B_inv/bert.encoder.layer.0.dense.weight"})
+// OPTS: %[[ISSUES:.*]] = pf.kfac.refresh_inverses({{.*}}) into ({{.*}}) step %{{.*}} {damping = 1.000000e-02 : f64, retries = 2 : i64}
+// OPTS: %[[U:.*]], %[[V:.*]] = pf.kfac.precondition %[[GW:[0-9]+]], %{{.*}}, %{{.*}}, %[[GB:[0-9]+]] :
+// OPTS-DAG: %[[A:.*]] = pf.param_ref @bert.encoder.layer.0.dense.weight.kfac.A :
+// OPTS-DAG: %[[B:.*]] = pf.param_ref @bert.encoder.layer.0.dense.weight.kfac.B :
+// OPTS: %[[CLIP:.*]]:2 = pf.kfac.kl_clip lr %[[LR]] : tensor<f64> updates(%[[U]], %[[V]] : {{.*}}) gradients(%[[GW]], %[[GB]] : {{.*}}) {kappa = 1.000000e-03 : f64}
+// OPTS: return %{{.*}}, %[[CLIP]]#0, %[[CLIP]]#1, %{{.*}}, %[[ISSUES]], %[[A]], %[[B]], %{{.*}}, %{{.*}} :
+
+// -----
+
+// Two K-FAC layers, the first without a bias: its weight gradient alone is
+// preconditioned; the refresh outcomes of both layers add up in kfac/issues.
+// PRECOND-LABEL: func.func @two_layers(
+// PRECOND-SAME: -> (tensor<f32> {pf.name = "objective"}, tensor<4x4xf32> {pf.name = "grad/bert.encoder.layer.0.q.weight"}, tensor<4x4xf32> {pf.name = "grad/bert.encoder.layer.1.q.weight"}, tensor<4xf32> {pf.name = "grad/bert.encoder.layer.1.q.bias"}, tensor<i32> {pf.name = "kfac/issues"})
+// PRECOND: %[[R0:.*]] = pf.kfac.refresh_inverses(@bert.encoder.layer.0.q.weight.kfac.A, @bert.encoder.layer.0.q.weight.kfac.B)
+// PRECOND: %[[P0:.*]] = pf.kfac.precondition %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// PRECOND: %[[R1:.*]] = pf.kfac.refresh_inverses(@bert.encoder.layer.1.q.weight.kfac.A, @bert.encoder.layer.1.q.weight.kfac.B)
+// PRECOND: %[[SUM:.*]] = pf.add %[[R0]], %[[R1]] : (tensor<i32>, tensor<i32>) -> tensor<i32>
+// PRECOND: %[[W1:.*]], %[[B1:.*]] = pf.kfac.precondition
+// PRECOND: return %{{.*}}, %[[P0]], %[[W1]], %[[B1]], %[[SUM]] :
+// OPTS-LABEL: func.func @two_layers(
+// OPTS: pf.kfac.kl_clip lr %{{.*}} : tensor<f64> updates(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>)
+pf.param @"bert.encoder.layer.0.q.weight" : tensor<4x4xf32>
+pf.param @"bert.encoder.layer.1.q.weight" : tensor<4x4xf32>
+pf.param @"bert.encoder.layer.1.q.bias" : tensor<4xf32>
+func.func @two_layers(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = "objective"}) {
+  %w0 = pf.param_ref @"bert.encoder.layer.0.q.weight" : tensor<4x4xf32>
+  %y = pf.linear %x, %w0 {transpose_weight} : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %w1 = pf.param_ref @"bert.encoder.layer.1.q.weight" : tensor<4x4xf32>
+  %b1 = pf.param_ref @"bert.encoder.layer.1.q.bias" : tensor<4xf32>
+  %z = pf.linear %y, %w1, %b1 {transpose_weight} : (tensor<6x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<6x4xf32>
+  %s = pf.reduce_sum %z {keepdims = false} : (tensor<6x4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
