@@ -64,10 +64,6 @@ void placeArena(BufferPlan &plan) {
 }
 } // namespace
 
-bool mlir::pf::isViewOp(Operation *op) {
-  return isa<ReshapeOp, IdentityOp, SqueezeOp, UnsqueezeOp, KFACCaptureOutputOp>(op);
-}
-
 FailureOr<BufferPlan> mlir::pf::planBuffers(func::FuncOp func) {
   BufferPlan plan;
   auto addBuffer = [&](PlannedBuffer buffer) {
@@ -140,8 +136,8 @@ FailureOr<BufferPlan> mlir::pf::planBuffers(func::FuncOp func) {
         b.value = constant.getValue();
         b.bytes = byteSize(*type);
         buffer = addBuffer(b);
-      } else if (isViewOp(&op)) {
-        buffer = plan.tensors[plan.tensorOf.lookup(op.getOperand(0))].buffer;
+      } else if (auto view = dyn_cast<ViewOpInterface>(op)) {
+        buffer = plan.tensors[plan.tensorOf.lookup(view.getViewSource())].buffer;
       } else {
         PlannedBuffer b;
         b.bytes = byteSize(*type);

@@ -4,7 +4,8 @@
 // descriptor) that points into a buffer. Buffers are the host's (inputs,
 // outputs, parameters, constants) or slices of one arena; arena slices are
 // placed by liveness so that values that are never alive together share
-// memory. View ops (reshape, squeeze, ...) alias their input's buffer.
+// memory. View ops (ViewOpInterface: reshape, squeeze, ...) alias their
+// source's buffer.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PF_LIB_CONVERSION_BUFFERPLAN_H
@@ -53,9 +54,6 @@ struct BufferPlan {
     return int64_t(tensors.size()) - 1;
   }
 };
-
-/// True for ops whose result is a view of their first operand's bytes.
-bool isViewOp(Operation *op);
 
 /// Plans the buffers of `func`; fails with a diagnostic on a dynamic shape.
 FailureOr<BufferPlan> planBuffers(func::FuncOp func);

@@ -1,6 +1,7 @@
 //===- Runner.cpp - compile a pf module and run it on the runtime ----------===//
 #include "pf/Driver/Runner.h"
 #include "pf/Conversion/Passes.h"
+#include "pf/Dialect/PF/IR/PFAttrs.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Runtime/pfrt.h"
 
@@ -68,13 +69,12 @@ std::vector<char> materialize(ElementsAttr attr) {
   return bytes;
 }
 
-TensorSpec specOf(DictionaryAttr io, ArrayAttr tensors) {
+TensorSpec specOf(mlir::pf::PlanIOAttr io, mlir::pf::RuntimePlanAttr plan) {
   TensorSpec spec;
-  spec.name = cast<StringAttr>(io.get("name")).str();
-  int64_t tensor = cast<IntegerAttr>(io.get("tensor")).getInt();
-  auto t = cast<DictionaryAttr>(tensors[tensor]);
-  spec.dtype = int32_t(cast<IntegerAttr>(t.get("dtype")).getInt());
-  auto shape = cast<DenseI64ArrayAttr>(t.get("shape")).asArrayRef();
+  spec.name = io.getName().str();
+  auto t = cast<mlir::pf::PlannedTensorAttr>(plan.getTensors()[io.getTensor()]);
+  spec.dtype = t.getDtype();
+  ArrayRef<int64_t> shape = t.getShape().asArrayRef();
   spec.shape.assign(shape.begin(), shape.end());
   return spec;
 }
@@ -101,7 +101,7 @@ struct CompiledModel::Impl {
   pfrt_context *context = nullptr;
   std::vector<pfrt_tensor> table;
   struct BufferRef {
-    std::string kind;
+    mlir::pf::BufferKind kind = mlir::pf::BufferKind::Arena;
     std::string name; // parameters
     int64_t index = 0, offset = 0, bytes = 0;
     const void *hostData = nullptr; // params (in place) and constants
@@ -142,36 +142,33 @@ llvm::Error CompiledModel::lower(ModuleOp module, const std::string &function, b
   if (!entry)
     return error("lowering produced no pf_main");
 
-  auto buffers = entry->getAttrOfType<ArrayAttr>("pf.buffers");
-  auto tensors = entry->getAttrOfType<ArrayAttr>("pf.tensors");
-  for (Attribute io : entry->getAttrOfType<ArrayAttr>("pf.inputs")) {
-    model->inputSpecs.push_back(specOf(cast<DictionaryAttr>(io), tensors));
-    impl.inputTensor.push_back(cast<IntegerAttr>(cast<DictionaryAttr>(io).get("tensor")).getInt());
+  auto plan = entry->getAttrOfType<mlir::pf::RuntimePlanAttr>(mlir::pf::RuntimePlanAttr::kAttrName);
+  if (!plan)
+    return error("lowering produced no runtime plan on pf_main");
+  for (mlir::pf::PlanIOAttr io : plan.getInputList()) {
+    model->inputSpecs.push_back(specOf(io, plan));
+    impl.inputTensor.push_back(io.getTensor());
   }
-  for (Attribute io : entry->getAttrOfType<ArrayAttr>("pf.outputs")) {
-    model->outputSpecs.push_back(specOf(cast<DictionaryAttr>(io), tensors));
-    impl.outputTensor.push_back(cast<IntegerAttr>(cast<DictionaryAttr>(io).get("tensor")).getInt());
+  for (mlir::pf::PlanIOAttr io : plan.getOutputList()) {
+    model->outputSpecs.push_back(specOf(io, plan));
+    impl.outputTensor.push_back(io.getTensor());
   }
-  for (Attribute name : entry->getAttrOfType<ArrayAttr>("pf.op_names"))
-    impl.opNames.push_back(cast<StringAttr>(name).str());
-  model->compileStats.arenaBytes = entry->getAttrOfType<IntegerAttr>("pf.arena_bytes").getInt();
-  model->compileStats.peakLiveBytes =
-      entry->getAttrOfType<IntegerAttr>("pf.peak_live_bytes").getInt();
+  for (StringAttr name : plan.getOpNameList())
+    impl.opNames.push_back(name.str());
+  model->compileStats.arenaBytes = plan.getArenaBytes();
+  model->compileStats.peakLiveBytes = plan.getPeakLiveBytes();
   model->compileStats.kernelCalls = int64_t(impl.opNames.size());
 
   // Buffers: parameters are read in place from their resource blobs.
   SymbolTable symbols(module);
-  for (Attribute attr : buffers) {
-    auto dict = cast<DictionaryAttr>(attr);
+  for (mlir::pf::PlannedBufferAttr buffer : plan.getBufferList()) {
     Impl::BufferRef ref;
-    ref.kind = cast<StringAttr>(dict.get("kind")).str();
-    ref.bytes = cast<IntegerAttr>(dict.get("bytes")).getInt();
-    if (auto index = dict.getAs<IntegerAttr>("index"))
-      ref.index = index.getInt();
-    if (auto offset = dict.getAs<IntegerAttr>("offset"))
-      ref.offset = offset.getInt();
-    if (ref.kind == "param") {
-      auto name = cast<StringAttr>(dict.get("name"));
+    ref.kind = buffer.getKind();
+    ref.bytes = buffer.getBytes();
+    ref.index = buffer.getIndex().value_or(0);
+    ref.offset = buffer.getOffset().value_or(0);
+    if (ref.kind == mlir::pf::BufferKind::Param) {
+      StringAttr name = buffer.getName();
       ref.name = name.str();
       auto param = symbols.lookup<mlir::pf::ParamOp>(name);
       if (!param || !param.getValue())
@@ -188,30 +185,27 @@ llvm::Error CompiledModel::lower(ModuleOp module, const std::string &function, b
         ref.hostData = impl.constants.back().data();
       }
       model->compileStats.parameterBytes += ref.bytes;
-    } else if (ref.kind == "constant") {
-      impl.constants.push_back(materialize(cast<ElementsAttr>(dict.get("value"))));
+    } else if (ref.kind == mlir::pf::BufferKind::Constant) {
+      impl.constants.push_back(materialize(buffer.getValue()));
       ref.hostData = impl.constants.back().data();
     }
     impl.buffers.push_back(ref);
   }
-  impl.table.resize(tensors.size());
-  for (auto [i, attr] : llvm::enumerate(tensors)) {
-    auto dict = cast<DictionaryAttr>(attr);
+  impl.table.resize(plan.getTensors().size());
+  for (auto [i, tensor] : llvm::enumerate(plan.getTensorList())) {
     pfrt_tensor &t = impl.table[i];
     std::memset(&t, 0, sizeof(t));
-    t.dtype = int32_t(cast<IntegerAttr>(dict.get("dtype")).getInt());
-    auto shape = cast<DenseI64ArrayAttr>(dict.get("shape")).asArrayRef();
+    t.dtype = tensor.getDtype();
+    ArrayRef<int64_t> shape = tensor.getShape().asArrayRef();
     t.rank = int32_t(shape.size());
     for (size_t d = 0; d < shape.size(); ++d)
       t.shape[d] = shape[d];
-    impl.tensorBuffer.push_back(cast<IntegerAttr>(dict.get("buffer")).getInt());
+    impl.tensorBuffer.push_back(tensor.getBuffer());
   }
   // Only LLVM-dialect code may stay for translation.
   for (auto param : llvm::make_early_inc_range(module.getOps<mlir::pf::ParamOp>()))
     param.erase();
-  for (StringRef attr : {"pf.buffers", "pf.tensors", "pf.inputs", "pf.outputs", "pf.op_names",
-                         "pf.arena_bytes", "pf.peak_live_bytes"})
-    entry->removeAttr(attr);
+  entry->removeAttr(mlir::pf::RuntimePlanAttr::kAttrName);
   SmallVector<StringAttr> moduleAttrs;
   for (NamedAttribute attr : module->getAttrs())
     if (attr.getName().getValue().starts_with("pf."))
@@ -238,7 +232,7 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
     return std::move(err);
   if (compileOptions.ownParameters)
     for (Impl::BufferRef &b : impl.buffers)
-      if (b.kind == "param") {
+      if (b.kind == mlir::pf::BufferKind::Param) {
         const char *data = static_cast<const char *>(b.hostData);
         impl.constants.emplace_back(data, data + b.bytes);
         b.hostData = impl.constants.back().data();
@@ -321,11 +315,11 @@ llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
   for (size_t t = 0; t < impl.table.size(); ++t) {
     const Impl::BufferRef &b = impl.buffers[impl.tensorBuffer[t]];
     void *data = nullptr;
-    if (b.kind == "input")
+    if (b.kind == mlir::pf::BufferKind::Input)
       data = const_cast<void *>(inputData[b.index]);
-    else if (b.kind == "output")
+    else if (b.kind == mlir::pf::BufferKind::Output)
       data = outputArrays[b.index]->data.data();
-    else if (b.kind == "arena")
+    else if (b.kind == mlir::pf::BufferKind::Arena)
       data = static_cast<char *>(impl.arena) + b.offset;
     else
       data = const_cast<void *>(b.hostData);
@@ -454,7 +448,10 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
   for (auto [t, desc] : llvm::enumerate(impl.table)) {
     int64_t buffer = impl.tensorBuffer[t];
     const Impl::BufferRef &b = impl.buffers[buffer];
-    int kind = b.kind == "input" ? 0 : b.kind == "output" ? 1 : b.hostData ? 2 : 3;
+    int kind = b.kind == mlir::pf::BufferKind::Input    ? 0
+               : b.kind == mlir::pf::BufferKind::Output ? 1
+               : b.hostData                             ? 2
+                                                        : 3;
     int64_t where = kind <= 1 ? b.index : kind == 2 ? weightOffset[buffer] : b.offset;
     os << "  {" << kind << ", " << where << ", " << desc.dtype << ", " << desc.rank << ", {";
     for (int d = 0; d < desc.rank; ++d)
@@ -518,7 +515,7 @@ std::vector<CompiledModel::Parameter> CompiledModel::parameters() const {
   std::vector<Parameter> result;
   for (size_t t = 0; t < impl->table.size(); ++t) {
     const Impl::BufferRef &b = impl->buffers[impl->tensorBuffer[t]];
-    if (b.kind != "param" ||
+    if (b.kind != mlir::pf::BufferKind::Param ||
         llvm::any_of(result, [&](const Parameter &p) { return p.name == b.name; }))
       continue;
     Parameter p;

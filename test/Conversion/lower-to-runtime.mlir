@@ -13,10 +13,10 @@ func.func @main(%x: tensor<2x3xf32> {pf.name = "x"}) -> (tensor<8xf32> {pf.name 
 }
 
 // CHECK-LABEL: func.func @pf_main(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i64
-// CHECK-SAME: pf.arena_bytes = 64 : i64
-// CHECK-SAME: pf.buffers = [{bytes = 24 : i64, index = 0 : i64, kind = "input"}, {bytes = 48 : i64, kind = "param", name = "w"}, {bytes = 32 : i64, kind = "arena", offset = 0 : i64}, {bytes = 32 : i64, index = 0 : i64, kind = "output"}, {bytes = 8 : i64, kind = "constant", value = dense<8> : tensor<1xi64>}]
-// CHECK-SAME: pf.inputs = [{name = "x", tensor = 0 : i64}]
-// CHECK-SAME: pf.outputs = [{name = "y", tensor = 5 : i64}]
+// CHECK-SAME: pf.runtime_plan = #pf.runtime_plan<arena_bytes = 64
+// CHECK-SAME: buffers = [#pf.buffer<kind = input, bytes = 24, index = 0>, #pf.buffer<kind = param, bytes = 48, name = "w">, #pf.buffer<kind = arena, bytes = 32, offset = 0>, #pf.buffer<kind = output, bytes = 32, index = 0>, #pf.buffer<kind = constant, bytes = 8, value = dense<8> : tensor<1xi64>>]
+// CHECK-SAME: inputs = [#pf.io<name = "x", tensor = 0>]
+// CHECK-SAME: outputs = [#pf.io<name = "y", tensor = 5>]
 // CHECK: call @pfrt_linear(%arg0, {{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, !llvm.ptr) -> i32
 // CHECK: cf.cond_br
 // CHECK: call @pfrt_softmax(%arg0, {{.*}}) : (!llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i32
@@ -35,9 +35,9 @@ func.func @main(%x: tensor<16xf32>) -> tensor<16xf32> {
   return %d : tensor<16xf32>
 }
 // CHECK-LABEL: func.func @pf_main
-// CHECK-SAME: pf.arena_bytes = 128 : i64
-// CHECK-SAME: {bytes = 64 : i64, kind = "arena", offset = 0 : i64}, {bytes = 64 : i64, kind = "arena", offset = 64 : i64}, {bytes = 64 : i64, kind = "arena", offset = 0 : i64}
-// CHECK-SAME: pf.peak_live_bytes = 128 : i64
+// CHECK-SAME: arena_bytes = 128
+// CHECK-SAME: #pf.buffer<kind = arena, bytes = 64, offset = 0>, #pf.buffer<kind = arena, bytes = 64, offset = 64>, #pf.buffer<kind = arena, bytes = 64, offset = 0>
+// CHECK-SAME: peak_live_bytes = 128
 // CHECK-COUNT-4: call @pfrt_exp
 
 // -----

@@ -11,9 +11,9 @@ func.func @main(%logits: tensor<6x10xf32>, %labels: tensor<6xi64>, %g: tensor<4x
   pf.adamw_update @w(@w.m, @w.v) grad %g lr %lr step %step : tensor<4x3xf32>, tensor<f64>, tensor<i64>
   return %loss : tensor<f32>
 }
-// CHECK-DAG: {bytes = 48 : i64, kind = "param", name = "w"}
-// CHECK-DAG: {bytes = 48 : i64, kind = "param", name = "w.m"}
-// CHECK-DAG: {bytes = 48 : i64, kind = "param", name = "w.v"}
+// CHECK-DAG: #pf.buffer<kind = param, bytes = 48, name = "w">
+// CHECK-DAG: #pf.buffer<kind = param, bytes = 48, name = "w.m">
+// CHECK-DAG: #pf.buffer<kind = param, bytes = 48, name = "w.v">
 // CHECK: call @pfrt_softmax_cross_entropy(%arg0, {{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, f64, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK: %[[LRD:.*]] = llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
 // CHECK: %[[LR:.*]] = llvm.load %[[LRD]] : !llvm.ptr -> f64

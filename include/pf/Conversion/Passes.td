@@ -11,13 +11,21 @@ def PFLowerToRuntime : Pass<"pf-lower-to-runtime", "::mlir::ModuleOp"> {
     outputs and parameters are the host's; intermediates share one arena,
     placed by liveness; reshapes alias their input) and replaces the function
     with `pf_main(ctx, table) -> i64`: `table` is an array of `pfrt_tensor`
-    descriptors the host fills from the `pf.tensors` / `pf.buffers`
-    attributes, and each op becomes one `func.call @pfrt_*` on descriptors
-    from it. The result is 0, or (op index << 32 | pfrt status) of the first
-    failing call. The rest lowers with the standard MLIR passes to LLVM.
+    descriptors the host fills from the typed `pf.runtime_plan` attribute
+    (`#pf.runtime_plan<...>`: buffers, tensors, inputs, outputs, op names,
+    arena and peak live bytes), and each op becomes the `func.call @pfrt_*`
+    of its pattern (one file per op family), the callees declared from
+    `include/pf/Runtime/pfrt_abi.def`. The result is 0, or
+    ((op index + 1) << 32 | pfrt status) of the first failing call. The rest
+    lowers with the standard MLIR passes to LLVM.
+
+    Example: `%y = pf.exp %x` becomes
+    `%s = func.call @pfrt_exp(%ctx, %x_entry, %y_entry)`, a check of `%s`
+    and a branch to the failure exit.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::arith::ArithDialect",
-                           "::mlir::cf::ControlFlowDialect", "::mlir::func::FuncDialect"];
+                           "::mlir::cf::ControlFlowDialect", "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::pf::PFDialect"];
   let options = [
     Option<"entryName", "entry", "std::string", /*default=*/"\"pf_main\"",
            "Name of the generated function">,

@@ -697,6 +697,148 @@ PFRT_API pfrt_status pfrt_kfac_damped_inverses(pfrt_context *ctx,
                                                const pfrt_tensor *b_inv,
                                                int32_t *outcome);
 
+/*===--------------------------- Communication --------------------------===*/
+/* Point-to-point and collective communication between the ranks of a
+ * pipeline (docs/runtime.md, "Communication"). A pfrt_comm is a group of
+ * ranks with a backend underneath: MPI (Open MPI) now, NCCL with the CUDA
+ * backend later, behind the same calls.
+ *  - Every call takes the context (for the message) and the communicator,
+ *    returns a pfrt_status and never aborts (except pfrt_comm_abort).
+ *  - Creating no communicator initializes nothing: MPI_Init runs in the
+ *    first pfrt_comm_create (a process started without mpirun becomes a
+ *    one-rank job, Open MPI's singleton mode); pfrt_comm_finalize ends it.
+ *    A rank of a multi-rank job that exits without pfrt_comm_finalize (an
+ *    error, a crash) makes mpirun end every rank with a failure, instead of
+ *    leaving them waiting for it.
+ *  - Calls marked "collective" must be made by every rank of the group, in
+ *    the same order. Peers and ranks are ranks of the communicator passed.
+ *  - Tensors travel as descriptors: the receiver's descriptor says the
+ *    dtype and shape it expects; a message of another dtype or shape is
+ *    PFRT_INVALID_ARGUMENT with a message naming the peer, the tag and
+ *    both descriptions (the message is consumed, so later ones still match).
+ *  - A failure of the library underneath is PFRT_INTERNAL with its message.
+ *  - A communicator may be used by one host thread at a time. */
+
+typedef struct pfrt_comm pfrt_comm;
+
+enum { PFRT_COMM_MPI = 0, PFRT_COMM_NCCL = 1 };
+
+typedef struct pfrt_comm_options {
+  int32_t abi_version; /* must be PFRT_ABI_VERSION */
+  int32_t backend;     /* PFRT_COMM_MPI; PFRT_COMM_NCCL is not built yet
+                          (PFRT_UNSUPPORTED) */
+} pfrt_comm_options;
+
+/* Fills *options with the defaults: this header's ABI version, MPI. */
+PFRT_API void pfrt_comm_options_init(pfrt_comm_options *options);
+
+/* Collective over every rank of the job (MPI_COMM_WORLD, duplicated so its
+ * messages never mix with other communicators'). options == NULL means the
+ * defaults. Also aligns the wall clock (pfrt_comm_align_clock). A backend
+ * not built into this library is PFRT_UNSUPPORTED. Destroy with
+ * pfrt_comm_destroy. */
+PFRT_API pfrt_status pfrt_comm_create(pfrt_context *ctx,
+                                      const pfrt_comm_options *options,
+                                      pfrt_comm **out);
+
+/* A sub-communicator of the `count` distinct parent ranks in ranks[] (e.g.
+ * the two replicas of a Chimera stage, or the first and last stage for tied
+ * weights); the new rank i is parent rank ranks[i]. Collective over those
+ * ranks only (the others do not call it); they must pass the same list.
+ * The calling rank must be in the list. Inherits the parent's aligned clock. */
+PFRT_API pfrt_status pfrt_comm_create_group(pfrt_context *ctx,
+                                            pfrt_comm *parent,
+                                            const int32_t *ranks,
+                                            int32_t count, pfrt_comm **out);
+
+/* Frees a communicator; NULL is a no-op. Every request should have been
+ * waited for: a pending receive is cancelled, a pending send released
+ * (its buffer must stay valid until the peer has received it). */
+PFRT_API void pfrt_comm_destroy(pfrt_comm *comm);
+
+/* This process's rank in comm (0..size-1); -1 for NULL. */
+PFRT_API int32_t pfrt_comm_rank(const pfrt_comm *comm);
+/* The number of ranks in comm; 0 for NULL. */
+PFRT_API int32_t pfrt_comm_size(const pfrt_comm *comm);
+/* The largest valid tag (at least 32767); tags are 0..max. -1 for NULL. */
+PFRT_API int32_t pfrt_comm_max_tag(const pfrt_comm *comm);
+
+/* Sends tensor t (any dtype) to rank `peer` with `tag` and returns when the
+ * buffer may be reused. The peer must not be this rank. */
+PFRT_API pfrt_status pfrt_comm_send(pfrt_context *ctx, pfrt_comm *comm,
+                                    const pfrt_tensor *t, int32_t peer,
+                                    int32_t tag);
+
+/* Receives the message of `peer` with `tag` into t, whose dtype and shape
+ * must be those sent (messages between two ranks with one tag arrive in
+ * the order sent). */
+PFRT_API pfrt_status pfrt_comm_recv(pfrt_context *ctx, pfrt_comm *comm,
+                                    const pfrt_tensor *t, int32_t peer,
+                                    int32_t tag);
+
+/* Non-blocking send / receive: start the transfer and store a request
+ * handle (> 0) in *request; the buffer must stay valid (and, for a send,
+ * unchanged) until pfrt_comm_wait returns. The descriptor itself may go. */
+PFRT_API pfrt_status pfrt_comm_isend(pfrt_context *ctx, pfrt_comm *comm,
+                                     const pfrt_tensor *t, int32_t peer,
+                                     int32_t tag, int64_t *request);
+PFRT_API pfrt_status pfrt_comm_irecv(pfrt_context *ctx, pfrt_comm *comm,
+                                     const pfrt_tensor *t, int32_t peer,
+                                     int32_t tag, int64_t *request);
+
+/* Waits for one request of comm and releases it; its status is that of the
+ * transfer (e.g. a receive that got another dtype or shape). A handle that
+ * is not pending (unknown, or already waited for) is PFRT_INVALID_ARGUMENT. */
+PFRT_API pfrt_status pfrt_comm_wait(pfrt_context *ctx, pfrt_comm *comm,
+                                    int64_t request);
+
+/* Waits for requests[0..count) (all of them, even after a failure) and
+ * returns the status of the first failing one. */
+PFRT_API pfrt_status pfrt_comm_wait_all(pfrt_context *ctx, pfrt_comm *comm,
+                                        const int64_t *requests,
+                                        int32_t count);
+
+/* Collective: inout = the sum of every rank's inout, in place (f32, f64,
+ * i32, i64). Every rank receives the same result; with two ranks it is
+ * exactly a + b, with more the library chooses the association. Ranks
+ * passing different dtypes or element counts all get
+ * PFRT_INVALID_ARGUMENT (no hang). */
+PFRT_API pfrt_status pfrt_comm_all_reduce_sum(pfrt_context *ctx,
+                                              pfrt_comm *comm,
+                                              const pfrt_tensor *inout);
+
+/* Collective: returns when every rank of comm has entered it. */
+PFRT_API pfrt_status pfrt_comm_barrier(pfrt_context *ctx, pfrt_comm *comm);
+
+/* *seconds = this rank's wall clock aligned to rank 0's of comm, for
+ * measured timelines: seconds, monotonic between alignments; one instant
+ * reads the same on every rank within the alignment error (half the
+ * shortest round trip of a message). Sub-communicators share their
+ * parent's alignment, so every communicator of a job has one timeline. */
+PFRT_API pfrt_status pfrt_comm_wall_time(pfrt_context *ctx, pfrt_comm *comm,
+                                         double *seconds);
+
+/* Collective: re-measures the clock offset of every rank against rank 0's
+ * aligned clock (8 ping-pongs each; the one with the shortest round trip
+ * wins), then a barrier; against drift in long runs. pfrt_comm_create did
+ * it once; a group keeps its parent's timeline. */
+PFRT_API pfrt_status pfrt_comm_align_clock(pfrt_context *ctx, pfrt_comm *comm);
+
+/* Ends every rank of the job (MPI_Abort) with exit code `code`: for a rank
+ * that cannot go on, since returning from main waits for every rank in
+ * MPI_Finalize. Returns only if an argument is invalid. */
+PFRT_API pfrt_status pfrt_comm_abort(pfrt_context *ctx, pfrt_comm *comm,
+                                     int32_t code);
+
+/* Collective over every rank of the job, at the end of a run that went
+ * well: MPI_Finalize if pfrt_comm_create started MPI (nothing if no
+ * communicator was created or the host initialized MPI itself). No
+ * communicator may be used afterwards; destroying them is still allowed.
+ * A one-rank job is also finalized at exit without it. */
+PFRT_API pfrt_status pfrt_comm_finalize(pfrt_context *ctx);
+
+/*===------------------------ End of communication ----------------------===*/
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Transforms/Training/Passes.h"
+#include "pf/Transforms/Utils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -37,6 +38,7 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
   }
 
   LogicalResult run() {
+    nextGradId = 0;
     ModuleOp module = getOperation();
     bool wantParams = wrt == "params" || wrt == "all";
     bool wantInputs = wrt == "inputs" || wrt == "all";
@@ -107,7 +109,7 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
     auto accumulate = [&](Value v, Value g) {
       auto [it, inserted] = grads.try_emplace(v, g);
       if (!inserted)
-        it->second = AddOp::create(b, g.getLoc(), it->second, g);
+        it->second = tagSum(AddOp::create(b, g.getLoc(), it->second, g));
     };
     // d(sum(objective))/d(objective) = ones.
     accumulate(objective,
@@ -147,9 +149,11 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
           }
       SmallVector<Value> operandGrads;
       b.setInsertionPoint(ret);
+      Operation *lastBefore = ret->getPrevNode();
       if (failed(iface.buildGradient(b, resultGrads, wanted, operandGrads)))
         return op->emitError("pf-build-gradients: could not build the gradient of '")
                << op->getName() << "'";
+      tagRule(op, lastBefore, ret);
       if (operandGrads.size() != op->getNumOperands())
         return op->emitError("pf-build-gradients: the gradient rule of '")
                << op->getName() << "' returned " << operandGrads.size() << " gradients for "
@@ -190,7 +194,7 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
       Value sum;
       for (Value read : reads)
         if (Value g = grads.lookup(read))
-          sum = sum ? Value(AddOp::create(b, func.getLoc(), sum, g)) : g;
+          sum = sum ? Value(tagSum(AddOp::create(b, func.getLoc(), sum, g))) : g;
       if (failed(addResult(name, sum, reads.front().getType())))
         return failure();
     }
@@ -205,6 +209,26 @@ struct BuildGradientsPass : public mlir::pf::impl::PFBuildGradientsBase<BuildGra
     func.setAllResultAttrs(resultAttrs);
     return success();
   }
+
+  /// With tag-origin: `forward` gets a fresh pf.grad_id and the ops its
+  /// gradient rule built (after `lastBefore`, before `end`) pf.grad_of = id.
+  void tagRule(Operation *forward, Operation *lastBefore, Operation *end) {
+    if (!tagOrigin)
+      return;
+    auto id = IntegerAttr::get(IntegerType::get(&getContext(), 64), nextGradId++);
+    forward->setAttr(kGradIdAttrName, id);
+    for (Operation *op = lastBefore->getNextNode(); op != end; op = op->getNextNode())
+      op->setAttr(kGradOfAttrName, id);
+  }
+
+  /// With tag-origin: marks a sum of partial gradients of one value.
+  AddOp tagSum(AddOp add) {
+    if (tagOrigin)
+      add->setAttr(kGradSumAttrName, UnitAttr::get(&getContext()));
+    return add;
+  }
+
+  int64_t nextGradId = 0;
 };
 
 } // namespace

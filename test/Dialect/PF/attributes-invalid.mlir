@@ -185,15 +185,16 @@ pf.pipeline stages(1) microbatches(1) {
 
 // -----
 
-// expected-error @+1 {{'func.func' op attribute 'pf.buffers' must be an array, got {}}}
-func.func @plan_buffers() attributes {pf.buffers = {}} {
+// expected-error @+1 {{'func.func' op attribute 'pf.runtime_plan' must be a #pf.runtime_plan, got []}}
+func.func @plan_untyped() attributes {pf.runtime_plan = []} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op attribute 'pf.arena_bytes' must be a non-negative i64, got -8 : i64}}
-func.func @plan_arena() attributes {pf.arena_bytes = -8 : i64} {
+// The plan's old dictionary attributes are gone: unknown names.
+// expected-error @+1 {{'func.func' op has unknown pf attribute 'pf.buffers'}}
+func.func @plan_buffers() attributes {pf.buffers = []} {
   return
 }
 
@@ -223,4 +224,34 @@ func.func @result_name_not_string(%x: tensor<2xf32>) -> (tensor<2xf32> {pf.name 
 // expected-error @+1 {{'func.func' op result 0 has unknown pf attribute 'pf.names' (only 'pf.name' names an argument or result)}}
 func.func @unknown_result_attr(%x: tensor<2xf32>) -> (tensor<2xf32> {pf.names = "y"}) {
   return %x : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'pf.stage' must be a non-negative i64, got -1 : i64}}
+func.func @negative_stage() attributes {pf.stage = -1 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'pf.blocks' must be a non-empty array<i64> of non-negative blocks, got array<i64>}}
+func.func @no_blocks() attributes {pf.blocks = array<i64>} {
+  return
+}
+
+// -----
+
+func.func @stage_on_op(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'pf.exp' op may not carry 'pf.stage': it belongs on a function}}
+  %e = pf.exp %x {pf.stage = 0 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+  return %e : tensor<2xf32>
+}
+
+// -----
+
+func.func @grad_sum_not_unit(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'pf.exp' op attribute 'pf.grad_sum' must be a unit attribute, got 1 : i64}}
+  %e = pf.exp %x {pf.grad_sum = 1 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+  return %e : tensor<2xf32>
 }

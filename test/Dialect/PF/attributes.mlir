@@ -33,10 +33,20 @@ module attributes {pf.source = "bert.onnx", pf.onnx_opset = 14 : i64, pf.onnx_pr
 
   // The runtime lowering's plan, on the entry function.
   // CHECK-LABEL: func.func @plan
-  // CHECK-SAME: pf.arena_bytes = 64 : i64
-  func.func @plan() attributes {pf.buffers = [], pf.tensors = [], pf.inputs = [],
-                                pf.outputs = [], pf.op_names = ["x"],
-                                pf.arena_bytes = 64 : i64, pf.peak_live_bytes = 32 : i64} {
+  // CHECK-SAME: pf.runtime_plan = #pf.runtime_plan<arena_bytes = 64
+  func.func @plan() attributes {pf.runtime_plan = #pf.runtime_plan<arena_bytes = 64, buffers = [], inputs = [], op_names = ["x"], outputs = [], peak_live_bytes = 32, tensors = []>} {
     return
+  }
+
+  // Stage functions of pf-split-stages and pf-build-gradients' origin tags.
+  // CHECK-LABEL: func.func @stage0_forward
+  // CHECK-SAME: attributes {pf.blocks = array<i64: 0, 1>, pf.stage = 0 : i64}
+  // CHECK: pf.exp %{{.*}} {pf.grad_id = 3 : i64}
+  // CHECK: pf.neg %{{.*}} {pf.grad_of = 3 : i64, pf.grad_sum}
+  func.func @stage0_forward(%x: tensor<2xf32>) -> tensor<2xf32>
+      attributes {pf.stage = 0 : i64, pf.blocks = array<i64: 0, 1>} {
+    %e = pf.exp %x {pf.grad_id = 3 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+    %n = pf.neg %e {pf.grad_of = 3 : i64, pf.grad_sum} : (tensor<2xf32>) -> tensor<2xf32>
+    return %n : tensor<2xf32>
   }
 }

@@ -76,4 +76,33 @@ def PFSchedule : Pass<"pf-schedule", "::mlir::ModuleOp"> {
   ];
 }
 
+def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
+  let summary = "Split a one-micro-batch training step into per-stage forward and backward functions";
+  let description = [{
+    Input: the entry function built by pf-add-masked-lm-loss and
+    `pf-build-gradients{tag-origin=true}` (loss and `grad/<param>` results,
+    first order, one micro-batch). Forward ops go to stages by encoder block
+    (the contiguous min-max cut of pf-partition over the cost model); each
+    gradient op goes to the stage of the forward op it differentiates
+    (`pf.grad_of`), each sum of partial gradients to the earliest stage whose
+    backward computes a part of it. The entry function is replaced by
+    `@stage<s>_forward` and `@stage<s>_backward` for every stage s, whose
+    arguments and results carry `pf.name`: graph inputs by their name,
+    `act/<id>` (activations for the next stage, relayed through stages that do
+    not use them), `saved/<id>` (forward values the stage's backward reads),
+    `grad_act/<id>` (gradients for the previous stage), the original `loss`
+    (last stage's forward) and `grad/<param>` (the backward of every stage
+    that reads the parameter; a parameter read by several stages, such as the
+    tied word embedding, gets a partial gradient of the same name on each,
+    to be summed across stages). See docs/pipeline-execution.md.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages">,
+    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
+           "'analytic' or the path of a profile JSON (docs/profile-format.md)">,
+    Option<"device", "device", "std::string", /*default=*/"\"a100\"",
+           "Device of the analytic cost model (p100, v100, a100, h100, h200)">,
+  ];
+}
+
 #endif // PF_TRANSFORMS_PIPELINE_PASSES_TD

@@ -69,6 +69,10 @@ def PFBuildGradients : Pass<"pf-build-gradients", "::mlir::ModuleOp"> {
            "Index of the function result that is the objective (default: 0)">,
     Option<"functionName", "function", "std::string", /*default=*/"\"\"",
            "The function to differentiate (default: the first with a body)">,
+    Option<"tagOrigin", "tag-origin", "bool", /*default=*/"false",
+           "Tag each differentiated forward op (pf.grad_id), the ops of its gradient "
+           "rule (pf.grad_of, the same id) and the sums of partial gradients "
+           "(pf.grad_sum), for pf-split-stages">,
   ];
 }
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFAttrNames.h"
+#include "pf/Dialect/PF/IR/PFAttrs.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -43,7 +44,15 @@ bool isDeviceList(Attribute value) {
                       [&](int64_t device) { return device >= 0 && seen.insert(device).second; });
 }
 
-bool isArray(Attribute value) { return isa<ArrayAttr>(value); }
+bool isUnit(Attribute value) { return isa<UnitAttr>(value); }
+
+bool isBlockList(Attribute value) {
+  auto blocks = dyn_cast<DenseI64ArrayAttr>(value);
+  return blocks && !blocks.empty() &&
+         llvm::all_of(blocks.asArrayRef(), [](int64_t block) { return block >= 0; });
+}
+
+bool isRuntimePlan(Attribute value) { return isa<RuntimePlanAttr>(value); }
 
 bool isAnyOp(Operation *) { return true; }
 bool isModule(Operation *op) { return isa<ModuleOp>(op); }
@@ -78,14 +87,15 @@ const AttrRule kOpAttrRules[] = {
     {kRefreshStepsAttrName, isNonNegativeI64, "a non-negative i64", isPipeline, "a pf.pipeline"},
     {kStepTimeMsAttrName, isNonNegativeF64, "a non-negative f64", isPipeline, "a pf.pipeline"},
     {kUtilizationAttrName, isNonNegativeF64, "a non-negative f64", isPipeline, "a pf.pipeline"},
-    // The runtime lowering's plan of the entry function (read by the host).
-    {"pf.buffers", isArray, "an array", isFunction, "a function"},
-    {"pf.tensors", isArray, "an array", isFunction, "a function"},
-    {"pf.inputs", isArray, "an array", isFunction, "a function"},
-    {"pf.outputs", isArray, "an array", isFunction, "a function"},
-    {"pf.op_names", isArray, "an array", isFunction, "a function"},
-    {"pf.arena_bytes", isNonNegativeI64, "a non-negative i64", isFunction, "a function"},
-    {"pf.peak_live_bytes", isNonNegativeI64, "a non-negative i64", isFunction, "a function"},
+    {kGradIdAttrName, isNonNegativeI64, "a non-negative i64", isAnyOp, ""},
+    {kGradOfAttrName, isNonNegativeI64, "a non-negative i64", isAnyOp, ""},
+    {kGradSumAttrName, isUnit, "a unit attribute", isAnyOp, ""},
+    {kStageAttrName, isNonNegativeI64, "a non-negative i64", isFunction, "a function"},
+    {kStageBlocksAttrName, isBlockList, "a non-empty array<i64> of non-negative blocks",
+     isFunction, "a function"},
+    // The runtime lowering's plan of the entry function (read by the host);
+    // the typed attribute verifies its own fields.
+    {RuntimePlanAttr::kAttrName, isRuntimePlan, "a #pf.runtime_plan", isFunction, "a function"},
 };
 
 const AttrRule *findRule(StringRef name) {

@@ -17,6 +17,7 @@ void PFDialect::initialize() {
 #define GET_OP_LIST
 #include "pf/Dialect/PF/IR/PFOps.cpp.inc"
       >();
+  registerAttributes();
 }
 
 Operation *PFDialect::materializeConstant(OpBuilder &builder, Attribute value,

@@ -1,8 +1,8 @@
 //===- PFAttrNames.h - names of pf's discardable attributes -----*- C++ -*-===//
 //
 // The discardable `pf.*` attributes that pf writes or reads, by name (the
-// runtime lowering's plan, pf.buffers and the like, is named only in
-// PFAttrVerification.cpp). The pf dialect verifies each of them (type, value
+// runtime lowering's plan is `RuntimePlanAttr::kAttrName`, PFAttrs.td). The
+// pf dialect verifies each of them (type, value
 // range and which op may carry it) and rejects any other `pf.*` name, so a new
 // attribute is added here and there together.
 //
@@ -45,6 +45,19 @@ inline constexpr llvm::StringLiteral kKfacPolicyAttrName = "pf.kfac_policy";
 inline constexpr llvm::StringLiteral kRefreshStepsAttrName = "pf.refresh_steps";
 inline constexpr llvm::StringLiteral kStepTimeMsAttrName = "pf.step_time_ms";
 inline constexpr llvm::StringLiteral kUtilizationAttrName = "pf.utilization";
+
+/// Tags of pf-build-gradients{tag-origin=true}, read by pf-split-stages: the
+/// id (non-negative i64) of a differentiated forward op, the same id on each
+/// op of its gradient rule, and the (unit) mark of a sum of partial gradients
+/// of one value.
+inline constexpr llvm::StringLiteral kGradIdAttrName = "pf.grad_id";
+inline constexpr llvm::StringLiteral kGradOfAttrName = "pf.grad_of";
+inline constexpr llvm::StringLiteral kGradSumAttrName = "pf.grad_sum";
+
+/// On a stage function of pf-split-stages: its stage (non-negative i64) and
+/// the encoder blocks it holds (non-empty i64 array).
+inline constexpr llvm::StringLiteral kStageAttrName = "pf.stage";
+inline constexpr llvm::StringLiteral kStageBlocksAttrName = "pf.blocks";
 
 } // namespace mlir::pf
 

@@ -18,11 +18,15 @@ def PF_Dialect : Dialect {
   }];
   let cppNamespace = "::mlir::pf";
   let hasConstantMaterializer = 1;
-  let useDefaultAttributePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
   // The discardable pf.* attributes (PFAttrNames.h), in PFAttrVerification.cpp.
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// The attributes of PFAttrs.td (defined where their storage is).
+    void registerAttributes();
+  }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 

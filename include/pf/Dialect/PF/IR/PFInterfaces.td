@@ -71,4 +71,17 @@ def PF_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+// Ops whose result is their source's bytes seen with another shape (same
+// element type and count, row-major): reshape, squeeze, identity, ... The
+// runtime buffer planner gives the result a table entry that aliases the
+// source's buffer and the lowering emits no kernel call for it, both from
+// this one list.
+def PF_ViewOpInterface : OpInterface<"ViewOpInterface"> {
+  let cppNamespace = "::mlir::pf";
+  let methods = [
+    InterfaceMethod<"The operand whose bytes the result views.", "::mlir::Value",
+      "getViewSource", (ins), "", [{ return $_op->getOperand(0); }]>,
+  ];
+}
+
 #endif // PF_INTERFACES_TD

@@ -88,7 +88,7 @@ def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
 }
 
 def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
-    AllTypesMatch<["input", "output"]>,
+    AllTypesMatch<["input", "output"]>, PF_ViewOpInterface,
     DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "identity whose gradient updates factor B from the output gradient";
   let description = [{

@@ -19,7 +19,8 @@ def PF_ConstantOp : PF_Op<"constant", [ConstantLike, Pure, PF_InferTypes]> {
   let hasFolder = 1;
 }
 
-def PF_IdentityOp : PF_TensorOp<"identity", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+def PF_IdentityOp : PF_TensorOp<"identity", [DeclareOpInterfaceMethods<PF_GradientOpInterface>,
+    PF_ViewOpInterface]> {
   let summary = "returns its input";
   let arguments = (ins AnyTensor:$input);
   let results = (outs AnyTensor:$output);
@@ -88,7 +89,8 @@ def PF_ShapeOp : PF_TensorOp<"shape"> {
   let hasFolder = 1;
 }
 
-def PF_ReshapeOp : PF_TensorOp<"reshape", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+def PF_ReshapeOp : PF_TensorOp<"reshape", [DeclareOpInterfaceMethods<PF_GradientOpInterface>,
+    PF_ViewOpInterface]> {
   let summary = "reshape to a shape given as a 1-D i64 tensor (0 copies, -1 infers)";
   let arguments = (ins AnyTensor:$data, TensorOf<[I64]>:$shape, UnitAttr:$allowzero);
   let results = (outs AnyTensor:$output);
@@ -102,14 +104,16 @@ def PF_TransposeOp : PF_TensorOp<"transpose", [DeclareOpInterfaceMethods<PF_Grad
   let hasFolder = 1;
 }
 
-def PF_UnsqueezeOp : PF_TensorOp<"unsqueeze", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+def PF_UnsqueezeOp : PF_TensorOp<"unsqueeze", [DeclareOpInterfaceMethods<PF_GradientOpInterface>,
+    PF_ViewOpInterface]> {
   let summary = "insert size-1 dimensions at the given output axes";
   let arguments = (ins AnyTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs AnyTensor:$output);
   let hasFolder = 1;
 }
 
-def PF_SqueezeOp : PF_TensorOp<"squeeze", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+def PF_SqueezeOp : PF_TensorOp<"squeeze", [DeclareOpInterfaceMethods<PF_GradientOpInterface>,
+    PF_ViewOpInterface]> {
   let summary = "remove size-1 dimensions (the given axes, or all)";
   let arguments = (ins AnyTensor:$input, OptionalAttr<DenseI64ArrayAttr>:$axes);
   let results = (outs AnyTensor:$output);

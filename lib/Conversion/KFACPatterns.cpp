@@ -1,0 +1,184 @@
+//===- KFACPatterns.cpp - K-FAC factors, inverses, preconditioning ---------===//
+//
+// The stateful K-FAC ops of a training step run on some steps only; their
+// kernels are called inside scf.if on a condition computed from the step
+// counter (lowered to cf after the conversion).
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeLowering.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Runtime/pfrt.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::pf;
+
+namespace {
+/// (step - 1) mod every == 0: the steps 1, 1 + every, ...
+Value isDueStep(RuntimeLowering &l, OpBuilder &b, Location loc, Value step, int64_t every) {
+  Value sinceFirst = arith::SubIOp::create(b, loc, step, l.constI64(b, loc, 1));
+  Value phase = arith::RemSIOp::create(b, loc, sinceFirst, l.constI64(b, loc, every));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, phase, l.constI64(b, loc, 0));
+}
+
+/// Emits `body` (which emits calls) under `condition`.
+template <typename Fn>
+LogicalResult emitIf(OpBuilder &b, Location loc, Value condition, Fn &&body) {
+  auto ifOp = scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  return body();
+}
+
+/// ν = min(1, sqrt(κ / (lr² Σ ⟨u, g⟩))) (1 when the sum is not positive),
+/// then each result = ν · update.
+struct KLClipPattern : RuntimePattern<KFACKLClipOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACKLClipOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Type f64 = rewriter.getF64Type();
+    Value slot = l.scratchF64(rewriter, loc);
+    Value total = l.constF64(rewriter, loc, 0.0);
+    for (auto [u, g] : llvm::zip(adaptor.getUpdates(), adaptor.getGradients())) {
+      if (failed(l.call(rewriter, op, "pfrt_dot", {u, g, slot})))
+        return failure();
+      total = arith::AddFOp::create(rewriter, loc, total,
+                                    LLVM::LoadOp::create(rewriter, loc, f64, slot));
+    }
+    Value lr = l.loadScalar(rewriter, loc, adaptor.getLr(), f64);
+    Value denom = arith::MulFOp::create(rewriter, loc,
+                                        arith::MulFOp::create(rewriter, loc, lr, lr), total);
+    Value ratio = arith::DivFOp::create(
+        rewriter, loc, l.constF64(rewriter, loc, op.getKappa().convertToDouble()), denom);
+    Value root = LLVM::SqrtOp::create(rewriter, loc, ratio);
+    Value capped = arith::MinimumFOp::create(rewriter, loc, root, l.constF64(rewriter, loc, 1.0));
+    Value positive = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::OGT, denom,
+                                           l.constF64(rewriter, loc, 0.0));
+    Value nu =
+        arith::SelectOp::create(rewriter, loc, positive, capped, l.constF64(rewriter, loc, 1.0));
+    SmallVector<Value> clipped = l.resultEntries(rewriter, op);
+    for (auto [u, c] : llvm::zip(adaptor.getUpdates(), clipped))
+      if (failed(l.call(rewriter, op, "pfrt_scale", {u, nu, c})))
+        return failure();
+    replaceByEntries(rewriter, op, clipped);
+    return success();
+  }
+};
+
+/// At step 1 the factor starts from its first estimate, not from zero. With
+/// several updates of one factor (micro-batches), the first one decays (or
+/// overwrites) it and the others add their (1 − decay) share; each
+/// contributes 1/updates of the new estimate. Runs every `every` steps.
+struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACUpdateFactorOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    auto [rank, updates] = l.factorUpdates.lookup(op);
+    double decay = op.getDecay().convertToDouble();
+    Value step = l.loadScalar(rewriter, loc, adaptor.getStep(), rewriter.getI64Type());
+    Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, step,
+                                        l.constI64(rewriter, loc, 1));
+    Value mode = rank == 0 ? arith::SelectOp::create(
+                                 rewriter, loc, first,
+                                 l.constI32(rewriter, loc, PFRT_KFAC_OVERWRITE),
+                                 l.constI32(rewriter, loc, PFRT_KFAC_RUNNING_AVERAGE))
+                                 .getResult()
+                           : l.constI32(rewriter, loc, PFRT_KFAC_ACCUMULATE);
+    double share = 1.0 / double(std::max<int64_t>(updates, 1));
+    Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
+    double scale = op.getScale().convertToDouble() * share;
+    Value scaleValue = l.constF64(rewriter, loc, scale);
+    if (rank != 0)
+      scaleValue = arith::SelectOp::create(rewriter, loc, first, scaleValue,
+                                           l.constF64(rewriter, loc, scale * (1 - decay)));
+    if (Value countEntry = adaptor.getCount()) {
+      // Gradients of a mean over `count` tokens: factor B needs count².
+      Value count = arith::SIToFPOp::create(
+          rewriter, loc, rewriter.getF64Type(),
+          l.loadScalar(rewriter, loc, countEntry, rewriter.getI64Type()));
+      scaleValue = arith::MulFOp::create(rewriter, loc, scaleValue,
+                                         arith::MulFOp::create(rewriter, loc, count, count));
+    }
+    Value input = adaptor.getInput();
+    if (failed(emitIf(rewriter, loc, due, [&] {
+          return l.call(rewriter, op, "pfrt_kfac_factor",
+                        {input, l.constI32(rewriter, loc, op.getBiasColumn()), scaleValue, mode,
+                         l.constF64(rewriter, loc, decay),
+                         l.paramPtr(rewriter, loc, op.getFactorAttr())});
+        })))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// Damped inverses every `every` steps and on each of the first `warmup`
+/// steps; the outcome tensor holds PFRT_KFAC_INVERTED on the others.
+struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACRefreshInversesOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value step = l.loadScalar(rewriter, loc, adaptor.getStep(), rewriter.getI64Type());
+    Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
+    if (int64_t warmup = op.getWarmup(); warmup > 0) {
+      Value early = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sle, step,
+                                          l.constI64(rewriter, loc, warmup));
+      due = arith::OrIOp::create(rewriter, loc, due, early);
+    }
+    Value outcomeEntry = l.entryOf(rewriter, loc, op.getOutcome());
+    Value outcome = LLVM::LoadOp::create(rewriter, loc, LLVM::LLVMPointerType::get(getContext()),
+                                         outcomeEntry);
+    LLVM::StoreOp::create(rewriter, loc, l.constI32(rewriter, loc, PFRT_KFAC_INVERTED), outcome);
+    if (failed(emitIf(rewriter, loc, due, [&] {
+          return l.call(rewriter, op, "pfrt_kfac_damped_inverses",
+                        {l.paramPtr(rewriter, loc, op.getFactorAAttr()),
+                         l.paramPtr(rewriter, loc, op.getFactorBAttr()),
+                         l.constF64(rewriter, loc, op.getDamping().convertToDouble()),
+                         l.constI32(rewriter, loc, int64_t(op.getRetries())),
+                         l.paramPtr(rewriter, loc, op.getAInverseAttr()),
+                         l.paramPtr(rewriter, loc, op.getBInverseAttr()), outcome});
+        })))
+      return failure();
+    replaceByEntries(rewriter, op, outcomeEntry);
+    return success();
+  }
+};
+
+struct PreconditionPattern : RuntimePattern<KFACPreconditionOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACPreconditionOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value weightUpdate = l.entryOf(rewriter, loc, op.getWeightUpdate());
+    Value biasUpdate = l.entryOf(rewriter, loc, op.getBiasUpdate());
+    if (failed(l.call(rewriter, op, "pfrt_kfac_precondition",
+                      {adaptor.getAInverse(), adaptor.getBInverse(), adaptor.getWeightGrad(),
+                       l.orNull(rewriter, loc, adaptor.getBiasGrad()),
+                       l.constI32(rewriter, loc, 1) /*[out, in] weights*/, weightUpdate,
+                       biasUpdate})))
+      return failure();
+    SmallVector<Value> results{weightUpdate};
+    if (op.getBiasUpdate())
+      results.push_back(biasUpdate);
+    replaceByEntries(rewriter, op, results);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::pf::populateKFACPatterns(const TypeConverter &converter, RuntimeLowering &lowering,
+                                    RewritePatternSet &patterns) {
+  // pf.kfac.capture_output is a view (DataMovementPatterns.cpp).
+  patterns.add<KLClipPattern, UpdateFactorPattern, RefreshInversesPattern, PreconditionPattern>(
+      converter, patterns.getContext(), lowering);
+}

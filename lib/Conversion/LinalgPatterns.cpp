@@ -1,0 +1,50 @@
+//===- LinalgPatterns.cpp - matmul, gemm, linear ---------------------------===//
+#include "RuntimeLowering.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+
+using namespace mlir;
+using namespace mlir::pf;
+
+namespace {
+struct GemmPattern : RuntimePattern<GemmOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(GemmOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value out = lowering.entryOf(rewriter, loc, op.getOutput());
+    if (failed(lowering.call(
+            rewriter, op, "pfrt_gemm",
+            {adaptor.getA(), adaptor.getB(), lowering.orNull(rewriter, loc, adaptor.getC()),
+             lowering.constF64(rewriter, loc, op.getAlpha().convertToDouble()),
+             lowering.constF64(rewriter, loc, op.getBeta().convertToDouble()),
+             lowering.constI32(rewriter, loc, op.getTransA()),
+             lowering.constI32(rewriter, loc, op.getTransB()), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
+struct LinearPattern : RuntimePattern<LinearOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(LinearOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value out = lowering.entryOf(rewriter, loc, op.getOutput());
+    if (failed(lowering.call(rewriter, op, "pfrt_linear",
+                             {adaptor.getInput(), adaptor.getWeight(),
+                              lowering.orNull(rewriter, loc, adaptor.getBias()),
+                              lowering.constI32(rewriter, loc, op.getTransposeWeight()), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::pf::populateLinalgPatterns(const TypeConverter &converter, RuntimeLowering &lowering,
+                                      RewritePatternSet &patterns) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<KernelCallPattern<MatMulOp>>(converter, ctx, lowering, "pfrt_matmul");
+  patterns.add<GemmPattern, LinearPattern>(converter, ctx, lowering);
+}

@@ -1,0 +1,80 @@
+//===- Communicator.h - The runtime's communication interface ---*- C++ -*-===//
+//
+// What the pfrt_comm_* entry points (Comm.cpp) call: one abstract group of
+// ranks, implemented on MPI (MpiCommunicator.cpp) and later on NCCL. The
+// entry points validate every argument first (descriptors, peers, tags,
+// dtypes), so an implementation only moves data and reports failures of the
+// library underneath through the Call, whose messages then name the C
+// function ("pfrt_comm_recv: ...").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PF_RUNTIME_COMM_COMMUNICATOR_H
+#define PF_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "../common/Call.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace pfrt {
+namespace comm {
+
+/// The library that moves the bytes; the values are pfrt.h's PFRT_COMM_*.
+enum class Backend : int32_t { Mpi = PFRT_COMM_MPI, Nccl = PFRT_COMM_NCCL };
+
+const char *backendName(Backend backend);
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+
+  virtual Backend backend() const = 0;
+  virtual int32_t rank() const = 0;
+  virtual int32_t size() const = 0;
+  virtual int32_t maxTag() const = 0;
+
+  /// Start a transfer with `peer` (not this rank) and store a request id
+  /// (> 0) in `request`. `t`'s buffer must stay valid until wait().
+  virtual pfrt_status isend(const Call &call, const pfrt_tensor &t,
+                            int32_t peer, int32_t tag, int64_t &request) = 0;
+  virtual pfrt_status irecv(const Call &call, const pfrt_tensor &t,
+                            int32_t peer, int32_t tag, int64_t &request) = 0;
+  /// Completes and forgets `request`; a receive of another dtype or shape
+  /// than its descriptor's is INVALID_ARGUMENT.
+  virtual pfrt_status wait(const Call &call, int64_t request) = 0;
+
+  /// In place over the group; the dtype is f32, f64, i32 or i64.
+  virtual pfrt_status allReduceSum(const Call &call,
+                                   const pfrt_tensor &inout) = 0;
+  virtual pfrt_status barrier(const Call &call) = 0;
+
+  /// Seconds on this rank's clock, shifted to read rank 0's time.
+  virtual double wallTime() const = 0;
+  virtual pfrt_status alignClock(const Call &call) = 0;
+
+  /// The group of `ranks` (distinct, in range, including this rank: the
+  /// entry point checked), collective over those ranks.
+  virtual pfrt_status createGroup(const Call &call,
+                                  const std::vector<int32_t> &ranks,
+                                  std::unique_ptr<Communicator> &out) = 0;
+
+  /// Ends every rank of the job; does not return.
+  virtual void abort(int32_t code) = 0;
+};
+
+/// The communicator of every rank of the job on `backend`; UNSUPPORTED when
+/// that backend is not built into this library.
+pfrt_status createWorld(const Call &call, Backend backend,
+                        std::unique_ptr<Communicator> &out);
+
+} // namespace comm
+} // namespace pfrt
+
+/// The opaque handle of pfrt.h.
+struct pfrt_comm {
+  std::unique_ptr<pfrt::comm::Communicator> impl;
+};
+
+#endif // PF_RUNTIME_COMM_COMMUNICATOR_H

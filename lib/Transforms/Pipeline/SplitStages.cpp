@@ -1,0 +1,478 @@
+//===- SplitStages.cpp - a training step as per-stage functions ------------===//
+//
+// Splits the one-micro-batch first-order training step (loss + gradients) into
+// `@stage<s>_forward` and `@stage<s>_backward` for every pipeline stage, so a
+// schedule can call them in any order. Forward ops are placed by encoder block
+// (the cut of pf-partition), gradient ops with the forward op they
+// differentiate (pf-build-gradients{tag-origin} tags them). Everything that
+// crosses stages becomes a named argument/result; see
+// docs/pipeline-execution.md for the contract.
+//
+//===----------------------------------------------------------------------===//
+#include "PipelineModel.h"
+#include "pf/Schedule/Partition.h"
+#include "pf/Transforms/Pipeline/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <functional>
+#include <limits>
+
+namespace mlir::pf {
+#define GEN_PASS_DEF_PFSPLITSTAGES
+#include "pf/Transforms/Pipeline/Passes.h.inc"
+} // namespace mlir::pf
+
+using namespace mlir;
+using namespace mlir::pf;
+namespace sched = ::pf::sched;
+
+namespace {
+
+enum class Phase { Forward, Backward };
+
+/// Where an op runs: the forward or backward function of one stage.
+struct Placement {
+  Phase phase;
+  int64_t stage;
+};
+
+bool isBackwardOp(Operation *op) {
+  return op->hasAttr(kGradOfAttrName) || op->hasAttr(kGradSumAttrName);
+}
+
+/// A returned gradient summed from parts computed on several stages (a
+/// parameter read by several stages): each stage returns the sum of its parts.
+struct SplitSum {
+  unsigned resultIndex;
+  llvm::MapVector<int64_t, SmallVector<Value>> partsOfStage;
+};
+
+/// The values one stage function takes and returns besides graph inputs.
+struct StageInterface {
+  SmallVector<BlockArgument> graphInputs;
+  SmallVector<std::pair<std::string, Value>> inputs;  // (pf.name, original value)
+  SmallVector<std::pair<std::string, Value>> outputs; // (pf.name, original value)
+};
+
+/// A copy of `op` without the tags of pf-build-gradients (they served here).
+Operation *cloneUntagged(OpBuilder &builder, Operation &op, IRMapping &mapping) {
+  Operation *clone = builder.clone(op, mapping);
+  for (StringRef tag : {kGradIdAttrName, kGradOfAttrName, kGradSumAttrName})
+    clone->removeAttr(tag);
+  return clone;
+}
+
+class StageSplitter {
+public:
+  StageSplitter(func::FuncOp func, int64_t numStages) : func(func), numStages(numStages) {}
+
+  LogicalResult place(const BlockAssignment &blocks, ArrayRef<int64_t> stageOfBlock);
+  void buildInterfaces();
+  void emit(ModuleOp module, ArrayRef<int64_t> stageOfBlock);
+
+private:
+  LogicalResult placeBackward(Operation *op);
+  LogicalResult checkUses(Operation *user, Placement at);
+  void findSplitSums();
+  std::string valueId(Value v) const;
+  StageInterface &interfaceOf(Placement p) {
+    return interfaces[p.stage * 2 + (p.phase == Phase::Backward)];
+  }
+  func::FuncOp buildFunction(OpBuilder &builder, Placement at, ArrayRef<int64_t> blocks);
+
+  func::FuncOp func;
+  int64_t numStages;
+  DenseMap<Operation *, Placement> placeOf;
+  DenseMap<Operation *, unsigned> indexOf;
+  /// Last stage (its forward or backward) that reads each forward value.
+  DenseMap<Value, int64_t> lastForwardUse;
+  /// Earliest backward stage that reads each backward value.
+  DenseMap<Value, int64_t> firstBackwardUse;
+  /// Forward values read by each stage's backward.
+  SmallVector<llvm::SetVector<Value>> savedOf;
+  /// Graph inputs read by each stage function.
+  DenseMap<BlockArgument, SmallVector<Placement>> inputUses;
+  SmallVector<SplitSum> splitSums;
+  DenseSet<Operation *> droppedSums;
+  SmallVector<StageInterface> interfaces;
+};
+
+LogicalResult StageSplitter::place(const BlockAssignment &blocks, ArrayRef<int64_t> stageOfBlock) {
+  Block &body = func.getBody().front();
+  DenseMap<int64_t, Operation *> forwardOfId;
+  for (auto [i, op] : llvm::enumerate(body.without_terminator())) {
+    indexOf[&op] = i;
+    if (auto id = op.getAttrOfType<IntegerAttr>(kGradIdAttrName))
+      forwardOfId[id.getInt()] = &op;
+  }
+  savedOf.resize(numStages);
+  for (Operation &op : body.without_terminator()) {
+    if (BlockAssignment::isFree(&op))
+      continue;
+    if (!isBackwardOp(&op)) {
+      placeOf[&op] = {Phase::Forward, stageOfBlock[blocks.blockOf.lookup(&op)]};
+      continue;
+    }
+    if (auto of = op.getAttrOfType<IntegerAttr>(kGradOfAttrName)) {
+      Operation *forward = forwardOfId.lookup(of.getInt());
+      if (!forward || !placeOf.count(forward))
+        return op.emitError("pf-split-stages: cannot place this op: its '")
+               << kGradOfAttrName << "' = " << of.getInt() << " names no forward op";
+      placeOf[&op] = {Phase::Backward, placeOf[forward].stage};
+      continue;
+    }
+    if (failed(placeBackward(&op)))
+      return failure();
+  }
+  for (Value v : body.getTerminator()->getOperands())
+    if (isa<BlockArgument>(v))
+      return func.emitError("pf-split-stages: a result is a function argument; no stage "
+                            "computes it");
+  findSplitSums();
+  for (Operation &op : body.without_terminator())
+    if (auto it = placeOf.find(&op); it != placeOf.end() && !droppedSums.contains(&op))
+      if (failed(checkUses(&op, it->second)))
+        return failure();
+  return success();
+}
+
+/// A sum of partial gradients runs on the earliest stage (the last backward)
+/// among its parts, when all of them are there.
+LogicalResult StageSplitter::placeBackward(Operation *op) {
+  int64_t stage = std::numeric_limits<int64_t>::max();
+  for (Value operand : op->getOperands())
+    if (Operation *def = operand.getDefiningOp())
+      if (auto it = placeOf.find(def); it != placeOf.end())
+        stage = std::min(stage, it->second.stage);
+  if (stage == std::numeric_limits<int64_t>::max())
+    return op->emitError("pf-split-stages: cannot place this sum of gradients: no operand "
+                         "comes from a stage");
+  placeOf[op] = {Phase::Backward, stage};
+  return success();
+}
+
+/// Returned sums (pf.grad_sum trees) whose parts lie on several stages: the
+/// partial gradients of a parameter that several stages read.
+void StageSplitter::findSplitSums() {
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (auto [i, root] : llvm::enumerate(ret.getOperands())) {
+    Operation *rootOp = root.getDefiningOp();
+    if (!rootOp || !rootOp->hasAttr(kGradSumAttrName) || !root.hasOneUse())
+      continue;
+    SplitSum split{unsigned(i), {}};
+    SmallVector<Operation *> sums;
+    // Depth first, left to right: each stage adds its parts in the original order.
+    std::function<void(Value)> collect = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (def && def->hasAttr(kGradSumAttrName) && v.hasOneUse()) {
+        sums.push_back(def);
+        for (Value operand : def->getOperands())
+          collect(operand);
+        return;
+      }
+      int64_t stage = numStages - 1;
+      if (auto it = def ? placeOf.find(def) : placeOf.end(); it != placeOf.end())
+        stage = it->second.stage;
+      split.partsOfStage[stage].push_back(v);
+    };
+    collect(root);
+    if (split.partsOfStage.size() < 2)
+      continue;
+    droppedSums.insert(sums.begin(), sums.end());
+    splitSums.push_back(std::move(split));
+  }
+}
+
+/// Records what `user` reads from other stage functions; fails when a value
+/// would have to flow against the pipeline order.
+LogicalResult StageSplitter::checkUses(Operation *user, Placement at) {
+  for (Value operand : user->getOperands()) {
+    if (auto arg = dyn_cast<BlockArgument>(operand)) {
+      inputUses[arg].push_back(at);
+      continue;
+    }
+    Operation *def = operand.getDefiningOp();
+    auto it = placeOf.find(def);
+    if (it == placeOf.end())
+      continue; // free: cloned where used
+    Placement from = it->second;
+    bool forwardUser = at.phase == Phase::Forward;
+    bool forwardDef = from.phase == Phase::Forward;
+    // Forwards run in stage order, then backwards in reverse stage order.
+    bool ordered = forwardDef ? from.stage <= at.stage : !forwardUser && from.stage >= at.stage;
+    if (!ordered)
+      return user->emitError("pf-split-stages: cannot place this op on the ")
+             << (forwardUser ? "forward" : "backward") << " of stage " << at.stage
+             << ": it reads a value of the " << (forwardDef ? "forward" : "backward")
+             << " of stage " << from.stage << ", which runs after it";
+    if (forwardDef) {
+      auto [slot, inserted] = lastForwardUse.try_emplace(operand, at.stage);
+      if (!inserted)
+        slot->second = std::max(slot->second, at.stage);
+      if (!forwardUser)
+        savedOf[at.stage].insert(operand);
+    } else {
+      auto [slot, inserted] = firstBackwardUse.try_emplace(operand, at.stage);
+      if (!inserted)
+        slot->second = std::min(slot->second, at.stage);
+    }
+  }
+  return success();
+}
+
+std::string StageSplitter::valueId(Value v) const {
+  auto result = cast<OpResult>(v);
+  std::string id = std::to_string(indexOf.lookup(result.getOwner()));
+  if (result.getResultNumber() > 0)
+    id += "#" + std::to_string(result.getResultNumber());
+  return id;
+}
+
+void StageSplitter::buildInterfaces() {
+  interfaces.resize(2 * numStages);
+  auto byProgramOrder = [&](Value a, Value b) {
+    auto ra = cast<OpResult>(a), rb = cast<OpResult>(b);
+    unsigned ia = indexOf.lookup(ra.getOwner()), ib = indexOf.lookup(rb.getOwner());
+    return ia != ib ? ia < ib : ra.getResultNumber() < rb.getResultNumber();
+  };
+  auto sorted = [&](auto &map) {
+    SmallVector<std::pair<Value, int64_t>> entries(map.begin(), map.end());
+    llvm::sort(entries, [&](auto &a, auto &b) { return byProgramOrder(a.first, b.first); });
+    return entries;
+  };
+  // Activations: from the defining stage to the last stage that reads them,
+  // through every stage between (each stage talks to its neighbours only).
+  for (auto [v, last] : sorted(lastForwardUse)) {
+    int64_t from = placeOf[v.getDefiningOp()].stage;
+    for (int64_t s = from; s < last; ++s) {
+      interfaceOf({Phase::Forward, s}).outputs.push_back({"act/" + valueId(v), v});
+      interfaceOf({Phase::Forward, s + 1}).inputs.push_back({"act/" + valueId(v), v});
+    }
+  }
+  for (int64_t s = 0; s < numStages; ++s) {
+    SmallVector<Value> saved(savedOf[s].begin(), savedOf[s].end());
+    llvm::sort(saved, byProgramOrder);
+    for (Value v : saved) {
+      interfaceOf({Phase::Forward, s}).outputs.push_back({"saved/" + valueId(v), v});
+      interfaceOf({Phase::Backward, s}).inputs.push_back({"saved/" + valueId(v), v});
+    }
+  }
+  // Gradients of activations flow the other way, also stage by stage.
+  for (auto [g, first] : sorted(firstBackwardUse)) {
+    int64_t from = placeOf[g.getDefiningOp()].stage;
+    for (int64_t s = from; s > first; --s) {
+      interfaceOf({Phase::Backward, s}).outputs.push_back({"grad_act/" + valueId(g), g});
+      interfaceOf({Phase::Backward, s - 1}).inputs.push_back({"grad_act/" + valueId(g), g});
+    }
+  }
+  for (BlockArgument arg : func.getBody().front().getArguments())
+    for (Placement p : inputUses.lookup(arg))
+      if (!llvm::is_contained(interfaceOf(p).graphInputs, arg))
+        interfaceOf(p).graphInputs.push_back(arg);
+}
+
+func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at,
+                                          ArrayRef<int64_t> blocks) {
+  StageInterface &iface = interfaceOf(at);
+  Location loc = func.getLoc();
+  MLIRContext *ctx = func.getContext();
+  auto nameAttr = [&](StringRef name) {
+    return DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, kNameAttrName),
+                                                    StringAttr::get(ctx, name))});
+  };
+  // Results: this function's interface outputs, then the original results it computes.
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  SmallVector<std::pair<unsigned, Value>> ownResults;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (llvm::any_of(splitSums, [&](const SplitSum &s) { return s.resultIndex == i; }))
+      continue;
+    Operation *def = v.getDefiningOp();
+    auto it = def ? placeOf.find(def) : placeOf.end();
+    bool here = it != placeOf.end()
+                    ? it->second.phase == at.phase && it->second.stage == at.stage
+                    // A free result (a constant gradient): the last stage's backward.
+                    : at.phase == Phase::Backward && at.stage == numStages - 1;
+    if (here)
+      ownResults.push_back({unsigned(i), v});
+  }
+
+  SmallVector<Type> argTypes, resultTypes;
+  SmallVector<DictionaryAttr> argAttrs, resultAttrs;
+  for (BlockArgument arg : iface.graphInputs) {
+    argTypes.push_back(arg.getType());
+    argAttrs.push_back(func.getArgAttrDict(arg.getArgNumber()));
+  }
+  for (auto &[name, v] : iface.inputs) {
+    argTypes.push_back(v.getType());
+    argAttrs.push_back(nameAttr(name));
+  }
+  for (auto &[name, v] : iface.outputs) {
+    resultTypes.push_back(v.getType());
+    resultAttrs.push_back(nameAttr(name));
+  }
+  for (auto [i, v] : ownResults) {
+    resultTypes.push_back(v.getType());
+    resultAttrs.push_back(func.getResultAttrDict(i));
+  }
+  for (const SplitSum &split : splitSums)
+    if (split.partsOfStage.count(at.stage) && at.phase == Phase::Backward) {
+      resultTypes.push_back(ret.getOperand(split.resultIndex).getType());
+      resultAttrs.push_back(func.getResultAttrDict(split.resultIndex));
+    }
+
+  std::string name = "stage" + std::to_string(at.stage) +
+                     (at.phase == Phase::Forward ? "_forward" : "_backward");
+  auto stageFunc = func::FuncOp::create(builder, loc, name,
+                                        FunctionType::get(ctx, argTypes, resultTypes));
+  stageFunc.setAllArgAttrs(argAttrs);
+  stageFunc.setAllResultAttrs(resultAttrs);
+  stageFunc->setAttr(kStageAttrName, builder.getI64IntegerAttr(at.stage));
+  stageFunc->setAttr(kStageBlocksAttrName, builder.getDenseI64ArrayAttr(blocks));
+  Block *body = stageFunc.addEntryBlock();
+
+  IRMapping mapping;
+  unsigned argIndex = 0;
+  for (BlockArgument arg : iface.graphInputs)
+    mapping.map(arg, body->getArgument(argIndex++));
+  for (auto &entry : iface.inputs)
+    mapping.map(entry.second, body->getArgument(argIndex++));
+
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  auto lookup = [&](Value v) -> Value {
+    if (Value mapped = mapping.lookupOrNull(v))
+      return mapped;
+    // Parameters and constants are read again in every function that uses them.
+    IRMapping none;
+    Value clone = cloneUntagged(inner, *v.getDefiningOp(), none)->getResult(0);
+    mapping.map(v, clone);
+    return clone;
+  };
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto it = placeOf.find(&op);
+    if (it == placeOf.end() || droppedSums.contains(&op) || it->second.phase != at.phase ||
+        it->second.stage != at.stage)
+      continue;
+    for (Value operand : op.getOperands())
+      (void)lookup(operand);
+    cloneUntagged(inner, op, mapping);
+  }
+  SmallVector<Value> results;
+  for (auto &entry : iface.outputs)
+    results.push_back(lookup(entry.second));
+  for (auto [i, v] : ownResults)
+    results.push_back(lookup(v));
+  for (const SplitSum &split : splitSums) {
+    if (at.phase != Phase::Backward)
+      continue;
+    auto parts = split.partsOfStage.find(at.stage);
+    if (parts == split.partsOfStage.end())
+      continue;
+    Value sum;
+    for (Value part : parts->second) {
+      Value mapped = lookup(part);
+      sum = sum ? Value(AddOp::create(inner, loc, sum, mapped)) : mapped;
+    }
+    results.push_back(sum);
+  }
+  func::ReturnOp::create(inner, loc, results);
+  return stageFunc;
+}
+
+void StageSplitter::emit(ModuleOp module, ArrayRef<int64_t> stageOfBlock) {
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPointAfter(func);
+  for (int64_t s = 0; s < numStages; ++s) {
+    SmallVector<int64_t> blocks;
+    for (auto [b, stage] : llvm::enumerate(stageOfBlock))
+      if (stage == s)
+        blocks.push_back(b);
+    for (Phase phase : {Phase::Forward, Phase::Backward})
+      buildFunction(builder, {phase, s}, blocks);
+  }
+  func.erase();
+}
+
+struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp func = getEntryFunction(module);
+    if (!func) {
+      module.emitError("pf-split-stages: the module has no function with a body");
+      return signalPassFailure();
+    }
+    if (!func.getBody().hasOneBlock() ||
+        !isa<func::ReturnOp>(func.getBody().front().getTerminator())) {
+      func.emitError("pf-split-stages: expected a single-block function ending in func.return");
+      return signalPassFailure();
+    }
+    bool hasGradients = false;
+    func.walk([&](Operation *op) { hasGradients |= op->hasAttr(kGradOfAttrName); });
+    if (!hasGradients) {
+      func.emitError("pf-split-stages: the function has no tagged gradient ops: build the "
+                     "step with pf-build-gradients{tag-origin=true}");
+      return signalPassFailure();
+    }
+    auto all = assignBlocks(func);
+    if (failed(all))
+      return signalPassFailure();
+    if (stages < 1 || stages > all->numBlocks) {
+      func.emitError("pf-split-stages: cannot cut ")
+          << all->numBlocks << " encoder blocks into " << int64_t(stages) << " stages"
+          << (stages > all->numBlocks ? " (more stages than blocks)" : "");
+      return signalPassFailure();
+    }
+    BlockAssignment forward = forwardOnly(*all);
+    auto stageOfBlock = cut(func, forward);
+    if (failed(stageOfBlock))
+      return signalPassFailure();
+
+    StageSplitter splitter(func, stages);
+    if (failed(splitter.place(forward, *stageOfBlock)))
+      return signalPassFailure();
+    splitter.buildInterfaces();
+    splitter.emit(module, *stageOfBlock);
+  }
+
+  /// The block assignment of the forward ops (the cost model counts the
+  /// backward itself from each forward op).
+  static BlockAssignment forwardOnly(const BlockAssignment &all) {
+    BlockAssignment forward;
+    forward.numBlocks = all.numBlocks;
+    forward.kfacLinears = all.kfacLinears;
+    for (Operation *op : all.ops) {
+      if (isBackwardOp(op))
+        continue;
+      forward.ops.push_back(op);
+      if (auto it = all.blockOf.find(op); it != all.blockOf.end())
+        forward.blockOf[op] = it->second;
+    }
+    return forward;
+  }
+
+  /// Stage of every block: pf-partition's contiguous min-max cut.
+  FailureOr<SmallVector<int64_t>> cut(func::FuncOp func, const BlockAssignment &blocks) {
+    auto costs = buildCostModel(func, blocks, cost, device);
+    if (failed(costs))
+      return failure();
+    std::vector<double> work;
+    for (const auto &layer : costs->layers)
+      work.push_back(layer.forward + layer.backward());
+    auto partition = sched::partitionMinMax(work, int(stages), {},
+                                            std::numeric_limits<double>::infinity());
+    if (!partition)
+      return func.emitError("pf-split-stages: ") << partition.error();
+    SmallVector<int64_t> stageOfBlock(blocks.numBlocks);
+    for (int s = 0; s < partition->numStages(); ++s)
+      for (int b = partition->firstLayer[s]; b < partition->firstLayer[s + 1]; ++b)
+        stageOfBlock[b] = s;
+    return stageOfBlock;
+  }
+};
+
+} // namespace

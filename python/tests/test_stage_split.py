@@ -1,0 +1,167 @@
+"""`pf-split-stages` checked by running: the stage functions in pipeline order
+compute the same loss and gradients as the unsplit training step.
+
+The step of one micro-batch (`pf-add-masked-lm-loss`, `pf-build-gradients`) of
+BERT-tiny (2 encoder blocks) and of a 4-block BERT is split into D = 2 and 4
+stages. The test runs `stage<s>_forward` for s = 0..D-1, then `stage<s>_backward`
+for s = D-1..0, each through `pf-run --entry`, handing every function the values
+it names (graph inputs, `act/*` from the previous forward, `saved/*` from its own
+forward, `grad_act/*` from the next backward), and compares the loss and every
+`grad/<param>` with the unsplit step run on the same inputs and labels.
+
+Expected: bitwise equality everywhere. Every stage function runs the same ops
+in the same order on the same values as the unsplit step (only their grouping
+into functions differs). The one gradient that is split is the tied word
+embedding, read by the first stage (gather) and the last (decoder): each
+stage returns its partial `grad/bert.embeddings.word_embeddings.weight`, and
+their sum, like the unsplit step's single `pf.add` of the same two parts, is
+exact to the bit because IEEE addition is commutative. (With three or more
+parts the order of association would change and only a tolerance would hold.)
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from pipefisher.tools import run_tool
+
+BATCH, SEQ, VOCAB = 2, 8, 100
+TIED = "grad/bert.embeddings.word_embeddings.weight"
+
+
+def _step(tmp_path, layers):
+    """Imports a BERT with `layers` blocks; returns (unsplit step, tagged step)."""
+    from pipefisher import make_bert_model, save_model
+
+    onnx_path = tmp_path / f"bert{layers}.onnx"
+    save_model(make_bert_model("tiny", seed=3, vocab_size=VOCAB, num_hidden_layers=layers),
+               onnx_path)
+    ir = tmp_path / f"bert{layers}.mlir"
+    run_tool("pf-translate", "--import-onnx", str(onnx_path), "--dim", f"batch={BATCH}",
+             "--dim", f"sequence={SEQ}", "-o", str(ir))
+    plain = tmp_path / f"step{layers}.mlir"
+    tagged = tmp_path / f"step{layers}_tagged.mlir"
+    run_tool("pf-opt", str(ir), "--pf-add-masked-lm-loss", "--pf-build-gradients", "-o", str(plain))
+    run_tool("pf-opt", str(ir), "--pf-add-masked-lm-loss",
+             "--pf-build-gradients=tag-origin=true", "-o", str(tagged))
+    return plain, tagged
+
+
+def _inputs():
+    rng = np.random.default_rng(7)
+    mask = np.ones((BATCH, SEQ), np.int64)
+    mask[1, SEQ - 3:] = 0
+    labels = rng.integers(0, VOCAB, size=(BATCH, SEQ)).astype(np.int64)
+    labels[rng.random((BATCH, SEQ)) < 0.4] = -100  # tokens that do not count
+    labels[0, 0] = 5  # at least one counted token
+    return {
+        "input_ids": rng.integers(0, VOCAB, size=(BATCH, SEQ)).astype(np.int64),
+        "token_type_ids": rng.integers(0, 2, size=(BATCH, SEQ)).astype(np.int64),
+        "attention_mask": mask,
+        "labels": labels,
+    }
+
+
+def _run(tmp_path, module, values, entry=None):
+    """Runs one function of `module` with the values it names; returns its outputs."""
+    describe = ["--entry", entry] if entry else []
+    listing = run_tool("pf-run", str(module), *describe, "--describe").stdout
+    names = re.findall(r"^input\s+(\S+):", listing, re.M)
+    tag = entry or "main"
+    inputs = tmp_path / f"{tag}_in.npz"
+    outputs = tmp_path / f"{tag}_out.npz"
+    np.savez(inputs, **{n: values[n] for n in names})
+    run_tool("pf-run", str(module), *describe, "--inputs", str(inputs), "--outputs", str(outputs))
+    with np.load(outputs) as out:
+        return {k: out[k] for k in out.files}
+
+
+def _run_pipeline(tmp_path, module, stages, inputs):
+    """Forward 0..D-1, then backward D-1..0; returns the loss and the gradients
+    (partial gradients of one parameter summed in stage order)."""
+    forward_values = [dict(inputs) for _ in range(stages)]  # what each stage's backward sees
+    values = dict(inputs)
+    results = {}
+    for s in range(stages):
+        out = _run(tmp_path, module, values, f"stage{s}_forward")
+        values = dict(inputs)
+        for name, v in out.items():
+            if name.startswith("act/"):
+                values[name] = v
+            elif name.startswith("saved/"):
+                forward_values[s][name] = v
+            else:
+                assert name not in results, name
+                results[name] = v
+    grad_acts = {}
+    partial = {}
+    for s in reversed(range(stages)):
+        out = _run(tmp_path, module, {**forward_values[s], **grad_acts}, f"stage{s}_backward")
+        grad_acts = {}
+        for name, v in out.items():
+            if name.startswith("grad_act/"):
+                grad_acts[name] = v
+            else:
+                partial.setdefault(name, []).append((s, v))
+    assert not grad_acts, "stage 0 returned activation gradients"
+    for name, parts in partial.items():
+        total = parts[0][1]
+        for _, v in parts[1:]:
+            total = total + v
+        results[name] = total
+    return results, {name: [s for s, _ in parts] for name, parts in partial.items()}
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("stage_split")
+    return tmp, {layers: _step(tmp, layers) for layers in (2, 4)}
+
+
+@pytest.mark.parametrize("layers,stages", [(2, 2), (4, 2), (4, 4)])
+def test_stage_functions_equal_the_unsplit_step(steps, layers, stages):
+    tmp, models = steps
+    plain, tagged = models[layers]
+    work = tmp / f"l{layers}_d{stages}"
+    work.mkdir()
+    split = work / "split.mlir"
+    run_tool("pf-opt", str(tagged), f"--pf-split-stages=stages={stages}", "-o", str(split))
+    text = split.read_text()
+    for s in range(stages):
+        assert f"func.func @stage{s}_forward(" in text and f"func.func @stage{s}_backward(" in text
+    assert "func.func @main(" not in text
+
+    inputs = _inputs()
+    want = _run(work, plain, inputs)
+    got, stages_of = _run_pipeline(work, split, stages, inputs)
+
+    assert set(got) == set(want)
+    assert np.isfinite(want["loss"]) and float(want["loss"]) > 0
+    # The tied embedding has a partial gradient on the first and the last stage;
+    # every other parameter's gradient comes from exactly one stage.
+    assert stages_of[TIED] == [stages - 1, 0]
+    assert all(len(v) == 1 for k, v in stages_of.items() if k != TIED)
+    for name in want:
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape, name
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_encoder_gradients_stay_on_their_stage(steps):
+    """With 4 blocks on 4 stages, the gradient of block b's weights is a result
+    of stage b's backward only, and each stage reads only its own parameters."""
+    tmp, models = steps
+    _, tagged = models[4]
+    split = tmp / "l4_d4_structure.mlir"
+    run_tool("pf-opt", str(tagged), "--pf-split-stages=stages=4", "-o", str(split))
+    text = split.read_text()
+    bodies = re.split(r"\n  func\.func @", text)[1:]
+    funcs = {b.split("(", 1)[0]: b for b in bodies}
+    for s in range(4):
+        for name in (f"stage{s}_forward", f"stage{s}_backward"):
+            blocks = set(re.findall(r"pf\.param_ref @bert\.encoder\.layer\.(\d+)\.", funcs[name]))
+            assert blocks <= {str(s)}, (name, blocks)
+        grads = set(re.findall(r'"grad/bert\.encoder\.layer\.(\d+)\.', funcs[f"stage{s}_backward"]))
+        assert grads == {str(s)}
