@@ -97,11 +97,16 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     to be summed across stages). See docs/pipeline-execution.md.
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages">,
-    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
-           "'analytic' or the path of a profile JSON (docs/profile-format.md)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Number of pipeline stages (default: 2)">,
+    Option<"cost", "cost", "::mlir::pf::CostSource",
+           /*default=*/"::mlir::pf::CostSource::Analytic",
+           "Where the per-block costs come from (default: analytic)",
+           [{::mlir::pf::costSourceValues()}]>,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "With cost=profile: the profile JSON (docs/profile-format.md)">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
-           "Device of the analytic cost model (p100, v100, a100, h100, h200)">,
+           "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
   ];
 }
 
