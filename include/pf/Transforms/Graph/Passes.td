@@ -7,7 +7,8 @@
 // de-duplicated names), pf-infer-shapes, canonicalize, pf-fuse-layer-norm,
 // pf-fuse-gelu, pf-fuse-linear (the three fusions with `fuse=true`, the
 // default), canonicalize, cse, pf-dce. pf-print-summary is not part of it.
-// The pipeline builder is in lib/Transforms/Graph/Pipelines.cpp.
+// The pipeline builder is in lib/Transforms/Graph/Pipelines.cpp. `ninja -C build
+// mlir-doc` renders this file into build/docs/passes/PFGraphPasses.md.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PF_TRANSFORMS_GRAPH_PASSES_TD

@@ -5,9 +5,11 @@
 // `graph-opt=false` skips it), then pf-partition (stages × chunks stages for
 // the interleaved schedule), then pf-schedule. pf-split-stages is not part of
 // it: it works on a training step (after pf-add-masked-lm-loss and
-// pf-build-gradients{tag-origin=true}) and makes the per-stage functions the
-// pipelined runtime executes. The pipeline builder is in
-// lib/Transforms/Pipeline/Pipelines.cpp.
+// pf-build-gradients{tag-origin=true}) and makes one forward and one backward
+// function per stage, each of which runs on its own (`pf-run --entry`;
+// docs/pipeline-execution.md). The pipeline builder is in
+// lib/Transforms/Pipeline/Pipelines.cpp. `ninja -C build mlir-doc` renders
+// this file into build/docs/passes/PFPipelinePasses.md.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PF_TRANSFORMS_PIPELINE_PASSES_TD

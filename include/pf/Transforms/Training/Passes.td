@@ -298,6 +298,11 @@ def PFAddOptimizer : Pass<"pf-add-optimizer", "::mlir::ModuleOp"> {
     recompilation. Biases and LayerNorm parameters get no weight decay, as in
     BERT.
 
+    `lr` and `step` are added only when the function has no argument of that
+    name (pf-insert-kfac adds `step` already). "Biases and LayerNorm
+    parameters" are told by name: ending in `bias`, or containing
+    `LayerNorm` or `layer_norm`.
+
     With the default AdamW (the printer elides the default hyperparameters):
 
     ```mlir
