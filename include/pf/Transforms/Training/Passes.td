@@ -3,11 +3,13 @@
 // Training phase: turns a (graph-optimized) forward graph into one training
 // step. The `pf-training` pipeline runs them in this order:
 // pf-add-masked-lm-loss, pf-insert-kfac (with `kfac=true`),
-// pf-build-gradients, pf-split-microbatches (when `microbatches` is not 1:
+// pf-build-gradients, pf-split-microbatches (when `micro-batches` is not 1:
 // after the gradients, so each micro-batch's forward and backward run back to
 // back), pf-clip-gradients (with `clip-norm` > 0: the true gradients),
 // pf-kfac-precondition (with `kfac=true`), pf-add-optimizer, canonicalize,
 // cse. The pipeline builder is in lib/Transforms/Training/Pipelines.cpp.
+// `ninja -C build mlir-doc` renders this file into
+// build/docs/passes/PFTrainingPasses.md.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PF_TRANSFORMS_TRAINING_PASSES_TD
@@ -80,9 +82,9 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
     ... (.kfac.A_inv, .kfac.B, .kfac.A alike)
     func.func @main(%arg0: tensor<6x4xf32> {pf.name = "x"}, %arg1: tensor<i64> {pf.name = "step"}) -> (tensor<f32> {pf.name = "loss"}) {
       %0 = pf.param_ref @bert.encoder.layer.0.dense.weight : tensor<5x4xf32>
-      pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from %arg0 step %arg1 : tensor<6x4xf32>, tensor<i64>
+      pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from %arg0 step %arg1 {decay = 5.000000e-01 : f64} : tensor<6x4xf32>, tensor<i64>
       %1 = pf.linear %arg0, %0 {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>
-      %2 = pf.kfac.capture_output %1 into @bert.encoder.layer.0.dense.weight.kfac.B step %arg1 {scale = 3.600000e+01 : f64} : tensor<6x5xf32>, tensor<i64>
+      %2 = pf.kfac.capture_output %1 into @bert.encoder.layer.0.dense.weight.kfac.B step %arg1 {decay = 5.000000e-01 : f64, scale = 3.600000e+01 : f64} : tensor<6x5xf32>, tensor<i64>
       %3 = pf.reduce_sum %2 {keepdims = false} : (tensor<6x5xf32>) -> tensor<f32>
       return %3 : tensor<f32>
     }
@@ -245,7 +247,8 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
     result `kfac/issues`: the sum of the refresh outcomes (0 when every
     inverse was refreshed normally).
 
-    On the pf-insert-kfac example after pf-build-gradients (unchanged ops
+    On the pf-insert-kfac example after pf-build-gradients, with the default
+    options (KL-clipping on, so an `lr` argument is added; unchanged ops
     elided):
 
     ```mlir
@@ -256,14 +259,15 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
       return %3, %9 : tensor<f32>, tensor<5x4xf32>
     }
     // After
-    func.func @main(%arg0: tensor<6x4xf32> {pf.name = "x"}, %arg1: tensor<i64> {pf.name = "step"}) -> (tensor<f32> {pf.name = "loss"}, tensor<5x4xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, tensor<i32> {pf.name = "kfac/issues"}) {
+    func.func @main(%arg0: tensor<6x4xf32> {pf.name = "x"}, %arg1: tensor<i64> {pf.name = "step"}, %arg2: tensor<f64> {pf.name = "lr"}) -> (tensor<f32> {pf.name = "loss"}, tensor<5x4xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, tensor<i32> {pf.name = "kfac/issues"}) {
       ...
       %9 = pf.gemm %8, %arg0 {beta = 0.000000e+00 : f32, transA} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
-      %10 = pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_inv, @bert.encoder.layer.0.dense.weight.kfac.B_inv) step %arg1 : tensor<i64> -> tensor<i32>
+      %10 = pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_inv, @bert.encoder.layer.0.dense.weight.kfac.B_inv) step %arg1 {damping = 1.000000e-05 : f64, warmup = 50 : i64} : tensor<i64> -> tensor<i32>
       %11 = pf.param_ref @bert.encoder.layer.0.dense.weight.kfac.B_inv : tensor<5x5xf32>
       %12 = pf.param_ref @bert.encoder.layer.0.dense.weight.kfac.A_inv : tensor<4x4xf32>
       %weight_update = pf.kfac.precondition %9, %12, %11 : (tensor<5x4xf32>, tensor<4x4xf32>, tensor<5x5xf32>) -> tensor<5x4xf32>
-      return %3, %weight_update, %10 : tensor<f32>, tensor<5x4xf32>, tensor<i32>
+      %13 = pf.kfac.kl_clip lr %arg2 : tensor<f64> updates(%weight_update : tensor<5x4xf32>) gradients(%9 : tensor<5x4xf32>) {kappa = 1.000000e-03 : f64} -> tensor<5x4xf32>
+      return %3, %13, %10 : tensor<f32>, tensor<5x4xf32>, tensor<i32>
     }
     ```
   }];
