@@ -12,6 +12,7 @@
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
+#include "pf/Driver/StageProgram.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Transforms/Passes.h"
 
@@ -82,6 +83,12 @@ static cl::opt<int> stepMicrobatches(
              "gradients and K-FAC factors accumulate over them (an ONNX model is imported "
              "with --dim batch divided by it; pf IR is taken as one micro-batch)"),
     cl::init(1), cl::cat(category));
+static cl::opt<bool> runStages(
+    "run-stages",
+    cl::desc("Run the stage functions of pf-split-stages (stage<s>_forward/_backward) as a "
+             "single-process pipeline; with --micro-batches M the inputs hold M micro-batches "
+             "(GPipe order); writes 'loss' and 'grad/<parameter>'"),
+    cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -186,7 +193,7 @@ int main(int argc, char **argv) {
     return fail("--repeat must be >= 1");
   if (threads < 0)
     return fail("--num-threads must be >= 0");
-  if (!trainingStep && (stepKfac || stepMicrobatches != 1))
+  if (!trainingStep && (stepKfac || (stepMicrobatches != 1 && !runStages)))
     return fail("--kfac and --micro-batches need --training-step");
   if (stepMicrobatches < 1)
     return fail("--micro-batches must be >= 1");
@@ -202,6 +209,8 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = loadModel(context);
   if (!module)
     return 1;
+  if (runStages)
+    return drv::runStagesTool(*module, inputsFile, outputsFile, stepMicrobatches, threads);
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
 
