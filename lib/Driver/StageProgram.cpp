@@ -154,15 +154,23 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
   stats.stages = D;
   stats.microbatches = M;
   for (int64_t s = 0; s < D; ++s) {
-    int64_t bytes = 0;
-    for (const TensorSpec &spec : program.outputs(forwardName(s)))
-      if (StringRef(spec.name).starts_with("saved/")) {
-        int64_t n = 1;
-        for (int64_t d : spec.shape)
-          n *= d;
-        bytes += n * dtypeBytes(spec.dtype);
-      }
+    int64_t bytes = 0, relayed = 0;
+    const std::vector<TensorSpec> &args = program.inputs(forwardName(s));
+    for (const TensorSpec &spec : program.outputs(forwardName(s))) {
+      StringRef name(spec.name);
+      if (!name.consume_front("saved/"))
+        continue;
+      int64_t n = 1;
+      for (int64_t d : spec.shape)
+        n *= d;
+      bytes += n * dtypeBytes(spec.dtype);
+      // saved/<id> of an act/<id> argument is that argument's value.
+      std::string act = ("act/" + name).str();
+      if (llvm::any_of(args, [&](const TensorSpec &a) { return a.name == act; }))
+        relayed += n * dtypeBytes(spec.dtype);
+    }
     stats.slotBytes.push_back(bytes);
+    stats.slotArgumentBytes.push_back(relayed);
     stats.totalSlotBytes += M * bytes;
   }
 
@@ -334,8 +342,9 @@ int mlir::pf::driver::runStagesTool(ModuleOp module, const std::string &inputsFi
                                 stats.stages, stats.microbatches,
                                 (*program)->parameters().size(), (*program)->arenaBytes());
   for (auto [s, bytes] : llvm::enumerate(stats.slotBytes))
-    llvm::outs() << llvm::formatv("stage {0}: activation slot {1} bytes, {2} slots\n", s, bytes,
-                                  stats.microbatches);
+    llvm::outs() << llvm::formatv("stage {0}: activation slot {1} bytes ({2} of them copies of "
+                                  "act/* arguments), {3} slots\n",
+                                  s, bytes, stats.slotArgumentBytes[s], stats.microbatches);
   llvm::outs() << "activation slots: " << stats.totalSlotBytes << " bytes\n";
   for (const auto &[name, array] : outputs) {
     double checksum = 0;

@@ -156,8 +156,8 @@ def test_activation_slots_are_reported(models):
     _, tagged = built[2]
     work, split = _split(tmp, tagged, 2, 2)
     _, stdout = _run_stages(work, split, 4, _inputs(BATCH * 4, seed=3))
-    slots = [int(b) for b in re.findall(r"^stage \d+: activation slot (\d+) bytes, 4 slots$",
-                                        stdout, re.M)]
+    line = r"^stage \d+: activation slot (\d+) bytes \(\d+ of them copies of act/\* arguments\), 4 slots$"
+    slots = [int(b) for b in re.findall(line, stdout, re.M)]
     total = int(re.search(r"^activation slots: (\d+) bytes$", stdout, re.M).group(1))
     # Each forward's saved results, from the split module's signatures.
     text = split.read_text()
@@ -192,3 +192,7 @@ def test_bad_inputs_are_diagnosed(models, tmp_path):
     # Not a split module.
     r = run_tool("pf-run", str(ir), "--run-stages", "--inputs", str(inp), check=False)
     assert r.returncode != 0 and "no stage functions" in r.stderr, r.stderr
+    # Options --run-stages does not take.
+    r = run_tool("pf-run", str(split), "--run-stages", "--training-step", "--inputs", str(inp),
+                 check=False)
+    assert r.returncode != 0 and "--run-stages takes none of" in r.stderr, r.stderr

@@ -209,6 +209,8 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = loadModel(context);
   if (!module)
     return 1;
+  if (runStages && (trainingStep || !entry.empty() || !aotDirectory.empty() || !profileFile.empty()))
+    return fail("--run-stages takes none of --training-step, --entry, --aot, --profile");
   if (runStages)
     return drv::runStagesTool(*module, inputsFile, outputsFile, stepMicrobatches, threads);
   if (trainingStep && failed(buildTrainingStep(*module)))

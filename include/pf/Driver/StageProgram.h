@@ -29,6 +29,9 @@ struct StageRunStats {
   /// Bytes of one micro-batch's `saved/*` results of each stage's forward:
   /// one activation slot; GPipe keeps `microbatches` slots per stage.
   std::vector<int64_t> slotBytes;
+  /// The part of slotBytes that is a `saved/<id>` of an `act/<id>` argument
+  /// (the same value: a host may keep the received buffer instead of a copy).
+  std::vector<int64_t> slotArgumentBytes;
   int64_t totalSlotBytes = 0; ///< Σ over stages of microbatches × slotBytes
   std::vector<int64_t> tokenCounts; ///< counted labels of each micro-batch
 };
