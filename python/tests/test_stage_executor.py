@@ -156,7 +156,8 @@ def test_activation_slots_are_reported(models):
     _, tagged = built[2]
     work, split = _split(tmp, tagged, 2, 2)
     _, stdout = _run_stages(work, split, 4, _inputs(BATCH * 4, seed=3))
-    line = r"^stage \d+: activation slot (\d+) bytes \(\d+ of them copies of act/\* arguments\), 4 slots$"
+    line = (r"^stage \d+: activation slot (\d+) bytes "
+            r"\(\d+ of them copies of act/\* arguments\), 4 slots$")
     slots = [int(b) for b in re.findall(line, stdout, re.M)]
     total = int(re.search(r"^activation slots: (\d+) bytes$", stdout, re.M).group(1))
     # Each forward's saved results, from the split module's signatures.
