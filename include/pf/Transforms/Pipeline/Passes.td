@@ -17,15 +17,19 @@ def PFPartition : Pass<"pf-partition", "::mlir::ModuleOp"> {
     one micro-batch.
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages (default: 2)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
-           "Micro-batches per step (recorded on the pf.pipeline)">,
-    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
-           "'analytic' or the path of a profile JSON (docs/profile-format.md)">,
+           "Micro-batches per step (recorded on the pf.pipeline) (default: 1)">,
+    Option<"cost", "cost", "::mlir::pf::CostSource",
+           /*default=*/"::mlir::pf::CostSource::Analytic",
+           "Where the per-block costs come from (default: analytic)",
+           [{::mlir::pf::costSourceValues()}]>,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "With cost=profile: the profile JSON (docs/profile-format.md) (default: '')">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
-           "Device of the analytic cost model (p100, v100, a100, h100, h200)">,
+           "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
     Option<"memoryCapMB", "memory-cap-mb", "double", /*default=*/"0",
-           "Per-stage memory cap in MB (0: none)">,
+           "Per-stage memory cap in MB (0: none) (default: 0)">,
   ];
 }
 
@@ -40,30 +44,35 @@ def PFSchedule : Pass<"pf-schedule", "::mlir::ModuleOp"> {
     trace and an SVG timeline.
   }];
   let options = [
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b, interleaved, chimera or zb-h1">,
+    Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
+           /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
+           "Pipeline schedule (default: 1f1b)", [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
-           "Micro-batches per step (0: the pf.pipeline's)">,
+           "Micro-batches per step (0: the pf.pipeline's) (default: 0)">,
     Option<"chunks", "chunks", "int64_t", /*default=*/"2",
-           "Interleaved 1F1B: model chunks per device">,
-    Option<"kfac", "kfac", "std::string", /*default=*/"\"bubbles\"",
-           "'bubbles' (K-FAC work placed by the policy) or 'none'">,
-    Option<"policy", "policy", "std::string", /*default=*/"\"pf\"",
-           "K-FAC placement: pf (ours) or pipefisher (the reference greedy)">,
+           "Interleaved 1F1B: model chunks per device (default: 2)">,
+    Option<"kfac", "kfac", "::mlir::pf::KfacMode", /*default=*/"::mlir::pf::KfacMode::Bubbles",
+           "K-FAC work (default: bubbles)", [{::mlir::pf::kfacModeValues()}]>,
+    Option<"policy", "policy", "::pf::sched::Policy", /*default=*/"::pf::sched::Policy::PF",
+           "K-FAC placement policy (default: pf)", [{::mlir::pf::kfacPolicyValues()}]>,
     Option<"refreshSteps", "refresh-steps", "int64_t", /*default=*/"0",
-           "Steps per K-FAC refresh (0: automatic)">,
-    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
-           "'analytic' or the path of a profile JSON">,
+           "Steps per K-FAC refresh (0: automatic) (default: 0)">,
+    Option<"cost", "cost", "::mlir::pf::CostSource",
+           /*default=*/"::mlir::pf::CostSource::Analytic",
+           "Where the per-block costs come from (default: analytic)",
+           [{::mlir::pf::costSourceValues()}]>,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "With cost=profile: the profile JSON (docs/profile-format.md) (default: '')">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
-           "Device of the analytic cost model">,
+           "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
     Option<"reportFile", "report", "std::string", /*default=*/"\"\"",
-           "Write the report as JSON to this file">,
+           "Write the report as JSON to this file (default: '')">,
     Option<"traceFile", "trace", "std::string", /*default=*/"\"\"",
-           "Write a Chrome/Perfetto trace to this file">,
+           "Write a Chrome/Perfetto trace to this file (default: '')">,
     Option<"svgFile", "svg", "std::string", /*default=*/"\"\"",
-           "Write the SVG timeline to this file">,
+           "Write the SVG timeline to this file (default: '')">,
     Option<"printReport", "print-report", "bool", /*default=*/"false",
-           "Print the text report to stdout">,
+           "Print the text report to stdout (default: false)">,
   ];
 }
 
@@ -88,11 +97,16 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     to be summed across stages). See docs/pipeline-execution.md.
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages">,
-    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
-           "'analytic' or the path of a profile JSON (docs/profile-format.md)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Number of pipeline stages (default: 2)">,
+    Option<"cost", "cost", "::mlir::pf::CostSource",
+           /*default=*/"::mlir::pf::CostSource::Analytic",
+           "Where the per-block costs come from (default: analytic)",
+           [{::mlir::pf::costSourceValues()}]>,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "With cost=profile: the profile JSON (docs/profile-format.md)">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
-           "Device of the analytic cost model (p100, v100, a100, h100, h200)">,
+           "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
   ];
 }
 
