@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
 #include "pf/Driver/Diagnostics.h"
+#include "pf/Driver/ModuleFile.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
 #include "pf/Driver/StageProgram.h"
@@ -151,16 +152,6 @@ LogicalResult buildTrainingStep(ModuleOp module) {
 }
 
 /// --emit-step: the training step as pf IR text.
-llvm::Error writeStep(ModuleOp module) {
-  std::string error;
-  auto file = mlir::openOutputFile(emitStepFile, &error);
-  if (!file)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "--emit-step: " + error);
-  module.print(file->os());
-  file->os() << "\n";
-  file->keep();
-  return llvm::Error::success();
-}
 
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
   StringRef ext = llvm::sys::path::extension(modelFile);
@@ -244,7 +235,7 @@ int main(int argc, char **argv) {
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
   if (!emitStepFile.empty())
-    if (auto err = writeStep(*module))
+    if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
       return fail(llvm::toString(std::move(err)));
 
   if (!aotDirectory.empty()) {

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
 #include "pf/Driver/Diagnostics.h"
+#include "pf/Driver/ModuleFile.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
 #include "pf/Import/ONNXImporter.h"
@@ -107,17 +108,6 @@ int fail(const llvm::Twine &message) {
 }
 
 /// --emit-step: the training step as pf IR text.
-llvm::Error writeStep(ModuleOp module) {
-  std::string error;
-  auto file = mlir::openOutputFile(emitStepFile, &error);
-  if (!file)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "--emit-step: " + error);
-  module.print(file->os());
-  file->os() << "\n";
-  file->keep();
-  return llvm::Error::success();
-}
 
 struct Corpus {
   std::vector<int64_t> tokens; // [rows, seqLen]
@@ -399,7 +389,7 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return fail("building the training step failed");
   if (!emitStepFile.empty())
-    if (auto err = writeStep(*module))
+    if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
       return fail(llvm::toString(std::move(err)));
 
   drv::CompiledModel::Options options;

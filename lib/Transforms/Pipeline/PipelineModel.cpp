@@ -204,7 +204,7 @@ FailureOr<sched::CostModel> mlir::pf::buildCostModel(func::FuncOp func,
   if (cost == CostSource::Analytic) {
     auto dev = sched::findDevice(device.str());
     if (!dev)
-      return func.emitError("unknown device '") << device << "': " << dev.error();
+      return func.emitError() << dev.error(); // names the device and the known ones
     return analyticCosts(blocks, *dev);
   }
   auto profile = sched::loadProfile(profilePath.str());

@@ -1,5 +1,6 @@
 //===- Pipelines.cpp - the pf-pipeline pipeline --------------------------------===//
 #include "pf/Transforms/Pipeline/Passes.h"
+#include "pf/Schedule/Pipeline.h"
 #include "pf/Transforms/Graph/Passes.h"
 #include "pf/Transforms/OptionBinder.h"
 
@@ -16,9 +17,8 @@ void mlir::pf::buildPipelinePipeline(OpPassManager &pm, const PipelineOptions &o
     buildGraphOptPipeline(pm, GraphOptOptions{true, true, true});
   PFPartitionOptions partition;
   // Interleaved 1F1B cuts every device's share into `chunks` stages.
-  partition.stages = options.schedule.schedule == ::pf::sched::ScheduleKind::Interleaved
-                         ? options.stages * options.schedule.chunks
-                         : options.stages;
+  partition.stages = ::pf::sched::stagesFor(options.schedule.schedule, int(options.stages),
+                                            int(options.schedule.chunks));
   partition.microbatches = options.schedule.microbatches;
   partition.cost = options.schedule.cost;
   partition.profile = options.schedule.profile;
