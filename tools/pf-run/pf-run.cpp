@@ -13,6 +13,7 @@
 #include "pf/Driver/ModuleFile.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
+#include "pf/Driver/StageProgram.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Transforms/OptionBinder.h"
 #include "pf/Transforms/Passes.h"
@@ -90,6 +91,12 @@ static mlir::pf::TrainingOptions training = [] {
   options.precondition.exportFactors = true;
   return options;
 }();
+static cl::opt<bool> runStages(
+    "run-stages",
+    cl::desc("Run the stage functions of pf-split-stages (stage<s>_forward/_backward) as a "
+             "single-process pipeline; with --micro-batches M the inputs hold M micro-batches "
+             "(GPipe order); writes 'loss' and 'grad/<parameter>'"),
+    cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -198,6 +205,8 @@ int main(int argc, char **argv) {
     return fail("--num-threads must be >= 0");
   if (!trainingStep) {
     std::vector<std::string> given = stepFlags.given();
+    if (runStages) // its micro-batches: the inputs' rows, weighted as the step's
+      llvm::erase(given, "--micro-batches");
     if (!emitStepFile.empty())
       given.push_back("--emit-step");
     if (!given.empty())
@@ -217,6 +226,12 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = loadModel(context);
   if (!module)
     return 1;
+  if (runStages && (trainingStep || !entry.empty() || !aotDirectory.empty() ||
+                    !profileFile.empty() || !emitStepFile.empty()))
+    return fail("--run-stages takes none of --training-step, --entry, --aot, --profile, "
+                "--emit-step");
+  if (runStages)
+    return drv::runStagesTool(*module, inputsFile, outputsFile, training.microbatches, threads);
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
   if (!emitStepFile.empty())
