@@ -6,6 +6,7 @@
 #include "pf/Runtime/pfrt.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -80,6 +81,190 @@ TensorSpec specOf(mlir::pf::PlanIOAttr io, mlir::pf::RuntimePlanAttr plan) {
 }
 } // namespace
 
+namespace mlir::pf::driver::detail {
+/// One lowered entry function: its tensor table and where each descriptor's
+/// data comes from (read from its #pf.runtime_plan).
+struct LoweredEntry {
+  struct BufferRef {
+    mlir::pf::BufferKind kind = mlir::pf::BufferKind::Arena;
+    std::string name; // parameters
+    int64_t index = 0, offset = 0, bytes = 0;
+    const void *hostData = nullptr; // params and constants
+  };
+  std::vector<BufferRef> buffers;
+  std::vector<pfrt_tensor> table;
+  std::vector<int64_t> tensorBuffer;
+  std::vector<int64_t> inputTensor, outputTensor;
+  std::vector<TensorSpec> inputSpecs, outputSpecs;
+  std::vector<std::string> opNames;
+  int64_t arenaBytes = 0, peakLiveBytes = 0, parameterBytes = 0;
+  int64_t (*function)(void *, void *) = nullptr;
+};
+} // namespace mlir::pf::driver::detail
+
+using mlir::pf::driver::detail::LoweredEntry;
+
+namespace {
+/// Reads `plan` into `entry`. Parameters point at their resource blobs (read
+/// in place) or at materialized copies kept in `constants`, as do constants.
+llvm::Error readPlan(mlir::pf::RuntimePlanAttr plan, SymbolTable &symbols,
+                     std::vector<std::vector<char>> &constants, LoweredEntry &entry) {
+  for (mlir::pf::PlanIOAttr io : plan.getInputList()) {
+    entry.inputSpecs.push_back(specOf(io, plan));
+    entry.inputTensor.push_back(io.getTensor());
+  }
+  for (mlir::pf::PlanIOAttr io : plan.getOutputList()) {
+    entry.outputSpecs.push_back(specOf(io, plan));
+    entry.outputTensor.push_back(io.getTensor());
+  }
+  for (StringAttr name : plan.getOpNameList())
+    entry.opNames.push_back(name.str());
+  entry.arenaBytes = plan.getArenaBytes();
+  entry.peakLiveBytes = plan.getPeakLiveBytes();
+  for (mlir::pf::PlannedBufferAttr buffer : plan.getBufferList()) {
+    LoweredEntry::BufferRef ref;
+    ref.kind = buffer.getKind();
+    ref.bytes = buffer.getBytes();
+    ref.index = buffer.getIndex().value_or(0);
+    ref.offset = buffer.getOffset().value_or(0);
+    if (ref.kind == mlir::pf::BufferKind::Param) {
+      StringAttr name = buffer.getName();
+      ref.name = name.str();
+      auto param = symbols.lookup<mlir::pf::ParamOp>(name);
+      if (!param || !param.getValue())
+        return error("parameter '" + name.getValue() +
+                     "' has no data (was the model imported with --no-weights?)");
+      ElementsAttr value = *param.getValue();
+      if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+        AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+        if (!blob)
+          return error("parameter '" + name.getValue() + "' has no data");
+        ref.hostData = blob->getData().data();
+      } else {
+        constants.push_back(materialize(value));
+        ref.hostData = constants.back().data();
+      }
+      entry.parameterBytes += ref.bytes;
+    } else if (ref.kind == mlir::pf::BufferKind::Constant) {
+      constants.push_back(materialize(buffer.getValue()));
+      ref.hostData = constants.back().data();
+    }
+    entry.buffers.push_back(ref);
+  }
+  entry.table.resize(plan.getTensors().size());
+  for (auto [i, tensor] : llvm::enumerate(plan.getTensorList())) {
+    pfrt_tensor &t = entry.table[i];
+    std::memset(&t, 0, sizeof(t));
+    t.dtype = tensor.getDtype();
+    ArrayRef<int64_t> shape = tensor.getShape().asArrayRef();
+    t.rank = int32_t(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d)
+      t.shape[d] = shape[d];
+    entry.tensorBuffer.push_back(tensor.getBuffer());
+  }
+  return llvm::Error::success();
+}
+
+/// pf.* module attributes and parameters go before the LLVM lowering: only
+/// LLVM-dialect code may stay for translation.
+void stripPFAttributes(ModuleOp module) {
+  for (auto param : llvm::make_early_inc_range(module.getOps<mlir::pf::ParamOp>()))
+    param.erase();
+  SmallVector<StringAttr> moduleAttrs;
+  for (NamedAttribute attr : module->getAttrs())
+    if (attr.getName().getValue().starts_with("pf."))
+      moduleAttrs.push_back(attr.getName());
+  for (StringAttr name : moduleAttrs)
+    module->removeAttr(name);
+}
+
+void initializeJit(MLIRContext *ctx) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  registerBuiltinDialectTranslation(*ctx);
+  registerLLVMDialectTranslation(*ctx);
+}
+
+llvm::Expected<pfrt_context *> createContext(int threads) {
+  pfrt_context_options contextOptions;
+  pfrt_context_options_init(&contextOptions);
+  contextOptions.num_threads = threads;
+  pfrt_context *context = pfrt_context_create(&contextOptions);
+  if (!context)
+    return error("cannot create the runtime context");
+  return context;
+}
+
+llvm::Expected<void *> allocateArena(int64_t bytes) {
+  if (bytes <= 0)
+    return nullptr;
+  void *arena = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!arena)
+    return error(llvm::formatv("cannot allocate the {0}-byte arena", bytes));
+  return arena;
+}
+
+/// Checks `inputs` against the entry's, binds every descriptor (inputs,
+/// fresh outputs, arena, parameters and constants) and calls the entry.
+llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
+                        const std::map<std::string, NpyArray> &inputs,
+                        std::map<std::string, NpyArray> &outputs, llvm::StringRef what) {
+  std::vector<const void *> inputData(entry.inputSpecs.size());
+  for (auto [i, spec] : llvm::enumerate(entry.inputSpecs)) {
+    auto it = inputs.find(spec.name);
+    if (it == inputs.end())
+      return error("missing input '" + spec.name + "'" + what);
+    const NpyArray &array = it->second;
+    if (array.dtype != spec.dtype)
+      return error(llvm::formatv("input '{0}'{3} has dtype {1} but the model expects {2}",
+                                 spec.name, dtypeName(array.dtype), dtypeName(spec.dtype), what));
+    if (array.shape != spec.shape)
+      return error("input '" + spec.name + "'" + what + " has shape " + shapeText(array.shape) +
+                   " but the model expects " + shapeText(spec.shape));
+    inputData[i] = array.data.data();
+  }
+  for (const auto &[name, array] : inputs) {
+    bool known =
+        llvm::any_of(entry.inputSpecs, [&](const TensorSpec &s) { return s.name == name; });
+    if (!known)
+      return error("unknown input '" + name + "'" + what +
+                   " (pf-run --describe lists the model's inputs)");
+  }
+  std::vector<NpyArray *> outputArrays;
+  for (const TensorSpec &spec : entry.outputSpecs) {
+    NpyArray &array = outputs[spec.name];
+    array.dtype = spec.dtype;
+    array.shape = spec.shape;
+    array.data.assign(array.numElements() * dtypeBytes(spec.dtype), 0);
+    outputArrays.push_back(&array);
+  }
+  for (size_t t = 0; t < entry.table.size(); ++t) {
+    const LoweredEntry::BufferRef &b = entry.buffers[entry.tensorBuffer[t]];
+    void *data = nullptr;
+    if (b.kind == mlir::pf::BufferKind::Input)
+      data = const_cast<void *>(inputData[b.index]);
+    else if (b.kind == mlir::pf::BufferKind::Output)
+      data = outputArrays[b.index]->data.data();
+    else if (b.kind == mlir::pf::BufferKind::Arena)
+      data = static_cast<char *>(arena) + b.offset;
+    else
+      data = const_cast<void *>(b.hostData);
+    entry.table[t].data = data;
+  }
+  int64_t result = entry.function(context, entry.table.data());
+  if (result != 0) {
+    int64_t op = (result >> 32) - 1;
+    std::string where = op >= 0 && op < int64_t(entry.opNames.size())
+                            ? entry.opNames[op]
+                            : std::string("output copy");
+    return error(llvm::formatv("kernel failed at op #{0} {1}{4}: {2} ({3})", op, where,
+                               pfrt_last_error(context),
+                               pfrt_status_string(int32_t(result & 0xffffffff)), what));
+  }
+  return llvm::Error::success();
+}
+} // namespace
+
 /// The model being profiled; the JIT-compiled code calls the hooks below
 /// around every kernel (a pf-run process runs one model at a time).
 static CompiledModel::OpTiming *profiledOps = nullptr;
@@ -97,20 +282,9 @@ extern "C" void pf_profile_end(int64_t op) {
 
 struct CompiledModel::Impl {
   std::unique_ptr<ExecutionEngine> engine;
-  int64_t (*entry)(void *, void *) = nullptr;
   pfrt_context *context = nullptr;
-  std::vector<pfrt_tensor> table;
-  struct BufferRef {
-    mlir::pf::BufferKind kind = mlir::pf::BufferKind::Arena;
-    std::string name; // parameters
-    int64_t index = 0, offset = 0, bytes = 0;
-    const void *hostData = nullptr; // params (in place) and constants
-  };
-  std::vector<BufferRef> buffers;
-  std::vector<int64_t> tensorBuffer;
-  std::vector<int64_t> inputTensor, outputTensor;
+  LoweredEntry entry;
   std::vector<std::vector<char>> constants;
-  std::vector<std::string> opNames;
   std::vector<OpTiming> timings;
   void *arena = nullptr;
 
@@ -145,73 +319,17 @@ llvm::Error CompiledModel::lower(ModuleOp module, const std::string &function, b
   auto plan = entry->getAttrOfType<mlir::pf::RuntimePlanAttr>(mlir::pf::RuntimePlanAttr::kAttrName);
   if (!plan)
     return error("lowering produced no runtime plan on pf_main");
-  for (mlir::pf::PlanIOAttr io : plan.getInputList()) {
-    model->inputSpecs.push_back(specOf(io, plan));
-    impl.inputTensor.push_back(io.getTensor());
-  }
-  for (mlir::pf::PlanIOAttr io : plan.getOutputList()) {
-    model->outputSpecs.push_back(specOf(io, plan));
-    impl.outputTensor.push_back(io.getTensor());
-  }
-  for (StringAttr name : plan.getOpNameList())
-    impl.opNames.push_back(name.str());
-  model->compileStats.arenaBytes = plan.getArenaBytes();
-  model->compileStats.peakLiveBytes = plan.getPeakLiveBytes();
-  model->compileStats.kernelCalls = int64_t(impl.opNames.size());
-
-  // Buffers: parameters are read in place from their resource blobs.
   SymbolTable symbols(module);
-  for (mlir::pf::PlannedBufferAttr buffer : plan.getBufferList()) {
-    Impl::BufferRef ref;
-    ref.kind = buffer.getKind();
-    ref.bytes = buffer.getBytes();
-    ref.index = buffer.getIndex().value_or(0);
-    ref.offset = buffer.getOffset().value_or(0);
-    if (ref.kind == mlir::pf::BufferKind::Param) {
-      StringAttr name = buffer.getName();
-      ref.name = name.str();
-      auto param = symbols.lookup<mlir::pf::ParamOp>(name);
-      if (!param || !param.getValue())
-        return error("parameter '" + name.getValue() +
-                     "' has no data (was the model imported with --no-weights?)");
-      ElementsAttr value = *param.getValue();
-      if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-        AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-        if (!blob)
-          return error("parameter '" + name.getValue() + "' has no data");
-        ref.hostData = blob->getData().data();
-      } else {
-        impl.constants.push_back(materialize(value));
-        ref.hostData = impl.constants.back().data();
-      }
-      model->compileStats.parameterBytes += ref.bytes;
-    } else if (ref.kind == mlir::pf::BufferKind::Constant) {
-      impl.constants.push_back(materialize(buffer.getValue()));
-      ref.hostData = impl.constants.back().data();
-    }
-    impl.buffers.push_back(ref);
-  }
-  impl.table.resize(plan.getTensors().size());
-  for (auto [i, tensor] : llvm::enumerate(plan.getTensorList())) {
-    pfrt_tensor &t = impl.table[i];
-    std::memset(&t, 0, sizeof(t));
-    t.dtype = tensor.getDtype();
-    ArrayRef<int64_t> shape = tensor.getShape().asArrayRef();
-    t.rank = int32_t(shape.size());
-    for (size_t d = 0; d < shape.size(); ++d)
-      t.shape[d] = shape[d];
-    impl.tensorBuffer.push_back(tensor.getBuffer());
-  }
-  // Only LLVM-dialect code may stay for translation.
-  for (auto param : llvm::make_early_inc_range(module.getOps<mlir::pf::ParamOp>()))
-    param.erase();
+  if (auto err = readPlan(plan, symbols, impl.constants, impl.entry))
+    return err;
+  model->inputSpecs = impl.entry.inputSpecs;
+  model->outputSpecs = impl.entry.outputSpecs;
+  model->compileStats.arenaBytes = impl.entry.arenaBytes;
+  model->compileStats.peakLiveBytes = impl.entry.peakLiveBytes;
+  model->compileStats.parameterBytes = impl.entry.parameterBytes;
+  model->compileStats.kernelCalls = int64_t(impl.entry.opNames.size());
   entry->removeAttr(mlir::pf::RuntimePlanAttr::kAttrName);
-  SmallVector<StringAttr> moduleAttrs;
-  for (NamedAttribute attr : module->getAttrs())
-    if (attr.getName().getValue().starts_with("pf."))
-      moduleAttrs.push_back(attr.getName());
-  for (StringAttr name : moduleAttrs)
-    module->removeAttr(name);
+  stripPFAttributes(module);
 
   PassManager toLLVM(ctx);
   mlir::pf::buildStandardLLVMLoweringPipeline(toLLVM);
@@ -227,11 +345,10 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
   Impl &impl = *model->impl;
   MLIRContext *ctx = module.getContext();
   bool profile = compileOptions.profile;
-  int threads = compileOptions.threads;
   if (auto err = lower(module, compileOptions.function, profile, *model))
     return std::move(err);
   if (compileOptions.ownParameters)
-    for (Impl::BufferRef &b : impl.buffers)
+    for (LoweredEntry::BufferRef &b : impl.entry.buffers)
       if (b.kind == mlir::pf::BufferKind::Param) {
         const char *data = static_cast<const char *>(b.hostData);
         impl.constants.emplace_back(data, data + b.bytes);
@@ -239,10 +356,7 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
       }
   auto start = std::chrono::steady_clock::now();
 
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  registerBuiltinDialectTranslation(*ctx);
-  registerLLVMDialectTranslation(*ctx);
+  initializeJit(ctx);
   ExecutionEngineOptions options;
   options.transformer = makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
   auto engine = ExecutionEngine::create(module, options);
@@ -257,89 +371,35 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
                                          llvm::JITSymbolFlags::Exported};
       return map;
     });
-    for (const std::string &name : impl.opNames)
+    for (const std::string &name : impl.entry.opNames)
       impl.timings.push_back({name, {}});
   }
   auto symbol = (*engine)->lookup("pf_main");
   if (!symbol)
     return symbol.takeError();
   impl.engine = std::move(*engine);
-  impl.entry = reinterpret_cast<int64_t (*)(void *, void *)>(*symbol);
+  impl.entry.function = reinterpret_cast<int64_t (*)(void *, void *)>(*symbol);
   model->compileStats.jitSeconds = secondsSince(start);
 
-  pfrt_context_options contextOptions;
-  pfrt_context_options_init(&contextOptions);
-  contextOptions.num_threads = threads;
-  impl.context = pfrt_context_create(&contextOptions);
-  if (!impl.context)
-    return error("cannot create the runtime context");
-  if (model->compileStats.arenaBytes > 0) {
-    impl.arena = std::aligned_alloc(64, (model->compileStats.arenaBytes + 63) / 64 * 64);
-    if (!impl.arena)
-      return error(llvm::formatv("cannot allocate the {0}-byte arena",
-                                 model->compileStats.arenaBytes));
-  }
+  auto context = createContext(compileOptions.threads);
+  if (!context)
+    return context.takeError();
+  impl.context = *context;
+  auto arena = allocateArena(model->compileStats.arenaBytes);
+  if (!arena)
+    return arena.takeError();
+  impl.arena = *arena;
   return model;
 }
 
 llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
                                std::map<std::string, NpyArray> &outputs) {
-  Impl &impl = *this->impl;
-  std::vector<const void *> inputData(inputSpecs.size());
-  for (auto [i, spec] : llvm::enumerate(inputSpecs)) {
-    auto it = inputs.find(spec.name);
-    if (it == inputs.end())
-      return error("missing input '" + spec.name + "'");
-    const NpyArray &array = it->second;
-    if (array.dtype != spec.dtype)
-      return error(llvm::formatv("input '{0}' has dtype {1} but the model expects {2}",
-                                 spec.name, dtypeName(array.dtype), dtypeName(spec.dtype)));
-    if (array.shape != spec.shape)
-      return error("input '" + spec.name + "' has shape " + shapeText(array.shape) +
-                   " but the model expects " + shapeText(spec.shape));
-    inputData[i] = array.data.data();
-  }
-  for (const auto &[name, array] : inputs) {
-    bool known = llvm::any_of(inputSpecs, [&](const TensorSpec &s) { return s.name == name; });
-    if (!known)
-      return error("unknown input '" + name + "' (pf-run --describe lists the model's inputs)");
-  }
-  std::vector<NpyArray *> outputArrays;
-  for (const TensorSpec &spec : outputSpecs) {
-    NpyArray &array = outputs[spec.name];
-    array.dtype = spec.dtype;
-    array.shape = spec.shape;
-    array.data.assign(array.numElements() * dtypeBytes(spec.dtype), 0);
-    outputArrays.push_back(&array);
-  }
-  for (size_t t = 0; t < impl.table.size(); ++t) {
-    const Impl::BufferRef &b = impl.buffers[impl.tensorBuffer[t]];
-    void *data = nullptr;
-    if (b.kind == mlir::pf::BufferKind::Input)
-      data = const_cast<void *>(inputData[b.index]);
-    else if (b.kind == mlir::pf::BufferKind::Output)
-      data = outputArrays[b.index]->data.data();
-    else if (b.kind == mlir::pf::BufferKind::Arena)
-      data = static_cast<char *>(impl.arena) + b.offset;
-    else
-      data = const_cast<void *>(b.hostData);
-    impl.table[t].data = data;
-  }
-  profiledOps = impl.timings.data();
-  profiledOpCount = impl.timings.size();
-  int64_t result = impl.entry(impl.context, impl.table.data());
+  profiledOps = impl->timings.data();
+  profiledOpCount = impl->timings.size();
+  llvm::Error err = bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "");
   profiledOps = nullptr;
   profiledOpCount = 0;
-  if (result != 0) {
-    int64_t op = (result >> 32) - 1;
-    std::string where = op >= 0 && op < int64_t(impl.opNames.size())
-                            ? impl.opNames[op]
-                            : std::string("output copy");
-    return error(llvm::formatv("kernel failed at op #{0} {1}: {2} ({3})", op, where,
-                               pfrt_last_error(impl.context),
-                               pfrt_status_string(int32_t(result & 0xffffffff))));
-  }
-  return llvm::Error::success();
+  return err;
 }
 
 const std::vector<CompiledModel::OpTiming> &CompiledModel::profile() const {
@@ -411,9 +471,9 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
     return err;
 
   // Weights: every parameter and constant, 64-byte aligned, in buffer order.
-  std::vector<int64_t> weightOffset(impl.buffers.size(), -1);
+  std::vector<int64_t> weightOffset(impl.entry.buffers.size(), -1);
   std::string weights;
-  for (auto [i, b] : llvm::enumerate(impl.buffers)) {
+  for (auto [i, b] : llvm::enumerate(impl.entry.buffers)) {
     if (!b.hostData)
       continue;
     weights.append((64 - weights.size() % 64) % 64, '\0');
@@ -433,7 +493,7 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
   os << "/* Generated by pf-run --aot: the tensor plan of pf_main (see docs/runtime.md). */\n"
      << "#ifndef PF_MODEL_PLAN_H\n#define PF_MODEL_PLAN_H\n\n#include <stdint.h>\n"
      << "#include \"pf/Runtime/pfrt.h\"\n\n"
-     << "#define PF_MODEL_NUM_TENSORS " << impl.table.size() << "\n"
+     << "#define PF_MODEL_NUM_TENSORS " << impl.entry.table.size() << "\n"
      << "#define PF_MODEL_NUM_INPUTS " << model.inputSpecs.size() << "\n"
      << "#define PF_MODEL_NUM_OUTPUTS " << model.outputSpecs.size() << "\n"
      << "#define PF_MODEL_ARENA_BYTES " << model.compileStats.arenaBytes << "\n"
@@ -445,9 +505,9 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
      << "typedef struct { int32_t kind; int64_t where; int32_t dtype; int32_t rank;\n"
      << "                 int64_t shape[PFRT_MAX_RANK]; } pf_model_tensor_info;\n\n"
      << "static const pf_model_tensor_info pf_model_tensors[PF_MODEL_NUM_TENSORS] = {\n";
-  for (auto [t, desc] : llvm::enumerate(impl.table)) {
-    int64_t buffer = impl.tensorBuffer[t];
-    const Impl::BufferRef &b = impl.buffers[buffer];
+  for (auto [t, desc] : llvm::enumerate(impl.entry.table)) {
+    int64_t buffer = impl.entry.tensorBuffer[t];
+    const LoweredEntry::BufferRef &b = impl.entry.buffers[buffer];
     int kind = b.kind == mlir::pf::BufferKind::Input    ? 0
                : b.kind == mlir::pf::BufferKind::Output ? 1
                : b.hostData                             ? 2
@@ -466,8 +526,8 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
       os << "  {" << cString(spec.name) << ", " << tensors[i] << "},\n";
     os << "};\n";
   };
-  ioTable("pf_model_inputs", model.inputSpecs, impl.inputTensor, "PF_MODEL_NUM_INPUTS");
-  ioTable("pf_model_outputs", model.outputSpecs, impl.outputTensor, "PF_MODEL_NUM_OUTPUTS");
+  ioTable("pf_model_inputs", model.inputSpecs, impl.entry.inputTensor, "PF_MODEL_NUM_INPUTS");
+  ioTable("pf_model_outputs", model.outputSpecs, impl.entry.outputTensor, "PF_MODEL_NUM_OUTPUTS");
   os << R"(
 /* The compiled step: 0, or (op index + 1) << 32 | pfrt status of the first
    failing kernel. */
@@ -513,19 +573,190 @@ CompiledModel::compile(ModuleOp module, int threads, const std::string &function
 
 std::vector<CompiledModel::Parameter> CompiledModel::parameters() const {
   std::vector<Parameter> result;
-  for (size_t t = 0; t < impl->table.size(); ++t) {
-    const Impl::BufferRef &b = impl->buffers[impl->tensorBuffer[t]];
+  for (size_t t = 0; t < impl->entry.table.size(); ++t) {
+    const LoweredEntry::BufferRef &b = impl->entry.buffers[impl->entry.tensorBuffer[t]];
     if (b.kind != mlir::pf::BufferKind::Param ||
         llvm::any_of(result, [&](const Parameter &p) { return p.name == b.name; }))
       continue;
     Parameter p;
     p.name = b.name;
-    p.dtype = impl->table[t].dtype;
-    p.shape.assign(impl->table[t].shape, impl->table[t].shape + impl->table[t].rank);
+    p.dtype = impl->entry.table[t].dtype;
+    p.shape.assign(impl->entry.table[t].shape, impl->entry.table[t].shape + impl->entry.table[t].rank);
     p.data = const_cast<void *>(b.hostData);
     p.bytes = b.bytes;
     result.push_back(std::move(p));
   }
   llvm::sort(result, [](const Parameter &a, const Parameter &b) { return a.name < b.name; });
   return result;
+}
+
+//===--- Several entries in one engine ---------------------------------------===//
+
+CompiledProgram::CompiledProgram() = default;
+CompiledProgram::~CompiledProgram() {
+  std::free(arena.data);
+  if (context)
+    pfrt_context_destroy(context);
+}
+
+namespace {
+/// Moves the lowered entry, its globals (renamed after the function, since
+/// every lowering numbers its own from 0) and the runtime declarations not
+/// yet there from `lowered` into `combined`. Parameters and other pf ops stay
+/// behind: the host binds the parameters.
+llvm::Error mergeLowered(ModuleOp lowered, ModuleOp combined, StringRef function) {
+  SymbolTable loweredSymbols(lowered);
+  for (auto global : llvm::make_early_inc_range(lowered.getOps<LLVM::GlobalOp>()))
+    if (failed(loweredSymbols.rename(global, ("__" + function + global.getSymName()).str())))
+      return error("cannot rename the global '" + global.getSymName() + "' of '" + function + "'");
+  SymbolTable combinedSymbols(combined);
+  for (Operation &op : llvm::make_early_inc_range(*lowered.getBody())) {
+    if (op.getDialect() && op.getDialect()->getNamespace() == "pf")
+      continue;
+    if (auto symbol = dyn_cast<SymbolOpInterface>(op))
+      if (combinedSymbols.lookup(symbol.getNameAttr())) {
+        auto func = dyn_cast<func::FuncOp>(op);
+        if (func && func.isExternal())
+          continue; // a runtime kernel another entry already declares
+        return error("the lowering of '" + function + "' defines '" + symbol.getName() +
+                     "' a second time");
+      }
+    op.moveBefore(combined.getBody(), combined.getBody()->end());
+  }
+  return llvm::Error::success();
+}
+} // namespace
+
+llvm::Expected<std::unique_ptr<CompiledProgram>>
+CompiledProgram::compile(ModuleOp module, const Options &options) {
+  if (options.functions.empty())
+    return error("CompiledProgram: no functions to compile");
+  std::unique_ptr<CompiledProgram> program(new CompiledProgram());
+  MLIRContext *ctx = module.getContext();
+  OwningOpRef<ModuleOp> combined = ModuleOp::create(module.getLoc());
+  std::map<std::string, size_t> parameterIndex;
+  for (const std::string &function : options.functions) {
+    if (program->hasEntry(function))
+      return error("function '" + function + "' is listed twice");
+    auto func = module.lookupSymbol<func::FuncOp>(function);
+    if (!func || func.isExternal())
+      return error("the module has no function named '" + function + "' with a body");
+    OwningOpRef<ModuleOp> clone = module.clone();
+    PassManager lower(ctx);
+    mlir::pf::PFLowerToRuntimeOptions lowerOptions;
+    lowerOptions.functionName = function;
+    lowerOptions.entryName = "pf_" + function;
+    lower.addPass(mlir::pf::createPFLowerToRuntime(lowerOptions));
+    if (failed(lower.run(*clone)))
+      return error("lowering '" + function + "' to the runtime failed");
+    auto entryFunc = clone->lookupSymbol<func::FuncOp>(lowerOptions.entryName);
+    auto plan = entryFunc ? entryFunc->getAttrOfType<mlir::pf::RuntimePlanAttr>(
+                                mlir::pf::RuntimePlanAttr::kAttrName)
+                          : mlir::pf::RuntimePlanAttr();
+    if (!plan)
+      return error("lowering '" + function + "' produced no runtime plan");
+    auto entry = std::make_unique<LoweredEntry>();
+    SymbolTable symbols(*clone);
+    if (auto err = readPlan(plan, symbols, program->constants, *entry))
+      return std::move(err);
+    // One host copy per parameter name, shared by every entry.
+    for (LoweredEntry::BufferRef &b : entry->buffers) {
+      if (b.kind != mlir::pf::BufferKind::Param)
+        continue;
+      auto [it, added] = parameterIndex.try_emplace(b.name, program->parameterData.size());
+      if (added) {
+        const char *data = static_cast<const char *>(b.hostData);
+        program->parameterData.emplace_back(data, data + b.bytes);
+      } else if (int64_t(program->parameterData[it->second].size()) != b.bytes) {
+        return error(llvm::formatv("parameter '{0}' has {1} bytes in '{2}' but {3} elsewhere",
+                                   b.name, b.bytes, function,
+                                   program->parameterData[it->second].size()));
+      }
+      b.hostData = program->parameterData[it->second].data();
+    }
+    for (size_t t = 0; t < entry->table.size(); ++t) {
+      const LoweredEntry::BufferRef &b = entry->buffers[entry->tensorBuffer[t]];
+      if (b.kind != mlir::pf::BufferKind::Param || program->parameter(b.name))
+        continue;
+      CompiledModel::Parameter p;
+      p.name = b.name;
+      p.dtype = entry->table[t].dtype;
+      p.shape.assign(entry->table[t].shape, entry->table[t].shape + entry->table[t].rank);
+      p.data = const_cast<void *>(b.hostData);
+      p.bytes = b.bytes;
+      program->params.push_back(std::move(p));
+    }
+    program->arena.bytes = std::max(program->arena.bytes, entry->arenaBytes);
+    entryFunc->removeAttr(mlir::pf::RuntimePlanAttr::kAttrName);
+    if (auto err = mergeLowered(*clone, *combined, function))
+      return std::move(err);
+    program->entryNames.push_back(function);
+    program->lowered.push_back(std::move(entry));
+  }
+  llvm::sort(program->params, [](const CompiledModel::Parameter &a,
+                                 const CompiledModel::Parameter &b) { return a.name < b.name; });
+
+  PassManager toLLVM(ctx);
+  mlir::pf::buildStandardLLVMLoweringPipeline(toLLVM);
+  if (failed(toLLVM.run(*combined)))
+    return error("lowering to the LLVM dialect failed (see the diagnostics above)");
+  initializeJit(ctx);
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
+  auto engine = ExecutionEngine::create(*combined, engineOptions);
+  if (!engine)
+    return engine.takeError();
+  program->engine = std::move(*engine);
+  for (auto [function, entry] : llvm::zip_equal(program->entryNames, program->lowered)) {
+    auto symbol = program->engine->lookup("pf_" + function);
+    if (!symbol)
+      return symbol.takeError();
+    entry->function = reinterpret_cast<int64_t (*)(void *, void *)>(*symbol);
+  }
+  auto context = createContext(options.threads);
+  if (!context)
+    return context.takeError();
+  program->context = *context;
+  auto arenaData = allocateArena(program->arena.bytes);
+  if (!arenaData)
+    return arenaData.takeError();
+  program->arena.data = *arenaData;
+  return program;
+}
+
+LoweredEntry *CompiledProgram::find(const std::string &function) const {
+  for (auto [name, entry] : llvm::zip_equal(entryNames, lowered))
+    if (name == function)
+      return entry.get();
+  return nullptr;
+}
+
+bool CompiledProgram::hasEntry(const std::string &function) const { return find(function); }
+
+const std::vector<TensorSpec> &CompiledProgram::inputs(const std::string &function) const {
+  static const std::vector<TensorSpec> none;
+  LoweredEntry *entry = find(function);
+  return entry ? entry->inputSpecs : none;
+}
+
+const std::vector<TensorSpec> &CompiledProgram::outputs(const std::string &function) const {
+  static const std::vector<TensorSpec> none;
+  LoweredEntry *entry = find(function);
+  return entry ? entry->outputSpecs : none;
+}
+
+const CompiledModel::Parameter *CompiledProgram::parameter(const std::string &name) const {
+  for (const CompiledModel::Parameter &p : params)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+llvm::Error CompiledProgram::run(const std::string &function,
+                                 const std::map<std::string, NpyArray> &inputs,
+                                 std::map<std::string, NpyArray> &outputs) {
+  LoweredEntry *entry = find(function);
+  if (!entry)
+    return error("no compiled function named '" + function + "'");
+  return bindAndCall(*entry, context, arena.data, inputs, outputs, " of '" + function + "'");
 }

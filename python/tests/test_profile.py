@@ -78,8 +78,9 @@ def test_training_step_profile_measures_every_key(tmp_path):
     run_tool("pf-translate", "--import-onnx", str(tmp_path / "m.onnx"), "--dim", "batch=2",
              "--dim", "sequence=16", "--emit-bytecode", "-o", str(tmp_path / "m.mlirbc"))
     # Bytecode keeps the ONNX node names (locations) the conversion needs.
-    run_tool("pf-opt", str(tmp_path / "m.mlirbc"), "--pf-add-masked-lm-loss", "--pf-insert-kfac",
-             "--pf-build-gradients", "--pf-kfac-precondition", "--pf-add-optimizer",
+    run_tool("pf-opt", str(tmp_path / "m.mlirbc"), "--pf-add-masked-lm-loss",
+             "--pf-insert-kfac=decay=0.95", "--pf-build-gradients",
+             "--pf-kfac-precondition=damping=1e-3 refresh-warmup=0 kl-clip=0", "--pf-add-optimizer",
              "--emit-bytecode", "-o", str(tmp_path / "step.mlirbc"))
     inputs = make_inputs(2, 16, vocab=100)
     labels = np.where(np.arange(16) % 4 == 0, inputs["input_ids"], -100).astype(np.int64)

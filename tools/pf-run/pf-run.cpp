@@ -10,9 +10,12 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
 #include "pf/Driver/Diagnostics.h"
+#include "pf/Driver/ModuleFile.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
+#include "pf/Driver/StageProgram.h"
 #include "pf/Import/ONNXImporter.h"
+#include "pf/Transforms/OptionBinder.h"
 #include "pf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -23,12 +26,14 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -38,6 +43,8 @@ namespace cl = llvm::cl;
 namespace drv = mlir::pf::driver;
 
 static cl::OptionCategory category("pf-run options");
+static cl::OptionCategory stepCategory("pf-run training-step options (with --training-step; "
+                                       "those of pf-train and pf-opt --pf-training)");
 static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx | model.mlir>"),
                                       cl::Required, cl::cat(category));
 static cl::opt<std::string> inputsFile("inputs", cl::desc("Inputs as .npz keyed by input name"),
@@ -49,10 +56,8 @@ static cl::list<std::string> shapes("shape", cl::desc("ONNX input shape NAME=DxD
                                     cl::cat(category));
 static cl::list<std::string> dims("dim", cl::desc("ONNX symbolic dimension NAME=N (repeatable)"),
                                   cl::cat(category));
-static cl::opt<int> repeat("repeat", cl::desc("Run N times and print the median time"),
-                           cl::init(1), cl::cat(category));
-static cl::opt<int> threads("num-threads", cl::desc("Runtime threads (0: all cores)"), cl::init(0),
-                            cl::cat(category));
+// Bound to flags in main, whose --help shows the defaults.
+static int repeat = 1, threads = 0;
 static cl::opt<std::string> entry("entry",
                                   cl::desc("Function of the pf IR to run (default: the first)"),
                                   cl::cat(category));
@@ -70,18 +75,28 @@ static cl::opt<bool> trainingStep(
              "add 'labels', 'lr' (f64) and 'step' (i64); the outputs are 'loss', "
              "'grad/<parameter>' and, with --kfac, 'kfac/{A,B,A_inv,B_inv}/<weight>'"),
     cl::cat(category));
-static cl::opt<bool> stepKfac("kfac", cl::desc("With --training-step: K-FAC-precondition the "
-                                               "encoder blocks' linear layers"),
-                              cl::cat(category));
-static cl::opt<std::string> stepOptimizer("optimizer",
-                                          cl::desc("With --training-step: sgd, adamw or lamb"),
-                                          cl::init("adamw"), cl::cat(category));
-static cl::opt<int> stepMicrobatches(
-    "micro-batches",
-    cl::desc("With --training-step: split the batch into this many micro-batches; "
-             "gradients and K-FAC factors accumulate over them (an ONNX model is imported "
-             "with --dim batch divided by it; pf IR is taken as one micro-batch)"),
-    cl::init(1), cl::cat(category));
+static cl::opt<std::string> emitStepFile(
+    "emit-step",
+    cl::desc("With --training-step: also write the step (pf IR after the pf-training "
+             "pipeline, before lowering) to this file"),
+    cl::value_desc("FILE.mlir"), cl::cat(category));
+/// The training-step options, bound to flags in main: those of pf-opt
+/// --pf-training and pf-train, except that the step keeps its gradients and
+/// K-FAC factors as results by default, which is what --training-step is for.
+/// With --micro-batches an ONNX model is imported with --dim batch divided by
+/// it; pf IR is taken as one micro-batch.
+static mlir::pf::TrainingOptions training = [] {
+  mlir::pf::TrainingOptions options;
+  options.optimizer.keepGradients = true;
+  options.precondition.exportFactors = true;
+  return options;
+}();
+static cl::opt<bool> runStages(
+    "run-stages",
+    cl::desc("Run the stage functions of pf-split-stages (stage<s>_forward/_backward) as a "
+             "single-process pipeline; with --micro-batches M the inputs hold M micro-batches "
+             "(GPipe order); writes 'loss' and 'grad/<parameter>'"),
+    cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 
@@ -116,7 +131,7 @@ llvm::Error writeProfile(const drv::CompiledModel &model, const std::vector<doub
   llvm::json::Object root{{"format", "pf-run-profile/1"},
                           {"model", modelFile.getValue()},
                           {"runs", int64_t(runs.size())},
-                          {"threads", int64_t(threads.getValue())},
+                          {"threads", int64_t(threads)},
                           {"run_median_ms", median(runs) * 1e3},
                           {"kernel_sum_ms", kernels},
                           {"ops", std::move(ops)}};
@@ -128,19 +143,15 @@ llvm::Error writeProfile(const drv::CompiledModel &model, const std::vector<doub
   return llvm::Error::success();
 }
 
-/// The passes pf-train uses, keeping the gradients and K-FAC factors as
-/// results so one step can be checked from outside.
+/// The passes pf-train uses (by default keeping the gradients and K-FAC
+/// factors as results so one step can be checked from outside).
 LogicalResult buildTrainingStep(ModuleOp module) {
   PassManager pm(module.getContext());
-  mlir::pf::TrainingOptions training;
-  training.microbatches = stepMicrobatches;
-  training.kfac = stepKfac;
-  training.precondition.exportFactors = true;
-  training.optimizer.optimizer = stepOptimizer;
-  training.optimizer.keepGradients = true;
   mlir::pf::buildTrainingPipeline(pm, training);
   return pm.run(module);
 }
+
+/// --emit-step: the training step as pf IR text.
 
 OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
   StringRef ext = llvm::sys::path::extension(modelFile);
@@ -151,12 +162,13 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
       fail(error);
       return nullptr;
     }
+    const int64_t stepMicrobatches = training.microbatches;
     if (trainingStep && stepMicrobatches > 1) {
       // The model is built for one micro-batch; the step takes all of them.
       auto batch = options.dimValues.find("batch");
       if (batch == options.dimValues.end() || batch->second % stepMicrobatches != 0) {
         fail(llvm::formatv("--micro-batches {0} needs --dim batch=N with N a multiple of it",
-                           int(stepMicrobatches)));
+                           stepMicrobatches));
         return nullptr;
       }
       batch->second /= stepMicrobatches;
@@ -180,15 +192,27 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  mlir::pf::FlagBinder runFlags(category);
+  runFlags.opt("repeat", repeat, "Run N times and print the median time");
+  runFlags.opt("num-threads", threads, "Runtime threads (0: all cores)");
+  mlir::pf::FlagBinder stepFlags(stepCategory);
+  training.bindOptions(stepFlags);
+  cl::HideUnrelatedOptions({&category, &stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-run: run a model on the pf runtime (CPU)\n");
   if (repeat < 1)
     return fail("--repeat must be >= 1");
   if (threads < 0)
     return fail("--num-threads must be >= 0");
-  if (!trainingStep && (stepKfac || stepMicrobatches != 1))
-    return fail("--kfac and --micro-batches need --training-step");
-  if (stepMicrobatches < 1)
+  if (!trainingStep) {
+    std::vector<std::string> given = stepFlags.given();
+    if (runStages) // its micro-batches: the inputs' rows, weighted as the step's
+      llvm::erase(given, "--micro-batches");
+    if (!emitStepFile.empty())
+      given.push_back("--emit-step");
+    if (!given.empty())
+      return fail(llvm::join(given, ", ") + " need --training-step");
+  }
+  if (training.microbatches < 1)
     return fail("--micro-batches must be >= 1");
 
   DialectRegistry registry;
@@ -202,8 +226,17 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = loadModel(context);
   if (!module)
     return 1;
+  if (runStages && (trainingStep || !entry.empty() || !aotDirectory.empty() ||
+                    !profileFile.empty() || !emitStepFile.empty()))
+    return fail("--run-stages takes none of --training-step, --entry, --aot, --profile, "
+                "--emit-step");
+  if (runStages)
+    return drv::runStagesTool(*module, inputsFile, outputsFile, training.microbatches, threads);
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
+  if (!emitStepFile.empty())
+    if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
+      return fail(llvm::toString(std::move(err)));
 
   if (!aotDirectory.empty()) {
     if (auto err = drv::CompiledModel::writeAot(*module, aotDirectory, entry))
@@ -239,7 +272,7 @@ int main(int argc, char **argv) {
                                   s.parameterBytes / 1e6, s.lowerSeconds, s.jitSeconds);
   }
   if (inputsFile.empty()) {
-    if (describe)
+    if (describe || !emitStepFile.empty())
       return 0;
     return fail("--inputs FILE.npz is required (use --describe to list the inputs)");
   }

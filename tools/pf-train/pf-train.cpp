@@ -11,9 +11,11 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
 #include "pf/Driver/Diagnostics.h"
+#include "pf/Driver/ModuleFile.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
 #include "pf/Import/ONNXImporter.h"
+#include "pf/Transforms/OptionBinder.h"
 #include "pf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -22,10 +24,12 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include <atomic>
 #include <chrono>
@@ -38,87 +42,61 @@ namespace cl = llvm::cl;
 namespace drv = mlir::pf::driver;
 
 static cl::OptionCategory category("pf-train options");
+static cl::OptionCategory stepCategory("pf-train training-step options (those of pf-run "
+                                       "--training-step and pf-opt --pf-training)");
 static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx>"), cl::Required,
                                       cl::cat(category));
 static cl::opt<std::string> corpusFile("corpus", cl::desc("Token corpus (.npz from "
                                                           "python -m pipefisher.corpus)"),
                                        cl::Required, cl::cat(category));
-static cl::opt<int> batch("batch", cl::desc("Sequences per step"), cl::init(8), cl::cat(category));
-static cl::opt<int> steps("steps", cl::desc("Last step to run (1-based)"), cl::init(100),
-                          cl::cat(category));
-static cl::opt<std::string> optimizer("optimizer", cl::desc("sgd, adamw or lamb"),
-                                      cl::init("adamw"), cl::cat(category));
-static cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(1e-3), cl::cat(category));
-static cl::opt<int> warmup("warmup", cl::desc("Linear warm-up steps"), cl::init(10),
-                           cl::cat(category));
-static cl::opt<std::string> schedule("schedule",
-                                     cl::desc("After warm-up: linear (decay to 0 at --steps) "
-                                              "or constant"),
-                                     cl::init("linear"), cl::cat(category));
-static cl::opt<double> weightDecay("weight-decay", cl::desc("Weight decay"), cl::init(0.01),
-                                   cl::cat(category));
-static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.9),
-                                cl::cat(category));
-static cl::opt<double> clipNorm("clip-norm",
-                                cl::desc("Clip gradients to this global L2 norm (0: off)"),
-                                cl::init(1.0), cl::cat(category));
-static cl::opt<double> maskProbability("mask-prob", cl::desc("Share of tokens to predict"),
-                                       cl::init(0.15), cl::cat(category));
-static cl::opt<uint64_t> seed("seed", cl::desc("Seed of batches and masks"), cl::init(0),
-                              cl::cat(category));
-static cl::opt<int> threads("num-threads", cl::desc("Runtime threads (0: all cores)"),
-                            cl::init(0), cl::cat(category));
-static cl::opt<int> logEvery("log-every", cl::desc("Print a progress line every N steps"),
-                             cl::init(10), cl::cat(category));
+namespace {
+/// The learning rate after the warm-up.
+enum class LRSchedule { Linear, Constant };
+} // namespace
+PF_CHOICE_PARSER(LRSchedule)
+
+// pf-train's own options (the loop around the step), with their defaults;
+// bound to flags in main, whose --help shows the defaults.
+static int batch = 8, steps = 100, warmup = 10, threads = 0, logEvery = 10;
+static int checkpointEvery = 0, evalEvery = 0, evalSequences = 256;
+static double lr = 1e-3, maskProbability = 0.15;
+static uint64_t seed = 0;
+static LRSchedule schedule = LRSchedule::Linear;
+
+static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
+  flags.opt("batch", batch, "Sequences per step");
+  flags.opt("steps", steps, "Last step to run (1-based)");
+  flags.opt("lr", lr, "Peak learning rate");
+  flags.opt("warmup", warmup, "Linear warm-up steps");
+  flags.opt("schedule", schedule, "Learning rate after the warm-up",
+            cl::values(clEnumValN(LRSchedule::Linear, "linear", "Linear decay to 0 at --steps"),
+                       clEnumValN(LRSchedule::Constant, "constant", "Constant")));
+  flags.opt("mask-prob", maskProbability, "Share of tokens to predict");
+  flags.opt("seed", seed, "Seed of batches and masks");
+  flags.opt("num-threads", threads, "Runtime threads (0: all cores)");
+  flags.opt("log-every", logEvery, "Print a progress line every N steps");
+  flags.opt("checkpoint-every", checkpointEvery, "Also write the checkpoint every N steps");
+  flags.opt("eval-every", evalEvery,
+            "Every N steps (and before the first and after the last), print the masked-LM "
+            "loss on held-out sequences (0: off)");
+  flags.opt("eval-sequences", evalSequences,
+            "With --eval-every: the corpus' last N sequences are held out (never trained on) "
+            "and evaluated with fixed masks, in batches of --batch");
+}
 static cl::opt<std::string> checkpointFile("checkpoint",
                                            cl::desc("Write a checkpoint (.npz) here at the end "
                                                     "and on Ctrl-C"),
                                            cl::cat(category));
-static cl::opt<int> checkpointEvery("checkpoint-every",
-                                    cl::desc("Also write the checkpoint every N steps"),
-                                    cl::init(0), cl::cat(category));
-static cl::opt<bool> kfac("kfac", cl::desc("Precondition the encoder blocks' linear layers "
-                                          "with K-FAC before the optimizer"),
-                          cl::cat(category));
-// The K-FAC defaults are the best of bench/convergence.py on the BERT models
-// here (docs/training.md); the passes keep the reference's 1e-3 and 0.95.
-static cl::opt<double> kfacDamping("kfac-damping", cl::desc("K-FAC damping λ"), cl::init(1e-5),
-                                   cl::cat(category));
-static cl::opt<int> kfacRefresh("kfac-refresh", cl::desc("Steps between K-FAC inverse refreshes"),
-                                cl::init(1), cl::cat(category));
-static cl::opt<int> kfacRefreshWarmup(
-    "kfac-refresh-warmup",
-    cl::desc("With --kfac-refresh > 1: refresh the inverses at every one of the first N steps "
-             "(early curvature changes fastest)"),
-    cl::init(50), cl::cat(category));
-static cl::opt<double> kfacKLClip("kfac-kl-clip",
-                                  cl::desc("K-FAC KL-clipping threshold κ (0: off)"),
-                                  cl::init(1e-3), cl::cat(category));
-static cl::opt<std::string> kfacOptimizer(
-    "kfac-optimizer", cl::desc("Optimizer of the K-FAC layers (default: --optimizer)"),
-    cl::init(""), cl::cat(category));
-static cl::opt<double> kfacLRScale("kfac-lr-scale",
-                                   cl::desc("Learning rate of the K-FAC layers relative to --lr"),
-                                   cl::init(1.0), cl::cat(category));
-static cl::opt<double> kfacDecay("kfac-decay", cl::desc("Running-average decay of the factors"),
-                                 cl::init(0.5), cl::cat(category));
-static cl::opt<int> microbatches(
-    "micro-batches",
-    cl::desc("Split each step's batch into this many micro-batches: gradients and K-FAC "
-             "factors are accumulated over them (--batch must be a multiple)"),
-    cl::init(1), cl::cat(category));
-static cl::opt<int> evalEvery(
-    "eval-every",
-    cl::desc("Every N steps (and before the first and after the last), print the masked-LM "
-             "loss on held-out sequences (0: off)"),
-    cl::init(0), cl::cat(category));
-static cl::opt<int> evalSequences(
-    "eval-sequences",
-    cl::desc("With --eval-every: the corpus' last N sequences are held out (never trained "
-             "on) and evaluated with fixed masks, in batches of --batch"),
-    cl::init(256), cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
                                        cl::cat(category));
+static cl::opt<std::string> emitStepFile(
+    "emit-step",
+    cl::desc("Also write the training step (pf IR after the pf-training pipeline, before "
+             "lowering) to this file"),
+    cl::value_desc("FILE.mlir"), cl::cat(category));
+/// The training-step options (micro-batches, optimizer, K-FAC, ...), bound to
+/// flags in main: the same options and defaults as pf-opt --pf-training.
+static mlir::pf::TrainingOptions training;
 
 namespace {
 std::atomic<bool> interrupted{false};
@@ -128,6 +106,8 @@ int fail(const llvm::Twine &message) {
   llvm::errs() << "pf-train: error: " << message << "\n";
   return 1;
 }
+
+/// --emit-step: the training step as pf IR text.
 
 struct Corpus {
   std::vector<int64_t> tokens; // [rows, seqLen]
@@ -284,7 +264,7 @@ llvm::Expected<double> evaluate(const Corpus &c, const drv::CompiledModel &train
 double learningRate(int64_t step) {
   if (warmup > 0 && step <= warmup)
     return lr * double(step) / warmup;
-  if (schedule == "constant" || steps <= warmup)
+  if (schedule == LRSchedule::Constant || steps <= warmup)
     return lr;
   return lr * std::max(0.0, double(steps - step + 1) / double(steps - warmup));
 }
@@ -299,7 +279,7 @@ llvm::Error saveCheckpoint(const drv::CompiledModel &model, const Corpus &c, int
     arrays["param/" + p.name] = std::move(a);
   }
   arrays["meta/step"] = scalar<int64_t>(7, step);
-  arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed.getValue()));
+  arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed));
   arrays["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
   return drv::writeNpz(checkpointFile, arrays);
 }
@@ -357,19 +337,22 @@ llvm::Expected<std::unique_ptr<drv::CompiledModel>> compileEvaluation(MLIRContex
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  mlir::pf::FlagBinder loopFlags(category);
+  bindLoopOptions(loopFlags);
+  mlir::pf::FlagBinder stepFlags(stepCategory);
+  training.bindOptions(stepFlags);
+  cl::HideUnrelatedOptions({&category, &stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
+  const int64_t microbatches = training.microbatches;
   if (batch < 1 || steps < 1 || lr <= 0 || warmup < 0 || logEvery < 1 || checkpointEvery < 0 ||
-      clipNorm < 0 ||
+      training.clipNorm < 0 ||
       maskProbability <= 0 || maskProbability > 1)
     return fail("--batch, --steps, --lr, --log-every and --mask-prob must be positive "
                 "(--mask-prob at most 1); --warmup, --checkpoint-every and --clip-norm must be "
                 "non-negative");
   if (microbatches < 1 || batch % microbatches != 0)
     return fail(llvm::formatv("--micro-batches must be >= 1 and divide --batch ({0}), got {1}",
-                              int(batch), int(microbatches)));
-  if (schedule != "linear" && schedule != "constant")
-    return fail("--schedule must be linear or constant");
+                              int(batch), microbatches));
   if (evalEvery < 0 || evalSequences < 1)
     return fail("--eval-every must be >= 0 and --eval-sequences >= 1");
   auto corpus = loadCorpus();
@@ -402,25 +385,12 @@ int main(int argc, char **argv) {
   auto start = std::chrono::steady_clock::now();
   PassManager pm(&context);
   mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
-  mlir::pf::TrainingOptions training;
-  training.microbatches = microbatches;
-  training.kfac = kfac;
-  training.insertKFAC.decay = kfacDecay;
-  training.precondition.damping = kfacDamping;
-  training.precondition.refreshEvery = kfacRefresh;
-  training.precondition.refreshWarmup = kfacRefreshWarmup;
-  training.precondition.klClip = kfacKLClip;
-  training.optimizer.optimizer = optimizer;
-  training.optimizer.weightDecay = weightDecay;
-  training.optimizer.momentum = momentum;
-  training.clipNorm = clipNorm;
-  if (kfac) {
-    training.optimizer.kfacOptimizer = kfacOptimizer;
-    training.optimizer.kfacLRScale = kfacLRScale;
-  }
   mlir::pf::buildTrainingPipeline(pm, training);
   if (failed(pm.run(*module)))
     return fail("building the training step failed");
+  if (!emitStepFile.empty())
+    if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
+      return fail(llvm::toString(std::move(err)));
 
   drv::CompiledModel::Options options;
   options.threads = threads;
@@ -462,7 +432,8 @@ int main(int argc, char **argv) {
   llvm::outs() << llvm::formatv("training {0}: {1} parameters tensors, batch {2} x {3}, "
                                 "optimizer {4}{5}, step built in {6:F2} s\n",
                                 modelFile, model.parameters().size(), int(batch),
-                                corpus->seqLen, optimizer, kfac ? " + K-FAC" : "",
+                                corpus->seqLen, stepFlags.valueText("optimizer"),
+                                training.kfac ? " + K-FAC" : "",
                                 buildSeconds);
   std::signal(SIGINT, onInterrupt);
 

@@ -74,9 +74,9 @@ static cl::opt<bool> emitBytecode("emit-bytecode",
                                   cl::cat(category));
 
 namespace {
-LogicalResult parseOptions(pf::ONNXImportOptions &options) {
+LogicalResult parseOptions(mlir::pf::ONNXImportOptions &options) {
   std::string error;
-  if (!pf::parseDimensionOptions(shapes, dims, options, error)) {
+  if (!mlir::pf::parseDimensionOptions(shapes, dims, options, error)) {
     llvm::errs() << "pf-translate: error: " << error << "\n";
     return failure();
   }
@@ -100,16 +100,16 @@ int main(int argc, char **argv) {
     llvm::errs() << "pf-translate: error: choose a translation (--import-onnx)\n";
     return 1;
   }
-  pf::ONNXImportOptions options;
+  mlir::pf::ONNXImportOptions options;
   if (failed(parseOptions(options)))
     return 1;
 
   DialectRegistry registry;
-  registry.insert<pf::PFDialect, func::FuncDialect>();
+  registry.insert<mlir::pf::PFDialect, func::FuncDialect>();
   MLIRContext context(registry);
   context.printOpOnDiagnostic(false);
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
-    return pf::driver::printDiagnostic(diag, inputFile);
+    return mlir::pf::driver::printDiagnostic(diag, inputFile);
   });
 
   DefaultTimingManager timing;
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
   TimingScope root = timing.getRootScope();
 
   TimingScope importTimer = root.nest("ONNX import");
-  OwningOpRef<ModuleOp> module = pf::importONNXFile(inputFile, &context, options);
+  OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(inputFile, &context, options);
   importTimer.stop();
   if (!module)
     return 1;
@@ -128,13 +128,13 @@ int main(int argc, char **argv) {
   pm.enableTiming(root);
   bool requireStatic = !allowDynamic;
   if (noGraphOpt)
-    pm.addPass(pf::createPFInferShapes(pf::PFInferShapesOptions{requireStatic}));
+    pm.addPass(mlir::pf::createPFInferShapes(mlir::pf::PFInferShapesOptions{requireStatic}));
   else
-    pf::buildGraphOptPipeline(pm, pf::GraphOptOptions{true, true, requireStatic});
+    mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, requireStatic});
   if (summary || summaryJson)
-    pm.addPass(pf::createPFPrintSummary(pf::PFPrintSummaryOptions{summaryJson.getValue()}));
+    pm.addPass(mlir::pf::createPFPrintSummary(mlir::pf::PFPrintSummaryOptions{summaryJson.getValue()}));
   if (pipelineOptions.getNumOccurrences() > 0) {
-    pf::registerPFPipelines();
+    mlir::pf::registerPFPipelines();
     // The graph passes (with static shapes required) ran above already.
     bool graphOptDone = !noGraphOpt && requireStatic;
     std::string text = "pf-pipeline{" + std::string(graphOptDone ? "graph-opt=false " : "") +

@@ -17,11 +17,40 @@ def PFLowerToRuntime : Pass<"pf-lower-to-runtime", "::mlir::ModuleOp"> {
     of its pattern (one file per op family), the callees declared from
     `include/pf/Runtime/pfrt_abi.def`. The result is 0, or
     ((op index + 1) << 32 | pfrt status) of the first failing call. The rest
-    lowers with the standard MLIR passes to LLVM.
+    lowers with the standard MLIR passes to LLVM. A lowered module runs one
+    function: the lowered function is replaced, and the module's other
+    functions with a body (e.g. the other stage functions of pf-split-stages)
+    are erased; external declarations stay.
 
-    Example: `%y = pf.exp %x` becomes
-    `%s = func.call @pfrt_exp(%ctx, %x_entry, %y_entry)`, a check of `%s`
-    and a branch to the failure exit.
+    Example: each op's operands and results are table entries
+    (`llvm.getelementptr` into `table`), its call's status is checked, and a
+    failure branches to the exit with the op's code:
+
+    ```mlir
+    // Before
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %y = pf.exp %x : (tensor<4xf32>) -> tensor<4xf32>
+      return %y : tensor<4xf32>
+    }
+    // After
+    func.func @pf_main(%arg0: !llvm.ptr, %arg1: !llvm.ptr) -> i64 attributes {llvm.emit_c_interface, pf.runtime_plan = #pf.runtime_plan<arena_bytes = 0, buffers = [#pf.buffer<kind = input, bytes = 16, index = 0>, #pf.buffer<kind = output, bytes = 16, index = 0>], inputs = [#pf.io<name = "input0", tensor = 0>], op_names = ["pf.exp"], outputs = [#pf.io<name = "output0", tensor = 1>], peak_live_bytes = 0, tensors = [#pf.tensor<buffer = 0, dtype = 1, shape = [4]>, #pf.tensor<buffer = 1, dtype = 1, shape = [4]>]>} {
+      %0 = llvm.getelementptr %arg1[0] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
+      %1 = llvm.getelementptr %arg1[1] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
+      %2 = call @pfrt_exp(%arg0, %0, %1) : (!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+      %3 = arith.extui %2 : i32 to i64
+      %c0_i64 = arith.constant 0 : i64
+      %4 = arith.cmpi ne, %3, %c0_i64 : i64
+      %c4294967296_i64 = arith.constant 4294967296 : i64
+      %5 = arith.ori %3, %c4294967296_i64 : i64
+      cf.cond_br %4, ^bb2(%5 : i64), ^bb1
+    ^bb1:  // pred: ^bb0
+      %c0_i64_0 = arith.constant 0 : i64
+      return %c0_i64_0 : i64
+    ^bb2(%6: i64):  // pred: ^bb0
+      return %6 : i64
+    }
+    func.func private @pfrt_exp(!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+    ```
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::arith::ArithDialect",
                            "::mlir::cf::ControlFlowDialect", "::mlir::func::FuncDialect",

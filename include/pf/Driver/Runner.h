@@ -17,10 +17,16 @@
 #include <vector>
 
 namespace mlir {
+class ExecutionEngine;
 class ModuleOp;
 } // namespace mlir
+struct pfrt_context;
 
 namespace mlir::pf::driver {
+
+namespace detail {
+struct LoweredEntry;
+} // namespace detail
 
 struct TensorSpec {
   std::string name;
@@ -103,6 +109,59 @@ private:
   /// Lowers to the LLVM dialect and reads the tensor plan into `impl`.
   static llvm::Error lower(mlir::ModuleOp module, const std::string &function, bool profile,
                            CompiledModel &model);
+};
+
+/// Several functions of one module compiled into one JIT engine, for a host
+/// that runs them in any order (the stage functions of a pipeline rank).
+/// Each function `f` is lowered with `pf-lower-to-runtime{function=f
+/// entry=pf_f}` on its own clone of the module and the lowered entries are
+/// merged into one LLVM module. Every entry's parameter buffers are bound to
+/// **one** host copy per parameter name, owned by the program: an update
+/// written by one entry (optimizer, K-FAC state) is read by the next. The
+/// entries run one at a time and share one arena sized for the largest.
+class CompiledProgram {
+public:
+  ~CompiledProgram();
+  struct Options {
+    int threads = 0;                    ///< runtime threads; 0 = the runtime's default
+    std::vector<std::string> functions; ///< functions to compile (at least one)
+  };
+  static llvm::Expected<std::unique_ptr<CompiledProgram>> compile(mlir::ModuleOp module,
+                                                                  const Options &options);
+
+  /// The compiled functions, in Options::functions order.
+  const std::vector<std::string> &entries() const { return entryNames; }
+  bool hasEntry(const std::string &function) const;
+  /// Inputs and outputs of one entry (empty for an unknown name).
+  const std::vector<TensorSpec> &inputs(const std::string &function) const;
+  const std::vector<TensorSpec> &outputs(const std::string &function) const;
+
+  /// Runs `function` once; `inputs` are checked by name, dtype and shape.
+  llvm::Error run(const std::string &function, const std::map<std::string, NpyArray> &inputs,
+                  std::map<std::string, NpyArray> &outputs);
+
+  /// The shared parameters (every one some entry reads), sorted by name;
+  /// `data` is the single copy every entry reads and writes.
+  const std::vector<CompiledModel::Parameter> &parameters() const { return params; }
+  /// nullptr for a name no entry reads.
+  const CompiledModel::Parameter *parameter(const std::string &name) const;
+  /// The one arena: the largest entry's.
+  int64_t arenaBytes() const { return arena.bytes; }
+
+private:
+  struct Arena {
+    void *data = nullptr;
+    int64_t bytes = 0;
+  };
+  CompiledProgram();
+  std::vector<std::string> entryNames;
+  std::vector<std::unique_ptr<detail::LoweredEntry>> lowered;
+  std::vector<std::vector<char>> constants, parameterData;
+  std::vector<CompiledModel::Parameter> params;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+  pfrt_context *context = nullptr;
+  Arena arena;
+  detail::LoweredEntry *find(const std::string &function) const;
 };
 
 } // namespace mlir::pf::driver

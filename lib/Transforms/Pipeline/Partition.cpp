@@ -162,7 +162,9 @@ struct PartitionPass : public mlir::pf::impl::PFPartitionBase<PartitionPass> {
       func.emitError("pf-partition: microbatches must be >= 1, got ") << int64_t(microbatches);
       return signalPassFailure();
     }
-    auto costs = buildCostModel(func, *blocks, cost, device);
+    if (failed(verifyCostOptions(func, "pf-partition", cost, profile)))
+      return signalPassFailure();
+    auto costs = buildCostModel(func, *blocks, cost, profile, device);
     if (failed(costs))
       return signalPassFailure();
 

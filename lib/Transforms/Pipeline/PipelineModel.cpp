@@ -199,19 +199,30 @@ sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::Devic
 
 FailureOr<sched::CostModel> mlir::pf::buildCostModel(func::FuncOp func,
                                                      const BlockAssignment &blocks,
-                                                     StringRef cost, StringRef device) {
-  if (cost == "analytic") {
+                                                     CostSource cost, StringRef profilePath,
+                                                     StringRef device) {
+  if (cost == CostSource::Analytic) {
     auto dev = sched::findDevice(device.str());
     if (!dev)
-      return func.emitError("unknown device '") << device << "': " << dev.error();
+      return func.emitError() << dev.error(); // names the device and the known ones
     return analyticCosts(blocks, *dev);
   }
-  auto profile = sched::loadProfile(cost.str());
+  auto profile = sched::loadProfile(profilePath.str());
   if (!profile)
-    return func.emitError("cannot use profile '") << cost << "': " << profile.error();
+    return func.emitError("cannot use profile '") << profilePath << "': " << profile.error();
   if (int64_t(profile->layers.size()) != blocks.numBlocks)
     return func.emitError("profile '")
-           << cost << "' has " << profile->layers.size() << " layers but the model has "
+           << profilePath << "' has " << profile->layers.size() << " layers but the model has "
            << blocks.numBlocks << " encoder blocks";
   return profile.take();
+}
+
+LogicalResult mlir::pf::verifyCostOptions(Operation *op, StringRef pass, CostSource cost,
+                                          StringRef profilePath) {
+  if (cost == CostSource::Profile && profilePath.empty())
+    return op->emitError() << pass << ": cost=profile needs profile=PATH";
+  if (cost == CostSource::Analytic && !profilePath.empty())
+    return op->emitError() << pass << ": profile='" << profilePath
+                           << "' is only read with cost=profile";
+  return success();
 }

@@ -10,6 +10,7 @@
 
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Schedule/CostModel.h"
+#include "pf/Transforms/OptionEnums.h"
 #include "pf/Transforms/Utils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,11 +45,17 @@ FailureOr<BlockAssignment> readStageBlocks(PipelineOp pipeline);
 /// parameters name no encoder blocks.
 FailureOr<BlockAssignment> assignBlocks(func::FuncOp func);
 
-/// Per-block costs: "analytic" (on `device`) or the path of a profile whose
-/// layers are the encoder blocks.
+/// Per-block costs: analytic (on `device`) or from the profile at
+/// `profilePath`, whose layers are the encoder blocks.
 FailureOr<::pf::sched::CostModel> buildCostModel(func::FuncOp func,
                                                  const BlockAssignment &blocks,
-                                                 StringRef cost, StringRef device);
+                                                 CostSource cost, StringRef profilePath,
+                                                 StringRef device);
+
+/// Checks that `profile=` is given exactly when `cost=profile` is (the
+/// option names are the passes', `pass` names it in the diagnostic).
+LogicalResult verifyCostOptions(Operation *op, StringRef pass, CostSource cost,
+                                StringRef profilePath);
 
 } // namespace mlir::pf
 

@@ -55,21 +55,11 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     if (!pipeline.getBody().front().getOps<ProgramOp>().empty())
       return pipeline.emitError("pf-schedule: the pipeline is already scheduled");
 
-    auto kind = sched::parseScheduleKind(schedule);
-    if (!kind)
-      return pipeline.emitError("pf-schedule: ") << kind.error();
+    const sched::ScheduleKind kind = schedule;
     sched::KfacOptions kfacOptions;
-    if (kfac == "none") {
-      kfacOptions.policy = sched::Policy::None;
-    } else if (kfac == "bubbles") {
-      auto parsed = sched::parsePolicy(policy);
-      if (!parsed)
-        return pipeline.emitError("pf-schedule: ") << parsed.error();
-      kfacOptions.policy = *parsed;
-    } else {
-      return pipeline.emitError("pf-schedule: kfac must be 'bubbles' or 'none', got '")
-             << kfac.getValue() << "'";
-    }
+    kfacOptions.policy = kfac == KfacMode::None ? sched::Policy::None : policy.getValue();
+    if (failed(verifyCostOptions(pipeline, "pf-schedule", cost, profile)))
+      return failure();
     if (refreshSteps < 0)
       return pipeline.emitError("pf-schedule: refresh-steps must be >= 0");
     kfacOptions.refreshSteps = int(refreshSteps);
@@ -87,7 +77,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
       return failure();
 
     sched::ScheduleRequest request;
-    request.kind = *kind;
+    request.kind = kind;
     request.microbatches = int(numMicro);
     request.chunks = int(chunks);
     request.stageLayers = *stageLayers;
@@ -100,7 +90,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     recordPlacement(pipeline, result->program.layout);
     const sched::Report &report = result->report;
     Builder b(pipeline.getContext());
-    pipeline.setScheduleAttr(b.getStringAttr(sched::scheduleKindName(*kind)));
+    pipeline.setScheduleAttr(b.getStringAttr(sched::scheduleKindName(kind)));
     pipeline.setNumMicrobatches(numMicro);
     pipeline->setAttr(kRefreshStepsAttrName, b.getI64IntegerAttr(report.refreshSteps));
     pipeline->setAttr(kStepTimeMsAttrName, b.getF64FloatAttr(report.stepTimeMs));
@@ -131,7 +121,7 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
     auto blocks = readStageBlocks(pipeline);
     if (failed(blocks))
       return failure();
-    return buildCostModel(func, *blocks, cost, device);
+    return buildCostModel(func, *blocks, cost, profile, device);
   }
 
   /// Which devices run each stage: Chimera places stage i of the down pipeline

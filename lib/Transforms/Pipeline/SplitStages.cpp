@@ -457,7 +457,9 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
 
   /// Stage of every block: pf-partition's contiguous min-max cut.
   FailureOr<SmallVector<int64_t>> cut(func::FuncOp func, const BlockAssignment &blocks) {
-    auto costs = buildCostModel(func, blocks, cost, device);
+    if (failed(verifyCostOptions(func, "pf-split-stages", cost, profile)))
+      return failure();
+    auto costs = buildCostModel(func, blocks, cost, profile, device);
     if (failed(costs))
       return failure();
     std::vector<double> work;

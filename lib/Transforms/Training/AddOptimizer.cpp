@@ -42,11 +42,18 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     return FlatSymbolRefAttr::get(state.getSymNameAttr());
   }
 
+  Optimizer ruleOfKfacLayers() const {
+    switch (kfacOptimizer) {
+    case KfacOptimizer::Same: return optimizer;
+    case KfacOptimizer::SGD: return Optimizer::SGD;
+    case KfacOptimizer::AdamW: return Optimizer::AdamW;
+    case KfacOptimizer::LAMB: return Optimizer::LAMB;
+    }
+    return optimizer;
+  }
+
   LogicalResult run() {
     ModuleOp module = getOperation();
-    if (optimizer != "sgd" && optimizer != "adamw" && optimizer != "lamb")
-      return module.emitError("pf-add-optimizer: optimizer must be sgd, adamw or lamb, got '")
-             << optimizer.getValue() << "'";
     func::FuncOp func = getEntryFunction(module);
     if (!func)
       return module.emitError("pf-add-optimizer: no function with a body");
@@ -58,9 +65,6 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     // `lr` and `step` may exist already (the K-FAC passes add them).
     Value baseLR = getOrAddScalarArgument(func, "lr", builder.getF64Type());
     Value step = getOrAddScalarArgument(func, "step", builder.getI64Type());
-    if (!kfacOptimizer.empty() && kfacOptimizer != "sgd" && kfacOptimizer != "adamw" &&
-        kfacOptimizer != "lamb")
-      return func.emitError("pf-add-optimizer: kfac-optimizer must be sgd, adamw or lamb");
     // Parameters of K-FAC layers (their weights and biases), from the state
     // pf-insert-kfac created.
     llvm::StringSet<> kfacParams;
@@ -98,10 +102,9 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
       double decay = decays(paramName) ? weightDecay : 0.0;
       auto paramRef = FlatSymbolRefAttr::get(param.getSymNameAttr());
       bool kfacLayer = kfacParams.contains(paramName);
-      StringRef rule = kfacLayer && !kfacOptimizer.empty() ? StringRef(kfacOptimizer)
-                                                          : StringRef(optimizer);
+      Optimizer rule = kfacLayer ? ruleOfKfacLayers() : optimizer.getValue();
       Value lr = kfacLayer ? kfacLR : baseLR;
-      if (rule == "sgd") {
+      if (rule == Optimizer::SGD) {
         FlatSymbolRefAttr buffer = momentum != 0 ? addState(symbols, param, "momentum") : nullptr;
         SGDUpdateOp::create(builder, loc, grad, lr, paramRef, buffer,
                             builder.getF64FloatAttr(momentum), builder.getF64FloatAttr(decay),
@@ -109,7 +112,7 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
       } else {
         FlatSymbolRefAttr m = addState(symbols, param, "exp_avg");
         FlatSymbolRefAttr v = addState(symbols, param, "exp_avg_sq");
-        if (rule == "adamw")
+        if (rule == Optimizer::AdamW)
           AdamWUpdateOp::create(builder, loc, grad, lr, step, paramRef, m, v,
                                 builder.getF64FloatAttr(beta1), builder.getF64FloatAttr(beta2),
                                 builder.getF64FloatAttr(eps), builder.getF64FloatAttr(decay));

@@ -7,9 +7,11 @@
 // RUN: pf-opt %t/zero-stages.mlir --pf-partition="stages=0" -verify-diagnostics
 // RUN: pf-opt %t/microbatches.mlir --pf-partition="stages=2 microbatches=0" -verify-diagnostics
 // RUN: pf-opt %t/device.mlir --pf-partition="stages=2 device=tpu" -verify-diagnostics
-// RUN: pf-opt %t/profile.mlir --pf-partition="stages=2 cost=%t/missing.json" -verify-diagnostics
-// RUN: pf-opt %t/profile-layers.mlir --pf-partition="stages=2 cost=%S/Inputs/uniform-3-layers.json" -verify-diagnostics
+// RUN: pf-opt %t/profile.mlir --pf-partition="stages=2 cost=profile profile=%t/missing.json" -verify-diagnostics
+// RUN: pf-opt %t/profile-layers.mlir --pf-partition="stages=2 cost=profile profile=%S/Inputs/uniform-3-layers.json" -verify-diagnostics
 // RUN: pf-opt %t/memory-cap.mlir --pf-partition="stages=2 memory-cap-mb=0.00001" -verify-diagnostics
+// RUN: pf-opt %t/no-profile.mlir --pf-partition="stages=2 cost=profile" -verify-diagnostics
+// RUN: pf-opt %t/profile-analytic.mlir --pf-partition="stages=2 profile=%t/missing.json" -verify-diagnostics
 
 //--- errors.mlir
 // expected-error @+1 {{pf-partition: the module has no function with a body}}
@@ -102,6 +104,36 @@ pf.param @"encoder.layer.0.w" : tensor<4x4xf32>
 pf.param @"encoder.layer.1.w" : tensor<4x4xf32>
 pf.param @"encoder.layer.2.w" : tensor<4x4xf32>
 // expected-error @+1 {{missing.json: cannot open the profile}}
+func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %w0 = pf.param_ref @"encoder.layer.0.w" : tensor<4x4xf32>
+  %y0 = pf.linear %x, %w0 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %w1 = pf.param_ref @"encoder.layer.1.w" : tensor<4x4xf32>
+  %y1 = pf.linear %y0, %w1 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %w2 = pf.param_ref @"encoder.layer.2.w" : tensor<4x4xf32>
+  %y2 = pf.linear %y1, %w2 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  return %y2 : tensor<2x4xf32>
+}
+
+//--- no-profile.mlir
+pf.param @"encoder.layer.0.w" : tensor<4x4xf32>
+pf.param @"encoder.layer.1.w" : tensor<4x4xf32>
+pf.param @"encoder.layer.2.w" : tensor<4x4xf32>
+// expected-error @+1 {{pf-partition: cost=profile needs profile=PATH}}
+func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %w0 = pf.param_ref @"encoder.layer.0.w" : tensor<4x4xf32>
+  %y0 = pf.linear %x, %w0 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %w1 = pf.param_ref @"encoder.layer.1.w" : tensor<4x4xf32>
+  %y1 = pf.linear %y0, %w1 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %w2 = pf.param_ref @"encoder.layer.2.w" : tensor<4x4xf32>
+  %y2 = pf.linear %y1, %w2 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  return %y2 : tensor<2x4xf32>
+}
+
+//--- profile-analytic.mlir
+pf.param @"encoder.layer.0.w" : tensor<4x4xf32>
+pf.param @"encoder.layer.1.w" : tensor<4x4xf32>
+pf.param @"encoder.layer.2.w" : tensor<4x4xf32>
+// expected-error @+1 {{missing.json' is only read with cost=profile}}
 func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %w0 = pf.param_ref @"encoder.layer.0.w" : tensor<4x4xf32>
   %y0 = pf.linear %x, %w0 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>

@@ -1,5 +1,5 @@
-// RUN: pf-opt %s -split-input-file --pf-pipeline="stages=3 microbatches=4 schedule=gpipe kfac=none cost=%S/Inputs/uniform-3-layers.json print-report=true" | FileCheck %s
-// RUN: pf-opt %s -split-input-file --pf-pipeline="stages=3 microbatches=4 schedule=1f1b kfac=bubbles policy=pf cost=%S/Inputs/uniform-3-layers.json print-report=true" | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s -split-input-file --pf-pipeline="stages=3 microbatches=4 schedule=gpipe kfac=none cost=profile profile=%S/Inputs/uniform-3-layers.json print-report=true" | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-pipeline="stages=3 microbatches=4 schedule=1f1b kfac=bubbles policy=pf cost=profile profile=%S/Inputs/uniform-3-layers.json print-report=true" | FileCheck %s --check-prefix=KFAC
 // The whole flow on the toy encoder of partition.mlir: graph passes,
 // partition, schedule. From ONNX: pipeline.test.
 

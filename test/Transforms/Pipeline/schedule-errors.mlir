@@ -5,14 +5,13 @@
 // RUN: pf-opt %t/errors.mlir -split-input-file --pf-schedule -verify-diagnostics
 // RUN: pf-opt %t/twice.mlir --pf-partition=stages=1 --pf-schedule --pf-schedule -verify-diagnostics
 // RUN: pf-opt %t/chimera-odd.mlir --pf-partition="stages=3" --pf-schedule="schedule=chimera" -verify-diagnostics
-// RUN: pf-opt %t/schedule.mlir --pf-partition="stages=2" --pf-schedule="schedule=pipedream" -verify-diagnostics
-// RUN: pf-opt %t/policy.mlir --pf-partition="stages=2" --pf-schedule="policy=magic" -verify-diagnostics
-// RUN: pf-opt %t/kfac.mlir --pf-partition="stages=2" --pf-schedule="kfac=later" -verify-diagnostics
 // RUN: pf-opt %t/refresh-steps.mlir --pf-partition="stages=2" --pf-schedule="refresh-steps=-1" -verify-diagnostics
 // RUN: pf-opt %t/interleaved.mlir --pf-partition="stages=3" --pf-schedule="schedule=interleaved chunks=2" -verify-diagnostics
 // RUN: pf-opt %t/device.mlir --pf-partition="stages=2" --pf-schedule="device=tpu" -verify-diagnostics
-// RUN: pf-opt %t/profile.mlir --pf-partition="stages=2" --pf-schedule="cost=%t/missing.json" -verify-diagnostics
+// RUN: pf-opt %t/profile.mlir --pf-partition="stages=2" --pf-schedule="cost=profile profile=%t/missing.json" -verify-diagnostics
 // RUN: pf-opt %t/report.mlir --pf-partition="stages=2" --pf-schedule="report=%t/no-such-dir/r.json" -verify-diagnostics
+// Bad values of the enumerated options (schedule, policy, kfac, cost) are
+// rejected when the options are parsed, before any op: test/option-errors.test.
 
 //--- errors.mlir
 // A hand-written pipeline whose ops do not say which encoder block they
@@ -93,51 +92,6 @@ pf.param @"encoder.layer.0.w" : tensor<4x4xf32>
 pf.param @"encoder.layer.1.w" : tensor<4x4xf32>
 pf.param @"encoder.layer.2.w" : tensor<4x4xf32>
 // expected-error @+1 {{pf-schedule: chimera needs an even number of stages (got 3)}}
-func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-  %w0 = pf.param_ref @"encoder.layer.0.w" : tensor<4x4xf32>
-  %y0 = pf.linear %x, %w0 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  %w1 = pf.param_ref @"encoder.layer.1.w" : tensor<4x4xf32>
-  %y1 = pf.linear %y0, %w1 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  %w2 = pf.param_ref @"encoder.layer.2.w" : tensor<4x4xf32>
-  %y2 = pf.linear %y1, %w2 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  return %y2 : tensor<2x4xf32>
-}
-
-//--- schedule.mlir
-pf.param @"encoder.layer.0.w" : tensor<4x4xf32>
-pf.param @"encoder.layer.1.w" : tensor<4x4xf32>
-pf.param @"encoder.layer.2.w" : tensor<4x4xf32>
-// expected-error @+1 {{pf-schedule: unknown schedule 'pipedream' (known: gpipe, 1f1b, interleaved, chimera, zb-h1)}}
-func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-  %w0 = pf.param_ref @"encoder.layer.0.w" : tensor<4x4xf32>
-  %y0 = pf.linear %x, %w0 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  %w1 = pf.param_ref @"encoder.layer.1.w" : tensor<4x4xf32>
-  %y1 = pf.linear %y0, %w1 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  %w2 = pf.param_ref @"encoder.layer.2.w" : tensor<4x4xf32>
-  %y2 = pf.linear %y1, %w2 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  return %y2 : tensor<2x4xf32>
-}
-
-//--- policy.mlir
-pf.param @"encoder.layer.0.w" : tensor<4x4xf32>
-pf.param @"encoder.layer.1.w" : tensor<4x4xf32>
-pf.param @"encoder.layer.2.w" : tensor<4x4xf32>
-// expected-error @+1 {{pf-schedule: unknown policy 'magic' (known: pf, pipefisher, none)}}
-func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-  %w0 = pf.param_ref @"encoder.layer.0.w" : tensor<4x4xf32>
-  %y0 = pf.linear %x, %w0 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  %w1 = pf.param_ref @"encoder.layer.1.w" : tensor<4x4xf32>
-  %y1 = pf.linear %y0, %w1 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  %w2 = pf.param_ref @"encoder.layer.2.w" : tensor<4x4xf32>
-  %y2 = pf.linear %y1, %w2 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  return %y2 : tensor<2x4xf32>
-}
-
-//--- kfac.mlir
-pf.param @"encoder.layer.0.w" : tensor<4x4xf32>
-pf.param @"encoder.layer.1.w" : tensor<4x4xf32>
-pf.param @"encoder.layer.2.w" : tensor<4x4xf32>
-// expected-error @+1 {{pf-schedule: kfac must be 'bubbles' or 'none', got 'later'}}
 func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %w0 = pf.param_ref @"encoder.layer.0.w" : tensor<4x4xf32>
   %y0 = pf.linear %x, %w0 {transpose_weight} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>

@@ -9,12 +9,12 @@
 // figures follow from the formulas: GPipe and 1F1B over p = 3 stages and
 // m = 4 micro-batches take (m+p-1)(F+B) = 18 ms, each device is busy
 // m(F+B) = 12 ms, the bubble share is (p-1)/(m+p-1) = 1/3.
-// RUN: pf-opt %s -split-input-file --pf-partition="stages=3 microbatches=4 cost=%S/Inputs/uniform-3-layers.json" --pf-schedule="schedule=gpipe kfac=none cost=%S/Inputs/uniform-3-layers.json report=%t.gpipe.json trace=%t.gpipe.trace.json svg=%t.gpipe.svg" | FileCheck %s --check-prefix=GPIPE
+// RUN: pf-opt %s -split-input-file --pf-partition="stages=3 microbatches=4 cost=profile profile=%S/Inputs/uniform-3-layers.json" --pf-schedule="schedule=gpipe kfac=none cost=profile profile=%S/Inputs/uniform-3-layers.json report=%t.gpipe.json trace=%t.gpipe.trace.json svg=%t.gpipe.svg" | FileCheck %s --check-prefix=GPIPE
 // RUN: FileCheck %s --check-prefix=GPIPE-REPORT < %t.gpipe.json
 // RUN: %python %pf_src/test/Inputs/check_report.py %t.gpipe.json --expect pipeline_step_ms=6*3 --expect bubble_fraction=2/6
 // RUN: FileCheck %s --check-prefix=GPIPE-TRACE < %t.gpipe.trace.json
 // RUN: FileCheck %s --check-prefix=GPIPE-SVG < %t.gpipe.svg
-// RUN: pf-opt %s -split-input-file --pf-partition="stages=3 microbatches=4 cost=%S/Inputs/uniform-3-layers.json" --pf-schedule="schedule=1f1b policy=pf cost=%S/Inputs/uniform-3-layers.json report=%t.1f1b.json" | FileCheck %s --check-prefix=ONEF
+// RUN: pf-opt %s -split-input-file --pf-partition="stages=3 microbatches=4 cost=profile profile=%S/Inputs/uniform-3-layers.json" --pf-schedule="schedule=1f1b policy=pf cost=profile profile=%S/Inputs/uniform-3-layers.json report=%t.1f1b.json" | FileCheck %s --check-prefix=ONEF
 // RUN: FileCheck %s --check-prefix=ONEF-REPORT < %t.1f1b.json
 // RUN: %python %pf_src/test/Inputs/check_report.py %t.1f1b.json --expect step_time_ms=18.5 --expect utilization.with_kfac=31/37 --expect kfac_work_ms=3*7
 // Errors: schedule-errors.mlir.

@@ -2,8 +2,8 @@
 // need their own pass options are split-file sections with their own RUN.
 // RUN: rm -rf %t && split-file %s %t
 // RUN: pf-opt %t/errors.mlir -split-input-file --pf-add-optimizer -verify-diagnostics
-// RUN: pf-opt %t/kfac-optimizer.mlir --pf-add-optimizer=kfac-optimizer=adam -verify-diagnostics
-// RUN: pf-opt %t/optimizer.mlir --pf-add-optimizer=optimizer=adagrad -verify-diagnostics
+// Bad values of optimizer and kfac-optimizer are rejected when the options
+// are parsed, before any op: test/option-errors.test.
 
 //--- errors.mlir
 // expected-error @+1 {{pf-add-optimizer: no function with a body}}
@@ -21,19 +21,3 @@ func.func @no_gradients(%g: tensor<5x4xf32>) -> (tensor<5x4xf32> {pf.name = "gra
   return %g : tensor<5x4xf32>
 }
 
-//--- kfac-optimizer.mlir
-pf.param @w : tensor<5x4xf32>
-// expected-error @+1 {{pf-add-optimizer: kfac-optimizer must be sgd, adamw or lamb}}
-func.func @main(%g: tensor<5x4xf32>) -> (tensor<5x4xf32> {pf.name = "grad/w"}) {
-  return %g : tensor<5x4xf32>
-}
-
-//--- optimizer.mlir
-// An unknown optimizer is reported on the module.
-// expected-error @+1 {{pf-add-optimizer: optimizer must be sgd, adamw or lamb, got 'adagrad'}}
-module {
-  pf.param @w : tensor<5x4xf32>
-  func.func @main(%g: tensor<5x4xf32>) -> (tensor<5x4xf32> {pf.name = "grad/w"}) {
-    return %g : tensor<5x4xf32>
-  }
-}

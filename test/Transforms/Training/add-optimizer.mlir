@@ -1,4 +1,4 @@
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="kl-clip=0.001" --pf-add-optimizer="optimizer=adamw kfac-optimizer=sgd kfac-lr-scale=10" | FileCheck %s --check-prefix=HYBRID
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="kl-clip=0.001 damping=1e-3 refresh-warmup=0" --pf-add-optimizer="optimizer=adamw kfac-optimizer=sgd kfac-lr-scale=10" | FileCheck %s --check-prefix=HYBRID
 // RUN: pf-opt %s -split-input-file --pf-build-gradients --pf-add-optimizer="optimizer=sgd momentum=0.5 nesterov=true weight-decay=0.1" | FileCheck %s --check-prefix=SGD
 // RUN: pf-opt %s -split-input-file --pf-build-gradients --pf-add-optimizer="optimizer=sgd momentum=0 weight-decay=0.1" | FileCheck %s --check-prefix=PLAIN-SGD
 // RUN: pf-opt %s -split-input-file --pf-build-gradients --pf-add-optimizer="optimizer=adamw beta1=0.8 beta2=0.5 eps=1e-8 weight-decay=0.1 keep-gradients=true" | FileCheck %s --check-prefix=ADAMW

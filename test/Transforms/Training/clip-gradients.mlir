@@ -1,5 +1,5 @@
 // RUN: pf-opt %s -split-input-file --pf-build-gradients --pf-clip-gradients=max-norm=0.5 | FileCheck %s
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-clip-gradients --pf-kfac-precondition | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-clip-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0" | FileCheck %s --check-prefix=KFAC
 // RUN: pf-opt %s -split-input-file --pf-build-gradients=wrt=all --pf-clip-gradients=max-norm=2 | FileCheck %s --check-prefix=ALL
 // Errors: clip-gradients-errors.mlir.
 

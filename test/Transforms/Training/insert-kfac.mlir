@@ -1,4 +1,4 @@
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" | FileCheck %s
 // RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.5 bias-column=true factor-every=2 skip=[.]k[.]" | FileCheck %s --check-prefix=OPTS
 
 // Only the encoder block's linear gets factors; the head keeps its optimizer.

@@ -1,8 +1,8 @@
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition=refresh-every=4 | FileCheck %s --check-prefix=PRECOND
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" | FileCheck %s --check-prefix=WARMUP
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="damping=0.01 retries=2 kl-clip=0.001 export-factors=true" | FileCheck %s --check-prefix=OPTS
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=4 damping=1e-3 refresh-warmup=0 kl-clip=0" | FileCheck %s --check-prefix=PRECOND
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0" | FileCheck %s --check-prefix=WARMUP
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=0.01 retries=2 kl-clip=0.001 export-factors=true refresh-warmup=0" | FileCheck %s --check-prefix=OPTS
 // Errors: kfac-precondition-errors.mlir.
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>

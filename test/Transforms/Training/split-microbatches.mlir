@@ -1,7 +1,7 @@
 // RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=3 | FileCheck %s
-// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac --pf-build-gradients | FileCheck %s --check-prefix=KFAC
-// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac | FileCheck %s --check-prefix=KFAC-COUNT --implicit-check-not="kfac.A :"
-// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" --pf-build-gradients | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" | FileCheck %s --check-prefix=KFAC-COUNT --implicit-check-not="kfac.A :"
+// RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=2 --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
 // RUN: pf-opt %s -split-input-file --pf-split-microbatches=microbatches=1 | FileCheck %s --check-prefix=ONE
 // RUN: pf-opt %s -split-input-file --pf-build-gradients --pf-split-microbatches=microbatches=2 | FileCheck %s --check-prefix=GRADS
 

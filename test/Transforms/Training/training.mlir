@@ -1,6 +1,6 @@
-// RUN: pf-opt %s -split-input-file --pf-training="kfac=true microbatches=2 optimizer=sgd kfac-refresh=3" | FileCheck %s
-// RUN: pf-opt %s -split-input-file --pf-training | FileCheck %s --check-prefix=PLAIN
-// RUN: pf-opt %s -split-input-file --pf-training="kfac=true clip-norm=1 microbatches=2" | FileCheck %s --check-prefix=CLIP
+// RUN: pf-opt %s -split-input-file --pf-training="kfac=true micro-batches=2 optimizer=sgd kfac-refresh=3 clip-norm=0 kfac-damping=1e-3 kfac-decay=0.95 kfac-refresh-warmup=0 kfac-kl-clip=0" | FileCheck %s
+// RUN: pf-opt %s -split-input-file --pf-training="clip-norm=0 kfac-damping=1e-3 kfac-decay=0.95 kfac-refresh-warmup=0 kfac-kl-clip=0" | FileCheck %s --check-prefix=PLAIN
+// RUN: pf-opt %s -split-input-file --pf-training="kfac=true clip-norm=1 micro-batches=2 kfac-damping=1e-3 kfac-decay=0.95 kfac-refresh-warmup=0 kfac-kl-clip=0" | FileCheck %s --check-prefix=CLIP
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
 pf.param @"bert.encoder.layer.0.dense.bias" : tensor<5xf32>

@@ -1,4 +1,16 @@
 //===- Passes.td - pf graph passes ------------------------*- tablegen -*-===//
+//
+// Graph phase: the ONNX Runtime-style clean-up of an imported forward graph,
+// before anything training-specific. The `pf-graph-opt` pipeline, which the
+// importer runs by default, runs them in this order: pf-untie-initializers
+// (before shape folding, which would fold away the Identity ops that carry the
+// de-duplicated names), pf-infer-shapes, canonicalize, pf-fuse-layer-norm,
+// pf-fuse-gelu, pf-fuse-linear (the three fusions with `fuse=true`, the
+// default), canonicalize, cse, pf-dce. pf-print-summary is not part of it.
+// The pipeline builder is in lib/Transforms/Graph/Pipelines.cpp. `ninja -C build
+// mlir-doc` renders this file into build/docs/passes/PFGraphPasses.md.
+//
+//===----------------------------------------------------------------------===//
 #ifndef PF_TRANSFORMS_GRAPH_PASSES_TD
 #define PF_TRANSFORMS_GRAPH_PASSES_TD
 
@@ -11,6 +23,25 @@ def PFInferShapes : Pass<"pf-infer-shapes", "::mlir::ModuleOp"> {
     order, folding Shape/Gather/Concat/Unsqueeze/... chains to constants as it
     goes, until nothing changes; then updates function signatures. With
     `require-static`, any dynamic dimension left is an error naming the op.
+
+    Example: the Shape of a static tensor folds to a constant, the Reshape to
+    that same shape folds away, and the result types and the signature become
+    static:
+
+    ```mlir
+    // Before
+    func.func @main(%x: tensor<2x8xf32>) -> tensor<*xf32> {
+      %s = pf.shape %x : (tensor<2x8xf32>) -> tensor<2xi64>
+      %r = pf.reshape %x, %s : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+      %e = pf.exp %r : (tensor<?x?xf32>) -> tensor<*xf32>
+      return %e : tensor<*xf32>
+    }
+    // After
+    func.func @main(%arg0: tensor<2x8xf32>) -> tensor<2x8xf32> {
+      %0 = pf.exp %arg0 : (tensor<2x8xf32>) -> tensor<2x8xf32>
+      return %0 : tensor<2x8xf32>
+    }
+    ```
   }];
   let options = [
     Option<"requireStatic", "require-static", "bool", /*default=*/"false",
@@ -25,6 +56,29 @@ def PFUntieInitializers : Pass<"pf-untie-initializers", "::mlir::ModuleOp"> {
     Identity nodes. Training must update them separately, so each
     `pf.identity` of a `pf.param_ref` that carries its ONNX name (`pf.name`)
     becomes a parameter of that name with the same initial value.
+
+    The new parameter follows its source among the `pf.param` ops; a name
+    already taken gets a unique suffix. An identity without `pf.name`, or of
+    a value that is not a parameter, is left alone; the source's read stays
+    (pf-dce removes it when unused).
+
+    ```mlir
+    // Before
+    pf.param @a : tensor<2xf32> = dense<[1.0, 2.0]> : tensor<2xf32>
+    func.func @main() -> (tensor<2xf32>, tensor<2xf32>) {
+      %a = pf.param_ref @a : tensor<2xf32>
+      %c = pf.identity %a {pf.name = "a.copy"} : (tensor<2xf32>) -> tensor<2xf32>
+      return %a, %c : tensor<2xf32>, tensor<2xf32>
+    }
+    // After
+    pf.param @a : tensor<2xf32> = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+    pf.param @a.copy : tensor<2xf32> = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+    func.func @main() -> (tensor<2xf32>, tensor<2xf32>) {
+      %0 = pf.param_ref @a : tensor<2xf32>
+      %1 = pf.param_ref @a.copy : tensor<2xf32>
+      return %0, %1 : tensor<2xf32>, tensor<2xf32>
+    }
+    ```
   }];
 }
 
@@ -34,11 +88,54 @@ def PFFuseLayerNorm : Pass<"pf-fuse-layer-norm"> {
     Matches ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div(/Mul/Add), the form the
     PyTorch exporter emits, and `pf.layer_normalization` whose statistics
     outputs are unused.
+
+    Without the scale and bias, the fused op gets a ones scale; the variance
+    may also be `pf.mul %d, %d`.
+
+    ```mlir
+    // Before
+    %m = pf.reduce_mean %x {axes = array<i64: -1>} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+    %d = pf.sub %x, %m : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+    %two = pf.constant dense<2.0> : tensor<f32>
+    %p = pf.pow %d, %two : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %v = pf.reduce_mean %p {axes = array<i64: -1>} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+    %eps = pf.constant dense<1.0e-12> : tensor<f32>
+    %a = pf.add %v, %eps : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+    %s = pf.sqrt %a : (tensor<2x1xf32>) -> tensor<2x1xf32>
+    %n = pf.div %d, %s : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+    %w = pf.param_ref @w : tensor<8xf32>
+    %y = pf.mul %n, %w : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+    %b = pf.param_ref @b : tensor<8xf32>
+    %z = pf.add %y, %b : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+    // After
+    %0 = pf.param_ref @w : tensor<8xf32>
+    %1 = pf.param_ref @b : tensor<8xf32>
+    %2 = pf.layer_norm %arg0, %0, %1 {axis = 1 : i64, epsilon = 9.99999996E-13 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+    ```
   }];
 }
 
 def PFFuseGelu : Pass<"pf-fuse-gelu"> {
   let summary = "Fuse GELU (erf and tanh forms) into pf.gelu";
+  let description = [{
+    Matches x·(1 + erf(x/√2))·0.5 (BERT's exact GELU; erf of x·(1/√2)
+    too, with the factors in any order and association) and the tanh
+    approximation, with the constants compared within `tolerance`.
+
+    ```mlir
+    // Before
+    %sqrt2 = pf.constant dense<1.4142135> : tensor<f32>
+    %q = pf.div %x, %sqrt2 : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %e = pf.erf %q : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    %one = pf.constant dense<1.0> : tensor<f32>
+    %a = pf.add %e, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+    %m = pf.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+    %half = pf.constant dense<0.5> : tensor<f32>
+    %y = pf.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+    // After
+    %0 = pf.gelu %arg0 : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    ```
+  }];
   let options = [
     Option<"tolerance", "tolerance", "double", /*default=*/"1e-4",
            "Relative tolerance when matching the constants sqrt(2), 0.5, ...">,
@@ -51,15 +148,78 @@ def PFFuseLinear : Pass<"pf-fuse-linear"> {
     The weight must be a named parameter, directly (pre-transposed, [in, out])
     or through a Transpose ([out, in], the Hugging Face layout: the op gets
     `transpose_weight`). The bias must be 1-D of the output size.
+
+    The Hugging Face layout, bias first in the Add as PyTorch exports it:
+
+    ```mlir
+    // Before
+    %w = pf.param_ref @w : tensor<16x8xf32>
+    %t = pf.transpose %w {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+    %m = pf.matmul %x, %t : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    %b = pf.param_ref @b : tensor<16xf32>
+    %y = pf.add %b, %m : (tensor<16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+    // After
+    %0 = pf.param_ref @w : tensor<16x8xf32>
+    %1 = pf.param_ref @b : tensor<16xf32>
+    %2 = pf.linear %arg0, %0, %1 {transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    ```
   }];
 }
 
 def PFDeadCodeElimination : Pass<"pf-dce", "::mlir::ModuleOp"> {
   let summary = "Remove dead ops and parameters nothing reads";
+  let description = [{
+    Runs MLIR's region DCE on every function (ops with side effects, such as
+    the in-place optimizer updates, stay), then erases every `pf.param` that
+    no symbol use names any more.
+
+    ```mlir
+    // Before
+    pf.param @used : tensor<4xf32>
+    pf.param @unread : tensor<4xf32>
+    pf.param @read_by_dead_op : tensor<4xf32>
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %w = pf.param_ref @used : tensor<4xf32>
+      %d = pf.param_ref @read_by_dead_op : tensor<4xf32>
+      %dead = pf.exp %d : (tensor<4xf32>) -> tensor<4xf32>
+      %y = pf.add %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      return %y : tensor<4xf32>
+    }
+    // After
+    pf.param @used : tensor<4xf32>
+    func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = pf.param_ref @used : tensor<4xf32>
+      %1 = pf.add %arg0, %0 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      return %1 : tensor<4xf32>
+    }
+    ```
+  }];
 }
 
 def PFPrintSummary : Pass<"pf-print-summary", "::mlir::ModuleOp"> {
   let summary = "Print a readable summary of a pf module (ops, parameters, blocks)";
+  let description = [{
+    Prints to stdout and leaves the module unchanged: the entry function's
+    inputs and outputs, the parameter count and size, the forward FLOP, the
+    op counts and the linear/LayerNorm/GELU ops per encoder block (JSON with
+    `json=true`). For the input of the pf-fuse-linear example:
+
+    ```
+    pf module summary
+      entry @main
+        input  arg0: tensor<4x8xf32>
+        output result0: tensor<4x16xf32>
+      parameters: 2 (144 elements, 0.0 MB, shapes only)
+      forward: 0.00 GFLOP
+      ops:
+        pf.add                            1
+        pf.matmul                         1
+        pf.param_ref                      2
+        pf.transpose                      1
+      encoder blocks: 0
+      pf.linear outside encoder blocks: 0
+    ```
+  }];
   let options = [
     Option<"json", "json", "bool", /*default=*/"false", "Print JSON instead of text">,
   ];

@@ -7,6 +7,8 @@
 #ifndef PF_TRANSFORMS_PIPELINE_PASSES_H
 #define PF_TRANSFORMS_PIPELINE_PASSES_H
 
+#include "pf/Transforms/OptionEnums.h"
+
 #include "mlir/Pass/Pass.h"
 #include <memory>
 
@@ -17,6 +19,51 @@ namespace mlir::pf {
 
 #define GEN_PASS_REGISTRATION
 #include "pf/Transforms/Pipeline/Passes.h.inc"
+
+/// Options of `pf-pipeline` (and pf-translate --pipeline): pf-schedule's, of
+/// which pf-partition shares micro-batches and the cost model, plus the
+/// stage count, the memory cap and whether the graph passes run first.
+struct PipelineOptions {
+  /// Run pf-graph-opt (require-static) first; off when it already ran.
+  bool graphOpt = true;
+  /// Pipeline stages (devices; interleaved: times `chunks` stages).
+  int64_t stages = 2;
+  /// Per-stage memory cap of pf-partition in MB (0: none).
+  double memoryCapMB = 0;
+  PFScheduleOptions schedule = defaultSchedule();
+
+  static PFScheduleOptions defaultSchedule() {
+    PFScheduleOptions options;
+    options.microbatches = 4;
+    return options;
+  }
+
+  /// Declares every option to `binder` (pf/Transforms/OptionBinder.h).
+  template <typename Binder>
+  void bindOptions(Binder &binder) {
+    binder.opt("graph-opt", graphOpt,
+               "Run the graph passes first (pf-graph-opt with require-static)");
+    binder.opt("stages", stages, "Pipeline stages");
+    binder.opt("microbatches", schedule.microbatches, "Micro-batches per step");
+    binder.opt("schedule", schedule.schedule, "Pipeline schedule", scheduleKindValues());
+    binder.opt("chunks", schedule.chunks, "Interleaved 1F1B: model chunks per device");
+    binder.opt("kfac", schedule.kfac, "K-FAC work", kfacModeValues());
+    binder.opt("policy", schedule.policy, "K-FAC placement policy", kfacPolicyValues());
+    binder.opt("refresh-steps", schedule.refreshSteps, "Steps per K-FAC refresh (0: automatic)");
+    binder.opt("cost", schedule.cost, "Where the per-block costs come from", costSourceValues());
+    binder.opt("profile", schedule.profile, "With cost=profile: the profile JSON");
+    binder.opt("device", schedule.device,
+               "Device of the analytic cost model (p100, v100, a100, h100, h200)");
+    binder.opt("memory-cap-mb", memoryCapMB, "Per-stage memory cap in MB (0: none)");
+    binder.opt("report", schedule.reportFile, "Write the report as JSON to this file");
+    binder.opt("trace", schedule.traceFile, "Write a Chrome/Perfetto trace to this file");
+    binder.opt("svg", schedule.svgFile, "Write the SVG timeline to this file");
+    binder.opt("print-report", schedule.printReport, "Print the text report");
+  }
+};
+
+/// Graph passes (optional), pf-partition and pf-schedule.
+void buildPipelinePipeline(OpPassManager &pm, const PipelineOptions &options);
 
 /// Registers `pf-pipeline`.
 void registerPipelinePipelines();

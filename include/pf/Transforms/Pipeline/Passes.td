@@ -1,4 +1,17 @@
 //===- Passes.td - pf pipeline passes ------------------------*- tablegen -*-===//
+//
+// Pipeline phase: cuts the model into pipeline stages and plans the pipelined
+// step. The `pf-pipeline` pipeline runs pf-graph-opt (with require-static;
+// `graph-opt=false` skips it), then pf-partition (stages × chunks stages for
+// the interleaved schedule), then pf-schedule. pf-split-stages is not part of
+// it: it works on a training step (after pf-add-masked-lm-loss and
+// pf-build-gradients{tag-origin=true}) and makes one forward and one backward
+// function per stage, each of which runs on its own (`pf-run --entry`;
+// docs/pipeline-execution.md). The pipeline builder is in
+// lib/Transforms/Pipeline/Pipelines.cpp. `ninja -C build mlir-doc` renders
+// this file into build/docs/passes/PFPipelinePasses.md.
+//
+//===----------------------------------------------------------------------===//
 #ifndef PF_TRANSFORMS_PIPELINE_PASSES_TD
 #define PF_TRANSFORMS_PIPELINE_PASSES_TD
 
@@ -15,17 +28,55 @@ def PFPartition : Pass<"pf-partition", "::mlir::ModuleOp"> {
     cross a cut become `pf.send` / `pf.recv` pairs. Import with the
     micro-batch size as the batch dimension: each stage body is the work of
     one micro-batch.
+
+    Each op in a stage records its block (`pf.block`), each stage its blocks.
+    Two blocks, `stages=2 microbatches=4`:
+
+    ```mlir
+    // Before
+    func.func @main(%x: tensor<4x8x16xf32>) -> tensor<4x8x16xf32> {
+      %w0 = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+      %x1 = pf.linear %x, %w0 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+      %w1 = pf.param_ref @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+      %x2 = pf.linear %x1, %w1 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+      return %x2 : tensor<4x8x16xf32>
+    }
+    // After
+    func.func @main(%arg0: tensor<4x8x16xf32>) -> tensor<4x8x16xf32> {
+      %0 = pf.pipeline stages(2) microbatches(4) (%arg0 : tensor<4x8x16xf32>) {
+      ^bb0(%arg1: tensor<4x8x16xf32>):
+        pf.stage 0 (%arg1 : tensor<4x8x16xf32>) attributes {blocks = array<i64: 0>} {
+        ^bb0(%arg2: tensor<4x8x16xf32>):
+          %2 = pf.param_ref @bert.encoder.layer.0.dense.weight : tensor<16x16xf32>
+          %3 = pf.linear %arg2, %2 {pf.block = 0 : i64, transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+          pf.send %3 to 1 tag 0 : tensor<4x8x16xf32>
+        }
+        %1 = pf.stage 1  attributes {blocks = array<i64: 1>} {
+          %2 = pf.recv from 0 tag 0 : tensor<4x8x16xf32>
+          %3 = pf.param_ref @bert.encoder.layer.1.dense.weight : tensor<16x16xf32>
+          %4 = pf.linear %2, %3 {pf.block = 1 : i64, transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+          pf.yield %4 : tensor<4x8x16xf32>
+        } -> tensor<4x8x16xf32>
+        pf.yield %1 : tensor<4x8x16xf32>
+      } -> tensor<4x8x16xf32>
+      return %0 : tensor<4x8x16xf32>
+    }
+    ```
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages (default: 2)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
-           "Micro-batches per step (recorded on the pf.pipeline)">,
-    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
-           "'analytic' or the path of a profile JSON (docs/profile-format.md)">,
+           "Micro-batches per step (recorded on the pf.pipeline) (default: 1)">,
+    Option<"cost", "cost", "::mlir::pf::CostSource",
+           /*default=*/"::mlir::pf::CostSource::Analytic",
+           "Where the per-block costs come from (default: analytic)",
+           [{::mlir::pf::costSourceValues()}]>,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "With cost=profile: the profile JSON (docs/profile-format.md) (default: '')">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
-           "Device of the analytic cost model (p100, v100, a100, h100, h200)">,
+           "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
     Option<"memoryCapMB", "memory-cap-mb", "double", /*default=*/"0",
-           "Per-stage memory cap in MB (0: none)">,
+           "Per-stage memory cap in MB (0: none) (default: 0)">,
   ];
 }
 
@@ -38,32 +89,70 @@ def PFSchedule : Pass<"pf-schedule", "::mlir::ModuleOp"> {
     blocks) by the chosen policy, and writes one `pf.program` per device with
     its ordered `pf.task` ops. Optionally writes a report (JSON), a Chrome
     trace and an SVG timeline.
+
+    The stages stay; each gets the devices it runs on (`pf.devices`), the
+    `pf.pipeline` gets its `schedule` (printed unless 1f1b, the default), the
+    simulated step time, utilization, K-FAC policy and
+    refresh period, and the `pf.program` of each device lists its tasks with
+    their simulated start and end (ms), micro-batch, stage and step (with
+    K-FAC on, the programs cover the steps of one refresh period, and the
+    K-FAC tasks name their `layer`). The pf-partition example with
+    `microbatches=2`, then `schedule=gpipe kfac=none`:
+
+    ```mlir
+    %0 = pf.pipeline stages(2) microbatches(2) (%arg0 : tensor<4x8x16xf32>) attributes {pf.kfac_policy = "none", pf.refresh_steps = 0 : i64, pf.step_time_ms = 0.010026256410256413 : f64, pf.utilization = 8.3800482834815693E-4 : f64, schedule = "gpipe"} {
+    ^bb0(%arg1: tensor<4x8x16xf32>):
+      pf.stage 0 (%arg1 : tensor<4x8x16xf32>) attributes {blocks = array<i64: 0>, pf.devices = array<i64: 0>} {
+        ...
+      }
+      %1 = pf.stage 1  attributes {blocks = array<i64: 1>, pf.devices = array<i64: 1>} {
+        ...
+      } -> tensor<4x8x16xf32>
+      pf.program device(0) {
+        pf.task "forward" {end = 1.4003418803418803E-6 : f64, microbatch = 0 : i64, stage = 0 : i64, start = 0.000000e+00 : f64, step = 0 : i64}
+        pf.task "forward" {end = 2.8006837606837607E-6 : f64, microbatch = 1 : i64, stage = 0 : i64, start = 1.4003418803418803E-6 : f64, step = 0 : i64}
+        pf.task "send_recv" {end = 0.0050082270085470091 : f64, microbatch = 0 : i64, stage = 0 : i64, start = 1.4003418803418803E-6 : f64, step = 0 : i64}
+        ...
+        pf.task "backward" {end = 0.010026256410256413 : f64, microbatch = 1 : i64, stage = 0 : i64, start = 0.010023455726495729 : f64, step = 0 : i64}
+      }
+      pf.program device(1) {
+        pf.task "forward" {end = 0.0050096273504273512 : f64, microbatch = 0 : i64, stage = 1 : i64, start = 0.0050082270085470091 : f64, step = 0 : i64}
+        ...
+      }
+      pf.yield %1 : tensor<4x8x16xf32>
+    } -> tensor<4x8x16xf32>
+    ```
   }];
   let options = [
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b, interleaved, chimera or zb-h1">,
+    Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
+           /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
+           "Pipeline schedule (default: 1f1b)", [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
-           "Micro-batches per step (0: the pf.pipeline's)">,
+           "Micro-batches per step (0: the pf.pipeline's) (default: 0)">,
     Option<"chunks", "chunks", "int64_t", /*default=*/"2",
-           "Interleaved 1F1B: model chunks per device">,
-    Option<"kfac", "kfac", "std::string", /*default=*/"\"bubbles\"",
-           "'bubbles' (K-FAC work placed by the policy) or 'none'">,
-    Option<"policy", "policy", "std::string", /*default=*/"\"pf\"",
-           "K-FAC placement: pf (ours) or pipefisher (the reference greedy)">,
+           "Interleaved 1F1B: model chunks per device (default: 2)">,
+    Option<"kfac", "kfac", "::mlir::pf::KfacMode", /*default=*/"::mlir::pf::KfacMode::Bubbles",
+           "K-FAC work (default: bubbles)", [{::mlir::pf::kfacModeValues()}]>,
+    Option<"policy", "policy", "::pf::sched::Policy", /*default=*/"::pf::sched::Policy::PF",
+           "K-FAC placement policy (default: pf)", [{::mlir::pf::kfacPolicyValues()}]>,
     Option<"refreshSteps", "refresh-steps", "int64_t", /*default=*/"0",
-           "Steps per K-FAC refresh (0: automatic)">,
-    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
-           "'analytic' or the path of a profile JSON">,
+           "Steps per K-FAC refresh (0: automatic) (default: 0)">,
+    Option<"cost", "cost", "::mlir::pf::CostSource",
+           /*default=*/"::mlir::pf::CostSource::Analytic",
+           "Where the per-block costs come from (default: analytic)",
+           [{::mlir::pf::costSourceValues()}]>,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "With cost=profile: the profile JSON (docs/profile-format.md) (default: '')">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
-           "Device of the analytic cost model">,
+           "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
     Option<"reportFile", "report", "std::string", /*default=*/"\"\"",
-           "Write the report as JSON to this file">,
+           "Write the report as JSON to this file (default: '')">,
     Option<"traceFile", "trace", "std::string", /*default=*/"\"\"",
-           "Write a Chrome/Perfetto trace to this file">,
+           "Write a Chrome/Perfetto trace to this file (default: '')">,
     Option<"svgFile", "svg", "std::string", /*default=*/"\"\"",
-           "Write the SVG timeline to this file">,
+           "Write the SVG timeline to this file (default: '')">,
     Option<"printReport", "print-report", "bool", /*default=*/"false",
-           "Print the text report to stdout">,
+           "Print the text report to stdout (default: false)">,
   ];
 }
 
@@ -86,13 +175,58 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     that reads the parameter; a parameter read by several stages, such as the
     tied word embedding, gets a partial gradient of the same name on each,
     to be summed across stages). See docs/pipeline-execution.md.
+
+    Each stage function carries `pf.stage` and `pf.blocks`; a saved value
+    that is not an op's first result is named `saved/<id>#<result>`. Two
+    blocks of one linear each, after pf-add-masked-lm-loss and
+    `pf-build-gradients{tag-origin=true}`, with `stages=2` (constants elided):
+
+    ```mlir
+    // Before (pf-add-masked-lm-loss's input)
+    func.func @main(%x: tensor<2x5xf32> {pf.name = "x"}) -> (tensor<2x5xf32> {pf.name = "logits"}) {
+      %w0 = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x5xf32>
+      %x1 = pf.linear %x, %w0 {transpose_weight} : (tensor<2x5xf32>, tensor<5x5xf32>) -> tensor<2x5xf32>
+      %w1 = pf.param_ref @"bert.encoder.layer.1.dense.weight" : tensor<5x5xf32>
+      %x2 = pf.linear %x1, %w1 {transpose_weight} : (tensor<2x5xf32>, tensor<5x5xf32>) -> tensor<2x5xf32>
+      return %x2 : tensor<2x5xf32>
+    }
+    // After
+    func.func @stage0_forward(%arg0: tensor<2x5xf32> {pf.name = "x"}) -> (tensor<2x5xf32> {pf.name = "act/1"}) attributes {pf.blocks = array<i64: 0>, pf.stage = 0 : i64} {
+      %0 = pf.param_ref @bert.encoder.layer.0.dense.weight : tensor<5x5xf32>
+      %1 = pf.linear %arg0, %0 {transpose_weight} : (tensor<2x5xf32>, tensor<5x5xf32>) -> tensor<2x5xf32>
+      return %1 : tensor<2x5xf32>
+    }
+    func.func @stage0_backward(%arg0: tensor<2x5xf32> {pf.name = "x"}, %arg1: tensor<2x5xf32> {pf.name = "grad_act/8"}) -> (tensor<5x5xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}) attributes {pf.blocks = array<i64: 0>, pf.stage = 0 : i64} {
+      %0 = pf.gemm %arg1, %arg0 {beta = 0.000000e+00 : f32, transA} : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<5x5xf32>
+      return %0 : tensor<5x5xf32>
+    }
+    func.func @stage1_forward(%arg0: tensor<2xi64> {pf.name = "labels"}, %arg1: tensor<2x5xf32> {pf.name = "act/1"}) -> (tensor<2x5xf32> {pf.name = "saved/1"}, tensor<2x5xf32> {pf.name = "saved/4#1"}, tensor<f32> {pf.name = "loss"}) attributes {pf.blocks = array<i64: 1>, pf.stage = 1 : i64} {
+      %0 = pf.param_ref @bert.encoder.layer.1.dense.weight : tensor<5x5xf32>
+      %1 = pf.linear %arg1, %0 {transpose_weight} : (tensor<2x5xf32>, tensor<5x5xf32>) -> tensor<2x5xf32>
+      %loss, %grad_logits, %count = pf.softmax_cross_entropy %1, %arg0 : (tensor<2x5xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x5xf32>, tensor<i64>)
+      return %arg1, %grad_logits, %loss : tensor<2x5xf32>, tensor<2x5xf32>, tensor<f32>
+    }
+    func.func @stage1_backward(%arg0: tensor<2x5xf32> {pf.name = "saved/1"}, %arg1: tensor<2x5xf32> {pf.name = "saved/4#1"}) -> (tensor<2x5xf32> {pf.name = "grad_act/8"}, tensor<5x5xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}) attributes {pf.blocks = array<i64: 1>, pf.stage = 1 : i64} {
+      ...
+      %1 = pf.mul %arg1, %0 : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+      %2 = pf.param_ref @bert.encoder.layer.1.dense.weight : tensor<5x5xf32>
+      %3 = pf.linear %1, %2 : (tensor<2x5xf32>, tensor<5x5xf32>) -> tensor<2x5xf32>
+      %4 = pf.gemm %1, %arg0 {beta = 0.000000e+00 : f32, transA} : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<5x5xf32>
+      return %3, %4 : tensor<2x5xf32>, tensor<5x5xf32>
+    }
+    ```
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", /*default=*/"2", "Number of pipeline stages">,
-    Option<"cost", "cost", "std::string", /*default=*/"\"analytic\"",
-           "'analytic' or the path of a profile JSON (docs/profile-format.md)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Number of pipeline stages (default: 2)">,
+    Option<"cost", "cost", "::mlir::pf::CostSource",
+           /*default=*/"::mlir::pf::CostSource::Analytic",
+           "Where the per-block costs come from (default: analytic)",
+           [{::mlir::pf::costSourceValues()}]>,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "With cost=profile: the profile JSON (docs/profile-format.md)">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
-           "Device of the analytic cost model (p100, v100, a100, h100, h200)">,
+           "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
   ];
 }
 

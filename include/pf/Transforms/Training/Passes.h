@@ -8,6 +8,8 @@
 #ifndef PF_TRANSFORMS_TRAINING_PASSES_H
 #define PF_TRANSFORMS_TRAINING_PASSES_H
 
+#include "pf/Transforms/OptionEnums.h"
+
 #include "mlir/Pass/Pass.h"
 #include <memory>
 
@@ -19,20 +21,55 @@ namespace mlir::pf {
 #define GEN_PASS_REGISTRATION
 #include "pf/Transforms/Training/Passes.h.inc"
 
-/// Options of the training-step pipeline (`pf-training`): the passes'
-/// own option structs, plus which optional passes run.
+/// The options of the training step, the one source for every surface:
+/// `pf-opt --pf-training="..."`, `pf-run --training-step`, `pf-train` and
+/// buildTrainingPipeline. The passes' own option structs hold most of them,
+/// so their defaults are the passes' (Passes.td); bindOptions names them for
+/// the surfaces (docs/design.md, "Where options come from").
 struct TrainingOptions {
   /// Micro-batches per step (pf-split-microbatches; 1: none).
   int64_t microbatches = 1;
   /// Clip the gradients to this global L2 norm before preconditioning (0:
-  /// off).
-  double clipNorm = 0;
+  /// off). 1, as BERT and the convergence benchmark train.
+  double clipNorm = 1.0;
   /// Precondition the encoder blocks' linears with K-FAC.
   bool kfac = false;
   PFAddMaskedLMLossOptions loss;
   PFInsertKFACOptions insertKFAC;
   PFKFACPreconditionOptions precondition;
   PFAddOptimizerOptions optimizer;
+
+  /// Declares every option with its name and help to `binder` (see
+  /// pf/Transforms/OptionBinder.h); the current values are the defaults.
+  template <typename Binder>
+  void bindOptions(Binder &binder) {
+    binder.opt("micro-batches", microbatches,
+               "Split each step's batch into this many micro-batches; gradients and K-FAC "
+               "factors accumulate over them");
+    binder.opt("optimizer", optimizer.optimizer, "Update rule", optimizerValues());
+    binder.opt("weight-decay", optimizer.weightDecay,
+               "Weight decay (not on biases and LayerNorm parameters)");
+    binder.opt("momentum", optimizer.momentum, "SGD momentum");
+    binder.opt("clip-norm", clipNorm,
+               "Clip the gradients to this global L2 norm before preconditioning (0: off)");
+    binder.opt("keep-gradients", optimizer.keepGradients,
+               "Keep the grad/<parameter> results");
+    binder.opt("kfac", kfac, "K-FAC-precondition the encoder blocks' linear layers");
+    binder.opt("kfac-damping", precondition.damping, "K-FAC damping λ");
+    binder.opt("kfac-decay", insertKFAC.decay, "Running-average decay of the K-FAC factors");
+    binder.opt("kfac-refresh", precondition.refreshEvery,
+               "Steps between K-FAC inverse refreshes");
+    binder.opt("kfac-refresh-warmup", precondition.refreshWarmup,
+               "Refresh the inverses at every one of the first N steps (early curvature "
+               "changes fastest)");
+    binder.opt("kfac-kl-clip", precondition.klClip, "K-FAC KL-clipping threshold κ (0: off)");
+    binder.opt("kfac-optimizer", optimizer.kfacOptimizer,
+               "Update rule of the K-FAC layers' parameters", kfacOptimizerValues());
+    binder.opt("kfac-lr-scale", optimizer.kfacLRScale,
+               "Learning rate of the K-FAC layers relative to lr");
+    binder.opt("export-factors", precondition.exportFactors,
+               "Return each K-FAC layer's factors and inverses as results");
+  }
 };
 
 /// Masked-LM loss, K-FAC factors, gradients, micro-batches, clipping,

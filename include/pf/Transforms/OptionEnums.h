@@ -1,0 +1,167 @@
+//===- OptionEnums.h - the values of pf's choice options --------*- C++ -*-===//
+//
+// The enumerated options of the training and pipeline passes and tools
+// (optimizer, K-FAC mode, cost source; the schedule kind and K-FAC policy are
+// the schedule library's own enums), each with its command-line values in one
+// place. Plain C++ and llvm/Support/CommandLine.h only, so tools and the
+// passes that call the schedule library share them without MLIR headers.
+//
+// The command-line parser of these enums lists the valid values when a value
+// is not one of them (LLVM's generic parser only says "Cannot find option").
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_TRANSFORMS_OPTIONENUMS_H
+#define PF_TRANSFORMS_OPTIONENUMS_H
+
+#include "pf/Schedule/KfacProblem.h"
+#include "pf/Schedule/Pipeline.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/CommandLine.h"
+
+namespace mlir::pf {
+
+/// The first-order update rule of pf-add-optimizer.
+enum class Optimizer { SGD, AdamW, LAMB };
+
+/// The update rule of the K-FAC layers' parameters: their own, or the same
+/// as the other parameters'.
+enum class KfacOptimizer { Same, SGD, AdamW, LAMB };
+
+/// Whether pf-schedule places K-FAC work (into the bubbles, by a policy).
+enum class KfacMode { Bubbles, None };
+
+/// Where the pipeline passes take per-block costs from.
+enum class CostSource { Analytic, Profile };
+
+inline llvm::cl::ValuesClass optimizerValues() {
+  return llvm::cl::values(clEnumValN(Optimizer::SGD, "sgd", "SGD with momentum"),
+                          clEnumValN(Optimizer::AdamW, "adamw", "AdamW"),
+                          clEnumValN(Optimizer::LAMB, "lamb", "LAMB (NVLAMB)"));
+}
+
+inline llvm::cl::ValuesClass kfacOptimizerValues() {
+  return llvm::cl::values(
+      clEnumValN(KfacOptimizer::Same, "same", "The optimizer of the other parameters"),
+      clEnumValN(KfacOptimizer::SGD, "sgd", "SGD with momentum"),
+      clEnumValN(KfacOptimizer::AdamW, "adamw", "AdamW"),
+      clEnumValN(KfacOptimizer::LAMB, "lamb", "LAMB (NVLAMB)"));
+}
+
+inline llvm::cl::ValuesClass kfacModeValues() {
+  return llvm::cl::values(
+      clEnumValN(KfacMode::Bubbles, "bubbles", "K-FAC work placed into the bubbles by the policy"),
+      clEnumValN(KfacMode::None, "none", "No K-FAC work"));
+}
+
+inline llvm::cl::ValuesClass costSourceValues() {
+  return llvm::cl::values(
+      clEnumValN(CostSource::Analytic, "analytic",
+                 "FLOPs and bytes of the ops on the analytic device (device=)"),
+      clEnumValN(CostSource::Profile, "profile",
+                 "Measured per-block times from a profile JSON (profile=PATH)"));
+}
+
+/// The schedule library's names (sched::parseScheduleKind accepts the same;
+/// a unit test checks that they agree).
+inline llvm::cl::ValuesClass scheduleKindValues() {
+  using ::pf::sched::ScheduleKind;
+  return llvm::cl::values(clEnumValN(ScheduleKind::GPipe, "gpipe", "GPipe"),
+                          clEnumValN(ScheduleKind::OneFOneB, "1f1b", "1F1B (PipeDream-flush)"),
+                          clEnumValN(ScheduleKind::Interleaved, "interleaved",
+                                     "Interleaved 1F1B (chunks per device)"),
+                          clEnumValN(ScheduleKind::Chimera, "chimera",
+                                     "Chimera (two pipelines in opposite directions)"),
+                          clEnumValN(ScheduleKind::ZBH1, "zb-h1", "Zero-bubble ZB-H1"));
+}
+
+/// The K-FAC placement policies (sched::parsePolicy accepts the same).
+inline llvm::cl::ValuesClass kfacPolicyValues() {
+  using ::pf::sched::Policy;
+  return llvm::cl::values(clEnumValN(Policy::PF, "pf", "pf's list scheduler"),
+                          clEnumValN(Policy::PipeFisher, "pipefisher",
+                                     "The reference greedy of PipeFisher"));
+}
+
+/// llvm::cl's generic enum parser, with an error that names the valid values.
+template <typename DataType>
+class ChoiceParser : public llvm::cl::generic_parser_base {
+protected:
+  class OptionInfo : public GenericOptionInfo {
+  public:
+    OptionInfo(llvm::StringRef name, DataType v, llvm::StringRef helpStr)
+        : GenericOptionInfo(name, helpStr), V(v) {}
+    llvm::cl::OptionValue<DataType> V;
+  };
+  // `Values` as in llvm::cl::parser: MLIR's pass option parser reads it.
+  llvm::SmallVector<OptionInfo, 8> Values;
+
+public:
+  ChoiceParser(llvm::cl::Option &option) : generic_parser_base(option) {}
+  using parser_data_type = DataType;
+
+  unsigned getNumOptions() const override { return unsigned(Values.size()); }
+  llvm::StringRef getOption(unsigned n) const override { return Values[n].Name; }
+  llvm::StringRef getDescription(unsigned n) const override { return Values[n].HelpStr; }
+  const llvm::cl::GenericOptionValue &getOptionValue(unsigned n) const override {
+    return Values[n].V;
+  }
+
+  /// Returns true on error.
+  bool parse(llvm::cl::Option &option, llvm::StringRef argName, llvm::StringRef arg,
+             DataType &value) {
+    llvm::StringRef given = Owner.hasArgStr() ? arg : argName;
+    for (const OptionInfo &info : Values)
+      if (info.Name == given) {
+        value = info.V.getValue();
+        return false;
+      }
+    // "optimizer must be sgd, adamw or lamb, got 'adagrad'"
+    std::string valid;
+    for (auto [i, info] : llvm::enumerate(Values))
+      valid += (i == 0 ? "" : i + 1 == Values.size() ? " or " : ", ") + info.Name.str();
+    return option.error(option.ArgStr + " must be " + valid + ", got '" + given + "'");
+  }
+
+  template <class DT>
+  void addLiteralOption(llvm::StringRef name, const DT &v, llvm::StringRef helpStr) {
+    Values.push_back(OptionInfo(name, static_cast<DataType>(v), helpStr));
+    AddLiteralOption(Owner, name);
+  }
+
+  void removeLiteralOption(llvm::StringRef name) {
+    Values.erase(Values.begin() + findOption(name));
+  }
+};
+
+/// The name of `value` among the values of an enumerated option's parser.
+template <typename DataType>
+llvm::StringRef choiceName(const llvm::cl::generic_parser_base &parser, DataType value) {
+  for (unsigned i = 0, e = parser.getNumOptions(); i < e; ++i)
+    if (static_cast<const llvm::cl::OptionValue<DataType> &>(parser.getOptionValue(i))
+            .getValue() == value)
+      return parser.getOption(i);
+  return "";
+}
+
+} // namespace mlir::pf
+
+/// Makes llvm::cl parse the enum `Type` with ChoiceParser (at global scope,
+/// before the first option of `Type`).
+#define PF_CHOICE_PARSER(Type)                                                                \
+  namespace llvm::cl {                                                                        \
+  template <> class parser<Type> : public ::mlir::pf::ChoiceParser<Type> {                    \
+  public:                                                                                     \
+    using ::mlir::pf::ChoiceParser<Type>::ChoiceParser;                                       \
+  };                                                                                          \
+  }
+
+PF_CHOICE_PARSER(::mlir::pf::Optimizer)
+PF_CHOICE_PARSER(::mlir::pf::KfacOptimizer)
+PF_CHOICE_PARSER(::mlir::pf::KfacMode)
+PF_CHOICE_PARSER(::mlir::pf::CostSource)
+PF_CHOICE_PARSER(::pf::sched::ScheduleKind)
+PF_CHOICE_PARSER(::pf::sched::Policy)
+
+#endif // PF_TRANSFORMS_OPTIONENUMS_H

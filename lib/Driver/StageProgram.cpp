@@ -1,0 +1,361 @@
+//===- StageProgram.cpp - run a module's pipeline stages in one process ----===//
+#include "pf/Driver/StageProgram.h"
+#include "pf/Runtime/pfrt.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::pf::driver;
+
+namespace {
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+std::string forwardName(int64_t s) { return "stage" + std::to_string(s) + "_forward"; }
+std::string backwardName(int64_t s) { return "stage" + std::to_string(s) + "_backward"; }
+
+bool isStageValue(StringRef name) {
+  return name.starts_with("act/") || name.starts_with("saved/") || name.starts_with("grad_act/");
+}
+
+using Values = std::map<std::string, NpyArray>;
+
+/// Rows [m·rows, (m+1)·rows) of a graph input for a function that takes
+/// `spec` (one micro-batch); scalars are shared by every micro-batch.
+llvm::Expected<NpyArray> microbatchSlice(const NpyArray &whole, const TensorSpec &spec,
+                                         int64_t m, int64_t microbatches,
+                                         const std::string &function) {
+  if (spec.shape.empty() || microbatches == 1)
+    return whole;
+  std::vector<int64_t> expected = spec.shape;
+  expected[0] *= microbatches;
+  if (whole.shape != expected)
+    return error(llvm::formatv("input '{0}' has shape {1} but {2} of {3} micro-batches "
+                               "needs {4}",
+                               spec.name, shapeText(whole.shape), function, microbatches,
+                               shapeText(expected)));
+  NpyArray slice;
+  slice.dtype = whole.dtype;
+  slice.shape = spec.shape;
+  size_t bytes = size_t(slice.numElements() * dtypeBytes(whole.dtype));
+  slice.data.assign(whole.data.begin() + m * bytes, whole.data.begin() + (m + 1) * bytes);
+  return slice;
+}
+
+/// The inputs `function` takes, from the graph inputs (sliced to micro-batch
+/// m) and the stage values handed over in `handed`.
+llvm::Expected<Values> gatherInputs(CompiledProgram &program, const std::string &function,
+                                    const Values &graph, const Values &handed, int64_t m,
+                                    int64_t microbatches) {
+  Values inputs;
+  for (const TensorSpec &spec : program.inputs(function)) {
+    if (isStageValue(spec.name)) {
+      auto it = handed.find(spec.name);
+      if (it == handed.end())
+        return error("'" + spec.name + "' of " + function +
+                     " is not a result of the stage that runs before it");
+      inputs[spec.name] = it->second;
+      continue;
+    }
+    auto it = graph.find(spec.name);
+    if (it == graph.end())
+      return error("missing input '" + spec.name + "' (read by " + function + ")");
+    auto slice = microbatchSlice(it->second, spec, m, microbatches, function);
+    if (!slice)
+      return slice.takeError();
+    inputs[spec.name] = std::move(*slice);
+  }
+  return inputs;
+}
+
+template <typename T> void addInto(NpyArray &acc, const NpyArray &part) {
+  T *a = reinterpret_cast<T *>(acc.data.data());
+  const T *b = reinterpret_cast<const T *>(part.data.data());
+  for (int64_t i = 0, n = acc.numElements(); i < n; ++i)
+    a[i] = a[i] + b[i];
+}
+
+/// acc (+)= c·x; the product is rounded before the sum, as the
+/// pf.mul + pf.add of pf-split-microbatches (no contraction into an FMA).
+template <typename T> void addScaled(NpyArray &acc, const NpyArray &x, T c, bool first) {
+  T *a = reinterpret_cast<T *>(acc.data.data());
+  const T *v = reinterpret_cast<const T *>(x.data.data());
+  for (int64_t i = 0, n = acc.numElements(); i < n; ++i) {
+    volatile T term = v[i] * c;
+    a[i] = first ? T(term) : a[i] + T(term);
+  }
+}
+
+template <typename T> void divideBy(NpyArray &acc, T d) {
+  T *a = reinterpret_cast<T *>(acc.data.data());
+  for (int64_t i = 0, n = acc.numElements(); i < n; ++i)
+    a[i] = a[i] / d;
+}
+
+bool isFloat(const NpyArray &a) { return a.dtype == PFRT_F32 || a.dtype == PFRT_F64; }
+bool isF32(const NpyArray &a) { return a.dtype == PFRT_F32; }
+
+llvm::Expected<int64_t> countTokens(const NpyArray &labels, int64_t ignoreIndex) {
+  if (labels.dtype != PFRT_I64)
+    return error(llvm::Twine("'labels' must be int64 to count the micro-batch's tokens, got ") +
+                 dtypeName(labels.dtype));
+  const int64_t *v = reinterpret_cast<const int64_t *>(labels.data.data());
+  int64_t count = 0;
+  for (int64_t i = 0, n = labels.numElements(); i < n; ++i)
+    count += v[i] != ignoreIndex;
+  return count;
+}
+} // namespace
+
+llvm::Expected<std::vector<std::string>>
+mlir::pf::driver::stageFunctionNames(ModuleOp module) {
+  auto hasBody = [&](const std::string &name) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    return func && !func.isExternal();
+  };
+  std::vector<std::string> names;
+  for (int64_t s = 0; hasBody(forwardName(s)); ++s) {
+    if (!hasBody(backwardName(s)))
+      return error("stage " + std::to_string(s) + " has " + forwardName(s) + " but no " +
+                   backwardName(s));
+    names.push_back(forwardName(s));
+    names.push_back(backwardName(s));
+  }
+  if (names.empty())
+    return error("the module has no stage functions (stage0_forward, stage0_backward, ...): "
+                 "run pf-split-stages first");
+  int64_t stages = int64_t(names.size() / 2);
+  if (hasBody(backwardName(stages)))
+    return error(backwardName(stages) + " has no " + forwardName(stages));
+  return names;
+}
+
+llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &inputs,
+                                        const StageRunOptions &options, Values &outputs,
+                                        StageRunStats &stats) {
+  const int64_t M = options.microbatches;
+  if (M < 1)
+    return error("micro-batches must be >= 1");
+  int64_t D = 0;
+  while (program.hasEntry(forwardName(D)) && program.hasEntry(backwardName(D)))
+    ++D;
+  if (D == 0)
+    return error("the program has no compiled stage functions (stage0_forward, ...)");
+  for (const auto &[name, array] : inputs)
+    if (isStageValue(name))
+      return error("input '" + name + "' is a stage value, not a graph input");
+  stats = StageRunStats();
+  stats.stages = D;
+  stats.microbatches = M;
+  for (int64_t s = 0; s < D; ++s) {
+    int64_t bytes = 0, relayed = 0;
+    const std::vector<TensorSpec> &args = program.inputs(forwardName(s));
+    for (const TensorSpec &spec : program.outputs(forwardName(s))) {
+      StringRef name(spec.name);
+      if (!name.consume_front("saved/"))
+        continue;
+      int64_t n = 1;
+      for (int64_t d : spec.shape)
+        n *= d;
+      bytes += n * dtypeBytes(spec.dtype);
+      // saved/<id> of an act/<id> argument is that argument's value.
+      std::string act = ("act/" + name).str();
+      if (llvm::any_of(args, [&](const TensorSpec &a) { return a.name == act; }))
+        relayed += n * dtypeBytes(spec.dtype);
+    }
+    stats.slotBytes.push_back(bytes);
+    stats.slotArgumentBytes.push_back(relayed);
+    stats.totalSlotBytes += M * bytes;
+  }
+
+  // Forwards: all micro-batches, stage 0..D-1 each. saved[m][s] is micro-batch
+  // m's activation slot on stage s.
+  std::vector<std::vector<Values>> saved(M, std::vector<Values>(D));
+  std::vector<NpyArray> losses(M);
+  for (int64_t m = 0; m < M; ++m) {
+    Values acts;
+    for (int64_t s = 0; s < D; ++s) {
+      std::string function = forwardName(s);
+      auto args = gatherInputs(program, function, inputs, acts, m, M);
+      if (!args)
+        return args.takeError();
+      Values results;
+      if (auto err = program.run(function, *args, results))
+        return err;
+      acts.clear();
+      for (auto &[name, value] : results) {
+        StringRef n(name);
+        if (n.starts_with("act/"))
+          acts[name] = std::move(value);
+        else if (n.starts_with("saved/"))
+          saved[m][s][name] = std::move(value);
+        else if (n == "loss" && s == D - 1)
+          losses[m] = std::move(value);
+        else
+          return error("unexpected result '" + name + "' of " + function);
+      }
+    }
+    if (losses[m].data.empty())
+      return error(forwardName(D - 1) + " returns no 'loss'");
+  }
+
+  // Backwards: micro-batch by micro-batch, stage D-1..0. parts[s] holds the
+  // gradients stage s returns.
+  std::vector<std::map<std::string, NpyArray>> gradients(M);
+  for (int64_t m = 0; m < M; ++m) {
+    Values gradActs;
+    std::vector<Values> parts(D);
+    for (int64_t s = D - 1; s >= 0; --s) {
+      std::string function = backwardName(s);
+      Values handed = std::move(saved[m][s]);
+      for (auto &[name, value] : gradActs)
+        handed[name] = std::move(value);
+      auto args = gatherInputs(program, function, inputs, handed, m, M);
+      if (!args)
+        return args.takeError();
+      Values results;
+      if (auto err = program.run(function, *args, results))
+        return err;
+      gradActs.clear();
+      for (auto &[name, value] : results) {
+        StringRef n(name);
+        if (n.starts_with("grad_act/") && s > 0)
+          gradActs[name] = std::move(value);
+        else if (n.starts_with("grad/") && isFloat(value))
+          parts[s][name] = std::move(value);
+        else
+          return error("unexpected result '" + name + "' of " + function);
+      }
+    }
+    // A parameter read by several stages: its parts in stage order.
+    for (int64_t s = 0; s < D; ++s)
+      for (auto &[name, value] : parts[s]) {
+        auto [it, added] = gradients[m].try_emplace(name, std::move(value));
+        if (added)
+          continue;
+        if (it->second.shape != value.shape || it->second.dtype != value.dtype)
+          return error("stages return '" + name + "' with different shapes or dtypes");
+        if (isF32(value))
+          addInto<float>(it->second, value);
+        else
+          addInto<double>(it->second, value);
+      }
+  }
+
+  if (M == 1) {
+    outputs = std::move(gradients[0]);
+    outputs["loss"] = std::move(losses[0]);
+    return llvm::Error::success();
+  }
+  // Σ_m c_m·x_m / Σ c_m, in micro-batch order (pf-split-microbatches' WeightedSum).
+  auto labels = inputs.find("labels");
+  if (labels == inputs.end())
+    return error("--micro-batches needs the 'labels' input to weight the micro-batches");
+  int64_t total = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    TensorSpec spec{"labels", labels->second.dtype, labels->second.shape};
+    spec.shape[0] /= M;
+    if (labels->second.shape.empty() || labels->second.shape[0] % M != 0)
+      return error(llvm::formatv("'labels' has shape {0}: not {1} micro-batches",
+                                 shapeText(labels->second.shape), M));
+    auto slice = microbatchSlice(labels->second, spec, m, M, "the token count");
+    if (!slice)
+      return slice.takeError();
+    auto count = countTokens(*slice, options.ignoreIndex);
+    if (!count)
+      return count.takeError();
+    stats.tokenCounts.push_back(*count);
+    total += *count;
+  }
+  if (total == 0)
+    total = 1;
+  auto combine = [&](const std::string &name, auto pieceOf) -> llvm::Error {
+    NpyArray acc = pieceOf(0);
+    bool f32 = isF32(acc);
+    for (int64_t m = 0; m < M; ++m) {
+      const NpyArray &piece = pieceOf(m);
+      if (piece.shape != acc.shape || piece.dtype != acc.dtype)
+        return error("micro-batches return '" + name + "' with different shapes");
+      if (f32)
+        addScaled<float>(acc, piece, float(stats.tokenCounts[m]), m == 0);
+      else
+        addScaled<double>(acc, piece, double(stats.tokenCounts[m]), m == 0);
+    }
+    if (f32)
+      divideBy<float>(acc, float(total));
+    else
+      divideBy<double>(acc, double(total));
+    outputs[name] = std::move(acc);
+    return llvm::Error::success();
+  };
+  outputs.clear();
+  if (auto err = combine("loss", [&](int64_t m) -> const NpyArray & { return losses[m]; }))
+    return err;
+  for (const auto &[name, first] : gradients[0]) {
+    for (int64_t m = 1; m < M; ++m)
+      if (!gradients[m].count(name))
+        return error("micro-batch " + std::to_string(m) + " returns no '" + name + "'");
+    if (auto err = combine(name, [&, &n = name](int64_t m) -> const NpyArray & {
+          return gradients[m].at(n);
+        }))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+int mlir::pf::driver::runStagesTool(ModuleOp module, const std::string &inputsFile,
+                                    const std::string &outputsFile, int64_t microbatches,
+                                    int threads) {
+  auto fail = [](const llvm::Twine &message) {
+    llvm::errs() << "pf-run: error: " << message << "\n";
+    return 1;
+  };
+  if (inputsFile.empty())
+    return fail("--run-stages needs --inputs FILE.npz");
+  auto functions = stageFunctionNames(module);
+  if (!functions)
+    return fail("--run-stages: " + llvm::toString(functions.takeError()));
+  auto inputs = readNpz(inputsFile);
+  if (!inputs)
+    return fail(llvm::toString(inputs.takeError()));
+  CompiledProgram::Options options;
+  options.threads = threads;
+  options.functions = *functions;
+  auto program = CompiledProgram::compile(module, options);
+  if (!program)
+    return fail(llvm::toString(program.takeError()));
+  StageRunOptions runOptions;
+  runOptions.microbatches = microbatches;
+  Values outputs;
+  StageRunStats stats;
+  if (auto err = runStages(**program, *inputs, runOptions, outputs, stats))
+    return fail(llvm::toString(std::move(err)));
+
+  llvm::outs() << llvm::formatv("stages {0}, micro-batches {1} (GPipe order), parameters "
+                                "{2}, arena {3} bytes\n",
+                                stats.stages, stats.microbatches,
+                                (*program)->parameters().size(), (*program)->arenaBytes());
+  for (auto [s, bytes] : llvm::enumerate(stats.slotBytes))
+    llvm::outs() << llvm::formatv("stage {0}: activation slot {1} bytes ({2} of them copies of "
+                                  "act/* arguments), {3} slots\n",
+                                  s, bytes, stats.slotArgumentBytes[s], stats.microbatches);
+  llvm::outs() << "activation slots: " << stats.totalSlotBytes << " bytes\n";
+  for (const auto &[name, array] : outputs) {
+    double checksum = 0;
+    if (array.dtype == PFRT_F32)
+      for (int64_t i = 0; i < array.numElements(); ++i)
+        checksum += reinterpret_cast<const float *>(array.data.data())[i];
+    llvm::outs() << llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", name,
+                                  dtypeName(array.dtype), shapeText(array.shape), checksum);
+  }
+  if (!outputsFile.empty())
+    if (auto err = writeNpz(outputsFile, outputs))
+      return fail(llvm::toString(std::move(err)));
+  return 0;
+}
