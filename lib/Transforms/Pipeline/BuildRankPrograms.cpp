@@ -97,11 +97,7 @@ struct BuildRankProgramsPass
 
   LogicalResult run() {
     module = getOperation();
-    // The schedule library's parser: one list of names for every pass.
-    auto kind = sched::parseScheduleKind(schedule);
-    if (!kind)
-      return fail() << kind.error();
-    scheduleKind = *kind;
+    scheduleKind = schedule;
     if (scheduleKind != sched::ScheduleKind::GPipe &&
         scheduleKind != sched::ScheduleKind::OneFOneB)
       return fail() << "schedule '" << sched::scheduleKindName(scheduleKind)

@@ -9,7 +9,7 @@
 // CHIMERA: error: pf-build-rank-programs: schedule 'chimera' needs stage functions that do not exist yet
 // INTERLEAVED: error: pf-build-rank-programs: schedule 'interleaved' needs stage functions that do not exist yet
 // ZERO: error: pf-build-rank-programs: microbatches must be >= 1, got 0
-// UNKNOWN: error: pf-build-rank-programs: unknown schedule '2f2b' (known: gpipe, 1f1b, interleaved, chimera, zb-h1)
+// UNKNOWN: for the --schedule option: schedule must be gpipe, 1f1b, interleaved, chimera or zb-h1, got '2f2b'
 
 // expected-error@+1 {{pf-build-rank-programs: no stage functions (@stage0_forward, ...); run pf-split-stages first}}
 module {

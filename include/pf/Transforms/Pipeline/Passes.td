@@ -245,8 +245,10 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
     for now: the other schedules need stage functions that do not exist yet.
   }];
   let options = [
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe or 1f1b (zb-h1, interleaved and chimera are rejected for now)">,
+    Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
+           /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
+           "Pipeline schedule: gpipe or 1f1b; zb-h1, interleaved and chimera are rejected for now (default: 1f1b)",
+           [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
            "Micro-batches per step">,
   ];
