@@ -243,6 +243,36 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
     end an `pf.all_reduce` of each `grad/<param>` that several stages return.
     The programs are then checked by verifyRankPrograms. Only gpipe and 1f1b
     for now: the other schedules need stage functions that do not exist yet.
+    See docs/pipeline-execution.md ("The per-rank program").
+
+    The transfers of all ranks are placed in one global order (each right
+    after the call computing its value, on both ranks), so blocking sends and
+    recvs meet in the same order on both sides and cannot deadlock.
+    pf-split-stages' example (two blocks of one linear each, `stages=2`)
+    with `schedule=1f1b microbatches=2` adds (stage functions unchanged):
+
+    ```mlir
+    pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+      pf.run_stage forward @stage0_forward microbatch(0)
+      pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<2x5xf32>
+      pf.run_stage forward @stage0_forward microbatch(1)
+      pf.send_act "act/1" microbatch(1) to(1) tag(1) : tensor<2x5xf32>
+      pf.recv_act "grad_act/8" microbatch(0) from(1) tag(2) : tensor<2x5xf32>
+      pf.run_stage backward @stage0_backward microbatch(0)
+      pf.recv_act "grad_act/8" microbatch(1) from(1) tag(3) : tensor<2x5xf32>
+      pf.run_stage backward @stage0_backward microbatch(1)
+    }
+    pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+      pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<2x5xf32>
+      pf.run_stage forward @stage1_forward microbatch(0)
+      pf.recv_act "act/1" microbatch(1) from(0) tag(1) : tensor<2x5xf32>
+      pf.run_stage backward @stage1_backward microbatch(0)
+      pf.send_act "grad_act/8" microbatch(0) to(0) tag(2) : tensor<2x5xf32>
+      pf.run_stage forward @stage1_forward microbatch(1)
+      pf.run_stage backward @stage1_backward microbatch(1)
+      pf.send_act "grad_act/8" microbatch(1) to(0) tag(3) : tensor<2x5xf32>
+    }
+    ```
   }];
   let options = [
     Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
@@ -261,7 +291,26 @@ def PFVerifyRankPrograms : Pass<"pf-verify-rank-programs", "::mlir::ModuleOp"> {
     program per rank, every send matched by one recv of the same peers, tag,
     type and value, each micro-batch's forward and backward once per stage and
     in that order, act/grad_act inputs received before use, and no deadlock
-    when send and recv block until both ranks meet. Changes nothing.
+    when send and recv block until both ranks meet. Changes nothing. For
+    example, two ranks that each receive before they send are rejected:
+
+    ```mlir
+    // error: rank 0, op 2: deadlock: no rank can progress (...); blocked:
+    //   rank 0 at op 2 (recv of 'grad_act/3' (micro-batch 0) from rank 1, tag 1),
+    //   rank 1 at op 2 (recv of 'grad_act/2' (micro-batch 0) from rank 0, tag 0)
+    pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+      pf.run_stage forward @stage0_forward microbatch(0)
+      pf.run_stage backward @stage0_backward microbatch(0)
+      pf.recv_act "grad_act/3" microbatch(0) from(1) tag(1) : tensor<4xf32>
+      pf.send_act "grad_act/2" microbatch(0) to(1) tag(0) : tensor<4xf32>
+    }
+    pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+      pf.run_stage forward @stage1_forward microbatch(0)
+      pf.run_stage backward @stage1_backward microbatch(0)
+      pf.recv_act "grad_act/2" microbatch(0) from(0) tag(0) : tensor<4xf32>
+      pf.send_act "grad_act/3" microbatch(0) to(0) tag(1) : tensor<4xf32>
+    }
+    ```
   }];
 }
 
