@@ -501,8 +501,9 @@ int mlir::pf::driver::runRanksTool(ModuleOp module, const RankRunOptions &option
   int32_t rank = pfrt_comm_rank(world);
   if (auto err = runRank(module, options, ctx, world)) {
     llvm::outs().flush();
-    llvm::errs() << "rank " << rank << ": " << llvm::toString(std::move(err)) << "\n";
-    llvm::errs().flush();
+    // One write: mpirun interleaves the ranks' output by write.
+    llvm::errs() << ("rank " + std::to_string(rank) + ": " + llvm::toString(std::move(err)) +
+                     "\n");
     // Returning would wait for the other ranks in MPI_Finalize.
     pfrt_comm_abort(ctx, world, 1);
     return 1;
@@ -510,7 +511,7 @@ int mlir::pf::driver::runRanksTool(ModuleOp module, const RankRunOptions &option
   pfrt_comm_destroy(world);
   pfrt_status finalized = pfrt_comm_finalize(ctx);
   if (finalized != PFRT_OK)
-    llvm::errs() << "rank " << rank << ": " << pfrt_last_error(ctx) << "\n";
+    llvm::errs() << ("rank " + std::to_string(rank) + ": " + pfrt_last_error(ctx) + "\n");
   pfrt_context_destroy(ctx);
   return finalized == PFRT_OK ? 0 : 1;
 }
