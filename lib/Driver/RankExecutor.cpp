@@ -54,6 +54,14 @@ llvm::Expected<pfrt_tensor> descriptor(NpyArray &array) {
   return t;
 }
 
+/// "[0, 3]".
+std::string listText(llvm::ArrayRef<int64_t> values) {
+  std::string text;
+  for (int64_t v : values)
+    text += (text.empty() ? "" : ", ") + std::to_string(v);
+  return "[" + text + "]";
+}
+
 NpyArray zeros(int32_t dtype, std::vector<int64_t> shape) {
   NpyArray a;
   a.dtype = dtype;
@@ -266,8 +274,7 @@ private:
     pfrt_comm *group = nullptr;
     if (pfrt_comm_create_group(ctx, world, ranks.data(), int32_t(ranks.size()), &group) !=
         PFRT_OK)
-      return commError("creating the group of ranks " +
-                       shapeText(std::vector<int64_t>(members.begin(), members.end())));
+      return commError("creating the group of ranks " + listText(members));
     groups[ranks] = group;
     return group;
   }
@@ -454,12 +461,9 @@ llvm::Error runRank(ModuleOp module, const RankRunOptions &options, pfrt_context
   for (const CompiledModel::Parameter &p : (*program)->parameters())
     parameterBytes += p.bytes;
   // One write per line: mpirun interleaves the ranks' output by write.
-  std::string stagesText;
-  for (int64_t stage : rankProgram->getStages())
-    stagesText += (stagesText.empty() ? "" : ", ") + std::to_string(stage);
-  llvm::outs() << llvm::formatv("rank {0}: stages [{1}], functions {2}, parameters {3} ({4} "
+  llvm::outs() << llvm::formatv("rank {0}: stages {1}, functions {2}, parameters {3} ({4} "
                                 "bytes)\n",
-                                rank, stagesText, llvm::join(compileOptions.functions, " "),
+                                rank, listText(rankProgram->getStages()), llvm::join(compileOptions.functions, " "),
                                 (*program)->parameters().size(), parameterBytes)
                       .str();
   llvm::outs().flush();

@@ -176,3 +176,56 @@ def test_bad_options_are_diagnosed(steps, tmp_path):
     proc = _tool("pf-run", programs, "--run-ranks", "--run-stages", "--inputs", inp,
                  check=False)
     assert proc.returncode != 0 and "--run-ranks takes none of" in proc.stderr, proc.stderr
+
+
+def _edited(steps, name, edit):
+    """The D = 2 GPipe N = 1 programs of BERT-tiny with `edit` applied to the
+    text; the edits below keep the programs verifying (both sides agree), so
+    the executor itself must find the problem."""
+    text = _programs(steps, 2, 2, "gpipe", 1).read_text()
+    edited = edit(text)
+    assert edited != text
+    path = steps[0] / name
+    path.write_text(edited)
+    return path
+
+
+def test_transfer_type_that_is_not_the_functions_ends_the_job(steps, tmp_path):
+    """Rank 0 finds that what it sends is not the type the op says; rank 1,
+    waiting in the matching recv, is ended with it (no hang)."""
+    def shrink(text):
+        lines = []
+        for line in text.splitlines():
+            if '"act/' in line and ("send_act" in line or "recv_act" in line) \
+                    and "x128xf32>" in line:
+                line = line.replace("x128xf32>", "x64xf32>")
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+    programs = _edited(steps, "shrunk.mlir", shrink)
+    inp = tmp_path / "in.npz"
+    np.savez(inp, **_inputs(BATCH, seed=1))
+    start = time.monotonic()
+    proc = _mpirun(2, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "rank 0: op " in proc.stderr and "(pf.send_act): 'act/" in proc.stderr, proc.stderr
+    assert "is float32 2x8x128 but the op says float32 2x8x64" in proc.stderr, proc.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_stage_kinds_without_functions_are_refused(steps, tmp_path):
+    """backward_input/backward_weight verify (the verifier does not check that
+    a kind matches the function) but no split backward functions exist."""
+    def split_backward(text):
+        fused = "pf.run_stage backward @stage0_backward microbatch(0)"
+        return text.replace(fused, fused.replace("backward @", "backward_input @") + "\n    " +
+                            fused.replace("backward @", "backward_weight @"))
+
+    programs = _edited(steps, "split_backward.mlir", split_backward)
+    inp = tmp_path / "in.npz"
+    np.savez(inp, **_inputs(BATCH, seed=1))
+    proc = _mpirun(2, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "rank 0: op " in proc.stderr, proc.stderr
+    assert "stage task kind 'backward_input' has no stage functions yet" in proc.stderr, \
+        proc.stderr
