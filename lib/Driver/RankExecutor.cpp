@@ -127,7 +127,11 @@ public:
       out[name] = std::move(*sum);
       return llvm::Error::success();
     };
-    if (!losses[0].data.empty())
+    bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
+    for (int64_t m = 0; holdsLoss && m < M; ++m)
+      if (losses[m].data.empty())
+        return error("no forward returned 'loss' of micro-batch " + std::to_string(m));
+    if (holdsLoss)
       if (auto err = combine("loss", losses))
         return std::move(err);
     for (const auto &[name, pieces] : gradients) {
