@@ -642,6 +642,10 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
     if (!func || func.isExternal())
       return error("the module has no function named '" + function + "' with a body");
     OwningOpRef<ModuleOp> clone = module.clone();
+    // The per-rank programs call stage functions that the lowering drops.
+    for (auto rankProgram :
+         llvm::make_early_inc_range(clone->getOps<mlir::pf::RankProgramOp>()))
+      rankProgram.erase();
     PassManager lower(ctx);
     mlir::pf::PFLowerToRuntimeOptions lowerOptions;
     lowerOptions.functionName = function;

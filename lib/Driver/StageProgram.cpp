@@ -20,10 +20,6 @@ llvm::Error error(const llvm::Twine &message) {
 std::string forwardName(int64_t s) { return "stage" + std::to_string(s) + "_forward"; }
 std::string backwardName(int64_t s) { return "stage" + std::to_string(s) + "_backward"; }
 
-bool isStageValue(StringRef name) {
-  return name.starts_with("act/") || name.starts_with("saved/") || name.starts_with("grad_act/");
-}
-
 using Values = std::map<std::string, NpyArray>;
 
 /// Rows [m·rows, (m+1)·rows) of a graph input for a function that takes
@@ -46,32 +42,6 @@ llvm::Expected<NpyArray> microbatchSlice(const NpyArray &whole, const TensorSpec
   size_t bytes = size_t(slice.numElements() * dtypeBytes(whole.dtype));
   slice.data.assign(whole.data.begin() + m * bytes, whole.data.begin() + (m + 1) * bytes);
   return slice;
-}
-
-/// The inputs `function` takes, from the graph inputs (sliced to micro-batch
-/// m) and the stage values handed over in `handed`.
-llvm::Expected<Values> gatherInputs(CompiledProgram &program, const std::string &function,
-                                    const Values &graph, const Values &handed, int64_t m,
-                                    int64_t microbatches) {
-  Values inputs;
-  for (const TensorSpec &spec : program.inputs(function)) {
-    if (isStageValue(spec.name)) {
-      auto it = handed.find(spec.name);
-      if (it == handed.end())
-        return error("'" + spec.name + "' of " + function +
-                     " is not a result of the stage that runs before it");
-      inputs[spec.name] = it->second;
-      continue;
-    }
-    auto it = graph.find(spec.name);
-    if (it == graph.end())
-      return error("missing input '" + spec.name + "' (read by " + function + ")");
-    auto slice = microbatchSlice(it->second, spec, m, microbatches, function);
-    if (!slice)
-      return slice.takeError();
-    inputs[spec.name] = std::move(*slice);
-  }
-  return inputs;
 }
 
 template <typename T> void addInto(NpyArray &acc, const NpyArray &part) {
@@ -112,6 +82,91 @@ llvm::Expected<int64_t> countTokens(const NpyArray &labels, int64_t ignoreIndex)
   return count;
 }
 } // namespace
+
+bool mlir::pf::driver::isStageValue(StringRef name) {
+  return name.starts_with("act/") || name.starts_with("saved/") || name.starts_with("grad_act/");
+}
+
+llvm::Expected<Values> mlir::pf::driver::stageCallInputs(CompiledProgram &program,
+                                                        const std::string &function,
+                                                        const Values &graph, const Values &handed,
+                                                        int64_t m, int64_t microbatches) {
+  Values inputs;
+  for (const TensorSpec &spec : program.inputs(function)) {
+    if (isStageValue(spec.name)) {
+      auto it = handed.find(spec.name);
+      if (it == handed.end())
+        return error("'" + spec.name + "' of " + function +
+                     " is not a result of the stage that runs before it");
+      inputs[spec.name] = it->second;
+      continue;
+    }
+    auto it = graph.find(spec.name);
+    if (it == graph.end())
+      return error("missing input '" + spec.name + "' (read by " + function + ")");
+    auto slice = microbatchSlice(it->second, spec, m, microbatches, function);
+    if (!slice)
+      return slice.takeError();
+    inputs[spec.name] = std::move(*slice);
+  }
+  return inputs;
+}
+
+llvm::Expected<std::vector<int64_t>>
+mlir::pf::driver::microbatchTokenCounts(const Values &graph, int64_t microbatches,
+                                        int64_t ignoreIndex) {
+  auto labels = graph.find("labels");
+  if (labels == graph.end())
+    return error("--micro-batches needs the 'labels' input to weight the micro-batches");
+  const NpyArray &all = labels->second;
+  if (all.shape.empty() || all.shape[0] % microbatches != 0)
+    return error(llvm::formatv("'labels' has shape {0}: not {1} micro-batches",
+                               shapeText(all.shape), microbatches));
+  TensorSpec spec{"labels", all.dtype, all.shape};
+  spec.shape[0] /= microbatches;
+  std::vector<int64_t> counts;
+  for (int64_t m = 0; m < microbatches; ++m) {
+    auto slice = microbatchSlice(all, spec, m, microbatches, "the token count");
+    if (!slice)
+      return slice.takeError();
+    auto count = countTokens(*slice, ignoreIndex);
+    if (!count)
+      return count.takeError();
+    counts.push_back(*count);
+  }
+  return counts;
+}
+
+llvm::Expected<NpyArray>
+mlir::pf::driver::weightedMicrobatchSum(const std::string &name,
+                                        const std::vector<const NpyArray *> &pieces,
+                                        const std::vector<int64_t> &counts) {
+  if (pieces.empty() || pieces.size() != counts.size())
+    return error("'" + name + "': " + std::to_string(pieces.size()) + " micro-batch values for " +
+                 std::to_string(counts.size()) + " token counts");
+  int64_t total = 0;
+  for (int64_t c : counts)
+    total += c;
+  if (total == 0)
+    total = 1;
+  NpyArray acc = *pieces[0];
+  if (!isFloat(acc))
+    return error("'" + name + "' is " + dtypeName(acc.dtype) + ", not a float tensor");
+  bool f32 = isF32(acc);
+  for (auto [m, piece] : llvm::enumerate(pieces)) {
+    if (piece->shape != acc.shape || piece->dtype != acc.dtype)
+      return error("micro-batches return '" + name + "' with different shapes");
+    if (f32)
+      addScaled<float>(acc, *piece, float(counts[m]), m == 0);
+    else
+      addScaled<double>(acc, *piece, double(counts[m]), m == 0);
+  }
+  if (f32)
+    divideBy<float>(acc, float(total));
+  else
+    divideBy<double>(acc, double(total));
+  return acc;
+}
 
 llvm::Expected<std::vector<std::string>>
 mlir::pf::driver::stageFunctionNames(ModuleOp module) {
@@ -182,7 +237,7 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
     Values acts;
     for (int64_t s = 0; s < D; ++s) {
       std::string function = forwardName(s);
-      auto args = gatherInputs(program, function, inputs, acts, m, M);
+      auto args = stageCallInputs(program, function, inputs, acts, m, M);
       if (!args)
         return args.takeError();
       Values results;
@@ -216,7 +271,7 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
       Values handed = std::move(saved[m][s]);
       for (auto &[name, value] : gradActs)
         handed[name] = std::move(value);
-      auto args = gatherInputs(program, function, inputs, handed, m, M);
+      auto args = stageCallInputs(program, function, inputs, handed, m, M);
       if (!args)
         return args.takeError();
       Values results;
@@ -254,57 +309,30 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
     return llvm::Error::success();
   }
   // Σ_m c_m·x_m / Σ c_m, in micro-batch order (pf-split-microbatches' WeightedSum).
-  auto labels = inputs.find("labels");
-  if (labels == inputs.end())
-    return error("--micro-batches needs the 'labels' input to weight the micro-batches");
-  int64_t total = 0;
-  for (int64_t m = 0; m < M; ++m) {
-    TensorSpec spec{"labels", labels->second.dtype, labels->second.shape};
-    spec.shape[0] /= M;
-    if (labels->second.shape.empty() || labels->second.shape[0] % M != 0)
-      return error(llvm::formatv("'labels' has shape {0}: not {1} micro-batches",
-                                 shapeText(labels->second.shape), M));
-    auto slice = microbatchSlice(labels->second, spec, m, M, "the token count");
-    if (!slice)
-      return slice.takeError();
-    auto count = countTokens(*slice, options.ignoreIndex);
-    if (!count)
-      return count.takeError();
-    stats.tokenCounts.push_back(*count);
-    total += *count;
-  }
-  if (total == 0)
-    total = 1;
-  auto combine = [&](const std::string &name, auto pieceOf) -> llvm::Error {
-    NpyArray acc = pieceOf(0);
-    bool f32 = isF32(acc);
-    for (int64_t m = 0; m < M; ++m) {
-      const NpyArray &piece = pieceOf(m);
-      if (piece.shape != acc.shape || piece.dtype != acc.dtype)
-        return error("micro-batches return '" + name + "' with different shapes");
-      if (f32)
-        addScaled<float>(acc, piece, float(stats.tokenCounts[m]), m == 0);
-      else
-        addScaled<double>(acc, piece, double(stats.tokenCounts[m]), m == 0);
-    }
-    if (f32)
-      divideBy<float>(acc, float(total));
-    else
-      divideBy<double>(acc, double(total));
-    outputs[name] = std::move(acc);
-    return llvm::Error::success();
-  };
+  auto counts = microbatchTokenCounts(inputs, M, options.ignoreIndex);
+  if (!counts)
+    return counts.takeError();
+  stats.tokenCounts = *counts;
   outputs.clear();
-  if (auto err = combine("loss", [&](int64_t m) -> const NpyArray & { return losses[m]; }))
-    return err;
+  std::vector<const NpyArray *> pieces;
+  for (const NpyArray &loss : losses)
+    pieces.push_back(&loss);
+  auto loss = weightedMicrobatchSum("loss", pieces, *counts);
+  if (!loss)
+    return loss.takeError();
+  outputs["loss"] = std::move(*loss);
   for (const auto &[name, first] : gradients[0]) {
-    for (int64_t m = 1; m < M; ++m)
-      if (!gradients[m].count(name))
+    pieces.clear();
+    for (int64_t m = 0; m < M; ++m) {
+      auto it = gradients[m].find(name);
+      if (it == gradients[m].end())
         return error("micro-batch " + std::to_string(m) + " returns no '" + name + "'");
-    if (auto err = combine(name, [&, &n = name](int64_t m) -> const NpyArray & {
-          return gradients[m].at(n);
-        }))
-      return err;
+      pieces.push_back(&it->second);
+    }
+    auto sum = weightedMicrobatchSum(name, pieces, *counts);
+    if (!sum)
+      return sum.takeError();
+    outputs[name] = std::move(*sum);
   }
   return llvm::Error::success();
 }

@@ -13,6 +13,7 @@
 #include "pf/Driver/ModuleFile.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/Runner.h"
+#include "pf/Driver/RankExecutor.h"
 #include "pf/Driver/StageProgram.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Transforms/OptionBinder.h"
@@ -96,6 +97,12 @@ static cl::opt<bool> runStages(
     cl::desc("Run the stage functions of pf-split-stages (stage<s>_forward/_backward) as a "
              "single-process pipeline; with --micro-batches M the inputs hold M micro-batches "
              "(GPipe order); writes 'loss' and 'grad/<parameter>'"),
+    cl::cat(category));
+static cl::opt<bool> runRanks(
+    "run-ranks",
+    cl::desc("Under mpirun -np D: run the pf.rank_program of this rank (pf-build-rank-programs) "
+             "over the stage functions, one rank per program; rank 0 writes 'loss' and "
+             "'grad/<parameter>'"),
     cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
@@ -205,7 +212,7 @@ int main(int argc, char **argv) {
     return fail("--num-threads must be >= 0");
   if (!trainingStep) {
     std::vector<std::string> given = stepFlags.given();
-    if (runStages) // its micro-batches: the inputs' rows, weighted as the step's
+    if (runStages || runRanks) // its micro-batches: the inputs' rows, weighted as the step's
       llvm::erase(given, "--micro-batches");
     if (!emitStepFile.empty())
       given.push_back("--emit-step");
@@ -230,6 +237,20 @@ int main(int argc, char **argv) {
                     !profileFile.empty() || !emitStepFile.empty()))
     return fail("--run-stages takes none of --training-step, --entry, --aot, --profile, "
                 "--emit-step");
+  if (runRanks && (runStages || trainingStep || !entry.empty() || !aotDirectory.empty() ||
+                   !profileFile.empty() || !emitStepFile.empty()))
+    return fail("--run-ranks takes none of --run-stages, --training-step, --entry, --aot, "
+                "--profile, --emit-step");
+  if (runRanks) {
+    drv::RankRunOptions rankOptions;
+    rankOptions.inputsFile = inputsFile;
+    rankOptions.outputsFile = outputsFile;
+    rankOptions.microbatches = llvm::is_contained(stepFlags.given(), "--micro-batches")
+                                   ? training.microbatches
+                                   : 0;
+    rankOptions.threads = threads;
+    return drv::runRanksTool(*module, rankOptions);
+  }
   if (runStages)
     return drv::runStagesTool(*module, inputsFile, outputsFile, training.microbatches, threads);
   if (trainingStep && failed(buildTrainingStep(*module)))

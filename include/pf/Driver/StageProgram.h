@@ -36,6 +36,34 @@ struct StageRunStats {
   std::vector<int64_t> tokenCounts; ///< counted labels of each micro-batch
 };
 
+/// Shared with the MPI executor (RankExecutor.h): the pieces of one stage
+/// call and of the combination over micro-batches.
+
+/// A stage value (`act/*`, `saved/*`, `grad_act/*`), handed between calls;
+/// any other argument name is a graph input.
+bool isStageValue(llvm::StringRef name);
+
+/// The inputs `function` of `program` takes: stage values from `handed`,
+/// graph inputs from `graph` sliced to rows [m·r, (m+1)·r) of dimension 0
+/// (r: the function's rows; `graph` holds `microbatches` × r).
+llvm::Expected<std::map<std::string, NpyArray>>
+stageCallInputs(CompiledProgram &program, const std::string &function,
+                const std::map<std::string, NpyArray> &graph,
+                const std::map<std::string, NpyArray> &handed, int64_t m, int64_t microbatches);
+
+/// c_m for m = 0..microbatches-1: the labels of micro-batch m (rows of the
+/// `labels` input) not equal to `ignoreIndex`.
+llvm::Expected<std::vector<int64_t>>
+microbatchTokenCounts(const std::map<std::string, NpyArray> &graph, int64_t microbatches,
+                      int64_t ignoreIndex);
+
+/// Σ_m c_m·x_m / Σ_m c_m in micro-batch order, each product rounded before
+/// the sum (pf-split-microbatches' weighted sum); Σ c_m = 0 counts as 1.
+/// `pieces[m]` is x_m (f32 or f64, all of one shape).
+llvm::Expected<NpyArray> weightedMicrobatchSum(const std::string &name,
+                                               const std::vector<const NpyArray *> &pieces,
+                                               const std::vector<int64_t> &counts);
+
 /// Runs the stages of `program` (compiled from stageFunctionNames) over
 /// `inputs` (the graph inputs, each with microbatches × the micro-batch's
 /// rows) and returns `loss` and every `grad/<param>`: a gradient returned by

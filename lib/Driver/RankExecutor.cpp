@@ -1,0 +1,525 @@
+//===- RankExecutor.cpp - run a module's per-rank programs on MPI ranks ----===//
+#include "pf/Driver/RankExecutor.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFRankProgram.h"
+#include "pf/Driver/StageProgram.h"
+#include "pf/Runtime/pfrt.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::pf::driver;
+
+namespace {
+using Values = std::map<std::string, NpyArray>;
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The runtime's dtype code of a tensor type's elements; 0 for none.
+int32_t dtypeOf(RankedTensorType type) {
+  Type element = type.getElementType();
+  if (element.isF32()) return PFRT_F32;
+  if (element.isF64()) return PFRT_F64;
+  if (element.isInteger(64)) return PFRT_I64;
+  if (element.isInteger(32)) return PFRT_I32;
+  if (element.isInteger(8)) return PFRT_I8;
+  if (element.isInteger(1)) return PFRT_BOOL;
+  return 0;
+}
+
+std::string typeText(int32_t dtype, const std::vector<int64_t> &shape) {
+  return std::string(dtypeName(dtype)) + " " + shapeText(shape);
+}
+
+llvm::Expected<pfrt_tensor> descriptor(NpyArray &array) {
+  pfrt_tensor t{};
+  if (array.shape.size() > size_t(PFRT_MAX_RANK))
+    return error(llvm::formatv("a tensor of rank {0} (at most {1})", array.shape.size(),
+                               PFRT_MAX_RANK));
+  t.data = array.data.empty() ? nullptr : array.data.data();
+  t.dtype = array.dtype;
+  t.rank = int32_t(array.shape.size());
+  for (auto [i, d] : llvm::enumerate(array.shape))
+    t.shape[i] = d;
+  return t;
+}
+
+/// "[0, 3]".
+std::string listText(llvm::ArrayRef<int64_t> values) {
+  std::string text;
+  for (int64_t v : values)
+    text += (text.empty() ? "" : ", ") + std::to_string(v);
+  return "[" + text + "]";
+}
+
+NpyArray zeros(int32_t dtype, std::vector<int64_t> shape) {
+  NpyArray a;
+  a.dtype = dtype;
+  a.shape = std::move(shape);
+  a.data.assign(size_t(a.numElements() * dtypeBytes(dtype)), 0);
+  return a;
+}
+
+/// One rank's run of its pf.rank_program.
+class RankExecutor {
+public:
+  RankExecutor(pfrt_context *ctx, pfrt_comm *world, CompiledProgram &program,
+               const Values &graph, int64_t microbatches, int64_t ignoreIndex)
+      : ctx(ctx), world(world), rank(pfrt_comm_rank(world)), program(program), graph(graph),
+        M(microbatches), ignoreIndex(ignoreIndex), handed(microbatches),
+        losses(microbatches) {}
+  ~RankExecutor() {
+    for (auto &[ranks, comm] : groups)
+      pfrt_comm_destroy(comm);
+  }
+
+  llvm::Error run(pf::RankProgramOp rankProgram) {
+    for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
+      llvm::Error err = llvm::TypeSwitch<Operation *, llvm::Error>(&op)
+                            .Case([&](pf::RunStageOp o) { return runStage(o); })
+                            .Case([&](pf::SendActOp o) { return send(o); })
+                            .Case([&](pf::RecvActOp o) { return recv(o); })
+                            .Case([&](pf::AllReduceOp o) { return allReduce(o); })
+                            .Default([](Operation *o) {
+                              return error("the executor does not run '" +
+                                           o->getName().getStringRef() + "'");
+                            });
+      if (err)
+        return error(llvm::formatv("op {0} ({1}): {2}", index, op.getName().getStringRef(),
+                                   llvm::toString(std::move(err))));
+    }
+    return llvm::Error::success();
+  }
+
+  /// `loss` (on the rank holding the last stage) and the `grad/*` this rank
+  /// reports, combined over the micro-batches as runStages does.
+  llvm::Expected<Values> results() {
+    Values out;
+    std::vector<int64_t> counts;
+    if (M > 1) {
+      auto c = microbatchTokenCounts(graph, M, ignoreIndex);
+      if (!c)
+        return c.takeError();
+      counts = std::move(*c);
+    }
+    auto combine = [&](const std::string &name,
+                       const std::vector<NpyArray> &pieces) -> llvm::Error {
+      if (M == 1) {
+        out[name] = pieces[0];
+        return llvm::Error::success();
+      }
+      std::vector<const NpyArray *> refs;
+      for (const NpyArray &p : pieces)
+        refs.push_back(&p);
+      auto sum = weightedMicrobatchSum(name, refs, counts);
+      if (!sum)
+        return sum.takeError();
+      out[name] = std::move(*sum);
+      return llvm::Error::success();
+    };
+    bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
+    for (int64_t m = 0; holdsLoss && m < M; ++m)
+      if (losses[m].data.empty())
+        return error("no forward returned 'loss' of micro-batch " + std::to_string(m));
+    if (holdsLoss)
+      if (auto err = combine("loss", losses))
+        return std::move(err);
+    for (const auto &[name, pieces] : gradients) {
+      if (notReported.count(name))
+        continue;
+      for (int64_t m = 0; m < M; ++m)
+        if (pieces[m].data.empty())
+          return error("no backward returned '" + name + "' of micro-batch " +
+                       std::to_string(m));
+      if (auto err = combine(name, pieces))
+        return std::move(err);
+    }
+    return out;
+  }
+
+private:
+  pfrt_context *ctx;
+  pfrt_comm *world;
+  int32_t rank;
+  CompiledProgram &program;
+  const Values &graph;
+  int64_t M, ignoreIndex;
+  /// Per micro-batch: the act/*, grad_act/* and saved/* values on this rank.
+  std::vector<Values> handed;
+  std::vector<NpyArray> losses;
+  /// grad/<param> → its value of each micro-batch (one backward per stage).
+  std::map<std::string, std::vector<NpyArray>> gradients;
+  /// All-reduced gradients that a lower member rank reports instead.
+  std::set<std::string> notReported;
+  std::map<std::vector<int32_t>, pfrt_comm *> groups;
+
+  llvm::Error commError(const llvm::Twine &what) {
+    return error(what + ": " + pfrt_last_error(ctx));
+  }
+
+  llvm::Expected<int64_t> microbatchOf(std::optional<uint64_t> m, llvm::StringRef function) {
+    if (!m)
+      return error("'" + function + "' has no micro-batch");
+    if (int64_t(*m) >= M)
+      return error(llvm::formatv("micro-batch {0} of '{1}' but the step has {2}", *m, function,
+                                 M));
+    return int64_t(*m);
+  }
+
+  llvm::Error runStage(pf::RunStageOp op) {
+    std::string function = op.getStage().str();
+    pf::StageTaskKind kind = op.getKind();
+    if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward)
+      return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
+                   "' has no stage functions yet (only forward and backward run)");
+    auto m = microbatchOf(op.getMicrobatch(), function);
+    if (!m)
+      return m.takeError();
+    Values &mine = handed[*m];
+    auto args = stageCallInputs(program, function, graph, mine, *m, M);
+    if (!args)
+      return args.takeError();
+    Values results;
+    if (auto err = program.run(function, *args, results))
+      return err;
+    // Received and saved values are read once: a forward's act/* (relayed
+    // ones come back as results), a backward's saved/* and grad_act/* (the
+    // end of micro-batch m's activation slot).
+    for (const auto &[name, value] : *args)
+      if (isStageValue(name))
+        mine.erase(name);
+    for (auto &[name, value] : results) {
+      StringRef n(name);
+      if (isStageValue(n)) {
+        mine[name] = std::move(value);
+      } else if (n == "loss") {
+        losses[*m] = std::move(value);
+      } else if (n.starts_with("grad/")) {
+        std::vector<NpyArray> &pieces = gradients[name];
+        pieces.resize(M);
+        if (!pieces[*m].data.empty())
+          return error("'" + name + "' of micro-batch " + std::to_string(*m) +
+                       " is returned twice on this rank");
+        pieces[*m] = std::move(value);
+      } else {
+        return error("unexpected result '" + name + "' of " + function);
+      }
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error checkType(const NpyArray &value, RankedTensorType type, const std::string &name) {
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    if (value.dtype == dtypeOf(type) && value.shape == shape)
+      return llvm::Error::success();
+    return error(llvm::formatv("'{0}' is {1} but the op says {2}", name,
+                               typeText(value.dtype, value.shape),
+                               typeText(dtypeOf(type), shape)));
+  }
+
+  llvm::Error send(pf::SendActOp op) {
+    std::string name = op.getValue().str();
+    int64_t m = int64_t(op.getMicrobatch());
+    if (m >= M)
+      return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
+    auto it = handed[m].find(name);
+    if (it == handed[m].end())
+      return error(llvm::formatv("no value '{0}' of micro-batch {1} to send", name, m));
+    if (auto err = checkType(it->second, op.getType(), name))
+      return err;
+    auto t = descriptor(it->second);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_send(ctx, world, &*t, int32_t(op.getTo()), int32_t(op.getTag())) != PFRT_OK)
+      return commError(llvm::formatv("sending '{0}' to rank {1}", name, op.getTo()));
+    // A relayed or forwarded activation is not read again on this rank
+    // unless its backward saved it (then it is a saved/* value).
+    handed[m].erase(it);
+    return llvm::Error::success();
+  }
+
+  llvm::Error recv(pf::RecvActOp op) {
+    std::string name = op.getValue().str();
+    int64_t m = int64_t(op.getMicrobatch());
+    if (m >= M)
+      return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
+    RankedTensorType type = op.getType();
+    if (!dtypeOf(type))
+      return error(llvm::formatv("'{0}' has an element type the runtime has no dtype for",
+                                 name));
+    NpyArray value = zeros(dtypeOf(type), {type.getShape().begin(), type.getShape().end()});
+    auto t = descriptor(value);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_recv(ctx, world, &*t, int32_t(op.getFrom()), int32_t(op.getTag())) != PFRT_OK)
+      return commError(llvm::formatv("receiving '{0}' from rank {1}", name, op.getFrom()));
+    handed[m][name] = std::move(value);
+    return llvm::Error::success();
+  }
+
+  llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members) {
+    std::vector<int32_t> ranks(members.begin(), members.end());
+    llvm::sort(ranks);
+    if (int32_t(ranks.size()) == pfrt_comm_size(world))
+      return world;
+    auto it = groups.find(ranks);
+    if (it != groups.end())
+      return it->second;
+    pfrt_comm *group = nullptr;
+    if (pfrt_comm_create_group(ctx, world, ranks.data(), int32_t(ranks.size()), &group) !=
+        PFRT_OK)
+      return commError("creating the group of ranks " + listText(members));
+    groups[ranks] = group;
+    return group;
+  }
+
+  /// Sums every micro-batch's value of a gradient over the member ranks, in
+  /// one call on the stacked values: each micro-batch's sum is then the one
+  /// runStages forms before weighting (exactly a + b with two members).
+  llvm::Error allReduce(pf::AllReduceOp op) {
+    std::string name = op.getValue().str();
+    auto it = gradients.find(name);
+    if (it == gradients.end())
+      return error("no backward on this rank returned '" + name + "'");
+    std::vector<NpyArray> &pieces = it->second;
+    for (int64_t m = 0; m < M; ++m) {
+      if (pieces[m].data.empty())
+        return error(llvm::formatv("'{0}' of micro-batch {1} is not computed yet", name, m));
+      if (auto err = checkType(pieces[m], op.getType(), name))
+        return err;
+    }
+    int64_t elements = pieces[0].numElements();
+    size_t bytes = pieces[0].data.size();
+    NpyArray stacked = zeros(pieces[0].dtype, {M * elements});
+    for (int64_t m = 0; m < M; ++m)
+      std::memcpy(stacked.data.data() + m * bytes, pieces[m].data.data(), bytes);
+    auto group = groupOf(op.getRanks());
+    if (!group)
+      return group.takeError();
+    auto t = descriptor(stacked);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_all_reduce_sum(ctx, *group, &*t) != PFRT_OK)
+      return commError("all-reducing '" + name + "'");
+    for (int64_t m = 0; m < M; ++m)
+      std::memcpy(pieces[m].data.data(), stacked.data.data() + m * bytes, bytes);
+    if (rank != *llvm::min_element(op.getRanks()))
+      notReported.insert(name);
+    return llvm::Error::success();
+  }
+};
+
+/// The gather of the outputs on rank 0: per array a header (dtype, rank,
+/// shape, name length), the name's bytes, the data; one tag above every
+/// program tag.
+constexpr int kHeaderWords = 3 + PFRT_MAX_RANK;
+
+llvm::Error sendOutputs(pfrt_context *ctx, pfrt_comm *world, Values &outputs) {
+  int32_t tag = pfrt_comm_max_tag(world);
+  auto sendArray = [&](NpyArray &a) -> llvm::Error {
+    auto t = descriptor(a);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_send(ctx, world, &*t, 0, tag) != PFRT_OK)
+      return error(llvm::Twine("sending the outputs to rank 0: ") + pfrt_last_error(ctx));
+    return llvm::Error::success();
+  };
+  NpyArray count = zeros(PFRT_I64, {1});
+  reinterpret_cast<int64_t *>(count.data.data())[0] = int64_t(outputs.size());
+  if (auto err = sendArray(count))
+    return err;
+  for (auto &[name, value] : outputs) {
+    NpyArray header = zeros(PFRT_I64, {kHeaderWords});
+    int64_t *h = reinterpret_cast<int64_t *>(header.data.data());
+    h[0] = value.dtype;
+    h[1] = int64_t(value.shape.size());
+    h[2] = int64_t(name.size());
+    for (auto [i, d] : llvm::enumerate(value.shape))
+      h[3 + i] = d;
+    NpyArray text = zeros(PFRT_I8, {int64_t(name.size())});
+    std::memcpy(text.data.data(), name.data(), name.size());
+    if (auto err = sendArray(header))
+      return err;
+    if (auto err = sendArray(text))
+      return err;
+    if (auto err = sendArray(value))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error receiveOutputs(pfrt_context *ctx, pfrt_comm *world, int32_t from, Values &outputs) {
+  int32_t tag = pfrt_comm_max_tag(world);
+  auto recvArray = [&](NpyArray &a) -> llvm::Error {
+    auto t = descriptor(a);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_recv(ctx, world, &*t, from, tag) != PFRT_OK)
+      return error(llvm::formatv("receiving the outputs of rank {0}: {1}", from,
+                                 pfrt_last_error(ctx)));
+    return llvm::Error::success();
+  };
+  NpyArray count = zeros(PFRT_I64, {1});
+  if (auto err = recvArray(count))
+    return err;
+  for (int64_t i = 0, n = reinterpret_cast<int64_t *>(count.data.data())[0]; i < n; ++i) {
+    NpyArray header = zeros(PFRT_I64, {kHeaderWords});
+    if (auto err = recvArray(header))
+      return err;
+    const int64_t *h = reinterpret_cast<const int64_t *>(header.data.data());
+    if (h[1] < 0 || h[1] > PFRT_MAX_RANK || h[2] < 0)
+      return error(llvm::formatv("rank {0} sent a malformed output header", from));
+    NpyArray text = zeros(PFRT_I8, {h[2]});
+    if (auto err = recvArray(text))
+      return err;
+    std::string name(text.data.begin(), text.data.end());
+    NpyArray value = zeros(int32_t(h[0]), std::vector<int64_t>(h + 3, h + 3 + h[1]));
+    if (auto err = recvArray(value))
+      return err;
+    if (!outputs.emplace(name, std::move(value)).second)
+      return error(llvm::formatv("rank {0} reports '{1}', which another rank reported", from,
+                                 name));
+  }
+  return llvm::Error::success();
+}
+
+/// This rank's program; every check a rank can make before compiling.
+llvm::Expected<pf::RankProgramOp> programOf(ModuleOp module, int32_t rank, int32_t size) {
+  std::vector<pf::RankProgramOp> programs(module.getOps<pf::RankProgramOp>().begin(),
+                                          module.getOps<pf::RankProgramOp>().end());
+  if (programs.empty())
+    return error("the module has no pf.rank_program: run pf-opt --pf-build-rank-programs first");
+  if (int64_t(programs.size()) != size)
+    return error(llvm::formatv("the module has {0} pf.rank_program ops but the job has {1} "
+                               "ranks: start it with mpirun -np {0}",
+                               programs.size(), size));
+  if (failed(pf::verifyRankPrograms(module)))
+    return error("the rank programs do not verify (see the diagnostics above)");
+  for (pf::RankProgramOp program : programs)
+    if (program.getRankValue() == rank)
+      return program;
+  return error(llvm::formatv("no pf.rank_program has rank({0})", rank));
+}
+
+/// The stage functions `program` calls, in order of first call.
+std::vector<std::string> calledFunctions(pf::RankProgramOp program) {
+  std::vector<std::string> names;
+  for (pf::RunStageOp call : program.getBody().front().getOps<pf::RunStageOp>())
+    if (!llvm::is_contained(names, call.getStage().str()))
+      names.push_back(call.getStage().str());
+  return names;
+}
+
+void printOutputs(const Values &outputs) {
+  for (const auto &[name, array] : outputs) {
+    double checksum = 0;
+    if (array.dtype == PFRT_F32)
+      for (int64_t i = 0; i < array.numElements(); ++i)
+        checksum += reinterpret_cast<const float *>(array.data.data())[i];
+    llvm::outs() << llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", name,
+                                  dtypeName(array.dtype), shapeText(array.shape), checksum);
+  }
+}
+
+/// Everything after the communicator exists; an error ends the job.
+llvm::Error runRank(ModuleOp module, const RankRunOptions &options, pfrt_context *ctx,
+                    pfrt_comm *world) {
+  int32_t rank = pfrt_comm_rank(world), size = pfrt_comm_size(world);
+  auto rankProgram = programOf(module, rank, size);
+  if (!rankProgram)
+    return rankProgram.takeError();
+  int64_t M = rankProgram->getNumMicrobatches();
+  if (options.microbatches > 0 && options.microbatches != M)
+    return error(llvm::formatv("--micro-batches {0} but the rank programs have "
+                               "microbatches({1})",
+                               options.microbatches, M));
+  if (options.inputsFile.empty())
+    return error("--run-ranks needs --inputs FILE.npz");
+  auto inputs = readNpz(options.inputsFile);
+  if (!inputs)
+    return inputs.takeError();
+  for (const auto &[name, array] : *inputs)
+    if (isStageValue(name))
+      return error("input '" + name + "' is a stage value, not a graph input");
+
+  // Only this rank's stage functions: the program holds their parameters only.
+  CompiledProgram::Options compileOptions;
+  compileOptions.threads = options.threads;
+  compileOptions.functions = calledFunctions(*rankProgram);
+  if (compileOptions.functions.empty())
+    return error("the program of rank " + std::to_string(rank) + " calls no stage function");
+  auto program = CompiledProgram::compile(module, compileOptions);
+  if (!program)
+    return program.takeError();
+  int64_t parameterBytes = 0;
+  for (const CompiledModel::Parameter &p : (*program)->parameters())
+    parameterBytes += p.bytes;
+  // One write per line: mpirun interleaves the ranks' output by write.
+  llvm::outs() << llvm::formatv("rank {0}: stages {1}, functions {2}, parameters {3} ({4} "
+                                "bytes)\n",
+                                rank, listText(rankProgram->getStages()), llvm::join(compileOptions.functions, " "),
+                                (*program)->parameters().size(), parameterBytes)
+                      .str();
+  llvm::outs().flush();
+
+  RankExecutor executor(ctx, world, **program, *inputs, M, options.ignoreIndex);
+  if (auto err = executor.run(*rankProgram))
+    return err;
+  auto results = executor.results();
+  if (!results)
+    return results.takeError();
+  if (rank != 0)
+    return sendOutputs(ctx, world, *results);
+  for (int32_t from = 1; from < size; ++from)
+    if (auto err = receiveOutputs(ctx, world, from, *results))
+      return err;
+  if (!results->count("loss"))
+    return error("no rank reported 'loss'");
+  llvm::outs() << llvm::formatv("ranks {0}, micro-batches {1}\n", size, M);
+  printOutputs(*results);
+  llvm::outs().flush();
+  if (!options.outputsFile.empty())
+    return writeNpz(options.outputsFile, *results);
+  return llvm::Error::success();
+}
+} // namespace
+
+int mlir::pf::driver::runRanksTool(ModuleOp module, const RankRunOptions &options) {
+  pfrt_context *ctx = pfrt_context_create(nullptr);
+  if (!ctx) {
+    llvm::errs() << "pf-run: error: cannot create a runtime context\n";
+    return 1;
+  }
+  pfrt_comm *world = nullptr;
+  if (pfrt_comm_create(ctx, nullptr, &world) != PFRT_OK) {
+    llvm::errs() << "pf-run: error: --run-ranks: " << pfrt_last_error(ctx) << "\n";
+    pfrt_context_destroy(ctx);
+    return 1;
+  }
+  int32_t rank = pfrt_comm_rank(world);
+  if (auto err = runRank(module, options, ctx, world)) {
+    llvm::outs().flush();
+    // One write: mpirun interleaves the ranks' output by write.
+    llvm::errs() << ("rank " + std::to_string(rank) + ": " + llvm::toString(std::move(err)) +
+                     "\n");
+    // Returning would wait for the other ranks in MPI_Finalize.
+    pfrt_comm_abort(ctx, world, 1);
+    return 1;
+  }
+  pfrt_comm_destroy(world);
+  pfrt_status finalized = pfrt_comm_finalize(ctx);
+  if (finalized != PFRT_OK)
+    llvm::errs() << ("rank " + std::to_string(rank) + ": " + pfrt_last_error(ctx) + "\n");
+  pfrt_context_destroy(ctx);
+  return finalized == PFRT_OK ? 0 : 1;
+}

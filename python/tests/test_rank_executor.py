@@ -1,0 +1,231 @@
+"""`mpirun -np D pf-run PROGRAMS.mlir --run-ranks`: the per-rank programs of
+`pf-build-rank-programs` run on D MPI ranks (one stage per rank, the
+activations and their gradients sent between them, the tied embedding's
+gradient all-reduced), checked against `pf-run --run-stages` (every stage in
+one process, GPipe order) on the same module and inputs.
+
+Loss and every gradient are **bitwise equal**, for both schedules and any
+number of micro-batches: each stage function runs the same ops in the same
+order on either side (the schedule only changes the order of whole calls,
+and a call's result does not depend on what ran before it); the tied word
+embedding's two partial gradients are summed per micro-batch by an all-reduce
+of two ranks, which is exactly a + b, the addition `--run-stages` does (IEEE
+addition is commutative, so the order of the two parts does not matter); and
+both sides combine the micro-batches with the same count-weighted sum
+(`weightedMicrobatchSum`, the counts taken from the labels on the host).
+
+Every subprocess has a timeout, so a hang fails the test instead of blocking.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from pipefisher.tools import tool
+
+BATCH, SEQ, VOCAB = 2, 8, 100
+MPIRUN = shutil.which("mpirun")
+pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
+
+
+def _run(args, timeout, check=True):
+    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, args))} failed ({proc.returncode}):\n"
+                           f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _tool(name, *args, timeout=120, check=True):
+    return _run([tool(name), *args], timeout, check)
+
+
+def _mpirun(ranks, *args, timeout=120, check=True):
+    return _run([MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", ranks,
+                 tool("pf-run"), *args], timeout, check)
+
+
+def _load(path):
+    with np.load(path) as out:
+        return {k: out[k] for k in out.files}
+
+
+def _inputs(rows, seed):
+    rng = np.random.default_rng(seed)
+    mask = np.ones((rows, SEQ), np.int64)
+    mask[1::2, SEQ - 3:] = 0
+    labels = rng.integers(0, VOCAB, size=(rows, SEQ)).astype(np.int64)
+    labels[rng.random((rows, SEQ)) < 0.4] = -100  # tokens that do not count
+    labels[::BATCH, 0] = 5  # every micro-batch counts a token
+    return {
+        "input_ids": rng.integers(0, VOCAB, size=(rows, SEQ)).astype(np.int64),
+        "token_type_ids": rng.integers(0, 2, size=(rows, SEQ)).astype(np.int64),
+        "attention_mask": mask,
+        "labels": labels,
+    }
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory):
+    """The tagged one-micro-batch training step of BERT-tiny (2 blocks) and of
+    a 4-block BERT, as in test_stage_executor.py."""
+    from pipefisher import make_bert_model, save_model
+
+    tmp = tmp_path_factory.mktemp("rank_executor")
+    built = {}
+    for layers in (2, 4):
+        onnx_path = tmp / f"bert{layers}.onnx"
+        save_model(make_bert_model("tiny", seed=3, vocab_size=VOCAB, num_hidden_layers=layers),
+                   onnx_path)
+        ir = tmp / f"bert{layers}.mlir"
+        _tool("pf-translate", "--import-onnx", onnx_path, "--dim", f"batch={BATCH}",
+              "--dim", f"sequence={SEQ}", "-o", ir)
+        tagged = tmp / f"step{layers}_tagged.mlir"
+        _tool("pf-opt", ir, "--pf-add-masked-lm-loss", "--pf-build-gradients=tag-origin=true",
+              "-o", tagged)
+        built[layers] = tagged
+    return tmp, built
+
+
+def _programs(steps, layers, stages, schedule, microbatches):
+    tmp, built = steps
+    path = tmp / f"l{layers}_d{stages}_{schedule}_n{microbatches}.mlir"
+    if not path.exists():
+        _tool("pf-opt", built[layers], f"--pf-split-stages=stages={stages}",
+              f"--pf-build-rank-programs=schedule={schedule} microbatches={microbatches}",
+              "-o", path)
+    return path
+
+
+@pytest.mark.parametrize("microbatches", [1, 4])
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("layers,stages", [(2, 2), (4, 2), (4, 4)])
+def test_ranks_equal_run_stages_bitwise(steps, tmp_path, layers, stages, schedule,
+                                        microbatches):
+    programs = _programs(steps, layers, stages, schedule, microbatches)
+    inp = tmp_path / "in.npz"
+    np.savez(inp, **_inputs(BATCH * microbatches, seed=5 + microbatches))
+    want_path, got_path = tmp_path / "want.npz", tmp_path / "got.npz"
+    _tool("pf-run", programs, "--run-stages", "--micro-batches", microbatches, "--inputs", inp,
+          "--outputs", want_path)
+    proc = _mpirun(stages, programs, "--run-ranks", "--inputs", inp, "--outputs", got_path)
+    want, got = _load(want_path), _load(got_path)
+    assert f"ranks {stages}, micro-batches {microbatches}" in proc.stdout
+    for r in range(stages):
+        assert f"rank {r}: stages [{r}], functions stage{r}_forward stage{r}_backward" \
+            in proc.stdout, proc.stdout
+    assert set(got) == set(want) and "loss" in want and len(want) > 20
+    assert np.isfinite(want["loss"]) and float(want["loss"]) > 0
+    for name in want:
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape, name
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_each_rank_holds_only_its_stages_parameters(steps, tmp_path):
+    programs = _programs(steps, 4, 4, "1f1b", 1)
+    inp = tmp_path / "in.npz"
+    np.savez(inp, **_inputs(BATCH, seed=1))
+    proc = _mpirun(4, programs, "--run-ranks", "--inputs", inp)
+    counts = {}
+    for r in range(4):
+        line = next(x for x in proc.stdout.splitlines() if x.startswith(f"rank {r}: "))
+        counts[r] = int(line.split("parameters ")[1].split(" ")[0])
+    # 4 blocks of 16 parameters; the embeddings (5 + LayerNorm) on the first
+    # stage, the heads and the tied decoder weight on the last.
+    assert counts[1] == counts[2] == 16, counts
+    assert counts[0] > 16 and counts[3] > 16, counts
+
+
+def test_wrong_number_of_ranks_fails_fast(steps, tmp_path):
+    programs = _programs(steps, 2, 2, "gpipe", 1)
+    inp = tmp_path / "in.npz"
+    np.savez(inp, **_inputs(BATCH, seed=1))
+    start = time.monotonic()
+    proc = _mpirun(3, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
+    elapsed = time.monotonic() - start
+    assert proc.returncode != 0
+    assert "has 2 pf.rank_program ops but the job has 3 ranks" in proc.stderr, proc.stderr
+    assert elapsed < 30, elapsed
+
+
+def test_bad_options_are_diagnosed(steps, tmp_path):
+    programs = _programs(steps, 2, 2, "gpipe", 1)
+    inp = tmp_path / "in.npz"
+    inputs = _inputs(BATCH, seed=1)
+    np.savez(inp, **inputs)
+    proc = _mpirun(2, programs, "--run-ranks", "--micro-batches", 2, "--inputs", inp,
+                   timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "--micro-batches 2 but the rank programs have microbatches(1)" in proc.stderr
+    # A graph input missing: every rank reading it says so; the job ends.
+    np.savez(inp, **{k: v for k, v in inputs.items() if k != "labels"})
+    proc = _mpirun(2, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "rank 1: op " in proc.stderr and "missing input 'labels'" in proc.stderr, proc.stderr
+    # A module without rank programs.
+    split = steps[0] / "split_only.mlir"
+    _tool("pf-opt", steps[1][2], "--pf-split-stages=stages=2", "-o", split)
+    proc = _mpirun(1, split, "--run-ranks", "--inputs", inp, timeout=60, check=False)
+    assert proc.returncode != 0 and "no pf.rank_program" in proc.stderr, proc.stderr
+    proc = _tool("pf-run", programs, "--run-ranks", "--run-stages", "--inputs", inp,
+                 check=False)
+    assert proc.returncode != 0 and "--run-ranks takes none of" in proc.stderr, proc.stderr
+
+
+def _edited(steps, name, edit):
+    """The D = 2 GPipe N = 1 programs of BERT-tiny with `edit` applied to the
+    text; the edits below keep the programs verifying (both sides agree), so
+    the executor itself must find the problem."""
+    text = _programs(steps, 2, 2, "gpipe", 1).read_text()
+    edited = edit(text)
+    assert edited != text
+    path = steps[0] / name
+    path.write_text(edited)
+    return path
+
+
+def test_transfer_type_that_is_not_the_functions_ends_the_job(steps, tmp_path):
+    """Rank 0 finds that what it sends is not the type the op says; rank 1,
+    waiting in the matching recv, is ended with it (no hang)."""
+    def shrink(text):
+        lines = []
+        for line in text.splitlines():
+            if '"act/' in line and ("send_act" in line or "recv_act" in line) \
+                    and "x128xf32>" in line:
+                line = line.replace("x128xf32>", "x64xf32>")
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+    programs = _edited(steps, "shrunk.mlir", shrink)
+    inp = tmp_path / "in.npz"
+    np.savez(inp, **_inputs(BATCH, seed=1))
+    start = time.monotonic()
+    proc = _mpirun(2, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "rank 0: op " in proc.stderr and "(pf.send_act): 'act/" in proc.stderr, proc.stderr
+    assert "is float32 2x8x128 but the op says float32 2x8x64" in proc.stderr, proc.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_stage_kinds_without_functions_are_refused(steps, tmp_path):
+    """backward_input/backward_weight verify (the verifier does not check that
+    a kind matches the function) but no split backward functions exist."""
+    def split_backward(text):
+        fused = "pf.run_stage backward @stage0_backward microbatch(0)"
+        return text.replace(fused, fused.replace("backward @", "backward_input @") + "\n    " +
+                            fused.replace("backward @", "backward_weight @"))
+
+    programs = _edited(steps, "split_backward.mlir", split_backward)
+    inp = tmp_path / "in.npz"
+    np.savez(inp, **_inputs(BATCH, seed=1))
+    proc = _mpirun(2, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "rank 0: op " in proc.stderr, proc.stderr
+    assert "stage task kind 'backward_input' has no stage functions yet" in proc.stderr, \
+        proc.stderr
