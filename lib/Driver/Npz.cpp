@@ -136,6 +136,16 @@ int64_t mlir::pf::driver::dtypeBytes(int32_t dtype) {
   return d ? d->bytes : 0;
 }
 
+std::string mlir::pf::driver::outputSummary(const std::string &name, const NpyArray &array) {
+  double checksum = 0;
+  if (array.dtype == 1 /*f32*/)
+    for (int64_t i = 0; i < array.numElements(); ++i)
+      checksum += reinterpret_cast<const float *>(array.data.data())[i];
+  return llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", name, dtypeName(array.dtype),
+                       shapeText(array.shape), checksum)
+      .str();
+}
+
 std::string mlir::pf::driver::shapeText(const std::vector<int64_t> &shape) {
   std::string text;
   for (int64_t d : shape)

@@ -421,14 +421,8 @@ std::vector<std::string> calledFunctions(pf::RankProgramOp program) {
 }
 
 void printOutputs(const Values &outputs) {
-  for (const auto &[name, array] : outputs) {
-    double checksum = 0;
-    if (array.dtype == PFRT_F32)
-      for (int64_t i = 0; i < array.numElements(); ++i)
-        checksum += reinterpret_cast<const float *>(array.data.data())[i];
-    llvm::outs() << llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", name,
-                                  dtypeName(array.dtype), shapeText(array.shape), checksum);
-  }
+  for (const auto &[name, array] : outputs)
+    llvm::outs() << outputSummary(name, array);
 }
 
 /// Everything after the communicator exists; an error ends the job.

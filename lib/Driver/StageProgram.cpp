@@ -374,14 +374,8 @@ int mlir::pf::driver::runStagesTool(ModuleOp module, const std::string &inputsFi
                                   "act/* arguments), {3} slots\n",
                                   s, bytes, stats.slotArgumentBytes[s], stats.microbatches);
   llvm::outs() << "activation slots: " << stats.totalSlotBytes << " bytes\n";
-  for (const auto &[name, array] : outputs) {
-    double checksum = 0;
-    if (array.dtype == PFRT_F32)
-      for (int64_t i = 0; i < array.numElements(); ++i)
-        checksum += reinterpret_cast<const float *>(array.data.data())[i];
-    llvm::outs() << llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", name,
-                                  dtypeName(array.dtype), shapeText(array.shape), checksum);
-  }
+  for (const auto &[name, array] : outputs)
+    llvm::outs() << outputSummary(name, array);
   if (!outputsFile.empty())
     if (auto err = writeNpz(outputsFile, outputs))
       return fail(llvm::toString(std::move(err)));

@@ -28,7 +28,8 @@ import pytest
 
 from pipefisher.tools import tool
 
-BATCH, SEQ, VOCAB = 2, 8, 100
+from stage_models import BATCH, import_step, load_npz, stage_inputs
+
 MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 
@@ -51,45 +52,12 @@ def _mpirun(ranks, *args, timeout=120, check=True):
                  tool("pf-run"), *args], timeout, check)
 
 
-def _load(path):
-    with np.load(path) as out:
-        return {k: out[k] for k in out.files}
-
-
-def _inputs(rows, seed):
-    rng = np.random.default_rng(seed)
-    mask = np.ones((rows, SEQ), np.int64)
-    mask[1::2, SEQ - 3:] = 0
-    labels = rng.integers(0, VOCAB, size=(rows, SEQ)).astype(np.int64)
-    labels[rng.random((rows, SEQ)) < 0.4] = -100  # tokens that do not count
-    labels[::BATCH, 0] = 5  # every micro-batch counts a token
-    return {
-        "input_ids": rng.integers(0, VOCAB, size=(rows, SEQ)).astype(np.int64),
-        "token_type_ids": rng.integers(0, 2, size=(rows, SEQ)).astype(np.int64),
-        "attention_mask": mask,
-        "labels": labels,
-    }
-
-
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory):
     """The tagged one-micro-batch training step of BERT-tiny (2 blocks) and of
     a 4-block BERT, as in test_stage_executor.py."""
-    from pipefisher import make_bert_model, save_model
-
     tmp = tmp_path_factory.mktemp("rank_executor")
-    built = {}
-    for layers in (2, 4):
-        onnx_path = tmp / f"bert{layers}.onnx"
-        save_model(make_bert_model("tiny", seed=3, vocab_size=VOCAB, num_hidden_layers=layers),
-                   onnx_path)
-        ir = tmp / f"bert{layers}.mlir"
-        _tool("pf-translate", "--import-onnx", onnx_path, "--dim", f"batch={BATCH}",
-              "--dim", f"sequence={SEQ}", "-o", ir)
-        tagged = tmp / f"step{layers}_tagged.mlir"
-        _tool("pf-opt", ir, "--pf-add-masked-lm-loss", "--pf-build-gradients=tag-origin=true",
-              "-o", tagged)
-        built[layers] = tagged
+    built = {layers: import_step(tmp, layers)[2] for layers in (2, 4)}
     return tmp, built
 
 
@@ -110,12 +78,12 @@ def test_ranks_equal_run_stages_bitwise(steps, tmp_path, layers, stages, schedul
                                         microbatches):
     programs = _programs(steps, layers, stages, schedule, microbatches)
     inp = tmp_path / "in.npz"
-    np.savez(inp, **_inputs(BATCH * microbatches, seed=5 + microbatches))
+    np.savez(inp, **stage_inputs(BATCH * microbatches, seed=5 + microbatches))
     want_path, got_path = tmp_path / "want.npz", tmp_path / "got.npz"
     _tool("pf-run", programs, "--run-stages", "--micro-batches", microbatches, "--inputs", inp,
           "--outputs", want_path)
     proc = _mpirun(stages, programs, "--run-ranks", "--inputs", inp, "--outputs", got_path)
-    want, got = _load(want_path), _load(got_path)
+    want, got = load_npz(want_path), load_npz(got_path)
     assert f"ranks {stages}, micro-batches {microbatches}" in proc.stdout
     for r in range(stages):
         assert f"rank {r}: stages [{r}], functions stage{r}_forward stage{r}_backward" \
@@ -130,7 +98,7 @@ def test_ranks_equal_run_stages_bitwise(steps, tmp_path, layers, stages, schedul
 def test_each_rank_holds_only_its_stages_parameters(steps, tmp_path):
     programs = _programs(steps, 4, 4, "1f1b", 1)
     inp = tmp_path / "in.npz"
-    np.savez(inp, **_inputs(BATCH, seed=1))
+    np.savez(inp, **stage_inputs(BATCH, seed=1))
     proc = _mpirun(4, programs, "--run-ranks", "--inputs", inp)
     counts = {}
     for r in range(4):
@@ -145,7 +113,7 @@ def test_each_rank_holds_only_its_stages_parameters(steps, tmp_path):
 def test_wrong_number_of_ranks_fails_fast(steps, tmp_path):
     programs = _programs(steps, 2, 2, "gpipe", 1)
     inp = tmp_path / "in.npz"
-    np.savez(inp, **_inputs(BATCH, seed=1))
+    np.savez(inp, **stage_inputs(BATCH, seed=1))
     start = time.monotonic()
     proc = _mpirun(3, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
     elapsed = time.monotonic() - start
@@ -157,7 +125,7 @@ def test_wrong_number_of_ranks_fails_fast(steps, tmp_path):
 def test_bad_options_are_diagnosed(steps, tmp_path):
     programs = _programs(steps, 2, 2, "gpipe", 1)
     inp = tmp_path / "in.npz"
-    inputs = _inputs(BATCH, seed=1)
+    inputs = stage_inputs(BATCH, seed=1)
     np.savez(inp, **inputs)
     proc = _mpirun(2, programs, "--run-ranks", "--micro-batches", 2, "--inputs", inp,
                    timeout=60, check=False)
@@ -204,7 +172,7 @@ def test_transfer_type_that_is_not_the_functions_ends_the_job(steps, tmp_path):
 
     programs = _edited(steps, "shrunk.mlir", shrink)
     inp = tmp_path / "in.npz"
-    np.savez(inp, **_inputs(BATCH, seed=1))
+    np.savez(inp, **stage_inputs(BATCH, seed=1))
     start = time.monotonic()
     proc = _mpirun(2, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
     assert proc.returncode != 0
@@ -223,7 +191,7 @@ def test_stage_kinds_without_functions_are_refused(steps, tmp_path):
 
     programs = _edited(steps, "split_backward.mlir", split_backward)
     inp = tmp_path / "in.npz"
-    np.savez(inp, **_inputs(BATCH, seed=1))
+    np.savez(inp, **stage_inputs(BATCH, seed=1))
     proc = _mpirun(2, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
     assert proc.returncode != 0
     assert "rank 0: op " in proc.stderr, proc.stderr

@@ -31,42 +31,7 @@ import pytest
 
 from pipefisher.tools import run_tool
 
-BATCH, SEQ, VOCAB = 2, 8, 100
-
-
-def _import(tmp_path, layers):
-    from pipefisher import make_bert_model, save_model
-
-    onnx_path = tmp_path / f"bert{layers}.onnx"
-    save_model(make_bert_model("tiny", seed=3, vocab_size=VOCAB, num_hidden_layers=layers),
-               onnx_path)
-    ir = tmp_path / f"bert{layers}.mlir"
-    run_tool("pf-translate", "--import-onnx", str(onnx_path), "--dim", f"batch={BATCH}",
-             "--dim", f"sequence={SEQ}", "-o", str(ir))
-    tagged = tmp_path / f"step{layers}_tagged.mlir"
-    run_tool("pf-opt", str(ir), "--pf-add-masked-lm-loss",
-             "--pf-build-gradients=tag-origin=true", "-o", str(tagged))
-    return ir, tagged
-
-
-def _inputs(rows, seed=7):
-    rng = np.random.default_rng(seed)
-    mask = np.ones((rows, SEQ), np.int64)
-    mask[1::2, SEQ - 3:] = 0
-    labels = rng.integers(0, VOCAB, size=(rows, SEQ)).astype(np.int64)
-    labels[rng.random((rows, SEQ)) < 0.4] = -100  # tokens that do not count
-    labels[::BATCH, 0] = 5  # every micro-batch counts a token
-    return {
-        "input_ids": rng.integers(0, VOCAB, size=(rows, SEQ)).astype(np.int64),
-        "token_type_ids": rng.integers(0, 2, size=(rows, SEQ)).astype(np.int64),
-        "attention_mask": mask,
-        "labels": labels,
-    }
-
-
-def _load(path):
-    with np.load(path) as out:
-        return {k: out[k] for k in out.files}
+from stage_models import BATCH, import_step, load_npz, stage_inputs
 
 
 def _reference(tmp_path, ir, microbatches, inputs):
@@ -78,7 +43,7 @@ def _reference(tmp_path, ir, microbatches, inputs):
     inp, out = tmp_path / f"ref_in_m{microbatches}.npz", tmp_path / f"ref_out_m{microbatches}.npz"
     np.savez(inp, **inputs)
     run_tool("pf-run", str(step), "--inputs", str(inp), "--outputs", str(out))
-    return _load(out)
+    return load_npz(out)
 
 
 def _run_stages(tmp_path, split, microbatches, inputs):
@@ -87,13 +52,17 @@ def _run_stages(tmp_path, split, microbatches, inputs):
     args = ["--micro-batches", str(microbatches)] if microbatches > 1 else []
     stdout = run_tool("pf-run", str(split), "--run-stages", *args, "--inputs", str(inp),
                       "--outputs", str(out)).stdout
-    return _load(out), stdout
+    return load_npz(out), stdout
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stage_executor")
-    return tmp, {layers: _import(tmp, layers) for layers in (2, 4)}
+    built = {}
+    for layers in (2, 4):
+        ir, _, tagged = import_step(tmp, layers)
+        built[layers] = (ir, tagged)
+    return tmp, built
 
 
 def _split(tmp, tagged, layers, stages):
@@ -110,7 +79,7 @@ def test_one_microbatch_equals_the_unsplit_step(models, layers, stages):
     tmp, built = models
     ir, tagged = built[layers]
     work, split = _split(tmp, tagged, layers, stages)
-    inputs = _inputs(BATCH)
+    inputs = stage_inputs(BATCH)
     want = _reference(work, ir, 1, inputs)
     got, stdout = _run_stages(work, split, 1, inputs)
     assert f"stages {stages}, micro-batches 1" in stdout
@@ -127,7 +96,7 @@ def test_microbatches_equal_the_split_microbatches_step(models, layers, stages, 
     tmp, built = models
     ir, tagged = built[layers]
     work, split = _split(tmp, tagged, layers, stages)
-    inputs = _inputs(BATCH * microbatches, seed=11 + microbatches)
+    inputs = stage_inputs(BATCH * microbatches, seed=11 + microbatches)
     want = _reference(work, ir, microbatches, inputs)
     got, stdout = _run_stages(work, split, microbatches, inputs)
     assert f"stages {stages}, micro-batches {microbatches}" in stdout
@@ -155,7 +124,7 @@ def test_activation_slots_are_reported(models):
     tmp, built = models
     _, tagged = built[2]
     work, split = _split(tmp, tagged, 2, 2)
-    _, stdout = _run_stages(work, split, 4, _inputs(BATCH * 4, seed=3))
+    _, stdout = _run_stages(work, split, 4, stage_inputs(BATCH * 4, seed=3))
     line = (r"^stage \d+: activation slot (\d+) bytes "
             r"\(\d+ of them copies of act/\* arguments\), 4 slots$")
     slots = [int(b) for b in re.findall(line, stdout, re.M)]
@@ -178,7 +147,7 @@ def test_bad_inputs_are_diagnosed(models, tmp_path):
     tmp, built = models
     ir, tagged = built[2]
     work, split = _split(tmp, tagged, 2, 2)
-    inputs = _inputs(BATCH * 2)
+    inputs = stage_inputs(BATCH * 2)
     inp = tmp_path / "in.npz"
     np.savez(inp, **inputs)
     # Rows that are not M micro-batches.

@@ -28,41 +28,7 @@ import pytest
 
 from pipefisher.tools import run_tool
 
-BATCH, SEQ, VOCAB = 2, 8, 100
-TIED = "grad/bert.embeddings.word_embeddings.weight"
-
-
-def _step(tmp_path, layers):
-    """Imports a BERT with `layers` blocks; returns (unsplit step, tagged step)."""
-    from pipefisher import make_bert_model, save_model
-
-    onnx_path = tmp_path / f"bert{layers}.onnx"
-    save_model(make_bert_model("tiny", seed=3, vocab_size=VOCAB, num_hidden_layers=layers),
-               onnx_path)
-    ir = tmp_path / f"bert{layers}.mlir"
-    run_tool("pf-translate", "--import-onnx", str(onnx_path), "--dim", f"batch={BATCH}",
-             "--dim", f"sequence={SEQ}", "-o", str(ir))
-    plain = tmp_path / f"step{layers}.mlir"
-    tagged = tmp_path / f"step{layers}_tagged.mlir"
-    run_tool("pf-opt", str(ir), "--pf-add-masked-lm-loss", "--pf-build-gradients", "-o", str(plain))
-    run_tool("pf-opt", str(ir), "--pf-add-masked-lm-loss",
-             "--pf-build-gradients=tag-origin=true", "-o", str(tagged))
-    return plain, tagged
-
-
-def _inputs():
-    rng = np.random.default_rng(7)
-    mask = np.ones((BATCH, SEQ), np.int64)
-    mask[1, SEQ - 3:] = 0
-    labels = rng.integers(0, VOCAB, size=(BATCH, SEQ)).astype(np.int64)
-    labels[rng.random((BATCH, SEQ)) < 0.4] = -100  # tokens that do not count
-    labels[0, 0] = 5  # at least one counted token
-    return {
-        "input_ids": rng.integers(0, VOCAB, size=(BATCH, SEQ)).astype(np.int64),
-        "token_type_ids": rng.integers(0, 2, size=(BATCH, SEQ)).astype(np.int64),
-        "attention_mask": mask,
-        "labels": labels,
-    }
+from stage_models import TIED, import_step, stage_inputs
 
 
 def _run(tmp_path, module, values, entry=None):
@@ -118,7 +84,7 @@ def _run_pipeline(tmp_path, module, stages, inputs):
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stage_split")
-    return tmp, {layers: _step(tmp, layers) for layers in (2, 4)}
+    return tmp, {layers: import_step(tmp, layers)[1:] for layers in (2, 4)}
 
 
 @pytest.mark.parametrize("layers,stages", [(2, 2), (4, 2), (4, 4)])
@@ -134,7 +100,7 @@ def test_stage_functions_equal_the_unsplit_step(steps, layers, stages):
         assert f"func.func @stage{s}_forward(" in text and f"func.func @stage{s}_backward(" in text
     assert "func.func @main(" not in text
 
-    inputs = _inputs()
+    inputs = stage_inputs()
     want = _run(work, plain, inputs)
     got, stages_of = _run_pipeline(work, split, stages, inputs)
 

@@ -314,15 +314,8 @@ int main(int argc, char **argv) {
     llvm::outs() << llvm::formatv("median {0:F3} ms over {1} runs (min {2:F3} ms)\n",
                                   times[times.size() / 2] * 1e3, repeat, times.front() * 1e3);
   }
-  for (const auto &spec : model.outputs()) {
-    const drv::NpyArray &array = outputs[spec.name];
-    double checksum = 0;
-    if (array.dtype == 1)
-      for (int64_t i = 0; i < array.numElements(); ++i)
-        checksum += reinterpret_cast<const float *>(array.data.data())[i];
-    llvm::outs() << llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", spec.name,
-                                  drv::dtypeName(array.dtype), drv::shapeText(array.shape), checksum);
-  }
+  for (const auto &spec : model.outputs())
+    llvm::outs() << drv::outputSummary(spec.name, outputs[spec.name]);
   if (!profileFile.empty())
     if (auto err = writeProfile(model, times))
       return fail(llvm::toString(std::move(err)));

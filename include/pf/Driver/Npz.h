@@ -28,6 +28,10 @@ const char *dtypeName(int32_t dtype);
 /// "8x128" ("scalar" for rank 0), as messages print shapes.
 std::string shapeText(const std::vector<int64_t> &shape);
 
+/// "output NAME: float32 8x128, sum 1.234E+00\n": the line pf-run prints for
+/// each output (the sum over f32 elements; 0 for other dtypes).
+std::string outputSummary(const std::string &name, const NpyArray &array);
+
 /// Reads an .npz (zip of .npy files, stored or deflated, as np.savez and
 /// np.savez_compressed write them). Keys drop the ".npy" suffix.
 llvm::Expected<std::map<std::string, NpyArray>> readNpz(llvm::StringRef path);
