@@ -12,6 +12,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <set>
 
@@ -19,8 +21,6 @@ using namespace mlir;
 using namespace mlir::pf::driver;
 
 namespace {
-using Values = std::map<std::string, NpyArray>;
-
 llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -70,26 +70,26 @@ NpyArray zeros(int32_t dtype, std::vector<int64_t> shape) {
   return a;
 }
 
-/// One rank's run of its pf.rank_program.
-class RankExecutor {
-public:
-  RankExecutor(pfrt_context *ctx, pfrt_comm *world, CompiledProgram &program,
-               const Values &graph, int64_t microbatches, int64_t ignoreIndex)
-      : ctx(ctx), world(world), rank(pfrt_comm_rank(world)), program(program), graph(graph),
-        M(microbatches), ignoreIndex(ignoreIndex), handed(microbatches),
-        losses(microbatches) {}
-  ~RankExecutor() {
-    for (auto &[ranks, comm] : groups)
-      pfrt_comm_destroy(comm);
-  }
+} // namespace
 
-  llvm::Error run(pf::RankProgramOp rankProgram) {
+/// The state of one run of the program: values per micro-batch, losses and
+/// gradients until they are combined.
+class RankRunner::Step {
+public:
+  Step(RankRunner &runner, const Values &graph, int64_t step)
+      : r(runner), program(*runner.compiledProgram), graph(graph), stepIndex(step),
+        M(runner.microbatches()), handed(M), losses(M) {}
+
+  llvm::Error run() {
+    auto rankProgram = cast<pf::RankProgramOp>(r.programOp);
     for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
+      double start = r.options.recordTimes ? now() : 0;
       llvm::Error err = llvm::TypeSwitch<Operation *, llvm::Error>(&op)
                             .Case([&](pf::RunStageOp o) { return runStage(o); })
                             .Case([&](pf::SendActOp o) { return send(o); })
                             .Case([&](pf::RecvActOp o) { return recv(o); })
                             .Case([&](pf::AllReduceOp o) { return allReduce(o); })
+                            .Case([&](pf::ClipGradientsOp o) { return clip(o); })
                             .Default([](Operation *o) {
                               return error("the executor does not run '" +
                                            o->getName().getStringRef() + "'");
@@ -97,74 +97,49 @@ public:
       if (err)
         return error(llvm::formatv("op {0} ({1}): {2}", index, op.getName().getStringRef(),
                                    llvm::toString(std::move(err))));
+      if (r.options.recordTimes)
+        r.executedOps.push_back({stepIndex, int64_t(index), start, now()});
     }
-    return llvm::Error::success();
+    return combine();
   }
 
   /// `loss` (on the rank holding the last stage) and the `grad/*` this rank
   /// reports, combined over the micro-batches as runStages does.
-  llvm::Expected<Values> results() {
+  Values results() {
     Values out;
-    std::vector<int64_t> counts;
-    if (M > 1) {
-      auto c = microbatchTokenCounts(graph, M, ignoreIndex);
-      if (!c)
-        return c.takeError();
-      counts = std::move(*c);
-    }
-    auto combine = [&](const std::string &name,
-                       const std::vector<NpyArray> &pieces) -> llvm::Error {
-      if (M == 1) {
-        out[name] = pieces[0];
-        return llvm::Error::success();
-      }
-      std::vector<const NpyArray *> refs;
-      for (const NpyArray &p : pieces)
-        refs.push_back(&p);
-      auto sum = weightedMicrobatchSum(name, refs, counts);
-      if (!sum)
-        return sum.takeError();
-      out[name] = std::move(*sum);
-      return llvm::Error::success();
-    };
-    bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
-    for (int64_t m = 0; holdsLoss && m < M; ++m)
-      if (losses[m].data.empty())
-        return error("no forward returned 'loss' of micro-batch " + std::to_string(m));
-    if (holdsLoss)
-      if (auto err = combine("loss", losses))
-        return std::move(err);
-    for (const auto &[name, pieces] : gradients) {
-      if (notReported.count(name))
-        continue;
-      for (int64_t m = 0; m < M; ++m)
-        if (pieces[m].data.empty())
-          return error("no backward returned '" + name + "' of micro-batch " +
-                       std::to_string(m));
-      if (auto err = combine(name, pieces))
-        return std::move(err);
-    }
+    if (!loss.data.empty())
+      out["loss"] = loss;
+    for (const auto &[name, value] : combined)
+      if (!notReported.count(name))
+        out[name] = value;
     return out;
   }
 
 private:
-  pfrt_context *ctx;
-  pfrt_comm *world;
-  int32_t rank;
+  RankRunner &r;
   CompiledProgram &program;
   const Values &graph;
-  int64_t M, ignoreIndex;
+  int64_t stepIndex, M;
   /// Per micro-batch: the act/*, grad_act/* and saved/* values on this rank.
   std::vector<Values> handed;
   std::vector<NpyArray> losses;
   /// grad/<param> → its value of each micro-batch (one backward per stage).
   std::map<std::string, std::vector<NpyArray>> gradients;
+  /// After combine(): the loss and each gradient over the whole step.
+  bool isCombined = false;
+  NpyArray loss;
+  Values combined;
   /// All-reduced gradients that a lower member rank reports instead.
   std::set<std::string> notReported;
-  std::map<std::vector<int32_t>, pfrt_comm *> groups;
+
+  double now() {
+    double t = 0;
+    pfrt_comm_wall_time(r.ctx, r.world, &t);
+    return t;
+  }
 
   llvm::Error commError(const llvm::Twine &what) {
-    return error(what + ": " + pfrt_last_error(ctx));
+    return error(what + ": " + pfrt_last_error(r.ctx));
   }
 
   llvm::Expected<int64_t> microbatchOf(std::optional<uint64_t> m, llvm::StringRef function) {
@@ -179,9 +154,11 @@ private:
   llvm::Error runStage(pf::RunStageOp op) {
     std::string function = op.getStage().str();
     pf::StageTaskKind kind = op.getKind();
+    if (kind == pf::StageTaskKind::Update)
+      return update(function);
     if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward)
       return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
-                   "' has no stage functions yet (only forward and backward run)");
+                   "' has no stage functions yet (forward, backward and update run)");
     auto m = microbatchOf(op.getMicrobatch(), function);
     if (!m)
       return m.takeError();
@@ -218,6 +195,27 @@ private:
     return llvm::Error::success();
   }
 
+  /// The once-per-step update: the combined (and clipped) gradients, the
+  /// scalars (lr, step) from the graph inputs.
+  llvm::Error update(const std::string &function) {
+    if (auto err = combine())
+      return err;
+    Values args;
+    for (const TensorSpec &spec : program.inputs(function)) {
+      auto grad = combined.find(spec.name);
+      if (grad != combined.end()) {
+        args[spec.name] = grad->second;
+        continue;
+      }
+      auto input = graph.find(spec.name);
+      if (input == graph.end())
+        return error("missing input '" + spec.name + "' (read by " + function + ")");
+      args[spec.name] = input->second;
+    }
+    Values results;
+    return program.run(function, args, results);
+  }
+
   llvm::Error checkType(const NpyArray &value, RankedTensorType type, const std::string &name) {
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     if (value.dtype == dtypeOf(type) && value.shape == shape)
@@ -240,7 +238,8 @@ private:
     auto t = descriptor(it->second);
     if (!t)
       return t.takeError();
-    if (pfrt_comm_send(ctx, world, &*t, int32_t(op.getTo()), int32_t(op.getTag())) != PFRT_OK)
+    if (pfrt_comm_send(r.ctx, r.world, &*t, int32_t(op.getTo()), int32_t(op.getTag())) !=
+        PFRT_OK)
       return commError(llvm::formatv("sending '{0}' to rank {1}", name, op.getTo()));
     // A relayed or forwarded activation is not read again on this rank
     // unless its backward saved it (then it is a saved/* value).
@@ -261,7 +260,8 @@ private:
     auto t = descriptor(value);
     if (!t)
       return t.takeError();
-    if (pfrt_comm_recv(ctx, world, &*t, int32_t(op.getFrom()), int32_t(op.getTag())) != PFRT_OK)
+    if (pfrt_comm_recv(r.ctx, r.world, &*t, int32_t(op.getFrom()), int32_t(op.getTag())) !=
+        PFRT_OK)
       return commError(llvm::formatv("receiving '{0}' from rank {1}", name, op.getFrom()));
     handed[m][name] = std::move(value);
     return llvm::Error::success();
@@ -270,16 +270,16 @@ private:
   llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members) {
     std::vector<int32_t> ranks(members.begin(), members.end());
     llvm::sort(ranks);
-    if (int32_t(ranks.size()) == pfrt_comm_size(world))
-      return world;
-    auto it = groups.find(ranks);
-    if (it != groups.end())
+    if (int32_t(ranks.size()) == pfrt_comm_size(r.world))
+      return r.world;
+    auto it = r.groups.find(ranks);
+    if (it != r.groups.end())
       return it->second;
     pfrt_comm *group = nullptr;
-    if (pfrt_comm_create_group(ctx, world, ranks.data(), int32_t(ranks.size()), &group) !=
+    if (pfrt_comm_create_group(r.ctx, r.world, ranks.data(), int32_t(ranks.size()), &group) !=
         PFRT_OK)
       return commError("creating the group of ranks " + listText(members));
-    groups[ranks] = group;
+    r.groups[ranks] = group;
     return group;
   }
 
@@ -288,6 +288,8 @@ private:
   /// runStages forms before weighting (exactly a + b with two members).
   llvm::Error allReduce(pf::AllReduceOp op) {
     std::string name = op.getValue().str();
+    if (isCombined)
+      return error("'" + name + "' is all-reduced after the gradients were combined");
     auto it = gradients.find(name);
     if (it == gradients.end())
       return error("no backward on this rank returned '" + name + "'");
@@ -309,36 +311,136 @@ private:
     auto t = descriptor(stacked);
     if (!t)
       return t.takeError();
-    if (pfrt_comm_all_reduce_sum(ctx, *group, &*t) != PFRT_OK)
+    if (pfrt_comm_all_reduce_sum(r.ctx, *group, &*t) != PFRT_OK)
       return commError("all-reducing '" + name + "'");
     for (int64_t m = 0; m < M; ++m)
       std::memcpy(pieces[m].data.data(), stacked.data.data() + m * bytes, bytes);
-    if (rank != *llvm::min_element(op.getRanks()))
+    if (r.rankIndex != *llvm::min_element(op.getRanks()))
       notReported.insert(name);
+    return llvm::Error::success();
+  }
+
+  /// The global norm as the single-process pfrt_clip_by_global_norm forms it:
+  /// each gradient's sum of squares (pfrt_dot, the same deterministic sum) by
+  /// its reporting rank, exchanged in one all-reduce where every slot has one
+  /// non-zero term (so exact), then added in `order` from 0; the scaling is
+  /// pfrt_scale's x·T(c), the kernel's.
+  llvm::Error clip(pf::ClipGradientsOp op) {
+    if (auto err = combine())
+      return err;
+    ArrayAttr order = op.getOrder();
+    NpyArray squares = zeros(PFRT_F64, {int64_t(order.size())});
+    double *slot = reinterpret_cast<double *>(squares.data.data());
+    for (auto [i, entry] : llvm::enumerate(order)) {
+      std::string name = cast<StringAttr>(entry).str();
+      auto it = combined.find(name);
+      if (it == combined.end() || notReported.count(name))
+        continue;
+      auto t = descriptor(it->second);
+      if (!t)
+        return t.takeError();
+      if (pfrt_dot(r.ctx, &*t, &*t, &slot[i]) != PFRT_OK)
+        return commError("the squared norm of '" + name + "'");
+    }
+    for (const auto &[name, value] : combined)
+      if (llvm::none_of(order, [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; }))
+        return error("'" + name + "' is not in the clipping order");
+    auto t = descriptor(squares);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_all_reduce_sum(r.ctx, r.world, &*t) != PFRT_OK)
+      return commError("exchanging the gradients' squared norms");
+    double total = 0;
+    for (int64_t i = 0, n = int64_t(order.size()); i < n; ++i)
+      total += slot[i];
+    const double norm = std::sqrt(total);
+    r.gradientNorm = norm;
+    const double maxNorm = op.getMaxNorm().convertToDouble();
+    if (!std::isfinite(norm))
+      return error(llvm::formatv("the global gradient norm is {0}; the gradients were left "
+                                 "unscaled",
+                                 norm));
+    if (norm <= maxNorm)
+      return llvm::Error::success();
+    const double coefficient = maxNorm / (norm + 1e-6);
+    for (auto &[name, value] : combined) {
+      auto g = descriptor(value);
+      if (!g)
+        return g.takeError();
+      if (pfrt_scale(r.ctx, &*g, coefficient, &*g) != PFRT_OK)
+        return commError("clipping '" + name + "'");
+    }
+    return llvm::Error::success();
+  }
+
+  /// Loss and gradients over the whole step (once): Σ_m c_m·x_m / Σ_m c_m
+  /// as runStages, or the values themselves with one micro-batch.
+  llvm::Error combine() {
+    if (isCombined)
+      return llvm::Error::success();
+    isCombined = true;
+    std::vector<int64_t> counts;
+    if (M > 1) {
+      auto c = microbatchTokenCounts(graph, M, r.options.ignoreIndex);
+      if (!c)
+        return c.takeError();
+      counts = std::move(*c);
+    }
+    auto combineOne = [&](const std::string &name,
+                          std::vector<NpyArray> &pieces) -> llvm::Expected<NpyArray> {
+      if (M == 1)
+        return std::move(pieces[0]);
+      std::vector<const NpyArray *> refs;
+      for (const NpyArray &p : pieces)
+        refs.push_back(&p);
+      return weightedMicrobatchSum(name, refs, counts);
+    };
+    bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
+    for (int64_t m = 0; holdsLoss && m < M; ++m)
+      if (losses[m].data.empty())
+        return error("no forward returned 'loss' of micro-batch " + std::to_string(m));
+    if (holdsLoss) {
+      auto sum = combineOne("loss", losses);
+      if (!sum)
+        return sum.takeError();
+      loss = std::move(*sum);
+    }
+    for (auto &[name, pieces] : gradients) {
+      for (int64_t m = 0; m < M; ++m)
+        if (pieces[m].data.empty())
+          return error("no backward returned '" + name + "' of micro-batch " +
+                       std::to_string(m));
+      auto sum = combineOne(name, pieces);
+      if (!sum)
+        return sum.takeError();
+      combined[name] = std::move(*sum);
+    }
+    gradients.clear();
     return llvm::Error::success();
   }
 };
 
+namespace {
 /// The gather of the outputs on rank 0: per array a header (dtype, rank,
 /// shape, name length), the name's bytes, the data; one tag above every
 /// program tag.
 constexpr int kHeaderWords = 3 + PFRT_MAX_RANK;
 
-llvm::Error sendOutputs(pfrt_context *ctx, pfrt_comm *world, Values &outputs) {
+llvm::Error sendValuesTo(pfrt_context *ctx, pfrt_comm *world, const Values &outputs, int32_t to) {
   int32_t tag = pfrt_comm_max_tag(world);
-  auto sendArray = [&](NpyArray &a) -> llvm::Error {
-    auto t = descriptor(a);
+  auto sendArray = [&](const NpyArray &a) -> llvm::Error {
+    auto t = descriptor(const_cast<NpyArray &>(a));
     if (!t)
       return t.takeError();
-    if (pfrt_comm_send(ctx, world, &*t, 0, tag) != PFRT_OK)
-      return error(llvm::Twine("sending the outputs to rank 0: ") + pfrt_last_error(ctx));
+    if (pfrt_comm_send(ctx, world, &*t, to, tag) != PFRT_OK)
+      return error(llvm::formatv("sending values to rank {0}: {1}", to, pfrt_last_error(ctx)));
     return llvm::Error::success();
   };
   NpyArray count = zeros(PFRT_I64, {1});
   reinterpret_cast<int64_t *>(count.data.data())[0] = int64_t(outputs.size());
   if (auto err = sendArray(count))
     return err;
-  for (auto &[name, value] : outputs) {
+  for (const auto &[name, value] : outputs) {
     NpyArray header = zeros(PFRT_I64, {kHeaderWords});
     int64_t *h = reinterpret_cast<int64_t *>(header.data.data());
     h[0] = value.dtype;
@@ -358,14 +460,14 @@ llvm::Error sendOutputs(pfrt_context *ctx, pfrt_comm *world, Values &outputs) {
   return llvm::Error::success();
 }
 
-llvm::Error receiveOutputs(pfrt_context *ctx, pfrt_comm *world, int32_t from, Values &outputs) {
+llvm::Error receiveValuesFrom(pfrt_context *ctx, pfrt_comm *world, int32_t from, Values &outputs) {
   int32_t tag = pfrt_comm_max_tag(world);
   auto recvArray = [&](NpyArray &a) -> llvm::Error {
     auto t = descriptor(a);
     if (!t)
       return t.takeError();
     if (pfrt_comm_recv(ctx, world, &*t, from, tag) != PFRT_OK)
-      return error(llvm::formatv("receiving the outputs of rank {0}: {1}", from,
+      return error(llvm::formatv("receiving values from rank {0}: {1}", from,
                                  pfrt_last_error(ctx)));
     return llvm::Error::success();
   };
@@ -429,64 +531,113 @@ void printOutputs(const Values &outputs) {
 llvm::Error runRank(ModuleOp module, const RankRunOptions &options, pfrt_context *ctx,
                     pfrt_comm *world) {
   int32_t rank = pfrt_comm_rank(world), size = pfrt_comm_size(world);
-  auto rankProgram = programOf(module, rank, size);
-  if (!rankProgram)
-    return rankProgram.takeError();
-  int64_t M = rankProgram->getNumMicrobatches();
+  if (options.inputsFile.empty())
+    return error("--run-ranks needs --inputs FILE.npz");
+  RankRunner::Options runnerOptions;
+  runnerOptions.threads = options.threads;
+  runnerOptions.ignoreIndex = options.ignoreIndex;
+  auto runner = RankRunner::create(module, ctx, world, runnerOptions);
+  if (!runner)
+    return runner.takeError();
+  int64_t M = (*runner)->microbatches();
   if (options.microbatches > 0 && options.microbatches != M)
     return error(llvm::formatv("--micro-batches {0} but the rank programs have "
                                "microbatches({1})",
                                options.microbatches, M));
-  if (options.inputsFile.empty())
-    return error("--run-ranks needs --inputs FILE.npz");
   auto inputs = readNpz(options.inputsFile);
   if (!inputs)
     return inputs.takeError();
   for (const auto &[name, array] : *inputs)
     if (isStageValue(name))
       return error("input '" + name + "' is a stage value, not a graph input");
-
-  // Only this rank's stage functions: the program holds their parameters only.
-  CompiledProgram::Options compileOptions;
-  compileOptions.threads = options.threads;
-  compileOptions.functions = calledFunctions(*rankProgram);
-  if (compileOptions.functions.empty())
-    return error("the program of rank " + std::to_string(rank) + " calls no stage function");
-  auto program = CompiledProgram::compile(module, compileOptions);
-  if (!program)
-    return program.takeError();
-  int64_t parameterBytes = 0;
-  for (const CompiledModel::Parameter &p : (*program)->parameters())
-    parameterBytes += p.bytes;
   // One write per line: mpirun interleaves the ranks' output by write.
-  llvm::outs() << llvm::formatv("rank {0}: stages {1}, functions {2}, parameters {3} ({4} "
-                                "bytes)\n",
-                                rank, listText(rankProgram->getStages()), llvm::join(compileOptions.functions, " "),
-                                (*program)->parameters().size(), parameterBytes)
-                      .str();
+  llvm::outs() << (*runner)->summary();
   llvm::outs().flush();
 
-  RankExecutor executor(ctx, world, **program, *inputs, M, options.ignoreIndex);
-  if (auto err = executor.run(*rankProgram))
+  Values results;
+  if (auto err = (*runner)->runStep(*inputs, results))
     return err;
-  auto results = executor.results();
-  if (!results)
-    return results.takeError();
   if (rank != 0)
-    return sendOutputs(ctx, world, *results);
+    return sendValuesTo(ctx, world, results, 0);
   for (int32_t from = 1; from < size; ++from)
-    if (auto err = receiveOutputs(ctx, world, from, *results))
+    if (auto err = receiveValuesFrom(ctx, world, from, results))
       return err;
-  if (!results->count("loss"))
+  if (!results.count("loss"))
     return error("no rank reported 'loss'");
   llvm::outs() << llvm::formatv("ranks {0}, micro-batches {1}\n", size, M);
-  printOutputs(*results);
+  printOutputs(results);
   llvm::outs().flush();
   if (!options.outputsFile.empty())
-    return writeNpz(options.outputsFile, *results);
+    return writeNpz(options.outputsFile, results);
   return llvm::Error::success();
 }
 } // namespace
+
+llvm::Error mlir::pf::driver::sendValues(pfrt_context *ctx, pfrt_comm *world,
+                                         const Values &values, int32_t to) {
+  return sendValuesTo(ctx, world, values, to);
+}
+
+llvm::Error mlir::pf::driver::receiveValues(pfrt_context *ctx, pfrt_comm *world, int32_t from,
+                                            Values &values) {
+  return receiveValuesFrom(ctx, world, from, values);
+}
+
+llvm::Expected<std::unique_ptr<RankRunner>>
+RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
+                   const Options &options) {
+  int32_t rank = pfrt_comm_rank(world), size = pfrt_comm_size(world);
+  auto rankProgram = programOf(module, rank, size);
+  if (!rankProgram)
+    return rankProgram.takeError();
+  std::unique_ptr<RankRunner> runner(new RankRunner());
+  runner->ctx = ctx;
+  runner->world = world;
+  runner->rankIndex = rank;
+  runner->programOp = *rankProgram;
+  runner->options = options;
+  runner->functionNames = calledFunctions(*rankProgram);
+  if (runner->functionNames.empty())
+    return error("the program of rank " + std::to_string(rank) + " calls no stage function");
+  // Only this rank's stage functions: the program holds their parameters only.
+  CompiledProgram::Options compileOptions;
+  compileOptions.threads = options.threads;
+  compileOptions.functions = runner->functionNames;
+  auto program = CompiledProgram::compile(module, compileOptions);
+  if (!program)
+    return program.takeError();
+  runner->compiledProgram = std::move(*program);
+  return runner;
+}
+
+RankRunner::~RankRunner() {
+  for (auto &[ranks, comm] : groups)
+    pfrt_comm_destroy(comm);
+}
+
+pf::RankProgramOp RankRunner::program() const { return cast<pf::RankProgramOp>(programOp); }
+
+int64_t RankRunner::microbatches() const { return program().getNumMicrobatches(); }
+
+std::string RankRunner::summary() const {
+  int64_t parameterBytes = 0;
+  for (const CompiledModel::Parameter &p : compiledProgram->parameters())
+    parameterBytes += p.bytes;
+  return llvm::formatv("rank {0}: stages {1}, functions {2}, parameters {3} ({4} bytes)\n",
+                       rankIndex, listText(program().getStages()),
+                       llvm::join(functionNames, " "), compiledProgram->parameters().size(),
+                       parameterBytes)
+      .str();
+}
+
+llvm::Error RankRunner::runStep(const Values &graph, Values &results, int64_t step) {
+  gradientNorm = std::numeric_limits<double>::quiet_NaN();
+  Step run(*this, graph, step);
+  if (auto err = run.run())
+    return err;
+  results = run.results();
+  return llvm::Error::success();
+}
 
 int mlir::pf::driver::runRanksTool(ModuleOp module, const RankRunOptions &options) {
   pfrt_context *ctx = pfrt_context_create(nullptr);

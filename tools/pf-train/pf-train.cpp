@@ -12,11 +12,15 @@
 #include "pf/Dialect/PF/IR/PFDialect.h"
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
+#include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Driver/Npz.h"
+#include "pf/Driver/RankExecutor.h"
 #include "pf/Driver/Runner.h"
 #include "pf/Import/ONNXImporter.h"
+#include "pf/Runtime/pfrt.h"
 #include "pf/Transforms/OptionBinder.h"
 #include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Pipeline/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -29,6 +33,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <atomic>
@@ -94,6 +99,21 @@ static cl::opt<std::string> emitStepFile(
     cl::desc("Also write the training step (pf IR after the pf-training pipeline, before "
              "lowering) to this file"),
     cl::value_desc("FILE.mlir"), cl::cat(category));
+static cl::opt<std::string> pipelineSpec(
+    "pipeline",
+    cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "
+             "\"stages=D schedule=gpipe|1f1b microbatches=N\" (stages 0 or D: the job's "
+             "ranks), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
+             "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
+    cl::value_desc("OPTIONS"), cl::cat(category));
+static cl::opt<std::string> traceFile(
+    "trace", cl::desc("With --pipeline: write the measured timeline of every rank's executed "
+                      "ops as a Chrome/Perfetto trace (rank 0 writes it at the end)"),
+    cl::value_desc("FILE.json"), cl::cat(category));
+static cl::opt<std::string> svgFile(
+    "svg", cl::desc("With --pipeline: write the measured timeline as an SVG in the style of "
+                    "pf-schedule's simulated one"),
+    cl::value_desc("FILE.svg"), cl::cat(category));
 /// The training-step options (micro-batches, optimizer, K-FAC, ...), bound to
 /// flags in main: the same options and defaults as pf-opt --pf-training.
 static mlir::pf::TrainingOptions training;
@@ -101,6 +121,12 @@ static mlir::pf::TrainingOptions training;
 namespace {
 std::atomic<bool> interrupted{false};
 void onInterrupt(int) { interrupted = true; }
+/// The signal that stopped the run (SIGINT or SIGTERM), for the exit code.
+std::atomic<int> stopSignal{0};
+void onStopSignal(int signal) {
+  stopSignal = signal;
+  interrupted = true;
+}
 
 int fail(const llvm::Twine &message) {
   llvm::errs() << "pf-train: error: " << message << "\n";
@@ -333,6 +359,428 @@ llvm::Expected<std::unique_ptr<drv::CompiledModel>> compileEvaluation(MLIRContex
   options.ownParameters = true;
   return drv::CompiledModel::compile(*module, options);
 }
+
+//===----------------------------------------------------------------------===//
+// --pipeline: one stage per rank of an mpirun job
+//===----------------------------------------------------------------------===//
+
+/// This process's place in the job, and how it fails: one line naming the
+/// rank, then the whole job ends (a rank returning would leave the others
+/// waiting in a transfer with it).
+struct RankJob {
+  pfrt_context *ctx = nullptr;
+  pfrt_comm *world = nullptr;
+  int32_t rank = 0, size = 1;
+
+  int fail(const llvm::Twine &message) const {
+    llvm::outs().flush();
+    llvm::errs() << ("pf-train: rank " + std::to_string(rank) + ": error: " + message.str() +
+                     "\n");
+    llvm::errs().flush();
+    pfrt_comm_abort(ctx, world, 1);
+    return 1;
+  }
+  llvm::Error commError(const llvm::Twine &what) const {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   what + ": " + pfrt_last_error(ctx));
+  }
+  /// Sums `values` (f64) over all ranks in place.
+  llvm::Error sum(std::vector<double> &values) const {
+    drv::NpyArray a;
+    a.dtype = PFRT_F64;
+    a.shape = {int64_t(values.size())};
+    a.data.resize(values.size() * sizeof(double));
+    std::memcpy(a.data.data(), values.data(), a.data.size());
+    pfrt_tensor t{};
+    t.data = a.data.data();
+    t.dtype = PFRT_F64;
+    t.rank = 1;
+    t.shape[0] = int64_t(values.size());
+    if (pfrt_comm_all_reduce_sum(ctx, world, &t) != PFRT_OK)
+      return commError("all-reducing the step's figures");
+    std::memcpy(values.data(), a.data.data(), a.data.size());
+    return llvm::Error::success();
+  }
+};
+
+/// FNV-1a over what must be the same on every rank: the model's and the
+/// corpus' bytes, the command line and this build of pf-train (the bytes of
+/// its executable: equal builds on several machines agree).
+uint64_t startupHash(int argc, char **argv) {
+  uint64_t h = 1469598103934665603ULL;
+  auto add = [&](llvm::StringRef bytes) {
+    for (unsigned char c : bytes)
+      h = (h ^ c) * 1099511628211ULL;
+    h = (h ^ 0xff) * 1099511628211ULL; // separator
+  };
+  for (const std::string &file :
+       {std::string(modelFile), std::string(corpusFile), std::string("/proc/self/exe")}) {
+    auto buffer = llvm::MemoryBuffer::getFile(file);
+    add(buffer ? (*buffer)->getBuffer() : llvm::StringRef("<unreadable>"));
+  }
+  for (int i = 1; i < argc; ++i)
+    add(argv[i]);
+  return h;
+}
+
+/// Every rank's start-up hash; an error naming the ranks that differ from
+/// rank 0. The slots are exchanged as 32-bit halves in doubles (exact).
+llvm::Error checkSameStart(const RankJob &job, uint64_t hash) {
+  std::vector<double> slots(2 * job.size, 0.0);
+  slots[2 * job.rank] = double(hash >> 32);
+  slots[2 * job.rank + 1] = double(hash & 0xffffffffULL);
+  if (auto err = job.sum(slots))
+    return err;
+  auto hashOf = [&](int r) {
+    return (uint64_t(slots[2 * r]) << 32) | uint64_t(slots[2 * r + 1]);
+  };
+  std::vector<std::string> differing;
+  for (int r = 1; r < job.size; ++r)
+    if (hashOf(r) != hashOf(0))
+      differing.push_back(std::to_string(r));
+  if (differing.empty())
+    return llvm::Error::success();
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "rank(s) " + llvm::join(differing, ", ") +
+          " were started with another model, corpus, command line or pf-train build than "
+          "rank 0 (start-up hashes differ): start every rank with the same command");
+}
+
+/// Bytes of this rank's state by kind: parameters, optimizer state.
+struct StateBytes {
+  int64_t parameters = 0, optimizer = 0, parameterCount = 0;
+};
+
+bool isOptimizerState(llvm::StringRef name) {
+  return name.ends_with(".exp_avg") || name.ends_with(".exp_avg_sq") ||
+         name.ends_with(".momentum");
+}
+
+StateBytes stateBytes(const drv::CompiledProgram &program) {
+  StateBytes bytes;
+  for (const auto &p : program.parameters()) {
+    if (isOptimizerState(p.name)) {
+      bytes.optimizer += p.bytes;
+    } else {
+      bytes.parameters += p.bytes;
+      ++bytes.parameterCount;
+    }
+  }
+  return bytes;
+}
+
+/// "rank 1: stage 1 (encoder blocks 1), 22 parameters 1.2 MB, optimizer state 2.4 MB".
+std::string startupLine(const RankJob &job, drv::RankRunner &runner, ModuleOp module) {
+  std::string blocks;
+  for (int64_t stage : runner.program().getStages())
+    if (auto forward =
+            module.lookupSymbol<func::FuncOp>("stage" + std::to_string(stage) + "_forward"))
+      if (auto attr = forward->getAttrOfType<DenseI64ArrayAttr>("pf.blocks"))
+        for (int64_t b : attr.asArrayRef())
+          blocks += (blocks.empty() ? "" : " ") + std::to_string(b);
+  StateBytes bytes = stateBytes(runner.compiled());
+  std::string stages;
+  for (int64_t stage : runner.program().getStages())
+    stages += (stages.empty() ? "" : " ") + std::to_string(stage);
+  return llvm::formatv("rank {0}: stage {1} (encoder blocks {2}), {3} parameter tensors "
+                       "({4} bytes), optimizer state {5} bytes, K-FAC state 0 bytes\n",
+                       job.rank, stages, blocks, bytes.parameterCount, bytes.parameters,
+                       bytes.optimizer)
+      .str();
+}
+
+/// The checkpoint of a pipelined run: every rank's state gathered on rank 0,
+/// in the single-process format (`param/<name>` for parameters and optimizer
+/// state, `meta/*`), so either kind of run can resume the other's. A
+/// parameter held by two ranks (the tied word embedding) must be equal on
+/// both.
+llvm::Error saveCheckpointPipelined(const RankJob &job, drv::CompiledProgram &program,
+                                    const Corpus &c, int64_t step) {
+  std::map<std::string, drv::NpyArray> mine;
+  for (const auto &p : program.parameters()) {
+    drv::NpyArray a;
+    a.dtype = p.dtype;
+    a.shape = p.shape;
+    a.data.assign(static_cast<const char *>(p.data), static_cast<const char *>(p.data) + p.bytes);
+    mine["param/" + p.name] = std::move(a);
+  }
+  if (job.rank != 0)
+    return drv::sendValues(job.ctx, job.world, mine, 0);
+  for (int32_t from = 1; from < job.size; ++from) {
+    std::map<std::string, drv::NpyArray> theirs;
+    if (auto err = drv::receiveValues(job.ctx, job.world, from, theirs))
+      return err;
+    for (auto &[name, value] : theirs) {
+      auto [it, inserted] = mine.emplace(name, std::move(value));
+      if (!inserted && (it->second.shape != value.shape || it->second.data != value.data))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "'" + name + "' differs between rank " + std::to_string(from) +
+                " and a lower rank holding it: the replicas diverged");
+    }
+  }
+  mine["meta/step"] = scalar<int64_t>(7, step);
+  mine["meta/seed"] = scalar<int64_t>(7, int64_t(seed));
+  mine["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
+  return drv::writeNpz(checkpointFile, mine);
+}
+
+/// Every rank reads the checkpoint and takes its own state.
+llvm::Expected<int64_t> loadCheckpointPipelined(drv::CompiledProgram &program, const Corpus &c) {
+  auto arrays = drv::readNpz(resumeFile);
+  if (!arrays)
+    return arrays.takeError();
+  auto error = [&](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), resumeFile + ": " + message);
+  };
+  auto step = arrays->find("meta/step");
+  if (step == arrays->end() || step->second.dtype != 7 || step->second.numElements() != 1)
+    return error("not a pf-train checkpoint (no meta/step)");
+  if (auto rows = arrays->find("meta/train_rows");
+      rows != arrays->end() && rows->second.dtype == 7 &&
+      *reinterpret_cast<const int64_t *>(rows->second.data.data()) != c.trainRows)
+    return error("was trained on another number of corpus sequences");
+  for (const auto &p : program.parameters()) {
+    auto it = arrays->find("param/" + p.name);
+    if (it == arrays->end())
+      return error("has no parameter '" + p.name + "'");
+    if (it->second.dtype != p.dtype || it->second.shape != p.shape)
+      return error("parameter '" + p.name + "' has another dtype or shape than the model's");
+    std::memcpy(p.data, it->second.data.data(), p.bytes);
+  }
+  return *reinterpret_cast<const int64_t *>(step->second.data.data());
+}
+
+/// Rank 0 collects every rank's executed ops (step, op, start, end).
+llvm::Error gatherTimeline(const RankJob &job, drv::RankRunner &runner,
+                           std::vector<std::vector<drv::ExecutedOp>> &byRank) {
+  const auto &ops = runner.executed();
+  drv::NpyArray table;
+  table.dtype = PFRT_F64;
+  table.shape = {int64_t(ops.size()), 4};
+  table.data.resize(ops.size() * 4 * sizeof(double));
+  double *t = reinterpret_cast<double *>(table.data.data());
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    t[4 * i] = double(op.step), t[4 * i + 1] = double(op.op);
+    t[4 * i + 2] = op.start, t[4 * i + 3] = op.end;
+  }
+  if (job.rank != 0)
+    return drv::sendValues(job.ctx, job.world, {{"timeline", table}}, 0);
+  byRank.assign(job.size, {});
+  byRank[0] = ops;
+  for (int32_t from = 1; from < job.size; ++from) {
+    std::map<std::string, drv::NpyArray> theirs;
+    if (auto err = drv::receiveValues(job.ctx, job.world, from, theirs))
+      return err;
+    const drv::NpyArray &rows = theirs["timeline"];
+    const double *v = reinterpret_cast<const double *>(rows.data.data());
+    for (int64_t i = 0; i + 1 <= (rows.shape.empty() ? 0 : rows.shape[0]); ++i)
+      byRank[from].push_back({int64_t(v[4 * i]), int64_t(v[4 * i + 1]), v[4 * i + 2],
+                              v[4 * i + 3]});
+  }
+  return llvm::Error::success();
+}
+
+int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::FlagBinder &stepFlags,
+                        const mlir::pf::PipelineRunOptions &pipeline, int argc, char **argv);
+
+llvm::Error writeMeasuredTimeline(ModuleOp module,
+                                  const std::vector<std::vector<drv::ExecutedOp>> &byRank,
+                                  const mlir::pf::PipelineRunOptions &pipeline, int64_t first) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--trace/--svg: the measured-timeline writer is not built yet");
+}
+
+int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int argc,
+                  char **argv) {
+  mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
+  if (failed(parsed.parseFromString(pipelineSpec)))
+    return fail("--pipeline \"" + pipelineSpec + "\": see the messages above; it takes "
+                "stages=D schedule=gpipe|1f1b microbatches=N");
+  mlir::pf::PipelineRunOptions pipeline = parsed.get();
+  using ::pf::sched::ScheduleKind;
+  if (pipeline.schedule != ScheduleKind::GPipe && pipeline.schedule != ScheduleKind::OneFOneB)
+    return fail("--pipeline: schedule '" + std::string(::pf::sched::scheduleKindName(
+                                                pipeline.schedule)) +
+                "' cannot run yet (gpipe and 1f1b can)");
+  if (pipeline.microbatches < 1 || batch % pipeline.microbatches != 0)
+    return fail(llvm::formatv("--pipeline: microbatches must be >= 1 and divide --batch ({0}), "
+                              "got {1}",
+                              int(batch), pipeline.microbatches));
+  if (training.microbatches != 1 && training.microbatches != pipeline.microbatches)
+    return fail(llvm::formatv("--micro-batches {0} but --pipeline has microbatches={1} (give "
+                              "only --pipeline's)",
+                              training.microbatches, pipeline.microbatches));
+  if (training.kfac)
+    return fail("--kfac with --pipeline is not supported yet: the K-FAC work is not split "
+                "into stage functions");
+  if (evalEvery > 0)
+    return fail("--eval-every with --pipeline is not supported yet");
+  if (pipeline.stages < 0)
+    return fail("--pipeline: stages must be >= 0");
+
+  RankJob job;
+  job.ctx = pfrt_context_create(nullptr);
+  if (!job.ctx)
+    return fail("cannot create a runtime context");
+  if (pfrt_comm_create(job.ctx, nullptr, &job.world) != PFRT_OK)
+    return fail(llvm::Twine("--pipeline: ") + pfrt_last_error(job.ctx));
+  job.rank = pfrt_comm_rank(job.world);
+  job.size = pfrt_comm_size(job.world);
+  int code = trainPipelineOnRank(job, corpus, stepFlags, pipeline, argc, argv);
+  if (code != 0 && code != 130)
+    return code; // aborted the job already
+  pfrt_comm_destroy(job.world);
+  if (pfrt_comm_finalize(job.ctx) != PFRT_OK) {
+    llvm::errs() << ("pf-train: rank " + std::to_string(job.rank) + ": " +
+                     pfrt_last_error(job.ctx) + "\n");
+    code = 1;
+  }
+  pfrt_context_destroy(job.ctx);
+  return code;
+}
+
+int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::FlagBinder &stepFlags,
+                        const mlir::pf::PipelineRunOptions &requested, int argc, char **argv) {
+  mlir::pf::PipelineRunOptions pipeline = requested;
+  if (pipeline.stages == 0)
+    pipeline.stages = job.size;
+  if (pipeline.stages != job.size)
+    return job.fail(llvm::formatv("--pipeline has stages={0} but the job has {1} rank(s): start "
+                                  "it with mpirun -np {0}",
+                                  pipeline.stages, job.size));
+  if (auto err = checkSameStart(job, startupHash(argc, argv)))
+    return job.fail(llvm::toString(std::move(err)));
+
+  auto start = std::chrono::steady_clock::now();
+  DialectRegistry registry;
+  registry.insert<mlir::pf::PFDialect, func::FuncDialect, arith::ArithDialect,
+                  cf::ControlFlowDialect, LLVM::LLVMDialect>();
+  MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    return drv::printDiagnostic(diag, modelFile);
+  });
+  mlir::pf::ONNXImportOptions importOptions;
+  importOptions.dimValues["batch"] = batch / pipeline.microbatches;
+  importOptions.dimValues["sequence"] = corpus.seqLen;
+  OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(modelFile, &context, importOptions);
+  if (!module)
+    return job.fail("importing " + modelFile + " failed");
+  PassManager pm(&context);
+  mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
+  mlir::pf::buildPipelinedTrainingPipeline(pm, training, pipeline);
+  if (failed(pm.run(*module)))
+    return job.fail("building the pipelined training step failed");
+  if (!emitStepFile.empty() && job.rank == 0)
+    if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
+      return job.fail(llvm::toString(std::move(err)));
+
+  drv::RankRunner::Options runnerOptions;
+  runnerOptions.threads = threads;
+  runnerOptions.ignoreIndex = training.loss.ignoreIndex;
+  runnerOptions.recordTimes = !traceFile.empty() || !svgFile.empty();
+  auto created = drv::RankRunner::create(*module, job.ctx, job.world, runnerOptions);
+  if (!created)
+    return job.fail(llvm::toString(created.takeError()));
+  drv::RankRunner &runner = **created;
+  double buildSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // One write per line: mpirun interleaves the ranks' output by write.
+  llvm::outs() << startupLine(job, runner, *module);
+  llvm::outs().flush();
+
+  int64_t first = 1;
+  if (!resumeFile.empty()) {
+    auto resumed = loadCheckpointPipelined(runner.compiled(), corpus);
+    if (!resumed)
+      return job.fail(llvm::toString(resumed.takeError()));
+    first = *resumed + 1;
+    if (job.rank == 0)
+      llvm::outs() << "resumed from " << resumeFile << " after step " << *resumed << "\n";
+  }
+  if (job.rank == 0) {
+    llvm::outs() << llvm::formatv("training {0}: pipeline of {1} ranks, {2} schedule, {3} "
+                                  "micro-batches, batch {4} x {5}, optimizer {6}, step built "
+                                  "in {7:F2} s\n",
+                                  modelFile, job.size,
+                                  ::pf::sched::scheduleKindName(pipeline.schedule),
+                                  pipeline.microbatches, int(batch), corpus.seqLen,
+                                  stepFlags.valueText("optimizer"), buildSeconds);
+    llvm::outs().flush();
+  }
+  std::signal(SIGINT, onStopSignal);
+  std::signal(SIGTERM, onStopSignal);
+
+  const int32_t lastRank = job.size - 1;
+  auto windowStart = std::chrono::steady_clock::now();
+  int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
+  bool stopped = false;
+  for (int64_t step = first; step <= steps && !stopped; ++step) {
+    auto inputs = makeBatch(corpus, step);
+    inputs["lr"] = scalar<double>(11, learningRate(step));
+    inputs["step"] = scalar<int64_t>(7, step);
+    std::map<std::string, drv::NpyArray> outputs;
+    if (auto err = runner.runStep(inputs, outputs, step))
+      return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
+    // The loss (from the last stage) and whether any rank was asked to stop:
+    // every rank learns both, so all stop after the same step.
+    std::vector<double> figures{0.0, interrupted ? 1.0 : 0.0};
+    if (job.rank == lastRank) {
+      float loss;
+      std::memcpy(&loss, outputs.at("loss").data.data(), sizeof(float));
+      figures[0] = double(loss);
+    }
+    if (auto err = job.sum(figures))
+      return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
+    double loss = figures[0];
+    stopped = figures[1] > 0;
+    last = step;
+    windowTokens += int64_t(batch) * corpus.seqLen;
+    ++windowSteps;
+    if (!std::isfinite(loss)) {
+      if (job.rank == 0)
+        fail(llvm::formatv("step {0}: the loss is {1}; lower --lr", step, loss));
+      return 1;
+    }
+    if (job.rank == 0 && (step % logEvery == 0 || step == steps || step == first)) {
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();
+      llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
+                                    "ms/step {4,7:F1}\n",
+                                    step, float(loss), learningRate(step), windowTokens / seconds,
+                                    1e3 * seconds / windowSteps);
+      llvm::outs().flush();
+      windowStart = std::chrono::steady_clock::now();
+      windowTokens = windowSteps = 0;
+    }
+    if (!checkpointFile.empty() && checkpointEvery > 0 && step % checkpointEvery == 0)
+      if (auto err = saveCheckpointPipelined(job, runner.compiled(), corpus, step))
+        return job.fail(llvm::toString(std::move(err)));
+  }
+  if (stopped && checkpointFile.empty())
+    checkpointFile = "pf-train.checkpoint.npz";
+  if (!checkpointFile.empty()) {
+    if (auto err = saveCheckpointPipelined(job, runner.compiled(), corpus, last))
+      return job.fail(llvm::toString(std::move(err)));
+    if (job.rank == 0)
+      llvm::outs() << "checkpoint after step " << last << ": " << checkpointFile << "\n";
+  }
+  if (runnerOptions.recordTimes) {
+    std::vector<std::vector<drv::ExecutedOp>> byRank;
+    if (auto err = gatherTimeline(job, runner, byRank))
+      return job.fail(llvm::toString(std::move(err)));
+    if (job.rank == 0)
+      if (auto err = writeMeasuredTimeline(*module, byRank, pipeline, first))
+        return job.fail(llvm::toString(std::move(err)));
+  }
+  if (job.rank == 0 && stopped)
+    llvm::outs() << "stopped by " << (stopSignal == SIGTERM ? "SIGTERM" : "SIGINT")
+                 << " on a rank after step " << last << "\n";
+  llvm::outs().flush();
+  return stopped ? 130 : 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -358,6 +806,10 @@ int main(int argc, char **argv) {
   auto corpus = loadCorpus();
   if (!corpus)
     return fail(llvm::toString(corpus.takeError()));
+  if (pipelineSpec.empty() && (!traceFile.empty() || !svgFile.empty()))
+    return fail("--trace and --svg record a pipelined run: they need --pipeline");
+  if (!pipelineSpec.empty())
+    return trainPipeline(*corpus, stepFlags, argc, argv);
   if (evalEvery > 0) {
     if (evalSequences < batch || evalSequences + batch > corpus->rows)
       return fail(llvm::formatv("--eval-sequences {0} must hold at least one batch ({1}) and "

@@ -5,9 +5,10 @@
 // calls (a CompiledProgram over them: only their parameters) and runs the
 // program op by op, the transfers and all-reduces going through pfrt_comm_*.
 // Loss and gradients are combined over micro-batches exactly as
-// `pf-run --run-stages` does in one process (StageProgram.h); rank 0 gathers
-// them and writes the outputs (docs/pipeline-execution.md, "Running the
-// programs on ranks").
+// `pf-run --run-stages` does in one process (StageProgram.h); a program that
+// ends in pf.clip_gradients / an update clips and applies them, which makes a
+// run of the program one training step (pf-train --pipeline). See
+// docs/pipeline-execution.md, "Running the programs on ranks".
 //
 //===----------------------------------------------------------------------===//
 #ifndef PF_DRIVER_RANKEXECUTOR_H
@@ -15,7 +16,86 @@
 
 #include "pf/Driver/Runner.h"
 
+#include <memory>
+
+typedef struct pfrt_comm pfrt_comm;
+
+namespace mlir {
+class Operation;
+namespace pf {
+class RankProgramOp;
+} // namespace pf
+} // namespace mlir
+
 namespace mlir::pf::driver {
+
+using Values = std::map<std::string, NpyArray>;
+
+/// One executed op of a rank's program, on the job's aligned clock
+/// (pfrt_comm_wall_time, seconds).
+struct ExecutedOp {
+  int64_t step = 0; ///< the step argument of RankRunner::runStep
+  int64_t op = 0;   ///< index of the op in the rank's program
+  double start = 0, end = 0;
+};
+
+/// One rank of a pipelined job: its program checked against the job and
+/// compiled, run once per step.
+class RankRunner {
+public:
+  struct Options {
+    int threads = 0;            ///< runtime threads; 0 = the runtime's default
+    int64_t ignoreIndex = -100; ///< labels that do not count (pf-add-masked-lm-loss's)
+    bool recordTimes = false;   ///< keep an ExecutedOp per executed op
+  };
+  /// Checks that the module has one verified program per rank of `world`
+  /// and compiles the stage functions this rank's program calls.
+  static llvm::Expected<std::unique_ptr<RankRunner>>
+  create(mlir::ModuleOp module, pfrt_context *ctx, pfrt_comm *world, const Options &options);
+  ~RankRunner();
+
+  int32_t rank() const { return rankIndex; }
+  mlir::pf::RankProgramOp program() const;
+  int64_t microbatches() const;
+  /// The stage functions the program calls, in order of first call.
+  const std::vector<std::string> &functions() const { return functionNames; }
+  CompiledProgram &compiled() { return *compiledProgram; }
+  /// "rank r: stages [..], functions .., parameters P (B bytes)\n".
+  std::string summary() const;
+
+  /// Runs the program once on `graph`: every graph input its functions read,
+  /// per-micro-batch ones with N × a micro-batch's rows, scalars (`lr`,
+  /// `step`) whole. `results`: `loss` on the rank holding the last stage and
+  /// the gradients this rank reports (an all-reduced one only on its lowest
+  /// member), combined over the micro-batches and, when the program clips,
+  /// clipped.
+  llvm::Error runStep(const Values &graph, Values &results, int64_t step = 0);
+  /// The global gradient norm of the last step's pf.clip_gradients (before
+  /// clipping); NaN when the program does not clip.
+  double lastGradientNorm() const { return gradientNorm; }
+  const std::vector<ExecutedOp> &executed() const { return executedOps; }
+
+private:
+  RankRunner() = default;
+  class Step;
+  pfrt_context *ctx = nullptr;
+  pfrt_comm *world = nullptr;
+  int32_t rankIndex = 0;
+  mlir::Operation *programOp = nullptr;
+  std::vector<std::string> functionNames;
+  std::unique_ptr<CompiledProgram> compiledProgram;
+  Options options;
+  std::map<std::vector<int32_t>, pfrt_comm *> groups;
+  double gradientNorm = 0;
+  std::vector<ExecutedOp> executedOps;
+};
+
+/// Point-to-point hand-over of named arrays (count, then per array a header,
+/// the name and the data) on the tag pfrt_comm_max_tag, above every program
+/// tag: the outputs, checkpoints and timelines gathered on one rank.
+llvm::Error sendValues(pfrt_context *ctx, pfrt_comm *world, const Values &values, int32_t to);
+/// Adds what `from` sends to `values`; a name already there is an error.
+llvm::Error receiveValues(pfrt_context *ctx, pfrt_comm *world, int32_t from, Values &values);
 
 struct RankRunOptions {
   std::string inputsFile;  ///< graph inputs (.npz), N × a micro-batch's rows; read by every rank

@@ -109,6 +109,11 @@ struct BuildRankProgramsPass
       return fail() << "the module already has pf.rank_program ops";
     if (failed(findStages()) || failed(findTransfers()))
       return failure();
+    if (clipNorm < 0 || (clipNorm > 0 && !stepGradients()))
+      return fail() << "clip-norm " << double(clipNorm)
+                    << (clipNorm < 0 ? " must be >= 0"
+                                     : " needs the module's pf.step_gradients (written by "
+                                       "pf-split-stages)");
     auto program = buildSchedule();
     if (failed(program))
       return failure();
@@ -273,8 +278,23 @@ struct BuildRankProgramsPass
       for (const auto &[name, entry] : tied)
         if (llvm::is_contained(entry.ranks, rank))
           AllReduceOp::create(body, loc, name, entry.ranks, entry.type);
+      emitStepEnd(body, loc, rank);
     }
   }
+
+  /// The update of a split module with optimizer (pf-add-optimizer's
+  /// `stage<s>_update`), after the clipping over all ranks.
+  void emitStepEnd(OpBuilder &body, Location loc, int64_t rank) {
+    auto update = module.lookupSymbol<func::FuncOp>("stage" + std::to_string(rank) + "_update");
+    if (clipNorm > 0)
+      ClipGradientsOp::create(body, loc, body.getF64FloatAttr(clipNorm), stepGradients());
+    if (update)
+      RunStageOp::create(body, loc, StageTaskKind::Update, update.getSymName(), IntegerAttr(),
+                         IntegerAttr());
+  }
+
+  /// pf-split-stages' record of the step's gradient order.
+  ArrayAttr stepGradients() { return module->getAttrOfType<ArrayAttr>(kStepGradientsAttrName); }
 
   void emitEvent(OpBuilder &builder, Location loc, const Event &event) {
     if (event.kind == Event::Call) {

@@ -28,7 +28,69 @@ void mlir::pf::buildPipelinePipeline(OpPassManager &pm, const PipelineOptions &o
   pm.addPass(createPFSchedule(options.schedule));
 }
 
+void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,
+                                               const PipelineRunOptions &pipeline) {
+  pm.addPass(createPFAddMaskedLMLoss(training.loss));
+  PFBuildGradientsOptions gradients;
+  gradients.tagOrigin = true;
+  pm.addPass(createPFBuildGradients(gradients));
+  PFSplitStagesOptions split;
+  split.stages = pipeline.stages;
+  pm.addPass(createPFSplitStages(split));
+  pm.addPass(createPFAddOptimizer(training.optimizer));
+  PFBuildRankProgramsOptions programs;
+  programs.schedule = pipeline.schedule;
+  programs.microbatches = pipeline.microbatches;
+  programs.clipNorm = training.clipNorm;
+  pm.addPass(createPFBuildRankPrograms(programs));
+}
+
+namespace {
+/// Forwards every option but K-FAC's (not run through the pipeline yet: an
+/// unknown option rather than one silently ignored).
+template <typename Binder>
+struct WithoutKfac {
+  Binder &binder;
+  template <typename T, typename... Mods>
+  void opt(llvm::StringRef name, T &field, llvm::StringRef description, const Mods &...mods) {
+    if (!name.starts_with("kfac"))
+      binder.opt(name, field, description, mods...);
+  }
+};
+
+/// `pf-pipelined-training`: pf-training's options (its micro-batches are the
+/// pipeline's) plus the stage count and the schedule.
+struct PipelinedTrainingOptions {
+  TrainingOptions training;
+  PipelineRunOptions pipeline;
+  PipelinedTrainingOptions() {
+    training.microbatches = pipeline.microbatches;
+    pipeline.stages = 2;
+  }
+  template <typename Binder>
+  void bindOptions(Binder &binder) {
+    WithoutKfac<Binder> withoutKfac{binder};
+    training.bindOptions(withoutKfac);
+    binder.opt("stages", pipeline.stages, "Pipeline stages, one per rank");
+    binder.opt("schedule", pipeline.schedule, "Pipeline schedule (gpipe, 1f1b)",
+               scheduleKindValues());
+  }
+};
+} // namespace
+
 void mlir::pf::registerPipelinePipelines() {
+  PassPipelineRegistration<BoundPipelineOptions<PipelinedTrainingOptions>>(
+      "pf-pipelined-training",
+      "Forward graph to the per-rank programs of one pipelined training step: loss, "
+      "gradients, stage functions, per-stage updates, rank programs with clipping, e.g. "
+      "--pf-pipelined-training=\"stages=2 schedule=1f1b micro-batches=4 optimizer=adamw\" "
+      "(what every rank of mpirun pf-train --pipeline runs)",
+      [](OpPassManager &pm, const BoundPipelineOptions<PipelinedTrainingOptions> &opts) {
+        PipelinedTrainingOptions options = opts.get();
+        options.pipeline.microbatches = options.training.microbatches;
+        buildPipelinedTrainingPipeline(pm, options.training, options.pipeline);
+      });
+
   PassPipelineRegistration<BoundPipelineOptions<PipelineOptions>>(
       "pf-pipeline",
       "Graph passes, partition into stages, pipeline schedule with K-FAC work in "

@@ -436,7 +436,21 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
     if (failed(splitter.place(forward, *stageOfBlock)))
       return signalPassFailure();
     splitter.buildInterfaces();
+    recordGradientOrder(module, func);
     splitter.emit(module, *stageOfBlock);
+  }
+
+  /// The step's `grad/<param>` results in its result order: the order in
+  /// which the single-process step sums the global gradient norm, which the
+  /// per-rank programs' clipping repeats (pf.clip_gradients).
+  static void recordGradientOrder(ModuleOp module, func::FuncOp func) {
+    SmallVector<Attribute> names;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+          name && name.getValue().starts_with("grad/"))
+        names.push_back(name);
+    if (!names.empty())
+      module->setAttr(kStepGradientsAttrName, ArrayAttr::get(module.getContext(), names));
   }
 
   /// The block assignment of the forward ops (the cost model counts the

@@ -1,4 +1,11 @@
 //===- AddOptimizer.cpp - in-place optimizer updates from grad/ results -----===//
+//
+// On a module split into pipeline stages (pf-split-stages), the updates go
+// into one new function per stage, `stage<s>_update`, whose arguments are the
+// stage's gradients as the host combined them (over micro-batches, tied
+// copies summed, clipped): the per-rank programs call it once per step.
+//
+//===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Transforms/Utils.h"
 #include "pf/Transforms/Training/Passes.h"
@@ -30,14 +37,17 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
       signalPassFailure();
   }
 
-  /// A zero-initialized state parameter next to `param`.
+  /// A zero-initialized state parameter next to `param`; the one that exists
+  /// already when two stages update the same (tied) parameter.
   FlatSymbolRefAttr addState(SymbolTable &symbols, ParamOp param, StringRef suffix) {
+    std::string name = (param.getSymName() + "." + suffix).str();
+    if (auto existing = symbols.lookup<ParamOp>(name))
+      return FlatSymbolRefAttr::get(existing.getSymNameAttr());
     OpBuilder builder(param);
     builder.setInsertionPointAfter(param);
     auto type = cast<RankedTensorType>(param.getType());
     auto zero = DenseElementsAttr::get(type, builder.getZeroAttr(type.getElementType()));
-    auto state = ParamOp::create(builder, param.getLoc(),
-                                 (param.getSymName() + "." + suffix).str(), type, zero);
+    auto state = ParamOp::create(builder, param.getLoc(), name, type, zero);
     symbols.insert(state, builder.getInsertionPoint());
     return FlatSymbolRefAttr::get(state.getSymNameAttr());
   }
@@ -54,10 +64,65 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
 
   LogicalResult run() {
     ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<func::FuncOp> backwards = stageBackwards(module);
+    if (!backwards.empty()) {
+      for (func::FuncOp backward : backwards)
+        if (failed(addUpdates(module, symbols, buildStageUpdate(module, symbols, backward))))
+          return failure();
+      return success();
+    }
     func::FuncOp func = getEntryFunction(module);
     if (!func)
       return module.emitError("pf-add-optimizer: no function with a body");
-    SymbolTable symbols(module);
+    return addUpdates(module, symbols, func);
+  }
+
+  /// The `stage<s>_backward` functions of a split module, by stage.
+  static SmallVector<func::FuncOp> stageBackwards(ModuleOp module) {
+    SmallVector<func::FuncOp> backwards;
+    for (int64_t s = 0;; ++s) {
+      auto backward = module.lookupSymbol<func::FuncOp>("stage" + std::to_string(s) + "_backward");
+      if (!backward)
+        return backwards;
+      backwards.push_back(backward);
+    }
+  }
+
+  /// `stage<s>_update(grad/<p>...)` returning its arguments, for the
+  /// `grad/<parameter>` results of `backward`; addUpdates turns them into
+  /// updates.
+  static func::FuncOp buildStageUpdate(ModuleOp module, SymbolTable &symbols,
+                                       func::FuncOp backward) {
+    SmallVector<Type> types;
+    SmallVector<StringAttr> names;
+    for (unsigned i = 0; i < backward.getNumResults(); ++i)
+      if (auto name = backward.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+          name && name.getValue().starts_with("grad/") &&
+          symbols.lookup<ParamOp>(name.getValue().drop_front(5))) {
+        types.push_back(backward.getResultTypes()[i]);
+        names.push_back(name);
+      }
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(backward);
+    std::string symbol = backward.getSymName().drop_back(strlen("backward")).str() + "update";
+    auto update = func::FuncOp::create(builder, backward.getLoc(), symbol,
+                                       builder.getFunctionType(types, types));
+    update->setAttr(kStageAttrName, backward->getAttr(kStageAttrName));
+    if (Attribute blocks = backward->getAttr(kStageBlocksAttrName))
+      update->setAttr(kStageBlocksAttrName, blocks);
+    Block *entry = update.addEntryBlock();
+    for (auto [i, name] : llvm::enumerate(names)) {
+      update.setArgAttr(i, kNameAttrName, name);
+      update.setResultAttr(i, kNameAttrName, name);
+    }
+    builder.setInsertionPointToEnd(entry);
+    func::ReturnOp::create(builder, backward.getLoc(), entry->getArguments());
+    symbols.insert(update);
+    return update;
+  }
+
+  LogicalResult addUpdates(ModuleOp module, SymbolTable &symbols, func::FuncOp func) {
     Block &block = func.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     OpBuilder builder(ret);

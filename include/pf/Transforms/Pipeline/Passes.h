@@ -8,6 +8,7 @@
 #define PF_TRANSFORMS_PIPELINE_PASSES_H
 
 #include "pf/Transforms/OptionEnums.h"
+#include "pf/Transforms/Training/Passes.h"
 
 #include "mlir/Pass/Pass.h"
 #include <memory>
@@ -62,10 +63,35 @@ struct PipelineOptions {
   }
 };
 
+/// The executable pipeline of `pf-train --pipeline` (and
+/// `--pf-pipelined-training`): the training step cut into `stages` stage
+/// functions, one per rank, run in `schedule` order over `microbatches`.
+struct PipelineRunOptions {
+  /// Stages = ranks of the job (pf-train: 0 takes the job's size).
+  int64_t stages = 0;
+  ::pf::sched::ScheduleKind schedule = ::pf::sched::ScheduleKind::OneFOneB;
+  int64_t microbatches = 4;
+
+  template <typename Binder>
+  void bindOptions(Binder &binder) {
+    binder.opt("stages", stages, "Pipeline stages, one per rank (0: the job's ranks)");
+    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b)", scheduleKindValues());
+    binder.opt("microbatches", microbatches, "Micro-batches per step");
+  }
+};
+
+/// The per-rank training step: masked-LM loss, gradients (tagged), the
+/// stage split, one update function per stage (pf-add-optimizer) and the
+/// rank programs with clipping over all ranks (`training.clipNorm`). The
+/// micro-batches are `pipeline.microbatches`; `training.microbatches` is not
+/// used (the programs run the micro-batches). K-FAC is not supported yet.
+void buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,
+                                    const PipelineRunOptions &pipeline);
+
 /// Graph passes (optional), pf-partition and pf-schedule.
 void buildPipelinePipeline(OpPassManager &pm, const PipelineOptions &options);
 
-/// Registers `pf-pipeline`.
+/// Registers `pf-pipeline` and `pf-pipelined-training`.
 void registerPipelinePipelines();
 
 } // namespace mlir::pf

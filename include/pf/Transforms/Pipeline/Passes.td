@@ -241,6 +241,10 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
     result after the call that computes it (matched by `pf.name` between
     neighbouring stages; tag = index of the name * N + micro-batch), and at the
     end an `pf.all_reduce` of each `grad/<param>` that several stages return.
+    When pf-add-optimizer added `@stage<s>_update` functions (a split module),
+    each program ends with `pf.clip_gradients` (with `clip-norm` > 0, on every
+    rank) and `pf.run_stage update @stage<s>_update`: the micro-batches'
+    gradients combined, clipped and applied, i.e. a whole training step.
     The programs are then checked by verifyRankPrograms. Only gpipe and 1f1b
     for now: the other schedules need stage functions that do not exist yet.
     See docs/pipeline-execution.md ("The per-rank program").
@@ -281,6 +285,10 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
            [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
            "Micro-batches per step">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0",
+           "Clip the step's gradients by their global norm over all ranks "
+           "(pf.clip_gradients, in the module's pf.step_gradients order) before the "
+           "updates; 0: no clipping (default: 0)">,
   ];
 }
 

@@ -46,6 +46,14 @@ bool isDeviceList(Attribute value) {
 
 bool isUnit(Attribute value) { return isa<UnitAttr>(value); }
 
+bool isStringList(Attribute value) {
+  auto array = dyn_cast<ArrayAttr>(value);
+  return array && !array.empty() && llvm::all_of(array, [](Attribute a) {
+    auto s = dyn_cast<StringAttr>(a);
+    return s && !s.getValue().empty();
+  });
+}
+
 bool isBlockList(Attribute value) {
   auto blocks = dyn_cast<DenseI64ArrayAttr>(value);
   return blocks && !blocks.empty() &&
@@ -93,6 +101,8 @@ const AttrRule kOpAttrRules[] = {
     {kStageAttrName, isNonNegativeI64, "a non-negative i64", isFunction, "a function"},
     {kStageBlocksAttrName, isBlockList, "a non-empty array<i64> of non-negative blocks",
      isFunction, "a function"},
+    {kStepGradientsAttrName, isStringList, "a non-empty array of non-empty strings", isModule,
+     "a module"},
     // The runtime lowering's plan of the entry function (read by the host);
     // the typed attribute verifies its own fields.
     {RuntimePlanAttr::kAttrName, isRuntimePlan, "a #pf.runtime_plan", isFunction, "a function"},

@@ -9,6 +9,8 @@
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringSet.h"
+#include <cmath>
 
 #include <map>
 #include <set>
@@ -128,6 +130,23 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+LogicalResult ClipGradientsOp::verify() {
+  double maxNorm = getMaxNorm().convertToDouble();
+  if (!(maxNorm > 0) || !std::isfinite(maxNorm))
+    return emitOpError("max_norm must be positive and finite, got ") << maxNorm;
+  if (getOrder().empty())
+    return emitOpError("order names no gradient");
+  llvm::StringSet<> seen;
+  for (Attribute entry : getOrder()) {
+    StringRef name = cast<StringAttr>(entry).getValue();
+    if (!name.starts_with("grad/") || name.size() == 5)
+      return emitOpError("order entry '") << name << "' is not a grad/<parameter> name";
+    if (!seen.insert(name).second)
+      return emitOpError("order names '") << name << "' twice";
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // verifyRankPrograms
 //===----------------------------------------------------------------------===//
@@ -173,6 +192,7 @@ public:
     ok &= succeeded(checkAllReduces());
     ok &= succeeded(checkStagePasses());
     ok &= succeeded(checkDataflow());
+    ok &= succeeded(checkStepEnd());
     // A deadlock report is only meaningful once every message has its match.
     if (!ok)
       return failure();
@@ -445,6 +465,73 @@ private:
     return success(ok);
   }
 
+  /// The end of the step: every rank runs the same clip_gradients (or none),
+  /// after its backwards and all-reduces; per-step update calls come after
+  /// all of that, and nothing per micro-batch follows an update.
+  LogicalResult checkStepEnd() {
+    bool ok = true;
+    ClipGradientsOp reference;
+    int64_t referenceRank = 0;
+    for (auto [rank, program] : llvm::enumerate(programs)) {
+      std::optional<size_t> clipAt, firstUpdate, lastStepWork;
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        Position at{int64_t(rank), index};
+        if (auto clip = dyn_cast<ClipGradientsOp>(op)) {
+          if (clipAt) {
+            ok = false;
+            error(at) << "a second clip_gradients (the first is op " << *clipAt << ")";
+            continue;
+          }
+          clipAt = index;
+          if (!reference) {
+            reference = clip, referenceRank = rank;
+          } else if (clip.getMaxNorm() != reference.getMaxNorm() ||
+                     clip.getOrder() != reference.getOrder()) {
+            ok = false;
+            error(at) << "clip_gradients differs from rank " << referenceRank
+                      << "'s (max_norm and order must be the same on every rank)";
+          }
+          continue;
+        }
+        auto run = dyn_cast<RunStageOp>(op);
+        if (run && run.getKind() == StageTaskKind::Update) {
+          if (!firstUpdate)
+            firstUpdate = index;
+          continue;
+        }
+        if (firstUpdate && (run ? run.getMicrobatch().has_value() : !isa<ClipGradientsOp>(op))) {
+          ok = false;
+          error(at) << describe(op) << " comes after the update (op " << *firstUpdate
+                    << "): the update ends the step";
+        }
+        if (run || isa<AllReduceOp>(op))
+          lastStepWork = index;
+      }
+      if (clipAt && lastStepWork && *lastStepWork > *clipAt) {
+        ok = false;
+        error({int64_t(rank), *lastStepWork})
+            << describe(program.ops[*lastStepWork])
+            << " comes after clip_gradients (op " << *clipAt
+            << "), which needs the step's final gradients";
+      }
+      if (clipAt && firstUpdate && *firstUpdate < *clipAt) {
+        ok = false;
+        error({int64_t(rank), *firstUpdate})
+            << "the update runs before clip_gradients (op " << *clipAt << ")";
+      }
+    }
+    if (!reference)
+      return success(ok);
+    for (auto [rank, program] : llvm::enumerate(programs))
+      if (llvm::none_of(program.ops, [](Operation *op) { return isa<ClipGradientsOp>(op); })) {
+        ok = false;
+        program.op.emitError("rank ")
+            << rank << " has no clip_gradients but rank " << referenceRank
+            << " has one: every rank must take part";
+      }
+    return success(ok);
+  }
+
   /// Runs all programs with rendezvous semantics: a send and its recv complete
   /// together, when both ranks have reached them; an all_reduce when all its
   /// members have. Reports the blocked ranks when no rank can progress.
@@ -467,6 +554,15 @@ private:
         if (send && int64_t(send.getTo()) == rank && send.getTag() == recv.getTag())
           return {rank, int64_t(recv.getFrom())};
         return {};
+      }
+      if (isa<ClipGradientsOp>(op)) {
+        SmallVector<int64_t> everyone;
+        for (int64_t r = 0, e = programs.size(); r < e; ++r) {
+          if (!isa_and_nonnull<ClipGradientsOp>(current(r)))
+            return {};
+          everyone.push_back(r);
+        }
+        return everyone;
       }
       auto reduce = cast<AllReduceOp>(op);
       for (int64_t member : reduce.getRanks()) {

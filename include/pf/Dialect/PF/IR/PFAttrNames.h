@@ -58,6 +58,10 @@ inline constexpr llvm::StringLiteral kGradSumAttrName = "pf.grad_sum";
 /// the encoder blocks it holds (non-empty i64 array).
 inline constexpr llvm::StringLiteral kStageAttrName = "pf.stage";
 inline constexpr llvm::StringLiteral kStageBlocksAttrName = "pf.blocks";
+/// On a module split by pf-split-stages: the step's `grad/<param>` result
+/// names in its result order (non-empty array of strings), the order of the
+/// single-process global-norm sum.
+inline constexpr llvm::StringLiteral kStepGradientsAttrName = "pf.step_gradients";
 
 } // namespace mlir::pf
 

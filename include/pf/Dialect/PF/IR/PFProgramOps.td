@@ -120,4 +120,27 @@ def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
   let hasVerifier = 1;
 }
 
+def PF_ClipGradientsOp : PF_RankProgramBodyOp<"clip_gradients"> {
+  let summary = "clips every rank's gradients by their global norm over all ranks";
+  let description = [{
+    A collective of all ranks, after the step's backwards and gradient
+    all-reduces and before the updates. Each rank takes its gradients as
+    combined over the micro-batches; the squared norm of each `grad/<param>`
+    in `order` is computed by the rank that reports it (the lowest rank
+    holding it), all ranks exchange these, and every rank sums them in
+    `order` — the order of the single-process step's global norm (the
+    module's `pf.step_gradients`), so the norm is bit for bit the
+    single-process one. When the norm exceeds `max_norm`, every rank scales
+    all its gradients (tied copies included) by max_norm / (norm + 1e-6), as
+    `pf.clip_by_global_norm` does.
+
+    ```mlir
+    pf.clip_gradients max_norm(1.000000e+00) order(["grad/w0", "grad/w1"])
+    ```
+  }];
+  let arguments = (ins F64Attr:$max_norm, StrArrayAttr:$order);
+  let assemblyFormat = "`max_norm` `(` $max_norm `)` `order` `(` $order `)` attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // PF_PROGRAM_OPS_TD
