@@ -176,6 +176,15 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     tied word embedding, gets a partial gradient of the same name on each,
     to be summed across stages). See docs/pipeline-execution.md.
 
+    With `split-backward=true` each `@stage<s>_backward` is written as two
+    functions: `@stage<s>_backward_input`, the backward slice of its
+    `grad_act/*` results (what stage s-1 waits for), and
+    `@stage<s>_backward_weight`, the rest (weight gradients, returning the
+    `grad/*`). The weight half takes the `saved/*` and `grad_act/*` arguments
+    it reads by their names (a host keeps them until it ran) and the values
+    the input half computed for it, which the input half returns as
+    `wsaved/<id>`. Stage 0 sends no gradient, so its input half is empty.
+
     Each stage function carries `pf.stage` and `pf.blocks`; a saved value
     that is not an op's first result is named `saved/<id>#<result>`. Two
     blocks of one linear each, after pf-add-masked-lm-loss and
@@ -227,6 +236,11 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
            "With cost=profile: the profile JSON (docs/profile-format.md)">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
            "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
+    Option<"splitBackward", "split-backward", "bool", /*default=*/"false",
+           "Write each backward as @stage<s>_backward_input (the slice its grad_act/* "
+           "results need) and @stage<s>_backward_weight (the rest: grad/*; reads the "
+           "stage's saved/* and grad_act/* arguments and the input half's wsaved/* "
+           "results) instead of @stage<s>_backward, for schedule=zb-h1 (default: false)">,
   ];
 }
 
