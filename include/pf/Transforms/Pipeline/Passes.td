@@ -248,16 +248,22 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   let summary = "Write one pf.rank_program per rank from a pipeline schedule of the stage functions";
   let description = [{
     Input: the output of pf-split-stages (`@stage<s>_forward` and
-    `@stage<s>_backward`, s = 0..D-1). One stage per rank: rank s runs the
+    `@stage<s>_backward`, or with split-backward=true its halves
+    `@stage<s>_backward_input` and `@stage<s>_backward_weight`, s = 0..D-1).
+    One stage per rank: rank s runs the
     passes of stage s in the order of the schedule (pf::sched::buildPipeline),
     with a `pf.recv_act` of each `act/*` (forward) or `grad_act/*` (backward)
     argument before the call that needs it and a `pf.send_act` of each such
     result after the call that computes it (matched by `pf.name` between
     neighbouring stages; tag = index of the name * N + micro-batch), and at the
     end an `pf.all_reduce` of each `grad/<param>` that several stages return.
-    The programs are then checked by verifyRankPrograms. Only gpipe and 1f1b
-    for now: the other schedules need stage functions that do not exist yet.
-    See docs/pipeline-execution.md ("The per-rank program").
+    The programs are then checked by verifyRankPrograms. Schedules: gpipe,
+    1f1b (over split functions: backward_input and backward_weight back to
+    back where the backward would run) and zb-h1, which needs the halves: its
+    backward_input passes send the `grad_act/*`, rank d defers each
+    backward_weight by d micro-batches. interleaved and chimera need stage
+    functions that do not exist yet. See docs/pipeline-execution.md ("The
+    per-rank program", "Backward halves and ZB-H1").
 
     The transfers of all ranks are placed in one global order (each right
     after the call computing its value, on both ranks), so blocking sends and
@@ -291,7 +297,7 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   let options = [
     Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
            /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
-           "Pipeline schedule: gpipe or 1f1b; zb-h1, interleaved and chimera are rejected for now (default: 1f1b)",
+           "Pipeline schedule: gpipe, 1f1b or zb-h1 (needs pf-split-stages{split-backward=true}); interleaved and chimera are rejected for now (default: 1f1b)",
            [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
            "Micro-batches per step">,
