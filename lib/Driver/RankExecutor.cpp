@@ -82,6 +82,7 @@ public:
 
   llvm::Error run() {
     auto rankProgram = cast<pf::RankProgramOp>(r.programOp);
+    findLastReaders(rankProgram);
     for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
       double start = r.options.recordTimes ? now() : 0;
       llvm::Error err = llvm::TypeSwitch<Operation *, llvm::Error>(&op)
@@ -138,6 +139,19 @@ private:
     return t;
   }
 
+  /// (micro-batch, stage value) → the last call on this rank that reads it.
+  std::map<std::pair<int64_t, std::string>, Operation *> lastReader;
+
+  /// A backward_weight reads saved/* and grad_act/* values that its
+  /// backward_input read before it: a value is dropped after its last reader.
+  void findLastReaders(pf::RankProgramOp rankProgram) {
+    for (pf::RunStageOp call : rankProgram.getBody().front().getOps<pf::RunStageOp>())
+      if (call.getMicrobatch() && program.hasEntry(call.getStage().str()))
+        for (const TensorSpec &spec : program.inputs(call.getStage().str()))
+          if (isStageValue(spec.name))
+            lastReader[{int64_t(*call.getMicrobatch()), spec.name}] = call;
+  }
+
   llvm::Error commError(const llvm::Twine &what) {
     return error(what + ": " + pfrt_last_error(r.ctx));
   }
@@ -156,9 +170,11 @@ private:
     pf::StageTaskKind kind = op.getKind();
     if (kind == pf::StageTaskKind::Update)
       return update(function);
-    if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward)
+    if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward &&
+        kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight)
       return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
-                   "' has no stage functions yet (forward, backward and update run)");
+                   "' has no stage functions yet (forward, backward, backward_input, "
+                   "backward_weight and update run)");
     auto m = microbatchOf(op.getMicrobatch(), function);
     if (!m)
       return m.takeError();
@@ -169,11 +185,13 @@ private:
     Values results;
     if (auto err = program.run(function, *args, results))
       return err;
-    // Received and saved values are read once: a forward's act/* (relayed
-    // ones come back as results), a backward's saved/* and grad_act/* (the
-    // end of micro-batch m's activation slot).
+    // Received and saved values end with their last reader: a forward's
+    // act/* (relayed ones come back as results), a backward's saved/* and
+    // grad_act/* (the end of micro-batch m's activation slot), with split
+    // halves the backward_weight's (it reads saved/* and grad_act/* of its
+    // backward_input, and the wsaved/* it returned).
     for (const auto &[name, value] : *args)
-      if (isStageValue(name))
+      if (isStageValue(name) && lastReader[{*m, name}] == op.getOperation())
         mine.erase(name);
     for (auto &[name, value] : results) {
       StringRef n(name);

@@ -19,6 +19,9 @@ llvm::Error error(const llvm::Twine &message) {
 
 std::string forwardName(int64_t s) { return "stage" + std::to_string(s) + "_forward"; }
 std::string backwardName(int64_t s) { return "stage" + std::to_string(s) + "_backward"; }
+/// The halves of pf-split-stages{split-backward}, in place of backwardName.
+std::string backwardInputName(int64_t s) { return backwardName(s) + "_input"; }
+std::string backwardWeightName(int64_t s) { return backwardName(s) + "_weight"; }
 
 using Values = std::map<std::string, NpyArray>;
 
@@ -84,7 +87,8 @@ llvm::Expected<int64_t> countTokens(const NpyArray &labels, int64_t ignoreIndex)
 } // namespace
 
 bool mlir::pf::driver::isStageValue(StringRef name) {
-  return name.starts_with("act/") || name.starts_with("saved/") || name.starts_with("grad_act/");
+  return name.starts_with("act/") || name.starts_with("saved/") ||
+         name.starts_with("grad_act/") || name.starts_with("wsaved/");
 }
 
 llvm::Expected<Values> mlir::pf::driver::stageCallInputs(CompiledProgram &program,
@@ -175,19 +179,28 @@ mlir::pf::driver::stageFunctionNames(ModuleOp module) {
     return func && !func.isExternal();
   };
   std::vector<std::string> names;
-  for (int64_t s = 0; hasBody(forwardName(s)); ++s) {
-    if (!hasBody(backwardName(s)))
-      return error("stage " + std::to_string(s) + " has " + forwardName(s) + " but no " +
-                   backwardName(s));
+  int64_t stages = 0;
+  for (; hasBody(forwardName(stages)); ++stages) {
+    int64_t s = stages;
     names.push_back(forwardName(s));
-    names.push_back(backwardName(s));
+    if (hasBody(backwardName(s))) {
+      names.push_back(backwardName(s));
+    } else if (hasBody(backwardInputName(s)) && hasBody(backwardWeightName(s))) {
+      names.push_back(backwardInputName(s));
+      names.push_back(backwardWeightName(s));
+    } else {
+      return error("stage " + std::to_string(s) + " has " + forwardName(s) + " but no " +
+                   backwardName(s) + " (nor " + backwardInputName(s) + " and " +
+                   backwardWeightName(s) + ")");
+    }
   }
   if (names.empty())
     return error("the module has no stage functions (stage0_forward, stage0_backward, ...): "
                  "run pf-split-stages first");
-  int64_t stages = int64_t(names.size() / 2);
-  if (hasBody(backwardName(stages)))
-    return error(backwardName(stages) + " has no " + forwardName(stages));
+  for (const std::string &backward :
+       {backwardName(stages), backwardInputName(stages), backwardWeightName(stages)})
+    if (hasBody(backward))
+      return error(backward + " has no " + forwardName(stages));
   return names;
 }
 
@@ -197,8 +210,12 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
   const int64_t M = options.microbatches;
   if (M < 1)
     return error("micro-batches must be >= 1");
+  auto hasBackward = [&](int64_t s) {
+    return program.hasEntry(backwardName(s)) ||
+           (program.hasEntry(backwardInputName(s)) && program.hasEntry(backwardWeightName(s)));
+  };
   int64_t D = 0;
-  while (program.hasEntry(forwardName(D)) && program.hasEntry(backwardName(D)))
+  while (program.hasEntry(forwardName(D)) && hasBackward(D))
     ++D;
   if (D == 0)
     return error("the program has no compiled stage functions (stage0_forward, ...)");
@@ -260,32 +277,47 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
       return error(forwardName(D - 1) + " returns no 'loss'");
   }
 
-  // Backwards: micro-batch by micro-batch, stage D-1..0. parts[s] holds the
-  // gradients stage s returns.
+  // Backwards: micro-batch by micro-batch, stage D-1..0; a split backward
+  // runs its input half, then its weight half (which reads the stage's
+  // saved/* and grad_act/* too, and the input half's wsaved/*). parts[s]
+  // holds the gradients stage s returns.
   std::vector<std::map<std::string, NpyArray>> gradients(M);
   for (int64_t m = 0; m < M; ++m) {
     Values gradActs;
     std::vector<Values> parts(D);
     for (int64_t s = D - 1; s >= 0; --s) {
-      std::string function = backwardName(s);
       Values handed = std::move(saved[m][s]);
       for (auto &[name, value] : gradActs)
         handed[name] = std::move(value);
-      auto args = stageCallInputs(program, function, inputs, handed, m, M);
-      if (!args)
-        return args.takeError();
-      Values results;
-      if (auto err = program.run(function, *args, results))
-        return err;
       gradActs.clear();
-      for (auto &[name, value] : results) {
-        StringRef n(name);
-        if (n.starts_with("grad_act/") && s > 0)
-          gradActs[name] = std::move(value);
-        else if (n.starts_with("grad/") && isFloat(value))
-          parts[s][name] = std::move(value);
-        else
-          return error("unexpected result '" + name + "' of " + function);
+      auto runBackward = [&](const std::string &function, bool inputHalf) -> llvm::Error {
+        auto args = stageCallInputs(program, function, inputs, handed, m, M);
+        if (!args)
+          return args.takeError();
+        Values results;
+        if (auto err = program.run(function, *args, results))
+          return err;
+        for (auto &[name, value] : results) {
+          StringRef n(name);
+          if (n.starts_with("grad_act/") && s > 0)
+            gradActs[name] = std::move(value);
+          else if (n.starts_with("wsaved/") && inputHalf)
+            handed[name] = std::move(value);
+          else if (n.starts_with("grad/") && isFloat(value))
+            parts[s][name] = std::move(value);
+          else
+            return error("unexpected result '" + name + "' of " + function);
+        }
+        return llvm::Error::success();
+      };
+      if (program.hasEntry(backwardName(s))) {
+        if (auto err = runBackward(backwardName(s), false))
+          return err;
+      } else {
+        if (auto err = runBackward(backwardInputName(s), true))
+          return err;
+        if (auto err = runBackward(backwardWeightName(s), false))
+          return err;
       }
     }
     // A parameter read by several stages: its parts in stage order.

@@ -182,18 +182,18 @@ def test_transfer_type_that_is_not_the_functions_ends_the_job(steps, tmp_path):
 
 
 def test_stage_kinds_without_functions_are_refused(steps, tmp_path):
-    """backward_input/backward_weight verify (the verifier does not check that
-    a kind matches the function) but no split backward functions exist."""
-    def split_backward(text):
+    """An accumulate call verifies (the verifier does not check that a kind
+    matches the function) but no accumulate stage functions exist."""
+    def add_accumulate(text):
         fused = "pf.run_stage backward @stage0_backward microbatch(0)"
-        return text.replace(fused, fused.replace("backward @", "backward_input @") + "\n    " +
-                            fused.replace("backward @", "backward_weight @"))
+        return text.replace(fused, fused + "\n    " +
+                            fused.replace("backward @", "accumulate @"))
 
-    programs = _edited(steps, "split_backward.mlir", split_backward)
+    programs = _edited(steps, "accumulate.mlir", add_accumulate)
     inp = tmp_path / "in.npz"
     np.savez(inp, **stage_inputs(BATCH, seed=1))
     proc = _mpirun(2, programs, "--run-ranks", "--inputs", inp, timeout=60, check=False)
     assert proc.returncode != 0
     assert "rank 0: op " in proc.stderr, proc.stderr
-    assert "stage task kind 'backward_input' has no stage functions yet" in proc.stderr, \
+    assert "stage task kind 'accumulate' has no stage functions yet" in proc.stderr, \
         proc.stderr

@@ -63,3 +63,17 @@ func.func @main(%x: tensor<8x4xf32>) -> tensor<4x4xf32> {
   %a = pf.kfac.factor_a %x : (tensor<8x4xf32>) -> tensor<4x4xf32>
   return %a : tensor<4x4xf32>
 }
+
+// -----
+
+// A function without kernels (stage 0's backward_input of
+// pf-split-stages{split-backward}): no status checks and no failure block,
+// which would have no predecessors and not survive the conversion to LLVM.
+func.func @main() {
+  return
+}
+
+// CHECK-LABEL: func.func @pf_main(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i64
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: return %[[ZERO]] : i64
+// CHECK-NEXT: }

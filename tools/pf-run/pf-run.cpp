@@ -94,9 +94,10 @@ static mlir::pf::TrainingOptions training = [] {
 }();
 static cl::opt<bool> runStages(
     "run-stages",
-    cl::desc("Run the stage functions of pf-split-stages (stage<s>_forward/_backward) as a "
-             "single-process pipeline; with --micro-batches M the inputs hold M micro-batches "
-             "(GPipe order); writes 'loss' and 'grad/<parameter>'"),
+    cl::desc("Run the stage functions of pf-split-stages (stage<s>_forward/_backward, or "
+             "_backward_input then _backward_weight) as a single-process pipeline; with "
+             "--micro-batches M the inputs hold M micro-batches (GPipe order); writes 'loss' "
+             "and 'grad/<parameter>'"),
     cl::cat(category));
 static cl::opt<bool> runRanks(
     "run-ranks",

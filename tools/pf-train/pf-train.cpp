@@ -102,7 +102,7 @@ static cl::opt<std::string> emitStepFile(
 static cl::opt<std::string> pipelineSpec(
     "pipeline",
     cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "
-             "\"stages=D schedule=gpipe|1f1b microbatches=N\" (stages 0 or D: the job's "
+             "\"stages=D schedule=gpipe|1f1b|zb-h1 microbatches=N\" (stages 0 or D: the job's "
              "ranks), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
              "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
     cl::value_desc("OPTIONS"), cl::cat(category));
@@ -597,13 +597,14 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
   if (failed(parsed.parseFromString(pipelineSpec)))
     return fail("--pipeline \"" + pipelineSpec + "\": see the messages above; it takes "
-                "stages=D schedule=gpipe|1f1b microbatches=N");
+                "stages=D schedule=gpipe|1f1b|zb-h1 microbatches=N");
   mlir::pf::PipelineRunOptions pipeline = parsed.get();
   using ::pf::sched::ScheduleKind;
-  if (pipeline.schedule != ScheduleKind::GPipe && pipeline.schedule != ScheduleKind::OneFOneB)
+  if (pipeline.schedule != ScheduleKind::GPipe && pipeline.schedule != ScheduleKind::OneFOneB &&
+      pipeline.schedule != ScheduleKind::ZBH1)
     return fail("--pipeline: schedule '" + std::string(::pf::sched::scheduleKindName(
                                                 pipeline.schedule)) +
-                "' cannot run yet (gpipe and 1f1b can)");
+                "' cannot run yet (gpipe, 1f1b and zb-h1 can)");
   if (pipeline.microbatches < 1 || batch % pipeline.microbatches != 0)
     return fail(llvm::formatv("--pipeline: microbatches must be >= 1 and divide --batch ({0}), "
                               "got {1}",

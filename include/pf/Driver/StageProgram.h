@@ -3,7 +3,7 @@
 // The single-process pipeline executor over CompiledProgram: the stage
 // functions of pf-split-stages (`stage<s>_forward` / `stage<s>_backward`) of
 // one module, run for M micro-batches in GPipe order (every forward, then
-// every backward) with the named values wired between them, and the loss and
+// every backward; a split backward as its input half, then its weight half) with the named values wired between them, and the loss and
 // gradients combined as pf-split-microbatches does in one function. The
 // MPI executor runs the same per-stage calls, one rank per stage.
 //
@@ -15,8 +15,10 @@
 
 namespace mlir::pf::driver {
 
-/// The stage functions of `module`, `stage0_forward, stage0_backward, ...`;
-/// an error unless stages 0..D-1 each have both.
+/// The stage functions of `module`, `stage0_forward, stage0_backward, ...`
+/// (or `stage<s>_backward_input, stage<s>_backward_weight` in place of a
+/// stage's backward); an error unless stages 0..D-1 each have a forward and a
+/// backward.
 llvm::Expected<std::vector<std::string>> stageFunctionNames(mlir::ModuleOp module);
 
 struct StageRunOptions {
@@ -39,7 +41,8 @@ struct StageRunStats {
 /// Shared with the MPI executor (RankExecutor.h): the pieces of one stage
 /// call and of the combination over micro-batches.
 
-/// A stage value (`act/*`, `saved/*`, `grad_act/*`), handed between calls;
+/// A stage value (`act/*`, `saved/*`, `grad_act/*`, and `wsaved/*` from a
+/// backward_input to its backward_weight), handed between calls;
 /// any other argument name is a graph input.
 bool isStageValue(llvm::StringRef name);
 

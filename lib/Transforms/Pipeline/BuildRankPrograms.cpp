@@ -13,6 +13,10 @@
 // and recv, executing the global sequence is a valid run, so it cannot
 // deadlock.
 //
+// Backward halves (pf-split-stages{split-backward}): zb-h1 calls
+// backward_input and backward_weight where its order says; gpipe and 1f1b
+// call the two halves one after the other in place of the fused backward.
+//
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
@@ -61,8 +65,19 @@ bool hasArgument(func::FuncOp func, StringRef name) {
   return false;
 }
 
+/// A stage's functions: a fused backward, or its two halves.
 struct StageFunctions {
-  func::FuncOp forward, backward;
+  func::FuncOp forward, backward, backwardInput, backwardWeight;
+
+  bool isSplit() const { return !backward; }
+  /// What computes the grad_act/* results sent to the previous stage.
+  func::FuncOp gradientSender() const { return isSplit() ? backwardInput : backward; }
+  /// What returns the grad/* results.
+  func::FuncOp gradientReturner() const { return isSplit() ? backwardWeight : backward; }
+  bool backwardTakes(StringRef name) const {
+    return isSplit() ? hasArgument(backwardInput, name) || hasArgument(backwardWeight, name)
+                     : hasArgument(backward, name);
+  }
 };
 
 /// One event of a rank's program.
@@ -99,10 +114,11 @@ struct BuildRankProgramsPass
     module = getOperation();
     scheduleKind = schedule;
     if (scheduleKind != sched::ScheduleKind::GPipe &&
-        scheduleKind != sched::ScheduleKind::OneFOneB)
+        scheduleKind != sched::ScheduleKind::OneFOneB &&
+        scheduleKind != sched::ScheduleKind::ZBH1)
       return fail() << "schedule '" << sched::scheduleKindName(scheduleKind)
-                    << "' needs stage functions that do not exist yet (input/weight backward "
-                       "halves, chunks or replicas); supported: gpipe, 1f1b";
+                    << "' needs stage functions that do not exist yet (chunks or replicas); "
+                       "supported: gpipe, 1f1b, zb-h1";
     if (microbatches < 1)
       return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
     if (!module.getOps<RankProgramOp>().empty())
@@ -133,16 +149,32 @@ struct BuildRankProgramsPass
       auto forward = module.lookupSymbol<func::FuncOp>(prefix + "_forward");
       if (!forward)
         break;
-      auto backward = module.lookupSymbol<func::FuncOp>(prefix + "_backward");
-      if (!backward)
-        return fail() << "@" << prefix << "_forward has no @" << prefix << "_backward";
-      for (func::FuncOp func : {forward, backward}) {
+      StageFunctions functions{forward,
+                               module.lookupSymbol<func::FuncOp>(prefix + "_backward"),
+                               module.lookupSymbol<func::FuncOp>(prefix + "_backward_input"),
+                               module.lookupSymbol<func::FuncOp>(prefix + "_backward_weight")};
+      bool halves = functions.backwardInput && functions.backwardWeight;
+      if (scheduleKind == sched::ScheduleKind::ZBH1 && !halves)
+        return fail() << "schedule 'zb-h1' needs @" << prefix << "_backward_input and @"
+                      << prefix << "_backward_weight (run pf-split-stages with "
+                      << "split-backward=true)";
+      if (!functions.backward && !halves)
+        return fail() << "@" << prefix << "_forward has no @" << prefix << "_backward (nor @"
+                      << prefix << "_backward_input and @" << prefix << "_backward_weight)";
+      if (scheduleKind == sched::ScheduleKind::ZBH1)
+        functions.backward = {}; // the halves are what zb-h1 calls
+      else if (functions.backward)
+        functions.backwardInput = functions.backwardWeight = {};
+      for (func::FuncOp func : {functions.forward, functions.backward,
+                                functions.backwardInput, functions.backwardWeight}) {
+        if (!func)
+          continue;
         auto stage = func->getAttrOfType<IntegerAttr>(kStageAttrName);
         if (!stage || stage.getInt() != s)
           return fail() << "@" << func.getSymName() << " does not carry " << kStageAttrName
                         << " = " << s;
       }
-      stages.push_back({forward, backward});
+      stages.push_back(functions);
     }
     if (stages.empty())
       return fail() << "no stage functions (@stage0_forward, ...); run pf-split-stages first";
@@ -159,7 +191,7 @@ struct BuildRankProgramsPass
       if (s + 1 < numStages)
         forwardOut[s] = namedResults(stages[s].forward, "act/");
       if (s > 0)
-        backwardOut[s] = namedResults(stages[s].backward, "grad_act/");
+        backwardOut[s] = namedResults(stages[s].gradientSender(), "grad_act/");
       for (const NamedValue &value : forwardOut[s]) {
         if (!hasArgument(stages[s + 1].forward, value.name))
           return fail() << "@" << stages[s].forward.getSymName() << " returns '" << value.name
@@ -168,9 +200,9 @@ struct BuildRankProgramsPass
         names.insert(value.name);
       }
       for (const NamedValue &value : backwardOut[s]) {
-        if (!hasArgument(stages[s - 1].backward, value.name))
-          return fail() << "@" << stages[s].backward.getSymName() << " returns '" << value.name
-                        << "', which @" << stages[s - 1].backward.getSymName()
+        if (!stages[s - 1].backwardTakes(value.name))
+          return fail() << "@" << stages[s].gradientSender().getSymName() << " returns '"
+                        << value.name << "', which the backward of stage " << s - 1
                         << " does not take";
         names.insert(value.name);
       }
@@ -186,8 +218,8 @@ struct BuildRankProgramsPass
     config.kind = scheduleKind;
     config.devices = numStages;
     config.microbatches = int(microbatches);
-    // GPipe's and 1F1B's orders do not depend on durations: one unit layer
-    // per stage satisfies the library's checks.
+    // GPipe's, 1F1B's and ZB-H1's orders do not depend on durations: one
+    // unit layer per stage satisfies the library's checks.
     sched::CostModel costs;
     for (int s = 0; s < numStages; ++s) {
       config.stageLayers.push_back({s});
@@ -196,6 +228,19 @@ struct BuildRankProgramsPass
     auto program = sched::buildPipeline(config, costs);
     if (!program)
       return fail() << program.error();
+    // gpipe/1f1b over split functions: each backward as its two halves.
+    for (auto &order : program->order) {
+      std::vector<sched::PipelineOp> passes;
+      for (const sched::PipelineOp &pass : order) {
+        if (pass.pass != sched::PassKind::Backward || !stages[pass.stage].isSplit()) {
+          passes.push_back(pass);
+          continue;
+        }
+        passes.push_back({sched::PassKind::BackwardInput, pass.stage, pass.micro});
+        passes.push_back({sched::PassKind::BackwardWeight, pass.stage, pass.micro});
+      }
+      order = std::move(passes);
+    }
     return std::move(*program);
   }
 
@@ -203,11 +248,20 @@ struct BuildRankProgramsPass
   /// places each transfer on both ranks right after the pass computing it.
   FailureOr<SmallVector<SmallVector<Event>>> placeEvents(const sched::PipelineProgram &program) {
     int numStages = stages.size(), numMicro = int(microbatches);
+    // backwardDone: the fused backward or the input half ran (the grad_act/*
+    // for the previous stage exist).
     std::vector<std::vector<bool>> forwardDone(numStages, std::vector<bool>(numMicro)),
         backwardDone = forwardDone;
     auto ready = [&](const sched::PipelineOp &pass) {
-      if (pass.pass == sched::PassKind::Forward)
+      switch (pass.pass) {
+      case sched::PassKind::Forward:
         return pass.stage == 0 || forwardDone[pass.stage - 1][pass.micro];
+      case sched::PassKind::BackwardWeight:
+        return bool(backwardDone[pass.stage][pass.micro]);
+      case sched::PassKind::Backward:
+      case sched::PassKind::BackwardInput:
+        break;
+      }
       return forwardDone[pass.stage][pass.micro] &&
              (pass.stage + 1 == numStages || backwardDone[pass.stage + 1][pass.micro]);
     };
@@ -221,6 +275,8 @@ struct BuildRankProgramsPass
         sched::PipelineOp pass = program.order[rank][next[rank]++];
         progressed = true;
         events[rank].push_back({Event::Call, pass});
+        if (pass.pass == sched::PassKind::BackwardWeight)
+          continue; // sends nothing
         bool forward = pass.pass == sched::PassKind::Forward;
         (forward ? forwardDone : backwardDone)[pass.stage][pass.micro] = true;
         int peer = forward ? pass.stage + 1 : pass.stage - 1;
@@ -248,7 +304,7 @@ struct BuildRankProgramsPass
   FailureOr<std::map<std::string, TiedGradient>> tiedGradients() {
     std::map<std::string, TiedGradient> byName;
     for (auto [s, functions] : llvm::enumerate(stages))
-      for (const NamedValue &grad : namedResults(functions.backward, "grad/")) {
+      for (const NamedValue &grad : namedResults(functions.gradientReturner(), "grad/")) {
         TiedGradient &entry = byName[grad.name];
         if (entry.type && entry.type != grad.type)
           return fail() << "'" << grad.name << "' has type " << entry.type << " on stage "
@@ -296,12 +352,25 @@ struct BuildRankProgramsPass
   /// pf-split-stages' record of the step's gradient order.
   ArrayAttr stepGradients() { return module->getAttrOfType<ArrayAttr>(kStepGradientsAttrName); }
 
+  std::pair<StageTaskKind, func::FuncOp> callOf(const sched::PipelineOp &pass) {
+    StageFunctions &functions = stages[pass.stage];
+    switch (pass.pass) {
+    case sched::PassKind::Forward:
+      return {StageTaskKind::Forward, functions.forward};
+    case sched::PassKind::Backward:
+      return {StageTaskKind::Backward, functions.backward};
+    case sched::PassKind::BackwardInput:
+      return {StageTaskKind::BackwardInput, functions.backwardInput};
+    case sched::PassKind::BackwardWeight:
+      return {StageTaskKind::BackwardWeight, functions.backwardWeight};
+    }
+    llvm_unreachable("unknown pass kind");
+  }
+
   void emitEvent(OpBuilder &builder, Location loc, const Event &event) {
     if (event.kind == Event::Call) {
-      bool forward = event.pass.pass == sched::PassKind::Forward;
-      StageFunctions &functions = stages[event.pass.stage];
-      RunStageOp::create(builder, loc, forward ? StageTaskKind::Forward : StageTaskKind::Backward,
-                         (forward ? functions.forward : functions.backward).getSymName(),
+      auto [kind, function] = callOf(event.pass);
+      RunStageOp::create(builder, loc, kind, function.getSymName(),
                          builder.getI64IntegerAttr(event.pass.micro), IntegerAttr());
       return;
     }

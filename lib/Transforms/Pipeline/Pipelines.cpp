@@ -36,6 +36,8 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   pm.addPass(createPFBuildGradients(gradients));
   PFSplitStagesOptions split;
   split.stages = pipeline.stages;
+  // Zero-bubble schedules run the input and weight halves of each backward.
+  split.splitBackward = pipeline.schedule == ::pf::sched::ScheduleKind::ZBH1;
   pm.addPass(createPFSplitStages(split));
   pm.addPass(createPFAddOptimizer(training.optimizer));
   PFBuildRankProgramsOptions programs;
@@ -72,7 +74,7 @@ struct PipelinedTrainingOptions {
     WithoutKfac<Binder> withoutKfac{binder};
     training.bindOptions(withoutKfac);
     binder.opt("stages", pipeline.stages, "Pipeline stages, one per rank");
-    binder.opt("schedule", pipeline.schedule, "Pipeline schedule (gpipe, 1f1b)",
+    binder.opt("schedule", pipeline.schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1)",
                scheduleKindValues());
   }
 };

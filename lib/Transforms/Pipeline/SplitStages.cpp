@@ -6,7 +6,10 @@
 // (the cut of pf-partition), gradient ops with the forward op they
 // differentiate (pf-build-gradients{tag-origin} tags them). Everything that
 // crosses stages becomes a named argument/result; see
-// docs/pipeline-execution.md for the contract.
+// docs/pipeline-execution.md for the contract. With split-backward, each
+// backward is written as two functions instead, `_backward_input` (the slice
+// of the backward that the gradients sent to the previous stage depend on)
+// and `_backward_weight` (the rest), for zero-bubble schedules.
 //
 //===----------------------------------------------------------------------===//
 #include "PipelineModel.h"
@@ -40,6 +43,10 @@ struct Placement {
   int64_t stage;
 };
 
+/// Which ops of a placement one function holds: all of them, or with
+/// split-backward one half of a backward.
+enum class Part { Whole, Input, Weight };
+
 bool isBackwardOp(Operation *op) {
   return op->hasAttr(kGradOfAttrName) || op->hasAttr(kGradSumAttrName);
 }
@@ -68,7 +75,8 @@ Operation *cloneUntagged(OpBuilder &builder, Operation &op, IRMapping &mapping) 
 
 class StageSplitter {
 public:
-  StageSplitter(func::FuncOp func, int64_t numStages) : func(func), numStages(numStages) {}
+  StageSplitter(func::FuncOp func, int64_t numStages, bool splitBackward)
+      : func(func), numStages(numStages), splitBackward(splitBackward) {}
 
   LogicalResult place(const BlockAssignment &blocks, ArrayRef<int64_t> stageOfBlock);
   void buildInterfaces();
@@ -79,13 +87,25 @@ private:
   LogicalResult checkUses(Operation *user, Placement at);
   void findSplitSums();
   std::string valueId(Value v) const;
+  bool byProgramOrder(Value a, Value b) const;
   StageInterface &interfaceOf(Placement p) {
     return interfaces[p.stage * 2 + (p.phase == Phase::Backward)];
   }
-  func::FuncOp buildFunction(OpBuilder &builder, Placement at, ArrayRef<int64_t> blocks);
+  StageInterface &interfaceOf(Placement p, Part part) {
+    if (part == Part::Whole)
+      return interfaceOf(p);
+    return halfInterfaces[p.stage * 2 + (part == Part::Weight)];
+  }
+  bool isPlacedAt(Operation *op, Placement at) const;
+  bool holds(Operation *op, Placement at, Part part) const;
+  SmallVector<std::pair<unsigned, Value>> originalResultsOf(Placement at);
+  void splitBackwardOf(int64_t stage);
+  func::FuncOp buildFunction(OpBuilder &builder, Placement at, Part part,
+                             ArrayRef<int64_t> blocks);
 
   func::FuncOp func;
   int64_t numStages;
+  bool splitBackward;
   DenseMap<Operation *, Placement> placeOf;
   DenseMap<Operation *, unsigned> indexOf;
   /// Last stage (its forward or backward) that reads each forward value.
@@ -99,6 +119,11 @@ private:
   SmallVector<SplitSum> splitSums;
   DenseSet<Operation *> droppedSums;
   SmallVector<StageInterface> interfaces;
+  /// With split-backward: per stage, the ops of its backward_input (the
+  /// backward slice of its grad_act/* results), and the interfaces of both
+  /// halves (input, weight).
+  SmallVector<DenseSet<Operation *>> inputSliceOf;
+  SmallVector<StageInterface> halfInterfaces;
 };
 
 LogicalResult StageSplitter::place(const BlockAssignment &blocks, ArrayRef<int64_t> stageOfBlock) {
@@ -232,13 +257,15 @@ std::string StageSplitter::valueId(Value v) const {
   return id;
 }
 
+bool StageSplitter::byProgramOrder(Value a, Value b) const {
+  auto ra = cast<OpResult>(a), rb = cast<OpResult>(b);
+  unsigned ia = indexOf.lookup(ra.getOwner()), ib = indexOf.lookup(rb.getOwner());
+  return ia != ib ? ia < ib : ra.getResultNumber() < rb.getResultNumber();
+}
+
 void StageSplitter::buildInterfaces() {
   interfaces.resize(2 * numStages);
-  auto byProgramOrder = [&](Value a, Value b) {
-    auto ra = cast<OpResult>(a), rb = cast<OpResult>(b);
-    unsigned ia = indexOf.lookup(ra.getOwner()), ib = indexOf.lookup(rb.getOwner());
-    return ia != ib ? ia < ib : ra.getResultNumber() < rb.getResultNumber();
-  };
+  auto byProgramOrder = [&](Value a, Value b) { return this->byProgramOrder(a, b); };
   auto sorted = [&](auto &map) {
     SmallVector<std::pair<Value, int64_t>> entries(map.begin(), map.end());
     llvm::sort(entries, [&](auto &a, auto &b) { return byProgramOrder(a.first, b.first); });
@@ -273,18 +300,109 @@ void StageSplitter::buildInterfaces() {
     for (Placement p : inputUses.lookup(arg))
       if (!llvm::is_contained(interfaceOf(p).graphInputs, arg))
         interfaceOf(p).graphInputs.push_back(arg);
+  if (!splitBackward)
+    return;
+  inputSliceOf.resize(numStages);
+  halfInterfaces.resize(2 * numStages);
+  for (int64_t s = 0; s < numStages; ++s)
+    splitBackwardOf(s);
 }
 
-func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at,
-                                          ArrayRef<int64_t> blocks) {
-  StageInterface &iface = interfaceOf(at);
-  Location loc = func.getLoc();
-  MLIRContext *ctx = func.getContext();
-  auto nameAttr = [&](StringRef name) {
-    return DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, kNameAttrName),
-                                                    StringAttr::get(ctx, name))});
+bool StageSplitter::isPlacedAt(Operation *op, Placement at) const {
+  auto it = op ? placeOf.find(op) : placeOf.end();
+  return it != placeOf.end() && !droppedSums.contains(op) && it->second.phase == at.phase &&
+         it->second.stage == at.stage;
+}
+
+bool StageSplitter::holds(Operation *op, Placement at, Part part) const {
+  if (!isPlacedAt(op, at))
+    return false;
+  if (part == Part::Whole)
+    return true;
+  return inputSliceOf[at.stage].contains(op) == (part == Part::Input);
+}
+
+/// The input half of stage s's backward is the backward slice, within the
+/// stage's backward, of its grad_act/* results: what the previous stage waits
+/// for. The weight half is the rest (weight gradients and their sums). The
+/// weight half reads, besides graph inputs, the stage's saved/* and grad_act/*
+/// arguments by their names (a host keeps them until the weight half ran) and
+/// the values the input half computed for it, which the input half returns as
+/// wsaved/<id>. So stage 0, which sends no gradient, has an empty input half:
+/// its whole backward is deferrable weight work.
+void StageSplitter::splitBackwardOf(int64_t s) {
+  Placement at{Phase::Backward, s};
+  const StageInterface &whole = interfaceOf(at);
+  DenseSet<Operation *> &slice = inputSliceOf[s];
+  SmallVector<Operation *> work;
+  for (auto &entry : whole.outputs)
+    work.push_back(entry.second.getDefiningOp());
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!isPlacedAt(op, at) || !slice.insert(op).second)
+      continue;
+    for (Value operand : op->getOperands())
+      work.push_back(operand.getDefiningOp());
+  }
+
+  // What each half reads from outside itself.
+  DenseSet<Value> wholeInputs;
+  for (auto &entry : whole.inputs)
+    wholeInputs.insert(entry.second);
+  DenseSet<Value> inputReads, weightReads;
+  DenseSet<BlockArgument> inputGraphReads, weightGraphReads;
+  auto noteRead = [&](Value v, bool byInputHalf) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      (byInputHalf ? inputGraphReads : weightGraphReads).insert(arg);
+      return;
+    }
+    bool fromInputHalf = !byInputHalf && slice.contains(v.getDefiningOp());
+    if (wholeInputs.contains(v) || fromInputHalf)
+      (byInputHalf ? inputReads : weightReads).insert(v);
   };
-  // Results: this function's interface outputs, then the original results it computes.
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (isPlacedAt(&op, at))
+      for (Value operand : op.getOperands())
+        noteRead(operand, slice.contains(&op));
+  for (auto [i, v] : originalResultsOf(at))
+    noteRead(v, false);
+  for (const SplitSum &split : splitSums)
+    if (auto parts = split.partsOfStage.find(s); parts != split.partsOfStage.end())
+      for (Value part : parts->second)
+        noteRead(part, false);
+
+  StageInterface &input = interfaceOf(at, Part::Input);
+  StageInterface &weight = interfaceOf(at, Part::Weight);
+  for (BlockArgument arg : whole.graphInputs) {
+    if (inputGraphReads.contains(arg))
+      input.graphInputs.push_back(arg);
+    if (weightGraphReads.contains(arg))
+      weight.graphInputs.push_back(arg);
+  }
+  for (auto &entry : whole.inputs) {
+    // A relayed grad_act/* (an input that is also a result) is the input half's.
+    bool relayed = llvm::any_of(whole.outputs, [&](auto &out) { return out.second == entry.second; });
+    if (inputReads.contains(entry.second) || relayed)
+      input.inputs.push_back(entry);
+    if (weightReads.contains(entry.second))
+      weight.inputs.push_back(entry);
+  }
+  input.outputs = whole.outputs;
+  SmallVector<Value> computed;
+  for (Value v : weightReads)
+    if (!wholeInputs.contains(v))
+      computed.push_back(v);
+  llvm::sort(computed, [&](Value a, Value b) { return byProgramOrder(a, b); });
+  for (Value v : computed) {
+    input.outputs.push_back({"wsaved/" + valueId(v), v});
+    weight.inputs.push_back({"wsaved/" + valueId(v), v});
+  }
+}
+
+/// The step's own results (loss, grad/<param>) that the function at `at`
+/// returns, with their result index; a free result (a constant gradient)
+/// goes to the last stage's backward.
+SmallVector<std::pair<unsigned, Value>> StageSplitter::originalResultsOf(Placement at) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   SmallVector<std::pair<unsigned, Value>> ownResults;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -294,11 +412,29 @@ func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at,
     auto it = def ? placeOf.find(def) : placeOf.end();
     bool here = it != placeOf.end()
                     ? it->second.phase == at.phase && it->second.stage == at.stage
-                    // A free result (a constant gradient): the last stage's backward.
                     : at.phase == Phase::Backward && at.stage == numStages - 1;
     if (here)
       ownResults.push_back({unsigned(i), v});
   }
+  return ownResults;
+}
+
+func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at, Part part,
+                                          ArrayRef<int64_t> blocks) {
+  StageInterface &iface = interfaceOf(at, part);
+  Location loc = func.getLoc();
+  MLIRContext *ctx = func.getContext();
+  auto nameAttr = [&](StringRef name) {
+    return DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, kNameAttrName),
+                                                    StringAttr::get(ctx, name))});
+  };
+  // Results: this function's interface outputs, then the original results it
+  // computes (the input half of a backward returns none: grad/* are weight work).
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  bool returnsOwn = part != Part::Input;
+  SmallVector<std::pair<unsigned, Value>> ownResults;
+  if (returnsOwn)
+    ownResults = originalResultsOf(at);
 
   SmallVector<Type> argTypes, resultTypes;
   SmallVector<DictionaryAttr> argAttrs, resultAttrs;
@@ -319,13 +455,15 @@ func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at,
     resultAttrs.push_back(func.getResultAttrDict(i));
   }
   for (const SplitSum &split : splitSums)
-    if (split.partsOfStage.count(at.stage) && at.phase == Phase::Backward) {
+    if (split.partsOfStage.count(at.stage) && at.phase == Phase::Backward && returnsOwn) {
       resultTypes.push_back(ret.getOperand(split.resultIndex).getType());
       resultAttrs.push_back(func.getResultAttrDict(split.resultIndex));
     }
 
+  static constexpr StringLiteral backwardSuffix[] = {"_backward", "_backward_input",
+                                                    "_backward_weight"};
   std::string name = "stage" + std::to_string(at.stage) +
-                     (at.phase == Phase::Forward ? "_forward" : "_backward");
+                     (at.phase == Phase::Forward ? "_forward" : backwardSuffix[int(part)].str());
   auto stageFunc = func::FuncOp::create(builder, loc, name,
                                         FunctionType::get(ctx, argTypes, resultTypes));
   stageFunc.setAllArgAttrs(argAttrs);
@@ -352,9 +490,7 @@ func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at,
     return clone;
   };
   for (Operation &op : func.getBody().front().without_terminator()) {
-    auto it = placeOf.find(&op);
-    if (it == placeOf.end() || droppedSums.contains(&op) || it->second.phase != at.phase ||
-        it->second.stage != at.stage)
+    if (!holds(&op, at, part))
       continue;
     for (Value operand : op.getOperands())
       (void)lookup(operand);
@@ -366,7 +502,7 @@ func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at,
   for (auto [i, v] : ownResults)
     results.push_back(lookup(v));
   for (const SplitSum &split : splitSums) {
-    if (at.phase != Phase::Backward)
+    if (at.phase != Phase::Backward || !returnsOwn)
       continue;
     auto parts = split.partsOfStage.find(at.stage);
     if (parts == split.partsOfStage.end())
@@ -390,8 +526,13 @@ void StageSplitter::emit(ModuleOp module, ArrayRef<int64_t> stageOfBlock) {
     for (auto [b, stage] : llvm::enumerate(stageOfBlock))
       if (stage == s)
         blocks.push_back(b);
-    for (Phase phase : {Phase::Forward, Phase::Backward})
-      buildFunction(builder, {phase, s}, blocks);
+    buildFunction(builder, {Phase::Forward, s}, Part::Whole, blocks);
+    if (!splitBackward) {
+      buildFunction(builder, {Phase::Backward, s}, Part::Whole, blocks);
+      continue;
+    }
+    for (Part half : {Part::Input, Part::Weight})
+      buildFunction(builder, {Phase::Backward, s}, half, blocks);
   }
   func.erase();
 }
@@ -432,7 +573,7 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
     if (failed(stageOfBlock))
       return signalPassFailure();
 
-    StageSplitter splitter(func, stages);
+    StageSplitter splitter(func, stages, splitBackward);
     if (failed(splitter.place(forward, *stageOfBlock)))
       return signalPassFailure();
     splitter.buildInterfaces();

@@ -78,11 +78,15 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     return addUpdates(module, symbols, func);
   }
 
-  /// The `stage<s>_backward` functions of a split module, by stage.
+  /// The function returning each stage's gradients in a split module, by
+  /// stage: `stage<s>_backward`, or its weight half `stage<s>_backward_weight`.
   static SmallVector<func::FuncOp> stageBackwards(ModuleOp module) {
     SmallVector<func::FuncOp> backwards;
     for (int64_t s = 0;; ++s) {
-      auto backward = module.lookupSymbol<func::FuncOp>("stage" + std::to_string(s) + "_backward");
+      std::string prefix = "stage" + std::to_string(s) + "_backward";
+      auto backward = module.lookupSymbol<func::FuncOp>(prefix);
+      if (!backward)
+        backward = module.lookupSymbol<func::FuncOp>(prefix + "_weight");
       if (!backward)
         return backwards;
       backwards.push_back(backward);
@@ -105,7 +109,8 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
       }
     OpBuilder builder(module.getContext());
     builder.setInsertionPointAfter(backward);
-    std::string symbol = backward.getSymName().drop_back(strlen("backward")).str() + "update";
+    int64_t stage = backward->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
+    std::string symbol = "stage" + std::to_string(stage) + "_update";
     auto update = func::FuncOp::create(builder, backward.getLoc(), symbol,
                                        builder.getFunctionType(types, types));
     update->setAttr(kStageAttrName, backward->getAttr(kStageAttrName));

@@ -210,6 +210,44 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 
 // -----
 
+// Deadlock with backward halves: rank 1 runs its weight half and then waits
+// for micro-batch 1's activation before it sends micro-batch 0's gradient,
+// which rank 0 waits for before it sends micro-batch 1.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward_input() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward_weight(tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward_input() -> (tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward_weight() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  // expected-error@+1 {{rank 0, op 2: deadlock: no rank can progress (a send and its recv block until both ranks reach them); blocked: rank 0 at op 2 (recv of 'grad_act/3' (micro-batch 0) from rank 1, tag 2), rank 1 at op 4 (recv of 'act/1' (micro-batch 1) from rank 0, tag 1)}}
+  pf.recv_act "grad_act/3" microbatch(0) from(1) tag(2) : tensor<4xf32>
+  pf.run_stage backward_input @stage0_backward_input microbatch(0)
+  pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+  pf.run_stage forward @stage0_forward microbatch(1)
+  pf.send_act "act/1" microbatch(1) to(1) tag(1) : tensor<4xf32>
+  pf.recv_act "grad_act/3" microbatch(1) from(1) tag(3) : tensor<4xf32>
+  pf.run_stage backward_input @stage0_backward_input microbatch(1)
+  pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward_input @stage1_backward_input microbatch(0)
+  pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+  // expected-note@+1 {{rank 1 is blocked here (op 4)}}
+  pf.recv_act "act/1" microbatch(1) from(0) tag(1) : tensor<4xf32>
+  pf.send_act "grad_act/3" microbatch(0) to(0) tag(2) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward microbatch(1)
+  pf.run_stage backward_input @stage1_backward_input microbatch(1)
+  pf.send_act "grad_act/3" microbatch(1) to(0) tag(3) : tensor<4xf32>
+  pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+}
+
+// -----
+
 // An all_reduce that one member never runs.
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}

@@ -1,12 +1,15 @@
 // RUN: pf-opt %s -split-input-file --pf-build-rank-programs="schedule=1f1b microbatches=2" -verify-diagnostics
 // RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=ZB
+// RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=ZB-WEIGHT
 // RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=chimera" 2>&1 | FileCheck %s --check-prefix=CHIMERA
 // RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not pf-opt %s --pf-build-rank-programs="schedule=2f2b" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
-// ZB: error: pf-build-rank-programs: schedule 'zb-h1' needs stage functions that do not exist yet (input/weight backward halves, chunks or replicas); supported: gpipe, 1f1b
-// CHIMERA: error: pf-build-rank-programs: schedule 'chimera' needs stage functions that do not exist yet
+// zb-h1 needs the backward halves of pf-split-stages{split-backward=true}.
+// ZB: error: pf-build-rank-programs: schedule 'zb-h1' needs @stage0_backward_input and @stage0_backward_weight (run pf-split-stages with split-backward=true)
+// ZB-WEIGHT: error: pf-build-rank-programs: schedule 'zb-h1' needs @stage1_backward_input and @stage1_backward_weight (run pf-split-stages with split-backward=true)
+// CHIMERA: error: pf-build-rank-programs: schedule 'chimera' needs stage functions that do not exist yet (chunks or replicas); supported: gpipe, 1f1b, zb-h1
 // INTERLEAVED: error: pf-build-rank-programs: schedule 'interleaved' needs stage functions that do not exist yet
 // ZERO: error: pf-build-rank-programs: microbatches must be >= 1, got 0
 // UNKNOWN: for the --schedule option: schedule must be gpipe, 1f1b, interleaved, chimera or zb-h1, got '2f2b'
@@ -20,9 +23,43 @@ module {
 
 // -----
 
-// expected-error@+1 {{pf-build-rank-programs: @stage0_forward has no @stage0_backward}}
+// expected-error@+1 {{pf-build-rank-programs: @stage0_forward has no @stage0_backward (nor @stage0_backward_input and @stage0_backward_weight)}}
 module {
   func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+}
+
+// -----
+
+// Half of a split backward is not a backward.
+// expected-error@+1 {{pf-build-rank-programs: @stage1_forward has no @stage1_backward (nor @stage1_backward_input and @stage1_backward_weight)}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward_input() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward_weight() attributes {pf.stage = 0 : i64}
+  func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+  func.func private @stage1_backward_input() attributes {pf.stage = 1 : i64}
+}
+
+// -----
+
+// expected-error@+1 {{pf-build-rank-programs: @stage0_backward_weight does not carry pf.stage = 0}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward_input() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward_weight() attributes {pf.stage = 1 : i64}
+}
+
+// -----
+
+// A gradient sent to stage 0 that neither half of its backward takes.
+// expected-error@+1 {{pf-build-rank-programs: @stage1_backward_input returns 'grad_act/7', which the backward of stage 0 does not take}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward_input() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward_weight(tensor<4xf32> {pf.name = "grad_act/8"}) attributes {pf.stage = 0 : i64}
+  func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+  func.func private @stage1_backward_input() -> (tensor<4xf32> {pf.name = "grad_act/7"}) attributes {pf.stage = 1 : i64}
+  func.func private @stage1_backward_weight() attributes {pf.stage = 1 : i64}
 }
 
 // -----

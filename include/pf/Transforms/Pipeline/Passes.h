@@ -75,7 +75,7 @@ struct PipelineRunOptions {
   template <typename Binder>
   void bindOptions(Binder &binder) {
     binder.opt("stages", stages, "Pipeline stages, one per rank (0: the job's ranks)");
-    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b)", scheduleKindValues());
+    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1)", scheduleKindValues());
     binder.opt("microbatches", microbatches, "Micro-batches per step");
   }
 };

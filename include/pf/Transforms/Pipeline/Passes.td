@@ -176,6 +176,15 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     tied word embedding, gets a partial gradient of the same name on each,
     to be summed across stages). See docs/pipeline-execution.md.
 
+    With `split-backward=true` each `@stage<s>_backward` is written as two
+    functions: `@stage<s>_backward_input`, the backward slice of its
+    `grad_act/*` results (what stage s-1 waits for), and
+    `@stage<s>_backward_weight`, the rest (weight gradients, returning the
+    `grad/*`). The weight half takes the `saved/*` and `grad_act/*` arguments
+    it reads by their names (a host keeps them until it ran) and the values
+    the input half computed for it, which the input half returns as
+    `wsaved/<id>`. Stage 0 sends no gradient, so its input half is empty.
+
     Each stage function carries `pf.stage` and `pf.blocks`; a saved value
     that is not an op's first result is named `saved/<id>#<result>`. Two
     blocks of one linear each, after pf-add-masked-lm-loss and
@@ -227,6 +236,11 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
            "With cost=profile: the profile JSON (docs/profile-format.md)">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
            "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
+    Option<"splitBackward", "split-backward", "bool", /*default=*/"false",
+           "Write each backward as @stage<s>_backward_input (the slice its grad_act/* "
+           "results need) and @stage<s>_backward_weight (the rest: grad/*; reads the "
+           "stage's saved/* and grad_act/* arguments and the input half's wsaved/* "
+           "results) instead of @stage<s>_backward, for schedule=zb-h1 (default: false)">,
   ];
 }
 
@@ -234,7 +248,9 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   let summary = "Write one pf.rank_program per rank from a pipeline schedule of the stage functions";
   let description = [{
     Input: the output of pf-split-stages (`@stage<s>_forward` and
-    `@stage<s>_backward`, s = 0..D-1). One stage per rank: rank s runs the
+    `@stage<s>_backward`, or with split-backward=true its halves
+    `@stage<s>_backward_input` and `@stage<s>_backward_weight`, s = 0..D-1).
+    One stage per rank: rank s runs the
     passes of stage s in the order of the schedule (pf::sched::buildPipeline),
     with a `pf.recv_act` of each `act/*` (forward) or `grad_act/*` (backward)
     argument before the call that needs it and a `pf.send_act` of each such
@@ -245,9 +261,13 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
     each program ends with `pf.clip_gradients` (with `clip-norm` > 0, on every
     rank) and `pf.run_stage update @stage<s>_update`: the micro-batches'
     gradients combined, clipped and applied, i.e. a whole training step.
-    The programs are then checked by verifyRankPrograms. Only gpipe and 1f1b
-    for now: the other schedules need stage functions that do not exist yet.
-    See docs/pipeline-execution.md ("The per-rank program").
+    The programs are then checked by verifyRankPrograms. Schedules: gpipe,
+    1f1b (over split functions: backward_input and backward_weight back to
+    back where the backward would run) and zb-h1, which needs the halves: its
+    backward_input passes send the `grad_act/*`, rank d defers each
+    backward_weight by d micro-batches. interleaved and chimera need stage
+    functions that do not exist yet. See docs/pipeline-execution.md ("The
+    per-rank program", "Backward halves and ZB-H1").
 
     The transfers of all ranks are placed in one global order (each right
     after the call computing its value, on both ranks), so blocking sends and
@@ -281,7 +301,7 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   let options = [
     Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
            /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
-           "Pipeline schedule: gpipe or 1f1b; zb-h1, interleaved and chimera are rejected for now (default: 1f1b)",
+           "Pipeline schedule: gpipe, 1f1b or zb-h1 (needs pf-split-stages{split-backward=true}); interleaved and chimera are rejected for now (default: 1f1b)",
            [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
            "Micro-batches per step">,

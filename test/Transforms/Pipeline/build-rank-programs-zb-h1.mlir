@@ -1,0 +1,219 @@
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=2" | FileCheck %s
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D2-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=2" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-N2
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=GPIPE
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=1f1b microbatches=2" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=1F1B
+
+// schedule=zb-h1 over the backward halves of pf-split-stages{split-backward}:
+// 1F1B's order with each backward split into backward_input (B) and
+// backward_weight (W); rank d defers its W passes by d micro-batches
+// (pf::sched::buildPipeline), so the input gradients reach the earlier stages
+// sooner. Only B sends (the grad_act/*); W sends nothing. The toy encoder of
+// split-stages.mlir.
+
+pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+pf.param @"cls.predictions.bias" : tensor<100xf32>
+
+func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x100xf32> {pf.name = "logits"}) {
+  %emb = pf.param_ref @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+  %x0 = pf.gather %emb, %ids : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+  %w0 = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+  %x1 = pf.linear %x0, %w0 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w1 = pf.param_ref @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+  %x2 = pf.linear %x1, %w1 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w2 = pf.param_ref @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+  %x3 = pf.linear %x2, %w2 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %r = pf.add %x3, %x1 : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %bias = pf.param_ref @"cls.predictions.bias" : tensor<100xf32>
+  %logits = pf.linear %r, %emb, %bias {transpose_weight} : (tensor<4x8x16xf32>, tensor<100x16xf32>, tensor<100xf32>) -> tensor<4x8x100xf32>
+  return %logits : tensor<4x8x100xf32>
+}
+
+// D = 2, N = 2 in full. Rank 1 (the last stage, d = 1) runs B0 and sends
+// its gradients at once, and defers W0 until after B1; rank 0 (d = 0) runs each
+// W right after its B.
+// CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// CHECK-NEXT: pf.send_act "act/3" microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act "act/5" microbatch(0) to(1) tag(2) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// CHECK-NEXT: pf.send_act "act/3" microbatch(1) to(1) tag(1) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act "act/5" microbatch(1) to(1) tag(3) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(0) from(1) tag(4) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(0) from(1) tag(6) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
+// CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
+// CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: }
+// CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+// CHECK-NEXT: pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "act/5" microbatch(0) from(0) tag(2) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// CHECK-NEXT: pf.recv_act "act/3" microbatch(1) from(0) tag(1) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.recv_act "act/5" microbatch(1) from(0) tag(3) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
+// CHECK-NEXT: pf.send_act "grad_act/15" microbatch(0) to(0) tag(4) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act "grad_act/22" microbatch(0) to(0) tag(6) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// CHECK-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
+// CHECK-NEXT: pf.send_act "grad_act/15" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: }
+
+// D = 2, N = 4.
+// D2-N4-LABEL: pf.rank_program @rank0 rank(0)
+// D2-N4-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// D2-N4-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// D2-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
+// D2-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// D2-N4-NEXT: pf.run_stage forward @stage0_forward microbatch(2)
+// D2-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
+// D2-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// D2-N4-NEXT: pf.run_stage forward @stage0_forward microbatch(3)
+// D2-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(2)
+// D2-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(2)
+// D2-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(3)
+// D2-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(3)
+// D2-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// D2-N4-LABEL: pf.rank_program @rank1 rank(1)
+// D2-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// D2-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
+// D2-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// D2-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
+// D2-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// D2-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(2)
+// D2-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(2)
+// D2-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// D2-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(3)
+// D2-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(3)
+// D2-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(2)
+// D2-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(3)
+// D2-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// D2-N4-NOT: pf.run_stage
+
+// D = 3, N = 2: rank 2 defers W by two micro-batches, i.e. to the end.
+// D3-N2-LABEL: pf.rank_program @rank0 rank(0)
+// D3-N2-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// D3-N2-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// D3-N2-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
+// D3-N2-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// D3-N2-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
+// D3-N2-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// D3-N2-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-N2-LABEL: pf.rank_program @rank1 rank(1)
+// D3-N2-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// D3-N2-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// D3-N2-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
+// D3-N2-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
+// D3-N2-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// D3-N2-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// D3-N2-LABEL: pf.rank_program @rank2 rank(2)
+// D3-N2-NEXT: pf.run_stage forward @stage2_forward microbatch(0)
+// D3-N2-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(0)
+// D3-N2-NEXT: pf.run_stage forward @stage2_forward microbatch(1)
+// D3-N2-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(1)
+// D3-N2-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(0)
+// D3-N2-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
+// D3-N2-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-N2-NOT: pf.run_stage
+
+// D = 3, N = 4 (also after a round trip through pf-verify-rank-programs).
+// D3-N4-LABEL: pf.rank_program @rank0 rank(0)
+// D3-N4-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// D3-N4-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// D3-N4-NEXT: pf.run_stage forward @stage0_forward microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// D3-N4-NEXT: pf.run_stage forward @stage0_forward microbatch(3)
+// D3-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// D3-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(3)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(3)
+// D3-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-N4-LABEL: pf.rank_program @rank1 rank(1)
+// D3-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// D3-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// D3-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
+// D3-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// D3-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(3)
+// D3-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// D3-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(3)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(3)
+// D3-N4-LABEL: pf.rank_program @rank2 rank(2)
+// D3-N4-NEXT: pf.run_stage forward @stage2_forward microbatch(0)
+// D3-N4-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(0)
+// D3-N4-NEXT: pf.run_stage forward @stage2_forward microbatch(1)
+// D3-N4-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(1)
+// D3-N4-NEXT: pf.run_stage forward @stage2_forward microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(0)
+// D3-N4-NEXT: pf.run_stage forward @stage2_forward microbatch(3)
+// D3-N4-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(3)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(2)
+// D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(3)
+// D3-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-N4-NOT: pf.run_stage
+
+// gpipe and 1f1b over split functions call the halves back to back where
+// the fused backward would run.
+// GPIPE-LABEL: pf.rank_program @rank0 rank(0)
+// GPIPE-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// GPIPE-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// GPIPE-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
+// GPIPE-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// GPIPE-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
+// GPIPE-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// GPIPE-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// GPIPE-LABEL: pf.rank_program @rank1 rank(1)
+// GPIPE-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// GPIPE-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// GPIPE-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
+// GPIPE-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// GPIPE-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
+// GPIPE-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// GPIPE-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// GPIPE-NOT: pf.run_stage
+
+// 1F1B-LABEL: pf.rank_program @rank0 rank(0)
+// 1F1B-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// 1F1B-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// 1F1B-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
+// 1F1B-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// 1F1B-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
+// 1F1B-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// 1F1B-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// 1F1B-LABEL: pf.rank_program @rank1 rank(1)
+// 1F1B-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// 1F1B-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// 1F1B-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
+// 1F1B-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// 1F1B-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
+// 1F1B-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// 1F1B-LABEL: pf.rank_program @rank2 rank(2)
+// 1F1B-NEXT: pf.run_stage forward @stage2_forward microbatch(0)
+// 1F1B-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(0)
+// 1F1B-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(0)
+// 1F1B-NEXT: pf.run_stage forward @stage2_forward microbatch(1)
+// 1F1B-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(1)
+// 1F1B-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
+// 1F1B-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// 1F1B-NOT: pf.run_stage
