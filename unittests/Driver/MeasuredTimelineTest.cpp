@@ -180,27 +180,34 @@ TEST(MeasuredTimeline, KfacInTheBubbles) {
 }
 
 TEST(MeasuredTimeline, SimulationMatchesGpipeFormula) {
-  // Uniform stages: the simulated step is (N+D-1)·(tf+tb), for several D, N.
-  for (int D : {2, 3, 4})
-    for (int N : {1, 4, 8}) {
-      Shape s;
-      s.ranks = D;
-      s.micro = N;
-      SimulationOptions options;
-      options.p2pMs = 0;
-      auto c = simulateFromMeasured(gpipeRun(s), 1, -1, options);
-      ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
-      const double formula = (N + D - 1) * (1.0 + 2.0);
-      EXPECT_NEAR(c->simulated.pipelineStepMs, formula, 1e-9) << D << " " << N;
-      EXPECT_NEAR(c->simulated.stepTimeMs, formula, 1e-9);
-      // The closed-form run is exactly what the simulator predicts.
-      EXPECT_NEAR(c->measured.pipelineSpanMs, formula, 1e-9);
-      EXPECT_NEAR(c->simulated.bubbleFraction, (D - 1.0) / (N + D - 1.0), 1e-12);
-      EXPECT_NEAR(c->measured.bubbleFraction, (D - 1.0) / (N + D - 1.0), 1e-12);
-      ASSERT_EQ(c->simulatedBusyMs.size(), static_cast<size_t>(D));
-      for (int r = 0; r < D; ++r)
-        EXPECT_NEAR(c->simulatedBusyMs[r], c->measured.perRank[r].pipelineMs, 1e-9);
-    }
+  // Uniform stages: the simulated step is (N+D-1)·(tf+tb), for several D, N;
+  // 1F1B has the same makespan (the events are GPipe-placed either way: the
+  // simulation only takes their durations).
+  for (const char *schedule : {"gpipe", "1f1b"})
+    for (int D : {2, 3, 4})
+      for (int N : {1, 4, 8}) {
+        Shape s;
+        s.ranks = D;
+        s.micro = N;
+        SimulationOptions options;
+        options.p2pMs = 0;
+        MeasuredRun run = gpipeRun(s);
+        run.schedule = schedule;
+        auto c = simulateFromMeasured(run, 1, -1, options);
+        ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
+        const double formula = (N + D - 1) * (1.0 + 2.0);
+        EXPECT_EQ(c->simulated.schedule, schedule);
+        EXPECT_NEAR(c->simulated.pipelineStepMs, formula, 1e-9)
+            << schedule << " D=" << D << " N=" << N;
+        EXPECT_NEAR(c->simulated.stepTimeMs, formula, 1e-9);
+        // The closed-form run is exactly what the simulator predicts.
+        EXPECT_NEAR(c->measured.pipelineSpanMs, formula, 1e-9);
+        EXPECT_NEAR(c->simulated.bubbleFraction, (D - 1.0) / (N + D - 1.0), 1e-12);
+        EXPECT_NEAR(c->measured.bubbleFraction, (D - 1.0) / (N + D - 1.0), 1e-12);
+        ASSERT_EQ(c->simulatedBusyMs.size(), static_cast<size_t>(D));
+        for (int r = 0; r < D; ++r)
+          EXPECT_NEAR(c->simulatedBusyMs[r], c->measured.perRank[r].pipelineMs, 1e-9);
+      }
 }
 
 TEST(MeasuredTimeline, SimulationUsesMeasuredTransferTime) {
