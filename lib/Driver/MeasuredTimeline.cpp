@@ -496,10 +496,10 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
     }
     if (ids.empty())
       addLayer("stage " + std::to_string(s));
-    sched::LayerCost &first = out.costs.layers[ids.front()];
-    first.forward = m.forward.value();
-    first.backwardInput = input;
-    first.backwardWeight = weight;
+    sched::LayerCost &carrier = out.costs.layers[ids.front()]; // the stage's passes
+    carrier.forward = m.forward.value();
+    carrier.backwardInput = input;
+    carrier.backwardWeight = weight;
     out.stageLayers.push_back(std::move(ids));
   }
   if (inverses > 0) {
