@@ -330,6 +330,16 @@ const char *itemKindName(ItemKind kind) {
     return "factor-sync";
   case ItemKind::PrecondSync:
     return "precondition-sync";
+  case ItemKind::Inversion:
+    return "inversion";
+  case ItemKind::Update:
+    return "update";
+  case ItemKind::Send:
+    return "send";
+  case ItemKind::Recv:
+    return "recv";
+  case ItemKind::Other:
+    return "other";
   }
   return "?";
 }
@@ -342,12 +352,13 @@ bool isPipelineCompute(ItemKind kind) {
 bool isKfac(ItemKind kind) {
   return kind == ItemKind::CurvatureA || kind == ItemKind::CurvatureB ||
          kind == ItemKind::InversionA || kind == ItemKind::InversionB ||
-         kind == ItemKind::Precondition;
+         kind == ItemKind::Inversion || kind == ItemKind::Precondition;
 }
 
 bool isCommunication(ItemKind kind) {
   return kind == ItemKind::SendRecv || kind == ItemKind::AllReduce ||
-         kind == ItemKind::FactorSync || kind == ItemKind::PrecondSync;
+         kind == ItemKind::FactorSync || kind == ItemKind::PrecondSync ||
+         kind == ItemKind::Send || kind == ItemKind::Recv;
 }
 
 std::vector<TimelineItem> Timeline::allItems() const {

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
 namespace pf::sched {
 namespace {
@@ -36,6 +37,10 @@ const Category kInversionB{"inversion B", "#d4a6c8"};
 const Category kPrecondition{"precondition", "#e15759"};
 const Category kComm{"communication", "#8c8c8c"};
 const Category kIdle{"idle", "#e8e8e8"};
+// Measured timelines only (in the legend when present).
+const Category kInversion{"inversion", "#b07aa1"};
+const Category kUpdate{"update", "#76b7b2"};
+const Category kOther{"other", "#9c755f"};
 
 const Category &categoryOf(ItemKind kind) {
   switch (kind) {
@@ -56,9 +61,28 @@ const Category &categoryOf(ItemKind kind) {
     return kInversionB;
   case ItemKind::Precondition:
     return kPrecondition;
+  case ItemKind::Inversion:
+    return kInversion;
+  case ItemKind::Update:
+    return kUpdate;
+  case ItemKind::Other:
+    return kOther;
   default:
     return kComm;
   }
+}
+
+std::string escapeXml(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '&': out += "&amp;"; break;
+    default: out += c;
+    }
+  }
+  return out;
 }
 
 /// A round tick spacing giving about `target` ticks over `span`.
@@ -104,6 +128,11 @@ private:
   double rowY(int device) const { return kTop + device * kRowPitch; }
 
   void title() {
+    if (!r_.title.empty()) {
+      os_ << "<text x=\"" << kLeft << "\" y=\"16\" font-size=\"13\">"
+          << escapeXml(r_.title) << "</text>\n";
+      return;
+    }
     char buffer[256];
     std::snprintf(buffer, sizeof buffer,
                   "%s, D=%d, N=%d, policy %s: K=%d, step %.1f ms, utilization "
@@ -116,10 +145,21 @@ private:
   }
 
   void legend() {
+    std::vector<const Category *> shown = {
+        &kForward,    &kBackward,    &kBackwardWeight, &kCurvatureA, &kCurvatureB,
+        &kInversionA, &kInversionB, &kPrecondition,   &kComm,       &kIdle};
+    bool present[3] = {false, false, false};
+    tl_.forEachItem([&](const TimelineItem &it) {
+      present[0] |= it.kind == ItemKind::Inversion;
+      present[1] |= it.kind == ItemKind::Update;
+      present[2] |= it.kind == ItemKind::Other;
+    });
+    const Category *extra[3] = {&kInversion, &kUpdate, &kOther};
+    for (int i = 0; i < 3; ++i)
+      if (present[i])
+        shown.insert(shown.end() - 2, extra[i]);
     double lx = kLeft;
-    for (const Category *c :
-         {&kForward, &kBackward, &kBackwardWeight, &kCurvatureA, &kCurvatureB,
-          &kInversionA, &kInversionB, &kPrecondition, &kComm, &kIdle}) {
+    for (const Category *c : shown) {
       os_ << "<rect x=\"" << lx << "\" y=\"26\" width=\"12\" height=\"12\" fill=\""
           << c->colour << "\" stroke=\"#555\" stroke-width=\"0.5\"/>"
           << "<text x=\"" << lx + 16 << "\" y=\"36\">" << c->label << "</text>\n";

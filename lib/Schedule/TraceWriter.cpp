@@ -67,7 +67,10 @@ std::string timelineToChromeTrace(const Timeline &timeline,
      << "\"},\n\"traceEvents\":[\n";
   bool first = true;
   metadata(os, "process_name", 0,
-           "pf-sched " + report.schedule + " / " + report.policy, first);
+           report.title.empty()
+               ? "pf-sched " + report.schedule + " / " + report.policy
+               : report.title,
+           first);
   for (int d = 0; d < timeline.devices; ++d) {
     metadata(os, "thread_name", 2 * d, "device " + std::to_string(d), first);
     metadata(os, "thread_name", 2 * d + 1,

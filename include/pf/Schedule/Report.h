@@ -29,6 +29,9 @@ struct DeviceReport {
 };
 
 struct Report {
+  /// Replaces the composed title of the SVG and the trace's process name
+  /// when set (measured timelines: "measured gpipe, ...").
+  std::string title;
   std::string schedule;
   std::string policy;
   std::string costModel;
@@ -73,7 +76,8 @@ std::string timelineToChromeTrace(const Timeline &timeline,
 /// One row per device (compute) with a thin communication lane below it.
 std::string timelineToSvg(const Timeline &timeline, const Report &report);
 
-/// Writes `text` to `path`.
+/// Writes `text` to `path` atomically: into a new file next to it, renamed
+/// over `path` once complete, so a failure leaves an existing file as it was.
 Status writeTextFile(const std::string &path, const std::string &text);
 
 } // namespace pf::sched

@@ -35,6 +35,13 @@ enum class ItemKind : unsigned char {
   AllReduce,     ///< gradient all-reduce between Chimera replicas
   FactorSync,    ///< K-FAC factor all-reduce between Chimera replicas
   PrecondSync,   ///< preconditioned gradient sent to the other replica
+  // Kinds only measured timelines have (lib/Driver/MeasuredTimeline.cpp); the
+  // scheduler never produces them.
+  Inversion,     ///< damped inverses of both factors of a layer (one call)
+  Update,        ///< optimizer update of a stage
+  Send,          ///< one blocking send (the simulator's SendRecv is a transfer)
+  Recv,          ///< one blocking receive, waiting included
+  Other,         ///< recorded work of no other kind
 };
 
 const char *itemKindName(ItemKind kind);

@@ -31,6 +31,12 @@ std::string taskKind(sched::ItemKind kind) {
   case sched::ItemKind::AllReduce: return "allreduce";
   case sched::ItemKind::FactorSync: return "factor_sync";
   case sched::ItemKind::PrecondSync: return "precond_sync";
+  // Measured timelines only; the scheduler does not produce them.
+  case sched::ItemKind::Inversion: return "inversion";
+  case sched::ItemKind::Update: return "update";
+  case sched::ItemKind::Send: return "send";
+  case sched::ItemKind::Recv: return "recv";
+  case sched::ItemKind::Other: return "other";
   }
   return "forward";
 }
