@@ -13,6 +13,7 @@
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Driver/MeasuredTimeline.h"
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/RankExecutor.h"
 #include "pf/Driver/Runner.h"
@@ -585,11 +586,90 @@ llvm::Error gatherTimeline(const RankJob &job, drv::RankRunner &runner,
 int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::FlagBinder &stepFlags,
                         const mlir::pf::PipelineRunOptions &pipeline, int argc, char **argv);
 
+/// What a measured op of a rank program was, for the timeline.
+drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t rank, int64_t stage) {
+  drv::MeasuredEvent event;
+  event.rank = rank;
+  event.stage = stage;
+  if (auto run = dyn_cast<mlir::pf::RunStageOp>(op)) {
+    using mlir::pf::StageTaskKind;
+    switch (run.getKind()) {
+    case StageTaskKind::Forward: event.kind = drv::MeasuredKind::Forward; break;
+    case StageTaskKind::Backward: event.kind = drv::MeasuredKind::Backward; break;
+    case StageTaskKind::BackwardInput: event.kind = drv::MeasuredKind::BackwardInput; break;
+    case StageTaskKind::BackwardWeight: event.kind = drv::MeasuredKind::BackwardWeight; break;
+    case StageTaskKind::Update: event.kind = drv::MeasuredKind::Update; break;
+    default: event.kind = drv::MeasuredKind::Other; break;
+    }
+    if (run.getMicrobatch())
+      event.microbatch = int64_t(*run.getMicrobatch());
+    if (auto func = module.lookupSymbol<func::FuncOp>(run.getStage()))
+      if (auto attr = func->getAttrOfType<IntegerAttr>("pf.stage"))
+        event.stage = attr.getInt();
+  } else if (auto send = dyn_cast<mlir::pf::SendActOp>(op)) {
+    event.kind = drv::MeasuredKind::Send;
+    event.microbatch = int64_t(send.getMicrobatch());
+  } else if (auto recv = dyn_cast<mlir::pf::RecvActOp>(op)) {
+    event.kind = drv::MeasuredKind::Recv;
+    event.microbatch = int64_t(recv.getMicrobatch());
+  } else {
+    // The tied gradient's all-reduce and the clipping's norm exchange.
+    event.kind = drv::MeasuredKind::AllReduce;
+  }
+  return event;
+}
+
+/// --trace / --svg and the report: every rank's executed ops (rank 0 has
+/// every program, so it can name any rank's op), steps counted from the
+/// run's first; the figures leave out that first (warm-up) step.
 llvm::Error writeMeasuredTimeline(ModuleOp module,
                                   const std::vector<std::vector<drv::ExecutedOp>> &byRank,
                                   const mlir::pf::PipelineRunOptions &pipeline, int64_t first) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "--trace/--svg: the measured-timeline writer is not built yet");
+  drv::MeasuredRun run;
+  run.ranks = int32_t(byRank.size());
+  run.stages = pipeline.stages;
+  run.microbatches = pipeline.microbatches;
+  run.schedule = ::pf::sched::scheduleKindName(pipeline.schedule);
+  int64_t lastStep = 0;
+  for (mlir::pf::RankProgramOp program : module.getOps<mlir::pf::RankProgramOp>()) {
+    int64_t rank = program.getRankValue();
+    if (rank >= int64_t(byRank.size()))
+      continue;
+    std::vector<Operation *> ops;
+    for (Operation &op : program.getBody().front())
+      ops.push_back(&op);
+    int64_t stage = program.getStages().empty() ? -1 : program.getStages().front();
+    for (const drv::ExecutedOp &executed : byRank[rank]) {
+      if (executed.op < 0 || executed.op >= int64_t(ops.size()))
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "rank " + std::to_string(rank) +
+                                           " recorded an op its program does not have");
+      drv::MeasuredEvent event = describeOp(ops[executed.op], module, int32_t(rank), stage);
+      event.step = executed.step - first;
+      event.start = executed.start;
+      event.end = executed.end;
+      lastStep = std::max(lastStep, event.step);
+      run.events.push_back(event);
+    }
+  }
+  // The first step compiles nothing but still warms caches and the
+  // transport: leave it out of the figures when there are others.
+  int64_t from = lastStep > 0 ? 1 : 0;
+  if (!traceFile.empty()) {
+    if (auto err = drv::writeMeasuredTrace(run, traceFile, from))
+      return err;
+    llvm::outs() << "measured trace: " << traceFile << "\n";
+  }
+  if (!svgFile.empty()) {
+    if (auto err = drv::writeMeasuredSvg(run, svgFile, from))
+      return err;
+    llvm::outs() << "measured timeline: " << svgFile << "\n";
+  }
+  auto comparison = drv::simulateFromMeasured(run, from, -1);
+  if (!comparison)
+    return comparison.takeError();
+  llvm::outs() << comparison->text();
+  return llvm::Error::success();
 }
 
 int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int argc,
