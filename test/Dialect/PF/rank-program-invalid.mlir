@@ -113,3 +113,27 @@ func.func @f() {
   pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.clip_gradients' op max_norm must be positive and finite, got 0}}
+  pf.clip_gradients max_norm(0.0) order(["grad/a"])
+}
+
+// -----
+
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.clip_gradients' op order names 'grad/a' twice}}
+  pf.clip_gradients max_norm(1.0) order(["grad/a", "grad/a"])
+}
+
+// -----
+
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.clip_gradients' op order entry 'act/3' is not a grad/<parameter> name}}
+  pf.clip_gradients max_norm(1.0) order(["act/3"])
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Pipelined training figures (pipeline-execution issue): measured step time
+of `mpirun -np 2 pf-train --pipeline` (one rank per stage, one thread each)
+against single-process pf-train on the same batches, for GPipe and 1F1B with
+N micro-batches, and the measured pipeline span and bubble share against the
+simulation fed with the durations measured in the same run (pf-train's
+`--svg` report).
+
+    PYTHONPATH=python python3 bench/pipeline_training.py [--config mini] [--vocab 30522]
+        [--batch 16] [--seq 64] [--steps 12] [--microbatches 4 8]
+
+Rows: (a) the pipeline with first-order AdamW; (d) single-process pf-train
+with `--micro-batches N` (AdamW, and with K-FAC); both on 1 thread per
+process. (b)/(c), the pipeline with K-FAC, do not exist yet (K-FAC is not
+split into stage functions). ms/step is the mean over the steps after the
+first (the progress lines' window), median over --repeat runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from pipefisher import make_bert_model, save_model  # noqa: E402
+from pipefisher.corpus import make_corpus  # noqa: E402
+from pipefisher.tools import tool  # noqa: E402
+
+
+def run(args: list[str]) -> str:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+def ms_per_step(stdout: str) -> float:
+    # With --log-every = steps - 1 the last progress line's window is every
+    # step after the first.
+    return float(re.findall(r"ms/step\s+([0-9.]+)", stdout)[-1])
+
+
+def figure(stdout: str, name: str) -> tuple[float, float]:
+    m = re.search(rf"{re.escape(name)}\s+([0-9.]+)%?\s+([0-9.]+)", stdout)
+    return (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="mini")
+    parser.add_argument("--vocab", type=int, default=30522,
+                        help="vocabulary of the model (the corpus uses the first ids)")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--microbatches", type=int, nargs="+", default=[4, 8])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        raise SystemExit("mpirun not found (scripts/setup.sh installs Open MPI)")
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        corpus = make_corpus(sequences=2000, seq_len=args.seq, seed=1)
+        corpus.pop("vocab")
+        np.savez(tmp / "corpus.npz", **corpus)
+        save_model(make_bert_model(args.config, vocab_size=args.vocab, seed=2), tmp / "m.onnx")
+        common = [str(tmp / "m.onnx"), "--corpus", str(tmp / "corpus.npz"), "--batch",
+                  str(args.batch), "--steps", str(args.steps), "--log-every",
+                  str(args.steps - 1), "--num-threads", "1", "--lr", "1e-3"]
+        print(f"BERT-{args.config} (vocab {args.vocab}), batch {args.batch} x {args.seq}, "
+              f"{args.steps} steps, 1 thread per process, median of {args.repeat}")
+        print("| N | run | ms/step | vs (d) AdamW | T_pipe measured / simulated (ms) | "
+              "bubble measured / simulated |")
+        print("|---|---|---|---|---|---|")
+        for n in args.microbatches:
+            single = statistics.median(
+                ms_per_step(run([str(tool("pf-train")), *common, "--micro-batches", str(n)]))
+                for _ in range(args.repeat))
+            kfac = statistics.median(
+                ms_per_step(run([str(tool("pf-train")), *common, "--micro-batches", str(n),
+                                 "--kfac"]))
+                for _ in range(args.repeat))
+            print(f"| {n} | (d) single-process AdamW | {single:.1f} | 1.00 | | |")
+            print(f"| {n} | (d) single-process K-FAC (every step) | {kfac:.1f} | "
+                  f"{kfac / single:.2f} | | |")
+            for schedule in ("gpipe", "1f1b"):
+                times, spans, bubbles = [], [], []
+                for _ in range(args.repeat):
+                    out = run([mpirun, "--oversubscribe", *root, "-np", "2",
+                               str(tool("pf-train")), *common, "--pipeline",
+                               f"stages=2 schedule={schedule} microbatches={n}",
+                               "--svg", str(tmp / "m.svg")])
+                    times.append(ms_per_step(out))
+                    spans.append(figure(out, "pipeline span T_pipe (ms)"))
+                    bubbles.append(figure(out, "bubble fraction"))
+                t = statistics.median(times)
+                span = spans[times.index(sorted(times)[len(times) // 2])]
+                bubble = bubbles[times.index(sorted(times)[len(times) // 2])]
+                print(f"| {n} | (a) pipeline {schedule} AdamW, D=2 | {t:.1f} | "
+                      f"{t / single:.2f} | {span[0]:.1f} / {span[1]:.1f} | "
+                      f"{bubble[0]:.1f}% / {bubble[1]:.1f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+// The pipelined training step (--pf-pipelined-training, what every rank of
+// `mpirun pf-train --pipeline` builds): the stage functions, one update
+// function per stage (pf-add-optimizer on a split module; the tied word
+// embedding is updated on both of its stages with one shared state), and the
+// rank programs ending in the clipping over all ranks and the update.
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2" | FileCheck %s
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=zb-h1 micro-batches=2 clip-norm=0 optimizer=sgd" | FileCheck %s --check-prefix=ZB
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 kfac=true" 2>&1 | FileCheck %s --check-prefix=KFAC
+
+// The step's gradient order, for the single-process norm.
+// CHECK: module attributes {pf.step_gradients = ["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]}
+// One AdamW state per parameter, the tied one's shared by both stages.
+// CHECK-COUNT-1: pf.param @bert.embeddings.word_embeddings.weight.exp_avg :
+// CHECK-LABEL: func.func @stage0_update(
+// CHECK-SAME: {pf.name = "grad/bert.encoder.layer.0.dense.weight"}
+// CHECK-SAME: {pf.name = "grad/bert.embeddings.word_embeddings.weight"}
+// CHECK-SAME: {pf.name = "lr"}
+// CHECK-SAME: {pf.name = "step"}
+// CHECK-SAME: attributes {pf.blocks = array<i64: 0, 1>, pf.stage = 0 : i64}
+// CHECK: pf.adamw_update @bert.encoder.layer.0.dense.weight
+// CHECK: pf.adamw_update @bert.embeddings.word_embeddings.weight(@bert.embeddings.word_embeddings.weight.exp_avg, @bert.embeddings.word_embeddings.weight.exp_avg_sq)
+// CHECK-LABEL: func.func @stage1_update(
+// CHECK: pf.adamw_update @cls.predictions.bias{{.*}}weight_decay = 0.0
+// CHECK: pf.adamw_update @bert.embeddings.word_embeddings.weight(@bert.embeddings.word_embeddings.weight.exp_avg, @bert.embeddings.word_embeddings.weight.exp_avg_sq)
+// CHECK-LABEL: pf.rank_program @rank0
+// CHECK: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// CHECK-NEXT: pf.clip_gradients max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"])
+// CHECK-NEXT: pf.run_stage update @stage0_update
+// CHECK-NEXT: }
+// CHECK-LABEL: pf.rank_program @rank1
+// CHECK: pf.clip_gradients
+// CHECK-NEXT: pf.run_stage update @stage1_update
+// CHECK-NEXT: }
+
+// zb-h1 takes the updates' gradients from the weight halves; no clipping.
+// ZB: func.func @stage0_backward_weight(
+// ZB: func.func @stage0_update(
+// ZB: pf.sgd_update @bert.encoder.layer.0.dense.weight
+// ZB-NOT: pf.clip_gradients
+// ZB: pf.run_stage update @stage0_update
+
+// KFAC: no such option kfac
+
+pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+pf.param @"cls.predictions.bias" : tensor<100xf32>
+func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x100xf32> {pf.name = "logits"}) {
+  %emb = pf.param_ref @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+  %x0 = pf.gather %emb, %ids : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+  %w0 = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+  %x1 = pf.linear %x0, %w0 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w1 = pf.param_ref @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+  %x2 = pf.linear %x1, %w1 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w2 = pf.param_ref @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+  %x3 = pf.linear %x2, %w2 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %r = pf.add %x3, %x1 : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %bias = pf.param_ref @"cls.predictions.bias" : tensor<100xf32>
+  %logits = pf.linear %r, %emb, %bias {transpose_weight} : (tensor<4x8x16xf32>, tensor<100x16xf32>, tensor<100xf32>) -> tensor<4x8x100xf32>
+  return %logits : tensor<4x8x100xf32>
+}
