@@ -174,7 +174,8 @@ llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(String
     zip_stat_t stat;
     if (zip_stat_index(archive, i, 0, &stat) != 0)
       continue;
-    StringRef name(stat.name);
+    // A copy: stat.name lives only as long as the archive state it points into.
+    std::string name = stat.name;
     zip_file_t *file = zip_fopen_index(archive, i, 0);
     if (!file) {
       zip_close(archive);
@@ -182,17 +183,26 @@ llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(String
     }
     std::string bytes(stat.size, '\0');
     zip_int64_t got = zip_fread(file, bytes.data(), stat.size);
+    // libzip compares the entry's CRC-32 only once a read reaches its end:
+    // without this one, damaged bytes inside an array would load silently.
+    char past;
+    bool damaged = got == zip_int64_t(stat.size) && zip_fread(file, &past, 1) != 0;
+    std::string why = damaged ? zip_file_strerror(file) : "";
     zip_fclose(file);
     if (got != zip_int64_t(stat.size)) {
       zip_close(archive);
       return error("truncated entry '" + name + "' in '" + path + "'");
+    }
+    if (damaged) {
+      zip_close(archive);
+      return error("entry '" + name + "' of '" + path + "' is damaged: " + why);
     }
     auto array = parseNpy((path + ": " + name).str(), bytes);
     if (!array) {
       zip_close(archive);
       return array.takeError();
     }
-    std::string key = name.str();
+    std::string key = name;
     if (StringRef(key).ends_with(".npy"))
       key.resize(key.size() - 4);
     arrays[key] = std::move(*array);

@@ -797,7 +797,7 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   const int32_t lastRank = job.size - 1;
   auto windowStart = std::chrono::steady_clock::now();
   int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
-  bool stopped = false;
+  bool stopped = false, stoppedBySigterm = false;
   for (int64_t step = first; step <= steps && !stopped; ++step) {
     auto inputs = makeBatch(corpus, step);
     inputs["lr"] = scalar<double>(11, learningRate(step));
@@ -805,9 +805,10 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     std::map<std::string, drv::NpyArray> outputs;
     if (auto err = runner.runStep(inputs, outputs, step))
       return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
-    // The loss (from the last stage) and whether any rank was asked to stop:
-    // every rank learns both, so all stop after the same step.
-    std::vector<double> figures{0.0, interrupted ? 1.0 : 0.0};
+    // The loss (from the last stage), whether any rank was asked to stop and
+    // whether by SIGTERM: every rank learns them, so all stop after the same
+    // step and rank 0 names the signal another rank received.
+    std::vector<double> figures{0.0, interrupted ? 1.0 : 0.0, stopSignal == SIGTERM ? 1.0 : 0.0};
     if (job.rank == lastRank) {
       float loss;
       std::memcpy(&loss, outputs.at("loss").data.data(), sizeof(float));
@@ -817,6 +818,7 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
       return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
     double loss = figures[0];
     stopped = figures[1] > 0;
+    stoppedBySigterm = figures[2] > 0;
     last = step;
     windowTokens += int64_t(batch) * corpus.seqLen;
     ++windowSteps;
@@ -857,7 +859,7 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
         return job.fail(llvm::toString(std::move(err)));
   }
   if (job.rank == 0 && stopped)
-    llvm::outs() << "stopped by " << (stopSignal == SIGTERM ? "SIGTERM" : "SIGINT")
+    llvm::outs() << "stopped by " << (stoppedBySigterm ? "SIGTERM" : "SIGINT")
                  << " on a rank after step " << last << "\n";
   llvm::outs().flush();
   return stopped ? 130 : 0;

@@ -1,0 +1,546 @@
+"""`mpirun -np D pf-train --pipeline "stages=D schedule=S microbatches=N"`:
+pipelined training (one stage per rank) against single-process
+`pf-train --micro-batches N` on the same batches.
+
+- Parity: after 20 steps the checkpoint (gathered by rank 0, in the
+  single-process format) is **bitwise equal** to the single-process one, and
+  the printed per-step losses are identical, for BERT-tiny (2 blocks) with
+  D = 2 and BERT-mini (4 blocks) with D = 2 and 4 (oversubscribed on 2 cores:
+  correctness only), for gpipe, 1f1b and zb-h1; also N = 1, SGD with momentum,
+  LAMB and no clipping.
+- Checkpoints: a pipelined run resumed from a checkpoint continues bit for
+  bit, and single-process and pipelined runs resume each other's.
+- Stopping: SIGTERM/SIGINT sent to mpirun or to one rank stops every rank
+  after the same step, with the checkpoint of that step; `kill -9` of a rank
+  ends the job (non-zero) instead of hanging.
+- Start-up: ranks started differently, the wrong number of ranks, bad
+  --pipeline text, options that do not go with it and damaged checkpoints
+  are refused with a message; each rank's state line adds up to the model.
+- --trace/--svg: the measured timeline of every rank.
+
+Every subprocess has a timeout (and is killed with its ranks on expiry), so a
+hang fails the test instead of blocking. Both sides run with --num-threads 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipefisher import make_bert_model, save_model
+from pipefisher.corpus import make_corpus
+from pipefisher.tools import tool
+
+MPIRUN = shutil.which("mpirun")
+pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
+
+SCHEDULES = ["gpipe", "1f1b", "zb-h1"]
+OPTIMIZER_STATE = (".exp_avg", ".exp_avg_sq", ".momentum")
+WORD_EMBEDDING = "bert.embeddings.word_embeddings.weight"
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipeline_training")
+    corpus = make_corpus(sequences=600, seq_len=16, seed=1)
+    vocab = len(corpus.pop("vocab"))
+    np.savez(tmp / "corpus.npz", **corpus)
+    save_model(make_bert_model("tiny", vocab_size=vocab, seed=2), tmp / "tiny.onnx")
+    save_model(make_bert_model("mini", vocab_size=vocab, seed=2), tmp / "mini.onnx")
+    return tmp
+
+
+# --- running pf-train ---------------------------------------------------------
+
+def _train_cmd(setup, model, *args):
+    return [tool("pf-train"), setup / f"{model}.onnx", "--corpus", setup / "corpus.npz",
+            "--batch", "8", "--num-threads", "1", *args]
+
+
+def _mpirun_cmd(setup, ranks, model, spec, *args):
+    return [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", ranks,
+            *_train_cmd(setup, model, "--pipeline", spec, *args)]
+
+
+def _start(cmd, **kwargs):
+    # Its own session, so that on a timeout mpirun and its ranks can be ended together.
+    return subprocess.Popen([str(a) for a in cmd], text=True, start_new_session=True, **kwargs)
+
+
+def _end(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+def _run(cmd, timeout=120, check=True):
+    proc = _start(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _end(proc)
+        pytest.fail(f"timed out after {timeout} s (a hang?): {' '.join(map(str, cmd))}")
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n"
+                           f"{out}\n{err}")
+    return result
+
+
+def _single(setup, model, *args, **kwargs):
+    return _run(_train_cmd(setup, model, *args), **kwargs)
+
+
+def _pipeline(setup, ranks, model, spec, *args, **kwargs):
+    return _run(_mpirun_cmd(setup, ranks, model, spec, *args), **kwargs)
+
+
+def _losses(stdout):
+    """(step, loss, lr) of every progress line, as printed."""
+    return re.findall(r"^step\s+(\d+)\s+loss\s+(\S+)\s+lr\s+(\S+)", stdout, re.M)
+
+
+def _load(path):
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _assert_same_checkpoint(got, want):
+    assert sorted(got) == sorted(want)
+    for key in want:
+        assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape, key
+        assert np.array_equal(got[key], want[key]), key
+
+
+def _parameters(checkpoint):
+    """The model's parameters in a checkpoint (not the optimizer state)."""
+    return {k[len("param/"):]: v for k, v in checkpoint.items()
+            if k.startswith("param/") and not k.endswith(OPTIMIZER_STATE)}
+
+
+# --- 1. parity with single-process training -----------------------------------
+
+@pytest.fixture(scope="module")
+def reference(setup):
+    """The single-process 20-step run of (model, N, extra options): its
+    checkpoint and progress lines, computed once per combination."""
+    cache = {}
+
+    def get(model, microbatches, extra=()):
+        key = (model, microbatches, tuple(extra))
+        if key not in cache:
+            path = setup / f"reference-{len(cache)}.npz"
+            proc = _single(setup, model, "--steps", "20", "--log-every", "1",
+                           "--micro-batches", microbatches, "--checkpoint", path, *extra)
+            cache[key] = (_load(path), _losses(proc.stdout))
+        return cache[key]
+
+    return get
+
+
+PARITY = [(model, ranks, schedule, 4, ())
+          for model, ranks in [("tiny", 2), ("mini", 2), ("mini", 4)]
+          for schedule in SCHEDULES] + [
+    ("mini", 2, "1f1b", 1, ()),
+    ("mini", 2, "gpipe", 4, ("--optimizer", "sgd", "--lr", "0.05")),
+    ("tiny", 2, "zb-h1", 4, ("--optimizer", "lamb", "--lr", "1e-2")),
+    ("tiny", 2, "1f1b", 4, ("--clip-norm", "0")),
+]
+
+
+@pytest.mark.parametrize(
+    "model,ranks,schedule,microbatches,extra", PARITY,
+    ids=[f"{m}-D{d}-{s}-N{n}" + (f"-{e[0][2:]}={e[1]}" if e else "") for m, d, s, n, e in PARITY])
+def test_pipeline_equals_single_process_bitwise(setup, reference, tmp_path, model, ranks,
+                                                schedule, microbatches, extra):
+    want, want_losses = reference(model, microbatches, extra)
+    got_path, step_file = tmp_path / "pipeline.npz", tmp_path / "step.mlir"
+    # The tiny model's programs are small enough to check for the clipping op.
+    emit = ("--emit-step", step_file) if model == "tiny" else ()
+    proc = _pipeline(setup, ranks, model,
+                     f"stages={ranks} schedule={schedule} microbatches={microbatches}",
+                     "--steps", "20", "--log-every", "1", "--checkpoint", got_path, *emit,
+                     *extra, timeout=180)
+    assert (f"pipeline of {ranks} ranks, {schedule} schedule, {microbatches} micro-batches"
+            in proc.stdout), proc.stdout
+    assert "checkpoint after step 20" in proc.stdout
+    losses = _losses(proc.stdout)
+    assert [int(step) for step, _, _ in losses] == list(range(1, 21)), proc.stdout
+    assert losses == want_losses
+    got = _load(got_path)
+    assert int(got["meta/step"]) == 20
+    optimizer = extra[1] if "--optimizer" in extra else "adamw"
+    state = ".momentum" if optimizer == "sgd" else ".exp_avg"
+    assert any(k.endswith(state) for k in got), sorted(got)
+    _assert_same_checkpoint(got, want)
+    if emit:
+        clipped = "--clip-norm" not in extra
+        assert ("pf.clip_gradients" in step_file.read_text()) == clipped
+    # The comparison can tell these runs apart: N and clipping change the result.
+    if microbatches == 1 or "--clip-norm" in extra:
+        other, _ = reference(model, 4)
+        assert any(not np.array_equal(want[k], other[k]) for k in want if k.startswith("param/"))
+
+
+# --- 2. resuming ---------------------------------------------------------------
+
+# The constant schedule keeps the learning rate of a step independent of
+# --steps, so a 10-step run is the first half of the 20-step one.
+RESUME_ARGS = ("--schedule", "constant", "--lr", "2e-3", "--warmup", "3", "--log-every", "1")
+RESUME_SPEC = "schedule=1f1b microbatches=4"
+
+
+def _single_resumable(setup, steps, *args):
+    return _single(setup, "tiny", "--steps", steps, "--micro-batches", "4", *RESUME_ARGS, *args)
+
+
+def _pipeline_resumable(setup, steps, *args):
+    return _pipeline(setup, 2, "tiny", RESUME_SPEC, "--steps", steps, *RESUME_ARGS, *args)
+
+
+@pytest.fixture(scope="module")
+def single_runs(setup):
+    """Single-process checkpoints after 10 and after 20 steps."""
+    ten, twenty = setup / "single-10.npz", setup / "single-20.npz"
+    _single_resumable(setup, 10, "--checkpoint", ten)
+    proc = _single_resumable(setup, 20, "--checkpoint", twenty)
+    return ten, twenty, _losses(proc.stdout)
+
+
+def test_pipeline_resume_is_bitwise(setup, tmp_path):
+    straight, first, resumed = (tmp_path / f"{n}.npz" for n in ("straight", "first", "resumed"))
+    whole = _pipeline_resumable(setup, 20, "--checkpoint", straight)
+    _pipeline_resumable(setup, 10, "--checkpoint", first)
+    proc = _pipeline_resumable(setup, 20, "--resume", first, "--checkpoint", resumed)
+    assert f"resumed from {first} after step 10" in proc.stdout, proc.stdout
+    # The resumed run prints steps 11..20, the same as the straight run's.
+    assert _losses(proc.stdout) == _losses(whole.stdout)[10:]
+    a, b, c = _load(straight), _load(resumed), _load(first)
+    assert int(c["meta/step"]) == 10 and int(b["meta/step"]) == 20
+    _assert_same_checkpoint(b, a)
+    assert any(not np.array_equal(a[k], c[k]) for k in a if k.startswith("param/"))
+
+
+def test_single_process_and_pipeline_resume_each_other(setup, single_runs, tmp_path):
+    ten, twenty, losses = single_runs
+    # Single-process checkpoint, continued pipelined ...
+    resumed = tmp_path / "pipeline-from-single.npz"
+    proc = _pipeline_resumable(setup, 20, "--resume", ten, "--checkpoint", resumed)
+    assert _losses(proc.stdout) == losses[10:]
+    _assert_same_checkpoint(_load(resumed), _load(twenty))
+    # ... and a pipelined checkpoint, continued in one process.
+    first, back = tmp_path / "pipeline-10.npz", tmp_path / "single-from-pipeline.npz"
+    _pipeline_resumable(setup, 10, "--checkpoint", first)
+    _assert_same_checkpoint(_load(first), _load(ten))
+    proc = _single_resumable(setup, 20, "--resume", first, "--checkpoint", back)
+    assert _losses(proc.stdout) == losses[10:]
+    _assert_same_checkpoint(_load(back), _load(twenty))
+
+
+# --- 3. and 4. signals ---------------------------------------------------------
+
+STOP_SPEC = "schedule=1f1b microbatches=2"
+STOP_ARGS = ("--schedule", "constant", "--log-every", "1")
+
+
+def _start_long_run(setup, tmp_path, checkpoint, ranks=2):
+    """A pipelined run of (practically) unbounded length, its output going to
+    files so that it can be read while it runs."""
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    cmd = _mpirun_cmd(setup, ranks, "tiny", STOP_SPEC, "--steps", "1000000", "--checkpoint",
+                      checkpoint, *STOP_ARGS)
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = _start(cmd, stdout=o, stderr=e)
+    return proc, out, err
+
+
+def _wait_for_step(proc, out, step, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        steps = [int(s) for s, _, _ in _losses(out.read_text())]
+        if steps and max(steps) >= step:
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended ({proc.returncode}) before step {step}:\n"
+                        f"{out.read_text()}")
+        time.sleep(0.05)
+    _end(proc)
+    pytest.fail(f"no step {step} within {timeout} s:\n{out.read_text()}")
+
+
+def _rank_pids(mpirun_pid, ranks, timeout=30):
+    """{rank: pid} of mpirun's pf-train children (Open MPI's environment
+    names each one's rank)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                if ppid != mpirun_pid:
+                    continue
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except (OSError, ValueError, IndexError):
+                continue
+            for var in environ:
+                if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    found[int(var.split(b"=", 1)[1])] = int(entry.name)
+        if len(found) == ranks:
+            return found
+        time.sleep(0.1)
+    pytest.fail(f"mpirun {mpirun_pid}: found rank processes {found}, expected {ranks}")
+
+
+def _finish(proc, out, err, timeout):
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _end(proc)
+        pytest.fail(f"mpirun did not end within {timeout} s:\n{out.read_text()}"
+                    f"\n{err.read_text()}")
+    return out.read_text(), err.read_text()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("target,sig,names", [
+    ("mpirun", signal.SIGTERM, ("SIGTERM",)),
+    # Open MPI forwards a SIGINT to the ranks as SIGTERM.
+    ("mpirun", signal.SIGINT, ("SIGINT", "SIGTERM")),
+    (1, signal.SIGTERM, ("SIGTERM",)),
+    (0, signal.SIGINT, ("SIGINT",)),
+], ids=["mpirun-SIGTERM", "mpirun-SIGINT", "rank1-SIGTERM", "rank0-SIGINT"])
+def test_signal_stops_every_rank_after_the_same_step(setup, tmp_path, target, sig, names):
+    checkpoint = tmp_path / "stopped.npz"
+    proc, out, err = _start_long_run(setup, tmp_path, checkpoint)
+    try:
+        pids = _rank_pids(proc.pid, 2)
+        _wait_for_step(proc, out, 3)
+        os.kill(proc.pid if target == "mpirun" else pids[target], sig)
+        stdout, stderr = _finish(proc, out, err, timeout=60)
+    finally:
+        if proc.poll() is None:
+            _end(proc)
+    assert proc.returncode != 0, stdout
+    stopped = re.search(r"stopped by (SIGTERM|SIGINT) on a rank after step (\d+)", stdout)
+    assert stopped, stdout + stderr
+    assert stopped.group(1) in names, stopped.group(0)
+    step = int(stopped.group(2))
+    assert f"checkpoint after step {step}: {checkpoint}" in stdout
+    assert max(int(s) for s, _, _ in _losses(stdout)) == step
+    data = _load(checkpoint)
+    assert int(data["meta/step"]) == step >= 3
+    # Every rank stopped after that step: the gathered state is that of a
+    # single-process run of exactly `step` steps (bitwise, as in the parity
+    # tests), the last rank's parameters included.
+    reference = tmp_path / "reference.npz"
+    _single(setup, "tiny", "--steps", step, "--micro-batches", "2", "--checkpoint", reference,
+            *STOP_ARGS)
+    want = _load(reference)
+    _assert_same_checkpoint(data, want)
+
+
+def _alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_rank_ends_the_job(setup, tmp_path):
+    proc, out, err = _start_long_run(setup, tmp_path, tmp_path / "never.npz")
+    try:
+        pids = _rank_pids(proc.pid, 2)
+        _wait_for_step(proc, out, 3)
+        os.kill(pids[1], signal.SIGKILL)
+        stdout, stderr = _finish(proc, out, err, timeout=20)
+    finally:
+        if proc.poll() is None:
+            _end(proc)
+    assert proc.returncode != 0
+    # "mpirun noticed that process rank 1 with PID 0 on node vm exited on
+    # signal 9 (Killed)."; Open MPI's wording varies between versions.
+    assert re.search(r"rank 1\b.*(signal 9|Killed)", stdout + stderr), stdout + stderr
+    assert "checkpoint after step" not in stdout
+    # The surviving rank is ended with the job, not left waiting for rank 1.
+    deadline = time.monotonic() + 10
+    while _alive(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pids[0]):
+        os.kill(pids[0], signal.SIGKILL)
+        pytest.fail("rank 0 outlived the job")
+
+
+# --- 5. start-up checks ----------------------------------------------------------
+
+def test_ranks_started_differently_are_refused(setup):
+    def rank(lr):
+        return ["-np", "1", *_train_cmd(setup, "tiny", "--steps", "2", "--lr", lr,
+                                          "--pipeline", "microbatches=2")]
+
+    proc = _run([MPIRUN, "--oversubscribe", "--allow-run-as-root", *rank("1e-3"), ":",
+                 *rank("2e-3")], timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "rank(s) 1 were started with another model, corpus, command line or pf-train build " \
+           "than rank 0 (start-up hashes differ)" in proc.stderr, proc.stderr
+    assert _losses(proc.stdout) == []
+
+
+def test_wrong_number_of_ranks_is_refused(setup):
+    proc = _pipeline(setup, 2, "tiny", "stages=3 microbatches=2", "--steps", "2", timeout=60,
+                     check=False)
+    assert proc.returncode != 0
+    assert ("--pipeline has stages=3 but the job has 2 rank(s): start it with mpirun -np 3"
+            in proc.stderr), proc.stderr
+
+
+@pytest.mark.parametrize("spec,args,message", [
+    ("schedule=foo microbatches=2", (),
+     "schedule must be gpipe, 1f1b, interleaved, chimera or zb-h1, got 'foo'"),
+    ("microbatches=3", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 3"),
+    ("microbatches=0", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 0"),
+    ("bogus=1", (), "no such option bogus"),
+    ("stages=-1", (), "--pipeline: stages must be >= 0"),
+    ("schedule=chimera microbatches=2", (),
+     "--pipeline: schedule 'chimera' cannot run yet (gpipe, 1f1b and zb-h1 can)"),
+    ("microbatches=4", ("--micro-batches", "2"),
+     "--micro-batches 2 but --pipeline has microbatches=4"),
+    ("microbatches=2", ("--kfac",), "--kfac with --pipeline is not supported yet"),
+    ("microbatches=2", ("--eval-every", "5"), "--eval-every with --pipeline is not supported yet"),
+], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chimera",
+        "micro-batches", "kfac", "eval"])
+def test_bad_pipeline_options_are_refused(setup, spec, args, message):
+    proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+    assert _losses(proc.stdout) == []
+
+
+def test_trace_and_svg_need_the_pipeline(setup, tmp_path):
+    for option in ("--trace", "--svg"):
+        proc = _single(setup, "tiny", "--steps", "1", option, tmp_path / "x", timeout=60,
+                       check=False)
+        assert proc.returncode != 0
+        assert "--trace and --svg record a pipelined run: they need --pipeline" in proc.stderr
+        assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture(scope="module")
+def short_checkpoint(setup):
+    """A single-process checkpoint of the tiny model after 2 steps (adamw)."""
+    path = setup / "short.npz"
+    _single(setup, "tiny", "--steps", "2", "--micro-batches", "2", "--checkpoint", path)
+    return path
+
+
+def _damaged(path, good, how):
+    data = bytearray(good.read_bytes())
+    if how == "truncated":
+        data = data[:len(data) // 2]
+    else:  # bytes inside an array's data (the archive's entries are stored)
+        middle = len(data) // 2
+        data[middle:middle + 64] = bytes(64)
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("how,message", [
+    ("truncated", "as .npz"),
+    ("overwritten", "is damaged: CRC error"),
+])
+def test_damaged_checkpoint_is_refused(setup, short_checkpoint, tmp_path, how, message):
+    damaged = _damaged(tmp_path / f"{how}.npz", short_checkpoint, how)
+    proc = _pipeline(setup, 2, "tiny", "microbatches=2", "--steps", "4", "--resume", damaged,
+                     timeout=60, check=False)
+    assert proc.returncode != 0
+    assert str(damaged) in proc.stderr and message in proc.stderr, proc.stderr
+    assert _losses(proc.stdout) == []
+
+
+def test_checkpoint_without_a_parameter_is_refused(setup, short_checkpoint, tmp_path):
+    data = _load(short_checkpoint)
+    # A parameter of the last stage: rank 1 finds it missing.
+    missing = "bert.encoder.layer.1.output.dense.weight"
+    del data["param/" + missing]
+    path = tmp_path / "missing.npz"
+    np.savez(path, **data)
+    proc = _pipeline(setup, 2, "tiny", "microbatches=2", "--steps", "4", "--resume", path,
+                     timeout=60, check=False)
+    assert proc.returncode != 0
+    assert f"rank 1: error: {path}: has no parameter '{missing}'" in proc.stderr, proc.stderr
+    # Not a checkpoint at all.
+    proc = _pipeline(setup, 2, "tiny", "microbatches=2", "--steps", "4", "--resume",
+                     setup / "corpus.npz", timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "not a pf-train checkpoint (no meta/step)" in proc.stderr, proc.stderr
+
+
+# --- 6. each rank's state ----------------------------------------------------------
+
+STARTUP = re.compile(r"^rank (\d+): stage (\d+) \(encoder blocks ([\d ]*)\), (\d+) parameter "
+                     r"tensors \((\d+) bytes\), optimizer state (\d+) bytes, K-FAC state 0 "
+                     r"bytes$", re.M)
+
+
+@pytest.mark.parametrize("optimizer,state_per_parameter", [("adamw", 2), ("sgd", 1)])
+def test_startup_lines_add_up_to_the_model(setup, short_checkpoint, optimizer,
+                                           state_per_parameter):
+    proc = _pipeline(setup, 2, "tiny", "schedule=gpipe microbatches=2", "--steps", "1",
+                     "--optimizer", optimizer, timeout=60)
+    lines = STARTUP.findall(proc.stdout)
+    assert sorted(int(line[0]) for line in lines) == [0, 1], proc.stdout
+    parameters = _parameters(_load(short_checkpoint))
+    total_bytes = sum(v.nbytes for v in parameters.values())
+    count = held_bytes = 0
+    for rank, stage, blocks, tensors, bytes_, state in lines:
+        # Stage s holds encoder block s of the 2.
+        assert stage == rank and blocks == rank
+        count += int(tensors)
+        held_bytes += int(bytes_)
+        assert int(state) == state_per_parameter * int(bytes_)
+    # The tied word embedding is held by the first and the last stage.
+    assert count == len(parameters) + 1
+    assert held_bytes == total_bytes + parameters[WORD_EMBEDDING].nbytes
+
+
+# --- 7. measured timelines ---------------------------------------------------------
+
+def test_trace_and_svg_of_every_rank(setup, tmp_path):
+    trace, svg = tmp_path / "run.json", tmp_path / "run.svg"
+    steps, microbatches = 3, 4
+    proc = _pipeline(setup, 2, "tiny", f"schedule=1f1b microbatches={microbatches}", "--steps",
+                     steps, "--trace", trace, "--svg", svg, timeout=60)
+    assert f"measured trace: {trace}" in proc.stdout
+    assert f"measured timeline: {svg}" in proc.stdout
+    assert "measured vs simulated: 1f1b, 2 ranks, 4 micro-batches" in proc.stdout, proc.stdout
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    # Rank r's compute on thread 2r, its transfers on thread 2r + 1.
+    for rank in range(2):
+        compute = [e for e in events if e["tid"] == 2 * rank]
+        comm = [e for e in events if e["tid"] == 2 * rank + 1]
+        for kind in ("forward", "backward"):
+            passes = [e for e in compute if e["cat"] == kind]
+            assert len(passes) == steps * microbatches, (rank, kind)
+            assert {e["args"]["stage"] for e in passes} == {rank}
+            assert {e["args"]["step"] for e in passes} == set(range(steps))
+        assert sum(e["cat"] == "update" for e in compute) == steps
+        assert {"send", "recv"} <= {e["cat"] for e in comm}, rank
+        assert all(e["dur"] >= 0 for e in compute + comm)
+    text = svg.read_text()
+    assert text.startswith("<svg") and text.count("<rect") >= len(events)
