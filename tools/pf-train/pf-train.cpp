@@ -513,8 +513,12 @@ llvm::Error saveCheckpointPipelined(const RankJob &job, drv::CompiledProgram &pr
     if (auto err = drv::receiveValues(job.ctx, job.world, from, theirs))
       return err;
     for (auto &[name, value] : theirs) {
-      auto [it, inserted] = mine.emplace(name, std::move(value));
-      if (!inserted && (it->second.shape != value.shape || it->second.data != value.data))
+      auto it = mine.find(name);
+      if (it == mine.end()) {
+        mine.emplace(name, std::move(value));
+        continue;
+      }
+      if (it->second.shape != value.shape || it->second.data != value.data)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
             "'" + name + "' differs between rank " + std::to_string(from) +
