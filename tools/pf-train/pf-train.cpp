@@ -296,22 +296,37 @@ double learningRate(int64_t step) {
   return lr * std::max(0.0, double(steps - step + 1) / double(steps - warmup));
 }
 
-llvm::Error saveCheckpoint(const drv::CompiledModel &model, const Corpus &c, int64_t step) {
+using Parameters = std::vector<drv::CompiledModel::Parameter>;
+
+/// A checkpoint's arrays: `param/<name>` for every parameter and optimizer
+/// or K-FAC state tensor.
+std::map<std::string, drv::NpyArray> stateArrays(const Parameters &parameters) {
   std::map<std::string, drv::NpyArray> arrays;
-  for (const auto &p : model.parameters()) {
+  for (const auto &p : parameters) {
     drv::NpyArray a;
     a.dtype = p.dtype;
     a.shape = p.shape;
     a.data.assign(static_cast<const char *>(p.data), static_cast<const char *>(p.data) + p.bytes);
     arrays["param/" + p.name] = std::move(a);
   }
+  return arrays;
+}
+
+llvm::Error writeCheckpoint(std::map<std::string, drv::NpyArray> arrays, const Corpus &c,
+                            int64_t step) {
   arrays["meta/step"] = scalar<int64_t>(7, step);
   arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed));
   arrays["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
   return drv::writeNpz(checkpointFile, arrays);
 }
 
-llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model, const Corpus &c) {
+llvm::Error saveCheckpoint(const drv::CompiledModel &model, const Corpus &c, int64_t step) {
+  return writeCheckpoint(stateArrays(model.parameters()), c, step);
+}
+
+/// Reads --resume into `parameters` (each must be in the file with its dtype
+/// and shape; a pipelined rank passes only its own); returns the step.
+llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpus &c) {
   auto arrays = drv::readNpz(resumeFile);
   if (!arrays)
     return arrays.takeError();
@@ -319,7 +334,7 @@ llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model, const Corpus &
     return llvm::createStringError(llvm::inconvertibleErrorCode(), resumeFile + ": " + message);
   };
   auto step = arrays->find("meta/step");
-  if (step == arrays->end() || step->second.dtype != 7)
+  if (step == arrays->end() || step->second.dtype != 7 || step->second.numElements() != 1)
     return error("not a pf-train checkpoint (no meta/step)");
   // The batches are drawn from the training rows: resuming with another
   // hold-out (--eval-sequences) would silently change them.
@@ -331,7 +346,7 @@ llvm::Expected<int64_t> loadCheckpoint(drv::CompiledModel &model, const Corpus &
                                *reinterpret_cast<const int64_t *>(rows->second.data.data()),
                                c.trainRows)
                      .str());
-  for (const auto &p : model.parameters()) {
+  for (const auto &p : parameters) {
     auto it = arrays->find("param/" + p.name);
     if (it == arrays->end())
       return error("has no parameter '" + p.name + "'");
@@ -498,14 +513,7 @@ std::string startupLine(const RankJob &job, drv::RankRunner &runner, ModuleOp mo
 /// both.
 llvm::Error saveCheckpointPipelined(const RankJob &job, drv::CompiledProgram &program,
                                     const Corpus &c, int64_t step) {
-  std::map<std::string, drv::NpyArray> mine;
-  for (const auto &p : program.parameters()) {
-    drv::NpyArray a;
-    a.dtype = p.dtype;
-    a.shape = p.shape;
-    a.data.assign(static_cast<const char *>(p.data), static_cast<const char *>(p.data) + p.bytes);
-    mine["param/" + p.name] = std::move(a);
-  }
+  std::map<std::string, drv::NpyArray> mine = stateArrays(program.parameters());
   if (job.rank != 0)
     return drv::sendValues(job.ctx, job.world, mine, 0);
   for (int32_t from = 1; from < job.size; ++from) {
@@ -525,36 +533,7 @@ llvm::Error saveCheckpointPipelined(const RankJob &job, drv::CompiledProgram &pr
                 " and a lower rank holding it: the replicas diverged");
     }
   }
-  mine["meta/step"] = scalar<int64_t>(7, step);
-  mine["meta/seed"] = scalar<int64_t>(7, int64_t(seed));
-  mine["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
-  return drv::writeNpz(checkpointFile, mine);
-}
-
-/// Every rank reads the checkpoint and takes its own state.
-llvm::Expected<int64_t> loadCheckpointPipelined(drv::CompiledProgram &program, const Corpus &c) {
-  auto arrays = drv::readNpz(resumeFile);
-  if (!arrays)
-    return arrays.takeError();
-  auto error = [&](const llvm::Twine &message) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), resumeFile + ": " + message);
-  };
-  auto step = arrays->find("meta/step");
-  if (step == arrays->end() || step->second.dtype != 7 || step->second.numElements() != 1)
-    return error("not a pf-train checkpoint (no meta/step)");
-  if (auto rows = arrays->find("meta/train_rows");
-      rows != arrays->end() && rows->second.dtype == 7 &&
-      *reinterpret_cast<const int64_t *>(rows->second.data.data()) != c.trainRows)
-    return error("was trained on another number of corpus sequences");
-  for (const auto &p : program.parameters()) {
-    auto it = arrays->find("param/" + p.name);
-    if (it == arrays->end())
-      return error("has no parameter '" + p.name + "'");
-    if (it->second.dtype != p.dtype || it->second.shape != p.shape)
-      return error("parameter '" + p.name + "' has another dtype or shape than the model's");
-    std::memcpy(p.data, it->second.data.data(), p.bytes);
-  }
-  return *reinterpret_cast<const int64_t *>(step->second.data.data());
+  return writeCheckpoint(std::move(mine), c, step);
 }
 
 /// Rank 0 collects every rank's executed ops (step, op, start, end).
@@ -778,7 +757,7 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
 
   int64_t first = 1;
   if (!resumeFile.empty()) {
-    auto resumed = loadCheckpointPipelined(runner.compiled(), corpus);
+    auto resumed = loadCheckpoint(runner.compiled().parameters(), corpus);
     if (!resumed)
       return job.fail(llvm::toString(resumed.takeError()));
     first = *resumed + 1;
@@ -962,7 +941,7 @@ int main(int argc, char **argv) {
 
   int64_t first = 1;
   if (!resumeFile.empty()) {
-    auto resumed = loadCheckpoint(model, *corpus);
+    auto resumed = loadCheckpoint(model.parameters(), *corpus);
     if (!resumed)
       return fail(llvm::toString(resumed.takeError()));
     first = *resumed + 1;
