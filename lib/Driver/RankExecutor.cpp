@@ -84,6 +84,7 @@ public:
     auto rankProgram = cast<pf::RankProgramOp>(r.programOp);
     findLastReaders(rankProgram);
     for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
+      currentOp = int64_t(index);
       double start = r.options.recordTimes ? now() : 0;
       llvm::Error err = llvm::TypeSwitch<Operation *, llvm::Error>(&op)
                             .Case([&](pf::RunStageOp o) { return runStage(o); })
@@ -98,9 +99,13 @@ public:
       if (err)
         return error(llvm::formatv("op {0} ({1}): {2}", index, op.getName().getStringRef(),
                                    llvm::toString(std::move(err))));
-      if (r.options.recordTimes)
+      // An overlapped recv is recorded where it is waited for.
+      bool posted = r.options.overlapTransfers && isa<pf::RecvActOp>(op);
+      if (r.options.recordTimes && !posted)
         r.executedOps.push_back({stepIndex, int64_t(index), start, now()});
     }
+    if (auto err = waitForSends())
+      return err;
     return combine();
   }
 
@@ -132,6 +137,58 @@ private:
   Values combined;
   /// All-reduced gradients that a lower member rank reports instead.
   std::set<std::string> notReported;
+  /// Overlapped transfers: a posted recv by (micro-batch, value), with the
+  /// index of its op (for the timeline); the buffers of posted sends, which
+  /// must live until the step ends.
+  struct PendingRecv {
+    int64_t request, op;
+  };
+  std::map<std::pair<int64_t, std::string>, PendingRecv> pendingRecvs;
+  std::vector<std::pair<int64_t, NpyArray>> pendingSends;
+  int64_t currentOp = 0;
+
+  /// Waits for the posted recvs of the stage values `function` reads.
+  llvm::Error waitForInputs(const std::string &function, int64_t m) {
+    for (const TensorSpec &spec : program.inputs(function)) {
+      auto it = pendingRecvs.find({m, spec.name});
+      if (it == pendingRecvs.end())
+        continue;
+      if (auto err = waitForRecv(it))
+        return err;
+    }
+    return llvm::Error::success();
+  }
+
+  llvm::Error waitForRecv(std::map<std::pair<int64_t, std::string>, PendingRecv>::iterator it) {
+    double start = r.options.recordTimes ? now() : 0;
+    PendingRecv pending = it->second;
+    std::string name = it->first.second;
+    pendingRecvs.erase(it);
+    if (pfrt_comm_wait(r.ctx, r.world, pending.request) != PFRT_OK)
+      return commError(llvm::formatv("receiving '{0}' (op {1})", name, pending.op));
+    if (r.options.recordTimes)
+      r.executedOps.push_back({stepIndex, pending.op, start, now()});
+    return llvm::Error::success();
+  }
+
+  /// The end of the step's transfers: every posted send completed (and, for
+  /// a program that received something nobody read, every recv).
+  llvm::Error waitForSends() {
+    while (!pendingRecvs.empty())
+      if (auto err = waitForRecv(pendingRecvs.begin()))
+        return err;
+    std::vector<int64_t> requests;
+    for (const auto &[request, buffer] : pendingSends)
+      requests.push_back(request);
+    pfrt_status status = requests.empty()
+                             ? PFRT_OK
+                             : pfrt_comm_wait_all(r.ctx, r.world, requests.data(),
+                                                  int32_t(requests.size()));
+    pendingSends.clear();
+    if (status != PFRT_OK)
+      return commError("completing the step's sends");
+    return llvm::Error::success();
+  }
 
   double now() {
     double t = 0;
@@ -178,6 +235,8 @@ private:
     auto m = microbatchOf(op.getMicrobatch(), function);
     if (!m)
       return m.takeError();
+    if (auto err = waitForInputs(function, *m))
+      return err;
     Values &mine = handed[*m];
     auto args = stageCallInputs(program, function, graph, mine, *m, M);
     if (!args)
@@ -248,6 +307,9 @@ private:
     int64_t m = int64_t(op.getMicrobatch());
     if (m >= M)
       return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
+    if (auto pending = pendingRecvs.find({m, name}); pending != pendingRecvs.end())
+      if (auto err = waitForRecv(pending))
+        return err;
     auto it = handed[m].find(name);
     if (it == handed[m].end())
       return error(llvm::formatv("no value '{0}' of micro-batch {1} to send", name, m));
@@ -256,9 +318,17 @@ private:
     auto t = descriptor(it->second);
     if (!t)
       return t.takeError();
-    if (pfrt_comm_send(r.ctx, r.world, &*t, int32_t(op.getTo()), int32_t(op.getTag())) !=
-        PFRT_OK)
-      return commError(llvm::formatv("sending '{0}' to rank {1}", name, op.getTo()));
+    int32_t to = int32_t(op.getTo()), tag = int32_t(op.getTag());
+    if (r.options.overlapTransfers) {
+      // The buffer moves (its heap storage stays put) into the step's
+      // pending sends, completed at the end of the step.
+      int64_t request = 0;
+      if (pfrt_comm_isend(r.ctx, r.world, &*t, to, tag, &request) != PFRT_OK)
+        return commError(llvm::formatv("sending '{0}' to rank {1}", name, to));
+      pendingSends.emplace_back(request, std::move(it->second));
+    } else if (pfrt_comm_send(r.ctx, r.world, &*t, to, tag) != PFRT_OK) {
+      return commError(llvm::formatv("sending '{0}' to rank {1}", name, to));
+    }
     // A relayed or forwarded activation is not read again on this rank
     // unless its backward saved it (then it is a saved/* value).
     handed[m].erase(it);
@@ -278,9 +348,21 @@ private:
     auto t = descriptor(value);
     if (!t)
       return t.takeError();
-    if (pfrt_comm_recv(r.ctx, r.world, &*t, int32_t(op.getFrom()), int32_t(op.getTag())) !=
-        PFRT_OK)
-      return commError(llvm::formatv("receiving '{0}' from rank {1}", name, op.getFrom()));
+    int32_t from = int32_t(op.getFrom()), tag = int32_t(op.getTag());
+    if (r.options.overlapTransfers) {
+      // Posted here, waited for right before the first call reading it: the
+      // transfer overlaps whatever this rank computes in between.
+      if (pendingRecvs.count({m, name}))
+        return error(llvm::formatv("'{0}' of micro-batch {1} is already being received", name,
+                                   m));
+      int64_t request = 0;
+      if (pfrt_comm_irecv(r.ctx, r.world, &*t, from, tag, &request) != PFRT_OK)
+        return commError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
+      pendingRecvs[{m, name}] = {request, currentOp};
+    } else if (pfrt_comm_recv(r.ctx, r.world, &*t, from, tag) != PFRT_OK) {
+      return commError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
+    }
+    // The vector's heap buffer (where the recv writes) moves with it.
     handed[m][name] = std::move(value);
     return llvm::Error::success();
   }

@@ -219,6 +219,17 @@ def single_runs(setup):
     return ten, twenty, _losses(proc.stdout)
 
 
+def test_blocking_transfers_give_the_same_run(setup, reference, tmp_path):
+    """overlap=false (blocking send/recv at their ops) against the default
+    non-blocking transfers: the same programs, so the same bits."""
+    want, want_losses = reference("mini", 4, ())
+    got_path = tmp_path / "blocking.npz"
+    proc = _pipeline(setup, 2, "mini", "stages=2 schedule=1f1b microbatches=4 overlap=false",
+                     "--steps", "20", "--log-every", "1", "--checkpoint", got_path, timeout=180)
+    assert _losses(proc.stdout) == want_losses
+    _assert_same_checkpoint(_load(got_path), want)
+
+
 def test_pipeline_resume_is_bitwise(setup, tmp_path):
     straight, first, resumed = (tmp_path / f"{n}.npz" for n in ("straight", "first", "resumed"))
     whole = _pipeline_resumable(setup, 20, "--checkpoint", straight)

@@ -103,7 +103,7 @@ static cl::opt<std::string> emitStepFile(
 static cl::opt<std::string> pipelineSpec(
     "pipeline",
     cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "
-             "\"stages=D schedule=gpipe|1f1b|zb-h1 microbatches=N\" (stages 0 or D: the job's "
+             "\"stages=D schedule=gpipe|1f1b|zb-h1 microbatches=N [overlap=false]\" (stages 0 or D: the job's "
              "ranks), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
              "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
     cl::value_desc("OPTIONS"), cl::cat(category));
@@ -660,7 +660,7 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
   if (failed(parsed.parseFromString(pipelineSpec)))
     return fail("--pipeline \"" + pipelineSpec + "\": see the messages above; it takes "
-                "stages=D schedule=gpipe|1f1b|zb-h1 microbatches=N");
+                "stages=D schedule=gpipe|1f1b|zb-h1 microbatches=N overlap=true|false");
   mlir::pf::PipelineRunOptions pipeline = parsed.get();
   using ::pf::sched::ScheduleKind;
   if (pipeline.schedule != ScheduleKind::GPipe && pipeline.schedule != ScheduleKind::OneFOneB &&
@@ -745,6 +745,7 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   runnerOptions.threads = threads;
   runnerOptions.ignoreIndex = training.loss.ignoreIndex;
   runnerOptions.recordTimes = !traceFile.empty() || !svgFile.empty();
+  runnerOptions.overlapTransfers = pipeline.overlap;
   auto created = drv::RankRunner::create(*module, job.ctx, job.world, runnerOptions);
   if (!created)
     return job.fail(llvm::toString(created.takeError()));

@@ -47,6 +47,11 @@ public:
     int threads = 0;            ///< runtime threads; 0 = the runtime's default
     int64_t ignoreIndex = -100; ///< labels that do not count (pf-add-masked-lm-loss's)
     bool recordTimes = false;   ///< keep an ExecutedOp per executed op
+    /// Non-blocking transfers: a recv is posted at its op and waited for
+    /// right before the first call that reads the value; a send is posted at
+    /// its op and completed at the end of the step (its buffer kept until
+    /// then). Off: blocking send and recv at their ops.
+    bool overlapTransfers = true;
   };
   /// Checks that the module has one verified program per rank of `world`
   /// and compiles the stage functions this rank's program calls.
