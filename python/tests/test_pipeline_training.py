@@ -157,6 +157,8 @@ PARITY = [(model, ranks, schedule, 4, ())
     ("mini", 2, "gpipe", 4, ("--optimizer", "sgd", "--lr", "0.05")),
     ("tiny", 2, "zb-h1", 4, ("--optimizer", "lamb", "--lr", "1e-2")),
     ("tiny", 2, "1f1b", 4, ("--clip-norm", "0")),
+    # Interleaved 1F1B: 4 stages (chunks=2) on 2 ranks, rank r holding r and r + 2.
+    ("mini", 2, "interleaved", 4, ()),
 ]
 
 
@@ -428,13 +430,15 @@ def test_wrong_number_of_ranks_is_refused(setup):
     ("microbatches=0", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 0"),
     ("bogus=1", (), "no such option bogus"),
     ("stages=-1", (), "--pipeline: stages must be >= 0"),
+    ("schedule=interleaved chunks=1 microbatches=4", (),
+     "--pipeline: interleaved needs chunks >= 2, got 1"),
     ("schedule=chimera microbatches=2", (),
-     "--pipeline: schedule 'chimera' cannot run yet (gpipe, 1f1b and zb-h1 can)"),
+     "--pipeline: schedule 'chimera' cannot run yet (gpipe, 1f1b, zb-h1 and interleaved can)"),
     ("microbatches=4", ("--micro-batches", "2"),
      "--micro-batches 2 but --pipeline has microbatches=4"),
     ("microbatches=2", ("--kfac",), "--kfac with --pipeline is not supported yet"),
     ("microbatches=2", ("--eval-every", "5"), "--eval-every with --pipeline is not supported yet"),
-], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chimera",
+], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks", "chimera",
         "micro-batches", "kfac", "eval"])
 def test_bad_pipeline_options_are_refused(setup, spec, args, message):
     proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)

@@ -87,6 +87,7 @@ struct Event {
   const NamedValue *value{};   // Send, Recv
   int micro = 0;               // Send, Recv
   int peer = 0;                // Send, Recv
+  int chunk = 0;               // Send, Recv: the sending stage's chunk (interleaved)
 };
 
 struct BuildRankProgramsPass
@@ -115,15 +116,16 @@ struct BuildRankProgramsPass
     scheduleKind = schedule;
     if (scheduleKind != sched::ScheduleKind::GPipe &&
         scheduleKind != sched::ScheduleKind::OneFOneB &&
-        scheduleKind != sched::ScheduleKind::ZBH1)
+        scheduleKind != sched::ScheduleKind::ZBH1 &&
+        scheduleKind != sched::ScheduleKind::Interleaved)
       return fail() << "schedule '" << sched::scheduleKindName(scheduleKind)
                     << "' needs stage functions that do not exist yet (chunks or replicas); "
-                       "supported: gpipe, 1f1b, zb-h1";
+                       "supported: gpipe, 1f1b, zb-h1, interleaved";
     if (microbatches < 1)
       return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
     if (!module.getOps<RankProgramOp>().empty())
       return fail() << "the module already has pf.rank_program ops";
-    if (failed(findStages()) || failed(findTransfers()))
+    if (failed(findStages()) || failed(findTransfers()) || failed(placeStages()))
       return failure();
     if (clipNorm < 0 || (clipNorm > 0 && !stepGradients()))
       return fail() << "clip-norm " << double(clipNorm)
@@ -212,11 +214,32 @@ struct BuildRankProgramsPass
     return success();
   }
 
+  /// Ranks of the job and where each stage runs: one stage per rank, or for
+  /// interleaved `chunks` per rank, stage s on rank s mod ranks.
+  int numRanks = 0;
+  int rankOfStage(int stage) const { return stage % numRanks; }
+
+  LogicalResult placeStages() {
+    int numStages = stages.size();
+    if (scheduleKind != sched::ScheduleKind::Interleaved) {
+      numRanks = numStages;
+      return success();
+    }
+    if (chunks < 2 || numStages % chunks != 0 || numStages / chunks < 2)
+      return fail() << "interleaved needs chunks >= 2 and at least 2 ranks of `chunks` stages "
+                       "each: the module has "
+                    << numStages << " stages, chunks=" << int64_t(chunks)
+                    << " (run pf-split-stages with stages = ranks × chunks)";
+    numRanks = numStages / int(chunks);
+    return success();
+  }
+
   FailureOr<sched::PipelineProgram> buildSchedule() {
     int numStages = stages.size();
     sched::PipelineConfig config;
     config.kind = scheduleKind;
-    config.devices = numStages;
+    config.devices = numRanks;
+    config.chunks = int(chunks);
     config.microbatches = int(microbatches);
     // GPipe's, 1F1B's and ZB-H1's orders do not depend on durations: one
     // unit layer per stage satisfies the library's checks.
@@ -265,11 +288,11 @@ struct BuildRankProgramsPass
       return forwardDone[pass.stage][pass.micro] &&
              (pass.stage + 1 == numStages || backwardDone[pass.stage + 1][pass.micro]);
     };
-    SmallVector<SmallVector<Event>> events(numStages);
-    std::vector<size_t> next(numStages, 0);
+    SmallVector<SmallVector<Event>> events(numRanks);
+    std::vector<size_t> next(numRanks, 0);
     for (bool progressed = true; progressed;) {
       progressed = false;
-      for (int rank = 0; rank < numStages; ++rank) {
+      for (int rank = 0; rank < numRanks; ++rank) {
         if (next[rank] == program.order[rank].size() || !ready(program.order[rank][next[rank]]))
           continue;
         sched::PipelineOp pass = program.order[rank][next[rank]++];
@@ -279,14 +302,15 @@ struct BuildRankProgramsPass
           continue; // sends nothing
         bool forward = pass.pass == sched::PassKind::Forward;
         (forward ? forwardDone : backwardDone)[pass.stage][pass.micro] = true;
-        int peer = forward ? pass.stage + 1 : pass.stage - 1;
+        int peer = rankOfStage(forward ? pass.stage + 1 : pass.stage - 1);
         for (const NamedValue &value : (forward ? forwardOut : backwardOut)[pass.stage]) {
-          events[rank].push_back({Event::Send, {}, &value, pass.micro, peer});
-          events[peer].push_back({Event::Recv, {}, &value, pass.micro, rank});
+          int chunk = pass.stage / numRanks;
+          events[rank].push_back({Event::Send, {}, &value, pass.micro, peer, chunk});
+          events[peer].push_back({Event::Recv, {}, &value, pass.micro, rank, chunk});
         }
       }
     }
-    for (int rank = 0; rank < numStages; ++rank)
+    for (int rank = 0; rank < numRanks; ++rank)
       if (next[rank] != program.order[rank].size())
         return fail() << "the " << sched::scheduleKindName(scheduleKind)
                       << " order of rank " << rank << " cannot run past pass " << next[rank];
@@ -297,10 +321,11 @@ struct BuildRankProgramsPass
   struct TiedGradient {
     SmallVector<int64_t> ranks;
     RankedTensorType type;
+    int64_t firstStage = -1;
   };
 
   /// grad/<param> returned by several stages' backwards, by name: summed over
-  /// those ranks (one stage per rank) at the end of the step.
+  /// the ranks holding those stages at the end of the step.
   FailureOr<std::map<std::string, TiedGradient>> tiedGradients() {
     std::map<std::string, TiedGradient> byName;
     for (auto [s, functions] : llvm::enumerate(stages))
@@ -308,8 +333,11 @@ struct BuildRankProgramsPass
         TiedGradient &entry = byName[grad.name];
         if (entry.type && entry.type != grad.type)
           return fail() << "'" << grad.name << "' has type " << entry.type << " on stage "
-                        << entry.ranks[0] << " but " << grad.type << " on stage " << s;
-        entry.ranks.push_back(s);
+                        << entry.firstStage << " but " << grad.type << " on stage " << s;
+        if (entry.firstStage < 0)
+          entry.firstStage = int64_t(s);
+        if (!llvm::is_contained(entry.ranks, rankOfStage(s)))
+          entry.ranks.push_back(rankOfStage(s));
         entry.type = grad.type;
       }
     std::map<std::string, TiedGradient> tied;
@@ -323,10 +351,13 @@ struct BuildRankProgramsPass
                     const std::map<std::string, TiedGradient> &tied) {
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
-    int64_t numRanks = stages.size();
     for (int64_t rank = 0; rank < numRanks; ++rank) {
+      SmallVector<int64_t> held;
+      for (int64_t s = 0, e = stages.size(); s < e; ++s)
+        if (rankOfStage(s) == rank)
+          held.push_back(s);
       auto program = RankProgramOp::create(builder, loc, "rank" + std::to_string(rank),
-                                           uint64_t(rank), uint64_t(numRanks), {rank},
+                                           uint64_t(rank), uint64_t(numRanks), held,
                                            uint64_t(microbatches));
       OpBuilder body = OpBuilder::atBlockEnd(&program.getBody().emplaceBlock());
       for (const Event &event : events[rank])
@@ -334,19 +365,20 @@ struct BuildRankProgramsPass
       for (const auto &[name, entry] : tied)
         if (llvm::is_contained(entry.ranks, rank))
           AllReduceOp::create(body, loc, name, entry.ranks, entry.type);
-      emitStepEnd(body, loc, rank);
+      emitStepEnd(body, loc, held);
     }
   }
 
   /// The update of a split module with optimizer (pf-add-optimizer's
   /// `stage<s>_update`), after the clipping over all ranks.
-  void emitStepEnd(OpBuilder &body, Location loc, int64_t rank) {
-    auto update = module.lookupSymbol<func::FuncOp>("stage" + std::to_string(rank) + "_update");
+  void emitStepEnd(OpBuilder &body, Location loc, ArrayRef<int64_t> held) {
     if (clipNorm > 0)
       ClipGradientsOp::create(body, loc, body.getF64FloatAttr(clipNorm), stepGradients());
-    if (update)
-      RunStageOp::create(body, loc, StageTaskKind::Update, update.getSymName(), IntegerAttr(),
-                         IntegerAttr());
+    for (int64_t stage : held)
+      if (auto update =
+              module.lookupSymbol<func::FuncOp>("stage" + std::to_string(stage) + "_update"))
+        RunStageOp::create(body, loc, StageTaskKind::Update, update.getSymName(), IntegerAttr(),
+                           IntegerAttr());
   }
 
   /// pf-split-stages' record of the step's gradient order.
@@ -374,7 +406,12 @@ struct BuildRankProgramsPass
                          builder.getI64IntegerAttr(event.pass.micro), IntegerAttr());
       return;
     }
-    int64_t tag = nameIndex.lookup(event.value->name) * microbatches + event.micro;
+    // A value relayed through every stage (the attention mask) crosses the
+    // same pair of ranks once per chunk under interleaving: the chunk keeps
+    // the tags apart (0, and so the plain tag, with one stage per rank).
+    int64_t tag = (event.chunk * int64_t(nameIndex.size()) + nameIndex.lookup(event.value->name)) *
+                      microbatches +
+                  event.micro;
     if (event.kind == Event::Send)
       SendActOp::create(builder, loc, event.value->name, uint64_t(event.micro),
                         uint64_t(event.peer), uint64_t(tag), event.value->type);

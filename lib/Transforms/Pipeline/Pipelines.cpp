@@ -35,7 +35,8 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   gradients.tagOrigin = true;
   pm.addPass(createPFBuildGradients(gradients));
   PFSplitStagesOptions split;
-  split.stages = pipeline.stages;
+  bool interleaved = pipeline.schedule == ::pf::sched::ScheduleKind::Interleaved;
+  split.stages = interleaved ? pipeline.stages * pipeline.chunks : pipeline.stages;
   // Zero-bubble schedules run the input and weight halves of each backward.
   split.splitBackward = pipeline.schedule == ::pf::sched::ScheduleKind::ZBH1;
   pm.addPass(createPFSplitStages(split));
@@ -43,6 +44,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   PFBuildRankProgramsOptions programs;
   programs.schedule = pipeline.schedule;
   programs.microbatches = pipeline.microbatches;
+  programs.chunks = pipeline.chunks;
   programs.clipNorm = training.clipNorm;
   pm.addPass(createPFBuildRankPrograms(programs));
 }
@@ -74,8 +76,9 @@ struct PipelinedTrainingOptions {
     WithoutKfac<Binder> withoutKfac{binder};
     training.bindOptions(withoutKfac);
     binder.opt("stages", pipeline.stages, "Pipeline stages, one per rank");
-    binder.opt("schedule", pipeline.schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1)",
-               scheduleKindValues());
+    binder.opt("schedule", pipeline.schedule,
+               "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved)", scheduleKindValues());
+    binder.opt("chunks", pipeline.chunks, "interleaved: model chunks per rank");
   }
 };
 } // namespace

@@ -10,7 +10,7 @@
 // ZB: error: pf-build-rank-programs: schedule 'zb-h1' needs @stage0_backward_input and @stage0_backward_weight (run pf-split-stages with split-backward=true)
 // ZB-WEIGHT: error: pf-build-rank-programs: schedule 'zb-h1' needs @stage1_backward_input and @stage1_backward_weight (run pf-split-stages with split-backward=true)
 // CHIMERA: error: pf-build-rank-programs: schedule 'chimera' needs stage functions that do not exist yet (chunks or replicas); supported: gpipe, 1f1b, zb-h1
-// INTERLEAVED: error: pf-build-rank-programs: schedule 'interleaved' needs stage functions that do not exist yet
+// INTERLEAVED: error: pf-build-rank-programs: interleaved needs chunks >= 2 and at least 2 ranks of `chunks` stages each
 // ZERO: error: pf-build-rank-programs: microbatches must be >= 1, got 0
 // UNKNOWN: for the --schedule option: schedule must be gpipe, 1f1b, interleaved, chimera or zb-h1, got '2f2b'
 

@@ -71,6 +71,8 @@ struct PipelineRunOptions {
   int64_t stages = 0;
   ::pf::sched::ScheduleKind schedule = ::pf::sched::ScheduleKind::OneFOneB;
   int64_t microbatches = 4;
+  /// interleaved: stages per rank (the model is cut into stages × chunks).
+  int64_t chunks = 2;
   /// Run the transfers non-blocking (recv posted at its op, waited for by
   /// its first reader; sends completed at the end of the step). Host-side
   /// only: the programs are the same.
@@ -79,8 +81,10 @@ struct PipelineRunOptions {
   template <typename Binder>
   void bindOptions(Binder &binder) {
     binder.opt("stages", stages, "Pipeline stages, one per rank (0: the job's ranks)");
-    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1)", scheduleKindValues());
+    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved)", scheduleKindValues());
     binder.opt("microbatches", microbatches, "Micro-batches per step");
+    binder.opt("chunks", chunks,
+               "interleaved: model chunks per rank (stage s on rank s mod ranks)");
     binder.opt("overlap", overlap,
                "Non-blocking transfers that overlap the computation (false: blocking send "
                "and recv at their program ops)");

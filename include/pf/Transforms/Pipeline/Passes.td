@@ -305,6 +305,9 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
            [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
            "Micro-batches per step">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"2",
+           "interleaved: stages per rank (model chunks); the module's stage count must "
+           "be ranks × chunks, rank r holding stages r, r + ranks, ... (default: 2)">,
     Option<"clipNorm", "clip-norm", "double", /*default=*/"0",
            "Clip the step's gradients by their global norm over all ranks "
            "(pf.clip_gradients, in the module's pf.step_gradients order) before the "
