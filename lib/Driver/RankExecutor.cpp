@@ -636,6 +636,7 @@ llvm::Error runRank(ModuleOp module, const RankRunOptions &options, pfrt_context
   RankRunner::Options runnerOptions;
   runnerOptions.threads = options.threads;
   runnerOptions.ignoreIndex = options.ignoreIndex;
+  runnerOptions.overlapTransfers = options.overlapTransfers;
   auto runner = RankRunner::create(module, ctx, world, runnerOptions);
   if (!runner)
     return runner.takeError();

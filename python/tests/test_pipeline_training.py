@@ -559,3 +559,32 @@ def test_trace_and_svg_of_every_rank(setup, tmp_path):
         assert all(e["dur"] >= 0 for e in compute + comm)
     text = svg.read_text()
     assert text.startswith("<svg") and text.count("<rect") >= len(events)
+
+
+def test_pf_run_training_step_with_the_pipeline(setup, tmp_path):
+    """pf-run --training-step --pipeline (one step under mpirun) writes the loss
+    and the clipped gradients the updates applied, bitwise those of the
+    single-process step with --micro-batches 4."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 60, (8, 16)).astype(np.int64)
+    labels = np.where(rng.random(ids.shape) < 0.3, ids, -100).astype(np.int64)
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, input_ids=ids, token_type_ids=np.zeros_like(ids),
+             attention_mask=np.ones_like(ids), labels=labels, lr=np.float64(1e-3),
+             step=np.int64(1))
+    model = [str(tool("pf-run")), str(setup / "mini.onnx"), "--dim", "batch=8", "--dim",
+             "sequence=16", "--training-step", "--num-threads", "1", "--inputs", str(inputs)]
+    single, piped = tmp_path / "single.npz", tmp_path / "pipeline.npz"
+    _run([*model, "--micro-batches", "4", "--outputs", str(single)], timeout=120)
+    proc = _run([MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", "2", *model,
+                 "--pipeline", "stages=2 schedule=1f1b microbatches=4", "--outputs",
+                 str(piped)], timeout=120)
+    assert "ranks 2, micro-batches 4" in proc.stdout, proc.stdout
+    want, got = _load(single), _load(piped)
+    assert "loss" in got and any(k.startswith("grad/") for k in got)
+    _assert_same_checkpoint(got, want)
+    # Without stages (pf-run does not know the job's size before building).
+    proc = _run([MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", "2", *model,
+                 "--pipeline", "microbatches=4"], timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "--pipeline needs stages=D, the job's ranks" in proc.stderr, proc.stderr

@@ -18,6 +18,7 @@
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Transforms/OptionBinder.h"
 #include "pf/Transforms/Passes.h"
+#include "pf/Transforms/Pipeline/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -105,8 +106,17 @@ static cl::opt<bool> runRanks(
              "over the stage functions, one rank per program; rank 0 writes 'loss' and "
              "'grad/<parameter>'"),
     cl::cat(category));
+static cl::opt<std::string> pipelineSpec(
+    "pipeline",
+    cl::desc("With --training-step, under mpirun -np D: run the step pipeline-parallel, one "
+             "stage per rank, as pf-train --pipeline does: \"stages=D schedule=gpipe|1f1b|"
+             "zb-h1|interleaved microbatches=N [chunks=C] [overlap=false]\" (stages required); "
+             "rank 0 writes 'loss' and the clipped 'grad/<parameter>' the updates applied"),
+    cl::value_desc("OPTIONS"), cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
+/// --pipeline, parsed in main.
+static mlir::pf::PipelineRunOptions pipeline;
 
 namespace {
 int fail(const llvm::Twine &message) {
@@ -170,7 +180,8 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
       fail(error);
       return nullptr;
     }
-    const int64_t stepMicrobatches = training.microbatches;
+    const int64_t stepMicrobatches =
+        pipelineSpec.empty() ? training.microbatches : pipeline.microbatches;
     if (trainingStep && stepMicrobatches > 1) {
       // The model is built for one micro-batch; the step takes all of them.
       auto batch = options.dimValues.find("batch");
@@ -222,6 +233,27 @@ int main(int argc, char **argv) {
   }
   if (training.microbatches < 1)
     return fail("--micro-batches must be >= 1");
+  if (!pipelineSpec.empty()) {
+    mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
+    if (failed(parsed.parseFromString(pipelineSpec)))
+      return fail("--pipeline \"" + pipelineSpec + "\": see the messages above");
+    pipeline = parsed.get();
+    if (!trainingStep)
+      return fail("--pipeline needs --training-step");
+    if (pipeline.stages < 1)
+      return fail("--pipeline needs stages=D, the job's ranks (got " +
+                  llvm::Twine(pipeline.stages) + ")");
+    if (pipeline.microbatches < 1)
+      return fail("--pipeline: microbatches must be >= 1");
+    if (training.microbatches != 1 && training.microbatches != pipeline.microbatches)
+      return fail(llvm::formatv("--micro-batches {0} but --pipeline has microbatches={1}",
+                                training.microbatches, pipeline.microbatches));
+    if (training.kfac)
+      return fail("--kfac with --pipeline is not supported yet");
+    if (!entry.empty() || !aotDirectory.empty() || !profileFile.empty() || runStages || runRanks)
+      return fail("--pipeline takes none of --entry, --aot, --profile, --run-stages, "
+                  "--run-ranks");
+  }
 
   DialectRegistry registry;
   registry.insert<mlir::pf::PFDialect, func::FuncDialect, arith::ArithDialect,
@@ -254,6 +286,21 @@ int main(int argc, char **argv) {
   }
   if (runStages)
     return drv::runStagesTool(*module, inputsFile, outputsFile, training.microbatches, threads);
+  if (!pipelineSpec.empty()) {
+    PassManager pm(&context);
+    mlir::pf::buildPipelinedTrainingPipeline(pm, training, pipeline);
+    if (failed(pm.run(*module)))
+      return fail("building the pipelined training step failed");
+    if (!emitStepFile.empty())
+      if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
+        return fail(llvm::toString(std::move(err)));
+    drv::RankRunOptions rankOptions;
+    rankOptions.inputsFile = inputsFile;
+    rankOptions.outputsFile = outputsFile;
+    rankOptions.threads = threads;
+    rankOptions.overlapTransfers = pipeline.overlap;
+    return drv::runRanksTool(*module, rankOptions);
+  }
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
   if (!emitStepFile.empty())

@@ -109,6 +109,7 @@ struct RankRunOptions {
   int64_t microbatches = 0;
   int threads = 0;            ///< runtime threads of each rank; 0 = the runtime's default
   int64_t ignoreIndex = -100; ///< labels that do not count (pf-add-masked-lm-loss's)
+  bool overlapTransfers = true; ///< RankRunner::Options::overlapTransfers
 };
 
 /// pf-run --run-ranks, on every rank of the job: creates the communicator,
