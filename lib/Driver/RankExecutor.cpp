@@ -395,8 +395,11 @@ private:
       return error("no backward on this rank returned '" + name + "'");
     std::vector<NpyArray> &pieces = it->second;
     for (int64_t m = 0; m < M; ++m) {
-      if (pieces[m].data.empty())
-        return error(llvm::formatv("'{0}' of micro-batch {1} is not computed yet", name, m));
+      // Chimera: a micro-batch another replica ran contributes nothing. -0.0
+      // is IEEE addition's identity (x + -0 = x for every x, -0 included),
+      // so the sum stays the other member's value bit for bit.
+      if (pieces[m].data.empty() && !(pieces[m] = negativeZeros(op.getType(), name)).dtype)
+        return error(llvm::formatv("'{0}' has an element type the runtime cannot sum", name));
       if (auto err = checkType(pieces[m], op.getType(), name))
         return err;
     }
@@ -418,6 +421,46 @@ private:
     if (r.rankIndex != *llvm::min_element(op.getRanks()))
       notReported.insert(name);
     return llvm::Error::success();
+  }
+
+  /// Chimera: the last stage runs on two ranks, each computing the loss of
+  /// its pipe's micro-batches. Every rank contributes its losses (others
+  /// -0.0, the identity) to one all-reduce, so each holds every micro-batch's
+  /// loss bit for bit.
+  llvm::Error gatherLosses() {
+    NpyArray all = zeros(PFRT_F32, {M});
+    float *slot = reinterpret_cast<float *>(all.data.data());
+    for (int64_t m = 0; m < M; ++m) {
+      slot[m] = -0.0f;
+      if (!losses[m].data.empty()) {
+        if (losses[m].dtype != PFRT_F32 || losses[m].numElements() != 1)
+          return error("the loss of micro-batch " + std::to_string(m) + " is not an f32 scalar");
+        std::memcpy(&slot[m], losses[m].data.data(), sizeof(float));
+      }
+    }
+    auto t = descriptor(all);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_all_reduce_sum(r.ctx, r.world, &*t) != PFRT_OK)
+      return commError("exchanging the micro-batches' losses");
+    for (int64_t m = 0; m < M; ++m) {
+      NpyArray value = zeros(PFRT_F32, {});
+      std::memcpy(value.data.data(), &slot[m], sizeof(float));
+      losses[m] = std::move(value);
+    }
+    return llvm::Error::success();
+  }
+
+  /// A tensor of `type` filled with -0.0 (dtype 0 for a non-float type).
+  static NpyArray negativeZeros(RankedTensorType type, const std::string &) {
+    NpyArray a = zeros(dtypeOf(type), {type.getShape().begin(), type.getShape().end()});
+    if (a.dtype == PFRT_F32)
+      std::fill_n(reinterpret_cast<float *>(a.data.data()), a.numElements(), -0.0f);
+    else if (a.dtype == PFRT_F64)
+      std::fill_n(reinterpret_cast<double *>(a.data.data()), a.numElements(), -0.0);
+    else
+      a.dtype = 0;
+    return a;
   }
 
   /// The global norm as the single-process pfrt_clip_by_global_norm forms it:
@@ -496,6 +539,11 @@ private:
       return weightedMicrobatchSum(name, refs, counts);
     };
     bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
+    if (r.lossReporter >= 0) {
+      if (auto err = gatherLosses())
+        return err;
+      holdsLoss = r.rankIndex == r.lossReporter;
+    }
     for (int64_t m = 0; holdsLoss && m < M; ++m)
       if (losses[m].data.empty())
         return error("no forward returned 'loss' of micro-batch " + std::to_string(m));
@@ -708,6 +756,18 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
   if (!program)
     return program.takeError();
   runner->compiledProgram = std::move(*program);
+  // Where the loss comes from: the last stage's rank, or (Chimera: that stage
+  // on several ranks) the lowest of them after an exchange.
+  int64_t lastStage = -1;
+  std::vector<int64_t> holders;
+  for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>())
+    for (int64_t stage : other.getStages())
+      lastStage = std::max(lastStage, stage);
+  for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>())
+    if (other.holdsStage(lastStage))
+      holders.push_back(other.getRankValue());
+  if (holders.size() > 1)
+    runner->lossReporter = int32_t(*llvm::min_element(holders));
   return runner;
 }
 

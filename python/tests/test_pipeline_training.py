@@ -159,6 +159,9 @@ PARITY = [(model, ranks, schedule, 4, ())
     ("tiny", 2, "1f1b", 4, ("--clip-norm", "0")),
     # Interleaved 1F1B: 4 stages (chunks=2) on 2 ranks, rank r holding r and r + 2.
     ("mini", 2, "interleaved", 4, ()),
+    # Chimera: two replicas, rank r holding stage r (down) and D-1-r (up).
+    ("mini", 2, "chimera", 4, ()),
+    ("mini", 4, "chimera", 4, ()),
 ]
 
 
@@ -432,13 +435,11 @@ def test_wrong_number_of_ranks_is_refused(setup):
     ("stages=-1", (), "--pipeline: stages must be >= 0"),
     ("schedule=interleaved chunks=1 microbatches=4", (),
      "--pipeline: interleaved needs chunks >= 2, got 1"),
-    ("schedule=chimera microbatches=2", (),
-     "--pipeline: schedule 'chimera' cannot run yet (gpipe, 1f1b, zb-h1 and interleaved can)"),
     ("microbatches=4", ("--micro-batches", "2"),
      "--micro-batches 2 but --pipeline has microbatches=4"),
     ("microbatches=2", ("--kfac",), "--kfac with --pipeline is not supported yet"),
     ("microbatches=2", ("--eval-every", "5"), "--eval-every with --pipeline is not supported yet"),
-], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks", "chimera",
+], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks",
         "micro-batches", "kfac", "eval"])
 def test_bad_pipeline_options_are_refused(setup, spec, args, message):
     proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)

@@ -103,7 +103,7 @@ static cl::opt<std::string> emitStepFile(
 static cl::opt<std::string> pipelineSpec(
     "pipeline",
     cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "
-             "\"stages=D schedule=gpipe|1f1b|zb-h1|interleaved microbatches=N [chunks=C] [overlap=false]\" (stages 0 or D: the job's "
+             "\"stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N [chunks=C] [overlap=false]\" (stages 0 or D: the job's "
              "ranks), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
              "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
     cl::value_desc("OPTIONS"), cl::cat(category));
@@ -670,12 +670,9 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
   if (failed(parsed.parseFromString(pipelineSpec)))
     return fail("--pipeline \"" + pipelineSpec + "\": see the messages above; it takes "
-                "stages=D schedule=gpipe|1f1b|zb-h1|interleaved microbatches=N chunks=C overlap=true|false");
+                "stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N chunks=C overlap=true|false");
   mlir::pf::PipelineRunOptions pipeline = parsed.get();
   using ::pf::sched::ScheduleKind;
-  if (pipeline.schedule == ScheduleKind::Chimera)
-    return fail("--pipeline: schedule 'chimera' cannot run yet (gpipe, 1f1b, zb-h1 and "
-                "interleaved can)");
   if (pipeline.schedule == ScheduleKind::Interleaved && pipeline.chunks < 2)
     return fail(llvm::formatv("--pipeline: interleaved needs chunks >= 2, got {0}",
                               pipeline.chunks));
@@ -789,7 +786,6 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   std::signal(SIGINT, onStopSignal);
   std::signal(SIGTERM, onStopSignal);
 
-  const int32_t lastRank = job.size - 1;
   auto windowStart = std::chrono::steady_clock::now();
   int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
   bool stopped = false, stoppedBySigterm = false;
@@ -804,9 +800,11 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     // whether by SIGTERM: every rank learns them, so all stop after the same
     // step and rank 0 names the signal another rank received.
     std::vector<double> figures{0.0, interrupted ? 1.0 : 0.0, stopSignal == SIGTERM ? 1.0 : 0.0};
-    if (job.rank == lastRank) {
+    // Exactly one rank reports the loss (the last stage's; Chimera: the
+    // lowest holding it).
+    if (auto reported = outputs.find("loss"); reported != outputs.end()) {
       float loss;
-      std::memcpy(&loss, outputs.at("loss").data.data(), sizeof(float));
+      std::memcpy(&loss, reported->second.data.data(), sizeof(float));
       figures[0] = double(loss);
     }
     if (auto err = job.sum(figures))

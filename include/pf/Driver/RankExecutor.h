@@ -92,6 +92,9 @@ private:
   Options options;
   std::map<std::vector<int32_t>, pfrt_comm *> groups;
   double gradientNorm = 0;
+  /// -1: the loss is on the one rank holding the last stage; else (Chimera)
+  /// the rank reporting it after the losses are exchanged.
+  int32_t lossReporter = -1;
   std::vector<ExecutedOp> executedOps;
 };
 

@@ -25,6 +25,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
@@ -117,10 +119,11 @@ struct BuildRankProgramsPass
     if (scheduleKind != sched::ScheduleKind::GPipe &&
         scheduleKind != sched::ScheduleKind::OneFOneB &&
         scheduleKind != sched::ScheduleKind::ZBH1 &&
-        scheduleKind != sched::ScheduleKind::Interleaved)
+        scheduleKind != sched::ScheduleKind::Interleaved &&
+        scheduleKind != sched::ScheduleKind::Chimera)
       return fail() << "schedule '" << sched::scheduleKindName(scheduleKind)
                     << "' needs stage functions that do not exist yet (chunks or replicas); "
-                       "supported: gpipe, 1f1b, zb-h1, interleaved";
+                       "supported: gpipe, 1f1b, zb-h1, interleaved, chimera";
     if (microbatches < 1)
       return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
     if (!module.getOps<RankProgramOp>().empty())
@@ -218,6 +221,20 @@ struct BuildRankProgramsPass
   /// interleaved `chunks` per rank, stage s on rank s mod ranks.
   int numRanks = 0;
   int rankOfStage(int stage) const { return stage % numRanks; }
+  /// The schedule's layout: Chimera runs micro-batch m's stage s on the rank
+  /// of its pipe (down: s, up: D-1-s).
+  sched::PipelineLayout layout;
+  bool isChimera() const { return scheduleKind == sched::ScheduleKind::Chimera; }
+  int rankOf(int stage, int micro) const {
+    return isChimera() ? layout.deviceOf(layout.pipeOf(micro), stage) : rankOfStage(stage);
+  }
+  /// Every rank running some micro-batch of `stage`.
+  SmallVector<int64_t> ranksOfStage(int stage) const {
+    if (!isChimera())
+      return {rankOfStage(stage)};
+    int64_t down = layout.deviceOf(0, stage), up = layout.deviceOf(1, stage);
+    return down == up ? SmallVector<int64_t>{down} : SmallVector<int64_t>{down, up};
+  }
 
   LogicalResult placeStages() {
     int numStages = stages.size();
@@ -251,6 +268,7 @@ struct BuildRankProgramsPass
     auto program = sched::buildPipeline(config, costs);
     if (!program)
       return fail() << program.error();
+    layout = program->layout;
     // gpipe/1f1b over split functions: each backward as its two halves.
     for (auto &order : program->order) {
       std::vector<sched::PipelineOp> passes;
@@ -302,7 +320,7 @@ struct BuildRankProgramsPass
           continue; // sends nothing
         bool forward = pass.pass == sched::PassKind::Forward;
         (forward ? forwardDone : backwardDone)[pass.stage][pass.micro] = true;
-        int peer = rankOfStage(forward ? pass.stage + 1 : pass.stage - 1);
+        int peer = rankOf(forward ? pass.stage + 1 : pass.stage - 1, pass.micro);
         for (const NamedValue &value : (forward ? forwardOut : backwardOut)[pass.stage]) {
           int chunk = pass.stage / numRanks;
           events[rank].push_back({Event::Send, {}, &value, pass.micro, peer, chunk});
@@ -336,11 +354,14 @@ struct BuildRankProgramsPass
                         << entry.firstStage << " but " << grad.type << " on stage " << s;
         if (entry.firstStage < 0)
           entry.firstStage = int64_t(s);
-        if (!llvm::is_contained(entry.ranks, rankOfStage(s)))
-          entry.ranks.push_back(rankOfStage(s));
+        for (int64_t rank : ranksOfStage(int(s)))
+          if (!llvm::is_contained(entry.ranks, rank))
+            entry.ranks.push_back(rank);
         entry.type = grad.type;
       }
     std::map<std::string, TiedGradient> tied;
+    for (auto &[name, entry] : byName)
+      llvm::sort(entry.ranks);
     for (auto &[name, entry] : byName)
       if (entry.ranks.size() > 1)
         tied[name] = entry;
@@ -354,7 +375,7 @@ struct BuildRankProgramsPass
     for (int64_t rank = 0; rank < numRanks; ++rank) {
       SmallVector<int64_t> held;
       for (int64_t s = 0, e = stages.size(); s < e; ++s)
-        if (rankOfStage(s) == rank)
+        if (llvm::is_contained(ranksOfStage(int(s)), rank))
           held.push_back(s);
       auto program = RankProgramOp::create(builder, loc, "rank" + std::to_string(rank),
                                            uint64_t(rank), uint64_t(numRanks), held,
@@ -374,11 +395,75 @@ struct BuildRankProgramsPass
   void emitStepEnd(OpBuilder &body, Location loc, ArrayRef<int64_t> held) {
     if (clipNorm > 0)
       ClipGradientsOp::create(body, loc, body.getF64FloatAttr(clipNorm), stepGradients());
+    SmallVector<func::FuncOp> updates;
     for (int64_t stage : held)
       if (auto update =
               module.lookupSymbol<func::FuncOp>("stage" + std::to_string(stage) + "_update"))
-        RunStageOp::create(body, loc, StageTaskKind::Update, update.getSymName(), IntegerAttr(),
-                           IntegerAttr());
+        updates.push_back(update);
+    // A rank holding two stages that update one parameter (Chimera's first
+    // and last stage share the tied embedding) must apply that update once.
+    if (updatesShareAParameter(updates))
+      updates = {mergeUpdates(updates, body.getBlock()->getParentOp())};
+    for (func::FuncOp update : updates)
+      RunStageOp::create(body, loc, StageTaskKind::Update, update.getSymName(), IntegerAttr(),
+                         IntegerAttr());
+  }
+
+  /// The parameter an optimizer update op writes (pf.sgd_update,
+  /// pf.adamw_update, pf.lamb_update all name it `param`).
+  static FlatSymbolRefAttr updatedParameter(Operation *op) {
+    return op->getAttrOfType<FlatSymbolRefAttr>("param");
+  }
+
+  static bool updatesShareAParameter(ArrayRef<func::FuncOp> updates) {
+    llvm::StringSet<> seen;
+    for (func::FuncOp update : updates)
+      for (Operation &op : update.getBody().front())
+        if (auto param = updatedParameter(&op); param && !seen.insert(param.getValue()).second)
+          return true;
+    return false;
+  }
+
+  /// `@rank<r>_update`: the updates of `updates` in one function, arguments
+  /// matched by name, each parameter updated once (the gradients of a shared
+  /// parameter are the same combined value on every stage that returns it).
+  func::FuncOp mergeUpdates(ArrayRef<func::FuncOp> updates, Operation *program) {
+    SmallVector<Type> types;
+    SmallVector<StringAttr> names;
+    for (func::FuncOp update : updates)
+      for (unsigned i = 0; i < update.getNumArguments(); ++i) {
+        auto name = update.getArgAttrOfType<StringAttr>(i, kNameAttrName);
+        if (!llvm::is_contained(names, name)) {
+          names.push_back(name);
+          types.push_back(update.getArgumentTypes()[i]);
+        }
+      }
+    OpBuilder builder(program);
+    std::string symbol =
+        (cast<RankProgramOp>(program).getSymName() + "_update").str();
+    auto merged = func::FuncOp::create(builder, program->getLoc(), symbol,
+                                       builder.getFunctionType(types, {}));
+    merged->setAttr(kStageAttrName, updates.front()->getAttr(kStageAttrName));
+    Block *entry = merged.addEntryBlock();
+    for (auto [i, name] : llvm::enumerate(names))
+      merged.setArgAttr(i, kNameAttrName, name);
+    builder.setInsertionPointToEnd(entry);
+    llvm::StringSet<> updated;
+    for (func::FuncOp update : updates) {
+      IRMapping map;
+      for (unsigned i = 0; i < update.getNumArguments(); ++i)
+        map.map(update.getArgument(i),
+                entry->getArgument(llvm::find(names, update.getArgAttrOfType<StringAttr>(
+                                                         i, kNameAttrName)) -
+                                   names.begin()));
+      for (Operation &op : update.getBody().front().without_terminator()) {
+        if (auto param = updatedParameter(&op); param && !updated.insert(param.getValue()).second)
+          continue;
+        builder.clone(op, map);
+      }
+    }
+    func::ReturnOp::create(builder, program->getLoc());
+    return merged;
   }
 
   /// pf-split-stages' record of the step's gradient order.

@@ -1,7 +1,6 @@
 // RUN: pf-opt %s -split-input-file --pf-build-rank-programs="schedule=1f1b microbatches=2" -verify-diagnostics
 // RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=ZB
 // RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=ZB-WEIGHT
-// RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=chimera" 2>&1 | FileCheck %s --check-prefix=CHIMERA
 // RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
 // RUN: not pf-opt %s -split-input-file --pf-build-rank-programs="microbatches=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not pf-opt %s --pf-build-rank-programs="schedule=2f2b" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
@@ -9,7 +8,6 @@
 // zb-h1 needs the backward halves of pf-split-stages{split-backward=true}.
 // ZB: error: pf-build-rank-programs: schedule 'zb-h1' needs @stage0_backward_input and @stage0_backward_weight (run pf-split-stages with split-backward=true)
 // ZB-WEIGHT: error: pf-build-rank-programs: schedule 'zb-h1' needs @stage1_backward_input and @stage1_backward_weight (run pf-split-stages with split-backward=true)
-// CHIMERA: error: pf-build-rank-programs: schedule 'chimera' needs stage functions that do not exist yet (chunks or replicas); supported: gpipe, 1f1b, zb-h1
 // INTERLEAVED: error: pf-build-rank-programs: interleaved needs chunks >= 2 and at least 2 ranks of `chunks` stages each
 // ZERO: error: pf-build-rank-programs: microbatches must be >= 1, got 0
 // UNKNOWN: for the --schedule option: schedule must be gpipe, 1f1b, interleaved, chimera or zb-h1, got '2f2b'

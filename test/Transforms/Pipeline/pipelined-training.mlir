@@ -6,6 +6,8 @@
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2" | FileCheck %s
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=zb-h1 micro-batches=2 clip-norm=0 optimizer=sgd" | FileCheck %s --check-prefix=ZB
 // RUN: not pf-opt %s --pf-pipelined-training="stages=2 kfac=true" 2>&1 | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2" | FileCheck %s --check-prefix=CHIMERA
+// RUN: not pf-opt %s --pf-pipelined-training="stages=3 schedule=chimera micro-batches=2" 2>&1 | FileCheck %s --check-prefix=CHIMERA-ODD
 
 // The step's gradient order, for the single-process norm.
 // CHECK: module attributes {pf.step_gradients = ["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]}
@@ -40,6 +42,25 @@
 // ZB: pf.run_stage update @stage0_update
 
 // KFAC: no such option kfac
+
+// Chimera: both ranks hold both stages (down pipe: stage s on rank s, up: on
+// rank 1 - s), every gradient is summed between the replicas, and each rank
+// applies one merged update (the tied embedding once, not once per stage).
+// CHIMERA-LABEL: func.func @rank0_update(
+// CHIMERA-COUNT-1: pf.adamw_update @bert.embeddings.word_embeddings.weight(
+// CHIMERA: return
+// CHIMERA-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1]) microbatches(2)
+// CHIMERA-DAG: pf.run_stage forward @stage0_forward microbatch(0)
+// CHIMERA-DAG: pf.run_stage forward @stage1_forward microbatch(1)
+// CHIMERA: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// CHIMERA: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1])
+// CHIMERA-NEXT: pf.clip_gradients
+// CHIMERA-NEXT: pf.run_stage update @rank0_update
+// CHIMERA-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1])
+// CHIMERA-DAG: pf.run_stage forward @stage1_forward microbatch(0)
+// CHIMERA-DAG: pf.run_stage forward @stage0_forward microbatch(1)
+// CHIMERA: pf.run_stage update @rank1_update
+// CHIMERA-ODD: error: pf-build-rank-programs: chimera needs an even number of stages (got 3)
 
 pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
