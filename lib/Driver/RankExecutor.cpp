@@ -190,6 +190,9 @@ private:
     return llvm::Error::success();
   }
 
+  /// c_m of each micro-batch (M > 1), once counted.
+  std::vector<int64_t> tokenCounts;
+
   double now() {
     double t = 0;
     pfrt_comm_wall_time(r.ctx, r.world, &t);
@@ -383,13 +386,17 @@ private:
     return group;
   }
 
-  /// Sums every micro-batch's value of a gradient over the member ranks, in
-  /// one call on the stacked values: each micro-batch's sum is then the one
-  /// runStages forms before weighting (exactly a + b with two members).
+  /// Sums a gradient over its member ranks. Two members (the tied word
+  /// embedding on the first and the last stage) exchange it asymmetrically
+  /// and combine it once (exchangeCombined); more members all-reduce every
+  /// micro-batch's value (allReduceStacked). Either way each micro-batch's
+  /// sum is the a + b that runStages forms before weighting.
   llvm::Error allReduce(pf::AllReduceOp op) {
     std::string name = op.getValue().str();
     if (isCombined)
       return error("'" + name + "' is all-reduced after the gradients were combined");
+    if (combined.count(name))
+      return error("'" + name + "' is all-reduced twice");
     auto it = gradients.find(name);
     if (it == gradients.end())
       return error("no backward on this rank returned '" + name + "'");
@@ -403,23 +410,148 @@ private:
       if (auto err = checkType(pieces[m], op.getType(), name))
         return err;
     }
+    auto group = groupOf(op.getRanks());
+    if (!group)
+      return group.takeError();
+    bool isFloat = pieces[0].dtype == PFRT_F32 || pieces[0].dtype == PFRT_F64;
+    llvm::Error err = pfrt_comm_size(*group) == 2 && isFloat
+                          ? exchangeCombined(name, pieces, *group)
+                          : allReduceStacked(name, pieces, *group);
+    if (err)
+      return err;
+    if (r.rankIndex != *llvm::min_element(op.getRanks()))
+      notReported.insert(name);
+    return llvm::Error::success();
+  }
+
+  /// Every micro-batch's value summed over the members in one call on the
+  /// stacked values (M × the gradient's bytes; with three or more members
+  /// the library chooses the association).
+  llvm::Error allReduceStacked(const std::string &name, std::vector<NpyArray> &pieces,
+                               pfrt_comm *group) {
     int64_t elements = pieces[0].numElements();
     size_t bytes = pieces[0].data.size();
     NpyArray stacked = zeros(pieces[0].dtype, {M * elements});
     for (int64_t m = 0; m < M; ++m)
       std::memcpy(stacked.data.data() + m * bytes, pieces[m].data.data(), bytes);
-    auto group = groupOf(op.getRanks());
-    if (!group)
-      return group.takeError();
     auto t = descriptor(stacked);
     if (!t)
       return t.takeError();
-    if (pfrt_comm_all_reduce_sum(r.ctx, *group, &*t) != PFRT_OK)
+    if (pfrt_comm_all_reduce_sum(r.ctx, group, &*t) != PFRT_OK)
       return commError("all-reducing '" + name + "'");
     for (int64_t m = 0; m < M; ++m)
       std::memcpy(pieces[m].data.data(), stacked.data.data() + m * bytes, bytes);
-    if (r.rankIndex != *llvm::min_element(op.getRanks()))
-      notReported.insert(name);
+    return llvm::Error::success();
+  }
+
+  /// The messages of exchangeCombined, tagged just below pfrt_comm_max_tag
+  /// (the output gather's tag), above every program tag.
+  enum class Exchange : int32_t { RowCounts = 1, RowIndices, Rows, Combined };
+
+  llvm::Error transfer(pfrt_comm *group, NpyArray &value, Exchange what, bool sending,
+                       const std::string &name) {
+    auto t = descriptor(value);
+    if (!t)
+      return t.takeError();
+    int32_t peer = 1 - pfrt_comm_rank(group);
+    int32_t tag = pfrt_comm_max_tag(group) - int32_t(what);
+    pfrt_status status = sending ? pfrt_comm_send(r.ctx, group, &*t, peer, tag)
+                                 : pfrt_comm_recv(r.ctx, group, &*t, peer, tag);
+    if (status != PFRT_OK)
+      return commError(llvm::formatv("exchanging '{0}' (message {1}) with the other member",
+                                     name, int32_t(what)));
+    return llvm::Error::success();
+  }
+
+  /// The two-member sum of a gradient, combined over the micro-batches
+  /// once. The lower member (group rank 0: stage 0, whose embedding gather
+  /// returns +0.0 outside the rows of micro-batch m's tokens) sends only
+  /// each micro-batch's rows that are not all zero bits; the higher member,
+  /// the owner (the last stage, holding the decoder's dense part), adds them
+  /// to its own part — every element a_m + b_m, +0.0 added where no row came,
+  /// exactly the dense sum (IEEE addition is commutative) —, combines the
+  /// micro-batches as combine() does and sends that one tensor back. Both
+  /// then hold the same bits as their combined gradient, so clipping and
+  /// both updates agree. Traffic: the rows of the tokens plus one gradient,
+  /// instead of 2 × M gradients.
+  llvm::Error exchangeCombined(const std::string &name, std::vector<NpyArray> &pieces,
+                               pfrt_comm *group) {
+    const NpyArray &first = pieces[0];
+    const int64_t rows = rowCount(first);
+    const int64_t rowBytes = rows == 0 ? 0 : int64_t(first.data.size()) / rows;
+    const bool isOwner = pfrt_comm_rank(group) == 1;
+    NpyArray rowCounts = zeros(PFRT_I64, {M});
+    int64_t *perMicrobatch = reinterpret_cast<int64_t *>(rowCounts.data.data());
+    NpyArray result;
+    if (!isOwner) {
+      std::vector<int64_t> indices;
+      std::vector<char> data;
+      for (int64_t m = 0; m < M; ++m) {
+        NonZeroRows sparse = nonZeroRows(pieces[m]);
+        perMicrobatch[m] = int64_t(sparse.indices.size());
+        indices.insert(indices.end(), sparse.indices.begin(), sparse.indices.end());
+        data.insert(data.end(), sparse.data.begin(), sparse.data.end());
+      }
+      if (auto err = transfer(group, rowCounts, Exchange::RowCounts, true, name))
+        return err;
+      if (!indices.empty()) {
+        NpyArray indexArray = zeros(PFRT_I64, {int64_t(indices.size())});
+        std::memcpy(indexArray.data.data(), indices.data(), indices.size() * sizeof(int64_t));
+        NpyArray rowArray;
+        rowArray.dtype = first.dtype;
+        rowArray.shape = {int64_t(data.size()) / dtypeBytes(first.dtype)};
+        rowArray.data = std::move(data);
+        if (auto err = transfer(group, indexArray, Exchange::RowIndices, true, name))
+          return err;
+        if (auto err = transfer(group, rowArray, Exchange::Rows, true, name))
+          return err;
+      }
+      result = zeros(first.dtype, first.shape);
+      if (auto err = transfer(group, result, Exchange::Combined, false, name))
+        return err;
+    } else {
+      if (auto err = transfer(group, rowCounts, Exchange::RowCounts, false, name))
+        return err;
+      int64_t total = 0;
+      for (int64_t m = 0; m < M; ++m) {
+        if (perMicrobatch[m] < 0 || perMicrobatch[m] > rows)
+          return error(llvm::formatv("the other member sends {0} rows of '{1}' (of {2}) for "
+                                     "micro-batch {3}",
+                                     perMicrobatch[m], name, rows, m));
+        total += perMicrobatch[m];
+      }
+      if (total > 0) {
+        NpyArray indexArray = zeros(PFRT_I64, {total});
+        NpyArray rowArray = zeros(first.dtype, {total * rowBytes / dtypeBytes(first.dtype)});
+        if (auto err = transfer(group, indexArray, Exchange::RowIndices, false, name))
+          return err;
+        if (auto err = transfer(group, rowArray, Exchange::Rows, false, name))
+          return err;
+        const int64_t *index = reinterpret_cast<const int64_t *>(indexArray.data.data());
+        const char *row = rowArray.data.data();
+        for (int64_t m = 0; m < M; ++m) {
+          if (auto err = addRows(pieces[m], llvm::ArrayRef(index, perMicrobatch[m]),
+                                 llvm::ArrayRef(row, perMicrobatch[m] * rowBytes)))
+            return error("'" + name + "' of micro-batch " + std::to_string(m) + ": " +
+                         llvm::toString(std::move(err)));
+          index += perMicrobatch[m];
+          row += perMicrobatch[m] * rowBytes;
+        }
+      } else {
+        // No row came: a_m is +0.0 everywhere, still added (-0.0 + 0.0 = +0.0).
+        for (int64_t m = 0; m < M; ++m)
+          if (auto err = addRows(pieces[m], {}, {}))
+            return err;
+      }
+      auto sum = combinePieces(name, pieces);
+      if (!sum)
+        return sum.takeError();
+      result = std::move(*sum);
+      if (auto err = transfer(group, result, Exchange::Combined, true, name))
+        return err;
+    }
+    combined[name] = std::move(result);
+    gradients.erase(name);
     return llvm::Error::success();
   }
 
@@ -516,27 +648,41 @@ private:
     return llvm::Error::success();
   }
 
+  /// The micro-batches' weights c_m (with M > 1), counted once.
+  llvm::Error countTokens() {
+    if (M == 1 || !tokenCounts.empty())
+      return llvm::Error::success();
+    auto c = microbatchTokenCounts(graph, M, r.options.ignoreIndex);
+    if (!c)
+      return c.takeError();
+    tokenCounts = std::move(*c);
+    return llvm::Error::success();
+  }
+
+  /// Σ_m c_m·x_m / Σ_m c_m as runStages, or the value itself with M = 1.
+  llvm::Expected<NpyArray> combinePieces(const std::string &name,
+                                         std::vector<NpyArray> &pieces) {
+    if (M == 1)
+      return std::move(pieces[0]);
+    if (auto err = countTokens())
+      return std::move(err);
+    std::vector<const NpyArray *> refs;
+    for (const NpyArray &p : pieces)
+      refs.push_back(&p);
+    return weightedMicrobatchSum(name, refs, tokenCounts);
+  }
+
   /// Loss and gradients over the whole step (once): Σ_m c_m·x_m / Σ_m c_m
   /// as runStages, or the values themselves with one micro-batch.
+  /// Gradients combined by exchangeCombined are already in `combined`.
   llvm::Error combine() {
     if (isCombined)
       return llvm::Error::success();
     isCombined = true;
-    std::vector<int64_t> counts;
-    if (M > 1) {
-      auto c = microbatchTokenCounts(graph, M, r.options.ignoreIndex);
-      if (!c)
-        return c.takeError();
-      counts = std::move(*c);
-    }
-    auto combineOne = [&](const std::string &name,
-                          std::vector<NpyArray> &pieces) -> llvm::Expected<NpyArray> {
-      if (M == 1)
-        return std::move(pieces[0]);
-      std::vector<const NpyArray *> refs;
-      for (const NpyArray &p : pieces)
-        refs.push_back(&p);
-      return weightedMicrobatchSum(name, refs, counts);
+    if (auto err = countTokens())
+      return err;
+    auto combineOne = [&](const std::string &name, std::vector<NpyArray> &pieces) {
+      return combinePieces(name, pieces);
     };
     bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
     if (r.lossReporter >= 0) {

@@ -172,6 +172,90 @@ mlir::pf::driver::weightedMicrobatchSum(const std::string &name,
   return acc;
 }
 
+int64_t mlir::pf::driver::rowCount(const NpyArray &x) {
+  return x.shape.size() < 2 ? 1 : x.shape[0];
+}
+
+namespace {
+/// Whether bytes [p, p + n) are all zero: ORed in 8-byte words (no early exit
+/// within a row, so the loop vectorizes; rows are short).
+bool allZeroBytes(const char *p, size_t n) {
+  uint64_t bits = 0;
+  size_t i = 0;
+  for (; i + sizeof(uint64_t) <= n; i += sizeof(uint64_t)) {
+    uint64_t word;
+    std::memcpy(&word, p + i, sizeof word);
+    bits |= word;
+  }
+  for (; i < n; ++i)
+    bits |= uint8_t(p[i]);
+  return bits == 0;
+}
+} // namespace
+
+NonZeroRows mlir::pf::driver::nonZeroRows(const NpyArray &x) {
+  NonZeroRows sparse;
+  const int64_t rows = rowCount(x);
+  const size_t rowBytes = rows == 0 ? 0 : x.data.size() / size_t(rows);
+  for (int64_t row = 0; row < rows; ++row) {
+    const char *begin = x.data.data() + size_t(row) * rowBytes;
+    if (allZeroBytes(begin, rowBytes))
+      continue;
+    sparse.indices.push_back(row);
+    sparse.data.insert(sparse.data.end(), begin, begin + rowBytes);
+  }
+  return sparse;
+}
+
+namespace {
+/// One addition per element: a listed row adds its values, every other row
+/// adds +0.0 (which turns a -0.0 into +0.0, as the dense sum does).
+template <typename T>
+void addRowsOf(NpyArray &dense, llvm::ArrayRef<int64_t> indices, const T *values,
+               int64_t rowElements) {
+  T *d = reinterpret_cast<T *>(dense.data.data());
+  const int64_t rows = rowCount(dense);
+  size_t next = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    T *out = d + row * rowElements;
+    if (next < indices.size() && indices[next] == row) {
+      const T *in = values + next * size_t(rowElements);
+      for (int64_t i = 0; i < rowElements; ++i)
+        out[i] = out[i] + in[i];
+      ++next;
+    } else {
+      for (int64_t i = 0; i < rowElements; ++i)
+        out[i] = out[i] + T(0);
+    }
+  }
+}
+} // namespace
+
+llvm::Error mlir::pf::driver::addRows(NpyArray &dense, llvm::ArrayRef<int64_t> indices,
+                                      llvm::ArrayRef<char> data) {
+  if (!isFloat(dense))
+    return error(llvm::Twine("row-sparse addition of a ") + dtypeName(dense.dtype) +
+                 " tensor (f32 or f64 only)");
+  const int64_t rows = rowCount(dense);
+  const int64_t rowElements = rows == 0 ? 0 : dense.numElements() / rows;
+  for (auto [i, row] : llvm::enumerate(indices))
+    if (row < 0 || row >= rows || (i > 0 && row <= indices[i - 1]))
+      return error(llvm::formatv("row-sparse addition: row index {0} (at {1}) is not "
+                                 "ascending within [0, {2})",
+                                 row, i, rows));
+  const size_t expected = indices.size() * size_t(rowElements * dtypeBytes(dense.dtype));
+  if (data.size() != expected)
+    return error(llvm::formatv("row-sparse addition: {0} bytes for {1} rows of {2} bytes",
+                               data.size(), indices.size(),
+                               rowElements * dtypeBytes(dense.dtype)));
+  if (isF32(dense))
+    addRowsOf<float>(dense, indices, reinterpret_cast<const float *>(data.data()), rowElements);
+  else
+    addRowsOf<double>(dense, indices, reinterpret_cast<const double *>(data.data()),
+                      rowElements);
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::vector<std::string>>
 mlir::pf::driver::stageFunctionNames(ModuleOp module) {
   auto hasBody = [&](const std::string &name) {
