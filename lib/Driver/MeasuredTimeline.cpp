@@ -423,9 +423,20 @@ struct MeasuredCosts {
   int refreshSteps = 0; ///< from the inverses; 0 if none
 };
 
+/// Whether `rank` may run a pass of `stage` under `kind` (stage s on rank s;
+/// interleaved: on rank s mod D; Chimera: on rank s or D-1-s).
+bool runsOn(sched::ScheduleKind kind, int64_t stage, int32_t rank, int32_t ranks) {
+  if (kind == sched::ScheduleKind::Interleaved)
+    return stage % ranks == rank;
+  if (kind == sched::ScheduleKind::Chimera)
+    return stage == rank || stage == ranks - 1 - rank;
+  return stage == rank;
+}
+
 llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first,
-                                           int64_t last, bool splitBackward,
+                                           int64_t last, sched::ScheduleKind kind,
                                            int64_t steps) {
+  const bool splitBackward = kind == sched::ScheduleKind::ZBH1;
   std::vector<StageMeans> stages(run.stages);
   // (stage, layer) -> K-FAC means; layer -1 when the event names none.
   std::map<std::pair<int64_t, int64_t>, LayerMeans> layers;
@@ -437,9 +448,10 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
     if (isPipelinePass(e.kind)) {
       if (e.stage < 0)
         return error("measured run: a pipeline pass without a stage: " + describe(e));
-      if (e.stage != e.rank)
-        return error("simulateFromMeasured handles stage s on rank s only: " +
-                     describe(e));
+      if (e.stage >= run.stages || !runsOn(kind, e.stage, e.rank, run.ranks))
+        return error("simulateFromMeasured: the " + run.schedule + " schedule runs stage " +
+                     llvm::Twine(e.stage) + " elsewhere (stage s on rank s; interleaved: "
+                     "on rank s mod D; chimera: on rank s or D-1-s): " + describe(e));
       StageMeans &m = stages[e.stage];
       Mean &target = e.kind == MeasuredKind::Forward    ? m.forward
                      : e.kind == MeasuredKind::Backward ? m.backward
@@ -523,16 +535,16 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
   auto kind = sched::parseScheduleKind(run.schedule);
   if (!kind)
     return error("measured run: " + kind.error());
-  if (*kind != sched::ScheduleKind::GPipe && *kind != sched::ScheduleKind::OneFOneB &&
-      *kind != sched::ScheduleKind::ZBH1)
-    return error("simulateFromMeasured handles gpipe, 1f1b and zb-h1 (stage s on "
-                 "rank s), not " + run.schedule);
-  if (run.stages != run.ranks)
-    return error("simulateFromMeasured needs one stage per rank: the run has " +
-                 llvm::Twine(run.stages) + " stages on " + llvm::Twine(run.ranks) +
-                 " ranks");
-  auto costs = measureCosts(run, measured->firstStep, measured->lastStep,
-                            *kind == sched::ScheduleKind::ZBH1, measured->steps);
+  // Stages per rank: one, or for interleaved `chunks` (stage s on rank
+  // s mod D); Chimera's two replicas share each stage's means.
+  const bool interleaved = *kind == sched::ScheduleKind::Interleaved;
+  if (interleaved ? (run.ranks < 1 || run.stages % run.ranks != 0 || run.stages / run.ranks < 2)
+                  : run.stages != run.ranks)
+    return error("simulateFromMeasured: " + llvm::Twine(run.stages) + " stages on " +
+                 llvm::Twine(run.ranks) + " ranks do not fit the " + run.schedule +
+                 " schedule (one stage per rank; interleaved: chunks ≥ 2 per rank)");
+  auto costs = measureCosts(run, measured->firstStep, measured->lastStep, *kind,
+                            measured->steps);
   if (!costs)
     return costs.takeError();
   costs->costs.p2p = options.p2pMs >= 0
@@ -542,6 +554,7 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
   sched::ScheduleRequest request;
   request.kind = *kind;
   request.devices = run.ranks;
+  request.chunks = interleaved ? static_cast<int>(run.stages / run.ranks) : 1;
   request.microbatches = static_cast<int>(run.microbatches);
   request.stageLayers = costs->stageLayers;
   request.kfac = options.kfac;

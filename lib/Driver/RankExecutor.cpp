@@ -401,11 +401,13 @@ private:
     if (it == gradients.end())
       return error("no backward on this rank returned '" + name + "'");
     std::vector<NpyArray> &pieces = it->second;
+    std::vector<bool> absent(M, false);
     for (int64_t m = 0; m < M; ++m) {
       // Chimera: a micro-batch another replica ran contributes nothing. -0.0
       // is IEEE addition's identity (x + -0 = x for every x, -0 included),
       // so the sum stays the other member's value bit for bit.
-      if (pieces[m].data.empty() && !(pieces[m] = negativeZeros(op.getType(), name)).dtype)
+      absent[m] = pieces[m].data.empty();
+      if (absent[m] && !(pieces[m] = negativeZeros(op.getType(), name)).dtype)
         return error(llvm::formatv("'{0}' has an element type the runtime cannot sum", name));
       if (auto err = checkType(pieces[m], op.getType(), name))
         return err;
@@ -415,7 +417,7 @@ private:
       return group.takeError();
     bool isFloat = pieces[0].dtype == PFRT_F32 || pieces[0].dtype == PFRT_F64;
     llvm::Error err = pfrt_comm_size(*group) == 2 && isFloat
-                          ? exchangeCombined(name, pieces, *group)
+                          ? exchangeCombined(name, pieces, absent, *group)
                           : allReduceStacked(name, pieces, *group);
     if (err)
       return err;
@@ -475,7 +477,7 @@ private:
   /// both updates agree. Traffic: the rows of the tokens plus one gradient,
   /// instead of 2 × M gradients.
   llvm::Error exchangeCombined(const std::string &name, std::vector<NpyArray> &pieces,
-                               pfrt_comm *group) {
+                               const std::vector<bool> &absent, pfrt_comm *group) {
     const NpyArray &first = pieces[0];
     const int64_t rows = rowCount(first);
     const int64_t rowBytes = rows == 0 ? 0 : int64_t(first.data.size()) / rows;
@@ -487,6 +489,12 @@ private:
       std::vector<int64_t> indices;
       std::vector<char> data;
       for (int64_t m = 0; m < M; ++m) {
+        // A micro-batch this member did not run (Chimera): -1, "add the
+        // identity", rather than its -0.0 rows.
+        if (absent[m]) {
+          perMicrobatch[m] = -1;
+          continue;
+        }
         NonZeroRows sparse = nonZeroRows(pieces[m]);
         perMicrobatch[m] = int64_t(sparse.indices.size());
         indices.insert(indices.end(), sparse.indices.begin(), sparse.indices.end());
@@ -514,11 +522,11 @@ private:
         return err;
       int64_t total = 0;
       for (int64_t m = 0; m < M; ++m) {
-        if (perMicrobatch[m] < 0 || perMicrobatch[m] > rows)
+        if (perMicrobatch[m] < -1 || perMicrobatch[m] > rows)
           return error(llvm::formatv("the other member sends {0} rows of '{1}' (of {2}) for "
                                      "micro-batch {3}",
                                      perMicrobatch[m], name, rows, m));
-        total += perMicrobatch[m];
+        total += std::max<int64_t>(perMicrobatch[m], 0);
       }
       if (total > 0) {
         NpyArray indexArray = zeros(PFRT_I64, {total});
@@ -530,6 +538,8 @@ private:
         const int64_t *index = reinterpret_cast<const int64_t *>(indexArray.data.data());
         const char *row = rowArray.data.data();
         for (int64_t m = 0; m < M; ++m) {
+          if (perMicrobatch[m] < 0)
+            continue; // x + -0.0 = x: the owner's piece is the sum
           if (auto err = addRows(pieces[m], llvm::ArrayRef(index, perMicrobatch[m]),
                                  llvm::ArrayRef(row, perMicrobatch[m] * rowBytes)))
             return error("'" + name + "' of micro-batch " + std::to_string(m) + ": " +
@@ -540,8 +550,9 @@ private:
       } else {
         // No row came: a_m is +0.0 everywhere, still added (-0.0 + 0.0 = +0.0).
         for (int64_t m = 0; m < M; ++m)
-          if (auto err = addRows(pieces[m], {}, {}))
-            return err;
+          if (perMicrobatch[m] >= 0)
+            if (auto err = addRows(pieces[m], {}, {}))
+              return err;
       }
       auto sum = combinePieces(name, pieces);
       if (!sum)

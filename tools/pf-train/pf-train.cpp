@@ -610,9 +610,10 @@ llvm::Error writeMeasuredTimeline(ModuleOp module,
                                   const mlir::pf::PipelineRunOptions &pipeline, int64_t first) {
   drv::MeasuredRun run;
   run.ranks = int32_t(byRank.size());
-  run.stages = 0;
+  run.stages = 0; // distinct stages (Chimera holds each on two ranks)
   for (mlir::pf::RankProgramOp program : module.getOps<mlir::pf::RankProgramOp>())
-    run.stages += int64_t(program.getStages().size());
+    for (int64_t stage : program.getStages())
+      run.stages = std::max(run.stages, stage + 1);
   run.microbatches = pipeline.microbatches;
   run.schedule = ::pf::sched::scheduleKindName(pipeline.schedule);
   int64_t lastStep = 0;
