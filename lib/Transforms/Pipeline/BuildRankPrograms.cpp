@@ -123,7 +123,7 @@ struct BuildRankProgramsPass
       return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
     if (!module.getOps<RankProgramOp>().empty())
       return fail() << "the module already has pf.rank_program ops";
-    if (failed(findStages()) || failed(findTransfers()))
+    if (failed(findStages()) || failed(findTransfers()) || failed(checkKfacUpdates()))
       return failure();
     if (clipNorm < 0 || (clipNorm > 0 && !stepGradients()))
       return fail() << "clip-norm " << double(clipNorm)
@@ -179,6 +179,21 @@ struct BuildRankProgramsPass
     if (stages.empty())
       return fail() << "no stage functions (@stage0_forward, ...); run pf-split-stages first";
     return success();
+  }
+
+  /// The per-call K-FAC factor updates of pf-split-stages count on this many
+  /// calls per step (their share of the running average).
+  LogicalResult checkKfacUpdates() {
+    WalkResult result = module.walk([&](KFACUpdateFactorOp update) {
+      if (!update.getMicrobatch() || int64_t(update.getUpdates()) == int64_t(microbatches))
+        return WalkResult::advance();
+      fail() << "the K-FAC update of '" << update.getFactor() << "' expects "
+             << update.getUpdates() << " micro-batch calls per step but the programs have "
+             << int64_t(microbatches) << " (run pf-split-stages with microbatches="
+             << int64_t(microbatches) << ")";
+      return WalkResult::interrupt();
+    });
+    return failure(result.wasInterrupted());
   }
 
   /// What crosses each cut, matched by name between neighbours.
@@ -339,11 +354,21 @@ struct BuildRankProgramsPass
   }
 
   /// The update of a split module with optimizer (pf-add-optimizer's
-  /// `stage<s>_update`), after the clipping over all ranks.
+  /// `stage<s>_update`), after the clipping over all ranks; with K-FAC
+  /// (pf-kfac-precondition's `stage<s>_precondition`) the clipped gradients
+  /// are preconditioned first and KL-clipped over all ranks.
   void emitStepEnd(OpBuilder &body, Location loc, int64_t rank) {
-    auto update = module.lookupSymbol<func::FuncOp>("stage" + std::to_string(rank) + "_update");
+    std::string stage = "stage" + std::to_string(rank);
+    auto update = module.lookupSymbol<func::FuncOp>(stage + "_update");
     if (clipNorm > 0)
       ClipGradientsOp::create(body, loc, body.getF64FloatAttr(clipNorm), stepGradients());
+    if (auto precondition = module.lookupSymbol<func::FuncOp>(stage + "_precondition"))
+      RunStageOp::create(body, loc, StageTaskKind::Precondition, precondition.getSymName(),
+                         IntegerAttr(), IntegerAttr());
+    auto kappa = module->getAttrOfType<FloatAttr>(kKfacKLClipAttrName);
+    auto klOrder = module->getAttrOfType<ArrayAttr>(kKfacKLOrderAttrName);
+    if (kappa && klOrder)
+      KfacKLClipOp::create(body, loc, kappa, klOrder);
     if (update)
       RunStageOp::create(body, loc, StageTaskKind::Update, update.getSymName(), IntegerAttr(),
                          IntegerAttr());
