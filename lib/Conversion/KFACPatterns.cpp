@@ -81,23 +81,36 @@ struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
     RuntimeLowering &l = lowering;
     Location loc = op.getLoc();
     auto [rank, updates] = l.factorUpdates.lookup(op);
+    // A per-call update (a pipeline stage function): the rank among the
+    // step's updates is the micro-batch, known at run time.
+    Value microbatch = adaptor.getMicrobatch();
+    if (microbatch)
+      updates = int64_t(op.getUpdates());
     double decay = op.getDecay().convertToDouble();
     Value step = l.loadScalar(rewriter, loc, adaptor.getStep(), rewriter.getI64Type());
     Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, step,
                                         l.constI64(rewriter, loc, 1));
-    Value mode = rank == 0 ? arith::SelectOp::create(
-                                 rewriter, loc, first,
-                                 l.constI32(rewriter, loc, PFRT_KFAC_OVERWRITE),
-                                 l.constI32(rewriter, loc, PFRT_KFAC_RUNNING_AVERAGE))
-                                 .getResult()
-                           : l.constI32(rewriter, loc, PFRT_KFAC_ACCUMULATE);
+    Value firstMode = arith::SelectOp::create(rewriter, loc, first,
+                                              l.constI32(rewriter, loc, PFRT_KFAC_OVERWRITE),
+                                              l.constI32(rewriter, loc, PFRT_KFAC_RUNNING_AVERAGE));
+    Value laterMode = l.constI32(rewriter, loc, PFRT_KFAC_ACCUMULATE);
     double share = 1.0 / double(std::max<int64_t>(updates, 1));
     Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
     double scale = op.getScale().convertToDouble() * share;
-    Value scaleValue = l.constF64(rewriter, loc, scale);
-    if (rank != 0)
-      scaleValue = arith::SelectOp::create(rewriter, loc, first, scaleValue,
-                                           l.constF64(rewriter, loc, scale * (1 - decay)));
+    Value firstScale = l.constF64(rewriter, loc, scale);
+    // The same doubles as the updates after the first of one function.
+    Value laterScale = arith::SelectOp::create(rewriter, loc, first, firstScale,
+                                               l.constF64(rewriter, loc, scale * (1 - decay)));
+    Value mode = rank == 0 ? firstMode : laterMode;
+    Value scaleValue = rank == 0 ? firstScale : laterScale;
+    if (microbatch) {
+      Value isFirstUpdate = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::eq,
+          l.loadScalar(rewriter, loc, microbatch, rewriter.getI64Type()),
+          l.constI64(rewriter, loc, 0));
+      mode = arith::SelectOp::create(rewriter, loc, isFirstUpdate, firstMode, laterMode);
+      scaleValue = arith::SelectOp::create(rewriter, loc, isFirstUpdate, firstScale, laterScale);
+    }
     if (Value countEntry = adaptor.getCount()) {
       // Gradients of a mean over `count` tokens: factor B needs count².
       Value count = arith::SIToFPOp::create(

@@ -176,9 +176,21 @@ void LowerToRuntimePass::runOnOperation() {
     if (auto update = dyn_cast<KFACUpdateFactorOp>(op))
       updatesOf[update.getFactor()].push_back(update);
   }
-  for (auto &factor : updatesOf)
+  for (auto &factor : updatesOf) {
     for (auto [rank, op] : llvm::enumerate(factor.second))
       lowering.factorUpdates[op] = {int64_t(rank), int64_t(factor.second.size())};
+    // A per-call update (with its micro-batch) is the only one of its factor.
+    if (factor.second.size() > 1 &&
+        llvm::any_of(factor.second, [](Operation *op) {
+          return bool(cast<KFACUpdateFactorOp>(op).getMicrobatch());
+        })) {
+      factor.second.front()->emitError("pf-lower-to-runtime: factor '")
+          << factor.first() << "' has " << factor.second.size()
+          << " updates in one function, one of them per micro-batch call (with a "
+             "microbatch operand): such an update must be the function's only one";
+      return signalPassFailure();
+    }
+  }
   // Arguments become their table entries (cast back to tensors until the
   // conversion has replaced their users).
   builder.setInsertionPointToStart(entry);

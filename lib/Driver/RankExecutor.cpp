@@ -92,6 +92,7 @@ public:
                             .Case([&](pf::RecvActOp o) { return recv(o); })
                             .Case([&](pf::AllReduceOp o) { return allReduce(o); })
                             .Case([&](pf::ClipGradientsOp o) { return clip(o); })
+                            .Case([&](pf::KfacKLClipOp o) { return klClip(o); })
                             .Default([](Operation *o) {
                               return error("the executor does not run '" +
                                            o->getName().getStringRef() + "'");
@@ -230,18 +231,20 @@ private:
     pf::StageTaskKind kind = op.getKind();
     if (kind == pf::StageTaskKind::Update)
       return update(function);
+    if (kind == pf::StageTaskKind::Precondition)
+      return precondition(function);
     if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward &&
         kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight)
       return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
                    "' has no stage functions yet (forward, backward, backward_input, "
-                   "backward_weight and update run)");
+                   "backward_weight, precondition and update run)");
     auto m = microbatchOf(op.getMicrobatch(), function);
     if (!m)
       return m.takeError();
     if (auto err = waitForInputs(function, *m))
       return err;
     Values &mine = handed[*m];
-    auto args = stageCallInputs(program, function, graph, mine, *m, M);
+    auto args = stageCallInputs(program, function, graph, mine, *m, M, r.options.ignoreIndex);
     if (!args)
       return args.takeError();
     Values results;
@@ -294,6 +297,101 @@ private:
     }
     Values results;
     return program.run(function, args, results);
+  }
+
+  /// The clipped gradients of the K-FAC layers before preconditioning, for
+  /// the KL-clip's ⟨update, gradient⟩.
+  Values rawGradients;
+
+  /// The once-per-step K-FAC call: inverses and B⁻¹∇WA⁻¹ of this stage's
+  /// layers on the combined (clipped) gradients, which its results replace.
+  llvm::Error precondition(const std::string &function) {
+    if (auto err = combine())
+      return err;
+    Values args;
+    for (const TensorSpec &spec : program.inputs(function)) {
+      if (auto grad = combined.find(spec.name); grad != combined.end()) {
+        args[spec.name] = grad->second;
+        rawGradients[spec.name] = grad->second;
+        continue;
+      }
+      auto input = graph.find(spec.name);
+      if (input == graph.end())
+        return error("missing input '" + spec.name + "' (read by " + function + ")");
+      args[spec.name] = input->second;
+    }
+    Values results;
+    if (auto err = program.run(function, args, results))
+      return err;
+    for (auto &[name, value] : results) {
+      if (name == "kfac/issues" && value.dtype == PFRT_I32 && value.numElements() == 1) {
+        int32_t issues;
+        std::memcpy(&issues, value.data.data(), sizeof(issues));
+        r.kfacIssues += issues;
+      } else if (combined.count(name)) {
+        combined[name] = std::move(value);
+      } else {
+        return error("unexpected result '" + name + "' of " + function);
+      }
+    }
+    return llvm::Error::success();
+  }
+
+  /// ν of the single-process pf.kfac.kl_clip lowering: each ⟨update,
+  /// gradient⟩ by pfrt_dot on the rank holding the layer, exchanged in one
+  /// all-reduce with one non-zero term per slot (exact), summed in `order`
+  /// from 0, then min(1, sqrt(κ / (lr²·Σ))) (1 when lr²·Σ ≤ 0), applied by
+  /// pfrt_scale as the lowering does.
+  llvm::Error klClip(pf::KfacKLClipOp op) {
+    ArrayAttr order = op.getOrder();
+    NpyArray dots = zeros(PFRT_F64, {int64_t(order.size())});
+    double *slot = reinterpret_cast<double *>(dots.data.data());
+    for (auto [i, entry] : llvm::enumerate(order)) {
+      std::string name = cast<StringAttr>(entry).str();
+      auto raw = rawGradients.find(name);
+      if (raw == rawGradients.end())
+        continue;
+      auto u = descriptor(combined.at(name));
+      auto g = descriptor(raw->second);
+      if (!u)
+        return u.takeError();
+      if (!g)
+        return g.takeError();
+      if (pfrt_dot(r.ctx, &*u, &*g, &slot[i]) != PFRT_OK)
+        return commError("⟨update, gradient⟩ of '" + name + "'");
+    }
+    for (const auto &[name, value] : rawGradients)
+      if (llvm::none_of(order, [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; }))
+        return error("'" + name + "' is preconditioned but not in the KL-clip order");
+    auto t = descriptor(dots);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_all_reduce_sum(r.ctx, r.world, &*t) != PFRT_OK)
+      return commError("exchanging the K-FAC updates' inner products");
+    double total = 0.0;
+    for (int64_t i = 0, n = int64_t(order.size()); i < n; ++i)
+      total = total + slot[i];
+    auto lrInput = graph.find("lr");
+    if (lrInput == graph.end() || lrInput->second.dtype != PFRT_F64 ||
+        lrInput->second.numElements() != 1)
+      return error("kfac_kl_clip needs the f64 scalar graph input 'lr'");
+    double lr;
+    std::memcpy(&lr, lrInput->second.data.data(), sizeof(lr));
+    const double denom = (lr * lr) * total;
+    const double ratio = op.getKappa().convertToDouble() / denom;
+    const double root = std::sqrt(ratio);
+    // arith.minimumf: NaN propagates; 1 otherwise when root exceeds it.
+    const double capped = std::isnan(root) ? root : std::min(root, 1.0);
+    const double nu = denom > 0 ? capped : 1.0;
+    r.klClipFactor = nu;
+    for (const auto &[name, value] : rawGradients) {
+      auto u = descriptor(combined.at(name));
+      if (!u)
+        return u.takeError();
+      if (pfrt_scale(r.ctx, &*u, nu, &*u) != PFRT_OK)
+        return commError("KL-clipping '" + name + "'");
+    }
+    return llvm::Error::success();
   }
 
   llvm::Error checkType(const NpyArray &value, RankedTensorType type, const std::string &name) {
@@ -950,6 +1048,8 @@ std::string RankRunner::summary() const {
 
 llvm::Error RankRunner::runStep(const Values &graph, Values &results, int64_t step) {
   gradientNorm = std::numeric_limits<double>::quiet_NaN();
+  klClipFactor = std::numeric_limits<double>::quiet_NaN();
+  kfacIssues = 0;
   Step run(*this, graph, step);
   if (auto err = run.run())
     return err;

@@ -8,6 +8,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::pf::driver;
@@ -91,12 +92,42 @@ bool mlir::pf::driver::isStageValue(StringRef name) {
          name.starts_with("grad_act/") || name.starts_with("wsaved/");
 }
 
+/// A 0-d int64 array.
+static NpyArray scalarI64(int64_t value) {
+  NpyArray a;
+  a.dtype = PFRT_I64;
+  a.data.resize(sizeof(int64_t));
+  std::memcpy(a.data.data(), &value, sizeof(int64_t));
+  return a;
+}
+
+/// `microbatch` and `loss_count` of call m, when `spec` is one of them.
+static std::optional<llvm::Expected<NpyArray>>
+perCallScalar(const TensorSpec &spec, const Values &graph, int64_t m, int64_t microbatches,
+              int64_t ignoreIndex) {
+  if (spec.name == kMicrobatchInput)
+    return llvm::Expected<NpyArray>(scalarI64(m));
+  if (spec.name != kLossCountInput)
+    return std::nullopt;
+  auto counts = microbatchTokenCounts(graph, microbatches, ignoreIndex);
+  if (!counts)
+    return llvm::Expected<NpyArray>(counts.takeError());
+  return llvm::Expected<NpyArray>(scalarI64((*counts)[m]));
+}
+
 llvm::Expected<Values> mlir::pf::driver::stageCallInputs(CompiledProgram &program,
                                                         const std::string &function,
                                                         const Values &graph, const Values &handed,
-                                                        int64_t m, int64_t microbatches) {
+                                                        int64_t m, int64_t microbatches,
+                                                        int64_t ignoreIndex) {
   Values inputs;
   for (const TensorSpec &spec : program.inputs(function)) {
+    if (auto scalar = perCallScalar(spec, graph, m, microbatches, ignoreIndex)) {
+      if (!*scalar)
+        return scalar->takeError();
+      inputs[spec.name] = std::move(**scalar);
+      continue;
+    }
     if (isStageValue(spec.name)) {
       auto it = handed.find(spec.name);
       if (it == handed.end())
@@ -338,7 +369,7 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
     Values acts;
     for (int64_t s = 0; s < D; ++s) {
       std::string function = forwardName(s);
-      auto args = stageCallInputs(program, function, inputs, acts, m, M);
+      auto args = stageCallInputs(program, function, inputs, acts, m, M, options.ignoreIndex);
       if (!args)
         return args.takeError();
       Values results;
@@ -375,7 +406,7 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
         handed[name] = std::move(value);
       gradActs.clear();
       auto runBackward = [&](const std::string &function, bool inputHalf) -> llvm::Error {
-        auto args = stageCallInputs(program, function, inputs, handed, m, M);
+        auto args = stageCallInputs(program, function, inputs, handed, m, M, options.ignoreIndex);
         if (!args)
           return args.takeError();
         Values results;

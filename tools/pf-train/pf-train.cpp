@@ -463,9 +463,10 @@ llvm::Error checkSameStart(const RankJob &job, uint64_t hash) {
           "rank 0 (start-up hashes differ): start every rank with the same command");
 }
 
-/// Bytes of this rank's state by kind: parameters, optimizer state.
+/// Bytes of this rank's state by kind: parameters, optimizer state, K-FAC
+/// factors and inverses.
 struct StateBytes {
-  int64_t parameters = 0, optimizer = 0, parameterCount = 0;
+  int64_t parameters = 0, optimizer = 0, kfac = 0, parameterCount = 0;
 };
 
 bool isOptimizerState(llvm::StringRef name) {
@@ -478,6 +479,8 @@ StateBytes stateBytes(const drv::CompiledProgram &program) {
   for (const auto &p : program.parameters()) {
     if (isOptimizerState(p.name)) {
       bytes.optimizer += p.bytes;
+    } else if (llvm::StringRef(p.name).contains(".kfac.")) {
+      bytes.kfac += p.bytes;
     } else {
       bytes.parameters += p.bytes;
       ++bytes.parameterCount;
@@ -500,9 +503,9 @@ std::string startupLine(const RankJob &job, drv::RankRunner &runner, ModuleOp mo
   for (int64_t stage : runner.program().getStages())
     stages += (stages.empty() ? "" : " ") + std::to_string(stage);
   return llvm::formatv("rank {0}: stage {1} (encoder blocks {2}), {3} parameter tensors "
-                       "({4} bytes), optimizer state {5} bytes, K-FAC state 0 bytes\n",
+                       "({4} bytes), optimizer state {5} bytes, K-FAC state {6} bytes\n",
                        job.rank, stages, blocks, bytes.parameterCount, bytes.parameters,
-                       bytes.optimizer)
+                       bytes.optimizer, bytes.kfac)
       .str();
 }
 
@@ -569,6 +572,23 @@ llvm::Error gatherTimeline(const RankJob &job, drv::RankRunner &runner,
 int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::FlagBinder &stepFlags,
                         const mlir::pf::PipelineRunOptions &pipeline, int argc, char **argv);
 
+/// Single-process pf-train's line about K-FAC refreshes that needed more
+/// damping or kept the previous inverse, with the ranks they happened on.
+void printKfacIssues(int64_t step, llvm::ArrayRef<double> issuesOfRank) {
+  int64_t total = 0;
+  std::vector<std::string> ranks;
+  for (auto [rank, issues] : llvm::enumerate(issuesOfRank))
+    if (issues != 0) {
+      total += int64_t(issues);
+      ranks.push_back(llvm::formatv("rank {0}: {1}", rank, int64_t(issues)).str());
+    }
+  if (total == 0)
+    return;
+  llvm::outs() << llvm::formatv("step {0}: K-FAC: {1} inverse refresh(es) needed more damping "
+                                "or kept the previous inverse ({2})\n",
+                                step, total, llvm::join(ranks, ", "));
+}
+
 /// What a measured op of a rank program was, for the timeline.
 drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t rank, int64_t stage) {
   drv::MeasuredEvent event;
@@ -582,6 +602,7 @@ drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t rank, int6
     case StageTaskKind::BackwardInput: event.kind = drv::MeasuredKind::BackwardInput; break;
     case StageTaskKind::BackwardWeight: event.kind = drv::MeasuredKind::BackwardWeight; break;
     case StageTaskKind::Update: event.kind = drv::MeasuredKind::Update; break;
+    case StageTaskKind::Precondition: event.kind = drv::MeasuredKind::Precondition; break;
     default: event.kind = drv::MeasuredKind::Other; break;
     }
     if (run.getMicrobatch())
@@ -674,6 +695,10 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
                 "stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N chunks=C overlap=true|false");
   mlir::pf::PipelineRunOptions pipeline = parsed.get();
   using ::pf::sched::ScheduleKind;
+  if (training.kfac && pipeline.schedule == ScheduleKind::Chimera)
+    return fail("--kfac with --pipeline \"schedule=chimera\" is not supported yet: each "
+                "replica would need the other's K-FAC factor updates (a factor all-reduce "
+                "between the replicas)");
   if (pipeline.schedule == ScheduleKind::Interleaved && pipeline.chunks < 2)
     return fail(llvm::formatv("--pipeline: interleaved needs chunks >= 2, got {0}",
                               pipeline.chunks));
@@ -685,9 +710,6 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
     return fail(llvm::formatv("--micro-batches {0} but --pipeline has microbatches={1} (give "
                               "only --pipeline's)",
                               training.microbatches, pipeline.microbatches));
-  if (training.kfac)
-    return fail("--kfac with --pipeline is not supported yet: the K-FAC work is not split "
-                "into stage functions");
   if (evalEvery > 0)
     return fail("--eval-every with --pipeline is not supported yet");
   if (pipeline.stages < 0)
@@ -776,12 +798,13 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   }
   if (job.rank == 0) {
     llvm::outs() << llvm::formatv("training {0}: pipeline of {1} ranks, {2} schedule, {3} "
-                                  "micro-batches, batch {4} x {5}, optimizer {6}, step built "
-                                  "in {7:F2} s\n",
+                                  "micro-batches, batch {4} x {5}, optimizer {6}{7}, step "
+                                  "built in {8:F2} s\n",
                                   modelFile, job.size,
                                   ::pf::sched::scheduleKindName(pipeline.schedule),
                                   pipeline.microbatches, int(batch), corpus.seqLen,
-                                  stepFlags.valueText("optimizer"), buildSeconds);
+                                  stepFlags.valueText("optimizer"),
+                                  training.kfac ? " + K-FAC" : "", buildSeconds);
     llvm::outs().flush();
   }
   std::signal(SIGINT, onStopSignal);
@@ -800,7 +823,11 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     // The loss (from the last stage), whether any rank was asked to stop and
     // whether by SIGTERM: every rank learns them, so all stop after the same
     // step and rank 0 names the signal another rank received.
+    // Then one slot per rank: its K-FAC refreshes that needed more damping
+    // or kept the previous inverse (kfac/issues), so rank 0 can name it.
     std::vector<double> figures{0.0, interrupted ? 1.0 : 0.0, stopSignal == SIGTERM ? 1.0 : 0.0};
+    figures.resize(3 + job.size, 0.0);
+    figures[3 + job.rank] = double(runner.lastKfacIssues());
     // Exactly one rank reports the loss (the last stage's; Chimera: the
     // lowest holding it).
     if (auto reported = outputs.find("loss"); reported != outputs.end()) {
@@ -821,6 +848,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
         fail(llvm::formatv("step {0}: the loss is {1}; lower --lr", step, loss));
       return 1;
     }
+    if (job.rank == 0)
+      printKfacIssues(step, llvm::ArrayRef<double>(figures).drop_front(3));
     if (job.rank == 0 && (step % logEvery == 0 || step == steps || step == first)) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();

@@ -78,6 +78,11 @@ public:
   /// The global gradient norm of the last step's pf.clip_gradients (before
   /// clipping); NaN when the program does not clip.
   double lastGradientNorm() const { return gradientNorm; }
+  /// The last step's `kfac/issues` of this rank's precondition calls: K-FAC
+  /// inverse refreshes that needed more damping or kept the previous inverse.
+  int64_t lastKfacIssues() const { return kfacIssues; }
+  /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
+  double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
 
 private:
@@ -95,6 +100,8 @@ private:
   /// -1: the loss is on the one rank holding the last stage; else (Chimera)
   /// the rank reporting it after the losses are exchanged.
   int32_t lossReporter = -1;
+  int64_t kfacIssues = 0;
+  double klClipFactor = 0;
   std::vector<ExecutedOp> executedOps;
 };
 

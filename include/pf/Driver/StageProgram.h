@@ -46,13 +46,21 @@ struct StageRunStats {
 /// any other argument name is a graph input.
 bool isStageValue(llvm::StringRef name);
 
+/// Per-call scalars of a K-FAC step's stage functions (pf-split-stages with
+/// pf-insert-kfac): the call's micro-batch index and the micro-batch's loss
+/// count (its labels other than the ignore index), both i64, made by the host.
+inline constexpr const char *kMicrobatchInput = "microbatch";
+inline constexpr const char *kLossCountInput = "loss_count";
+
 /// The inputs `function` of `program` takes: stage values from `handed`,
 /// graph inputs from `graph` sliced to rows [m·r, (m+1)·r) of dimension 0
-/// (r: the function's rows; `graph` holds `microbatches` × r).
+/// (r: the function's rows; `graph` holds `microbatches` × r), and the
+/// per-call scalars `microbatch` (m) and `loss_count` (c_m, from `labels`).
 llvm::Expected<std::map<std::string, NpyArray>>
 stageCallInputs(CompiledProgram &program, const std::string &function,
                 const std::map<std::string, NpyArray> &graph,
-                const std::map<std::string, NpyArray> &handed, int64_t m, int64_t microbatches);
+                const std::map<std::string, NpyArray> &handed, int64_t m, int64_t microbatches,
+                int64_t ignoreIndex = -100);
 
 /// c_m for m = 0..microbatches-1: the labels of micro-batch m (rows of the
 /// `labels` input) not equal to `ignoreIndex`.

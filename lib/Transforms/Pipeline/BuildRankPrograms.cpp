@@ -128,7 +128,8 @@ struct BuildRankProgramsPass
       return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
     if (!module.getOps<RankProgramOp>().empty())
       return fail() << "the module already has pf.rank_program ops";
-    if (failed(findStages()) || failed(findTransfers()) || failed(placeStages()))
+    if (failed(findStages()) || failed(findTransfers()) || failed(placeStages()) ||
+        failed(checkKfacUpdates()))
       return failure();
     if (clipNorm < 0 || (clipNorm > 0 && !stepGradients()))
       return fail() << "clip-norm " << double(clipNorm)
@@ -184,6 +185,21 @@ struct BuildRankProgramsPass
     if (stages.empty())
       return fail() << "no stage functions (@stage0_forward, ...); run pf-split-stages first";
     return success();
+  }
+
+  /// The per-call K-FAC factor updates of pf-split-stages count on this many
+  /// calls per step (their share of the running average).
+  LogicalResult checkKfacUpdates() {
+    WalkResult result = module.walk([&](KFACUpdateFactorOp update) {
+      if (!update.getMicrobatch() || int64_t(update.getUpdates()) == int64_t(microbatches))
+        return WalkResult::advance();
+      fail() << "the K-FAC update of '" << update.getFactor() << "' expects "
+             << update.getUpdates() << " micro-batch calls per step but the programs have "
+             << int64_t(microbatches) << " (run pf-split-stages with microbatches="
+             << int64_t(microbatches) << ")";
+      return WalkResult::interrupt();
+    });
+    return failure(result.wasInterrupted());
   }
 
   /// What crosses each cut, matched by name between neighbours.
@@ -391,10 +407,21 @@ struct BuildRankProgramsPass
   }
 
   /// The update of a split module with optimizer (pf-add-optimizer's
-  /// `stage<s>_update`), after the clipping over all ranks.
+  /// `stage<s>_update`), after the clipping over all ranks; with K-FAC
+  /// (pf-kfac-precondition's `stage<s>_precondition`) the clipped gradients
+  /// are preconditioned first and KL-clipped over all ranks.
   void emitStepEnd(OpBuilder &body, Location loc, ArrayRef<int64_t> held) {
     if (clipNorm > 0)
       ClipGradientsOp::create(body, loc, body.getF64FloatAttr(clipNorm), stepGradients());
+    for (int64_t stage : held)
+      if (auto precondition = module.lookupSymbol<func::FuncOp>(
+              "stage" + std::to_string(stage) + "_precondition"))
+        RunStageOp::create(body, loc, StageTaskKind::Precondition, precondition.getSymName(),
+                           IntegerAttr(), IntegerAttr());
+    auto kappa = module->getAttrOfType<FloatAttr>(kKfacKLClipAttrName);
+    auto klOrder = module->getAttrOfType<ArrayAttr>(kKfacKLOrderAttrName);
+    if (kappa && klOrder)
+      KfacKLClipOp::create(body, loc, kappa, klOrder);
     SmallVector<func::FuncOp> updates;
     for (int64_t stage : held)
       if (auto update =

@@ -45,6 +45,10 @@ FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
         if (it != raw.end())
           layer = std::max(layer, it->second);
       }
+      // A K-FAC factor update goes with the layer whose factor it writes (the
+      // state lives there), not with the earlier block computing its input.
+      if (auto update = dyn_cast<KFACUpdateFactorOp>(op))
+        layer = std::max(layer, rawLayerOfParam(update.getFactor(), numBlocks));
     }
     for (Value res : op.getResults())
       raw[res] = layer;

@@ -31,6 +31,8 @@ void mlir::pf::buildPipelinePipeline(OpPassManager &pm, const PipelineOptions &o
 void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,
                                                const PipelineRunOptions &pipeline) {
   pm.addPass(createPFAddMaskedLMLoss(training.loss));
+  if (training.kfac)
+    pm.addPass(createPFInsertKFAC(training.insertKFAC));
   PFBuildGradientsOptions gradients;
   gradients.tagOrigin = true;
   pm.addPass(createPFBuildGradients(gradients));
@@ -39,7 +41,13 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   split.stages = interleaved ? pipeline.stages * pipeline.chunks : pipeline.stages;
   // Zero-bubble schedules run the input and weight halves of each backward.
   split.splitBackward = pipeline.schedule == ::pf::sched::ScheduleKind::ZBH1;
+  // K-FAC factor updates: one per call, 1/N of the step's running average each.
+  split.microbatches = pipeline.microbatches;
   pm.addPass(createPFSplitStages(split));
+  // Per-stage inverses and preconditioning; the KL-clip across ranks is the
+  // programs' pf.kfac_kl_clip.
+  if (training.kfac)
+    pm.addPass(createPFKFACPrecondition(training.precondition));
   pm.addPass(createPFAddOptimizer(training.optimizer));
   PFBuildRankProgramsOptions programs;
   programs.schedule = pipeline.schedule;
@@ -50,17 +58,6 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
 }
 
 namespace {
-/// Forwards every option but K-FAC's (not run through the pipeline yet: an
-/// unknown option rather than one silently ignored).
-template <typename Binder>
-struct WithoutKfac {
-  Binder &binder;
-  template <typename T, typename... Mods>
-  void opt(llvm::StringRef name, T &field, llvm::StringRef description, const Mods &...mods) {
-    if (!name.starts_with("kfac"))
-      binder.opt(name, field, description, mods...);
-  }
-};
 
 /// `pf-pipelined-training`: pf-training's options (its micro-batches are the
 /// pipeline's) plus the stage count and the schedule.
@@ -73,8 +70,7 @@ struct PipelinedTrainingOptions {
   }
   template <typename Binder>
   void bindOptions(Binder &binder) {
-    WithoutKfac<Binder> withoutKfac{binder};
-    training.bindOptions(withoutKfac);
+    training.bindOptions(binder);
     binder.opt("stages", pipeline.stages, "Pipeline stages, one per rank");
     binder.opt("schedule", pipeline.schedule,
                "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved)", scheduleKindValues());
@@ -87,7 +83,8 @@ void mlir::pf::registerPipelinePipelines() {
   PassPipelineRegistration<BoundPipelineOptions<PipelinedTrainingOptions>>(
       "pf-pipelined-training",
       "Forward graph to the per-rank programs of one pipelined training step: loss, "
-      "gradients, stage functions, per-stage updates, rank programs with clipping, e.g. "
+      "K-FAC factors (kfac=true), gradients, stage functions, per-stage preconditioning "
+      "and updates, rank programs with clipping, e.g. "
       "--pf-pipelined-training=\"stages=2 schedule=1f1b micro-batches=4 optimizer=adamw\" "
       "(what every rank of mpirun pf-train --pipeline runs)",
       [](OpPassManager &pm, const BoundPipelineOptions<PipelinedTrainingOptions> &opts) {

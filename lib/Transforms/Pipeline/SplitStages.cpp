@@ -15,6 +15,7 @@
 #include "PipelineModel.h"
 #include "pf/Schedule/Partition.h"
 #include "pf/Transforms/Pipeline/Passes.h"
+#include "pf/Transforms/Utils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -537,6 +538,43 @@ void StageSplitter::emit(ModuleOp module, ArrayRef<int64_t> stageOfBlock) {
   func.erase();
 }
 
+/// The K-FAC factor updates of a step with pf-insert-kfac, made per call: a
+/// stage function runs once per micro-batch, but the single-process step's N
+/// updates of a factor form one running-average step (the first decays, each
+/// adds 1/N). Each update gets the graph input `microbatch` (the host passes
+/// the call's micro-batch index) and `updates` = N. The B updates' loss count
+/// (a forward value of the last stage, which earlier stages' backwards run
+/// without) becomes the graph input `loss_count`: the host counts the
+/// micro-batch's labels, the number the loss op counts.
+LogicalResult makeFactorUpdatesPerCall(func::FuncOp func, int64_t microbatches) {
+  SmallVector<KFACUpdateFactorOp> updates;
+  func.walk([&](KFACUpdateFactorOp op) { updates.push_back(op); });
+  if (updates.empty())
+    return success();
+  if (microbatches < 1)
+    return func.emitError("pf-split-stages: microbatches must be >= 1, got ") << microbatches;
+  Type i64 = IntegerType::get(func.getContext(), 64);
+  Value microbatch = getOrAddScalarArgument(func, "microbatch", i64);
+  Value lossCount;
+  for (KFACUpdateFactorOp update : updates) {
+    if (update.getMicrobatch())
+      return update.emitError("pf-split-stages: this K-FAC update is per call already (it "
+                              "has a microbatch)");
+    if (Value count = update.getCount()) {
+      if (!count.getDefiningOp<SoftmaxCrossEntropyOp>())
+        return update.emitError("pf-split-stages: the count of this K-FAC update is not the "
+                                "token count of one pf.softmax_cross_entropy (was the step "
+                                "split into micro-batches before?)");
+      if (!lossCount)
+        lossCount = getOrAddScalarArgument(func, "loss_count", i64);
+      update.getCountMutable().assign(lossCount);
+    }
+    update.getMicrobatchMutable().assign(microbatch);
+    update.setUpdates(uint64_t(microbatches));
+  }
+  return success();
+}
+
 struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPass> {
   using Base::Base;
 
@@ -559,6 +597,8 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
                      "step with pf-build-gradients{tag-origin=true}");
       return signalPassFailure();
     }
+    if (failed(makeFactorUpdatesPerCall(func, microbatches)))
+      return signalPassFailure();
     auto all = assignBlocks(func);
     if (failed(all))
       return signalPassFailure();

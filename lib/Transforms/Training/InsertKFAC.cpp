@@ -91,9 +91,10 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       Location loc = linear.getLoc();
       auto decayAttr = builder.getF64FloatAttr(decay);
       auto everyAttr = builder.getI64IntegerAttr(factorEvery);
-      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, Value(), a,
+      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, Value(), Value(), a,
                                  column ? builder.getUnitAttr() : UnitAttr(),
-                                 builder.getF64FloatAttr(1.0), decayAttr, everyAttr);
+                                 builder.getF64FloatAttr(1.0), decayAttr, everyAttr,
+                                 builder.getI64IntegerAttr(1));
       // B = E[g gᵀ] of the per-token gradients of the summed loss. The
       // backward pass carries gradients of a mean over the counted tokens of
       // the masked-LM loss (scale by count², read at run time), or, without

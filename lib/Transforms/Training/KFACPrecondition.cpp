@@ -24,8 +24,189 @@ struct KFACPreconditionPass
       signalPassFailure();
   }
 
+  /// A K-FAC layer: its factor and inverse state and its parameters.
+  struct Layer {
+    Location loc; // the factor's: the ONNX initializer name of the weight
+    std::string weight, bias; // bias empty when the layer has none
+  };
+
+  SmallVector<Layer> kfacLayers(ModuleOp module) {
+    SmallVector<Layer> layers;
+    for (auto factorA : module.getOps<ParamOp>()) {
+      auto weightName = factorA->getAttrOfType<StringAttr>(kKfacWeightAttrName);
+      if (!factorA.getSymName().ends_with(".kfac.A") || !weightName)
+        continue;
+      auto biasName = factorA->getAttrOfType<StringAttr>(kKfacBiasAttrName);
+      layers.push_back({factorA.getLoc(), weightName.str(), biasName ? biasName.str() : ""});
+    }
+    return layers;
+  }
+
+  /// The functions returning each stage's gradients in a module split by
+  /// pf-split-stages: `stage<s>_backward` or `stage<s>_backward_weight`.
+  static SmallVector<func::FuncOp> stageGradientFunctions(ModuleOp module) {
+    SmallVector<func::FuncOp> functions;
+    for (int64_t s = 0;; ++s) {
+      std::string prefix = "stage" + std::to_string(s) + "_backward";
+      auto backward = module.lookupSymbol<func::FuncOp>(prefix);
+      if (!backward)
+        backward = module.lookupSymbol<func::FuncOp>(prefix + "_weight");
+      if (!backward)
+        return functions;
+      functions.push_back(backward);
+    }
+  }
+
+  static bool returns(func::FuncOp func, StringRef name) {
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto attr = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+          attr && attr.getValue() == name)
+        return true;
+    return false;
+  }
+
+  /// On a split module: one `stage<s>_precondition(grad/<p>..., step)` per
+  /// stage with K-FAC layers, returning the preconditioned `grad/<p>` and
+  /// `kfac/issues`; the host calls it once per step after clipping. The
+  /// KL-clip needs Σ⟨update, gradient⟩ over every rank's layers, so it is not
+  /// in these functions: the module records κ and the single-process order
+  /// of the sum (pf.kfac_kl_clip, pf.kfac_kl_order) for the rank programs.
+  LogicalResult runOnStages(ModuleOp module, ArrayRef<func::FuncOp> gradientFunctions) {
+    if (exportFactors)
+      return module.emitError("pf-kfac-precondition: export-factors does not apply to a split "
+                              "module (the factors are parameters: read them from a "
+                              "checkpoint)");
+    SmallVector<Layer> layers = kfacLayers(module);
+    SmallVector<SmallVector<const Layer *>> layersOfStage(gradientFunctions.size());
+    SmallVector<Attribute> klOrder;
+    OpBuilder builder(module.getContext());
+    for (const Layer &layer : layers) {
+      std::string weightGrad = "grad/" + layer.weight;
+      int64_t stage = -1;
+      for (auto [s, candidate] : llvm::enumerate(gradientFunctions))
+        if (func::FuncOp func = candidate; returns(func, weightGrad)) {
+          if (stage >= 0)
+            return func.emitError("pf-kfac-precondition: '")
+                   << weightGrad << "' is returned by stages " << stage << " and " << s
+                   << "; a K-FAC layer must live on one stage";
+          stage = int64_t(s);
+        }
+      if (stage < 0)
+        continue;
+      layersOfStage[stage].push_back(&layer);
+      klOrder.push_back(builder.getStringAttr(weightGrad));
+      if (!layer.bias.empty() && returns(gradientFunctions[stage], "grad/" + layer.bias))
+        klOrder.push_back(builder.getStringAttr("grad/" + layer.bias));
+    }
+    if (klOrder.empty())
+      return module.emitError("pf-kfac-precondition: no stage returns the grad/<weight> of a "
+                              "layer pf-insert-kfac prepared");
+    SymbolTable symbols(module);
+    for (auto [s, stageLayers] : llvm::enumerate(layersOfStage))
+      if (!stageLayers.empty())
+        buildStagePrecondition(symbols, gradientFunctions[s], stageLayers);
+    if (klClip > 0) {
+      module->setAttr(kKfacKLClipAttrName, builder.getF64FloatAttr(klClip));
+      module->setAttr(kKfacKLOrderAttrName, builder.getArrayAttr(klOrder));
+    }
+    return success();
+  }
+
+  void buildStagePrecondition(SymbolTable &symbols, func::FuncOp gradients,
+                              ArrayRef<const Layer *> layers) {
+    MLIRContext *ctx = gradients.getContext();
+    OpBuilder builder(ctx);
+    auto typeOf = [&](StringRef name) -> Type {
+      for (unsigned i = 0; i < gradients.getNumResults(); ++i)
+        if (auto attr = gradients.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+            attr && attr.getValue() == name)
+          return gradients.getResultTypes()[i];
+      return {};
+    };
+    SmallVector<Type> argTypes;
+    SmallVector<std::string> argNames;
+    for (const Layer *layer : layers) {
+      argNames.push_back("grad/" + layer->weight);
+      if (!layer->bias.empty() && typeOf("grad/" + layer->bias))
+        argNames.push_back("grad/" + layer->bias);
+    }
+    for (const std::string &name : argNames)
+      argTypes.push_back(typeOf(name));
+    SmallVector<Type> resultTypes(argTypes);
+    argTypes.push_back(RankedTensorType::get({}, builder.getI64Type()));
+    resultTypes.push_back(RankedTensorType::get({}, builder.getI32Type()));
+
+    int64_t stage = gradients->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
+    builder.setInsertionPointAfter(gradients);
+    auto func = func::FuncOp::create(builder, gradients.getLoc(),
+                                     "stage" + std::to_string(stage) + "_precondition",
+                                     builder.getFunctionType(argTypes, resultTypes));
+    func->setAttr(kStageAttrName, gradients->getAttr(kStageAttrName));
+    if (Attribute blocks = gradients->getAttr(kStageBlocksAttrName))
+      func->setAttr(kStageBlocksAttrName, blocks);
+    for (auto [i, name] : llvm::enumerate(argNames)) {
+      func.setArgAttr(i, kNameAttrName, builder.getStringAttr(name));
+      func.setResultAttr(i, kNameAttrName, builder.getStringAttr(name));
+    }
+    func.setArgAttr(argNames.size(), kNameAttrName, builder.getStringAttr("step"));
+    func.setResultAttr(argNames.size(), kNameAttrName, builder.getStringAttr("kfac/issues"));
+    Block *entry = func.addEntryBlock();
+    builder.setInsertionPointToEnd(entry);
+    Value step = entry->getArgument(argNames.size());
+    SmallVector<Value> results;
+    Value issues;
+    unsigned next = 0;
+    for (const Layer *layer : layers) {
+      Value gradW = entry->getArgument(next++);
+      Value gradB;
+      if (next < argNames.size() && argNames[next] == "grad/" + layer->bias)
+        gradB = entry->getArgument(next++);
+      auto [outcome, weightUpdate, biasUpdate] =
+          emitLayer(builder, symbols, *layer, step, gradW, gradB);
+      issues = issues ? AddOp::create(builder, layer->loc, issues, outcome).getResult()
+                      : outcome;
+      results.push_back(weightUpdate);
+      if (gradB)
+        results.push_back(biasUpdate);
+    }
+    results.push_back(issues);
+    func::ReturnOp::create(builder, gradients.getLoc(), results);
+    symbols.insert(func);
+  }
+
+  /// One layer's refresh and preconditioning: (outcome, ΔW, Δb).
+  std::tuple<Value, Value, Value> emitLayer(OpBuilder &builder, SymbolTable &symbols,
+                                            const Layer &layer, Value step, Value gradW,
+                                            Value gradB) {
+    std::string prefix = layer.weight + ".kfac.";
+    Location loc = layer.loc;
+    auto sym = [&](StringRef suffix) {
+      return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix.str());
+    };
+    auto inverse = [&](StringRef suffix) -> Value {
+      auto param = symbols.lookup<ParamOp>(prefix + suffix.str());
+      return ParamRefOp::create(builder, loc, param.getType(), param.getSymName());
+    };
+    auto refresh = KFACRefreshInversesOp::create(
+        builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, sym("A"), sym("B"),
+        sym("A_inv"), sym("B_inv"), builder.getF64FloatAttr(damping),
+        builder.getI64IntegerAttr(refreshEvery), builder.getI64IntegerAttr(retries),
+        builder.getI64IntegerAttr(refreshWarmup));
+    auto precondition =
+        KFACPreconditionOp::create(builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB);
+    return {refresh.getOutcome(), precondition.getWeightUpdate(),
+            gradB ? precondition.getBiasUpdate() : Value()};
+  }
+
   LogicalResult run() {
     ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> stageFunctions = stageGradientFunctions(module);
+    if (!stageFunctions.empty()) {
+      if (refreshEvery < 1 || retries < 0 || damping < 0 || refreshWarmup < 0 || klClip < 0)
+        return module.emitError("pf-kfac-precondition: refresh-every must be >= 1, retries, "
+                                "refresh-warmup, damping and kl-clip >= 0");
+      return runOnStages(module, stageFunctions);
+    }
     func::FuncOp func = getEntryFunction(module);
     if (!func)
       return module.emitError("pf-kfac-precondition: no function with a body");

@@ -5,9 +5,10 @@
 // rank programs ending in the clipping over all ranks and the update.
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2" | FileCheck %s
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=zb-h1 micro-batches=2 clip-norm=0 optimizer=sgd" | FileCheck %s --check-prefix=ZB
-// RUN: not pf-opt %s --pf-pipelined-training="stages=2 kfac=true" 2>&1 | FileCheck %s --check-prefix=KFAC
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2" | FileCheck %s --check-prefix=CHIMERA
 // RUN: not pf-opt %s --pf-pipelined-training="stages=3 schedule=chimera micro-batches=2" 2>&1 | FileCheck %s --check-prefix=CHIMERA-ODD
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true" | FileCheck %s --check-prefix=KFAC
+// RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 microbatches=2" --pf-build-rank-programs="microbatches=4" 2>&1 | FileCheck %s --check-prefix=KFAC-N
 
 // The step's gradient order, for the single-process norm.
 // CHECK: module attributes {pf.step_gradients = ["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]}
@@ -41,7 +42,36 @@
 // ZB-NOT: pf.clip_gradients
 // ZB: pf.run_stage update @stage0_update
 
-// KFAC: no such option kfac
+// With K-FAC: κ and the single-process order of the KL-clip's sum; each
+// factor update is one of 2 per-call updates (micro-batch and loss count are
+// graph inputs), placed with its layer (block 2's A on stage 1, though its
+// input comes from stage 0); each stage preconditions its own layers after
+// the clipping; the KL-clip runs on every rank before the update.
+// KFAC: module attributes {pf.kfac_kl_clip = 1.000000e-03 : f64, pf.kfac_kl_order = ["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]
+// KFAC-N: pf-build-rank-programs: the K-FAC update of 'bert.encoder.layer.0.dense.weight.kfac.A' expects 2 micro-batch calls per step but the programs have 4 (run pf-split-stages with microbatches=4)
+// KFAC-LABEL: func.func @stage0_forward(
+// KFAC-SAME: {pf.name = "step"}, %[[M:[a-z0-9]+]]: tensor<i64> {pf.name = "microbatch"})
+// KFAC: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from %{{.*}} step %{{.*}} microbatch(%[[M]] : tensor<i64>) {decay = 5.000000e-01 : f64, updates = 2 : i64}
+// KFAC-LABEL: func.func @stage0_backward(
+// KFAC-SAME: %[[C:[a-z0-9]+]]: tensor<i64> {pf.name = "loss_count"}
+// KFAC: pf.kfac.update_factor @bert.encoder.layer.1.dense.weight.kfac.B from %{{.*}} step %{{.*}} count %[[C]] microbatch
+// KFAC-LABEL: func.func @stage0_precondition(%{{.*}}: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %{{.*}}: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %{{.*}}: tensor<i64> {pf.name = "step"}) -> (tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, tensor<i32> {pf.name = "kfac/issues"})
+// KFAC: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A,
+// KFAC: pf.kfac.precondition
+// KFAC-NOT: pf.kfac.kl_clip
+// KFAC-LABEL: func.func @stage1_forward(
+// KFAC: pf.kfac.update_factor @bert.encoder.layer.2.dense.weight.kfac.A from
+// KFAC-LABEL: func.func @stage1_precondition(
+// KFAC-LABEL: pf.rank_program @rank0
+// KFAC: pf.clip_gradients
+// KFAC-NEXT: pf.run_stage precondition @stage0_precondition
+// KFAC-NEXT: pf.kfac_kl_clip kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"])
+// KFAC-NEXT: pf.run_stage update @stage0_update
+// KFAC-LABEL: pf.rank_program @rank1
+// KFAC: pf.clip_gradients
+// KFAC-NEXT: pf.run_stage precondition @stage1_precondition
+// KFAC-NEXT: pf.kfac_kl_clip
+// KFAC-NEXT: pf.run_stage update @stage1_update
 
 // Chimera: both ranks hold both stages (down pipe: stage s on rank s, up: on
 // rank 1 - s), every gradient is summed between the replicas, and each rank

@@ -241,6 +241,11 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
            "results need) and @stage<s>_backward_weight (the rest: grad/*; reads the "
            "stage's saved/* and grad_act/* arguments and the input half's wsaved/* "
            "results) instead of @stage<s>_backward, for schedule=zb-h1 (default: false)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Calls of each stage function per step, for the K-FAC factor updates (a step "
+           "with pf-insert-kfac): each becomes the update of micro-batch `microbatch` (a new "
+           "i64 graph input) of that many, with its loss count the graph input `loss_count` "
+           "(default: 1)">,
   ];
 }
 

@@ -35,6 +35,11 @@ bool isNonNegativeF64(Attribute value) {
   return real && real.getType().isF64() && real.getValueAsDouble() >= 0;
 }
 
+bool isPositiveF64(Attribute value) {
+  auto real = dyn_cast<FloatAttr>(value);
+  return real && real.getType().isF64() && real.getValueAsDouble() > 0;
+}
+
 bool isDeviceList(Attribute value) {
   auto devices = dyn_cast<DenseI64ArrayAttr>(value);
   if (!devices || devices.empty())
@@ -102,6 +107,9 @@ const AttrRule kOpAttrRules[] = {
     {kStageBlocksAttrName, isBlockList, "a non-empty array<i64> of non-negative blocks",
      isFunction, "a function"},
     {kStepGradientsAttrName, isStringList, "a non-empty array of non-empty strings", isModule,
+     "a module"},
+    {kKfacKLClipAttrName, isPositiveF64, "a positive f64", isModule, "a module"},
+    {kKfacKLOrderAttrName, isStringList, "a non-empty array of non-empty strings", isModule,
      "a module"},
     // The runtime lowering's plan of the entry function (read by the host);
     // the typed attribute verifies its own fields.

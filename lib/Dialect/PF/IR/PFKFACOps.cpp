@@ -177,8 +177,9 @@ LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> r
     if (!count)
       return emitError("scale_by_loss_count, but the function has no pf.softmax_cross_entropy");
   }
-  KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), count, getFactorAttr(), UnitAttr(),
-                             getScaleAttr(), getDecayAttr(), getEveryAttr());
+  KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), count, Value(), getFactorAttr(),
+                             UnitAttr(), getScaleAttr(), getDecayAttr(), getEveryAttr(),
+                             b.getI64IntegerAttr(1));
   operandGrads[0] = grad;
   return success();
 }
@@ -187,6 +188,9 @@ LogicalResult KFACUpdateFactorOp::verify() {
   double decay = getDecay().convertToDouble();
   if (!(decay >= 0 && decay < 1))
     return emitOpError("decay must be in [0, 1), got ") << decay;
+  if (!getMicrobatch() && getUpdates() != 1)
+    return emitOpError("updates ") << getUpdates()
+                                   << " needs a microbatch operand (one update per call)";
   return success();
 }
 

@@ -130,21 +130,35 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+static LogicalResult verifyGradientOrder(Operation *op, ArrayAttr order);
+
 LogicalResult ClipGradientsOp::verify() {
   double maxNorm = getMaxNorm().convertToDouble();
   if (!(maxNorm > 0) || !std::isfinite(maxNorm))
     return emitOpError("max_norm must be positive and finite, got ") << maxNorm;
-  if (getOrder().empty())
-    return emitOpError("order names no gradient");
+  return verifyGradientOrder(*this, getOrder());
+}
+
+/// `order` of a clipping op: distinct grad/<parameter> names.
+static LogicalResult verifyGradientOrder(Operation *op, ArrayAttr order) {
+  if (order.empty())
+    return op->emitOpError("order names no gradient");
   llvm::StringSet<> seen;
-  for (Attribute entry : getOrder()) {
+  for (Attribute entry : order) {
     StringRef name = cast<StringAttr>(entry).getValue();
     if (!name.starts_with("grad/") || name.size() == 5)
-      return emitOpError("order entry '") << name << "' is not a grad/<parameter> name";
+      return op->emitOpError("order entry '") << name << "' is not a grad/<parameter> name";
     if (!seen.insert(name).second)
-      return emitOpError("order names '") << name << "' twice";
+      return op->emitOpError("order names '") << name << "' twice";
   }
   return success();
+}
+
+LogicalResult KfacKLClipOp::verify() {
+  double kappa = getKappa().convertToDouble();
+  if (!(kappa > 0) || !std::isfinite(kappa))
+    return emitOpError("kappa must be positive and finite, got ") << kappa;
+  return verifyGradientOrder(*this, getOrder());
 }
 
 //===----------------------------------------------------------------------===//
@@ -178,6 +192,8 @@ std::string describe(Operation *op) {
     os << "all_reduce of '" << reduce.getValue() << "' over ranks " << reduce.getRanksAttr();
   else if (auto run = dyn_cast<RunStageOp>(op))
     os << stringifyStageTaskKind(run.getKind()) << " " << run.getStageAttr();
+  else if (isa<ClipGradientsOp, KfacKLClipOp>(op))
+    os << op->getName().stripDialect();
   return text;
 }
 
@@ -193,6 +209,7 @@ public:
     ok &= succeeded(checkStagePasses());
     ok &= succeeded(checkDataflow());
     ok &= succeeded(checkStepEnd());
+    ok &= succeeded(checkKfacStepEnd());
     // A deadlock report is only meaningful once every message has its match.
     if (!ok)
       return failure();
@@ -499,12 +516,14 @@ private:
             firstUpdate = index;
           continue;
         }
-        if (firstUpdate && (run ? run.getMicrobatch().has_value() : !isa<ClipGradientsOp>(op))) {
+        if (firstUpdate && (run ? run.getMicrobatch().has_value() || isKfacStepWork(run)
+                                : !isa<ClipGradientsOp>(op))) {
           ok = false;
           error(at) << describe(op) << " comes after the update (op " << *firstUpdate
                     << "): the update ends the step";
         }
-        if (run || isa<AllReduceOp>(op))
+        // Per-step K-FAC work (checked by checkKfacStepEnd) follows the clipping.
+        if ((run && !isKfacStepWork(run)) || isa<AllReduceOp>(op))
           lastStepWork = index;
       }
       if (clipAt && lastStepWork && *lastStepWork > *clipAt) {
@@ -527,6 +546,81 @@ private:
         ok = false;
         program.op.emitError("rank ")
             << rank << " has no clip_gradients but rank " << referenceRank
+            << " has one: every rank must take part";
+      }
+    return success(ok);
+  }
+
+  /// The once-per-step K-FAC calls (inverses, preconditioning).
+  static bool isKfacStepWork(RunStageOp run) {
+    return run.getKind() == StageTaskKind::KfacInverse ||
+           run.getKind() == StageTaskKind::Precondition;
+  }
+
+  /// K-FAC at the end of the step: the precondition calls after the
+  /// clipping (the true gradients are clipped first) and after every backward
+  /// and all-reduce; every rank runs the same kfac_kl_clip (or none), after its
+  /// precondition calls and before its update.
+  LogicalResult checkKfacStepEnd() {
+    bool ok = true;
+    KfacKLClipOp reference;
+    int64_t referenceRank = 0;
+    for (auto [rank, program] : llvm::enumerate(programs)) {
+      bool clips = llvm::any_of(program.ops, [](Operation *o) { return isa<ClipGradientsOp>(o); });
+      std::optional<size_t> klAt, clipAt, firstKfac;
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        Position at{int64_t(rank), index};
+        auto run = dyn_cast<RunStageOp>(op);
+        if (isa<ClipGradientsOp>(op))
+          clipAt = index;
+        bool gradientWork = isa<AllReduceOp, ClipGradientsOp>(op) || (run && run.getMicrobatch());
+        if (gradientWork && (firstKfac || klAt)) {
+          ok = false;
+          error(at) << describe(op) << " comes after the K-FAC step work (op "
+                    << *(firstKfac ? firstKfac : klAt)
+                    << "), which needs the step's final gradients";
+        }
+        if (run && isKfacStepWork(run)) {
+          if (!firstKfac)
+            firstKfac = index;
+          if (clips && !clipAt) {
+            ok = false;
+            error(at) << describe(op)
+                      << " runs before clip_gradients: K-FAC preconditions the clipped "
+                         "gradients";
+          }
+          if (klAt) {
+            ok = false;
+            error(at) << describe(op) << " comes after kfac_kl_clip (op " << *klAt
+                      << "), which needs every preconditioned gradient";
+          }
+          continue;
+        }
+        auto kl = dyn_cast<KfacKLClipOp>(op);
+        if (!kl)
+          continue;
+        if (klAt) {
+          ok = false;
+          error(at) << "a second kfac_kl_clip (the first is op " << *klAt << ")";
+          continue;
+        }
+        klAt = index;
+        if (!reference) {
+          reference = kl, referenceRank = rank;
+        } else if (kl.getKappa() != reference.getKappa() || kl.getOrder() != reference.getOrder()) {
+          ok = false;
+          error(at) << "kfac_kl_clip differs from rank " << referenceRank
+                    << "'s (kappa and order must be the same on every rank)";
+        }
+      }
+    }
+    if (!reference)
+      return success(ok);
+    for (auto [rank, program] : llvm::enumerate(programs))
+      if (llvm::none_of(program.ops, [](Operation *op) { return isa<KfacKLClipOp>(op); })) {
+        ok = false;
+        program.op.emitError("rank ")
+            << rank << " has no kfac_kl_clip but rank " << referenceRank
             << " has one: every rank must take part";
       }
     return success(ok);
@@ -555,10 +649,11 @@ private:
           return {rank, int64_t(recv.getFrom())};
         return {};
       }
-      if (isa<ClipGradientsOp>(op)) {
+      if (isa<ClipGradientsOp, KfacKLClipOp>(op)) {
         SmallVector<int64_t> everyone;
         for (int64_t r = 0, e = programs.size(); r < e; ++r) {
-          if (!isa_and_nonnull<ClipGradientsOp>(current(r)))
+          Operation *other = current(r);
+          if (!other || other->getName() != op->getName())
             return {};
           everyone.push_back(r);
         }

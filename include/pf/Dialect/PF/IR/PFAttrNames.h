@@ -62,6 +62,13 @@ inline constexpr llvm::StringLiteral kStageBlocksAttrName = "pf.blocks";
 /// names in its result order (non-empty array of strings), the order of the
 /// single-process global-norm sum.
 inline constexpr llvm::StringLiteral kStepGradientsAttrName = "pf.step_gradients";
+/// On a split module with pf-kfac-precondition's `stage<s>_precondition`
+/// functions and KL-clipping: κ (a positive f64) and the K-FAC layers'
+/// `grad/<param>` names in the single-process order of the KL-clip's
+/// Σ⟨update, gradient⟩ (non-empty array of strings), which the per-rank
+/// programs' pf.kfac_kl_clip repeats across ranks.
+inline constexpr llvm::StringLiteral kKfacKLClipAttrName = "pf.kfac_kl_clip";
+inline constexpr llvm::StringLiteral kKfacKLOrderAttrName = "pf.kfac_kl_order";
 
 } // namespace mlir::pf
 

@@ -60,7 +60,8 @@ def PF_KFACPreconditionOp : PF_TensorOp<"kfac.precondition"> {
 include "mlir/IR/SymbolInterfaces.td"
 
 def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>,
+    AttrSizedOperandSegments]> {
   let summary = "running average of a Kronecker factor, updated in place";
   let description = [{
     F ← decay·F + (1 − decay)·scale·xᵀx/n with x flattened to [n, d] (a ones
@@ -73,15 +74,25 @@ def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
     one running-average step together: the first in program order decays
     the factor, and each adds (1 − decay)·scale·xᵀx/n divided by the number
     of updates, so the new estimate is the micro-batches' mean.
+
+    With `microbatch` (a pipeline stage function, called once per
+    micro-batch) the update is the one of micro-batch `microbatch` (known at
+    run time) among `updates` calls of the step, one per call: the call of
+    micro-batch 0 decays the factor and each adds 1/`updates` of its term,
+    exactly the arithmetic of `updates` updates in one function. Such a
+    function holds one update of the factor.
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
                    Optional<0DTensorOf<[I64]>>:$count,
+                   Optional<0DTensorOf<[I64]>>:$microbatch,
                    FlatSymbolRefAttr:$factor, UnitAttr:$bias_column,
                    DefaultValuedAttr<F64Attr, "1.0">:$scale,
                    DefaultValuedAttr<F64Attr, "0.95">:$decay,
-                   DefaultValuedAttr<PF_PositiveI64Attr, "1">:$every);
+                   DefaultValuedAttr<PF_PositiveI64Attr, "1">:$every,
+                   DefaultValuedAttr<PF_PositiveI64Attr, "1">:$updates);
   let assemblyFormat = [{
-    $factor `from` $input `step` $step (`count` $count^)? attr-dict `:` type($input) `,`
+    $factor `from` $input `step` $step (`count` $count^)?
+    (`microbatch` `(` $microbatch^ `:` type($microbatch) `)`)? attr-dict `:` type($input) `,`
     type($step) (`,` type($count)^)?
   }];
   let hasVerifier = 1;

@@ -143,4 +143,27 @@ def PF_ClipGradientsOp : PF_RankProgramBodyOp<"clip_gradients"> {
   let hasVerifier = 1;
 }
 
+def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip"> {
+  let summary = "KL-clips every rank's K-FAC updates by Σ⟨update, gradient⟩ over all ranks";
+  let description = [{
+    A collective of all ranks, after each rank's `precondition` call (which
+    returned the preconditioned `grad/<param>` of its K-FAC layers) and
+    before its update. Each rank computes ⟨update, gradient⟩ (`pfrt_dot` of
+    the preconditioned and the clipped raw gradient, as the single-process
+    `pf.kfac.kl_clip` lowering does) of the entries of `order` it holds; the
+    ranks exchange them in one all-reduce with a slot per entry (one non-zero
+    term each, so exact), and every rank adds the slots in `order` — the
+    single-process sum's order — from 0. ν = min(1, sqrt(κ / (lr²·Σ))) (1
+    when lr²·Σ is not positive) then scales this rank's updates, `lr` being
+    the graph input of the step.
+
+    ```mlir
+    pf.kfac_kl_clip kappa(1.000000e-03) order(["grad/w0", "grad/b0"])
+    ```
+  }];
+  let arguments = (ins F64Attr:$kappa, StrArrayAttr:$order);
+  let assemblyFormat = "`kappa` `(` $kappa `)` `order` `(` $order `)` attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // PF_PROGRAM_OPS_TD

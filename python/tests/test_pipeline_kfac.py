@@ -1,0 +1,130 @@
+"""`mpirun -np D pf-train --kfac --pipeline "stages=D schedule=S microbatches=N"`:
+K-FAC through the pipeline (factor updates in the stage functions, inverses
+and preconditioning in each stage's precondition function, the KL-clip over
+all ranks) against single-process `pf-train --kfac --micro-batches N`.
+
+- Parity: after 20 steps the gathered checkpoint (weights, AdamW moments,
+  K-FAC factors and inverses) is **bitwise equal** to the single-process one
+  and the printed losses are identical: BERT-tiny D = 2 and BERT-mini D = 2
+  and 4 (oversubscribed on 2 cores: correctness only), gpipe, 1f1b, zb-h1,
+  N = 4; also N = 1, without KL-clipping and with stale inverses.
+- The K-FAC state is really there and changes the run (factors and
+  inverses non-zero, the result differs from first-order training).
+- The start-up lines report each rank's K-FAC state; the refreshes that
+  needed more damping are summed over the ranks and named per rank.
+
+Every subprocess has a timeout; both sides run with --num-threads 1.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from test_pipeline_training import (MPIRUN, SCHEDULES, _assert_same_checkpoint, _load,
+                                    _losses, _pipeline, _single, setup)  # noqa: F401
+
+pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
+
+KFAC_SUFFIXES = (".kfac.A", ".kfac.B", ".kfac.A_inv", ".kfac.B_inv")
+
+
+@pytest.fixture(scope="module")
+def kfac_reference(setup):
+    """The single-process 20-step K-FAC run of (model, N, extra options)."""
+    cache = {}
+
+    def get(model, microbatches, extra=()):
+        key = (model, microbatches, tuple(extra))
+        if key not in cache:
+            path = setup / f"kfac-reference-{len(cache)}.npz"
+            proc = _single(setup, model, "--kfac", "--steps", "20", "--log-every", "1",
+                           "--micro-batches", microbatches, "--checkpoint", path, *extra)
+            assert "optimizer adamw + K-FAC" in proc.stdout, proc.stdout
+            cache[key] = (_load(path), _losses(proc.stdout))
+        return cache[key]
+
+    return get
+
+
+PARITY = [(model, ranks, schedule, 4, ())
+          for model, ranks in [("tiny", 2), ("mini", 2)] for schedule in SCHEDULES] + [
+    ("mini", 4, "1f1b", 4, ()),
+    ("mini", 4, "zb-h1", 4, ()),
+    ("tiny", 2, "1f1b", 1, ()),
+    ("tiny", 2, "gpipe", 4, ("--kfac-kl-clip", "0")),
+    ("tiny", 2, "zb-h1", 4, ("--kfac-refresh", "3", "--kfac-refresh-warmup", "2")),
+]
+
+
+@pytest.mark.parametrize(
+    "model,ranks,schedule,microbatches,extra", PARITY,
+    ids=[f"{m}-D{d}-{s}-N{n}" + (f"-{e[0][2:]}={e[1]}" if e else "") for m, d, s, n, e in PARITY])
+def test_kfac_pipeline_equals_single_process_bitwise(setup, kfac_reference, tmp_path, model,
+                                                     ranks, schedule, microbatches, extra):
+    want, want_losses = kfac_reference(model, microbatches, extra)
+    got_path = tmp_path / "pipeline.npz"
+    proc = _pipeline(setup, ranks, model,
+                     f"stages={ranks} schedule={schedule} microbatches={microbatches}",
+                     "--kfac", "--steps", "20", "--log-every", "1", "--checkpoint", got_path,
+                     *extra, timeout=240)
+    assert "optimizer adamw + K-FAC" in proc.stdout, proc.stdout
+    losses = _losses(proc.stdout)
+    assert [int(step) for step, _, _ in losses] == list(range(1, 21)), proc.stdout
+    assert losses == want_losses
+    got = _load(got_path)
+    for suffix in KFAC_SUFFIXES:
+        assert any(k.endswith(suffix) for k in got), suffix
+    _assert_same_checkpoint(got, want)
+
+
+def test_kfac_state_is_used(setup, kfac_reference, reference_first_order):
+    """The factors and inverses hold values, and K-FAC changes the weights
+    (so the parity above compares runs that K-FAC shaped)."""
+    kfac, _ = kfac_reference("tiny", 4)
+    for key, value in kfac.items():
+        if key.endswith(KFAC_SUFFIXES):
+            assert np.abs(value).max() > 0, key
+    plain = reference_first_order
+    weights = [k for k in plain if k.startswith("param/") and ".encoder." in k
+               and k.endswith(".weight") and "LayerNorm" not in k]
+    assert weights and all(not np.array_equal(kfac[k], plain[k]) for k in weights)
+
+
+@pytest.fixture(scope="module")
+def reference_first_order(setup):
+    path = setup / "first-order-reference.npz"
+    _single(setup, "tiny", "--steps", "20", "--micro-batches", "4", "--checkpoint", path)
+    return _load(path)
+
+
+def test_state_lines_report_the_kfac_state(setup, kfac_reference):
+    proc = _pipeline(setup, 2, "tiny", "stages=2 microbatches=4", "--kfac", "--steps", "1",
+                     timeout=120)
+    lines = re.findall(r"^rank (\d+): stage \d+ .*optimizer state (\d+) bytes, K-FAC state "
+                       r"(\d+) bytes$", proc.stdout, re.M)
+    assert sorted(int(rank) for rank, _, _ in lines) == [0, 1], proc.stdout
+    kfac, _ = kfac_reference("tiny", 4)
+    kfac_bytes = sum(v.nbytes for k, v in kfac.items() if ".kfac." in k)
+    # Every K-FAC layer lives on one stage: the ranks' K-FAC state adds up.
+    assert sum(int(b) for _, _, b in lines) == kfac_bytes
+    assert all(int(b) > 0 for _, _, b in lines)
+
+
+def test_refresh_issues_are_summed_and_name_the_ranks(setup):
+    """Damping 0 makes the Cholesky refreshes fail (kept inverses): the
+    pipelined run prints the single-process count per step, split by rank."""
+    args = ("--kfac", "--kfac-damping", "0", "--steps", "2")
+    single = _single(setup, "tiny", "--micro-batches", "4", *args, timeout=120)
+    pipelined = _pipeline(setup, 2, "tiny", "stages=2 microbatches=4", *args, timeout=120)
+    pattern = r"^step (\d+): K-FAC: (\d+) inverse refresh\(es\) needed more damping"
+    want = re.findall(pattern + r" or kept the previous inverse$", single.stdout, re.M)
+    got = re.findall(pattern + r" or kept the previous inverse \((.*)\)$", pipelined.stdout,
+                     re.M)
+    assert want and [(s, n) for s, n, _ in got] == want, (single.stdout, pipelined.stdout)
+    for _, total, ranks in got:
+        per_rank = dict(re.findall(r"rank (\d+): (\d+)", ranks))
+        assert sum(map(int, per_rank.values())) == int(total)
+        assert set(per_rank) <= {"0", "1"}
