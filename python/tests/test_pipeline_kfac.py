@@ -56,6 +56,8 @@ PARITY = [(model, ranks, schedule, 4, ())
     ("tiny", 2, "1f1b", 1, ()),
     ("tiny", 2, "gpipe", 4, ("--kfac-kl-clip", "0")),
     ("tiny", 2, "zb-h1", 4, ("--kfac-refresh", "3", "--kfac-refresh-warmup", "2")),
+    # Interleaved: 4 stages on 2 ranks, each factor still on one rank.
+    ("mini", 2, "interleaved", 4, ()),
 ]
 
 
