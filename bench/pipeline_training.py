@@ -9,11 +9,14 @@ simulation fed with the durations measured in the same run (pf-train's
     PYTHONPATH=python python3 bench/pipeline_training.py [--config mini] [--vocab 30522]
         [--batch 16] [--seq 64] [--steps 12] [--microbatches 4 8]
 
-Rows: (a) the pipeline with first-order AdamW; (d) single-process pf-train
-with `--micro-batches N` (AdamW, and with K-FAC); both on 1 thread per
-process. (b)/(c), the pipeline with K-FAC, do not exist yet (K-FAC is not
-split into stage functions). ms/step is the mean over the steps after the
-first (the progress lines' window), median over --repeat runs.
+Rows: (a) the pipeline with first-order AdamW; (c) the pipeline with all
+K-FAC work every step inside the stage functions (`--kfac`: factors in the
+forward/backward calls, inverses and preconditioning in each stage's
+precondition call after the flush); (d) single-process pf-train with
+`--micro-batches N` (AdamW, and with K-FAC); all on 1 thread per process.
+(b), K-FAC placed in the bubbles, does not exist yet. ms/step is the mean over
+the steps after the first (the progress lines' window), median over --repeat
+runs.
 """
 
 from __future__ import annotations
@@ -96,11 +99,12 @@ def main() -> int:
             print(f"| {n} | (d) single-process AdamW | {single:.1f} | 1.00 | | |")
             print(f"| {n} | (d) single-process K-FAC (every step) | {kfac:.1f} | "
                   f"{kfac / single:.2f} | | |")
-            for schedule in ("gpipe", "1f1b"):
+            for schedule, kfac_flag in (("gpipe", []), ("1f1b", []), ("gpipe", ["--kfac"]),
+                                        ("1f1b", ["--kfac"])):
                 times, spans, bubbles = [], [], []
                 for _ in range(args.repeat):
                     out = run([mpirun, "--oversubscribe", *root, "-np", "2",
-                               str(tool("pf-train")), *common, "--pipeline",
+                               str(tool("pf-train")), *common, *kfac_flag, "--pipeline",
                                f"stages=2 schedule={schedule} microbatches={n}",
                                "--svg", str(tmp / "m.svg")])
                     times.append(ms_per_step(out))
@@ -109,7 +113,9 @@ def main() -> int:
                 t = statistics.median(times)
                 span = spans[times.index(sorted(times)[len(times) // 2])]
                 bubble = bubbles[times.index(sorted(times)[len(times) // 2])]
-                print(f"| {n} | (a) pipeline {schedule} AdamW, D=2 | {t:.1f} | "
+                label = "(c) pipeline " + schedule + " K-FAC every step" if kfac_flag else \
+                    "(a) pipeline " + schedule + " AdamW"
+                print(f"| {n} | {label}, D=2 | {t:.1f} | "
                       f"{t / single:.2f} | {span[0]:.1f} / {span[1]:.1f} | "
                       f"{bubble[0]:.1f}% / {bubble[1]:.1f}% |")
     return 0
