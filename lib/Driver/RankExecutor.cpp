@@ -85,6 +85,12 @@ public:
     findLastReaders(rankProgram);
     for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
       currentOp = int64_t(index);
+      // A call's wait for its received inputs is the recv's time, not the
+      // call's (the timeline would count it as compute otherwise).
+      if (auto call = dyn_cast<pf::RunStageOp>(op); call && call.getMicrobatch())
+        if (auto err = waitForInputs(call.getStage().str(), int64_t(*call.getMicrobatch())))
+          return error(llvm::formatv("op {0} ({1}): {2}", index, op.getName().getStringRef(),
+                                     llvm::toString(std::move(err))));
       double start = r.options.recordTimes ? now() : 0;
       llvm::Error err = llvm::TypeSwitch<Operation *, llvm::Error>(&op)
                             .Case([&](pf::RunStageOp o) { return runStage(o); })
