@@ -367,16 +367,12 @@ private:
         return commError("⟨update, gradient⟩ of '" + name + "'");
     }
     for (const auto &[name, value] : rawGradients)
-      if (llvm::none_of(order, [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; }))
+      if (!isInOrder(order, name))
         return error("'" + name + "' is preconditioned but not in the KL-clip order");
-    auto t = descriptor(dots);
-    if (!t)
-      return t.takeError();
-    if (pfrt_comm_all_reduce_sum(r.ctx, r.world, &*t) != PFRT_OK)
-      return commError("exchanging the K-FAC updates' inner products");
-    double total = 0.0;
-    for (int64_t i = 0, n = int64_t(order.size()); i < n; ++i)
-      total = total + slot[i];
+    auto summed = sumSlotsInOrder(dots, "exchanging the K-FAC updates' inner products");
+    if (!summed)
+      return summed.takeError();
+    double total = *summed;
     auto lrInput = graph.find("lr");
     if (lrInput == graph.end() || lrInput->second.dtype != PFRT_F64 ||
         lrInput->second.numElements() != 1)
@@ -698,6 +694,27 @@ private:
     return llvm::Error::success();
   }
 
+  static bool isInOrder(ArrayAttr order, StringRef name) {
+    return llvm::any_of(order, [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; });
+  }
+
+  /// The exact cross-rank sum of per-term slots (f64; each slot has one
+  /// non-zero contribution, so the all-reduce is exact whatever its
+  /// association), then added in slot order from 0: the single-process order
+  /// of pf.clip_gradients' norm and pf.kfac_kl_clip's inner products.
+  llvm::Expected<double> sumSlotsInOrder(NpyArray &slots, const char *what) {
+    auto t = descriptor(slots);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_all_reduce_sum(r.ctx, r.world, &*t) != PFRT_OK)
+      return commError(what);
+    const double *slot = reinterpret_cast<const double *>(slots.data.data());
+    double total = 0;
+    for (int64_t i = 0, n = slots.numElements(); i < n; ++i)
+      total = total + slot[i];
+    return total;
+  }
+
   /// A tensor of `type` filled with -0.0 (dtype 0 for a non-float type).
   static NpyArray negativeZeros(RankedTensorType type, const std::string &) {
     NpyArray a = zeros(dtypeOf(type), {type.getShape().begin(), type.getShape().end()});
@@ -733,16 +750,12 @@ private:
         return commError("the squared norm of '" + name + "'");
     }
     for (const auto &[name, value] : combined)
-      if (llvm::none_of(order, [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; }))
+      if (!isInOrder(order, name))
         return error("'" + name + "' is not in the clipping order");
-    auto t = descriptor(squares);
-    if (!t)
-      return t.takeError();
-    if (pfrt_comm_all_reduce_sum(r.ctx, r.world, &*t) != PFRT_OK)
-      return commError("exchanging the gradients' squared norms");
-    double total = 0;
-    for (int64_t i = 0, n = int64_t(order.size()); i < n; ++i)
-      total += slot[i];
+    auto summed = sumSlotsInOrder(squares, "exchanging the gradients' squared norms");
+    if (!summed)
+      return summed.takeError();
+    double total = *summed;
     const double norm = std::sqrt(total);
     r.gradientNorm = norm;
     const double maxNorm = op.getMaxNorm().convertToDouble();

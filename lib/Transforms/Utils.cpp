@@ -20,6 +20,19 @@ std::optional<int64_t> mlir::pf::encoderBlockOfName(StringRef name) {
   return block;
 }
 
+SmallVector<func::FuncOp> mlir::pf::stageGradientFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> functions;
+  for (int64_t s = 0;; ++s) {
+    std::string prefix = "stage" + std::to_string(s) + "_backward";
+    auto backward = module.lookupSymbol<func::FuncOp>(prefix);
+    if (!backward)
+      backward = module.lookupSymbol<func::FuncOp>(prefix + "_weight");
+    if (!backward)
+      return functions;
+    functions.push_back(backward);
+  }
+}
+
 func::FuncOp mlir::pf::getEntryFunction(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>())
     if (!func.isExternal())

@@ -18,6 +18,11 @@ namespace mlir::pf {
 /// The function the passes work on: the first function with a body.
 func::FuncOp getEntryFunction(ModuleOp module);
 
+/// The function returning each stage's gradients in a module split by
+/// pf-split-stages, by stage: `stage<s>_backward`, or its weight half
+/// `stage<s>_backward_weight`; empty for a module that is not split.
+SmallVector<func::FuncOp> stageGradientFunctions(ModuleOp module);
+
 /// The argument of `func` named `name` (pf.name), added as a 0-d tensor of
 /// `element` when missing (step and learning-rate inputs of training steps).
 Value getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element);

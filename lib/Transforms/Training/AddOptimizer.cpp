@@ -65,7 +65,7 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
   LogicalResult run() {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
-    SmallVector<func::FuncOp> backwards = stageBackwards(module);
+    SmallVector<func::FuncOp> backwards = stageGradientFunctions(module);
     if (!backwards.empty()) {
       for (func::FuncOp backward : backwards)
         if (failed(addUpdates(module, symbols, buildStageUpdate(module, symbols, backward))))
@@ -76,21 +76,6 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     if (!func)
       return module.emitError("pf-add-optimizer: no function with a body");
     return addUpdates(module, symbols, func);
-  }
-
-  /// The function returning each stage's gradients in a split module, by
-  /// stage: `stage<s>_backward`, or its weight half `stage<s>_backward_weight`.
-  static SmallVector<func::FuncOp> stageBackwards(ModuleOp module) {
-    SmallVector<func::FuncOp> backwards;
-    for (int64_t s = 0;; ++s) {
-      std::string prefix = "stage" + std::to_string(s) + "_backward";
-      auto backward = module.lookupSymbol<func::FuncOp>(prefix);
-      if (!backward)
-        backward = module.lookupSymbol<func::FuncOp>(prefix + "_weight");
-      if (!backward)
-        return backwards;
-      backwards.push_back(backward);
-    }
   }
 
   /// `stage<s>_update(grad/<p>...)` returning its arguments, for the

@@ -42,21 +42,6 @@ struct KFACPreconditionPass
     return layers;
   }
 
-  /// The functions returning each stage's gradients in a module split by
-  /// pf-split-stages: `stage<s>_backward` or `stage<s>_backward_weight`.
-  static SmallVector<func::FuncOp> stageGradientFunctions(ModuleOp module) {
-    SmallVector<func::FuncOp> functions;
-    for (int64_t s = 0;; ++s) {
-      std::string prefix = "stage" + std::to_string(s) + "_backward";
-      auto backward = module.lookupSymbol<func::FuncOp>(prefix);
-      if (!backward)
-        backward = module.lookupSymbol<func::FuncOp>(prefix + "_weight");
-      if (!backward)
-        return functions;
-      functions.push_back(backward);
-    }
-  }
-
   static bool returns(func::FuncOp func, StringRef name) {
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       if (auto attr = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
