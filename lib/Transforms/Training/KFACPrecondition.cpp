@@ -159,6 +159,13 @@ struct KFACPreconditionPass
     symbols.insert(func);
   }
 
+  /// A pf.param_ref of the K-FAC state parameter `name`.
+  static Value factorRef(OpBuilder &builder, SymbolTable &symbols, Location loc,
+                         StringRef name) {
+    auto param = symbols.lookup<ParamOp>(name);
+    return ParamRefOp::create(builder, loc, param.getType(), param.getSymName());
+  }
+
   /// One layer's refresh and preconditioning: (outcome, ΔW, Δb).
   std::tuple<Value, Value, Value> emitLayer(OpBuilder &builder, SymbolTable &symbols,
                                             const Layer &layer, Value step, Value gradW,
@@ -168,9 +175,8 @@ struct KFACPreconditionPass
     auto sym = [&](StringRef suffix) {
       return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix.str());
     };
-    auto inverse = [&](StringRef suffix) -> Value {
-      auto param = symbols.lookup<ParamOp>(prefix + suffix.str());
-      return ParamRefOp::create(builder, loc, param.getType(), param.getSymName());
+    auto inverse = [&](StringRef suffix) {
+      return factorRef(builder, symbols, loc, prefix + suffix.str());
     };
     auto refresh = KFACRefreshInversesOp::create(
         builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, sym("A"), sym("B"),
@@ -230,42 +236,35 @@ struct KFACPreconditionPass
       auto weightGrad = resultOf.find(("grad/" + weightName.getValue()).str());
       if (weightGrad == resultOf.end())
         continue;
-      std::string prefix = (weightName.getValue() + ".kfac.").str();
-      // The layer's ops carry its weight's location (the ONNX initializer
-      // name), so profiles attribute them to the right block.
-      Location loc = factorA.getLoc();
-      auto sym = [&](StringRef suffix) {
-        return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix.str());
-      };
-      auto inverse = [&](StringRef suffix) -> Value {
-        auto param = symbols.lookup<ParamOp>(prefix + suffix.str());
-        return ParamRefOp::create(builder, loc, param.getType(), param.getSymName());
-      };
-      auto refresh = KFACRefreshInversesOp::create(
-          builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, sym("A"), sym("B"),
-          sym("A_inv"), sym("B_inv"), builder.getF64FloatAttr(damping),
-          builder.getI64IntegerAttr(refreshEvery), builder.getI64IntegerAttr(retries),
-          builder.getI64IntegerAttr(refreshWarmup));
-      issues = issues ? AddOp::create(builder, loc, issues, refresh.getOutcome()).getResult()
-                      : refresh.getOutcome();
-
       Value gradW = results[weightGrad->second];
       Value gradB;
       auto biasGrad = biasName ? resultOf.find(("grad/" + biasName.getValue()).str())
                                : resultOf.end();
       if (biasGrad != resultOf.end())
         gradB = results[biasGrad->second];
-      auto precondition = KFACPreconditionOp::create(
-          builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB);
-      results[weightGrad->second] = precondition.getWeightUpdate();
-      updates.push_back({weightGrad->second, precondition.getWeightUpdate(), gradW});
+      // The layer's ops carry its weight's location (the ONNX initializer
+      // name), so profiles attribute them to the right block.
+      Layer layer{factorA.getLoc(), weightName.str(), biasName ? biasName.str() : ""};
+      auto [outcome, weightUpdate, biasUpdate] =
+          emitLayer(builder, symbols, layer, step, gradW, gradB);
+      if (issues) {
+        // Right after the refresh: the step's order of the issue count.
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPointAfter(outcome.getDefiningOp());
+        issues = AddOp::create(builder, layer.loc, issues, outcome).getResult();
+      } else {
+        issues = outcome;
+      }
+      results[weightGrad->second] = weightUpdate;
+      updates.push_back({weightGrad->second, weightUpdate, gradW});
       if (exportFactors)
         for (StringRef suffix : {"A", "B", "A_inv", "B_inv"})
-          exported.push_back({("kfac/" + suffix + "/" + weightName.getValue()).str(),
-                              inverse(suffix)});
+          exported.push_back(
+              {("kfac/" + suffix + "/" + weightName.getValue()).str(),
+               factorRef(builder, symbols, layer.loc, layer.weight + ".kfac." + suffix.str())});
       if (gradB) {
-        results[biasGrad->second] = precondition.getBiasUpdate();
-        updates.push_back({biasGrad->second, precondition.getBiasUpdate(), gradB});
+        results[biasGrad->second] = biasUpdate;
+        updates.push_back({biasGrad->second, biasUpdate, gradB});
       }
       ++layers;
     }
