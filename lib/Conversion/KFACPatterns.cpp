@@ -24,6 +24,12 @@ Value isDueStep(RuntimeLowering &l, OpBuilder &b, Location loc, Value step, int6
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, phase, l.constI64(b, loc, 0));
 }
 
+/// Whether the i64 scalar `entry` (a host-decided `due`) is non-zero.
+Value isNonZero(RuntimeLowering &l, OpBuilder &b, Location loc, Value entry) {
+  Value value = l.loadScalar(b, loc, entry, b.getI64Type());
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, value, l.constI64(b, loc, 0));
+}
+
 /// Emits `body` (which emits calls) under `condition`.
 template <typename Fn>
 LogicalResult emitIf(OpBuilder &b, Location loc, Value condition, Fn &&body) {
@@ -95,7 +101,8 @@ struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
                                               l.constI32(rewriter, loc, PFRT_KFAC_RUNNING_AVERAGE));
     Value laterMode = l.constI32(rewriter, loc, PFRT_KFAC_ACCUMULATE);
     double share = 1.0 / double(std::max<int64_t>(updates, 1));
-    Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
+    Value due = adaptor.getDue() ? isNonZero(l, rewriter, loc, adaptor.getDue())
+                                 : isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
     double scale = op.getScale().convertToDouble() * share;
     Value firstScale = l.constF64(rewriter, loc, scale);
     // The same doubles as the updates after the first of one function.
@@ -142,7 +149,9 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
     Location loc = op.getLoc();
     Value step = l.loadScalar(rewriter, loc, adaptor.getStep(), rewriter.getI64Type());
     Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
-    if (int64_t warmup = op.getWarmup(); warmup > 0) {
+    if (adaptor.getDue()) {
+      due = isNonZero(l, rewriter, loc, adaptor.getDue());
+    } else if (int64_t warmup = op.getWarmup(); warmup > 0) {
       Value early = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sle, step,
                                           l.constI64(rewriter, loc, warmup));
       due = arith::OrIOp::create(rewriter, loc, due, early);

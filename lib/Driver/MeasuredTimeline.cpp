@@ -421,6 +421,8 @@ struct MeasuredCosts {
   std::vector<std::vector<int>> stageLayers;
   bool hasKfac = false;
   int refreshSteps = 0; ///< from the inverses; 0 if none
+  /// Per cost-model layer: its stage and the events' K-FAC layer (-1: none).
+  std::vector<std::pair<int64_t, int64_t>> origin;
 };
 
 /// Whether `rank` may run a pass of `stage` under `kind` (stage s on rank s;
@@ -490,7 +492,8 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
       return error("measured run: no backward of stage " + llvm::Twine(s) +
                    " in steps " + llvm::Twine(first) + ".." + llvm::Twine(last));
     std::vector<int> ids;
-    auto addLayer = [&](std::string name) -> sched::LayerCost & {
+    auto addLayer = [&](std::string name, int64_t eventLayer = -1) -> sched::LayerCost & {
+      out.origin.push_back({s, eventLayer});
       ids.push_back(static_cast<int>(out.costs.layers.size()));
       out.costs.layers.push_back({});
       out.costs.layers.back().name = std::move(name);
@@ -499,7 +502,8 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
     for (auto it = layers.lower_bound({s, std::numeric_limits<int64_t>::min()});
          it != layers.end() && it->first.first == s; ++it) {
       sched::LayerCost &c = addLayer("stage " + std::to_string(s) + " layer " +
-                                     std::to_string(it->first.second));
+                                         std::to_string(it->first.second),
+                                     it->first.second);
       c.curvatureA = it->second.factorA.value();
       c.curvatureB = it->second.factorB.value();
       // One measured call inverts both factors; the simulator has one item each.
@@ -577,6 +581,77 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
   return c;
 }
 
+llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t firstStep,
+                                              int64_t lastStep, int64_t steps) {
+  auto measured = summarize(run, firstStep, lastStep);
+  if (!measured)
+    return measured.takeError();
+  auto kind = sched::parseScheduleKind(run.schedule);
+  if (!kind)
+    return error("measured run: " + kind.error());
+  if (*kind != sched::ScheduleKind::GPipe && *kind != sched::ScheduleKind::OneFOneB &&
+      *kind != sched::ScheduleKind::ZBH1)
+    return error("K-FAC in the bubbles: the " + run.schedule +
+                 " schedule is not supported (gpipe, 1f1b, zb-h1: one stage per rank)");
+  if (run.stages != run.ranks)
+    return error("K-FAC in the bubbles needs one stage per rank");
+  auto costs = measureCosts(run, measured->firstStep, measured->lastStep, *kind,
+                            measured->steps);
+  if (!costs)
+    return costs.takeError();
+  costs->costs.p2p = estimateP2pMs(run, measured->firstStep, measured->lastStep);
+  sched::ScheduleRequest request;
+  request.kind = *kind;
+  request.devices = run.ranks;
+  request.chunks = 1;
+  request.microbatches = static_cast<int>(run.microbatches);
+  request.stageLayers = costs->stageLayers;
+  request.kfac.policy = sched::Policy::PF;
+  request.kfac.refreshSteps = static_cast<int>(steps);
+  request.kfac.splitPieces = 1;      // one call inverts a layer's two factors
+  request.kfac.steadyState = false;  // a window's inverses finish in it
+  auto result = sched::schedulePipeline(costs->costs, request);
+  if (!result)
+    return error("placing the K-FAC inverses: " + result.error());
+  KfacWindowPlan plan;
+  plan.steps = std::max(1, result->timeline.steps);
+  plan.pipelineMs = result->report.pipelineStepMs;
+  plan.stepMs = result->report.stepTimeMs;
+  plan.costs = costs->costs;
+  // Per (device, window step): the end times of its passes, in order.
+  std::map<std::pair<int, int>, std::vector<double>> passEnds;
+  const std::vector<sched::TimelineItem> items = result->timeline.allItems();
+  for (const sched::TimelineItem &item : items)
+    if (sched::isPipelineCompute(item.kind))
+      passEnds[{item.device, item.step}].push_back(item.end);
+  for (auto &[key, ends] : passEnds)
+    std::sort(ends.begin(), ends.end());
+  std::map<std::pair<int32_t, int64_t>, KfacWindowPlacement> placed;
+  for (const sched::TimelineItem &item : items) {
+    if (item.kind != sched::ItemKind::InversionA && item.kind != sched::ItemKind::InversionB)
+      continue;
+    if (item.layer < 0 || item.layer >= static_cast<int>(costs->origin.size()))
+      return error("placing the K-FAC inverses: an inversion of an unknown layer");
+    auto [stage, layer] = costs->origin[size_t(item.layer)];
+    if (layer < 0)
+      continue;
+    const std::vector<double> &ends = passEnds[{item.device, item.step}];
+    int64_t after = std::upper_bound(ends.begin(), ends.end(), item.start + 1e-9) - ends.begin();
+    // The curvature step's factors are complete only after its last pass.
+    if (item.step == 0 || item.outsideBubble)
+      after = std::max<int64_t>(after, int64_t(ends.size()));
+    KfacWindowPlacement candidate{int32_t(stage), layer, item.step, after};
+    auto [it, inserted] = placed.insert({{candidate.rank, layer}, candidate});
+    // Both halves of the layer: the call goes where the later one is.
+    if (!inserted && std::make_pair(candidate.windowStep, candidate.afterPasses) >
+                         std::make_pair(it->second.windowStep, it->second.afterPasses))
+      it->second = candidate;
+  }
+  for (auto &[key, p] : placed)
+    plan.inverses.push_back(p);
+  return plan;
+}
+
 std::string MeasuredComparison::text() const {
   const sched::Report &s = simulated;
   std::string out;
@@ -618,6 +693,14 @@ std::string MeasuredComparison::text() const {
       percent(s.utilizationWithKfac));
   row("bubble fraction            ", percent(measured.bubbleFraction),
       percent(s.bubbleFraction));
+  if (s.kfacWorkMs > 0 || measured.kfacInBubblesMs > 0) {
+    // Simulated: K-FAC time in the window's bubbles over the window's bubble
+    // time (K bare steps); measured: the same per step over the steps.
+    const double bubbles = std::max(1, s.refreshSteps) * s.devices * s.pipelineStepMs *
+                           s.bubbleFraction;
+    row("bubble fill (K-FAC)        ", percent(measured.bubbleFill),
+        percent(bubbles > 0 ? s.kfacInBubblesMs / bubbles : 0.0));
+  }
   os << "rank  busy measured  busy simulated   (ms per step; measured includes "
         "update/other)\n";
   for (size_t r = 0; r < measured.perRank.size(); ++r)

@@ -81,7 +81,8 @@ public:
         M(runner.microbatches()), handed(M), losses(M) {}
 
   llvm::Error run() {
-    auto rankProgram = cast<pf::RankProgramOp>(r.programOp);
+    auto rankProgram = cast<pf::RankProgramOp>(r.programForStep(stepIndex));
+    int64_t windowStep = r.windowStepOf(stepIndex);
     findLastReaders(rankProgram);
     for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
       currentOp = int64_t(index);
@@ -99,6 +100,7 @@ public:
                             .Case([&](pf::AllReduceOp o) { return allReduce(o); })
                             .Case([&](pf::ClipGradientsOp o) { return clip(o); })
                             .Case([&](pf::KfacKLClipOp o) { return klClip(o); })
+                            .Case([&](pf::KfacPromoteInversesOp) { return r.promoteInverses(); })
                             .Default([](Operation *o) {
                               return error("the executor does not run '" +
                                            o->getName().getStringRef() + "'");
@@ -109,7 +111,7 @@ public:
       // An overlapped recv is recorded where it is waited for.
       bool posted = r.options.overlapTransfers && isa<pf::RecvActOp>(op);
       if (r.options.recordTimes && !posted)
-        r.executedOps.push_back({stepIndex, int64_t(index), start, now()});
+        r.executedOps.push_back({stepIndex, int64_t(index), windowStep, start, now()});
     }
     if (auto err = waitForSends())
       return err;
@@ -174,7 +176,7 @@ private:
     if (pfrt_comm_wait(r.ctx, r.world, pending.request) != PFRT_OK)
       return commError(llvm::formatv("receiving '{0}' (op {1})", name, pending.op));
     if (r.options.recordTimes)
-      r.executedOps.push_back({stepIndex, pending.op, start, now()});
+      r.executedOps.push_back({stepIndex, pending.op, r.windowStepOf(stepIndex), start, now()});
     return llvm::Error::success();
   }
 
@@ -239,11 +241,13 @@ private:
       return update(function);
     if (kind == pf::StageTaskKind::Precondition)
       return precondition(function);
+    if (kind == pf::StageTaskKind::KfacInverse)
+      return r.runInverse(function, graph);
     if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward &&
         kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight)
       return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
                    "' has no stage functions yet (forward, backward, backward_input, "
-                   "backward_weight, precondition and update run)");
+                   "backward_weight, kfac_inverse, precondition and update run)");
     auto m = microbatchOf(op.getMicrobatch(), function);
     if (!m)
       return m.takeError();
@@ -919,8 +923,10 @@ llvm::Error receiveValuesFrom(pfrt_context *ctx, pfrt_comm *world, int32_t from,
 
 /// This rank's program; every check a rank can make before compiling.
 llvm::Expected<pf::RankProgramOp> programOf(ModuleOp module, int32_t rank, int32_t size) {
-  std::vector<pf::RankProgramOp> programs(module.getOps<pf::RankProgramOp>().begin(),
-                                          module.getOps<pf::RankProgramOp>().end());
+  std::vector<pf::RankProgramOp> programs;
+  for (pf::RankProgramOp program : module.getOps<pf::RankProgramOp>())
+    if (!program.getWindowStep())
+      programs.push_back(program);
   if (programs.empty())
     return error("the module has no pf.rank_program: run pf-opt --pf-build-rank-programs first");
   if (int64_t(programs.size()) != size)
@@ -1030,6 +1036,10 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
   if (!program)
     return program.takeError();
   runner->compiledProgram = std::move(*program);
+  for (pf::ParamOp param : module.getOps<pf::ParamOp>())
+    if (param->hasAttr(pf::kKfacPendingAttrName) &&
+        runner->compiledProgram->parameter(param.getSymName().str()))
+      runner->pending.insert(param.getSymName().str());
   // Where the loss comes from: the last stage's rank, or (Chimera: that stage
   // on several ranks) the lowest of them after an exchange.
   int64_t lastStage = -1;
@@ -1063,6 +1073,104 @@ std::string RankRunner::summary() const {
                        llvm::join(functionNames, " "), compiledProgram->parameters().size(),
                        parameterBytes)
       .str();
+}
+
+mlir::Operation *RankRunner::programForStep(int64_t step) const {
+  int64_t k = windowStepOf(step);
+  return k < 0 ? programOp : windowPrograms[size_t(k)];
+}
+
+int64_t RankRunner::windowStepOf(int64_t step) const {
+  if (windowPrograms.empty() || step <= kfacWarmup)
+    return -1;
+  return (step - kfacWarmup - 1) % int64_t(windowPrograms.size());
+}
+
+llvm::Error RankRunner::useKfacWindow(int64_t warmup, int64_t steps) {
+  if (warmup < 1 || steps < 1)
+    return error(llvm::formatv("K-FAC window: warm-up steps and window steps must be >= 1, got "
+                               "{0} and {1}",
+                               warmup, steps));
+  auto module = programOp->getParentOfType<ModuleOp>();
+  std::vector<Operation *> found(size_t(steps), nullptr);
+  for (pf::RankProgramOp program : module.getOps<pf::RankProgramOp>()) {
+    if (program.getRankValue() != rankIndex || !program.getWindowStep())
+      continue;
+    int64_t k = int64_t(*program.getWindowStep());
+    if (int64_t(program.getWindowSteps().value_or(0)) != steps || k >= steps)
+      return error(llvm::formatv("K-FAC window: @{0} is not window step k < {1}",
+                                 program.getSymName(), steps));
+    for (pf::RunStageOp call : program.getBody().front().getOps<pf::RunStageOp>())
+      if (!compiledProgram->hasEntry(call.getStage().str()))
+        return error("K-FAC window: @" + program.getSymName() + " calls @" +
+                     call.getStage() + ", which the rank's program does not");
+    found[size_t(k)] = program;
+  }
+  for (auto [k, program] : llvm::enumerate(found))
+    if (!program)
+      return error(llvm::formatv("K-FAC window: rank {0} has no program of window step {1}",
+                                 rankIndex, k));
+  windowPrograms = std::move(found);
+  kfacWarmup = warmup;
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::runInverse(const std::string &function, const Values &graph) {
+  Values args, results;
+  for (const TensorSpec &spec : compiledProgram->inputs(function)) {
+    auto input = graph.find(spec.name);
+    if (input == graph.end())
+      return error("missing input '" + spec.name + "' (read by " + function + ")");
+    args[spec.name] = input->second;
+  }
+  if (auto err = compiledProgram->run(function, args, results))
+    return err;
+  for (auto &[name, value] : results) {
+    if (name != "kfac/issues" || value.dtype != PFRT_I32 || value.numElements() != 1)
+      return error("unexpected result '" + name + "' of " + function);
+    int32_t issues;
+    std::memcpy(&issues, value.data.data(), sizeof(issues));
+    kfacIssues += issues;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::promoteInverses() {
+  constexpr llvm::StringLiteral suffix = "_next";
+  for (const std::string &name : pending) {
+    const CompiledModel::Parameter *from = compiledProgram->parameter(name);
+    const CompiledModel::Parameter *to =
+        compiledProgram->parameter(llvm::StringRef(name).drop_back(suffix.size()).str());
+    if (!from || !to || from->bytes != to->bytes)
+      return error("kfac_promote_inverses: '" + name + "' has no inverse of its size to replace");
+    std::memcpy(to->data, from->data, size_t(from->bytes));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::recomputePendingInverses(const Values &graph, int64_t step) {
+  int64_t k = windowStepOf(step);
+  if (k < 0)
+    return llvm::Error::success();
+  // The pending inverses equal the ones in use after a promotion.
+  for (const std::string &name : pending) {
+    const CompiledModel::Parameter *from = compiledProgram->parameter(
+        llvm::StringRef(name).drop_back(5).str());
+    const CompiledModel::Parameter *to = compiledProgram->parameter(name);
+    if (from && to && from->bytes == to->bytes)
+      std::memcpy(to->data, from->data, size_t(from->bytes));
+  }
+  bool windowStart = k == 0 && step > kfacWarmup + 1;
+  for (int64_t j = 0; j < (windowStart ? int64_t(windowPrograms.size()) : k); ++j)
+    for (pf::RunStageOp call : cast<pf::RankProgramOp>(windowPrograms[size_t(j)])
+                                   .getBody()
+                                   .front()
+                                   .getOps<pf::RunStageOp>())
+      if (call.getKind() == pf::StageTaskKind::KfacInverse)
+        if (auto err = runInverse(call.getStage().str(), graph))
+          return err;
+  kfacIssues = 0;
+  return llvm::Error::success();
 }
 
 llvm::Error RankRunner::runStep(const Values &graph, Values &results, int64_t step) {

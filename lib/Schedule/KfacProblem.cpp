@@ -58,9 +58,10 @@ void addCurvature(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
   }
 }
 
-void addInversions(KfacProblem &p, const PipelineLayout &l, const LayerCost &c,
+void addInversions(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
                    int layer, int stage, const std::vector<int> &aTasks,
                    const std::vector<int> &bTasks) {
+  const PipelineLayout &l = step.layout;
   for (bool isA : {true, false}) {
     double duration = isA ? c.inversionA : c.inversionB;
     if (duration <= 0)
@@ -73,6 +74,13 @@ void addInversions(KfacProblem &p, const PipelineLayout &l, const LayerCost &c,
     t.stage = stage;
     t.duration = duration;
     t.deps = isA ? aTasks : bTasks;
+    // Without curvature pieces of its own (the factor updates run inside the
+    // passes) the factor is complete after the step's last pass that feeds it.
+    if (t.deps.empty())
+      for (int m = 0; m < l.microbatches; ++m) {
+        int idx = stage * l.microbatches + m;
+        t.release = std::max(t.release, isA ? step.forwardEnd[idx] : step.backwardEnd[idx]);
+      }
     t.depLatency = l.pipes == 2 ? c.factorAllreduce : 0;
     p.tasks.push_back(t);
   }
@@ -115,7 +123,7 @@ KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,
       const LayerCost &c = costs.layers[layer];
       std::vector<int> aTasks, bTasks;
       addCurvature(p, step, c, layer, s, aTasks, bTasks);
-      addInversions(p, l, c, layer, s, aTasks, bTasks);
+      addInversions(p, step, c, layer, s, aTasks, bTasks);
       addPreconditioning(p, step, c, layer, s, static_cast<int>(i));
     }
   }

@@ -298,11 +298,37 @@ double learningRate(int64_t step) {
 
 using Parameters = std::vector<drv::CompiledModel::Parameter>;
 
+/// The inverses a pipeline computes in its bubbles for the next refresh
+/// window (pf.kfac_pending): not training state, recomputed on resume.
+bool isPendingInverse(llvm::StringRef name) {
+  return name.ends_with(".kfac.A_inv_next") || name.ends_with(".kfac.B_inv_next");
+}
+
+/// K-FAC in the bubbles, the rule both kinds of run follow: steps 1..warmup
+/// invert every step; then windows of `steps` steps whose first gathers the
+/// curvature, inverted during the window and used in the next one.
+struct KfacWindowRule {
+  int64_t warmup = 0, steps = 0; ///< steps 0: off (or not chosen yet)
+  int64_t windowStep(int64_t t) const { return t <= warmup ? -1 : (t - warmup - 1) % steps; }
+  bool gathersCurvature(int64_t t) const { return t <= warmup || windowStep(t) == 0; }
+  /// Single-process: the previous window's factors are inverted at the
+  /// start of a window after the first.
+  bool refreshesPrevious(int64_t t) const { return t > warmup + steps && windowStep(t) == 0; }
+};
+
+/// What checkpoints record of K-FAC in the bubbles: the window's steps (both
+/// kinds of run) and, pipelined, where each inverse runs (rank, layer,
+/// window step, passes before it), so a resumed run places them the same.
+int64_t checkpointKfacWindow = 0;
+std::vector<int64_t> checkpointKfacPlacement;
+
 /// A checkpoint's arrays: `param/<name>` for every parameter and optimizer
 /// or K-FAC state tensor.
 std::map<std::string, drv::NpyArray> stateArrays(const Parameters &parameters) {
   std::map<std::string, drv::NpyArray> arrays;
   for (const auto &p : parameters) {
+    if (isPendingInverse(p.name))
+      continue;
     drv::NpyArray a;
     a.dtype = p.dtype;
     a.shape = p.shape;
@@ -317,6 +343,16 @@ llvm::Error writeCheckpoint(std::map<std::string, drv::NpyArray> arrays, const C
   arrays["meta/step"] = scalar<int64_t>(7, step);
   arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed));
   arrays["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
+  if (checkpointKfacWindow > 0)
+    arrays["meta/kfac_window"] = scalar<int64_t>(7, checkpointKfacWindow);
+  if (!checkpointKfacPlacement.empty()) {
+    drv::NpyArray placement;
+    placement.dtype = 7;
+    placement.shape = {int64_t(checkpointKfacPlacement.size() / 4), 4};
+    placement.data.resize(checkpointKfacPlacement.size() * sizeof(int64_t));
+    std::memcpy(placement.data.data(), checkpointKfacPlacement.data(), placement.data.size());
+    arrays["meta/kfac_placement"] = std::move(placement);
+  }
   return drv::writeNpz(checkpointFile, arrays);
 }
 
@@ -346,7 +382,19 @@ llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpu
                                *reinterpret_cast<const int64_t *>(rows->second.data.data()),
                                c.trainRows)
                      .str());
+  auto window = arrays->find("meta/kfac_window");
+  int64_t savedWindow = window != arrays->end() && window->second.dtype == 7 &&
+                                window->second.numElements() == 1
+                            ? *reinterpret_cast<const int64_t *>(window->second.data.data())
+                            : 0;
+  if (savedWindow != checkpointKfacWindow && checkpointKfacWindow >= 0)
+    return error(llvm::formatv("was trained with K-FAC windows of {0} step(s), this run has {1} "
+                               "(0: none; give the same --kfac-window or refresh=)",
+                               savedWindow, checkpointKfacWindow)
+                     .str());
   for (const auto &p : parameters) {
+    if (isPendingInverse(p.name))
+      continue;
     auto it = arrays->find("param/" + p.name);
     if (it == arrays->end())
       return error("has no parameter '" + p.name + "'");
@@ -539,18 +587,20 @@ llvm::Error saveCheckpointPipelined(const RankJob &job, drv::CompiledProgram &pr
   return writeCheckpoint(std::move(mine), c, step);
 }
 
-/// Rank 0 collects every rank's executed ops (step, op, start, end).
+/// Rank 0 collects every rank's executed ops (step, op, window step, start,
+/// end).
 llvm::Error gatherTimeline(const RankJob &job, drv::RankRunner &runner,
                            std::vector<std::vector<drv::ExecutedOp>> &byRank) {
   const auto &ops = runner.executed();
   drv::NpyArray table;
   table.dtype = PFRT_F64;
-  table.shape = {int64_t(ops.size()), 4};
-  table.data.resize(ops.size() * 4 * sizeof(double));
+  table.shape = {int64_t(ops.size()), 5};
+  table.data.resize(ops.size() * 5 * sizeof(double));
   double *t = reinterpret_cast<double *>(table.data.data());
   for (auto [i, op] : llvm::enumerate(ops)) {
-    t[4 * i] = double(op.step), t[4 * i + 1] = double(op.op);
-    t[4 * i + 2] = op.start, t[4 * i + 3] = op.end;
+    t[5 * i] = double(op.step), t[5 * i + 1] = double(op.op);
+    t[5 * i + 2] = double(op.windowStep);
+    t[5 * i + 3] = op.start, t[5 * i + 4] = op.end;
   }
   if (job.rank != 0)
     return drv::sendValues(job.ctx, job.world, {{"timeline", table}}, 0);
@@ -563,8 +613,8 @@ llvm::Error gatherTimeline(const RankJob &job, drv::RankRunner &runner,
     const drv::NpyArray &rows = theirs["timeline"];
     const double *v = reinterpret_cast<const double *>(rows.data.data());
     for (int64_t i = 0; i + 1 <= (rows.shape.empty() ? 0 : rows.shape[0]); ++i)
-      byRank[from].push_back({int64_t(v[4 * i]), int64_t(v[4 * i + 1]), v[4 * i + 2],
-                              v[4 * i + 3]});
+      byRank[from].push_back({int64_t(v[5 * i]), int64_t(v[5 * i + 1]),
+                              int64_t(v[5 * i + 2]), v[5 * i + 3], v[5 * i + 4]});
   }
   return llvm::Error::success();
 }
@@ -603,10 +653,13 @@ drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t rank, int6
     case StageTaskKind::BackwardWeight: event.kind = drv::MeasuredKind::BackwardWeight; break;
     case StageTaskKind::Update: event.kind = drv::MeasuredKind::Update; break;
     case StageTaskKind::Precondition: event.kind = drv::MeasuredKind::Precondition; break;
+    case StageTaskKind::KfacInverse: event.kind = drv::MeasuredKind::KfacInverse; break;
     default: event.kind = drv::MeasuredKind::Other; break;
     }
     if (run.getMicrobatch())
       event.microbatch = int64_t(*run.getMicrobatch());
+    if (run.getLayer())
+      event.layer = int64_t(*run.getLayer());
     if (auto func = module.lookupSymbol<func::FuncOp>(run.getStage()))
       if (auto attr = func->getAttrOfType<IntegerAttr>("pf.stage"))
         event.stage = attr.getInt();
@@ -616,6 +669,8 @@ drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t rank, int6
   } else if (auto recv = dyn_cast<mlir::pf::RecvActOp>(op)) {
     event.kind = drv::MeasuredKind::Recv;
     event.microbatch = int64_t(recv.getMicrobatch());
+  } else if (isa<mlir::pf::KfacPromoteInversesOp>(op)) {
+    event.kind = drv::MeasuredKind::Other;
   } else {
     // The tied gradient's all-reduce and the clipping's norm exchange.
     event.kind = drv::MeasuredKind::AllReduce;
@@ -626,9 +681,9 @@ drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t rank, int6
 /// --trace / --svg and the report: every rank's executed ops (rank 0 has
 /// every program, so it can name any rank's op), steps counted from the
 /// run's first; the figures leave out that first (warm-up) step.
-llvm::Error writeMeasuredTimeline(ModuleOp module,
-                                  const std::vector<std::vector<drv::ExecutedOp>> &byRank,
-                                  const mlir::pf::PipelineRunOptions &pipeline, int64_t first) {
+llvm::Expected<drv::MeasuredRun>
+measuredRunOf(ModuleOp module, const std::vector<std::vector<drv::ExecutedOp>> &byRank,
+              const mlir::pf::PipelineRunOptions &pipeline, int64_t first) {
   drv::MeasuredRun run;
   run.ranks = int32_t(byRank.size());
   run.stages = 0; // distinct stages (Chimera holds each on two ranks)
@@ -637,16 +692,21 @@ llvm::Error writeMeasuredTimeline(ModuleOp module,
       run.stages = std::max(run.stages, stage + 1);
   run.microbatches = pipeline.microbatches;
   run.schedule = ::pf::sched::scheduleKindName(pipeline.schedule);
-  int64_t lastStep = 0;
+  // (rank, window step or -1) -> the program's ops.
+  std::map<std::pair<int64_t, int64_t>, std::vector<Operation *>> programs;
+  std::map<int64_t, int64_t> stageOf;
   for (mlir::pf::RankProgramOp program : module.getOps<mlir::pf::RankProgramOp>()) {
-    int64_t rank = program.getRankValue();
-    if (rank >= int64_t(byRank.size()))
-      continue;
-    std::vector<Operation *> ops;
+    auto &ops = programs[{program.getRankValue(),
+                          program.getWindowStep() ? int64_t(*program.getWindowStep()) : -1}];
     for (Operation &op : program.getBody().front())
       ops.push_back(&op);
-    int64_t stage = program.getStages().empty() ? -1 : program.getStages().front();
-    for (const drv::ExecutedOp &executed : byRank[rank]) {
+    stageOf[program.getRankValue()] =
+        program.getStages().empty() ? -1 : program.getStages().front();
+  }
+  for (auto [rank, executedOps] : llvm::enumerate(byRank)) {
+    int64_t stage = stageOf.count(int64_t(rank)) ? stageOf[int64_t(rank)] : -1;
+    for (const drv::ExecutedOp &executed : executedOps) {
+      const std::vector<Operation *> &ops = programs[{int64_t(rank), executed.windowStep}];
       if (executed.op < 0 || executed.op >= int64_t(ops.size()))
         return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                        "rank " + std::to_string(rank) +
@@ -655,13 +715,34 @@ llvm::Error writeMeasuredTimeline(ModuleOp module,
       event.step = executed.step - first;
       event.start = executed.start;
       event.end = executed.end;
-      lastStep = std::max(lastStep, event.step);
       run.events.push_back(event);
     }
   }
+  return run;
+}
+
+llvm::Error writeMeasuredTimeline(ModuleOp module,
+                                  const std::vector<std::vector<drv::ExecutedOp>> &byRank,
+                                  const mlir::pf::PipelineRunOptions &pipeline, int64_t first,
+                                  const KfacWindowRule &window) {
+  auto measured = measuredRunOf(module, byRank, pipeline, first);
+  if (!measured)
+    return measured.takeError();
+  drv::MeasuredRun &run = *measured;
+  int64_t lastStep = 0;
+  for (const drv::MeasuredEvent &event : run.events)
+    lastStep = std::max(lastStep, event.step);
   // The first step compiles nothing but still warms caches and the
-  // transport: leave it out of the figures when there are others.
+  // transport: leave it out of the figures when there are others. With
+  // K-FAC in the bubbles the figures are the windows' (after the warm-up).
   int64_t from = lastStep > 0 ? 1 : 0;
+  drv::SimulationOptions simulation;
+  if (window.steps > 0 && window.warmup - first + 1 <= lastStep) {
+    from = std::max<int64_t>(from, window.warmup - first + 1);
+    simulation.kfac.refreshSteps = int(window.steps);
+    simulation.kfac.splitPieces = 1;
+    simulation.kfac.steadyState = false;
+  }
   if (!traceFile.empty()) {
     if (auto err = drv::writeMeasuredTrace(run, traceFile, from))
       return err;
@@ -672,7 +753,7 @@ llvm::Error writeMeasuredTimeline(ModuleOp module,
       return err;
     llvm::outs() << "measured timeline: " << svgFile << "\n";
   }
-  auto comparison = drv::simulateFromMeasured(run, from, -1);
+  auto comparison = drv::simulateFromMeasured(run, from, -1, simulation);
   if (comparison) {
     llvm::outs() << comparison->text();
     return llvm::Error::success();
@@ -712,6 +793,23 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
                               training.microbatches, pipeline.microbatches));
   if (evalEvery > 0)
     return fail("--eval-every with --pipeline is not supported yet");
+  if (pipeline.kfac == mlir::pf::KfacWork::Bubbles) {
+    if (!training.kfac)
+      return fail("--pipeline \"kfac=bubbles\" places K-FAC work: it needs --kfac");
+    if (pipeline.schedule != ScheduleKind::GPipe && pipeline.schedule != ScheduleKind::OneFOneB &&
+        pipeline.schedule != ScheduleKind::ZBH1)
+      return fail("--pipeline \"kfac=bubbles\" supports gpipe, 1f1b and zb-h1 (one stage "
+                  "per rank)");
+    if (training.precondition.refreshWarmup < 1)
+      return fail("--pipeline \"kfac=bubbles\" needs --kfac-refresh-warmup >= 1: the warm-up "
+                  "steps invert every step and measure the durations the placement uses");
+    if (pipeline.refresh < 0)
+      return fail(llvm::formatv("--pipeline: refresh must be >= 0 (0: the scheduler's K), got "
+                                "{0}",
+                                pipeline.refresh));
+  } else if (pipeline.refresh != 0) {
+    return fail("--pipeline: refresh= applies to kfac=bubbles");
+  }
   if (pipeline.stages < 0)
     return fail("--pipeline: stages must be >= 0");
 
@@ -734,6 +832,104 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   }
   pfrt_context_destroy(job.ctx);
   return code;
+}
+
+/// K-FAC in the bubbles: the window programs of `steps` steps and their
+/// placement (4 numbers per inverse call: rank, layer, window step, passes
+/// before it) added to the module and given to the runner.
+llvm::Error useKfacWindow(ModuleOp module, drv::RankRunner &runner, const KfacWindowRule &window,
+                          const std::vector<int64_t> &placement) {
+  std::vector<mlir::pf::KfacInversePlacement> placements;
+  for (size_t i = 0; i + 3 < placement.size(); i += 4)
+    placements.push_back({placement[i], placement[i + 1], placement[i + 2], placement[i + 3]});
+  if (failed(mlir::pf::addKfacWindowPrograms(module, window.steps, placements)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the K-FAC window programs do not verify (see above)");
+  if (auto err = runner.useKfacWindow(window.warmup, window.steps))
+    return err;
+  checkpointKfacWindow = window.steps;
+  checkpointKfacPlacement = placement;
+  return llvm::Error::success();
+}
+
+/// After the warm-up steps: rank 0 places the inverses with the scheduler
+/// from every rank's measured warm-up (the steps after the first, when
+/// there are several) and sends the window and placement to every rank.
+llvm::Expected<std::vector<int64_t>>
+planKfacWindowOnRanks(const RankJob &job, ModuleOp module, drv::RankRunner &runner,
+                      const mlir::pf::PipelineRunOptions &pipeline, int64_t first,
+                      KfacWindowRule &window) {
+  std::vector<std::vector<drv::ExecutedOp>> byRank;
+  if (auto err = gatherTimeline(job, runner, byRank))
+    return std::move(err);
+  std::vector<int64_t> plan; // K, then the placement
+  if (job.rank == 0) {
+    auto run = measuredRunOf(module, byRank, pipeline, first);
+    if (!run)
+      return run.takeError();
+    int64_t last = window.warmup - first;
+    int64_t from = last >= 1 ? 1 : 0;
+    auto placed = drv::planKfacWindow(*run, from, last, pipeline.refresh);
+    if (!placed)
+      return placed.takeError();
+    plan.push_back(placed->steps);
+    std::map<int64_t, std::vector<int64_t>> perStep;
+    for (const drv::KfacWindowPlacement &p : placed->inverses) {
+      plan.insert(plan.end(), {int64_t(p.rank), p.layer, p.windowStep, p.afterPasses});
+      perStep[p.windowStep].push_back(p.layer);
+    }
+    std::string where;
+    for (auto &[k, layers] : perStep)
+      where += llvm::formatv("{0}step {1}: {2}", where.empty() ? "" : "; ", k, layers.size());
+    llvm::outs() << llvm::formatv(
+        "K-FAC in the bubbles: windows of {0} step(s) from step {1} ({2}; measured warm-up "
+        "steps {3}..{4}, simulated T_pipe {5:F1} ms, step {6:F1} ms); inverse calls per window "
+        "step: {7}\n",
+        placed->steps, window.warmup + 1,
+        pipeline.refresh > 0 ? "refresh=" + std::to_string(pipeline.refresh)
+                             : std::string("the scheduler's K"),
+        first + from, window.warmup, placed->pipelineMs, placed->stepMs, where);
+    llvm::outs().flush();
+    drv::NpyArray table;
+    table.dtype = 7;
+    table.shape = {int64_t(plan.size())};
+    table.data.resize(plan.size() * sizeof(int64_t));
+    std::memcpy(table.data.data(), plan.data(), table.data.size());
+    for (int32_t to = 1; to < job.size; ++to)
+      if (auto err = drv::sendValues(job.ctx, job.world, {{"kfac/plan", table}}, to))
+        return std::move(err);
+  } else {
+    std::map<std::string, drv::NpyArray> received;
+    if (auto err = drv::receiveValues(job.ctx, job.world, 0, received))
+      return std::move(err);
+    const drv::NpyArray &table = received["kfac/plan"];
+    plan.resize(size_t(table.numElements()));
+    std::memcpy(plan.data(), table.data.data(), plan.size() * sizeof(int64_t));
+  }
+  if (plan.empty() || plan.front() < 1)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "no K-FAC window was placed");
+  window.steps = plan.front();
+  return std::vector<int64_t>(plan.begin() + 1, plan.end());
+}
+
+/// The K-FAC window and placement a pipelined checkpoint recorded.
+llvm::Expected<std::vector<int64_t>> savedKfacPlacement(int64_t &steps) {
+  auto arrays = drv::readNpz(resumeFile);
+  if (!arrays)
+    return arrays.takeError();
+  auto window = arrays->find("meta/kfac_window");
+  auto placement = arrays->find("meta/kfac_placement");
+  if (window == arrays->end() || placement == arrays->end() || window->second.dtype != 7 ||
+      placement->second.dtype != 7 || placement->second.shape.size() != 2 ||
+      placement->second.shape[1] != 4)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   resumeFile + ": resuming after the K-FAC warm-up needs the "
+                                   "meta/kfac_window and meta/kfac_placement of a kfac=bubbles "
+                                   "run");
+  steps = *reinterpret_cast<const int64_t *>(window->second.data.data());
+  std::vector<int64_t> values(size_t(placement->second.numElements()));
+  std::memcpy(values.data(), placement->second.data.data(), values.size() * sizeof(int64_t));
+  return values;
 }
 
 int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::FlagBinder &stepFlags,
@@ -775,7 +971,9 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   drv::RankRunner::Options runnerOptions;
   runnerOptions.threads = threads;
   runnerOptions.ignoreIndex = training.loss.ignoreIndex;
-  runnerOptions.recordTimes = !traceFile.empty() || !svgFile.empty();
+  const bool bubbles = pipeline.kfac == mlir::pf::KfacWork::Bubbles;
+  // K-FAC in the bubbles measures the warm-up steps to place the inverses.
+  runnerOptions.recordTimes = !traceFile.empty() || !svgFile.empty() || bubbles;
   runnerOptions.overlapTransfers = pipeline.overlap;
   auto created = drv::RankRunner::create(*module, job.ctx, job.world, runnerOptions);
   if (!created)
@@ -788,6 +986,9 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   llvm::outs().flush();
 
   int64_t first = 1;
+  KfacWindowRule window{bubbles ? training.precondition.refreshWarmup : 0, 0};
+  // The checkpoint's window is checked below (refresh=0 takes it).
+  checkpointKfacWindow = bubbles ? -1 : 0;
   if (!resumeFile.empty()) {
     auto resumed = loadCheckpoint(runner.compiled().parameters(), corpus);
     if (!resumed)
@@ -795,7 +996,24 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     first = *resumed + 1;
     if (job.rank == 0)
       llvm::outs() << "resumed from " << resumeFile << " after step " << *resumed << "\n";
+    if (bubbles && first > window.warmup) {
+      auto placement = savedKfacPlacement(window.steps);
+      if (!placement)
+        return job.fail(llvm::toString(placement.takeError()));
+      if (pipeline.refresh > 0 && pipeline.refresh != window.steps)
+        return job.fail(llvm::formatv("{0}: its K-FAC windows have {1} step(s), this run "
+                                      "refresh={2}",
+                                      resumeFile, window.steps, pipeline.refresh));
+      if (auto err = useKfacWindow(*module, runner, window, *placement))
+        return job.fail(llvm::toString(std::move(err)));
+      // The window's pending inverses of the steps before the checkpoint.
+      std::map<std::string, drv::NpyArray> stepInput{{"step", scalar<int64_t>(7, first)}};
+      if (auto err = runner.recomputePendingInverses(stepInput, first))
+        return job.fail(llvm::toString(std::move(err)));
+    }
   }
+  if (checkpointKfacWindow < 0)
+    checkpointKfacWindow = 0; // until the window is placed
   if (job.rank == 0) {
     llvm::outs() << llvm::formatv("training {0}: pipeline of {1} ranks, {2} schedule, {3} "
                                   "micro-batches, batch {4} x {5}, optimizer {6}{7}, step "
@@ -817,6 +1035,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     auto inputs = makeBatch(corpus, step);
     inputs["lr"] = scalar<double>(11, learningRate(step));
     inputs["step"] = scalar<int64_t>(7, step);
+    if (bubbles)
+      inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
     std::map<std::string, drv::NpyArray> outputs;
     if (auto err = runner.runStep(inputs, outputs, step))
       return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
@@ -861,6 +1081,13 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
       windowStart = std::chrono::steady_clock::now();
       windowTokens = windowSteps = 0;
     }
+    if (bubbles && step == window.warmup && !stopped) {
+      auto placement = planKfacWindowOnRanks(job, *module, runner, pipeline, first, window);
+      if (!placement)
+        return job.fail(llvm::toString(placement.takeError()));
+      if (auto err = useKfacWindow(*module, runner, window, *placement))
+        return job.fail(llvm::toString(std::move(err)));
+    }
     if (!checkpointFile.empty() && checkpointEvery > 0 && step % checkpointEvery == 0)
       if (auto err = saveCheckpointPipelined(job, runner.compiled(), corpus, step))
         return job.fail(llvm::toString(std::move(err)));
@@ -878,7 +1105,7 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     if (auto err = gatherTimeline(job, runner, byRank))
       return job.fail(llvm::toString(std::move(err)));
     if (job.rank == 0)
-      if (auto err = writeMeasuredTimeline(*module, byRank, pipeline, first))
+      if (auto err = writeMeasuredTimeline(*module, byRank, pipeline, first, window))
         return job.fail(llvm::toString(std::move(err)));
   }
   if (job.rank == 0 && stopped)
@@ -914,8 +1141,20 @@ int main(int argc, char **argv) {
     return fail(llvm::toString(corpus.takeError()));
   if (pipelineSpec.empty() && (!traceFile.empty() || !svgFile.empty()))
     return fail("--trace and --svg record a pipelined run: they need --pipeline");
-  if (!pipelineSpec.empty())
+  if (training.kfacWindow < 0 || (training.kfacWindow > 0 &&
+                                   (!training.kfac || training.precondition.refreshWarmup < 1)))
+    return fail(llvm::formatv("--kfac-window {0}: needs --kfac, a window of >= 1 step and "
+                              "--kfac-refresh-warmup >= 1 (the warm-up steps invert every step; "
+                              "got {1})",
+                              training.kfacWindow, training.precondition.refreshWarmup));
+  if (!pipelineSpec.empty()) {
+    if (training.kfacWindow > 0)
+      return fail("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
+                  "pipelined run takes --pipeline \"... kfac=bubbles refresh=K\"");
     return trainPipeline(*corpus, stepFlags, argc, argv);
+  }
+  KfacWindowRule window{training.precondition.refreshWarmup, training.kfacWindow};
+  checkpointKfacWindow = training.kfacWindow;
   if (evalEvery > 0) {
     if (evalSequences < batch || evalSequences + batch > corpus->rows)
       return fail(llvm::formatv("--eval-sequences {0} must hold at least one batch ({1}) and "
@@ -1004,6 +1243,10 @@ int main(int argc, char **argv) {
     auto inputs = makeBatch(*corpus, step);
     inputs["lr"] = scalar<double>(11, learningRate(step));
     inputs["step"] = scalar<int64_t>(7, step);
+    if (window.steps > 0) {
+      inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
+      inputs["kfac_refresh"] = scalar<int64_t>(7, window.refreshesPrevious(step));
+    }
     if (auto err = model.run(inputs, outputs))
       return fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
     float loss;

@@ -162,6 +162,29 @@ llvm::Expected<MeasuredComparison>
 simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep,
                      const SimulationOptions &options = {});
 
+/// Where one K-FAC layer's inverse call runs in a refresh window: window
+/// step `windowStep` on rank `rank`, before its pass after `afterPasses` of
+/// its passes (>= the step's passes: before the step end).
+struct KfacWindowPlacement {
+  int32_t rank = 0;
+  int64_t layer = 0, windowStep = 0, afterPasses = 0;
+};
+
+struct KfacWindowPlan {
+  int64_t steps = 1; ///< K: steps per refresh window
+  std::vector<KfacWindowPlacement> inverses;
+  double pipelineMs = 0, stepMs = 0; ///< simulated T_pipe and mean step time
+  ::pf::sched::CostModel costs;      ///< the measured profile it used
+};
+
+/// K-FAC in the bubbles: the scheduler's placement (policy pf, one piece
+/// per inversion, no overlap of windows) of every K-FAC layer's inverse
+/// call, from the durations measured over steps [firstStep, lastStep] (the
+/// warm-up steps, which invert every layer at their end). `steps` = 0
+/// takes the scheduler's K. gpipe, 1f1b and zb-h1 only.
+llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t firstStep,
+                                              int64_t lastStep, int64_t steps = 0);
+
 /// The run as a scheduler timeline (ms; time 0 = the first event's start;
 /// each step from the first start of its events) and the report its writers
 /// title the picture with ("measured <schedule>, ..."). Every step is drawn;

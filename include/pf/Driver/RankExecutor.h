@@ -17,6 +17,7 @@
 #include "pf/Driver/Runner.h"
 
 #include <memory>
+#include <set>
 
 typedef struct pfrt_comm pfrt_comm;
 
@@ -36,6 +37,8 @@ using Values = std::map<std::string, NpyArray>;
 struct ExecutedOp {
   int64_t step = 0; ///< the step argument of RankRunner::runStep
   int64_t op = 0;   ///< index of the op in the rank's program
+  /// The program it ran in: -1 the rank's program, k its window program k.
+  int64_t windowStep = -1;
   double start = 0, end = 0;
 };
 
@@ -81,6 +84,22 @@ public:
   /// The last step's `kfac/issues` of this rank's precondition calls: K-FAC
   /// inverse refreshes that needed more damping or kept the previous inverse.
   int64_t lastKfacIssues() const { return kfacIssues; }
+  /// K-FAC in the bubbles: from step warmup+1 on, step t runs the window
+  /// program (t - warmup - 1) mod K (the module's `@rank<r>_window<k>`,
+  /// added by addKfacWindowPrograms after this runner was created; their
+  /// calls are the ones compiled). Errors: no or incomplete window programs.
+  llvm::Error useKfacWindow(int64_t warmup, int64_t steps);
+  /// The program step `step` runs: -1 this rank's program, or a window step.
+  int64_t windowStepOf(int64_t step) const;
+  /// Resuming inside a window at `step`: the pending inverses the windows'
+  /// earlier steps computed were not checkpointed; compute them again (the
+  /// factors are the same until the next window, so are the inverses) —
+  /// the previous window's all when `step` starts a window, else this
+  /// window's calls of its earlier steps.
+  llvm::Error recomputePendingInverses(const Values &graph, int64_t step);
+  /// The names of the pending K-FAC inverses (pf.kfac_pending), which
+  /// checkpoints leave out.
+  const std::set<std::string> &pendingParameters() const { return pending; }
   /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
   double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
@@ -92,6 +111,13 @@ private:
   pfrt_comm *world = nullptr;
   int32_t rankIndex = 0;
   mlir::Operation *programOp = nullptr;
+  /// K-FAC window programs by window step, once useKfacWindow ran.
+  std::vector<mlir::Operation *> windowPrograms;
+  int64_t kfacWarmup = 0;
+  std::set<std::string> pending;
+  mlir::Operation *programForStep(int64_t step) const;
+  llvm::Error promoteInverses();
+  llvm::Error runInverse(const std::string &function, const Values &graph);
   std::vector<std::string> functionNames;
   std::unique_ptr<CompiledProgram> compiledProgram;
   Options options;

@@ -32,6 +32,10 @@ enum class KfacOptimizer { Same, SGD, AdamW, LAMB };
 /// Whether pf-schedule places K-FAC work (into the bubbles, by a policy).
 enum class KfacMode { Bubbles, None };
 
+/// Where a pipelined run does its K-FAC inverses: at the end of every step,
+/// or in the pipeline's bubbles at the scheduler's refresh interval.
+enum class KfacWork { Step, Bubbles };
+
 /// Where the pipeline passes take per-block costs from.
 enum class CostSource { Analytic, Profile };
 
@@ -53,6 +57,14 @@ inline llvm::cl::ValuesClass kfacModeValues() {
   return llvm::cl::values(
       clEnumValN(KfacMode::Bubbles, "bubbles", "K-FAC work placed into the bubbles by the policy"),
       clEnumValN(KfacMode::None, "none", "No K-FAC work"));
+}
+
+inline llvm::cl::ValuesClass kfacWorkValues() {
+  return llvm::cl::values(
+      clEnumValN(KfacWork::Step, "step", "Every step inverts every factor at its end"),
+      clEnumValN(KfacWork::Bubbles, "bubbles",
+                 "Inverses in the bubbles, one refresh per window of K steps (the "
+                 "scheduler's K from the warm-up steps' measured durations, or refresh=K)"));
 }
 
 inline llvm::cl::ValuesClass costSourceValues() {
@@ -161,6 +173,7 @@ PF_CHOICE_PARSER(::mlir::pf::Optimizer)
 PF_CHOICE_PARSER(::mlir::pf::KfacOptimizer)
 PF_CHOICE_PARSER(::mlir::pf::KfacMode)
 PF_CHOICE_PARSER(::mlir::pf::CostSource)
+PF_CHOICE_PARSER(::mlir::pf::KfacWork)
 PF_CHOICE_PARSER(::pf::sched::ScheduleKind)
 PF_CHOICE_PARSER(::pf::sched::Policy)
 

@@ -395,7 +395,7 @@ struct BuildRankProgramsPass
           held.push_back(s);
       auto program = RankProgramOp::create(builder, loc, "rank" + std::to_string(rank),
                                            uint64_t(rank), uint64_t(numRanks), held,
-                                           uint64_t(microbatches));
+                                           uint64_t(microbatches), IntegerAttr(), IntegerAttr());
       OpBuilder body = OpBuilder::atBlockEnd(&program.getBody().emplaceBlock());
       for (const Event &event : events[rank])
         emitEvent(body, loc, event);
@@ -406,6 +406,20 @@ struct BuildRankProgramsPass
     }
   }
 
+  /// `stage<stage>_kfac_inverse_<layer>` of pf-kfac-precondition{bubbles},
+  /// by layer.
+  std::map<int64_t, func::FuncOp> kfacInverses(int64_t stage) {
+    std::map<int64_t, func::FuncOp> inverses;
+    std::string prefix = "stage" + std::to_string(stage) + "_kfac_inverse_";
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      int64_t layer = 0;
+      if (func.getSymName().starts_with(prefix) &&
+          !func.getSymName().drop_front(prefix.size()).getAsInteger(10, layer))
+        inverses[layer] = func;
+    }
+    return inverses;
+  }
+
   /// The update of a split module with optimizer (pf-add-optimizer's
   /// `stage<s>_update`), after the clipping over all ranks; with K-FAC
   /// (pf-kfac-precondition's `stage<s>_precondition`) the clipped gradients
@@ -413,6 +427,18 @@ struct BuildRankProgramsPass
   void emitStepEnd(OpBuilder &body, Location loc, ArrayRef<int64_t> held) {
     if (clipNorm > 0)
       ClipGradientsOp::create(body, loc, body.getF64FloatAttr(clipNorm), stepGradients());
+    // K-FAC for the bubbles (pf-kfac-precondition{bubbles}): a warm-up step
+    // inverts every layer's factors at its end and promotes the results; the
+    // window programs (addKfacWindowPrograms) move these calls into bubbles.
+    bool inverted = false;
+    for (int64_t stage : held)
+      for (auto [layer, inverse] : kfacInverses(stage)) {
+        RunStageOp::create(body, loc, StageTaskKind::KfacInverse, inverse.getSymName(),
+                           IntegerAttr(), body.getI64IntegerAttr(layer));
+        inverted = true;
+      }
+    if (inverted)
+      KfacPromoteInversesOp::create(body, loc);
     for (int64_t stage : held)
       if (auto precondition = module.lookupSymbol<func::FuncOp>(
               "stage" + std::to_string(stage) + "_precondition"))

@@ -46,8 +46,11 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   pm.addPass(createPFSplitStages(split));
   // Per-stage inverses and preconditioning; the KL-clip across ranks is the
   // programs' pf.kfac_kl_clip.
-  if (training.kfac)
-    pm.addPass(createPFKFACPrecondition(training.precondition));
+  if (training.kfac) {
+    PFKFACPreconditionOptions precondition = training.precondition;
+    precondition.bubbles = pipeline.kfac == KfacWork::Bubbles;
+    pm.addPass(createPFKFACPrecondition(precondition));
+  }
   pm.addPass(createPFAddOptimizer(training.optimizer));
   PFBuildRankProgramsOptions programs;
   programs.schedule = pipeline.schedule;

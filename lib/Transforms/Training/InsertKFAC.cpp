@@ -91,7 +91,7 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       Location loc = linear.getLoc();
       auto decayAttr = builder.getF64FloatAttr(decay);
       auto everyAttr = builder.getI64IntegerAttr(factorEvery);
-      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, Value(), Value(), a,
+      KFACUpdateFactorOp::create(builder, loc, linear.getInput(), step, Value(), Value(), Value(), a,
                                  column ? builder.getUnitAttr() : UnitAttr(),
                                  builder.getF64FloatAttr(1.0), decayAttr, everyAttr,
                                  builder.getI64IntegerAttr(1));

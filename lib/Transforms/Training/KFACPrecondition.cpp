@@ -6,6 +6,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include <limits>
+
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFKFACPRECONDITION
 #include "pf/Transforms/Training/Passes.h.inc"
@@ -90,6 +92,13 @@ struct KFACPreconditionPass
     for (auto [s, stageLayers] : llvm::enumerate(layersOfStage))
       if (!stageLayers.empty())
         buildStagePrecondition(symbols, gradientFunctions[s], stageLayers);
+    if (bubbles) {
+      gateFactorUpdates(module);
+      for (auto [index, layer] : llvm::enumerate(layers))
+        for (auto [s, stageLayers] : llvm::enumerate(layersOfStage))
+          if (llvm::is_contained(stageLayers, &layer))
+            buildStageInverse(symbols, gradientFunctions[s], layer, int64_t(index));
+    }
     if (klClip > 0) {
       module->setAttr(kKfacKLClipAttrName, builder.getF64FloatAttr(klClip));
       module->setAttr(kKfacKLOrderAttrName, builder.getArrayAttr(klOrder));
@@ -119,7 +128,8 @@ struct KFACPreconditionPass
       argTypes.push_back(typeOf(name));
     SmallVector<Type> resultTypes(argTypes);
     argTypes.push_back(RankedTensorType::get({}, builder.getI64Type()));
-    resultTypes.push_back(RankedTensorType::get({}, builder.getI32Type()));
+    if (!bubbles) // the refresh outcomes come from the inverse functions
+      resultTypes.push_back(RankedTensorType::get({}, builder.getI32Type()));
 
     int64_t stage = gradients->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
     builder.setInsertionPointAfter(gradients);
@@ -134,7 +144,8 @@ struct KFACPreconditionPass
       func.setResultAttr(i, kNameAttrName, builder.getStringAttr(name));
     }
     func.setArgAttr(argNames.size(), kNameAttrName, builder.getStringAttr("step"));
-    func.setResultAttr(argNames.size(), kNameAttrName, builder.getStringAttr("kfac/issues"));
+    if (!bubbles)
+      func.setResultAttr(argNames.size(), kNameAttrName, builder.getStringAttr("kfac/issues"));
     Block *entry = func.addEntryBlock();
     builder.setInsertionPointToEnd(entry);
     Value step = entry->getArgument(argNames.size());
@@ -147,14 +158,16 @@ struct KFACPreconditionPass
       if (next < argNames.size() && argNames[next] == "grad/" + layer->bias)
         gradB = entry->getArgument(next++);
       auto [outcome, weightUpdate, biasUpdate] =
-          emitLayer(builder, symbols, *layer, step, gradW, gradB);
-      issues = issues ? AddOp::create(builder, layer->loc, issues, outcome).getResult()
-                      : outcome;
+          emitLayer(builder, symbols, *layer, step, gradW, gradB, /*refresh=*/!bubbles);
+      if (outcome)
+        issues = issues ? AddOp::create(builder, layer->loc, issues, outcome).getResult()
+                        : outcome;
       results.push_back(weightUpdate);
       if (gradB)
         results.push_back(biasUpdate);
     }
-    results.push_back(issues);
+    if (issues)
+      results.push_back(issues);
     func::ReturnOp::create(builder, gradients.getLoc(), results);
     symbols.insert(func);
   }
@@ -169,7 +182,7 @@ struct KFACPreconditionPass
   /// One layer's refresh and preconditioning: (outcome, ΔW, Δb).
   std::tuple<Value, Value, Value> emitLayer(OpBuilder &builder, SymbolTable &symbols,
                                             const Layer &layer, Value step, Value gradW,
-                                            Value gradB) {
+                                            Value gradB, bool refresh = true) {
     std::string prefix = layer.weight + ".kfac.";
     Location loc = layer.loc;
     auto sym = [&](StringRef suffix) {
@@ -178,15 +191,92 @@ struct KFACPreconditionPass
     auto inverse = [&](StringRef suffix) {
       return factorRef(builder, symbols, loc, prefix + suffix.str());
     };
-    auto refresh = KFACRefreshInversesOp::create(
-        builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, sym("A"), sym("B"),
-        sym("A_inv"), sym("B_inv"), builder.getF64FloatAttr(damping),
-        builder.getI64IntegerAttr(refreshEvery), builder.getI64IntegerAttr(retries),
-        builder.getI64IntegerAttr(refreshWarmup));
+    Value outcome;
+    if (refresh) {
+      // In the bubbles' arithmetic the end-of-step refresh is the warm-up's only.
+      int64_t every = bubbles ? std::numeric_limits<int64_t>::max() : int64_t(refreshEvery);
+      outcome = KFACRefreshInversesOp::create(
+                    builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, Value(),
+                    sym("A"), sym("B"), sym("A_inv"), sym("B_inv"),
+                    builder.getF64FloatAttr(damping), builder.getI64IntegerAttr(every),
+                    builder.getI64IntegerAttr(retries), builder.getI64IntegerAttr(refreshWarmup))
+                    .getOutcome();
+    }
     auto precondition =
         KFACPreconditionOp::create(builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB);
-    return {refresh.getOutcome(), precondition.getWeightUpdate(),
+    return {outcome, precondition.getWeightUpdate(),
             gradB ? precondition.getBiasUpdate() : Value()};
+  }
+
+  /// A refresh of `layer`'s inverses from its factors into `inverseSuffix`
+  /// ("A_inv" or the pending "A_inv_next"), run when `due` is non-zero (or
+  /// always, without `due`).
+  Value emitRefresh(OpBuilder &builder, const Layer &layer, Value step, Value due,
+                    StringRef inverseSuffix) {
+    std::string prefix = layer.weight + ".kfac.";
+    auto sym = [&](const std::string &suffix) {
+      return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix);
+    };
+    return KFACRefreshInversesOp::create(
+               builder, layer.loc, RankedTensorType::get({}, builder.getI32Type()), step, due,
+               sym("A"), sym("B"), sym(("A" + inverseSuffix.drop_front(1)).str()),
+               sym(("B" + inverseSuffix.drop_front(1)).str()), builder.getF64FloatAttr(damping),
+               builder.getI64IntegerAttr(1), builder.getI64IntegerAttr(retries),
+               builder.getI64IntegerAttr(0))
+        .getOutcome();
+  }
+
+  /// Bubbles: the host decides which steps gather curvature (graph input
+  /// `kfac_curvature` of every function with a factor update).
+  static void gateFactorUpdates(ModuleOp module) {
+    module.walk([](func::FuncOp func) {
+      SmallVector<KFACUpdateFactorOp> updates(func.getOps<KFACUpdateFactorOp>());
+      func.walk([&](KFACUpdateFactorOp update) {
+        if (!llvm::is_contained(updates, update))
+          updates.push_back(update);
+      });
+      if (updates.empty())
+        return;
+      Value due = getOrAddScalarArgument(func, "kfac_curvature",
+                                         IntegerType::get(func.getContext(), 64));
+      for (KFACUpdateFactorOp update : updates)
+        update.getDueMutable().assign(due);
+    });
+  }
+
+  /// Bubbles: `@stage<s>_kfac_inverse_<index>(step) -> kfac/issues`, the
+  /// layer's damped inverses into pending parameters `<weight>.kfac.A_inv_next`
+  /// and `.B_inv_next` (pf.kfac_pending), which pf.kfac_promote_inverses
+  /// copies over the inverses in use.
+  void buildStageInverse(SymbolTable &symbols, func::FuncOp gradients, const Layer &layer,
+                         int64_t index) {
+    MLIRContext *ctx = gradients.getContext();
+    OpBuilder builder(ctx);
+    std::string prefix = layer.weight + ".kfac.";
+    for (StringRef side : {"A", "B"}) {
+      auto inverse = symbols.lookup<ParamOp>(prefix + side.str() + "_inv");
+      builder.setInsertionPointAfter(inverse);
+      auto pending = cast<ParamOp>(builder.clone(*inverse));
+      pending.setSymName(prefix + side.str() + "_inv_next");
+      pending->setAttr(kKfacPendingAttrName, builder.getUnitAttr());
+      symbols.insert(pending);
+    }
+    int64_t stage = gradients->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
+    auto i64 = RankedTensorType::get({}, builder.getI64Type());
+    auto i32 = RankedTensorType::get({}, builder.getI32Type());
+    builder.setInsertionPointAfter(gradients);
+    auto func = func::FuncOp::create(
+        builder, layer.loc,
+        "stage" + std::to_string(stage) + "_kfac_inverse_" + std::to_string(index),
+        builder.getFunctionType({i64}, {i32}));
+    func->setAttr(kStageAttrName, gradients->getAttr(kStageAttrName));
+    func.setArgAttr(0, kNameAttrName, builder.getStringAttr("step"));
+    func.setResultAttr(0, kNameAttrName, builder.getStringAttr("kfac/issues"));
+    Block *entry = func.addEntryBlock();
+    builder.setInsertionPointToEnd(entry);
+    Value outcome = emitRefresh(builder, layer, entry->getArgument(0), Value(), "A_inv_next");
+    func::ReturnOp::create(builder, layer.loc, outcome);
+    symbols.insert(func);
   }
 
   LogicalResult run() {
@@ -222,6 +312,19 @@ struct KFACPreconditionPass
     OpBuilder builder(ret);
     SmallVector<Value> results(ret.getOperands());
     Value issues;
+    if (bubbles) {
+      // The arithmetic of the pipeline's bubbles: the previous window's
+      // factors are inverted before this step's curvature updates them.
+      gateFactorUpdates(module);
+      Value due = getOrAddScalarArgument(func, "kfac_refresh", builder.getI64Type());
+      OpBuilder start = OpBuilder::atBlockBegin(&block);
+      for (const Layer &layer : kfacLayers(module)) {
+        if (!resultOf.count("grad/" + layer.weight))
+          continue;
+        Value outcome = emitRefresh(start, layer, step, due, "A_inv");
+        issues = issues ? AddOp::create(start, layer.loc, issues, outcome).getResult() : outcome;
+      }
+    }
     int64_t layers = 0;
     // For KL-clipping: (result position, preconditioned update, raw gradient).
     SmallVector<std::tuple<unsigned, Value, Value>> updates;

@@ -22,8 +22,11 @@ void mlir::pf::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   // Clip the true gradients; preconditioned ones live on another scale.
   if (options.clipNorm > 0)
     pm.addPass(createPFClipGradients(PFClipGradientsOptions{options.clipNorm}));
-  if (options.kfac)
-    pm.addPass(createPFKFACPrecondition(options.precondition));
+  if (options.kfac) {
+    PFKFACPreconditionOptions precondition = options.precondition;
+    precondition.bubbles = options.kfacWindow > 0;
+    pm.addPass(createPFKFACPrecondition(precondition));
+  }
   pm.addPass(createPFAddOptimizer(options.optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -10,6 +10,7 @@
 #include "pf/Transforms/OptionEnums.h"
 #include "pf/Transforms/Training/Passes.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include <memory>
 
@@ -77,6 +78,11 @@ struct PipelineRunOptions {
   /// its first reader; sends completed at the end of the step). Host-side
   /// only: the programs are the same.
   bool overlap = true;
+  /// With --kfac: inverses at every step's end, or in the bubbles.
+  KfacWork kfac = KfacWork::Step;
+  /// kfac=bubbles: steps per refresh window; 0 takes the scheduler's K for
+  /// the durations measured in the warm-up steps.
+  int64_t refresh = 0;
 
   template <typename Binder>
   void bindOptions(Binder &binder) {
@@ -88,6 +94,10 @@ struct PipelineRunOptions {
     binder.opt("overlap", overlap,
                "Non-blocking transfers that overlap the computation (false: blocking send "
                "and recv at their program ops)");
+    binder.opt("kfac", kfac, "With --kfac: where the inverses run", kfacWorkValues());
+    binder.opt("refresh", refresh,
+               "kfac=bubbles: steps per refresh window (0: the scheduler's K for the "
+               "durations measured in the warm-up steps)");
   }
 };
 
@@ -98,6 +108,21 @@ struct PipelineRunOptions {
 /// used (the programs run the micro-batches). K-FAC is not supported yet.
 void buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,
                                     const PipelineRunOptions &pipeline);
+
+/// Where a K-FAC layer's inverse call runs in a refresh window: in window
+/// step `windowStep` of rank `rank`, right before the rank's pass after
+/// `afterPasses` of its passes (where it waits for that pass's inputs), or
+/// with afterPasses >= the step's passes, before the step end.
+struct KfacInversePlacement {
+  int64_t rank = 0, layer = 0, windowStep = 0, afterPasses = 0;
+};
+
+/// Adds, for every rank, the `steps` programs of a K-FAC refresh window
+/// (`@rank<r>_window<k>`, window_step k) to a module whose programs invert at
+/// the step end (pf-kfac-precondition{bubbles}); every inverse call of a
+/// program needs a placement. Verifies the result (verifyRankPrograms).
+LogicalResult addKfacWindowPrograms(ModuleOp module, int64_t steps,
+                                    ArrayRef<KfacInversePlacement> placements);
 
 /// Graph passes (optional), pf-partition and pf-schedule.
 void buildPipelinePipeline(OpPassManager &pm, const PipelineOptions &options);

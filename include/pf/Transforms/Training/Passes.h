@@ -34,6 +34,9 @@ struct TrainingOptions {
   double clipNorm = 1.0;
   /// Precondition the encoder blocks' linears with K-FAC.
   bool kfac = false;
+  /// K-FAC with the arithmetic of the pipeline's bubbles (0: off): after the
+  /// refresh warm-up, curvature every K steps and inverses one window late.
+  int64_t kfacWindow = 0;
   PFAddMaskedLMLossOptions loss;
   PFInsertKFACOptions insertKFAC;
   PFKFACPreconditionOptions precondition;
@@ -65,6 +68,10 @@ struct TrainingOptions {
     binder.opt("kfac-kl-clip", precondition.klClip, "K-FAC KL-clipping threshold κ (0: off)");
     binder.opt("kfac-optimizer", optimizer.kfacOptimizer,
                "Update rule of the K-FAC layers' parameters", kfacOptimizerValues());
+    binder.opt("kfac-window", kfacWindow,
+               "K-FAC as in a pipeline's bubbles (0: off): after --kfac-refresh-warmup steps, "
+               "factors every K steps and each window's inverses used in the next window "
+               "(docs/pipeline-execution.md, \"K-FAC in the bubbles\")");
     binder.opt("kfac-lr-scale", optimizer.kfacLRScale,
                "Learning rate of the K-FAC layers relative to lr");
     binder.opt("export-factors", precondition.exportFactors,

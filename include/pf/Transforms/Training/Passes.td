@@ -289,6 +289,14 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
            "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...) (default: false)">,
+    Option<"bubbles", "bubbles", "bool", /*default=*/"false",
+           "K-FAC work for the pipeline's bubbles (docs/pipeline-execution.md, \"K-FAC in the "
+           "bubbles\"): the factor updates run when the graph input kfac_curvature is non-zero; "
+           "on a split module each layer gets @stage<s>_kfac_inverse_<l> (its inverses into "
+           "pending parameters) and @stage<s>_precondition only preconditions; on one function "
+           "the same arithmetic: the previous window's factors are inverted at the start when "
+           "the graph input kfac_refresh is non-zero, and at the end only in the first "
+           "refresh-warmup steps (default: false)">,
   ];
 }
 

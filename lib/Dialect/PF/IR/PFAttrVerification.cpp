@@ -92,6 +92,7 @@ const AttrRule kOpAttrRules[] = {
      "a pf.param"},
     {kKfacBiasAttrName, isNonEmptyString, "a non-empty string (a parameter's name)", isParam,
      "a pf.param"},
+    {kKfacPendingAttrName, isUnit, "a unit attribute", isParam, "a pf.param"},
     {kSourceAttrName, isNonEmptyString, "a non-empty string", isModule, "a module"},
     {kOnnxOpsetAttrName, isPositiveI64, "a positive i64", isModule, "a module"},
     {kOnnxProducerAttrName, isNonEmptyString, "a non-empty string", isModule, "a module"},

@@ -177,7 +177,7 @@ LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> r
     if (!count)
       return emitError("scale_by_loss_count, but the function has no pf.softmax_cross_entropy");
   }
-  KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), count, Value(), getFactorAttr(),
+  KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), count, Value(), Value(), getFactorAttr(),
                              UnitAttr(), getScaleAttr(), getDecayAttr(), getEveryAttr(),
                              b.getI64IntegerAttr(1));
   operandGrads[0] = grad;

@@ -199,7 +199,10 @@ std::string describe(Operation *op) {
 
 class Checker {
 public:
-  explicit Checker(ModuleOp module) : module(module) {}
+  /// Checks the set of programs of one step: those without `window_step`
+  /// (the default) or those of window step `windowStep`.
+  Checker(ModuleOp module, std::optional<int64_t> windowStep = std::nullopt)
+      : module(module), windowStep(windowStep) {}
 
   LogicalResult run() {
     if (failed(collect()))
@@ -210,6 +213,7 @@ public:
     ok &= succeeded(checkDataflow());
     ok &= succeeded(checkStepEnd());
     ok &= succeeded(checkKfacStepEnd());
+    ok &= succeeded(checkKfacInverses());
     // A deadlock report is only meaningful once every message has its match.
     if (!ok)
       return failure();
@@ -218,6 +222,7 @@ public:
 
 private:
   ModuleOp module;
+  std::optional<int64_t> windowStep;
   SymbolTableCollection symbols;
   SmallVector<Program> programs; // by rank
   int64_t numMicrobatches = 0;
@@ -229,7 +234,12 @@ private:
   Operation *opAt(Position at) { return programs[at.rank].ops[at.index]; }
 
   LogicalResult collect() {
-    SmallVector<RankProgramOp> found(module.getOps<RankProgramOp>());
+    SmallVector<RankProgramOp> found;
+    for (RankProgramOp program : module.getOps<RankProgramOp>()) {
+      std::optional<uint64_t> step = program.getWindowStep();
+      if (step.has_value() == windowStep.has_value() && (!step || int64_t(*step) == *windowStep))
+        found.push_back(program);
+    }
     if (found.empty())
       return module.emitError("no pf.rank_program to verify");
     int64_t numRanks = found.front().getNumRanks();
@@ -516,14 +526,16 @@ private:
             firstUpdate = index;
           continue;
         }
-        if (firstUpdate && (run ? run.getMicrobatch().has_value() || isKfacStepWork(run)
+        if (firstUpdate && (run ? run.getMicrobatch().has_value() || isKfacStepWork(run) ||
+                                      run.getKind() == StageTaskKind::KfacInverse
                                 : !isa<ClipGradientsOp>(op))) {
           ok = false;
           error(at) << describe(op) << " comes after the update (op " << *firstUpdate
                     << "): the update ends the step";
         }
-        // Per-step K-FAC work (checked by checkKfacStepEnd) follows the clipping.
-        if ((run && !isKfacStepWork(run)) || isa<AllReduceOp>(op))
+        // What makes the gradients: the passes and the all-reduces (per-step
+        // K-FAC work is checked by checkKfacStepEnd and checkKfacInverses).
+        if ((run && run.getMicrobatch()) || isa<AllReduceOp>(op))
           lastStepWork = index;
       }
       if (clipAt && lastStepWork && *lastStepWork > *clipAt) {
@@ -551,10 +563,105 @@ private:
     return success(ok);
   }
 
-  /// The once-per-step K-FAC calls (inverses, preconditioning).
+  /// The once-per-step K-FAC call that needs the step's gradients.
   static bool isKfacStepWork(RunStageOp run) {
-    return run.getKind() == StageTaskKind::KfacInverse ||
-           run.getKind() == StageTaskKind::Precondition;
+    return run.getKind() == StageTaskKind::Precondition;
+  }
+
+  /// K-FAC inverses (in the bubbles or at a warm-up step's end): each call
+  /// names its layer and inverts it at most once per step; a call of the
+  /// step that gathers curvature (a warm-up step, window step 0) comes after
+  /// every per-micro-batch call of its stage, which update the factors; the
+  /// promotion of the pending inverses comes after a warm-up step's inverse
+  /// calls and before the first of window step 0, and before the precondition
+  /// calls; window steps after the first promote nothing.
+  LogicalResult checkKfacInverses() {
+    bool ok = true;
+    bool gathers = !windowStep || *windowStep == 0;
+    for (auto [rank, program] : llvm::enumerate(programs)) {
+      std::optional<size_t> promoteAt, firstInverse, lastInverse, firstPrecondition;
+      llvm::SmallDenseMap<int64_t, size_t> lastPass; // stage -> its last per-micro-batch call
+      std::set<int64_t> layers;
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        Position at{int64_t(rank), index};
+        if (isa<KfacPromoteInversesOp>(op)) {
+          if (promoteAt) {
+            ok = false;
+            error(at) << "a second kfac_promote_inverses (the first is op " << *promoteAt << ")";
+          }
+          promoteAt = index;
+          continue;
+        }
+        auto run = dyn_cast<RunStageOp>(op);
+        if (!run)
+          continue;
+        auto function = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+        IntegerAttr stage = function ? function->getAttrOfType<IntegerAttr>(kStageAttrName) : IntegerAttr();
+        if (run.getMicrobatch() && stage)
+          lastPass[stage.getInt()] = index;
+        if (run.getKind() == StageTaskKind::Precondition && !firstPrecondition)
+          firstPrecondition = index;
+        if (run.getKind() != StageTaskKind::KfacInverse)
+          continue;
+        if (!firstInverse)
+          firstInverse = index;
+        lastInverse = index;
+        if (!run.getLayer()) {
+          ok = false;
+          error(at) << describe(op) << " names no layer";
+        } else if (!layers.insert(int64_t(*run.getLayer())).second) {
+          ok = false;
+          error(at) << describe(op) << " inverts layer " << *run.getLayer()
+                    << " a second time in the step";
+        }
+      }
+      // The calls of a curvature step after their stage's last pass.
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        auto run = dyn_cast<RunStageOp>(op);
+        if (!gathers || !run || run.getKind() != StageTaskKind::KfacInverse)
+          continue;
+        auto function = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+        IntegerAttr stage = function ? function->getAttrOfType<IntegerAttr>(kStageAttrName) : IntegerAttr();
+        if (!stage)
+          continue;
+        auto last = lastPass.find(stage.getInt());
+        if (last != lastPass.end() && last->second > index) {
+          ok = false;
+          error({int64_t(rank), index})
+              << describe(op) << " runs before op " << last->second << " ("
+              << describe(program.ops[last->second])
+              << "), which still updates the factors of stage " << stage.getInt();
+        }
+      }
+      Position promotePos{int64_t(rank), promoteAt.value_or(0)};
+      if (promoteAt && firstPrecondition && *promoteAt > *firstPrecondition) {
+        ok = false;
+        error(promotePos) << "kfac_promote_inverses comes after the precondition call (op "
+                          << *firstPrecondition << ")";
+      }
+      if (!windowStep) {
+        if (firstInverse && !promoteAt) {
+          ok = false;
+          error({int64_t(rank), *firstInverse})
+              << "the step inverts factors but never runs kfac_promote_inverses";
+        } else if (promoteAt && lastInverse && *promoteAt < *lastInverse) {
+          ok = false;
+          error(promotePos) << "kfac_promote_inverses comes before the kfac_inverse of op "
+                            << *lastInverse;
+        }
+      } else if (*windowStep == 0) {
+        if (promoteAt && firstInverse && *promoteAt > *firstInverse) {
+          ok = false;
+          error(promotePos) << "kfac_promote_inverses comes after the kfac_inverse of op "
+                            << *firstInverse << " (it must not promote the new window's inverses)";
+        }
+      } else if (promoteAt) {
+        ok = false;
+        error(promotePos) << "kfac_promote_inverses in window step " << *windowStep
+                          << ": only a warm-up step and window step 0 promote";
+      }
+    }
+    return success(ok);
   }
 
   /// K-FAC at the end of the step: the precondition calls after the
@@ -635,7 +742,7 @@ private:
       return pc[rank] < programs[rank].ops.size() ? programs[rank].ops[pc[rank]] : nullptr;
     };
     auto meets = [&](int64_t rank, Operation *op) -> SmallVector<int64_t> {
-      if (isa<RunStageOp>(op))
+      if (isa<RunStageOp, KfacPromoteInversesOp>(op)) // local work
         return {rank};
       if (auto send = dyn_cast<SendActOp>(op)) {
         auto recv = dyn_cast_or_null<RecvActOp>(current(send.getTo()));
@@ -701,6 +808,83 @@ private:
 
 } // namespace
 
+/// The window programs against the warm-up program of each rank: window
+/// steps 0..K-1 all present, the same K everywhere, window step 0 promotes
+/// wherever the warm-up step does, and every layer the warm-up step inverts
+/// is inverted in exactly one window step.
+static LogicalResult checkWindows(ModuleOp module, int64_t &steps) {
+  steps = 0;
+  std::map<int64_t, std::set<int64_t>> warmupLayers;
+  std::map<int64_t, std::map<int64_t, int64_t>> windowLayers; // rank -> layer -> window step
+  std::map<int64_t, bool> warmupPromotes, windowPromotes;
+  auto layersOf = [](RankProgramOp program, auto &&add) {
+    for (Operation &op : program.getBody().front())
+      if (auto run = dyn_cast<RunStageOp>(op);
+          run && run.getKind() == StageTaskKind::KfacInverse && run.getLayer())
+        add(int64_t(*run.getLayer()));
+  };
+  auto promotes = [](RankProgramOp program) {
+    return !program.getBody().front().getOps<KfacPromoteInversesOp>().empty();
+  };
+  for (RankProgramOp program : module.getOps<RankProgramOp>()) {
+    int64_t rank = program.getRankValue();
+    if (!program.getWindowStep()) {
+      if (program.getWindowSteps())
+        return program.emitOpError("window_steps without window_step");
+      layersOf(program, [&](int64_t l) { warmupLayers[rank].insert(l); });
+      warmupPromotes[rank] = promotes(program);
+      continue;
+    }
+    if (!program.getWindowSteps())
+      return program.emitOpError("window_step without window_steps");
+    int64_t K = int64_t(*program.getWindowSteps()), k = int64_t(*program.getWindowStep());
+    if (steps && K != steps)
+      return program.emitOpError("window_steps(") << K << ") differs from another program's ("
+                                                   << steps << ")";
+    steps = K;
+    if (k >= K)
+      return program.emitOpError("window_step ") << k << " is not in [0, " << K << ")";
+    if (k == 0)
+      windowPromotes[rank] = promotes(program);
+    bool ok = true;
+    layersOf(program, [&](int64_t l) {
+      auto [it, inserted] = windowLayers[rank].insert({l, k});
+      if (!inserted && ok) {
+        ok = false;
+        program.emitOpError("rank ") << rank << " inverts layer " << l << " in window steps "
+                                     << it->second << " and " << k;
+      }
+    });
+    if (!ok)
+      return failure();
+  }
+  if (!steps)
+    return success();
+  for (auto &[rank, layers] : warmupLayers) {
+    std::set<int64_t> placed;
+    for (auto &[layer, k] : windowLayers[rank])
+      placed.insert(layer);
+    if (placed != layers)
+      return module.emitError("rank ")
+             << rank << ": the window programs invert " << placed.size()
+             << " layer(s) but the warm-up program " << layers.size()
+             << "; every layer must be inverted once per window";
+    if (warmupPromotes[rank] != windowPromotes[rank])
+      return module.emitError("rank ")
+             << rank << ": window step 0 must run kfac_promote_inverses exactly when the "
+                        "warm-up program does";
+  }
+  return success();
+}
+
 LogicalResult mlir::pf::verifyRankPrograms(ModuleOp module) {
-  return Checker(module).run();
+  if (failed(Checker(module).run()))
+    return failure();
+  int64_t steps = 0;
+  if (failed(checkWindows(module, steps)))
+    return failure();
+  for (int64_t k = 0; k < steps; ++k)
+    if (failed(Checker(module, k).run()))
+      return failure();
+  return success();
 }

@@ -29,6 +29,11 @@ inline constexpr llvm::StringLiteral kDevicesAttrName = "pf.devices";
 /// the factor belongs to (pf-insert-kfac).
 inline constexpr llvm::StringLiteral kKfacWeightAttrName = "pf.kfac_weight";
 inline constexpr llvm::StringLiteral kKfacBiasAttrName = "pf.kfac_bias";
+/// On a K-FAC inverse `pf.param` (`<weight>.kfac.A_inv_next`, `.B_inv_next`):
+/// the inverse being computed in the bubbles for the next refresh window, the
+/// inverse it replaces when `pf.kfac_promote_inverses` runs (unit). Not a
+/// training state: checkpoints leave it out (it is recomputed on resume).
+inline constexpr llvm::StringLiteral kKfacPendingAttrName = "pf.kfac_pending";
 
 /// Module attributes of an imported model: the ONNX file, its opset and the
 /// producer named in it.

@@ -81,10 +81,15 @@ def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
     micro-batch 0 decays the factor and each adds 1/`updates` of its term,
     exactly the arithmetic of `updates` updates in one function. Such a
     function holds one update of the factor.
+
+    With `due` (K-FAC in the pipeline's bubbles: the host decides which
+    steps gather curvature) the update runs when `due` is non-zero, in
+    place of the `every` rule.
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$input, 0DTensorOf<[I64]>:$step,
                    Optional<0DTensorOf<[I64]>>:$count,
                    Optional<0DTensorOf<[I64]>>:$microbatch,
+                   Optional<0DTensorOf<[I64]>>:$due,
                    FlatSymbolRefAttr:$factor, UnitAttr:$bias_column,
                    DefaultValuedAttr<F64Attr, "1.0">:$scale,
                    DefaultValuedAttr<F64Attr, "0.95">:$decay,
@@ -92,7 +97,8 @@ def PF_KFACUpdateFactorOp : PF_Op<"kfac.update_factor", [
                    DefaultValuedAttr<PF_PositiveI64Attr, "1">:$updates);
   let assemblyFormat = [{
     $factor `from` $input `step` $step (`count` $count^)?
-    (`microbatch` `(` $microbatch^ `:` type($microbatch) `)`)? attr-dict `:` type($input) `,`
+    (`microbatch` `(` $microbatch^ `:` type($microbatch) `)`)?
+    (`due` `(` $due^ `:` type($due) `)`)? attr-dict `:` type($input) `,`
     type($step) (`,` type($count)^)?
   }];
   let hasVerifier = 1;
@@ -133,8 +139,13 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
     damping (`retries` times, tenfold each) and otherwise keeps its previous
     inverse. `outcome` is 0 (refreshed or not due), 1 (needed more damping)
     or 2 (kept a previous inverse).
+
+    With `due` the refresh runs when `due` is non-zero, in place of the
+    `warmup`/`every` rule (the host decides: single-process K-FAC with the
+    arithmetic of the pipeline's bubbles, `pf-train --kfac-window`).
   }];
-  let arguments = (ins 0DTensorOf<[I64]>:$step, FlatSymbolRefAttr:$factor_a,
+  let arguments = (ins 0DTensorOf<[I64]>:$step, Optional<0DTensorOf<[I64]>>:$due,
+                   FlatSymbolRefAttr:$factor_a,
                    FlatSymbolRefAttr:$factor_b, FlatSymbolRefAttr:$a_inverse,
                    FlatSymbolRefAttr:$b_inverse,
                    DefaultValuedAttr<F64Attr, "1.0e-3">:$damping,
@@ -144,7 +155,7 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
   let results = (outs 0DTensorOf<[I32]>:$outcome);
   let assemblyFormat = [{
     `(` $factor_a `,` $factor_b `)` `into` ` ` `(` $a_inverse `,` $b_inverse `)` `step` $step
-    attr-dict `:` type($step) `->` type($outcome)
+    (`due` `(` $due^ `:` type($due) `)`)? attr-dict `:` type($step) `->` type($outcome)
   }];
   let hasVerifier = 1;
 }

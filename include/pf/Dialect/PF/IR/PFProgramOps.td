@@ -25,6 +25,12 @@ def PF_RankProgramOp : PF_Op<"rank_program", [Symbol, IsolatedFromAbove,
     body runs top to bottom; communication blocks as described in
     docs/pipeline-execution.md.
 
+    K-FAC in the bubbles: a rank also has `window_steps` (K) programs with
+    `window_step` 0..K-1, the steps of a refresh window after the warm-up
+    steps (which run the program without them); each window program places
+    some of the rank's `kfac_inverse` calls in its bubbles, and every
+    `kfac_inverse` of the program without window runs in exactly one of them.
+
     ```mlir
     pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
       pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
@@ -34,7 +40,9 @@ def PF_RankProgramOp : PF_Op<"rank_program", [Symbol, IsolatedFromAbove,
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$rank, I64Attr:$ranks,
-                   DenseI64ArrayAttr:$stages, I64Attr:$microbatches);
+                   DenseI64ArrayAttr:$stages, I64Attr:$microbatches,
+                   OptionalAttr<PF_NonNegativeI64Attr>:$window_step,
+                   OptionalAttr<PF_PositiveI64Attr>:$window_steps);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `rank` `(` $rank `)` `ranks` `(` $ranks `)` `stages` `(` $stages `)`
@@ -164,6 +172,19 @@ def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip"> {
   let arguments = (ins F64Attr:$kappa, StrArrayAttr:$order);
   let assemblyFormat = "`kappa` `(` $kappa `)` `order` `(` $order `)` attr-dict";
   let hasVerifier = 1;
+}
+
+def PF_KfacPromoteInversesOp : PF_RankProgramBodyOp<"kfac_promote_inverses"> {
+  let summary = "the inverses computed for the next window become the ones in use";
+  let description = [{
+    Copies every K-FAC inverse this rank computed into a pending parameter
+    (`pf.kfac_pending`: `<weight>.kfac.A_inv_next`, `.B_inv_next`) over the
+    inverse the precondition calls read (`.A_inv`, `.B_inv`). The `kfac_inverse`
+    calls of a window write the pending inverses while the window's
+    preconditioning still reads the previous ones; a warm-up step promotes
+    after its inverse calls, the first step of a window before any of them.
+  }];
+  let assemblyFormat = "attr-dict";
 }
 
 #endif // PF_PROGRAM_OPS_TD
