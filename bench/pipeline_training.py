@@ -9,13 +9,17 @@ simulation fed with the durations measured in the same run (pf-train's
     PYTHONPATH=python python3 bench/pipeline_training.py [--config mini] [--vocab 30522]
         [--batch 16] [--seq 64] [--steps 12] [--microbatches 4 8]
 
-Rows: (a) the pipeline with first-order AdamW; (c) the pipeline with all
+Rows: (a) the pipeline with first-order AdamW; (b) the pipeline with K-FAC
+in the bubbles (`--kfac --kfac-refresh-warmup 2 --pipeline "... kfac=bubbles"`:
+two warm-up steps invert every step and measure the durations, then the
+scheduler's K and placement; ms/step over the whole windows after the
+warm-up); (c) the pipeline with all
 K-FAC work every step inside the stage functions (`--kfac`: factors in the
 forward/backward calls, inverses and preconditioning in each stage's
 precondition call after the flush); (d) single-process pf-train with
 `--micro-batches N` (AdamW, and with K-FAC); all on 1 thread per process.
-(b), K-FAC placed in the bubbles, does not exist yet. ms/step is the mean over
-the steps after the first (the progress lines' window), median over --repeat
+ms/step is the mean of the per-step progress lines after the first step
+(for (b): over the complete windows after the warm-up), median over --repeat
 runs.
 """
 
@@ -47,9 +51,22 @@ def run(args: list[str]) -> str:
 
 
 def ms_per_step(stdout: str) -> float:
-    # With --log-every = steps - 1 the last progress line's window is every
-    # step after the first.
-    return float(re.findall(r"ms/step\s+([0-9.]+)", stdout)[-1])
+    """Mean ms/step of the steps after the first; with K-FAC in the bubbles,
+    of the complete windows after the warm-up (from pf-train's plan line)."""
+    steps = [(int(m.group(1)), float(m.group(2))) for m in
+             re.finditer(r"^step\s+(\d+)\s.*ms/step\s+([0-9.]+)", stdout, re.M)]
+    plan = re.search(r"windows of (\d+) step\(s\) from step (\d+)", stdout)
+    if not plan:
+        return statistics.mean(ms for step, ms in steps if step > 1)
+    window, start = int(plan.group(1)), int(plan.group(2))
+    after = [ms for step, ms in steps if step >= start]
+    whole = len(after) // window * window
+    return statistics.mean(after[len(after) - whole:] if whole else after)
+
+
+def window_steps(stdout: str) -> str:
+    plan = re.search(r"windows of (\d+) step", stdout)
+    return plan.group(1) if plan else ""
 
 
 def figure(stdout: str, name: str) -> tuple[float, float]:
@@ -81,13 +98,13 @@ def main() -> int:
         np.savez(tmp / "corpus.npz", **corpus)
         save_model(make_bert_model(args.config, vocab_size=args.vocab, seed=2), tmp / "m.onnx")
         common = [str(tmp / "m.onnx"), "--corpus", str(tmp / "corpus.npz"), "--batch",
-                  str(args.batch), "--steps", str(args.steps), "--log-every",
-                  str(args.steps - 1), "--num-threads", "1", "--lr", "1e-3"]
+                  str(args.batch), "--steps", str(args.steps), "--log-every", "1",
+                  "--num-threads", "1", "--lr", "1e-3"]
         print(f"BERT-{args.config} (vocab {args.vocab}), batch {args.batch} x {args.seq}, "
               f"{args.steps} steps, 1 thread per process, median of {args.repeat}")
-        print("| N | run | ms/step | vs (d) AdamW | T_pipe measured / simulated (ms) | "
-              "bubble measured / simulated |")
-        print("|---|---|---|---|---|---|")
+        print("| N | run | ms/step | vs (d) AdamW | vs (a) | T_pipe measured / simulated (ms) | "
+              "bubble measured / simulated | K-FAC bubble fill measured / simulated | K |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for n in args.microbatches:
             single = statistics.median(
                 ms_per_step(run([str(tool("pf-train")), *common, "--micro-batches", str(n)]))
@@ -96,28 +113,33 @@ def main() -> int:
                 ms_per_step(run([str(tool("pf-train")), *common, "--micro-batches", str(n),
                                  "--kfac"]))
                 for _ in range(args.repeat))
-            print(f"| {n} | (d) single-process AdamW | {single:.1f} | 1.00 | | |")
+            print(f"| {n} | (d) single-process AdamW | {single:.1f} | 1.00 | | | | | |")
             print(f"| {n} | (d) single-process K-FAC (every step) | {kfac:.1f} | "
-                  f"{kfac / single:.2f} | | |")
-            for schedule, kfac_flag in (("gpipe", []), ("1f1b", []), ("gpipe", ["--kfac"]),
-                                        ("1f1b", ["--kfac"])):
-                times, spans, bubbles = [], [], []
-                for _ in range(args.repeat):
-                    out = run([mpirun, "--oversubscribe", *root, "-np", "2",
-                               str(tool("pf-train")), *common, *kfac_flag, "--pipeline",
-                               f"stages=2 schedule={schedule} microbatches={n}",
-                               "--svg", str(tmp / "m.svg")])
-                    times.append(ms_per_step(out))
-                    spans.append(figure(out, "pipeline span T_pipe (ms)"))
-                    bubbles.append(figure(out, "bubble fraction"))
-                t = statistics.median(times)
-                span = spans[times.index(sorted(times)[len(times) // 2])]
-                bubble = bubbles[times.index(sorted(times)[len(times) // 2])]
-                label = "(c) pipeline " + schedule + " K-FAC every step" if kfac_flag else \
-                    "(a) pipeline " + schedule + " AdamW"
-                print(f"| {n} | {label}, D=2 | {t:.1f} | "
-                      f"{t / single:.2f} | {span[0]:.1f} / {span[1]:.1f} | "
-                      f"{bubble[0]:.1f}% / {bubble[1]:.1f}% |")
+                  f"{kfac / single:.2f} | | | | | |")
+            bubbles_flags = ["--kfac", "--kfac-refresh-warmup", "2"]
+            first_order = {}
+            for schedule in ("gpipe", "1f1b"):
+                for label, flags, extra in (
+                        ("(a) pipeline " + schedule + " AdamW", [], ""),
+                        ("(b) pipeline " + schedule + " K-FAC in the bubbles", bubbles_flags,
+                         " kfac=bubbles"),
+                        ("(c) pipeline " + schedule + " K-FAC every step", ["--kfac"], "")):
+                    rows = []
+                    for _ in range(args.repeat):
+                        out = run([mpirun, "--oversubscribe", *root, "-np", "2",
+                                   str(tool("pf-train")), *common, *flags, "--pipeline",
+                                   f"stages=2 schedule={schedule} microbatches={n}{extra}",
+                                   "--svg", str(tmp / "m.svg")])
+                        rows.append((ms_per_step(out), figure(out, "pipeline span T_pipe (ms)"),
+                                     figure(out, "bubble fraction"),
+                                     figure(out, "bubble fill (K-FAC)"), window_steps(out)))
+                    rows.sort(key=lambda row: row[0])
+                    t, span, bubble, fill, k = rows[len(rows) // 2]
+                    first_order.setdefault(schedule, t)
+                    fill_text = f"{fill[0]:.1f}% / {fill[1]:.1f}%" if flags else ""
+                    print(f"| {n} | {label}, D=2 | {t:.1f} | {t / single:.2f} | "
+                          f"{t / first_order[schedule]:.2f} | {span[0]:.1f} / {span[1]:.1f} | "
+                          f"{bubble[0]:.1f}% / {bubble[1]:.1f}% | {fill_text} | {k} |")
     return 0
 
 
