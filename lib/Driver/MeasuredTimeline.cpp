@@ -582,7 +582,8 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
 }
 
 llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t firstStep,
-                                              int64_t lastStep, int64_t steps) {
+                                              int64_t lastStep, int64_t steps,
+                                              double maxOverhead) {
   auto measured = summarize(run, firstStep, lastStep);
   if (!measured)
     return measured.takeError();
@@ -600,6 +601,11 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   if (!costs)
     return costs.takeError();
   costs->costs.p2p = estimateP2pMs(run, measured->firstStep, measured->lastStep);
+  // The preconditioning runs after the flush in every step (it needs the
+  // clipped gradients of every rank): a fixed cost, not work to place.
+  sched::CostModel planning = costs->costs;
+  for (sched::LayerCost &layer : planning.layers)
+    layer.precondition = 0;
   sched::ScheduleRequest request;
   request.kind = *kind;
   request.devices = run.ranks;
@@ -610,7 +616,10 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   request.kfac.refreshSteps = static_cast<int>(steps);
   request.kfac.splitPieces = 1;      // one call inverts a layer's two factors
   request.kfac.steadyState = false;  // a window's inverses finish in it
-  auto result = sched::schedulePipeline(costs->costs, request);
+  // The scheduler's K: the smallest window whose inverses lengthen the mean
+  // step by at most this share of T_pipe.
+  request.kfac.maxOverhead = maxOverhead;
+  auto result = sched::schedulePipeline(planning, request);
   if (!result)
     return error("placing the K-FAC inverses: " + result.error());
   KfacWindowPlan plan;

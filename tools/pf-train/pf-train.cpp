@@ -807,6 +807,9 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
       return fail(llvm::formatv("--pipeline: refresh must be >= 0 (0: the scheduler's K), got "
                                 "{0}",
                                 pipeline.refresh));
+    if (!(pipeline.maxOverhead >= 0 && pipeline.maxOverhead <= 10))
+      return fail(llvm::formatv("--pipeline: max-overhead must be in [0, 10], got {0}",
+                                pipeline.maxOverhead));
   } else if (pipeline.refresh != 0) {
     return fail("--pipeline: refresh= applies to kfac=bubbles");
   }
@@ -869,7 +872,7 @@ planKfacWindowOnRanks(const RankJob &job, ModuleOp module, drv::RankRunner &runn
       return run.takeError();
     int64_t last = window.warmup - first;
     int64_t from = last >= 1 ? 1 : 0;
-    auto placed = drv::planKfacWindow(*run, from, last, pipeline.refresh);
+    auto placed = drv::planKfacWindow(*run, from, last, pipeline.refresh, pipeline.maxOverhead);
     if (!placed)
       return placed.takeError();
     plan.push_back(placed->steps);
@@ -1087,6 +1090,10 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
         return job.fail(llvm::toString(placement.takeError()));
       if (auto err = useKfacWindow(*module, runner, window, *placement))
         return job.fail(llvm::toString(std::move(err)));
+      // --emit-step again, now with the window programs.
+      if (!emitStepFile.empty() && job.rank == 0)
+        if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
+          return job.fail(llvm::toString(std::move(err)));
     }
     if (!checkpointFile.empty() && checkpointEvery > 0 && step % checkpointEvery == 0)
       if (auto err = saveCheckpointPipelined(job, runner.compiled(), corpus, step))

@@ -181,9 +181,12 @@ struct KfacWindowPlan {
 /// per inversion, no overlap of windows) of every K-FAC layer's inverse
 /// call, from the durations measured over steps [firstStep, lastStep] (the
 /// warm-up steps, which invert every layer at their end). `steps` = 0
-/// takes the scheduler's K. gpipe, 1f1b and zb-h1 only.
+/// takes the scheduler's K: the smallest whose inverses lengthen the mean
+/// step by at most `maxOverhead` × T_pipe (the preconditioning, after the
+/// flush in every step, is not placed). gpipe, 1f1b and zb-h1 only.
 llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t firstStep,
-                                              int64_t lastStep, int64_t steps = 0);
+                                              int64_t lastStep, int64_t steps = 0,
+                                              double maxOverhead = 0.01);
 
 /// The run as a scheduler timeline (ms; time 0 = the first event's start;
 /// each step from the first start of its events) and the report its writers

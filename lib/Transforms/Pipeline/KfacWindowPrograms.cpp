@@ -31,7 +31,8 @@ bool isStepEnd(Operation &op) {
   if (isa<ClipGradientsOp, KfacKLClipOp>(op))
     return true;
   auto run = dyn_cast<RunStageOp>(op);
-  return run && !run.getMicrobatch();
+  return run && (run.getKind() == StageTaskKind::Precondition ||
+                 run.getKind() == StageTaskKind::Update);
 }
 
 /// Where the call goes: right before the pass after `afterPasses` passes (a

@@ -83,6 +83,9 @@ struct PipelineRunOptions {
   /// kfac=bubbles: steps per refresh window; 0 takes the scheduler's K for
   /// the durations measured in the warm-up steps.
   int64_t refresh = 0;
+  /// kfac=bubbles, refresh=0: the scheduler's K is the smallest window whose
+  /// inverses lengthen the mean step by at most this share of T_pipe.
+  double maxOverhead = 0.01;
 
   template <typename Binder>
   void bindOptions(Binder &binder) {
@@ -98,6 +101,9 @@ struct PipelineRunOptions {
     binder.opt("refresh", refresh,
                "kfac=bubbles: steps per refresh window (0: the scheduler's K for the "
                "durations measured in the warm-up steps)");
+    binder.opt("max-overhead", maxOverhead,
+               "kfac=bubbles, refresh=0: the scheduler's K is the smallest window whose inverses "
+               "lengthen the mean step by at most this share of the pipeline span");
   }
 };
 
