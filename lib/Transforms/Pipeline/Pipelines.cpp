@@ -78,6 +78,10 @@ struct PipelinedTrainingOptions {
     binder.opt("schedule", pipeline.schedule,
                "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved)", scheduleKindValues());
     binder.opt("chunks", pipeline.chunks, "interleaved: model chunks per rank");
+    binder.opt("kfac-work", pipeline.kfac,
+               "With kfac=true: inverses at every step's end, or per-layer inverse functions "
+               "for the bubbles (the window programs are added after a measured warm-up)",
+               kfacWorkValues());
   }
 };
 } // namespace

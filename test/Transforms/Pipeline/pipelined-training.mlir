@@ -8,6 +8,7 @@
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2" | FileCheck %s --check-prefix=CHIMERA
 // RUN: not pf-opt %s --pf-pipelined-training="stages=3 schedule=chimera micro-batches=2" 2>&1 | FileCheck %s --check-prefix=CHIMERA-ODD
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true" | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=BUBBLES
 // RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 microbatches=2" --pf-build-rank-programs="microbatches=4" 2>&1 | FileCheck %s --check-prefix=KFAC-N
 
 // The step's gradient order, for the single-process norm.
@@ -72,6 +73,31 @@
 // KFAC-NEXT: pf.run_stage precondition @stage1_precondition
 // KFAC-NEXT: pf.kfac_kl_clip
 // KFAC-NEXT: pf.run_stage update @stage1_update
+
+// K-FAC for the bubbles: pending inverses, one inverse function per layer,
+// factor updates gated by the host (kfac_curvature), preconditioning only in
+// the precondition functions, and the warm-up program's step end: the
+// inverses, the promotion, then the preconditioning.
+// BUBBLES-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.A_inv_next : tensor<16x16xf32> = {{.*}}pf.kfac_pending
+// BUBBLES-DAG: pf.param @bert.encoder.layer.2.dense.weight.kfac.B_inv_next : tensor<16x16xf32> = {{.*}}pf.kfac_pending
+// BUBBLES-LABEL: func.func @stage0_forward(
+// BUBBLES-SAME: {pf.name = "kfac_curvature"}
+// BUBBLES: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from {{.*}} microbatch({{.*}}) due(
+// BUBBLES-DAG: func.func @stage0_kfac_inverse_0(%arg0: tensor<i64> {pf.name = "step"}) -> (tensor<i32> {pf.name = "kfac/issues"}) attributes {pf.stage = 0 : i64}
+// BUBBLES-DAG: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_inv_next, @bert.encoder.layer.0.dense.weight.kfac.B_inv_next)
+// BUBBLES-LABEL: func.func @stage0_precondition(
+// BUBBLES-NOT: refresh_inverses
+// BUBBLES: return
+// BUBBLES-LABEL: func.func @stage1_kfac_inverse_2(
+// BUBBLES-LABEL: pf.rank_program @rank0
+// BUBBLES: pf.clip_gradients
+// BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+// BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
+// BUBBLES-NEXT: pf.kfac_promote_inverses
+// BUBBLES-NEXT: pf.run_stage precondition @stage0_precondition
+// BUBBLES-LABEL: pf.rank_program @rank1
+// BUBBLES: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
+// BUBBLES-NEXT: pf.kfac_promote_inverses
 
 // Chimera: both ranks hold both stages (down pipe: stage s on rank s, up: on
 // rank 1 - s), every gradient is summed between the replicas, and each rank

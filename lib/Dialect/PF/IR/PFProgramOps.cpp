@@ -817,6 +817,7 @@ static LogicalResult checkWindows(ModuleOp module, int64_t &steps) {
   std::map<int64_t, std::set<int64_t>> warmupLayers;
   std::map<int64_t, std::map<int64_t, int64_t>> windowLayers; // rank -> layer -> window step
   std::map<int64_t, bool> warmupPromotes, windowPromotes;
+  std::map<int64_t, RankProgramOp> warmupProgram;
   auto layersOf = [](RankProgramOp program, auto &&add) {
     for (Operation &op : program.getBody().front())
       if (auto run = dyn_cast<RunStageOp>(op);
@@ -833,6 +834,7 @@ static LogicalResult checkWindows(ModuleOp module, int64_t &steps) {
         return program.emitOpError("window_steps without window_step");
       layersOf(program, [&](int64_t l) { warmupLayers[rank].insert(l); });
       warmupPromotes[rank] = promotes(program);
+      warmupProgram[rank] = program;
       continue;
     }
     if (!program.getWindowSteps())
@@ -865,12 +867,12 @@ static LogicalResult checkWindows(ModuleOp module, int64_t &steps) {
     for (auto &[layer, k] : windowLayers[rank])
       placed.insert(layer);
     if (placed != layers)
-      return module.emitError("rank ")
+      return warmupProgram[rank].emitError("rank ")
              << rank << ": the window programs invert " << placed.size()
              << " layer(s) but the warm-up program " << layers.size()
              << "; every layer must be inverted once per window";
     if (warmupPromotes[rank] != windowPromotes[rank])
-      return module.emitError("rank ")
+      return warmupProgram[rank].emitError("rank ")
              << rank << ": window step 0 must run kfac_promote_inverses exactly when the "
                         "warm-up program does";
   }
@@ -883,8 +885,8 @@ LogicalResult mlir::pf::verifyRankPrograms(ModuleOp module) {
   int64_t steps = 0;
   if (failed(checkWindows(module, steps)))
     return failure();
+  bool ok = true;
   for (int64_t k = 0; k < steps; ++k)
-    if (failed(Checker(module, k).run()))
-      return failure();
-  return success();
+    ok &= succeeded(Checker(module, k).run());
+  return success(ok);
 }
