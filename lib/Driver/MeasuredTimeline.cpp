@@ -528,6 +528,14 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
   return out;
 }
 
+/// The run's schedule kind, or an error naming the unknown one.
+llvm::Expected<sched::ScheduleKind> scheduleOf(const MeasuredRun &run) {
+  auto kind = sched::parseScheduleKind(run.schedule);
+  if (!kind)
+    return error("measured run: " + kind.error());
+  return *kind;
+}
+
 } // namespace
 
 llvm::Expected<MeasuredComparison>
@@ -536,9 +544,9 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
   auto measured = summarize(run, firstStep, lastStep);
   if (!measured)
     return measured.takeError();
-  auto kind = sched::parseScheduleKind(run.schedule);
+  auto kind = scheduleOf(run);
   if (!kind)
-    return error("measured run: " + kind.error());
+    return kind.takeError();
   // Stages per rank: one, or for interleaved `chunks` (stage s on rank
   // s mod D); Chimera's two replicas share each stage's means.
   const bool interleaved = *kind == sched::ScheduleKind::Interleaved;
@@ -587,9 +595,9 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   auto measured = summarize(run, firstStep, lastStep);
   if (!measured)
     return measured.takeError();
-  auto kind = sched::parseScheduleKind(run.schedule);
+  auto kind = scheduleOf(run);
   if (!kind)
-    return error("measured run: " + kind.error());
+    return kind.takeError();
   if (*kind != sched::ScheduleKind::GPipe && *kind != sched::ScheduleKind::OneFOneB &&
       *kind != sched::ScheduleKind::ZBH1)
     return error("K-FAC in the bubbles: the " + run.schedule +

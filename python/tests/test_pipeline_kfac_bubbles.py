@@ -133,6 +133,8 @@ BAD = [
      "supports gpipe, 1f1b and zb-h1"),
     (("stages=2 microbatches=4 kfac=bubbles refresh=-1",), WARMUP, "refresh must be >= 0"),
     (("stages=2 microbatches=4 refresh=3",), WARMUP, "refresh= applies to kfac=bubbles"),
+    (("stages=2 microbatches=4 kfac=bubbles max-overhead=-1",), WARMUP,
+     "max-overhead must be in [0, 10]"),
     (("stages=2 microbatches=4 kfac=bubbles",), ("--kfac", "--kfac-refresh-warmup", "0"),
      "needs --kfac-refresh-warmup >= 1"),
     (("stages=2 microbatches=4 kfac=sometimes",), WARMUP, "sometimes"),

@@ -103,8 +103,10 @@ static cl::opt<std::string> emitStepFile(
 static cl::opt<std::string> pipelineSpec(
     "pipeline",
     cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "
-             "\"stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N [chunks=C] [overlap=false]\" (stages 0 or D: the job's "
-             "ranks), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
+             "\"stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N [chunks=C] "
+             "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X]\" (stages 0 or D: "
+             "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles at the "
+             "scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
              "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
     cl::value_desc("OPTIONS"), cl::cat(category));
 static cl::opt<std::string> traceFile(
@@ -773,7 +775,8 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
   if (failed(parsed.parseFromString(pipelineSpec)))
     return fail("--pipeline \"" + pipelineSpec + "\": see the messages above; it takes "
-                "stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N chunks=C overlap=true|false");
+                "stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N chunks=C "
+                "overlap=true|false kfac=step|bubbles refresh=K max-overhead=X");
   mlir::pf::PipelineRunOptions pipeline = parsed.get();
   using ::pf::sched::ScheduleKind;
   if (training.kfac && pipeline.schedule == ScheduleKind::Chimera)
