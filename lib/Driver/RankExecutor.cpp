@@ -1135,12 +1135,15 @@ llvm::Error RankRunner::runInverse(const std::string &function, const Values &gr
   return llvm::Error::success();
 }
 
+/// `<w>.kfac.A_inv` of the pending `<w>.kfac.A_inv_next`.
+static std::string inverseInUse(llvm::StringRef pending) {
+  return pending.drop_back(llvm::StringRef("_next").size()).str();
+}
+
 llvm::Error RankRunner::promoteInverses() {
-  constexpr llvm::StringLiteral suffix = "_next";
   for (const std::string &name : pending) {
     const CompiledModel::Parameter *from = compiledProgram->parameter(name);
-    const CompiledModel::Parameter *to =
-        compiledProgram->parameter(llvm::StringRef(name).drop_back(suffix.size()).str());
+    const CompiledModel::Parameter *to = compiledProgram->parameter(inverseInUse(name));
     if (!from || !to || from->bytes != to->bytes)
       return error("kfac_promote_inverses: '" + name + "' has no inverse of its size to replace");
     std::memcpy(to->data, from->data, size_t(from->bytes));
@@ -1154,8 +1157,7 @@ llvm::Error RankRunner::recomputePendingInverses(const Values &graph, int64_t st
     return llvm::Error::success();
   // The pending inverses equal the ones in use after a promotion.
   for (const std::string &name : pending) {
-    const CompiledModel::Parameter *from = compiledProgram->parameter(
-        llvm::StringRef(name).drop_back(5).str());
+    const CompiledModel::Parameter *from = compiledProgram->parameter(inverseInUse(name));
     const CompiledModel::Parameter *to = compiledProgram->parameter(name);
     if (from && to && from->bytes == to->bytes)
       std::memcpy(to->data, from->data, size_t(from->bytes));
