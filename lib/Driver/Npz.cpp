@@ -6,6 +6,7 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir::pf::driver;
@@ -59,7 +60,13 @@ StringRef headerField(StringRef header, StringRef key) {
 llvm::Expected<NpyArray> parseNpy(StringRef name, StringRef bytes) {
   if (bytes.size() < 10 || !bytes.starts_with("\x93NUMPY"))
     return error(name + " is not a .npy array");
-  uint8_t major = bytes[6];
+  uint8_t major = bytes[6], minor = bytes[7];
+  // 1.0 has a 16-bit header length, 2.0 and 3.0 (UTF-8 header) a 32-bit one;
+  // any other version is a format this reader does not know.
+  if ((major != 1 && major != 2 && major != 3) || minor != 0)
+    return error(llvm::formatv("{0}: unsupported .npy format version {1}.{2} (known: 1.0, "
+                               "2.0, 3.0)",
+                               name, unsigned(major), unsigned(minor)));
   size_t headerLen, start;
   if (major == 1) {
     headerLen = uint8_t(bytes[8]) | (uint8_t(bytes[9]) << 8);
@@ -90,8 +97,12 @@ llvm::Expected<NpyArray> parseNpy(StringRef name, StringRef bytes) {
       return error(name + ": malformed shape in the .npy header");
     array.shape.push_back(value);
   }
+  auto elements = checkedElementCount(array.shape);
+  if (!elements)
+    return error(llvm::formatv("{0}: shape {1} has more than {2} elements (kMaxNpyElements)",
+                               name, shapeText(array.shape), kMaxNpyElements));
   StringRef payload = bytes.drop_front(start + headerLen);
-  uint64_t expected = uint64_t(array.numElements()) * dtype->bytes;
+  uint64_t expected = uint64_t(*elements) * dtype->bytes;
   if (payload.size() != expected)
     return error(llvm::formatv("{0}: holds {1} bytes of data, its shape needs {2}", name,
                                payload.size(), expected));
@@ -124,7 +135,26 @@ std::string npyBytes(const NpyArray &array) {
 }
 } // namespace
 
+std::optional<int64_t> mlir::pf::driver::checkedElementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return std::nullopt;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (n > kMaxNpyElements / d)
+      return std::nullopt;
+    n *= d;
+  }
+  return empty ? 0 : n;
+}
+
 int64_t NpyArray::numElements() const {
+  // Arrays read by readNpz are within kMaxNpyElements; others are built by
+  // pf from shapes it made.
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
@@ -181,15 +211,34 @@ llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(String
       zip_close(archive);
       return error("cannot read entry '" + name + "' of '" + path + "'");
     }
-    std::string bytes(stat.size, '\0');
-    zip_int64_t got = zip_fread(file, bytes.data(), stat.size);
+    // The size is the archive's claim: the bytes grow as they are read, so a
+    // forged 2^60 costs nothing, and an entry past kMaxNpzEntryBytes stops.
+    std::string bytes;
+    zip_int64_t got = 0;
+    bool tooLarge = !(stat.valid & ZIP_STAT_SIZE) || stat.size > kMaxNpzEntryBytes;
+    while (!tooLarge && uint64_t(got) < stat.size) {
+      size_t chunk = size_t(std::min<uint64_t>(stat.size - got, 1 << 20));
+      bytes.resize(size_t(got) + chunk);
+      zip_int64_t n = zip_fread(file, bytes.data() + got, chunk);
+      if (n <= 0)
+        break;
+      got += n;
+    }
+    bytes.resize(size_t(got));
     // libzip compares the entry's CRC-32 only once a read reaches its end:
     // without this one, damaged bytes inside an array would load silently.
     char past;
-    bool damaged = got == zip_int64_t(stat.size) && zip_fread(file, &past, 1) != 0;
+    bool damaged =
+        !tooLarge && uint64_t(got) == stat.size && zip_fread(file, &past, 1) != 0;
     std::string why = damaged ? zip_file_strerror(file) : "";
     zip_fclose(file);
-    if (got != zip_int64_t(stat.size)) {
+    if (tooLarge) {
+      zip_close(archive);
+      return error(llvm::formatv("entry '{0}' of '{1}' declares {2} bytes, over the limit of "
+                                 "{3} (kMaxNpzEntryBytes)",
+                                 name, path, uint64_t(stat.size), kMaxNpzEntryBytes));
+    }
+    if (uint64_t(got) != stat.size) {
       zip_close(archive);
       return error("truncated entry '" + name + "' in '" + path + "'");
     }

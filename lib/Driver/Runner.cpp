@@ -357,8 +357,12 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
   auto start = std::chrono::steady_clock::now();
 
   initializeJit(ctx);
+  // ExecutionEngineOptions::transformer is a function_ref: the function it
+  // refers to must outlive create(), so it is a named local, not a temporary.
+  std::function<llvm::Error(llvm::Module *)> transformer =
+      makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
   ExecutionEngineOptions options;
-  options.transformer = makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
+  options.transformer = transformer;
   auto engine = ExecutionEngine::create(module, options);
   if (!engine)
     return engine.takeError();
@@ -705,8 +709,11 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
   if (failed(toLLVM.run(*combined)))
     return error("lowering to the LLVM dialect failed (see the diagnostics above)");
   initializeJit(ctx);
+  // A named local: the options' transformer is a function_ref (see above).
+  std::function<llvm::Error(llvm::Module *)> transformer =
+      makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
   ExecutionEngineOptions engineOptions;
-  engineOptions.transformer = makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
+  engineOptions.transformer = transformer;
   auto engine = ExecutionEngine::create(*combined, engineOptions);
   if (!engine)
     return engine.takeError();

@@ -69,6 +69,17 @@ Type convertElementType(MLIRContext *context, int32_t dataType);
 /// "STRING (8)": an ONNX data type for diagnostics.
 std::string dataTypeName(int32_t dataType);
 
+/// The type of a TensorProto; an error when its element type is unsupported or
+/// its shape negative or past kMaxTensorElements.
+FailureOr<RankedTensorType> tensorType(MLIRContext *context, const onnx::TensorProto &tensor,
+                                       Location loc);
+
+/// Checks, without reading it, that a tensor holds (inline) or declares
+/// (external length) exactly the bytes its shape and type need: what
+/// --no-weights does instead of converting.
+LogicalResult checkTensorData(MLIRContext *context, const onnx::TensorProto &tensor,
+                              Location loc);
+
 /// A constant elements attribute of a TensorProto (used by Constant nodes and
 /// small initializers). `baseDir` resolves external data.
 FailureOr<ElementsAttr> convertTensor(MLIRContext *context, const onnx::TensorProto &tensor,

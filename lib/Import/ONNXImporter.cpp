@@ -126,12 +126,11 @@ LogicalResult GraphImporter::importInitializers(const onnx::GraphProto &graph,
     Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
     if (!seen.insert(init.name()).second)
       return emitError(loc) << "initializer '" << init.name() << "' is defined twice";
-    Type element = convertElementType(ctx, init.data_type());
-    if (!element)
-      return emitError(loc) << "initializer '" << init.name() << "' has unsupported data type "
-                            << dataTypeName(init.data_type());
-    SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
-    auto type = RankedTensorType::get(shape, element);
+    auto tensorType = onnx_import::tensorType(ctx, init, loc);
+    if (failed(tensorType))
+      return failure();
+    RankedTensorType type = *tensorType;
+    Type element = type.getElementType();
     bool external = init.data_location() == onnx::TensorProto::EXTERNAL;
     // Trainable weights are float tensors with more than one element; the
     // rest (position ids, scalars) are constants so shape arithmetic folds.
@@ -140,6 +139,10 @@ LogicalResult GraphImporter::importInitializers(const onnx::GraphProto &graph,
     if (!isParam && !readData)
       isParam = true; // a shapes-only constant still has a known type
     ElementsAttr value;
+    // Shapes only: the data is not read, but a tensor whose dims promise
+    // more (or less) than it holds is still a broken model.
+    if (!readData && failed(checkTensorData(ctx, init, loc)))
+      return failure();
     if (readData) {
       auto converted = convertTensor(ctx, init, baseDir, loc, /*asResource=*/isParam);
       if (failed(converted))
@@ -195,7 +198,11 @@ LogicalResult GraphImporter::importInputs(const onnx::GraphProto &graph,
     SmallVector<std::string> dimNames;
     for (const auto &dim : tensor.shape().dim()) {
       dimNames.push_back(dim.has_dim_param() ? dim.dim_param() : "");
-      if (dim.has_dim_value() && dim.dim_value() >= 0)
+      if (dim.has_dim_value() && dim.dim_value() < 0)
+        return emitError(fileLoc) << "graph input '" << input.name() << "' dimension "
+                                  << shape.size() << " is negative (" << dim.dim_value()
+                                  << ")";
+      if (dim.has_dim_value())
         shape.push_back(dim.dim_value());
       else if (dim.has_dim_param() && options.dimValues.count(dim.dim_param()))
         shape.push_back(options.dimValues.lookup(dim.dim_param()));
@@ -218,6 +225,9 @@ LogicalResult GraphImporter::importInputs(const onnx::GraphProto &graph,
         }
       shape.assign(it->second.begin(), it->second.end());
     }
+    if (std::string problem = shapeLimitError(shape); !problem.empty())
+      return emitError(fileLoc) << "graph input '" << input.name() << "' has shape "
+                                << shapeText(shape) << ": " << problem;
     if (!tensor.has_shape() && !options.inputShapes.count(input.name())) {
       if (!options.allowDynamic)
         return emitError(fileLoc) << "graph input '" << input.name()

@@ -8,8 +8,10 @@
 
 #include "KfacPolicies.h"
 #include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/Limits.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 
 namespace pf::sched {
@@ -44,10 +46,23 @@ Expected<KfacPlan> planKfac(const PipelineStep &step, const CostModel &costs,
                             const KfacOptions &options) {
   if (options.refreshSteps < 0)
     return Status::error("the refresh interval must be positive");
+  if (Status s = checkLimit("the refresh interval", options.refreshSteps, kMaxRefreshSteps,
+                            "kMaxRefreshSteps");
+      !s.ok())
+    return s;
+  if (!std::isfinite(options.margin))
+    return Status::error("the bubble margin must be a finite number");
   if (options.margin < 0)
     return Status::error("the bubble margin must not be negative");
+  // Negative (the default) means automatic; NaN or infinity means nothing.
+  if (!std::isfinite(options.maxOverhead))
+    return Status::error("the allowed overhead must be a finite number");
   if (options.splitPieces < 1)
     return Status::error("split pieces must be at least 1");
+  if (Status s = checkLimit("split pieces", options.splitPieces, kMaxSplitPieces,
+                            "kMaxSplitPieces");
+      !s.ok())
+    return s;
   switch (options.policy) {
   case Policy::None: {
     KfacPlan plan;

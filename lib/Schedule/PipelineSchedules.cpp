@@ -11,6 +11,7 @@
 
 #include "OpGraph.h"
 #include "pf/Schedule/Pipeline.h"
+#include "pf/Schedule/Limits.h"
 #include "pf/Schedule/Timeline.h"
 
 #include <algorithm>
@@ -312,6 +313,13 @@ Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
   if (microbatches < 1)
     return Status::error("the number of micro-batches must be positive (got " +
                          std::to_string(microbatches) + ")");
+  if (Status s = checkLimit("the number of stages/devices", devices, kMaxStages, "kMaxStages");
+      !s.ok())
+    return s;
+  if (Status s = checkLimit("the number of micro-batches", microbatches, kMaxMicrobatches,
+                            "kMaxMicrobatches");
+      !s.ok())
+    return s;
   if (kind == ScheduleKind::Chimera) {
     if (devices % 2 != 0)
       return Status::error("chimera needs an even number of stages (got " +
@@ -324,6 +332,11 @@ Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
   if (kind == ScheduleKind::Interleaved) {
     if (chunks < 1)
       return Status::error("interleaved needs at least one chunk per device");
+    if (Status s = checkLimit("interleaved: the number of stages (devices x chunks)",
+                              static_cast<long long>(devices) * chunks, kMaxStages,
+                              "kMaxStages");
+        !s.ok())
+      return s;
     if (microbatches % devices != 0)
       return Status::error("interleaved 1F1B needs the micro-batches (" +
                            std::to_string(microbatches) +

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/CostModel.h"
+#include "pf/Schedule/Limits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -71,6 +72,12 @@ double timeValue(const json &value, const std::string &where,
   if (v < 0) {
     std::ostringstream os;
     os << where << ": '" << key << "' is negative (" << v << " ms)";
+    fail(os.str());
+  }
+  if (v > kMaxProfileTimeMs) {
+    std::ostringstream os;
+    os << where << ": '" << key << "' is " << v << " ms, over the limit of "
+       << kMaxProfileTimeMs << " ms (kMaxProfileTimeMs)";
     fail(os.str());
   }
   return v;
@@ -278,6 +285,9 @@ CostModel parseProfileOrThrow(const std::string &text,
     fail(source + ": missing key 'layers' (an array of per-layer times)");
   if (layers->empty())
     fail(source + ": 'layers' is empty");
+  if (layers->size() > static_cast<size_t>(kMaxLayers))
+    fail(source + ": " + std::to_string(layers->size()) + " layers exceed the limit of " +
+         std::to_string(kMaxLayers) + " (kMaxLayers)");
 
   std::vector<const json *> entries = orderLayers(*layers, source);
   auto givenFor = [&](const json &entry, const char *key) {

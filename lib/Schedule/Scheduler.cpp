@@ -7,6 +7,9 @@
 
 #include "pf/Schedule/Scheduler.h"
 #include "pf/Schedule/Partition.h"
+#include "pf/Schedule/Limits.h"
+
+#include <cmath>
 
 #include <chrono>
 
@@ -72,6 +75,10 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
   auto started = std::chrono::steady_clock::now();
   if (costs.layers.empty())
     return Status::error("the cost model has no layers");
+  if (Status s = checkLimit("the cost model's layers", costs.layers.size(), kMaxLayers,
+                            "kMaxLayers");
+      !s.ok())
+    return s;
   auto devices = devicesOf(request);
   if (!devices)
     return devices.status();
@@ -79,6 +86,11 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
                                     request.microbatches, request.chunks);
   if (!shape.ok())
     return shape;
+  if (Status s = checkLimit("layers x micro-batches",
+                            static_cast<long long>(costs.layers.size()) * request.microbatches,
+                            kMaxLayerMicrobatches, "kMaxLayerMicrobatches");
+      !s.ok())
+    return s;
 
   PipelineConfig config;
   config.kind = request.kind;
@@ -113,6 +125,12 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
   result.timeline = assembleTimeline(result.step, result.plan);
   result.report = computeReport(result.step, result.timeline, result.plan,
                                 costs, request.kfac);
+  // Finite inputs within the limits give finite times; anything else is a
+  // bug or an input that slipped past them, never a report of "inf".
+  if (!std::isfinite(result.report.stepTimeMs) || !std::isfinite(result.report.pipelineStepMs) ||
+      !std::isfinite(result.report.utilizationWithKfac))
+    return Status::error("the schedule's step time is not finite (are the profile's times "
+                         "within kMaxProfileTimeMs?)");
   result.report.schedulerSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();

@@ -16,6 +16,7 @@
 #include "pf/Driver/RankExecutor.h"
 #include "pf/Driver/StageProgram.h"
 #include "pf/Import/ONNXImporter.h"
+#include "pf/Runtime/pfrt.h"
 #include "pf/Transforms/OptionBinder.h"
 #include "pf/Transforms/Passes.h"
 #include "pf/Transforms/Pipeline/Passes.h"
@@ -213,7 +214,9 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::pf::FlagBinder runFlags(category);
   runFlags.opt("repeat", repeat, "Run N times and print the median time");
-  runFlags.opt("num-threads", threads, "Runtime threads (0: all cores)");
+  runFlags.opt("num-threads", threads,
+               "Runtime threads (0: all cores; at most " + std::to_string(PFRT_MAX_THREADS) +
+                   ", PFRT_MAX_THREADS)");
   mlir::pf::FlagBinder stepFlags(stepCategory);
   training.bindOptions(stepFlags);
   cl::HideUnrelatedOptions({&category, &stepCategory});
@@ -222,6 +225,9 @@ int main(int argc, char **argv) {
     return fail("--repeat must be >= 1");
   if (threads < 0)
     return fail("--num-threads must be >= 0");
+  if (threads > PFRT_MAX_THREADS)
+    return fail(llvm::formatv("--num-threads {0} exceeds the limit of {1} (PFRT_MAX_THREADS)",
+                              threads, PFRT_MAX_THREADS));
   if (!trainingStep) {
     std::vector<std::string> given = stepFlags.given();
     if (runStages || runRanks) // its micro-batches: the inputs' rows, weighted as the step's

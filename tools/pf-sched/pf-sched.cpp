@@ -8,7 +8,10 @@
 
 #include "pf/Schedule/Scheduler.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -35,8 +38,10 @@ Cost model (one of):
 
 Pipeline:
   --schedule NAME           gpipe, 1f1b, interleaved, chimera, zb-h1 (default 1f1b)
-  --stages D                pipeline stages = devices (required)
-  --microbatches N          micro-batches per step (required; chimera: N/2 each way)
+  --stages D                pipeline stages = devices (required; at most 1024,
+                            kMaxStages, also for devices x chunks)
+  --microbatches N          micro-batches per step (required; chimera: N/2 each
+                            way; at most 1024, kMaxMicrobatches)
   --layers-per-stage K      layers in every stage; stages*K must equal the
                             model's layers. Omitted: min-max partition
   --chunks V                interleaved: model chunks per device (default 2)
@@ -44,12 +49,13 @@ Pipeline:
 K-FAC:
   --policy NAME             pf (default), pipefisher (reference greedy), none
   --refresh-steps K         steps per inverse refresh; default: automatic
+                            (at most 1024, kMaxRefreshSteps)
   --max-overhead F          pf automatic K: allowed step lengthening as a
                             fraction of the bare step (default: the time of
                             preconditioning after the flush)
   --margin F                bubble safety margin (default 0.05)
   --split-pieces P          pf: smallest piece = 1/P of a task (default 8;
-                            1 = never split)
+                            1 = never split; at most 1024, kMaxSplitPieces)
   --no-steady-state         pf: do not overlap consecutive refreshes
 
 Output:
@@ -60,6 +66,9 @@ Output:
   --validate                check the timeline (dependencies, overlaps)
   --quiet                   no text report on stdout
   --help                    this text
+
+Limits (docs/limits.md): a profile holds at most 4096 layers (kMaxLayers),
+each time at most 1e9 ms (kMaxProfileTimeMs); numbers must be finite.
 )";
 
 struct Options {
@@ -113,8 +122,10 @@ Expected<Options> parseArgs(int argc, char **argv) {
   return o;
 }
 
-Expected<long> intOption(const Options &o, const std::string &name, long fallback,
-                         bool required = false) {
+/// An integer option; values outside int (what the library takes) are
+/// refused, not narrowed (4294967298 is not 2).
+Expected<int> intOption(const Options &o, const std::string &name, int fallback,
+                        bool required = false) {
   auto it = o.values.find(name);
   if (it == o.values.end()) {
     if (required)
@@ -122,11 +133,16 @@ Expected<long> intOption(const Options &o, const std::string &name, long fallbac
     return fallback;
   }
   char *end = nullptr;
-  long v = std::strtol(it->second.c_str(), &end, 10);
+  errno = 0;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
   if (it->second.empty() || *end != '\0')
     return Status::error("--" + name + " expects an integer, got '" +
                          it->second + "'");
-  return v;
+  if (errno == ERANGE || v < std::numeric_limits<int>::min() ||
+      v > std::numeric_limits<int>::max())
+    return Status::error("--" + name + " " + it->second + " is out of range (at most " +
+                         std::to_string(std::numeric_limits<int>::max()) + ")");
+  return static_cast<int>(v);
 }
 
 Expected<double> doubleOption(const Options &o, const std::string &name,
@@ -138,6 +154,9 @@ Expected<double> doubleOption(const Options &o, const std::string &name,
   double v = std::strtod(it->second.c_str(), &end);
   if (it->second.empty() || *end != '\0')
     return Status::error("--" + name + " expects a number, got '" + it->second +
+                         "'");
+  if (!std::isfinite(v))
+    return Status::error("--" + name + " expects a finite number, got '" + it->second +
                          "'");
   return v;
 }
@@ -175,8 +194,8 @@ Expected<CostModel> costModel(const Options &o) {
     return seq.status();
   if (*batch < 1 || *seq < 1)
     return Status::error("--microbatch-size and --seq-len must be positive");
-  model->microBatch = static_cast<int>(*batch);
-  model->seqLen = static_cast<int>(*seq);
+  model->microBatch = *batch;
+  model->seqLen = *seq;
   return analyticCostModel(*device, *model, *precision);
 }
 
@@ -203,12 +222,12 @@ Expected<ScheduleRequest> request(const Options &o) {
     return Status::error("--layers-per-stage must be positive");
   if (o.values.count("refresh-steps") && *refresh < 1)
     return Status::error("--refresh-steps must be positive");
-  r.devices = static_cast<int>(*stages);
-  r.microbatches = static_cast<int>(*micro);
-  r.layersPerStage = static_cast<int>(*lps);
-  r.chunks = static_cast<int>(*chunks);
-  r.kfac.refreshSteps = static_cast<int>(*refresh);
-  r.kfac.splitPieces = static_cast<int>(*pieces);
+  r.devices = *stages;
+  r.microbatches = *micro;
+  r.layersPerStage = *lps;
+  r.chunks = *chunks;
+  r.kfac.refreshSteps = *refresh;
+  r.kfac.splitPieces = *pieces;
   auto overhead = doubleOption(o, "max-overhead", r.kfac.maxOverhead);
   auto margin = doubleOption(o, "margin", r.kfac.margin);
   if (!overhead)

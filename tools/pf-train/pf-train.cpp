@@ -79,7 +79,9 @@ static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
                        clEnumValN(LRSchedule::Constant, "constant", "Constant")));
   flags.opt("mask-prob", maskProbability, "Share of tokens to predict");
   flags.opt("seed", seed, "Seed of batches and masks");
-  flags.opt("num-threads", threads, "Runtime threads (0: all cores)");
+  flags.opt("num-threads", threads,
+            "Runtime threads (0: all cores; at most " + std::to_string(PFRT_MAX_THREADS) +
+                ", PFRT_MAX_THREADS)");
   flags.opt("log-every", logEvery, "Print a progress line every N steps");
   flags.opt("checkpoint-every", checkpointEvery, "Also write the checkpoint every N steps");
   flags.opt("eval-every", evalEvery,
@@ -144,31 +146,75 @@ struct Corpus {
   /// Rows [0, trainRows) are trained on; the rest are held out.
   int64_t trainRows = 0;
   int64_t pad = 0, cls = 2, sep = 3, mask = 4, firstWord = 5;
+  /// FNV-1a of the tokens: a checkpoint names the corpus it was trained on.
+  uint64_t hash = 0;
 };
+
+uint64_t fnv1a(const void *data, size_t bytes) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < bytes; ++i)
+    h = (h ^ static_cast<const unsigned char *>(data)[i]) * 1099511628211ULL;
+  return h;
+}
 
 llvm::Expected<Corpus> loadCorpus() {
   auto arrays = drv::readNpz(corpusFile);
   if (!arrays)
     return arrays.takeError();
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), corpusFile + ": " + message);
+  };
   auto tokens = arrays->find("tokens");
   if (tokens == arrays->end() || tokens->second.dtype != 7 || tokens->second.shape.size() != 2)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   corpusFile + ": needs 'tokens', int64 [sequences, length]");
+    return error("needs 'tokens', int64 [sequences, length]");
   Corpus corpus;
   corpus.rows = corpus.trainRows = tokens->second.shape[0];
   corpus.seqLen = tokens->second.shape[1];
+  if (corpus.rows < 1 || corpus.seqLen < 1)
+    return error(llvm::formatv("'tokens' is {0} x {1}: it needs at least one sequence of at "
+                               "least one token",
+                               corpus.rows, corpus.seqLen));
   corpus.tokens.resize(corpus.rows * corpus.seqLen);
   std::memcpy(corpus.tokens.data(), tokens->second.data.data(), tokens->second.data.size());
-  auto special = arrays->find("special");
-  if (special != arrays->end() && special->second.dtype == 7 &&
-      special->second.numElements() == 5) {
+  corpus.hash = fnv1a(corpus.tokens.data(), corpus.tokens.size() * sizeof(int64_t));
+  // One int64 value, or an error naming the array.
+  auto scalarOf = [&](llvm::StringRef key) -> llvm::Expected<int64_t> {
+    auto it = arrays->find(key.str());
+    if (it->second.dtype != 7 || it->second.numElements() != 1)
+      return error("'" + key + "' must be one int64 value, not " +
+                   drv::dtypeName(it->second.dtype) + " of shape " +
+                   drv::shapeText(it->second.shape));
+    return *reinterpret_cast<const int64_t *>(it->second.data.data());
+  };
+  if (auto special = arrays->find("special"); special != arrays->end()) {
+    if (special->second.dtype != 7 || special->second.numElements() != 5)
+      return error("'special' must be 5 int64 ids ([PAD], [UNK], [CLS], [SEP], [MASK])");
     const int64_t *s = reinterpret_cast<const int64_t *>(special->second.data.data());
     corpus.pad = s[0], corpus.cls = s[2], corpus.sep = s[3], corpus.mask = s[4];
   }
-  auto vocab = arrays->find("vocab_size");
-  corpus.vocab = vocab != arrays->end() && vocab->second.dtype == 7
-                     ? *reinterpret_cast<const int64_t *>(vocab->second.data.data())
-                     : 1 + *std::max_element(corpus.tokens.begin(), corpus.tokens.end());
+  int64_t largest = *std::max_element(corpus.tokens.begin(), corpus.tokens.end());
+  int64_t smallest = *std::min_element(corpus.tokens.begin(), corpus.tokens.end());
+  if (arrays->count("vocab_size")) {
+    auto vocab = scalarOf("vocab_size");
+    if (!vocab)
+      return vocab.takeError();
+    corpus.vocab = *vocab;
+  } else {
+    corpus.vocab = largest + 1;
+  }
+  // Masking draws random words from [firstWord, vocab): at least one.
+  if (corpus.vocab <= corpus.firstWord)
+    return error(llvm::formatv("vocab_size {0} leaves no words after the {1} special ids",
+                               corpus.vocab, corpus.firstWord));
+  if (smallest < 0 || largest >= corpus.vocab)
+    return error(llvm::formatv("token ids must be in [0, vocab_size {0}); the corpus holds {1}",
+                               corpus.vocab, smallest < 0 ? smallest : largest));
+  for (auto [name, id] : {std::pair<const char *, int64_t>{"[PAD]", corpus.pad},
+                          {"[CLS]", corpus.cls}, {"[SEP]", corpus.sep},
+                          {"[MASK]", corpus.mask}})
+    if (id < 0 || id >= corpus.vocab)
+      return error(llvm::formatv("the {0} id {1} is not in [0, vocab_size {2})", name, id,
+                                 corpus.vocab));
   return corpus;
 }
 
@@ -340,11 +386,20 @@ std::map<std::string, drv::NpyArray> stateArrays(const Parameters &parameters) {
   return arrays;
 }
 
+/// The layout of a checkpoint's arrays (`param/*`, `meta/*`); bumped when it
+/// changes, and a checkpoint of another version is refused.
+constexpr int64_t kCheckpointFormatVersion = 1;
+
 llvm::Error writeCheckpoint(std::map<std::string, drv::NpyArray> arrays, const Corpus &c,
                             int64_t step) {
+  arrays["meta/format_version"] = scalar<int64_t>(7, kCheckpointFormatVersion);
   arrays["meta/step"] = scalar<int64_t>(7, step);
   arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed));
   arrays["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
+  arrays["meta/corpus_hash"] = scalar<int64_t>(7, int64_t(c.hash));
+  arrays["meta/kfac"] = scalar<int64_t>(7, training.kfac ? 1 : 0);
+  // writeNpz writes a temporary file and renames it: a crash mid-write
+  // leaves the previous checkpoint.
   if (checkpointKfacWindow > 0)
     arrays["meta/kfac_window"] = scalar<int64_t>(7, checkpointKfacWindow);
   if (!checkpointKfacPlacement.empty()) {
@@ -371,18 +426,69 @@ llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpu
   auto error = [&](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), resumeFile + ": " + message);
   };
-  auto step = arrays->find("meta/step");
-  if (step == arrays->end() || step->second.dtype != 7 || step->second.numElements() != 1)
+  if (!arrays->count("meta/step"))
     return error("not a pf-train checkpoint (no meta/step)");
-  // The batches are drawn from the training rows: resuming with another
-  // hold-out (--eval-sequences) would silently change them.
-  if (auto rows = arrays->find("meta/train_rows");
-      rows != arrays->end() && rows->second.dtype == 7 &&
-      *reinterpret_cast<const int64_t *>(rows->second.data.data()) != c.trainRows)
+  // meta/KEY as one int64, or an error naming it.
+  auto meta = [&](llvm::StringRef key) -> llvm::Expected<int64_t> {
+    auto it = arrays->find(("meta/" + key).str());
+    if (it == arrays->end())
+      return error("has no meta/" + key + " (written by an older pf-train? checkpoints "
+                   "of format version " + llvm::Twine(kCheckpointFormatVersion) +
+                   " carry it)");
+    if (it->second.dtype != 7 || it->second.numElements() != 1)
+      return error("meta/" + key + " must be one int64 value, not " +
+                   drv::dtypeName(it->second.dtype) + " of shape " +
+                   drv::shapeText(it->second.shape));
+    return *reinterpret_cast<const int64_t *>(it->second.data.data());
+  };
+  auto version = meta("format_version");
+  if (!version)
+    return version.takeError();
+  if (*version != kCheckpointFormatVersion)
+    return error(llvm::formatv("is checkpoint format version {0}; this pf-train reads version "
+                               "{1}",
+                               *version, kCheckpointFormatVersion)
+                     .str());
+  auto step = meta("step");
+  if (!step)
+    return step.takeError();
+  if (*step < 0)
+    return error(llvm::formatv("meta/step is {0}, not a step count", *step).str());
+  if (*step >= steps)
+    return error(llvm::formatv("is after step {0} and --steps is {1}: nothing is left to train "
+                               "(give a larger --steps)",
+                               *step, steps)
+                     .str());
+  // Batches and masks are functions of (seed, step) over the training rows,
+  // and the state's meaning depends on K-FAC: resuming with any of them
+  // changed would silently train another run.
+  auto savedSeed = meta("seed");
+  if (!savedSeed)
+    return savedSeed.takeError();
+  if (uint64_t(*savedSeed) != seed)
+    return error(llvm::formatv("was trained with --seed {0}, this run has --seed {1}",
+                               uint64_t(*savedSeed), seed)
+                     .str());
+  auto rows = meta("train_rows");
+  if (!rows)
+    return rows.takeError();
+  if (*rows != c.trainRows)
     return error(llvm::formatv("was trained on {0} corpus sequences, this run on {1} (use the "
                                "same --eval-every/--eval-sequences)",
-                               *reinterpret_cast<const int64_t *>(rows->second.data.data()),
-                               c.trainRows)
+                               *rows, c.trainRows)
+                     .str());
+  auto corpusHash = meta("corpus_hash");
+  if (!corpusHash)
+    return corpusHash.takeError();
+  if (uint64_t(*corpusHash) != c.hash)
+    return error("was trained on another corpus than " + corpusFile +
+                 " (the token hashes differ)");
+  auto kfac = meta("kfac");
+  if (!kfac)
+    return kfac.takeError();
+  if ((*kfac != 0) != training.kfac)
+    return error(llvm::formatv("was trained {0} --kfac, this run {1} it",
+                               *kfac ? "with" : "without", training.kfac ? "has" : "does not have")
                      .str());
   auto window = arrays->find("meta/kfac_window");
   int64_t savedWindow = window != arrays->end() && window->second.dtype == 7 &&
@@ -404,7 +510,7 @@ llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpu
       return error("parameter '" + p.name + "' has another dtype or shape than the model's");
     std::memcpy(p.data, it->second.data.data(), p.bytes);
   }
-  return *reinterpret_cast<const int64_t *>(step->second.data.data());
+  return *step;
 }
 /// The forward pass and masked-LM loss at batch --batch, with its own copy
 /// of the weights (evaluate() loads the training step's into it).
@@ -1146,6 +1252,9 @@ int main(int argc, char **argv) {
                               int(batch), microbatches));
   if (evalEvery < 0 || evalSequences < 1)
     return fail("--eval-every must be >= 0 and --eval-sequences >= 1");
+  if (threads < 0 || threads > PFRT_MAX_THREADS)
+    return fail(llvm::formatv("--num-threads {0} must be in [0, {1}] (PFRT_MAX_THREADS)",
+                              threads, PFRT_MAX_THREADS));
   auto corpus = loadCorpus();
   if (!corpus)
     return fail(llvm::toString(corpus.takeError()));

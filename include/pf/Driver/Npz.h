@@ -7,10 +7,20 @@
 #include "llvm/Support/Error.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace mlir::pf::driver {
+
+/// The most elements of an array read from a .npy (the same bound as the
+/// compiler's kMaxTensorElements), and the most bytes of one .npz entry.
+constexpr int64_t kMaxNpyElements = int64_t(1) << 36;
+constexpr uint64_t kMaxNpzEntryBytes = uint64_t(1) << 38;
+
+/// The product of `shape` when no dim is negative and it is at most
+/// kMaxNpyElements (checked without overflowing); nullopt otherwise.
+std::optional<int64_t> checkedElementCount(const std::vector<int64_t> &shape);
 
 /// A dense C-order array with a pfrt/ONNX dtype code.
 struct NpyArray {

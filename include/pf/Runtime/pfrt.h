@@ -107,11 +107,15 @@ typedef struct pfrt_context pfrt_context;
 
 enum { PFRT_BACKEND_CPU = 0, PFRT_BACKEND_CUDA = 1 };
 
+/* The most CPU worker threads a context takes (OpenMP aborts far above it). */
+#define PFRT_MAX_THREADS 1024
+
 typedef struct pfrt_context_options {
   int32_t abi_version; /* must be PFRT_ABI_VERSION */
   int32_t backend;     /* PFRT_BACKEND_CPU, ... */
-  int32_t num_threads; /* CPU worker threads; 0 = OpenMP's default
-                          (OMP_NUM_THREADS or all cores) */
+  int32_t num_threads; /* CPU worker threads, at most PFRT_MAX_THREADS;
+                          0 = OpenMP's default (OMP_NUM_THREADS or all
+                          cores) */
   int32_t device;      /* device ordinal for GPU backends; ignored on CPU */
 } pfrt_context_options;
 
@@ -121,7 +125,8 @@ PFRT_API void pfrt_context_options_init(pfrt_context_options *options);
 
 /* Creates a context; options == NULL means the defaults. Returns NULL (no
  * context exists to hold a message) if the options are invalid (ABI version
- * mismatch, negative thread count, unknown backend), if the backend is not
+ * mismatch, thread count negative or over PFRT_MAX_THREADS, unknown
+ * backend), if the backend is not
  * built into this library, or if memory is short. Destroy with
  * pfrt_context_destroy. */
 PFRT_API pfrt_context *pfrt_context_create(const pfrt_context_options *options);

@@ -2,7 +2,8 @@
 //
 // Cuts L layers, in order, into p contiguous stages so that the most expensive
 // stage is as cheap as possible (the pipeline's steady state runs at the pace
-// of its slowest stage). Exact dynamic programming, O(L^2 * p).
+// of its slowest stage). Exact dynamic programming with divide-and-conquer
+// rows, O(p * L log L).
 //
 //===----------------------------------------------------------------------===//
 

@@ -24,6 +24,7 @@
 #include "llvm/Support/CommandLine.h"
 
 #include <charconv>
+#include <cmath>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -32,7 +33,29 @@
 #include <vector>
 
 namespace mlir::pf {
+
+/// llvm::cl's double parser, refusing NaN and infinities: no floating-point
+/// option of pf means anything with them (a NaN learning rate, mask share or
+/// damping passes every range check and trains garbage).
+class FiniteDoubleParser : public llvm::cl::parser<double> {
+public:
+  using llvm::cl::parser<double>::parser;
+  bool parse(llvm::cl::Option &option, llvm::StringRef argName, llvm::StringRef arg,
+             double &value) {
+    if (llvm::cl::parser<double>::parse(option, argName, arg, value))
+      return true;
+    if (!std::isfinite(value))
+      return option.error("'" + arg + "' is not a finite number");
+    return false;
+  }
+};
+
 namespace detail {
+/// The llvm::cl parser of a bound field: FiniteDoubleParser for doubles.
+template <typename T>
+using BoundParser =
+    std::conditional_t<std::is_same_v<T, double>, FiniteDoubleParser, llvm::cl::parser<T>>;
+
 /// A default as it is spelled on the command line.
 template <typename T>
 std::string optionValueText(const llvm::cl::generic_parser_base *parser, const T &value) {
@@ -79,7 +102,8 @@ public:
 
   template <typename T, typename... Mods>
   void opt(llvm::StringRef name, T &field, llvm::StringRef description, const Mods &...mods) {
-    auto flag = std::make_unique<llvm::cl::opt<T, /*ExternalStorage=*/true>>(
+    auto flag = std::make_unique<llvm::cl::opt<T, /*ExternalStorage=*/true,
+                                               detail::BoundParser<T>>>(
         name, llvm::cl::location(field), llvm::cl::cat(category), mods...);
     detail::describe(*flag, description, field, descriptions);
     auto *bound = flag.get();
@@ -117,7 +141,9 @@ template <typename Values>
 class BoundPipelineOptions : public PassPipelineOptions<BoundPipelineOptions<Values>> {
   using Base = PassPipelineOptions<BoundPipelineOptions<Values>>;
   template <typename T>
-  using PipelineOption = typename Base::template Option<T>;
+  using PipelineOption = std::conditional_t<
+      std::is_same_v<T, double>, typename Base::template Option<double, FiniteDoubleParser>,
+      typename Base::template Option<T>>;
 
   /// Declares one pipeline option per bound field, its default the field's.
   struct Declare {

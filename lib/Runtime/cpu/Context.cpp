@@ -3,6 +3,7 @@
 #include "../common/Context.h"
 #include "../common/Dtype.h"
 
+#include <algorithm>
 #include <new>
 #include <omp.h>
 
@@ -50,7 +51,7 @@ pfrt_context *pfrt_context_create(const pfrt_context_options *options) {
   const pfrt_context_options &opts = options ? *options : defaults;
   // Only the CPU backend is built into this library so far.
   if (opts.abi_version != PFRT_ABI_VERSION || opts.backend != PFRT_BACKEND_CPU ||
-      opts.num_threads < 0)
+      opts.num_threads < 0 || opts.num_threads > PFRT_MAX_THREADS)
     return nullptr;
   auto *ctx = new (std::nothrow) pfrt_context();
   if (!ctx)
@@ -60,7 +61,7 @@ pfrt_context *pfrt_context_create(const pfrt_context_options *options) {
   // Resolve "default" once so that every kernel of this context sees the
   // same count, whatever omp_set_num_threads calls happen later elsewhere.
   int threads = opts.num_threads > 0 ? opts.num_threads : omp_get_max_threads();
-  ctx->numThreads = threads > 0 ? threads : 1;
+  ctx->numThreads = std::clamp(threads, 1, PFRT_MAX_THREADS);
   return ctx;
 }
 

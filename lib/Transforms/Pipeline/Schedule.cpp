@@ -5,6 +5,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <limits>
+
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFSCHEDULE
 #include "pf/Transforms/Pipeline/Passes.h.inc"
@@ -68,10 +70,18 @@ struct SchedulePass : public mlir::pf::impl::PFScheduleBase<SchedulePass> {
       return failure();
     if (refreshSteps < 0)
       return pipeline.emitError("pf-schedule: refresh-steps must be >= 0");
-    kfacOptions.refreshSteps = int(refreshSteps);
-
     int64_t numMicro = microbatches > 0 ? int64_t(microbatches)
                                         : int64_t(pipeline.getNumMicrobatches());
+    // The scheduler takes int: a larger value is refused, not narrowed
+    // (microbatches=4294967298 must not schedule 2).
+    for (auto [name, value] : {std::pair<StringRef, int64_t>{"microbatches", numMicro},
+                               {"chunks", chunks},
+                               {"refresh-steps", refreshSteps}})
+      if (value > std::numeric_limits<int>::max() || value < std::numeric_limits<int>::min())
+        return pipeline.emitError("pf-schedule: ")
+               << name << " " << value << " is out of range (at most "
+               << std::numeric_limits<int>::max() << ")";
+    kfacOptions.refreshSteps = int(refreshSteps);
     auto stageLayers = readStages(pipeline);
     if (failed(stageLayers))
       return failure();

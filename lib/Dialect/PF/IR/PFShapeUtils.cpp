@@ -11,6 +11,50 @@
 
 using namespace mlir;
 
+std::optional<int64_t> mlir::pf::boundedProduct(ArrayRef<int64_t> dims) {
+  int64_t product = 1;
+  for (int64_t d : dims) {
+    if (d < 0)
+      return std::nullopt;
+    // product * d <= limit, without forming product * d.
+    if (d != 0 && product > kMaxTensorElements / d)
+      return std::nullopt;
+    product *= d;
+  }
+  if (llvm::is_contained(dims, 0))
+    return 0;
+  return product;
+}
+
+std::string mlir::pf::shapeText(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    text += (i ? ", " : "") + (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d));
+  return text + "]";
+}
+
+std::string mlir::pf::shapeLimitError(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> dims;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (ShapedType::isDynamic(d))
+      continue;
+    if (d < 0)
+      return "dimension " + std::to_string(i) + " is negative (" + std::to_string(d) + ")";
+    if (d > kMaxTensorElements)
+      return "dimension " + std::to_string(i) + " (" + std::to_string(d) +
+             ") exceeds the limit of " + std::to_string(kMaxTensorElements) +
+             " elements (kMaxTensorElements)";
+    dims.push_back(d);
+  }
+  if (boundedProduct(dims))
+    return "";
+  std::string product;
+  for (int64_t d : dims)
+    product += (product.empty() ? "" : " x ") + std::to_string(d);
+  return "its " + product + " elements exceed the limit of " +
+         std::to_string(kMaxTensorElements) + " (kMaxTensorElements)";
+}
+
 TensorType mlir::pf::makeTensorType(std::optional<ArrayRef<int64_t>> shape,
                                     Type elementType) {
   if (!shape)

@@ -32,7 +32,12 @@ static LogicalResult unranked(Types &out, Type element) {
   return success();
 }
 
-static LogicalResult ranked(Types &out, ArrayRef<int64_t> shape, Type element) {
+/// A ranked result type, refused when its static shape is past
+/// kMaxTensorElements (or negative): a folded shape constant can ask for any.
+static LogicalResult ranked(OptLoc loc, Types &out, ArrayRef<int64_t> shape, Type element) {
+  std::string problem = shapeLimitError(shape);
+  if (!problem.empty())
+    return emitOptionalError(loc, "result shape ", shapeText(shape), ": ", problem);
   out.push_back(RankedTensorType::get(shape, element));
   return success();
 }
@@ -51,7 +56,7 @@ static LogicalResult inferBroadcast(OptLoc loc, ValueRange operands,
                                operands.getTypes());
     shape = *merged;
   }
-  return ranked(out, shape, element);
+  return ranked(loc, out, shape, element);
 }
 
 static LogicalResult inferBinary(OptLoc loc, Value lhs, Value rhs, Type element,
@@ -148,7 +153,7 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     shape.push_back(a[a.size() - 2]);
   if (!rhsVector)
     shape.push_back(b.back());
-  return ranked(out, shape, elementOf(lhs));
+  return ranked(loc, out, shape, elementOf(lhs));
 }
 
 double MatMulOp::getForwardFlops() {
@@ -166,7 +171,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   if (elementOf(adaptor.getB()) != element)
     return emitOptionalError(loc, "gemm operands have different element types");
   if (!as || !bs)
-    return ranked(out, {ShapedType::kDynamic, ShapedType::kDynamic}, element);
+    return ranked(loc, out, {ShapedType::kDynamic, ShapedType::kDynamic}, element);
   if (as->size() != 2 || bs->size() != 2)
     return emitOptionalError(loc, "gemm operands must be 2-D");
   int64_t m = adaptor.getTransA() ? (*as)[1] : (*as)[0];
@@ -190,7 +195,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, OptLoc loc,
       return emitOptionalError(loc, "gemm C of type ", c.getType(),
                                " does not broadcast to [M, N]");
   }
-  return ranked(out, {m, n}, element);
+  return ranked(loc, out, {m, n}, element);
 }
 
 double GemmOp::getForwardFlops() {
@@ -208,7 +213,7 @@ LogicalResult ShapeOp::inferReturnTypes(MLIRContext *ctx, OptLoc loc,
   Type i64 = IntegerType::get(ctx, 64);
   auto shape = shapeOf(adaptor.getInput());
   if (!shape)
-    return ranked(out, {ShapedType::kDynamic}, i64);
+    return ranked(loc, out, {ShapedType::kDynamic}, i64);
   int64_t rank = shape->size();
   auto clamp = [&](int64_t v) {
     if (v < 0)
@@ -217,7 +222,7 @@ LogicalResult ShapeOp::inferReturnTypes(MLIRContext *ctx, OptLoc loc,
   };
   int64_t start = clamp(adaptor.getStart() ? int64_t(*adaptor.getStart()) : 0);
   int64_t end = clamp(adaptor.getEnd() ? int64_t(*adaptor.getEnd()) : rank);
-  return ranked(out, {std::max<int64_t>(0, end - start)}, i64);
+  return ranked(loc, out, {std::max<int64_t>(0, end - start)}, i64);
 }
 
 /// Output shape of Reshape for a constant target; nullopt result with success
@@ -226,7 +231,7 @@ static FailureOr<std::optional<SmallVector<int64_t>>>
 reshapeTarget(OptLoc loc, std::optional<ArrayRef<int64_t>> input,
               ArrayRef<int64_t> target, bool allowzero) {
   SmallVector<int64_t> shape(target);
-  int64_t inferred = -1, known = 1;
+  int64_t inferred = -1;
   for (auto [i, dim] : llvm::enumerate(shape)) {
     if (dim == 0 && !allowzero) {
       if (!input) {
@@ -245,34 +250,44 @@ reshapeTarget(OptLoc loc, std::optional<ArrayRef<int64_t>> input,
     } else if (dim < -1) {
       return emitOptionalError(loc, "reshape: invalid dimension ", dim);
     }
+  }
+  // Products are overflow-checked: a target such as [2^60 + 1, 16] must not
+  // wrap around to the input's element count.
+  SmallVector<int64_t> staticDims;
+  bool anyDynamic = false;
+  for (auto [i, dim] : llvm::enumerate(shape)) {
+    if (int64_t(i) == inferred)
+      continue;
     if (ShapedType::isDynamic(dim))
-      known = -1;
-    else if (known >= 0)
-      known *= dim;
+      anyDynamic = true;
+    else
+      staticDims.push_back(dim);
+  }
+  std::string problem = shapeLimitError(staticDims);
+  if (!problem.empty())
+    return emitOptionalError(loc, "reshape: target shape ", shapeText(target), ": ", problem);
+  int64_t known = anyDynamic ? -1 : *boundedProduct(staticDims);
+  std::optional<int64_t> total;
+  if (input && llvm::none_of(*input, ShapedType::isDynamic)) {
+    total = boundedProduct(*input);
+    if (!total)
+      return emitOptionalError(loc, "reshape: input shape ", shapeText(*input), ": ",
+                               shapeLimitError(*input));
   }
   if (inferred >= 0) {
-    bool inputStatic = input && llvm::none_of(*input, ShapedType::isDynamic);
-    if (!inputStatic || known <= 0) {
+    if (!total || known <= 0) {
       shape[inferred] = ShapedType::kDynamic;
     } else {
-      int64_t total = 1;
-      for (int64_t d : *input)
-        total *= d;
-      if (total % known != 0)
-        return emitOptionalError(loc, "reshape: cannot reshape ", total,
+      if (*total % known != 0)
+        return emitOptionalError(loc, "reshape: cannot reshape ", *total,
                                  " elements into a shape with ", known, " x ?");
-      shape[inferred] = total / known;
+      shape[inferred] = *total / known;
     }
   }
-  if (input && llvm::none_of(*input, ShapedType::isDynamic) &&
-      llvm::none_of(shape, ShapedType::isDynamic)) {
-    int64_t in = 1, outCount = 1;
-    for (int64_t d : *input)
-      in *= d;
-    for (int64_t d : shape)
-      outCount *= d;
-    if (in != outCount)
-      return emitOptionalError(loc, "reshape: element count changes from ", in,
+  if (total && llvm::none_of(shape, ShapedType::isDynamic)) {
+    int64_t outCount = *boundedProduct(shape); // within the limit: checked above
+    if (*total != outCount)
+      return emitOptionalError(loc, "reshape: element count changes from ", *total,
                                " to ", outCount);
   }
   return std::optional<SmallVector<int64_t>>(shape);
@@ -288,14 +303,14 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   if (!target) {
     if (!shapeType || shapeType.isDynamicDim(0))
       return unranked(out, element);
-    return ranked(out, SmallVector<int64_t>(shapeType.getDimSize(0), ShapedType::kDynamic),
+    return ranked(loc, out, SmallVector<int64_t>(shapeType.getDimSize(0), ShapedType::kDynamic),
                   element);
   }
   auto shape = reshapeTarget(loc, shapeOf(adaptor.getData()), *target,
                              adaptor.getAllowzero());
   if (failed(shape))
     return failure();
-  return ranked(out, **shape, element);
+  return ranked(loc, out, **shape, element);
 }
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
@@ -322,7 +337,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     seen[p] = true;
     result.push_back((*shape)[p]);
   }
-  return ranked(out, result, element);
+  return ranked(loc, out, result, element);
 }
 
 LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
@@ -343,7 +358,7 @@ LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   size_t next = 0;
   for (int64_t i = 0; i < rank; ++i)
     result.push_back(inserted[i] ? 1 : (*shape)[next++]);
-  return ranked(out, result, element);
+  return ranked(loc, out, result, element);
 }
 
 LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
@@ -374,7 +389,7 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   for (int64_t i = 0; i < rank; ++i)
     if (!removed[i])
       result.push_back((*shape)[i]);
-  return ranked(out, result, element);
+  return ranked(loc, out, result, element);
 }
 
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, OptLoc loc,
@@ -417,7 +432,7 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, OptLoc loc,
       }
     }
   }
-  return ranked(out, *result, element);
+  return ranked(loc, out, *result, element);
 }
 
 /// Normalized Slice parameters when all index operands are constants; nullopt
@@ -474,7 +489,7 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     for (auto [d, s] : llvm::zip(result, sliced))
       if (s)
         d = ShapedType::kDynamic;
-    return ranked(out, result, element);
+    return ranked(loc, out, result, element);
   }
   const SliceParams &p = **params;
   for (size_t i = 0; i < p.axes.size(); ++i) {
@@ -482,7 +497,7 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, OptLoc loc,
     if (!ShapedType::isDynamic(dim))
       dim = sliceRange(dim, p.starts[i], p.ends[i], p.steps[i]).second;
   }
-  return ranked(out, result, element);
+  return ranked(loc, out, result, element);
 }
 
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, OptLoc loc,
@@ -500,7 +515,7 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   SmallVector<int64_t> result(data->begin(), data->begin() + *axis);
   result.append(indices->begin(), indices->end());
   result.append(data->begin() + *axis + 1, data->end());
-  return ranked(out, result, element);
+  return ranked(loc, out, result, element);
 }
 
 LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, OptLoc loc,
@@ -515,7 +530,7 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   auto result = broadcastShapes(*shape, *target);
   if (!result)
     return emitOptionalError(loc, "expand: input does not broadcast to the target shape");
-  return ranked(out, *result, element);
+  return ranked(loc, out, *result, element);
 }
 
 LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *ctx, OptLoc loc,
@@ -531,12 +546,12 @@ LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *ctx, OptLoc loc,
     auto shapeType = dyn_cast<RankedTensorType>(adaptor.getShape().getType());
     if (!shapeType || shapeType.isDynamicDim(0))
       return unranked(out, element);
-    return ranked(out, SmallVector<int64_t>(shapeType.getDimSize(0), ShapedType::kDynamic),
+    return ranked(loc, out, SmallVector<int64_t>(shapeType.getDimSize(0), ShapedType::kDynamic),
                   element);
   }
   if (llvm::any_of(*target, [](int64_t d) { return d < 0; }))
     return emitOptionalError(loc, "constant_of_shape: negative dimension");
-  return ranked(out, *target, element);
+  return ranked(loc, out, *target, element);
 }
 
 //===--- Reductions and normalization ----------------------------------------===//
@@ -551,7 +566,7 @@ static LogicalResult inferReduce(OptLoc loc, Value input,
     return unranked(out, element);
   int64_t rank = shape->size();
   if ((!axes || axes->empty()) && noopWithEmptyAxes)
-    return ranked(out, *shape, element);
+    return ranked(loc, out, *shape, element);
   SmallVector<bool> reduced(rank, !axes || axes->empty());
   if (axes)
     for (int64_t axis : *axes) {
@@ -567,7 +582,7 @@ static LogicalResult inferReduce(OptLoc loc, Value input,
     else if (keepdims)
       result.push_back(1);
   }
-  return ranked(out, result, element);
+  return ranked(loc, out, result, element);
 }
 
 LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *, OptLoc loc,

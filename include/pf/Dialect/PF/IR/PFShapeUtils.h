@@ -8,8 +8,27 @@
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/SmallVector.h"
 #include <optional>
+#include <string>
 
 namespace mlir::pf {
+
+/// The most elements (and so the largest dimension) of a tensor pf accepts:
+/// 2^36, 256 GiB of f32. Larger static shapes, in a model or inferred, are
+/// refused: their element counts would overflow byte sizes downstream.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 36;
+
+/// Why a shape is unacceptable ("dimension 1 is -3", "its 2^40 x 2^40
+/// elements exceed ... (kMaxTensorElements)"), or "" when every static
+/// dimension is non-negative and their product (overflow-checked) is at most
+/// kMaxTensorElements. Dynamic dimensions are skipped.
+std::string shapeLimitError(ArrayRef<int64_t> shape);
+
+/// "[2, ?, 16]": a shape as diagnostics print it.
+std::string shapeText(ArrayRef<int64_t> shape);
+
+/// The product of `dims` when it is at most kMaxTensorElements (and no dim is
+/// negative); nullopt when it is larger or overflows.
+std::optional<int64_t> boundedProduct(ArrayRef<int64_t> dims);
 
 /// A ranked tensor of `shape` (may hold dynamic dims) or, without a shape, an
 /// unranked tensor, both of `elementType`.
