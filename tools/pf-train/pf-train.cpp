@@ -1106,8 +1106,12 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     if (!resumed)
       return job.fail(llvm::toString(resumed.takeError()));
     first = *resumed + 1;
-    if (job.rank == 0)
-      llvm::outs() << "resumed from " << resumeFile << " after step " << *resumed << "\n";
+    if (job.rank == 0) {
+      // One write per line: mpirun interleaves the ranks' output by write.
+      llvm::outs() << ("resumed from " + resumeFile + " after step " + std::to_string(*resumed) +
+                       "\n");
+      llvm::outs().flush();
+    }
     if (bubbles && first > window.warmup) {
       auto placement = savedKfacPlacement(window.steps);
       if (!placement)
