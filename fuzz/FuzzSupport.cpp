@@ -40,9 +40,11 @@ void writeFile(const std::string &path, const char *data, size_t size) {
 }
 
 /// One directory per process (libFuzzer's -fork workers are processes): on
-/// /dev/shm when there, so the per-input writes stay in memory.
+/// /dev/shm when there, so the per-input writes stay in memory. Never
+/// destroyed: the exit handler that removes the directory runs after static
+/// destructors.
 const std::string &scratchDir() {
-  static const std::string dir = [] {
+  static const std::string *dir = [] {
     llvm::SmallString<128> base(llvm::sys::fs::is_directory("/dev/shm") ? "/dev/shm" : "/tmp");
     llvm::sys::path::append(base, "pf-fuzz-" + std::to_string(llvm::sys::Process::getProcessId()));
     llvm::sys::fs::create_directories(base);
@@ -50,9 +52,9 @@ const std::string &scratchDir() {
     writeFile((base + "/weights.bin").str(), weights.data(), weights.size());
     // Removed at exit; a crashed process leaves it (small) for inspection.
     std::atexit([] { llvm::sys::fs::remove_directories(scratchDir()); });
-    return std::string(base);
+    return new std::string(base);
   }();
-  return dir;
+  return *dir;
 }
 } // namespace
 
