@@ -8,6 +8,8 @@
 
 #include "pf/Driver/Npz.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 namespace pf::fuzz {
 namespace drv = mlir::pf::driver;
 
@@ -23,8 +25,11 @@ int fuzzNpz(const uint8_t *data, size_t size) {
     return 0;
   }
   auto again = drv::readNpz(copy);
-  if (!again)
+  if (!again) {
+    if (verbose())
+      llvm::errs() << "read back: " << llvm::toString(again.takeError()) << "\n";
     __builtin_trap(); // readNpz refuses what writeNpz wrote
+  }
   if (again->size() != arrays->size())
     __builtin_trap();
   for (const auto &[name, array] : *arrays) {
