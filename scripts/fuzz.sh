@@ -45,7 +45,31 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-/usr/lib/llvm-22/bin/llvm-symbolizer}
 
+# "KIND at FILE:LINE (FUNCTION)" of a crash input: the sanitizer's or
+# libFuzzer's name for what happened and the innermost frame in pf's own
+# code (lib/ or tools/, else fuzz/); "no-repro" when the input alone does
+# not fail (fork mode's OOMs can come from memory earlier inputs held).
+describe() {
+  local binary=$1 input=$2 report kind frame
+  report=$("$binary" -rss_limit_mb="$RSS_MB" -timeout=30 "$input" 2>&1 || true)
+  if ! grep -qE 'ERROR: (AddressSanitizer|libFuzzer)|runtime error' <<<"$report"; then
+    echo "no-repro" # fork mode's memory or timing, not this input alone
+    return
+  fi
+  kind=$(grep -m1 -oE 'ERROR: (AddressSanitizer|libFuzzer): [a-z -]+|runtime error: [^:]*' <<<"$report" |
+         sed 's/^ERROR: [A-Za-z]*: //; s/^runtime error: /UB: /')
+  # Sources appear as $ROOT/lib/... or $ROOT/build-fuzz/../lib/...
+  local src="($ROOT/|$ROOT/[^ /]+/\\.\\./)"
+  frame=$(grep -E "^ +#[0-9]+ .* in .* $src(lib|tools)/[^ ]+:[0-9]+" <<<"$report" | head -1)
+  [[ -n "$frame" ]] || frame=$(grep -E "^ +#[0-9]+ .* in .* ${src}fuzz/[^ ]+:[0-9]+" <<<"$report" | head -1)
+  local file func
+  file=$(grep -oE "$src(lib|tools|fuzz)/[^ :]+:[0-9]+" <<<"$frame" | head -1 | sed -E "s#^$src##")
+  func=$(sed -E 's/^ +#[0-9]+ 0x[0-9a-f]+ in //; s/\(.*//; s/ \/.*//' <<<"$frame")
+  echo "${kind:-crash} at ${file:-?} (${func:-?})"
+}
+
 summary=()
+findings=()
 new_total=0
 for target in "${TARGETS[@]}"; do
   binary="$BUILD_DIR/bin/pf-fuzz-$target"
@@ -66,13 +90,25 @@ for target in "${TARGETS[@]}"; do
   execs=$(sed -n 's/^#\([0-9]*\):.*/\1/p' <<<"$last")
   counts=$(sed -n 's/.*oom\/timeout\/crash: \([0-9]*\/[0-9]*\/[0-9]*\).*/\1/p' <<<"$last")
   new=0
+  declare -A landed_sites=()
   for input in "$artifacts"/crash-* "$artifacts"/oom-*; do
     [[ -f "$input" ]] || continue
     name=$(basename "$input")
     [[ -f "$regressions/$name" ]] && continue
+    what=$(describe "$binary" "$input")
+    [[ "$what" == no-repro ]] && continue
+    site=${what#*at }
+    # One input per place in pf's code: an OOM found many times over (say, a
+    # size read from the file and allocated) lands once.
+    if [[ -n "${landed_sites[$site]:-}" ]]; then
+      continue
+    fi
+    landed_sites[$site]=1
     cp "$input" "$regressions/$name"
+    findings+=("$target/$name: $what")
     new=$((new + 1))
   done
+  unset landed_sites
   new_total=$((new_total + new))
   summary+=("$(printf '%-10s %6ss %12s execs  oom/timeout/crash %-9s  new regression inputs %d' \
     "$target" "$SECONDS_EACH" "${execs:-?}" "${counts:-?}" "$new")")
@@ -82,6 +118,8 @@ echo
 echo "== fuzz summary =="
 printf '%s\n' "${summary[@]}"
 if ((new_total)); then
+  echo
+  printf '%s\n' "${findings[@]}"
   echo "$new_total new input(s) under test/Fuzz/Regressions: ./scripts/test.sh fails on them"
   echo "until fixed (replay one: $BUILD_DIR/bin/pf-fuzz-replay TARGET FILE)"
   exit 1
