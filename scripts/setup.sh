@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything pf needs on a Debian 12 machine. Idempotent: packages that are
 # already present are not reinstalled, so a second run takes a few seconds.
+#   --fuzz   also clang-22 with libFuzzer and its sanitizer runtimes (scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FUZZ=0
+[[ "${1:-}" == "--fuzz" ]] && FUZZ=1
 
 DEB_PACKAGES=(
   cmake ninja-build ccache g++ pkg-config python3 python3-pip
@@ -11,6 +14,9 @@ DEB_PACKAGES=(
   libopenblas-dev libopenblas-openmp-dev liblapacke-dev libopenmpi-dev openmpi-bin
   libgtest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libzip-dev
 )
+# libFuzzer is clang's (libclang-rt-22-dev); clang's OpenMP header comes with
+# libomp-22-dev.
+((FUZZ)) && DEB_PACKAGES+=(clang-22 libclang-rt-22-dev libomp-22-dev)
 
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do

@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "PF"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".onnxtext", ".test"]
-config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "Regressions", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.pf_obj_root, "test")
 
@@ -24,5 +24,5 @@ config.substitutions.append(("%pf_src", config.pf_src_root))
 config.environment["PYTHONPATH"] = os.path.join(config.pf_src_root, "python")
 
 tool_dirs = [config.pf_tools_dir, config.llvm_tools_dir]
-tools = ["pf-opt", "pf-translate", "pf-sched", "pf-run", "pf-train", "FileCheck", "not", "split-file", "count"]
+tools = ["pf-opt", "pf-translate", "pf-sched", "pf-run", "pf-train", "pf-fuzz-replay", "FileCheck", "not", "split-file", "count"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -3,6 +3,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <zip.h>
 
@@ -261,6 +262,16 @@ llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(String
 }
 
 llvm::Error mlir::pf::driver::writeNpz(StringRef path, const std::map<std::string, NpyArray> &arrays) {
+  if (arrays.empty()) {
+    // libzip writes no file for an archive without entries (and removes one
+    // that is there); np.savez() writes the zip end record alone.
+    std::error_code ec;
+    llvm::raw_fd_ostream out(path, ec);
+    if (ec)
+      return error("cannot write '" + path + "': " + ec.message());
+    out << llvm::StringRef("PK\x05\x06", 4) << std::string(18, '\0');
+    return llvm::Error::success();
+  }
   int code = 0;
   zip_t *archive = zip_open(path.str().c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
   if (!archive)

@@ -8,6 +8,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -69,6 +70,13 @@ FailureOr<SmallVector<Value>> NodeContext::finish(Operation *op) {
     }
     for (auto [result, type] : llvm::zip(op->getResults(), types))
       result.setType(type);
+  }
+  // The op's own constraints (operand element types, attribute ranges) are
+  // checked by its verifier, which nothing else runs during the import: a
+  // Where with a float condition would otherwise become invalid IR.
+  if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+    op->erase();
+    return error() << "the operands do not fit the op (see above)";
   }
   SmallVector<Value> results;
   if (succeeded(builder.tryFold(op, results)) && !results.empty()) {

@@ -1,0 +1,84 @@
+//===- FuzzSupport.cpp - scratch files and the target table --------------===//
+#include "FuzzTargets.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace pf::fuzz {
+namespace {
+struct NamedTarget {
+  const char *name;
+  Target target;
+};
+constexpr NamedTarget kTargets[] = {
+    {"onnx", fuzzONNX},         {"onnxtext", fuzzONNXText}, {"profile", fuzzProfile},
+    {"npz", fuzzNpz},           {"checkpoint", fuzzCheckpoint}, {"corpus", fuzzCorpus},
+    {"ir", fuzzIR},
+};
+
+/// The bytes of the external-data file every fuzzed model directory holds.
+std::string weightsBytes() {
+  std::string bytes(64 * 1024, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = char((i * 37 + 11) & 0x3f); // small floats' low bytes, no NaNs
+  return bytes;
+}
+
+void writeFile(const std::string &path, const char *data, size_t size) {
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  if (ec) {
+    llvm::errs() << "pf-fuzz: cannot write " << path << ": " << ec.message() << "\n";
+    std::abort();
+  }
+  out.write(data, size);
+}
+
+/// One directory per process (libFuzzer's -fork workers are processes): on
+/// /dev/shm when there, so the per-input writes stay in memory. Never
+/// destroyed: the exit handler that removes the directory runs after static
+/// destructors.
+const std::string &scratchDir() {
+  static const std::string *dir = [] {
+    llvm::SmallString<128> base(llvm::sys::fs::is_directory("/dev/shm") ? "/dev/shm" : "/tmp");
+    llvm::sys::path::append(base, "pf-fuzz-" + std::to_string(llvm::sys::Process::getProcessId()));
+    llvm::sys::fs::create_directories(base);
+    std::string weights = weightsBytes();
+    writeFile((base + "/weights.bin").str(), weights.data(), weights.size());
+    // Removed at exit; a crashed process leaves it (small) for inspection.
+    std::atexit([] { llvm::sys::fs::remove_directories(scratchDir()); });
+    return new std::string(base);
+  }();
+  return *dir;
+}
+} // namespace
+
+std::string writeScratchFile(const std::string &fileName, const uint8_t *data, size_t size) {
+  std::string path = scratchDir() + "/" + fileName;
+  writeFile(path, reinterpret_cast<const char *>(data), size);
+  return path;
+}
+
+bool verbose() {
+  static const bool on = [] {
+    const char *value = std::getenv("PF_FUZZ_VERBOSE");
+    return value && *value && std::strcmp(value, "0") != 0;
+  }();
+  return on;
+}
+
+Target findTarget(const std::string &name) {
+  for (const auto &t : kTargets)
+    if (name == t.name)
+      return t.target;
+  return nullptr;
+}
+
+const char *targetNames() { return "onnx, onnxtext, profile, npz, checkpoint, corpus, ir"; }
+
+} // namespace pf::fuzz
