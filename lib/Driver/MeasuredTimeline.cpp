@@ -506,8 +506,11 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
                                      it->first.second);
       c.curvatureA = it->second.factorA.value();
       c.curvatureB = it->second.factorB.value();
-      // One measured call inverts both factors; the simulator has one item each.
-      c.inversionA = c.inversionB = it->second.inverse.value() / 2;
+      // One measured call inverts both factors once both are complete: the
+      // simulator's B item (B needs the backward, the later of the two)
+      // carries the whole call, as the executor runs it.
+      c.inversionA = 0;
+      c.inversionB = it->second.inverse.value();
       c.precondition = it->second.precondition.value();
     }
     if (ids.empty())
