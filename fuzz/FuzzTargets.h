@@ -26,9 +26,12 @@ int fuzzONNXText(const uint8_t *data, size_t size);
 int fuzzProfile(const uint8_t *data, size_t size);
 /// An .npz archive: read; what was read must write and read back the same.
 int fuzzNpz(const uint8_t *data, size_t size);
-/// A pf-train checkpoint (.npz) loaded into a small fixed parameter set.
+/// A pf-train checkpoint loaded into a small fixed parameter set. The input
+/// is the archive's entries ("NAME\n" .npy bytes, separated by "\n----\n"),
+/// which the target packs into a valid .npz (TrainInputsFuzzer.cpp).
 int fuzzCheckpoint(const uint8_t *data, size_t size);
-/// A pf-train token corpus (.npz) loaded and turned into a batch.
+/// A pf-train token corpus loaded and turned into a batch; the input as for
+/// fuzzCheckpoint.
 int fuzzCorpus(const uint8_t *data, size_t size);
 /// pf IR text: parsed, verified, and run through one of a few pf pass
 /// pipelines (chosen by a hash of the input).

@@ -6,6 +6,12 @@
 // code pf-train runs, without moving it. If the loaders move into a library,
 // call them there instead.
 //
+// The input is not the .npz itself but its entries, which this file packs
+// into a valid archive: each entry is a name line and the .npy bytes, and
+// entries are separated by a line "----". (readNpz checks each entry's
+// CRC-32, so mutated archive bytes almost never reach the loaders; the npz
+// target fuzzes the archive level.)
+//
 //===----------------------------------------------------------------------===//
 #define main pfTrainMain
 #include "../tools/pf-train/pf-train.cpp"
@@ -13,12 +19,45 @@
 
 #include "FuzzTargets.h"
 
+#include <zip.h>
+
 namespace pf::fuzz {
+namespace {
+/// Packs the entries of `data` (see the file comment) into an .npz (stored)
+/// named `fileName` in the scratch directory; returns its path.
+std::string packEntries(const std::string &fileName, const uint8_t *data, size_t size) {
+  std::string path = writeScratchFile(fileName, nullptr, 0);
+  llvm::SmallVector<llvm::StringRef> entries;
+  llvm::StringRef(reinterpret_cast<const char *>(data), size).split(entries, "\n----\n");
+  int code = 0;
+  zip_t *archive = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!archive)
+    return path;
+  for (llvm::StringRef entry : entries) {
+    auto [name, bytes] = entry.split('\n');
+    // libzip copies nothing before zip_close: ZIP_SOURCE_BUFFER over `data`,
+    // which outlives it.
+    zip_source_t *source = zip_source_buffer(archive, bytes.data(), bytes.size(), 0);
+    if (!source)
+      break;
+    std::string entryName = name.str() + ".npy";
+    zip_int64_t index = zip_file_add(archive, entryName.c_str(), source, ZIP_FL_OVERWRITE);
+    if (index < 0) {
+      zip_source_free(source);
+      continue;
+    }
+    zip_set_file_compression(archive, index, ZIP_CM_STORE, 0);
+  }
+  if (zip_close(archive) != 0)
+    zip_discard(archive);
+  return path;
+}
+} // namespace
 
 /// The model a fuzzed checkpoint is loaded into: the parameters of the seed
 /// checkpoints (scripts/fuzz-seeds.py), trained on 4 corpus rows.
 int fuzzCheckpoint(const uint8_t *data, size_t size) {
-  resumeFile = writeScratchFile("checkpoint.npz", data, size);
+  resumeFile = packEntries("checkpoint.npz", data, size);
   std::vector<float> weight(6), bias(3);
   Parameters parameters(2);
   parameters[0] = {"w", 1, {2, 3}, weight.data(), int64_t(weight.size() * sizeof(float))};
@@ -26,21 +65,32 @@ int fuzzCheckpoint(const uint8_t *data, size_t size) {
   Corpus corpus;
   corpus.rows = corpus.trainRows = 4;
   auto step = loadCheckpoint(parameters, corpus);
-  if (!step)
-    llvm::consumeError(step.takeError());
+  if (!step) {
+    std::string message = llvm::toString(step.takeError());
+    if (verbose())
+      llvm::errs() << message << "\n";
+  } else if (verbose()) {
+    llvm::errs() << "resumed after step " << *step << "\n";
+  }
   return 0;
 }
 
 /// Loads the corpus and, when it is small, draws the first batch from it as
 /// the training loop would (batch 2, the default masking).
 int fuzzCorpus(const uint8_t *data, size_t size) {
-  corpusFile = writeScratchFile("corpus.npz", data, size);
+  corpusFile = packEntries("corpus.npz", data, size);
   auto corpus = loadCorpus();
   if (!corpus) {
-    llvm::consumeError(corpus.takeError());
+    std::string message = llvm::toString(corpus.takeError());
+    if (verbose())
+      llvm::errs() << message << "\n";
     return 0;
   }
-  if (corpus->rows * corpus->seqLen > (1 << 16))
+  if (verbose())
+    llvm::errs() << "corpus: " << corpus->rows << " x " << corpus->seqLen << ", vocab "
+                 << corpus->vocab << "\n";
+  int64_t elements;
+  if (__builtin_mul_overflow(corpus->rows, corpus->seqLen, &elements) || elements > (1 << 16))
     return 0; // large but well-formed: nothing more to learn, only time
   batch = 2;
   // epochOrder caches one epoch's order per process, whichever corpus made

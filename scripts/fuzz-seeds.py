@@ -28,6 +28,17 @@ def npz_bytes(arrays: dict, compressed: bool = False) -> bytes:
     return out.getvalue()
 
 
+def entries_bytes(arrays: dict) -> bytes:
+    """The checkpoint and corpus targets' input: per entry a name line and the
+    .npy bytes, entries separated by a "----" line (TrainInputsFuzzer.cpp)."""
+    parts = []
+    for name, array in arrays.items():
+        buf = io.BytesIO()
+        np.lib.format.write_array(buf, np.asarray(array))
+        parts.append(name.encode() + b"\n" + buf.getvalue())
+    return b"\n----\n".join(parts)
+
+
 def onnx_seeds(out: Path) -> None:
     import onnx
     from onnx import TensorProto, helper, parser
@@ -117,9 +128,10 @@ def train_seeds(out: Path) -> None:
         "meta/seed": np.int64(0),
         "meta/train_rows": np.int64(4),
     }
-    (ck / "checkpoint.npz").write_bytes(npz_bytes(checkpoint))
-    (ck / "checkpoint-compressed.npz").write_bytes(npz_bytes(checkpoint, compressed=True))
-    (ck / "wrong-rows.npz").write_bytes(npz_bytes({**checkpoint, "meta/train_rows": np.int64(9)}))
+    (ck / "checkpoint").write_bytes(entries_bytes(checkpoint))
+    (ck / "wrong-rows").write_bytes(entries_bytes({**checkpoint, "meta/train_rows": np.int64(9)}))
+    (ck / "no-step").write_bytes(entries_bytes({k: v for k, v in checkpoint.items()
+                                                if k != "meta/step"}))
 
     from pipefisher.corpus import make_corpus
     co = out / "corpus"
@@ -127,9 +139,9 @@ def train_seeds(out: Path) -> None:
     for rows, length in ((6, 8), (3, 16)):
         corpus = make_corpus(rows, length)
         corpus.pop("vocab")
-        (co / f"corpus-{rows}x{length}.npz").write_bytes(npz_bytes(corpus))
+        (co / f"corpus-{rows}x{length}").write_bytes(entries_bytes(corpus))
     corpus = make_corpus(4, 8)
-    (co / "tokens-only.npz").write_bytes(npz_bytes({"tokens": corpus["tokens"]}))
+    (co / "tokens-only").write_bytes(entries_bytes({"tokens": corpus["tokens"]}))
 
 
 def ir_seeds(out: Path) -> None:

@@ -36,8 +36,11 @@ fi
 ninja -C "$BUILD_DIR" -j "${PF_JOBS:-2}" pf-fuzzers
 
 WORK="$BUILD_DIR/fuzz"
-rm -rf "$WORK/seeds"
-python3 scripts/fuzz-seeds.py "$WORK/seeds"
+mkdir -p "$WORK"
+# Seeds per run (two runs may fuzz different targets at once).
+SEEDS=$(mktemp -d "$WORK/seeds.XXXXXX")
+trap 'rm -rf "$SEEDS"' EXIT
+python3 scripts/fuzz-seeds.py "$SEEDS" >/dev/null
 
 # LLVM's and MLIR's static objects are never freed: leak reports would be
 # noise. Timeouts and OOMs are findings of their own (see the summary).
@@ -84,7 +87,7 @@ for target in "${TARGETS[@]}"; do
   "$binary" -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
     -max_total_time="$SECONDS_EACH" -timeout=30 -rss_limit_mb="$RSS_MB" \
     -artifact_prefix="$artifacts/" -print_final_stats=1 \
-    "$corpus" "$WORK/seeds/$target" >"$log" 2>&1 || true
+    "$corpus" "$SEEDS/$target" >"$log" 2>&1 || true
   # Fork mode's status lines: "#EXECS: cov: ... oom/timeout/crash: O/T/C ...".
   last=$(grep -E '^#[0-9]+: cov:' "$log" | tail -1 || true)
   execs=$(sed -n 's/^#\([0-9]*\):.*/\1/p' <<<"$last")

@@ -11,8 +11,10 @@
 #   ./scripts/test.sh --ci               the normal suites, then the subset
 #
 # Sanitized runs: ASAN_OPTIONS/UBSAN_OPTIONS below (override by setting them);
-# leak detection is off (LLVM's and MLIR's static objects are never freed) and
-# a report aborts, so `not TOOL` and exit-status checks see a crash.
+# leak detection is off (LLVM's and MLIR's static objects are never freed), a
+# report aborts, so `not TOOL` and exit-status checks see a crash, and
+# verify_asan_link_order=0 lets the AOT tests' plain C drivers load the
+# sanitized libpfrt.so (which brings the runtime in after libc).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -95,7 +97,7 @@ normal_suites() {
 sanitized_env() {
   BUILD_DIR=${PF_ASAN_BUILD_DIR:-build-asan}
   LOG_DIR="$BUILD_DIR/test-logs"
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0}
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0:verify_asan_link_order=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1}
   export PF_CMAKE_ARGS="-DPF_SANITIZE=address,undefined ${PF_CMAKE_ARGS:-}"
 }
