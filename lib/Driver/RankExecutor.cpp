@@ -5,6 +5,7 @@
 #include "pf/Driver/StageProgram.h"
 #include "pf/Runtime/pfrt.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -81,6 +82,8 @@ public:
         M(runner.microbatches()), handed(M), losses(M) {}
 
   llvm::Error run() {
+    if (auto err = r.startReplicaFactors(graph))
+      return err;
     auto rankProgram = cast<pf::RankProgramOp>(r.programForStep(stepIndex));
     int64_t windowStep = r.windowStepOf(stepIndex);
     findLastReaders(rankProgram);
@@ -333,17 +336,22 @@ private:
     Values results;
     if (auto err = program.run(function, args, results))
       return err;
+    int32_t issues = 0;
+    // Chimera: both replicas precondition the stage; the rank reporting its
+    // gradients reports its refresh issues.
+    bool reports = true;
     for (auto &[name, value] : results) {
       if (name == "kfac/issues" && value.dtype == PFRT_I32 && value.numElements() == 1) {
-        int32_t issues;
         std::memcpy(&issues, value.data.data(), sizeof(issues));
-        r.kfacIssues += issues;
       } else if (combined.count(name)) {
+        reports = reports && !notReported.count(name);
         combined[name] = std::move(value);
       } else {
         return error("unexpected result '" + name + "' of " + function);
       }
     }
+    if (reports)
+      r.kfacIssues += issues;
     return llvm::Error::success();
   }
 
@@ -359,7 +367,8 @@ private:
     for (auto [i, entry] : llvm::enumerate(order)) {
       std::string name = cast<StringAttr>(entry).str();
       auto raw = rawGradients.find(name);
-      if (raw == rawGradients.end())
+      // A layer preconditioned on two replicas (Chimera) counts once.
+      if (raw == rawGradients.end() || notReported.count(name))
         continue;
       auto u = descriptor(combined.at(name));
       auto g = descriptor(raw->second);
@@ -497,6 +506,8 @@ private:
   /// sum is the a + b that runStages forms before weighting.
   llvm::Error allReduce(pf::AllReduceOp op) {
     std::string name = op.getValue().str();
+    if (const CompiledModel::Parameter *param = program.parameter(name))
+      return allReduceParameter(op, *param);
     if (isCombined)
       return error("'" + name + "' is all-reduced after the gradients were combined");
     if (combined.count(name))
@@ -527,6 +538,34 @@ private:
       return err;
     if (r.rankIndex != *llvm::min_element(op.getRanks()))
       notReported.insert(name);
+    return llvm::Error::success();
+  }
+
+  /// Chimera's K-FAC factors: each member's copy holds its replica's
+  /// curvature of the step (RankRunner::startReplicaFactors); their sum, in
+  /// place on every member (a + b = b + a: the same bits on both).
+  llvm::Error allReduceParameter(pf::AllReduceOp op, const CompiledModel::Parameter &param) {
+    const std::string &name = param.name;
+    if (param.dtype != dtypeOf(op.getType()) ||
+        param.shape != std::vector<int64_t>(op.getType().getShape().begin(),
+                                            op.getType().getShape().end()))
+      return error(llvm::formatv("all_reduce of parameter '{0}' expects {1} but the parameter "
+                                 "is {2}",
+                                 name, typeText(dtypeOf(op.getType()),
+                                                {op.getType().getShape().begin(),
+                                                 op.getType().getShape().end()}),
+                                 typeText(param.dtype, param.shape)));
+    auto group = groupOf(op.getRanks());
+    if (!group)
+      return group.takeError();
+    pfrt_tensor t{};
+    t.dtype = param.dtype;
+    t.rank = int32_t(param.shape.size());
+    for (size_t i = 0; i < param.shape.size(); ++i)
+      t.shape[i] = param.shape[i];
+    t.data = param.data;
+    if (pfrt_comm_all_reduce_sum(r.ctx, *group, &t) != PFRT_OK)
+      return commError("all-reducing the parameter '" + name + "'");
     return llvm::Error::success();
   }
 
@@ -1040,6 +1079,8 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
     if (param->hasAttr(pf::kKfacPendingAttrName) &&
         runner->compiledProgram->parameter(param.getSymName().str()))
       runner->pending.insert(param.getSymName().str());
+  if (auto err = runner->findReplicaFactors(module))
+    return std::move(err);
   // Where the loss comes from: the last stage's rank, or (Chimera: that stage
   // on several ranks) the lowest of them after an exchange.
   int64_t lastStage = -1;
@@ -1053,6 +1094,58 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
   if (holders.size() > 1)
     runner->lossReporter = int32_t(*llvm::min_element(holders));
   return runner;
+}
+
+llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
+  std::set<std::string> reduced;
+  for (auto reduce : program().getBody().front().getOps<pf::AllReduceOp>())
+    if (compiledProgram->parameter(reduce.getValue().str()))
+      reduced.insert(reduce.getValue().str());
+  if (reduced.empty())
+    return llvm::Error::success();
+  // factor -> `every` of its updates; and the factors this rank updates in a
+  // call of micro-batch 0 (its copy carries the decayed previous factor).
+  std::map<std::string, int64_t> every;
+  std::set<std::string> atMicrobatchZero;
+  for (auto run : program().getBody().front().getOps<pf::RunStageOp>()) {
+    auto function = module.lookupSymbol<func::FuncOp>(run.getStage());
+    if (!function || !run.getMicrobatch())
+      continue;
+    function.walk([&](pf::KFACUpdateFactorOp update) {
+      std::string factor = update.getFactor().str();
+      every[factor] = int64_t(update.getEvery());
+      if (*run.getMicrobatch() == 0)
+        atMicrobatchZero.insert(factor);
+    });
+  }
+  for (const std::string &factor : reduced) {
+    auto it = every.find(factor);
+    if (it == every.end())
+      return error("the program all-reduces the parameter '" + factor +
+                   "', but no call of this rank updates it as a K-FAC factor");
+    if (!atMicrobatchZero.count(factor))
+      replicaFactors.push_back({factor, it->second});
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::startReplicaFactors(const Values &graph) {
+  if (replicaFactors.empty())
+    return llvm::Error::success();
+  auto stepInput = graph.find("step");
+  if (stepInput == graph.end() || stepInput->second.dtype != PFRT_I64 ||
+      stepInput->second.numElements() != 1)
+    return error("the K-FAC factor updates need the i64 scalar graph input 'step'");
+  int64_t step;
+  std::memcpy(&step, stepInput->second.data.data(), sizeof(step));
+  for (const ReplicaFactor &factor : replicaFactors) {
+    // The lowering's rule (isDueStep): due when (step - 1) mod every is 0.
+    if ((step - 1) % factor.every != 0)
+      continue;
+    const CompiledModel::Parameter *param = compiledProgram->parameter(factor.name);
+    std::memset(param->data, 0, size_t(param->bytes));
+  }
+  return llvm::Error::success();
 }
 
 RankRunner::~RankRunner() {

@@ -438,10 +438,8 @@ def test_wrong_number_of_ranks_is_refused(setup):
     ("microbatches=4", ("--micro-batches", "2"),
      "--micro-batches 2 but --pipeline has microbatches=4"),
     ("microbatches=2", ("--eval-every", "5"), "--eval-every with --pipeline is not supported yet"),
-    ("schedule=chimera microbatches=4", ("--kfac",),
-     '--kfac with --pipeline "schedule=chimera" is not supported yet'),
 ], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks",
-        "micro-batches", "eval", "kfac-chimera"])
+        "micro-batches", "eval"])
 def test_bad_pipeline_options_are_refused(setup, spec, args, message):
     proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)
     assert proc.returncode != 0

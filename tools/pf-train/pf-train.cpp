@@ -885,10 +885,6 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
                 "overlap=true|false kfac=step|bubbles refresh=K max-overhead=X");
   mlir::pf::PipelineRunOptions pipeline = parsed.get();
   using ::pf::sched::ScheduleKind;
-  if (training.kfac && pipeline.schedule == ScheduleKind::Chimera)
-    return fail("--kfac with --pipeline \"schedule=chimera\" is not supported yet: each "
-                "replica would need the other's K-FAC factor updates (a factor all-reduce "
-                "between the replicas)");
   if (pipeline.schedule == ScheduleKind::Interleaved && pipeline.chunks < 2)
     return fail(llvm::formatv("--pipeline: interleaved needs chunks >= 2, got {0}",
                               pipeline.chunks));

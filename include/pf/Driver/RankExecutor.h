@@ -116,6 +116,17 @@ private:
   int64_t kfacWarmup = 0;
   std::set<std::string> pending;
   mlir::Operation *programForStep(int64_t step) const;
+  /// Chimera with K-FAC: the factors this rank's replica updates without
+  /// micro-batch 0's call. Their copies start each due step from zero, so
+  /// that the all_reduce of the step end adds only this replica's curvature
+  /// to the other's (which decays the previous factor).
+  struct ReplicaFactor {
+    std::string name;
+    int64_t every = 1;
+  };
+  std::vector<ReplicaFactor> replicaFactors;
+  llvm::Error findReplicaFactors(mlir::ModuleOp module);
+  llvm::Error startReplicaFactors(const Values &graph);
   llvm::Error promoteInverses();
   llvm::Error runInverse(const std::string &function, const Values &graph);
   std::vector<std::string> functionNames;

@@ -375,6 +375,8 @@ struct BuildRankProgramsPass
             entry.ranks.push_back(rank);
         entry.type = grad.type;
       }
+    if (isChimera() && failed(addReplicaFactors(byName)))
+      return failure();
     std::map<std::string, TiedGradient> tied;
     for (auto &[name, entry] : byName)
       llvm::sort(entry.ranks);
@@ -382,6 +384,49 @@ struct BuildRankProgramsPass
       if (entry.ranks.size() > 1)
         tied[name] = entry;
     return tied;
+  }
+
+  /// Chimera with K-FAC: each replica's passes update its own copy of the
+  /// stage's factors with its micro-batches' curvature; the two copies are
+  /// summed at the end of the step, like the gradients, so both replicas
+  /// invert and precondition with the factors of all N micro-batches. (The
+  /// member that does not run micro-batch 0 starts a due update from zero:
+  /// RankRunner.)
+  LogicalResult addReplicaFactors(std::map<std::string, TiedGradient> &byName) {
+    for (auto [s, functions] : llvm::enumerate(stages)) {
+      SmallVector<int64_t> ranks = ranksOfStage(int(s));
+      if (ranks.size() < 2)
+        continue;
+      if (!kfacInverses(int64_t(s)).empty())
+        return fail() << "K-FAC inverses in the bubbles (pf-kfac-precondition{bubbles}) with "
+                         "schedule chimera are not supported: run the inverses at the step end";
+      for (func::FuncOp function : {functions.forward, functions.backward,
+                                    functions.backwardInput, functions.backwardWeight}) {
+        if (!function)
+          continue;
+        WalkResult walk = function.walk([&](KFACUpdateFactorOp update) {
+          StringRef factor = update.getFactorAttr().getValue();
+          auto param = module.lookupSymbol<ParamOp>(factor);
+          auto type = param ? dyn_cast<RankedTensorType>(param.getType()) : RankedTensorType();
+          if (!type) {
+            update.emitOpError("updates '") << factor << "', which is not a ranked pf.param";
+            return WalkResult::interrupt();
+          }
+          if (update.getDue()) {
+            update.emitOpError("with a host-decided `due` cannot run on Chimera's replicas");
+            return WalkResult::interrupt();
+          }
+          TiedGradient &entry = byName[factor.str()];
+          entry.type = type;
+          entry.firstStage = int64_t(s);
+          entry.ranks = ranks;
+          return WalkResult::advance();
+        });
+        if (walk.wasInterrupted())
+          return failure();
+      }
+    }
+    return success();
   }
 
   void emitPrograms(ArrayRef<SmallVector<Event>> events,

@@ -8,6 +8,8 @@
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2" | FileCheck %s --check-prefix=CHIMERA
 // RUN: not pf-opt %s --pf-pipelined-training="stages=3 schedule=chimera micro-batches=2" 2>&1 | FileCheck %s --check-prefix=CHIMERA-ODD
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true" | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true" | FileCheck %s --check-prefix=CHIMERA-KFAC
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true kfac-work=bubbles" 2>&1 | FileCheck %s --check-prefix=CHIMERA-BUBBLES
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=BUBBLES
 // RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 microbatches=2" --pf-build-rank-programs="microbatches=4" 2>&1 | FileCheck %s --check-prefix=KFAC-N
 
@@ -116,6 +118,21 @@
 // CHIMERA-DAG: pf.run_stage forward @stage1_forward microbatch(0)
 // CHIMERA-DAG: pf.run_stage forward @stage0_forward microbatch(1)
 // CHIMERA: pf.run_stage update @rank1_update
+// Chimera with K-FAC: both replicas' copies of each factor are summed after
+// the passes (with the gradients, before the clipping), then each replica
+// preconditions its stages.
+// CHIMERA-KFAC-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1])
+// CHIMERA-KFAC: pf.run_stage backward
+// CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1]) : tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.B" ranks([0, 1]) : tensor<16x16xf32>
+// CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B" ranks([0, 1])
+// CHIMERA-KFAC: pf.clip_gradients
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_precondition
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage1_precondition
+// CHIMERA-KFAC-NEXT: pf.kfac_kl_clip
+// CHIMERA-KFAC-LABEL: pf.rank_program @rank1 rank(1)
+// CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
+// CHIMERA-BUBBLES: error: pf-build-rank-programs: K-FAC inverses in the bubbles (pf-kfac-precondition{bubbles}) with schedule chimera are not supported
 // CHIMERA-ODD: error: pf-build-rank-programs: chimera needs an even number of stages (got 3)
 
 pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
