@@ -1,5 +1,6 @@
 //===- RuntimeABI.cpp - the pfrt kernels the lowering may call -------------===//
 #include "RuntimeABI.h"
+#include "pf/Runtime/pfrt.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/IR/Builders.h"
@@ -13,7 +14,7 @@ constexpr ArgKind Tensor = ArgKind::Tensor, TensorArray = ArgKind::TensorArray,
                   I64Array = ArgKind::I64Array, F64Out = ArgKind::F64Out,
                   I32Out = ArgKind::I32Out, I64Out = ArgKind::I64Out, Comm = ArgKind::Comm,
                   I32 = ArgKind::I32, I64 = ArgKind::I64,
-                  F64 = ArgKind::F64;
+                  F64 = ArgKind::F64, Str = ArgKind::Str, StrList = ArgKind::StrList;
 
 #define PFRT_KERNEL(name, ...) constexpr ArgKind name##_args[] = {__VA_ARGS__};
 #include "pf/Runtime/pfrt_abi.def"
@@ -21,6 +22,14 @@ constexpr ArgKind Tensor = ArgKind::Tensor, TensorArray = ArgKind::TensorArray,
 #define PFRT_KERNEL(name, ...) Kernel{#name, name##_args},
 const Kernel kKernels[] = {
 #include "pf/Runtime/pfrt_abi.def"
+};
+
+#define PFRT_RANK_CALL(name, ...) constexpr ArgKind name##_args[] = {__VA_ARGS__};
+#include "pf/Runtime/pfrt_rank_abi.def"
+
+#define PFRT_RANK_CALL(name, ...) Kernel{#name, name##_args},
+const Kernel kRankCalls[] = {
+#include "pf/Runtime/pfrt_rank_abi.def"
 };
 } // namespace
 
@@ -48,6 +57,8 @@ Type mlir::pf::abi::argType(MLIRContext *ctx, ArgKind kind) {
   case ArgKind::I32Out:
   case ArgKind::I64Out:
   case ArgKind::Comm:
+  case ArgKind::Str:
+  case ArgKind::StrList:
     return LLVM::LLVMPointerType::get(ctx);
   }
   llvm_unreachable("unknown argument kind");
@@ -58,4 +69,30 @@ FunctionType mlir::pf::abi::kernelType(MLIRContext *ctx, const Kernel &kernel) {
   for (ArgKind kind : kernel.args)
     inputs.push_back(argType(ctx, kind));
   return FunctionType::get(ctx, inputs, {IntegerType::get(ctx, 32)});
+}
+
+llvm::ArrayRef<Kernel> mlir::pf::abi::rankCalls() { return kRankCalls; }
+
+const Kernel *mlir::pf::abi::lookupRankCall(llvm::StringRef name) {
+  for (const Kernel &call : kRankCalls)
+    if (call.name == name)
+      return &call;
+  return nullptr;
+}
+
+FunctionType mlir::pf::abi::rankCallType(MLIRContext *ctx, const Kernel &call) {
+  // Same shape as a kernel: a leading pointer (the host instead of the
+  // context), the kinds, an i32 status.
+  return kernelType(ctx, call);
+}
+
+int32_t mlir::pf::abi::dtypeCode(Type element) {
+  if (element.isF32()) return PFRT_F32;
+  if (element.isF64()) return PFRT_F64;
+  if (element.isF16()) return PFRT_F16;
+  if (element.isInteger(64)) return PFRT_I64;
+  if (element.isInteger(32)) return PFRT_I32;
+  if (element.isInteger(8)) return PFRT_I8;
+  if (element.isInteger(1)) return PFRT_BOOL;
+  return 0;
 }

@@ -25,7 +25,9 @@ enum class ArgKind : uint8_t {
   Comm,
   I32,
   I64,
-  F64
+  F64,
+  Str,    ///< pfrt_rank_abi.def: a NUL-terminated constant string
+  StrList ///< pfrt_rank_abi.def: strings back to back
 };
 
 struct Kernel {
@@ -45,6 +47,20 @@ Type argType(MLIRContext *ctx, ArgKind kind);
 
 /// (!llvm.ptr context, arguments...) -> i32 status.
 FunctionType kernelType(MLIRContext *ctx, const Kernel &kernel);
+
+/// pfrt dtype code (PFRT_F32, ...) of an element type; 0 when the runtime
+/// has none.
+int32_t dtypeCode(Type element);
+
+/// Every function of pfrt_rank_abi.def (what a lowered rank program calls,
+/// after the leading pfrt_rank_host pointer), in its order.
+llvm::ArrayRef<Kernel> rankCalls();
+
+/// The rank call named `name`, or null.
+const Kernel *lookupRankCall(llvm::StringRef name);
+
+/// (!llvm.ptr host, the kinds...) -> i32.
+FunctionType rankCallType(MLIRContext *ctx, const Kernel &call);
 
 } // namespace mlir::pf::abi
 

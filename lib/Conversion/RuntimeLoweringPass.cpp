@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "BufferPlan.h"
+#include "RuntimeABI.h"
 #include "RuntimeLowering.h"
 #include "pf/Conversion/Passes.h"
 #include "pf/Dialect/PF/IR/PFAttrs.h"
@@ -32,17 +33,7 @@ using namespace mlir;
 using namespace mlir::pf;
 
 namespace {
-/// pfrt dtype code of an element type; 0 when the runtime has none.
-int32_t dtypeCode(Type element) {
-  if (element.isF32()) return PFRT_F32;
-  if (element.isF64()) return PFRT_F64;
-  if (element.isF16()) return PFRT_F16;
-  if (element.isInteger(64)) return PFRT_I64;
-  if (element.isInteger(32)) return PFRT_I32;
-  if (element.isInteger(8)) return PFRT_I8;
-  if (element.isInteger(1)) return PFRT_BOOL;
-  return 0;
-}
+using abi::dtypeCode;
 
 /// The op and, when it came from ONNX, its node: what a failing status and
 /// the profile name.

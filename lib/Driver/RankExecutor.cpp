@@ -2,11 +2,15 @@
 #include "pf/Driver/RankExecutor.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
+#include "pf/Conversion/Passes.h"
 #include "pf/Driver/StageProgram.h"
+#include "pf/Runtime/pfrt_rank.h"
 #include "pf/Runtime/pfrt.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -26,16 +30,24 @@ llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// The runtime's dtype code of a tensor type's elements; 0 for none.
-int32_t dtypeOf(RankedTensorType type) {
-  Type element = type.getElementType();
-  if (element.isF32()) return PFRT_F32;
-  if (element.isF64()) return PFRT_F64;
-  if (element.isInteger(64)) return PFRT_I64;
-  if (element.isInteger(32)) return PFRT_I32;
-  if (element.isInteger(8)) return PFRT_I8;
-  if (element.isInteger(1)) return PFRT_BOOL;
-  return 0;
+/// A tensor type as the lowered program passes it (pfrt dtype, shape).
+struct ValueType {
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+};
+
+ValueType valueType(int32_t dtype, int64_t rank, const int64_t *shape) {
+  return {dtype, std::vector<int64_t>(shape, shape + std::max<int64_t>(rank, 0))};
+}
+
+/// `count` NUL-terminated strings stored back to back.
+std::vector<std::string> stringList(const char *list, int64_t count) {
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < count; ++i) {
+    names.emplace_back(list);
+    list += names.back().size() + 1;
+  }
+  return names;
 }
 
 std::string typeText(int32_t dtype, const std::vector<int64_t> &shape) {
@@ -73,52 +85,121 @@ NpyArray zeros(int32_t dtype, std::vector<int64_t> shape) {
 
 } // namespace
 
+/// What a lowered rank program (pf-lower-rank-programs) calls through
+/// pfrt_rank.h: the services of one run of the program.
+struct pfrt_rank_host {
+  virtual ~pfrt_rank_host() = default;
+  virtual int32_t runStage(int64_t op, pf::StageTaskKind kind, const char *function,
+                           int64_t microbatch, int64_t layer) = 0;
+  virtual int32_t transfer(int64_t op, bool sending, const char *value, int64_t microbatch,
+                           int64_t peer, int64_t tag, ValueType type) = 0;
+  virtual int32_t allReduce(int64_t op, const char *value, std::vector<int64_t> ranks,
+                            ValueType type) = 0;
+  virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) = 0;
+  virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) = 0;
+  virtual int32_t promoteInverses(int64_t op) = 0;
+};
+
+extern "C" {
+int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
+                            const char *function, int64_t microbatch, int64_t layer) {
+  return host->runStage(op, pf::StageTaskKind(kind), function, microbatch, layer);
+}
+int32_t pfrt_rank_send(pfrt_rank_host *host, int64_t op, const char *value, int64_t microbatch,
+                       int64_t to, int64_t tag, int32_t dtype, int64_t rank,
+                       const int64_t *shape) {
+  return host->transfer(op, true, value, microbatch, to, tag, valueType(dtype, rank, shape));
+}
+int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, const char *value, int64_t microbatch,
+                       int64_t from, int64_t tag, int32_t dtype, int64_t rank,
+                       const int64_t *shape) {
+  return host->transfer(op, false, value, microbatch, from, tag,
+                        valueType(dtype, rank, shape));
+}
+int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value, int64_t count,
+                             const int64_t *ranks, int32_t dtype, int64_t rank,
+                             const int64_t *shape) {
+  return host->allReduce(op, value, std::vector<int64_t>(ranks, ranks + count),
+                         valueType(dtype, rank, shape));
+}
+int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op, double max_norm,
+                                 int64_t count, const char *order) {
+  return host->clip(op, max_norm, stringList(order, count));
+}
+int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa, int64_t count,
+                               const char *order) {
+  return host->klClip(op, kappa, stringList(order, count));
+}
+int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
+  return host->promoteInverses(op);
+}
+}
+
 /// The state of one run of the program: values per micro-batch, losses and
 /// gradients until they are combined.
-class RankRunner::Step {
+class RankRunner::Step : public pfrt_rank_host {
 public:
   Step(RankRunner &runner, const Values &graph, int64_t step)
       : r(runner), program(*runner.compiledProgram), graph(graph), stepIndex(step),
         M(runner.microbatches()), handed(M), losses(M) {}
 
+  /// Runs the step's lowered program (each op calls back into the services
+  /// below), then completes the transfers and combines the micro-batches.
   llvm::Error run() {
     if (auto err = r.startReplicaFactors(graph))
       return err;
-    auto rankProgram = cast<pf::RankProgramOp>(r.programForStep(stepIndex));
-    int64_t windowStep = r.windowStepOf(stepIndex);
-    findLastReaders(rankProgram);
-    for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
-      currentOp = int64_t(index);
-      // A call's wait for its received inputs is the recv's time, not the
-      // call's (the timeline would count it as compute otherwise).
-      if (auto call = dyn_cast<pf::RunStageOp>(op); call && call.getMicrobatch())
-        if (auto err = waitForInputs(call.getStage().str(), int64_t(*call.getMicrobatch())))
-          return error(llvm::formatv("op {0} ({1}): {2}", index, op.getName().getStringRef(),
-                                     llvm::toString(std::move(err))));
-      double start = r.options.recordTimes ? now() : 0;
-      llvm::Error err = llvm::TypeSwitch<Operation *, llvm::Error>(&op)
-                            .Case([&](pf::RunStageOp o) { return runStage(o); })
-                            .Case([&](pf::SendActOp o) { return send(o); })
-                            .Case([&](pf::RecvActOp o) { return recv(o); })
-                            .Case([&](pf::AllReduceOp o) { return allReduce(o); })
-                            .Case([&](pf::ClipGradientsOp o) { return clip(o); })
-                            .Case([&](pf::KfacKLClipOp o) { return klClip(o); })
-                            .Case([&](pf::KfacPromoteInversesOp) { return r.promoteInverses(); })
-                            .Default([](Operation *o) {
-                              return error("the executor does not run '" +
-                                           o->getName().getStringRef() + "'");
-                            });
-      if (err)
-        return error(llvm::formatv("op {0} ({1}): {2}", index, op.getName().getStringRef(),
-                                   llvm::toString(std::move(err))));
-      // An overlapped recv is recorded where it is waited for.
-      bool posted = r.options.overlapTransfers && isa<pf::RecvActOp>(op);
-      if (r.options.recordTimes && !posted)
-        r.executedOps.push_back({stepIndex, int64_t(index), windowStep, start, now()});
-    }
+    mlir::Operation *programOp = r.programForStep(stepIndex);
+    findLastReaders(cast<pf::RankProgramOp>(programOp));
+    auto function = r.loweredPrograms.find(programOp);
+    if (function == r.loweredPrograms.end())
+      return error("the rank program was not compiled");
+    int32_t status = function->second(this);
+    if (failure)
+      return std::move(failure);
+    if (status != 0)
+      return error(llvm::formatv("the rank program returned status {0}", status));
     if (auto err = waitForSends())
       return err;
     return combine();
+  }
+
+  // pfrt_rank_host: each service runs one op of the program.
+  int32_t runStage(int64_t op, pf::StageTaskKind kind, const char *function, int64_t microbatch,
+                   int64_t layer) override {
+    std::optional<int64_t> m;
+    if (microbatch >= 0)
+      m = microbatch;
+    return execute(op, "pf.run_stage", m ? std::optional<std::string>(function) : std::nullopt,
+                   m, [&] { return runStageOp(op, kind, function, m); });
+  }
+  int32_t transfer(int64_t op, bool sending, const char *value, int64_t microbatch, int64_t peer,
+                   int64_t tag, ValueType type) override {
+    // An overlapped recv is recorded where it is waited for.
+    bool posted = !sending && r.options.overlapTransfers;
+    return execute(
+        op, sending ? "pf.send_act" : "pf.recv_act", std::nullopt, std::nullopt,
+        [&] {
+          return sending ? send(value, microbatch, peer, tag, type)
+                         : recv(value, microbatch, peer, tag, type);
+        },
+        posted);
+  }
+  int32_t allReduce(int64_t op, const char *value, std::vector<int64_t> ranks,
+                    ValueType type) override {
+    return execute(op, "pf.all_reduce", std::nullopt, std::nullopt,
+                   [&] { return allReduceValue(value, ranks, type); });
+  }
+  int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) override {
+    return execute(op, "pf.clip_gradients", std::nullopt, std::nullopt,
+                   [&] { return clipGradients(maxNorm, order); });
+  }
+  int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) override {
+    return execute(op, "pf.kfac_kl_clip", std::nullopt, std::nullopt,
+                   [&] { return kfacKLClip(kappa, order); });
+  }
+  int32_t promoteInverses(int64_t op) override {
+    return execute(op, "pf.kfac_promote_inverses", std::nullopt, std::nullopt,
+                   [&] { return r.promoteInverses(); });
   }
 
   /// `loss` (on the rank holding the last stage) and the `grad/*` this rank
@@ -134,6 +215,32 @@ public:
   }
 
 private:
+  /// The first failure of the program's ops; the program returns at once.
+  llvm::Error failure = llvm::Error::success();
+
+  /// One op: a micro-batch call first waits for its received inputs (that
+  /// wait is the recv's time on the timeline, not the call's), then `body`
+  /// runs, timed unless `posted`. A failure is kept, named by op index.
+  int32_t execute(int64_t index, llvm::StringRef opName, std::optional<std::string> call,
+                  std::optional<int64_t> microbatch, llvm::function_ref<llvm::Error()> body,
+                  bool posted = false) {
+    currentOp = index;
+    auto fail = [&](llvm::Error err) {
+      failure = error(llvm::formatv("op {0} ({1}): {2}", index, opName,
+                                    llvm::toString(std::move(err))));
+      return int32_t(PFRT_INTERNAL);
+    };
+    if (call && microbatch)
+      if (auto err = waitForInputs(*call, *microbatch))
+        return fail(std::move(err));
+    double start = r.options.recordTimes ? now() : 0;
+    if (auto err = body())
+      return fail(std::move(err));
+    if (r.options.recordTimes && !posted)
+      r.executedOps.push_back({stepIndex, index, r.windowStepOf(stepIndex), start, now()});
+    return 0;
+  }
+
   RankRunner &r;
   CompiledProgram &program;
   const Values &graph;
@@ -212,23 +319,25 @@ private:
   }
 
   /// (micro-batch, stage value) → the last call on this rank that reads it.
-  std::map<std::pair<int64_t, std::string>, Operation *> lastReader;
+  std::map<std::pair<int64_t, std::string>, int64_t> lastReader;
 
   /// A backward_weight reads saved/* and grad_act/* values that its
   /// backward_input read before it: a value is dropped after its last reader.
   void findLastReaders(pf::RankProgramOp rankProgram) {
-    for (pf::RunStageOp call : rankProgram.getBody().front().getOps<pf::RunStageOp>())
-      if (call.getMicrobatch() && program.hasEntry(call.getStage().str()))
+    for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
+      auto call = dyn_cast<pf::RunStageOp>(op);
+      if (call && call.getMicrobatch() && program.hasEntry(call.getStage().str()))
         for (const TensorSpec &spec : program.inputs(call.getStage().str()))
           if (isStageValue(spec.name))
-            lastReader[{int64_t(*call.getMicrobatch()), spec.name}] = call;
+            lastReader[{int64_t(*call.getMicrobatch()), spec.name}] = int64_t(index);
+    }
   }
 
   llvm::Error commError(const llvm::Twine &what) {
     return error(what + ": " + pfrt_last_error(r.ctx));
   }
 
-  llvm::Expected<int64_t> microbatchOf(std::optional<uint64_t> m, llvm::StringRef function) {
+  llvm::Expected<int64_t> microbatchOf(std::optional<int64_t> m, llvm::StringRef function) {
     if (!m)
       return error("'" + function + "' has no micro-batch");
     if (int64_t(*m) >= M)
@@ -237,9 +346,8 @@ private:
     return int64_t(*m);
   }
 
-  llvm::Error runStage(pf::RunStageOp op) {
-    std::string function = op.getStage().str();
-    pf::StageTaskKind kind = op.getKind();
+  llvm::Error runStageOp(int64_t index, pf::StageTaskKind kind, std::string function,
+                         std::optional<int64_t> microbatch) {
     if (kind == pf::StageTaskKind::Update)
       return update(function);
     if (kind == pf::StageTaskKind::Precondition)
@@ -251,7 +359,7 @@ private:
       return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
                    "' has no stage functions yet (forward, backward, backward_input, "
                    "backward_weight, kfac_inverse, precondition and update run)");
-    auto m = microbatchOf(op.getMicrobatch(), function);
+    auto m = microbatchOf(microbatch, function);
     if (!m)
       return m.takeError();
     if (auto err = waitForInputs(function, *m))
@@ -269,7 +377,7 @@ private:
     // halves the backward_weight's (it reads saved/* and grad_act/* of its
     // backward_input, and the wsaved/* it returned).
     for (const auto &[name, value] : *args)
-      if (isStageValue(name) && lastReader[{*m, name}] == op.getOperation())
+      if (isStageValue(name) && lastReader[{*m, name}] == index)
         mine.erase(name);
     for (auto &[name, value] : results) {
       StringRef n(name);
@@ -360,12 +468,10 @@ private:
   /// all-reduce with one non-zero term per slot (exact), summed in `order`
   /// from 0, then min(1, sqrt(κ / (lr²·Σ))) (1 when lr²·Σ ≤ 0), applied by
   /// pfrt_scale as the lowering does.
-  llvm::Error klClip(pf::KfacKLClipOp op) {
-    ArrayAttr order = op.getOrder();
+  llvm::Error kfacKLClip(double kappa, const std::vector<std::string> &order) {
     NpyArray dots = zeros(PFRT_F64, {int64_t(order.size())});
     double *slot = reinterpret_cast<double *>(dots.data.data());
-    for (auto [i, entry] : llvm::enumerate(order)) {
-      std::string name = cast<StringAttr>(entry).str();
+    for (auto [i, name] : llvm::enumerate(order)) {
       auto raw = rawGradients.find(name);
       // A layer preconditioned on two replicas (Chimera) counts once.
       if (raw == rawGradients.end() || notReported.count(name))
@@ -393,7 +499,7 @@ private:
     double lr;
     std::memcpy(&lr, lrInput->second.data.data(), sizeof(lr));
     const double denom = (lr * lr) * total;
-    const double ratio = op.getKappa().convertToDouble() / denom;
+    const double ratio = kappa / denom;
     const double root = std::sqrt(ratio);
     // arith.minimumf: NaN propagates; 1 otherwise when root exceeds it.
     const double capped = std::isnan(root) ? root : std::min(root, 1.0);
@@ -409,18 +515,16 @@ private:
     return llvm::Error::success();
   }
 
-  llvm::Error checkType(const NpyArray &value, RankedTensorType type, const std::string &name) {
-    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-    if (value.dtype == dtypeOf(type) && value.shape == shape)
+  llvm::Error checkType(const NpyArray &value, const ValueType &type, const std::string &name) {
+    if (value.dtype == type.dtype && value.shape == type.shape)
       return llvm::Error::success();
     return error(llvm::formatv("'{0}' is {1} but the op says {2}", name,
                                typeText(value.dtype, value.shape),
-                               typeText(dtypeOf(type), shape)));
+                               typeText(type.dtype, type.shape)));
   }
 
-  llvm::Error send(pf::SendActOp op) {
-    std::string name = op.getValue().str();
-    int64_t m = int64_t(op.getMicrobatch());
+  llvm::Error send(const std::string &name, int64_t m, int64_t peer, int64_t tagValue,
+                   const ValueType &type) {
     if (m >= M)
       return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
     if (auto pending = pendingRecvs.find({m, name}); pending != pendingRecvs.end())
@@ -429,12 +533,12 @@ private:
     auto it = handed[m].find(name);
     if (it == handed[m].end())
       return error(llvm::formatv("no value '{0}' of micro-batch {1} to send", name, m));
-    if (auto err = checkType(it->second, op.getType(), name))
+    if (auto err = checkType(it->second, type, name))
       return err;
     auto t = descriptor(it->second);
     if (!t)
       return t.takeError();
-    int32_t to = int32_t(op.getTo()), tag = int32_t(op.getTag());
+    int32_t to = int32_t(peer), tag = int32_t(tagValue);
     if (r.options.overlapTransfers) {
       // The buffer moves (its heap storage stays put) into the step's
       // pending sends, completed at the end of the step.
@@ -451,20 +555,18 @@ private:
     return llvm::Error::success();
   }
 
-  llvm::Error recv(pf::RecvActOp op) {
-    std::string name = op.getValue().str();
-    int64_t m = int64_t(op.getMicrobatch());
+  llvm::Error recv(const std::string &name, int64_t m, int64_t peer, int64_t tagValue,
+                   const ValueType &type) {
     if (m >= M)
       return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
-    RankedTensorType type = op.getType();
-    if (!dtypeOf(type))
+    if (!type.dtype)
       return error(llvm::formatv("'{0}' has an element type the runtime has no dtype for",
                                  name));
-    NpyArray value = zeros(dtypeOf(type), {type.getShape().begin(), type.getShape().end()});
+    NpyArray value = zeros(type.dtype, type.shape);
     auto t = descriptor(value);
     if (!t)
       return t.takeError();
-    int32_t from = int32_t(op.getFrom()), tag = int32_t(op.getTag());
+    int32_t from = int32_t(peer), tag = int32_t(tagValue);
     if (r.options.overlapTransfers) {
       // Posted here, waited for right before the first call reading it: the
       // transfer overlaps whatever this rank computes in between.
@@ -504,10 +606,10 @@ private:
   /// and combine it once (exchangeCombined); more members all-reduce every
   /// micro-batch's value (allReduceStacked). Either way each micro-batch's
   /// sum is the a + b that runStages forms before weighting.
-  llvm::Error allReduce(pf::AllReduceOp op) {
-    std::string name = op.getValue().str();
+  llvm::Error allReduceValue(const std::string &name, const std::vector<int64_t> &members,
+                             const ValueType &type) {
     if (const CompiledModel::Parameter *param = program.parameter(name))
-      return allReduceParameter(op, *param);
+      return allReduceParameter(members, type, *param);
     if (isCombined)
       return error("'" + name + "' is all-reduced after the gradients were combined");
     if (combined.count(name))
@@ -522,12 +624,12 @@ private:
       // is IEEE addition's identity (x + -0 = x for every x, -0 included),
       // so the sum stays the other member's value bit for bit.
       absent[m] = pieces[m].data.empty();
-      if (absent[m] && !(pieces[m] = negativeZeros(op.getType(), name)).dtype)
+      if (absent[m] && !(pieces[m] = negativeZeros(type)).dtype)
         return error(llvm::formatv("'{0}' has an element type the runtime cannot sum", name));
-      if (auto err = checkType(pieces[m], op.getType(), name))
+      if (auto err = checkType(pieces[m], type, name))
         return err;
     }
-    auto group = groupOf(op.getRanks());
+    auto group = groupOf(members);
     if (!group)
       return group.takeError();
     bool isFloat = pieces[0].dtype == PFRT_F32 || pieces[0].dtype == PFRT_F64;
@@ -536,7 +638,7 @@ private:
                           : allReduceStacked(name, pieces, *group);
     if (err)
       return err;
-    if (r.rankIndex != *llvm::min_element(op.getRanks()))
+    if (r.rankIndex != *llvm::min_element(members))
       notReported.insert(name);
     return llvm::Error::success();
   }
@@ -544,18 +646,15 @@ private:
   /// Chimera's K-FAC factors: each member's copy holds its replica's
   /// curvature of the step (RankRunner::startReplicaFactors); their sum, in
   /// place on every member (a + b = b + a: the same bits on both).
-  llvm::Error allReduceParameter(pf::AllReduceOp op, const CompiledModel::Parameter &param) {
+  llvm::Error allReduceParameter(const std::vector<int64_t> &members, const ValueType &type,
+                                 const CompiledModel::Parameter &param) {
     const std::string &name = param.name;
-    if (param.dtype != dtypeOf(op.getType()) ||
-        param.shape != std::vector<int64_t>(op.getType().getShape().begin(),
-                                            op.getType().getShape().end()))
+    if (param.dtype != type.dtype || param.shape != type.shape)
       return error(llvm::formatv("all_reduce of parameter '{0}' expects {1} but the parameter "
                                  "is {2}",
-                                 name, typeText(dtypeOf(op.getType()),
-                                                {op.getType().getShape().begin(),
-                                                 op.getType().getShape().end()}),
+                                 name, typeText(type.dtype, type.shape),
                                  typeText(param.dtype, param.shape)));
-    auto group = groupOf(op.getRanks());
+    auto group = groupOf(members);
     if (!group)
       return group.takeError();
     pfrt_tensor t{};
@@ -737,8 +836,8 @@ private:
     return llvm::Error::success();
   }
 
-  static bool isInOrder(ArrayAttr order, StringRef name) {
-    return llvm::any_of(order, [&](Attribute a) { return cast<StringAttr>(a).getValue() == name; });
+  static bool isInOrder(const std::vector<std::string> &order, StringRef name) {
+    return llvm::is_contained(order, name);
   }
 
   /// The exact cross-rank sum of per-term slots (f64; each slot has one
@@ -759,8 +858,8 @@ private:
   }
 
   /// A tensor of `type` filled with -0.0 (dtype 0 for a non-float type).
-  static NpyArray negativeZeros(RankedTensorType type, const std::string &) {
-    NpyArray a = zeros(dtypeOf(type), {type.getShape().begin(), type.getShape().end()});
+  static NpyArray negativeZeros(const ValueType &type) {
+    NpyArray a = zeros(type.dtype, type.shape);
     if (a.dtype == PFRT_F32)
       std::fill_n(reinterpret_cast<float *>(a.data.data()), a.numElements(), -0.0f);
     else if (a.dtype == PFRT_F64)
@@ -775,14 +874,12 @@ private:
   /// its reporting rank, exchanged in one all-reduce where every slot has one
   /// non-zero term (so exact), then added in `order` from 0; the scaling is
   /// pfrt_scale's x·T(c), the kernel's.
-  llvm::Error clip(pf::ClipGradientsOp op) {
+  llvm::Error clipGradients(double maxNorm, const std::vector<std::string> &order) {
     if (auto err = combine())
       return err;
-    ArrayAttr order = op.getOrder();
     NpyArray squares = zeros(PFRT_F64, {int64_t(order.size())});
     double *slot = reinterpret_cast<double *>(squares.data.data());
-    for (auto [i, entry] : llvm::enumerate(order)) {
-      std::string name = cast<StringAttr>(entry).str();
+    for (auto [i, name] : llvm::enumerate(order)) {
       auto it = combined.find(name);
       if (it == combined.end() || notReported.count(name))
         continue;
@@ -801,7 +898,6 @@ private:
     double total = *summed;
     const double norm = std::sqrt(total);
     r.gradientNorm = norm;
-    const double maxNorm = op.getMaxNorm().convertToDouble();
     if (!std::isfinite(norm))
       return error(llvm::formatv("the global gradient norm is {0}; the gradients were left "
                                  "unscaled",
@@ -1081,6 +1177,8 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
       runner->pending.insert(param.getSymName().str());
   if (auto err = runner->findReplicaFactors(module))
     return std::move(err);
+  if (auto err = runner->compilePrograms({runner->programOp}))
+    return std::move(err);
   // Where the loss comes from: the last stage's rank, or (Chimera: that stage
   // on several ranks) the lowest of them after an exchange.
   int64_t lastStage = -1;
@@ -1148,6 +1246,48 @@ llvm::Error RankRunner::startReplicaFactors(const Values &graph) {
   return llvm::Error::success();
 }
 
+llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs) {
+  if (programs.empty())
+    return llvm::Error::success();
+  MLIRContext *ctx = programs.front()->getContext();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(ctx));
+  for (Operation *program : programs)
+    module->getBody()->push_back(program->clone());
+  PassManager lower(ctx);
+  lower.addPass(pf::createPFLowerRankPrograms());
+  pf::buildStandardLLVMLoweringPipeline(lower);
+  if (failed(lower.run(*module)))
+    return error("lowering the rank program to runtime calls failed (see the diagnostics above)");
+  detail::initializeJit(ctx);
+  auto engine = ExecutionEngine::create(*module);
+  if (!engine)
+    return engine.takeError();
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap map;
+    auto add = [&](const char *name, auto *function) {
+      map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(function),
+                             llvm::JITSymbolFlags::Exported};
+    };
+    add("pfrt_rank_run_stage", &pfrt_rank_run_stage);
+    add("pfrt_rank_send", &pfrt_rank_send);
+    add("pfrt_rank_recv", &pfrt_rank_recv);
+    add("pfrt_rank_all_reduce", &pfrt_rank_all_reduce);
+    add("pfrt_rank_clip_gradients", &pfrt_rank_clip_gradients);
+    add("pfrt_rank_kfac_kl_clip", &pfrt_rank_kfac_kl_clip);
+    add("pfrt_rank_kfac_promote_inverses", &pfrt_rank_kfac_promote_inverses);
+    return map;
+  });
+  for (Operation *program : programs) {
+    std::string name = ("pf_" + cast<pf::RankProgramOp>(program).getSymName()).str();
+    auto symbol = (*engine)->lookup(name);
+    if (!symbol)
+      return symbol.takeError();
+    loweredPrograms[program] = reinterpret_cast<int32_t (*)(pfrt_rank_host *)>(*symbol);
+  }
+  programEngines.push_back(std::move(*engine));
+  return llvm::Error::success();
+}
+
 RankRunner::~RankRunner() {
   for (auto &[ranks, comm] : groups)
     pfrt_comm_destroy(comm);
@@ -1203,6 +1343,8 @@ llvm::Error RankRunner::useKfacWindow(int64_t warmup, int64_t steps) {
     if (!program)
       return error(llvm::formatv("K-FAC window: rank {0} has no program of window step {1}",
                                  rankIndex, k));
+  if (auto err = compilePrograms(found))
+    return err;
   windowPrograms = std::move(found);
   kfacWarmup = warmup;
   return llvm::Error::success();

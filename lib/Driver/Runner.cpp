@@ -178,12 +178,6 @@ void stripPFAttributes(ModuleOp module) {
     module->removeAttr(name);
 }
 
-void initializeJit(MLIRContext *ctx) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  registerBuiltinDialectTranslation(*ctx);
-  registerLLVMDialectTranslation(*ctx);
-}
 
 llvm::Expected<pfrt_context *> createContext(int threads) {
   pfrt_context_options contextOptions;
@@ -356,7 +350,7 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
       }
   auto start = std::chrono::steady_clock::now();
 
-  initializeJit(ctx);
+  mlir::pf::driver::detail::initializeJit(ctx);
   // ExecutionEngineOptions::transformer is a function_ref: the function it
   // refers to must outlive create(), so it is a named local, not a temporary.
   std::function<llvm::Error(llvm::Module *)> transformer =
@@ -708,7 +702,7 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
   mlir::pf::buildStandardLLVMLoweringPipeline(toLLVM);
   if (failed(toLLVM.run(*combined)))
     return error("lowering to the LLVM dialect failed (see the diagnostics above)");
-  initializeJit(ctx);
+  mlir::pf::driver::detail::initializeJit(ctx);
   // A named local: the options' transformer is a function_ref (see above).
   std::function<llvm::Error(llvm::Module *)> transformer =
       makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0, nullptr);
@@ -770,4 +764,11 @@ llvm::Error CompiledProgram::run(const std::string &function,
   if (!entry)
     return error("no compiled function named '" + function + "'");
   return bindAndCall(*entry, context, arena.data, inputs, outputs, " of '" + function + "'");
+}
+
+void mlir::pf::driver::detail::initializeJit(MLIRContext *ctx) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  registerBuiltinDialectTranslation(*ctx);
+  registerLLVMDialectTranslation(*ctx);
 }

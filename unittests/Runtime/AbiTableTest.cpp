@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Runtime/pfrt.h"
+#include "pf/Runtime/pfrt_rank.h"
 
 #include <gtest/gtest.h>
 
@@ -30,6 +31,8 @@ using Comm = pfrt_comm *;
 using I32 = int32_t;
 using I64 = int64_t;
 using F64 = double;
+using Str = const char *;
+using StrList = const char *;
 
 template <typename F>
 struct Arity;
@@ -56,6 +59,21 @@ std::vector<Entry> tableEntries() {
   std::vector<Entry> entries;
 #define PFRT_KERNEL(name, ...) entries.push_back(check<decltype(&name), __VA_ARGS__>(#name));
 #include "pf/Runtime/pfrt_abi.def"
+  return entries;
+}
+
+template <typename Declared, typename... Kinds>
+Entry checkRankCall(const char *name) {
+  using FromTable = int32_t (*)(pfrt_rank_host *, Kinds...);
+  return {name, Arity<FromTable>::value, Arity<Declared>::value,
+          std::is_same_v<Declared, FromTable>};
+}
+
+std::vector<Entry> rankTableEntries() {
+  std::vector<Entry> entries;
+#define PFRT_RANK_CALL(name, ...)                                                        \
+  entries.push_back(checkRankCall<decltype(&name), __VA_ARGS__>(#name));
+#include "pf/Runtime/pfrt_rank_abi.def"
   return entries;
 }
 
@@ -112,5 +130,17 @@ TEST(AbiTable, EveryHeaderFunctionIsDeclaredOrHostOnly) {
         << name << " is declared in pfrt.h but neither in pfrt_abi.def nor host-only";
   for (const std::string &name : kHostOnly)
     EXPECT_TRUE(declared.count(name)) << name << " is listed host-only but not in pfrt.h";
+}
+TEST(AbiTable, RankCallsMatchTheirHeader) {
+  std::vector<Entry> entries = rankTableEntries();
+  ASSERT_EQ(entries.size(), 7u);
+  std::set<std::string> names;
+  for (const Entry &e : entries) {
+    EXPECT_TRUE(names.insert(e.name).second) << e.name << " is twice in pfrt_rank_abi.def";
+    EXPECT_EQ(e.tableArity, e.headerArity) << e.name;
+    EXPECT_TRUE(e.sameType) << e.name
+                            << ": the kinds in pfrt_rank_abi.def do not give the signature "
+                               "pfrt_rank.h declares (or its result is not int32_t)";
+  }
 }
 } // namespace

@@ -66,4 +66,48 @@ def PFLowerToRuntime : Pass<"pf-lower-to-runtime", "::mlir::ModuleOp"> {
   ];
 }
 
+def PFLowerRankPrograms : Pass<"pf-lower-rank-programs", "::mlir::ModuleOp"> {
+  let summary = "Lower pf.rank_program ops to calls of the rank host ABI";
+  let description = [{
+    Replaces each `pf.rank_program @P` (or only the one named by `program`)
+    by `func.func @pf_P(%host: !llvm.ptr) -> i32`, whose body calls, in the
+    program's order, the functions of `include/pf/Runtime/pfrt_rank.h`
+    (declared from `pfrt_rank_abi.def`): `pf.run_stage` becomes
+    `pfrt_rank_run_stage`, `pf.send_act`/`pf.recv_act` `pfrt_rank_send`/
+    `pfrt_rank_recv`, `pf.all_reduce` `pfrt_rank_all_reduce`, the clipping
+    ops and `pf.kfac_promote_inverses` theirs. Names, rank lists, shapes and
+    orders become constant globals; every call passes the op's index in its
+    program. After each call a non-zero status returns from the function at
+    once; the result is 0 when every op ran. The host provides the functions
+    (lib/Driver/RankExecutor.cpp runs the stage entries, the transfers and
+    collectives on pfrt_comm_*); the stage functions stay as they are (each
+    lowers with pf-lower-to-runtime). The rest lowers with the standard MLIR
+    passes to LLVM.
+
+    ```mlir
+    // Before
+    pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+      pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x16xf32>
+      pf.run_stage forward @stage1_forward microbatch(0)
+    }
+    // After
+    func.func @pf_rank1(%host: !llvm.ptr) -> i32 {
+      %name = llvm.mlir.addressof @__pf_rank_str_0 : !llvm.ptr   // "act/3"
+      %shape = llvm.mlir.addressof @__pf_rank_i64_0 : !llvm.ptr  // [4, 16]
+      %0 = call @pfrt_rank_recv(%host, %c0, %name, %c0, %c0, %c0, %c1_i32, %c2, %shape)
+      ... cf.cond_br on %0 != 0 to the exit
+      %1 = call @pfrt_rank_run_stage(%host, %c1, %c0_i32, %fn, %c0, %c-1)
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect", "::mlir::func::FuncDialect",
+                           "::mlir::pf::PFDialect"];
+  let options = [
+    Option<"programName", "program", "std::string", /*default=*/"\"\"",
+           "The pf.rank_program to lower (default: every one); the others are erased">,
+  ];
+}
+
 #endif // PF_CONVERSION_PASSES_TD

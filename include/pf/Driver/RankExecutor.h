@@ -2,8 +2,10 @@
 //
 // The MPI executor of pf-build-rank-programs' output: every rank of an
 // `mpirun -np D` job compiles the stage functions its own `pf.rank_program`
-// calls (a CompiledProgram over them: only their parameters) and runs the
-// program op by op, the transfers and all-reduces going through pfrt_comm_*.
+// calls (a CompiledProgram over them: only their parameters), lowers its
+// program with pf-lower-rank-programs and runs that compiled code, whose
+// calls (pfrt_rank.h) this executor serves: stage calls, transfers and
+// all-reduces through pfrt_comm_*.
 // Loss and gradients are combined over micro-batches exactly as
 // `pf-run --run-stages` does in one process (StageProgram.h); a program that
 // ends in pf.clip_gradients / an update clips and applies them, which makes a
@@ -20,8 +22,10 @@
 #include <set>
 
 typedef struct pfrt_comm pfrt_comm;
+struct pfrt_rank_host;
 
 namespace mlir {
+class ExecutionEngine;
 class Operation;
 namespace pf {
 class RankProgramOp;
@@ -116,6 +120,11 @@ private:
   int64_t kfacWarmup = 0;
   std::set<std::string> pending;
   mlir::Operation *programForStep(int64_t step) const;
+  /// The programs as compiled code (pf-lower-rank-programs, JIT-compiled):
+  /// each op calls back into the step's services (pfrt_rank.h).
+  std::map<mlir::Operation *, int32_t (*)(pfrt_rank_host *)> loweredPrograms;
+  std::vector<std::unique_ptr<mlir::ExecutionEngine>> programEngines;
+  llvm::Error compilePrograms(const std::vector<mlir::Operation *> &programs);
   /// Chimera with K-FAC: the factors this rank's replica updates without
   /// micro-batch 0's call. Their copies start each due step from zero, so
   /// that the all_reduce of the step end adds only this replica's curvature

@@ -18,6 +18,7 @@
 
 namespace mlir {
 class ExecutionEngine;
+class MLIRContext;
 class ModuleOp;
 } // namespace mlir
 struct pfrt_context;
@@ -26,6 +27,8 @@ namespace mlir::pf::driver {
 
 namespace detail {
 struct LoweredEntry;
+/// Targets and translations the JIT needs (idempotent).
+void initializeJit(mlir::MLIRContext *ctx);
 } // namespace detail
 
 struct TensorSpec {

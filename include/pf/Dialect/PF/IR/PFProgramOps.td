@@ -120,7 +120,10 @@ def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
     Every rank in `ranks` (this one included) runs an all_reduce of the same
     `value`, `ranks` and type; afterwards each holds the sum. Used for the
     gradient of a parameter held by several stages (the tied word embedding)
-    and for the replicas of Chimera.
+    and for the replicas of Chimera. A `value` naming a parameter (Chimera's
+    K-FAC factors) sums the members' copies in place; the member that does
+    not run micro-batch 0 of the stage starts each due factor update from
+    zero, so the sum holds every micro-batch's curvature once.
   }];
   let arguments = (ins StrAttr:$value, DenseI64ArrayAttr:$ranks,
                    TypeAttrOf<AnyRankedTensor>:$type);
