@@ -134,7 +134,9 @@ void onStopSignal(int signal) {
 }
 
 int fail(const llvm::Twine &message) {
-  llvm::errs() << "pf-train: error: " << message << "\n";
+  // One write: under mpirun every rank may print the same error, and the
+  // job's output interleaves the ranks' writes.
+  llvm::errs() << ("pf-train: error: " + message + "\n").str();
   return 1;
 }
 
