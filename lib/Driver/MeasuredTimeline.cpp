@@ -594,7 +594,7 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
 
 llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t firstStep,
                                               int64_t lastStep, int64_t steps,
-                                              double maxOverhead) {
+                                              double maxOverhead, int64_t maxRefresh) {
   auto measured = summarize(run, firstStep, lastStep);
   if (!measured)
     return measured.takeError();
@@ -630,6 +630,7 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   // The scheduler's K: the smallest window whose inverses lengthen the mean
   // step by at most this share of T_pipe.
   request.kfac.maxOverhead = maxOverhead;
+  request.kfac.maxRefreshSteps = static_cast<int>(std::max<int64_t>(1, maxRefresh));
   auto result = sched::schedulePipeline(planning, request);
   if (!result)
     return error("placing the K-FAC inverses: " + result.error());
@@ -669,6 +670,34 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   }
   for (auto &[key, p] : placed)
     plan.inverses.push_back(p);
+  // The factor calls: only in window step 0, whose passes produced their
+  // inputs; a call placed later (or after the flush) stays after its pass.
+  // Per factor the micro-batches keep their order (the first call decays
+  // the running average), so a call never goes before the previous one's.
+  std::map<std::tuple<int32_t, int64_t, bool>, std::map<int64_t, int64_t>> factorAfter;
+  for (const sched::TimelineItem &item : items) {
+    bool isA = item.kind == sched::ItemKind::CurvatureA;
+    if ((!isA && item.kind != sched::ItemKind::CurvatureB) || item.step != 0 ||
+        item.outsideBubble || item.micro < 0)
+      continue;
+    if (item.layer < 0 || item.layer >= static_cast<int>(costs->origin.size()))
+      return error("placing the K-FAC factor calls: a curvature item of an unknown layer");
+    auto [stage, layer] = costs->origin[size_t(item.layer)];
+    if (layer < 0)
+      continue;
+    const std::vector<double> &ends = passEnds[{item.device, item.step}];
+    int64_t after = std::upper_bound(ends.begin(), ends.end(), item.start + 1e-9) - ends.begin();
+    int64_t &slot = factorAfter[{int32_t(stage), layer, !isA}][item.micro];
+    slot = std::max(slot, after);
+  }
+  for (auto &[key, byMicro] : factorAfter) {
+    int64_t latest = 0;
+    for (auto &[micro, after] : byMicro) {
+      latest = std::max(latest, after);
+      auto [rank, layer, isB] = key;
+      plan.factors.push_back({rank, layer, isB, micro, latest});
+    }
+  }
   return plan;
 }
 

@@ -355,10 +355,12 @@ private:
     if (kind == pf::StageTaskKind::KfacInverse)
       return r.runInverse(function, graph);
     if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward &&
-        kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight)
+        kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight &&
+        kind != pf::StageTaskKind::KfacFactorA && kind != pf::StageTaskKind::KfacFactorB)
       return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
                    "' has no stage functions yet (forward, backward, backward_input, "
-                   "backward_weight, kfac_inverse, precondition and update run)");
+                   "backward_weight, kfac_factor_a, kfac_factor_b, kfac_inverse, precondition "
+                   "and update run)");
     auto m = microbatchOf(microbatch, function);
     if (!m)
       return m.takeError();
@@ -535,7 +537,19 @@ private:
       return error(llvm::formatv("no value '{0}' of micro-batch {1} to send", name, m));
     if (auto err = checkType(it->second, type, name))
       return err;
-    auto t = descriptor(it->second);
+    // A relayed or forwarded activation is not read again on this rank
+    // unless its backward saved it (a saved/* value) or a later call reads it
+    // (a K-FAC factor call): then the send takes a copy.
+    auto reader = lastReader.find({m, name});
+    bool readLater = reader != lastReader.end() && reader->second > currentOp;
+    NpyArray sent;
+    if (readLater) {
+      sent = it->second;
+    } else {
+      sent = std::move(it->second);
+      handed[m].erase(it);
+    }
+    auto t = descriptor(sent);
     if (!t)
       return t.takeError();
     int32_t to = int32_t(peer), tag = int32_t(tagValue);
@@ -545,13 +559,10 @@ private:
       int64_t request = 0;
       if (pfrt_comm_isend(r.ctx, r.world, &*t, to, tag, &request) != PFRT_OK)
         return commError(llvm::formatv("sending '{0}' to rank {1}", name, to));
-      pendingSends.emplace_back(request, std::move(it->second));
+      pendingSends.emplace_back(request, std::move(sent));
     } else if (pfrt_comm_send(r.ctx, r.world, &*t, to, tag) != PFRT_OK) {
       return commError(llvm::formatv("sending '{0}' to rank {1}", name, to));
     }
-    // A relayed or forwarded activation is not read again on this rank
-    // unless its backward saved it (then it is a saved/* value).
-    handed[m].erase(it);
     return llvm::Error::success();
   }
 

@@ -89,7 +89,8 @@ llvm::Expected<int64_t> countTokens(const NpyArray &labels, int64_t ignoreIndex)
 
 bool mlir::pf::driver::isStageValue(StringRef name) {
   return name.starts_with("act/") || name.starts_with("saved/") ||
-         name.starts_with("grad_act/") || name.starts_with("wsaved/");
+         name.starts_with("grad_act/") || name.starts_with("wsaved/") ||
+         name.starts_with("kfac_in/");
 }
 
 /// A 0-d int64 array.

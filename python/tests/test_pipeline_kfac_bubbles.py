@@ -36,7 +36,8 @@ pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 STEPS = "12"
 WARMUP = ("--kfac", "--kfac-refresh-warmup", "2")
 PLAN = re.compile(r"^K-FAC in the bubbles: windows of (\d+) step\(s\) from step (\d+) .*"
-                  r"inverse calls per window step: (.*)$", re.M)
+                  r"inverse calls per window step: (.*); factor calls placed in step 0: (\d+)$",
+                  re.M)
 
 
 def _without_placement(checkpoint):
@@ -73,8 +74,14 @@ def test_bubbles_equal_single_process_window_bitwise(setup, tmp_path, model, ran
         assert window == int(refresh.split("=")[1])
     # Every layer's inverse is placed once per window.
     placed = sum(int(n) for n in re.findall(r"step \d+: (\d+)", plan.group(3)))
+    # Factor calls the scheduler moved into the curvature step's bubbles:
+    # at most A and B of every layer per micro-batch.
     got = _load(got_path)
     layers = sum(1 for k in got if k.endswith(".kfac.A_inv"))
+    assert int(plan.group(4)) <= 2 * layers * 4, plan.group(0)
+    if schedule == "gpipe":
+        # GPipe's bubble (D - 1 passes of each kind) holds many factor calls.
+        assert int(plan.group(4)) > 0, plan.group(0)
     assert placed == layers, plan.group(0)
     assert int(got["meta/kfac_window"]) == window
     assert not any(k.endswith("_inv_next") for k in got), "pending inverses are not state"
@@ -135,6 +142,8 @@ BAD = [
     (("stages=2 microbatches=4 refresh=3",), WARMUP, "refresh= applies to kfac=bubbles"),
     (("stages=2 microbatches=4 kfac=bubbles max-overhead=-1",), WARMUP,
      "max-overhead must be in [0, 10]"),
+    (("stages=2 microbatches=4 kfac=bubbles max-refresh=0",), WARMUP,
+     "max-refresh must be in [1, 512]"),
     (("stages=2 microbatches=4 kfac=bubbles",), ("--kfac", "--kfac-refresh-warmup", "0"),
      "needs --kfac-refresh-warmup >= 1"),
     (("stages=2 microbatches=4 kfac=sometimes",), WARMUP, "sometimes"),

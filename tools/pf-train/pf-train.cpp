@@ -764,6 +764,8 @@ drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t rank, int6
     case StageTaskKind::Update: event.kind = drv::MeasuredKind::Update; break;
     case StageTaskKind::Precondition: event.kind = drv::MeasuredKind::Precondition; break;
     case StageTaskKind::KfacInverse: event.kind = drv::MeasuredKind::KfacInverse; break;
+    case StageTaskKind::KfacFactorA: event.kind = drv::MeasuredKind::KfacFactorA; break;
+    case StageTaskKind::KfacFactorB: event.kind = drv::MeasuredKind::KfacFactorB; break;
     default: event.kind = drv::MeasuredKind::Other; break;
     }
     if (run.getMicrobatch())
@@ -914,6 +916,9 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
       return fail(llvm::formatv("--pipeline: refresh must be >= 0 (0: the scheduler's K), got "
                                 "{0}",
                                 pipeline.refresh));
+    if (pipeline.maxRefresh < 1 || pipeline.maxRefresh > 512)
+      return fail(llvm::formatv("--pipeline: max-refresh must be in [1, 512], got {0}",
+                                pipeline.maxRefresh));
     if (!(pipeline.maxOverhead >= 0 && pipeline.maxOverhead <= 10))
       return fail(llvm::formatv("--pipeline: max-overhead must be in [0, 10], got {0}",
                                 pipeline.maxOverhead));
@@ -944,15 +949,29 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   return code;
 }
 
+/// The placement table (the plan broadcast and meta/kfac_placement): 4
+/// numbers per row, (rank, layer, window step, passes before it) for an
+/// inverse call; a factor call of window step 0 has, in place of the window
+/// step, -(1 + 2·micro-batch + (1 for factor B)).
+int64_t factorRowCode(int64_t microbatch, bool isB) { return -(1 + 2 * microbatch + (isB ? 1 : 0)); }
+
 /// K-FAC in the bubbles: the window programs of `steps` steps and their
-/// placement (4 numbers per inverse call: rank, layer, window step, passes
-/// before it) added to the module and given to the runner.
+/// placement (the table above) added to the module and given to the runner.
 llvm::Error useKfacWindow(ModuleOp module, drv::RankRunner &runner, const KfacWindowRule &window,
                           const std::vector<int64_t> &placement) {
   std::vector<mlir::pf::KfacInversePlacement> placements;
-  for (size_t i = 0; i + 3 < placement.size(); i += 4)
-    placements.push_back({placement[i], placement[i + 1], placement[i + 2], placement[i + 3]});
-  if (failed(mlir::pf::addKfacWindowPrograms(module, window.steps, placements)))
+  std::vector<mlir::pf::KfacFactorCallPlacement> factors;
+  for (size_t i = 0; i + 3 < placement.size(); i += 4) {
+    int64_t rank = placement[i], layer = placement[i + 1], where = placement[i + 2];
+    int64_t after = placement[i + 3];
+    if (where >= 0) {
+      placements.push_back({rank, layer, where, after});
+      continue;
+    }
+    int64_t code = -where - 1;
+    factors.push_back({rank, layer, code % 2 == 1, code / 2, after});
+  }
+  if (failed(mlir::pf::addKfacWindowPrograms(module, window.steps, placements, factors)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the K-FAC window programs do not verify (see above)");
   if (auto err = runner.useKfacWindow(window.warmup, window.steps))
@@ -979,7 +998,8 @@ planKfacWindowOnRanks(const RankJob &job, ModuleOp module, drv::RankRunner &runn
       return run.takeError();
     int64_t last = window.warmup - first;
     int64_t from = last >= 1 ? 1 : 0;
-    auto placed = drv::planKfacWindow(*run, from, last, pipeline.refresh, pipeline.maxOverhead);
+    auto placed = drv::planKfacWindow(*run, from, last, pipeline.refresh, pipeline.maxOverhead,
+                                      pipeline.maxRefresh);
     if (!placed)
       return placed.takeError();
     plan.push_back(placed->steps);
@@ -988,17 +1008,21 @@ planKfacWindowOnRanks(const RankJob &job, ModuleOp module, drv::RankRunner &runn
       plan.insert(plan.end(), {int64_t(p.rank), p.layer, p.windowStep, p.afterPasses});
       perStep[p.windowStep].push_back(p.layer);
     }
+    for (const drv::KfacFactorPlacement &f : placed->factors)
+      plan.insert(plan.end(), {int64_t(f.rank), f.layer, factorRowCode(f.microbatch, f.isB),
+                               f.afterPasses});
     std::string where;
     for (auto &[k, layers] : perStep)
       where += llvm::formatv("{0}step {1}: {2}", where.empty() ? "" : "; ", k, layers.size());
     llvm::outs() << llvm::formatv(
         "K-FAC in the bubbles: windows of {0} step(s) from step {1} ({2}; measured warm-up "
         "steps {3}..{4}, simulated T_pipe {5:F1} ms, step {6:F1} ms); inverse calls per window "
-        "step: {7}\n",
+        "step: {7}; factor calls placed in step 0: {8}\n",
         placed->steps, window.warmup + 1,
         pipeline.refresh > 0 ? "refresh=" + std::to_string(pipeline.refresh)
                              : std::string("the scheduler's K"),
-        first + from, window.warmup, placed->pipelineMs, placed->stepMs, where);
+        first + from, window.warmup, placed->pipelineMs, placed->stepMs, where,
+        placed->factors.size());
     llvm::outs().flush();
     drv::NpyArray table;
     table.dtype = 7;

@@ -170,9 +170,22 @@ struct KfacWindowPlacement {
   int64_t layer = 0, windowStep = 0, afterPasses = 0;
 };
 
+/// A K-FAC factor call of window step 0 (the curvature step): factor A
+/// (`isB` false) or B of `layer` for `microbatch`, moved to right before
+/// the rank's pass after `afterPasses` passes.
+struct KfacFactorPlacement {
+  int32_t rank = 0;
+  int64_t layer = 0;
+  bool isB = false;
+  int64_t microbatch = 0, afterPasses = 0;
+};
+
 struct KfacWindowPlan {
   int64_t steps = 1; ///< K: steps per refresh window
   std::vector<KfacWindowPlacement> inverses;
+  /// The factor calls the scheduler placed in bubbles of window step 0
+  /// (pf-outline-kfac-factors' functions; none when the passes hold them).
+  std::vector<KfacFactorPlacement> factors;
   double pipelineMs = 0, stepMs = 0; ///< simulated T_pipe and mean step time
   ::pf::sched::CostModel costs;      ///< the measured profile it used
 };
@@ -186,7 +199,8 @@ struct KfacWindowPlan {
 /// flush in every step, is not placed). gpipe, 1f1b and zb-h1 only.
 llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t firstStep,
                                               int64_t lastStep, int64_t steps = 0,
-                                              double maxOverhead = 0.01);
+                                              double maxOverhead = 0.01,
+                                              int64_t maxRefresh = 10);
 
 /// The run as a scheduler timeline (ms; time 0 = the first event's start;
 /// each step from the first start of its events) and the report its writers

@@ -41,8 +41,9 @@ struct StageRunStats {
 /// Shared with the MPI executor (RankExecutor.h): the pieces of one stage
 /// call and of the combination over micro-batches.
 
-/// A stage value (`act/*`, `saved/*`, `grad_act/*`, and `wsaved/*` from a
-/// backward_input to its backward_weight), handed between calls;
+/// A stage value (`act/*`, `saved/*`, `grad_act/*`, `wsaved/*` from a
+/// backward_input to its backward_weight, `kfac_in/*` from a pass to its K-FAC
+/// factor calls), handed between calls;
 /// any other argument name is a graph input.
 bool isStageValue(llvm::StringRef name);
 

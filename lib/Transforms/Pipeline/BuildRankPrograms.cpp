@@ -145,6 +145,7 @@ struct BuildRankProgramsPass
     auto reductions = tiedGradients();
     if (failed(reductions))
       return failure();
+    findFactorFunctions();
     emitPrograms(*events, *reductions);
     return verifyRankPrograms(module);
   }
@@ -442,8 +443,23 @@ struct BuildRankProgramsPass
                                            uint64_t(rank), uint64_t(numRanks), held,
                                            uint64_t(microbatches), IntegerAttr(), IntegerAttr());
       OpBuilder body = OpBuilder::atBlockEnd(&program.getBody().emplaceBlock());
-      for (const Event &event : events[rank])
+      // A pass's K-FAC factor calls (pf-outline-kfac-factors) follow its
+      // sends, right before the rank's next pass: the next stage gets its
+      // activations first. Window programs move them into bubbles.
+      std::optional<sched::PipelineOp> factorsOf;
+      auto emitFactors = [&] {
+        if (factorsOf)
+          emitFactorCalls(body, loc, *factorsOf);
+        factorsOf.reset();
+      };
+      for (const Event &event : events[rank]) {
+        if (event.kind == Event::Call)
+          emitFactors();
         emitEvent(body, loc, event);
+        if (event.kind == Event::Call)
+          factorsOf = event.pass;
+      }
+      emitFactors();
       for (const auto &[name, entry] : tied)
         if (llvm::is_contained(entry.ranks, rank))
           AllReduceOp::create(body, loc, name, entry.ranks, entry.type);
@@ -580,6 +596,38 @@ struct BuildRankProgramsPass
       return {StageTaskKind::BackwardWeight, functions.backwardWeight};
     }
     llvm_unreachable("unknown pass kind");
+  }
+
+  /// `stage<s>_kfac_factor_{a,b}_<l>` by the pass function they follow
+  /// (`pf.kfac_after`), in layer order, A before B.
+  llvm::StringMap<SmallVector<std::tuple<int64_t, bool, func::FuncOp>>> factorFunctions;
+
+  void findFactorFunctions() {
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      auto after = func->getAttrOfType<StringAttr>(kKfacAfterAttrName);
+      StringRef name = func.getSymName();
+      size_t at = name.rfind('_');
+      int64_t layer = 0;
+      if (!after || at == StringRef::npos || name.drop_front(at + 1).getAsInteger(10, layer))
+        continue;
+      bool isB = name.contains("_kfac_factor_b_");
+      factorFunctions[after.getValue()].push_back({layer, isB, func});
+    }
+    for (auto &entry : factorFunctions)
+      llvm::sort(entry.second, [](const auto &a, const auto &b) {
+        return std::make_pair(std::get<0>(a), std::get<1>(a)) <
+               std::make_pair(std::get<0>(b), std::get<1>(b));
+      });
+  }
+
+  void emitFactorCalls(OpBuilder &builder, Location loc, const sched::PipelineOp &pass) {
+    auto it = factorFunctions.find(callOf(pass).second.getSymName());
+    if (it == factorFunctions.end())
+      return;
+    for (auto [layer, isB, func] : it->second)
+      RunStageOp::create(builder, loc, isB ? StageTaskKind::KfacFactorB : StageTaskKind::KfacFactorA,
+                         func.getSymName(), builder.getI64IntegerAttr(pass.micro),
+                         builder.getI64IntegerAttr(layer));
   }
 
   void emitEvent(OpBuilder &builder, Location loc, const Event &event) {

@@ -22,9 +22,21 @@ using namespace mlir::pf;
 
 namespace {
 
+/// A forward or backward pass (not a K-FAC factor call, which follows its
+/// pass).
 bool isPass(Operation &op) {
   auto run = dyn_cast<RunStageOp>(op);
-  return run && run.getMicrobatch().has_value();
+  if (!run)
+    return false;
+  StageTaskKind kind = run.getKind();
+  return kind == StageTaskKind::Forward || kind == StageTaskKind::Backward ||
+         kind == StageTaskKind::BackwardInput || kind == StageTaskKind::BackwardWeight;
+}
+
+bool isFactorCall(Operation &op) {
+  auto run = dyn_cast<RunStageOp>(op);
+  return run && (run.getKind() == StageTaskKind::KfacFactorA ||
+                 run.getKind() == StageTaskKind::KfacFactorB);
 }
 
 bool isStepEnd(Operation &op) {
@@ -49,10 +61,40 @@ Operation *insertionPoint(Block &body, int64_t afterPasses) {
   return nullptr;
 }
 
+/// Window step 0: each placed factor call moves later, to right before the
+/// pass after `afterPasses` passes (or the step end). Calls are visited in
+/// program order and each goes right before its target, so two calls with
+/// one target keep their order (a factor's micro-batches stay in order).
+void placeFactorCalls(Block &body, int64_t rank,
+                      const std::map<std::tuple<int64_t, int64_t, bool, int64_t>, int64_t> &after) {
+  SmallVector<RunStageOp> calls;
+  for (Operation &op : body)
+    if (isFactorCall(op))
+      calls.push_back(cast<RunStageOp>(op));
+  // The factor's call placed last: the next micro-batch's goes after it.
+  std::map<std::pair<int64_t, bool>, Operation *> previous;
+  for (RunStageOp call : calls) {
+    if (!call.getLayer() || !call.getMicrobatch())
+      continue;
+    bool isB = call.getKind() == StageTaskKind::KfacFactorB;
+    std::pair<int64_t, bool> factor{int64_t(*call.getLayer()), isB};
+    auto it = after.find({rank, factor.first, isB, int64_t(*call.getMicrobatch())});
+    Operation *target = it == after.end() ? nullptr : insertionPoint(body, it->second);
+    // Never earlier than where it is (right after its pass).
+    if (target && call->isBeforeInBlock(target))
+      call->moveBefore(target);
+    Operation *&last = previous[factor];
+    if (last && !last->isBeforeInBlock(call))
+      call->moveAfter(last);
+    last = call;
+  }
+}
+
 } // namespace
 
 LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
-                                              ArrayRef<KfacInversePlacement> placements) {
+                                              ArrayRef<KfacInversePlacement> placements,
+                                              ArrayRef<KfacFactorCallPlacement> factors) {
   if (steps < 1)
     return module.emitError("K-FAC window: steps per window must be >= 1, got ") << steps;
   SmallVector<RankProgramOp> warmup;
@@ -73,6 +115,12 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
       return module.emitError(llvm::formatv("K-FAC window: layer {0} of rank {1} placed twice",
                                             p.layer, p.rank));
   }
+  std::map<std::tuple<int64_t, int64_t, bool, int64_t>, int64_t> factorAfter;
+  for (const KfacFactorCallPlacement &f : factors)
+    if (!factorAfter.insert({{f.rank, f.layer, f.isB, f.microbatch}, f.afterPasses}).second)
+      return module.emitError(llvm::formatv(
+          "K-FAC window: factor {0} of layer {1}, micro-batch {2}, rank {3} placed twice",
+          f.isB ? "B" : "A", f.layer, f.microbatch, f.rank));
   OpBuilder builder(module.getContext());
   for (RankProgramOp program : warmup) {
     int64_t rank = program.getRankValue();
@@ -97,10 +145,14 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
       window.setWindowStep(uint64_t(k));
       window.setWindowSteps(uint64_t(steps));
       Block &body = window.getBody().front();
+      // Only window step 0 gathers curvature: the factor calls of the others
+      // would do nothing (their `kfac_curvature` input is 0).
       for (Operation &op : llvm::make_early_inc_range(body))
-        if (isa<KfacPromoteInversesOp>(op) ||
+        if (isa<KfacPromoteInversesOp>(op) || (k > 0 && isFactorCall(op)) ||
             (isa<RunStageOp>(op) && cast<RunStageOp>(op).getKind() == StageTaskKind::KfacInverse))
           op.erase();
+      if (k == 0)
+        placeFactorCalls(body, rank, factorAfter);
       if (k == 0 && promotes) {
         OpBuilder start = OpBuilder::atBlockBegin(&body);
         KfacPromoteInversesOp::create(start, program.getLoc());

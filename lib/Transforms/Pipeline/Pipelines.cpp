@@ -50,6 +50,9 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
     PFKFACPreconditionOptions precondition = training.precondition;
     precondition.bubbles = pipeline.kfac == KfacWork::Bubbles;
     pm.addPass(createPFKFACPrecondition(precondition));
+    // In the bubbles: the factor updates become calls the programs place.
+    if (precondition.bubbles)
+      pm.addPass(createPFOutlineKfacFactors());
   }
   pm.addPass(createPFAddOptimizer(training.optimizer));
   PFBuildRankProgramsOptions programs;

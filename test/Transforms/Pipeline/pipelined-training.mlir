@@ -82,9 +82,20 @@
 // inverses, the promotion, then the preconditioning.
 // BUBBLES-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.A_inv_next : tensor<16x16xf32> = {{.*}}pf.kfac_pending
 // BUBBLES-DAG: pf.param @bert.encoder.layer.2.dense.weight.kfac.B_inv_next : tensor<16x16xf32> = {{.*}}pf.kfac_pending
+// The factor updates are their own functions (pf-outline-kfac-factors): the
+// forward returns nothing new for layer 0's A (its input is the saved/1 the
+// backward reads), the backward returns layer 0's output gradient.
 // BUBBLES-LABEL: func.func @stage0_forward(
-// BUBBLES-SAME: {pf.name = "kfac_curvature"}
-// BUBBLES: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from {{.*}} microbatch({{.*}}) due(
+// BUBBLES-NOT: pf.kfac.update_factor
+// BUBBLES: return
+// BUBBLES: func.func @stage0_kfac_factor_a_0(%arg0: tensor<4x8x16xf32> {pf.name = "saved/1"}, %arg1: tensor<i64> {pf.name = "step"}, %arg2: tensor<i64> {pf.name = "microbatch"}, %arg3: tensor<i64> {pf.name = "kfac_curvature"}) attributes {pf.kfac_after = "stage0_forward", pf.stage = 0 : i64}
+// BUBBLES-NEXT: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from %arg0 step %arg1 microbatch(%arg2 : tensor<i64>) due(%arg3 : tensor<i64>)
+// BUBBLES-LABEL: func.func @stage0_backward(
+// BUBBLES-SAME: {pf.name = "kfac_in/bert.encoder.layer.0.dense.weight.kfac.B"}
+// BUBBLES-NOT: pf.kfac.update_factor
+// BUBBLES: return
+// BUBBLES: func.func @stage0_kfac_factor_b_0(%arg0: tensor<4x8x16xf32> {pf.name = "kfac_in/bert.encoder.layer.0.dense.weight.kfac.B"}, %arg1: tensor<i64> {pf.name = "step"}, %arg2: tensor<i64> {pf.name = "loss_count"}
+// BUBBLES-SAME: pf.kfac_after = "stage0_backward"
 // BUBBLES-DAG: func.func @stage0_kfac_inverse_0(%arg0: tensor<i64> {pf.name = "step"}) -> (tensor<i32> {pf.name = "kfac/issues"}) attributes {pf.stage = 0 : i64}
 // BUBBLES-DAG: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_inv_next, @bert.encoder.layer.0.dense.weight.kfac.B_inv_next)
 // BUBBLES-LABEL: func.func @stage0_precondition(
@@ -92,6 +103,13 @@
 // BUBBLES: return
 // BUBBLES-LABEL: func.func @stage1_kfac_inverse_2(
 // BUBBLES-LABEL: pf.rank_program @rank0
+// BUBBLES: pf.run_stage forward @stage0_forward microbatch(0)
+// BUBBLES: pf.send_act
+// BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0 microbatch(0) layer(0)
+// BUBBLES-NEXT: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_1 microbatch(0) layer(1)
+// BUBBLES-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// BUBBLES: pf.run_stage backward @stage0_backward microbatch(1)
+// BUBBLES-NEXT: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0 microbatch(1) layer(0)
 // BUBBLES: pf.clip_gradients
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)

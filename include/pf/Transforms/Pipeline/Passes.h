@@ -86,6 +86,9 @@ struct PipelineRunOptions {
   /// kfac=bubbles, refresh=0: the scheduler's K is the smallest window whose
   /// inverses lengthen the mean step by at most this share of T_pipe.
   double maxOverhead = 0.01;
+  /// kfac=bubbles, refresh=0: the largest K the scheduler may choose (a
+  /// window's curvature is used for its K steps and the next window's).
+  int64_t maxRefresh = 10;
 
   template <typename Binder>
   void bindOptions(Binder &binder) {
@@ -104,6 +107,9 @@ struct PipelineRunOptions {
     binder.opt("max-overhead", maxOverhead,
                "kfac=bubbles, refresh=0: the scheduler's K is the smallest window whose inverses "
                "lengthen the mean step by at most this share of the pipeline span");
+    binder.opt("max-refresh", maxRefresh,
+               "kfac=bubbles, refresh=0: the largest K the scheduler may choose (staler "
+               "curvature beyond it; the K-FAC work left over lengthens the step)");
   }
 };
 
@@ -127,8 +133,19 @@ struct KfacInversePlacement {
 /// (`@rank<r>_window<k>`, window_step k) to a module whose programs invert at
 /// the step end (pf-kfac-precondition{bubbles}); every inverse call of a
 /// program needs a placement. Verifies the result (verifyRankPrograms).
+/// A K-FAC factor call of window step 0 (pf-outline-kfac-factors): factor A
+/// or B (`isB`) of `layer` for `microbatch`, on `rank`, moved to right
+/// before the pass after `afterPasses` passes (never before its own pass).
+struct KfacFactorCallPlacement {
+  int64_t rank = 0, layer = 0;
+  bool isB = false;
+  int64_t microbatch = 0, afterPasses = 0;
+};
+
+/// `factors` may leave calls out: those stay right after their passes.
 LogicalResult addKfacWindowPrograms(ModuleOp module, int64_t steps,
-                                    ArrayRef<KfacInversePlacement> placements);
+                                    ArrayRef<KfacInversePlacement> placements,
+                                    ArrayRef<KfacFactorCallPlacement> factors = {});
 
 /// Graph passes (optional), pf-partition and pf-schedule.
 void buildPipelinePipeline(OpPassManager &pm, const PipelineOptions &options);

@@ -249,6 +249,39 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
   ];
 }
 
+def PFOutlineKfacFactors : Pass<"pf-outline-kfac-factors", "::mlir::ModuleOp"> {
+  let summary = "Move each K-FAC factor update out of the passes into its own function";
+  let description = [{
+    On a split module with K-FAC in the bubbles (pf-split-stages, then
+    pf-kfac-precondition{bubbles}, which numbers the layers in its
+    `stage<s>_kfac_inverse_<l>` functions): every per-call
+    `pf.kfac.update_factor` of a pass function (`stage<s>_forward`,
+    `_backward`, `_backward_input`, `_backward_weight`) moves into
+    `@stage<s>_kfac_factor_a_<l>` (factor A of layer l) or `_b_<l>`, called
+    once per micro-batch, which a schedule may place anywhere after the pass
+    that produces its input (`pf.kfac_after` names that pass). The input is
+    the pass function's argument of the same name when the update read one
+    (e.g. a received `act/*`), otherwise a new result `kfac_in/<factor>` of
+    the pass; the scalars (`step`, `microbatch`, `loss_count`,
+    `kfac_curvature`) are the graph inputs of the same names.
+
+    ```mlir
+    func.func @stage0_kfac_factor_a_0(%x: tensor<4x8x16xf32> {pf.name = "kfac_in/w0.kfac.A"},
+        %step: tensor<i64> {pf.name = "step"}, %m: tensor<i64> {pf.name = "microbatch"},
+        %due: tensor<i64> {pf.name = "kfac_curvature"})
+        attributes {pf.kfac_after = "stage0_forward", pf.stage = 0 : i64} {
+      pf.kfac.update_factor @w0.kfac.A from %x step %step microbatch(%m : tensor<i64>) due(%due : tensor<i64>) ...
+      return
+    }
+    ```
+
+    Errors: no inverse functions (not K-FAC in the bubbles), an update of a
+    factor no inverse function names, a factor updated by two passes, an
+    operand that is neither the input nor a graph input of the pass.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect", "::mlir::pf::PFDialect"];
+}
+
 def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   let summary = "Write one pf.rank_program per rank from a pipeline schedule of the stage functions";
   let description = [{

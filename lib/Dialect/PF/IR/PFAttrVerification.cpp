@@ -105,6 +105,8 @@ const AttrRule kOpAttrRules[] = {
     {kGradOfAttrName, isNonNegativeI64, "a non-negative i64", isAnyOp, ""},
     {kGradSumAttrName, isUnit, "a unit attribute", isAnyOp, ""},
     {kStageAttrName, isNonNegativeI64, "a non-negative i64", isFunction, "a function"},
+    {kKfacAfterAttrName, isNonEmptyString, "a non-empty string (a function's name)",
+     isFunction, "a function"},
     {kStageBlocksAttrName, isBlockList, "a non-empty array<i64> of non-negative blocks",
      isFunction, "a function"},
     {kStepGradientsAttrName, isStringList, "a non-empty array of non-empty strings", isModule,

@@ -63,6 +63,11 @@ inline constexpr llvm::StringLiteral kGradSumAttrName = "pf.grad_sum";
 /// the encoder blocks it holds (non-empty i64 array).
 inline constexpr llvm::StringLiteral kStageAttrName = "pf.stage";
 inline constexpr llvm::StringLiteral kStageBlocksAttrName = "pf.blocks";
+/// On a K-FAC factor function of pf-outline-kfac-factors
+/// (`stage<s>_kfac_factor_{a,b}_<l>`): the pass function (its name) whose
+/// call of micro-batch m produces what the factor call of m reads; the
+/// earliest point it may run.
+inline constexpr llvm::StringLiteral kKfacAfterAttrName = "pf.kfac_after";
 /// On a module split by pf-split-stages: the step's `grad/<param>` result
 /// names in its result order (non-empty array of strings), the order of the
 /// single-process global-norm sum.
