@@ -601,12 +601,16 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   auto kind = scheduleOf(run);
   if (!kind)
     return kind.takeError();
+  const bool interleaved = *kind == sched::ScheduleKind::Interleaved;
   if (*kind != sched::ScheduleKind::GPipe && *kind != sched::ScheduleKind::OneFOneB &&
-      *kind != sched::ScheduleKind::ZBH1)
+      *kind != sched::ScheduleKind::ZBH1 && !interleaved)
     return error("K-FAC in the bubbles: the " + run.schedule +
-                 " schedule is not supported (gpipe, 1f1b, zb-h1: one stage per rank)");
-  if (run.stages != run.ranks)
-    return error("K-FAC in the bubbles needs one stage per rank");
+                 " schedule is not supported (gpipe, 1f1b, zb-h1, interleaved)");
+  if (interleaved ? (run.ranks < 1 || run.stages % run.ranks != 0 || run.stages / run.ranks < 2)
+                  : run.stages != run.ranks)
+    return error("K-FAC in the bubbles: " + llvm::Twine(run.stages) + " stages on " +
+                 llvm::Twine(run.ranks) + " ranks do not fit the " + run.schedule +
+                 " schedule (one stage per rank; interleaved: chunks >= 2 per rank)");
   auto costs = measureCosts(run, measured->firstStep, measured->lastStep, *kind,
                             measured->steps);
   if (!costs)
@@ -620,7 +624,7 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   sched::ScheduleRequest request;
   request.kind = *kind;
   request.devices = run.ranks;
-  request.chunks = 1;
+  request.chunks = interleaved ? static_cast<int>(run.stages / run.ranks) : 1;
   request.microbatches = static_cast<int>(run.microbatches);
   request.stageLayers = costs->stageLayers;
   request.kfac.policy = sched::Policy::PF;
@@ -653,7 +657,7 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
       continue;
     if (item.layer < 0 || item.layer >= static_cast<int>(costs->origin.size()))
       return error("placing the K-FAC inverses: an inversion of an unknown layer");
-    auto [stage, layer] = costs->origin[size_t(item.layer)];
+    int64_t layer = costs->origin[size_t(item.layer)].second;
     if (layer < 0)
       continue;
     const std::vector<double> &ends = passEnds[{item.device, item.step}];
@@ -661,7 +665,9 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
     // The curvature step's factors are complete only after its last pass.
     if (item.step == 0 || item.outsideBubble)
       after = std::max<int64_t>(after, int64_t(ends.size()));
-    KfacWindowPlacement candidate{int32_t(stage), layer, item.step, after};
+    // The rank is the device the item runs on (interleaved: stage s on
+    // rank s mod D).
+    KfacWindowPlacement candidate{int32_t(item.device), layer, item.step, after};
     auto [it, inserted] = placed.insert({{candidate.rank, layer}, candidate});
     // Both halves of the layer: the call goes where the later one is.
     if (!inserted && std::make_pair(candidate.windowStep, candidate.afterPasses) >
@@ -682,12 +688,12 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
       continue;
     if (item.layer < 0 || item.layer >= static_cast<int>(costs->origin.size()))
       return error("placing the K-FAC factor calls: a curvature item of an unknown layer");
-    auto [stage, layer] = costs->origin[size_t(item.layer)];
+    int64_t layer = costs->origin[size_t(item.layer)].second;
     if (layer < 0)
       continue;
     const std::vector<double> &ends = passEnds[{item.device, item.step}];
     int64_t after = std::upper_bound(ends.begin(), ends.end(), item.start + 1e-9) - ends.begin();
-    int64_t &slot = factorAfter[{int32_t(stage), layer, !isA}][item.micro];
+    int64_t &slot = factorAfter[{int32_t(item.device), layer, !isA}][item.micro];
     slot = std::max(slot, after);
   }
   for (auto &[key, byMicro] : factorAfter) {

@@ -54,7 +54,9 @@ def _single_window(setup, model, window, path, *extra):
 
 PARITY = [("tiny", 2, "gpipe", "refresh=3"), ("tiny", 2, "1f1b", "refresh=3"),
           ("tiny", 2, "zb-h1", "refresh=3"), ("mini", 2, "1f1b", ""),
-          ("mini", 4, "1f1b", "refresh=2")]
+          ("mini", 4, "1f1b", "refresh=2"),
+          # Two stages per rank (chunks=2): each rank's calls of both.
+          ("mini", 2, "interleaved", "refresh=3")]
 
 
 @pytest.mark.parametrize("model,ranks,schedule,refresh", PARITY,
@@ -135,9 +137,7 @@ def test_resume_inside_a_window_continues_bitwise(setup, tmp_path, cut):
 BAD = [
     (("stages=2 microbatches=4 kfac=bubbles",), (), "it needs --kfac"),
     (("stages=2 schedule=chimera microbatches=4 kfac=bubbles",), WARMUP,
-     "supports gpipe, 1f1b and zb-h1 (one stage per rank)"),
-    (("stages=2 schedule=interleaved microbatches=4 kfac=bubbles",), WARMUP,
-     "supports gpipe, 1f1b and zb-h1"),
+     "supports gpipe, 1f1b, zb-h1 and interleaved"),
     (("stages=2 microbatches=4 kfac=bubbles refresh=-1",), WARMUP, "refresh must be >= 0"),
     (("stages=2 microbatches=4 refresh=3",), WARMUP, "refresh= applies to kfac=bubbles"),
     (("stages=2 microbatches=4 kfac=bubbles max-overhead=-1",), WARMUP,
