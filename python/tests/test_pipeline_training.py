@@ -437,9 +437,10 @@ def test_wrong_number_of_ranks_is_refused(setup):
      "--pipeline: interleaved needs chunks >= 2, got 1"),
     ("microbatches=4", ("--micro-batches", "2"),
      "--micro-batches 2 but --pipeline has microbatches=4"),
-    ("microbatches=2", ("--eval-every", "5"), "--eval-every with --pipeline is not supported yet"),
+    ("microbatches=2", ("--eval-every", "5", "--eval-sequences", "4"),
+     "--eval-sequences 4 must hold at least one batch (8)"),
 ], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks",
-        "micro-batches", "eval"])
+        "micro-batches", "eval-sequences"])
 def test_bad_pipeline_options_are_refused(setup, spec, args, message):
     proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)
     assert proc.returncode != 0
@@ -588,3 +589,19 @@ def test_pf_run_training_step_with_the_pipeline(setup, tmp_path):
                  "--pipeline", "microbatches=4"], timeout=60, check=False)
     assert proc.returncode != 0
     assert "--pipeline needs stages=D, the job's ranks" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "chimera"])
+def test_eval_lines_equal_single_process(setup, schedule):
+    """--eval-every with --pipeline: rank 0 gathers the weights and runs the
+    single-process evaluation (same held-out rows and masks), so its lines
+    equal single-process pf-train's, and training leaves the same rows out."""
+    args = ("--steps", "12", "--log-every", "4", "--eval-every", "5", "--eval-sequences", "64")
+    single = _single(setup, "tiny", "--micro-batches", "4", *args, timeout=120)
+    pipelined = _pipeline(setup, 2, "tiny", f"stages=2 schedule={schedule} microbatches=4", *args,
+                          timeout=180)
+    pattern = r"^eval\s+(\d+)\s+loss\s+(\S+)\s+\((\d+) held-out sequences\)$"
+    want = re.findall(pattern, single.stdout, re.M)
+    assert [step for step, _, _ in want] == ["0", "5", "10", "12"], single.stdout
+    assert re.findall(pattern, pipelined.stdout, re.M) == want, pipelined.stdout
+    assert _losses(pipelined.stdout) == _losses(single.stdout)

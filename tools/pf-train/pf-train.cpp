@@ -41,6 +41,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <functional>
 #include <random>
 
 using namespace mlir;
@@ -305,20 +306,21 @@ std::map<std::string, drv::NpyArray> makeEvalBatch(const Corpus &c, int64_t inde
   return maskRows(c, rows, rng);
 }
 
-/// Loads the training step's current weights into the evaluation model and
-/// returns the mean loss over the held-out tokens.
-llvm::Expected<double> evaluate(const Corpus &c, const drv::CompiledModel &trained,
+/// The current weights by name: the training step's, or (pipelined) the
+/// arrays gathered from every rank.
+using WeightLookup = std::function<std::pair<const void *, int64_t>(const std::string &)>;
+
+/// Loads the current weights into the evaluation model and returns the
+/// mean loss over the held-out tokens.
+llvm::Expected<double> evaluate(const Corpus &c, const WeightLookup &current,
                                 drv::CompiledModel &eval) {
-  std::map<std::string, drv::CompiledModel::Parameter> current;
-  for (auto &p : trained.parameters())
-    current[p.name] = p;
   for (auto &p : eval.parameters()) {
-    auto it = current.find(p.name);
-    if (it == current.end() || it->second.bytes != p.bytes)
+    auto [data, bytes] = current(p.name);
+    if (!data || bytes != p.bytes)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "evaluation: the training step has no parameter '" +
                                          p.name + "' of the same size");
-    std::memcpy(p.data, it->second.data, p.bytes);
+    std::memcpy(p.data, data, p.bytes);
   }
   double weighted = 0;
   int64_t counted = 0;
@@ -672,11 +674,14 @@ std::string startupLine(const RankJob &job, drv::RankRunner &runner, ModuleOp mo
 /// state, `meta/*`), so either kind of run can resume the other's. A
 /// parameter held by two ranks (the tied word embedding) must be equal on
 /// both.
-llvm::Error saveCheckpointPipelined(const RankJob &job, drv::CompiledProgram &program,
-                                    const Corpus &c, int64_t step) {
+llvm::Expected<std::map<std::string, drv::NpyArray>> gatherState(const RankJob &job,
+                                                                 drv::CompiledProgram &program) {
   std::map<std::string, drv::NpyArray> mine = stateArrays(program.parameters());
-  if (job.rank != 0)
-    return drv::sendValues(job.ctx, job.world, mine, 0);
+  if (job.rank != 0) {
+    if (auto err = drv::sendValues(job.ctx, job.world, mine, 0))
+      return std::move(err);
+    return std::map<std::string, drv::NpyArray>{};
+  }
   for (int32_t from = 1; from < job.size; ++from) {
     std::map<std::string, drv::NpyArray> theirs;
     if (auto err = drv::receiveValues(job.ctx, job.world, from, theirs))
@@ -694,7 +699,42 @@ llvm::Error saveCheckpointPipelined(const RankJob &job, drv::CompiledProgram &pr
                 " and a lower rank holding it: the replicas diverged");
     }
   }
-  return writeCheckpoint(std::move(mine), c, step);
+  return mine;
+}
+
+llvm::Error saveCheckpointPipelined(const RankJob &job, drv::CompiledProgram &program,
+                                    const Corpus &c, int64_t step) {
+  auto state = gatherState(job, program);
+  if (!state)
+    return state.takeError();
+  if (job.rank != 0)
+    return llvm::Error::success();
+  return writeCheckpoint(std::move(*state), c, step);
+}
+
+/// --eval-every: every rank's weights gathered on rank 0, which runs the
+/// single-process evaluation (the same batches, masks and model) and prints
+/// its line.
+llvm::Error evaluatePipelined(const RankJob &job, drv::CompiledProgram &program,
+                              const Corpus &c, drv::CompiledModel *eval, int64_t step) {
+  auto state = gatherState(job, program);
+  if (!state)
+    return state.takeError();
+  if (job.rank != 0)
+    return llvm::Error::success();
+  WeightLookup fromRanks = [&](const std::string &name) -> std::pair<const void *, int64_t> {
+    auto it = state->find("param/" + name);
+    if (it == state->end())
+      return {nullptr, 0};
+    return {it->second.data.data(), int64_t(it->second.data.size())};
+  };
+  auto loss = evaluate(c, fromRanks, *eval);
+  if (!loss)
+    return loss.takeError();
+  llvm::outs() << llvm::formatv("eval  {0,5}  loss {1,8:F4}  ({2} held-out sequences)\n", step,
+                                *loss, (c.rows - c.trainRows) / batch * batch);
+  llvm::outs().flush();
+  return llvm::Error::success();
 }
 
 /// Rank 0 collects every rank's executed ops (step, op, window step, start,
@@ -900,8 +940,6 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
     return fail(llvm::formatv("--micro-batches {0} but --pipeline has microbatches={1} (give "
                               "only --pipeline's)",
                               training.microbatches, pipeline.microbatches));
-  if (evalEvery > 0)
-    return fail("--eval-every with --pipeline is not supported yet");
   if (pipeline.kfac == mlir::pf::KfacWork::Bubbles) {
     if (!training.kfac)
       return fail("--pipeline \"kfac=bubbles\" places K-FAC work: it needs --kfac");
@@ -1165,6 +1203,22 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   std::signal(SIGINT, onStopSignal);
   std::signal(SIGTERM, onStopSignal);
 
+  // --eval-every: rank 0 evaluates with its own single-process model.
+  std::unique_ptr<drv::CompiledModel> evalModel;
+  if (evalEvery > 0 && job.rank == 0) {
+    auto built = compileEvaluation(context, corpus.seqLen);
+    if (!built)
+      return job.fail(llvm::toString(built.takeError()));
+    evalModel = std::move(*built);
+  }
+  auto evaluateAt = [&](int64_t step) -> llvm::Error {
+    if (evalEvery <= 0)
+      return llvm::Error::success();
+    return evaluatePipelined(job, runner.compiled(), corpus, evalModel.get(), step);
+  };
+  if (auto err = evaluateAt(first - 1))
+    return job.fail(llvm::toString(std::move(err)));
+
   auto windowStart = std::chrono::steady_clock::now();
   int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
   bool stopped = false, stoppedBySigterm = false;
@@ -1218,6 +1272,9 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
       windowStart = std::chrono::steady_clock::now();
       windowTokens = windowSteps = 0;
     }
+    if (evalEvery > 0 && (step % evalEvery == 0 || step == steps))
+      if (auto err = evaluateAt(step))
+        return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
     if (bubbles && step == window.warmup && !stopped) {
       auto placement = planKfacWindowOnRanks(job, *module, runner, pipeline, first, window);
       if (!placement)
@@ -1291,14 +1348,6 @@ int main(int argc, char **argv) {
                               "--kfac-refresh-warmup >= 1 (the warm-up steps invert every step; "
                               "got {1})",
                               training.kfacWindow, training.precondition.refreshWarmup));
-  if (!pipelineSpec.empty()) {
-    if (training.kfacWindow > 0)
-      return fail("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
-                  "pipelined run takes --pipeline \"... kfac=bubbles refresh=K\"");
-    return trainPipeline(*corpus, stepFlags, argc, argv);
-  }
-  KfacWindowRule window{training.precondition.refreshWarmup, training.kfacWindow};
-  checkpointKfacWindow = training.kfacWindow;
   if (evalEvery > 0) {
     if (evalSequences < batch || evalSequences + batch > corpus->rows)
       return fail(llvm::formatv("--eval-sequences {0} must hold at least one batch ({1}) and "
@@ -1307,6 +1356,14 @@ int main(int argc, char **argv) {
                                 int(evalSequences), int(batch), corpus->rows));
     corpus->trainRows = corpus->rows - evalSequences;
   }
+  if (!pipelineSpec.empty()) {
+    if (training.kfacWindow > 0)
+      return fail("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
+                  "pipelined run takes --pipeline \"... kfac=bubbles refresh=K\"");
+    return trainPipeline(*corpus, stepFlags, argc, argv);
+  }
+  KfacWindowRule window{training.precondition.refreshWarmup, training.kfacWindow};
+  checkpointKfacWindow = training.kfacWindow;
 
   DialectRegistry registry;
   registry.insert<mlir::pf::PFDialect, func::FuncDialect, arith::ArithDialect,
@@ -1349,8 +1406,17 @@ int main(int argc, char **argv) {
   }
   double buildSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::map<std::string, drv::CompiledModel::Parameter> trainedWeights;
+  for (const auto &p : model.parameters())
+    trainedWeights[p.name] = p;
+  WeightLookup fromModel = [&](const std::string &name) -> std::pair<const void *, int64_t> {
+    auto it = trainedWeights.find(name);
+    if (it == trainedWeights.end())
+      return {nullptr, 0};
+    return {it->second.data, it->second.bytes};
+  };
   auto evaluateAt = [&](int64_t step) -> bool {
-    auto loss = evaluate(*corpus, model, *evalModel);
+    auto loss = evaluate(*corpus, fromModel, *evalModel);
     if (!loss) {
       fail(llvm::toString(loss.takeError()));
       return false;
