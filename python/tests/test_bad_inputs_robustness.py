@@ -467,3 +467,11 @@ def test_thread_count_is_bounded(tool, message):
     args = (["m.onnx", "--corpus", "c.npz"] if tool == "pf-train"
             else [REPO / "test/Transforms/Training/training.mlir"])
     _refused(run_tool(tool, *args, "--num-threads", "100000", check=False), message)
+
+
+@pytest.mark.parametrize("value", ["65537", "1000000", "2147483647"])
+def test_pf_train_batch_is_bounded(value):
+    # Refused before the corpus is read: 10^6 once compiled the step and failed
+    # on a 190 GB arena, 2^31 - 1 in the importer's shape limit.
+    proc = run_tool("pf-train", "m.onnx", "--corpus", "c.npz", "--batch", value, check=False)
+    _refused(proc, f"--batch {value} exceeds the limit of 65536 sequences (kMaxBatch)")
