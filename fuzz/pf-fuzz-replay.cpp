@@ -8,6 +8,12 @@
 // it was running). The test suite replays test/Fuzz/Regressions with it in
 // the normal build; no libFuzzer needed.
 //
+// Like a libFuzzer worker (scripts/fuzz.sh's -rss_limit_mb), the process may
+// use at most kReplayMemoryBytes: an input that makes a target allocate more
+// (a size read from the file and trusted) ends in std::bad_alloc, so an OOM
+// regression input fails here too. Under AddressSanitizer, whose shadow
+// memory needs terabytes of address space, the limit is left off.
+//
 //===----------------------------------------------------------------------===//
 #include "FuzzTargets.h"
 
@@ -15,11 +21,32 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <sys/resource.h>
+
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
 
 namespace {
+/// scripts/fuzz.sh's default -rss_limit_mb (PF_FUZZ_RSS_MB).
+constexpr rlim_t kReplayMemoryBytes = rlim_t(2048) << 20;
+
+/// Caps the data segment and private mappings (RLIMIT_DATA, where malloc
+/// gets its memory) unless an AddressSanitizer runtime is loaded, found by
+/// its entry point: a symbol, so GCC and clang builds alike are seen.
+void limitMemory() {
+  if (dlsym(RTLD_DEFAULT, "__asan_init"))
+    return;
+  rlimit limit;
+  if (getrlimit(RLIMIT_DATA, &limit) == 0 && limit.rlim_cur <= kReplayMemoryBytes)
+    return; // already as tight
+  limit.rlim_cur = kReplayMemoryBytes;
+  if (setrlimit(RLIMIT_DATA, &limit) != 0)
+    llvm::errs() << "pf-fuzz-replay: cannot limit memory; OOM inputs will not fail\n";
+}
+
 /// The files `path` names: itself, or the regular files in it (not below).
 bool collect(const std::string &path, std::vector<std::string> &files) {
   if (!llvm::sys::fs::is_directory(path)) {
@@ -57,6 +84,7 @@ int main(int argc, char **argv) {
                  << "' (targets: " << pf::fuzz::targetNames() << ")\n";
     return 2;
   }
+  limitMemory();
   std::vector<std::string> files;
   for (int i = 2; i < argc; ++i)
     if (!collect(argv[i], files))

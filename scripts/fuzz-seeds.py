@@ -142,6 +142,9 @@ def train_seeds(out: Path) -> None:
         (co / f"corpus-{rows}x{length}").write_bytes(entries_bytes(corpus))
     corpus = make_corpus(4, 8)
     (co / "tokens-only").write_bytes(entries_bytes({"tokens": corpus["tokens"]}))
+    # Tiny arrays: an empty or zero-row one is a few mutations away.
+    (co / "tiny").write_bytes(entries_bytes({"tokens": np.array([[2, 3]], np.int64),
+                                             "vocab_size": np.int64(8)}))
 
 
 def ir_seeds(out: Path) -> None:

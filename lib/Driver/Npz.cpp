@@ -2,6 +2,7 @@
 #include "pf/Driver/Npz.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -189,7 +190,77 @@ const char *mlir::pf::driver::dtypeName(int32_t dtype) {
   return d ? d->name : "unsupported";
 }
 
+namespace {
+/// Whether the sizes an entry's header declares can be what it holds, checked
+/// before anything is read: the compressed bytes lie inside the file, a stored
+/// entry is as long as its compressed bytes, and a deflated one at most
+/// kMaxDeflateRatio times them. Every size readNpz acts on is thus bounded
+/// by the file's real size, whatever the header claims.
+llvm::Error checkDeclaredSizes(const zip_stat_t &stat, uint64_t fileBytes, StringRef name,
+                               StringRef path) {
+  std::string entry = ("entry '" + name + "' of '" + path + "'").str();
+  constexpr uint64_t kNeeded = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+  if ((stat.valid & kNeeded) != kNeeded)
+    return error(entry + " does not declare its sizes and compression method");
+  if (stat.comp_method != ZIP_CM_STORE && stat.comp_method != ZIP_CM_DEFLATE)
+    return error(llvm::formatv("{0} uses compression method {1}; .npz entries are stored or "
+                               "deflated (as np.savez and np.savez_compressed write them)",
+                               entry, stat.comp_method));
+  if (stat.comp_size > fileBytes)
+    return error(llvm::formatv("{0} declares {1} compressed bytes, more than the whole file "
+                               "({2} bytes)",
+                               entry, uint64_t(stat.comp_size), fileBytes));
+  if (stat.comp_method == ZIP_CM_STORE && stat.size != stat.comp_size)
+    return error(llvm::formatv("{0} is stored in {1} bytes but declares {2}", entry,
+                               uint64_t(stat.comp_size), uint64_t(stat.size)));
+  if (stat.comp_method == ZIP_CM_DEFLATE && stat.size / kMaxDeflateRatio > stat.comp_size)
+    return error(llvm::formatv("{0} declares {1} bytes from {2} deflated bytes, more than "
+                               "deflate's largest ratio ({3}:1, kMaxDeflateRatio) can hold",
+                               entry, uint64_t(stat.size), uint64_t(stat.comp_size),
+                               kMaxDeflateRatio));
+  if (stat.size > kMaxNpzEntryBytes)
+    return error(llvm::formatv("{0} declares {1} bytes, over the limit of {2} "
+                               "(kMaxNpzEntryBytes)",
+                               entry, uint64_t(stat.size), kMaxNpzEntryBytes));
+  return llvm::Error::success();
+}
+
+/// The bytes of one entry, `size` of them as checkDeclaredSizes admitted.
+/// They grow as they are read, so a header that lies costs only what the
+/// file really holds.
+llvm::Expected<std::string> readEntry(zip_file_t *file, uint64_t size, StringRef entry) {
+  std::string bytes;
+  uint64_t got = 0;
+  while (got < size) {
+    size_t chunk = size_t(std::min<uint64_t>(size - got, 1 << 20));
+    bytes.resize(size_t(got) + chunk);
+    zip_int64_t n = zip_fread(file, bytes.data() + got, chunk);
+    if (n < 0)
+      return error(entry + " is damaged: " + zip_file_strerror(file));
+    if (n == 0)
+      break;
+    got += uint64_t(n);
+  }
+  bytes.resize(size_t(got));
+  if (got != size)
+    return error(llvm::formatv("truncated {0}: it holds {1} bytes, it declares {2}", entry,
+                               got, size));
+  // libzip compares the entry's CRC-32 only once a read reaches its end:
+  // without this one, damaged bytes inside an array would load silently.
+  char past;
+  zip_int64_t n = zip_fread(file, &past, 1);
+  if (n < 0)
+    return error(entry + " is damaged: " + zip_file_strerror(file));
+  if (n > 0)
+    return error(llvm::formatv("{0} holds more than the {1} bytes it declares", entry, size));
+  return bytes;
+}
+} // namespace
+
 llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(StringRef path) {
+  uint64_t fileBytes = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(path, fileBytes))
+    return error("cannot read '" + path + "' as .npz: " + ec.message());
   int code = 0;
   zip_t *archive = zip_open(path.str().c_str(), ZIP_RDONLY, &code);
   if (!archive) {
@@ -199,6 +270,10 @@ llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(String
     zip_error_fini(&err);
     return error("cannot read '" + path + "' as .npz: " + message);
   }
+  auto fail = [&](llvm::Error err) {
+    zip_close(archive);
+    return llvm::Expected<std::map<std::string, NpyArray>>(std::move(err));
+  };
   std::map<std::string, NpyArray> arrays;
   zip_int64_t entries = zip_get_num_entries(archive, 0);
   for (zip_int64_t i = 0; i < entries; ++i) {
@@ -207,51 +282,19 @@ llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(String
       continue;
     // A copy: stat.name lives only as long as the archive state it points into.
     std::string name = stat.name;
+    std::string entry = "entry '" + name + "' of '" + path.str() + "'";
+    if (auto err = checkDeclaredSizes(stat, fileBytes, name, path))
+      return fail(std::move(err));
     zip_file_t *file = zip_fopen_index(archive, i, 0);
-    if (!file) {
-      zip_close(archive);
-      return error("cannot read entry '" + name + "' of '" + path + "'");
-    }
-    // The size is the archive's claim: the bytes grow as they are read, so a
-    // forged 2^60 costs nothing, and an entry past kMaxNpzEntryBytes stops.
-    std::string bytes;
-    zip_int64_t got = 0;
-    bool tooLarge = !(stat.valid & ZIP_STAT_SIZE) || stat.size > kMaxNpzEntryBytes;
-    while (!tooLarge && uint64_t(got) < stat.size) {
-      size_t chunk = size_t(std::min<uint64_t>(stat.size - got, 1 << 20));
-      bytes.resize(size_t(got) + chunk);
-      zip_int64_t n = zip_fread(file, bytes.data() + got, chunk);
-      if (n <= 0)
-        break;
-      got += n;
-    }
-    bytes.resize(size_t(got));
-    // libzip compares the entry's CRC-32 only once a read reaches its end:
-    // without this one, damaged bytes inside an array would load silently.
-    char past;
-    bool damaged =
-        !tooLarge && uint64_t(got) == stat.size && zip_fread(file, &past, 1) != 0;
-    std::string why = damaged ? zip_file_strerror(file) : "";
+    if (!file)
+      return fail(error("cannot read " + entry + ": " + zip_strerror(archive)));
+    auto bytes = readEntry(file, stat.size, entry);
     zip_fclose(file);
-    if (tooLarge) {
-      zip_close(archive);
-      return error(llvm::formatv("entry '{0}' of '{1}' declares {2} bytes, over the limit of "
-                                 "{3} (kMaxNpzEntryBytes)",
-                                 name, path, uint64_t(stat.size), kMaxNpzEntryBytes));
-    }
-    if (uint64_t(got) != stat.size) {
-      zip_close(archive);
-      return error("truncated entry '" + name + "' in '" + path + "'");
-    }
-    if (damaged) {
-      zip_close(archive);
-      return error("entry '" + name + "' of '" + path + "' is damaged: " + why);
-    }
-    auto array = parseNpy((path + ": " + name).str(), bytes);
-    if (!array) {
-      zip_close(archive);
-      return array.takeError();
-    }
+    if (!bytes)
+      return fail(bytes.takeError());
+    auto array = parseNpy((path + ": " + name).str(), *bytes);
+    if (!array)
+      return fail(array.takeError());
     std::string key = name;
     if (StringRef(key).ends_with(".npy"))
       key.resize(key.size() - 4);

@@ -6,8 +6,10 @@ name are listed in docs/limits.md."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
+import subprocess
 import zipfile
 
 import numpy as np
@@ -15,7 +17,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from pipefisher.tools import REPO_ROOT as REPO, run_tool
+from pipefisher.tools import REPO_ROOT as REPO, run_tool, tool
 
 
 def _refused(proc, *messages):
@@ -242,6 +244,88 @@ def test_npz_with_a_damaged_entry_is_refused(tmp_path):
     _refused(_read_corpus(path), "entry 'tokens.npy' of", "is damaged: CRC error")
 
 
+
+def _forge_sizes(path, size=None, compressed_size=None):
+    """Rewrites the sizes the first entry's local header and central directory
+    record declare (a crafted archive: zipfile writes true ones)."""
+    data = bytearray(path.read_bytes())
+    # (signature, offset of the compressed size, offset of the size)
+    for signature, at_compressed, at_size in ((b"PK\x03\x04", 18, 22), (b"PK\x01\x02", 20, 24)):
+        at = data.find(signature)
+        if size is not None:
+            data[at + at_size:at + at_size + 4] = size.to_bytes(4, "little")
+        if compressed_size is not None:
+            data[at + at_compressed:at + at_compressed + 4] = compressed_size.to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _npz_entry(path, name, array, compression, **forged):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    with zipfile.ZipFile(path, "w", compression=compression) as archive:
+        archive.writestr(name + ".npy", buffer.getvalue())
+    return _forge_sizes(path, **forged)
+
+
+def _run_with_peak_memory(name, *args):
+    """Runs a tool; its exit status, stderr, and peak resident memory in MiB
+    (wait4's rusage: this child's alone)."""
+    with subprocess.Popen([str(tool(name)), *map(str, args)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        stderr = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr), usage.ru_maxrss / 1024
+
+
+FOUR_GB = 0xFFFFFFF0
+
+# (compression, forged sizes, what the error says)
+FORGED_NPZ = [
+    (zipfile.ZIP_STORED, {"size": FOUR_GB}, ["is stored in ", " bytes but declares 4294967280"]),
+    (zipfile.ZIP_DEFLATED, {"size": FOUR_GB},
+     ["declares 4294967280 bytes from ", " deflated bytes, more than deflate's largest ratio "
+      "(1032:1, kMaxDeflateRatio) can hold"]),
+    (zipfile.ZIP_STORED, {"size": FOUR_GB, "compressed_size": FOUR_GB},
+     ["declares 4294967280 compressed bytes, more than the whole file ("]),
+    (zipfile.ZIP_DEFLATED, {"size": 10}, ["holds more than the 10 bytes it declares"]),
+    (zipfile.ZIP_BZIP2, {}, ["uses compression method 12; .npz entries are stored or deflated"]),
+]
+
+
+@pytest.mark.parametrize("compression, forged, messages", FORGED_NPZ)
+def test_npz_entry_with_forged_sizes_is_refused_by_pf_run(tmp_path, compression, forged,
+                                                          messages):
+    # The sizes are checked against the file's before anything is read: the
+    # fuzzer's 1.5 KB archive once made readNpz allocate the 4 GB it declared.
+    model = _save_model(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "x"], ["y"])])
+    inputs = _npz_entry(tmp_path / "in.npz", "x", np.zeros((2, 8), np.float32), compression,
+                        **forged)
+    proc = run_tool("pf-run", model, "--inputs", inputs, check=False)
+    _refused(proc, f"entry 'x.npy' of '{inputs}'", *messages)
+
+
+def test_npz_entry_with_a_forged_size_allocates_nothing(tmp_path):
+    model = _save_model(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "x"], ["y"])])
+    inputs = _npz_entry(tmp_path / "in.npz", "x", np.zeros((2, 8), np.float32),
+                        zipfile.ZIP_DEFLATED, size=FOUR_GB)
+    proc, peak_mib = _run_with_peak_memory("pf-run", model, "--inputs", inputs)
+    _refused(proc, "more than deflate's largest ratio")
+    # Far below the 4 GiB declared (pf-run itself needs about 100 MiB, more
+    # under AddressSanitizer).
+    assert peak_mib < 1024, f"pf-run peaked at {peak_mib:.0f} MiB"
+
+
+@pytest.mark.parametrize("compression, forged, messages", FORGED_NPZ[:2] + FORGED_NPZ[3:4])
+def test_checkpoint_with_forged_sizes_is_refused_by_pf_train(train_setup, tmp_path, compression,
+                                                             forged, messages):
+    checkpoint = _npz_entry(tmp_path / "ck.npz", "meta/step", np.array(1, np.int64),
+                            compression, **forged)
+    proc = _train(train_setup, "--steps", "4", "--resume", checkpoint)
+    _refused(proc, f"entry 'meta/step.npy' of '{checkpoint}'", *messages)
+
+
 # --- pf-train: corpus and checkpoint ----------------------------------------
 
 @pytest.fixture(scope="module")
@@ -383,3 +467,11 @@ def test_thread_count_is_bounded(tool, message):
     args = (["m.onnx", "--corpus", "c.npz"] if tool == "pf-train"
             else [REPO / "test/Transforms/Training/training.mlir"])
     _refused(run_tool(tool, *args, "--num-threads", "100000", check=False), message)
+
+
+@pytest.mark.parametrize("value", ["65537", "1000000", "2147483647"])
+def test_pf_train_batch_is_bounded(value):
+    # Refused before the corpus is read: 10^6 once compiled the step and failed
+    # on a 190 GB arena, 2^31 - 1 in the importer's shape limit.
+    proc = run_tool("pf-train", "m.onnx", "--corpus", "c.npz", "--batch", value, check=False)
+    _refused(proc, f"--batch {value} exceeds the limit of 65536 sequences (kMaxBatch)")

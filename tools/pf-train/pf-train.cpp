@@ -65,13 +65,18 @@ PF_CHOICE_PARSER(LRSchedule)
 // pf-train's own options (the loop around the step), with their defaults;
 // bound to flags in main, whose --help shows the defaults.
 static int batch = 8, steps = 100, warmup = 10, threads = 0, logEvery = 10;
+/// The most sequences per step (--batch): above the largest pre-training
+/// batches (LAMB's 64K for BERT); more would size the step's tensors and
+/// row lists past any memory, or the importer's kMaxTensorElements.
+constexpr int kMaxBatch = 1 << 16;
 static int checkpointEvery = 0, evalEvery = 0, evalSequences = 256;
 static double lr = 1e-3, maskProbability = 0.15;
 static uint64_t seed = 0;
 static LRSchedule schedule = LRSchedule::Linear;
 
 static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
-  flags.opt("batch", batch, "Sequences per step");
+  flags.opt("batch", batch,
+            "Sequences per step (at most " + std::to_string(kMaxBatch) + ", kMaxBatch)");
   flags.opt("steps", steps, "Last step to run (1-based)");
   flags.opt("lr", lr, "Peak learning rate");
   flags.opt("warmup", warmup, "Linear warm-up steps");
@@ -1329,6 +1334,9 @@ int main(int argc, char **argv) {
     return fail("--batch, --steps, --lr, --log-every and --mask-prob must be positive "
                 "(--mask-prob at most 1); --warmup, --checkpoint-every and --clip-norm must be "
                 "non-negative");
+  if (batch > kMaxBatch)
+    return fail(llvm::formatv("--batch {0} exceeds the limit of {1} sequences (kMaxBatch)",
+                              batch, kMaxBatch));
   if (microbatches < 1 || batch % microbatches != 0)
     return fail(llvm::formatv("--micro-batches must be >= 1 and divide --batch ({0}), got {1}",
                               int(batch), microbatches));

@@ -17,6 +17,11 @@ namespace mlir::pf::driver {
 /// compiler's kMaxTensorElements), and the most bytes of one .npz entry.
 constexpr int64_t kMaxNpyElements = int64_t(1) << 36;
 constexpr uint64_t kMaxNpzEntryBytes = uint64_t(1) << 38;
+/// The most bytes a deflated .npz entry may declare per compressed byte:
+/// deflate's own bound (a 258-byte match costs at least a one-bit length
+/// code and a one-bit distance code, 1032 bytes per compressed byte), so no
+/// real archive is refused and a forged size is.
+constexpr uint64_t kMaxDeflateRatio = 1032;
 
 /// The product of `shape` when no dim is negative and it is at most
 /// kMaxNpyElements (checked without overflowing); nullopt otherwise.

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
+#include "pf/Schedule/Limits.h"
 #include "pf/Schedule/Pipeline.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 
@@ -126,6 +127,11 @@ struct BuildRankProgramsPass
                        "supported: gpipe, 1f1b, zb-h1, interleaved, chimera";
     if (microbatches < 1)
       return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
+    // Checked before narrowing to the scheduler's int: 2^32 + 2 was 2.
+    if (auto s = sched::checkLimit("microbatches", microbatches, sched::kMaxMicrobatches,
+                                   "kMaxMicrobatches");
+        !s.ok())
+      return fail() << s.message();
     if (!module.getOps<RankProgramOp>().empty())
       return fail() << "the module already has pf.rank_program ops";
     if (failed(findStages()) || failed(findTransfers()) || failed(placeStages()) ||

@@ -1,5 +1,6 @@
 //===- Partition.cpp - cut the model into pipeline stages -----------------===//
 #include "PipelineModel.h"
+#include "pf/Schedule/Limits.h"
 #include "pf/Schedule/Partition.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 
@@ -160,6 +161,13 @@ struct PartitionPass : public mlir::pf::impl::PFPartitionBase<PartitionPass> {
     }
     if (microbatches < 1) {
       func.emitError("pf-partition: microbatches must be >= 1, got ") << int64_t(microbatches);
+      return signalPassFailure();
+    }
+    // Recorded on the pf.pipeline, which pf-schedule and pf-split-stages read.
+    if (auto s = sched::checkLimit("microbatches", microbatches, sched::kMaxMicrobatches,
+                                   "kMaxMicrobatches");
+        !s.ok()) {
+      func.emitError("pf-partition: ") << s.message();
       return signalPassFailure();
     }
     if (failed(verifyCostOptions(func, "pf-partition", cost, profile)))

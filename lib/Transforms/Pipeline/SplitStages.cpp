@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "PipelineModel.h"
+#include "pf/Schedule/Limits.h"
 #include "pf/Schedule/Partition.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 #include "pf/Transforms/Utils.h"
@@ -553,6 +554,11 @@ LogicalResult makeFactorUpdatesPerCall(func::FuncOp func, int64_t microbatches) 
     return success();
   if (microbatches < 1)
     return func.emitError("pf-split-stages: microbatches must be >= 1, got ") << microbatches;
+  // Recorded as each update's count, which pf-build-rank-programs matches.
+  if (auto s = sched::checkLimit("microbatches", microbatches, sched::kMaxMicrobatches,
+                                 "kMaxMicrobatches");
+      !s.ok())
+    return func.emitError("pf-split-stages: ") << s.message();
   Type i64 = IntegerType::get(func.getContext(), 64);
   Value microbatch = getOrAddScalarArgument(func, "microbatch", i64);
   Value lossCount;

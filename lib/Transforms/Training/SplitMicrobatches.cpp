@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Schedule/Limits.h"
 #include "pf/Transforms/Utils.h"
 #include "pf/Transforms/Training/Passes.h"
 
@@ -95,6 +96,12 @@ struct SplitMicrobatchesPass
     if (microbatches < 1)
       return func.emitError("pf-split-microbatches: microbatches must be >= 1, got ")
              << microbatches.getValue();
+    // A copy of the step per micro-batch: 10^8 of them once took 9 GB and
+    // 10^12 aborted in SmallVector.
+    if (auto s = ::pf::sched::checkLimit("microbatches", microbatches,
+                                         ::pf::sched::kMaxMicrobatches, "kMaxMicrobatches");
+        !s.ok())
+      return func.emitError("pf-split-microbatches: ") << s.message();
     if (microbatches == 1)
       return success();
     Block &block = func.getBody().front();
