@@ -531,6 +531,18 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
   return out;
 }
 
+/// Stages per rank: one, or for interleaved `chunks` >= 2 (stage s on rank
+/// s mod D); Chimera's two replicas share each stage's means.
+llvm::Error checkStagesFit(const MeasuredRun &run, sched::ScheduleKind kind, const char *who) {
+  bool interleaved = kind == sched::ScheduleKind::Interleaved;
+  if (interleaved ? (run.ranks >= 1 && run.stages % run.ranks == 0 && run.stages / run.ranks >= 2)
+                  : run.stages == run.ranks)
+    return llvm::Error::success();
+  return error(llvm::Twine(who) + ": " + llvm::Twine(run.stages) + " stages on " +
+               llvm::Twine(run.ranks) + " ranks do not fit the " + run.schedule +
+               " schedule (one stage per rank; interleaved: chunks >= 2 per rank)");
+}
+
 /// The run's schedule kind, or an error naming the unknown one.
 llvm::Expected<sched::ScheduleKind> scheduleOf(const MeasuredRun &run) {
   auto kind = sched::parseScheduleKind(run.schedule);
@@ -550,14 +562,9 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
   auto kind = scheduleOf(run);
   if (!kind)
     return kind.takeError();
-  // Stages per rank: one, or for interleaved `chunks` (stage s on rank
-  // s mod D); Chimera's two replicas share each stage's means.
   const bool interleaved = *kind == sched::ScheduleKind::Interleaved;
-  if (interleaved ? (run.ranks < 1 || run.stages % run.ranks != 0 || run.stages / run.ranks < 2)
-                  : run.stages != run.ranks)
-    return error("simulateFromMeasured: " + llvm::Twine(run.stages) + " stages on " +
-                 llvm::Twine(run.ranks) + " ranks do not fit the " + run.schedule +
-                 " schedule (one stage per rank; interleaved: chunks ≥ 2 per rank)");
+  if (auto err = checkStagesFit(run, *kind, "simulateFromMeasured"))
+    return std::move(err);
   auto costs = measureCosts(run, measured->firstStep, measured->lastStep, *kind,
                             measured->steps);
   if (!costs)
@@ -606,11 +613,8 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
       *kind != sched::ScheduleKind::ZBH1 && !interleaved)
     return error("K-FAC in the bubbles: the " + run.schedule +
                  " schedule is not supported (gpipe, 1f1b, zb-h1, interleaved)");
-  if (interleaved ? (run.ranks < 1 || run.stages % run.ranks != 0 || run.stages / run.ranks < 2)
-                  : run.stages != run.ranks)
-    return error("K-FAC in the bubbles: " + llvm::Twine(run.stages) + " stages on " +
-                 llvm::Twine(run.ranks) + " ranks do not fit the " + run.schedule +
-                 " schedule (one stage per rank; interleaved: chunks >= 2 per rank)");
+  if (auto err = checkStagesFit(run, *kind, "K-FAC in the bubbles"))
+    return std::move(err);
   auto costs = measureCosts(run, measured->firstStep, measured->lastStep, *kind,
                             measured->steps);
   if (!costs)
