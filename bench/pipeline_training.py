@@ -2,12 +2,13 @@
 """Pipelined training figures (pipeline-execution issue): measured step time
 of `mpirun -np 2 pf-train --pipeline` (one rank per stage, one thread each)
 against single-process pf-train on the same batches, for GPipe and 1F1B with
-N micro-batches, and the measured pipeline span and bubble share against the
+N micro-batches (--schedules: also zb-h1, chimera), and the measured pipeline span and bubble share against the
 simulation fed with the durations measured in the same run (pf-train's
 `--svg` report).
 
     PYTHONPATH=python python3 bench/pipeline_training.py [--config mini] [--vocab 30522]
         [--batch 16] [--seq 64] [--steps 12] [--microbatches 4 8]
+        [--schedules gpipe 1f1b [zb-h1] [chimera]]
 
 Rows: (a) the pipeline with first-order AdamW; (b) the pipeline with K-FAC
 in the bubbles (`--kfac --kfac-refresh-warmup 2 --pipeline "... kfac=bubbles"`:
@@ -85,6 +86,10 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--microbatches", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--schedules", nargs="+", default=["gpipe", "1f1b"],
+                        choices=["gpipe", "1f1b", "zb-h1", "chimera"],
+                        help="pipeline schedules of rows (a)-(c); chimera runs its two "
+                             "replicas on the 2 ranks")
     args = parser.parse_args()
     mpirun = shutil.which("mpirun")
     if not mpirun:
@@ -118,7 +123,7 @@ def main() -> int:
                   f"{kfac / single:.2f} | | | | | |")
             bubbles_flags = ["--kfac", "--kfac-refresh-warmup", "2"]
             first_order = {}
-            for schedule in ("gpipe", "1f1b"):
+            for schedule in args.schedules:
                 for label, flags, extra in (
                         ("(a) pipeline " + schedule + " AdamW", [], ""),
                         ("(b) pipeline " + schedule + " K-FAC in the bubbles", bubbles_flags,

@@ -609,10 +609,11 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   if (!kind)
     return kind.takeError();
   const bool interleaved = *kind == sched::ScheduleKind::Interleaved;
+  const bool chimera = *kind == sched::ScheduleKind::Chimera;
   if (*kind != sched::ScheduleKind::GPipe && *kind != sched::ScheduleKind::OneFOneB &&
-      *kind != sched::ScheduleKind::ZBH1 && !interleaved)
+      *kind != sched::ScheduleKind::ZBH1 && !interleaved && !chimera)
     return error("K-FAC in the bubbles: the " + run.schedule +
-                 " schedule is not supported (gpipe, 1f1b, zb-h1, interleaved)");
+                 " schedule is not supported (gpipe, 1f1b, zb-h1, interleaved, chimera)");
   if (auto err = checkStagesFit(run, *kind, "K-FAC in the bubbles"))
     return std::move(err);
   auto costs = measureCosts(run, measured->firstStep, measured->lastStep, *kind,
@@ -625,6 +626,9 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   sched::CostModel planning = costs->costs;
   for (sched::LayerCost &layer : planning.layers)
     layer.precondition = 0;
+  // Chimera: the replicas sum their factors with the gradients, after the
+  // curvature step's flush; an inversion runs on one replica in a later step.
+  planning.replicaFactorsAfterFlush = chimera;
   sched::ScheduleRequest request;
   request.kind = *kind;
   request.devices = run.ranks;

@@ -353,7 +353,8 @@ private:
     if (kind == pf::StageTaskKind::Precondition)
       return precondition(function);
     if (kind == pf::StageTaskKind::KfacInverse)
-      return r.runInverse(function, graph);
+      return r.runInverse(function, graph,
+                          r.windowStepOf(stepIndex) >= 0 || !r.unreportedInverses.count(function));
     if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward &&
         kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight &&
         kind != pf::StageTaskKind::KfacFactorA && kind != pf::StageTaskKind::KfacFactorB)
@@ -597,19 +598,7 @@ private:
   }
 
   llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members) {
-    std::vector<int32_t> ranks(members.begin(), members.end());
-    llvm::sort(ranks);
-    if (int32_t(ranks.size()) == pfrt_comm_size(r.world))
-      return r.world;
-    auto it = r.groups.find(ranks);
-    if (it != r.groups.end())
-      return it->second;
-    pfrt_comm *group = nullptr;
-    if (pfrt_comm_create_group(r.ctx, r.world, ranks.data(), int32_t(ranks.size()), &group) !=
-        PFRT_OK)
-      return commError("creating the group of ranks " + listText(members));
-    r.groups[ranks] = group;
-    return group;
+    return r.groupOf(members);
   }
 
   /// Sums a gradient over its member ranks. Two members (the tied word
@@ -656,27 +645,16 @@ private:
 
   /// Chimera's K-FAC factors: each member's copy holds its replica's
   /// curvature of the step (RankRunner::startReplicaFactors); their sum, in
-  /// place on every member (a + b = b + a: the same bits on both).
+  /// place on every member (a + b = b + a: the same bits on both). A pending
+  /// inverse (K-FAC in the bubbles): the rank that computed it hands it over.
   llvm::Error allReduceParameter(const std::vector<int64_t> &members, const ValueType &type,
                                  const CompiledModel::Parameter &param) {
-    const std::string &name = param.name;
     if (param.dtype != type.dtype || param.shape != type.shape)
       return error(llvm::formatv("all_reduce of parameter '{0}' expects {1} but the parameter "
                                  "is {2}",
-                                 name, typeText(type.dtype, type.shape),
+                                 param.name, typeText(type.dtype, type.shape),
                                  typeText(param.dtype, param.shape)));
-    auto group = groupOf(members);
-    if (!group)
-      return group.takeError();
-    pfrt_tensor t{};
-    t.dtype = param.dtype;
-    t.rank = int32_t(param.shape.size());
-    for (size_t i = 0; i < param.shape.size(); ++i)
-      t.shape[i] = param.shape[i];
-    t.data = param.data;
-    if (pfrt_comm_all_reduce_sum(r.ctx, *group, &t) != PFRT_OK)
-      return commError("all-reducing the parameter '" + name + "'");
-    return llvm::Error::success();
+    return r.allReduceParameter(param.name, members);
   }
 
   /// Every micro-batch's value summed over the members in one call on the
@@ -1205,6 +1183,60 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
   return runner;
 }
 
+llvm::Expected<pfrt_comm *> RankRunner::groupOf(llvm::ArrayRef<int64_t> members) {
+  std::vector<int32_t> ranks(members.begin(), members.end());
+  llvm::sort(ranks);
+  if (int32_t(ranks.size()) == pfrt_comm_size(world))
+    return world;
+  auto it = groups.find(ranks);
+  if (it != groups.end())
+    return it->second;
+  pfrt_comm *group = nullptr;
+  if (pfrt_comm_create_group(ctx, world, ranks.data(), int32_t(ranks.size()), &group) != PFRT_OK)
+    return error("creating the group of ranks " + listText(members) + ": " +
+                 pfrt_last_error(ctx));
+  groups[ranks] = group;
+  return group;
+}
+
+llvm::Error RankRunner::allReduceParameter(const std::string &name,
+                                           llvm::ArrayRef<int64_t> members) {
+  const CompiledModel::Parameter *param = compiledProgram->parameter(name);
+  if (!param)
+    return error("all_reduce of '" + name + "', which is not a parameter");
+  auto group = groupOf(members);
+  if (!group)
+    return group.takeError();
+  if (pending.count(name) && !ownedPending.count(name)) {
+    if (param->dtype != PFRT_F32 && param->dtype != PFRT_F64)
+      return error("all_reduce of the pending inverse '" + name + "': not f32 or f64");
+    if (param->dtype == PFRT_F32)
+      std::fill_n(static_cast<float *>(param->data), param->bytes / sizeof(float), -0.0f);
+    else
+      std::fill_n(static_cast<double *>(param->data), param->bytes / sizeof(double), -0.0);
+  }
+  pfrt_tensor t{};
+  t.dtype = param->dtype;
+  t.rank = int32_t(param->shape.size());
+  for (size_t i = 0; i < param->shape.size(); ++i)
+    t.shape[i] = param->shape[i];
+  t.data = param->data;
+  if (pfrt_comm_all_reduce_sum(ctx, *group, &t) != PFRT_OK)
+    return error("all-reducing the parameter '" + name + "': " + pfrt_last_error(ctx));
+  return llvm::Error::success();
+}
+
+llvm::Error RankRunner::exchangePendingInverses() {
+  if (windowPrograms.empty())
+    return llvm::Error::success();
+  auto last = cast<pf::RankProgramOp>(windowPrograms.back());
+  for (pf::AllReduceOp reduce : last.getBody().front().getOps<pf::AllReduceOp>())
+    if (pending.count(reduce.getValue().str()))
+      if (auto err = allReduceParameter(reduce.getValue().str(), reduce.getRanks()))
+        return err;
+  return llvm::Error::success();
+}
+
 llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
   std::set<std::string> reduced;
   for (auto reduce : program().getBody().front().getOps<pf::AllReduceOp>())
@@ -1215,7 +1247,7 @@ llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
   // factor -> `every` of its updates; and the factors this rank updates in a
   // call of micro-batch 0 (its copy carries the decayed previous factor).
   std::map<std::string, int64_t> every;
-  std::set<std::string> atMicrobatchZero;
+  std::set<std::string> atMicrobatchZero, hostDecided;
   for (auto run : program().getBody().front().getOps<pf::RunStageOp>()) {
     auto function = module.lookupSymbol<func::FuncOp>(run.getStage());
     if (!function || !run.getMicrobatch())
@@ -1223,9 +1255,19 @@ llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
     function.walk([&](pf::KFACUpdateFactorOp update) {
       std::string factor = update.getFactor().str();
       every[factor] = int64_t(update.getEvery());
+      if (update.getDue())
+        hostDecided.insert(factor);
       if (*run.getMicrobatch() == 0)
         atMicrobatchZero.insert(factor);
     });
+  }
+  // The inverse calls a lower rank also makes in the warm-up step.
+  for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>()) {
+    if (other.getWindowStep() || other.getRankValue() >= uint64_t(rankIndex))
+      continue;
+    for (auto run : other.getBody().front().getOps<pf::RunStageOp>())
+      if (run.getKind() == pf::StageTaskKind::KfacInverse)
+        unreportedInverses.insert(run.getStage().str());
   }
   for (const std::string &factor : reduced) {
     auto it = every.find(factor);
@@ -1233,7 +1275,7 @@ llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
       return error("the program all-reduces the parameter '" + factor +
                    "', but no call of this rank updates it as a K-FAC factor");
     if (!atMicrobatchZero.count(factor))
-      replicaFactors.push_back({factor, it->second});
+      replicaFactors.push_back({factor, it->second, hostDecided.count(factor) > 0});
   }
   return llvm::Error::success();
 }
@@ -1247,9 +1289,15 @@ llvm::Error RankRunner::startReplicaFactors(const Values &graph) {
     return error("the K-FAC factor updates need the i64 scalar graph input 'step'");
   int64_t step;
   std::memcpy(&step, stepInput->second.data.data(), sizeof(step));
+  // K-FAC in the bubbles: the host's kfac_curvature decides.
+  int64_t curvature = 0;
+  if (auto input = graph.find("kfac_curvature");
+      input != graph.end() && input->second.dtype == PFRT_I64 &&
+      input->second.numElements() == 1)
+    std::memcpy(&curvature, input->second.data.data(), sizeof(curvature));
   for (const ReplicaFactor &factor : replicaFactors) {
     // The lowering's rule (isDueStep): due when (step - 1) mod every is 0.
-    if ((step - 1) % factor.every != 0)
+    if (factor.hostDecided ? curvature == 0 : (step - 1) % factor.every != 0)
       continue;
     const CompiledModel::Parameter *param = compiledProgram->parameter(factor.name);
     std::memset(param->data, 0, size_t(param->bytes));
@@ -1356,12 +1404,21 @@ llvm::Error RankRunner::useKfacWindow(int64_t warmup, int64_t steps) {
                                  rankIndex, k));
   if (auto err = compilePrograms(found))
     return err;
+  ownedPending.clear();
+  for (Operation *program : found)
+    for (pf::RunStageOp call :
+         cast<pf::RankProgramOp>(program).getBody().front().getOps<pf::RunStageOp>())
+      if (call.getKind() == pf::StageTaskKind::KfacInverse)
+        for (llvm::StringRef inverse :
+             pf::kfacInverseParameters(module.lookupSymbol(call.getStageAttr())).inverses)
+          ownedPending.insert(inverse.str());
   windowPrograms = std::move(found);
   kfacWarmup = warmup;
   return llvm::Error::success();
 }
 
-llvm::Error RankRunner::runInverse(const std::string &function, const Values &graph) {
+llvm::Error RankRunner::runInverse(const std::string &function, const Values &graph,
+                                   bool reports) {
   Values args, results;
   for (const TensorSpec &spec : compiledProgram->inputs(function)) {
     auto input = graph.find(spec.name);
@@ -1376,7 +1433,8 @@ llvm::Error RankRunner::runInverse(const std::string &function, const Values &gr
       return error("unexpected result '" + name + "' of " + function);
     int32_t issues;
     std::memcpy(&issues, value.data.data(), sizeof(issues));
-    kfacIssues += issues;
+    if (reports)
+      kfacIssues += issues;
   }
   return llvm::Error::success();
 }
@@ -1417,6 +1475,10 @@ llvm::Error RankRunner::recomputePendingInverses(const Values &graph, int64_t st
       if (call.getKind() == pf::StageTaskKind::KfacInverse)
         if (auto err = runInverse(call.getStage().str(), graph))
           return err;
+  // The previous window's last step handed the shared inverses over.
+  if (windowStart)
+    if (auto err = exchangePendingInverses())
+      return err;
   kfacIssues = 0;
   return llvm::Error::success();
 }

@@ -60,7 +60,7 @@ void addCurvature(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
 
 void addInversions(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
                    int layer, int stage, const std::vector<int> &aTasks,
-                   const std::vector<int> &bTasks) {
+                   const std::vector<int> &bTasks, bool replicaFactorsAfterFlush) {
   const PipelineLayout &l = step.layout;
   for (bool isA : {true, false}) {
     double duration = isA ? c.inversionA : c.inversionB;
@@ -82,6 +82,9 @@ void addInversions(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
         t.release = std::max(t.release, isA ? step.forwardEnd[idx] : step.backwardEnd[idx]);
       }
     t.depLatency = l.pipes == 2 ? c.factorAllreduce : 0;
+    // Factors summed after the flush of the curvature step (window step 0).
+    if (l.pipes == 2 && replicaFactorsAfterFlush)
+      t.release = std::max(t.release, step.makespan + c.factorAllreduce);
     p.tasks.push_back(t);
   }
 }
@@ -123,7 +126,7 @@ KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,
       const LayerCost &c = costs.layers[layer];
       std::vector<int> aTasks, bTasks;
       addCurvature(p, step, c, layer, s, aTasks, bTasks);
-      addInversions(p, step, c, layer, s, aTasks, bTasks);
+      addInversions(p, step, c, layer, s, aTasks, bTasks, costs.replicaFactorsAfterFlush);
       addPreconditioning(p, step, c, layer, s, static_cast<int>(i));
     }
   }

@@ -948,9 +948,6 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   if (pipeline.kfac == mlir::pf::KfacWork::Bubbles) {
     if (!training.kfac)
       return fail("--pipeline \"kfac=bubbles\" places K-FAC work: it needs --kfac");
-    if (pipeline.schedule == ScheduleKind::Chimera)
-      return fail("--pipeline \"kfac=bubbles\" supports gpipe, 1f1b, zb-h1 and interleaved "
-                  "(Chimera's replicas would need one owner per inverse)");
     if (training.precondition.refreshWarmup < 1)
       return fail("--pipeline \"kfac=bubbles\" needs --kfac-refresh-warmup >= 1: the warm-up "
                   "steps invert every step and measure the durations the placement uses");

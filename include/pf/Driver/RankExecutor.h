@@ -132,12 +132,27 @@ private:
   struct ReplicaFactor {
     std::string name;
     int64_t every = 1;
+    bool hostDecided = false; ///< due when the graph input kfac_curvature is non-zero
   };
   std::vector<ReplicaFactor> replicaFactors;
+  /// Chimera: the warm-up program's inverse functions that a lower rank also
+  /// calls (that rank reports their kfac/issues).
+  std::set<std::string> unreportedInverses;
+  /// K-FAC in the bubbles, Chimera: the pending inverses this rank computes
+  /// in a window; the window's all_reduce of one it does not compute adds
+  /// -0.0 (the identity), so every member ends with the computing rank's.
+  std::set<std::string> ownedPending;
   llvm::Error findReplicaFactors(mlir::ModuleOp module);
   llvm::Error startReplicaFactors(const Values &graph);
   llvm::Error promoteInverses();
-  llvm::Error runInverse(const std::string &function, const Values &graph);
+  llvm::Error runInverse(const std::string &function, const Values &graph, bool reports = true);
+  llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members);
+  /// Sums parameter `name` over `members` in place (a pending inverse that
+  /// this rank does not own contributes -0.0).
+  llvm::Error allReduceParameter(const std::string &name, llvm::ArrayRef<int64_t> members);
+  /// Resuming at a window's start: the last window step's all-reduces of
+  /// pending inverses, after they were recomputed.
+  llvm::Error exchangePendingInverses();
   std::vector<std::string> functionNames;
   std::unique_ptr<CompiledProgram> compiledProgram;
   Options options;

@@ -42,6 +42,11 @@ struct CostModel {
   std::string name;
   std::vector<LayerCost> layers;
   double p2p = 0; ///< activation (or its gradient) sent between adjacent stages
+  /// Chimera: when the replicas all-reduce a factor. false (the paper's
+  /// model): right after its last curvature piece; true (pf's executor sums
+  /// the factors with the gradients, after the flush): an inversion starts
+  /// in the step after the curvature step at the earliest.
+  bool replicaFactorsAfterFlush = false;
   std::vector<std::string> warnings; ///< non-fatal remarks (e.g. unknown keys)
 };
 

@@ -148,10 +148,10 @@ struct BuildRankProgramsPass
     auto events = placeEvents(*program);
     if (failed(events))
       return failure();
+    findFactorFunctions();
     auto reductions = tiedGradients();
     if (failed(reductions))
       return failure();
-    findFactorFunctions();
     emitPrograms(*events, *reductions);
     return verifyRankPrograms(module);
   }
@@ -393,34 +393,36 @@ struct BuildRankProgramsPass
     return tied;
   }
 
-  /// Chimera with K-FAC: each replica's passes update its own copy of the
+  /// Chimera with K-FAC: each replica's passes (or, outlined by
+  /// pf-outline-kfac-factors, its factor calls) update its own copy of the
   /// stage's factors with its micro-batches' curvature; the two copies are
   /// summed at the end of the step, like the gradients, so both replicas
-  /// invert and precondition with the factors of all N micro-batches. (The
-  /// member that does not run micro-batch 0 starts a due update from zero:
-  /// RankRunner.)
+  /// hold the factors of all N micro-batches. (The member that does not run
+  /// micro-batch 0 starts a due update from zero: RankRunner. With K-FAC in
+  /// the bubbles, the window programs sum them only in the curvature step
+  /// and give each layer's inversion to one replica: addKfacWindowPrograms.)
   LogicalResult addReplicaFactors(std::map<std::string, TiedGradient> &byName) {
     for (auto [s, functions] : llvm::enumerate(stages)) {
       SmallVector<int64_t> ranks = ranksOfStage(int(s));
       if (ranks.size() < 2)
         continue;
-      if (!kfacInverses(int64_t(s)).empty())
-        return fail() << "K-FAC inverses in the bubbles (pf-kfac-precondition{bubbles}) with "
-                         "schedule chimera are not supported: run the inverses at the step end";
+      SmallVector<func::FuncOp> updaters;
       for (func::FuncOp function : {functions.forward, functions.backward,
                                     functions.backwardInput, functions.backwardWeight}) {
         if (!function)
           continue;
+        updaters.push_back(function);
+        if (auto it = factorFunctions.find(function.getSymName()); it != factorFunctions.end())
+          for (auto [layer, isB, factor] : it->second)
+            updaters.push_back(factor);
+      }
+      for (func::FuncOp function : updaters) {
         WalkResult walk = function.walk([&](KFACUpdateFactorOp update) {
           StringRef factor = update.getFactorAttr().getValue();
           auto param = module.lookupSymbol<ParamOp>(factor);
           auto type = param ? dyn_cast<RankedTensorType>(param.getType()) : RankedTensorType();
           if (!type) {
             update.emitOpError("updates '") << factor << "', which is not a ranked pf.param";
-            return WalkResult::interrupt();
-          }
-          if (update.getDue()) {
-            update.emitOpError("with a host-decided `due` cannot run on Chimera's replicas");
             return WalkResult::interrupt();
           }
           TiedGradient &entry = byName[factor.str()];

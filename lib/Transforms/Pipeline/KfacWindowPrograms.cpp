@@ -15,7 +15,9 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <limits>
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::pf;
@@ -121,23 +123,49 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
       return module.emitError(llvm::formatv(
           "K-FAC window: factor {0} of layer {1}, micro-batch {2}, rank {3} placed twice",
           f.isB ? "B" : "A", f.layer, f.microbatch, f.rank));
+  // A layer several ranks invert in the warm-up step (Chimera's replicas):
+  // the placement gives it to one of them.
+  std::map<int64_t, SmallVector<int64_t>> invertingRanks;
+  for (RankProgramOp program : warmup)
+    for (RunStageOp run : program.getBody().front().getOps<RunStageOp>())
+      if (run.getKind() == StageTaskKind::KfacInverse && run.getLayer())
+        invertingRanks[int64_t(*run.getLayer())].push_back(program.getRankValue());
+  for (auto &[layer, ranks] : invertingRanks) {
+    int64_t placedOn = llvm::count_if(
+        ranks, [&, layer = layer](int64_t rank) { return byLayer.count({rank, layer}); });
+    if (placedOn != 1)
+      return module.emitError(llvm::formatv(
+          "K-FAC window: the inverse of layer {0} is placed on {1} of the ranks that invert it "
+          "in the warm-up step, not on one",
+          layer, placedOn));
+  }
+  SymbolTableCollection symbols;
+  std::set<std::string> factorParams;
+  module.walk([&](KFACUpdateFactorOp update) { factorParams.insert(update.getFactor().str()); });
   OpBuilder builder(module.getContext());
   for (RankProgramOp program : warmup) {
     int64_t rank = program.getRankValue();
     SmallVector<RunStageOp> inverses;
     bool promotes = false;
+    // The inverses this rank hands over or receives in window step K-1.
+    std::map<std::string, SmallVector<int64_t>> sharedInverses;
     for (Operation &op : program.getBody().front()) {
-      if (auto run = dyn_cast<RunStageOp>(op); run && run.getKind() == StageTaskKind::KfacInverse)
-        inverses.push_back(run);
       promotes |= isa<KfacPromoteInversesOp>(op);
+      auto run = dyn_cast<RunStageOp>(op);
+      if (!run || run.getKind() != StageTaskKind::KfacInverse)
+        continue;
+      if (!run.getLayer())
+        return run.emitError("K-FAC window: an inverse call without a layer");
+      int64_t layer = int64_t(*run.getLayer());
+      if (byLayer.count({rank, layer}))
+        inverses.push_back(run);
+      const SmallVector<int64_t> &ranks = invertingRanks[layer];
+      if (ranks.size() > 1)
+        for (StringRef inverse :
+             kfacInverseParameters(symbols.lookupNearestSymbolFrom(run, run.getStageAttr()))
+                 .inverses)
+          sharedInverses[inverse.str()] = ranks;
     }
-    for (RunStageOp inverse : inverses)
-      if (!inverse.getLayer() || !byLayer.count({rank, int64_t(*inverse.getLayer())}))
-        return inverse.emitError(llvm::formatv("K-FAC window: no placement for the inverse "
-                                               "of layer {0} on rank {1}",
-                                               inverse.getLayer() ? int64_t(*inverse.getLayer())
-                                                                  : -1,
-                                               rank));
     builder.setInsertionPointAfter(program);
     for (int64_t k = 0; k < steps; ++k) {
       auto window = cast<RankProgramOp>(builder.clone(*program));
@@ -146,11 +174,15 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
       window.setWindowSteps(uint64_t(steps));
       Block &body = window.getBody().front();
       // Only window step 0 gathers curvature: the factor calls of the others
-      // would do nothing (their `kfac_curvature` input is 0).
-      for (Operation &op : llvm::make_early_inc_range(body))
-        if (isa<KfacPromoteInversesOp>(op) || (k > 0 && isFactorCall(op)) ||
+      // would do nothing (their `kfac_curvature` input is 0), and Chimera's
+      // replicas have no new factors to sum.
+      for (Operation &op : llvm::make_early_inc_range(body)) {
+        auto reduce = dyn_cast<AllReduceOp>(op);
+        bool factorSum = reduce && factorParams.count(reduce.getValue().str());
+        if (isa<KfacPromoteInversesOp>(op) || (k > 0 && (isFactorCall(op) || factorSum)) ||
             (isa<RunStageOp>(op) && cast<RunStageOp>(op).getKind() == StageTaskKind::KfacInverse))
           op.erase();
+      }
       if (k == 0)
         placeFactorCalls(body, rank, factorAfter);
       if (k == 0 && promotes) {
@@ -168,6 +200,24 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
         else
           at.setInsertionPointToEnd(&body);
         at.clone(*inverse);
+      }
+      // The last window step: the inverting replica hands each shared
+      // layer's pending inverses to the others (the executor sums them with
+      // -0.0, the identity, on the ranks that did not invert the layer).
+      if (k == steps - 1 && !sharedInverses.empty()) {
+        OpBuilder at(module.getContext());
+        if (Operation *end = insertionPoint(body, std::numeric_limits<int64_t>::max()))
+          at.setInsertionPoint(end);
+        else
+          at.setInsertionPointToEnd(&body);
+        for (const auto &[name, ranks] : sharedInverses) {
+          auto param = symbols.lookupNearestSymbolFrom<ParamOp>(
+              module, StringAttr::get(module.getContext(), name));
+          if (!param)
+            return module.emitError("K-FAC window: no pf.param '") << name << "'";
+          AllReduceOp::create(at, program.getLoc(), name, ranks,
+                              cast<RankedTensorType>(param.getType()));
+        }
       }
       builder.setInsertionPointAfter(window);
     }

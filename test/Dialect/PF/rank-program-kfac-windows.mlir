@@ -134,7 +134,7 @@ pf.rank_program @rank0_window0 rank(0) ranks(1) stages([0]) microbatches(1) attr
   pf.run_stage backward @stage0_backward microbatch(0)
   pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
 }
-// expected-error@+1 {{rank 0 inverts layer 0 in window steps 0 and 1}}
+// expected-error@+1 {{layer 0 is inverted twice in a window (rank 0 in window step 0, rank 0 in window step 1)}}
 pf.rank_program @rank0_window1 rank(0) ranks(1) stages([0]) microbatches(1) attributes {window_step = 1 : i64, window_steps = 2 : i64} {
   pf.run_stage forward @stage0_forward microbatch(0)
   pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
@@ -147,7 +147,7 @@ pf.rank_program @rank0_window1 rank(0) ranks(1) stages([0]) microbatches(1) attr
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_kfac_inverse_0() attributes {pf.stage = 0 : i64}
-// expected-error@+1 {{rank 0: the window programs invert 0 layer(s) but the warm-up program 1; every layer must be inverted once per window}}
+// expected-error@+1 {{rank 0: the window programs never invert layer 0; every layer must be inverted once per window}}
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward microbatch(0)
   pf.run_stage backward @stage0_backward microbatch(0)

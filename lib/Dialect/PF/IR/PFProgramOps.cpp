@@ -633,6 +633,7 @@ private:
               << "), which still updates the factors of stage " << stage.getInt();
         }
       }
+      ok &= succeeded(checkInverseReductions(int64_t(rank), program));
       Position promotePos{int64_t(rank), promoteAt.value_or(0)};
       if (promoteAt && firstPrecondition && *promoteAt > *firstPrecondition) {
         ok = false;
@@ -660,6 +661,41 @@ private:
         error(promotePos) << "kfac_promote_inverses in window step " << *windowStep
                           << ": only a warm-up step and window step 0 promote";
       }
+    }
+    return success(ok);
+  }
+
+  /// A kfac_inverse call reads its layer's factors and writes its inverses:
+  /// it comes after an all_reduce of a factor (Chimera's replicas sum them)
+  /// and before an all_reduce of an inverse (the owner hands it to the other
+  /// replica) in the same step.
+  LogicalResult checkInverseReductions(int64_t rank, const Program &program) {
+    bool ok = true;
+    llvm::StringMap<size_t> reducedAt;
+    for (auto [index, op] : llvm::enumerate(program.ops))
+      if (auto reduce = dyn_cast<AllReduceOp>(op))
+        reducedAt.try_emplace(reduce.getValue(), index);
+    if (reducedAt.empty())
+      return success();
+    for (auto [index, op] : llvm::enumerate(program.ops)) {
+      auto run = dyn_cast<RunStageOp>(op);
+      if (!run || run.getKind() != StageTaskKind::KfacInverse)
+        continue;
+      Operation *function =
+          symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+      KfacInverseParameters params = kfacInverseParameters(function);
+      for (StringRef factor : params.factors)
+        if (auto it = reducedAt.find(factor); it != reducedAt.end() && it->second > index) {
+          ok = false;
+          error({rank, index}) << describe(op) << " inverts '" << factor
+                               << "' before its all_reduce (op " << it->second << ")";
+        }
+      for (StringRef inverse : params.inverses)
+        if (auto it = reducedAt.find(inverse); it != reducedAt.end() && it->second < index) {
+          ok = false;
+          error({rank, index}) << describe(op) << " writes '" << inverse
+                               << "' after its all_reduce (op " << it->second << ")";
+        }
     }
     return success(ok);
   }
@@ -808,31 +844,49 @@ private:
 
 } // namespace
 
-/// The window programs against the warm-up program of each rank: window
-/// steps 0..K-1 all present, the same K everywhere, window step 0 promotes
-/// wherever the warm-up step does, and every layer the warm-up step inverts
-/// is inverted in exactly one window step.
+/// The window programs against the warm-up programs: window steps 0..K-1
+/// all present, the same K everywhere, window step 0 promotes wherever the
+/// warm-up step does, and every layer the warm-up step inverts is inverted
+/// in exactly one window step by one of the ranks that invert it in the
+/// warm-up step. A layer that several ranks invert in the warm-up step
+/// (Chimera's replicas) is inverted by one of them in the window; each of
+/// them all-reduces the layer's inverses over exactly those ranks in window
+/// step K-1 (the inverting rank hands them to the others).
+static std::string listOf(ArrayRef<int64_t> values) {
+  std::string text = "[";
+  for (auto [i, v] : llvm::enumerate(values))
+    text += (i ? ", " : "") + std::to_string(v);
+  return text + "]";
+}
+
 static LogicalResult checkWindows(ModuleOp module, int64_t &steps) {
   steps = 0;
-  std::map<int64_t, std::set<int64_t>> warmupLayers;
-  std::map<int64_t, std::map<int64_t, int64_t>> windowLayers; // rank -> layer -> window step
+  std::map<int64_t, std::set<int64_t>> warmupRanks;        // layer -> inverting ranks
+  std::map<int64_t, std::pair<int64_t, int64_t>> inverted; // layer -> (rank, window step)
+  std::map<int64_t, Operation *> inverseFunction;          // layer -> warm-up callee
   std::map<int64_t, bool> warmupPromotes, windowPromotes;
-  std::map<int64_t, RankProgramOp> warmupProgram;
-  auto layersOf = [](RankProgramOp program, auto &&add) {
+  std::map<int64_t, RankProgramOp> warmupProgram, lastWindowProgram;
+  SymbolTableCollection symbols;
+  auto forEachInverse = [](RankProgramOp program, auto &&visit) {
     for (Operation &op : program.getBody().front())
       if (auto run = dyn_cast<RunStageOp>(op);
           run && run.getKind() == StageTaskKind::KfacInverse && run.getLayer())
-        add(int64_t(*run.getLayer()));
+        visit(run, int64_t(*run.getLayer()));
   };
   auto promotes = [](RankProgramOp program) {
     return !program.getBody().front().getOps<KfacPromoteInversesOp>().empty();
   };
+  SmallVector<RankProgramOp> windows;
   for (RankProgramOp program : module.getOps<RankProgramOp>()) {
     int64_t rank = program.getRankValue();
     if (!program.getWindowStep()) {
       if (program.getWindowSteps())
         return program.emitOpError("window_steps without window_step");
-      layersOf(program, [&](int64_t l) { warmupLayers[rank].insert(l); });
+      forEachInverse(program, [&](RunStageOp run, int64_t l) {
+        warmupRanks[l].insert(rank);
+        inverseFunction[l] =
+            symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+      });
       warmupPromotes[rank] = promotes(program);
       warmupProgram[rank] = program;
       continue;
@@ -848,35 +902,76 @@ static LogicalResult checkWindows(ModuleOp module, int64_t &steps) {
       return program.emitOpError("window_step ") << k << " is not in [0, " << K << ")";
     if (k == 0)
       windowPromotes[rank] = promotes(program);
+    if (k == K - 1)
+      lastWindowProgram[rank] = program;
+    windows.push_back(program);
+  }
+  if (!steps)
+    return success();
+  for (RankProgramOp program : windows) {
+    int64_t rank = program.getRankValue(), k = int64_t(*program.getWindowStep());
     bool ok = true;
-    layersOf(program, [&](int64_t l) {
-      auto [it, inserted] = windowLayers[rank].insert({l, k});
-      if (!inserted && ok) {
+    forEachInverse(program, [&](RunStageOp run, int64_t l) {
+      if (!ok)
+        return;
+      auto [it, inserted] = inverted.insert({l, {rank, k}});
+      if (!inserted) {
         ok = false;
-        program.emitOpError("rank ") << rank << " inverts layer " << l << " in window steps "
-                                     << it->second << " and " << k;
+        program.emitOpError("layer ") << l << " is inverted twice in a window (rank "
+                                      << it->second.first << " in window step "
+                                      << it->second.second << ", rank " << rank
+                                      << " in window step " << k << ")";
+      } else if (!warmupRanks[l].count(rank)) {
+        ok = false;
+        program.emitOpError("rank ") << rank << " inverts layer " << l
+                                     << " in the window but not in the warm-up step";
       }
     });
     if (!ok)
       return failure();
   }
-  if (!steps)
-    return success();
-  for (auto &[rank, layers] : warmupLayers) {
-    std::set<int64_t> placed;
-    for (auto &[layer, k] : windowLayers[rank])
-      placed.insert(layer);
-    if (placed != layers)
-      return warmupProgram[rank].emitError("rank ")
-             << rank << ": the window programs invert " << placed.size()
-             << " layer(s) but the warm-up program " << layers.size()
+  for (auto &[layer, ranks] : warmupRanks) {
+    if (!inverted.count(layer))
+      return warmupProgram[*ranks.begin()].emitError("rank ")
+             << *ranks.begin() << ": the window programs never invert layer " << layer
              << "; every layer must be inverted once per window";
+    if (ranks.size() < 2)
+      continue;
+    SmallVector<int64_t> members(ranks.begin(), ranks.end());
+    for (int64_t rank : ranks)
+      for (StringRef inverse : kfacInverseParameters(inverseFunction[layer]).inverses) {
+        RankProgramOp last = lastWindowProgram[rank];
+        bool found = last && llvm::any_of(last.getBody().front().getOps<AllReduceOp>(),
+                                          [&](AllReduceOp reduce) {
+                                            return reduce.getValue() == inverse &&
+                                                   llvm::equal(reduce.getRanks(), members);
+                                          });
+        if (!found)
+          return warmupProgram[rank].emitError("rank ")
+                 << rank << ": layer " << layer << " is inverted on ranks " << listOf(members)
+                 << " in the warm-up step, so window step " << steps - 1
+                 << " must all-reduce '" << inverse << "' over them";
+      }
+  }
+  for (auto &[rank, program] : warmupProgram)
     if (warmupPromotes[rank] != windowPromotes[rank])
-      return warmupProgram[rank].emitError("rank ")
+      return program.emitError("rank ")
              << rank << ": window step 0 must run kfac_promote_inverses exactly when the "
                         "warm-up program does";
-  }
   return success();
+}
+
+KfacInverseParameters mlir::pf::kfacInverseParameters(Operation *function) {
+  KfacInverseParameters params;
+  if (!function)
+    return params;
+  function->walk([&](KFACRefreshInversesOp refresh) {
+    params.factors.push_back(refresh.getFactorA());
+    params.factors.push_back(refresh.getFactorB());
+    params.inverses.push_back(refresh.getAInverse());
+    params.inverses.push_back(refresh.getBInverse());
+  });
+  return params;
 }
 
 LogicalResult mlir::pf::verifyRankPrograms(ModuleOp module) {

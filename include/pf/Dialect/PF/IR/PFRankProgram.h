@@ -10,6 +10,7 @@
 #define PF_DIALECT_PF_IR_PFRANKPROGRAM_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
 
 namespace mlir::pf {
 
@@ -20,6 +21,13 @@ namespace mlir::pf {
 /// call that reads it, and no deadlock when sends and recvs block until both
 /// sides meet (rendezvous). Emits one diagnostic per violation.
 LogicalResult verifyRankPrograms(ModuleOp module);
+
+/// The K-FAC parameters a stage function's pf.kfac.refresh_inverses ops read
+/// (the factors) and write (the inverses): a kfac_inverse call's dataflow.
+struct KfacInverseParameters {
+  llvm::SmallVector<StringRef> factors, inverses;
+};
+KfacInverseParameters kfacInverseParameters(Operation *function);
 
 } // namespace mlir::pf
 
