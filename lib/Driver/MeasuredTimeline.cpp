@@ -659,20 +659,31 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
       passEnds[{item.device, item.step}].push_back(item.end);
   for (auto &[key, ends] : passEnds)
     std::sort(ends.begin(), ends.end());
+  // An item's layer (the call's; -1: a stage carrier without one), the
+  // passes of its rank and window step that end before it starts, and all of
+  // that step's passes.
+  auto placeOf = [&](const sched::TimelineItem &item, const char *what)
+      -> llvm::Expected<std::tuple<int64_t, int64_t, int64_t>> {
+    if (item.layer < 0 || item.layer >= static_cast<int>(costs->origin.size()))
+      return error(llvm::Twine("placing the K-FAC work: ") + what + " of an unknown layer");
+    const std::vector<double> &ends = passEnds[{item.device, item.step}];
+    int64_t after = std::upper_bound(ends.begin(), ends.end(), item.start + 1e-9) - ends.begin();
+    return std::make_tuple(costs->origin[size_t(item.layer)].second, after,
+                           int64_t(ends.size()));
+  };
   std::map<std::pair<int32_t, int64_t>, KfacWindowPlacement> placed;
   for (const sched::TimelineItem &item : items) {
     if (item.kind != sched::ItemKind::InversionA && item.kind != sched::ItemKind::InversionB)
       continue;
-    if (item.layer < 0 || item.layer >= static_cast<int>(costs->origin.size()))
-      return error("placing the K-FAC inverses: an inversion of an unknown layer");
-    int64_t layer = costs->origin[size_t(item.layer)].second;
+    auto at = placeOf(item, "an inversion");
+    if (!at)
+      return at.takeError();
+    auto [layer, after, passes] = *at;
     if (layer < 0)
       continue;
-    const std::vector<double> &ends = passEnds[{item.device, item.step}];
-    int64_t after = std::upper_bound(ends.begin(), ends.end(), item.start + 1e-9) - ends.begin();
     // The curvature step's factors are complete only after its last pass.
     if (item.step == 0 || item.outsideBubble)
-      after = std::max<int64_t>(after, int64_t(ends.size()));
+      after = std::max(after, passes);
     // The rank is the device the item runs on (interleaved: stage s on
     // rank s mod D).
     KfacWindowPlacement candidate{int32_t(item.device), layer, item.step, after};
@@ -694,13 +705,12 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
     if ((!isA && item.kind != sched::ItemKind::CurvatureB) || item.step != 0 ||
         item.outsideBubble || item.micro < 0)
       continue;
-    if (item.layer < 0 || item.layer >= static_cast<int>(costs->origin.size()))
-      return error("placing the K-FAC factor calls: a curvature item of an unknown layer");
-    int64_t layer = costs->origin[size_t(item.layer)].second;
+    auto at = placeOf(item, "a curvature item");
+    if (!at)
+      return at.takeError();
+    auto [layer, after, passes] = *at;
     if (layer < 0)
       continue;
-    const std::vector<double> &ends = passEnds[{item.device, item.step}];
-    int64_t after = std::upper_bound(ends.begin(), ends.end(), item.start + 1e-9) - ends.begin();
     int64_t &slot = factorAfter[{int32_t(item.device), layer, !isA}][item.micro];
     slot = std::max(slot, after);
   }
