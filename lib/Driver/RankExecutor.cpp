@@ -135,6 +135,99 @@ int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
 }
 }
 
+namespace {
+
+/// (micro-batch, stage value) → the last call of `rankProgram` that reads
+/// it (a backward_weight reads saved/* and grad_act/* values that its
+/// backward_input read before it).
+std::map<std::pair<int64_t, std::string>, int64_t>
+lastReaders(pf::RankProgramOp rankProgram, const CompiledProgram &program) {
+  std::map<std::pair<int64_t, std::string>, int64_t> last;
+  for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
+    auto call = dyn_cast<pf::RunStageOp>(op);
+    if (call && call.getMicrobatch() && program.hasEntry(call.getStage().str()))
+      for (const TensorSpec &spec : program.inputs(call.getStage().str()))
+        if (isStageValue(spec.name))
+          last[{int64_t(*call.getMicrobatch()), spec.name}] = int64_t(index);
+  }
+  return last;
+}
+
+/// An activation a forward saves for its backward (saved/*, and a
+/// backward_input's wsaved/* for its weight half).
+bool isSavedActivation(llvm::StringRef name) {
+  return name.starts_with("saved/") || name.starts_with("wsaved/");
+}
+
+int64_t bytesOf(const TensorSpec &spec) {
+  int64_t n = 1;
+  for (int64_t d : spec.shape)
+    n *= d;
+  return n * int64_t(dtypeBytes(spec.dtype));
+}
+
+/// The executor's value lifetimes over one program, without running it.
+RankRunner::ActivationFigures planProgram(pf::RankProgramOp rankProgram,
+                                          const CompiledProgram &program, bool overlap) {
+  auto last = lastReaders(rankProgram, program);
+  std::map<std::pair<int64_t, std::string>, int64_t> live; // → bytes
+  int64_t held = 0, inFlight = 0;
+  RankRunner::ActivationFigures peak;
+  auto note = [&](int64_t extra) {
+    peak.bytes = std::max(peak.bytes, held + inFlight + extra);
+    std::set<int64_t> saving;
+    for (const auto &[key, bytes] : live)
+      if (isSavedActivation(key.second))
+        saving.insert(key.first);
+    peak.slots = std::max(peak.slots, int64_t(saving.size()));
+  };
+  auto put = [&](std::pair<int64_t, std::string> key, int64_t bytes) {
+    if (auto it = live.find(key); it != live.end())
+      held -= it->second;
+    live[key] = bytes;
+    held += bytes;
+  };
+  for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
+    if (auto call = dyn_cast<pf::RunStageOp>(op);
+        call && call.getMicrobatch() && program.hasEntry(call.getStage().str())) {
+      std::string function = call.getStage().str();
+      int64_t m = int64_t(*call.getMicrobatch()), made = 0;
+      for (const TensorSpec &spec : program.outputs(function))
+        if (isStageValue(spec.name))
+          made += bytesOf(spec);
+      note(made);
+      for (const TensorSpec &spec : program.inputs(function))
+        if (isStageValue(spec.name) && last[{m, spec.name}] == int64_t(index))
+          if (auto it = live.find({m, spec.name}); it != live.end()) {
+            held -= it->second;
+            live.erase(it);
+          }
+      for (const TensorSpec &spec : program.outputs(function))
+        if (isStageValue(spec.name))
+          put({m, spec.name}, bytesOf(spec));
+    } else if (auto recv = dyn_cast<pf::RecvActOp>(op)) {
+      auto type = cast<RankedTensorType>(recv.getType());
+      put({int64_t(recv.getMicrobatch()), recv.getValue().str()},
+          type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8));
+    } else if (auto send = dyn_cast<pf::SendActOp>(op)) {
+      std::pair<int64_t, std::string> key{int64_t(send.getMicrobatch()), send.getValue().str()};
+      auto it = live.find(key);
+      int64_t bytes = it == live.end() ? 0 : it->second;
+      auto reader = last.find(key);
+      if (it != live.end() && !(reader != last.end() && reader->second > int64_t(index))) {
+        held -= bytes;
+        live.erase(it);
+      }
+      if (overlap)
+        inFlight += bytes;
+    }
+    note(0);
+  }
+  return peak;
+}
+
+} // namespace
+
 /// The state of one run of the program: values per micro-batch, losses and
 /// gradients until they are combined.
 class RankRunner::Step : public pfrt_rank_host {
@@ -238,6 +331,7 @@ private:
       return fail(std::move(err));
     if (r.options.recordTimes && !posted)
       r.executedOps.push_back({stepIndex, index, r.windowStepOf(stepIndex), start, now()});
+    noteActivations();
     return 0;
   }
 
@@ -321,16 +415,27 @@ private:
   /// (micro-batch, stage value) → the last call on this rank that reads it.
   std::map<std::pair<int64_t, std::string>, int64_t> lastReader;
 
-  /// A backward_weight reads saved/* and grad_act/* values that its
-  /// backward_input read before it: a value is dropped after its last reader.
+  /// A value is dropped after its last reader.
   void findLastReaders(pf::RankProgramOp rankProgram) {
-    for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
-      auto call = dyn_cast<pf::RunStageOp>(op);
-      if (call && call.getMicrobatch() && program.hasEntry(call.getStage().str()))
-        for (const TensorSpec &spec : program.inputs(call.getStage().str()))
-          if (isStageValue(spec.name))
-            lastReader[{int64_t(*call.getMicrobatch()), spec.name}] = int64_t(index);
+    lastReader = lastReaders(rankProgram, program);
+  }
+
+  /// Updates the runner's measured activation peak with what the step holds
+  /// now plus `extra` bytes (a call's results, while its arguments live).
+  void noteActivations(int64_t extra = 0) {
+    int64_t bytes = extra, slots = 0;
+    for (const Values &values : handed) {
+      bool saving = false;
+      for (const auto &[name, value] : values) {
+        bytes += int64_t(value.data.size());
+        saving |= isSavedActivation(name);
+      }
+      slots += saving;
     }
+    for (const auto &[request, buffer] : pendingSends)
+      bytes += int64_t(buffer.data.size());
+    r.activationPeak.bytes = std::max(r.activationPeak.bytes, bytes);
+    r.activationPeak.slots = std::max(r.activationPeak.slots, slots);
   }
 
   llvm::Error commError(const llvm::Twine &what) {
@@ -374,6 +479,11 @@ private:
     Values results;
     if (auto err = program.run(function, *args, results))
       return err;
+    int64_t made = 0;
+    for (const auto &[name, value] : results)
+      if (isStageValue(name))
+        made += int64_t(value.data.size());
+    noteActivations(made);
     // Received and saved values end with their last reader: a forward's
     // act/* (relayed ones come back as results), a backward's saved/* and
     // grad_act/* (the end of micro-batch m's activation slot), with split
@@ -1235,6 +1345,19 @@ llvm::Error RankRunner::exchangePendingInverses() {
       if (auto err = allReduceParameter(reduce.getValue().str(), reduce.getRanks()))
         return err;
   return llvm::Error::success();
+}
+
+RankRunner::ActivationFigures RankRunner::plannedActivations() const {
+  ActivationFigures most;
+  std::vector<Operation *> programs{programOp};
+  programs.insert(programs.end(), windowPrograms.begin(), windowPrograms.end());
+  for (Operation *program : programs) {
+    ActivationFigures plan = planProgram(cast<pf::RankProgramOp>(program), *compiledProgram,
+                                         options.overlapTransfers);
+    most.slots = std::max(most.slots, plan.slots);
+    most.bytes = std::max(most.bytes, plan.bytes);
+  }
+  return most;
 }
 
 llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {

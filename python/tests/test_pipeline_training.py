@@ -535,6 +535,37 @@ def test_startup_lines_add_up_to_the_model(setup, short_checkpoint, optimizer,
     assert held_bytes == total_bytes + parameters[WORD_EMBEDDING].nbytes
 
 
+ACTIVATIONS_PLANNED = re.compile(r"^rank (\d+): activations: up to (\d+) micro-batches' saved "
+                                 r"activations in flight, at most (\d+) bytes held", re.M)
+ACTIVATIONS_HELD = re.compile(r"^rank (\d+): activations held at most: (\d+) micro-batches' "
+                              r"saved activations, (\d+) bytes \(planned (\d+) and (\d+) bytes\)$",
+                              re.M)
+
+
+# The saved activations in flight: all N for GPipe, D - r on rank r for 1F1B.
+@pytest.mark.parametrize("spec,args,slots", [
+    ("schedule=gpipe microbatches=4", (), {0: 4, 1: 4}),
+    ("schedule=1f1b microbatches=4", (), {0: 2, 1: 1}),
+    ("schedule=zb-h1 microbatches=4", (), None),
+    ("schedule=1f1b microbatches=4 kfac=bubbles refresh=2",
+     ("--kfac", "--kfac-refresh-warmup", "1"), None),
+], ids=["gpipe", "1f1b", "zb-h1", "1f1b-kfac-bubbles"])
+def test_activation_plan_is_what_the_steps_hold(setup, spec, args, slots):
+    """Each rank plans the bytes of its in-flight stage values from its
+    programs and measures what its steps hold: the two agree exactly."""
+    proc = _pipeline(setup, 2, "tiny", spec, *args, "--steps", "4", timeout=120)
+    planned = {int(r): (int(n), int(b)) for r, n, b in ACTIVATIONS_PLANNED.findall(proc.stdout)}
+    held = ACTIVATIONS_HELD.findall(proc.stdout)
+    assert sorted(planned) == [0, 1] and len(held) == 2, proc.stdout
+    for rank, slots_held, bytes_held, slots_planned, bytes_planned in held:
+        assert (slots_held, bytes_held) == (slots_planned, bytes_planned), proc.stdout
+        assert int(bytes_held) > 0
+        if slots:
+            assert int(slots_held) == slots[int(rank)], proc.stdout
+        # The window programs (kfac=bubbles) move factor calls, not passes.
+        assert int(slots_planned) >= planned[int(rank)][0]
+
+
 # --- 7. measured timelines ---------------------------------------------------------
 
 def test_trace_and_svg_of_every_rank(setup, tmp_path):

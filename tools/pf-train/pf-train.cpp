@@ -1156,6 +1156,12 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // One write per line: mpirun interleaves the ranks' output by write.
   llvm::outs() << startupLine(job, runner, *module);
+  drv::RankRunner::ActivationFigures planned = runner.plannedActivations();
+  llvm::outs() << llvm::formatv("rank {0}: activations: up to {1} micro-batches' saved "
+                                "activations in flight, at most {2} bytes held (the step's "
+                                "received, computed and in-flight values)\n",
+                                job.rank, planned.slots, planned.bytes)
+                      .str();
   llvm::outs().flush();
 
   int64_t first = 1;
@@ -1269,7 +1275,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
       llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
                                     "ms/step {4,7:F1}\n",
                                     step, float(loss), learningRate(step), windowTokens / seconds,
-                                    1e3 * seconds / windowSteps);
+                                    1e3 * seconds / windowSteps)
+                          .str(); // one write: other ranks' lines interleave by write
       llvm::outs().flush();
       windowStart = std::chrono::steady_clock::now();
       windowTokens = windowSteps = 0;
@@ -1308,6 +1315,15 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
       if (auto err = writeMeasuredTimeline(*module, byRank, pipeline, first, window))
         return job.fail(llvm::toString(std::move(err)));
   }
+  drv::RankRunner::ActivationFigures held = runner.measuredActivations();
+  planned = runner.plannedActivations(); // with the window programs, if any
+  // One write (see the start-up lines).
+  llvm::outs().flush();
+  llvm::outs() << llvm::formatv("rank {0}: activations held at most: {1} micro-batches' saved "
+                                "activations, {2} bytes (planned {3} and {4} bytes)\n",
+                                job.rank, held.slots, held.bytes, planned.slots, planned.bytes)
+                      .str();
+  llvm::outs().flush();
   if (job.rank == 0 && stopped)
     llvm::outs() << "stopped by " << (stoppedBySigterm ? "SIGTERM" : "SIGINT")
                  << " on a rank after step " << last << "\n";
@@ -1485,7 +1501,8 @@ int main(int argc, char **argv) {
       llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
                                     "ms/step {4,7:F1}\n",
                                     step, loss, learningRate(step), windowTokens / seconds,
-                                    1e3 * seconds / windowSteps);
+                                    1e3 * seconds / windowSteps)
+                          .str(); // one write: other ranks' lines interleave by write
       llvm::outs().flush();
       windowStart = std::chrono::steady_clock::now();
       windowTokens = windowSteps = 0;

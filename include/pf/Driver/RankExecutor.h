@@ -104,6 +104,20 @@ public:
   /// The names of the pending K-FAC inverses (pf.kfac_pending), which
   /// checkpoints leave out.
   const std::set<std::string> &pendingParameters() const { return pending; }
+  /// The per-micro-batch stage values (act/*, grad_act/*, saved/*, …) a
+  /// step holds: the received and computed ones and the buffers of sends in
+  /// flight (held to the step's end when transfers overlap).
+  struct ActivationFigures {
+    int64_t slots = 0; ///< most micro-batches with saved activations at once
+    int64_t bytes = 0; ///< most bytes held at once
+  };
+  /// The plan over the rank's programs (the warm-up one and, once they
+  /// exist, the window ones): a value lives from the call or recv that makes
+  /// it to its last reader on the rank, or to its send when none reads it
+  /// later; during a call its arguments and results both live.
+  ActivationFigures plannedActivations() const;
+  /// The most any step run so far held (measured at each op).
+  ActivationFigures measuredActivations() const { return activationPeak; }
   /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
   double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
@@ -164,6 +178,7 @@ private:
   int64_t kfacIssues = 0;
   double klClipFactor = 0;
   std::vector<ExecutedOp> executedOps;
+  ActivationFigures activationPeak;
 };
 
 /// Point-to-point hand-over of named arrays (count, then per array a header,
