@@ -24,7 +24,7 @@ config.substitutions.append(("%pf_src", config.pf_src_root))
 config.environment["PYTHONPATH"] = os.path.join(config.pf_src_root, "python")
 
 tool_dirs = [config.pf_tools_dir, config.llvm_tools_dir]
-tools = ["pf-opt", "pf-translate", "pf-sched", "pf-run", "pf-train", "pf-fuzz-replay", "pf-capi-test", "FileCheck", "not", "split-file", "count", "llvm-nm", "llvm-readelf"]
+tools = ["pf-opt", "pf-translate", "pf-sched", "pf-run", "pf-train", "pf-fuzz-replay", "pf-capi-test", "pf-example-train-step", "FileCheck", "not", "split-file", "count", "llvm-nm", "llvm-readelf"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # The pf plugin in the stock mlir-opt (test/Plugin): %mlir-opt-pf is mlir-opt
