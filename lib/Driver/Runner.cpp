@@ -419,6 +419,7 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
   auto engine = ExecutionEngine::create(module, options);
   if (!engine)
     return engine.takeError();
+  mlir::pf::driver::detail::registerRuntimeKernels(**engine);
   if (profile) {
     (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
       llvm::orc::SymbolMap map;
@@ -788,6 +789,7 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
   auto engine = ExecutionEngine::create(*combined, engineOptions);
   if (!engine)
     return engine.takeError();
+  mlir::pf::driver::detail::registerRuntimeKernels(**engine);
   program->engine = std::move(*engine);
   for (auto [function, entry] : llvm::zip_equal(program->entryNames, program->lowered)) {
     auto symbol = program->engine->lookup("pf_" + function);
@@ -848,4 +850,15 @@ void mlir::pf::driver::detail::initializeJit(MLIRContext *ctx) {
   llvm::InitializeNativeTargetAsmPrinter();
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
+}
+
+void mlir::pf::driver::detail::registerRuntimeKernels(ExecutionEngine &engine) {
+  engine.registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap map;
+#define PFRT_KERNEL(name, ...)                                                                     \
+  map[interner(#name)] = {llvm::orc::ExecutorAddr::fromPtr(&name), llvm::JITSymbolFlags::Exported};
+#include "pf/Runtime/pfrt_abi.def"
+#undef PFRT_KERNEL
+    return map;
+  });
 }

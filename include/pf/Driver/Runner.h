@@ -29,6 +29,11 @@ namespace detail {
 struct LoweredEntry;
 /// Targets and translations the JIT needs (idempotent).
 void initializeJit(mlir::MLIRContext *ctx);
+/// Binds every kernel of pfrt_abi.def in `engine` to its address in the
+/// linked libpfrt, so the JIT finds the runtime also when libpfrt is not in
+/// the process's global symbol scope (a host that loads the C API library
+/// with dlopen(RTLD_LOCAL), as Python loads extension modules).
+void registerRuntimeKernels(mlir::ExecutionEngine &engine);
 } // namespace detail
 
 struct TensorSpec {
