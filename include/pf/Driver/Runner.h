@@ -11,6 +11,9 @@
 
 #include "pf/Driver/Npz.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <map>
 #include <memory>
 #include <string>
