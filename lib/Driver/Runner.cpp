@@ -239,11 +239,12 @@ llvm::Error checkViewNames(ArrayRef<TensorView> views, const std::vector<TensorS
 }
 
 /// Checks `inputs` and `outputs` against the entry's, binds every descriptor
-/// (inputs, outputs, scratch for outputs not asked for, arena, parameters and
-/// constants) and calls the entry.
+/// (inputs, outputs, zeroed scratch for outputs not asked for, arena,
+/// parameters and constants) and calls the entry. Output buffers start
+/// zeroed, as fresh arrays do; `outputsZeroed` says the caller's already are.
 llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
                         ArrayRef<TensorView> inputs, ArrayRef<TensorView> outputs,
-                        llvm::StringRef what) {
+                        llvm::StringRef what, bool outputsZeroed = false) {
   std::vector<const void *> inputData(entry.inputSpecs.size());
   for (auto [i, spec] : llvm::enumerate(entry.inputSpecs)) {
     const TensorView *view = findView(inputs, spec.name);
@@ -265,7 +266,7 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
       if (auto err = checkView(*view, spec, "output", what))
         return err;
       outputData[i] = view->data;
-      if (bytes > 0)
+      if (bytes > 0 && !outputsZeroed)
         std::memset(view->data, 0, bytes);
     } else {
       scratch.emplace_back(bytes, 0);
@@ -314,7 +315,8 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
     array.data.assign(array.numElements() * dtypeBytes(spec.dtype), 0);
     outputViews.push_back({spec.name, array.dtype, array.shape, array.data.data()});
   }
-  return bindAndCall(entry, context, arena, inputViews, outputViews, what);
+  return bindAndCall(entry, context, arena, inputViews, outputViews, what,
+                     /*outputsZeroed=*/true);
 }
 } // namespace
 
