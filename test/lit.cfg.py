@@ -33,6 +33,7 @@ if config.mlir_opt:
     config.available_features.add("mlir-opt")
 config.substitutions.append(("%pf_plugin", config.pf_plugin))
 config.substitutions.append(("%pf_libdir", os.path.join(config.pf_obj_root, "lib")))
+config.substitutions.append(("%llvm_libdir", config.llvm_lib_dir))
 config.substitutions.append(
     ("%mlir-opt-pf",
      "%s --load-dialect-plugin=%s --load-pass-plugin=%s"

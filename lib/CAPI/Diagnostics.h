@@ -64,6 +64,13 @@ private:
   ScopedDiagnosticHandler handler;
 };
 
+/// Whether pf's code and libMLIR.so agree on MLIR's implicit TypeIDs (see
+/// docs/embedding.md): false when the dynamic linker gave libPFCAPI.so its
+/// own copies of their statics, which happens when libMLIR.so was loaded
+/// into another local scope first. Then `diagnostics` gets an error saying
+/// so, instead of the verifier failures that would follow.
+bool checkSharedTypeIDs(MLIRContext *context, DiagnosticCapture &diagnostics);
+
 } // namespace mlir::pf::capi
 
 #endif // PF_LIB_CAPI_DIAGNOSTICS_H

@@ -74,6 +74,10 @@ MlirModule pfImportONNXFile(MlirContext context, MlirStringRef path,
   MLIRContext *ctx = unwrap(context);
   std::string file = unwrap(path).str();
   pf::capi::DiagnosticCapture diagnostics(ctx, file);
+  if (!pf::capi::checkSharedTypeIDs(ctx, diagnostics)) {
+    diagnostics.report(onError, userData);
+    return MlirModule{nullptr};
+  }
   const PfImportOptions given = options ? *options : pfImportOptionsGetDefault();
   pf::ONNXImportOptions importOptions;
   std::string error;

@@ -79,6 +79,10 @@ PfExecutable pfCompile(MlirModule module, const PfCompileOptions *options,
                        MlirStringCallback onError, void *userData) {
   ModuleOp source = unwrap(module);
   pf::capi::DiagnosticCapture diagnostics(source.getContext(), "<module>");
+  if (!pf::capi::checkSharedTypeIDs(source.getContext(), diagnostics)) {
+    diagnostics.report(onError, userData);
+    return PfExecutable{nullptr};
+  }
   const PfCompileOptions given = options ? *options : pfCompileOptionsGetDefault();
   if (given.numThreads < 0 || given.numThreads > PFRT_MAX_THREADS) {
     diagnostics.error(llvm::formatv("numThreads {0} is outside 0..{1} (PFRT_MAX_THREADS)",
