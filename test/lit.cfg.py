@@ -24,5 +24,18 @@ config.substitutions.append(("%pf_src", config.pf_src_root))
 config.environment["PYTHONPATH"] = os.path.join(config.pf_src_root, "python")
 
 tool_dirs = [config.pf_tools_dir, config.llvm_tools_dir]
-tools = ["pf-opt", "pf-translate", "pf-sched", "pf-run", "pf-train", "pf-fuzz-replay", "FileCheck", "not", "split-file", "count"]
+tools = ["pf-opt", "pf-translate", "pf-sched", "pf-run", "pf-train", "pf-fuzz-replay", "pf-capi-test", "pf-capi-dlopen-test", "pf-example-train-step", "FileCheck", "not", "split-file", "count", "llvm-nm", "llvm-readelf"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# The pf plugin in the stock mlir-opt (test/Plugin): %mlir-opt-pf is mlir-opt
+# with PFPlugin.so loaded as dialect and pass plugin.
+if config.mlir_opt:
+    config.available_features.add("mlir-opt")
+config.substitutions.append(("%pf_plugin", config.pf_plugin))
+config.substitutions.append(("%pf_libdir", os.path.join(config.pf_obj_root, "lib")))
+config.substitutions.append(("%llvm_libdir", config.llvm_lib_dir))
+config.substitutions.append(
+    ("%mlir-opt-pf",
+     "%s --load-dialect-plugin=%s --load-pass-plugin=%s"
+     % (config.mlir_opt, config.pf_plugin, config.pf_plugin)))
+config.substitutions.append(("%mlir-opt", config.mlir_opt))

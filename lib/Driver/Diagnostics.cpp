@@ -23,17 +23,22 @@ static std::string fileOf(Location loc, StringRef defaultFile) {
   return defaultFile.str();
 }
 
-LogicalResult mlir::pf::driver::printDiagnostic(Diagnostic &diag, StringRef defaultFile) {
+void mlir::pf::driver::formatDiagnostic(Diagnostic &diag, StringRef defaultFile,
+                                        llvm::raw_ostream &os) {
   const char *severity = diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
                          : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
                                                                              : "note";
   std::string message = diag.str();
-  llvm::errs() << fileOf(diag.getLocation(), defaultFile) << ": " << severity << ": " << message;
+  os << fileOf(diag.getLocation(), defaultFile) << ": " << severity << ": " << message;
   if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
     if (message.find(name.getName().str()) == std::string::npos)
-      llvm::errs() << " [node '" << name.getName().getValue() << "']";
-  llvm::errs() << "\n";
+      os << " [node '" << name.getName().getValue() << "']";
+  os << "\n";
   for (Diagnostic &note : diag.getNotes())
-    llvm::errs() << "  note: " << note.str() << "\n";
+    os << "  note: " << note.str() << "\n";
+}
+
+LogicalResult mlir::pf::driver::printDiagnostic(Diagnostic &diag, StringRef defaultFile) {
+  formatDiagnostic(diag, defaultFile, llvm::errs());
   return success();
 }

@@ -1444,6 +1444,7 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
   auto engine = ExecutionEngine::create(*module);
   if (!engine)
     return engine.takeError();
+  detail::registerRuntimeKernels(**engine);
   (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap map;
     auto add = [&](const char *name, auto *function) {

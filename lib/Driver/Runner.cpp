@@ -11,6 +11,7 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -198,39 +199,79 @@ llvm::Expected<void *> allocateArena(int64_t bytes) {
   return arena;
 }
 
-/// Checks `inputs` against the entry's, binds every descriptor (inputs,
-/// fresh outputs, arena, parameters and constants) and calls the entry.
+std::vector<int64_t> shapeOf(const TensorView &view) {
+  return std::vector<int64_t>(view.shape.begin(), view.shape.end());
+}
+
+/// The view named `name` in `views`; nullptr when there is none.
+const TensorView *findView(ArrayRef<TensorView> views, StringRef name) {
+  auto it = llvm::find_if(views, [&](const TensorView &v) { return v.name == name; });
+  return it == views.end() ? nullptr : &*it;
+}
+
+/// Checks `view` against `spec` (dtype, shape, data); `kind` is "input" or
+/// "output".
+llvm::Error checkView(const TensorView &view, const TensorSpec &spec, StringRef kind,
+                      StringRef what) {
+  if (view.dtype != spec.dtype)
+    return error(llvm::formatv("{4} '{0}'{3} has dtype {1} but the model expects {2}", spec.name,
+                               dtypeName(view.dtype), dtypeName(spec.dtype), what, kind));
+  if (view.shape != ArrayRef<int64_t>(spec.shape))
+    return error(kind + " '" + spec.name + "'" + what + " has shape " +
+                 shapeText(shapeOf(view)) + " but the model expects " + shapeText(spec.shape));
+  if (!view.data && *checkedElementCount(spec.shape) > 0)
+    return error(kind + " '" + spec.name + "'" + what + " has no data");
+  return llvm::Error::success();
+}
+
+/// Every view names one of `specs`, once.
+llvm::Error checkViewNames(ArrayRef<TensorView> views, const std::vector<TensorSpec> &specs,
+                           StringRef kind, StringRef what) {
+  for (auto [i, view] : llvm::enumerate(views)) {
+    bool known = llvm::any_of(specs, [&](const TensorSpec &s) { return s.name == view.name; });
+    if (!known)
+      return error("unknown " + kind + " '" + view.name + "'" + what +
+                   " (pf-run --describe lists the model's " + kind + "s)");
+    if (findView(views.take_front(i), view.name))
+      return error(kind + " '" + view.name + "'" + what + " is given twice");
+  }
+  return llvm::Error::success();
+}
+
+/// Checks `inputs` and `outputs` against the entry's, binds every descriptor
+/// (inputs, outputs, zeroed scratch for outputs not asked for, arena,
+/// parameters and constants) and calls the entry. Output buffers start
+/// zeroed, as fresh arrays do; `outputsZeroed` says the caller's already are.
 llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
-                        const std::map<std::string, NpyArray> &inputs,
-                        std::map<std::string, NpyArray> &outputs, llvm::StringRef what) {
+                        ArrayRef<TensorView> inputs, ArrayRef<TensorView> outputs,
+                        llvm::StringRef what, bool outputsZeroed = false) {
   std::vector<const void *> inputData(entry.inputSpecs.size());
   for (auto [i, spec] : llvm::enumerate(entry.inputSpecs)) {
-    auto it = inputs.find(spec.name);
-    if (it == inputs.end())
+    const TensorView *view = findView(inputs, spec.name);
+    if (!view)
       return error("missing input '" + spec.name + "'" + what);
-    const NpyArray &array = it->second;
-    if (array.dtype != spec.dtype)
-      return error(llvm::formatv("input '{0}'{3} has dtype {1} but the model expects {2}",
-                                 spec.name, dtypeName(array.dtype), dtypeName(spec.dtype), what));
-    if (array.shape != spec.shape)
-      return error("input '" + spec.name + "'" + what + " has shape " + shapeText(array.shape) +
-                   " but the model expects " + shapeText(spec.shape));
-    inputData[i] = array.data.data();
+    if (auto err = checkView(*view, spec, "input", what))
+      return err;
+    inputData[i] = view->data;
   }
-  for (const auto &[name, array] : inputs) {
-    bool known =
-        llvm::any_of(entry.inputSpecs, [&](const TensorSpec &s) { return s.name == name; });
-    if (!known)
-      return error("unknown input '" + name + "'" + what +
-                   " (pf-run --describe lists the model's inputs)");
-  }
-  std::vector<NpyArray *> outputArrays;
-  for (const TensorSpec &spec : entry.outputSpecs) {
-    NpyArray &array = outputs[spec.name];
-    array.dtype = spec.dtype;
-    array.shape = spec.shape;
-    array.data.assign(array.numElements() * dtypeBytes(spec.dtype), 0);
-    outputArrays.push_back(&array);
+  if (auto err = checkViewNames(inputs, entry.inputSpecs, "input", what))
+    return err;
+  if (auto err = checkViewNames(outputs, entry.outputSpecs, "output", what))
+    return err;
+  std::vector<void *> outputData(entry.outputSpecs.size());
+  std::vector<std::vector<char>> scratch;
+  for (auto [i, spec] : llvm::enumerate(entry.outputSpecs)) {
+    int64_t bytes = *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype);
+    if (const TensorView *view = findView(outputs, spec.name)) {
+      if (auto err = checkView(*view, spec, "output", what))
+        return err;
+      outputData[i] = view->data;
+      if (bytes > 0 && !outputsZeroed)
+        std::memset(view->data, 0, bytes);
+    } else {
+      scratch.emplace_back(bytes, 0);
+      outputData[i] = scratch.back().data();
+    }
   }
   for (size_t t = 0; t < entry.table.size(); ++t) {
     const LoweredEntry::BufferRef &b = entry.buffers[entry.tensorBuffer[t]];
@@ -238,7 +279,7 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
     if (b.kind == mlir::pf::BufferKind::Input)
       data = const_cast<void *>(inputData[b.index]);
     else if (b.kind == mlir::pf::BufferKind::Output)
-      data = outputArrays[b.index]->data.data();
+      data = outputData[b.index];
     else if (b.kind == mlir::pf::BufferKind::Arena)
       data = static_cast<char *>(arena) + b.offset;
     else
@@ -256,6 +297,26 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
                                pfrt_status_string(int32_t(result & 0xffffffff)), what));
   }
   return llvm::Error::success();
+}
+
+/// bindAndCall over NumPy-style arrays: `outputs` receives every output.
+llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
+                        const std::map<std::string, NpyArray> &inputs,
+                        std::map<std::string, NpyArray> &outputs, llvm::StringRef what) {
+  std::vector<TensorView> inputViews;
+  for (const auto &[name, array] : inputs)
+    inputViews.push_back(
+        {name, array.dtype, array.shape, const_cast<char *>(array.data.data())});
+  std::vector<TensorView> outputViews;
+  for (const TensorSpec &spec : entry.outputSpecs) {
+    NpyArray &array = outputs[spec.name];
+    array.dtype = spec.dtype;
+    array.shape = spec.shape;
+    array.data.assign(array.numElements() * dtypeBytes(spec.dtype), 0);
+    outputViews.push_back({spec.name, array.dtype, array.shape, array.data.data()});
+  }
+  return bindAndCall(entry, context, arena, inputViews, outputViews, what,
+                     /*outputsZeroed=*/true);
 }
 } // namespace
 
@@ -360,6 +421,7 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
   auto engine = ExecutionEngine::create(module, options);
   if (!engine)
     return engine.takeError();
+  mlir::pf::driver::detail::registerRuntimeKernels(**engine);
   if (profile) {
     (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
       llvm::orc::SymbolMap map;
@@ -398,6 +460,24 @@ llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
   profiledOps = nullptr;
   profiledOpCount = 0;
   return err;
+}
+
+llvm::Error CompiledModel::run(ArrayRef<TensorView> inputs, ArrayRef<TensorView> outputs) {
+  profiledOps = impl->timings.data();
+  profiledOpCount = impl->timings.size();
+  llvm::Error err = bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "");
+  profiledOps = nullptr;
+  profiledOpCount = 0;
+  return err;
+}
+
+bool CompiledModel::updatesParameters(ModuleOp module) {
+  bool updates = false;
+  module->walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "pf" && !isMemoryEffectFree(op))
+      updates = true;
+  });
+  return updates;
 }
 
 const std::vector<CompiledModel::OpTiming> &CompiledModel::profile() const {
@@ -711,6 +791,7 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
   auto engine = ExecutionEngine::create(*combined, engineOptions);
   if (!engine)
     return engine.takeError();
+  mlir::pf::driver::detail::registerRuntimeKernels(**engine);
   program->engine = std::move(*engine);
   for (auto [function, entry] : llvm::zip_equal(program->entryNames, program->lowered)) {
     auto symbol = program->engine->lookup("pf_" + function);
@@ -771,4 +852,15 @@ void mlir::pf::driver::detail::initializeJit(MLIRContext *ctx) {
   llvm::InitializeNativeTargetAsmPrinter();
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
+}
+
+void mlir::pf::driver::detail::registerRuntimeKernels(ExecutionEngine &engine) {
+  engine.registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap map;
+#define PFRT_KERNEL(name, ...)                                                                     \
+  map[interner(#name)] = {llvm::orc::ExecutorAddr::fromPtr(&name), llvm::JITSymbolFlags::Exported};
+#include "pf/Runtime/pfrt_abi.def"
+#undef PFRT_KERNEL
+    return map;
+  });
 }

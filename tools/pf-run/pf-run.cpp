@@ -26,7 +26,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -197,7 +196,7 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
     if (!module)
       return nullptr;
     PassManager pm(&context);
-    mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
+    mlir::pf::buildPostImportPipeline(pm, /*graphOpt=*/true, /*requireStatic=*/true);
     if (failed(pm.run(*module)))
       return nullptr;
     return module;
@@ -325,10 +324,7 @@ int main(int argc, char **argv) {
   options.profile = !profileFile.empty();
   // A step that updates parameters (optimizer, K-FAC state) writes them in
   // place: give it its own copies rather than the imported blobs.
-  module->walk([&](Operation *op) {
-    if (op->getDialect() && op->getDialect()->getNamespace() == "pf" && !isMemoryEffectFree(op))
-      options.ownParameters = true;
-  });
+  options.ownParameters = drv::CompiledModel::updatesParameters(*module);
   auto compiled = drv::CompiledModel::compile(*module, options);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));

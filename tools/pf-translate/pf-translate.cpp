@@ -127,10 +127,7 @@ int main(int argc, char **argv) {
     return 1;
   pm.enableTiming(root);
   bool requireStatic = !allowDynamic;
-  if (noGraphOpt)
-    pm.addPass(mlir::pf::createPFInferShapes(mlir::pf::PFInferShapesOptions{requireStatic}));
-  else
-    mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, requireStatic});
+  mlir::pf::buildPostImportPipeline(pm, !noGraphOpt, requireStatic);
   if (summary || summaryJson)
     pm.addPass(mlir::pf::createPFPrintSummary(mlir::pf::PFPrintSummaryOptions{summaryJson.getValue()}));
   if (pipelineOptions.getNumOccurrences() > 0) {

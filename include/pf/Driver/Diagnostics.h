@@ -12,6 +12,9 @@ namespace mlir::pf::driver {
 /// otherwise. `defaultFile` names diagnostics without a location.
 mlir::LogicalResult printDiagnostic(mlir::Diagnostic &diag, llvm::StringRef defaultFile);
 
+/// The same text, written to `os` (the C API hands it to its caller).
+void formatDiagnostic(mlir::Diagnostic &diag, llvm::StringRef defaultFile, llvm::raw_ostream &os);
+
 } // namespace mlir::pf::driver
 
 #endif // PF_DRIVER_DIAGNOSTICS_H

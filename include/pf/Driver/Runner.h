@@ -11,6 +11,9 @@
 
 #include "pf/Driver/Npz.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <map>
 #include <memory>
 #include <string>
@@ -29,12 +32,27 @@ namespace detail {
 struct LoweredEntry;
 /// Targets and translations the JIT needs (idempotent).
 void initializeJit(mlir::MLIRContext *ctx);
+/// Binds every kernel of pfrt_abi.def in `engine` to its address in the
+/// linked libpfrt, so the JIT finds the runtime also when libpfrt is not in
+/// the process's global symbol scope (a host that loads the C API library
+/// with dlopen(RTLD_LOCAL), as Python loads extension modules).
+void registerRuntimeKernels(mlir::ExecutionEngine &engine);
 } // namespace detail
 
 struct TensorSpec {
   std::string name;
   int32_t dtype = 0;
   std::vector<int64_t> shape;
+};
+
+/// A caller-owned tensor: a contiguous row-major buffer with the name, dtype
+/// and shape of one of a model's inputs or outputs (the C API's descriptors).
+/// Inputs are only read.
+struct TensorView {
+  llvm::StringRef name;
+  int32_t dtype = 0;
+  llvm::ArrayRef<int64_t> shape;
+  void *data = nullptr;
 };
 
 struct CompileStats {
@@ -61,6 +79,11 @@ public:
   };
   static llvm::Expected<std::unique_ptr<CompiledModel>> compile(mlir::ModuleOp module,
                                                                 const Options &options);
+  /// Whether `module` updates parameters in place (optimizer, K-FAC state):
+  /// such a model needs Options::ownParameters, so that the step writes
+  /// copies rather than the imported weights.
+  static bool updatesParameters(mlir::ModuleOp module);
+
   /// Shorthand for inference runs.
   static llvm::Expected<std::unique_ptr<CompiledModel>>
   compile(mlir::ModuleOp module, int threads, const std::string &function = "",
@@ -102,6 +125,11 @@ public:
   /// Runs once; `inputs` are checked against inputs() by name, dtype and shape.
   llvm::Error run(const std::map<std::string, NpyArray> &inputs,
                   std::map<std::string, NpyArray> &outputs);
+  /// Runs once on caller-owned buffers, without copies: every input by name
+  /// (checked as above) and, for each output the caller wants, a buffer of
+  /// its dtype and shape (checked the same way) that the run writes; the
+  /// other outputs go to scratch.
+  llvm::Error run(llvm::ArrayRef<TensorView> inputs, llvm::ArrayRef<TensorView> outputs);
 
 private:
   struct Impl;

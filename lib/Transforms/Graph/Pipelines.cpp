@@ -26,6 +26,13 @@ void mlir::pf::buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &o
   pm.addPass(createPFDeadCodeElimination());
 }
 
+void mlir::pf::buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool requireStatic) {
+  if (graphOpt)
+    buildGraphOptPipeline(pm, GraphOptOptions{true, true, requireStatic});
+  else
+    pm.addPass(createPFInferShapes(PFInferShapesOptions{requireStatic}));
+}
+
 namespace {
 struct GraphOptPipelineOptions : public PassPipelineOptions<GraphOptPipelineOptions> {
   Option<bool> fuse{*this, "fuse", llvm::cl::desc("Run the fusion passes"),

@@ -30,6 +30,11 @@ struct GraphOptOptions {
 /// the importer runs by default.
 void buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &options = {});
 
+/// What the tools and the C API run right after importing a model: the graph
+/// passes (`graphOpt`) or only shape inference, failing on dynamic shapes when
+/// `requireStatic`.
+void buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool requireStatic);
+
 /// Registers `pf-graph-opt`.
 void registerGraphPipelines();
 

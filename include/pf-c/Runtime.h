@@ -1,0 +1,108 @@
+/*===- pf-c/Runtime.h - compile pf IR and run it on the runtime ---*- C -*-===*\
+|*                                                                            *|
+|* What pf-run does: pfCompile lowers a copy of a module to the pfrt ABI and  *|
+|* JIT-compiles it (MLIR's ExecutionEngine); pfExecutableRun binds caller-    *|
+|* owned buffers to its inputs and outputs and runs it on the CPU backend.    *|
+|*                                                                            *|
+|*   PfExecutable exe = pfCompile(module, NULL, onError, &log);               *|
+|*   int64_t shape[2] = {2, 3};                                               *|
+|*   PfTensor x = {"x", PF_DTYPE_FLOAT32, 2, shape, xData};                   *|
+|*   PfTensor y = {"y", PF_DTYPE_FLOAT32, 2, shape, yData};                   *|
+|*   if (mlirLogicalResultIsFailure(pfExecutableRun(exe, &x, 1, &y, 1,        *|
+|*                                                  onError, &log))) ...      *|
+|*   pfExecutableDestroy(exe);                                                *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+#ifndef PF_C_RUNTIME_H
+#define PF_C_RUNTIME_H
+
+#include "mlir-c/IR.h"
+#include "mlir-c/Support.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Element types: ONNX's TensorProto.DataType numbers, the codes of pfrt.h
+ *  (PFRT_F32, ...). bool takes one byte (0 or 1). */
+enum {
+  PF_DTYPE_FLOAT32 = 1,
+  PF_DTYPE_INT8 = 3,
+  PF_DTYPE_INT32 = 6,
+  PF_DTYPE_INT64 = 7,
+  PF_DTYPE_BOOL = 9,
+  PF_DTYPE_FLOAT16 = 10,
+  PF_DTYPE_FLOAT64 = 11
+};
+
+/** A named tensor: `rank` dimensions at `shape`, and a contiguous row-major
+ *  buffer at `data`. The caller owns the descriptor, the shape and the
+ *  buffer. */
+typedef struct PfTensor {
+  const char *name;
+  int32_t dtype;
+  int32_t rank;
+  const int64_t *shape;
+  void *data;
+} PfTensor;
+
+/** A compiled model. */
+typedef struct PfExecutable {
+  void *ptr;
+} PfExecutable;
+
+typedef struct PfCompileOptions {
+  /** Runtime threads; 0: the runtime's default (all cores). */
+  int32_t numThreads;
+  /** The function to compile; NULL or "": the first one with a body. */
+  const char *function;
+} PfCompileOptions;
+
+/** The defaults: the runtime's threads, the first function. */
+MLIR_CAPI_EXPORTED PfCompileOptions pfCompileOptionsGetDefault(void);
+
+/** Compiles `module`: pf IR with static shapes and weights, as
+ *  pfImportONNXFile gives it or after a pipeline (e.g. pf-training) ran on
+ *  it. The module itself is left as it is. A model that updates parameters
+ *  (a training step) gets its own copies of them; others read the weights
+ *  in place from the module's context, so destroy the executable before the
+ *  context. `options` NULL means the defaults. On failure returns a null
+ *  executable and hands the messages to `onError` (which may be NULL). */
+MLIR_CAPI_EXPORTED PfExecutable pfCompile(MlirModule module, const PfCompileOptions *options,
+                                          MlirStringCallback onError, void *userData);
+
+static inline bool pfExecutableIsNull(PfExecutable executable) { return !executable.ptr; }
+
+MLIR_CAPI_EXPORTED void pfExecutableDestroy(PfExecutable executable);
+
+/** The model's inputs, outputs and parameters, each a PfTensor with its
+ *  name, dtype, rank and shape, valid as long as the executable; `data` is
+ *  NULL for inputs and outputs and, for parameters, points at the copy the
+ *  model reads (and, for a training step, updates). `pos` must be below the
+ *  count. Parameters are sorted by name. */
+MLIR_CAPI_EXPORTED intptr_t pfExecutableGetNumInputs(PfExecutable executable);
+MLIR_CAPI_EXPORTED PfTensor pfExecutableGetInput(PfExecutable executable, intptr_t pos);
+MLIR_CAPI_EXPORTED intptr_t pfExecutableGetNumOutputs(PfExecutable executable);
+MLIR_CAPI_EXPORTED PfTensor pfExecutableGetOutput(PfExecutable executable, intptr_t pos);
+MLIR_CAPI_EXPORTED intptr_t pfExecutableGetNumParameters(PfExecutable executable);
+MLIR_CAPI_EXPORTED PfTensor pfExecutableGetParameter(PfExecutable executable, intptr_t pos);
+
+/** Runs the model once. `inputs` must be the model's inputs, each once, by
+ *  name in any order, with the model's dtypes and shapes; they are read in
+ *  place. `outputs` names any of the model's outputs, each once, with
+ *  buffers of their dtype and shape that the run writes; outputs not asked
+ *  for are discarded. On a mismatch or a failing kernel returns failure and
+ *  hands the message to `onError` (which may be NULL). */
+MLIR_CAPI_EXPORTED MlirLogicalResult pfExecutableRun(PfExecutable executable,
+                                                     const PfTensor *inputs, intptr_t numInputs,
+                                                     const PfTensor *outputs, intptr_t numOutputs,
+                                                     MlirStringCallback onError, void *userData);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PF_C_RUNTIME_H */
