@@ -74,11 +74,7 @@ public:
       const auto &order = program_.order[d];
       while (next[d] < order.size()) {
         const PipelineOp &op = order[next[d]];
-        if (op.stage < 0 || op.stage >= layout_.stages || op.micro < 0 ||
-            op.micro >= layout_.microbatches ||
-            (layout_.splitBackward && op.pass == PassKind::Backward) ||
-            (!layout_.splitBackward && op.pass != PassKind::Forward &&
-             op.pass != PassKind::Backward))
+        if (!isValidPass(op))
           return Status::error("device " + std::to_string(d) +
                                " runs an invalid pass: " + describe(op));
         if (graph_.device(op) != d)
@@ -119,6 +115,17 @@ public:
   }
 
 private:
+  /// In range, and whole or split as the layout says for its micro-batch.
+  bool isValidPass(const PipelineOp &op) const {
+    if (op.stage < 0 || op.stage >= layout_.stages || op.micro < 0 ||
+        op.micro >= layout_.microbatches)
+      return false;
+    if (op.pass == PassKind::Forward)
+      return true;
+    bool split = layout_.splitsBackward(op.stage, op.micro);
+    return split ? op.pass != PassKind::Backward : op.pass == PassKind::Backward;
+  }
+
   void emit(PipelineStep &out, const PipelineOp &op, int device, double start,
             double end) {
     TimelineItem item;
