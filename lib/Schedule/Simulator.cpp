@@ -81,23 +81,22 @@ public:
           return Status::error("device " + std::to_string(d) + " runs " +
                                describe(op) + " which belongs to device " +
                                std::to_string(graph_.device(op)));
-        graph_.producers(op, deps);
+        // DualPipe's F&B pair starts once the inputs of both passes are
+        // there, and both outputs leave when the pair ends.
+        const PipelineOp *partner =
+            next[d] + 1 < order.size() && order[next[d] + 1].overlapsPrevious
+                ? &order[next[d] + 1]
+                : nullptr;
         double ready = free[d];
-        bool blocked = false;
-        for (const PipelineOp &p : deps) {
-          double e = end_[graph_.id(p)];
-          if (e < 0) {
-            blocked = true;
-            break;
-          }
-          ready = std::max(ready, e + graph_.latency(p, op, costs_.p2p));
-        }
-        if (blocked)
+        if (!inputsReady(op, nullptr, ready, deps) ||
+            (partner && !inputsReady(*partner, &op, ready, deps)))
           break;
         if (end_[graph_.id(op)] >= 0)
           return Status::error("the program runs " + describe(op) + " twice");
         double dur = passDuration(layout_, costs_, op.pass, op.stage);
-        end_[graph_.id(op)] = ready + dur;
+        double partnerDur =
+            partner ? passDuration(layout_, costs_, partner->pass, partner->stage) : 0;
+        end_[graph_.id(op)] = ready + dur + partnerDur;
         free[d] = ready + dur;
         emit(out, op, d, ready, ready + dur);
         ++next[d];
@@ -115,6 +114,22 @@ public:
   }
 
 private:
+  /// Whether every input of `op` (but `besides`) has arrived; raises
+  /// `ready` to the latest arrival.
+  bool inputsReady(const PipelineOp &op, const PipelineOp *besides, double &ready,
+                   std::vector<PipelineOp> &deps) const {
+    graph_.producers(op, deps);
+    for (const PipelineOp &p : deps) {
+      if (besides && graph_.id(p) == graph_.id(*besides))
+        continue;
+      double e = end_[graph_.id(p)];
+      if (e < 0)
+        return false;
+      ready = std::max(ready, e + graph_.latency(p, op, costs_.p2p));
+    }
+    return true;
+  }
+
   /// In range, and whole or split as the layout says for its micro-batch.
   bool isValidPass(const PipelineOp &op) const {
     if (op.stage < 0 || op.stage >= layout_.stages || op.micro < 0 ||
