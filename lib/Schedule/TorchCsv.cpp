@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/TorchCsv.h"
+#include "pf/Schedule/Limits.h"
 #include "pf/Schedule/Verify.h"
 #include "ScheduleOrders.h"
 
@@ -69,6 +70,8 @@ Expected<PipelineOp> parseAction(const std::string &text, const Cell &cell) {
   const std::string bad = cell.where() + ": ";
   size_t pos = 0;
   long stage = digitsAt(text, pos);
+  if (stage == -2)
+    return Status::error(bad + "index too large in '" + text + "'");
   if (stage < 0)
     return Status::error(bad + "malformed action '" + text +
                          "' (expected <stage><F|B|I|W><micro-batch>, e.g. 2F0)");
@@ -95,11 +98,11 @@ Expected<PipelineOp> parseAction(const std::string &text, const Cell &cell) {
     return Status::error(bad + "unknown action '" + type + "' in '" + text +
                          "' (a compute-only schedule has F, B, I, W and " + kOverlap +
                          ")");
+  if (micro == -2)
+    return Status::error(bad + "index too large in '" + text + "'");
   if (micro < 0 || pos != text.size())
     return Status::error(bad + "malformed action '" + text +
                          "' (expected <stage><F|B|I|W><micro-batch>, e.g. 2F0)");
-  if (stage == -2 || micro == -2)
-    return Status::error(bad + "index too large in '" + text + "'");
   return PipelineOp{pass, static_cast<int>(stage), static_cast<int>(micro)};
 }
 
@@ -175,6 +178,12 @@ Status inferLayout(ImportedSchedule &out, const std::string &source) {
     }
   if (stages == 0)
     return Status::error(source + ": the schedule has no actions");
+  for (Status s : {checkLimit("the schedule's ranks", ranks, kMaxStages, "kMaxStages"),
+                   checkLimit("the schedule's stages", stages, kMaxStages, "kMaxStages"),
+                   checkLimit("the schedule's micro-batches", micros, kMaxMicrobatches,
+                              "kMaxMicrobatches")})
+    if (!s.ok())
+      return Status::error(source + ": " + s.message());
   std::vector<int> rankOfStage(stages, -1);
   for (int r = 0; r < ranks; ++r)
     for (size_t i = 0; i < p.order[r].size(); ++i) {

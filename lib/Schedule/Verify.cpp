@@ -59,10 +59,12 @@ public:
                            std::to_string(program_.order.size()) +
                            " ranks for " + std::to_string(layout_.devices) +
                            " devices");
-    for (Status s : {checkActions(), checkComplete(), checkDeadlockFree()})
-      if (!s.ok())
-        return s;
-    return Status::success();
+    // In turn: the later checks rely on the earlier ones.
+    if (Status s = checkActions(); !s.ok())
+      return s;
+    if (Status s = checkComplete(); !s.ok())
+      return s;
+    return checkDeadlockFree();
   }
 
 private:
@@ -158,10 +160,26 @@ private:
           progress = true;
         }
     }
+    // A rank waiting for its own later pass is the root cause; report it
+    // before the ranks that wait on it.
+    std::vector<int> stuck;
     for (int r = 0; r < D; ++r)
       if (next[r] < program_.order[r].size())
+        stuck.push_back(r);
+    for (int r : stuck)
+      if (waitsForItself(r, static_cast<int>(next[r]), done))
         return blocked(r, static_cast<int>(next[r]), done, next);
+    if (!stuck.empty())
+      return blocked(stuck.front(), static_cast<int>(next[stuck.front()]), done, next);
     return Status::success();
+  }
+
+  bool waitsForItself(int r, int i, const std::vector<char> &done) const {
+    std::vector<PipelineOp> deps;
+    graph_.producers(program_.order[r][i], deps);
+    return std::any_of(deps.begin(), deps.end(), [&](const PipelineOp &p) {
+      return !done[graph_.id(p)] && where_[graph_.id(p)].rank == r;
+    });
   }
 
   bool inputsDone(const PipelineOp &op, const std::vector<char> &done,
@@ -177,6 +195,10 @@ private:
                  const std::vector<size_t> &next) const {
     std::vector<PipelineOp> deps;
     graph_.producers(program_.order[r][i], deps);
+    // The rank's own later pass first: it explains the wait.
+    std::stable_partition(deps.begin(), deps.end(), [&](const PipelineOp &p) {
+      return where_[graph_.id(p)].rank == r;
+    });
     for (const PipelineOp &p : deps) {
       if (done[graph_.id(p)])
         continue;
