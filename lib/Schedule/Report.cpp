@@ -64,6 +64,7 @@ Report computeReport(const PipelineStep &step, const Timeline &timeline,
   const int K = timeline.steps;
   const double window = timeline.windowTime();
   r.pipelineStepMs = T;
+  r.pipelineSteadyStepMs = step.steadyStep;
   r.refreshSteps = options.policy == Policy::None ? 0 : K;
   r.stepTimeMs = window / K;
   r.overheadMs = r.stepTimeMs - T;
@@ -105,6 +106,16 @@ Report computeReport(const PipelineStep &step, const Timeline &timeline,
   return r;
 }
 
+namespace {
+/// Mean pipeline work of a device per step.
+double averageBusy(const Report &r) {
+  double total = 0;
+  for (const DeviceReport &d : r.perDevice)
+    total += d.pipelineBusyMs;
+  return r.perDevice.empty() ? 0 : total / r.perDevice.size();
+}
+} // namespace
+
 std::string reportToText(const Report &r) {
   std::ostringstream os;
   os << "schedule " << r.schedule << ", " << r.devices << " devices, "
@@ -128,6 +139,10 @@ std::string reportToText(const Report &r) {
   os << "refresh interval K     " << "             -"
      << fmt("%14.0f", r.refreshSteps) << "   (capacity bound "
      << fmt("%.2f", r.refreshLowerBound) << ")\n";
+  if (r.pipelineSteadyStepMs > 0)
+    os << "steady-state step (ms) " << fmt("%14.2f", r.pipelineSteadyStepMs)
+       << "   (no flush: steps overlap; utilization "
+       << fmt("%.2f%%", 100 * averageBusy(r) / r.pipelineSteadyStepMs) << ")\n";
   os << "overhead per step (ms) " << fmt("%28.2f", r.overheadMs) << "  ("
      << fmt("%.2f%%", 100 * r.overheadFraction) << ")\n";
   os << "K-FAC per window (ms):   in bubbles " << fmt("%.2f", r.kfacInBubblesMs)
@@ -159,6 +174,8 @@ std::string reportToJson(const Report &r) {
     j["layers"] = r.layers;
     j["layers_per_stage"] = r.layersPerStage;
     j["pipeline_step_ms"] = r.pipelineStepMs;
+    if (r.pipelineSteadyStepMs > 0)
+      j["pipeline_steady_step_ms"] = r.pipelineSteadyStepMs;
     j["step_time_ms"] = r.stepTimeMs;
     j["utilization"] = {{"without_kfac", r.utilizationWithoutKfac},
                         {"with_kfac", r.utilizationWithKfac}};

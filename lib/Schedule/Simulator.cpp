@@ -259,6 +259,7 @@ void addIdleIntervals(PipelineStep &step) {
     step.makespan = std::max(step.makespan, it.end);
   std::vector<std::vector<Interval>> busy(D);
   step.busy.assign(D, 0);
+  step.steadyStep = 0;
   for (const TimelineItem &it : step.items)
     if (it.lane == Lane::Compute) {
       busy[it.device].push_back({it.start, it.end});
@@ -269,6 +270,12 @@ void addIdleIntervals(PipelineStep &step) {
     auto &b = busy[d];
     std::sort(b.begin(), b.end(),
               [](const Interval &x, const Interval &y) { return x.start < y.start; });
+    if (!b.empty()) {
+      double last = 0;
+      for (const Interval &i : b)
+        last = std::max(last, i.end);
+      step.steadyStep = std::max(step.steadyStep, last - b.front().start);
+    }
     double cursor = 0;
     for (const Interval &i : b) {
       if (i.start > cursor + 1e-9)

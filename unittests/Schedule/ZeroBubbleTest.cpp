@@ -33,10 +33,13 @@ CostModel zbCosts(int layers, double f, double b, double w) {
   return costs;
 }
 
+double steadySpan(const PipelineStep &step);
+
 PipelineStep run(const CostModel &costs, ScheduleKind kind, int devices, int micro) {
   ScheduleResult r = runValid(costs, request(kind, devices, micro, Policy::None, 1));
   Status verified = verifyProgram(r.program);
   EXPECT_TRUE(verified.ok()) << verified.message();
+  EXPECT_NEAR(r.step.steadyStep, steadySpan(r.step), kTol);
   return r.step;
 }
 
@@ -49,7 +52,8 @@ double work(const PipelineStep &step) {
 
 double stepBubble(const PipelineStep &step) { return step.makespan - work(step); }
 
-double steadyBubble(const PipelineStep &step) {
+/// The longest busy span of a device, from the items.
+double steadySpan(const PipelineStep &step) {
   std::vector<double> first(step.layout.devices, 1e300), last(step.layout.devices, 0);
   for (const TimelineItem &it : step.items)
     if (it.lane == Lane::Compute) {
@@ -59,8 +63,10 @@ double steadyBubble(const PipelineStep &step) {
   double span = 0;
   for (int d = 0; d < step.layout.devices; ++d)
     span = std::max(span, last[d] - first[d]);
-  return span - work(step);
+  return span;
 }
+
+double steadyBubble(const PipelineStep &step) { return steadySpan(step) - work(step); }
 
 bool programToTorchCsvOk(const PipelineProgram &p) { return programToTorchCsv(p).ok(); }
 
