@@ -231,6 +231,11 @@ Expected<ImportedSchedule> parseTorchCsv(const std::string &text,
       out.steps.back().resize(ops.size(), column);
     }
   }
+  // Blank lines at the end are no ranks (every rank holds a stage).
+  while (!out.program.order.empty() && out.program.order.back().empty()) {
+    out.program.order.pop_back();
+    out.steps.pop_back();
+  }
   if (out.program.order.empty())
     return Status::error(source + ": empty schedule (expected one line per rank)");
   if (Status s = inferLayout(out, source); !s.ok())

@@ -133,6 +133,7 @@ TEST(Verifier, NamesRankStepAndAction) {
   e = parseError("0F0,0W0,0I0\n1F0,1I0,1W0\n");
   EXPECT_TRUE(contains(e, "rank 0, step 1, action 0W0: waits for 0I0")) << e;
   EXPECT_EQ(parseError("0F0,0I0,,0W0\n1F0,1I0,1W0\n"), "");
+  EXPECT_EQ(parseError("0F0,0B0\r\n1F0,1B0\r\n\n\n"), ""); // CRLF, blank lines at the end
 }
 
 } // namespace
