@@ -4,6 +4,8 @@
 // greedy order generator and the validator: a forward needs the previous
 // stage's forward of the same micro-batch, a backward needs its own forward
 // and the next stage's backward, a weight-gradient pass its input-gradient.
+// A backward is whole or split per (stage, micro-batch) (PipelineLayout::
+// splitsBackward); both forms share one id, so neighbours need not agree.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,8 +56,9 @@ public:
   /// Passes that consume `op`.
   void consumers(const PipelineOp &op, std::vector<PipelineOp> &out) const {
     out.clear();
-    const PassKind back =
-        layout_.splitBackward ? PassKind::BackwardInput : PassKind::Backward;
+    const PassKind back = layout_.splitsBackward(op.stage, op.micro)
+                              ? PassKind::BackwardInput
+                              : PassKind::Backward;
     switch (op.pass) {
     case PassKind::Forward:
       if (op.stage + 1 < layout_.stages)
@@ -89,7 +92,7 @@ public:
     for (int s = 0; s < layout_.stages; ++s)
       for (int m = 0; m < layout_.microbatches; ++m) {
         ops.push_back({PassKind::Forward, s, m});
-        if (layout_.splitBackward) {
+        if (layout_.splitsBackward(s, m)) {
           ops.push_back({PassKind::BackwardInput, s, m});
           ops.push_back({PassKind::BackwardWeight, s, m});
         } else {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OpGraph.h"
+#include "ScheduleOrders.h"
 #include "pf/Schedule/Pipeline.h"
 #include "pf/Schedule/Limits.h"
 #include "pf/Schedule/Timeline.h"
@@ -24,7 +25,7 @@
 namespace pf::sched {
 namespace {
 
-using Order = std::vector<std::vector<PipelineOp>>;
+using detail::Order;
 
 PipelineOp fwd(int stage, int micro) { return {PassKind::Forward, stage, micro}; }
 PipelineOp bwd(int stage, int micro) { return {PassKind::Backward, stage, micro}; }
@@ -126,9 +127,12 @@ using PriorityFn = std::function<Priority(const PipelineOp &)>;
 using DurationFn = std::function<double(const PipelineOp &)>;
 
 /// Non-delay list scheduling: whenever a device is free it starts the ready
-/// pass of smallest priority. Returns the resulting per-device order.
+/// pass of smallest priority. A device d with maxInFlight[d] > 0 starts a
+/// forward only while fewer micro-batches than that wait for their backward
+/// (input gradient). Returns the resulting per-device order.
 Order greedyOrder(const PipelineLayout &layout, const DurationFn &duration,
-                  double p2p, const PriorityFn &priority) {
+                  double p2p, const PriorityFn &priority,
+                  const std::vector<int> &maxInFlight = {}) {
   detail::OpGraph graph(layout);
   std::vector<int> missing(graph.numIds(), 0);
   std::vector<double> readyAt(graph.numIds(), 0);
@@ -148,6 +152,11 @@ Order greedyOrder(const PipelineLayout &layout, const DurationFn &duration,
     events.push({0.0, d});
 
   Order order(layout.devices);
+  std::vector<int> inFlight(layout.devices, 0);
+  auto admitted = [&](const PipelineOp &op, int d) {
+    return op.pass != PassKind::Forward || maxInFlight.empty() ||
+           inFlight[d] < maxInFlight[d];
+  };
   while (!events.empty()) {
     auto [t, d] = events.top();
     events.pop();
@@ -162,6 +171,8 @@ Order greedyOrder(const PipelineLayout &layout, const DurationFn &duration,
         nextReady = std::min(nextReady, r);
         continue;
       }
+      if (!admitted(cands[i], d))
+        continue;
       if (best < 0 || priority(cands[i]) < priority(cands[best]))
         best = i;
     }
@@ -173,6 +184,9 @@ Order greedyOrder(const PipelineLayout &layout, const DurationFn &duration,
     PipelineOp op = cands[best];
     cands.erase(cands.begin() + best);
     order[d].push_back(op);
+    inFlight[d] += op.pass == PassKind::Forward ? 1
+                   : op.pass == PassKind::BackwardWeight ? 0
+                                                         : -1;
     double end = t + duration(op);
     busyUntil[d] = end;
     events.push({end, d});
@@ -228,11 +242,34 @@ Expected<PipelineProgram> chimeraProgram(const PipelineLayout &layout,
   return best;
 }
 
+/// ZB-H2 (Qi et al.): list scheduling under the real costs with input
+/// gradients first, then forwards, weight gradients only where nothing else
+/// is ready. Device d may hold 2(D-1-d)+1 micro-batches awaiting their input
+/// gradient (the paper's 2p-1 on the first device): the extra warm-up
+/// forwards fill the bubble before the first backward, and the deferred W
+/// passes fill the tail, so the step becomes a parallelogram.
+Order zbH2Order(const PipelineLayout &layout, const CostModel &costs) {
+  auto priority = [](const PipelineOp &op) {
+    long rank = op.pass == PassKind::BackwardInput ? 0
+                : op.pass == PassKind::Forward     ? 1
+                                                   : 2;
+    return Priority{rank, op.micro, op.stage};
+  };
+  auto real = [&](const PipelineOp &op) {
+    return passDuration(layout, costs, op.pass, op.stage);
+  };
+  std::vector<int> cap(layout.devices);
+  for (int d = 0; d < layout.devices; ++d)
+    cap[d] = 2 * (layout.devices - 1 - d) + 1;
+  return greedyOrder(layout, real, costs.p2p, priority, cap);
+}
+
 Status checkConfig(const PipelineConfig &c, const CostModel &costs) {
   Status shape = checkScheduleShape(c.kind, c.devices, c.microbatches, c.chunks);
   if (!shape.ok())
     return shape;
-  const int stages = stagesFor(c.kind, c.devices, c.chunks);
+  const int stages = c.imported ? c.imported->layout.stages
+                                : stagesFor(c.kind, c.devices, c.chunks);
   if (static_cast<int>(c.stageLayers.size()) != stages)
     return Status::error("expected layers for " + std::to_string(stages) +
                          " stages, got " +
@@ -279,8 +316,16 @@ Expected<ScheduleKind> parseScheduleKind(const std::string &name) {
     return ScheduleKind::Interleaved;
   if (key == "chimera")
     return ScheduleKind::Chimera;
-  if (key == "zb-h1" || key == "zbh1")
+  if (key == "zb-h1" || key == "zbh1" || key == "zb1p")
     return ScheduleKind::ZBH1;
+  if (key == "zb-h2" || key == "zbh2" || key == "zb2p")
+    return ScheduleKind::ZBH2;
+  if (key == "zb-v" || key == "zbv")
+    return ScheduleKind::ZBV;
+  if (key == "dualpipe")
+    return ScheduleKind::DualPipe;
+  if (key == "dualpipev" || key == "dualpipe-v")
+    return ScheduleKind::DualPipeV;
   return Status::error("unknown schedule '" + name + "' (known: " +
                        scheduleKindNames() + ")");
 }
@@ -297,13 +342,46 @@ const char *scheduleKindName(ScheduleKind kind) {
     return "chimera";
   case ScheduleKind::ZBH1:
     return "zb-h1";
+  case ScheduleKind::ZBH2:
+    return "zb-h2";
+  case ScheduleKind::ZBV:
+    return "zb-v";
+  case ScheduleKind::DualPipe:
+    return "dualpipe";
+  case ScheduleKind::DualPipeV:
+    return "dualpipev";
+  case ScheduleKind::Imported:
+    return "imported";
   }
   return "?";
 }
 
 std::string scheduleKindNames() {
-  return "gpipe, 1f1b, interleaved, chimera, zb-h1";
+  return "gpipe, 1f1b, interleaved, chimera, zb-h1, zb-h2, zb-v, dualpipe, "
+         "dualpipev";
 }
+
+namespace {
+/// DualPipe: even D and N, N >= 2D; DualPipeV: N >= 2D (the steady phase of
+/// the device nearest the ends would otherwise run a negative count).
+Status checkDualPipeShape(ScheduleKind kind, int devices, int microbatches) {
+  if (kind != ScheduleKind::DualPipe && kind != ScheduleKind::DualPipeV)
+    return Status::success();
+  const char *name = scheduleKindName(kind);
+  if (kind == ScheduleKind::DualPipe && devices % 2 != 0)
+    return Status::error("dualpipe needs an even number of stages (got " +
+                         std::to_string(devices) + ")");
+  if (kind == ScheduleKind::DualPipe && microbatches % 2 != 0)
+    return Status::error("dualpipe needs an even number of micro-batches, half "
+                         "per direction (got " + std::to_string(microbatches) + ")");
+  if (microbatches < 2 * devices)
+    return Status::error(std::string(name) + " needs at least 2 x " +
+                         std::to_string(devices) + " = " +
+                         std::to_string(2 * devices) + " micro-batches (got " +
+                         std::to_string(microbatches) + ")");
+  return Status::success();
+}
+} // namespace
 
 Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
                           int chunks) {
@@ -329,6 +407,8 @@ Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
           "chimera needs an even number of micro-batches, half per direction "
           "(got " + std::to_string(microbatches) + ")");
   }
+  if (Status s = checkDualPipeShape(kind, devices, microbatches); !s.ok())
+    return s;
   if (kind == ScheduleKind::Interleaved) {
     if (chunks < 1)
       return Status::error("interleaved needs at least one chunk per device");
@@ -347,37 +427,87 @@ Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
 }
 
 int stagesFor(ScheduleKind kind, int devices, int chunks) {
-  return kind == ScheduleKind::Interleaved ? devices * chunks : devices;
+  if (kind == ScheduleKind::Interleaved)
+    return devices * chunks;
+  if (kind == ScheduleKind::ZBV || kind == ScheduleKind::DualPipeV)
+    return 2 * devices;
+  return devices;
 }
+
+Placement placementOf(ScheduleKind kind) {
+  if (kind == ScheduleKind::Interleaved)
+    return Placement::Looped;
+  if (kind == ScheduleKind::ZBV || kind == ScheduleKind::DualPipeV)
+    return Placement::VShape;
+  return Placement::Linear;
+}
+
+namespace {
+bool splitsBackward(ScheduleKind kind) {
+  return kind == ScheduleKind::ZBH1 || kind == ScheduleKind::ZBH2 ||
+         kind == ScheduleKind::ZBV || kind == ScheduleKind::DualPipe ||
+         kind == ScheduleKind::DualPipeV;
+}
+
+Order orderOf(const PipelineLayout &layout, const CostModel &costs) {
+  switch (layout.kind) {
+  case ScheduleKind::GPipe:
+    return gpipeOrder(layout);
+  case ScheduleKind::OneFOneB:
+    return oneFOneBOrder(layout);
+  case ScheduleKind::ZBH1:
+    return zbH1Order(layout);
+  case ScheduleKind::ZBH2:
+    return zbH2Order(layout, costs);
+  case ScheduleKind::ZBV:
+    return detail::zbVOrder(layout);
+  case ScheduleKind::DualPipe:
+    return detail::dualPipeOrder(layout);
+  case ScheduleKind::DualPipeV:
+    return detail::dualPipeVOrder(layout);
+  case ScheduleKind::Interleaved:
+    return interleavedOrder(layout);
+  case ScheduleKind::Chimera:
+  case ScheduleKind::Imported:
+    break;
+  }
+  return {};
+}
+} // namespace
 
 Expected<PipelineProgram> buildPipeline(const PipelineConfig &config,
                                         const CostModel &costs) {
   Status ok = checkConfig(config, costs);
   if (!ok.ok())
     return ok;
+  if (config.imported) {
+    PipelineProgram program = *config.imported;
+    program.layout.stageLayers = config.stageLayers;
+    return program;
+  }
+  if (config.kind == ScheduleKind::Imported)
+    return Status::error("an imported schedule needs its program");
   PipelineLayout layout;
   layout.kind = config.kind;
   layout.devices = config.devices;
   layout.microbatches = config.microbatches;
-  layout.chunks = config.kind == ScheduleKind::Interleaved ? config.chunks : 1;
+  layout.chunks = config.kind == ScheduleKind::Interleaved ? config.chunks
+                  : placementOf(config.kind) == Placement::VShape ? 2
+                                                                  : 1;
   layout.stages = stagesFor(config.kind, config.devices, layout.chunks);
-  layout.pipes = config.kind == ScheduleKind::Chimera ? 2 : 1;
-  layout.splitBackward = config.kind == ScheduleKind::ZBH1;
+  layout.pipes =
+      config.kind == ScheduleKind::Chimera || config.kind == ScheduleKind::DualPipe
+          ? 2
+          : 1;
+  layout.placement = placementOf(config.kind);
+  layout.splitBackward = splitsBackward(config.kind);
   layout.stageLayers = config.stageLayers;
 
-  switch (config.kind) {
-  case ScheduleKind::GPipe:
-    return PipelineProgram{layout, gpipeOrder(layout)};
-  case ScheduleKind::OneFOneB:
-    return PipelineProgram{layout, oneFOneBOrder(layout)};
-  case ScheduleKind::ZBH1:
-    return PipelineProgram{layout, zbH1Order(layout)};
-  case ScheduleKind::Interleaved:
-    return PipelineProgram{layout, interleavedOrder(layout)};
-  case ScheduleKind::Chimera:
+  if (config.kind == ScheduleKind::Chimera)
     return chimeraProgram(layout, costs);
-  }
-  return Status::error("unhandled schedule kind");
+  Order order = orderOf(layout, costs);
+  detail::markFullBackwards(layout, order);
+  return PipelineProgram{layout, std::move(order)};
 }
 
 } // namespace pf::sched

@@ -64,6 +64,7 @@ Report computeReport(const PipelineStep &step, const Timeline &timeline,
   const int K = timeline.steps;
   const double window = timeline.windowTime();
   r.pipelineStepMs = T;
+  r.pipelineSteadyStepMs = step.steadyStep;
   r.refreshSteps = options.policy == Policy::None ? 0 : K;
   r.stepTimeMs = window / K;
   r.overheadMs = r.stepTimeMs - T;
@@ -105,6 +106,16 @@ Report computeReport(const PipelineStep &step, const Timeline &timeline,
   return r;
 }
 
+namespace {
+/// Mean pipeline work of a device per step.
+double averageBusy(const Report &r) {
+  double total = 0;
+  for (const DeviceReport &d : r.perDevice)
+    total += d.pipelineBusyMs;
+  return r.perDevice.empty() ? 0 : total / r.perDevice.size();
+}
+} // namespace
+
 std::string reportToText(const Report &r) {
   std::ostringstream os;
   os << "schedule " << r.schedule << ", " << r.devices << " devices, "
@@ -133,7 +144,13 @@ std::string reportToText(const Report &r) {
   os << "K-FAC per window (ms):   in bubbles " << fmt("%.2f", r.kfacInBubblesMs)
      << ", after a flush " << fmt("%.2f", r.kfacOutsideMs)
      << ", overlapping the next refresh " << fmt("%.2f", r.steadyStateMs)
-     << "\n\n";
+     << "\n";
+  // Below the lines other tests pin down one after another.
+  if (r.pipelineSteadyStepMs > 0)
+    os << "steady-state step (ms) " << fmt("%14.2f", r.pipelineSteadyStepMs)
+       << "   (no flush: steps overlap; utilization "
+       << fmt("%.2f%%", 100 * averageBusy(r) / r.pipelineSteadyStepMs) << ")\n";
+  os << "\n";
   os << "device  pipeline/step  K-FAC/window  outside  util w/o  util with\n";
   for (const DeviceReport &d : r.perDevice)
     os << fmt("%6.0f", d.device) << fmt("%15.2f", d.pipelineBusyMs)
@@ -159,6 +176,8 @@ std::string reportToJson(const Report &r) {
     j["layers"] = r.layers;
     j["layers_per_stage"] = r.layersPerStage;
     j["pipeline_step_ms"] = r.pipelineStepMs;
+    if (r.pipelineSteadyStepMs > 0)
+      j["pipeline_steady_step_ms"] = r.pipelineSteadyStepMs;
     j["step_time_ms"] = r.stepTimeMs;
     j["utilization"] = {{"without_kfac", r.utilizationWithoutKfac},
                         {"with_kfac", r.utilizationWithKfac}};

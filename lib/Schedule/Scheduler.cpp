@@ -44,8 +44,33 @@ partitionFor(const CostModel &costs, const ScheduleRequest &request,
   return partition->stageLayers();
 }
 
+/// An imported order must come with kind Imported and agree with D and N.
+Status checkImported(const ScheduleRequest &request) {
+  if ((request.kind == ScheduleKind::Imported) != (request.imported != nullptr))
+    return Status::error("an imported schedule needs kind 'imported' and its order");
+  if (!request.imported)
+    return Status::success();
+  const PipelineLayout &l = request.imported->layout;
+  if (request.devices != 0 && request.devices != l.devices)
+    return Status::error("the imported schedule has " + std::to_string(l.devices) +
+                         " ranks, not " + std::to_string(request.devices));
+  if (request.microbatches != 0 && request.microbatches != l.microbatches)
+    return Status::error("the imported schedule has " +
+                         std::to_string(l.microbatches) + " micro-batches, not " +
+                         std::to_string(request.microbatches));
+  return Status::success();
+}
+
+/// Stages of the request's pipeline on `devices` devices.
+int stagesOf(const ScheduleRequest &request, int devices) {
+  return request.imported ? request.imported->layout.stages
+                          : stagesFor(request.kind, devices, request.chunks);
+}
+
 /// D of a request: as given, or from the stages the caller partitioned.
 Expected<int> devicesOf(const ScheduleRequest &request) {
+  if (request.imported)
+    return request.imported->layout.devices;
   if (request.stageLayers.empty())
     return request.devices;
   if (request.layersPerStage != 0)
@@ -59,6 +84,13 @@ Expected<int> devicesOf(const ScheduleRequest &request) {
                            " stages to be a multiple of chunks=" +
                            std::to_string(request.chunks));
     devices = stages / request.chunks;
+  }
+  if (placementOf(request.kind) == Placement::VShape) {
+    if (stages % 2 != 0)
+      return Status::error(std::string(scheduleKindName(request.kind)) +
+                           " needs an even number of stages (two per device), got " +
+                           std::to_string(stages));
+    devices = stages / 2;
   }
   if (request.devices != 0 && request.devices != devices)
     return Status::error(std::to_string(stages) + " stages of " +
@@ -79,15 +111,19 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
                             "kMaxLayers");
       !s.ok())
     return s;
+  if (Status s = checkImported(request); !s.ok())
+    return s;
   auto devices = devicesOf(request);
   if (!devices)
     return devices.status();
-  Status shape = checkScheduleShape(request.kind, *devices,
-                                    request.microbatches, request.chunks);
+  const int microbatches =
+      request.imported ? request.imported->layout.microbatches : request.microbatches;
+  Status shape = checkScheduleShape(request.kind, *devices, microbatches,
+                                    request.chunks);
   if (!shape.ok())
     return shape;
   if (Status s = checkLimit("layers x micro-batches",
-                            static_cast<long long>(costs.layers.size()) * request.microbatches,
+                            static_cast<long long>(costs.layers.size()) * microbatches,
                             kMaxLayerMicrobatches, "kMaxLayerMicrobatches");
       !s.ok())
     return s;
@@ -95,11 +131,11 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
   PipelineConfig config;
   config.kind = request.kind;
   config.devices = *devices;
-  config.microbatches = request.microbatches;
+  config.microbatches = microbatches;
   config.chunks = request.chunks;
+  config.imported = request.imported;
   if (request.stageLayers.empty()) {
-    auto stageLayers = partitionFor(
-        costs, request, stagesFor(request.kind, *devices, request.chunks));
+    auto stageLayers = partitionFor(costs, request, stagesOf(request, *devices));
     if (!stageLayers)
       return stageLayers.status();
     config.stageLayers = stageLayers.take();

@@ -74,34 +74,29 @@ public:
       const auto &order = program_.order[d];
       while (next[d] < order.size()) {
         const PipelineOp &op = order[next[d]];
-        if (op.stage < 0 || op.stage >= layout_.stages || op.micro < 0 ||
-            op.micro >= layout_.microbatches ||
-            (layout_.splitBackward && op.pass == PassKind::Backward) ||
-            (!layout_.splitBackward && op.pass != PassKind::Forward &&
-             op.pass != PassKind::Backward))
+        if (!isValidPass(op))
           return Status::error("device " + std::to_string(d) +
                                " runs an invalid pass: " + describe(op));
         if (graph_.device(op) != d)
           return Status::error("device " + std::to_string(d) + " runs " +
                                describe(op) + " which belongs to device " +
                                std::to_string(graph_.device(op)));
-        graph_.producers(op, deps);
+        // DualPipe's F&B pair starts once the inputs of both passes are
+        // there, and both outputs leave when the pair ends.
+        const PipelineOp *partner =
+            next[d] + 1 < order.size() && order[next[d] + 1].overlapsPrevious
+                ? &order[next[d] + 1]
+                : nullptr;
         double ready = free[d];
-        bool blocked = false;
-        for (const PipelineOp &p : deps) {
-          double e = end_[graph_.id(p)];
-          if (e < 0) {
-            blocked = true;
-            break;
-          }
-          ready = std::max(ready, e + graph_.latency(p, op, costs_.p2p));
-        }
-        if (blocked)
+        if (!inputsReady(op, nullptr, ready, deps) ||
+            (partner && !inputsReady(*partner, &op, ready, deps)))
           break;
         if (end_[graph_.id(op)] >= 0)
           return Status::error("the program runs " + describe(op) + " twice");
         double dur = passDuration(layout_, costs_, op.pass, op.stage);
-        end_[graph_.id(op)] = ready + dur;
+        double partnerDur =
+            partner ? passDuration(layout_, costs_, partner->pass, partner->stage) : 0;
+        end_[graph_.id(op)] = ready + dur + partnerDur;
         free[d] = ready + dur;
         emit(out, op, d, ready, ready + dur);
         ++next[d];
@@ -119,6 +114,33 @@ public:
   }
 
 private:
+  /// Whether every input of `op` (but `besides`) has arrived; raises
+  /// `ready` to the latest arrival.
+  bool inputsReady(const PipelineOp &op, const PipelineOp *besides, double &ready,
+                   std::vector<PipelineOp> &deps) const {
+    graph_.producers(op, deps);
+    for (const PipelineOp &p : deps) {
+      if (besides && graph_.id(p) == graph_.id(*besides))
+        continue;
+      double e = end_[graph_.id(p)];
+      if (e < 0)
+        return false;
+      ready = std::max(ready, e + graph_.latency(p, op, costs_.p2p));
+    }
+    return true;
+  }
+
+  /// In range, and whole or split as the layout says for its micro-batch.
+  bool isValidPass(const PipelineOp &op) const {
+    if (op.stage < 0 || op.stage >= layout_.stages || op.micro < 0 ||
+        op.micro >= layout_.microbatches)
+      return false;
+    if (op.pass == PassKind::Forward)
+      return true;
+    bool split = layout_.splitsBackward(op.stage, op.micro);
+    return split ? op.pass != PassKind::Backward : op.pass == PassKind::Backward;
+  }
+
   void emit(PipelineStep &out, const PipelineOp &op, int device, double start,
             double end) {
     TimelineItem item;
@@ -237,6 +259,7 @@ void addIdleIntervals(PipelineStep &step) {
     step.makespan = std::max(step.makespan, it.end);
   std::vector<std::vector<Interval>> busy(D);
   step.busy.assign(D, 0);
+  step.steadyStep = 0;
   for (const TimelineItem &it : step.items)
     if (it.lane == Lane::Compute) {
       busy[it.device].push_back({it.start, it.end});
@@ -247,6 +270,12 @@ void addIdleIntervals(PipelineStep &step) {
     auto &b = busy[d];
     std::sort(b.begin(), b.end(),
               [](const Interval &x, const Interval &y) { return x.start < y.start; });
+    if (!b.empty()) {
+      double last = 0;
+      for (const Interval &i : b)
+        last = std::max(last, i.end);
+      step.steadyStep = std::max(step.steadyStep, last - b.front().start);
+    }
     double cursor = 0;
     for (const Interval &i : b) {
       if (i.start > cursor + 1e-9)

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Scheduler.h"
+#include "pf/Schedule/TorchCsv.h"
+#include "pf/Schedule/Verify.h"
 
 #include <cerrno>
 #include <cmath>
@@ -37,11 +39,20 @@ Cost model (one of):
   --precision P             analytic: fp32 (default) or tf32
 
 Pipeline:
-  --schedule NAME           gpipe, 1f1b, interleaved, chimera, zb-h1 (default 1f1b)
-  --stages D                pipeline stages = devices (required; at most 1024,
-                            kMaxStages, also for devices x chunks)
-  --microbatches N          micro-batches per step (required; chimera: N/2 each
-                            way; at most 1024, kMaxMicrobatches)
+  --schedule NAME           gpipe, 1f1b, interleaved, chimera, zb-h1, zb-h2,
+                            zb-v, dualpipe, dualpipev (default 1f1b); zb-v and
+                            dualpipev run two stages per device (a V),
+                            dualpipe two pipelines like chimera
+  --schedule-csv FILE       run the schedule in FILE instead: PyTorch's
+                            compute-only CSV (torch.distributed.pipelining
+                            _dump_csv; docs/schedule.md), verified first;
+                            --stages/--microbatches may be left out
+  --stages D                devices (required; at most 1024, kMaxStages, also
+                            for the stages: devices x chunks, 2 x devices for
+                            zb-v and dualpipev)
+  --microbatches N          micro-batches per step (required; chimera and
+                            dualpipe: N/2 each way; dualpipe(v): N >= 2D; at
+                            most 1024, kMaxMicrobatches)
   --layers-per-stage K      layers in every stage; stages*K must equal the
                             model's layers. Omitted: min-max partition
   --chunks V                interleaved: model chunks per device (default 2)
@@ -63,7 +74,11 @@ Output:
   --trace FILE              Chrome trace / Perfetto JSON of the window
   --svg FILE                SVG timeline of the window
   --export-profile FILE     write the cost model in the profile format
-  --validate                check the timeline (dependencies, overlaps)
+  --export-torch-csv FILE   write the schedule as PyTorch's compute-only CSV
+                            (one line per rank; not for chimera, dualpipe)
+  --validate                verify the schedule (placement, every pass once,
+                            dependency order, no deadlock) and check the
+                            timeline (dependencies, overlaps)
   --quiet                   no text report on stdout
   --help                    this text
 
@@ -82,7 +97,8 @@ const std::vector<std::string> kValued = {
     "seq-len",      "precision",     "schedule",       "stages",
     "microbatches", "layers-per-stage", "chunks",      "policy",
     "refresh-steps", "max-overhead", "margin",         "split-pieces",
-    "report-json",  "trace",         "svg",            "export-profile"};
+    "report-json",  "trace",         "svg",            "export-profile",
+    "schedule-csv", "export-torch-csv"};
 
 Expected<Options> parseArgs(int argc, char **argv) {
   Options o;
@@ -199,18 +215,38 @@ Expected<CostModel> costModel(const Options &o) {
   return analyticCostModel(*device, *model, *precision);
 }
 
-Expected<ScheduleRequest> request(const Options &o) {
+/// The schedule of --schedule-csv, verified; none without the option.
+Expected<ImportedSchedule> importedSchedule(const Options &o) {
+  if (!o.values.count("schedule-csv"))
+    return ImportedSchedule{};
+  if (o.values.count("schedule"))
+    return Status::error("give either --schedule or --schedule-csv, not both");
+  auto imported = loadTorchCsv(o.values.at("schedule-csv"));
+  if (!imported)
+    return imported.status();
+  Status valid = verifyProgram(imported->program, &imported->steps);
+  if (!valid.ok())
+    return Status::error(o.values.at("schedule-csv") + ": " + valid.message());
+  return imported;
+}
+
+Expected<ScheduleRequest> request(const Options &o, const ImportedSchedule &imported) {
   ScheduleRequest r;
   auto kind = parseScheduleKind(stringOption(o, "schedule", "1f1b"));
   if (!kind)
     return kind.status();
   r.kind = *kind;
+  const bool fromFile = !imported.program.order.empty();
+  if (fromFile) {
+    r.kind = ScheduleKind::Imported;
+    r.imported = &imported.program;
+  }
   auto policy = parsePolicy(stringOption(o, "policy", "pf"));
   if (!policy)
     return policy.status();
   r.kfac.policy = *policy;
-  auto stages = intOption(o, "stages", 0, true);
-  auto micro = intOption(o, "microbatches", 0, true);
+  auto stages = intOption(o, "stages", 0, !fromFile);
+  auto micro = intOption(o, "microbatches", 0, !fromFile);
   auto lps = intOption(o, "layers-per-stage", 0);
   auto chunks = intOption(o, "chunks", 2);
   auto refresh = intOption(o, "refresh-steps", 0);
@@ -245,7 +281,8 @@ Expected<ScheduleRequest> request(const Options &o) {
 
 Status writeOutputs(const Options &o, const ScheduleResult &result,
                     const CostModel &costs) {
-  for (const char *key : {"report-json", "trace", "svg", "export-profile"})
+  for (const char *key :
+       {"report-json", "trace", "svg", "export-profile", "export-torch-csv"})
     if (o.values.count(key) && o.values.at(key).empty())
       return Status::error(std::string("--") + key + " needs a file name");
   ScheduleOutputs outputs;
@@ -253,9 +290,14 @@ Status writeOutputs(const Options &o, const ScheduleResult &result,
   outputs.chromeTrace = stringOption(o, "trace", "");
   outputs.svg = stringOption(o, "svg", "");
   Status written = writeScheduleOutputs(result, outputs);
-  if (!written.ok() || !o.values.count("export-profile"))
+  if (written.ok() && o.values.count("export-profile"))
+    written = writeTextFile(o.values.at("export-profile"), profileToJson(costs));
+  if (!written.ok() || !o.values.count("export-torch-csv"))
     return written;
-  return writeTextFile(o.values.at("export-profile"), profileToJson(costs));
+  auto csv = programToTorchCsv(result.program);
+  if (!csv)
+    return csv.status();
+  return writeTextFile(o.values.at("export-torch-csv"), *csv);
 }
 
 int fail(const std::string &message) {
@@ -278,16 +320,26 @@ int main(int argc, char **argv) {
     return fail(costs.error());
   for (const std::string &w : costs->warnings)
     std::cerr << "pf-sched: warning: " << w << "\n";
-  auto req = request(*options);
+  auto imported = importedSchedule(*options);
+  if (!imported)
+    return fail(imported.error());
+  auto req = request(*options, *imported);
   if (!req)
     return fail(req.error());
   auto result = schedulePipeline(*costs, *req);
   if (!result)
     return fail(result.error());
+  if (options->validate) {
+    Status verified = verifyProgram(result->program);
+    if (!verified.ok())
+      return fail("invalid schedule: " + verified.message());
+  }
   if (!options->quiet) {
     std::cout << reportToText(result->report);
     if (options->validate)
-      std::cout << "timeline valid: dependencies, device exclusivity, steps\n";
+      std::cout << "schedule verified: placement, every pass once, dependency "
+                   "order, no deadlock\n"
+                << "timeline valid: dependencies, device exclusivity, steps\n";
   }
   Status written = writeOutputs(*options, *result, *costs);
   if (!written.ok())

@@ -18,7 +18,25 @@
 
 namespace pf::sched {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved, Chimera, ZBH1 };
+enum class ScheduleKind {
+  GPipe,
+  OneFOneB,
+  Interleaved,
+  Chimera,
+  ZBH1,
+  ZBH2,      ///< zero bubble with more warm-up forwards, W passes in the tail
+  ZBV,       ///< zero bubble, two chunks per device in a V
+  DualPipe,  ///< DeepSeek's bidirectional pipeline (two replicas, like Chimera)
+  DualPipeV, ///< DualPipe folded into a V: one pipeline, two chunks per device
+  Imported,  ///< read from a schedule file (pf-sched --schedule-csv)
+};
+
+/// Where the stages of a pipeline live.
+enum class Placement : unsigned char {
+  Linear, ///< stage s on device s (pipe 1 of two: on device D-1-s)
+  Looped, ///< stage s on device s mod D (interleaved)
+  VShape, ///< stage s < D on device s, stage s >= D on device 2D-1-s
+};
 
 Expected<ScheduleKind> parseScheduleKind(const std::string &name);
 const char *scheduleKindName(ScheduleKind kind);
@@ -37,6 +55,10 @@ struct PipelineOp {
   PassKind pass;
   int stage;
   int micro;
+  /// DualPipe: runs overlapped with the previous pass of the device (an F&B
+  /// pair). The simulator runs the pair back to back; the flag keeps the
+  /// pairing for export (PyTorch's OVERLAP_F_B).
+  bool overlapsPrevious = false;
 };
 
 /// Where stages and micro-batches live.
@@ -49,8 +71,13 @@ struct PipelineLayout {
   int pipes = 1;
   int microbatches = 0;
   int chunks = 1;
-  /// Backward split into BackwardInput + BackwardWeight (ZB-H1).
+  Placement placement = Placement::Linear;
+  /// Backward split into BackwardInput + BackwardWeight (zero-bubble kinds).
   bool splitBackward = false;
+  /// Split layouts only: [stage * microbatches + micro] is 1 where the
+  /// schedule runs that backward whole (DualPipe's backwards outside its
+  /// zero-bubble phases); empty: every backward is split.
+  std::vector<char> fullBackward;
   /// Layers (indices into the cost model) of each stage, shared by both pipes.
   std::vector<std::vector<int>> stageLayers;
 
@@ -60,9 +87,17 @@ struct PipelineLayout {
   }
   /// Device that runs `stage` of `pipe`.
   int deviceOf(int pipe, int stage) const {
-    if (kind == ScheduleKind::Interleaved)
+    if (placement == Placement::Looped)
       return stage % devices;
+    if (placement == Placement::VShape)
+      return stage < devices ? stage : 2 * devices - 1 - stage;
     return pipe == 1 ? devices - 1 - stage : stage;
+  }
+  /// Whether the backward of (stage, micro) runs as BackwardInput +
+  /// BackwardWeight.
+  bool splitsBackward(int stage, int micro) const {
+    return splitBackward &&
+           (fullBackward.empty() || !fullBackward[stage * microbatches + micro]);
   }
   int numLayers() const;
   /// Stage holding `layer`.
@@ -80,14 +115,21 @@ struct PipelineConfig {
   int devices = 0;
   int microbatches = 0;
   int chunks = 2; ///< interleaved only: model chunks (virtual stages) per device
+  /// Imported only: the order read from a file (its layout's kind, devices,
+  /// stages, micro-batches, placement and split); stageLayers come from here.
+  const PipelineProgram *imported = nullptr;
   std::vector<std::vector<int>> stageLayers;
 };
 
-/// Number of pipeline stages a schedule uses on `devices` devices.
+/// Number of pipeline stages a schedule uses on `devices` devices (ZB-V and
+/// DualPipeV: two per device).
 int stagesFor(ScheduleKind kind, int devices, int chunks);
+/// Placement of a schedule's stages.
+Placement placementOf(ScheduleKind kind);
 
 /// Checks what a schedule needs of D, N and the chunks (Chimera: even D and N;
-/// interleaved: N a multiple of D), before any layer is assigned.
+/// interleaved: N a multiple of D; DualPipe: even D and N >= 2D, N even;
+/// DualPipeV: N >= 2D), before any layer is assigned.
 Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
                           int chunks);
 

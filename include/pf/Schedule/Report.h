@@ -43,6 +43,8 @@ struct Report {
   std::vector<int> layersPerStage;
 
   double pipelineStepMs = 0; ///< T_pipe, the bare pipeline
+  /// PipelineStep::steadyStep; 0 where unknown (measured runs).
+  double pipelineSteadyStepMs = 0;
   double stepTimeMs = 0;     ///< mean step of the window with K-FAC
   double utilizationWithoutKfac = 0;
   double utilizationWithKfac = 0;

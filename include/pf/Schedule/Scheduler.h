@@ -38,6 +38,9 @@ struct ScheduleRequest {
   /// The layers of every stage when the caller has partitioned already
   /// (pf-partition); empty: the library partitions. Excludes layersPerStage.
   std::vector<std::vector<int>> stageLayers;
+  /// kind Imported: the order to run (its layout gives D, N and the stages;
+  /// devices and microbatches must be 0 or agree). Not owned.
+  const PipelineProgram *imported = nullptr;
   KfacOptions kfac;
   /// Check the window timeline (validateTimeline); a failure is an error.
   bool validate = false;

@@ -82,6 +82,10 @@ struct PipelineStep {
   PipelineLayout layout;
   std::vector<TimelineItem> items; ///< pipeline passes and communication
   double makespan = 0;             ///< T_pipe: end of the last item
+  /// The step when consecutive steps overlap (no flush between them, as the
+  /// zero-bubble schedules count with a post-validated optimizer step): the
+  /// longest busy span of a device, first pass start to last pass end.
+  double steadyStep = 0;
   /// End of each pass, indexed [stage * microbatches + micro].
   std::vector<double> forwardEnd;
   /// When the output gradient of the stage is known (Backward or BackwardInput).
