@@ -219,9 +219,11 @@ TEST(Kfac, ChimeraFactorsSummedAfterTheFlushDelayInversionsToTheNextStep) {
   EXPECT_GT(inversionsInStepZeroBubbles(paper), 0);
   EXPECT_EQ(inversionsInStepZeroBubbles(r), 0);
   KfacProblem p = buildKfacProblem(r.step, costs, 3);
-  for (const KfacTask &t : p.tasks)
-    if (t.kind == ItemKind::InversionA || t.kind == ItemKind::InversionB)
+  for (const KfacTask &t : p.tasks) {
+    if (t.kind == ItemKind::InversionA || t.kind == ItemKind::InversionB) {
       EXPECT_GE(t.release, r.step.makespan);
+    }
+  }
 }
 
 TEST(Kfac, NoPolicyMeansNoWork) {

@@ -454,18 +454,19 @@ struct BuildRankProgramsPass
       // A pass's K-FAC factor calls (pf-outline-kfac-factors) follow its
       // sends, right before the rank's next pass: the next stage gets its
       // activations first. Window programs move them into bubbles.
-      std::optional<sched::PipelineOp> factorsOf;
+      // The pass whose factor calls are due (null: none).
+      const sched::PipelineOp *factorsOf = nullptr;
       auto emitFactors = [&] {
         if (factorsOf)
           emitFactorCalls(body, loc, *factorsOf);
-        factorsOf.reset();
+        factorsOf = nullptr;
       };
       for (const Event &event : events[rank]) {
         if (event.kind == Event::Call)
           emitFactors();
         emitEvent(body, loc, event);
         if (event.kind == Event::Call)
-          factorsOf = event.pass;
+          factorsOf = &event.pass;
       }
       emitFactors();
       for (const auto &[name, entry] : tied)
