@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct Case {
   int64_t pad; // extra elements per row of A, B and C (0: contiguous)
   double alpha, beta;
 };
+
+/// How gtest names a failing case.
+void PrintTo(const Case &c, std::ostream *os) {
+  *os << (c.transA ? 'T' : 'N') << (c.transB ? 'T' : 'N') << ' ' << c.m << 'x'
+      << c.n << 'x' << c.k << " pad " << c.pad << " alpha " << c.alpha
+      << " beta " << c.beta;
+}
 
 /// Rows x cols of op(X) stored row-major with leading dimension ld.
 std::vector<float> randomMatrix(int64_t rows, int64_t ld, unsigned seed) {
