@@ -32,9 +32,22 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from pipefisher import make_bert_model, save_model  # noqa: E402
+from pipefisher.configs import get_config  # noqa: E402
 from pipefisher.tools import tool  # noqa: E402
 
 BUSY_LOOP = "while 1: pass"
+
+
+def forward_flop(config: str, batch: int, seq: int) -> float:
+    """Multiply-adds x 2 of BERT-for-masked-LM's matmuls (what dominates):
+    per block Q, K, V, output projections, the FFN and attention's two
+    batched products; then the MLM transform and the decoder. BERT-base at
+    8 x 128: 228 GFLOP."""
+    c = get_config(config)
+    t, h, i = batch * seq, c.hidden_size, c.intermediate_size
+    block = 2 * t * (4 * h * h + 2 * h * i) + 4 * batch * seq * seq * h
+    head = 2 * t * h * h + 2 * t * h * c.vocab_size
+    return c.num_hidden_layers * block + head
 
 
 def ort_median(model: Path, inputs: dict, threads: int, repeat: int) -> float:
@@ -128,13 +141,15 @@ def main() -> int:
           f"median of {args.repeat}; " + ", ".join(f"{k}={v}" for k, v in env.items()))
     print(f"# pf-run: {pf_run}")
     print("| model | busy processes | ONNX Runtime | pf | pf / ORT | vs quiet (ORT, pf) "
-          "| load avg at start |")
-    print("|---|---|---|---|---|---|---|")
+          "| pf GFLOP/s | load avg at start |")
+    print("|---|---|---|---|---|---|---|---|")
     quiet = {config: (ort_s, pf_s) for config, busy, ort_s, pf_s, _ in rows if busy == 0}
     for config, busy, ort_s, pf_s, load in rows:
         q_ort, q_pf = quiet[config]
+        gflops = forward_flop(config, args.batch, args.seq) / pf_s * 1e-9
         print(f"| BERT-{config} | {busy} | {ort_s * 1e3:.0f} ms | {pf_s * 1e3:.0f} ms | "
-              f"{pf_s / ort_s:.2f} | {ort_s / q_ort:.2f}x, {pf_s / q_pf:.2f}x | {load:.2f} |")
+              f"{pf_s / ort_s:.2f} | {ort_s / q_ort:.2f}x, {pf_s / q_pf:.2f}x | {gflops:.0f} "
+              f"| {load:.2f} |")
     return 0
 
 
