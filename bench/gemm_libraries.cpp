@@ -3,7 +3,8 @@
 // Built once per library by bench/gemm_libraries.sh (-DPF_BENCH_OPENBLAS,
 // -DPF_BENCH_DNNL or -DPF_BENCH_BLIS): OpenBLAS and BLIS both export
 // cblas_sgemm, so one binary cannot hold both. Prints one line per shape:
-//   <name> <transA><transB> <M> <N> <K> <batch> <GFLOP/s (median)>
+//   <library> <name> <transA><transB> <M> <N> <K> <batch> <best> <median>
+// in GFLOP/s over the timed runs.
 // Row-major throughout, as the runtime calls them. Batched shapes (attention)
 // run as the runtime runs them: one single-threaded GEMM per OpenMP thread;
 // the others run one GEMM with all threads.
@@ -106,7 +107,11 @@ void runOnce(const Shape &s, int threads, const std::vector<float> &a,
   setThreads(threads);
 }
 
-double medianGflops(const Shape &s, int threads, double minSeconds) {
+struct Rate {
+  double best, median;
+};
+
+Rate measure(const Shape &s, int threads, double minSeconds) {
   std::vector<float> a(s.m * s.k * s.batch), b(s.k * s.n * s.batch),
       c(s.m * s.n * s.batch);
   for (size_t i = 0; i < a.size(); ++i)
@@ -128,25 +133,34 @@ double medianGflops(const Shape &s, int threads, double minSeconds) {
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     gflops.push_back(flop / dt * 1e-9);
   }
-  std::nth_element(gflops.begin(), gflops.begin() + gflops.size() / 2,
-                   gflops.end());
-  return gflops[gflops.size() / 2];
+  std::sort(gflops.begin(), gflops.end());
+  return {gflops.back(), gflops[gflops.size() / 2]};
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc == 2 && std::string(argv[1]) == "--list") {
+    for (const Shape &s : kShapes)
+      std::printf("%s\n", s.name);
+    return 0;
+  }
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   const double minSeconds = argc > 2 ? std::atof(argv[2]) : 0.5;
+  const std::string only = argc > 3 ? argv[3] : "";
   if (threads < 1 || minSeconds <= 0) {
-    std::fprintf(stderr, "usage: %s [threads >= 1] [seconds per shape > 0]\n",
-                 argv[0]);
+    std::fprintf(stderr, "usage: %s [threads >= 1] [seconds per shape > 0] "
+                 "[shape]\n       %s --list\n", argv[0], argv[0]);
     return 2;
   }
   setThreads(threads);
-  for (const Shape &s : kShapes)
-    std::printf("%s %s %c%c %ld %ld %ld %ld %.1f\n", kLibrary, s.name,
+  for (const Shape &s : kShapes) {
+    if (!only.empty() && only != s.name)
+      continue;
+    const Rate r = measure(s, threads, minSeconds);
+    std::printf("%s %s %c%c %ld %ld %ld %ld %.1f %.1f\n", kLibrary, s.name,
                 s.transA ? 'T' : 'N', s.transB ? 'T' : 'N', s.m, s.n, s.k,
-                s.batch, medianGflops(s, threads, minSeconds));
+                s.batch, r.best, r.median);
+  }
   return 0;
 }

@@ -1,7 +1,7 @@
 //===- GemmRoutingTest.cpp - oneDNN and OpenBLAS GEMMs agree ---------------===//
 //
-// The runtime sends f32 GEMMs of kDnnlMinRows rows or more to oneDNN and the
-// rest to OpenBLAS (lib/Runtime/cpu/Blas.h). Both libraries are called here
+// The runtime sends f32 GEMMs to oneDNN and f64 ones to OpenBLAS, and fell
+// back to OpenBLAS for f32 before (lib/Runtime/cpu/Blas.h). Both are called here
 // directly on the same operands (transposes, padded leading dimensions,
 // alpha/beta) and compared with each other and with a double-precision
 // reference, so that the routing cannot change a result beyond f32 rounding.
@@ -155,9 +155,10 @@ TEST_P(GemmRouting, RoutedGemmWithThreadsMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GemmRouting,
     ::testing::Values(
-        // Around the routing threshold (kDnnlMinRows = 16).
-        Case{false, false, 15, 33, 17, 0, 1, 0},
-        Case{false, false, 16, 33, 17, 0, 1, 0},
+        // Few rows (GEMV-like) and a lone column.
+        Case{false, false, 1, 33, 17, 0, 1, 0},
+        Case{false, true, 15, 33, 17, 0, 1, 0},
+        Case{true, false, 16, 1, 17, 0, 1, 1},
         // BERT-like: activations x weights, and the backward's NT / TN.
         Case{false, false, 128, 96, 64, 0, 1, 0},
         Case{false, true, 128, 128, 64, 0, 0.125, 0},

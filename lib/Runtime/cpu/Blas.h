@@ -1,8 +1,8 @@
 //===- Blas.h - Row-major GEMMs through oneDNN and CBLAS ----------*- C++ -*-===//
 //
 // The thin layer every BLAS-backed kernel (Linalg, Backward, Kfac) uses:
-// f32 GEMMs of at least kDnnlMinRows rows go to oneDNN's dnnl_sgemm, the
-// rest (f64, few rows) to OpenBLAS; thread counts follow the calling context;
+// f32 GEMMs go to oneDNN's dnnl_sgemm, f64 ones to OpenBLAS; thread counts
+// follow the calling context;
 // K == 0 is handled here (implementations differ on it), and dimensions
 // beyond BLAS' int are refused rather than truncated.
 //
@@ -10,7 +10,8 @@
 // (Debian 12) falls back to its SSE3 "Prescott" kernels on processors newer
 // than it knows (Emerald Rapids: 17 GFLOP/s on 2 cores), and environments
 // that set OPENBLAS_CORETYPE=Haswell to dodge old bugs confine it to AVX2;
-// oneDNN ran the same BERT GEMMs at 2-5x either (bench/gemm_libraries.sh).
+// oneDNN ran BERT's GEMMs at 2-5x either, and GEMMs of 1 to 32 rows faster
+// too (bench/gemm_libraries.sh, bench/README.md).
 // Both use the same libgomp, so their threads are one pool with ours.
 //
 //===----------------------------------------------------------------------===//
@@ -71,19 +72,14 @@ inline void openblasGemm(const Gemm &g, const double *a, const double *b,
               int(g.k), g.alpha, a, g.ldA(), b, g.ldB(), g.beta, c, g.ldC());
 }
 
-/// Rows from which an f32 GEMM goes to oneDNN: below, OpenBLAS' small-M
-/// paths are as fast and skip oneDNN's packing.
-constexpr int64_t kDnnlMinRows = 16;
-
-/// Whether blasGemm sends this f32 GEMM to oneDNN.
-inline bool routesToDnnl(const Gemm &g) {
+/// Whether blasGemm sends f32 GEMMs to oneDNN (built with it). All shapes
+/// go: oneDNN was measured ahead of OpenBLAS from 1 row up.
+constexpr bool kF32GemmsOnDnnl =
 #ifdef PFRT_HAVE_DNNL
-  return g.m >= kDnnlMinRows;
+    true;
 #else
-  (void)g;
-  return false;
+    false;
 #endif
-}
 
 /// oneDNN's row-major SGEMM. Its team has omp_get_max_threads() threads,
 /// one inside a parallel region. Returns false if oneDNN refused (it only
@@ -102,7 +98,7 @@ inline bool dnnlGemm(const Gemm &g, const float *a, const float *b,
 
 /// One f32 GEMM through the library its shape is routed to.
 inline void blasGemm(const Gemm &g, const float *a, const float *b, float *c) {
-  if (routesToDnnl(g) && dnnlGemm(g, a, b, c))
+  if (kF32GemmsOnDnnl && dnnlGemm(g, a, b, c))
     return;
   openblasGemm(g, a, b, c);
 }
