@@ -2,16 +2,15 @@
 //
 // The thin layer every BLAS-backed kernel (Linalg, Backward, Kfac) uses:
 // f32 GEMMs go to oneDNN's dnnl_sgemm, f64 ones to OpenBLAS; thread counts
-// follow the calling context;
-// K == 0 is handled here (implementations differ on it), and dimensions
-// beyond BLAS' int are refused rather than truncated.
+// follow the calling context; K == 0 is handled here (implementations differ
+// on it), and dimensions beyond BLAS' int are refused rather than truncated.
 //
 // Why oneDNN: it picks its kernels from CPUID at run time. OpenBLAS 0.3.21
 // (Debian 12) falls back to its SSE3 "Prescott" kernels on processors newer
-// than it knows (Emerald Rapids: 17 GFLOP/s on 2 cores), and environments
-// that set OPENBLAS_CORETYPE=Haswell to dodge old bugs confine it to AVX2;
-// oneDNN ran BERT's GEMMs at 2-5x either, and GEMMs of 1 to 32 rows faster
-// too (bench/gemm_libraries.sh, bench/README.md).
+// than it knows (this project's Xeon, model 207: 10-40 GFLOP/s on 2 cores),
+// and environments that set OPENBLAS_CORETYPE=Haswell to dodge old bugs
+// confine it to AVX2; oneDNN ran BERT's GEMMs at 2-5x either, and GEMMs of
+// 1 to 32 rows faster too (bench/gemm_libraries.sh, bench/README.md).
 // Both use the same libgomp, so their threads are one pool with ours.
 //
 //===----------------------------------------------------------------------===//
@@ -96,7 +95,7 @@ inline bool dnnlGemm(const Gemm &g, const float *a, const float *b,
 #endif
 }
 
-/// One f32 GEMM through the library its shape is routed to.
+/// One f32 GEMM: oneDNN, or OpenBLAS when built without it or if it refused.
 inline void blasGemm(const Gemm &g, const float *a, const float *b, float *c) {
   if (kF32GemmsOnDnnl && dnnlGemm(g, a, b, c))
     return;
