@@ -2,21 +2,30 @@
 # Installs everything pf needs on a Debian 12 machine. Idempotent: packages that are
 # already present are not reinstalled, so a second run takes a few seconds.
 #   --fuzz   also clang-22 with libFuzzer and its sanitizer runtimes (scripts/fuzz.sh)
+#   --bench  also BLIS, the third library bench/gemm_libraries.sh compares
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FUZZ=0
-[[ "${1:-}" == "--fuzz" ]] && FUZZ=1
+FUZZ=0 BENCH=0
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz) FUZZ=1 ;;
+    --bench) BENCH=1 ;;
+    *) echo "setup: unknown option '$arg' (expected --fuzz or --bench)" >&2; exit 2 ;;
+  esac
+done
 
 DEB_PACKAGES=(
   cmake ninja-build ccache g++ pkg-config python3 python3-pip
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libopenblas-dev libopenblas-openmp-dev liblapacke-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libopenblas-openmp-dev liblapacke-dev libdnnl-dev
+  libopenmpi-dev openmpi-bin
   libgtest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libzip-dev
 )
 # libFuzzer is clang's (libclang-rt-22-dev); clang's OpenMP header comes with
 # libomp-22-dev.
 ((FUZZ)) && DEB_PACKAGES+=(clang-22 libclang-rt-22-dev libomp-22-dev)
+((BENCH)) && DEB_PACKAGES+=(libblis-openmp-dev)
 
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do

@@ -215,7 +215,8 @@ int main(int argc, char **argv) {
   runFlags.opt("repeat", repeat, "Run N times and print the median time");
   runFlags.opt("num-threads", threads,
                "Runtime threads (0: all cores; at most " + std::to_string(PFRT_MAX_THREADS) +
-                   ", PFRT_MAX_THREADS)");
+                   ", PFRT_MAX_THREADS); they sleep at barriers (OMP_WAIT_POLICY=passive) "
+                   "unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set");
   mlir::pf::FlagBinder stepFlags(stepCategory);
   training.bindOptions(stepFlags);
   cl::HideUnrelatedOptions({&category, &stepCategory});

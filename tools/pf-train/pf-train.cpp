@@ -87,7 +87,8 @@ static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
   flags.opt("seed", seed, "Seed of batches and masks");
   flags.opt("num-threads", threads,
             "Runtime threads (0: all cores; at most " + std::to_string(PFRT_MAX_THREADS) +
-                ", PFRT_MAX_THREADS)");
+                ", PFRT_MAX_THREADS); they sleep at barriers (OMP_WAIT_POLICY=passive) "
+                "unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set");
   flags.opt("log-every", logEvery, "Print a progress line every N steps");
   flags.opt("checkpoint-every", checkpointEvery, "Also write the checkpoint every N steps");
   flags.opt("eval-every", evalEvery,

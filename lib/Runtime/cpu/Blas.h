@@ -1,9 +1,17 @@
-//===- Blas.h - Row-major GEMM/SYRK through CBLAS ----------------*- C++ -*-===//
+//===- Blas.h - Row-major GEMMs through oneDNN and CBLAS ----------*- C++ -*-===//
 //
 // The thin layer every BLAS-backed kernel (Linalg, Backward, Kfac) uses:
-// OpenBLAS' process-wide thread count follows the calling context, K == 0
-// is handled here (implementations differ on it), and dimensions beyond
-// BLAS' int are refused rather than truncated.
+// f32 GEMMs go to oneDNN's dnnl_sgemm, f64 ones to OpenBLAS; thread counts
+// follow the calling context; K == 0 is handled here (implementations differ
+// on it), and dimensions beyond BLAS' int are refused rather than truncated.
+//
+// Why oneDNN: it picks its kernels from CPUID at run time. OpenBLAS 0.3.21
+// (Debian 12) falls back to its SSE3 "Prescott" kernels on processors newer
+// than it knows (this project's Xeon, model 207: 10-40 GFLOP/s on 2 cores),
+// and environments that set OPENBLAS_CORETYPE=Haswell to dodge old bugs
+// confine it to AVX2; oneDNN ran BERT's GEMMs at 2-5x either, and GEMMs of
+// 1 to 32 rows faster too (bench/gemm_libraries.sh, bench/README.md).
+// Both use the same libgomp, so their threads are one pool with ours.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +24,10 @@
 #include <cblas.h>
 #include <climits>
 #include <cstdint>
+#include <omp.h>
+#ifdef PFRT_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 namespace pfrt::cpu {
 
@@ -43,19 +55,81 @@ struct Gemm {
   int ldC() const { return int(ldc ? ldc : n); }
 };
 
-inline void blasGemm(const Gemm &g, const float *a, const float *b, float *c) {
+/// The CBLAS (OpenBLAS) calls.
+inline void openblasGemm(const Gemm &g, const float *a, const float *b,
+                         float *c) {
   cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
               g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
               int(g.k), float(g.alpha), a, g.ldA(), b, g.ldB(), float(g.beta),
               c, g.ldC());
 }
 
-inline void blasGemm(const Gemm &g, const double *a, const double *b,
-                     double *c) {
+inline void openblasGemm(const Gemm &g, const double *a, const double *b,
+                         double *c) {
   cblas_dgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
               g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
               int(g.k), g.alpha, a, g.ldA(), b, g.ldB(), g.beta, c, g.ldC());
 }
+
+/// Whether blasGemm sends f32 GEMMs to oneDNN (built with it). All shapes
+/// go: oneDNN was measured ahead of OpenBLAS from 1 row up.
+constexpr bool kF32GemmsOnDnnl =
+#ifdef PFRT_HAVE_DNNL
+    true;
+#else
+    false;
+#endif
+
+/// oneDNN's row-major SGEMM. Its team has omp_get_max_threads() threads,
+/// one inside a parallel region. Returns false if oneDNN refused (it only
+/// does for bad arguments or a failed scratch allocation).
+inline bool dnnlGemm(const Gemm &g, const float *a, const float *b,
+                     float *c) {
+#ifdef PFRT_HAVE_DNNL
+  return dnnl_sgemm(g.transA ? 'T' : 'N', g.transB ? 'T' : 'N', g.m, g.n, g.k,
+                    float(g.alpha), a, g.ldA(), b, g.ldB(), float(g.beta), c,
+                    g.ldC()) == dnnl_success;
+#else
+  (void)g, (void)a, (void)b, (void)c;
+  return false;
+#endif
+}
+
+/// One f32 GEMM: oneDNN, or OpenBLAS when built without it or if it refused.
+inline void blasGemm(const Gemm &g, const float *a, const float *b, float *c) {
+  if (kF32GemmsOnDnnl && dnnlGemm(g, a, b, c))
+    return;
+  openblasGemm(g, a, b, c);
+}
+
+/// f64 GEMMs: OpenBLAS (oneDNN has no DGEMM).
+inline void blasGemm(const Gemm &g, const double *a, const double *b,
+                     double *c) {
+  openblasGemm(g, a, b, c);
+}
+
+/// Sets the calling thread's OpenMP thread count while alive and restores it
+/// after, so the context's count holds for the GEMM without leaking into the
+/// caller's own parallel regions. Both libraries size their team from it:
+/// oneDNN reads omp_get_max_threads(), and OpenBLAS' OpenMP build re-syncs
+/// its count to it on every call (openblas_set_num_threads also calls
+/// omp_set_num_threads). Cheap: one per-thread variable.
+class OmpThreadsScope {
+public:
+  explicit OmpThreadsScope(int threads) : saved(omp_get_max_threads()) {
+    if (threads > 0 && threads != saved)
+      omp_set_num_threads(threads);
+  }
+  ~OmpThreadsScope() {
+    if (omp_get_max_threads() != saved)
+      omp_set_num_threads(saved);
+  }
+  OmpThreadsScope(const OmpThreadsScope &) = delete;
+  OmpThreadsScope &operator=(const OmpThreadsScope &) = delete;
+
+private:
+  int saved;
+};
 
 /// Whether any of the given dimensions exceeds BLAS' int.
 inline bool exceedsBlasInt(int64_t a, int64_t b, int64_t c) {
@@ -71,9 +145,10 @@ inline pfrt_status checkBlasDims(const Call &call, const Gemm &g) {
   return PFRT_OK;
 }
 
-/// Runs one GEMM with `threads` BLAS threads (0: leave OpenBLAS' setting
-/// alone, for calls inside a parallel team). K == 0 is handled here:
-/// op(A) op(B) is then zero and C becomes beta C.
+/// Runs one GEMM with `threads` threads (0: inside a parallel team, where
+/// OpenBLAS was set to one thread before the team and oneDNN runs on the
+/// calling thread by itself). K == 0 is handled here: op(A) op(B) is then
+/// zero and C becomes beta C.
 template <class T>
 void gemmWith(int threads, const Gemm &g, const T *a, const T *b, T *c) {
   if (g.m == 0 || g.n == 0)
@@ -85,8 +160,12 @@ void gemmWith(int threads, const Gemm &g, const T *a, const T *b, T *c) {
         c[i * ldc + j] = g.beta == 0 ? T(0) : T(g.beta) * c[i * ldc + j];
     return;
   }
-  if (threads > 0)
-    setBlasThreads(threads);
+  if (threads <= 0) {
+    blasGemm(g, a, b, c);
+    return;
+  }
+  OmpThreadsScope team(threads); // first: openblas_set_num_threads sets it too
+  setBlasThreads(threads);
   blasGemm(g, a, b, c);
 }
 

@@ -46,10 +46,12 @@ void batchedMatmul(const pfrt_context *ctx, const Gemm &g,
     std::memset(out, 0, sizeof(T) * outSize * count);
     return;
   }
-  auto one = [&](int64_t index) {
+  // threads == 0: inside the team below, one thread per GEMM.
+  auto one = [&](int64_t index, int threads) {
     int64_t ia, ib;
     matrixOffsets(index, ia, ib);
-    blasGemm(g, a + ia * aSize, b + ib * bSize, out + index * outSize);
+    gemmWith(threads, g, a + ia * aSize, b + ib * bSize,
+             out + index * outSize);
   };
   const int threads = ctx->numThreads;
   if (threads > 1 && count > 1 && g.m * g.n * g.k < kSmallGemm) {
@@ -59,13 +61,12 @@ void batchedMatmul(const pfrt_context *ctx, const Gemm &g,
       DenormalsAreZero ftz;
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < count; ++i)
-        one(i);
+        one(i, 0);
     }
     return;
   }
-  setBlasThreads(threads);
   for (int64_t i = 0; i < count; ++i)
-    one(i);
+    one(i, threads);
 }
 
 template <class T>
