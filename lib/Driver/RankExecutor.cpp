@@ -1386,7 +1386,7 @@ llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
   }
   // The inverse calls a lower rank also makes in the warm-up step.
   for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>()) {
-    if (other.getWindowStep() || other.getRankValue() >= uint64_t(rankIndex))
+    if (other.getWindowStep() || other.getRankValue() >= int64_t(rankIndex))
       continue;
     for (auto run : other.getBody().front().getOps<pf::RunStageOp>())
       if (run.getKind() == pf::StageTaskKind::KfacInverse)

@@ -790,9 +790,13 @@ void printKfacIssues(int64_t step, llvm::ArrayRef<double> issuesOfRank) {
     }
   if (total == 0)
     return;
+  // One write: under mpirun other ranks' lines interleave by write.
+  llvm::outs().flush();
   llvm::outs() << llvm::formatv("step {0}: K-FAC: {1} inverse refresh(es) needed more damping "
                                 "or kept the previous inverse ({2})\n",
-                                step, total, llvm::join(ranks, ", "));
+                                step, total, llvm::join(ranks, ", "))
+                      .str();
+  llvm::outs().flush();
 }
 
 /// What a measured op of a rank program was, for the timeline.
