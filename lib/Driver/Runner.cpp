@@ -335,6 +335,21 @@ extern "C" void pf_profile_end(int64_t op) {
     profiledOps[op].ms.push_back(ms);
 }
 
+namespace {
+/// Points the profile hooks at one model's op timings for one call.
+class ProfiledCall {
+public:
+  explicit ProfiledCall(std::vector<CompiledModel::OpTiming> &timings) {
+    profiledOps = timings.data();
+    profiledOpCount = timings.size();
+  }
+  ~ProfiledCall() {
+    profiledOps = nullptr;
+    profiledOpCount = 0;
+  }
+};
+} // namespace
+
 struct CompiledModel::Impl {
   std::unique_ptr<ExecutionEngine> engine;
   pfrt_context *context = nullptr;
@@ -454,21 +469,13 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
 
 llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
                                std::map<std::string, NpyArray> &outputs) {
-  profiledOps = impl->timings.data();
-  profiledOpCount = impl->timings.size();
-  llvm::Error err = bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "");
-  profiledOps = nullptr;
-  profiledOpCount = 0;
-  return err;
+  ProfiledCall profiled(impl->timings);
+  return bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "");
 }
 
 llvm::Error CompiledModel::run(ArrayRef<TensorView> inputs, ArrayRef<TensorView> outputs) {
-  profiledOps = impl->timings.data();
-  profiledOpCount = impl->timings.size();
-  llvm::Error err = bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "");
-  profiledOps = nullptr;
-  profiledOpCount = 0;
-  return err;
+  ProfiledCall profiled(impl->timings);
+  return bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "");
 }
 
 bool CompiledModel::updatesParameters(ModuleOp module) {
