@@ -392,6 +392,17 @@ func.func @reshape_shape_rank(%x: tensor<6xf32>, %s: tensor<1x2xi64>) {
 
 // -----
 
+// A scalar shape (an ONNX input of rank 0, found by the onnx fuzzer) has no
+// length to read.
+func.func @constant_of_shape_scalar_shape(%s: tensor<i64>) {
+  // expected-error @+2 {{constant_of_shape: shape operand must be 1-D, got 'tensor<i64>'}}
+  // expected-error @+1 {{'pf.constant_of_shape' op failed to infer returned types}}
+  %0 = pf.constant_of_shape %s : (tensor<i64>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
 // A non-constant shape of 2 entries still fixes the rank.
 func.func @reshape_rank_from_shape_type(%x: tensor<6xf32>, %s: tensor<2xi64>) {
   // expected-error @+2 {{inferred type(s) 'tensor<?x?xf32>' are incompatible with return type(s) of operation 'tensor<?xf32>'}}

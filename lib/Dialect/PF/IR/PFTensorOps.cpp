@@ -541,9 +541,12 @@ LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *ctx, OptLoc loc,
       return emitOptionalError(loc, "constant_of_shape: value must have one element");
     element = value.getElementType();
   }
+  auto shapeType = dyn_cast<RankedTensorType>(adaptor.getShape().getType());
+  if (shapeType && shapeType.getRank() != 1)
+    return emitOptionalError(loc, "constant_of_shape: shape operand must be 1-D, got ",
+                             shapeType);
   auto target = getConstantInts(adaptor.getShape());
   if (!target) {
-    auto shapeType = dyn_cast<RankedTensorType>(adaptor.getShape().getType());
     if (!shapeType || shapeType.isDynamicDim(0))
       return unranked(out, element);
     return ranked(loc, out, SmallVector<int64_t>(shapeType.getDimSize(0), ShapedType::kDynamic),
