@@ -131,6 +131,21 @@ private:
   int saved;
 };
 
+/// `threads` threads for the BLAS or LAPACK calls made while alive: the
+/// calling thread's OpenMP count and OpenBLAS' own. Both, because OpenBLAS'
+/// OpenMP build re-syncs its count to omp_get_max_threads() on every call:
+/// setting only OpenBLAS' count (which is cheap to leave unchanged) lets a
+/// call run with the process' OpenMP default instead, say 2 threads in a
+/// rank that mpirun did not bind, and a SYRK with 2 threads sums in another
+/// order than with 1.
+class BlasThreadsScope {
+public:
+  explicit BlasThreadsScope(int threads) : team(threads) { setBlasThreads(threads); }
+
+private:
+  OmpThreadsScope team; // first: openblas_set_num_threads sets it too
+};
+
 /// Whether any of the given dimensions exceeds BLAS' int.
 inline bool exceedsBlasInt(int64_t a, int64_t b, int64_t c) {
   return a > INT_MAX || b > INT_MAX || c > INT_MAX;
@@ -164,8 +179,7 @@ void gemmWith(int threads, const Gemm &g, const T *a, const T *b, T *c) {
     blasGemm(g, a, b, c);
     return;
   }
-  OmpThreadsScope team(threads); // first: openblas_set_num_threads sets it too
-  setBlasThreads(threads);
+  BlasThreadsScope team(threads);
   blasGemm(g, a, b, c);
 }
 

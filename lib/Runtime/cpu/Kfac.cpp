@@ -36,13 +36,13 @@ constexpr int64_t kTile = 64;
 
 void syrk(int threads, int64_t d, int64_t n, double alpha, const float *x,
           double beta, float *f, int64_t ldf) {
-  setBlasThreads(threads);
+  BlasThreadsScope team(threads);
   cblas_ssyrk(CblasRowMajor, CblasLower, CblasTrans, int(d), int(n),
               float(alpha), x, int(d), float(beta), f, int(ldf));
 }
 void syrk(int threads, int64_t d, int64_t n, double alpha, const double *x,
           double beta, double *f, int64_t ldf) {
-  setBlasThreads(threads);
+  BlasThreadsScope team(threads);
   cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, int(d), int(n), alpha, x,
               int(d), beta, f, int(ldf));
 }
@@ -260,7 +260,7 @@ pfrt_status pfrt_kfac_inverse(pfrt_context *ctx, const pfrt_tensor *factor,
     std::memcpy(work.data(), f, sizeof(T) * n * n);
     for (int64_t i = 0; i < n; ++i)
       work[i * n + i] = T(double(work[i * n + i]) + damping);
-    setBlasThreads(ctx->numThreads);
+    BlasThreadsScope team(ctx->numThreads);
     lapack_int info = potrf(n, work.data());
     if (info > 0)
       return call.fail(PFRT_NUMERIC, "factor + %g I is not positive definite "
