@@ -100,6 +100,24 @@ Expected<int> devicesOf(const ScheduleRequest &request) {
   return devices;
 }
 
+/// The memory options in force: K-FAC memory only with a K-FAC policy.
+Expected<MemoryOptions> memoryOptionsOf(const CostModel &costs,
+                                        const ScheduleRequest &request) {
+  MemoryOptions options = request.memory;
+  options.kfac = request.kfac.policy != Policy::None;
+  if (!(options.optimizerStates >= 0) || !std::isfinite(options.optimizerStates))
+    return Status::error("the optimizer state must be a finite number of "
+                         "parameter copies >= 0");
+  if (!(options.capBytes > 0)) // NaN included
+    return Status::error("the memory cap must be a positive number of bytes");
+  if (!std::isinf(options.capBytes) && !costs.hasMemory)
+    return Status::error("a memory cap needs the layers' memory, which the cost "
+                         "model '" + costs.name + "' does not give (profile keys "
+                         "activation_bytes, parameters, kfac_linears; "
+                         "docs/profile-format.md)");
+  return options;
+}
+
 } // namespace
 
 Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
@@ -143,11 +161,23 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
     config.stageLayers = request.stageLayers;
   }
 
+  auto memoryOptions = memoryOptionsOf(costs, request);
+  if (!memoryOptions)
+    return memoryOptions.status();
+
   ScheduleResult result;
   auto program = buildPipeline(config, costs);
   if (!program)
     return program.status();
   result.program = program.take();
+  // Excluded before the simulation and the K-FAC placement: memory depends on
+  // the order and the stages only.
+  std::vector<DeviceMemory> memory =
+      computeMemory(result.program, costs, *memoryOptions);
+  if (Status s = checkMemoryCap(memory, *memoryOptions,
+                                scheduleKindName(result.program.layout.kind));
+      !s.ok())
+    return s;
 
   auto step = simulatePipeline(result.program, costs);
   if (!step)
@@ -161,6 +191,11 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
   result.timeline = assembleTimeline(result.step, result.plan);
   result.report = computeReport(result.step, result.timeline, result.plan,
                                 costs, request.kfac);
+  for (size_t d = 0; d < memory.size() && d < result.report.perDevice.size(); ++d)
+    result.report.perDevice[d].memory = memory[d];
+  result.report.memoryModelled = costs.hasMemory;
+  result.report.optimizerStates = memoryOptions->optimizerStates;
+  result.report.memoryCapBytes = memoryOptions->capBytes;
   // Finite inputs within the limits give finite times; anything else is a
   // bug or an input that slipped past them, never a report of "inf".
   if (!std::isfinite(result.report.stepTimeMs) || !std::isfinite(result.report.pipelineStepMs) ||
