@@ -119,6 +119,22 @@ std::vector<DeviceMemory> computeMemory(const PipelineProgram &program,
   return memory;
 }
 
+std::vector<int> stageInFlightPeaks(const PipelineProgram &program) {
+  const PipelineLayout &l = program.layout;
+  std::vector<int> peak(l.stages, 0);
+  std::vector<int> live(static_cast<size_t>(l.pipes) * l.stages, 0);
+  for (const auto &order : program.order)
+    for (const PipelineOp &op : order) {
+      if (op.stage < 0 || op.stage >= l.stages)
+        continue;
+      int &n = live[static_cast<size_t>(l.pipeOf(op.micro)) * l.stages + op.stage];
+      n += op.pass == PassKind::Forward;
+      n -= releasesActivations(op);
+      peak[op.stage] = std::max(peak[op.stage], n);
+    }
+  return peak;
+}
+
 std::string formatGigabytes(double bytes) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.2f GB", bytes / 1e9);

@@ -154,6 +154,8 @@ void memoryToText(const Report &r, std::ostream &os) {
     os << "peak memory " << formatGigabytes(peak->memory.totalBytes())
        << " on device " << peak->device
        << (std::isinf(r.memoryCapBytes) ? "" : ", within the cap") << "\n";
+  if (!r.partitionNote.empty())
+    os << "partition: " << r.partitionNote << "\n";
 }
 
 } // namespace
@@ -271,6 +273,8 @@ std::string reportToJson(const Report &r) {
       memory["peak_device"] = peak->device;
       memory["peak_total_bytes"] = peak->memory.totalBytes();
     }
+    if (!r.partitionNote.empty())
+      memory["partition_note"] = r.partitionNote;
     j["memory"] = std::move(memory);
     // Replacing invalid UTF-8 (a cost model name from a file) cannot throw.
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -8,6 +8,7 @@
 
 #include "TestUtil.h"
 #include "pf/Schedule/Memory.h"
+#include "pf/Schedule/Partition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -316,6 +317,47 @@ TEST(Memory, ProfileMemoryKeysAreChecked) {
     EXPECT_NE(costs.error().find(c.message), std::string::npos)
         << c.field << ": " << costs.error();
   }
+}
+
+} // namespace
+
+namespace {
+
+// Stage 0 holds 2 micro-batches, stage 1 one: with 100 B a layer and a cap
+// of 300 B, stage 0 fits one layer and stage 1 three.
+TEST(Memory, PartitionWithPerStageInFlight) {
+  StageMemoryModel model;
+  model.scaled = {100, 100, 100, 100};
+  model.perStageScaled = {2, 1};
+  model.cap = 300;
+  auto partition = partitionMinMax({1, 1, 1, 1}, 2, model);
+  ASSERT_TRUE(partition.ok()) << partition.error();
+  EXPECT_EQ(partition->firstLayer, (std::vector<int>{0, 1, 4}));
+  model.cap = 299;
+  EXPECT_FALSE(partitionMinMax({1, 1, 1, 1}, 2, model).ok());
+  model.perStageFixed = {1, 1, 1};
+  EXPECT_FALSE(partitionMinMax({1, 1, 1, 1}, 2, model).ok());
+}
+
+// 1F1B on 2 devices: the min-max partition (2 + 2) needs 4000 B of
+// activations + 320 B on device 0; under a cap of 4000 B the library moves a
+// layer to device 1 (1 + 3: 2160 and 3480 B).
+TEST(Memory, CapRepartitionsWhenTheLibraryPartitions) {
+  CostModel costs = memoryCosts(4);
+  for (LayerCost &l : costs.layers)
+    l.memory.activationBytes = 1000;
+  ScheduleRequest req = request(ScheduleKind::OneFOneB, 2, 4);
+  req.memory.capBytes = 4000;
+  auto result = schedulePipeline(costs, req);
+  ASSERT_TRUE(result.ok()) << result.error();
+  EXPECT_EQ(result->report.layersPerStage, (std::vector<int>{1, 3}));
+  EXPECT_DOUBLE_EQ(result->report.perDevice[0].memory.totalBytes(), 2160);
+  EXPECT_DOUBLE_EQ(result->report.perDevice[1].memory.totalBytes(), 3480);
+  EXPECT_NE(result->report.partitionNote.find("on device 0"), std::string::npos)
+      << result->report.partitionNote;
+  // The caller's partition is kept and refused.
+  req.layersPerStage = 2;
+  EXPECT_FALSE(schedulePipeline(costs, req).ok());
 }
 
 } // namespace

@@ -67,6 +67,10 @@ std::vector<DeviceMemory> computeMemory(const PipelineProgram &program,
                                         const CostModel &costs,
                                         const MemoryOptions &options);
 
+/// Peak number of micro-batches each stage holds activations for, the
+/// largest over its copies (Chimera, DualPipe: one per pipe).
+std::vector<int> stageInFlightPeaks(const PipelineProgram &program);
+
 /// Bytes of the K-FAC factors and inverses of one layer: 2 x (A + B), fp32.
 double kfacBytesOf(const LayerMemory &layer);
 

@@ -70,6 +70,9 @@ struct Report {
   bool memoryModelled = false;
   double optimizerStates = 0; ///< MemoryOptions::optimizerStates
   double memoryCapBytes = std::numeric_limits<double>::infinity(); ///< per device
+  /// Set when the min-max partition exceeded the cap and a memory-aware one
+  /// was used instead: what the excluded partition needed.
+  std::string partitionNote;
   std::vector<DeviceReport> perDevice;
 };
 
