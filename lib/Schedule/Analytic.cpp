@@ -107,7 +107,8 @@ BlockWork transformerBlockWork(const TransformerSpec &m) {
   const double weights = 12 * h2 + 13 * h;
   // fp32: weights read once; activations as Megatron-LM counts them for
   // 16-bit training (34 bsh + 5 a s^2 b bytes), doubled for 4-byte floats.
-  w.forwardBytes = 4 * weights + 2 * (34 * bs * h + 5 * a * s * s * b);
+  w.savedActivationBytes = 2 * (34 * bs * h + 5 * a * s * s * b);
+  w.forwardBytes = 4 * weights + w.savedActivationBytes;
   w.activationBytes = 4 * bs * h;
   w.parameterBytes = 4 * weights;
   w.factorBytes = 4 * 2 * factorWidths2;
@@ -142,7 +143,14 @@ CostModel analyticCostModel(const DeviceSpec &device,
   block.allreduce = transferMs(w.parameterBytes, device);
   block.factorAllreduce = transferMs(w.factorBytes, device);
 
+  block.memory.activationBytes = w.savedActivationBytes;
+  block.memory.parameters = w.parameterBytes / 4; // fp32 weights
+  // Q, K, V and the attention output are h x h, FFN1 h -> 4h, FFN2 4h -> h.
+  const double h = model.hidden;
+  block.memory.kfacLinears = {{h, h}, {h, h}, {h, h}, {h, h}, {h, 4 * h}, {4 * h, h}};
+
   CostModel costs;
+  costs.hasMemory = true;
   std::ostringstream name;
   name << "analytic " << model.name << " on " << device.name << " ("
        << (precision == Precision::TF32 ? "tf32" : "fp32")

@@ -17,17 +17,25 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// Prefix sums so that any stage's cost and memory is O(1).
 struct Prefix {
-  std::vector<double> cost, memory;
-  explicit Prefix(const std::vector<double> &c, const std::vector<double> &m)
-      : cost(c.size() + 1, 0), memory(c.size() + 1, 0) {
+  std::vector<double> cost, scaled, fixed;
+  std::vector<double> perStageScaled, perStageFixed;
+  explicit Prefix(const std::vector<double> &c, const StageMemoryModel &m)
+      : cost(c.size() + 1, 0), scaled(c.size() + 1, 0), fixed(c.size() + 1, 0),
+        perStageScaled(m.perStageScaled), perStageFixed(m.perStageFixed) {
     for (size_t i = 0; i < c.size(); ++i) {
       cost[i + 1] = cost[i] + c[i];
-      memory[i + 1] = memory[i] + (m.empty() ? 0 : m[i]);
+      scaled[i + 1] = scaled[i] + (m.scaled.empty() ? 0 : m.scaled[i]);
+      fixed[i + 1] = fixed[i] + (m.fixed.empty() ? 0 : m.fixed[i]);
     }
   }
   double costOf(int first, int last) const { return cost[last] - cost[first]; }
-  double memoryOf(int first, int last) const {
-    return memory[last] - memory[first];
+  /// Memory of layers [first, last) as stage `stage` (0-based).
+  double memoryOf(int stage, int first, int last) const {
+    auto factor = [&](const std::vector<double> &f) {
+      return f.empty() ? 1.0 : f[stage];
+    };
+    return factor(perStageScaled) * (scaled[last] - scaled[first]) +
+           factor(perStageFixed) * (fixed[last] - fixed[first]);
   }
 };
 
@@ -80,7 +88,7 @@ public:
 private:
   /// Stages [0, i) as before plus layers [i, j) as stage k.
   double valueOf(int i, int j) const {
-    if (prev[i] == kInf || prefix.memoryOf(i, j) > memoryCap)
+    if (prev[i] == kInf || prefix.memoryOf(k - 1, i, j) > memoryCap)
       return kInf;
     double c = prefix.costOf(i, j);
     if (!minimiseSquares)
@@ -133,6 +141,16 @@ std::vector<std::vector<int>> Partition::stageLayers() const {
 Expected<Partition> partitionMinMax(const std::vector<double> &cost, int stages,
                                     const std::vector<double> &memory,
                                     double memoryCap) {
+  StageMemoryModel model;
+  model.fixed = memory;
+  model.cap = memoryCap;
+  return partitionMinMax(cost, stages, model);
+}
+
+Expected<Partition> partitionMinMax(const std::vector<double> &cost, int stages,
+                                    const StageMemoryModel &model) {
+  const std::vector<double> &memory = model.fixed;
+  const double memoryCap = model.cap;
   const int layers = static_cast<int>(cost.size());
   if (stages < 1)
     return Status::error("the number of stages must be positive (got " +
@@ -144,12 +162,22 @@ Expected<Partition> partitionMinMax(const std::vector<double> &cost, int stages,
     return Status::error("memory has " + std::to_string(memory.size()) +
                          " entries but there are " + std::to_string(layers) +
                          " layers");
+  if (!model.scaled.empty() && model.scaled.size() != cost.size())
+    return Status::error("scaled memory has " + std::to_string(model.scaled.size()) +
+                         " entries but there are " + std::to_string(layers) +
+                         " layers");
+  for (const std::vector<double> *perStage : {&model.perStageScaled, &model.perStageFixed})
+    if (!perStage->empty() && perStage->size() != static_cast<size_t>(stages))
+      return Status::error("a per-stage memory factor has " +
+                           std::to_string(perStage->size()) + " entries but there are " +
+                           std::to_string(stages) + " stages");
   for (int i = 0; i < layers; ++i)
-    if (!(cost[i] >= 0) || (!memory.empty() && !(memory[i] >= 0)))
+    if (!(cost[i] >= 0) || (!memory.empty() && !(memory[i] >= 0)) ||
+        (!model.scaled.empty() && !(model.scaled[i] >= 0)))
       return Status::error("layer " + std::to_string(i) +
                            " has a negative or invalid cost or memory");
 
-  Prefix prefix(cost, memory);
+  Prefix prefix(cost, model);
   std::vector<std::vector<int>> cut;
   double maxCost = solve(prefix, layers, stages, memoryCap, kInf, cut);
   if (maxCost == kInf) {

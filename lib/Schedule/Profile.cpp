@@ -38,7 +38,10 @@ const std::set<std::string> kLayerKeys = {
     "name",          "index",          "comment",         "forward",
     "backward",      "backward_input", "backward_weight", "curvature",
     "curvature_a",   "curvature_b",    "inversion",       "inversion_a",
-    "inversion_b",   "precondition",   "allreduce",       "factor_allreduce"};
+    "inversion_b",   "precondition",   "allreduce",       "factor_allreduce",
+    "activation_bytes", "parameters",  "kfac_linears"};
+/// Layer keys of the memory model (docs/profile-format.md); not times.
+const char *const kMemoryKeys[] = {"activation_bytes", "parameters", "kfac_linears"};
 
 /// Thrown inside this file only; converted to an error message at the API.
 struct ProfileError {
@@ -81,6 +84,41 @@ double timeValue(const json &value, const std::string &where,
     fail(os.str());
   }
   return v;
+}
+
+/// Reads a non-negative, finite count (bytes, parameters, a width).
+double quantityValue(const json &value, const std::string &where,
+                     const std::string &key) {
+  if (!value.is_number())
+    fail(where + ": '" + key + "' must be a number");
+  double v = value.get<double>();
+  if (!std::isfinite(v))
+    fail(where + ": '" + key + "' is not finite");
+  std::ostringstream os;
+  if (v < 0)
+    os << where << ": '" << key << "' is negative (" << v << ")";
+  else if (v > kMaxProfileQuantity)
+    os << where << ": '" << key << "' is " << v << ", over the limit of "
+       << kMaxProfileQuantity << " (kMaxProfileQuantity)";
+  if (!os.str().empty())
+    fail(os.str());
+  return v;
+}
+
+/// "kfac_linears": [[in, out], ...], the shapes of the layer's K-FAC linears.
+std::vector<std::pair<double, double>> linearShapes(const json &value,
+                                                    const std::string &where) {
+  const std::string key = "kfac_linears";
+  if (!value.is_array())
+    fail(where + ": '" + key + "' must be an array of [in, out] pairs");
+  std::vector<std::pair<double, double>> shapes;
+  for (const json &shape : value) {
+    if (!shape.is_array() || shape.size() != 2)
+      fail(where + ": '" + key + "' must be an array of [in, out] pairs");
+    shapes.emplace_back(quantityValue(shape[0], where, key),
+                        quantityValue(shape[1], where, key));
+  }
+  return shapes;
 }
 
 /// A layer entry merged over the profile's "defaults".
@@ -179,6 +217,12 @@ LayerCost parseLayer(const json &entry, const json *defaults, int position,
   layer.precondition = fields.get("precondition");
   layer.allreduce = fields.getOr("allreduce", 0);
   layer.factorAllreduce = fields.getOr("factor_allreduce", 0);
+  if (const json *v = fields.find("activation_bytes"))
+    layer.memory.activationBytes = quantityValue(*v, where, "activation_bytes");
+  if (const json *v = fields.find("parameters"))
+    layer.memory.parameters = quantityValue(*v, where, "parameters");
+  if (const json *v = fields.find("kfac_linears"))
+    layer.memory.kfacLinears = linearShapes(*v, where);
   return layer;
 }
 
@@ -301,6 +345,8 @@ CostModel parseProfileOrThrow(const std::string &text,
       layer.allreduce = allreduce;
     if (!givenFor(*entries[i], "factor_allreduce"))
       layer.factorAllreduce = factorAllreduce;
+    for (const char *key : kMemoryKeys)
+      model.hasMemory |= givenFor(*entries[i], key);
     model.layers.push_back(std::move(layer));
   }
   return model;
@@ -350,6 +396,14 @@ std::string profileToJson(const CostModel &model) {
                         {"precondition", l.precondition},
                         {"allreduce", l.allreduce},
                         {"factor_allreduce", l.factorAllreduce}});
+      if (model.hasMemory) {
+        json shapes = json::array();
+        for (const auto &[in, out] : l.memory.kfacLinears)
+          shapes.push_back({in, out});
+        layers.back()["activation_bytes"] = l.memory.activationBytes;
+        layers.back()["parameters"] = l.memory.parameters;
+        layers.back()["kfac_linears"] = std::move(shapes);
+      }
     }
     doc["layers"] = std::move(layers);
     return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

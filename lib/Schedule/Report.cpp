@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -114,6 +115,49 @@ double averageBusy(const Report &r) {
     total += d.pipelineBusyMs;
   return r.perDevice.empty() ? 0 : total / r.perDevice.size();
 }
+/// The device with the largest total memory (the first of equals).
+const DeviceReport *peakMemoryDevice(const Report &r) {
+  const DeviceReport *peak = nullptr;
+  for (const DeviceReport &d : r.perDevice)
+    if (!peak || d.memory.totalBytes() > peak->memory.totalBytes())
+      peak = &d;
+  return peak;
+}
+
+/// One line per device: in-flight micro-batches and, where the cost model
+/// gives bytes, the breakdown in GB.
+void memoryToText(const Report &r, std::ostream &os) {
+  os << "\nmemory per device, peak of a step (GB; optimizer state "
+     << fmt("%g", r.optimizerStates) << " x parameters";
+  if (!std::isinf(r.memoryCapBytes))
+    os << "; cap " << formatGigabytes(r.memoryCapBytes);
+  os << "):\n";
+  os << "device  in flight  activations  parameters  gradients  optimizer"
+        "     K-FAC     total\n";
+  for (const DeviceReport &d : r.perDevice) {
+    const DeviceMemory &m = d.memory;
+    os << fmt("%6.0f", d.device) << fmt("%11.4g", m.inFlightMicrobatches);
+    if (r.memoryModelled)
+      os << fmt("%13.2f", m.activationBytes / 1e9)
+         << fmt("%12.2f", m.parameterBytes / 1e9)
+         << fmt("%11.2f", m.gradientBytes / 1e9)
+         << fmt("%11.2f", m.optimizerBytes / 1e9)
+         << fmt("%10.2f", m.kfacBytes / 1e9) << fmt("%10.2f", m.totalBytes() / 1e9);
+    os << "\n";
+  }
+  if (!r.memoryModelled) {
+    os << "(bytes not modelled: the cost model gives no activation_bytes, "
+          "parameters, kfac_linears)\n";
+    return;
+  }
+  if (const DeviceReport *peak = peakMemoryDevice(r))
+    os << "peak memory " << formatGigabytes(peak->memory.totalBytes())
+       << " on device " << peak->device
+       << (std::isinf(r.memoryCapBytes) ? "" : ", within the cap") << "\n";
+  if (!r.partitionNote.empty())
+    os << "partition: " << r.partitionNote << "\n";
+}
+
 } // namespace
 
 std::string reportToText(const Report &r) {
@@ -157,11 +201,28 @@ std::string reportToText(const Report &r) {
        << fmt("%14.2f", d.kfacBusyMs) << fmt("%9.2f", d.kfacOutsideMs)
        << fmt("%9.2f%%", 100 * d.utilizationWithoutKfac)
        << fmt("%10.2f%%", 100 * d.utilizationWithKfac) << "\n";
+  memoryToText(r, os);
   os << "\nscheduler time: " << fmt("%.3f", r.schedulerSeconds) << " s ("
      << r.windowsTried << " windows evaluated"
      << (r.usedReference ? ", the reference greedy's window kept" : "") << ")\n";
   return os.str();
 }
+
+namespace {
+nlohmann::json memoryToJson(const DeviceMemory &m, bool modelled) {
+  nlohmann::json j = {{"in_flight_microbatches", m.inFlightMicrobatches},
+                      {"in_flight_passes", m.inFlightPasses}};
+  if (!modelled)
+    return j;
+  j["activation_bytes"] = m.activationBytes;
+  j["parameter_bytes"] = m.parameterBytes;
+  j["gradient_bytes"] = m.gradientBytes;
+  j["optimizer_bytes"] = m.optimizerBytes;
+  j["kfac_bytes"] = m.kfacBytes;
+  j["total_bytes"] = m.totalBytes();
+  return j;
+}
+} // namespace
 
 std::string reportToJson(const Report &r) {
   try {
@@ -200,8 +261,21 @@ std::string reportToJson(const Report &r) {
                          {"kfac_busy_ms_per_window", d.kfacBusyMs},
                          {"kfac_outside_bubbles_ms", d.kfacOutsideMs},
                          {"utilization_without_kfac", d.utilizationWithoutKfac},
-                         {"utilization_with_kfac", d.utilizationWithKfac}});
+                         {"utilization_with_kfac", d.utilizationWithKfac},
+                         {"memory", memoryToJson(d.memory, r.memoryModelled)}});
     j["per_device"] = std::move(devices);
+    nlohmann::json memory = {{"modelled", r.memoryModelled},
+                             {"optimizer_states", r.optimizerStates},
+                             {"cap_bytes", nullptr}};
+    if (!std::isinf(r.memoryCapBytes))
+      memory["cap_bytes"] = r.memoryCapBytes;
+    if (const DeviceReport *peak = peakMemoryDevice(r); peak && r.memoryModelled) {
+      memory["peak_device"] = peak->device;
+      memory["peak_total_bytes"] = peak->memory.totalBytes();
+    }
+    if (!r.partitionNote.empty())
+      memory["partition_note"] = r.partitionNote;
+    j["memory"] = std::move(memory);
     // Replacing invalid UTF-8 (a cost model name from a file) cannot throw.
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } catch (const std::exception &e) {

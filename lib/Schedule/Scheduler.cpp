@@ -9,6 +9,7 @@
 #include "pf/Schedule/Partition.h"
 #include "pf/Schedule/Limits.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <chrono>
@@ -100,6 +101,52 @@ Expected<int> devicesOf(const ScheduleRequest &request) {
   return devices;
 }
 
+/// Layers of every stage such that each device's memory stays within the
+/// cap, assuming the stages hold as many micro-batches as in `program` (the
+/// min-max partition's order). Each of the c stage copies on a device gets
+/// 1/c of the cap, and each copy's activations peak together: an upper bound,
+/// checked again on the new order by the caller.
+Expected<std::vector<std::vector<int>>>
+partitionUnderCap(const CostModel &costs, const PipelineProgram &program,
+                  const MemoryOptions &options) {
+  const PipelineLayout &l = program.layout;
+  const double copies = static_cast<double>(l.pipes) * l.stages / l.devices;
+  StageMemoryModel model;
+  model.cap = options.capBytes;
+  for (const LayerCost &layer : costs.layers) {
+    model.scaled.push_back(layer.memory.activationBytes);
+    model.fixed.push_back(kBytesPerElement * layer.memory.parameters *
+                              (2 + options.optimizerStates) +
+                          (options.kfac ? kfacBytesOf(layer.memory) : 0));
+  }
+  for (int peak : stageInFlightPeaks(program)) {
+    model.perStageScaled.push_back(copies * peak);
+    model.perStageFixed.push_back(copies);
+  }
+  auto partition = partitionMinMax(pipelineCost(costs), l.stages, model);
+  if (!partition)
+    return partition.status();
+  return partition->stageLayers();
+}
+
+/// The memory options in force: K-FAC memory only with a K-FAC policy.
+Expected<MemoryOptions> memoryOptionsOf(const CostModel &costs,
+                                        const ScheduleRequest &request) {
+  MemoryOptions options = request.memory;
+  options.kfac = request.kfac.policy != Policy::None;
+  if (!(options.optimizerStates >= 0) || !std::isfinite(options.optimizerStates))
+    return Status::error("the optimizer state must be a finite number of "
+                         "parameter copies >= 0");
+  if (!(options.capBytes > 0)) // NaN included
+    return Status::error("the memory cap must be a positive number of bytes");
+  if (!std::isinf(options.capBytes) && !costs.hasMemory)
+    return Status::error("a memory cap needs the layers' memory, which the cost "
+                         "model '" + costs.name + "' does not give (profile keys "
+                         "activation_bytes, parameters, kfac_linears; "
+                         "docs/profile-format.md)");
+  return options;
+}
+
 } // namespace
 
 Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
@@ -143,11 +190,50 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
     config.stageLayers = request.stageLayers;
   }
 
+  auto memoryOptions = memoryOptionsOf(costs, request);
+  if (!memoryOptions)
+    return memoryOptions.status();
+
   ScheduleResult result;
   auto program = buildPipeline(config, costs);
   if (!program)
     return program.status();
   result.program = program.take();
+  // Excluded before the simulation and the K-FAC placement: memory depends on
+  // the order and the stages only.
+  std::vector<DeviceMemory> memory =
+      computeMemory(result.program, costs, *memoryOptions);
+  const std::string scheduleName = scheduleKindName(result.program.layout.kind);
+  std::string partitionNote;
+  if (Status s = checkMemoryCap(memory, *memoryOptions, scheduleName); !s.ok()) {
+    // Only a partition the library chose may be replaced; the caller's stays.
+    const bool ownPartition = request.stageLayers.empty() &&
+                              request.layersPerStage == 0 && !request.imported;
+    if (!ownPartition)
+      return s;
+    auto capped = partitionUnderCap(costs, result.program, *memoryOptions);
+    if (!capped)
+      return Status::error(s.message() + "; a partition balanced under the cap "
+                           "finds no stages that fit either");
+    config.stageLayers = capped.take();
+    auto again = buildPipeline(config, costs);
+    if (!again)
+      return again.status();
+    std::vector<DeviceMemory> cappedMemory =
+        computeMemory(*again, costs, *memoryOptions);
+    if (Status t = checkMemoryCap(cappedMemory, *memoryOptions, scheduleName); !t.ok())
+      return Status::error(s.message() + "; the partition balanced under the cap "
+                           "exceeds it too: " + t.message());
+    const DeviceMemory &worst = *std::max_element(
+        memory.begin(), memory.end(), [](const DeviceMemory &a, const DeviceMemory &b) {
+          return a.totalBytes() < b.totalBytes();
+        });
+    partitionNote = "min-max under the memory cap; the plain min-max partition "
+                    "needed " + formatGigabytes(worst.totalBytes()) + " on device " +
+                    std::to_string(worst.device);
+    result.program = again.take();
+    memory = std::move(cappedMemory);
+  }
 
   auto step = simulatePipeline(result.program, costs);
   if (!step)
@@ -161,6 +247,12 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
   result.timeline = assembleTimeline(result.step, result.plan);
   result.report = computeReport(result.step, result.timeline, result.plan,
                                 costs, request.kfac);
+  for (size_t d = 0; d < memory.size() && d < result.report.perDevice.size(); ++d)
+    result.report.perDevice[d].memory = memory[d];
+  result.report.memoryModelled = costs.hasMemory;
+  result.report.optimizerStates = memoryOptions->optimizerStates;
+  result.report.memoryCapBytes = memoryOptions->capBytes;
+  result.report.partitionNote = partitionNote;
   // Finite inputs within the limits give finite times; anything else is a
   // bug or an input that slipped past them, never a report of "inf".
   if (!std::isfinite(result.report.stepTimeMs) || !std::isfinite(result.report.pipelineStepMs) ||

@@ -69,6 +69,16 @@ K-FAC:
                             1 = never split; at most 1024, kMaxSplitPieces)
   --no-steady-state         pf: do not overlap consecutive refreshes
 
+Memory (per device, peak of a step; the report shows it):
+  --memory-cap-gb X         refuse a schedule or partition that needs more
+                            than X GB (1e9 bytes) on any device; the message
+                            names the devices and by how much they exceed it.
+                            Needs a cost model with memory (the analytic one,
+                            or a profile with activation_bytes, parameters,
+                            kfac_linears)
+  --optimizer-states K      optimizer state per parameter in fp32 copies
+                            (default 2, AdamW's m and v; SGD momentum 1)
+
 Output:
   --report-json FILE        report as JSON
   --trace FILE              Chrome trace / Perfetto JSON of the window
@@ -98,7 +108,7 @@ const std::vector<std::string> kValued = {
     "microbatches", "layers-per-stage", "chunks",      "policy",
     "refresh-steps", "max-overhead", "margin",         "split-pieces",
     "report-json",  "trace",         "svg",            "export-profile",
-    "schedule-csv", "export-torch-csv"};
+    "schedule-csv", "export-torch-csv", "memory-cap-gb", "optimizer-states"};
 
 Expected<Options> parseArgs(int argc, char **argv) {
   Options o;
@@ -230,6 +240,27 @@ Expected<ImportedSchedule> importedSchedule(const Options &o) {
   return imported;
 }
 
+/// --memory-cap-gb and --optimizer-states.
+Status memoryOptions(const Options &o, MemoryOptions &memory) {
+  auto cap = doubleOption(o, "memory-cap-gb", 0);
+  if (!cap)
+    return cap.status();
+  if (o.values.count("memory-cap-gb")) {
+    if (*cap <= 0)
+      return Status::error("--memory-cap-gb must be positive, got '" +
+                           o.values.at("memory-cap-gb") + "'");
+    memory.capBytes = *cap * 1e9;
+  }
+  auto states = doubleOption(o, "optimizer-states", memory.optimizerStates);
+  if (!states)
+    return states.status();
+  if (*states < 0)
+    return Status::error("--optimizer-states must not be negative, got '" +
+                         o.values.at("optimizer-states") + "'");
+  memory.optimizerStates = *states;
+  return Status::success();
+}
+
 Expected<ScheduleRequest> request(const Options &o, const ImportedSchedule &imported) {
   ScheduleRequest r;
   auto kind = parseScheduleKind(stringOption(o, "schedule", "1f1b"));
@@ -276,6 +307,9 @@ Expected<ScheduleRequest> request(const Options &o, const ImportedSchedule &impo
   r.kfac.margin = *margin;
   r.kfac.steadyState = !o.noSteadyState;
   r.validate = o.validate;
+  Status memory = memoryOptions(o, r.memory);
+  if (!memory.ok())
+    return memory;
   return r;
 }
 

@@ -14,9 +14,22 @@
 #include "pf/Schedule/Status.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pf::sched {
+
+/// What a layer keeps in device memory (docs/profile-format.md). Zero where
+/// the cost model does not say.
+struct LayerMemory {
+  /// Saved by the forward of one micro-batch until its backward (W for a
+  /// split backward) has run.
+  double activationBytes = 0;
+  double parameters = 0; ///< weights, elements
+  /// {in, out} of each K-FAC linear of the layer: factors A (in x in) and
+  /// B (out x out).
+  std::vector<std::pair<double, double>> kfacLinears;
+};
 
 /// Durations of one layer in milliseconds. A "layer" is the unit the profile
 /// lists (for BERT a transformer block holding 6 K-FAC linear layers).
@@ -32,6 +45,7 @@ struct LayerCost {
   double precondition = 0;   ///< B^-1 * grad * A^-1, once per step
   double allreduce = 0;      ///< gradient all-reduce between Chimera replicas
   double factorAllreduce = 0; ///< A/B factor all-reduce between replicas
+  LayerMemory memory;         ///< bytes, not times
 
   double backward() const { return backwardInput + backwardWeight; }
   double curvature() const { return curvatureA + curvatureB; }
@@ -47,6 +61,9 @@ struct CostModel {
   /// the factors with the gradients, after the flush): an inversion starts
   /// in the step after the curvature step at the earliest.
   bool replicaFactorsAfterFlush = false;
+  /// Whether the layers' memory fields were given (profile keys
+  /// activation_bytes, parameters, kfac_linears; the analytic model always).
+  bool hasMemory = false;
   std::vector<std::string> warnings; ///< non-fatal remarks (e.g. unknown keys)
 };
 
@@ -98,6 +115,7 @@ struct BlockWork {
   double preconditionFlops = 0;
   double forwardBytes = 0;     ///< weights + activations touched by the forward
   double activationBytes = 0;  ///< block output sent to the next stage
+  double savedActivationBytes = 0; ///< kept by the forward for the backward
   double parameterBytes = 0;   ///< gradient all-reduced between replicas
   double factorBytes = 0;      ///< A and B factors of the block
 };

@@ -32,6 +32,9 @@ constexpr int kMaxSplitPieces = 1024;
 /// One duration in a profile, in ms (about 11.6 days): sums over every layer,
 /// micro-batch and step of a window stay finite.
 constexpr double kMaxProfileTimeMs = 1e9;
+/// One memory figure in a profile (bytes, parameters, a K-FAC width): sums
+/// and squares over every layer and micro-batch stay finite.
+constexpr double kMaxProfileQuantity = 1e15;
 
 /// Success, or "<what> <value> exceeds the limit of <limit> (<limitName>)".
 inline Status checkLimit(const std::string &what, long long value, long long limit,

@@ -38,6 +38,19 @@ partitionMinMax(const std::vector<double> &cost, int stages,
                 const std::vector<double> &memory = {},
                 double memoryCap = std::numeric_limits<double>::infinity());
 
+/// Memory of stage k over layers [i, j): perStageScaled[k] x sum of scaled
+/// + perStageFixed[k] x sum of fixed (a schedule's in-flight micro-batches
+/// times activations, plus weights and state times the copies on a device).
+struct StageMemoryModel {
+  std::vector<double> scaled, fixed;                 ///< per layer
+  std::vector<double> perStageScaled, perStageFixed; ///< per stage
+  double cap = std::numeric_limits<double>::infinity();
+};
+
+/// Min-max partition whose every stage keeps its memory (above) <= cap.
+Expected<Partition> partitionMinMax(const std::vector<double> &cost, int stages,
+                                    const StageMemoryModel &memory);
+
 /// Splits the layers into `stages` stages of exactly `layersPerStage` each;
 /// an error when stages * layersPerStage differs from the number of layers.
 Expected<Partition> partitionUniform(const std::vector<double> &cost,

@@ -11,9 +11,11 @@
 #define PF_SCHEDULE_REPORT_H
 
 #include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/Memory.h"
 #include "pf/Schedule/Status.h"
 #include "pf/Schedule/Timeline.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@ struct DeviceReport {
   double kfacOutsideMs = 0;  ///< per window, placed after the flush
   double utilizationWithoutKfac = 0;
   double utilizationWithKfac = 0;
+  DeviceMemory memory; ///< peak of one step (Memory.h)
 };
 
 struct Report {
@@ -62,6 +65,14 @@ struct Report {
   double schedulerSeconds = 0;
   int windowsTried = 0; ///< K-FAC windows the policy evaluated
   bool usedReference = false; ///< pf adopted the reference greedy's window
+  /// Whether the cost model gives bytes; without, only the in-flight counts
+  /// of DeviceReport::memory mean something.
+  bool memoryModelled = false;
+  double optimizerStates = 0; ///< MemoryOptions::optimizerStates
+  double memoryCapBytes = std::numeric_limits<double>::infinity(); ///< per device
+  /// Set when the min-max partition exceeded the cap and a memory-aware one
+  /// was used instead: what the excluded partition needed.
+  std::string partitionNote;
   std::vector<DeviceReport> perDevice;
 };
 

@@ -17,6 +17,7 @@
 
 #include "pf/Schedule/CostModel.h"
 #include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/Memory.h"
 #include "pf/Schedule/Pipeline.h"
 #include "pf/Schedule/Report.h"
 #include "pf/Schedule/Timeline.h"
@@ -42,6 +43,9 @@ struct ScheduleRequest {
   /// devices and microbatches must be 0 or agree). Not owned.
   const PipelineProgram *imported = nullptr;
   KfacOptions kfac;
+  /// Optimizer state and the per-device cap; whether K-FAC memory counts
+  /// follows kfac.policy.
+  MemoryOptions memory;
   /// Check the window timeline (validateTimeline); a failure is an error.
   bool validate = false;
 };
