@@ -65,7 +65,9 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x100xf32> {
 // REPORT-NEXT: 2,
 // REPORT-NEXT: 1
 // REPORT-NEXT: ],
-// REPORT-NEXT: "microbatches": 4,
+// REPORT-NEXT: "memory": {
+// REPORT: "modelled": false,
+// REPORT: "microbatches": 4,
 // REPORT: "per_device": [
 // REPORT-NEXT: {
 // REPORT-NEXT: "device": 0,
