@@ -476,24 +476,25 @@ struct BuildRankProgramsPass
     }
   }
 
-  /// `stage<stage>_kfac_inverse_<layer>` of pf-kfac-precondition{bubbles},
-  /// by layer.
-  std::map<int64_t, func::FuncOp> kfacInverses(int64_t stage) {
-    std::map<int64_t, func::FuncOp> inverses;
-    std::string prefix = "stage" + std::to_string(stage) + "_kfac_inverse_";
+  /// pf-kfac-precondition's per-layer functions `stage<stage>_<work>_<layer>`
+  /// (work: kfac_inverse, kfac_precondition), by layer.
+  std::map<int64_t, func::FuncOp> layerFunctions(int64_t stage, StringRef work) {
+    std::map<int64_t, func::FuncOp> functions;
+    std::string prefix = "stage" + std::to_string(stage) + "_" + work.str() + "_";
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
       int64_t layer = 0;
       if (func.getSymName().starts_with(prefix) &&
           !func.getSymName().drop_front(prefix.size()).getAsInteger(10, layer))
-        inverses[layer] = func;
+        functions[layer] = func;
     }
-    return inverses;
+    return functions;
   }
 
   /// The update of a split module with optimizer (pf-add-optimizer's
   /// `stage<s>_update`), after the clipping over all ranks; with K-FAC
-  /// (pf-kfac-precondition's `stage<s>_precondition`) the clipped gradients
-  /// are preconditioned first and KL-clipped over all ranks.
+  /// (pf-kfac-precondition's `stage<s>_kfac_precondition_<l>`, one call per
+  /// layer) the clipped gradients are preconditioned first and KL-clipped
+  /// over all ranks.
   void emitStepEnd(OpBuilder &body, Location loc, ArrayRef<int64_t> held) {
     if (clipNorm > 0)
       ClipGradientsOp::create(body, loc, body.getF64FloatAttr(clipNorm), stepGradients());
@@ -502,7 +503,7 @@ struct BuildRankProgramsPass
     // window programs (addKfacWindowPrograms) move these calls into bubbles.
     bool inverted = false;
     for (int64_t stage : held)
-      for (auto [layer, inverse] : kfacInverses(stage)) {
+      for (auto [layer, inverse] : layerFunctions(stage, "kfac_inverse")) {
         RunStageOp::create(body, loc, StageTaskKind::KfacInverse, inverse.getSymName(),
                            IntegerAttr(), body.getI64IntegerAttr(layer));
         inverted = true;
@@ -510,10 +511,9 @@ struct BuildRankProgramsPass
     if (inverted)
       KfacPromoteInversesOp::create(body, loc);
     for (int64_t stage : held)
-      if (auto precondition = module.lookupSymbol<func::FuncOp>(
-              "stage" + std::to_string(stage) + "_precondition"))
+      for (auto [layer, precondition] : layerFunctions(stage, "kfac_precondition"))
         RunStageOp::create(body, loc, StageTaskKind::Precondition, precondition.getSymName(),
-                           IntegerAttr(), IntegerAttr());
+                           IntegerAttr(), body.getI64IntegerAttr(layer));
     auto kappa = module->getAttrOfType<FloatAttr>(kKfacKLClipAttrName);
     auto klOrder = module->getAttrOfType<ArrayAttr>(kKfacKLOrderAttrName);
     if (kappa && klOrder)

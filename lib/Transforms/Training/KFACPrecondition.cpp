@@ -52,22 +52,25 @@ struct KFACPreconditionPass
     return false;
   }
 
-  /// On a split module: one `stage<s>_precondition(grad/<p>..., step)` per
-  /// stage with K-FAC layers, returning the preconditioned `grad/<p>` and
-  /// `kfac/issues`; the host calls it once per step after clipping. The
-  /// KL-clip needs Σ⟨update, gradient⟩ over every rank's layers, so it is not
-  /// in these functions: the module records κ and the single-process order
-  /// of the sum (pf.kfac_kl_clip, pf.kfac_kl_order) for the rank programs.
+  /// On a split module: one `stage<s>_kfac_precondition_<l>(grad/W, [grad/b],
+  /// step)` per K-FAC layer l of stage s (l indexes every layer of the model,
+  /// as the inverse functions do), returning the preconditioned gradients
+  /// and, when the inverses refresh there, `kfac/issues`; the rank program
+  /// calls each once per step after clipping. The KL-clip needs
+  /// Σ⟨update, gradient⟩ over every rank's layers, so it is not in these
+  /// functions: the module records κ and the single-process order of the sum
+  /// (pf.kfac_kl_clip, pf.kfac_kl_order) for the rank programs.
   LogicalResult runOnStages(ModuleOp module, ArrayRef<func::FuncOp> gradientFunctions) {
     if (exportFactors)
       return module.emitError("pf-kfac-precondition: export-factors does not apply to a split "
                               "module (the factors are parameters: read them from a "
                               "checkpoint)");
     SmallVector<Layer> layers = kfacLayers(module);
-    SmallVector<SmallVector<const Layer *>> layersOfStage(gradientFunctions.size());
+    // The stage returning each layer's weight gradient (-1: none).
+    SmallVector<int64_t> stageOf(layers.size(), -1);
     SmallVector<Attribute> klOrder;
     OpBuilder builder(module.getContext());
-    for (const Layer &layer : layers) {
+    for (auto [index, layer] : llvm::enumerate(layers)) {
       std::string weightGrad = "grad/" + layer.weight;
       int64_t stage = -1;
       for (auto [s, candidate] : llvm::enumerate(gradientFunctions))
@@ -80,7 +83,7 @@ struct KFACPreconditionPass
         }
       if (stage < 0)
         continue;
-      layersOfStage[stage].push_back(&layer);
+      stageOf[index] = stage;
       klOrder.push_back(builder.getStringAttr(weightGrad));
       if (!layer.bias.empty() && returns(gradientFunctions[stage], "grad/" + layer.bias))
         klOrder.push_back(builder.getStringAttr("grad/" + layer.bias));
@@ -89,15 +92,17 @@ struct KFACPreconditionPass
       return module.emitError("pf-kfac-precondition: no stage returns the grad/<weight> of a "
                               "layer pf-insert-kfac prepared");
     SymbolTable symbols(module);
-    for (auto [s, stageLayers] : llvm::enumerate(layersOfStage))
-      if (!stageLayers.empty())
-        buildStagePrecondition(symbols, gradientFunctions[s], stageLayers);
+    // Each lands right after its stage's gradient function: the last first,
+    // so that they read in layer order.
+    for (int64_t index = int64_t(layers.size()) - 1; index >= 0; --index)
+      if (stageOf[index] >= 0)
+        buildLayerPrecondition(symbols, gradientFunctions[stageOf[index]], layers[index],
+                               index);
     if (bubbles) {
       gateFactorUpdates(module);
       for (auto [index, layer] : llvm::enumerate(layers))
-        for (auto [s, stageLayers] : llvm::enumerate(layersOfStage))
-          if (llvm::is_contained(stageLayers, &layer))
-            buildStageInverse(symbols, gradientFunctions[s], layer, int64_t(index));
+        if (stageOf[index] >= 0)
+          buildStageInverse(symbols, gradientFunctions[stageOf[index]], layer, int64_t(index));
     }
     if (klClip > 0) {
       module->setAttr(kKfacKLClipAttrName, builder.getF64FloatAttr(klClip));
@@ -106,10 +111,11 @@ struct KFACPreconditionPass
     return success();
   }
 
-  void buildStagePrecondition(SymbolTable &symbols, func::FuncOp gradients,
-                              ArrayRef<const Layer *> layers) {
-    MLIRContext *ctx = gradients.getContext();
-    OpBuilder builder(ctx);
+  /// `@stage<s>_kfac_precondition_<index>`: B⁻¹∇W·A⁻¹ (and B⁻¹∇b) of one
+  /// layer, preceded in step mode by the refresh of its inverses.
+  void buildLayerPrecondition(SymbolTable &symbols, func::FuncOp gradients, const Layer &layer,
+                              int64_t index) {
+    OpBuilder builder(gradients.getContext());
     auto typeOf = [&](StringRef name) -> Type {
       for (unsigned i = 0; i < gradients.getNumResults(); ++i)
         if (auto attr = gradients.getResultAttrOfType<StringAttr>(i, kNameAttrName);
@@ -117,14 +123,11 @@ struct KFACPreconditionPass
           return gradients.getResultTypes()[i];
       return {};
     };
+    SmallVector<std::string> gradNames{"grad/" + layer.weight};
+    if (!layer.bias.empty() && typeOf("grad/" + layer.bias))
+      gradNames.push_back("grad/" + layer.bias);
     SmallVector<Type> argTypes;
-    SmallVector<std::string> argNames;
-    for (const Layer *layer : layers) {
-      argNames.push_back("grad/" + layer->weight);
-      if (!layer->bias.empty() && typeOf("grad/" + layer->bias))
-        argNames.push_back("grad/" + layer->bias);
-    }
-    for (const std::string &name : argNames)
+    for (const std::string &name : gradNames)
       argTypes.push_back(typeOf(name));
     SmallVector<Type> resultTypes(argTypes);
     argTypes.push_back(RankedTensorType::get({}, builder.getI64Type()));
@@ -133,42 +136,33 @@ struct KFACPreconditionPass
 
     int64_t stage = gradients->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
     builder.setInsertionPointAfter(gradients);
-    auto func = func::FuncOp::create(builder, gradients.getLoc(),
-                                     "stage" + std::to_string(stage) + "_precondition",
-                                     builder.getFunctionType(argTypes, resultTypes));
+    auto func = func::FuncOp::create(
+        builder, layer.loc,
+        "stage" + std::to_string(stage) + "_kfac_precondition_" + std::to_string(index),
+        builder.getFunctionType(argTypes, resultTypes));
     func->setAttr(kStageAttrName, gradients->getAttr(kStageAttrName));
     if (Attribute blocks = gradients->getAttr(kStageBlocksAttrName))
       func->setAttr(kStageBlocksAttrName, blocks);
-    for (auto [i, name] : llvm::enumerate(argNames)) {
+    for (auto [i, name] : llvm::enumerate(gradNames)) {
       func.setArgAttr(i, kNameAttrName, builder.getStringAttr(name));
       func.setResultAttr(i, kNameAttrName, builder.getStringAttr(name));
     }
-    func.setArgAttr(argNames.size(), kNameAttrName, builder.getStringAttr("step"));
+    func.setArgAttr(gradNames.size(), kNameAttrName, builder.getStringAttr("step"));
     if (!bubbles)
-      func.setResultAttr(argNames.size(), kNameAttrName, builder.getStringAttr("kfac/issues"));
+      func.setResultAttr(gradNames.size(), kNameAttrName, builder.getStringAttr("kfac/issues"));
     Block *entry = func.addEntryBlock();
     builder.setInsertionPointToEnd(entry);
-    Value step = entry->getArgument(argNames.size());
-    SmallVector<Value> results;
-    Value issues;
-    unsigned next = 0;
-    for (const Layer *layer : layers) {
-      Value gradW = entry->getArgument(next++);
-      Value gradB;
-      if (next < argNames.size() && argNames[next] == "grad/" + layer->bias)
-        gradB = entry->getArgument(next++);
-      auto [outcome, weightUpdate, biasUpdate] =
-          emitLayer(builder, symbols, *layer, step, gradW, gradB, /*refresh=*/!bubbles);
-      if (outcome)
-        issues = issues ? AddOp::create(builder, layer->loc, issues, outcome).getResult()
-                        : outcome;
-      results.push_back(weightUpdate);
-      if (gradB)
-        results.push_back(biasUpdate);
-    }
-    if (issues)
-      results.push_back(issues);
-    func::ReturnOp::create(builder, gradients.getLoc(), results);
+    Value gradW = entry->getArgument(0);
+    Value gradB = gradNames.size() > 1 ? entry->getArgument(1) : Value();
+    Value step = entry->getArgument(gradNames.size());
+    auto [outcome, weightUpdate, biasUpdate] =
+        emitLayer(builder, symbols, layer, step, gradW, gradB, /*refresh=*/!bubbles);
+    SmallVector<Value> results{weightUpdate};
+    if (gradB)
+      results.push_back(biasUpdate);
+    if (outcome)
+      results.push_back(outcome);
+    func::ReturnOp::create(builder, layer.loc, results);
     symbols.insert(func);
   }
 

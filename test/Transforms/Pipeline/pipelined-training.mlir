@@ -48,8 +48,9 @@
 // With K-FAC: κ and the single-process order of the KL-clip's sum; each
 // factor update is one of 2 per-call updates (micro-batch and loss count are
 // graph inputs), placed with its layer (block 2's A on stage 1, though its
-// input comes from stage 0); each stage preconditions its own layers after
-// the clipping; the KL-clip runs on every rank before the update.
+// input comes from stage 0); each layer has its own precondition function
+// (its inverses' refresh, then B⁻¹∇W·A⁻¹), which the rank holding its stage
+// calls after the clipping; the KL-clip runs on every rank before the update.
 // KFAC: module attributes {pf.kfac_kl_clip = 1.000000e-03 : f64, pf.kfac_kl_order = ["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]
 // KFAC-N: pf-build-rank-programs: the K-FAC update of 'bert.encoder.layer.0.dense.weight.kfac.A' expects 2 micro-batch calls per step but the programs have 4 (run pf-split-stages with microbatches=4)
 // KFAC-LABEL: func.func @stage0_forward(
@@ -58,27 +59,30 @@
 // KFAC-LABEL: func.func @stage0_backward(
 // KFAC-SAME: %[[C:[a-z0-9]+]]: tensor<i64> {pf.name = "loss_count"}
 // KFAC: pf.kfac.update_factor @bert.encoder.layer.1.dense.weight.kfac.B from %{{.*}} step %{{.*}} count %[[C]] microbatch
-// KFAC-LABEL: func.func @stage0_precondition(%{{.*}}: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %{{.*}}: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %{{.*}}: tensor<i64> {pf.name = "step"}) -> (tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, tensor<i32> {pf.name = "kfac/issues"})
-// KFAC: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A,
+// KFAC-LABEL: func.func @stage0_kfac_precondition_0(%{{.*}}: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %{{.*}}: tensor<i64> {pf.name = "step"}) -> (tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, tensor<i32> {pf.name = "kfac/issues"}) attributes {pf.blocks = array<i64: 0, 1>, pf.stage = 0 : i64}
+// KFAC-NEXT: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A,
 // KFAC: pf.kfac.precondition
-// KFAC-NOT: pf.kfac.kl_clip
+// KFAC-NEXT: return %weight_update, %0 : tensor<16x16xf32>, tensor<i32>
+// KFAC-LABEL: func.func @stage0_kfac_precondition_1(%{{.*}}: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %{{.*}}: tensor<i64> {pf.name = "step"})
+// KFAC-NEXT: pf.kfac.refresh_inverses(@bert.encoder.layer.1.dense.weight.kfac.A,
 // KFAC-LABEL: func.func @stage1_forward(
 // KFAC: pf.kfac.update_factor @bert.encoder.layer.2.dense.weight.kfac.A from
-// KFAC-LABEL: func.func @stage1_precondition(
+// KFAC-LABEL: func.func @stage1_kfac_precondition_2(
 // KFAC-LABEL: pf.rank_program @rank0
 // KFAC: pf.clip_gradients
-// KFAC-NEXT: pf.run_stage precondition @stage0_precondition
+// KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
+// KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
 // KFAC-NEXT: pf.kfac_kl_clip kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"])
 // KFAC-NEXT: pf.run_stage update @stage0_update
 // KFAC-LABEL: pf.rank_program @rank1
 // KFAC: pf.clip_gradients
-// KFAC-NEXT: pf.run_stage precondition @stage1_precondition
+// KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
 // KFAC-NEXT: pf.kfac_kl_clip
 // KFAC-NEXT: pf.run_stage update @stage1_update
 
 // K-FAC for the bubbles: pending inverses, one inverse function per layer,
 // factor updates gated by the host (kfac_curvature), preconditioning only in
-// the precondition functions, and the warm-up program's step end: the
+// the per-layer precondition functions (no refresh there), and the warm-up program's step end: the
 // inverses, the promotion, then the preconditioning.
 // BUBBLES-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.A_inv_next : tensor<16x16xf32> = {{.*}}pf.kfac_pending
 // BUBBLES-DAG: pf.param @bert.encoder.layer.2.dense.weight.kfac.B_inv_next : tensor<16x16xf32> = {{.*}}pf.kfac_pending
@@ -98,9 +102,11 @@
 // BUBBLES-SAME: pf.kfac_after = "stage0_backward"
 // BUBBLES-DAG: func.func @stage0_kfac_inverse_0(%arg0: tensor<i64> {pf.name = "step"}) -> (tensor<i32> {pf.name = "kfac/issues"}) attributes {pf.stage = 0 : i64}
 // BUBBLES-DAG: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_inv_next, @bert.encoder.layer.0.dense.weight.kfac.B_inv_next)
-// BUBBLES-LABEL: func.func @stage0_precondition(
+// BUBBLES-LABEL: func.func @stage0_kfac_precondition_0(
+// BUBBLES-SAME: -> (tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"})
 // BUBBLES-NOT: refresh_inverses
-// BUBBLES: return
+// BUBBLES: pf.kfac.precondition
+// BUBBLES-NEXT: return
 // BUBBLES-LABEL: func.func @stage1_kfac_inverse_2(
 // BUBBLES-LABEL: pf.rank_program @rank0
 // BUBBLES: pf.run_stage forward @stage0_forward microbatch(0)
@@ -114,7 +120,8 @@
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
 // BUBBLES-NEXT: pf.kfac_promote_inverses
-// BUBBLES-NEXT: pf.run_stage precondition @stage0_precondition
+// BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
+// BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
 // BUBBLES-LABEL: pf.rank_program @rank1
 // BUBBLES: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
 // BUBBLES-NEXT: pf.kfac_promote_inverses
@@ -145,8 +152,9 @@
 // CHIMERA-KFAC-NEXT: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.B" ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B" ranks([0, 1])
 // CHIMERA-KFAC: pf.clip_gradients
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_precondition
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage1_precondition
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
 // CHIMERA-KFAC-NEXT: pf.kfac_kl_clip
 // CHIMERA-KFAC-LABEL: pf.rank_program @rank1 rank(1)
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
