@@ -7,6 +7,8 @@
 
 #include "TrainingTestUtil.h"
 
+#include <omp.h>
+
 using namespace pfrt_test;
 
 namespace {
@@ -143,6 +145,38 @@ TEST_F(KfacTest, FactorAccumulateAndRunningAverage) {
   ok(pfrt_kfac_factor(ctx, &tn, 1, 1.0, PFRT_KFAC_OVERWRITE, 0, &tf));
   for (double v : f.data)
     EXPECT_EQ(v, 0.0);
+}
+
+/// A factor sums in the same order whatever the caller's OpenMP default:
+/// the context's thread count holds for OpenBLAS' SYRK even once OpenBLAS'
+/// own count already equals it (OpenBLAS re-syncs to omp_get_max_threads()
+/// on every call). An mpirun rank that is not bound to a core has the
+/// machine's count as its default; K-FAC factors there once summed in
+/// another order than single-process training (pipeline parity, D = 4).
+TEST(KfacThreads, FactorUsesTheContextThreadsWhateverTheOpenMPDefault) {
+  pfrt_context_options opts;
+  pfrt_context_options_init(&opts);
+  opts.num_threads = 1;
+  pfrt_context *one = pfrt_context_create(&opts);
+  ASSERT_NE(one, nullptr);
+  const int before = omp_get_max_threads();
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 16, 256},
+                                    std::vector<int64_t>{96, 384}}) {
+    SCOPED_TRACE(dims.back());
+    Tensor<float> x = random<float>(dims, -1, 1, 7);
+    const int64_t d = dims.back();
+    Tensor<float> want({d, d}), got({d, d});
+    pfrt_tensor tx = x.desc(), tw = want.desc(), tg = got.desc();
+    omp_set_num_threads(1);
+    ASSERT_EQ(pfrt_kfac_factor(one, &tx, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &tw), PFRT_OK);
+    omp_set_num_threads(std::max(before, 4));
+    ASSERT_EQ(pfrt_kfac_factor(one, &tx, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &tg), PFRT_OK);
+    EXPECT_EQ(omp_get_max_threads(), std::max(before, 4)) << "the caller's count is restored";
+    EXPECT_EQ(0, std::memcmp(want.data.data(), got.data.data(), want.data.size() * sizeof(float)))
+        << "the factor's bits depend on the caller's OpenMP thread count";
+  }
+  omp_set_num_threads(before);
+  pfrt_context_destroy(one);
 }
 
 TEST_F(KfacTest, Pi) {
