@@ -9,6 +9,21 @@
 #include <cstdlib>
 #include <cstring>
 
+// LLVM's headers poison and unpoison BumpPtrAllocator memory when they see
+// ASan (LLVM_ADDRESS_SANITIZER_BUILD: clang's __has_feature, which no flag
+// takes back, unlike GCC's macro; see CMakeLists.txt). Debian's libMLIR is
+// not instrumented and allocates from the same slabs without unpoisoning, so
+// its reads of memory pf's inline copies poisoned are reported
+// (use-after-poison in StringAttr::get after pf-lower-to-runtime set a
+// RuntimePlanAttr: test/Fuzz/Regressions/ir/crash-3582a009...). pf poisons
+// nothing itself, so the fuzzers and replays of a clang ASan build ignore
+// manual poisoning; ASAN_OPTIONS set by the user still come after this.
+#if defined(__clang__) && defined(__has_feature)
+#if __has_feature(address_sanitizer)
+extern "C" const char *__asan_default_options() { return "allow_user_poisoning=0"; }
+#endif
+#endif
+
 namespace pf::fuzz {
 namespace {
 struct NamedTarget {
