@@ -64,45 +64,44 @@ std::string stringMember(const json &object, const std::string &key,
   return v && v->is_string() ? v->get<std::string>() : fallback;
 }
 
-/// Reads a non-negative, finite time in ms.
-double timeValue(const json &value, const std::string &where,
-                 const std::string &key) {
-  if (!value.is_number())
-    fail(where + ": '" + key + "' must be a number of milliseconds");
-  double v = value.get<double>();
-  if (!std::isfinite(v))
-    fail(where + ": '" + key + "' is not finite");
-  if (v < 0) {
-    std::ostringstream os;
-    os << where << ": '" << key << "' is negative (" << v << " ms)";
-    fail(os.str());
-  }
-  if (v > kMaxProfileTimeMs) {
-    std::ostringstream os;
-    os << where << ": '" << key << "' is " << v << " ms, over the limit of "
-       << kMaxProfileTimeMs << " ms (kMaxProfileTimeMs)";
-    fail(os.str());
-  }
-  return v;
-}
+/// What a profile number is, for its messages: "a number of milliseconds"
+/// with unit " ms", or "a number" without one; its limit and the limit's name.
+struct NumberKind {
+  const char *what, *unit;
+  double limit;
+  const char *limitName;
+};
+constexpr NumberKind kTime{"a number of milliseconds", " ms", kMaxProfileTimeMs,
+                           "kMaxProfileTimeMs"};
+constexpr NumberKind kQuantity{"a number", "", kMaxProfileQuantity, "kMaxProfileQuantity"};
 
-/// Reads a non-negative, finite count (bytes, parameters, a width).
-double quantityValue(const json &value, const std::string &where,
-                     const std::string &key) {
+/// Reads a non-negative, finite number no larger than the kind's limit.
+double boundedValue(const json &value, const std::string &where, const std::string &key,
+                    const NumberKind &kind) {
   if (!value.is_number())
-    fail(where + ": '" + key + "' must be a number");
+    fail(where + ": '" + key + "' must be " + kind.what);
   double v = value.get<double>();
   if (!std::isfinite(v))
     fail(where + ": '" + key + "' is not finite");
   std::ostringstream os;
   if (v < 0)
-    os << where << ": '" << key << "' is negative (" << v << ")";
-  else if (v > kMaxProfileQuantity)
-    os << where << ": '" << key << "' is " << v << ", over the limit of "
-       << kMaxProfileQuantity << " (kMaxProfileQuantity)";
+    os << where << ": '" << key << "' is negative (" << v << kind.unit << ")";
+  else if (v > kind.limit)
+    os << where << ": '" << key << "' is " << v << kind.unit << ", over the limit of "
+       << kind.limit << kind.unit << " (" << kind.limitName << ")";
   if (!os.str().empty())
     fail(os.str());
   return v;
+}
+
+/// Reads a non-negative, finite time in ms.
+double timeValue(const json &value, const std::string &where, const std::string &key) {
+  return boundedValue(value, where, key, kTime);
+}
+
+/// Reads a non-negative, finite count (bytes, parameters, a width).
+double quantityValue(const json &value, const std::string &where, const std::string &key) {
+  return boundedValue(value, where, key, kQuantity);
 }
 
 /// "kfac_linears": [[in, out], ...], the shapes of the layer's K-FAC linears.
