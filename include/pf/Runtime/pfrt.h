@@ -12,9 +12,10 @@
 |*    row-major buffers. Kernels never allocate their outputs: the caller   *|
 |*    passes an output descriptor whose shape and dtype the kernel checks.  *|
 |*  - Unless a function says otherwise, outputs must not overlap inputs.    *|
-|*    Elementwise kernels (binary, equal, where, unary, gelu) also accept   *|
-|*    out->data == an input's data when that input has exactly out's shape  *|
-|*    and dtype (an in-place update); partial overlap is never allowed.     *|
+|*    Elementwise kernels (binary, compare, logical, where, unary, not,     *|
+|*    gelu) also accept out->data == an input's data when that input has    *|
+|*    exactly out's shape and dtype (an in-place update); partial overlap   *|
+|*    is never allowed.                                                     *|
 |*  - Shapes are int64; axes may be negative (counted from the back).       *|
 |*  - A context is not thread-safe: use one per host thread. Kernels are    *|
 |*    internally parallel (OpenMP on the CPU) with the context's threads.   *|
