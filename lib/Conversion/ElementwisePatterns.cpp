@@ -22,6 +22,30 @@ struct GeluPattern : RuntimePattern<GeluOp> {
     return success();
   }
 };
+
+/// A binary op whose kernel takes a kind after the operands:
+/// pfrt_compare(ctx, a, b, PFRT_COMPARE_*, out), pfrt_logical(...).
+template <typename OpTy>
+struct KindCallPattern : RuntimePattern<OpTy> {
+  KindCallPattern(const TypeConverter &converter, MLIRContext *ctx, RuntimeLowering &lowering,
+                  StringRef kernel, int32_t kind)
+      : RuntimePattern<OpTy>(converter, ctx, lowering), kernel(kernel), kind(kind) {}
+
+  LogicalResult matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value out = this->lowering.entryOf(rewriter, loc, op.getOutput());
+    if (failed(this->lowering.call(rewriter, op, kernel,
+                                   {adaptor.getLhs(), adaptor.getRhs(),
+                                    this->lowering.constI32(rewriter, loc, kind), out})))
+      return failure();
+    this->replaceByEntries(rewriter, op, out);
+    return success();
+  }
+
+  StringRef kernel;
+  int32_t kind;
+};
 } // namespace
 
 void mlir::pf::populateElementwisePatterns(const TypeConverter &converter,
@@ -35,11 +59,30 @@ void mlir::pf::populateElementwisePatterns(const TypeConverter &converter,
   patterns.add<KernelCallPattern<DivOp>>(converter, ctx, lowering, "pfrt_div");
   patterns.add<KernelCallPattern<PowOp>>(converter, ctx, lowering, "pfrt_pow");
   patterns.add<KernelCallPattern<EqualOp>>(converter, ctx, lowering, "pfrt_equal");
+  patterns.add<KernelCallPattern<MinOp>>(converter, ctx, lowering, "pfrt_min");
+  patterns.add<KernelCallPattern<MaxOp>>(converter, ctx, lowering, "pfrt_max");
+  patterns.add<KindCallPattern<GreaterOp>>(converter, ctx, lowering, "pfrt_compare",
+                                           PFRT_COMPARE_GREATER);
+  patterns.add<KindCallPattern<GreaterEqualOp>>(converter, ctx, lowering, "pfrt_compare",
+                                                PFRT_COMPARE_GREATER_EQUAL);
+  patterns.add<KindCallPattern<LessOp>>(converter, ctx, lowering, "pfrt_compare",
+                                        PFRT_COMPARE_LESS);
+  patterns.add<KindCallPattern<LessEqualOp>>(converter, ctx, lowering, "pfrt_compare",
+                                             PFRT_COMPARE_LESS_EQUAL);
+  patterns.add<KindCallPattern<AndOp>>(converter, ctx, lowering, "pfrt_logical",
+                                       PFRT_LOGICAL_AND);
+  patterns.add<KindCallPattern<OrOp>>(converter, ctx, lowering, "pfrt_logical", PFRT_LOGICAL_OR);
+  patterns.add<KindCallPattern<XorOp>>(converter, ctx, lowering, "pfrt_logical",
+                                       PFRT_LOGICAL_XOR);
+  patterns.add<KernelCallPattern<NotOp>>(converter, ctx, lowering, "pfrt_not");
   patterns.add<KernelCallPattern<WhereOp>>(converter, ctx, lowering, "pfrt_where");
   patterns.add<KernelCallPattern<SqrtOp>>(converter, ctx, lowering, "pfrt_sqrt");
   patterns.add<KernelCallPattern<ErfOp>>(converter, ctx, lowering, "pfrt_erf");
   patterns.add<KernelCallPattern<TanhOp>>(converter, ctx, lowering, "pfrt_tanh");
   patterns.add<KernelCallPattern<ExpOp>>(converter, ctx, lowering, "pfrt_exp");
   patterns.add<KernelCallPattern<NegOp>>(converter, ctx, lowering, "pfrt_neg");
+  patterns.add<KernelCallPattern<AbsOp>>(converter, ctx, lowering, "pfrt_abs");
+  patterns.add<KernelCallPattern<SignOp>>(converter, ctx, lowering, "pfrt_sign");
+  patterns.add<KernelCallPattern<ReciprocalOp>>(converter, ctx, lowering, "pfrt_reciprocal");
   patterns.add<GeluPattern>(converter, ctx, lowering);
 }

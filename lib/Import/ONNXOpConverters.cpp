@@ -147,6 +147,24 @@ FailureOr<std::optional<SmallVector<int64_t>>> axesOf(NodeContext &n, int64_t in
   return n.intsAttr("axes");
 }
 
+/// Variadic Min/Max (opset 8+: one or more inputs, broadcasting): a chain of
+/// binary ops, left to right; a single input is returned as it is.
+template <typename OpTy>
+Results variadic(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  Value acc = n.input(0);
+  for (int i = 1, e = n.node.input_size(); i < e; ++i) {
+    if (!n.input(i))
+      return n.error() << "input " << i << " is missing";
+    auto results = n.finish(OpTy::create(n.builder, n.loc, n.placeholder(), acc, n.input(i)));
+    if (failed(results))
+      return failure();
+    acc = results->front();
+  }
+  return SmallVector<Value>{acc};
+}
+
 Results convertIdentity(NodeContext &n) {
   if (failed(requireInputs(n, 1)))
     return failure();
@@ -440,6 +458,19 @@ llvm::StringMap<Converter> buildConverters() {
   table["Div"] = binary<DivOp>;
   table["Pow"] = convertPow;
   table["Equal"] = binary<EqualOp>;
+  table["Greater"] = binary<GreaterOp>;
+  table["GreaterOrEqual"] = binary<GreaterEqualOp>;
+  table["Less"] = binary<LessOp>;
+  table["LessOrEqual"] = binary<LessEqualOp>;
+  table["And"] = binary<AndOp>;
+  table["Or"] = binary<OrOp>;
+  table["Xor"] = binary<XorOp>;
+  table["Not"] = unary<NotOp>;
+  table["Min"] = variadic<MinOp>;
+  table["Max"] = variadic<MaxOp>;
+  table["Abs"] = unary<AbsOp>;
+  table["Sign"] = unary<SignOp>;
+  table["Reciprocal"] = unary<ReciprocalOp>;
   table["Sqrt"] = unary<SqrtOp>;
   table["Erf"] = unary<ErfOp>;
   table["Tanh"] = unary<TanhOp>;

@@ -107,12 +107,14 @@ def downgrade_opset(model) -> int:
     pf's range. Where every node's op has the same inputs, outputs and
     attributes at opset 22 as at the model's opset (23 and 24 added only new
     element types to Reshape, Transpose, Cast, ...), the model means the same at
-    22, and the test imports it there. Otherwise the model's own opset is kept
-    (and pf reports it as unsupported).
+    22, and the test imports it there. Below pf's range, see `_raise_opset`.
+    Otherwise the model's own opset is kept (and pf reports it as unsupported).
     """
     import onnx.defs
 
     opset = _default_opset(model)
+    if opset < MIN_OPSET:
+        return _raise_opset(model, opset)
     if opset <= MAX_OPSET:
         return opset
     for node in model.graph.node:
@@ -130,6 +132,28 @@ def downgrade_opset(model) -> int:
         if any(a.name not in old.attributes for a in node.attribute):
             return opset
     return MAX_OPSET
+
+
+def _raise_opset(model, opset: int) -> int:
+    """MIN_OPSET where every node's op has one definition from `opset` to it.
+
+    Old node tests (And, Or, Xor at opset 7, Not at 1) use ops whose schema
+    has not changed since: the definition in force at MIN_OPSET is the one the
+    model was written against (same since_version), so the model means the
+    same there. Otherwise the model's own opset is kept (and reported).
+    """
+    import onnx.defs
+
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            return opset
+        try:
+            at_min = onnx.defs.get_schema(node.op_type, MIN_OPSET)
+        except onnx.defs.SchemaError:
+            return opset
+        if at_min.since_version > opset:
+            return opset
+    return MIN_OPSET
 
 
 def frozen_inputs(model) -> list[str]:
@@ -290,7 +314,9 @@ about 20 s.
     op of the model has the same inputs, outputs and attributes at opset {max} (23 and 24
     only added element types to Reshape, Shape, Transpose, Cast, ...) and no node sets an
     attribute that is newer, the model is imported at opset {max}; marked "opset 24→22"
-    below.
+    below. A model below {min} whose ops all have the same definition (ONNX schema
+    `since_version`) at {min} as at its own opset (And, Or, Xor at 7; Not at 1) is
+    imported at opset {min}; marked "opset 7→11".
   - **Constant inputs.** pf compiles for static shapes, so shapes, axes, slice bounds and
     Dropout's ratio/training mode must be constants at import time, while the node tests
     feed them as graph inputs. Such an input (operand positions: {constant_inputs}) becomes an

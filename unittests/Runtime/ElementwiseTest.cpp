@@ -152,6 +152,176 @@ TEST_F(ElementwiseTest, Equal) {
   EXPECT_EQ(r.data, (std::vector<uint8_t>{1, 0, 1}));
 }
 
+TEST_F(ElementwiseTest, CompareKindsBroadcast) {
+  Dims ad = {2, 3}, bd = {3};
+  Tensor<float> a(ad, {1, 2, 3, 4, NAN, -0.0f}), b(bd, {2, NAN, 0});
+  struct Kind {
+    int32_t kind;
+    std::function<bool(float, float)> ref;
+  };
+  const Kind kinds[] = {
+      {PFRT_COMPARE_EQUAL, [](float x, float y) { return x == y; }},
+      {PFRT_COMPARE_GREATER, [](float x, float y) { return x > y; }},
+      {PFRT_COMPARE_GREATER_EQUAL, [](float x, float y) { return x >= y; }},
+      {PFRT_COMPARE_LESS, [](float x, float y) { return x < y; }},
+      {PFRT_COMPARE_LESS_EQUAL, [](float x, float y) { return x <= y; }},
+  };
+  for (const Kind &k : kinds) {
+    Tensor<uint8_t> out(ad);
+    pfrt_tensor ta = a.desc(), tb = b.desc(), to = out.desc();
+    ok(pfrt_compare(ctx, &ta, &tb, k.kind, &to));
+    for (int64_t i = 0; i < out.size(); ++i) {
+      Dims idx = unravel(i, ad);
+      EXPECT_EQ(out[i], k.ref(a[i], b[broadcastIndex(idx, bd)]) ? 1 : 0)
+          << "kind " << k.kind << " element " << i;
+    }
+  }
+  // Exact values: 1 > 2, 2 > NaN, 3 > 0, 4 > 2, NaN > NaN, -0 > 0.
+  Tensor<uint8_t> gt(ad);
+  pfrt_tensor ta = a.desc(), tb = b.desc(), tg = gt.desc();
+  ok(pfrt_compare(ctx, &ta, &tb, PFRT_COMPARE_GREATER, &tg));
+  EXPECT_EQ(gt.data, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0}));
+
+  // Signed integers, a scalar operand on the left.
+  Tensor<int64_t> c({}, {0}), d({4}, {-5, 0, 5, std::numeric_limits<int64_t>::min()});
+  Tensor<uint8_t> e({4});
+  pfrt_tensor tc = c.desc(), td = d.desc(), te = e.desc();
+  ok(pfrt_compare(ctx, &tc, &td, PFRT_COMPARE_LESS_EQUAL, &te));
+  EXPECT_EQ(e.data, (std::vector<uint8_t>{0, 1, 1, 0}));
+  Tensor<int8_t> i8a({2}, {-128, 7}), i8b({2}, {127, 7});
+  Tensor<uint8_t> i8o({2});
+  pfrt_tensor t8a = i8a.desc(), t8b = i8b.desc(), t8o = i8o.desc();
+  ok(pfrt_compare(ctx, &t8a, &t8b, PFRT_COMPARE_GREATER_EQUAL, &t8o));
+  EXPECT_EQ(i8o.data, (std::vector<uint8_t>{0, 1}));
+}
+
+TEST_F(ElementwiseTest, CompareErrors) {
+  Tensor<uint8_t> p({3}, {0, 1, 1}), r({3});
+  pfrt_tensor tp = p.desc(), tr = r.desc();
+  // Bools have equality only.
+  fails(pfrt_compare(ctx, &tp, &tp, PFRT_COMPARE_GREATER, &tr), PFRT_UNSUPPORTED,
+        "pfrt_compare");
+  ok(pfrt_compare(ctx, &tp, &tp, PFRT_COMPARE_EQUAL, &tr));
+  Tensor<float> a({3}), b({2});
+  Tensor<float> fout({3});
+  pfrt_tensor ta = a.desc(), tb = b.desc(), tf = fout.desc();
+  fails(pfrt_compare(ctx, &ta, &tb, PFRT_COMPARE_LESS, &tr), PFRT_INVALID_ARGUMENT,
+        "pfrt_compare"); // 3 vs 2 do not broadcast
+  fails(pfrt_compare(ctx, &ta, &ta, PFRT_COMPARE_LESS, &tf), PFRT_INVALID_ARGUMENT,
+        "pfrt_compare"); // out must be bool
+  fails(pfrt_compare(ctx, &ta, &tp, PFRT_COMPARE_LESS, &tr), PFRT_INVALID_ARGUMENT,
+        "pfrt_compare"); // mixed dtypes
+  fails(pfrt_compare(ctx, &ta, &ta, 7, &tr), PFRT_INVALID_ARGUMENT, "pfrt_compare");
+}
+
+TEST_F(ElementwiseTest, LogicalKindsBroadcast) {
+  Dims ad = {2, 2}, bd = {2, 1};
+  // 2 is a non-canonical true byte: it must read as true and give 0/1.
+  Tensor<uint8_t> a(ad, {0, 1, 2, 0}), b(bd, {1, 0});
+  const std::pair<int32_t, std::vector<uint8_t>> kinds[] = {
+      {PFRT_LOGICAL_AND, {0, 1, 0, 0}},
+      {PFRT_LOGICAL_OR, {1, 1, 1, 0}},
+      {PFRT_LOGICAL_XOR, {1, 0, 1, 0}},
+  };
+  for (const auto &[kind, want] : kinds) {
+    Tensor<uint8_t> out(ad);
+    pfrt_tensor ta = a.desc(), tb = b.desc(), to = out.desc();
+    ok(pfrt_logical(ctx, &ta, &tb, kind, &to));
+    EXPECT_EQ(out.data, want) << "kind " << kind;
+  }
+  Tensor<uint8_t> n(ad);
+  pfrt_tensor ta = a.desc(), tn = n.desc();
+  ok(pfrt_not(ctx, &ta, &tn));
+  EXPECT_EQ(n.data, (std::vector<uint8_t>{1, 0, 0, 1}));
+  ok(pfrt_not(ctx, &ta, &ta)); // in place
+  EXPECT_EQ(a.data, (std::vector<uint8_t>{1, 0, 0, 1}));
+
+  // A large broadcast exercises the parallel runs.
+  Tensor<uint8_t> big({3, 70001}), row({70001}), bigOut({3, 70001});
+  for (int64_t i = 0; i < big.size(); ++i)
+    big[i] = (i * 7) % 3 == 0;
+  for (int64_t i = 0; i < row.size(); ++i)
+    row[i] = i % 2;
+  pfrt_tensor tbig = big.desc(), trow = row.desc(), tbo = bigOut.desc();
+  ok(pfrt_logical(ctx, &tbig, &trow, PFRT_LOGICAL_XOR, &tbo));
+  for (int64_t i = 0; i < bigOut.size(); ++i)
+    ASSERT_EQ(bigOut[i], uint8_t(big[i] ^ row[i % 70001])) << i;
+}
+
+TEST_F(ElementwiseTest, LogicalErrors) {
+  Tensor<float> f({2}), fo({2});
+  Tensor<uint8_t> p({2}), q({3}), r({2});
+  pfrt_tensor tf = f.desc(), tfo = fo.desc(), tp = p.desc(), tq = q.desc(), tr = r.desc();
+  fails(pfrt_logical(ctx, &tf, &tf, PFRT_LOGICAL_AND, &tr), PFRT_INVALID_ARGUMENT,
+        "pfrt_logical"); // And on floats
+  fails(pfrt_logical(ctx, &tp, &tq, PFRT_LOGICAL_OR, &tr), PFRT_INVALID_ARGUMENT,
+        "pfrt_logical"); // 2 vs 3 do not broadcast
+  fails(pfrt_logical(ctx, &tp, &tp, -1, &tr), PFRT_INVALID_ARGUMENT, "pfrt_logical");
+  fails(pfrt_not(ctx, &tf, &tfo), PFRT_INVALID_ARGUMENT, "pfrt_not");
+  fails(pfrt_not(ctx, &tp, &tq), PFRT_INVALID_ARGUMENT, "pfrt_not"); // shape
+}
+
+TEST_F(ElementwiseTest, MinMax) {
+  Dims ad = {2, 3}, bd = {2, 1};
+  Tensor<float> a(ad, {1, NAN, -3, 4, 5, -0.5f}), b(bd, {0, NAN});
+  Tensor<float> lo(ad), hi(ad);
+  pfrt_tensor ta = a.desc(), tb = b.desc(), tl = lo.desc(), th = hi.desc();
+  ok(pfrt_min(ctx, &ta, &tb, &tl));
+  ok(pfrt_max(ctx, &ta, &tb, &th));
+  EXPECT_EQ(lo[0], 0.0f);
+  EXPECT_TRUE(std::isnan(lo[1])); // NaN on the left propagates
+  EXPECT_EQ(lo[2], -3.0f);
+  EXPECT_EQ(hi[0], 1.0f);
+  EXPECT_TRUE(std::isnan(hi[1]));
+  EXPECT_EQ(hi[2], 0.0f);
+  for (int i = 3; i < 6; ++i) { // NaN on the right propagates
+    EXPECT_TRUE(std::isnan(lo[i])) << i;
+    EXPECT_TRUE(std::isnan(hi[i])) << i;
+  }
+  Tensor<int32_t> c({3}, {-7, 0, 7}), d({}, {1}), e({3});
+  pfrt_tensor tc = c.desc(), td = d.desc(), te = e.desc();
+  ok(pfrt_max(ctx, &tc, &td, &te));
+  EXPECT_EQ(e.data, (std::vector<int32_t>{1, 1, 7}));
+  ok(pfrt_min(ctx, &tc, &td, &te));
+  EXPECT_EQ(e.data, (std::vector<int32_t>{-7, 0, 1}));
+  Tensor<uint8_t> p({3}), r({3});
+  pfrt_tensor tp = p.desc(), tr = r.desc();
+  fails(pfrt_min(ctx, &tp, &tp, &tr), PFRT_UNSUPPORTED, "pfrt_min");
+}
+
+TEST_F(ElementwiseTest, AbsSignReciprocal) {
+  Tensor<float> x({6}, {-2, -0.0f, 0, 0.5f, NAN, -INFINITY}), out({6});
+  pfrt_tensor tx = x.desc(), to = out.desc();
+  ok(pfrt_abs(ctx, &tx, &to));
+  EXPECT_EQ(out[0], 2.0f);
+  EXPECT_FALSE(std::signbit(out[1]));
+  EXPECT_EQ(out[3], 0.5f);
+  EXPECT_TRUE(std::isnan(out[4]));
+  EXPECT_EQ(out[5], INFINITY);
+  ok(pfrt_sign(ctx, &tx, &to));
+  EXPECT_EQ(out[0], -1.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 1.0f);
+  EXPECT_TRUE(std::isnan(out[4]));
+  EXPECT_EQ(out[5], -1.0f);
+  ok(pfrt_reciprocal(ctx, &tx, &to));
+  EXPECT_EQ(out[0], -0.5f);
+  EXPECT_EQ(out[1], -INFINITY);
+  EXPECT_EQ(out[2], INFINITY);
+  EXPECT_EQ(out[3], 2.0f);
+  EXPECT_TRUE(std::isnan(out[4]));
+  EXPECT_TRUE(out[5] == 0.0f && std::signbit(out[5]));
+  Tensor<double> xd({2}, {4, -3}), od({2});
+  pfrt_tensor txd = xd.desc(), tod = od.desc();
+  ok(pfrt_reciprocal(ctx, &txd, &tod));
+  EXPECT_EQ(od.data, (std::vector<double>{0.25, 1.0 / -3.0}));
+  Tensor<int32_t> xi({2}), oi({2});
+  pfrt_tensor txi = xi.desc(), toi = oi.desc();
+  fails(pfrt_abs(ctx, &txi, &toi), PFRT_UNSUPPORTED, "pfrt_abs");
+  fails(pfrt_sign(ctx, &txi, &toi), PFRT_UNSUPPORTED, "pfrt_sign");
+}
+
 TEST_F(ElementwiseTest, WhereBroadcastsThreeWays) {
   Dims cd = {2, 1, 4}, xd = {3, 1}, yd = {};
   Tensor<uint8_t> cond(cd, {1, 0, 1, 0, 0, 0, 1, 1});

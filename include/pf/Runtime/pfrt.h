@@ -12,9 +12,10 @@
 |*    row-major buffers. Kernels never allocate their outputs: the caller   *|
 |*    passes an output descriptor whose shape and dtype the kernel checks.  *|
 |*  - Unless a function says otherwise, outputs must not overlap inputs.    *|
-|*    Elementwise kernels (binary, equal, where, unary, gelu) also accept   *|
-|*    out->data == an input's data when that input has exactly out's shape  *|
-|*    and dtype (an in-place update); partial overlap is never allowed.     *|
+|*    Elementwise kernels (binary, compare, logical, where, unary, not,     *|
+|*    gelu) also accept out->data == an input's data when that input has    *|
+|*    exactly out's shape and dtype (an in-place update); partial overlap   *|
+|*    is never allowed.                                                     *|
 |*  - Shapes are int64; axes may be negative (counted from the back).       *|
 |*  - A context is not thread-safe: use one per host thread. Kernels are    *|
 |*    internally parallel (OpenMP on the CPU) with the context's threads.   *|
@@ -218,11 +219,44 @@ PFRT_API pfrt_status pfrt_div(pfrt_context *ctx, const pfrt_tensor *a,
                               const pfrt_tensor *b, const pfrt_tensor *out);
 PFRT_API pfrt_status pfrt_pow(pfrt_context *ctx, const pfrt_tensor *a,
                               const pfrt_tensor *b, const pfrt_tensor *out);
+/* out = min(a, b) / max(a, b) elementwise, broadcasting, dtypes as add;
+ * a NaN in either operand gives NaN (as numpy.minimum/maximum). */
+PFRT_API pfrt_status pfrt_min(pfrt_context *ctx, const pfrt_tensor *a,
+                              const pfrt_tensor *b, const pfrt_tensor *out);
+PFRT_API pfrt_status pfrt_max(pfrt_context *ctx, const pfrt_tensor *a,
+                              const pfrt_tensor *b, const pfrt_tensor *out);
 
 /* out (bool) = (a == b), broadcasting; a and b of one dtype among f32, f64,
  * i8, i32, i64, bool. */
 PFRT_API pfrt_status pfrt_equal(pfrt_context *ctx, const pfrt_tensor *a,
                                 const pfrt_tensor *b, const pfrt_tensor *out);
+
+enum {
+  PFRT_COMPARE_EQUAL = 0,
+  PFRT_COMPARE_GREATER = 1,
+  PFRT_COMPARE_GREATER_EQUAL = 2,
+  PFRT_COMPARE_LESS = 3,
+  PFRT_COMPARE_LESS_EQUAL = 4
+};
+
+/* out (bool) = (a kind b), broadcasting; kind is a PFRT_COMPARE_*. a and b
+ * of one dtype among f32, f64, i8, i32, i64 (and bool for EQUAL; integers
+ * compare as signed). A NaN compares false. pfrt_equal is kind EQUAL. */
+PFRT_API pfrt_status pfrt_compare(pfrt_context *ctx, const pfrt_tensor *a,
+                                  const pfrt_tensor *b, int32_t kind,
+                                  const pfrt_tensor *out);
+
+enum { PFRT_LOGICAL_AND = 0, PFRT_LOGICAL_OR = 1, PFRT_LOGICAL_XOR = 2 };
+
+/* out = a kind b on bool tensors (any non-zero byte is true; out holds 0
+ * or 1), broadcasting; kind is a PFRT_LOGICAL_*. */
+PFRT_API pfrt_status pfrt_logical(pfrt_context *ctx, const pfrt_tensor *a,
+                                  const pfrt_tensor *b, int32_t kind,
+                                  const pfrt_tensor *out);
+
+/* out = !x on a bool tensor of out's shape. */
+PFRT_API pfrt_status pfrt_not(pfrt_context *ctx, const pfrt_tensor *x,
+                              const pfrt_tensor *out);
 
 /* out = cond ? x : y, broadcasting all three; cond is bool; x, y and out
  * share any one dtype (f16 included: this only moves bits). */
@@ -246,6 +280,13 @@ PFRT_API pfrt_status pfrt_exp(pfrt_context *ctx, const pfrt_tensor *x,
                               const pfrt_tensor *out);
 PFRT_API pfrt_status pfrt_neg(pfrt_context *ctx, const pfrt_tensor *x,
                               const pfrt_tensor *out);
+/* abs, sign (-1, 0 or 1; NaN stays NaN) and 1/x, f32 and f64. */
+PFRT_API pfrt_status pfrt_abs(pfrt_context *ctx, const pfrt_tensor *x,
+                              const pfrt_tensor *out);
+PFRT_API pfrt_status pfrt_sign(pfrt_context *ctx, const pfrt_tensor *x,
+                               const pfrt_tensor *out);
+PFRT_API pfrt_status pfrt_reciprocal(pfrt_context *ctx, const pfrt_tensor *x,
+                                     const pfrt_tensor *out);
 
 enum {
   PFRT_GELU_EXACT = 0, /* 0.5 x (1 + erf(x / sqrt 2)) */

@@ -72,11 +72,53 @@ struct PowOp {
 struct SquareOp {
   template <class T> T operator()(T a, T) const { return a * a; }
 };
+// NaN propagates from either side, as in numpy.minimum/maximum (a plain
+// `a < b ? a : b` would drop a NaN in a).
+struct MinOp {
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return (a != a || a < b) ? a : b;
+    else
+      return a < b ? a : b;
+  }
+};
+struct MaxOp {
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return (a != a || a > b) ? a : b;
+    else
+      return a > b ? a : b;
+  }
+};
+
 struct EqualOp {
   template <class T> uint8_t operator()(T a, T b) const { return a == b; }
 };
+struct GreaterOp {
+  template <class T> uint8_t operator()(T a, T b) const { return a > b; }
+};
+struct GreaterEqualOp {
+  template <class T> uint8_t operator()(T a, T b) const { return a >= b; }
+};
+struct LessOp {
+  template <class T> uint8_t operator()(T a, T b) const { return a < b; }
+};
+struct LessEqualOp {
+  template <class T> uint8_t operator()(T a, T b) const { return a <= b; }
+};
 
-enum class Binary { Add, Sub, Mul, Div, Pow };
+// Bools are bytes; any non-zero byte reads as true and results are 0 or 1.
+struct AndOp {
+  uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) & (b != 0); }
+};
+struct OrOp {
+  uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) | (b != 0); }
+};
+struct XorOp {
+  uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) ^ (b != 0); }
+};
+
+enum class Binary { Add, Sub, Mul, Div, Pow, Min, Max };
 
 /// Runs out[i] = op(a[ia], b[ib]) over the plan; the four inner-stride
 /// combinations get separate loops so that each one vectorizes.
@@ -137,6 +179,10 @@ void dispatchBinary(const pfrt_context *ctx, Binary op,
     if constexpr (std::is_floating_point_v<T>)
       runPow(ctx, plan, b, pa, pb, po);
     return;
+  case Binary::Min:
+    return runBinary(ctx, plan, pa, pb, po, MinOp{});
+  case Binary::Max:
+    return runBinary(ctx, plan, pa, pb, po, MaxOp{});
   }
 }
 
@@ -195,9 +241,55 @@ pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary op,
   return PFRT_OK;
 }
 
+//===------------------------- Comparison and logic -------------------------===//
+
+pfrt_status compareEntry(pfrt_context *ctx, const char *fn, int32_t kind,
+                         const pfrt_tensor *a, const pfrt_tensor *b,
+                         const pfrt_tensor *out) {
+  Call call(ctx, fn);
+  PFRT_TRY(call.begin());
+  if (kind < PFRT_COMPARE_EQUAL || kind > PFRT_COMPARE_LESS_EQUAL)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown comparison kind %d", kind);
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.tensor("b", b));
+  PFRT_TRY(call.tensor("out", out));
+  // Only equality is defined on bools (ONNX orders numbers only).
+  if (kind == PFRT_COMPARE_EQUAL)
+    PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32,
+                                   PFRT_I64, PFRT_BOOL}));
+  else
+    PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32,
+                                   PFRT_I64}));
+  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
+  BroadcastPlan plan;
+  PFRT_TRY(checkBroadcastPair(call, a, b, out, plan));
+  visitNumeric(a->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto run = [&](auto op) {
+      runBinary(ctx, plan, static_cast<const T *>(a->data),
+                static_cast<const T *>(b->data),
+                static_cast<uint8_t *>(out->data), op);
+    };
+    switch (kind) {
+    case PFRT_COMPARE_EQUAL:
+      return run(EqualOp{});
+    case PFRT_COMPARE_GREATER:
+      return run(GreaterOp{});
+    case PFRT_COMPARE_GREATER_EQUAL:
+      return run(GreaterEqualOp{});
+    case PFRT_COMPARE_LESS:
+      return run(LessOp{});
+    default:
+      return run(LessEqualOp{});
+    }
+  });
+  return PFRT_OK;
+}
+
 //===------------------------------ Unary ---------------------------------===//
 
-enum class Unary { Sqrt, Erf, Tanh, Exp, Neg, GeluExact, GeluTanh };
+enum class Unary { Sqrt, Erf, Tanh, Exp, Neg, Abs, Sign, Reciprocal, GeluExact, GeluTanh };
 
 /// Elements per parallel chunk of a flat loop.
 constexpr int64_t kFlatGrain = 16 * 1024;
@@ -232,6 +324,15 @@ void dispatchUnary(const pfrt_context *ctx, Unary op, const T *x, T *out,
       return runUnary(ctx, x, out, n, [](T v) { return expOf(v); });
     case Unary::Neg:
       return runUnary(ctx, x, out, n, [](T v) { return -v; });
+    case Unary::Abs:
+      return runUnary(ctx, x, out, n, [](T v) { return std::fabs(v); });
+    case Unary::Sign:
+      // NaN fails both tests and stays NaN; +-0 stay as they are.
+      return runUnary(ctx, x, out, n, [](T v) {
+        return v > T(0) ? T(1) : v < T(0) ? T(-1) : v;
+      });
+    case Unary::Reciprocal:
+      return runUnary(ctx, x, out, n, [](T v) { return T(1) / v; });
     case Unary::GeluExact:
       return runUnary(ctx, x, out, n, [=](T v) {
         return half * v * (T(1) + erfOf(v * invSqrt2));
@@ -316,25 +417,71 @@ pfrt_status pfrt_pow(pfrt_context *ctx, const pfrt_tensor *a,
   return binaryEntry(ctx, "pfrt_pow", Binary::Pow, a, b, out);
 }
 
+pfrt_status pfrt_min(pfrt_context *ctx, const pfrt_tensor *a,
+                     const pfrt_tensor *b, const pfrt_tensor *out) {
+  return binaryEntry(ctx, "pfrt_min", Binary::Min, a, b, out);
+}
+pfrt_status pfrt_max(pfrt_context *ctx, const pfrt_tensor *a,
+                     const pfrt_tensor *b, const pfrt_tensor *out) {
+  return binaryEntry(ctx, "pfrt_max", Binary::Max, a, b, out);
+}
+
 pfrt_status pfrt_equal(pfrt_context *ctx, const pfrt_tensor *a,
                        const pfrt_tensor *b, const pfrt_tensor *out) {
-  Call call(ctx, "pfrt_equal");
+  return compareEntry(ctx, "pfrt_equal", PFRT_COMPARE_EQUAL, a, b, out);
+}
+
+pfrt_status pfrt_compare(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, int32_t kind,
+                         const pfrt_tensor *out) {
+  return compareEntry(ctx, "pfrt_compare", kind, a, b, out);
+}
+
+pfrt_status pfrt_logical(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, int32_t kind,
+                         const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_logical");
   PFRT_TRY(call.begin());
+  if (kind < PFRT_LOGICAL_AND || kind > PFRT_LOGICAL_XOR)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown logical kind %d", kind);
   PFRT_TRY(call.tensor("a", a));
   PFRT_TRY(call.tensor("b", b));
   PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32,
-                                 PFRT_I64, PFRT_BOOL}));
-  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
+  PFRT_TRY(call.dtypeIs("a", a, PFRT_BOOL));
+  PFRT_TRY(call.dtypeIs("b", b, PFRT_BOOL));
   PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
   BroadcastPlan plan;
   PFRT_TRY(checkBroadcastPair(call, a, b, out, plan));
-  visitNumeric(a->dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    runBinary(ctx, plan, static_cast<const T *>(a->data),
-              static_cast<const T *>(b->data),
-              static_cast<uint8_t *>(out->data), EqualOp{});
-  });
+  auto pa = static_cast<const uint8_t *>(a->data);
+  auto pb = static_cast<const uint8_t *>(b->data);
+  auto po = static_cast<uint8_t *>(out->data);
+  switch (kind) {
+  case PFRT_LOGICAL_AND:
+    runBinary(ctx, plan, pa, pb, po, AndOp{});
+    break;
+  case PFRT_LOGICAL_OR:
+    runBinary(ctx, plan, pa, pb, po, OrOp{});
+    break;
+  default:
+    runBinary(ctx, plan, pa, pb, po, XorOp{});
+    break;
+  }
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_not(pfrt_context *ctx, const pfrt_tensor *x,
+                     const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_not");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("x", x, PFRT_BOOL));
+  PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
+  Shape shape = Shape::of(*x);
+  PFRT_TRY(call.shapeIs("out", out, shape));
+  runUnary(ctx, static_cast<const uint8_t *>(x->data),
+           static_cast<uint8_t *>(out->data), shape.numel(),
+           [](uint8_t v) -> uint8_t { return v == 0; });
   return PFRT_OK;
 }
 
@@ -388,6 +535,19 @@ pfrt_status pfrt_exp(pfrt_context *ctx, const pfrt_tensor *x,
 pfrt_status pfrt_neg(pfrt_context *ctx, const pfrt_tensor *x,
                      const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_neg", Unary::Neg, x, out);
+}
+
+pfrt_status pfrt_abs(pfrt_context *ctx, const pfrt_tensor *x,
+                     const pfrt_tensor *out) {
+  return unaryEntry(ctx, "pfrt_abs", Unary::Abs, x, out);
+}
+pfrt_status pfrt_sign(pfrt_context *ctx, const pfrt_tensor *x,
+                      const pfrt_tensor *out) {
+  return unaryEntry(ctx, "pfrt_sign", Unary::Sign, x, out);
+}
+pfrt_status pfrt_reciprocal(pfrt_context *ctx, const pfrt_tensor *x,
+                            const pfrt_tensor *out) {
+  return unaryEntry(ctx, "pfrt_reciprocal", Unary::Reciprocal, x, out);
 }
 
 pfrt_status pfrt_gelu(pfrt_context *ctx, const pfrt_tensor *x,

@@ -209,6 +209,80 @@ LogicalResult EqualOp::buildGradient(OpBuilder &, ArrayRef<Value>, ArrayRef<bool
   return success();
 }
 
+// Comparisons and bool logic: boolean results are not differentiable.
+#define PF_NO_GRADIENT(OP, OPERANDS)                                           \
+  LogicalResult OP::buildGradient(OpBuilder &, ArrayRef<Value>, ArrayRef<bool>, \
+                                  SmallVectorImpl<Value> &out) {               \
+    out.append(OPERANDS, Value());                                             \
+    return success();                                                          \
+  }
+PF_NO_GRADIENT(GreaterOp, 2)
+PF_NO_GRADIENT(GreaterEqualOp, 2)
+PF_NO_GRADIENT(LessOp, 2)
+PF_NO_GRADIENT(LessEqualOp, 2)
+PF_NO_GRADIENT(AndOp, 2)
+PF_NO_GRADIENT(OrOp, 2)
+PF_NO_GRADIENT(XorOp, 2)
+PF_NO_GRADIENT(NotOp, 1)
+// Sign is piecewise constant: its derivative is zero wherever it exists.
+PF_NO_GRADIENT(SignOp, 1)
+#undef PF_NO_GRADIENT
+
+/// Min/Max route dy to the operand the result was taken from; `lhsWins` is
+/// where that is lhs (ties go to lhs, so dy is counted once, as a
+/// subgradient), broadcast to the result's shape.
+static LogicalResult selectGradient(Operation *op, Value lhs, Value rhs, Value lhsWins,
+                                    OpBuilder &b, ArrayRef<Value> grads,
+                                    ArrayRef<bool> wanted, SmallVectorImpl<Value> &out) {
+  G g{b, op->getLoc()};
+  Value dy = onlyGrad(grads);
+  if (!isFloat(dy)) {
+    out.append(2, Value()); // integer min/max: nothing to differentiate
+    return success();
+  }
+  Value zero = g.scalar(0.0, g.elem(dy));
+  out.push_back(wanted[0] ? g.reduceTo(WhereOp::create(b, op->getLoc(), lhsWins, dy, zero),
+                                       staticType(lhs))
+                          : Value());
+  out.push_back(wanted[1] ? g.reduceTo(WhereOp::create(b, op->getLoc(), lhsWins, zero, dy),
+                                       staticType(rhs))
+                          : Value());
+  return success();
+}
+
+LogicalResult MinOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool> wanted,
+                                   SmallVectorImpl<Value> &out) {
+  if (failed(requireStatic(*this)))
+    return failure();
+  Value lhsWins = LessEqualOp::create(b, getLoc(), getLhs(), getRhs());
+  return selectGradient(*this, getLhs(), getRhs(), lhsWins, b, grads, wanted, out);
+}
+
+LogicalResult MaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool> wanted,
+                                   SmallVectorImpl<Value> &out) {
+  if (failed(requireStatic(*this)))
+    return failure();
+  Value lhsWins = GreaterEqualOp::create(b, getLoc(), getLhs(), getRhs());
+  return selectGradient(*this, getLhs(), getRhs(), lhsWins, b, grads, wanted, out);
+}
+
+LogicalResult AbsOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool>,
+                                   SmallVectorImpl<Value> &out) {
+  // dy * sign(x) (0 at x = 0, as in PyTorch)
+  G g{b, getLoc()};
+  out.push_back(g.mul(onlyGrad(grads), SignOp::create(b, getLoc(), getInput())));
+  return success();
+}
+
+LogicalResult ReciprocalOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool>,
+                                          SmallVectorImpl<Value> &out) {
+  // d(1/x)/dx = -1/x^2 = -y^2
+  G g{b, getLoc()};
+  Value y = getOutput();
+  out.push_back(g.neg(g.mul(onlyGrad(grads), g.mul(y, y))));
+  return success();
+}
+
 LogicalResult NegOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool>,
                                    SmallVectorImpl<Value> &out) {
   out.push_back(G{b, getLoc()}.neg(onlyGrad(grads)));

@@ -167,6 +167,131 @@ OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
       });
 }
 
+OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                    [](const APInt &a, const APInt &b) { return a.slt(b) ? a : b; },
+                    [](const APFloat &a, const APFloat &b) { return minimum(a, b); });
+}
+
+OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                    [](const APInt &a, const APInt &b) { return a.sgt(b) ? a : b; },
+                    [](const APFloat &a, const APFloat &b) { return maximum(a, b); });
+}
+
+namespace {
+/// Folds an ordered comparison; `accepts` says which APFloat outcomes are
+/// true (unordered, i.e. NaN, never is), `intTest` the same for signed ints.
+OpFoldResult foldCompare(Value result, Attribute lhs, Attribute rhs,
+                         bool (*intTest)(const APInt &, const APInt &),
+                         std::initializer_list<APFloat::cmpResult> accepts) {
+  SmallVector<APFloat::cmpResult, 2> outcomes(accepts);
+  return foldBinary(
+      result, lhs, rhs,
+      [intTest](const APInt &a, const APInt &b) { return APInt(1, intTest(a, b) ? 1 : 0); },
+      [outcomes](const APFloat &a, const APFloat &b) {
+        return APFloat(llvm::is_contained(outcomes, a.compare(b)) ? 1.0f : 0.0f);
+      });
+}
+
+/// Folds a bool binary op (the operands are i1 constants).
+OpFoldResult foldLogic(Value result, Attribute lhs, Attribute rhs,
+                       APInt (*fn)(const APInt &, const APInt &)) {
+  return foldBinary(result, lhs, rhs,
+                    [fn](const APInt &a, const APInt &b) { return fn(a, b); }, nullptr);
+}
+
+/// Folds an elementwise unary op; `fn` returns null for elements it leaves alone.
+template <typename Fn>
+OpFoldResult foldUnary(Value result, Attribute inputAttr, Fn &&fn) {
+  auto input = foldableConstant(inputAttr);
+  auto type = staticResultType(result);
+  if (!input || !type)
+    return {};
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    return fn(broadcastElement(input, index));
+  });
+}
+
+/// A float unary fold: `fn` maps the element's APFloat to the result.
+template <typename Fn>
+OpFoldResult foldUnaryFloat(Value result, Attribute inputAttr, Fn &&fn) {
+  return foldUnary(result, inputAttr, [&](Attribute v) -> Attribute {
+    auto f = dyn_cast<FloatAttr>(v);
+    return f ? FloatAttr::get(f.getType(), fn(f.getValue())) : Attribute();
+  });
+}
+} // namespace
+
+OpFoldResult GreaterOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                     [](const APInt &a, const APInt &b) { return a.sgt(b); },
+                     {APFloat::cmpGreaterThan});
+}
+
+OpFoldResult GreaterEqualOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                     [](const APInt &a, const APInt &b) { return a.sge(b); },
+                     {APFloat::cmpGreaterThan, APFloat::cmpEqual});
+}
+
+OpFoldResult LessOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                     [](const APInt &a, const APInt &b) { return a.slt(b); },
+                     {APFloat::cmpLessThan});
+}
+
+OpFoldResult LessEqualOp::fold(FoldAdaptor adaptor) {
+  return foldCompare(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                     [](const APInt &a, const APInt &b) { return a.sle(b); },
+                     {APFloat::cmpLessThan, APFloat::cmpEqual});
+}
+
+OpFoldResult AndOp::fold(FoldAdaptor adaptor) {
+  return foldLogic(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                   [](const APInt &a, const APInt &b) { return a & b; });
+}
+
+OpFoldResult OrOp::fold(FoldAdaptor adaptor) {
+  return foldLogic(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                   [](const APInt &a, const APInt &b) { return a | b; });
+}
+
+OpFoldResult XorOp::fold(FoldAdaptor adaptor) {
+  return foldLogic(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
+                   [](const APInt &a, const APInt &b) { return a ^ b; });
+}
+
+OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
+  return foldUnary(getOutput(), adaptor.getInput(), [](Attribute v) -> Attribute {
+    auto i = dyn_cast<IntegerAttr>(v);
+    return i ? IntegerAttr::get(i.getType(), ~i.getValue()) : Attribute();
+  });
+}
+
+OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
+  return foldUnaryFloat(getOutput(), adaptor.getInput(), [](APFloat x) { return abs(x); });
+}
+
+OpFoldResult SignOp::fold(FoldAdaptor adaptor) {
+  return foldUnaryFloat(getOutput(), adaptor.getInput(), [](APFloat x) {
+    if (x.isNaN() || x.isZero())
+      return x;
+    APFloat one(x.getSemantics(), 1);
+    if (x.isNegative())
+      one.changeSign();
+    return one;
+  });
+}
+
+OpFoldResult ReciprocalOp::fold(FoldAdaptor adaptor) {
+  return foldUnaryFloat(getOutput(), adaptor.getInput(), [](APFloat x) {
+    APFloat one(x.getSemantics(), 1);
+    one.divide(x, APFloat::rmNearestTiesToEven);
+    return one;
+  });
+}
+
 OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
   auto input = foldableConstant(adaptor.getInput());
   auto type = staticResultType(getOutput());

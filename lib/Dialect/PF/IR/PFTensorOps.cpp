@@ -80,6 +80,15 @@ PF_BINARY_INFER(MulOp, true, elementOf(lhs))
 PF_BINARY_INFER(DivOp, true, elementOf(lhs))
 PF_BINARY_INFER(PowOp, false, elementOf(lhs))
 PF_BINARY_INFER(EqualOp, true, IntegerType::get(ctx, 1))
+PF_BINARY_INFER(MinOp, true, elementOf(lhs))
+PF_BINARY_INFER(MaxOp, true, elementOf(lhs))
+PF_BINARY_INFER(GreaterOp, true, IntegerType::get(ctx, 1))
+PF_BINARY_INFER(GreaterEqualOp, true, IntegerType::get(ctx, 1))
+PF_BINARY_INFER(LessOp, true, IntegerType::get(ctx, 1))
+PF_BINARY_INFER(LessEqualOp, true, IntegerType::get(ctx, 1))
+PF_BINARY_INFER(AndOp, true, IntegerType::get(ctx, 1))
+PF_BINARY_INFER(OrOp, true, IntegerType::get(ctx, 1))
+PF_BINARY_INFER(XorOp, true, IntegerType::get(ctx, 1))
 #undef PF_BINARY_INFER
 
 #define PF_SAME_TYPE_INFER(OP)                                                 \
@@ -94,6 +103,10 @@ PF_SAME_TYPE_INFER(ErfOp)
 PF_SAME_TYPE_INFER(TanhOp)
 PF_SAME_TYPE_INFER(ExpOp)
 PF_SAME_TYPE_INFER(NegOp)
+PF_SAME_TYPE_INFER(NotOp)
+PF_SAME_TYPE_INFER(AbsOp)
+PF_SAME_TYPE_INFER(SignOp)
+PF_SAME_TYPE_INFER(ReciprocalOp)
 #undef PF_SAME_TYPE_INFER
 
 LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, OptLoc,

@@ -37,11 +37,56 @@ def PF_PowOp : PF_BinaryOp<"pow">;
 def PF_EqualOp : PF_BinaryOp<"equal", [Commutative]> {
   let results = (outs TensorOf<[I1]>:$output);
 }
+def PF_MinOp : PF_BinaryOp<"min", [Commutative]> {
+  let summary = "elementwise minimum with numpy-style broadcasting (NaN propagates)";
+}
+def PF_MaxOp : PF_BinaryOp<"max", [Commutative]> {
+  let summary = "elementwise maximum with numpy-style broadcasting (NaN propagates)";
+}
+
+// Ordered comparisons: numbers in, bool out (ONNX has no order on bool).
+// Integers compare as signed: the importer has no unsigned types.
+class PF_CompareOp<string mnemonic> : PF_BinaryOp<mnemonic> {
+  let summary = "elementwise `" # mnemonic # "` comparison with numpy-style broadcasting";
+  let arguments = (ins TensorOf<[AnyFloat, I8, I16, I32, I64]>:$lhs,
+                       TensorOf<[AnyFloat, I8, I16, I32, I64]>:$rhs);
+  let results = (outs TensorOf<[I1]>:$output);
+}
+def PF_GreaterOp : PF_CompareOp<"greater">;
+def PF_GreaterEqualOp : PF_CompareOp<"greater_equal">;
+def PF_LessOp : PF_CompareOp<"less">;
+def PF_LessEqualOp : PF_CompareOp<"less_equal">;
+
+// Boolean logic on i1 tensors (attention-mask building).
+class PF_LogicOp<string mnemonic> : PF_BinaryOp<mnemonic, [Commutative]> {
+  let summary = "elementwise logical `" # mnemonic # "` of bool tensors with numpy-style broadcasting";
+  let arguments = (ins TensorOf<[I1]>:$lhs, TensorOf<[I1]>:$rhs);
+  let results = (outs TensorOf<[I1]>:$output);
+}
+def PF_AndOp : PF_LogicOp<"and">;
+def PF_OrOp : PF_LogicOp<"or">;
+def PF_XorOp : PF_LogicOp<"xor">;
+def PF_NotOp : PF_UnaryOp<"not", I1> {
+  let summary = "elementwise logical not of a bool tensor";
+  let hasFolder = 1;
+}
 
 def PF_SqrtOp : PF_UnaryOp<"sqrt", AnyFloat> { let summary = "elementwise square root"; }
 def PF_ErfOp : PF_UnaryOp<"erf", AnyFloat> { let summary = "elementwise error function"; }
 def PF_TanhOp : PF_UnaryOp<"tanh", AnyFloat> { let summary = "elementwise tanh"; }
 def PF_ExpOp : PF_UnaryOp<"exp", AnyFloat> { let summary = "elementwise exp"; }
+def PF_AbsOp : PF_UnaryOp<"abs", AnyFloat> {
+  let summary = "elementwise absolute value";
+  let hasFolder = 1;
+}
+def PF_SignOp : PF_UnaryOp<"sign", AnyFloat> {
+  let summary = "elementwise sign: -1, 0 or 1 (NaN stays NaN)";
+  let hasFolder = 1;
+}
+def PF_ReciprocalOp : PF_UnaryOp<"reciprocal", AnyFloat> {
+  let summary = "elementwise 1 / x";
+  let hasFolder = 1;
+}
 def PF_NegOp : PF_UnaryOp<"neg", AnyType> {
   let summary = "elementwise negation";
   let hasFolder = 1;
