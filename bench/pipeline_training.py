@@ -16,7 +16,7 @@ two warm-up steps invert every step and measure the durations, then the
 scheduler's K and placement; ms/step over the whole windows after the
 warm-up); (c) the pipeline with all
 K-FAC work every step inside the stage functions (`--kfac`: factors in the
-forward/backward calls, inverses and preconditioning in each stage's
+forward/backward calls, inverses and preconditioning in each layer's
 precondition call after the flush); (d) single-process pf-train with
 `--micro-batches N` (AdamW, and with K-FAC); all on 1 thread per process.
 ms/step is the mean of the per-step progress lines after the first step

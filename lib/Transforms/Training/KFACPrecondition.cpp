@@ -44,12 +44,17 @@ struct KFACPreconditionPass
     return layers;
   }
 
-  static bool returns(func::FuncOp func, StringRef name) {
+  /// The type of `func`'s result named `name` (pf.name), or null.
+  static Type resultType(func::FuncOp func, StringRef name) {
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       if (auto attr = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
           attr && attr.getValue() == name)
-        return true;
-    return false;
+        return func.getResultTypes()[i];
+    return {};
+  }
+
+  static bool returns(func::FuncOp func, StringRef name) {
+    return bool(resultType(func, name));
   }
 
   /// On a split module: one `stage<s>_kfac_precondition_<l>(grad/W, [grad/b],
@@ -116,19 +121,12 @@ struct KFACPreconditionPass
   void buildLayerPrecondition(SymbolTable &symbols, func::FuncOp gradients, const Layer &layer,
                               int64_t index) {
     OpBuilder builder(gradients.getContext());
-    auto typeOf = [&](StringRef name) -> Type {
-      for (unsigned i = 0; i < gradients.getNumResults(); ++i)
-        if (auto attr = gradients.getResultAttrOfType<StringAttr>(i, kNameAttrName);
-            attr && attr.getValue() == name)
-          return gradients.getResultTypes()[i];
-      return {};
-    };
     SmallVector<std::string> gradNames{"grad/" + layer.weight};
-    if (!layer.bias.empty() && typeOf("grad/" + layer.bias))
+    if (!layer.bias.empty() && returns(gradients, "grad/" + layer.bias))
       gradNames.push_back("grad/" + layer.bias);
     SmallVector<Type> argTypes;
     for (const std::string &name : gradNames)
-      argTypes.push_back(typeOf(name));
+      argTypes.push_back(resultType(gradients, name));
     SmallVector<Type> resultTypes(argTypes);
     argTypes.push_back(RankedTensorType::get({}, builder.getI64Type()));
     if (!bubbles) // the refresh outcomes come from the inverse functions
