@@ -993,29 +993,18 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   return code;
 }
 
-/// The placement table (the plan broadcast and meta/kfac_placement): 4
-/// numbers per row, (rank, layer, window step, passes before it) for an
-/// inverse call; a factor call of window step 0 has, in place of the window
-/// step, -(1 + 2·micro-batch + (1 for factor B)).
-int64_t factorRowCode(int64_t microbatch, bool isB) { return -(1 + 2 * microbatch + (isB ? 1 : 0)); }
-
 /// K-FAC in the bubbles: the window programs of `steps` steps and their
-/// placement (the table above) added to the module and given to the runner.
+/// placement (mlir::pf::KfacPlacementTable: the plan broadcast and
+/// meta/kfac_placement) added to the module and given to the runner.
 llvm::Error useKfacWindow(ModuleOp module, drv::RankRunner &runner, const KfacWindowRule &window,
                           const std::vector<int64_t> &placement) {
-  std::vector<mlir::pf::KfacInversePlacement> placements;
-  std::vector<mlir::pf::KfacFactorCallPlacement> factors;
-  for (size_t i = 0; i + 3 < placement.size(); i += 4) {
-    int64_t rank = placement[i], layer = placement[i + 1], where = placement[i + 2];
-    int64_t after = placement[i + 3];
-    if (where >= 0) {
-      placements.push_back({rank, layer, where, after});
-      continue;
-    }
-    int64_t code = -where - 1;
-    factors.push_back({rank, layer, code % 2 == 1, code / 2, after});
-  }
-  if (failed(mlir::pf::addKfacWindowPrograms(module, window.steps, placements, factors)))
+  std::string error;
+  auto table = mlir::pf::decodeKfacPlacementTable(placement, error);
+  if (failed(table))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the K-FAC placement: " + error);
+  if (failed(mlir::pf::addKfacWindowPrograms(module, window.steps, table->inverses,
+                                             table->factors)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the K-FAC window programs do not verify (see above)");
   if (auto err = runner.useKfacWindow(window.warmup, window.steps))
@@ -1053,7 +1042,7 @@ planKfacWindowOnRanks(const RankJob &job, ModuleOp module, drv::RankRunner &runn
       perStep[p.windowStep].push_back(p.layer);
     }
     for (const drv::KfacFactorPlacement &f : placed->factors)
-      plan.insert(plan.end(), {int64_t(f.rank), f.layer, factorRowCode(f.microbatch, f.isB),
+      plan.insert(plan.end(), {int64_t(f.rank), f.layer, mlir::pf::kfacFactorRowCode(f.microbatch, f.isB),
                                f.afterPasses});
     std::string where;
     for (auto &[k, layers] : perStep)

@@ -15,9 +15,13 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
 
-#include <limits>
 #include <map>
 #include <set>
+
+namespace mlir::pf {
+#define GEN_PASS_DEF_PFKFACWINDOWPROGRAMS
+#include "pf/Transforms/Pipeline/Passes.h.inc"
+} // namespace mlir::pf
 
 using namespace mlir;
 using namespace mlir::pf;
@@ -49,18 +53,59 @@ bool isStepEnd(Operation &op) {
                  run.getKind() == StageTaskKind::Update);
 }
 
+/// The step end: the first clipping, preconditioning or update call.
+Operation *stepEnd(Block &body) {
+  for (Operation &op : body)
+    if (isStepEnd(op))
+      return &op;
+  return nullptr;
+}
+
+/// Which all-reduces K-FAC work that runs after every pass may precede.
+enum class TailRule {
+  /// A factor call: before every collective (a factor's sum reads it).
+  BeforeCollectives,
+  /// An inverse: after the sums of the factors it reads (Chimera's
+  /// replicas), before the other collectives.
+  AfterFactorSums,
+};
+
+/// With every pass done: the first collective or step end after the last
+/// pass. The gradient all-reduce blocks until every rank gets there, so work
+/// behind it would run after the rank's tail bubble, not in it.
+Operation *tailPoint(Block &body, TailRule rule, const std::set<std::string> &factorParams) {
+  Operation *lastPass = nullptr;
+  for (Operation &op : body)
+    if (isPass(op))
+      lastPass = &op;
+  if (!lastPass)
+    return stepEnd(body);
+  for (Operation *op = lastPass->getNextNode(); op; op = op->getNextNode()) {
+    if (isStepEnd(*op))
+      return op;
+    auto reduce = dyn_cast<AllReduceOp>(op);
+    if (!reduce)
+      continue;
+    if (rule == TailRule::AfterFactorSums && factorParams.count(reduce.getValue().str()))
+      continue;
+    return op;
+  }
+  return nullptr;
+}
+
 /// Where the call goes: right before the pass after `afterPasses` passes (a
-/// rank waits for that pass's inputs there), or with every pass done, before
-/// the step end.
-Operation *insertionPoint(Block &body, int64_t afterPasses) {
+/// rank waits for that pass's inputs there), or with every pass done, at the
+/// tail point.
+Operation *insertionPoint(Block &body, int64_t afterPasses, TailRule rule,
+                          const std::set<std::string> &factorParams) {
   int64_t passes = 0;
   for (Operation &op : body) {
     if (isPass(op) && passes++ == afterPasses)
       return &op;
     if (isStepEnd(op))
-      return &op;
+      break;
   }
-  return nullptr;
+  return tailPoint(body, rule, factorParams);
 }
 
 /// Window step 0: each placed factor call moves later, to right before the
@@ -68,7 +113,8 @@ Operation *insertionPoint(Block &body, int64_t afterPasses) {
 /// program order and each goes right before its target, so two calls with
 /// one target keep their order (a factor's micro-batches stay in order).
 void placeFactorCalls(Block &body, int64_t rank,
-                      const std::map<std::tuple<int64_t, int64_t, bool, int64_t>, int64_t> &after) {
+                      const std::map<std::tuple<int64_t, int64_t, bool, int64_t>, int64_t> &after,
+                      const std::set<std::string> &factorParams) {
   SmallVector<RunStageOp> calls;
   for (Operation &op : body)
     if (isFactorCall(op))
@@ -81,7 +127,10 @@ void placeFactorCalls(Block &body, int64_t rank,
     bool isB = call.getKind() == StageTaskKind::KfacFactorB;
     std::pair<int64_t, bool> factor{int64_t(*call.getLayer()), isB};
     auto it = after.find({rank, factor.first, isB, int64_t(*call.getMicrobatch())});
-    Operation *target = it == after.end() ? nullptr : insertionPoint(body, it->second);
+    Operation *target =
+        it == after.end()
+            ? nullptr
+            : insertionPoint(body, it->second, TailRule::BeforeCollectives, factorParams);
     // Never earlier than where it is (right after its pass).
     if (target && call->isBeforeInBlock(target))
       call->moveBefore(target);
@@ -92,7 +141,57 @@ void placeFactorCalls(Block &body, int64_t rank,
   }
 }
 
+/// pf-kfac-window-programs: addKfacWindowPrograms with the table given as an
+/// option (pf-train computes it from the measured warm-up step).
+struct KfacWindowProgramsPass
+    : public mlir::pf::impl::PFKfacWindowProgramsBase<KfacWindowProgramsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::string error;
+    FailureOr<KfacPlacementTable> table = decodeKfacPlacementTable(placement, error);
+    if (failed(table)) {
+      module.emitError("pf-kfac-window-programs: ") << error;
+      return signalPassFailure();
+    }
+    if (failed(addKfacWindowPrograms(module, steps, table->inverses, table->factors)))
+      signalPassFailure();
+  }
+};
+
 } // namespace
+
+FailureOr<KfacPlacementTable> mlir::pf::decodeKfacPlacementTable(ArrayRef<int64_t> table,
+                                                                 std::string &error) {
+  if (table.size() % 4 != 0) {
+    error = llvm::formatv("the placement has {0} numbers, not 4 per row", table.size()).str();
+    return failure();
+  }
+  KfacPlacementTable out;
+  for (size_t row = 0; row < table.size() / 4; ++row) {
+    int64_t rank = table[4 * row], layer = table[4 * row + 1], where = table[4 * row + 2];
+    int64_t after = table[4 * row + 3];
+    auto bad = [&](StringRef what, int64_t value) {
+      error = llvm::formatv("placement row {0}: {1} {2} is negative", row, what, value).str();
+      return failure();
+    };
+    if (rank < 0)
+      return bad("rank", rank);
+    if (layer < 0)
+      return bad("layer", layer);
+    if (after < 0)
+      return bad("passes before it", after);
+    if (where >= 0) {
+      out.inverses.push_back({rank, layer, where, after});
+      continue;
+    }
+    // where = -(1 + 2·micro-batch + isB); -where - 1 cannot overflow.
+    int64_t code = -(where + 1);
+    out.factors.push_back({rank, layer, code % 2 == 1, code / 2, after});
+  }
+  return out;
+}
 
 LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
                                               ArrayRef<KfacInversePlacement> placements,
@@ -184,7 +283,7 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
           op.erase();
       }
       if (k == 0)
-        placeFactorCalls(body, rank, factorAfter);
+        placeFactorCalls(body, rank, factorAfter, factorParams);
       if (k == 0 && promotes) {
         OpBuilder start = OpBuilder::atBlockBegin(&body);
         KfacPromoteInversesOp::create(start, program.getLoc());
@@ -193,7 +292,8 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
         const KfacInversePlacement &p = *byLayer.at({rank, int64_t(*inverse.getLayer())});
         if (p.windowStep != k)
           continue;
-        Operation *before = insertionPoint(body, p.afterPasses);
+        Operation *before =
+            insertionPoint(body, p.afterPasses, TailRule::AfterFactorSums, factorParams);
         OpBuilder at(body.getParentOp()->getContext());
         if (before)
           at.setInsertionPoint(before);
@@ -206,7 +306,7 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
       // -0.0, the identity, on the ranks that did not invert the layer).
       if (k == steps - 1 && !sharedInverses.empty()) {
         OpBuilder at(module.getContext());
-        if (Operation *end = insertionPoint(body, std::numeric_limits<int64_t>::max()))
+        if (Operation *end = stepEnd(body))
           at.setInsertionPoint(end);
         else
           at.setInsertionPointToEnd(&body);

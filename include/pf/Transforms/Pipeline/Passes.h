@@ -13,6 +13,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace mlir::pf {
 
@@ -124,7 +126,9 @@ void buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingOptions &tr
 /// Where a K-FAC layer's inverse call runs in a refresh window: in window
 /// step `windowStep` of rank `rank`, right before the rank's pass after
 /// `afterPasses` of its passes (where it waits for that pass's inputs), or
-/// with afterPasses >= the step's passes, before the step end.
+/// with afterPasses >= the step's passes, in the rank's tail bubble: before
+/// the first collective after its last pass (after the sums of the factors,
+/// Chimera's replicas), or the step end.
 struct KfacInversePlacement {
   int64_t rank = 0, layer = 0, windowStep = 0, afterPasses = 0;
 };
@@ -135,7 +139,8 @@ struct KfacInversePlacement {
 /// program needs a placement. Verifies the result (verifyRankPrograms).
 /// A K-FAC factor call of window step 0 (pf-outline-kfac-factors): factor A
 /// or B (`isB`) of `layer` for `microbatch`, on `rank`, moved to right
-/// before the pass after `afterPasses` passes (never before its own pass).
+/// before the pass after `afterPasses` passes (never before its own pass),
+/// or with every pass done, before the first collective after the last pass.
 struct KfacFactorCallPlacement {
   int64_t rank = 0, layer = 0;
   bool isB = false;
@@ -146,6 +151,27 @@ struct KfacFactorCallPlacement {
 LogicalResult addKfacWindowPrograms(ModuleOp module, int64_t steps,
                                     ArrayRef<KfacInversePlacement> placements,
                                     ArrayRef<KfacFactorCallPlacement> factors = {});
+
+/// The placement table of pf-train's plan, of a checkpoint's
+/// `meta/kfac_placement` and of pf-kfac-window-programs' `placement`: 4
+/// numbers per row, (rank, layer, window step, passes before it) for an
+/// inverse call; a factor call of window step 0 has, in place of the window
+/// step, kfacFactorRowCode(micro-batch, isB) < 0.
+struct KfacPlacementTable {
+  std::vector<KfacInversePlacement> inverses;
+  std::vector<KfacFactorCallPlacement> factors;
+};
+
+/// -(1 + 2·micro-batch + (1 for factor B)).
+inline int64_t kfacFactorRowCode(int64_t microbatch, bool isB) {
+  return -(1 + 2 * microbatch + (isB ? 1 : 0));
+}
+
+/// Splits a flat table into its rows. Fails (the message names the row and
+/// the value) on a size that is not a multiple of 4 or a negative rank,
+/// layer or pass count.
+FailureOr<KfacPlacementTable> decodeKfacPlacementTable(ArrayRef<int64_t> table,
+                                                       std::string &error);
 
 /// Graph passes (optional), pf-partition and pf-schedule.
 void buildPipelinePipeline(OpPassManager &pm, const PipelineOptions &options);

@@ -353,6 +353,52 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   ];
 }
 
+def PFKfacWindowPrograms : Pass<"pf-kfac-window-programs", "::mlir::ModuleOp"> {
+  let summary = "Add the rank programs of a K-FAC refresh window, the K-FAC work placed into the bubbles";
+  let description = [{
+    Input: rank programs built with K-FAC in the bubbles
+    (`pf-pipelined-training="... kfac=true kfac-work=bubbles"`: each warm-up
+    program inverts at its step end). For every rank `r` and window step
+    `k < steps` adds `@rank<r>_window<k>`: the same passes, transfers and step
+    end, the promotion of the pending inverses at the start of window step 0,
+    the factor calls only in window step 0, and each inverse call in the
+    window step and at the place the placement gives (docs/pipeline-execution.md,
+    "K-FAC in the bubbles"). pf-train computes the placement from the
+    measured warm-up step; this pass takes it as `placement`, 4 numbers per
+    row (the table of a checkpoint's `meta/kfac_placement`):
+    `rank, layer, window step, passes before it` for an inverse call, or for
+    a factor call of window step 0 `rank, layer, -(1 + 2·micro-batch + isB),
+    passes before it`. A call goes right before the rank's pass after that
+    many of its passes; with every pass done, into the rank's tail bubble:
+    before the first collective after its last pass (an inverse after the
+    sums of the factors it reads), not behind the gradient all-reduce, which
+    waits for the other ranks. The result is checked by verifyRankPrograms.
+
+    ```mlir
+    // pf-kfac-window-programs="steps=1 placement=1,2,0,2,1,2,-2,2"
+    pf.rank_program @rank1_window0 rank(1) ranks(2) stages([1]) microbatches(2) window_step(0) window_steps(1) {
+      pf.kfac_promote_inverses
+      ...
+      pf.run_stage backward @stage1_backward microbatch(1)
+      pf.send_act "grad_act/21" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
+      pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(0) layer(2)
+      pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(1) layer(2)
+      pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
+      pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+      pf.clip_gradients ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"steps", "steps", "int64_t", /*default=*/"1",
+           "Steps per refresh window K (window programs per rank; default: 1)">,
+    ListOption<"placement", "placement", "int64_t",
+               "The placement table, 4 numbers per row: rank, layer, window step (or "
+               "-(1 + 2*micro-batch + isB) for a factor call of window step 0), passes "
+               "before it; every inverse call needs a row">,
+  ];
+}
+
 def PFVerifyRankPrograms : Pass<"pf-verify-rank-programs", "::mlir::ModuleOp"> {
   let summary = "Check a module's pf.rank_program ops together (matching, order, deadlock)";
   let description = [{

@@ -1,0 +1,85 @@
+// pf-kfac-window-programs: the window programs of K-FAC in the bubbles, the
+// factor and inverse calls at the places a placement table gives. K-FAC work
+// placed after a rank's last pass goes into its tail bubble: before the
+// first collective after that pass (the gradient all-reduce waits for every
+// rank), an inverse after the sums of the factors it reads (Chimera).
+//
+// 1F1B, N = 2: rank 1's passes are F0 B0 F1 B1; rank 0's F0 F1 B0 B1.
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4,1,2,0,4,1,2,-2,4" | FileCheck %s
+// Chimera, N = 2 (both replicas on both ranks): the inverse of layer 2 on
+// rank 0 after every pass, layers 0 and 1 on rank 1.
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=1 placement=0,2,0,99,1,0,0,99,1,1,0,99" | FileCheck %s --check-prefix=CHIMERA
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1" 2>&1 | FileCheck %s --check-prefix=SIZE
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,-3" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4" 2>&1 | FileCheck %s --check-prefix=UNPLACED
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,2,1,0,1,0,4,1,2,0,4" 2>&1 | FileCheck %s --check-prefix=STEP
+
+// Rank 0: layer 1 inverted in window step 0 after its 4 passes, before the
+// all-reduce; layer 0 in window step 1 before its second pass (F1).
+// CHECK-LABEL: pf.rank_program @rank0_window0
+// CHECK: pf.run_stage backward @stage0_backward microbatch(1)
+// CHECK: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_1 microbatch(1) layer(1)
+// CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
+// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
+// CHECK-LABEL: pf.rank_program @rank0_window1
+// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// CHECK: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+
+// Window step 0 of rank 1: factor B of micro-batch 0 moved from after B0 to
+// the tail (micro-batch 1's follows it), then the inverse of layer 2, all
+// before the tied gradient's all-reduce.
+// CHECK-LABEL: pf.rank_program @rank1_window0
+// CHECK-NEXT: pf.kfac_promote_inverses
+// CHECK: pf.run_stage backward @stage1_backward microbatch(0)
+// CHECK-NOT: kfac_factor_b
+// CHECK: pf.run_stage backward @stage1_backward microbatch(1)
+// CHECK-NEXT: pf.send_act "grad_act/21" microbatch(1)
+// CHECK-NEXT: pf.send_act "grad_act/29" microbatch(1)
+// CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(0) layer(2)
+// CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(1) layer(2)
+// CHECK-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
+// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
+// CHECK-NEXT: pf.clip_gradients
+// CHECK-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// Window step 1 of rank 1: no factor calls, no inverse.
+// CHECK-LABEL: pf.rank_program @rank1_window1
+// CHECK-NOT: kfac_factor
+// CHECK-NOT: kfac_inverse
+// CHECK: pf.run_stage update @stage1_update
+// Chimera: the sums of the replicas' factors come first after the last
+// pass; the inverse goes after them and before the gradients' all-reduces.
+// CHIMERA-LABEL: pf.rank_program @rank0_window0
+// CHIMERA: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B"
+// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
+// CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
+// CHIMERA-LABEL: pf.rank_program @rank1_window0
+// CHIMERA: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B"
+// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
+// CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
+
+// SIZE: error: pf-kfac-window-programs: the placement has 3 numbers, not 4 per row
+// NEGATIVE: error: pf-kfac-window-programs: placement row 0: passes before it -3 is negative
+// UNPLACED: error: K-FAC window: the inverse of layer 2 is placed on 0 of the ranks that invert it in the warm-up step, not on one
+// STEP: error: K-FAC window: layer 0 of rank 0 placed in window step 2, not in [0, 2)
+
+pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+pf.param @"cls.predictions.bias" : tensor<100xf32>
+func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x100xf32> {pf.name = "logits"}) {
+  %emb = pf.param_ref @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+  %x0 = pf.gather %emb, %ids : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+  %w0 = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+  %x1 = pf.linear %x0, %w0 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w1 = pf.param_ref @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+  %x2 = pf.linear %x1, %w1 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w2 = pf.param_ref @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+  %x3 = pf.linear %x2, %w2 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %r = pf.add %x3, %x1 : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %bias = pf.param_ref @"cls.predictions.bias" : tensor<100xf32>
+  %logits = pf.linear %r, %emb, %bias {transpose_weight} : (tensor<4x8x16xf32>, tensor<100x16xf32>, tensor<100xf32>) -> tensor<4x8x100xf32>
+  return %logits : tensor<4x8x100xf32>
+}
