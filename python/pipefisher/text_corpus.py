@@ -268,8 +268,8 @@ def pack_events(events: Iterator[str | None], tokenizer, packer: Packer) -> None
 class Progress:
     """A line on stderr every PROGRESS_SECONDS: bytes read and rows so far."""
 
-    def __init__(self, total: int, packer: Packer, stream=sys.stderr):
-        self.total, self.done, self.packer, self.stream = total, 0, packer, stream
+    def __init__(self, total: int, packer: Packer):
+        self.total, self.done, self.packer = total, 0, packer
         self.last = time.monotonic()
 
     def __call__(self, nbytes: int) -> None:
@@ -279,7 +279,7 @@ class Progress:
             self.last = now
             share = 100.0 * self.done / max(self.total, 1)
             print(f"corpus: read {self.done / 1e6:.1f} of {self.total / 1e6:.1f} MB "
-                  f"({share:.0f}%), {len(self.packer.rows)} sequences", file=self.stream,
+                  f"({share:.0f}%), {len(self.packer.rows)} sequences", file=sys.stderr,
                   flush=True)
 
 
