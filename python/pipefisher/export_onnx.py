@@ -27,7 +27,7 @@ Refused, with a message and exit status 1 (nothing is written):
 
 The output is written to a temporary file and renamed, so a failed export
 never replaces a good file. ``--external-data`` puts the weights in
-``<out>.data`` beside it (needed past protobuf's 2 GiB, e.g. BERT-large).
+``<out>.data`` beside it (needed for models past protobuf's 2 GiB limit).
 """
 
 from __future__ import annotations
@@ -213,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", metavar="MODEL.onnx", help="the model pf-train trained")
     parser.add_argument("checkpoint", metavar="CHECKPOINT.npz",
                         help="pf-train --checkpoint's file")
-    parser.add_argument("--out", required=True, metavar="TRAINED.onnx")
+    parser.add_argument("--out", required=True, metavar="TRAINED.onnx",
+                        help="the trained model (written to a temporary file, then renamed)")
     parser.add_argument("--external-data", action="store_true",
                         help="weights in OUT.data beside the model")
     parser.add_argument("--allow-non-finite", action="store_true",
