@@ -118,6 +118,22 @@ def test_held_out_loss_of_the_export_is_the_trained_one(trained):
     assert trained["evals"][0] != trained["evals"][STEPS]  # training moved the loss
 
 
+def test_pytorch_style_names(trained):
+    # torch.onnx.export's pre-transposed "onnx::MatMul_<N>" weights and
+    # bias-first Adds: the names are the initializers', whatever they are.
+    tmp = trained["tmp"]
+    model = tmp / "pytorch.onnx"
+    save_model(make_bert_model("tiny", vocab_size=trained["vocab"], num_hidden_layers=1, seed=2,
+                               style="pytorch", gelu="tanh"), model)
+    checkpoint, evals = _train(tmp, model)
+    assert "param/onnx::MatMul_1" in np.load(checkpoint).files
+    out = tmp / "pytorch-trained.onnx"
+    assert _cli(model, checkpoint, "--out", out).returncode == 0
+    proc = run_tool("pf-train", out, "--corpus", tmp / "corpus.npz", "--steps", "1", "--batch",
+                    BATCH, "--num-threads", "1", "--eval-every", "1", "--eval-sequences", 8)
+    assert _evals(proc.stdout)[0] == evals[STEPS] != evals[0]
+
+
 def test_initializers_are_the_checkpoint_values(trained):
     model = onnx.load(trained["out"])
     checkpoint = np.load(trained["checkpoint"])
