@@ -2,6 +2,12 @@
 
     python3 -m pipefisher.corpus --out data/corpus.npz --sequences 20000 --seq-len 64
 
+Your own text instead (BERT's WordPiece tokenizer over a vocab.txt; see
+pipefisher/text_corpus.py and "Training on your own text" in README.md):
+
+    python3 -m pipefisher.corpus --text FILE [FILE...] --vocab vocab.txt \
+        --out data/mine.npz --seq-len 128 [--no-lowercase] [--split-sentences]
+
 Nothing can be downloaded at run time, so the corpus is generated: sentences
 from a small probabilistic grammar (subjects, verbs, objects, adjectives,
 places and times that agree with each other), enough structure for a
@@ -87,27 +93,101 @@ def make_corpus(sequences: int, seq_len: int, seed: int = 0) -> dict:
             "special": np.array([ids[s] for s in SPECIAL], np.int64)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--sequences", type=int, default=20000)
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.sequences < 1:
+def write_corpus(out: str, corpus: dict) -> None:
+    """The .npz and <out>.vocab.txt, each written atomically: a failed or
+    interrupted write leaves the previous files as they were."""
+    from .atomic import atomic_write
+
+    arrays = {k: corpus[k] for k in ("tokens", "vocab_size", "special")}
+    with atomic_write(out) as npz, atomic_write(f"{out}.vocab.txt", "w") as vocab:
+        np.savez(npz, **arrays)  # to a file object: no ".npz" appended
+        vocab.write("\n".join(corpus["vocab"]) + "\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m pipefisher.corpus", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True,
+                        help="the .npz to write; the vocabulary goes to OUT.vocab.txt")
+    parser.add_argument("--seq-len", type=int, default=64, help="tokens per sequence (64)")
+    generated = parser.add_argument_group("the generated corpus (the default)")
+    generated.add_argument("--sequences", type=int, default=None,
+                           help="sequences to generate (20000)")
+    generated.add_argument("--seed", type=int, default=None, help="generator seed (0)")
+    text = parser.add_argument_group(
+        "your own text (--text): WordPiece over --vocab, sentences packed per document")
+    text.add_argument("--text", nargs="+", metavar="FILE",
+                      help="UTF-8 text files: a sentence per line, blank lines between "
+                           "documents")
+    text.add_argument("--vocab", metavar="VOCAB.TXT",
+                      help="BERT vocab.txt (one token per line, ## continuation pieces; "
+                           "needs [PAD] [UNK] [CLS] [SEP] [MASK])")
+    text.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
+                      help="lower-case and strip accents, as bert-base-uncased (default: on; "
+                           "--no-lowercase for cased vocabularies)")
+    text.add_argument("--split-sentences", action="store_true",
+                      help="also split lines after . ! or ? and a space (text with a "
+                           "paragraph per line)")
+    return parser
+
+
+def _generated(args, parser) -> dict:
+    if args.vocab:
+        parser.error("--vocab goes with --text (the generated corpus has its own words)")
+    sequences = 20000 if args.sequences is None else args.sequences
+    if sequences < 1:
         parser.error("--sequences must be positive")
     try:
-        corpus = make_corpus(args.sequences, args.seq_len, args.seed)
+        return make_corpus(sequences, args.seq_len, 0 if args.seed is None else args.seed)
     except ValueError as err:
         parser.error(str(err))
-    vocab = corpus.pop("vocab")
-    np.savez(args.out, **corpus)
-    with open(f"{args.out}.vocab.txt", "w") as f:
-        f.write("\n".join(vocab) + "\n")
-    used = int((corpus["tokens"] != 0).sum())
-    print(f"wrote {args.out}: {args.sequences} sequences x {args.seq_len}, "
-          f"vocab {len(vocab)}, {used} tokens")
+
+
+def _from_text(args, parser) -> dict:
+    from .text_corpus import make_text_corpus
+
+    if not args.vocab:
+        parser.error("--text needs --vocab VOCAB.TXT (the WordPiece vocabulary)")
+    if args.sequences is not None or args.seed is not None:
+        parser.error("--sequences and --seed are for the generated corpus; --text uses all "
+                     "of the text")
+    return make_text_corpus(args.text, args.vocab, args.seq_len, lowercase=args.lowercase,
+                            split_sentences=args.split_sentences)
+
+
+def _summary(out: str, corpus: dict) -> str:
+    rows, seq_len = corpus["tokens"].shape
+    vocab = len(corpus["vocab"])
+    used = int((corpus["tokens"] != corpus["special"][0]).sum())
+    line = f"wrote {out}: {rows} sequences x {seq_len}, vocab {vocab}, {used} tokens"
+    stats = corpus.get("stats")
+    if stats:
+        unknown = 100.0 * stats["unknown"] / max(stats["words"], 1)
+        line += (f"\n  {stats['documents']} documents, {stats['sentences']} sentences "
+                 f"({stats['cut']} longer than a sequence, cut), {stats['words']} word pieces, "
+                 f"{unknown:.2f}% [UNK], {100 * stats['padding']:.1f}% padding"
+                 f"\n  a model for it needs a vocabulary of at least {vocab}: "
+                 f"python3 -m pipefisher.bert_onnx --config tiny --vocab {vocab} --out model.onnx")
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from .text_corpus import CorpusError
+
+    try:
+        corpus = _from_text(args, parser) if args.text else _generated(args, parser)
+        write_corpus(args.out, corpus)
+    except CorpusError as err:
+        print(f"corpus: error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"corpus: error: cannot write {err.filename or args.out}: {err.strerror}",
+              file=sys.stderr)
+        return 1
+    print(_summary(args.out, corpus))
     return 0
 
 
