@@ -48,6 +48,10 @@ std::vector<char> materialize(ElementsAttr attr) {
   int64_t n = type.getNumElements();
   int64_t width = element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8;
   std::vector<char> bytes(n * width);
+  // An empty constant (Shape with start past end): nothing to copy, and
+  // memcpy must not see the empty vector's null data.
+  if (bytes.empty())
+    return bytes;
   auto dense = dyn_cast<DenseElementsAttr>(attr);
   if (dense && !dense.isSplat() && !element.isInteger(1)) {
     ArrayRef<char> raw = dense.getRawData();
