@@ -47,7 +47,8 @@ RUN_TIMEOUT_S = 60
 CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "ConstantOfShape": (0,), "Slice": (1, 2, 3, 4),
     "Squeeze": (1,), "Unsqueeze": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
-    "Dropout": (1, 2),
+    "Dropout": (1, 2), "Range": (0, 1, 2), "ReduceMax": (1,), "ReduceMin": (1,),
+    "CumSum": (1,), "Trilu": (1,),
 }
 
 

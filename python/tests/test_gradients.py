@@ -179,6 +179,14 @@ CASES = {
                      "%n = pf.not %a : (tensor<2x3xi1>) -> tensor<2x3xi1>",
                      "%out = pf.where %n, %y, %x : (tensor<2x3xi1>, tensor<3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>"],
                     (2, 3), lambda e: np.where(~((e["x"] > e["y"]) & (e["x"] >= 0)), e["y"], e["x"])),
+    # Clip as the importer writes it: max with the lower bound, then min
+    # with the upper one; dy flows where lo <= x <= hi.
+    "clip": ({"x": (2, 3)},
+             ["%lo = pf.constant dense<-0.3> : tensor<f64>",
+              "%hi = pf.constant dense<0.4> : tensor<f64>",
+              "%m = pf.max %x, %lo : (tensor<2x3xf64>, tensor<f64>) -> tensor<2x3xf64>",
+              "%out = pf.min %m, %hi : (tensor<2x3xf64>, tensor<f64>) -> tensor<2x3xf64>"],
+             (2, 3), lambda e: np.clip(e["x"], -0.3, 0.4)),
     "gather": ({"d": (5, 3)},
                ["%i = pf.constant dense<[[4, 0], [4, 2]]> : tensor<2x2xi64>",
                 "%out = pf.gather %d, %i : (tensor<5x3xf64>, tensor<2x2xi64>) -> tensor<2x2x3xf64>"],
