@@ -10,6 +10,7 @@
 #include "../common/Dtype.h"
 #include "BroadcastLoop.h"
 #include "FastMath.h"
+#include "Half.h"
 #include "Parallel.h"
 
 #include <cmath>
@@ -369,6 +370,39 @@ pfrt_status unaryEntry(pfrt_context *ctx, const char *fn, Unary op,
   return PFRT_OK;
 }
 
+//===---------------------------- IsNaN / IsInf ---------------------------===//
+
+/// out[i] = test(x[i]) as a bool byte; f16 is widened first.
+template <class Test>
+pfrt_status classifyEntry(pfrt_context *ctx, const char *fn,
+                          const pfrt_tensor *x, const pfrt_tensor *out,
+                          Test test) {
+  Call call(ctx, fn);
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_F16}));
+  PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
+  Shape shape = Shape::of(*x);
+  PFRT_TRY(call.shapeIs("out", out, shape));
+  const int64_t n = shape.numel();
+  auto *po = static_cast<uint8_t *>(out->data);
+  auto run = [&](auto *px, auto widen) {
+    parallelChunks(ctx, n, kFlatGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        po[i] = test(widen(px[i]));
+    });
+  };
+  if (x->dtype == PFRT_F64)
+    run(static_cast<const double *>(x->data), [](double v) { return v; });
+  else if (x->dtype == PFRT_F32)
+    run(static_cast<const float *>(x->data), [](float v) { return double(v); });
+  else
+    run(static_cast<const uint16_t *>(x->data),
+        [](uint16_t h) { return double(halfToFloat(h)); });
+  return PFRT_OK;
+}
+
 //===------------------------------ Where ---------------------------------===//
 
 template <class U>
@@ -548,6 +582,21 @@ pfrt_status pfrt_sign(pfrt_context *ctx, const pfrt_tensor *x,
 pfrt_status pfrt_reciprocal(pfrt_context *ctx, const pfrt_tensor *x,
                             const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_reciprocal", Unary::Reciprocal, x, out);
+}
+
+pfrt_status pfrt_is_nan(pfrt_context *ctx, const pfrt_tensor *x,
+                        const pfrt_tensor *out) {
+  return classifyEntry(ctx, "pfrt_is_nan", x, out,
+                       [](double v) -> uint8_t { return std::isnan(v); });
+}
+
+pfrt_status pfrt_is_inf(pfrt_context *ctx, const pfrt_tensor *x,
+                        int32_t detect_negative, int32_t detect_positive,
+                        const pfrt_tensor *out) {
+  const bool neg = detect_negative != 0, pos = detect_positive != 0;
+  return classifyEntry(ctx, "pfrt_is_inf", x, out, [=](double v) -> uint8_t {
+    return std::isinf(v) && (v < 0 ? neg : pos);
+  });
 }
 
 pfrt_status pfrt_gelu(pfrt_context *ctx, const pfrt_tensor *x,
