@@ -575,6 +575,73 @@ Results convertClip(NodeContext &n) {
   return SmallVector<Value>{acc};
 }
 
+Results convertIsInf(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  return n.finish(IsInfOp::create(n.builder, n.loc, n.placeholder(), n.input(0),
+                                  n.intAttr("detect_negative", 1) != 0,
+                                  n.intAttr("detect_positive", 1) != 0));
+}
+
+/// A scalar integer input that must be constant (CumSum's axis, Trilu's k).
+FailureOr<int64_t> constantIntScalar(NodeContext &n, size_t i, StringRef what) {
+  auto values = n.constantInts(i, what);
+  if (failed(values))
+    return failure();
+  if (!*values || (*values)->size() != 1)
+    return n.error() << what << " (input " << i << ") must be a scalar";
+  return (**values)[0];
+}
+
+Results convertCumSum(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  auto axis = constantIntScalar(n, 1, "axis");
+  if (failed(axis))
+    return failure();
+  return n.finish(CumSumOp::create(n.builder, n.loc, n.placeholder(), n.input(0), *axis,
+                                   n.intAttr("exclusive", 0) != 0, n.intAttr("reverse", 0) != 0));
+}
+
+Results convertTrilu(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  int64_t k = 0;
+  if (n.input(1)) {
+    auto given = constantIntScalar(n, 1, "k");
+    if (failed(given))
+      return failure();
+    k = *given;
+  }
+  return n.finish(TriluOp::create(n.builder, n.loc, n.placeholder(), n.input(0), k,
+                                  n.intAttr("upper", 1) != 0));
+}
+
+Results convertGatherND(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  int64_t batchDims = n.intAttr("batch_dims", 0);
+  if (batchDims < 0)
+    return n.error() << "batch_dims must be non-negative, got " << batchDims;
+  return n.finish(GatherNDOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                     batchDims));
+}
+
+Results convertScatterND(NodeContext &n) {
+  if (failed(requireInputs(n, 3)))
+    return failure();
+  std::string name = n.stringAttr("reduction", "none");
+  auto kind = symbolizeScatterReduction(name);
+  // add and mul came in opset 16, max and min in 18.
+  int64_t since = !kind || *kind == ScatterReduction::None  ? 11
+                  : *kind == ScatterReduction::Add || *kind == ScatterReduction::Mul ? 16
+                                                                                      : 18;
+  if (!kind || n.opset < since)
+    return n.error() << "unsupported reduction \"" << name << "\" at this opset";
+  return n.finish(ScatterNDOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                      n.input(2), *kind));
+}
+
 llvm::StringMap<Converter> buildConverters() {
   llvm::StringMap<Converter> table;
   table["Add"] = binary<AddOp>;
@@ -626,6 +693,14 @@ llvm::StringMap<Converter> buildConverters() {
   table["Flatten"] = convertFlatten;
   table["Range"] = convertRange;
   table["Clip"] = convertClip;
+  table["IsNaN"] = unary<IsNaNOp>;
+  table["IsInf"] = convertIsInf;
+  table["ReduceMax"] = [](NodeContext &n) { return reduce<ReduceMaxOp>(n, 18); };
+  table["ReduceMin"] = [](NodeContext &n) { return reduce<ReduceMinOp>(n, 18); };
+  table["CumSum"] = convertCumSum;
+  table["Trilu"] = convertTrilu;
+  table["GatherND"] = convertGatherND;
+  table["ScatterND"] = convertScatterND;
   return table;
 }
 } // namespace
