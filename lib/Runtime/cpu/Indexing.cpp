@@ -122,6 +122,8 @@ pfrt_status pfrt_gather_nd(pfrt_context *ctx, const pfrt_tensor *data,
   const int64_t elem = dtypeSize(data->dtype);
   const int64_t sliceBytes =
       product(dataShape, b + static_cast<int32_t>(m), dataShape.rank) * elem;
+  if (sliceBytes == 0) // an empty output: data may be NULL
+    return PFRT_OK;
   auto *src = static_cast<const char *>(data->data);
   auto *dst = static_cast<char *>(out->data);
   parallelFor(ctx, int64_t(offsets.size()), sliceBytes, [&](int64_t t) {
@@ -164,6 +166,8 @@ pfrt_status pfrt_scatter_nd(pfrt_context *ctx, const pfrt_tensor *data,
   std::vector<int64_t> offsets;
   PFRT_TRY(tupleOffsets(call, indices, dataShape, 0, m, offsets));
   const int64_t elem = dtypeSize(data->dtype);
+  if (dataShape.numel() == 0) // nothing to write (tuples checked above)
+    return PFRT_OK;
   if (out->data != data->data)
     std::memcpy(out->data, data->data, dataShape.numel() * elem);
   const int64_t slice =
