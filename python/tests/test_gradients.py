@@ -210,7 +210,7 @@ CASES = {
                    (4, 2), lambda e: _scatter(e["d"], [3, 1], e["u"], add=False)),
     "scatter_nd_add": ({"d": (4, 2), "u": (3, 2)},
                        ["%i = pf.constant dense<[[3], [1], [3]]> : tensor<3x1xi64>",
-                        "%out = pf.scatter_nd %d, %i, %u {reduction = 1 : i32} : (tensor<4x2xf64>, tensor<3x1xi64>, tensor<3x2xf64>) -> tensor<4x2xf64>"],
+                        "%out = pf.scatter_nd %d, %i, %u reduction add : (tensor<4x2xf64>, tensor<3x1xi64>, tensor<3x2xf64>) -> tensor<4x2xf64>"],
                        (4, 2), lambda e: _scatter(e["d"], [3, 1, 3], e["u"], add=True)),
     "cumsum": ({"x": (2, 4)},
                ["%out = pf.cumsum %x {axis = 1 : i64} : (tensor<2x4xf64>) -> tensor<2x4xf64>"],

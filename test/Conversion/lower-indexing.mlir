@@ -8,7 +8,7 @@ func.func @main(%x: tensor<2x3x4xf32>, %i: tensor<5x2xi64>, %u: tensor<5x4xf32>)
     -> (tensor<5x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xi1>, tensor<2x3x4xi1>, tensor<2x3x4xf32>,
         tensor<2x3x4xf32>, tensor<2x1x4xf32>, tensor<3xf32>) {
   %0 = pf.gather_nd %x, %i : (tensor<2x3x4xf32>, tensor<5x2xi64>) -> tensor<5x4xf32>
-  %1 = pf.scatter_nd %x, %i, %u {reduction = 3 : i32} : (tensor<2x3x4xf32>, tensor<5x2xi64>, tensor<5x4xf32>) -> tensor<2x3x4xf32>
+  %1 = pf.scatter_nd %x, %i, %u reduction max : (tensor<2x3x4xf32>, tensor<5x2xi64>, tensor<5x4xf32>) -> tensor<2x3x4xf32>
   %2 = pf.is_nan %x : (tensor<2x3x4xf32>) -> tensor<2x3x4xi1>
   %3 = pf.is_inf %x {detect_negative = false} : (tensor<2x3x4xf32>) -> tensor<2x3x4xi1>
   %4 = pf.cumsum %x {axis = -1 : i64, reverse} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>

@@ -55,8 +55,8 @@ func.func @scatter_nd_updates_type(%x: tensor<4xf32>, %i: tensor<2x1xi64>, %u: t
 // -----
 
 func.func @scatter_nd_bad_reduction(%x: tensor<4xf32>, %i: tensor<2x1xi64>, %u: tensor<2xf32>) {
-  // expected-error @+1 {{'pf.scatter_nd' op attribute 'reduction' failed to satisfy constraint: how scatter_nd combines updates}}
-  %0 = pf.scatter_nd %x, %i, %u {reduction = 7 : i32} : (tensor<4xf32>, tensor<2x1xi64>, tensor<2xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'reduction' [none, add, mul, max, min]}}
+  %0 = pf.scatter_nd %x, %i, %u reduction sum : (tensor<4xf32>, tensor<2x1xi64>, tensor<2xf32>) -> tensor<4xf32>
   return
 }
 

@@ -6,7 +6,7 @@
 // INFER-LABEL: func.func @infer
 // INFER-NEXT: pf.gather_nd {{.*}} -> tensor<5x4xf32>
 // INFER-NEXT: pf.gather_nd {{.*}} {batch_dims = 1 : i64} {{.*}} -> tensor<2x1xf32>
-// INFER-NEXT: pf.scatter_nd {{.*}} {reduction = 1 : i32} {{.*}} -> tensor<2x3x4xf32>
+// INFER-NEXT: pf.scatter_nd {{.*}} reduction add {{.*}} -> tensor<2x3x4xf32>
 // INFER-NEXT: pf.is_nan {{.*}} -> tensor<2x3x4xi1>
 // INFER-NEXT: pf.is_inf {{.*}} {detect_negative = false} {{.*}} -> tensor<2x3x4xi1>
 // INFER-NEXT: pf.cumsum {{.*}} {axis = -1 : i64, exclusive, reverse} {{.*}} -> tensor<2x3x4xf32>
@@ -36,7 +36,7 @@ func.func @infer(%x: tensor<2x3x4xf32>, %i: tensor<5x2xi64>, %j: tensor<2x1x2xi3
         tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
   %0 = pf.gather_nd %x, %i : (tensor<2x3x4xf32>, tensor<5x2xi64>) -> tensor<*xf32>
   %1 = pf.gather_nd %x, %j {batch_dims = 1 : i64} : (tensor<2x3x4xf32>, tensor<2x1x2xi32>) -> tensor<*xf32>
-  %2 = pf.scatter_nd %x, %i, %u {reduction = 1 : i32} : (tensor<2x3x4xf32>, tensor<5x2xi64>, tensor<5x4xf32>) -> tensor<*xf32>
+  %2 = pf.scatter_nd %x, %i, %u reduction add : (tensor<2x3x4xf32>, tensor<5x2xi64>, tensor<5x4xf32>) -> tensor<*xf32>
   %3 = pf.is_nan %x : (tensor<2x3x4xf32>) -> tensor<*xi1>
   %4 = pf.is_inf %x {detect_negative = false} : (tensor<2x3x4xf32>) -> tensor<*xi1>
   %5 = pf.cumsum %x {axis = -1 : i64, exclusive, reverse} : (tensor<2x3x4xf32>) -> tensor<*xf32>
@@ -62,7 +62,7 @@ func.func @folds() -> (tensor<2xi64>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x3
   // Rows picked by 1-tuples: the rows swap.
   %1 = pf.gather_nd %f, %r : (tensor<2x2xf32>, tensor<2x1xi64>) -> tensor<2x2xf32>
   // Scatter-add with a repeated index: 4 + 10 + 30, 2 + 20.
-  %2 = pf.scatter_nd %v, %s, %w {reduction = 1 : i32} : (tensor<4xf32>, tensor<3x1xi64>, tensor<3xf32>) -> tensor<4xf32>
+  %2 = pf.scatter_nd %v, %s, %w reduction add : (tensor<4xf32>, tensor<3x1xi64>, tensor<3xf32>) -> tensor<4xf32>
   %3 = pf.cumsum %d {axis = 1 : i64, exclusive} : (tensor<2x3xi64>) -> tensor<2x3xi64>
   %sq = pf.constant dense<[[1, 2, 3], [4, 5, 6], [7, 8, 9]]> : tensor<3x3xi64>
   %4 = pf.trilu %sq {k = 1 : i64} : (tensor<3x3xi64>) -> tensor<3x3xi64>

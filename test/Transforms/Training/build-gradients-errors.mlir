@@ -101,7 +101,7 @@ func.func @scatter_nd_max(%x: tensor<4xf32> {pf.name = "x"}, %u: tensor<1xf32> {
   %i = pf.constant dense<[[1]]> : tensor<1x1xi64>
   // expected-error @+2 {{gradient: 'pf.scatter_nd' with reduction 'max' is not supported (only none and add)}}
   // expected-error @+1 {{pf-build-gradients: could not build the gradient of 'pf.scatter_nd'}}
-  %s = pf.scatter_nd %x, %i, %u {reduction = 3 : i32} : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
+  %s = pf.scatter_nd %x, %i, %u reduction max : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
   %l = pf.reduce_sum %s {keepdims = false} : (tensor<4xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }

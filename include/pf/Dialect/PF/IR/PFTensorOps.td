@@ -229,6 +229,11 @@ def PF_ScatterNDOp : PF_TensorOp<"scatter_nd", [DeclareOpInterfaceMethods<PF_Gra
   let arguments = (ins AnyTensor:$data, TensorOf<[I32, I64]>:$indices, AnyTensor:$updates,
                    DefaultValuedAttr<PF_ScatterReduction, "ScatterReduction::None">:$reduction);
   let results = (outs AnyTensor:$output);
+  // The reduction is spelled out (`reduction add`) unless it is none.
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates (`reduction` $reduction^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
   let hasFolder = 1;
 }
 
