@@ -203,6 +203,16 @@ CASES = {
                        ["%i = pf.constant dense<[[-1], [0]]> : tensor<2x1xi64>",
                         "%out = pf.gather_nd %d, %i : (tensor<3x2xf64>, tensor<2x1xi64>) -> tensor<2x2xf64>"],
                        (2, 2), lambda e: e["d"][[2, 0]]),
+    # batch_dims 1: each batch picks from its own [3, 2] matrix.
+    "gather_nd_batch": ({"d": (2, 3, 2)},
+                        ["%i = pf.constant dense<[[[2], [0], [2]], [[1], [1], [0]]]> : tensor<2x3x1xi64>",
+                         "%out = pf.gather_nd %d, %i {batch_dims = 1 : i64} : (tensor<2x3x2xf64>, tensor<2x3x1xi64>) -> tensor<2x3x2xf64>"],
+                        (2, 3, 2), lambda e: np.stack([e["d"][0][[2, 0, 2]], e["d"][1][[1, 1, 0]]])),
+    "gather_nd_batch2_i32": ({"d": (2, 2, 3)},
+                             ["%i = pf.constant dense<[[[2], [0]], [[1], [-1]]]> : tensor<2x2x1xi32>",
+                              "%out = pf.gather_nd %d, %i {batch_dims = 2 : i64} : (tensor<2x2x3xf64>, tensor<2x2x1xi32>) -> tensor<2x2xf64>"],
+                             (2, 2), lambda e: np.array([[e["d"][0, 0, 2], e["d"][0, 1, 0]],
+                                                         [e["d"][1, 0, 1], e["d"][1, 1, 2]]])),
     # ScatterND without reduction: overwritten rows take no data gradient.
     "scatter_nd": ({"d": (4, 2), "u": (2, 2)},
                    ["%i = pf.constant dense<[[3], [1]]> : tensor<2x1xi64>",

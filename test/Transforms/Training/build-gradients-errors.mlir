@@ -84,18 +84,6 @@ func.func @dynamic_other_result(%y: tensor<?x5xf32> {pf.name = "y"}, %labels: te
 
 // -----
 
-// GatherND with batch dimensions has no gradient rule yet.
-func.func @gather_nd_batch(%x: tensor<2x3xf32> {pf.name = "x"}) -> tensor<f32> {
-  %i = pf.constant dense<[[1], [2]]> : tensor<2x1xi64>
-  // expected-error @+2 {{gradient: 'pf.gather_nd' with batch_dims > 0 is not supported}}
-  // expected-error @+1 {{pf-build-gradients: could not build the gradient of 'pf.gather_nd'}}
-  %g = pf.gather_nd %x, %i {batch_dims = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xi64>) -> tensor<2xf32>
-  %l = pf.reduce_sum %g {keepdims = false} : (tensor<2xf32>) -> tensor<f32>
-  return %l : tensor<f32>
-}
-
-// -----
-
 // ScatterND differentiates for reductions none and add only.
 func.func @scatter_nd_max(%x: tensor<4xf32> {pf.name = "x"}, %u: tensor<1xf32> {pf.name = "u"}) -> tensor<f32> {
   %i = pf.constant dense<[[1]]> : tensor<1x1xi64>

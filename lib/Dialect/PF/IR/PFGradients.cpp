@@ -662,6 +662,30 @@ LogicalResult IsInfOp::buildGradient(OpBuilder &, ArrayRef<Value>, ArrayRef<bool
   return success();
 }
 
+/// GatherND with batch_dims b picks what GatherND with none picks once each
+/// index tuple starts with its batch coordinates: those form a constant (the
+/// shapes are static), concatenated in front of the tuples.
+static Value prefixBatchCoords(OpBuilder &b, Location loc, Value indices, int64_t batchDims) {
+  auto type = staticType(indices);
+  ArrayRef<int64_t> lead = type.getShape().drop_back();
+  auto element = cast<IntegerType>(type.getElementType());
+  SmallVector<int64_t> coordShape(lead);
+  coordShape.push_back(batchDims);
+  SmallVector<APInt> coords;
+  SmallVector<int64_t> index(lead.size(), 0);
+  for (int64_t flat = 0, n = ShapedType::getNumElements(lead); flat < n; ++flat) {
+    for (int64_t d = lead.size() - 1, rest = flat; d >= 0; --d) {
+      index[d] = rest % lead[d];
+      rest /= lead[d];
+    }
+    for (int64_t d = 0; d < batchDims; ++d)
+      coords.push_back(APInt(element.getWidth(), index[d], /*isSigned=*/true));
+  }
+  auto coordType = RankedTensorType::get(coordShape, element);
+  Value prefix = ConstantOp::create(b, loc, DenseElementsAttr::get(coordType, coords));
+  return ConcatOp::create(b, loc, ValueRange{prefix, indices}, uint64_t(lead.size()));
+}
+
 /// GatherND's data gradient is a scatter-add of dy into zeros (repeated
 /// index tuples sum).
 LogicalResult GatherNDOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
@@ -671,12 +695,13 @@ LogicalResult GatherNDOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
     return success();
   if (failed(requireStatic(*this)))
     return failure();
-  if (getBatchDims() != 0)
-    return emitError("gradient: 'pf.gather_nd' with batch_dims > 0 is not supported");
   G g{b, getLoc()};
   auto type = staticType(getData());
-  out[0] = ScatterNDOp::create(b, getLoc(), type, g.splat(0.0, type), getIndices(),
-                               grads.front(), ScatterReduction::Add);
+  Value indices = getIndices();
+  if (getBatchDims() != 0)
+    indices = prefixBatchCoords(b, getLoc(), indices, getBatchDims());
+  out[0] = ScatterNDOp::create(b, getLoc(), type, g.splat(0.0, type), indices, grads.front(),
+                               ScatterReduction::Add);
   return success();
 }
 
