@@ -219,7 +219,7 @@ PFRT_API pfrt_status pfrt_div(pfrt_context *ctx, const pfrt_tensor *a,
                               const pfrt_tensor *b, const pfrt_tensor *out);
 PFRT_API pfrt_status pfrt_pow(pfrt_context *ctx, const pfrt_tensor *a,
                               const pfrt_tensor *b, const pfrt_tensor *out);
-/* out = min(a, b) / max(a, b) elementwise, broadcasting, dtypes as add;
+/* out = min(a, b) / max(a, b) elementwise, broadcasting, dtypes as add and i8;
  * a NaN in either operand gives NaN (as numpy.minimum/maximum). */
 PFRT_API pfrt_status pfrt_min(pfrt_context *ctx, const pfrt_tensor *a,
                               const pfrt_tensor *b, const pfrt_tensor *out);

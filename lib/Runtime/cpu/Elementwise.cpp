@@ -220,8 +220,13 @@ pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary op,
   PFRT_TRY(call.tensor("a", a));
   PFRT_TRY(call.tensor("b", b));
   PFRT_TRY(call.tensor("out", out));
+  // min/max also take i8 (ONNX Clip and Min/Max on int8 models).
+  const bool extreme = op == Binary::Min || op == Binary::Max;
   if (op == Binary::Pow)
     PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
+  else if (extreme)
+    PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32,
+                                   PFRT_I64}));
   else
     PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
   PFRT_TRY(call.dtypeIs("b", b, a->dtype));
@@ -234,6 +239,10 @@ pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary op,
     if (zero >= 0)
       return call.fail(PFRT_NUMERIC, "integer division by zero (element %lld "
                        "of b)", static_cast<long long>(zero));
+  }
+  if (a->dtype == PFRT_I8) {
+    dispatchBinary<int8_t>(ctx, op, plan, *a, *b, *out);
+    return PFRT_OK;
   }
   visitArith(a->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
