@@ -604,6 +604,8 @@ Results convertCumSum(NodeContext &n) {
 }
 
 Results convertTrilu(NodeContext &n) {
+  if (n.opset < 14)
+    return n.error() << "Trilu is defined from opset 14 on";
   if (failed(requireInputs(n, 1)))
     return failure();
   int64_t k = 0;
