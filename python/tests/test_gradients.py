@@ -241,6 +241,9 @@ CASES = {
     "reduce_min_all": ({"x": (3, 4)},
                        ["%out = pf.reduce_min %x : (tensor<3x4xf64>) -> tensor<1x1xf64>"],
                        (1, 1), lambda e: e["x"].min(keepdims=True)),
+    "reduce_max_noop": ({"x": (2, 3)},
+                        ["%out = pf.reduce_max %x {noop_with_empty_axes} : (tensor<2x3xf64>) -> tensor<2x3xf64>"],
+                        (2, 3), lambda e: e["x"]),
     # A NaN/inf mask carries no gradient; the select does.
     "is_nan_is_inf_mask": ({"x": (2, 3)},
                            ["%n = pf.is_nan %x : (tensor<2x3xf64>) -> tensor<2x3xi1>",

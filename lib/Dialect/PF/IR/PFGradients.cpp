@@ -777,6 +777,10 @@ static LogicalResult extremeGradient(ReduceOpT op, OpBuilder &b, ArrayRef<Value>
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
   }
+  if (axes.empty()) { // noop_with_empty_axes: the op is the identity
+    out.push_back(g.reshape(grads.front(), inType.getShape()));
+    return success();
+  }
   SmallVector<int64_t> keep(inType.getShape());
   for (int64_t a : axes)
     keep[a] = 1;
