@@ -26,9 +26,10 @@
 // CHECK-DAG: %[[NAN:.*]] = pf.constant dense<[true, false, false]> : tensor<3xi1>
 // CHECK-DAG: %[[INF:.*]] = pf.constant dense<false> : tensor<3xi1>
 // CHECK-DAG: %[[MAX:.*]] = pf.constant dense<7> : tensor<1xi64>
+// CHECK-DAG: %[[SPLAT:.*]] = pf.constant dense<3> : tensor<1x1xi64>
 // CHECK-NOT: pf.gather_nd
 // CHECK-NOT: pf.reduce
-// CHECK: return %[[GE]], %[[GR]], %[[SC]], %[[CS]], %[[TR]], %[[RM]], %[[MM]], %[[NAN]], %[[INF]], %[[MAX]]
+// CHECK: return %[[GE]], %[[GR]], %[[SC]], %[[CS]], %[[TR]], %[[RM]], %[[MM]], %[[NAN]], %[[INF]], %[[MAX]], %[[SPLAT]]
 
 func.func @infer(%x: tensor<2x3x4xf32>, %i: tensor<5x2xi64>, %j: tensor<2x1x2xi32>,
                  %u: tensor<5x4xf32>)
@@ -49,7 +50,7 @@ func.func @infer(%x: tensor<2x3x4xf32>, %i: tensor<5x2xi64>, %j: tensor<2x1x2xi3
 
 func.func @folds() -> (tensor<2xi64>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x3xi64>,
                        tensor<3x3xi64>, tensor<2xi64>, tensor<i64>, tensor<3xi1>, tensor<3xi1>,
-                       tensor<1xi64>) {
+                       tensor<1xi64>, tensor<1x1xi64>) {
   %d = pf.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
   %f = pf.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
   %v = pf.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
@@ -75,5 +76,8 @@ func.func @folds() -> (tensor<2xi64>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x3
   // A shape chain: the largest dimension of a shape, as a 1-element vector.
   %sh = pf.constant dense<[2, 7, 5]> : tensor<3xi64>
   %9 = pf.reduce_max %sh : (tensor<3xi64>) -> tensor<1xi64>
-  return %0, %1, %2, %3, %4, %6, %m, %7, %8, %9 : tensor<2xi64>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x3xi64>, tensor<3x3xi64>, tensor<2xi64>, tensor<i64>, tensor<3xi1>, tensor<3xi1>, tensor<1xi64>
+  // A big splat reduces without visiting its elements.
+  %big = pf.constant dense<3> : tensor<100000x1000xi64>
+  %10 = pf.reduce_min %big : (tensor<100000x1000xi64>) -> tensor<1x1xi64>
+  return %0, %1, %2, %3, %4, %6, %m, %7, %8, %9, %10 : tensor<2xi64>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x3xi64>, tensor<3x3xi64>, tensor<2xi64>, tensor<i64>, tensor<3xi1>, tensor<3xi1>, tensor<1xi64>, tensor<1x1xi64>
 }

@@ -684,6 +684,9 @@ OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {
   auto type = staticResultType(getOutput());
   if (!data || !indices || !updates || !type || data.getType() != type)
     return {};
+  // Big splat indices or updates would be expanded element by element.
+  if (indices.getNumElements() > kMaxFoldElements || updates.getNumElements() > kMaxFoldElements)
+    return {};
   auto idx = getInts(indices);
   if (!idx)
     return {};
@@ -759,6 +762,10 @@ static OpFoldResult foldReduceExtreme(OpTy op, Attribute inputAttr, ScatterReduc
   auto input = foldableConstant(inputAttr);
   auto type = staticResultType(op.getOutput());
   if (!input || !type || input.getNumElements() == 0)
+    return {};
+  if (input.isSplat()) // the extreme of copies of one value is that value
+    return DenseElementsAttr::get(type, input.getSplatValue<Attribute>());
+  if (input.getNumElements() > kMaxFoldElements)
     return {};
   ArrayRef<int64_t> shape = input.getType().getShape();
   int64_t rank = shape.size();
