@@ -2,6 +2,7 @@
 #include "RuntimeLowering.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFShapeUtils.h"
+#include "pf/Runtime/pfrt.h"
 
 using namespace mlir;
 using namespace mlir::pf;
@@ -64,6 +65,76 @@ struct GatherPattern : RuntimePattern<GatherOp> {
     if (failed(lowering.call(rewriter, op, "pfrt_gather",
                              {adaptor.getData(), adaptor.getIndices(),
                               lowering.constI64(rewriter, loc, int64_t(op.getAxis())), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
+struct GatherNDPattern : RuntimePattern<GatherNDOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(GatherNDOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value out = lowering.entryOf(rewriter, loc, op.getOutput());
+    if (failed(lowering.call(rewriter, op, "pfrt_gather_nd",
+                             {adaptor.getData(), adaptor.getIndices(),
+                              lowering.constI64(rewriter, loc, int64_t(op.getBatchDims())),
+                              out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
+/// The reduction enum's values are the runtime's PFRT_SCATTER_* (checked
+/// below), so it passes through as an i32.
+static_assert(int(ScatterReduction::None) == PFRT_SCATTER_NONE &&
+              int(ScatterReduction::Add) == PFRT_SCATTER_ADD &&
+              int(ScatterReduction::Mul) == PFRT_SCATTER_MUL &&
+              int(ScatterReduction::Max) == PFRT_SCATTER_MAX &&
+              int(ScatterReduction::Min) == PFRT_SCATTER_MIN);
+struct ScatterNDPattern : RuntimePattern<ScatterNDOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(ScatterNDOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value out = lowering.entryOf(rewriter, loc, op.getOutput());
+    if (failed(lowering.call(rewriter, op, "pfrt_scatter_nd",
+                             {adaptor.getData(), adaptor.getIndices(), adaptor.getUpdates(),
+                              lowering.constI32(rewriter, loc, int32_t(op.getReduction())),
+                              out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
+struct CumSumPattern : RuntimePattern<CumSumOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(CumSumOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value out = lowering.entryOf(rewriter, loc, op.getOutput());
+    if (failed(lowering.call(rewriter, op, "pfrt_cumsum",
+                             {adaptor.getInput(), lowering.constI64(rewriter, loc, op.getAxis()),
+                              lowering.constI32(rewriter, loc, op.getExclusive()),
+                              lowering.constI32(rewriter, loc, op.getReverse()), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
+struct TriluPattern : RuntimePattern<TriluOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(TriluOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value out = lowering.entryOf(rewriter, loc, op.getOutput());
+    if (failed(lowering.call(rewriter, op, "pfrt_trilu",
+                             {adaptor.getInput(), lowering.constI64(rewriter, loc, op.getK()),
+                              lowering.constI32(rewriter, loc, op.getUpper()), out})))
       return failure();
     replaceByEntries(rewriter, op, out);
     return success();
@@ -178,7 +249,8 @@ void mlir::pf::populateDataMovementPatterns(const TypeConverter &converter,
                                             RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<ViewPattern, PlannedEntryPattern<ParamRefOp>, PlannedEntryPattern<ConstantOp>,
-               TransposePattern, GatherPattern, SlicePattern, ConcatPattern, ExpandPattern,
+               TransposePattern, GatherPattern, GatherNDPattern, ScatterNDPattern,
+               CumSumPattern, TriluPattern, SlicePattern, ConcatPattern, ExpandPattern,
                ConstantOfShapePattern, ReturnPattern>(converter, ctx, lowering);
   patterns.add<KernelCallPattern<CastOp>>(converter, ctx, lowering, "pfrt_cast");
 }

@@ -46,6 +46,22 @@ struct KindCallPattern : RuntimePattern<OpTy> {
   StringRef kernel;
   int32_t kind;
 };
+/// pfrt_is_inf(ctx, x, detect_negative, detect_positive, out).
+struct IsInfPattern : RuntimePattern<IsInfOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(IsInfOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value out = lowering.entryOf(rewriter, loc, op.getOutput());
+    if (failed(lowering.call(rewriter, op, "pfrt_is_inf",
+                             {adaptor.getInput(),
+                              lowering.constI32(rewriter, loc, op.getDetectNegative()),
+                              lowering.constI32(rewriter, loc, op.getDetectPositive()), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
 } // namespace
 
 void mlir::pf::populateElementwisePatterns(const TypeConverter &converter,
@@ -84,5 +100,6 @@ void mlir::pf::populateElementwisePatterns(const TypeConverter &converter,
   patterns.add<KernelCallPattern<AbsOp>>(converter, ctx, lowering, "pfrt_abs");
   patterns.add<KernelCallPattern<SignOp>>(converter, ctx, lowering, "pfrt_sign");
   patterns.add<KernelCallPattern<ReciprocalOp>>(converter, ctx, lowering, "pfrt_reciprocal");
-  patterns.add<GeluPattern>(converter, ctx, lowering);
+  patterns.add<KernelCallPattern<IsNaNOp>>(converter, ctx, lowering, "pfrt_is_nan");
+  patterns.add<GeluPattern, IsInfPattern>(converter, ctx, lowering);
 }

@@ -91,4 +91,6 @@ void mlir::pf::populateNormalizationPatterns(const TypeConverter &converter,
                SoftmaxPattern>(converter, ctx, lowering);
   patterns.add<ReducePattern<ReduceMeanOp>>(converter, ctx, lowering, "pfrt_reduce_mean");
   patterns.add<ReducePattern<ReduceSumOp>>(converter, ctx, lowering, "pfrt_reduce_sum");
+  patterns.add<ReducePattern<ReduceMaxOp>>(converter, ctx, lowering, "pfrt_reduce_max");
+  patterns.add<ReducePattern<ReduceMinOp>>(converter, ctx, lowering, "pfrt_reduce_min");
 }

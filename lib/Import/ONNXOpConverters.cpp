@@ -12,6 +12,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::pf;
 using namespace mlir::pf::onnx_import;
@@ -450,6 +452,198 @@ Results convertGelu(NodeContext &n) {
                                  n.builder.getStringAttr(approximate)));
 }
 
+/// Flatten is a reshape to [prod(dims before axis), prod(dims from axis)]:
+/// it reuses pf.reshape's folding, lowering (a view) and gradient.
+Results convertFlatten(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  auto type = dyn_cast<RankedTensorType>(n.input(0).getType());
+  if (!type)
+    return n.error() << "needs an input of known rank";
+  int64_t rank = type.getRank(), axis = n.intAttr("axis", 1);
+  if (axis < -rank || axis > rank)
+    return n.error() << "axis " << axis << " is out of range [" << -rank << ", " << rank
+                     << "] for a rank-" << rank << " input";
+  if (axis < 0)
+    axis += rank;
+  // A side with a dynamic dimension becomes -1 (reshape infers it); two such
+  // sides leave the split unknown.
+  auto side = [&](ArrayRef<int64_t> dims) -> int64_t {
+    if (llvm::any_of(dims, ShapedType::isDynamic))
+      return -1;
+    return *boundedProduct(dims); // within the limit: the input's type is
+  };
+  int64_t outer = side(type.getShape().take_front(axis));
+  int64_t inner = side(type.getShape().drop_front(axis));
+  if (outer < 0 && inner < 0)
+    return n.error() << "needs static dimensions on at least one side of axis " << axis
+                     << ", got " << type;
+  return n.finish(ReshapeOp::create(n.builder, n.loc, n.placeholder(), n.input(0),
+                                    n.i64Constant({outer, inner}), false));
+}
+
+/// The one value of a constant scalar (or one-element tensor) as a double.
+std::optional<double> constantScalar(Value v) {
+  ElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1)
+    return std::nullopt;
+  Attribute e = attr.getValues<Attribute>()[0];
+  if (auto f = dyn_cast<FloatAttr>(e))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast<IntegerAttr>(e))
+    return double(i.getValue().getSExtValue());
+  return std::nullopt;
+}
+
+/// Range's length depends on its values, so with static shapes its inputs
+/// must be constants (BERT's position ids: Range(0, seq_len, 1) after shape
+/// folding); the result is computed here as a constant.
+Results convertRange(NodeContext &n) {
+  if (failed(requireInputs(n, 3)))
+    return failure();
+  Type element = getElementTypeOrSelf(n.input(0).getType());
+  static constexpr const char *names[] = {"start", "limit", "delta"};
+  double v[3];
+  for (int i = 0; i < 3; ++i) {
+    if (getElementTypeOrSelf(n.input(i).getType()) != element)
+      return n.error() << names[i] << " has element type "
+                       << getElementTypeOrSelf(n.input(i).getType()) << ", start has " << element;
+    auto value = constantScalar(n.input(i));
+    if (!value)
+      return n.error() << names[i] << " (input " << i
+                       << ") must be a constant scalar after shape folding; the output's length "
+                          "depends on it";
+    v[i] = *value;
+  }
+  if (!isa<FloatType>(element) && !element.isInteger(16) && !element.isInteger(32) &&
+      !element.isInteger(64))
+    return n.error() << "unsupported element type " << element
+                     << " (float types, int16, int32, int64)";
+  auto [start, limit, delta] = std::tuple(v[0], v[1], v[2]);
+  if (delta == 0 || std::isnan(delta) || std::isnan(start) || std::isnan(limit))
+    return n.error() << "delta must be non-zero and the bounds numbers";
+  double count = std::max(std::ceil((limit - start) / delta), 0.0);
+  if (!(count <= double(kMaxTensorElements)))
+    return n.error() << "the output would have " << count << " elements (limit "
+                     << kMaxTensorElements << ")";
+  auto type = RankedTensorType::get({int64_t(count)}, element);
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < int64_t(count); ++i) {
+    double x = start + double(i) * delta;
+    values.push_back(isa<FloatType>(element) ? Attribute(FloatAttr::get(element, x))
+                                             : IntegerAttr::get(element, int64_t(x)));
+  }
+  return SmallVector<Value>{
+      ConstantOp::create(n.builder, n.loc, DenseElementsAttr::get(type, values)).getResult()};
+}
+
+/// Clip(x, lo, hi) = min(max(x, lo), hi): pf.max/pf.min give the folds, the
+/// kernels and the gradient (dy where lo <= x <= hi). With lo > hi the result
+/// is hi everywhere, as ONNX specifies.
+Results convertClip(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  if (n.attr("min") || n.attr("max"))
+    return n.error() << "min and max are inputs from opset 11 on, not attributes";
+  Type element = getElementTypeOrSelf(n.input(0).getType());
+  Value acc = n.input(0);
+  for (int i : {1, 2}) {
+    Value bound = n.input(i);
+    if (!bound)
+      continue;
+    const char *name = i == 1 ? "min" : "max";
+    auto type = dyn_cast<RankedTensorType>(bound.getType());
+    if (!type || !type.hasStaticShape() || type.getNumElements() != 1 || type.getRank() > 1)
+      return n.error() << name << " (input " << i << ") must be a scalar, got " << bound.getType();
+    if (type.getElementType() != element)
+      return n.error() << name << " has element type " << type.getElementType()
+                       << ", the input has " << element;
+    if (type.getRank() == 1) { // a one-element vector must not add a dimension
+      auto scalar = n.finish(ReshapeOp::create(n.builder, n.loc, n.placeholder(), bound,
+                                               n.i64Constant({}), false));
+      if (failed(scalar))
+        return failure();
+      bound = scalar->front();
+    }
+    Operation *op = i == 1 ? MaxOp::create(n.builder, n.loc, n.placeholder(), acc, bound)
+                           : MinOp::create(n.builder, n.loc, n.placeholder(), acc, bound);
+    auto results = n.finish(op);
+    if (failed(results))
+      return failure();
+    acc = results->front();
+  }
+  return SmallVector<Value>{acc};
+}
+
+Results convertIsInf(NodeContext &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  return n.finish(IsInfOp::create(n.builder, n.loc, n.placeholder(), n.input(0),
+                                  n.intAttr("detect_negative", 1) != 0,
+                                  n.intAttr("detect_positive", 1) != 0));
+}
+
+/// A scalar integer input that must be constant (CumSum's axis, Trilu's k).
+FailureOr<int64_t> constantIntScalar(NodeContext &n, size_t i, StringRef what) {
+  auto values = n.constantInts(i, what);
+  if (failed(values))
+    return failure();
+  if (!*values || (*values)->size() != 1)
+    return n.error() << what << " (input " << i << ") must be a scalar";
+  return (**values)[0];
+}
+
+Results convertCumSum(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  auto axis = constantIntScalar(n, 1, "axis");
+  if (failed(axis))
+    return failure();
+  return n.finish(CumSumOp::create(n.builder, n.loc, n.placeholder(), n.input(0), *axis,
+                                   n.intAttr("exclusive", 0) != 0, n.intAttr("reverse", 0) != 0));
+}
+
+Results convertTrilu(NodeContext &n) {
+  if (n.opset < 14)
+    return n.error() << "Trilu is defined from opset 14 on";
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  int64_t k = 0;
+  if (n.input(1)) {
+    auto given = constantIntScalar(n, 1, "k");
+    if (failed(given))
+      return failure();
+    k = *given;
+  }
+  return n.finish(TriluOp::create(n.builder, n.loc, n.placeholder(), n.input(0), k,
+                                  n.intAttr("upper", 1) != 0));
+}
+
+Results convertGatherND(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  int64_t batchDims = n.intAttr("batch_dims", 0);
+  if (batchDims < 0)
+    return n.error() << "batch_dims must be non-negative, got " << batchDims;
+  return n.finish(GatherNDOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                     batchDims));
+}
+
+Results convertScatterND(NodeContext &n) {
+  if (failed(requireInputs(n, 3)))
+    return failure();
+  std::string name = n.stringAttr("reduction", "none");
+  auto kind = symbolizeScatterReduction(name);
+  // add and mul came in opset 16, max and min in 18.
+  int64_t since = !kind || *kind == ScatterReduction::None  ? 11
+                  : *kind == ScatterReduction::Add || *kind == ScatterReduction::Mul ? 16
+                                                                                      : 18;
+  if (!kind || n.opset < since)
+    return n.error() << "unsupported reduction \"" << name << "\" at this opset";
+  return n.finish(ScatterNDOp::create(n.builder, n.loc, n.placeholder(), n.input(0), n.input(1),
+                                      n.input(2), *kind));
+}
+
 llvm::StringMap<Converter> buildConverters() {
   llvm::StringMap<Converter> table;
   table["Add"] = binary<AddOp>;
@@ -498,6 +692,17 @@ llvm::StringMap<Converter> buildConverters() {
   table["Where"] = convertWhere;
   table["LayerNormalization"] = convertLayerNormalization;
   table["Gelu"] = convertGelu;
+  table["Flatten"] = convertFlatten;
+  table["Range"] = convertRange;
+  table["Clip"] = convertClip;
+  table["IsNaN"] = unary<IsNaNOp>;
+  table["IsInf"] = convertIsInf;
+  table["ReduceMax"] = [](NodeContext &n) { return reduce<ReduceMaxOp>(n, 18); };
+  table["ReduceMin"] = [](NodeContext &n) { return reduce<ReduceMinOp>(n, 18); };
+  table["CumSum"] = convertCumSum;
+  table["Trilu"] = convertTrilu;
+  table["GatherND"] = convertGatherND;
+  table["ScatterND"] = convertScatterND;
   return table;
 }
 } // namespace

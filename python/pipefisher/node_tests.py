@@ -40,14 +40,16 @@ RTOL, ATOL = 1e-4, 1e-5
 RUN_TIMEOUT_S = 60
 
 # pf compiles for static shapes: these operands (shapes, axes, slice bounds,
-# Dropout's ratio and training mode) must be constants at import time, while
+# Range's bounds and step (its length depends on them), Trilu's k, Dropout's
+# ratio and training mode) must be constants at import time, while
 # ONNX allows them to be computed at run time, and the node tests pass them as
 # graph inputs. The harness turns such a graph input into an initializer that
 # holds the test's data; pf then sees what an exporter would have written.
 CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "ConstantOfShape": (0,), "Slice": (1, 2, 3, 4),
     "Squeeze": (1,), "Unsqueeze": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
-    "Dropout": (1, 2),
+    "Dropout": (1, 2), "Range": (0, 1, 2), "ReduceMax": (1,), "ReduceMin": (1,),
+    "CumSum": (1,), "Trilu": (1,),
 }
 
 
@@ -317,8 +319,9 @@ about 20 s.
     below. A model below {min} whose ops all have the same definition (ONNX schema
     `since_version`) at {min} as at its own opset (And, Or, Xor at 7; Not at 1) is
     imported at opset {min}; marked "opset 7→11".
-  - **Constant inputs.** pf compiles for static shapes, so shapes, axes, slice bounds and
-    Dropout's ratio/training mode must be constants at import time, while the node tests
+  - **Constant inputs.** pf compiles for static shapes, so shapes, axes, slice bounds,
+    Range's start/limit/delta (they set its length), Trilu's k and Dropout's
+    ratio/training mode must be constants at import time, while the node tests
     feed them as graph inputs. Such an input (operand positions: {constant_inputs}) becomes an
     initializer holding the test's data; marked "constant NAME" below.
   - Every input's shape is given to pf-run with `--shape NAME=DxD` from the test data.

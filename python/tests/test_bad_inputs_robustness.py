@@ -475,3 +475,26 @@ def test_pf_train_batch_is_bounded(value):
     # on a 190 GB arena, 2^31 - 1 in the importer's shape limit.
     proc = run_tool("pf-train", "m.onnx", "--corpus", "c.npz", "--batch", value, check=False)
     _refused(proc, f"--batch {value} exceeds the limit of 65536 sequences (kMaxBatch)")
+
+
+# --- Index tuples from the data --------------------------------------------
+
+@pytest.mark.parametrize("op", ["GatherND", "ScatterND"])
+def test_index_tuple_out_of_range_at_run_time_is_refused(tmp_path, op):
+    """GatherND/ScatterND indices that come from the inputs are checked by the
+    kernel before anything is written: an error naming the index, not a crash."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+              helper.make_tensor_value_info("i", TensorProto.INT64, [1, 2])]
+    if op == "GatherND":
+        node = helper.make_node("GatherND", ["x", "i"], ["y"])
+    else:
+        inputs.append(helper.make_tensor_value_info("u", TensorProto.FLOAT, [1]))
+        node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"])
+    model = _save_model(tmp_path / "m.onnx", [node], inputs=inputs)
+    arrays = {"x": np.zeros((2, 8), np.float32), "i": np.array([[1, 8]], np.int64),
+              "u": np.ones(1, np.float32)}
+    np.savez(tmp_path / "in.npz", **{k: v for k, v in arrays.items()
+                                     if k in [i.name for i in inputs]})
+    proc = run_tool("pf-run", str(model), "--inputs", str(tmp_path / "in.npz"), check=False)
+    _refused(proc, f"pfrt_{'gather_nd' if op == 'GatherND' else 'scatter_nd'}",
+             "index 8 (element 1 of indices) is out of range for dimension 1 of size 8")

@@ -49,6 +49,13 @@ def _layer_norm(x, scale, bias, axis, eps=1e-5):
     return (x - mean) / np.sqrt(var + eps) * scale + bias
 
 
+def _scatter(data, rows, updates, add):
+    out = data.copy()
+    for r, u in zip(rows, updates):
+        out[r] = out[r] + u if add else u
+    return out
+
+
 POS = "pos"  # sampler: positive values (sqrt, div, pow)
 
 # name: (inputs {name: shape or (shape, sampler)}, body lines (define %out), out shape, numpy fn)
@@ -179,6 +186,72 @@ CASES = {
                      "%n = pf.not %a : (tensor<2x3xi1>) -> tensor<2x3xi1>",
                      "%out = pf.where %n, %y, %x : (tensor<2x3xi1>, tensor<3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>"],
                     (2, 3), lambda e: np.where(~((e["x"] > e["y"]) & (e["x"] >= 0)), e["y"], e["x"])),
+    # Clip as the importer writes it: max with the lower bound, then min
+    # with the upper one; dy flows where lo <= x <= hi.
+    "clip": ({"x": (2, 3)},
+             ["%lo = pf.constant dense<-0.3> : tensor<f64>",
+              "%hi = pf.constant dense<0.4> : tensor<f64>",
+              "%m = pf.max %x, %lo : (tensor<2x3xf64>, tensor<f64>) -> tensor<2x3xf64>",
+              "%out = pf.min %m, %hi : (tensor<2x3xf64>, tensor<f64>) -> tensor<2x3xf64>"],
+             (2, 3), lambda e: np.clip(e["x"], -0.3, 0.4)),
+    # GatherND: repeated tuples sum their gradients (a scatter-add).
+    "gather_nd": ({"d": (3, 4)},
+                  ["%i = pf.constant dense<[[2, 1], [0, 3], [2, 1]]> : tensor<3x2xi64>",
+                   "%out = pf.gather_nd %d, %i : (tensor<3x4xf64>, tensor<3x2xi64>) -> tensor<3xf64>"],
+                  (3,), lambda e: e["d"][[2, 0, 2], [1, 3, 1]]),
+    "gather_nd_rows": ({"d": (3, 2)},
+                       ["%i = pf.constant dense<[[-1], [0]]> : tensor<2x1xi64>",
+                        "%out = pf.gather_nd %d, %i : (tensor<3x2xf64>, tensor<2x1xi64>) -> tensor<2x2xf64>"],
+                       (2, 2), lambda e: e["d"][[2, 0]]),
+    # batch_dims 1: each batch picks from its own [3, 2] matrix.
+    "gather_nd_batch": ({"d": (2, 3, 2)},
+                        ["%i = pf.constant dense<[[[2], [0], [2]], [[1], [1], [0]]]> : tensor<2x3x1xi64>",
+                         "%out = pf.gather_nd %d, %i {batch_dims = 1 : i64} : (tensor<2x3x2xf64>, tensor<2x3x1xi64>) -> tensor<2x3x2xf64>"],
+                        (2, 3, 2), lambda e: np.stack([e["d"][0][[2, 0, 2]], e["d"][1][[1, 1, 0]]])),
+    "gather_nd_batch2_i32": ({"d": (2, 2, 3)},
+                             ["%i = pf.constant dense<[[[2], [0]], [[1], [-1]]]> : tensor<2x2x1xi32>",
+                              "%out = pf.gather_nd %d, %i {batch_dims = 2 : i64} : (tensor<2x2x3xf64>, tensor<2x2x1xi32>) -> tensor<2x2xf64>"],
+                             (2, 2), lambda e: np.array([[e["d"][0, 0, 2], e["d"][0, 1, 0]],
+                                                         [e["d"][1, 0, 1], e["d"][1, 1, 2]]])),
+    # ScatterND without reduction: overwritten rows take no data gradient.
+    "scatter_nd": ({"d": (4, 2), "u": (2, 2)},
+                   ["%i = pf.constant dense<[[3], [1]]> : tensor<2x1xi64>",
+                    "%out = pf.scatter_nd %d, %i, %u : (tensor<4x2xf64>, tensor<2x1xi64>, tensor<2x2xf64>) -> tensor<4x2xf64>"],
+                   (4, 2), lambda e: _scatter(e["d"], [3, 1], e["u"], add=False)),
+    "scatter_nd_add": ({"d": (4, 2), "u": (3, 2)},
+                       ["%i = pf.constant dense<[[3], [1], [3]]> : tensor<3x1xi64>",
+                        "%out = pf.scatter_nd %d, %i, %u reduction add : (tensor<4x2xf64>, tensor<3x1xi64>, tensor<3x2xf64>) -> tensor<4x2xf64>"],
+                       (4, 2), lambda e: _scatter(e["d"], [3, 1, 3], e["u"], add=True)),
+    "cumsum": ({"x": (2, 4)},
+               ["%out = pf.cumsum %x {axis = 1 : i64} : (tensor<2x4xf64>) -> tensor<2x4xf64>"],
+               (2, 4), lambda e: np.cumsum(e["x"], axis=1)),
+    "cumsum_exclusive_reverse": ({"x": (3, 2)},
+                                 ["%out = pf.cumsum %x {axis = 0 : i64, exclusive, reverse} : (tensor<3x2xf64>) -> tensor<3x2xf64>"],
+                                 (3, 2), lambda e: np.flip(np.cumsum(np.flip(e["x"], 0), 0), 0) - e["x"]),
+    "trilu": ({"x": (2, 3, 4)},
+              ["%out = pf.trilu %x {k = 1 : i64} : (tensor<2x3x4xf64>) -> tensor<2x3x4xf64>"],
+              (2, 3, 4), lambda e: np.triu(e["x"], 1)),
+    "trilu_lower": ({"x": (3, 3)},
+                    ["%out = pf.trilu %x {k = -1 : i64, upper = false} : (tensor<3x3xf64>) -> tensor<3x3xf64>"],
+                    (3, 3), lambda e: np.tril(e["x"], -1)),
+    # ReduceMax/Min: dy goes to the arg-extreme.
+    "reduce_max": ({"x": (2, 3, 4)},
+                   ["%out = pf.reduce_max %x {axes = array<i64: 1>, keepdims = false} : (tensor<2x3x4xf64>) -> tensor<2x4xf64>"],
+                   (2, 4), lambda e: e["x"].max(axis=1)),
+    "reduce_min_all": ({"x": (3, 4)},
+                       ["%out = pf.reduce_min %x : (tensor<3x4xf64>) -> tensor<1x1xf64>"],
+                       (1, 1), lambda e: e["x"].min(keepdims=True)),
+    "reduce_max_noop": ({"x": (2, 3)},
+                        ["%out = pf.reduce_max %x {noop_with_empty_axes} : (tensor<2x3xf64>) -> tensor<2x3xf64>"],
+                        (2, 3), lambda e: e["x"]),
+    # A NaN/inf mask carries no gradient; the select does.
+    "is_nan_is_inf_mask": ({"x": (2, 3)},
+                           ["%n = pf.is_nan %x : (tensor<2x3xf64>) -> tensor<2x3xi1>",
+                            "%i = pf.is_inf %x : (tensor<2x3xf64>) -> tensor<2x3xi1>",
+                            "%m = pf.or %n, %i : (tensor<2x3xi1>, tensor<2x3xi1>) -> tensor<2x3xi1>",
+                            "%z = pf.constant dense<0.0> : tensor<f64>",
+                            "%out = pf.where %m, %z, %x : (tensor<2x3xi1>, tensor<f64>, tensor<2x3xf64>) -> tensor<2x3xf64>"],
+                           (2, 3), lambda e: e["x"]),
     "gather": ({"d": (5, 3)},
                ["%i = pf.constant dense<[[4, 0], [4, 2]]> : tensor<2x2xi64>",
                 "%out = pf.gather %d, %i : (tensor<5x3xf64>, tensor<2x2xi64>) -> tensor<2x2x3xf64>"],

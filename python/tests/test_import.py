@@ -116,3 +116,89 @@ def test_dynamic_dims_must_be_fixed(tmp_path):
     proc = run_tool("pf-translate", "--import-onnx", str(path), check=False)
     assert proc.returncode != 0
     assert "input_ids" in proc.stderr and "--dim batch=N" in proc.stderr
+
+
+def _hf_patterns_model(path):
+    """The newer ops in the shapes Hugging Face exports use them: position ids
+    from Range over the folded sequence length and from a CumSum of the
+    attention mask (RoBERTa), a causal mask from Trilu, Clip, ReduceMax/Min,
+    Flatten, GatherND, ScatterND and a NaN/inf guard (IsNaN, IsInf)."""
+    from onnx import TensorProto, helper
+
+    def const(name, value, dtype=np.int64):
+        return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(
+            np.array(value, dtype=dtype), name))
+
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["shape"]),
+        const("one", 1), const("zero", 0), const("axis1", [1]), const("last", [-1]),
+        helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+        helper.make_node("Range", ["zero", "seq", "one"], ["pos"]),
+        helper.make_node("CumSum", ["mask", "one"], ["cum"]),
+        helper.make_node("Mul", ["cum", "mask"], ["cum_masked"]),
+        helper.make_node("Add", ["cum_masked", "pos"], ["positions"]),
+        const("square", [8, 8]),
+        helper.make_node("ConstantOfShape", ["square"], ["ones"],
+                         value=onnx.numpy_helper.from_array(np.array([1.0], np.float32))),
+        helper.make_node("Trilu", ["ones"], ["causal"], upper=0),
+        helper.make_node("MatMul", ["causal", "x"], ["prefix"]),
+        helper.make_node("IsNaN", ["prefix"], ["nan"]),
+        helper.make_node("IsInf", ["prefix"], ["inf"]),
+        helper.make_node("Or", ["nan", "inf"], ["bad"]),
+        const("fzero", 0.0, np.float32),
+        helper.make_node("Where", ["bad", "fzero", "prefix"], ["clean"]),
+        const("lo", -1.5, np.float32), const("hi", 2.0, np.float32),
+        helper.make_node("Clip", ["clean", "lo", "hi"], ["clipped"]),
+        helper.make_node("ReduceMax", ["clipped", "last"], ["rmax"], keepdims=1),
+        helper.make_node("ReduceMin", ["clipped", "axis1"], ["rmin"], keepdims=0),
+        helper.make_node("Sub", ["clipped", "rmax"], ["shifted"]),
+        helper.make_node("Flatten", ["shifted"], ["flat"], axis=2),
+        const("picks", [[0, 7], [1, 0], [1, 3]]),
+        helper.make_node("GatherND", ["shifted", "picks"], ["picked"]),
+        const("zero1", [0]), const("two1", [2]),
+        helper.make_node("Slice", ["picked", "zero1", "two1"], ["picked2"]),
+        const("rows", [[1, 2], [0, 0]]),
+        helper.make_node("ScatterND", ["shifted", "rows", "picked2"], ["scattered"],
+                         reduction="add"),
+    ]
+    graph = helper.make_graph(
+        nodes, "hf_patterns",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 8]),
+         helper.make_tensor_value_info("mask", TensorProto.INT64, [2, 8]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 4])],
+        [helper.make_tensor_value_info(name, elem, None) for name, elem in (
+            ("positions", TensorProto.INT64), ("rmin", TensorProto.FLOAT),
+            ("flat", TensorProto.FLOAT), ("scattered", TensorProto.FLOAT))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    model = onnx.shape_inference.infer_shapes(model)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def test_hf_export_patterns_match_onnxruntime(tmp_path):
+    """Range/CumSum/Trilu/Clip/ReduceMax/ReduceMin/Flatten/GatherND/ScatterND/
+    IsNaN/IsInf in one graph, against ONNX Runtime."""
+    ort = pytest.importorskip("onnxruntime")
+    path = tmp_path / "hf.onnx"
+    _hf_patterns_model(path)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 8, 4)).astype(np.float32)
+    x[0, 3, 1], x[1, 5, 2] = np.nan, np.inf  # the guard zeroes what they poison
+    inputs = {"ids": rng.integers(0, 100, size=(2, 8)).astype(np.int64),
+              "mask": np.array([[1] * 8, [1] * 5 + [0] * 3], np.int64), "x": x}
+    names = ["positions", "rmin", "flat", "scattered"]
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]).run(
+        names, inputs)
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_tool("pf-run", str(path), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = np.load(tmp_path / "out.npz")
+    for name, want in zip(names, expected):
+        assert got[name].shape == want.shape, name
+        assert got[name].dtype == want.dtype, name
+        np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-5, err_msg=name)
+    # Not trivially zero: the positions count the mask, the flat output varies.
+    assert got["positions"][1, 4] == 5 + 4 and got["positions"][1, 7] == 7
+    assert np.std(got["flat"]) > 0.1

@@ -284,6 +284,14 @@ TEST_F(ElementwiseTest, MinMax) {
   EXPECT_EQ(e.data, (std::vector<int32_t>{1, 1, 7}));
   ok(pfrt_min(ctx, &tc, &td, &te));
   EXPECT_EQ(e.data, (std::vector<int32_t>{-7, 0, 1}));
+  // int8 (Clip of int8 models): the extremes of the type survive.
+  Tensor<int8_t> f({3}, {-128, 5, 127}), g({}, {-2}), h({3});
+  pfrt_tensor tf = f.desc(), tg = g.desc(), th8 = h.desc();
+  ok(pfrt_max(ctx, &tf, &tg, &th8));
+  EXPECT_EQ(h.data, (std::vector<int8_t>{-2, 5, 127}));
+  ok(pfrt_min(ctx, &tf, &tg, &th8));
+  EXPECT_EQ(h.data, (std::vector<int8_t>{-128, -2, -2}));
+  fails(pfrt_add(ctx, &tf, &tf, &th8), PFRT_UNSUPPORTED, "pfrt_add"); // min/max only
   Tensor<uint8_t> p({3}), r({3});
   pfrt_tensor tp = p.desc(), tr = r.desc();
   fails(pfrt_min(ctx, &tp, &tp, &tr), PFRT_UNSUPPORTED, "pfrt_min");

@@ -219,7 +219,7 @@ PFRT_API pfrt_status pfrt_div(pfrt_context *ctx, const pfrt_tensor *a,
                               const pfrt_tensor *b, const pfrt_tensor *out);
 PFRT_API pfrt_status pfrt_pow(pfrt_context *ctx, const pfrt_tensor *a,
                               const pfrt_tensor *b, const pfrt_tensor *out);
-/* out = min(a, b) / max(a, b) elementwise, broadcasting, dtypes as add;
+/* out = min(a, b) / max(a, b) elementwise, broadcasting, dtypes as add and i8;
  * a NaN in either operand gives NaN (as numpy.minimum/maximum). */
 PFRT_API pfrt_status pfrt_min(pfrt_context *ctx, const pfrt_tensor *a,
                               const pfrt_tensor *b, const pfrt_tensor *out);
@@ -287,6 +287,15 @@ PFRT_API pfrt_status pfrt_sign(pfrt_context *ctx, const pfrt_tensor *x,
                                const pfrt_tensor *out);
 PFRT_API pfrt_status pfrt_reciprocal(pfrt_context *ctx, const pfrt_tensor *x,
                                      const pfrt_tensor *out);
+
+/* out (bool) = isnan(x) / isinf(x) (f32, f64); pfrt_is_inf reports -inf
+ * only when detect_negative != 0 and +inf only when detect_positive != 0. */
+PFRT_API pfrt_status pfrt_is_nan(pfrt_context *ctx, const pfrt_tensor *x,
+                                 const pfrt_tensor *out);
+PFRT_API pfrt_status pfrt_is_inf(pfrt_context *ctx, const pfrt_tensor *x,
+                                 int32_t detect_negative,
+                                 int32_t detect_positive,
+                                 const pfrt_tensor *out);
 
 enum {
   PFRT_GELU_EXACT = 0, /* 0.5 x (1 + erf(x / sqrt 2)) */
@@ -357,6 +366,23 @@ PFRT_API pfrt_status pfrt_reduce_mean(pfrt_context *ctx, const pfrt_tensor *x,
                                       int32_t keepdims,
                                       const pfrt_tensor *out);
 
+/* Max / min over the given axes, arguments as pfrt_reduce_sum (f32, f64,
+ * i8, i32, i64, bool). A NaN in a reduced set gives NaN; the max of an empty
+ * set is -inf (the lowest integer, false), the min +inf (the highest). */
+PFRT_API pfrt_status pfrt_reduce_max(pfrt_context *ctx, const pfrt_tensor *x,
+                                     const int64_t *axes, int32_t num_axes,
+                                     int32_t keepdims, const pfrt_tensor *out);
+PFRT_API pfrt_status pfrt_reduce_min(pfrt_context *ctx, const pfrt_tensor *x,
+                                     const int64_t *axes, int32_t num_axes,
+                                     int32_t keepdims, const pfrt_tensor *out);
+
+/* Cumulative sum of x along axis into out (same shape and dtype: f32, f64,
+ * i32, i64); exclusive != 0 leaves each element out of its own sum, reverse
+ * != 0 sums from the end. Floating sums accumulate in double. */
+PFRT_API pfrt_status pfrt_cumsum(pfrt_context *ctx, const pfrt_tensor *x,
+                                 int64_t axis, int32_t exclusive,
+                                 int32_t reverse, const pfrt_tensor *out);
+
 /*===--------------------------- Data movement --------------------------===*/
 /* All of these work for every dtype (they move bytes). */
 
@@ -374,6 +400,43 @@ PFRT_API pfrt_status pfrt_transpose(pfrt_context *ctx, const pfrt_tensor *x,
 PFRT_API pfrt_status pfrt_gather(pfrt_context *ctx, const pfrt_tensor *data,
                                  const pfrt_tensor *indices, int64_t axis,
                                  const pfrt_tensor *out);
+
+/* ONNX GatherND: with b = batch_dims and m = indices.shape[-1] (i32 or
+ * i64, 1 <= m <= data.rank - b), out.shape = indices.shape[:-1] +
+ * data.shape[b+m:]; the first b dimensions of data and indices agree. Each
+ * index tuple selects a slice of its batch's data; negative entries count
+ * from the back, and one out of range is PFRT_INVALID_ARGUMENT, checked
+ * before anything is written. */
+PFRT_API pfrt_status pfrt_gather_nd(pfrt_context *ctx, const pfrt_tensor *data,
+                                    const pfrt_tensor *indices,
+                                    int64_t batch_dims,
+                                    const pfrt_tensor *out);
+
+enum {
+  PFRT_SCATTER_NONE = 0, /* out[idx] = update */
+  PFRT_SCATTER_ADD = 1,  /* out[idx] += update */
+  PFRT_SCATTER_MUL = 2,  /* out[idx] *= update */
+  PFRT_SCATTER_MAX = 3,  /* out[idx] = max(out[idx], update) */
+  PFRT_SCATTER_MIN = 4   /* out[idx] = min(out[idx], update) */
+};
+
+/* ONNX ScatterND: out = data (out may be data itself), then, in index order,
+ * each slice out[indices[t]] is combined with updates[t] by reduction (a
+ * PFRT_SCATTER_*). m = indices.shape[-1] <= data.rank; updates.shape =
+ * indices.shape[:-1] + data.shape[m:]. NONE moves bytes (any dtype); the
+ * others take f32, f64, i32, i64. Indices as pfrt_gather_nd. */
+PFRT_API pfrt_status pfrt_scatter_nd(pfrt_context *ctx, const pfrt_tensor *data,
+                                     const pfrt_tensor *indices,
+                                     const pfrt_tensor *updates,
+                                     int32_t reduction,
+                                     const pfrt_tensor *out);
+
+/* ONNX Trilu on the last two dimensions (rank >= 2): keeps element (i, j)
+ * where j - i >= k (upper != 0) or j - i <= k (upper == 0), zeroes the rest;
+ * any dtype. */
+PFRT_API pfrt_status pfrt_trilu(pfrt_context *ctx, const pfrt_tensor *x,
+                                int64_t k, int32_t upper,
+                                const pfrt_tensor *out);
 
 /* ONNX Slice with ONNX's normalization done here, so callers pass the
  * attribute/input values as they are: for each of the n entries, axes[i]

@@ -10,6 +10,7 @@
 #include "../common/Dtype.h"
 #include "BroadcastLoop.h"
 #include "FastMath.h"
+#include "Half.h"
 #include "Parallel.h"
 
 #include <cmath>
@@ -219,8 +220,13 @@ pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary op,
   PFRT_TRY(call.tensor("a", a));
   PFRT_TRY(call.tensor("b", b));
   PFRT_TRY(call.tensor("out", out));
+  // min/max also take i8 (ONNX Clip and Min/Max on int8 models).
+  const bool extreme = op == Binary::Min || op == Binary::Max;
   if (op == Binary::Pow)
     PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
+  else if (extreme)
+    PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32,
+                                   PFRT_I64}));
   else
     PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
   PFRT_TRY(call.dtypeIs("b", b, a->dtype));
@@ -233,6 +239,10 @@ pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary op,
     if (zero >= 0)
       return call.fail(PFRT_NUMERIC, "integer division by zero (element %lld "
                        "of b)", static_cast<long long>(zero));
+  }
+  if (a->dtype == PFRT_I8) {
+    dispatchBinary<int8_t>(ctx, op, plan, *a, *b, *out);
+    return PFRT_OK;
   }
   visitArith(a->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -366,6 +376,39 @@ pfrt_status unaryEntry(pfrt_context *ctx, const char *fn, Unary op,
       dispatchUnary<T>(ctx, op, static_cast<const T *>(x->data),
                        static_cast<T *>(out->data), n);
   });
+  return PFRT_OK;
+}
+
+//===---------------------------- IsNaN / IsInf ---------------------------===//
+
+/// out[i] = test(x[i]) as a bool byte; f16 is widened first.
+template <class Test>
+pfrt_status classifyEntry(pfrt_context *ctx, const char *fn,
+                          const pfrt_tensor *x, const pfrt_tensor *out,
+                          Test test) {
+  Call call(ctx, fn);
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_F16}));
+  PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
+  Shape shape = Shape::of(*x);
+  PFRT_TRY(call.shapeIs("out", out, shape));
+  const int64_t n = shape.numel();
+  auto *po = static_cast<uint8_t *>(out->data);
+  auto run = [&](auto *px, auto widen) {
+    parallelChunks(ctx, n, kFlatGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        po[i] = test(widen(px[i]));
+    });
+  };
+  if (x->dtype == PFRT_F64)
+    run(static_cast<const double *>(x->data), [](double v) { return v; });
+  else if (x->dtype == PFRT_F32)
+    run(static_cast<const float *>(x->data), [](float v) { return double(v); });
+  else
+    run(static_cast<const uint16_t *>(x->data),
+        [](uint16_t h) { return double(halfToFloat(h)); });
   return PFRT_OK;
 }
 
@@ -548,6 +591,21 @@ pfrt_status pfrt_sign(pfrt_context *ctx, const pfrt_tensor *x,
 pfrt_status pfrt_reciprocal(pfrt_context *ctx, const pfrt_tensor *x,
                             const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_reciprocal", Unary::Reciprocal, x, out);
+}
+
+pfrt_status pfrt_is_nan(pfrt_context *ctx, const pfrt_tensor *x,
+                        const pfrt_tensor *out) {
+  return classifyEntry(ctx, "pfrt_is_nan", x, out,
+                       [](double v) -> uint8_t { return std::isnan(v); });
+}
+
+pfrt_status pfrt_is_inf(pfrt_context *ctx, const pfrt_tensor *x,
+                        int32_t detect_negative, int32_t detect_positive,
+                        const pfrt_tensor *out) {
+  const bool neg = detect_negative != 0, pos = detect_positive != 0;
+  return classifyEntry(ctx, "pfrt_is_inf", x, out, [=](double v) -> uint8_t {
+    return std::isinf(v) && (v < 0 ? neg : pos);
+  });
 }
 
 pfrt_status pfrt_gelu(pfrt_context *ctx, const pfrt_tensor *x,

@@ -14,6 +14,7 @@
 #include "Kernels.h"
 #include "Parallel.h"
 
+#include <limits>
 #include <type_traits>
 
 using namespace pfrt;
@@ -123,7 +124,62 @@ void reduceRows(const pfrt_context *ctx, const ReducePlan &plan, const T *x,
   });
 }
 
-pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
+enum class Reduce { Sum, Mean, Max, Min };
+
+/// max/min that keep a NaN once seen (as numpy's max/min do).
+template <class T> struct Extreme {
+  bool max;
+  T identity() const {
+    if constexpr (std::is_floating_point_v<T>)
+      return max ? -std::numeric_limits<T>::infinity()
+                 : std::numeric_limits<T>::infinity();
+    else if constexpr (std::is_same_v<T, uint8_t>) // bool: any / all
+      return max ? 0 : 1;
+    else
+      return max ? std::numeric_limits<T>::lowest()
+                 : std::numeric_limits<T>::max();
+  }
+  T operator()(T acc, T v) const {
+    if constexpr (std::is_floating_point_v<T>)
+      if (v != v)
+        return v;
+    return (max ? v > acc : v < acc) ? v : acc;
+  }
+};
+
+/// Max/min over the plan: each output walks its reduced elements (runs are
+/// contiguous when the last block is reduced).
+template <class T>
+void reduceExtreme(const pfrt_context *ctx, const ReducePlan &plan,
+                   const T *x, T *out, Extreme<T> pick) {
+  const int64_t runs = plan.reduced.count();
+  if (plan.lastReduced) {
+    parallelFor(ctx, plan.kept.count(), runs * plan.run, [&](int64_t o) {
+      const T *base = x + plan.kept.offset(o);
+      T acc = pick.identity();
+      for (int64_t r = 0; r < runs; ++r) {
+        const T *p = base + plan.reduced.offset(r);
+        for (int64_t j = 0; j < plan.run; ++j)
+          acc = pick(acc, p[j]);
+      }
+      out[o] = acc;
+    });
+    return;
+  }
+  parallelFor(ctx, plan.kept.count(), runs * plan.run, [&](int64_t row) {
+    T *po = out + row * plan.run;
+    const T *base = x + plan.kept.offset(row);
+    for (int64_t j = 0; j < plan.run; ++j)
+      po[j] = pick.identity();
+    for (int64_t r = 0; r < runs; ++r) {
+      const T *p = base + plan.reduced.offset(r);
+      for (int64_t j = 0; j < plan.run; ++j)
+        po[j] = pick(po[j], p[j]);
+    }
+  });
+}
+
+pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, Reduce kind,
                         const pfrt_tensor *x, const int64_t *axes,
                         int32_t numAxes, int32_t keepdims,
                         const pfrt_tensor *out) {
@@ -131,7 +187,12 @@ pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
   PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
+  const bool extreme = kind == Reduce::Max || kind == Reduce::Min;
+  if (extreme)
+    PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32,
+                                   PFRT_I64, PFRT_BOOL}));
+  else
+    PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
   PFRT_TRY(call.dtypeIs("out", out, x->dtype));
   if (numAxes < 0 || numAxes > PFRT_MAX_RANK)
     return call.fail(PFRT_INVALID_ARGUMENT, "num_axes %d is out of range",
@@ -159,6 +220,20 @@ pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
   if (expected.numel() == 0)
     return PFRT_OK;
   ReducePlan plan = planReduce(xShape, isReduced);
+  if (extreme) {
+    visitNumeric(x->dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      Extreme<T> pick{kind == Reduce::Max};
+      T *po = static_cast<T *>(out->data);
+      if (xShape.numel() == 0) // every reduced set is empty
+        for (int64_t i = 0; i < expected.numel(); ++i)
+          po[i] = pick.identity();
+      else
+        reduceExtreme(ctx, plan, static_cast<const T *>(x->data), po, pick);
+    });
+    return PFRT_OK;
+  }
+  const bool mean = kind == Reduce::Mean;
   visitArith(x->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *px = static_cast<const T *>(x->data);
@@ -217,14 +292,28 @@ extern "C" {
 pfrt_status pfrt_reduce_sum(pfrt_context *ctx, const pfrt_tensor *x,
                             const int64_t *axes, int32_t num_axes,
                             int32_t keepdims, const pfrt_tensor *out) {
-  return reduceEntry(ctx, "pfrt_reduce_sum", false, x, axes, num_axes,
+  return reduceEntry(ctx, "pfrt_reduce_sum", Reduce::Sum, x, axes, num_axes,
                      keepdims, out);
 }
 
 pfrt_status pfrt_reduce_mean(pfrt_context *ctx, const pfrt_tensor *x,
                              const int64_t *axes, int32_t num_axes,
                              int32_t keepdims, const pfrt_tensor *out) {
-  return reduceEntry(ctx, "pfrt_reduce_mean", true, x, axes, num_axes,
+  return reduceEntry(ctx, "pfrt_reduce_mean", Reduce::Mean, x, axes, num_axes,
+                     keepdims, out);
+}
+
+pfrt_status pfrt_reduce_max(pfrt_context *ctx, const pfrt_tensor *x,
+                            const int64_t *axes, int32_t num_axes,
+                            int32_t keepdims, const pfrt_tensor *out) {
+  return reduceEntry(ctx, "pfrt_reduce_max", Reduce::Max, x, axes, num_axes,
+                     keepdims, out);
+}
+
+pfrt_status pfrt_reduce_min(pfrt_context *ctx, const pfrt_tensor *x,
+                            const int64_t *axes, int32_t num_axes,
+                            int32_t keepdims, const pfrt_tensor *out) {
+  return reduceEntry(ctx, "pfrt_reduce_min", Reduce::Min, x, axes, num_axes,
                      keepdims, out);
 }
 

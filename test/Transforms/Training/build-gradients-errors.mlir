@@ -82,6 +82,18 @@ func.func @dynamic_other_result(%y: tensor<?x5xf32> {pf.name = "y"}, %labels: te
   return %loss : tensor<f32>
 }
 
+// -----
+
+// ScatterND differentiates for reductions none and add only.
+func.func @scatter_nd_max(%x: tensor<4xf32> {pf.name = "x"}, %u: tensor<1xf32> {pf.name = "u"}) -> tensor<f32> {
+  %i = pf.constant dense<[[1]]> : tensor<1x1xi64>
+  // expected-error @+2 {{gradient: 'pf.scatter_nd' with reduction 'max' is not supported (only none and add)}}
+  // expected-error @+1 {{pf-build-gradients: could not build the gradient of 'pf.scatter_nd'}}
+  %s = pf.scatter_nd %x, %i, %u reduction max : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
+  %l = pf.reduce_sum %s {keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
 //--- function.mlir
 // expected-error @+1 {{pf-build-gradients: no function with a body named 'nope'}}
 module {

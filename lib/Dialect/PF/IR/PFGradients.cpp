@@ -647,3 +647,156 @@ LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, Arra
                                       b.getI64IntegerAttr(axis)));
   return success();
 }
+
+//===--- IsNaN/IsInf, GatherND/ScatterND, CumSum, Trilu, ReduceMax/Min --------===//
+
+// NaN/infinity tests give masks: no gradient flows through a bool.
+LogicalResult IsNaNOp::buildGradient(OpBuilder &, ArrayRef<Value>, ArrayRef<bool>,
+                                     SmallVectorImpl<Value> &out) {
+  out.push_back(Value());
+  return success();
+}
+LogicalResult IsInfOp::buildGradient(OpBuilder &, ArrayRef<Value>, ArrayRef<bool>,
+                                     SmallVectorImpl<Value> &out) {
+  out.push_back(Value());
+  return success();
+}
+
+/// GatherND with batch_dims b picks what GatherND with none picks once each
+/// index tuple starts with its batch coordinates: those form a constant (the
+/// shapes are static), concatenated in front of the tuples.
+static Value prefixBatchCoords(OpBuilder &b, Location loc, Value indices, int64_t batchDims) {
+  auto type = staticType(indices);
+  ArrayRef<int64_t> lead = type.getShape().drop_back();
+  auto element = cast<IntegerType>(type.getElementType());
+  SmallVector<int64_t> coordShape(lead);
+  coordShape.push_back(batchDims);
+  SmallVector<APInt> coords;
+  SmallVector<int64_t> index(lead.size(), 0);
+  for (int64_t flat = 0, n = ShapedType::getNumElements(lead); flat < n; ++flat) {
+    for (int64_t d = lead.size() - 1, rest = flat; d >= 0; --d) {
+      index[d] = rest % lead[d];
+      rest /= lead[d];
+    }
+    for (int64_t d = 0; d < batchDims; ++d)
+      coords.push_back(APInt(element.getWidth(), index[d], /*isSigned=*/true));
+  }
+  auto coordType = RankedTensorType::get(coordShape, element);
+  Value prefix = ConstantOp::create(b, loc, DenseElementsAttr::get(coordType, coords));
+  return ConcatOp::create(b, loc, ValueRange{prefix, indices}, uint64_t(lead.size()));
+}
+
+/// GatherND's data gradient is a scatter-add of dy into zeros (repeated
+/// index tuples sum).
+LogicalResult GatherNDOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                        ArrayRef<bool> wanted, SmallVectorImpl<Value> &out) {
+  out.append(2, Value());
+  if (!wanted[0] || !isFloat(getData()))
+    return success();
+  if (failed(requireStatic(*this)))
+    return failure();
+  G g{b, getLoc()};
+  auto type = staticType(getData());
+  Value indices = getIndices();
+  if (getBatchDims() != 0)
+    indices = prefixBatchCoords(b, getLoc(), indices, getBatchDims());
+  out[0] = ScatterNDOp::create(b, getLoc(), type, g.splat(0.0, type), indices, grads.front(),
+                               ScatterReduction::Add);
+  return success();
+}
+
+/// ScatterND without reduction: the overwritten elements take no data
+/// gradient and the updates get dy there; with add, data passes dy through.
+LogicalResult ScatterNDOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads,
+                                         ArrayRef<bool> wanted, SmallVectorImpl<Value> &out) {
+  out.append(3, Value());
+  if (!isFloat(getData()))
+    return success();
+  if (failed(requireStatic(*this)))
+    return failure();
+  ScatterReduction kind = getReduction();
+  if (kind != ScatterReduction::None && kind != ScatterReduction::Add)
+    return emitError("gradient: 'pf.scatter_nd' with reduction '")
+           << stringifyScatterReduction(kind) << "' is not supported (only none and add)";
+  G g{b, getLoc()};
+  Value dy = grads.front();
+  if (wanted[0])
+    out[0] = kind == ScatterReduction::Add
+                 ? dy
+                 : ScatterNDOp::create(b, getLoc(), dy.getType(), dy, getIndices(),
+                                       g.splat(0.0, staticType(getUpdates())),
+                                       ScatterReduction::None);
+  if (wanted[2])
+    out[2] = GatherNDOp::create(b, getLoc(), getUpdates().getType(), dy, getIndices(), 0);
+  return success();
+}
+
+/// The gradient of a cumulative sum is the cumulative sum of dy the other
+/// way (same exclusiveness).
+LogicalResult CumSumOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool>,
+                                      SmallVectorImpl<Value> &out) {
+  if (!isFloat(getInput())) {
+    out.push_back(Value());
+    return success();
+  }
+  out.push_back(CumSumOp::create(b, getLoc(), getType(), grads.front(), getAxis(),
+                                 getExclusive(), !getReverse()));
+  return success();
+}
+
+/// Trilu is a fixed mask: dy keeps the same triangle.
+LogicalResult TriluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool>,
+                                     SmallVectorImpl<Value> &out) {
+  if (!isFloat(getInput())) {
+    out.push_back(Value());
+    return success();
+  }
+  out.push_back(TriluOp::create(b, getLoc(), getType(), grads.front(), getK(), getUpper()));
+  return success();
+}
+
+/// ReduceMax/Min route dy to the elements equal to the result, split evenly
+/// among ties (as torch.amax/amin do).
+template <typename ReduceOpT>
+static LogicalResult extremeGradient(ReduceOpT op, OpBuilder &b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value> &out) {
+  if (!isFloat(op.getInput())) {
+    out.push_back(Value());
+    return success();
+  }
+  if (failed(requireStatic(op)))
+    return failure();
+  G g{b, op.getLoc()};
+  auto inType = staticType(op.getInput());
+  int64_t rank = inType.getRank();
+  SmallVector<int64_t> axes;
+  if (auto given = op.getAxes(); given && !given->empty()) {
+    for (int64_t a : *given)
+      axes.push_back(*normalizeAxis(a, rank));
+  } else if (!op.getNoopWithEmptyAxes()) {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  if (axes.empty()) { // noop_with_empty_axes: the op is the identity
+    out.push_back(g.reshape(grads.front(), inType.getShape()));
+    return success();
+  }
+  SmallVector<int64_t> keep(inType.getShape());
+  for (int64_t a : axes)
+    keep[a] = 1;
+  Value y = g.reshape(op.getOutput(), keep), dy = g.reshape(grads.front(), keep);
+  Value hit = EqualOp::create(b, op.getLoc(), op.getInput(), y);
+  Value ties = g.reduceSum(CastOp::create(b, op.getLoc(), hit, g.elem(dy)), axes, true);
+  Value share = g.div(dy, ties);
+  out.push_back(WhereOp::create(b, op.getLoc(), hit, share, g.scalar(0.0, g.elem(dy))));
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool>,
+                                         SmallVectorImpl<Value> &out) {
+  return extremeGradient(*this, b, grads, out);
+}
+LogicalResult ReduceMinOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, ArrayRef<bool>,
+                                         SmallVectorImpl<Value> &out) {
+  return extremeGradient(*this, b, grads, out);
+}

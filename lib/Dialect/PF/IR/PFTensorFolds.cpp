@@ -554,3 +554,255 @@ OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
   }
   return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), 0.0));
 }
+
+//===--- IsNaN/IsInf, GatherND/ScatterND, CumSum, Trilu, ReduceMax/Min --------===//
+
+OpFoldResult IsNaNOp::fold(FoldAdaptor adaptor) {
+  Type i1 = IntegerType::get(getContext(), 1);
+  return foldUnary(getOutput(), adaptor.getInput(), [&](Attribute v) -> Attribute {
+    auto f = dyn_cast<FloatAttr>(v);
+    return f ? IntegerAttr::get(i1, f.getValue().isNaN()) : Attribute();
+  });
+}
+
+OpFoldResult IsInfOp::fold(FoldAdaptor adaptor) {
+  Type i1 = IntegerType::get(getContext(), 1);
+  bool negative = getDetectNegative(), positive = getDetectPositive();
+  return foldUnary(getOutput(), adaptor.getInput(), [&](Attribute v) -> Attribute {
+    auto f = dyn_cast<FloatAttr>(v);
+    if (!f)
+      return nullptr;
+    const APFloat &x = f.getValue();
+    bool hit = x.isInfinity() && (x.isNegative() ? negative : positive);
+    return IntegerAttr::get(i1, hit);
+  });
+}
+
+namespace {
+Attribute zeroOf(Type element) {
+  if (isa<FloatType>(element))
+    return FloatAttr::get(element, 0.0);
+  return IntegerAttr::get(element, 0);
+}
+
+/// `a kind b` on two elements of one type (NaN propagates through max/min;
+/// bools are unsigned: max is "or", min is "and"). Null for other kinds.
+Attribute combine(Attribute a, Attribute b, ScatterReduction kind) {
+  if (kind == ScatterReduction::None)
+    return b;
+  if (auto fa = dyn_cast<FloatAttr>(a)) {
+    auto fb = dyn_cast<FloatAttr>(b);
+    if (!fb)
+      return nullptr;
+    APFloat x = fa.getValue(), y = fb.getValue();
+    switch (kind) {
+    case ScatterReduction::Add:
+      x.add(y, APFloat::rmNearestTiesToEven);
+      break;
+    case ScatterReduction::Mul:
+      x.multiply(y, APFloat::rmNearestTiesToEven);
+      break;
+    case ScatterReduction::Max:
+      x = llvm::maximum(x, y);
+      break;
+    default:
+      x = llvm::minimum(x, y);
+      break;
+    }
+    return FloatAttr::get(fa.getType(), x);
+  }
+  auto ia = dyn_cast<IntegerAttr>(a), ib = dyn_cast<IntegerAttr>(b);
+  if (!ia || !ib)
+    return nullptr;
+  const APInt &x = ia.getValue(), &y = ib.getValue();
+  bool isBool = x.getBitWidth() == 1;
+  switch (kind) {
+  case ScatterReduction::Add:
+    return IntegerAttr::get(ia.getType(), x + y);
+  case ScatterReduction::Mul:
+    return IntegerAttr::get(ia.getType(), x * y);
+  case ScatterReduction::Max:
+    return IntegerAttr::get(ia.getType(), isBool ? llvm::APIntOps::umax(x, y) : llvm::APIntOps::smax(x, y));
+  default:
+    return IntegerAttr::get(ia.getType(), isBool ? llvm::APIntOps::umin(x, y) : llvm::APIntOps::smin(x, y));
+  }
+}
+
+/// The flat data offset of index tuple `t` (m values, negatives from the end)
+/// over dims [first, first + m) of `shape`; nullopt when out of range.
+std::optional<int64_t> tupleOffset(ArrayRef<int64_t> tuple, ArrayRef<int64_t> shape,
+                                   ArrayRef<int64_t> strides, int64_t first) {
+  int64_t offset = 0;
+  for (auto [j, value] : llvm::enumerate(tuple)) {
+    int64_t dim = shape[first + j], v = value;
+    if (v < 0)
+      v += dim;
+    if (v < 0 || v >= dim)
+      return std::nullopt;
+    offset += v * strides[first + j];
+  }
+  return offset;
+}
+} // namespace
+
+OpFoldResult GatherNDOp::fold(FoldAdaptor adaptor) {
+  auto data = foldableConstant(adaptor.getData());
+  auto indices = foldableConstant(adaptor.getIndices());
+  auto type = staticResultType(getOutput());
+  if (!data || !indices || !type)
+    return {};
+  auto idx = getInts(indices);
+  if (!idx)
+    return {};
+  ArrayRef<int64_t> dataShape = data.getType().getShape();
+  ArrayRef<int64_t> idxShape = indices.getType().getShape();
+  int64_t b = getBatchDims(), m = idxShape.back(), q = idxShape.size();
+  SmallVector<int64_t> dataStrides = stridesOf(dataShape), idxStrides = stridesOf(idxShape);
+  auto values = data.getValues<Attribute>();
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    // index = indices' leading dims (batch included) ++ the slice position.
+    int64_t tupleAt = 0, offset = 0;
+    for (int64_t d = 0; d < q - 1; ++d)
+      tupleAt += index[d] * idxStrides[d];
+    for (int64_t d = 0; d < b; ++d)
+      offset += index[d] * dataStrides[d];
+    auto tuple = ArrayRef<int64_t>(*idx).slice(tupleAt, m);
+    auto at = tupleOffset(tuple, dataShape, dataStrides, b);
+    if (!at)
+      return nullptr; // out of range: leave it to the runtime check
+    offset += *at;
+    for (int64_t d = q - 1, s = b + m; d < int64_t(index.size()); ++d, ++s)
+      offset += index[d] * dataStrides[s];
+    return values[offset];
+  });
+}
+
+OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {
+  auto data = foldableConstant(adaptor.getData());
+  auto indices = foldableConstant(adaptor.getIndices());
+  auto updates = foldableConstant(adaptor.getUpdates());
+  auto type = staticResultType(getOutput());
+  if (!data || !indices || !updates || !type || data.getType() != type)
+    return {};
+  // Big splat indices or updates would be expanded element by element.
+  if (indices.getNumElements() > kMaxFoldElements || updates.getNumElements() > kMaxFoldElements)
+    return {};
+  auto idx = getInts(indices);
+  if (!idx)
+    return {};
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t m = indices.getType().getShape().back();
+  SmallVector<int64_t> strides = stridesOf(shape);
+  int64_t slice = 1;
+  for (int64_t d : shape.drop_front(m))
+    slice *= d;
+  SmallVector<Attribute> out(data.getValues<Attribute>());
+  auto up = updates.getValues<Attribute>();
+  int64_t tuples = m ? int64_t(idx->size()) / m : 0;
+  for (int64_t t = 0; t < tuples; ++t) {
+    auto at = tupleOffset(ArrayRef<int64_t>(*idx).slice(t * m, m), shape, strides, 0);
+    if (!at)
+      return {};
+    for (int64_t e = 0; e < slice; ++e) {
+      Attribute v = combine(out[*at + e], up[t * slice + e], getReduction());
+      if (!v)
+        return {};
+      out[*at + e] = v;
+    }
+  }
+  return DenseElementsAttr::get(type, out);
+}
+
+OpFoldResult CumSumOp::fold(FoldAdaptor adaptor) {
+  auto input = foldableConstant(adaptor.getInput());
+  auto type = staticResultType(getOutput());
+  if (!input || !type || input.getType() != type)
+    return {};
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t axis = *normalizeAxis(getAxis(), shape.size());
+  int64_t len = shape[axis], stride = stridesOf(shape)[axis];
+  SmallVector<Attribute> in(input.getValues<Attribute>()), out(in.size());
+  Attribute zero = zeroOf(type.getElementType());
+  // Walk each line along the axis, from its first element in scan order.
+  for (int64_t flat = 0, n = in.size(); flat < n; ++flat) {
+    if ((flat / stride) % len != 0)
+      continue;
+    Attribute acc = zero;
+    for (int64_t s = 0; s < len; ++s) {
+      int64_t at = flat + (getReverse() ? len - 1 - s : s) * stride;
+      Attribute next = combine(acc, in[at], ScatterReduction::Add);
+      if (!next)
+        return {};
+      out[at] = getExclusive() ? acc : next;
+      acc = next;
+    }
+  }
+  return DenseElementsAttr::get(type, out);
+}
+
+OpFoldResult TriluOp::fold(FoldAdaptor adaptor) {
+  auto input = foldableConstant(adaptor.getInput());
+  auto type = staticResultType(getOutput());
+  if (!input || !type || input.getType() != type)
+    return {};
+  Attribute zero = zeroOf(type.getElementType());
+  int64_t k = getK();
+  bool upper = getUpper();
+  return buildElements(type, [&](ArrayRef<int64_t> index) -> Attribute {
+    int64_t diff = index.back() - index[index.size() - 2];
+    bool keep = upper ? diff >= k : diff <= k;
+    return keep ? broadcastElement(input, index) : zero;
+  });
+}
+
+/// ReduceMax/ReduceMin of a constant: every input element is combined into
+/// the output element it reduces to.
+template <typename OpTy>
+static OpFoldResult foldReduceExtreme(OpTy op, Attribute inputAttr, ScatterReduction kind) {
+  auto input = foldableConstant(inputAttr);
+  auto type = staticResultType(op.getOutput());
+  if (!input || !type || input.getNumElements() == 0)
+    return {};
+  if (input.isSplat()) // the extreme of copies of one value is that value
+    return DenseElementsAttr::get(type, input.getSplatValue<Attribute>());
+  if (input.getNumElements() > kMaxFoldElements)
+    return {};
+  ArrayRef<int64_t> shape = input.getType().getShape();
+  int64_t rank = shape.size();
+  SmallVector<bool> reduced(rank, false);
+  if (auto axes = op.getAxes(); axes && !axes->empty()) {
+    for (int64_t a : *axes)
+      reduced[*normalizeAxis(a, rank)] = true;
+  } else if (!op.getNoopWithEmptyAxes()) {
+    reduced.assign(rank, true);
+  }
+  // Output strides over the input's dims (0 where reduced).
+  SmallVector<int64_t> outStrides(rank, 0), inStrides = stridesOf(shape);
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d)
+    if (!reduced[d]) {
+      outStrides[d] = stride;
+      stride *= shape[d];
+    }
+  if (stride != type.getNumElements())
+    return {};
+  SmallVector<Attribute> out(stride);
+  auto values = input.getValues<Attribute>();
+  for (int64_t flat = 0, n = input.getNumElements(); flat < n; ++flat) {
+    int64_t o = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      o += (flat / inStrides[d]) % shape[d] * outStrides[d];
+    out[o] = out[o] ? combine(out[o], values[flat], kind) : values[flat];
+    if (!out[o])
+      return {};
+  }
+  return DenseElementsAttr::get(type, out);
+}
+
+OpFoldResult ReduceMaxOp::fold(FoldAdaptor adaptor) {
+  return foldReduceExtreme(*this, adaptor.getInput(), ScatterReduction::Max);
+}
+
+OpFoldResult ReduceMinOp::fold(FoldAdaptor adaptor) {
+  return foldReduceExtreme(*this, adaptor.getInput(), ScatterReduction::Min);
+}

@@ -11,6 +11,8 @@
 
 #include "mlir/Dialect/Traits.h"
 
+#include "pf/Dialect/PF/IR/PFTensorEnums.cpp.inc"
+
 using namespace mlir;
 using namespace mlir::pf;
 
@@ -108,6 +110,22 @@ PF_SAME_TYPE_INFER(AbsOp)
 PF_SAME_TYPE_INFER(SignOp)
 PF_SAME_TYPE_INFER(ReciprocalOp)
 #undef PF_SAME_TYPE_INFER
+
+/// IsNaN/IsInf: the input's shape, bool elements.
+static LogicalResult inferMask(MLIRContext *ctx, Value input, Types &out) {
+  out.push_back(makeTensorType(shapeOf(input), IntegerType::get(ctx, 1)));
+  return success();
+}
+
+LogicalResult IsNaNOp::inferReturnTypes(MLIRContext *ctx, OptLoc, Adaptor adaptor,
+                                        Types &out) {
+  return inferMask(ctx, adaptor.getInput(), out);
+}
+
+LogicalResult IsInfOp::inferReturnTypes(MLIRContext *ctx, OptLoc, Adaptor adaptor,
+                                        Types &out) {
+  return inferMask(ctx, adaptor.getInput(), out);
+}
 
 LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, OptLoc,
                                            Adaptor adaptor, Types &out) {
@@ -531,6 +549,82 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, OptLoc loc,
   return ranked(loc, out, result, element);
 }
 
+LogicalResult GatherNDOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                           Adaptor adaptor, Types &out) {
+  Type element = elementOf(adaptor.getData());
+  auto data = shapeOf(adaptor.getData()), indices = shapeOf(adaptor.getIndices());
+  if (!data || !indices)
+    return unranked(out, element);
+  int64_t b = adaptor.getBatchDims(), r = data->size(), q = indices->size();
+  if (q < 1)
+    return emitOptionalError(loc, "gather_nd: indices must have rank >= 1");
+  if (b >= std::min(r, q))
+    return emitOptionalError(loc, "gather_nd: batch_dims ", b,
+                             " must be less than the ranks of data (", r, ") and indices (", q,
+                             ")");
+  int64_t m = indices->back();
+  if (ShapedType::isDynamic(m))
+    return unranked(out, element);
+  if (m < 1 || m > r - b)
+    return emitOptionalError(loc, "gather_nd: the last dimension of indices (", m,
+                             ") must be in [1, ", r - b, "]");
+  for (int64_t i = 0; i < b; ++i)
+    if ((*data)[i] != (*indices)[i] && !ShapedType::isDynamic((*data)[i]) &&
+        !ShapedType::isDynamic((*indices)[i]))
+      return emitOptionalError(loc, "gather_nd: batch dimension ", i, " differs: ", (*data)[i],
+                               " in data, ", (*indices)[i], " in indices");
+  SmallVector<int64_t> result(indices->drop_back());
+  result.append(data->begin() + b + m, data->end());
+  return ranked(loc, out, result, element);
+}
+
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                            Adaptor adaptor, Types &out) {
+  Value data = adaptor.getData();
+  if (elementOf(adaptor.getUpdates()) != elementOf(data))
+    return emitOptionalError(loc, "scatter_nd: updates have element type ",
+                             elementOf(adaptor.getUpdates()), ", data has ", elementOf(data));
+  auto shape = shapeOf(data), indices = shapeOf(adaptor.getIndices()),
+       updates = shapeOf(adaptor.getUpdates());
+  if (shape && indices && updates && !indices->empty() &&
+      !ShapedType::isDynamic(indices->back())) {
+    int64_t m = indices->back(), r = shape->size();
+    if (m < 1 || m > r)
+      return emitOptionalError(loc, "scatter_nd: the last dimension of indices (", m,
+                               ") must be in [1, ", r, "]");
+    SmallVector<int64_t> expected(indices->drop_back());
+    expected.append(shape->begin() + m, shape->end());
+    if (!areCompatibleTensorTypes(
+            TypeRange{RankedTensorType::get(expected, elementOf(data))},
+            TypeRange{adaptor.getUpdates().getType()}))
+      return emitOptionalError(loc, "scatter_nd: updates have shape ", shapeText(*updates),
+                               ", expected ", shapeText(expected));
+  } else if (indices && indices->empty()) {
+    return emitOptionalError(loc, "scatter_nd: indices must have rank >= 1");
+  }
+  out.push_back(data.getType());
+  return success();
+}
+
+LogicalResult CumSumOp::inferReturnTypes(MLIRContext *, OptLoc loc, Adaptor adaptor,
+                                         Types &out) {
+  if (auto shape = shapeOf(adaptor.getInput()))
+    if (!normalizeAxis(adaptor.getAxis(), shape->size()))
+      return emitOptionalError(loc, "cumsum: axis ", int64_t(adaptor.getAxis()),
+                               " out of range for rank ", shape->size());
+  out.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult TriluOp::inferReturnTypes(MLIRContext *, OptLoc loc, Adaptor adaptor,
+                                        Types &out) {
+  if (auto shape = shapeOf(adaptor.getInput()); shape && shape->size() < 2)
+    return emitOptionalError(loc, "trilu: the input must have rank >= 2, got rank ",
+                             shape->size());
+  out.push_back(adaptor.getInput().getType());
+  return success();
+}
+
 LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, OptLoc loc,
                                          Adaptor adaptor, Types &out) {
   Type element = elementOf(adaptor.getInput());
@@ -608,6 +702,18 @@ LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *, OptLoc loc,
 }
 
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                            Adaptor adaptor, Types &out) {
+  return inferReduce(loc, adaptor.getInput(), adaptor.getAxes(),
+                     adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), out);
+}
+
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                            Adaptor adaptor, Types &out) {
+  return inferReduce(loc, adaptor.getInput(), adaptor.getAxes(),
+                     adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), out);
+}
+
+LogicalResult ReduceMinOp::inferReturnTypes(MLIRContext *, OptLoc loc,
                                             Adaptor adaptor, Types &out) {
   return inferReduce(loc, adaptor.getInput(), adaptor.getAxes(),
                      adaptor.getKeepdims(), adaptor.getNoopWithEmptyAxes(), out);

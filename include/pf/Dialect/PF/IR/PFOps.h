@@ -24,6 +24,7 @@ LogicalResult verifyGeluApproximation(Operation *op, StringRef approximate);
 
 #include "pf/Dialect/PF/IR/PFInterfaces.h.inc"
 #include "pf/Dialect/PF/IR/PFProgramEnums.h.inc"
+#include "pf/Dialect/PF/IR/PFTensorEnums.h.inc"
 
 #define GET_OP_CLASSES
 #include "pf/Dialect/PF/IR/PFOps.h.inc"

@@ -8,6 +8,7 @@
 #define PF_TENSOR_OPS_TD
 
 include "pf/Dialect/PF/IR/PFBase.td"
+include "pf/Dialect/PF/IR/PFTensorEnums.td"
 
 //===--- Constants and identity ---------------------------------------------===//
 
@@ -87,6 +88,22 @@ def PF_ReciprocalOp : PF_UnaryOp<"reciprocal", AnyFloat> {
   let summary = "elementwise 1 / x";
   let hasFolder = 1;
 }
+// NaN/infinity tests: masks (no gradient flows through a bool).
+def PF_IsNaNOp : PF_TensorOp<"is_nan", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+  let summary = "elementwise: whether the element is NaN";
+  let arguments = (ins TensorOf<[AnyFloat]>:$input);
+  let results = (outs TensorOf<[I1]>:$output);
+  let hasFolder = 1;
+}
+def PF_IsInfOp : PF_TensorOp<"is_inf", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+  let summary = "elementwise: whether the element is an infinity of a detected sign";
+  let arguments = (ins TensorOf<[AnyFloat]>:$input,
+                   DefaultValuedAttr<BoolAttr, "true">:$detect_negative,
+                   DefaultValuedAttr<BoolAttr, "true">:$detect_positive);
+  let results = (outs TensorOf<[I1]>:$output);
+  let hasFolder = 1;
+}
+
 def PF_NegOp : PF_UnaryOp<"neg", AnyType> {
   let summary = "elementwise negation";
   let hasFolder = 1;
@@ -188,6 +205,53 @@ def PF_GatherOp : PF_TensorOp<"gather", [DeclareOpInterfaceMethods<PF_GradientOp
   let hasFolder = 1;
 }
 
+def PF_GatherNDOp : PF_TensorOp<"gather_nd", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+  let summary = "ONNX GatherND: slices of data at index tuples (the last dimension of indices)";
+  let description = [{
+    With b = batch_dims and m = indices.shape[-1] (1 <= m <= rank(data) - b),
+    the result is indices.shape[:-1] ++ data.shape[b + m:]; the first b
+    dimensions of data and indices are batch dimensions and must agree.
+    Negative indices count from the end.
+  }];
+  let arguments = (ins AnyTensor:$data, TensorOf<[I32, I64]>:$indices,
+                   DefaultValuedAttr<PF_NonNegativeI64Attr, "0">:$batch_dims);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_ScatterNDOp : PF_TensorOp<"scatter_nd", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+  let summary = "ONNX ScatterND: a copy of data with slices at index tuples combined with updates";
+  let description = [{
+    m = indices.shape[-1] <= rank(data); updates has the shape
+    indices.shape[:-1] ++ data.shape[m:]. Updates apply in index order; with
+    reduction `none` the last of repeated indices wins.
+  }];
+  let arguments = (ins AnyTensor:$data, TensorOf<[I32, I64]>:$indices, AnyTensor:$updates,
+                   DefaultValuedAttr<PF_ScatterReduction, "ScatterReduction::None">:$reduction);
+  let results = (outs AnyTensor:$output);
+  // The reduction is spelled out (`reduction add`) unless it is none.
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates (`reduction` $reduction^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+}
+
+def PF_CumSumOp : PF_TensorOp<"cumsum", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+  let summary = "cumulative sum along an axis (exclusive: without the element itself; reverse: from the end)";
+  let arguments = (ins AnyTensor:$input, I64Attr:$axis, UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
+def PF_TriluOp : PF_TensorOp<"trilu", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+  let summary = "keep the upper (j - i >= k) or lower (j - i <= k) triangle of the last two dims, zero the rest";
+  let arguments = (ins AnyTensor:$input, DefaultValuedAttr<I64Attr, "0">:$k,
+                   DefaultValuedAttr<BoolAttr, "true">:$upper);
+  let results = (outs AnyTensor:$output);
+  let hasFolder = 1;
+}
+
 def PF_ExpandOp : PF_TensorOp<"expand", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "broadcast to a shape given as a 1-D i64 tensor";
   let arguments = (ins AnyTensor:$input, TensorOf<[I64]>:$shape);
@@ -213,6 +277,10 @@ class PF_ReduceOp<string mnemonic> : PF_TensorOp<mnemonic, [DeclareOpInterfaceMe
 }
 def PF_ReduceMeanOp : PF_ReduceOp<"reduce_mean">;
 def PF_ReduceSumOp : PF_ReduceOp<"reduce_sum">;
+// Max/min of nothing (an empty reduced dimension) is -inf/+inf for floats and
+// the lowest/highest value for integers, as in ONNX.
+def PF_ReduceMaxOp : PF_ReduceOp<"reduce_max"> { let hasFolder = 1; }
+def PF_ReduceMinOp : PF_ReduceOp<"reduce_min"> { let hasFolder = 1; }
 
 def PF_SoftmaxOp : PF_TensorOp<"softmax", [DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
   let summary = "softmax along one axis";
