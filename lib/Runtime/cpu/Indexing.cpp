@@ -242,7 +242,7 @@ pfrt_status pfrt_trilu(pfrt_context *ctx, const pfrt_tensor *x, int64_t k,
   const int64_t rows = shape.dims[shape.rank - 2];
   const int64_t cols = shape.dims[shape.rank - 1];
   const int64_t elem = dtypeSize(x->dtype);
-  const int64_t matrices = rows * cols ? shape.numel() / (rows * cols) : 0;
+  const int64_t matrices = rows > 0 && cols > 0 ? shape.numel() / (rows * cols) : 0;
   auto *src = static_cast<const char *>(x->data);
   auto *dst = static_cast<char *>(out->data);
   parallelFor(ctx, matrices * rows, cols, [&](int64_t r) {
