@@ -501,14 +501,10 @@ LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads, Array
 
 //===--- Reductions, linear algebra, normalization ---------------------------===//
 
+/// The axes a reduction reduces: the given ones, or with none given every
+/// axis (none with noop_with_empty_axes).
 template <typename ReduceOpT>
-static LogicalResult reduceGradient(ReduceOpT op, OpBuilder &b, ArrayRef<Value> grads,
-                                    SmallVectorImpl<Value> &out, bool mean) {
-  if (failed(requireStatic(op)))
-    return failure();
-  G g{b, op.getLoc()};
-  auto inType = staticType(op.getInput());
-  int64_t rank = inType.getRank();
+static SmallVector<int64_t> reducedAxes(ReduceOpT op, int64_t rank) {
   SmallVector<int64_t> axes;
   if (auto given = op.getAxes(); given && !given->empty()) {
     for (int64_t a : *given)
@@ -517,6 +513,18 @@ static LogicalResult reduceGradient(ReduceOpT op, OpBuilder &b, ArrayRef<Value> 
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
   }
+  return axes;
+}
+
+template <typename ReduceOpT>
+static LogicalResult reduceGradient(ReduceOpT op, OpBuilder &b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value> &out, bool mean) {
+  if (failed(requireStatic(op)))
+    return failure();
+  G g{b, op.getLoc()};
+  auto inType = staticType(op.getInput());
+  int64_t rank = inType.getRank();
+  SmallVector<int64_t> axes = reducedAxes(op, rank);
   SmallVector<int64_t> keep(inType.getShape());
   int64_t count = 1;
   for (int64_t a : axes) {
@@ -769,14 +777,7 @@ static LogicalResult extremeGradient(ReduceOpT op, OpBuilder &b, ArrayRef<Value>
   G g{b, op.getLoc()};
   auto inType = staticType(op.getInput());
   int64_t rank = inType.getRank();
-  SmallVector<int64_t> axes;
-  if (auto given = op.getAxes(); given && !given->empty()) {
-    for (int64_t a : *given)
-      axes.push_back(*normalizeAxis(a, rank));
-  } else if (!op.getNoopWithEmptyAxes()) {
-    for (int64_t i = 0; i < rank; ++i)
-      axes.push_back(i);
-  }
+  SmallVector<int64_t> axes = reducedAxes(op, rank);
   if (axes.empty()) { // noop_with_empty_axes: the op is the identity
     out.push_back(g.reshape(grads.front(), inType.getShape()));
     return success();
