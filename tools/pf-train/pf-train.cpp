@@ -738,7 +738,8 @@ llvm::Error evaluatePipelined(const RankJob &job, drv::CompiledProgram &program,
   if (!loss)
     return loss.takeError();
   llvm::outs() << llvm::formatv("eval  {0,5}  loss {1,8:F4}  ({2} held-out sequences)\n", step,
-                                *loss, (c.rows - c.trainRows) / batch * batch);
+                                *loss, (c.rows - c.trainRows) / batch * batch)
+                      .str(); // one write per line (mpirun interleaves by write)
   llvm::outs().flush();
   return llvm::Error::success();
 }
@@ -1055,7 +1056,8 @@ planKfacWindowOnRanks(const RankJob &job, ModuleOp module, drv::RankRunner &runn
         pipeline.refresh > 0 ? "refresh=" + std::to_string(pipeline.refresh)
                              : std::string("the scheduler's K"),
         first + from, window.warmup, placed->pipelineMs, placed->stepMs, where,
-        placed->factors.size());
+        placed->factors.size())
+                        .str(); // one write per line (mpirun interleaves by write)
     llvm::outs().flush();
     drv::NpyArray table;
     table.dtype = 7;
@@ -1199,7 +1201,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
                                   ::pf::sched::scheduleKindName(pipeline.schedule),
                                   pipeline.microbatches, int(batch), corpus.seqLen,
                                   stepFlags.valueText("optimizer"),
-                                  training.kfac ? " + K-FAC" : "", buildSeconds);
+                                  training.kfac ? " + K-FAC" : "", buildSeconds)
+                        .str(); // one write per line (mpirun interleaves by write)
     llvm::outs().flush();
   }
   std::signal(SIGINT, onStopSignal);
