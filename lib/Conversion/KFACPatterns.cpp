@@ -186,8 +186,8 @@ struct PreconditionPattern : RuntimePattern<KFACPreconditionOp> {
     if (failed(l.call(rewriter, op, "pfrt_kfac_precondition",
                       {adaptor.getAInverse(), adaptor.getBInverse(), adaptor.getWeightGrad(),
                        l.orNull(rewriter, loc, adaptor.getBiasGrad()),
-                       l.constI32(rewriter, loc, 1) /*[out, in] weights*/, weightUpdate,
-                       biasUpdate})))
+                       l.constI32(rewriter, loc, op.getWeightInOut() ? 0 : 1) /*1: [out, in]*/,
+                       weightUpdate, biasUpdate})))
       return failure();
     SmallVector<Value> results{weightUpdate};
     if (op.getBiasUpdate())

@@ -20,6 +20,11 @@ std::optional<int64_t> mlir::pf::encoderBlockOfName(StringRef name) {
   return block;
 }
 
+bool mlir::pf::isExporterGeneratedName(StringRef name) {
+  static const llvm::Regex pattern("^(onnx::.*|/.*|_?val_[0-9]+|[0-9]+)$");
+  return pattern.match(name);
+}
+
 SmallVector<func::FuncOp> mlir::pf::stageGradientFunctions(ModuleOp module) {
   SmallVector<func::FuncOp> functions;
   for (int64_t s = 0;; ++s) {

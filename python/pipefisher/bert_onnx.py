@@ -64,11 +64,13 @@ parameters and ``bert.embeddings.position_ids``.  Scalars are 0-d tensors.
   ``Pow(x, 3.0)``; ``Mul(., 0.044715)``; ``Add(x, .)``; ``Mul(., sqrt(2/pi))``;
   ``Tanh``; ``Add(., 1.0)``; ``Mul(h, .)``.
 * Head: ``cls.predictions.transform.dense`` linear, GELU, LayerNorm, then the
-  decoder, whose weight is TIED to the word embeddings (no separate decoder
-  weight exists, in either style): ``MatMul(x, Transpose(word_embeddings.weight,
-  perm=[1,0]))`` and ``Add(., cls.predictions.bias)`` (style ``pytorch``:
-  ``Add(cls.predictions.bias, .)``, like the other linears), whose output is
-  ``logits``.
+  decoder, whose weight is TIED to the word embeddings: ``MatMul(x,
+  Transpose(word_embeddings.weight, perm=[1,0]))`` and ``Add(.,
+  cls.predictions.bias)``, whose output is ``logits``.  Style ``pytorch`` has
+  what constant folding makes of it: ``MatMul(x, onnx::MatMul_<last>)`` with
+  a separate ``[hidden, vocab]`` initializer holding the word embeddings'
+  transpose (the tie is no longer visible in the file; pf ties it back), and
+  ``Add(cls.predictions.bias, .)``.
 
 Initializers and dedupe
 -----------------------
@@ -146,8 +148,9 @@ class _Param:
     name: str                 # initializer name in the graph
     shape: tuple[int, ...]    # stored shape
     dtype: type
-    init: str                 # "normal" | "zeros" | "ones" | "arange"
+    init: str                 # "normal" | "zeros" | "ones" | "arange" | "transposed"
     transpose: bool = False   # drawn as shape[::-1], stored transposed (style pytorch)
+    source: str = ""          # init "transposed": the parameter whose transpose it holds
 
 
 class _Params:
@@ -177,9 +180,16 @@ class _Params:
         self._linear("cls.predictions.transform.dense", h, h)
         self._layernorm("cls.predictions.transform.LayerNorm", h)
         self._add("cls.predictions.bias", (cfg.vocab_size,), "zeros")
+        if style == "pytorch":
+            # Constant folding turns the tied decoder's Transpose(word_embeddings)
+            # into a copy of its own.
+            self._matmul_n += 1
+            self.decoder_weight = f"onnx::MatMul_{self._matmul_n}"
+            self._add(self.decoder_weight, (h, cfg.vocab_size), "transposed",
+                      source=f"{e}.word_embeddings.weight")
 
-    def _add(self, name, shape, init, dtype=_F32, transpose=False):
-        self.list.append(_Param(name, tuple(shape), dtype, init, transpose))
+    def _add(self, name, shape, init, dtype=_F32, transpose=False, source=""):
+        self.list.append(_Param(name, tuple(shape), dtype, init, transpose, source))
 
     def _layernorm(self, prefix, h):
         self._add(f"{prefix}.weight", (h,), "ones")
@@ -219,6 +229,8 @@ def _generate(params: list[_Param], seed: int) -> dict[str, np.ndarray]:
             a = np.ones(p.shape, p.dtype)
         elif p.init == "arange":
             a = np.arange(int(np.prod(p.shape)), dtype=p.dtype).reshape(p.shape)
+        elif p.init == "transposed":
+            a = np.ascontiguousarray(out[p.source].T)
         else:  # pragma: no cover
             raise AssertionError(p.init)
         out[p.name] = a
@@ -229,7 +241,7 @@ def _dedupe_key(p: _Param, arrays: dict[str, np.ndarray] | None):
     if arrays is not None:
         a = arrays[p.name]
         return (np.dtype(p.dtype).str, p.shape, hashlib.sha1(memoryview(a).cast("B")).digest())
-    if p.init == "normal":
+    if p.init in ("normal", "transposed"):
         return ("unique", p.name)
     return (np.dtype(p.dtype).str, p.shape, p.init)
 
@@ -420,10 +432,11 @@ class _BertGraph:
         t = self.gelu(t, f"{sc}/transform/transform_act_fn")
         t = self.layer_norm(t, "cls.predictions.transform.LayerNorm", f"{sc}/transform/LayerNorm")
         dsc = f"{sc}/decoder"
-        wt = b.op("Transpose", ["bert.embeddings.word_embeddings.weight"], dsc, perm=[1, 0])
-        mm = b.op("MatMul", [t, wt], dsc)
         if self.style == "transpose":
+            wt = b.op("Transpose", ["bert.embeddings.word_embeddings.weight"], dsc, perm=[1, 0])
+            mm = b.op("MatMul", [t, wt], dsc)
             return b.op("Add", [mm, "cls.predictions.bias"], dsc, output="logits")
+        mm = b.op("MatMul", [t, self.params.decoder_weight], dsc)
         return b.op("Add", ["cls.predictions.bias", mm], dsc, output="logits")
 
     def build(self) -> None:

@@ -6,7 +6,11 @@ MODEL.onnx is the model pf-train was given; CHECKPOINT.npz what its
 ``--checkpoint`` wrote (``param/<name>`` arrays, ``meta/*``). The result is
 MODEL.onnx with every parameter's initializer replaced by the checkpoint's
 value: same graph, names, inputs and outputs, so ONNX Runtime (or pf-run, or
-pf-train for more training) runs it as it ran the original.
+pf-train for more training) runs it as it ran the original. Weights pf
+renamed after their layer (PyTorch's ``onnx::MatMul_N``) go back under their
+initializer's name, and a folded transposed copy of a tied weight that pf
+tied back (the decoder) is written as the trained weight's transpose; the
+checkpoint records both (``meta/onnx_name/*``, ``meta/transposed_copy/*``).
 
 Which names are parameters: pf makes one of every float initializer with more
 than one element (docs/design.md, "Parameters"), plus one per ``Identity``
@@ -83,7 +87,35 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], int
         raise ExportError(f"{path}: checkpoint format version {version}; this reads version "
                           f"{CHECKPOINT_FORMAT_VERSION}")
     params = {key[len("param/"):]: a for key, a in arrays.items() if key.startswith("param/")}
-    return params, int(arrays["meta/step"])
+    return to_onnx_names(params, arrays), int(arrays["meta/step"])
+
+
+def _entries(arrays: dict[str, np.ndarray], kind: str) -> dict[str, str]:
+    """``meta/<kind>/<key>`` entries: names stored as UTF-8 bytes."""
+    prefix = f"meta/{kind}/"
+    return {key[len(prefix):]: a.astype(np.uint8).tobytes().decode("utf-8")
+            for key, a in arrays.items() if key.startswith(prefix)}
+
+
+def to_onnx_names(params: dict[str, np.ndarray],
+                  arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The checkpoint's parameters under the model's initializer names.
+
+    pf renames exporter-named weights after their layer
+    (``meta/onnx_name/<param>`` keeps the initializer's name) and ties an
+    exporter's folded transposed copy back to its parameter
+    (``meta/transposed_copy/<initializer>`` names that parameter): the copy
+    is written back as the trained parameter's transpose."""
+    renamed = _entries(arrays, "onnx_name")
+    out = {}
+    for key, a in params.items():
+        owner = _owner(key, renamed) if key not in renamed else key
+        out[key if owner is None else renamed[owner] + key[len(owner):]] = a
+    for copy, source in _entries(arrays, "transposed_copy").items():
+        trained = out.get(renamed.get(source, source))
+        if trained is not None and trained.ndim == 2:
+            out[copy] = np.ascontiguousarray(trained.T)
+    return out
 
 
 def model_parameters(model: onnx.ModelProto) -> tuple[dict[str, onnx.TensorProto],

@@ -328,9 +328,10 @@ def test_linear_styles():
     assert not any(n.endswith(".dense.weight") or n.endswith("query.weight") for n in names)
     mm_inits = sorted((t.name, tuple(t.dims)) for t in mp.graph.initializer
                       if t.name.startswith("onnx::MatMul_"))
-    assert len(mm_inits) == 2 * 6 + 1
+    # Two blocks of six linears, the head's transform, the folded decoder.
+    assert len(mm_inits) == 2 * 6 + 2
     nums = sorted(int(n.rsplit("_", 1)[1]) for n, _ in mm_inits)
-    assert nums == list(range(nums[0], nums[0] + 13))
+    assert nums == list(range(nums[0], nums[0] + 14))
     mm = next(n for n in mp.graph.node if n.name == "/bert/encoder/layer.0/intermediate/dense/MatMul")
     assert mm.input[1].startswith("onnx::MatMul_") and mm.input[1] in names
     assert dict(mm_inits)[mm.input[1]] == (128, 512)
@@ -340,9 +341,8 @@ def test_linear_styles():
                    for n in mp.graph.node)
 
 
-@pytest.mark.parametrize("style", ["transpose", "pytorch"])
-def test_tied_decoder(style):
-    m = model(style=style)
+def test_tied_decoder():
+    m = model()
     prod = producers(m)
     assert not any("decoder" in t.name for t in m.graph.initializer)
     vh = [t.name for t in m.graph.initializer if tuple(t.dims) == (SMALL_VOCAB, 128)]
@@ -358,6 +358,21 @@ def test_tied_decoder(style):
     assert ln_add.name.startswith("/cls/predictions/transform/LayerNorm/")
     bias = next(t for t in m.graph.initializer if t.name == "cls.predictions.bias")
     assert tuple(bias.dims) == (SMALL_VOCAB,)
+
+
+def test_folded_decoder_in_pytorch_style():
+    # As torch.onnx.export's constant folding leaves it: the decoder reads
+    # its own [hidden, vocab] initializer, the embedding's transpose.
+    m = model(style="pytorch")
+    prod = producers(m)
+    add = prod["logits"]
+    assert list(add.input)[0] == "cls.predictions.bias"
+    mm = prod[add.input[1]]
+    assert mm.op_type == "MatMul" and mm.input[1].startswith("onnx::MatMul_")
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    decoder, word = inits[mm.input[1]], inits["bert.embeddings.word_embeddings.weight"]
+    assert decoder.shape == (128, SMALL_VOCAB)
+    np.testing.assert_array_equal(decoder, word.T)
 
 
 # --------------------------------------------------------------------------- dedupe

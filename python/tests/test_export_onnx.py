@@ -119,14 +119,23 @@ def test_held_out_loss_of_the_export_is_the_trained_one(trained):
 
 
 def test_pytorch_style_names(trained):
-    # torch.onnx.export's pre-transposed "onnx::MatMul_<N>" weights and
-    # bias-first Adds: the names are the initializers', whatever they are.
+    # torch.onnx.export's pre-transposed "onnx::MatMul_<N>" weights, bias-first
+    # Adds and the folded copy of the tied decoder: pf trains the weights
+    # under their layers' names and the decoder tied to the embedding; the
+    # export puts both back under the initializers' names.
     tmp = trained["tmp"]
     model = tmp / "pytorch.onnx"
     save_model(make_bert_model("tiny", vocab_size=trained["vocab"], num_hidden_layers=1, seed=2,
                                style="pytorch", gelu="tanh"), model)
     checkpoint, evals = _train(tmp, model)
-    assert "param/onnx::MatMul_1" in np.load(checkpoint).files
+    files = np.load(checkpoint)
+    query = "bert.encoder.layer.0.attention.self.query.weight"
+    assert f"param/{query}" in files.files
+    assert not [k for k in files.files if k.startswith("param/onnx::")]
+    name = files[f"meta/onnx_name/{query}"].astype(np.uint8).tobytes().decode()
+    assert name == "onnx::MatMul_1"
+    decoder = [k for k in files.files if k.startswith("meta/transposed_copy/")]
+    assert decoder == ["meta/transposed_copy/onnx::MatMul_8"]
     out = tmp / "pytorch-trained.onnx"
     assert _cli(model, checkpoint, "--out", out).returncode == 0
     proc = run_tool("pf-train", out, "--corpus", tmp / "corpus.npz", "--steps", "1", "--batch",

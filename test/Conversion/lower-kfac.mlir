@@ -75,6 +75,17 @@ func.func @main(%g: tensor<2x3xf32>, %gb: tensor<2xf32>, %ai: tensor<3x3xf32>, %
 
 // -----
 
+// precondition of [in, out] weights (weight_in_out: w_transposed = 0).
+func.func @main(%g: tensor<3x2xf32>, %ai: tensor<3x3xf32>, %bi: tensor<2x2xf32>) -> tensor<3x2xf32> {
+  %u = pf.kfac.precondition %g, %ai, %bi {weight_in_out} : (tensor<3x2xf32>, tensor<3x3xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  return %u : tensor<3x2xf32>
+}
+// CHECK-LABEL: func.func @pf_main
+// CHECK: %[[IN_OUT:.*]] = arith.constant 0 : i32
+// CHECK: call @pfrt_kfac_precondition(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[IN_OUT]], %{{.*}}, %{{.*}})
+
+// -----
+
 // KL clipping: pfrt_dot into a stack slot (checked before it is read), then
 // nu = min(1, sqrt(kappa / (lr^2 sum))) scales each update.
 func.func @main(%lr: tensor<f64>, %u: tensor<2x3xf32>, %g: tensor<2x3xf32>) -> tensor<2x3xf32> {

@@ -56,6 +56,15 @@ static cl::opt<std::string> modelFile(cl::Positional, cl::desc("<model.onnx>"), 
 static cl::opt<std::string> corpusFile("corpus", cl::desc("Token corpus (.npz from "
                                                           "python -m pipefisher.corpus)"),
                                        cl::Required, cl::cat(category));
+static cl::opt<bool> noRetie(
+    "no-retie",
+    cl::desc("Keep an exporter's folded transposed copy of a parameter (the tied decoder of "
+             "PyTorch's TorchScript export) as a separate parameter, trained on its own"),
+    cl::cat(category));
+/// The graph passes run on the imported model.
+static mlir::pf::GraphOptOptions graphOptions() {
+  return mlir::pf::GraphOptOptions{true, true, true, !noRetie};
+}
 namespace {
 /// The learning rate after the warm-up.
 enum class LRSchedule { Linear, Constant };
@@ -400,8 +409,36 @@ std::map<std::string, drv::NpyArray> stateArrays(const Parameters &parameters) {
 /// changes, and a checkpoint of another version is refused.
 constexpr int64_t kCheckpointFormatVersion = 1;
 
+/// Checkpoint entries (`meta/<kind>/<key>` -> a name) that map pf's
+/// parameters back to the ONNX file's initializers, for
+/// pipefisher.export_onnx: `onnx_name/<param>` (the initializer a parameter
+/// pf renamed came from) and `transposed_copy/<initializer>` (the parameter
+/// whose transpose an initializer tied back by pf-retie-weights holds).
+std::map<std::string, std::string> onnxNameEntries;
+
+void recordOnnxNames(ModuleOp module) {
+  for (auto param : module.getOps<mlir::pf::ParamOp>()) {
+    std::string name = param.getSymName().str();
+    if (auto onnxName = param->getAttrOfType<StringAttr>(mlir::pf::kOnnxNameAttrName))
+      onnxNameEntries["meta/onnx_name/" + name] = onnxName.str();
+    if (auto copies =
+            param->getAttrOfType<ArrayAttr>(mlir::pf::kOnnxTransposedCopiesAttrName))
+      for (auto copy : copies.getAsValueRange<StringAttr>())
+        onnxNameEntries["meta/transposed_copy/" + copy.str()] = name;
+  }
+}
+
 llvm::Error writeCheckpoint(std::map<std::string, drv::NpyArray> arrays, const Corpus &c,
                             int64_t step) {
+  // Names as UTF-8 bytes (int8, which readNpz knows): NumPy reads them
+  // without pickling.
+  for (const auto &[key, name] : onnxNameEntries) {
+    drv::NpyArray bytes;
+    bytes.dtype = 3;
+    bytes.shape = {int64_t(name.size())};
+    bytes.data.assign(name.begin(), name.end());
+    arrays[key] = std::move(bytes);
+  }
   arrays["meta/format_version"] = scalar<int64_t>(7, kCheckpointFormatVersion);
   arrays["meta/step"] = scalar<int64_t>(7, step);
   arrays["meta/seed"] = scalar<int64_t>(7, int64_t(seed));
@@ -531,7 +568,7 @@ llvm::Expected<std::unique_ptr<drv::CompiledModel>> compileEvaluation(MLIRContex
   importOptions.dimValues["sequence"] = seqLen;
   OwningOpRef<ModuleOp> module = mlir::pf::importONNXFile(modelFile, &context, importOptions);
   PassManager pm(&context);
-  mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
+  mlir::pf::buildGraphOptPipeline(pm, graphOptions());
   pm.addPass(mlir::pf::createPFAddMaskedLMLoss());
   if (!module || failed(pm.run(*module)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -1129,10 +1166,11 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   if (!module)
     return job.fail("importing " + modelFile + " failed");
   PassManager pm(&context);
-  mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
+  mlir::pf::buildGraphOptPipeline(pm, graphOptions());
   mlir::pf::buildPipelinedTrainingPipeline(pm, training, pipeline);
   if (failed(pm.run(*module)))
     return job.fail("building the pipelined training step failed");
+  recordOnnxNames(*module);
   if (!emitStepFile.empty() && job.rank == 0)
     if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
       return job.fail(llvm::toString(std::move(err)));
@@ -1400,10 +1438,11 @@ int main(int argc, char **argv) {
 
   auto start = std::chrono::steady_clock::now();
   PassManager pm(&context);
-  mlir::pf::buildGraphOptPipeline(pm, mlir::pf::GraphOptOptions{true, true, true});
+  mlir::pf::buildGraphOptPipeline(pm, graphOptions());
   mlir::pf::buildTrainingPipeline(pm, training);
   if (failed(pm.run(*module)))
     return fail("building the training step failed");
+  recordOnnxNames(*module);
   if (!emitStepFile.empty())
     if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
       return fail(llvm::toString(std::move(err)));

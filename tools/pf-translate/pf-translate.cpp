@@ -51,6 +51,10 @@ static cl::opt<bool> noWeights("no-weights",
 static cl::opt<bool> noGraphOpt("no-graph-opt",
                                 cl::desc("Keep the raw imported ops (only shapes are inferred)"),
                                 cl::cat(category));
+static cl::opt<bool> noRetie("no-retie",
+                             cl::desc("Keep an exporter's folded transposed copy of a "
+                                      "parameter (the tied decoder) apart from it"),
+                             cl::cat(category));
 static cl::opt<bool> allowDynamic("allow-dynamic",
                                   cl::desc("Accept dynamic input dimensions (the result "
                                            "cannot be scheduled or run)"),
@@ -127,7 +131,7 @@ int main(int argc, char **argv) {
     return 1;
   pm.enableTiming(root);
   bool requireStatic = !allowDynamic;
-  mlir::pf::buildPostImportPipeline(pm, !noGraphOpt, requireStatic);
+  mlir::pf::buildPostImportPipeline(pm, !noGraphOpt, requireStatic, !noRetie);
   if (summary || summaryJson)
     pm.addPass(mlir::pf::createPFPrintSummary(mlir::pf::PFPrintSummaryOptions{summaryJson.getValue()}));
   if (pipelineOptions.getNumOccurrences() > 0) {

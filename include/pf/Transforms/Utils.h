@@ -27,6 +27,12 @@ SmallVector<func::FuncOp> stageGradientFunctions(ModuleOp module);
 /// `element` when missing (step and learning-rate inputs of training steps).
 Value getOrAddScalarArgument(func::FuncOp func, StringRef name, Type element);
 
+/// Whether an initializer name is one an exporter made up rather than a
+/// module path: `onnx::MatMul_311` (TorchScript exporter), `val_12` /
+/// `_val_12` (dynamo exporter), a node-output path (`/bert/.../Constant_output_0`)
+/// or a bare number (old exporters).
+bool isExporterGeneratedName(StringRef name);
+
 /// The encoder block named in a parameter name (`encoder.layer.N.`,
 /// `layers.N.`, `h.N.`, `blocks.N.`), if any.
 std::optional<int64_t> encoderBlockOfName(StringRef name);

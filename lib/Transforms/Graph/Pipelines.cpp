@@ -14,21 +14,27 @@ void mlir::pf::buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &o
   // de-duplicated names away.
   if (options.untie)
     pm.addPass(createPFUntieInitializers());
+  // Before linear fusion, so a retied decoder fuses as [out, in] through the
+  // transpose, like a decoder exported without folding.
+  if (options.retie)
+    pm.addPass(createPFRetieWeights());
   pm.addPass(createPFInferShapes(PFInferShapesOptions{options.requireStatic}));
   pm.addPass(createCanonicalizerPass());
   if (options.fuse) {
     pm.addPass(createPFFuseLayerNorm());
     pm.addPass(createPFFuseGelu());
     pm.addPass(createPFFuseLinear());
+    pm.addPass(createPFNameWeights());
   }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createPFDeadCodeElimination());
 }
 
-void mlir::pf::buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool requireStatic) {
+void mlir::pf::buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool requireStatic,
+                                       bool retie) {
   if (graphOpt)
-    buildGraphOptPipeline(pm, GraphOptOptions{true, true, requireStatic});
+    buildGraphOptPipeline(pm, GraphOptOptions{true, true, requireStatic, retie});
   else
     pm.addPass(createPFInferShapes(PFInferShapesOptions{requireStatic}));
 }
@@ -42,6 +48,10 @@ struct GraphOptPipelineOptions : public PassPipelineOptions<GraphOptPipelineOpti
   Option<bool> requireStatic{*this, "require-static",
                              llvm::cl::desc("Fail when shapes stay dynamic"),
                              llvm::cl::init(false)};
+  Option<bool> retie{*this, "retie",
+                     llvm::cl::desc("Tie exporters' folded transposed copies of a parameter "
+                                    "back to it"),
+                     llvm::cl::init(true)};
 };
 } // namespace
 
@@ -49,8 +59,9 @@ void mlir::pf::registerGraphPipelines() {
   PassPipelineRegistration<GraphOptPipelineOptions>(
       "pf-graph-opt",
       "The ONNX Runtime-style graph passes the importer runs by default: shape "
-      "inference and folding, untying, LayerNorm/GELU/linear fusion, DCE",
+      "inference and folding, untying, retying, LayerNorm/GELU/linear fusion, "
+      "weight naming, DCE",
       [](OpPassManager &pm, const GraphOptPipelineOptions &opts) {
-        buildGraphOptPipeline(pm, GraphOptOptions{opts.fuse, opts.untie, opts.requireStatic});
+        buildGraphOptPipeline(pm, GraphOptOptions{opts.fuse, opts.untie, opts.requireStatic, opts.retie});
       });
 }

@@ -25,7 +25,7 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
   }
 
   FlatSymbolRefAttr addFactor(SymbolTable &symbols, ParamOp weight, StringRef suffix,
-                              int64_t size, StringRef bias) {
+                              int64_t size, StringRef bias, bool weightInOut) {
     OpBuilder builder(weight);
     builder.setInsertionPointAfter(weight);
     auto type = RankedTensorType::get({size, size}, builder.getF32Type());
@@ -35,6 +35,8 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
     param->setAttr(kKfacWeightAttrName, builder.getStringAttr(weight.getSymName()));
     if (!bias.empty())
       param->setAttr(kKfacBiasAttrName, builder.getStringAttr(bias));
+    if (weightInOut)
+      param->setAttr(kKfacWeightInOutAttrName, builder.getUnitAttr());
     symbols.insert(param, builder.getInsertionPoint());
     return FlatSymbolRefAttr::get(param.getSymNameAttr());
   }
@@ -57,13 +59,12 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
     SmallVector<LinearOp> layers;
     func.walk([&](LinearOp linear) {
       StringRef name = linear.getKFACWeightName();
-      if (!name.empty() && encoderBlockOfName(name) && linear.getTransposeWeight() &&
-          (skip.empty() || !skipPattern.match(name)))
+      if (!name.empty() && encoderBlockOfName(name) && (skip.empty() || !skipPattern.match(name)))
         layers.push_back(linear);
     });
     if (layers.empty())
-      return func.emitError("pf-insert-kfac: no linear layer of an encoder block with a named "
-                            "[out, in] weight to precondition");
+      return func.emitError("pf-insert-kfac: no linear layer of an encoder block (a weight "
+                            "named like 'layer.<i>.' or 'h.<i>.') to precondition");
     Value step = getOrAddScalarArgument(func, "step", IntegerType::get(&getContext(), 64));
     // With a masked-LM loss, B is scaled by its token count at run time.
     bool hasLoss = false;
@@ -78,12 +79,20 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
         bias = ref.getName();
       bool column = biasColumn && !bias.empty();
       int64_t aSize = linear.getInFeatures() + (column ? 1 : 0);
+      // The gradient is preconditioned in the layout the parameter has.
+      bool weightInOut = !linear.getTransposeWeight();
       auto [known, isNew] = factorsOf.try_emplace(weight.getSymName());
       if (isNew) {
-        known->second = {addFactor(symbols, weight, "A", aSize, bias),
-                         addFactor(symbols, weight, "B", linear.getOutFeatures(), bias)};
-        addFactor(symbols, weight, "A_inv", aSize, bias);
-        addFactor(symbols, weight, "B_inv", linear.getOutFeatures(), bias);
+        int64_t bSize = linear.getOutFeatures();
+        known->second = {addFactor(symbols, weight, "A", aSize, bias, weightInOut),
+                         addFactor(symbols, weight, "B", bSize, bias, weightInOut)};
+        addFactor(symbols, weight, "A_inv", aSize, bias, weightInOut);
+        addFactor(symbols, weight, "B_inv", bSize, bias, weightInOut);
+      } else if (weightInOut != symbols.lookup<ParamOp>(known->second.first.getValue())
+                                    ->hasAttr(kKfacWeightInOutAttrName)) {
+        return linear.emitError("pf-insert-kfac: '")
+               << weight.getSymName() << "' is read as [in, out] by one linear layer and as "
+               << "[out, in] by another; K-FAC needs one layout per weight";
       }
       auto [a, b] = known->second;
 

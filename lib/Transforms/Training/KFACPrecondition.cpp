@@ -30,17 +30,22 @@ struct KFACPreconditionPass
   struct Layer {
     Location loc; // the factor's: the ONNX initializer name of the weight
     std::string weight, bias; // bias empty when the layer has none
+    bool weightInOut = false; // the weight (and its gradient) is [in, out]
   };
+
+  /// The layer whose factor A `factorA` is (pf-insert-kfac's attributes).
+  static Layer layerOf(ParamOp factorA) {
+    auto biasName = factorA->getAttrOfType<StringAttr>(kKfacBiasAttrName);
+    return {factorA.getLoc(),
+            factorA->getAttrOfType<StringAttr>(kKfacWeightAttrName).str(),
+            biasName ? biasName.str() : "", factorA->hasAttr(kKfacWeightInOutAttrName)};
+  }
 
   SmallVector<Layer> kfacLayers(ModuleOp module) {
     SmallVector<Layer> layers;
-    for (auto factorA : module.getOps<ParamOp>()) {
-      auto weightName = factorA->getAttrOfType<StringAttr>(kKfacWeightAttrName);
-      if (!factorA.getSymName().ends_with(".kfac.A") || !weightName)
-        continue;
-      auto biasName = factorA->getAttrOfType<StringAttr>(kKfacBiasAttrName);
-      layers.push_back({factorA.getLoc(), weightName.str(), biasName ? biasName.str() : ""});
-    }
+    for (auto factorA : module.getOps<ParamOp>())
+      if (factorA.getSymName().ends_with(".kfac.A") && factorA->hasAttr(kKfacWeightAttrName))
+        layers.push_back(layerOf(factorA));
     return layers;
   }
 
@@ -195,7 +200,8 @@ struct KFACPreconditionPass
                     .getOutcome();
     }
     auto precondition =
-        KFACPreconditionOp::create(builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB);
+        KFACPreconditionOp::create(builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB,
+                                   layer.weightInOut);
     return {outcome, precondition.getWeightUpdate(),
             gradB ? precondition.getBiasUpdate() : Value()};
   }
@@ -339,7 +345,7 @@ struct KFACPreconditionPass
         gradB = results[biasGrad->second];
       // The layer's ops carry its weight's location (the ONNX initializer
       // name), so profiles attribute them to the right block.
-      Layer layer{factorA.getLoc(), weightName.str(), biasName ? biasName.str() : ""};
+      Layer layer = layerOf(factorA);
       auto [outcome, weightUpdate, biasUpdate] =
           emitLayer(builder, symbols, layer, step, gradW, gradB);
       if (issues) {

@@ -17,7 +17,7 @@ module {
 
 // A linear outside the encoder blocks (the head) is no K-FAC layer.
 pf.param @"cls.predictions.transform.dense.weight" : tensor<5x4xf32>
-// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block with a named [out, in] weight to precondition}}
+// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block (a weight named like 'layer.<i>.' or 'h.<i>.') to precondition}}
 func.func @head_only(%x: tensor<6x4xf32>) -> tensor<6x5xf32> {
   %w = pf.param_ref @"cls.predictions.transform.dense.weight" : tensor<5x4xf32>
   %y = pf.linear %x, %w {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>
@@ -26,13 +26,14 @@ func.func @head_only(%x: tensor<6x4xf32>) -> tensor<6x5xf32> {
 
 // -----
 
-// An [in, out] weight (no transpose_weight) is not the layout K-FAC expects.
-pf.param @"bert.encoder.layer.0.dense.weight" : tensor<4x5xf32>
-// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block with a named [out, in] weight to precondition}}
-func.func @in_out_weight(%x: tensor<6x4xf32>) -> tensor<6x5xf32> {
-  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<4x5xf32>
-  %y = pf.linear %x, %w : (tensor<6x4xf32>, tensor<4x5xf32>) -> tensor<6x5xf32>
-  return %y : tensor<6x5xf32>
+// One weight read in both layouts has no single layout to precondition in.
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<4x4xf32>
+func.func @mixed_layouts(%x: tensor<6x4xf32>) -> tensor<6x4xf32> {
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<4x4xf32>
+  %y = pf.linear %x, %w : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  // expected-error @+1 {{pf-insert-kfac: 'bert.encoder.layer.0.dense.weight' is read as [in, out] by one linear layer and as [out, in] by another}}
+  %z = pf.linear %y, %w {transpose_weight} : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  return %z : tensor<6x4xf32>
 }
 
 // -----
@@ -58,7 +59,7 @@ func.func @bad_every(%s: tensor<i64>) {
 //--- skip-all.mlir
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
 // Every candidate is skipped by name.
-// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block with a named [out, in] weight to precondition}}
+// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block (a weight named like 'layer.<i>.' or 'h.<i>.') to precondition}}
 func.func @main(%x: tensor<6x4xf32>) -> tensor<6x5xf32> {
   %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
   %y = pf.linear %x, %w {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>

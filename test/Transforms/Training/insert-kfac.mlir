@@ -96,3 +96,20 @@ func.func @shared(%x0: tensor<6x4xf32>, %x1: tensor<6x4xf32>) -> (tensor<6x5xf32
   %y1 = pf.linear %x1, %w {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>
   return %y0, %y1 : tensor<6x5xf32>, tensor<6x5xf32>
 }
+
+// -----
+
+// An [in, out] weight (PyTorch's pre-transposed export) is a K-FAC layer too:
+// A is [in, in] and B [out, out] as for [out, in], and the factors record the
+// layout so that the gradient is preconditioned in it.
+// CHECK-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.A : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {pf.kfac_weight = "bert.encoder.layer.0.dense.weight", pf.kfac_weight_in_out}
+// CHECK-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.B : tensor<5x5xf32> = {{.*}}pf.kfac_weight_in_out}
+// CHECK-LABEL: func.func @in_out(
+// CHECK: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from %arg0
+// CHECK: pf.kfac.capture_output %{{.*}} into @bert.encoder.layer.0.dense.weight.kfac.B
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<4x5xf32>
+func.func @in_out(%x: tensor<6x4xf32>) -> tensor<6x5xf32> {
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<4x5xf32>
+  %y = pf.linear %x, %w : (tensor<6x4xf32>, tensor<4x5xf32>) -> tensor<6x5xf32>
+  return %y : tensor<6x5xf32>
+}

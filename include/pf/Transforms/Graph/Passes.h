@@ -24,6 +24,8 @@ struct GraphOptOptions {
   bool fuse = true;
   bool untie = true;
   bool requireStatic = false;
+  /// Tie exporters' folded transposed copies back to their parameter.
+  bool retie = true;
 };
 
 /// Shape inference, canonicalization, untying and the fusions, then DCE: what
@@ -33,7 +35,8 @@ void buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &options = {
 /// What the tools and the C API run right after importing a model: the graph
 /// passes (`graphOpt`) or only shape inference, failing on dynamic shapes when
 /// `requireStatic`.
-void buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool requireStatic);
+void buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool requireStatic,
+                             bool retie = true);
 
 /// Registers `pf-graph-opt`.
 void registerGraphPipelines();

@@ -166,6 +166,43 @@ def PFFuseLinear : Pass<"pf-fuse-linear"> {
   }];
 }
 
+def PFRetieWeights : Pass<"pf-retie-weights", "::mlir::ModuleOp"> {
+  let summary = "Tie folded transposed copies of a parameter back to it";
+  let description = [{
+    PyTorch's TorchScript exporter folds `Transpose(word_embeddings)` of a
+    tied decoder into a separate, anonymous `[hidden, vocab]` initializer
+    (`onnx::MatMul_N`): trained as it comes, the tie is lost and the
+    embedding's gradient misses the decoder's share. A parameter with an
+    exporter-generated name (see `isExporterGeneratedName`) whose data equals
+    the transpose of another 2-D parameter's, element for element, is read
+    as `pf.transpose` of that parameter instead and removed; a remark names
+    both. Data that is one repeated value (zeros) is no evidence of a tie and
+    is left alone, as are parameters without data (`--no-weights`).
+
+    ```mlir
+    // Before (@"onnx::MatMul_9" holds the transpose of @emb)
+    %w = pf.param_ref @"onnx::MatMul_9" : tensor<8x50xf32>
+    // After
+    %0 = pf.param_ref @emb : tensor<50x8xf32>
+    %w = pf.transpose %0 {perm = array<i64: 1, 0>} : (tensor<50x8xf32>) -> tensor<8x50xf32>
+    ```
+  }];
+}
+
+def PFNameWeights : Pass<"pf-name-weights", "::mlir::ModuleOp"> {
+  let summary = "Name exporter-named linear weights after their layer's bias";
+  let description = [{
+    PyTorch's exporter folds each linear weight into an initializer with a
+    generated name (`onnx::MatMul_311`); the bias keeps its module path. A
+    `pf.linear` whose weight has a generated name and whose bias is named
+    `<layer>.bias` gets its weight renamed `<layer>.weight`, so gradients,
+    K-FAC state, checkpoints and summaries carry a name the user knows and
+    the encoder block can be read from it. The initializer's name stays in
+    `pf.onnx_name`. A weight shared by layers with different biases, or a
+    name already taken, is left alone.
+  }];
+}
+
 def PFDeadCodeElimination : Pass<"pf-dce", "::mlir::ModuleOp"> {
   let summary = "Remove dead ops and parameters nothing reads";
   let description = [{

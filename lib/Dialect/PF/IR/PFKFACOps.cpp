@@ -78,20 +78,22 @@ LogicalResult KFACPreconditionOp::inferReturnTypes(MLIRContext *, OptLoc loc,
       failed(checkSquare(loc, adaptor.getBInverse(), "B inverse")))
     return failure();
   Value biasGrad = adaptor.getBiasGrad();
+  // The dimensions of ∇W that are the layer's outputs and inputs.
+  const unsigned outDim = adaptor.getWeightInOut() ? 1 : 0, inDim = 1 - outDim;
   if (grad && grad.getRank() != 2)
-    return emitOptionalError(loc, "kfac.precondition: weight gradient must be 2-D [out, in], got ",
-                             grad);
+    return emitOptionalError(loc, "kfac.precondition: weight gradient must be 2-D ",
+                             outDim == 0 ? "[out, in]" : "[in, out]", ", got ", grad);
   if (biasGrad) {
     auto biasType = dyn_cast<RankedTensorType>(biasGrad.getType());
     if (biasType && (biasType.getRank() != 1 ||
-                     (grad && !grad.isDynamicDim(0) && !biasType.isDynamicDim(0) &&
-                      biasType.getDimSize(0) != grad.getDimSize(0))))
+                     (grad && !grad.isDynamicDim(outDim) && !biasType.isDynamicDim(0) &&
+                      biasType.getDimSize(0) != grad.getDimSize(outDim))))
       return emitOptionalError(loc, "kfac.precondition: bias gradient must be 1-D of the "
                                     "gradient's output size, got ", biasType);
   }
   if (grad && grad.hasStaticShape() && aInv && aInv.hasStaticShape() && bInv &&
       bInv.hasStaticShape()) {
-    int64_t out0 = grad.getDimSize(0), in = grad.getDimSize(1);
+    int64_t out0 = grad.getDimSize(outDim), in = grad.getDimSize(inDim);
     int64_t aSize = aInv.getDimSize(0);
     if (bInv.getDimSize(0) != out0)
       return emitOptionalError(loc, "kfac.precondition: B inverse is ", bInv.getDimSize(0),

@@ -25,10 +25,22 @@ inline constexpr llvm::StringLiteral kBlockAttrName = "pf.block";
 /// Devices that run a `pf.stage` (non-negative i64 array, from pf-schedule).
 inline constexpr llvm::StringLiteral kDevicesAttrName = "pf.devices";
 
+/// On a `pf.param` that pf renamed (pf-name-weights): the initializer's name
+/// in the ONNX file, which exports and messages may need.
+inline constexpr llvm::StringLiteral kOnnxNameAttrName = "pf.onnx_name";
+/// On a `pf.param`: the initializers of the ONNX file that held its
+/// transpose and that pf-retie-weights tied back to it (string array).
+inline constexpr llvm::StringLiteral kOnnxTransposedCopiesAttrName =
+    "pf.onnx_transposed_copies";
+
 /// On a K-FAC factor `pf.param`: the weight (and bias) parameter whose layer
 /// the factor belongs to (pf-insert-kfac).
 inline constexpr llvm::StringLiteral kKfacWeightAttrName = "pf.kfac_weight";
 inline constexpr llvm::StringLiteral kKfacBiasAttrName = "pf.kfac_bias";
+/// On a K-FAC factor `pf.param`: the layer reads its weight as [in, out]
+/// (unit; absent: [out, in] through a transpose), so its gradient is
+/// preconditioned in that layout.
+inline constexpr llvm::StringLiteral kKfacWeightInOutAttrName = "pf.kfac_weight_in_out";
 /// On a K-FAC inverse `pf.param` (`<weight>.kfac.A_inv_next`, `.B_inv_next`):
 /// the inverse being computed in the bubbles for the next refresh window, the
 /// inverse it replaces when `pf.kfac_promote_inverses` runs (unit). Not a

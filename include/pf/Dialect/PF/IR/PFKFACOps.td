@@ -46,11 +46,14 @@ def PF_KFACInverseOp : PF_TensorOp<"kfac.inverse"> {
 def PF_KFACPreconditionOp : PF_TensorOp<"kfac.precondition"> {
   let summary = "ΔW = B⁻¹ · ∇W · A⁻¹ (and B⁻¹ · ∇b)";
   let description = [{
-    ∇W is [out, in]. When A⁻¹ is (in+1)×(in+1) the bias gradient is required
-    and is preconditioned jointly with W as the extra column.
+    ∇W is [out, in], or [in, out] with `weight_in_out` (a layer that reads
+    its weight untransposed, as PyTorch's exporter folds it); the update has
+    ∇W's layout. When A⁻¹ is (in+1)×(in+1) the bias gradient is required and
+    is preconditioned jointly with W as the extra input.
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$weight_grad, TensorOf<[AnyFloat]>:$a_inverse,
-                   TensorOf<[AnyFloat]>:$b_inverse, Optional<TensorOf<[AnyFloat]>>:$bias_grad);
+                   TensorOf<[AnyFloat]>:$b_inverse, Optional<TensorOf<[AnyFloat]>>:$bias_grad,
+                   UnitAttr:$weight_in_out);
   let results = (outs TensorOf<[AnyFloat]>:$weight_update,
                  Optional<TensorOf<[AnyFloat]>>:$bias_update);
 }

@@ -1,0 +1,117 @@
+"""Models as PyTorch's TorchScript exporter writes them train like the Hugging
+Face layout: K-FAC on pre-transposed [in, out] weights, weights named after
+their layer, and the folded decoder copy tied back to the word embedding.
+
+The generator's two styles hold the same model (same seed, same values,
+weights stored transposed in style pytorch, the decoder a folded copy), so a
+training run on either must give the same losses, parameters (up to the
+transpose) and K-FAC factors.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from pipefisher import make_bert_model, save_model
+from pipefisher.corpus import make_corpus
+from pipefisher.tools import run_tool
+
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("layouts")
+    corpus = make_corpus(sequences=200, seq_len=16, seed=3)
+    vocab = len(corpus.pop("vocab"))
+    np.savez(tmp / "corpus.npz", **corpus)
+    for style in ("transpose", "pytorch"):
+        save_model(make_bert_model("tiny", vocab_size=vocab, num_hidden_layers=1, seed=4,
+                                   style=style), tmp / f"{style}.onnx")
+    return tmp
+
+
+def _train(tmp, style, name, *args):
+    checkpoint = tmp / f"{name}.npz"
+    proc = run_tool("pf-train", tmp / f"{style}.onnx", "--corpus", tmp / "corpus.npz",
+                    "--batch", "8", "--num-threads", "2", "--steps", STEPS, "--log-every", "1",
+                    "--lr", "2e-3", "--warmup", "1", "--kfac", "--kfac-refresh", "1",
+                    "--checkpoint", checkpoint, *args)
+    assert proc.returncode == 0, proc.stderr
+    losses = [float(m) for m in re.findall(r"loss\s+([0-9.]+)", proc.stdout)]
+    assert len(losses) == STEPS
+    data = np.load(checkpoint)
+    return proc, losses, {k: data[k] for k in data.files}
+
+
+@pytest.fixture(scope="module")
+def runs(models):
+    return {style: _train(models, style, style) for style in ("transpose", "pytorch")}
+
+
+def test_same_losses_in_both_layouts(runs):
+    np.testing.assert_allclose(runs["pytorch"][1], runs["transpose"][1], rtol=1e-4)
+
+
+def test_same_parameters_and_factors_in_both_layouts(runs):
+    hf, pt = runs["transpose"][2], runs["pytorch"][2]
+    params = [k for k in hf if k.startswith("param/")]
+    # The same names: exporter-named weights take their layer's name, the
+    # folded decoder copy is gone (tied back), K-FAC state follows the names.
+    assert sorted(params) == sorted(k for k in pt if k.startswith("param/"))
+    kfac = [k for k in params if k.endswith(".kfac.A")]
+    assert len(kfac) == 6, kfac  # q, k, v, output, intermediate, output of the block
+    # Weights stored [in, out] (and their optimizer state) are the transpose;
+    # K-FAC factors and inverses are the same matrices.
+    transposed = {k[len("meta/onnx_name/"):] for k in pt if k.startswith("meta/onnx_name/")}
+    assert len(transposed) == 7  # the block's six linears and the head's transform
+    for key in params:
+        name = key[len("param/"):]
+        if ".attention.self.key.bias" in name:
+            # Softmax ignores a shift of every key by the same vector: this
+            # gradient is rounding noise, which the update normalizes.
+            continue
+        got, want = pt[key], hf[key]
+        if ".kfac." not in name and any(name == w or name.startswith(w + ".")
+                                        for w in transposed):
+            got = got.T
+        # Summation order differs between the layouts' GEMMs, and Adam's
+        # normalization turns rounding in a near-zero gradient into up to a
+        # learning rate's step: nearly every element agrees to a tolerance
+        # relative to the array's scale (inverses reach 1e4), and all to one
+        # step of lr 2e-3.
+        atol = 2e-6 + 2e-5 * float(np.abs(want).max())
+        close = np.isclose(got, want, rtol=2e-3, atol=atol)
+        assert close.mean() > 0.999, (key, close.mean())
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=max(atol, 2e-3), err_msg=key)
+
+
+def test_the_decoder_is_tied_back(runs):
+    proc, _, pt = runs["pytorch"]
+    assert "'onnx::MatMul_8' equals the transpose of 'bert.embeddings.word_embeddings.weight'" \
+        in proc.stderr
+    assert "param/onnx::MatMul_8" not in pt
+    copy = pt["meta/transposed_copy/onnx::MatMul_8"].astype(np.uint8).tobytes().decode()
+    assert copy == "bert.embeddings.word_embeddings.weight"
+    query = "bert.encoder.layer.0.attention.self.query.weight"
+    assert pt[f"meta/onnx_name/{query}"].astype(np.uint8).tobytes().decode() == "onnx::MatMul_1"
+
+
+def test_no_retie_keeps_the_copy_apart(models, runs):
+    # Trained apart, the embedding misses the decoder's gradient: the first
+    # step's loss is the same, the parameters after it are not.
+    proc, losses, apart = _train(models, "pytorch", "apart", "--no-retie")
+    assert "equals the transpose" not in proc.stderr
+    # The copy is a parameter of its own, named after the decoder's bias.
+    decoder = "param/cls.predictions.weight"
+    assert apart["meta/onnx_name/cls.predictions.weight"].astype(np.uint8).tobytes() \
+        == b"onnx::MatMul_8"
+    tied = runs["pytorch"]
+    assert losses[0] == pytest.approx(tied[1][0], rel=1e-6)
+    word = "param/bert.embeddings.word_embeddings.weight"
+    assert not np.allclose(apart[word], tied[2][word], rtol=1e-4, atol=1e-7)
+    # The copy trained on its own is no longer the embedding's transpose.
+    assert not np.allclose(apart[decoder], apart[word].T, rtol=1e-4, atol=1e-7)
