@@ -25,6 +25,13 @@ bool mlir::pf::isExporterGeneratedName(StringRef name) {
   return pattern.match(name);
 }
 
+std::optional<int64_t> mlir::pf::encoderBlockOfParam(SymbolTable &symbols, StringRef name) {
+  if (Operation *param = symbols.lookup(name))
+    if (auto block = param->getAttrOfType<IntegerAttr>(kEncoderBlockAttrName))
+      return block.getInt();
+  return encoderBlockOfName(name);
+}
+
 SmallVector<func::FuncOp> mlir::pf::stageGradientFunctions(ModuleOp module) {
   SmallVector<func::FuncOp> functions;
   for (int64_t s = 0;; ++s) {

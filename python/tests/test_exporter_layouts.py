@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import onnx
 import pytest
 
 from pipefisher import make_bert_model, save_model
@@ -115,3 +116,49 @@ def test_no_retie_keeps_the_copy_apart(models, runs):
     assert not np.allclose(apart[word], tied[2][word], rtol=1e-4, atol=1e-7)
     # The copy trained on its own is no longer the embedding's transpose.
     assert not np.allclose(apart[decoder], apart[word].T, rtol=1e-4, atol=1e-7)
+
+
+def _anonymized(model, out):
+    """`model` with every encoder-block initializer (and Identity alias)
+    renamed as an exporter that keeps no module paths would: the blocks
+    must come from the graph's structure."""
+    m = onnx.load(model)
+    names = [t.name for t in m.graph.initializer]
+    names += [o for n in m.graph.node if n.op_type == "Identity" for o in n.output]
+    renamed = {name: f"onnx::Param_{i}" for i, name in enumerate(names)
+               if ".encoder.layer." in name}
+    for t in m.graph.initializer:
+        t.name = renamed.get(t.name, t.name)
+    for n in m.graph.node:
+        n.input[:] = [renamed.get(i, i) for i in n.input]
+        n.output[:] = [renamed.get(o, o) for o in n.output]
+    onnx.save(m, out)
+    return len(renamed)
+
+
+def test_blocks_from_structure_when_names_say_nothing(models, runs):
+    anonymous = models / "anonymous.onnx"
+    assert _anonymized(models / "transpose.onnx", anonymous) > 10
+    summary = run_tool("pf-translate", "--import-onnx", anonymous, "--dim", "batch=2",
+                       "--dim", "sequence=8", "--summary", "-o", "/dev/null")
+    assert summary.returncode == 0, summary.stderr
+    assert "found 1 from the graph's structure" in summary.stderr
+    assert re.search(r"block\s+0: 6 pf.linear, 2 pf.layer_norm, 1 pf.gelu", summary.stdout)
+    # K-FAC finds the block's six linears and trains as with the names.
+    proc, losses, state = _train(models, "anonymous", "anonymous")
+    assert len([k for k in state if k.endswith(".kfac.A")]) == 6
+    np.testing.assert_allclose(losses, runs["transpose"][1], rtol=1e-5)
+
+
+def test_partition_from_structure(tmp_path):
+    # Two blocks found from the structure are cut into two stages.
+    save_model(make_bert_model("tiny", vocab_size=64, num_hidden_layers=2, seed=5),
+               tmp_path / "named.onnx")
+    _anonymized(tmp_path / "named.onnx", tmp_path / "anonymous.onnx")
+    proc = run_tool("pf-translate", "--import-onnx", tmp_path / "anonymous.onnx", "--dim",
+                    "batch=2", "--dim", "sequence=8",
+                    "--pipeline=stages=2 microbatches=2 schedule=1f1b")
+    assert proc.returncode == 0, proc.stderr
+    assert "found 2 from the graph's structure" in proc.stderr
+    assert re.search(r"pf\.stage 0 .*blocks = array<i64: 0>", proc.stdout), proc.stdout[-2000:]
+    assert re.search(r"pf\.stage 1 .*blocks = array<i64: 1>", proc.stdout)

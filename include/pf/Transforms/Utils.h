@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include <optional>
 
@@ -36,6 +37,11 @@ bool isExporterGeneratedName(StringRef name);
 /// The encoder block named in a parameter name (`encoder.layer.N.`,
 /// `layers.N.`, `h.N.`, `blocks.N.`), if any.
 std::optional<int64_t> encoderBlockOfName(StringRef name);
+
+/// The encoder block of the parameter `name`: its `pf.encoder_block`
+/// (pf-find-encoder-blocks found it from the graph's structure), else the
+/// block its name gives.
+std::optional<int64_t> encoderBlockOfParam(SymbolTable &symbols, StringRef name);
 
 } // namespace mlir::pf
 

@@ -32,17 +32,17 @@ std::string typeString(Type type) {
   return text;
 }
 
-std::optional<int64_t> blockOfParam(Value value) {
+std::optional<int64_t> blockOfParam(SymbolTable &symbols, Value value) {
   auto ref = value ? value.getDefiningOp<ParamRefOp>() : ParamRefOp();
-  return ref ? encoderBlockOfName(ref.getName()) : std::nullopt;
+  return ref ? encoderBlockOfParam(symbols, ref.getName()) : std::nullopt;
 }
 
 /// A linear layer's block from its weight or, for exporters that lose the
 /// weight's name (onnx::MatMul_N), its bias.
-std::optional<int64_t> blockOfLinear(LinearOp linear) {
-  if (auto block = blockOfParam(linear.getWeight()))
+std::optional<int64_t> blockOfLinear(SymbolTable &symbols, LinearOp linear) {
+  if (auto block = blockOfParam(symbols, linear.getWeight()))
     return block;
-  return blockOfParam(linear.getBias());
+  return blockOfParam(symbols, linear.getBias());
 }
 
 struct BlockCounts {
@@ -61,6 +61,7 @@ struct Summary {
 
 Summary summarize(ModuleOp module) {
   Summary s;
+  SymbolTable symbols(module);
   for (auto param : module.getOps<ParamOp>()) {
     auto type = cast<RankedTensorType>(param.getType());
     ++s.params;
@@ -89,17 +90,17 @@ Summary summarize(ModuleOp module) {
     if (auto cost = dyn_cast<CostOpInterface>(op))
       s.forwardFlops += cost.getForwardFlops();
     if (auto linear = dyn_cast<LinearOp>(op)) {
-      if (auto block = blockOfLinear(linear))
+      if (auto block = blockOfLinear(symbols, linear))
         ++s.blocks[*block].linear;
       else
         ++s.linearsOutsideBlocks;
     } else if (auto norm = dyn_cast<LayerNormOp>(op)) {
-      if (auto block = blockOfParam(norm.getScale()))
+      if (auto block = blockOfParam(symbols, norm.getScale()))
         ++s.blocks[*block].layerNorm;
     } else if (auto gelu = dyn_cast<GeluOp>(op)) {
       // GELU has no weights: it belongs to the block of the linear feeding it.
       if (auto producer = gelu.getInput().getDefiningOp<LinearOp>())
-        if (auto block = blockOfLinear(producer))
+        if (auto block = blockOfLinear(symbols, producer))
           ++s.blocks[*block].gelu;
     }
   });

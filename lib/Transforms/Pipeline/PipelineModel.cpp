@@ -11,8 +11,8 @@ namespace sched = ::pf::sched;
 namespace {
 /// Raw position of a parameter in the model: 0 embeddings, b+1 encoder block
 /// b, numBlocks+1 heads.
-int64_t rawLayerOfParam(StringRef name, int64_t numBlocks) {
-  if (auto block = encoderBlockOfName(name))
+int64_t rawLayerOfParam(SymbolTable &symbols, StringRef name, int64_t numBlocks) {
+  if (auto block = encoderBlockOfParam(symbols, name))
     return *block + 1;
   if (name.contains("embed"))
     return 0;
@@ -23,13 +23,15 @@ int64_t rawLayerOfParam(StringRef name, int64_t numBlocks) {
 FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
   BlockAssignment result;
   int64_t maxBlock = -1;
+  SymbolTable symbols(func->getParentOfType<ModuleOp>());
   func.walk([&](ParamRefOp ref) {
-    if (auto block = encoderBlockOfName(ref.getName()))
+    if (auto block = encoderBlockOfParam(symbols, ref.getName()))
       maxBlock = std::max(maxBlock, *block);
   });
   if (maxBlock < 0)
     return func.emitError("no encoder blocks found: pipeline partitioning needs parameter "
-                          "names such as 'encoder.layer.N.' (an imported BERT model)");
+                          "names such as 'encoder.layer.N.' or blocks found from the graph's "
+                          "structure (pf-find-encoder-blocks; an imported BERT model)");
   int64_t numBlocks = maxBlock + 1;
   result.numBlocks = numBlocks;
   result.kfacLinears.resize(numBlocks);
@@ -38,7 +40,7 @@ FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
   for (Operation &op : func.getBody().front().without_terminator()) {
     int64_t layer = 0;
     if (auto ref = dyn_cast<ParamRefOp>(op)) {
-      layer = rawLayerOfParam(ref.getName(), numBlocks);
+      layer = rawLayerOfParam(symbols, ref.getName(), numBlocks);
     } else if (!isa<ConstantOp>(op)) {
       for (Value operand : op.getOperands()) {
         auto it = raw.find(operand);
@@ -48,7 +50,7 @@ FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
       // A K-FAC factor update goes with the layer whose factor it writes (the
       // state lives there), not with the earlier block computing its input.
       if (auto update = dyn_cast<KFACUpdateFactorOp>(op))
-        layer = std::max(layer, rawLayerOfParam(update.getFactor(), numBlocks));
+        layer = std::max(layer, rawLayerOfParam(symbols, update.getFactor(), numBlocks));
     }
     for (Value res : op.getResults())
       raw[res] = layer;
@@ -96,6 +98,7 @@ readStageBlockLists(PipelineOp pipeline, int64_t &numBlocks) {
 
 FailureOr<BlockAssignment> mlir::pf::readStageBlocks(PipelineOp pipeline) {
   BlockAssignment result;
+  SymbolTable symbols(pipeline->getParentOfType<ModuleOp>());
   auto lists = readStageBlockLists(pipeline, result.numBlocks);
   if (failed(lists))
     return failure();
@@ -119,7 +122,7 @@ FailureOr<BlockAssignment> mlir::pf::readStageBlocks(PipelineOp pipeline) {
       result.blockOf[&op] = b;
       if (auto linear = dyn_cast<LinearOp>(op))
         if (auto ref = linear.getWeight().getDefiningOp<ParamRefOp>())
-          if (encoderBlockOfName(ref.getName()))
+          if (encoderBlockOfParam(symbols, ref.getName()))
             result.kfacLinears[b].push_back(linear);
     }
   }

@@ -37,6 +37,9 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       param->setAttr(kKfacBiasAttrName, builder.getStringAttr(bias));
     if (weightInOut)
       param->setAttr(kKfacWeightInOutAttrName, builder.getUnitAttr());
+    // The state lives with its layer's block (partitioning reads it).
+    if (Attribute block = weight->getAttr(kEncoderBlockAttrName))
+      param->setAttr(kEncoderBlockAttrName, block);
     symbols.insert(param, builder.getInsertionPoint());
     return FlatSymbolRefAttr::get(param.getSymNameAttr());
   }
@@ -59,12 +62,14 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
     SmallVector<LinearOp> layers;
     func.walk([&](LinearOp linear) {
       StringRef name = linear.getKFACWeightName();
-      if (!name.empty() && encoderBlockOfName(name) && (skip.empty() || !skipPattern.match(name)))
+      if (!name.empty() && encoderBlockOfParam(symbols, name) &&
+          (skip.empty() || !skipPattern.match(name)))
         layers.push_back(linear);
     });
     if (layers.empty())
-      return func.emitError("pf-insert-kfac: no linear layer of an encoder block (a weight "
-                            "named like 'layer.<i>.' or 'h.<i>.') to precondition");
+      return func.emitError("pf-insert-kfac: no linear layer of an encoder block to precondition "
+                            "(blocks come from weight names like 'layer.<i>.' or 'h.<i>.', or "
+                            "from the graph's structure: pf-find-encoder-blocks)");
     Value step = getOrAddScalarArgument(func, "step", IntegerType::get(&getContext(), 64));
     // With a masked-LM loss, B is scaled by its token count at run time.
     bool hasLoss = false;

@@ -17,7 +17,7 @@ module {
 
 // A linear outside the encoder blocks (the head) is no K-FAC layer.
 pf.param @"cls.predictions.transform.dense.weight" : tensor<5x4xf32>
-// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block (a weight named like 'layer.<i>.' or 'h.<i>.') to precondition}}
+// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block to precondition (blocks come from weight names like 'layer.<i>.' or 'h.<i>.', or from the graph's structure: pf-find-encoder-blocks)}}
 func.func @head_only(%x: tensor<6x4xf32>) -> tensor<6x5xf32> {
   %w = pf.param_ref @"cls.predictions.transform.dense.weight" : tensor<5x4xf32>
   %y = pf.linear %x, %w {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>
@@ -59,7 +59,7 @@ func.func @bad_every(%s: tensor<i64>) {
 //--- skip-all.mlir
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
 // Every candidate is skipped by name.
-// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block (a weight named like 'layer.<i>.' or 'h.<i>.') to precondition}}
+// expected-error @+1 {{pf-insert-kfac: no linear layer of an encoder block to precondition (blocks come from weight names like 'layer.<i>.' or 'h.<i>.', or from the graph's structure: pf-find-encoder-blocks)}}
 func.func @main(%x: tensor<6x4xf32>) -> tensor<6x5xf32> {
   %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
   %y = pf.linear %x, %w {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>

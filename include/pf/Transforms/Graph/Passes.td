@@ -203,6 +203,24 @@ def PFNameWeights : Pass<"pf-name-weights", "::mlir::ModuleOp"> {
   }];
 }
 
+def PFFindEncoderBlocks : Pass<"pf-find-encoder-blocks", "::mlir::ModuleOp"> {
+  let summary = "Find the encoder blocks from the graph's structure when names do not say";
+  let description = [{
+    K-FAC and partitioning work per encoder block, which parameter names
+    normally give (`encoder.layer.N.`, `h.N.`, see `encoderBlockOfName`).
+    When no parameter read by the entry function has such a name, this pass
+    finds the blocks from the graph: the ops between two `pf.layer_norm`s
+    form a segment; a segment with a softmax and no GELU (attention) followed
+    by one with a GELU and no softmax (feed-forward), each ended by a
+    LayerNorm of a residual add, is one block of a post-LN encoder (BERT).
+    Blocks are numbered in program order; every parameter read in a block
+    (its linears' weights and biases, its LayerNorms' scale and shift) gets
+    `pf.encoder_block`, and a remark says how many blocks were found. A
+    parameter read in two blocks is left unmarked. With names that give
+    blocks, or without such a pattern, the module is unchanged.
+  }];
+}
+
 def PFDeadCodeElimination : Pass<"pf-dce", "::mlir::ModuleOp"> {
   let summary = "Remove dead ops and parameters nothing reads";
   let description = [{

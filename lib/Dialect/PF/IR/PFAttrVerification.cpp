@@ -92,6 +92,7 @@ const AttrRule kOpAttrRules[] = {
      "a pf.param"},
     {kKfacBiasAttrName, isNonEmptyString, "a non-empty string (a parameter's name)", isParam,
      "a pf.param"},
+    {kEncoderBlockAttrName, isNonNegativeI64, "a non-negative i64", isParam, "a pf.param"},
     {kOnnxNameAttrName, isNonEmptyString, "a non-empty string (an initializer's name)", isParam,
      "a pf.param"},
     {kOnnxTransposedCopiesAttrName, isStringList, "an array of initializer names", isParam,

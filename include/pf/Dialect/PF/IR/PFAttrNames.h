@@ -25,6 +25,10 @@ inline constexpr llvm::StringLiteral kBlockAttrName = "pf.block";
 /// Devices that run a `pf.stage` (non-negative i64 array, from pf-schedule).
 inline constexpr llvm::StringLiteral kDevicesAttrName = "pf.devices";
 
+/// On a `pf.param`: the encoder block it belongs to, when its name does not
+/// say (non-negative i64, from pf-find-encoder-blocks).
+inline constexpr llvm::StringLiteral kEncoderBlockAttrName = "pf.encoder_block";
+
 /// On a `pf.param` that pf renamed (pf-name-weights): the initializer's name
 /// in the ONNX file, which exports and messages may need.
 inline constexpr llvm::StringLiteral kOnnxNameAttrName = "pf.onnx_name";
