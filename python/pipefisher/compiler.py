@@ -21,8 +21,29 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from . import _core
 from .errors import RunError
+
+
+def _load_mlir_globally() -> None:
+    """Loads (or promotes) the extension's libMLIR.so into the global symbol
+    scope before the extension itself. pf's libraries and libMLIR.so must
+    agree on MLIR's implicit TypeIDs (docs/embedding.md): when another
+    package has already loaded libMLIR.so with RTLD_LOCAL, they would not,
+    and every import would fail; made global first, they do."""
+    import ctypes
+
+    try:
+        from ._config import LIBMLIR
+    except ImportError:  # not an installed package; the extension will say
+        return
+    try:
+        ctypes.CDLL(LIBMLIR, mode=os.RTLD_GLOBAL)
+    except OSError:
+        pass  # the extension's own load reports the missing library
+
+
+_load_mlir_globally()
+from . import _core  # noqa: E402
 
 __all__ = ["Module", "Executable", "TensorSpec", "import_onnx", "parse_module", "compile"]
 

@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import _core
-from .compiler import Module
+from .compiler import Module, _core  # compiler loads the extension (libMLIR.so first)
 from .errors import ScheduleError
 
 __all__ = ["Report", "schedule"]

@@ -480,24 +480,33 @@ NB_MODULE(_core, m) {
   m.doc() = "pf's compiler and runtime (the compiled half of pipefisher; use the "
             "functions of the pipefisher package).";
 
-  nb::class_<Module>(m, "Module", "A pf module (MLIR) and the context that owns its weights.")
-      .def_static("import_onnx", &Module::importONNX, "path"_a, "dims"_a, "shapes"_a,
-                  "weights"_a, "graph_passes"_a, "allow_dynamic"_a, "entry"_a)
-      .def_static("parse", &Module::parse, "text"_a)
-      .def("to_string", &Module::str, "elide_weights"_a = false, "generic"_a = false)
-      .def("run_pipeline", &Module::runPipeline, "pipeline"_a)
-      .def("clone", &Module::clone)
-      .def("verify", &Module::verify);
+  // Imported a second time (its entry removed from sys.modules and imported
+  // again), the module's init runs again; nanobind keeps the classes of the
+  // first run, so they are reused rather than registered twice.
+  nb::handle registeredModule = nb::type<Module>(), registeredExecutable = nb::type<Executable>();
+  if (registeredModule.is_valid() && registeredExecutable.is_valid()) {
+    m.attr("Module") = registeredModule;
+    m.attr("Executable") = registeredExecutable;
+  } else {
+    nb::class_<Module>(m, "Module", "A pf module (MLIR) and the context that owns its weights.")
+        .def_static("import_onnx", &Module::importONNX, "path"_a, "dims"_a, "shapes"_a,
+                    "weights"_a, "graph_passes"_a, "allow_dynamic"_a, "entry"_a)
+        .def_static("parse", &Module::parse, "text"_a)
+        .def("to_string", &Module::str, "elide_weights"_a = false, "generic"_a = false)
+        .def("run_pipeline", &Module::runPipeline, "pipeline"_a)
+        .def("clone", &Module::clone)
+        .def("verify", &Module::verify);
 
-  nb::class_<Executable>(m, "Executable", "A compiled pf module.")
-      .def_static("compile", &Executable::compile, "module"_a, "threads"_a, "function"_a)
-      .def_prop_ro("inputs", &Executable::inputs)
-      .def_prop_ro("outputs", &Executable::outputs)
-      .def_prop_ro("parameters", &Executable::parameterInfos)
-      .def("parameter", [](nb::handle self, intptr_t pos) {
-        return nb::cast<const Executable &>(self).parameter(pos, self);
-      }, "pos"_a)
-      .def("run", &Executable::run, "inputs"_a, "outputs"_a);
+    nb::class_<Executable>(m, "Executable", "A compiled pf module.")
+        .def_static("compile", &Executable::compile, "module"_a, "threads"_a, "function"_a)
+        .def_prop_ro("inputs", &Executable::inputs)
+        .def_prop_ro("outputs", &Executable::outputs)
+        .def_prop_ro("parameters", &Executable::parameterInfos)
+        .def("parameter", [](nb::handle self, intptr_t pos) {
+          return nb::cast<const Executable &>(self).parameter(pos, self);
+        }, "pos"_a)
+        .def("run", &Executable::run, "inputs"_a, "outputs"_a);
+  }
 
   m.def("schedule_costs", &scheduleCosts, "profile_json"_a, "profile_source"_a, "device"_a,
         "model"_a, "microbatch_size"_a, "seq_len"_a, "precision"_a, "schedule"_a, "stages"_a,

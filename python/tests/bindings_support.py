@@ -10,7 +10,7 @@ import os
 import pytest
 
 try:
-    import pipefisher._core  # noqa: F401
+    import pipefisher.compiler  # noqa: F401  (loads pipefisher._core as users do)
 except ImportError as err:
     if os.environ.get("PF_TEST_INSTALLED") == "1":
         raise
