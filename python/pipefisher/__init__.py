@@ -17,7 +17,17 @@ Model export and helpers (no extension needed): :func:`make_bert_model`,
 ``pipefisher.tools`` (drives the command-line tools).
 """
 
+from typing import TYPE_CHECKING
+
 from .configs import CONFIGS, BertConfig, get_config
+
+if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers and IDEs
+    from .bert_onnx import make_bert_model, save_model
+    from .compiler import Executable, Module, TensorSpec, compile, import_onnx, parse_module
+    from .errors import (CompileError, ONNXImportError, ParseError, PFError, PipelineError,
+                         RunError, ScheduleError)
+    from .scheduling import Report, schedule
+    from .training import StepRecord, Trainer, mask_tokens, train
 
 __all__ = ["CONFIGS", "BertConfig", "get_config", "make_bert_model", "save_model",
            # the compiler (pipefisher._core)

@@ -81,7 +81,7 @@ class Module:
         return self._core.to_string()
 
     def __repr__(self) -> str:
-        return f"<pipefisher.Module: {len(self._core.to_string(elide_weights=True))} chars of IR>"
+        return f"<pipefisher.Module at {id(self):#x}; str() is its IR>"
 
     def to_string(self, elide_weights: bool = False, generic: bool = False) -> str:
         """The IR; ``elide_weights`` prints large constants as ``__elided__``,

@@ -86,7 +86,7 @@ def test_module_report_equals_pf_opt(tmp_path):
 
 def test_report_figures_are_consistent():
     r = pf.schedule(device="p100", model="bert-large", schedule="chimera", stages=8,
-                    microbatches=8)
+                    microbatches=8, validate=True)  # the verifier finds nothing wrong
     assert r.step_time_ms >= r.pipeline_step_ms > 0
     assert r.kfac_in_bubbles_ms + r.kfac_outside_bubbles_ms == pytest.approx(r.kfac_work_ms,
                                                                              rel=1e-6)
