@@ -126,6 +126,11 @@ public:
 
   MlirContext get() const { return context; }
 
+  /// Held (with the GIL released) by every call that reads or changes a
+  /// module of this context or its diagnostics handlers: MLIR does not
+  /// expect one module to be transformed and printed by two threads at once.
+  std::mutex mutex;
+
 private:
   MlirContext context;
 };
@@ -227,6 +232,8 @@ public:
   }
 
   std::string str(bool elideWeights, bool generic) const {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(context->mutex);
     std::string text;
     MlirOpPrintingFlags flags = mlirOpPrintingFlagsCreate();
     if (elideWeights) {
@@ -265,11 +272,10 @@ public:
     MlirLogicalResult result;
     std::string diagnostics;
     {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(context->mutex);
       DiagnosticCollector collector(context->get());
-      {
-        nb::gil_scoped_release release;
-        result = mlirPassManagerRunOnOp(pm, mlirModuleGetOperation(module));
-      }
+      result = mlirPassManagerRunOnOp(pm, mlirModuleGetOperation(module));
       diagnostics = collector.text;
     }
     mlirPassManagerDestroy(pm);
@@ -278,11 +284,20 @@ public:
   }
 
   std::shared_ptr<Module> clone() const {
-    MlirOperation copy = mlirOperationClone(mlirModuleGetOperation(module));
+    MlirOperation copy;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(context->mutex);
+      copy = mlirOperationClone(mlirModuleGetOperation(module));
+    }
     return std::make_shared<Module>(context, mlirModuleFromOperation(copy));
   }
 
-  bool verify() const { return mlirOperationVerify(mlirModuleGetOperation(module)); }
+  bool verify() const {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(context->mutex);
+    return mlirOperationVerify(mlirModuleGetOperation(module));
+  }
 
   std::shared_ptr<Context> context;
   MlirModule module;
@@ -318,6 +333,7 @@ public:
     PfExecutable executable;
     {
       nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(module.context->mutex);
       executable = pfCompile(module.module, &options, appendText, &diagnostics);
     }
     if (pfExecutableIsNull(executable))
@@ -397,7 +413,10 @@ public:
     std::string diagnostics;
     MlirLogicalResult result;
     {
+      // One run at a time: a model's runs share its arena (and a training
+      // step its weights).
       nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex);
       result = pfExecutableRun(executable, in.data(), intptr_t(in.size()), out.data(),
                                intptr_t(out.size()), appendText, &diagnostics);
     }
@@ -407,6 +426,7 @@ public:
 
   std::shared_ptr<Context> context;
   PfExecutable executable;
+  std::mutex mutex;
 };
 
 //===----------------------------------------------------------------------===//

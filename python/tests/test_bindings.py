@@ -193,3 +193,26 @@ def test_executable_outlives_its_module(tiny):
     assert np.isfinite(exe.run(_inputs(1000))["logits"]).all()
     params = exe.parameter_arrays()
     assert params["bert.embeddings.word_embeddings.weight"].shape == (1000, 128)
+
+
+def test_threads_share_modules_and_executables(tiny_module):
+    """Calls release the GIL; the extension serializes what must not run at
+    once (runs of one executable, changes to one context's modules), so
+    threads get the serial results."""
+    from concurrent.futures import ThreadPoolExecutor
+    exe = pf.compile(tiny_module, num_threads=1)
+    seeds = list(range(8))
+    serial = [exe.run(_inputs(1000, seed))["logits"] for seed in seeds]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(lambda seed: exe.run(_inputs(1000, seed))["logits"], seeds))
+    for a, b in zip(serial, threaded):
+        np.testing.assert_array_equal(a, b)
+
+    def build_step(_):
+        step = tiny_module.clone().run_pipeline("pf-training{micro-batches=2}")
+        return step.to_string(elide_weights=True)
+
+    with ThreadPoolExecutor(4) as pool:
+        texts = list(pool.map(build_step, range(4)))
+    assert len(set(texts)) == 1
+    assert 'pf.name = "loss"' in texts[0]
