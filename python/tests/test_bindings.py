@@ -216,3 +216,32 @@ def test_threads_share_modules_and_executables(tiny_module):
         texts = list(pool.map(build_step, range(4)))
     assert len(set(texts)) == 1
     assert 'pf.name = "loss"' in texts[0]
+
+
+def test_type_stubs_match_the_extension():
+    """pipefisher/_core.pyi declares what pipefisher._core defines, no more, no less."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    from pipefisher import _core
+    stub = ast.parse(Path(_core.__file__).with_name("_core.pyi").read_text())
+    declared = {}
+    for node in stub.body:
+        if isinstance(node, ast.ClassDef):
+            declared[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+        elif isinstance(node, ast.FunctionDef):
+            declared[node.name] = None
+    defined = {name for name in dir(_core) if not name.startswith("_")}
+    assert set(declared) == defined
+    for name, members in declared.items():
+        if members is None:
+            assert callable(getattr(_core, name))
+            continue
+        cls = getattr(_core, name)
+        public = {m for m in dir(cls) if not m.startswith("_")}
+        assert members == public, name
+    # the Python layer's public functions are documented
+    for obj in (pf.import_onnx, pf.compile, pf.parse_module, pf.schedule, pf.train, pf.Trainer,
+                pf.Module.run_pipeline, pf.Executable.run, pf.Report.svg):
+        assert inspect.getdoc(obj), obj
