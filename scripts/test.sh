@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test suite: lit/FileCheck,
-# GoogleTest (through ctest) and pytest. Exits non-zero when anything fails.
+# GoogleTest (through ctest) and pytest; the normal run installs the Python
+# package (pip install .) into a fresh virtual environment first and runs
+# pytest against it (the sanitized runs test the source tree, without the
+# compiled bindings). Exits non-zero when anything fails.
 #
 #   ./scripts/test.sh                    the normal build (build/)
 #   ./scripts/test.sh --sanitize         every suite against a build with
@@ -70,10 +73,43 @@ run_gtests() {
   done
 }
 
+# pip install . into a fresh virtual environment ($BUILD_DIR/py-venv): the
+# package builds its extension in build-py/ (pyproject.toml) with the normal
+# build's compilers, so that the compiler cache serves it the object files of
+# build/. The environment sees the system's site-packages (numpy, onnx,
+# onnxruntime, pytest, scikit-build-core and nanobind, as setup.sh pinned them)
+# but no pipefisher. Sets PYTHON_PACKAGE_VENV when the package is installed.
+PYTHON_PACKAGE_VENV=""
+install_python_package() {
+  local venv="$ROOT/$BUILD_DIR/py-venv" log="$LOG_DIR/pip-install.log" start=$SECONDS
+  echo "== Python package (pip install . into a fresh virtual environment) =="
+  rm -rf "$venv"
+  if ! python3 -m venv --system-site-packages "$venv" >"$log" 2>&1 ||
+     ! CC=$(sed -n 's/^CMAKE_C_COMPILER:FILEPATH=//p' "$BUILD_DIR/CMakeCache.txt") \
+       CXX=$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' "$BUILD_DIR/CMakeCache.txt") \
+       CCACHE_BASEDIR=$ROOT CMAKE_BUILD_PARALLEL_LEVEL=${PF_JOBS:-$(nproc)} \
+       "$venv/bin/python" -m pip install --no-build-isolation --disable-pip-version-check \
+       -v . >>"$log" 2>&1; then
+    tail -40 "$log"
+    echo "pip install . failed (see $log); pytest runs on the source tree instead"
+    status=1; failed=$((failed + 1))
+    return
+  fi
+  echo "installed $(grep -o 'Successfully installed .*' "$log") in $((SECONDS - start)) s"
+  PYTHON_PACKAGE_VENV=$venv
+}
+
 run_pytest() {
   local log="$LOG_DIR/pytest.log"
-  echo "== pytest =="
-  PYTHONPATH="$ROOT/python" PF_BUILD_DIR="$ROOT/$BUILD_DIR" python3 -m pytest -q python/tests 2>&1 | tee "$log"
+  if [[ -n "$PYTHON_PACKAGE_VENV" ]]; then
+    # The installed package, bindings included (PF_TEST_INSTALLED: conftest.py).
+    echo "== pytest (installed package, $PYTHON_PACKAGE_VENV) =="
+    (unset PYTHONPATH; PF_TEST_INSTALLED=1 PF_BUILD_DIR="$ROOT/$BUILD_DIR" \
+      "$PYTHON_PACKAGE_VENV/bin/python" -m pytest -q python/tests) 2>&1 | tee "$log"
+  else
+    echo "== pytest =="
+    PYTHONPATH="$ROOT/python" PF_BUILD_DIR="$ROOT/$BUILD_DIR" python3 -m pytest -q python/tests 2>&1 | tee "$log"
+  fi
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   local line p f
   line=$(grep -E '[0-9]+ (passed|failed)' "$log" | tail -1)
@@ -89,6 +125,7 @@ normal_suites() {
   mkdir -p "$LOG_DIR"
   run_lit
   run_ctest
+  install_python_package
   run_pytest
 }
 

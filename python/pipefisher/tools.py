@@ -7,7 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The checkout: $PF_SOURCE_DIR (the test suite sets it), else the directory
+# above python/ when this file is in a source tree.
+REPO_ROOT = Path(os.environ.get("PF_SOURCE_DIR") or Path(__file__).resolve().parents[2])
 
 
 def build_dir() -> Path:

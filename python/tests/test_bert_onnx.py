@@ -528,7 +528,8 @@ def test_shapes_only_large_fast(tmp_path):
 
 def test_cli_module(tmp_path):
     out = tmp_path / "m.onnx"
-    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+    env = (dict(os.environ) if os.environ.get("PF_TEST_INSTALLED") == "1"  # the installed package
+           else dict(os.environ, PYTHONPATH=str(PYTHON_DIR)))
     r = subprocess.run([sys.executable, "-m", "pipefisher.bert_onnx", "--config", "mini",
                         "--out", str(out), "--no-weights", "--style", "pytorch", "--gelu", "tanh",
                         "--opset", "18", "--layers", "3", "--vocab", "100"],

@@ -27,7 +27,8 @@ BATCH, SEQ, STEPS = 4, 16, 3
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(PYTHON_DIR)}
+    env = ({**os.environ} if os.environ.get("PF_TEST_INSTALLED") == "1"  # the installed package
+           else {**os.environ, "PYTHONPATH": str(PYTHON_DIR)})
     return subprocess.run([sys.executable, "-m", "pipefisher.export_onnx", *map(str, args)],
                           capture_output=True, text=True, env=env)
 

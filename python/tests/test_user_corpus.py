@@ -49,7 +49,8 @@ def _text(tmp_path, name, text):
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(PYTHON_DIR)}
+    env = ({**os.environ} if os.environ.get("PF_TEST_INSTALLED") == "1"  # the installed package
+           else {**os.environ, "PYTHONPATH": str(PYTHON_DIR)})
     return subprocess.run([sys.executable, "-m", "pipefisher.corpus", *map(str, args)],
                           capture_output=True, text=True, env=env)
 
