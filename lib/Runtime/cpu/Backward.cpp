@@ -424,7 +424,7 @@ void gatherGrad(const pfrt_context *ctx, const I *idx, int64_t count,
 
 extern "C" {
 
-pfrt_status pfrt_reduce_to_shape(pfrt_context *ctx, const pfrt_tensor *grad,
+pfrt_status pfrt_reduce_to_shape_cpu(pfrt_context *ctx, const pfrt_tensor *grad,
                                  int32_t accumulate, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_reduce_to_shape");
   PFRT_TRY(call.begin());
@@ -443,7 +443,7 @@ pfrt_status pfrt_reduce_to_shape(pfrt_context *ctx, const pfrt_tensor *grad,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_binary_backward(pfrt_context *ctx, int32_t kind,
+pfrt_status pfrt_binary_backward_cpu(pfrt_context *ctx, int32_t kind,
                                  const pfrt_tensor *a, const pfrt_tensor *b,
                                  const pfrt_tensor *grad_out,
                                  int32_t accumulate_a, int32_t accumulate_b,
@@ -483,7 +483,7 @@ pfrt_status pfrt_binary_backward(pfrt_context *ctx, int32_t kind,
   });
 }
 
-pfrt_status pfrt_unary_backward(pfrt_context *ctx, int32_t kind,
+pfrt_status pfrt_unary_backward_cpu(pfrt_context *ctx, int32_t kind,
                                 const pfrt_tensor *x_or_y,
                                 const pfrt_tensor *grad_out,
                                 int32_t accumulate,
@@ -496,7 +496,7 @@ pfrt_status pfrt_unary_backward(pfrt_context *ctx, int32_t kind,
                         "x_or_y");
 }
 
-pfrt_status pfrt_gelu_backward(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_gelu_backward_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                                const pfrt_tensor *grad_out,
                                int32_t approximation, int32_t accumulate,
                                const pfrt_tensor *grad_in) {
@@ -511,7 +511,7 @@ pfrt_status pfrt_gelu_backward(pfrt_context *ctx, const pfrt_tensor *x,
                         x, grad_out, accumulate, grad_in, "x");
 }
 
-pfrt_status pfrt_softmax_backward(pfrt_context *ctx, const pfrt_tensor *y,
+pfrt_status pfrt_softmax_backward_cpu(pfrt_context *ctx, const pfrt_tensor *y,
                                   const pfrt_tensor *grad_out, int64_t axis,
                                   int32_t accumulate,
                                   const pfrt_tensor *grad_in) {
@@ -541,7 +541,7 @@ pfrt_status pfrt_softmax_backward(pfrt_context *ctx, const pfrt_tensor *y,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_layer_norm_backward(
+pfrt_status pfrt_layer_norm_backward_cpu(
     pfrt_context *ctx, const pfrt_tensor *x, const pfrt_tensor *scale,
     const pfrt_tensor *mean, const pfrt_tensor *inv_std_dev,
     const pfrt_tensor *grad_out, int64_t axis, double epsilon,
@@ -615,7 +615,7 @@ pfrt_status pfrt_layer_norm_backward(
   });
 }
 
-pfrt_status pfrt_gather_backward(pfrt_context *ctx, const pfrt_tensor *indices,
+pfrt_status pfrt_gather_backward_cpu(pfrt_context *ctx, const pfrt_tensor *indices,
                                  const pfrt_tensor *grad_out, int64_t axis,
                                  int32_t accumulate,
                                  const pfrt_tensor *grad_data) {

@@ -151,7 +151,7 @@ void matmulGrads(const pfrt_context *ctx, const MatmulOperand &lhs,
 
 extern "C" {
 
-pfrt_status pfrt_linear_backward(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_linear_backward_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                                  const pfrt_tensor *w,
                                  const pfrt_tensor *grad_out,
                                  int32_t w_transposed, int32_t accumulate_x,
@@ -231,7 +231,7 @@ pfrt_status pfrt_linear_backward(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_matmul_backward(pfrt_context *ctx, const pfrt_tensor *a,
+pfrt_status pfrt_matmul_backward_cpu(pfrt_context *ctx, const pfrt_tensor *a,
                                  const pfrt_tensor *b,
                                  const pfrt_tensor *grad_out,
                                  int32_t accumulate_a, int32_t accumulate_b,

@@ -278,7 +278,7 @@ void broadcastCopy(const pfrt_context *ctx, const pfrt_tensor &x,
 
 extern "C" {
 
-pfrt_status pfrt_transpose(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_transpose_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                            const int64_t *perm, int32_t num_perm,
                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_transpose");
@@ -316,7 +316,7 @@ pfrt_status pfrt_transpose(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_gather(pfrt_context *ctx, const pfrt_tensor *data,
+pfrt_status pfrt_gather_cpu(pfrt_context *ctx, const pfrt_tensor *data,
                         const pfrt_tensor *indices, int64_t axis,
                         const pfrt_tensor *out) {
   Call call(ctx, "pfrt_gather");
@@ -373,7 +373,7 @@ pfrt_status pfrt_gather(pfrt_context *ctx, const pfrt_tensor *data,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_slice(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_slice_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                        const int64_t *starts, const int64_t *ends,
                        const int64_t *axes, const int64_t *steps, int32_t n,
                        const pfrt_tensor *out) {
@@ -425,7 +425,7 @@ pfrt_status pfrt_slice(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_concat(pfrt_context *ctx, const pfrt_tensor *inputs,
+pfrt_status pfrt_concat_cpu(pfrt_context *ctx, const pfrt_tensor *inputs,
                         int32_t n, int64_t axis, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_concat");
   PFRT_TRY(call.begin());
@@ -477,7 +477,7 @@ pfrt_status pfrt_concat(pfrt_context *ctx, const pfrt_tensor *inputs,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_expand(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_expand_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                         const pfrt_tensor *out) {
   Call call(ctx, "pfrt_expand");
   PFRT_TRY(call.begin());
@@ -493,7 +493,7 @@ pfrt_status pfrt_expand(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_cast(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_cast_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                       const pfrt_tensor *out) {
   Call call(ctx, "pfrt_cast");
   PFRT_TRY(call.begin());
@@ -517,17 +517,17 @@ pfrt_status pfrt_cast(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_copy(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_copy_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                       const pfrt_tensor *out) {
   return copyEntry("pfrt_copy", ctx, x, out);
 }
 
-pfrt_status pfrt_reshape(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_reshape_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                          const pfrt_tensor *out) {
   return copyEntry("pfrt_reshape", ctx, x, out);
 }
 
-pfrt_status pfrt_fill(pfrt_context *ctx, const pfrt_tensor *out,
+pfrt_status pfrt_fill_cpu(pfrt_context *ctx, const pfrt_tensor *out,
                       double value) {
   Call call(ctx, "pfrt_fill");
   PFRT_TRY(call.begin());

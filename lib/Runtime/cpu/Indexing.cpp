@@ -81,7 +81,7 @@ template <class T> T combine(int32_t reduction, T a, T b) {
 
 extern "C" {
 
-pfrt_status pfrt_gather_nd(pfrt_context *ctx, const pfrt_tensor *data,
+pfrt_status pfrt_gather_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
                            const pfrt_tensor *indices, int64_t batch_dims,
                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_gather_nd");
@@ -134,7 +134,7 @@ pfrt_status pfrt_gather_nd(pfrt_context *ctx, const pfrt_tensor *data,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_scatter_nd(pfrt_context *ctx, const pfrt_tensor *data,
+pfrt_status pfrt_scatter_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
                             const pfrt_tensor *indices,
                             const pfrt_tensor *updates, int32_t reduction,
                             const pfrt_tensor *out) {
@@ -192,7 +192,7 @@ pfrt_status pfrt_scatter_nd(pfrt_context *ctx, const pfrt_tensor *data,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_cumsum(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
+pfrt_status pfrt_cumsum_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
                         int32_t exclusive, int32_t reverse,
                         const pfrt_tensor *out) {
   Call call(ctx, "pfrt_cumsum");
@@ -229,7 +229,7 @@ pfrt_status pfrt_cumsum(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_trilu(pfrt_context *ctx, const pfrt_tensor *x, int64_t k,
+pfrt_status pfrt_trilu_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t k,
                        int32_t upper, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_trilu");
   PFRT_TRY(call.begin());

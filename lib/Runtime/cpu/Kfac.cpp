@@ -169,7 +169,7 @@ pfrt_status checkSquare(const Call &call, const char *name,
 
 extern "C" {
 
-pfrt_status pfrt_kfac_factor(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_kfac_factor_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                              int32_t bias_column, double scale, int32_t mode,
                              double decay, const pfrt_tensor *factor) {
   Call call(ctx, "pfrt_kfac_factor");
@@ -210,7 +210,7 @@ pfrt_status pfrt_kfac_factor(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_kfac_pi(pfrt_context *ctx, const pfrt_tensor *a,
+pfrt_status pfrt_kfac_pi_cpu(pfrt_context *ctx, const pfrt_tensor *a,
                          const pfrt_tensor *b, double *pi) {
   Call call(ctx, "pfrt_kfac_pi");
   PFRT_TRY(call.begin());
@@ -236,7 +236,7 @@ pfrt_status pfrt_kfac_pi(pfrt_context *ctx, const pfrt_tensor *a,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_kfac_inverse(pfrt_context *ctx, const pfrt_tensor *factor,
+pfrt_status pfrt_kfac_inverse_cpu(pfrt_context *ctx, const pfrt_tensor *factor,
                               double damping, const pfrt_tensor *inverse) {
   Call call(ctx, "pfrt_kfac_inverse");
   PFRT_TRY(call.begin());
@@ -286,7 +286,7 @@ pfrt_status pfrt_kfac_inverse(pfrt_context *ctx, const pfrt_tensor *factor,
   });
 }
 
-pfrt_status pfrt_all_finite(pfrt_context *ctx, const pfrt_tensor *t,
+pfrt_status pfrt_all_finite_cpu(pfrt_context *ctx, const pfrt_tensor *t,
                             int32_t *result) {
   Call call(ctx, "pfrt_all_finite");
   PFRT_TRY(call.begin());
@@ -314,7 +314,7 @@ pfrt_status pfrt_all_finite(pfrt_context *ctx, const pfrt_tensor *t,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_kfac_precondition(pfrt_context *ctx, const pfrt_tensor *a_inv,
+pfrt_status pfrt_kfac_precondition_cpu(pfrt_context *ctx, const pfrt_tensor *a_inv,
                                    const pfrt_tensor *b_inv,
                                    const pfrt_tensor *grad_w,
                                    const pfrt_tensor *grad_b,
@@ -444,7 +444,7 @@ pfrt_status invertWithRetries(pfrt_context *ctx, const pfrt_tensor *factor, doub
 }
 } // namespace
 
-pfrt_status pfrt_kfac_damped_inverses(pfrt_context *ctx, const pfrt_tensor *a,
+pfrt_status pfrt_kfac_damped_inverses_cpu(pfrt_context *ctx, const pfrt_tensor *a,
                                       const pfrt_tensor *b, double damping, int32_t retries,
                                       const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
                                       int32_t *outcome) {

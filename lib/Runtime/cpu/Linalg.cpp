@@ -91,7 +91,7 @@ void runMatmul(const pfrt_context *ctx, const Gemm &g, const MatmulOperand &lhs,
 
 extern "C" {
 
-pfrt_status pfrt_matmul(pfrt_context *ctx, const pfrt_tensor *a,
+pfrt_status pfrt_matmul_cpu(pfrt_context *ctx, const pfrt_tensor *a,
                         const pfrt_tensor *b, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_matmul");
   PFRT_TRY(call.begin());
@@ -122,7 +122,7 @@ pfrt_status pfrt_matmul(pfrt_context *ctx, const pfrt_tensor *a,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_gemm(pfrt_context *ctx, const pfrt_tensor *a,
+pfrt_status pfrt_gemm_cpu(pfrt_context *ctx, const pfrt_tensor *a,
                       const pfrt_tensor *b, const pfrt_tensor *c, double alpha,
                       double beta, int32_t trans_a, int32_t trans_b,
                       const pfrt_tensor *out) {
@@ -175,7 +175,7 @@ pfrt_status pfrt_gemm(pfrt_context *ctx, const pfrt_tensor *a,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_linear(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_linear_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                         const pfrt_tensor *w, const pfrt_tensor *bias,
                         int32_t w_transposed, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_linear");

@@ -75,7 +75,7 @@ double crossEntropyRow(const CrossEntropy &ce, const T *x, int64_t label,
 
 extern "C" {
 
-pfrt_status pfrt_softmax_cross_entropy(pfrt_context *ctx,
+pfrt_status pfrt_softmax_cross_entropy_cpu(pfrt_context *ctx,
                                        const pfrt_tensor *logits,
                                        const pfrt_tensor *labels,
                                        int64_t ignore_index, double grad_scale,

@@ -174,7 +174,7 @@ void softmax(const pfrt_context *ctx, const T *x, T *y, int64_t outer,
 
 extern "C" {
 
-pfrt_status pfrt_layer_norm(pfrt_context *ctx, const pfrt_tensor *x,
+pfrt_status pfrt_layer_norm_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                             const pfrt_tensor *scale, const pfrt_tensor *bias,
                             int64_t axis, double epsilon,
                             const pfrt_tensor *out, const pfrt_tensor *mean,
@@ -221,7 +221,7 @@ pfrt_status pfrt_layer_norm(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_softmax(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
+pfrt_status pfrt_softmax_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
                          const pfrt_tensor *out) {
   Call call(ctx, "pfrt_softmax");
   PFRT_TRY(call.begin());

@@ -120,7 +120,7 @@ void scaleInto(const pfrt_context *ctx, const T *x, T *out, int64_t n,
 
 extern "C" {
 
-pfrt_status pfrt_sgd_step(pfrt_context *ctx, const pfrt_tensor *param,
+pfrt_status pfrt_sgd_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
                           const pfrt_tensor *grad,
                           const pfrt_tensor *momentum_buf, double lr,
                           double momentum, double weight_decay,
@@ -161,7 +161,7 @@ pfrt_status pfrt_sgd_step(pfrt_context *ctx, const pfrt_tensor *param,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_adamw_step(pfrt_context *ctx, const pfrt_tensor *param,
+pfrt_status pfrt_adamw_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
                             const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
                             const pfrt_tensor *exp_avg_sq, double lr,
                             double beta1, double beta2, double eps,
@@ -196,7 +196,7 @@ pfrt_status pfrt_adamw_step(pfrt_context *ctx, const pfrt_tensor *param,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_lamb_step(pfrt_context *ctx, const pfrt_tensor *param,
+pfrt_status pfrt_lamb_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
                            const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
                            const pfrt_tensor *exp_avg_sq, double lr,
                            double beta1, double beta2, double eps,
@@ -259,7 +259,7 @@ pfrt_status pfrt_lamb_step(pfrt_context *ctx, const pfrt_tensor *param,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_global_norm(pfrt_context *ctx, const pfrt_tensor *tensors,
+pfrt_status pfrt_global_norm_cpu(pfrt_context *ctx, const pfrt_tensor *tensors,
                              int32_t n, double *norm) {
   Call call(ctx, "pfrt_global_norm");
   PFRT_TRY(call.begin());
@@ -269,7 +269,7 @@ pfrt_status pfrt_global_norm(pfrt_context *ctx, const pfrt_tensor *tensors,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_clip_by_global_norm(pfrt_context *ctx,
+pfrt_status pfrt_clip_by_global_norm_cpu(pfrt_context *ctx,
                                      const pfrt_tensor *tensors, int32_t n,
                                      double max_norm, double *norm) {
   Call call(ctx, "pfrt_clip_by_global_norm");
@@ -296,7 +296,7 @@ pfrt_status pfrt_clip_by_global_norm(pfrt_context *ctx,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_scale(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
+pfrt_status pfrt_scale_cpu(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
                        const pfrt_tensor *out) {
   Call call(ctx, "pfrt_scale");
   PFRT_TRY(call.begin());
@@ -311,7 +311,7 @@ pfrt_status pfrt_scale(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_dot(pfrt_context *ctx, const pfrt_tensor *a,
+pfrt_status pfrt_dot_cpu(pfrt_context *ctx, const pfrt_tensor *a,
                      const pfrt_tensor *b, double *result) {
   Call call(ctx, "pfrt_dot");
   PFRT_TRY(call.begin());

@@ -1,0 +1,109 @@
+//===- ElementwiseMath.h - Per-element arithmetic of the CUDA kernels -*- C++ -*-===//
+//
+// Binary ops with broadcasting, unary ops, GELU and its derivative: the
+// formulas of cpu/Elementwise.cpp and cpu/Backward.cpp, written once for
+// host and device (HostDevice.h). Floating dtypes only (f32, f64).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PF_RUNTIME_CUDA_ELEMENTWISEMATH_H
+#define PF_RUNTIME_CUDA_ELEMENTWISEMATH_H
+
+#include "../common/Shape.h"
+#include "HostDevice.h"
+
+namespace pfrt::cuda {
+
+enum class Binary : int32_t { Add, Sub, Mul, Div, Pow, Min, Max };
+
+template <class T> PFRT_HD bool isNan(T v) { return v != v; }
+
+template <class T> PFRT_HD T binaryOp(Binary kind, T a, T b) {
+  switch (kind) {
+  case Binary::Add:
+    return a + b;
+  case Binary::Sub:
+    return a - b;
+  case Binary::Mul:
+    return a * b;
+  case Binary::Div:
+    return a / b;
+  case Binary::Pow:
+    return ::pow(a, b);
+  case Binary::Min: // NaN from either side, as numpy.minimum
+    return isNan(a) ? a : isNan(b) ? b : (b < a ? b : a);
+  case Binary::Max:
+    return isNan(a) ? a : isNan(b) ? b : (b > a ? b : a);
+  }
+  return a;
+}
+
+enum class Unary : int32_t {
+  Sqrt, Erf, Tanh, Exp, Neg, Abs, Sign, Reciprocal, GeluExact, GeluTanh
+};
+
+template <class T> PFRT_HD T geluExact(T x) {
+  return T(0.5) * x * (T(1) + ::erf(x * T(0.70710678118654752440)));
+}
+
+template <class T> PFRT_HD T geluTanh(T x) {
+  const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+  return T(0.5) * x * (T(1) + ::tanh(inner));
+}
+
+template <class T> PFRT_HD T unaryOp(Unary kind, T x) {
+  switch (kind) {
+  case Unary::Sqrt:
+    return ::sqrt(x);
+  case Unary::Erf:
+    return ::erf(x);
+  case Unary::Tanh:
+    return ::tanh(x);
+  case Unary::Exp:
+    return ::exp(x);
+  case Unary::Neg:
+    return -x;
+  case Unary::Abs:
+    return ::fabs(x);
+  case Unary::Sign: // NaN fails both tests and stays NaN
+    return x > T(0) ? T(1) : x < T(0) ? T(-1) : x;
+  case Unary::Reciprocal:
+    return T(1) / x;
+  case Unary::GeluExact:
+    return geluExact(x);
+  case Unary::GeluTanh:
+    return geluTanh(x);
+  }
+  return x;
+}
+
+/// dL/dx of gelu at x given dL/dy = dy.
+template <class T> PFRT_HD T geluGrad(bool exact, T x, T dy) {
+  if (exact) { // gelu'(x) = Phi(x) + x phi(x)
+    const T cdf = T(0.5) * (T(1) + ::erf(x * T(0.70710678118654752440)));
+    const T pdf = T(0.39894228040143267794) * ::exp(T(-0.5) * x * x);
+    return dy * (cdf + x * pdf);
+  }
+  const T k = T(0.79788456080286535588), c = T(0.044715);
+  const T x2 = x * x;
+  const T t = ::tanh(k * (x + c * x2 * x));
+  const T du = k * (T(1) + T(3) * c * x2);
+  return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+}
+
+/// The element offset into input `input` of the output element `linear`
+/// (row-major over plan.dims) of a broadcast plan (common/Shape.h).
+PFRT_HD int64_t broadcastOffset(const BroadcastPlan &plan, int input,
+                                int64_t linear) {
+  int64_t offset = 0;
+  for (int32_t d = plan.rank - 1; d >= 0; --d) {
+    const int64_t i = linear % plan.dims[d];
+    linear /= plan.dims[d];
+    offset += i * plan.strides[input][d];
+  }
+  return offset;
+}
+
+} // namespace pfrt::cuda
+
+#endif // PF_RUNTIME_CUDA_ELEMENTWISEMATH_H

@@ -1,0 +1,4 @@
+#include "Launch.h"
+namespace pfrt::cuda {
+void registerOptimizer(KernelTable &) {}
+}
