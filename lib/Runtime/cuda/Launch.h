@@ -3,8 +3,11 @@
 #ifndef PF_RUNTIME_CUDA_LAUNCH_H
 #define PF_RUNTIME_CUDA_LAUNCH_H
 
-#include "State.h"
 #include "../common/Dtype.h"
+#include "ElementwiseMath.h"
+#include "State.h"
+
+#include <climits>
 
 namespace pfrt::cuda {
 
@@ -97,6 +100,20 @@ inline pfrt_status beginCuda(const Call &call) {
 
 template <class T> T *dataAs(const pfrt_tensor *t) {
   return static_cast<T *>(t->data);
+}
+
+/// out (plan.numel elements) = x broadcast along the plan (one input).
+template <class T>
+__global__ void broadcastCopyKernel(BroadcastPlan plan, const T *x, T *out) {
+  PFRT_GRID_STRIDE(i, plan.numel) { out[i] = x[broadcastOffset(plan, 0, i)]; }
+}
+
+/// Whether every value fits the int that cuBLAS/cuSOLVER dimensions take.
+inline bool fitsInt(std::initializer_list<int64_t> values) {
+  for (int64_t v : values)
+    if (v > INT_MAX)
+      return false;
+  return true;
 }
 
 } // namespace pfrt::cuda
