@@ -1,9 +1,9 @@
 /*===- pfrt.h - The pf runtime C ABI ---------------------------*- C -*-===*\
 |*                                                                          *|
 |* The one interface between code the pf compiler generates (and pf-run)    *|
-|* and the runtime backends (CPU now, CUDA later). Plain C, so that the     *|
-|* LLVM-dialect lowering can call it with `func.call` and so that a small C *|
-|* driver can link an AOT-compiled model.                                   *|
+|* and the runtime backends (CPU; CUDA, docs/cuda-backend.md). Plain C, so  *|
+|* that the LLVM-dialect lowering can call it with `func.call` and so that  *|
+|* a small C driver can link an AOT-compiled model.                         *|
 |*                                                                          *|
 |* Conventions (docs/runtime.md has the long form):                         *|
 |*  - Every kernel takes a context first and returns a pfrt_status. On      *|
