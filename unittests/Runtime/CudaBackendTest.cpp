@@ -11,6 +11,9 @@
 #include "pf/Runtime/pfrt.h"
 
 #include "../../lib/Runtime/common/Context.h"
+#if PFRT_TEST_CUDA_BUILT
+#include "../../lib/Runtime/cuda/Libraries.h"
+#endif
 
 #include <gtest/gtest.h>
 
@@ -120,6 +123,22 @@ TEST(CudaBackend, EveryKernelDispatchesToCudaOrSaysNotImplemented) {
   std::printf("CUDA backend: %zu kernels implemented, %zu not yet:%s\n",
               implemented.size(), missing.size(), list.c_str());
 }
+
+#if PFRT_TEST_CUDA_BUILT
+/// cuBLAS and cuSOLVER are dlopen'ed by the first CUDA context; the
+/// sonames and symbol names are checked here, where the toolkit is, even
+/// without a GPU.
+TEST(CudaBackend, CublasAndCusolverLoadAtRunTime) {
+  char why[512] = "";
+  ASSERT_TRUE(pfrt::cuda::loadLibraries(why, sizeof why)) << why;
+  const pfrt::cuda::Libraries &lib = pfrt::cuda::lib();
+#define PFRT_EXPECT_LOADED(name) EXPECT_NE(lib.name, nullptr) << #name;
+  PFRT_CUBLAS_FUNCTIONS(PFRT_EXPECT_LOADED)
+  PFRT_CUSOLVER_FUNCTIONS(PFRT_EXPECT_LOADED)
+#undef PFRT_EXPECT_LOADED
+  EXPECT_STREQ(lib.cublasGetStatusString(CUBLAS_STATUS_SUCCESS), "success");
+}
+#endif
 
 TEST(CudaBackend, CpuContextStillRunsOnTheCpu) {
   pfrt_context *ctx = pfrt_context_create(nullptr);

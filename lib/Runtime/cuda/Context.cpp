@@ -23,7 +23,7 @@ pfrt_status check(const Call &call, cublasStatus_t err, const char *what) {
   if (err == CUBLAS_STATUS_SUCCESS)
     return PFRT_OK;
   return call.fail(PFRT_INTERNAL, "%s: cuBLAS %s", what,
-                   cublasGetStatusString(err));
+                   lib().cublasGetStatusString(err));
 }
 
 pfrt_status check(const Call &call, cusolverStatus_t err, const char *what) {
@@ -59,9 +59,9 @@ void freeState(State *st) {
   if (!st)
     return;
   if (st->solver)
-    cusolverDnDestroy(st->solver);
+    lib().cusolverDnDestroy(st->solver);
   if (st->blas)
-    cublasDestroy(st->blas);
+    lib().cublasDestroy(st->blas);
   cudaFree(st->deviceInfo);
   cudaFree(st->scratch);
   if (st->stream)
@@ -96,6 +96,8 @@ bool deviceUsable(int device, char *why, size_t size) {
 pfrt_status createState(pfrt_context *ctx, char *why, size_t size) {
   if (!deviceUsable(ctx->device, why, size))
     return PFRT_UNSUPPORTED;
+  if (!loadLibraries(why, size))
+    return PFRT_UNSUPPORTED;
   auto *st = new (std::nothrow) State();
   if (!st) {
     std::snprintf(why, size, "out of memory");
@@ -120,17 +122,17 @@ pfrt_status createState(pfrt_context *ctx, char *why, size_t size) {
   }
   // fp32 GEMMs stay fp32 (CUBLAS_DEFAULT_MATH: no TF32) so results compare
   // with the CPU backend; TF32/bf16 are later opt-in context options.
-  if (cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS ||
-      cublasSetStream(st->blas, st->stream) != CUBLAS_STATUS_SUCCESS ||
-      cublasSetPointerMode(st->blas, CUBLAS_POINTER_MODE_HOST) !=
+  if (lib().cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS ||
+      lib().cublasSetStream(st->blas, st->stream) != CUBLAS_STATUS_SUCCESS ||
+      lib().cublasSetPointerMode(st->blas, CUBLAS_POINTER_MODE_HOST) !=
           CUBLAS_STATUS_SUCCESS) {
     std::snprintf(why, size, "cuBLAS could not be initialized on device %d",
                   st->device);
     freeState(st);
     return PFRT_INTERNAL;
   }
-  if (cusolverDnCreate(&st->solver) != CUSOLVER_STATUS_SUCCESS ||
-      cusolverDnSetStream(st->solver, st->stream) != CUSOLVER_STATUS_SUCCESS) {
+  if (lib().cusolverDnCreate(&st->solver) != CUSOLVER_STATUS_SUCCESS ||
+      lib().cusolverDnSetStream(st->solver, st->stream) != CUSOLVER_STATUS_SUCCESS) {
     std::snprintf(why, size, "cuSOLVER could not be initialized on device %d",
                   st->device);
     freeState(st);

@@ -19,20 +19,20 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
                     cublasOperation_t tb, int m, int n, int k, float alpha,
                     const float *a, int lda, const float *b, int ldb,
                     float beta, float *c, int ldc) {
-  return cublasSgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
+  return lib().cublasSgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
 }
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
                     cublasOperation_t tb, int m, int n, int k, double alpha,
                     const double *a, int lda, const double *b, int ldb,
                     double beta, double *c, int ldc) {
-  return cublasDgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
+  return lib().cublasDgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc);
 }
 cublasStatus_t gemmBatched(cublasHandle_t h, int m, int n, int k,
                            const float *a, int lda, long long sa,
                            const float *b, int ldb, long long sb, float *c,
                            int ldc, long long sc, int batch) {
   const float one = 1, zero = 0;
-  return cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
+  return lib().cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
                                    a, lda, sa, b, ldb, sb, &zero, c, ldc, sc,
                                    batch);
 }
@@ -41,18 +41,18 @@ cublasStatus_t gemmBatched(cublasHandle_t h, int m, int n, int k,
                            const double *b, int ldb, long long sb, double *c,
                            int ldc, long long sc, int batch) {
   const double one = 1, zero = 0;
-  return cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
+  return lib().cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
                                    a, lda, sa, b, ldb, sb, &zero, c, ldc, sc,
                                    batch);
 }
 cublasStatus_t syrk(cublasHandle_t h, int n, int k, float alpha,
                     const float *a, int lda, float beta, float *c, int ldc) {
-  return cublasSsyrk(h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, k, &alpha, a,
+  return lib().cublasSsyrk(h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, k, &alpha, a,
                      lda, &beta, c, ldc);
 }
 cublasStatus_t syrk(cublasHandle_t h, int n, int k, double alpha,
                     const double *a, int lda, double beta, double *c, int ldc) {
-  return cublasDsyrk(h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, k, &alpha, a,
+  return lib().cublasDsyrk(h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, n, k, &alpha, a,
                      lda, &beta, c, ldc);
 }
 
@@ -558,28 +558,28 @@ pfrt_status kfacPiEntry(pfrt_context *ctx, const pfrt_tensor *a,
 }
 
 cusolverStatus_t potrfBufferSize(cusolverDnHandle_t h, int n, float *a, int *lwork) {
-  return cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, lwork);
+  return lib().cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, lwork);
 }
 cusolverStatus_t potrfBufferSize(cusolverDnHandle_t h, int n, double *a, int *lwork) {
-  return cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, lwork);
+  return lib().cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, lwork);
 }
 cusolverStatus_t potriBufferSize(cusolverDnHandle_t h, int n, float *a, int *lwork) {
-  return cusolverDnSpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, lwork);
+  return lib().cusolverDnSpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, lwork);
 }
 cusolverStatus_t potriBufferSize(cusolverDnHandle_t h, int n, double *a, int *lwork) {
-  return cusolverDnDpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, lwork);
+  return lib().cusolverDnDpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, lwork);
 }
 cusolverStatus_t potrf(cusolverDnHandle_t h, int n, float *a, float *w, int lwork, int *info) {
-  return cusolverDnSpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, n, w, lwork, info);
+  return lib().cusolverDnSpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, n, w, lwork, info);
 }
 cusolverStatus_t potrf(cusolverDnHandle_t h, int n, double *a, double *w, int lwork, int *info) {
-  return cusolverDnDpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, n, w, lwork, info);
+  return lib().cusolverDnDpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, n, w, lwork, info);
 }
 cusolverStatus_t potri(cusolverDnHandle_t h, int n, float *a, float *w, int lwork, int *info) {
-  return cusolverDnSpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, n, w, lwork, info);
+  return lib().cusolverDnSpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, n, w, lwork, info);
 }
 cusolverStatus_t potri(cusolverDnHandle_t h, int n, double *a, double *w, int lwork, int *info) {
-  return cusolverDnDpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, n, w, lwork, info);
+  return lib().cusolverDnDpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, n, w, lwork, info);
 }
 
 /// cuSOLVER's info after a factorization (waits for the GPU).

@@ -12,6 +12,7 @@
 
 #include "../common/Call.h"
 #include "../common/Context.h"
+#include "Libraries.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
