@@ -180,7 +180,7 @@ int32_t pfrt_comm_max_tag(const pfrt_comm *comm) {
 }
 
 pfrt_status pfrt_comm_send_cpu(pfrt_context *ctx, pfrt_comm *comm,
-                           const pfrt_tensor *t, int32_t peer, int32_t tag) {
+                               const pfrt_tensor *t, int32_t peer, int32_t tag) {
   Call call(ctx, "pfrt_comm_send");
   PFRT_TRY(checkTransfer(call, comm, t, peer, tag));
   int64_t request = 0;
@@ -189,7 +189,7 @@ pfrt_status pfrt_comm_send_cpu(pfrt_context *ctx, pfrt_comm *comm,
 }
 
 pfrt_status pfrt_comm_recv_cpu(pfrt_context *ctx, pfrt_comm *comm,
-                           const pfrt_tensor *t, int32_t peer, int32_t tag) {
+                               const pfrt_tensor *t, int32_t peer, int32_t tag) {
   Call call(ctx, "pfrt_comm_recv");
   PFRT_TRY(checkTransfer(call, comm, t, peer, tag));
   int64_t request = 0;
@@ -198,8 +198,8 @@ pfrt_status pfrt_comm_recv_cpu(pfrt_context *ctx, pfrt_comm *comm,
 }
 
 pfrt_status pfrt_comm_isend_cpu(pfrt_context *ctx, pfrt_comm *comm,
-                            const pfrt_tensor *t, int32_t peer, int32_t tag,
-                            int64_t *request) {
+                                const pfrt_tensor *t, int32_t peer, int32_t tag,
+                                int64_t *request) {
   Call call(ctx, "pfrt_comm_isend");
   PFRT_TRY(checkTransfer(call, comm, t, peer, tag));
   PFRT_TRY(call.pointer("request", request));
@@ -208,8 +208,8 @@ pfrt_status pfrt_comm_isend_cpu(pfrt_context *ctx, pfrt_comm *comm,
 }
 
 pfrt_status pfrt_comm_irecv_cpu(pfrt_context *ctx, pfrt_comm *comm,
-                            const pfrt_tensor *t, int32_t peer, int32_t tag,
-                            int64_t *request) {
+                                const pfrt_tensor *t, int32_t peer, int32_t tag,
+                                int64_t *request) {
   Call call(ctx, "pfrt_comm_irecv");
   PFRT_TRY(checkTransfer(call, comm, t, peer, tag));
   PFRT_TRY(call.pointer("request", request));
@@ -218,14 +218,14 @@ pfrt_status pfrt_comm_irecv_cpu(pfrt_context *ctx, pfrt_comm *comm,
 }
 
 pfrt_status pfrt_comm_wait_cpu(pfrt_context *ctx, pfrt_comm *comm,
-                           int64_t request) {
+                               int64_t request) {
   Call call(ctx, "pfrt_comm_wait");
   PFRT_TRY(checkComm(call, comm));
   return comm->impl->wait(call, request);
 }
 
 pfrt_status pfrt_comm_wait_all_cpu(pfrt_context *ctx, pfrt_comm *comm,
-                               const int64_t *requests, int32_t count) {
+                                   const int64_t *requests, int32_t count) {
   Call call(ctx, "pfrt_comm_wait_all");
   PFRT_TRY(checkComm(call, comm));
   if (count < 0)
@@ -250,7 +250,7 @@ pfrt_status pfrt_comm_wait_all_cpu(pfrt_context *ctx, pfrt_comm *comm,
 }
 
 pfrt_status pfrt_comm_all_reduce_sum_cpu(pfrt_context *ctx, pfrt_comm *comm,
-                                     const pfrt_tensor *inout) {
+                                         const pfrt_tensor *inout) {
   Call call(ctx, "pfrt_comm_all_reduce_sum");
   PFRT_TRY(checkComm(call, comm));
   PFRT_TRY(call.tensor("inout", inout));
@@ -266,7 +266,7 @@ pfrt_status pfrt_comm_barrier_cpu(pfrt_context *ctx, pfrt_comm *comm) {
 }
 
 pfrt_status pfrt_comm_wall_time_cpu(pfrt_context *ctx, pfrt_comm *comm,
-                                double *seconds) {
+                                    double *seconds) {
   Call call(ctx, "pfrt_comm_wall_time");
   PFRT_TRY(checkComm(call, comm));
   PFRT_TRY(call.pointer("seconds", seconds));

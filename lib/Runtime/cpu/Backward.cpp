@@ -425,7 +425,7 @@ void gatherGrad(const pfrt_context *ctx, const I *idx, int64_t count,
 extern "C" {
 
 pfrt_status pfrt_reduce_to_shape_cpu(pfrt_context *ctx, const pfrt_tensor *grad,
-                                 int32_t accumulate, const pfrt_tensor *out) {
+                                     int32_t accumulate, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_reduce_to_shape");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("grad", grad));
@@ -444,11 +444,11 @@ pfrt_status pfrt_reduce_to_shape_cpu(pfrt_context *ctx, const pfrt_tensor *grad,
 }
 
 pfrt_status pfrt_binary_backward_cpu(pfrt_context *ctx, int32_t kind,
-                                 const pfrt_tensor *a, const pfrt_tensor *b,
-                                 const pfrt_tensor *grad_out,
-                                 int32_t accumulate_a, int32_t accumulate_b,
-                                 const pfrt_tensor *grad_a,
-                                 const pfrt_tensor *grad_b) {
+                                     const pfrt_tensor *a, const pfrt_tensor *b,
+                                     const pfrt_tensor *grad_out,
+                                     int32_t accumulate_a, int32_t accumulate_b,
+                                     const pfrt_tensor *grad_a,
+                                     const pfrt_tensor *grad_b) {
   Call call(ctx, "pfrt_binary_backward");
   PFRT_TRY(call.begin());
   if (kind < PFRT_BINARY_ADD || kind > PFRT_BINARY_POW)
@@ -484,10 +484,10 @@ pfrt_status pfrt_binary_backward_cpu(pfrt_context *ctx, int32_t kind,
 }
 
 pfrt_status pfrt_unary_backward_cpu(pfrt_context *ctx, int32_t kind,
-                                const pfrt_tensor *x_or_y,
-                                const pfrt_tensor *grad_out,
-                                int32_t accumulate,
-                                const pfrt_tensor *grad_in) {
+                                    const pfrt_tensor *x_or_y,
+                                    const pfrt_tensor *grad_out,
+                                    int32_t accumulate,
+                                    const pfrt_tensor *grad_in) {
   Call call(ctx, "pfrt_unary_backward");
   PFRT_TRY(call.begin());
   if (kind < PFRT_UNARY_SQRT || kind > PFRT_UNARY_NEG)
@@ -497,9 +497,9 @@ pfrt_status pfrt_unary_backward_cpu(pfrt_context *ctx, int32_t kind,
 }
 
 pfrt_status pfrt_gelu_backward_cpu(pfrt_context *ctx, const pfrt_tensor *x,
-                               const pfrt_tensor *grad_out,
-                               int32_t approximation, int32_t accumulate,
-                               const pfrt_tensor *grad_in) {
+                                   const pfrt_tensor *grad_out,
+                                   int32_t approximation, int32_t accumulate,
+                                   const pfrt_tensor *grad_in) {
   Call call(ctx, "pfrt_gelu_backward");
   PFRT_TRY(call.begin());
   if (approximation != PFRT_GELU_EXACT && approximation != PFRT_GELU_TANH)
@@ -512,9 +512,9 @@ pfrt_status pfrt_gelu_backward_cpu(pfrt_context *ctx, const pfrt_tensor *x,
 }
 
 pfrt_status pfrt_softmax_backward_cpu(pfrt_context *ctx, const pfrt_tensor *y,
-                                  const pfrt_tensor *grad_out, int64_t axis,
-                                  int32_t accumulate,
-                                  const pfrt_tensor *grad_in) {
+                                      const pfrt_tensor *grad_out, int64_t axis,
+                                      int32_t accumulate,
+                                      const pfrt_tensor *grad_in) {
   Call call(ctx, "pfrt_softmax_backward");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("y", y));
@@ -616,9 +616,9 @@ pfrt_status pfrt_layer_norm_backward_cpu(
 }
 
 pfrt_status pfrt_gather_backward_cpu(pfrt_context *ctx, const pfrt_tensor *indices,
-                                 const pfrt_tensor *grad_out, int64_t axis,
-                                 int32_t accumulate,
-                                 const pfrt_tensor *grad_data) {
+                                     const pfrt_tensor *grad_out, int64_t axis,
+                                     int32_t accumulate,
+                                     const pfrt_tensor *grad_data) {
   Call call(ctx, "pfrt_gather_backward");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("indices", indices));

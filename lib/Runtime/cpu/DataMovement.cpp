@@ -255,8 +255,8 @@ void broadcastCopy(const pfrt_context *ctx, const pfrt_tensor &x,
 extern "C" {
 
 pfrt_status pfrt_transpose_cpu(pfrt_context *ctx, const pfrt_tensor *x,
-                           const int64_t *perm, int32_t num_perm,
-                           const pfrt_tensor *out) {
+                               const int64_t *perm, int32_t num_perm,
+                               const pfrt_tensor *out) {
   Call call(ctx, "pfrt_transpose");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -293,8 +293,8 @@ pfrt_status pfrt_transpose_cpu(pfrt_context *ctx, const pfrt_tensor *x,
 }
 
 pfrt_status pfrt_gather_cpu(pfrt_context *ctx, const pfrt_tensor *data,
-                        const pfrt_tensor *indices, int64_t axis,
-                        const pfrt_tensor *out) {
+                            const pfrt_tensor *indices, int64_t axis,
+                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_gather");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("data", data));
@@ -350,9 +350,9 @@ pfrt_status pfrt_gather_cpu(pfrt_context *ctx, const pfrt_tensor *data,
 }
 
 pfrt_status pfrt_slice_cpu(pfrt_context *ctx, const pfrt_tensor *x,
-                       const int64_t *starts, const int64_t *ends,
-                       const int64_t *axes, const int64_t *steps, int32_t n,
-                       const pfrt_tensor *out) {
+                           const int64_t *starts, const int64_t *ends,
+                           const int64_t *axes, const int64_t *steps, int32_t n,
+                           const pfrt_tensor *out) {
   Call call(ctx, "pfrt_slice");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -372,7 +372,7 @@ pfrt_status pfrt_slice_cpu(pfrt_context *ctx, const pfrt_tensor *x,
 }
 
 pfrt_status pfrt_concat_cpu(pfrt_context *ctx, const pfrt_tensor *inputs,
-                        int32_t n, int64_t axis, const pfrt_tensor *out) {
+                            int32_t n, int64_t axis, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_concat");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.pointer("inputs", inputs));
@@ -424,7 +424,7 @@ pfrt_status pfrt_concat_cpu(pfrt_context *ctx, const pfrt_tensor *inputs,
 }
 
 pfrt_status pfrt_expand_cpu(pfrt_context *ctx, const pfrt_tensor *x,
-                        const pfrt_tensor *out) {
+                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_expand");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -440,7 +440,7 @@ pfrt_status pfrt_expand_cpu(pfrt_context *ctx, const pfrt_tensor *x,
 }
 
 pfrt_status pfrt_cast_cpu(pfrt_context *ctx, const pfrt_tensor *x,
-                      const pfrt_tensor *out) {
+                          const pfrt_tensor *out) {
   Call call(ctx, "pfrt_cast");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -464,17 +464,17 @@ pfrt_status pfrt_cast_cpu(pfrt_context *ctx, const pfrt_tensor *x,
 }
 
 pfrt_status pfrt_copy_cpu(pfrt_context *ctx, const pfrt_tensor *x,
-                      const pfrt_tensor *out) {
+                          const pfrt_tensor *out) {
   return copyEntry("pfrt_copy", ctx, x, out);
 }
 
 pfrt_status pfrt_reshape_cpu(pfrt_context *ctx, const pfrt_tensor *x,
-                         const pfrt_tensor *out) {
+                             const pfrt_tensor *out) {
   return copyEntry("pfrt_reshape", ctx, x, out);
 }
 
 pfrt_status pfrt_fill_cpu(pfrt_context *ctx, const pfrt_tensor *out,
-                      double value) {
+                          double value) {
   Call call(ctx, "pfrt_fill");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("out", out));

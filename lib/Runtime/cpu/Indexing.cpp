@@ -82,8 +82,8 @@ template <class T> T combine(int32_t reduction, T a, T b) {
 extern "C" {
 
 pfrt_status pfrt_gather_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
-                           const pfrt_tensor *indices, int64_t batch_dims,
-                           const pfrt_tensor *out) {
+                               const pfrt_tensor *indices, int64_t batch_dims,
+                               const pfrt_tensor *out) {
   Call call(ctx, "pfrt_gather_nd");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("data", data));
@@ -135,9 +135,9 @@ pfrt_status pfrt_gather_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
 }
 
 pfrt_status pfrt_scatter_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
-                            const pfrt_tensor *indices,
-                            const pfrt_tensor *updates, int32_t reduction,
-                            const pfrt_tensor *out) {
+                                const pfrt_tensor *indices,
+                                const pfrt_tensor *updates, int32_t reduction,
+                                const pfrt_tensor *out) {
   Call call(ctx, "pfrt_scatter_nd");
   PFRT_TRY(call.begin());
   if (reduction < PFRT_SCATTER_NONE || reduction > PFRT_SCATTER_MIN)
@@ -193,8 +193,8 @@ pfrt_status pfrt_scatter_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
 }
 
 pfrt_status pfrt_cumsum_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
-                        int32_t exclusive, int32_t reverse,
-                        const pfrt_tensor *out) {
+                            int32_t exclusive, int32_t reverse,
+                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_cumsum");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -230,7 +230,7 @@ pfrt_status pfrt_cumsum_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t axi
 }
 
 pfrt_status pfrt_trilu_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t k,
-                       int32_t upper, const pfrt_tensor *out) {
+                           int32_t upper, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_trilu");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));

@@ -121,10 +121,10 @@ void scaleInto(const pfrt_context *ctx, const T *x, T *out, int64_t n,
 extern "C" {
 
 pfrt_status pfrt_sgd_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
-                          const pfrt_tensor *grad,
-                          const pfrt_tensor *momentum_buf, double lr,
-                          double momentum, double weight_decay,
-                          int32_t nesterov) {
+                              const pfrt_tensor *grad,
+                              const pfrt_tensor *momentum_buf, double lr,
+                              double momentum, double weight_decay,
+                              int32_t nesterov) {
   Call call(ctx, "pfrt_sgd_step");
   PFRT_TRY(call.begin());
   if (momentum != 0 || momentum_buf)
@@ -162,11 +162,11 @@ pfrt_status pfrt_sgd_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
 }
 
 pfrt_status pfrt_adamw_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
-                            const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
-                            const pfrt_tensor *exp_avg_sq, double lr,
-                            double beta1, double beta2, double eps,
-                            double weight_decay, int64_t step,
-                            int32_t bias_correction) {
+                                const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
+                                const pfrt_tensor *exp_avg_sq, double lr,
+                                double beta1, double beta2, double eps,
+                                double weight_decay, int64_t step,
+                                int32_t bias_correction) {
   Call call(ctx, "pfrt_adamw_step");
   PFRT_TRY(call.begin());
   PFRT_TRY(checkParamAndState(call, param, grad, {"exp_avg", "exp_avg_sq"},
@@ -197,12 +197,12 @@ pfrt_status pfrt_adamw_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
 }
 
 pfrt_status pfrt_lamb_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
-                           const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
-                           const pfrt_tensor *exp_avg_sq, double lr,
-                           double beta1, double beta2, double eps,
-                           double weight_decay, int64_t step,
-                           int32_t bias_correction, int32_t nvlamb,
-                           double max_trust_ratio) {
+                               const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
+                               const pfrt_tensor *exp_avg_sq, double lr,
+                               double beta1, double beta2, double eps,
+                               double weight_decay, int64_t step,
+                               int32_t bias_correction, int32_t nvlamb,
+                               double max_trust_ratio) {
   Call call(ctx, "pfrt_lamb_step");
   PFRT_TRY(call.begin());
   PFRT_TRY(checkParamAndState(call, param, grad, {"exp_avg", "exp_avg_sq"},
@@ -260,7 +260,7 @@ pfrt_status pfrt_lamb_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
 }
 
 pfrt_status pfrt_global_norm_cpu(pfrt_context *ctx, const pfrt_tensor *tensors,
-                             int32_t n, double *norm) {
+                                 int32_t n, double *norm) {
   Call call(ctx, "pfrt_global_norm");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.pointer("norm", norm));
@@ -270,8 +270,8 @@ pfrt_status pfrt_global_norm_cpu(pfrt_context *ctx, const pfrt_tensor *tensors,
 }
 
 pfrt_status pfrt_clip_by_global_norm_cpu(pfrt_context *ctx,
-                                     const pfrt_tensor *tensors, int32_t n,
-                                     double max_norm, double *norm) {
+                                         const pfrt_tensor *tensors, int32_t n,
+                                         double max_norm, double *norm) {
   Call call(ctx, "pfrt_clip_by_global_norm");
   PFRT_TRY(call.begin());
   PFRT_TRY(tensorList(call, tensors, n));
@@ -297,7 +297,7 @@ pfrt_status pfrt_clip_by_global_norm_cpu(pfrt_context *ctx,
 }
 
 pfrt_status pfrt_scale_cpu(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
-                       const pfrt_tensor *out) {
+                           const pfrt_tensor *out) {
   Call call(ctx, "pfrt_scale");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -312,7 +312,7 @@ pfrt_status pfrt_scale_cpu(pfrt_context *ctx, const pfrt_tensor *x, double alpha
 }
 
 pfrt_status pfrt_dot_cpu(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, double *result) {
+                         const pfrt_tensor *b, double *result) {
   Call call(ctx, "pfrt_dot");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.pointer("result", result));
