@@ -6,7 +6,8 @@
 // Without a usable GPU every test is skipped (GTEST_SKIP), so ctest counts
 // them as skipped; scripts/gpu-check.sh runs this binary on a GPU machine.
 //
-// Benchmarks: with PF_CUDA_BENCH_JSON=FILE, CudaBench.* time BERT-sized
+// PF_CUDA_TESTS_ON_CPU=1 runs both sides on the CPU backend (a check of the
+// tests where no GPU is). Benchmarks: with PF_CUDA_BENCH_JSON=FILE, CudaBench.* time BERT-sized
 // kernels (median of repeated runs, after a warm-up) and write one JSON
 // object per line to FILE; scripts/gpu-check.sh compares them with PyTorch.
 //
@@ -57,7 +58,12 @@ protected:
     gCpu = pfrt_context_create(nullptr);
     pfrt_context_options options;
     pfrt_context_options_init(&options);
-    options.backend = PFRT_BACKEND_CUDA;
+    // PF_CUDA_TESTS_ON_CPU=1 puts the "device" side on a second CPU context:
+    // a check of the tests themselves (shapes, arguments, harness) where no
+    // GPU is; every comparison is then exact.
+    const char *onCpu = std::getenv("PF_CUDA_TESTS_ON_CPU");
+    if (!(onCpu && std::string(onCpu) == "1"))
+      options.backend = PFRT_BACKEND_CUDA;
     gGpu = pfrt_context_create(&options);
     if (!gGpu)
       gNoGpu = pfrt_last_error(nullptr);
@@ -116,6 +122,16 @@ protected:
   /// Sets element i of a pair on both sides.
   template <class T> void set(Pair &p, int64_t i, T v) {
     reinterpret_cast<T *>(p.host.data())[i] = v;
+    ASSERT_EQ(pfrt_copy_from_host(gGpu, p.host.data(), &p.dev), PFRT_OK);
+  }
+
+  /// Makes a square f32 pair symmetric (K-FAC inverses are), on both sides.
+  void symmetrize(Pair &p) {
+    const int64_t n = p.cpu.shape[0];
+    auto *v = reinterpret_cast<float *>(p.host.data());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < i; ++j)
+        v[i * n + j] = v[j * n + i];
     ASSERT_EQ(pfrt_copy_from_host(gGpu, p.host.data(), &p.dev), PFRT_OK);
   }
 
@@ -358,7 +374,8 @@ TEST_F(CudaKernels, DataMovement) {
   both([&](pfrt_context *c, bool d) { return pfrt_transpose(c, on(x, d), perm, 3, on(t, d)); });
   expectClose(t, 0, 0, "transpose");
   const int64_t starts[] = {-1, 1}, ends[] = {INT64_MIN, 6}, axes[] = {2, 1}, steps[] = {-2, 2};
-  Pair &s = make(PFRT_F32, {3, 3, 4});
+  // axis 2: 6, 4, 2, 0; axis 1: 1, 3.
+  Pair &s = make(PFRT_F32, {3, 2, 4});
   both([&](pfrt_context *c, bool d) {
     return pfrt_slice(c, on(x, d), starts, ends, axes, steps, 2, on(s, d));
   });
@@ -471,6 +488,8 @@ TEST_F(CudaKernels, KfacPrecondition) {
     for (int joint = 0; joint < 2; ++joint) {
       const int64_t in = 23, out = 11, ia = in + joint;
       Pair &ai = make(PFRT_F32, {ia, ia}, -1, 1, 56), &bi = make(PFRT_F32, {out, out}, -1, 1, 57);
+      symmetrize(ai);
+      symmetrize(bi);
       Pair &gw = make(PFRT_F32, wt ? Dims{out, in} : Dims{in, out}, -1, 1, 58);
       Pair &gb = make(PFRT_F32, {out}, -1, 1, 59);
       Pair &ow = make(PFRT_F32, wt ? Dims{out, in} : Dims{in, out});
@@ -487,9 +506,13 @@ TEST_F(CudaKernels, KfacPrecondition) {
 //===----------------------------- Benchmarks ----------------------------===//
 
 /// Median milliseconds of `run` on the GPU over `reps` runs after warm-up.
+/// A failing kernel is a test failure and NaN ms.
 template <class F> double medianMs(F run, int reps = 20) {
   for (int i = 0; i < 3; ++i)
-    run();
+    if (run() != PFRT_OK) {
+      ADD_FAILURE() << pfrt_last_error(gGpu);
+      return NAN;
+    }
   pfrt_synchronize(gGpu);
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
@@ -536,46 +559,46 @@ TEST_F(CudaBench, BertBaseKernels) {
   Pair &x = make(PFRT_F32, {rows, h}), &w = make(PFRT_F32, {ff, h}), &b = make(PFRT_F32, {ff});
   Pair &y = make(PFRT_F32, {rows, ff});
   report("linear", "1024x768 -> 3072", medianMs([&] {
-           pfrt_linear(gGpu, &x.dev, &w.dev, &b.dev, 1, &y.dev);
+           return pfrt_linear(gGpu, &x.dev, &w.dev, &b.dev, 1, &y.dev);
          }));
   Pair &q = make(PFRT_F32, {8, heads, seq, 64}), &k = make(PFRT_F32, {8, heads, 64, seq});
   Pair &s = make(PFRT_F32, {8, heads, seq, seq});
   report("matmul", "8x12x128x64 @ 8x12x64x128", medianMs([&] {
-           pfrt_matmul(gGpu, &q.dev, &k.dev, &s.dev);
+           return pfrt_matmul(gGpu, &q.dev, &k.dev, &s.dev);
          }));
   Pair &p = make(PFRT_F32, {8, heads, seq, seq});
-  report("softmax", "8x12x128x128", medianMs([&] { pfrt_softmax(gGpu, &s.dev, -1, &p.dev); }));
+  report("softmax", "8x12x128x128", medianMs([&] { return pfrt_softmax(gGpu, &s.dev, -1, &p.dev); }));
   Pair &g = make(PFRT_F32, {h}), &bb = make(PFRT_F32, {h}), &ln = make(PFRT_F32, {rows, h});
   report("layer_norm", "1024x768", medianMs([&] {
-           pfrt_layer_norm(gGpu, &x.dev, &g.dev, &bb.dev, -1, 1e-12, &ln.dev, nullptr, nullptr);
+           return pfrt_layer_norm(gGpu, &x.dev, &g.dev, &bb.dev, -1, 1e-12, &ln.dev, nullptr, nullptr);
          }));
   Pair &act = make(PFRT_F32, {rows, ff});
-  report("gelu", "1024x3072", medianMs([&] { pfrt_gelu(gGpu, &y.dev, PFRT_GELU_EXACT, &act.dev); }));
+  report("gelu", "1024x3072", medianMs([&] { return pfrt_gelu(gGpu, &y.dev, PFRT_GELU_EXACT, &act.dev); }));
   Pair &logits = make(PFRT_F32, {rows, vocab}), &labels = make(PFRT_I64, {rows}, 0, vocab - 1);
   Pair &loss = make(PFRT_F32, {}), &dl = make(PFRT_F32, {rows, vocab});
   report("cross_entropy", "1024x30522 (+grad)", medianMs([&] {
-           pfrt_softmax_cross_entropy(gGpu, &logits.dev, &labels.dev, -100, 1.0, &loss.dev,
+           return pfrt_softmax_cross_entropy(gGpu, &logits.dev, &labels.dev, -100, 1.0, &loss.dev,
                                       &dl.dev, nullptr);
          }));
   Pair &pw = make(PFRT_F32, {ff, h}), &gw = make(PFRT_F32, {ff, h});
   Pair &m = make(PFRT_F32, {ff, h}, 0, 0), &v = make(PFRT_F32, {ff, h}, 0, 0);
   report("adamw", "3072x768", medianMs([&] {
-           pfrt_adamw_step(gGpu, &pw.dev, &gw.dev, &m.dev, &v.dev, 1e-4, 0.9, 0.999, 1e-8,
+           return pfrt_adamw_step(gGpu, &pw.dev, &gw.dev, &m.dev, &v.dev, 1e-4, 0.9, 0.999, 1e-8,
                            0.01, 1, 1);
          }));
   Pair &fa = make(PFRT_F32, {h + 1, h + 1});
   report("kfac_factor", "1024x768 (+bias) -> 769^2", medianMs([&] {
-           pfrt_kfac_factor(gGpu, &x.dev, 1, 1.0, PFRT_KFAC_OVERWRITE, 0, &fa.dev);
+           return pfrt_kfac_factor(gGpu, &x.dev, 1, 1.0, PFRT_KFAC_OVERWRITE, 0, &fa.dev);
          }));
   Pair &fi = make(PFRT_F32, {h + 1, h + 1});
   pfrt_kfac_factor(gGpu, &x.dev, 1, 1.0, PFRT_KFAC_OVERWRITE, 0, &fa.dev);
   report("kfac_inverse", "769x769", medianMs([&] {
-           pfrt_kfac_inverse(gGpu, &fa.dev, 0.03, &fi.dev);
+           return pfrt_kfac_inverse(gGpu, &fa.dev, 0.03, &fi.dev);
          }, 10));
   Pair &fb = make(PFRT_F32, {ff, ff}), &fbi = make(PFRT_F32, {ff, ff});
   pfrt_kfac_factor(gGpu, &y.dev, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &fb.dev);
   report("kfac_inverse", "3072x3072", medianMs([&] {
-           pfrt_kfac_inverse(gGpu, &fb.dev, 0.03, &fbi.dev);
+           return pfrt_kfac_inverse(gGpu, &fb.dev, 0.03, &fbi.dev);
          }, 5));
 }
 
