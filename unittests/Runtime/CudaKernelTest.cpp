@@ -100,7 +100,9 @@ protected:
         reinterpret_cast<int32_t *>(p->host.data())[i] = int32_t(integer(gen));
       else if (dtype == PFRT_I64)
         reinterpret_cast<int64_t *>(p->host.data())[i] = integer(gen);
-      else
+      else if (dtype == PFRT_BOOL) // 0 or 1, as the ABI's bool
+        p->host[i] = uint8_t(integer(gen) % 2 != 0);
+      else // i8 (wrapping), or f16 bits
         p->host[i * size] = uint8_t(integer(gen));
     }
     for (pfrt_tensor *t : {&p->cpu, &p->dev}) {
@@ -196,6 +198,43 @@ TEST_F(CudaKernels, BinaryOpsBroadcast) {
       Pair &out = make(dtype, {3, 4, 5, 7});
       both([&](pfrt_context *c, bool d) { return op(c, on(a, d), on(b, d), on(out, d)); });
       expectClose(out, dtype == PFRT_F32 ? 1e-6 : 1e-14, 0, "binary");
+    }
+}
+
+TEST_F(CudaKernels, IntegerBinaryCompareWhere) {
+  for (int32_t dtype : {PFRT_I32, PFRT_I64})
+    for (Binary op : {pfrt_add, pfrt_sub, pfrt_mul, pfrt_min, pfrt_max}) {
+      Pair &a = make(dtype, {3, 1, 5}, -1000, 1000, 60), &b = make(dtype, {4, 1}, -9, 9, 61);
+      Pair &out = make(dtype, {3, 4, 5});
+      both([&](pfrt_context *c, bool d) { return op(c, on(a, d), on(b, d), on(out, d)); });
+      expectClose(out, 0, 0, "integer binary");
+    }
+  for (int32_t dtype : {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64})
+    for (int32_t kind = PFRT_COMPARE_EQUAL; kind <= PFRT_COMPARE_LESS_EQUAL; ++kind) {
+      Pair &a = make(dtype, {2, 3, 7}, -3, 3, 62), &b = make(dtype, {3, 1}, -3, 3, 63);
+      Pair &out = make(PFRT_BOOL, {2, 3, 7});
+      both([&](pfrt_context *c, bool d) {
+        return pfrt_compare(c, on(a, d), on(b, d), kind, on(out, d));
+      });
+      expectClose(out, 0, 0, "compare");
+    }
+  for (int32_t dtype : {PFRT_F32, PFRT_I64, PFRT_BOOL}) {
+    Pair &cond = make(PFRT_BOOL, {5, 1}, 0, 1, 64), &x = make(dtype, {5, 9}, -4, 4, 65);
+    Pair &y = make(dtype, {9}, -4, 4, 66), &out = make(dtype, {5, 9});
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_where(c, on(cond, d), on(x, d), on(y, d), on(out, d));
+    });
+    expectClose(out, 0, 0, "where");
+  }
+}
+
+TEST_F(CudaKernels, CastBetweenDtypes) {
+  const int32_t dtypes[] = {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL};
+  for (int32_t from : dtypes)
+    for (int32_t to : dtypes) {
+      Pair &x = make(from, {3, 37}, -300, 300, 67), &out = make(to, {3, 37});
+      both([&](pfrt_context *c, bool d) { return pfrt_cast(c, on(x, d), on(out, d)); });
+      expectClose(out, 0, 0, "cast");
     }
 }
 

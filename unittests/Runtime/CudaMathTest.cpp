@@ -249,6 +249,61 @@ TEST_F(CudaMath, MaskedCrossEntropyMatchesCpu) {
   expectClose(g, grad.data, 1e-12, 1e-15, "cross-entropy gradient");
 }
 
+TEST_F(CudaMath, IntegerOpsCompareAndCastMatchCpu) {
+  // Integer add/mul wrap around, as on the CPU.
+  Tensor<int64_t> a({4}, {INT64_MAX, -5, 7, INT64_MIN}), b({4}, {1, 3, -2, -1});
+  for (auto [kind, fn] : {std::pair{cu::Binary::Add, pfrt_add},
+                          std::pair{cu::Binary::Mul, pfrt_mul},
+                          std::pair{cu::Binary::Sub, pfrt_sub},
+                          std::pair{cu::Binary::Max, pfrt_max}}) {
+    Tensor<int64_t> want({4});
+    auto ta = a.desc(), tb = b.desc(), tw = want.desc();
+    ASSERT_EQ(fn(ctx, &ta, &tb, &tw), PFRT_OK);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(cu::binaryOp(kind, a[i], b[i]), want[i]) << i;
+  }
+  // Comparisons, NaN comparing false.
+  Tensor<double> x({5}, {1, NAN, -2, 3, 3}), y({5}, {1, 1, 2, NAN, 2});
+  for (int32_t kind = PFRT_COMPARE_EQUAL; kind <= PFRT_COMPARE_LESS_EQUAL; ++kind) {
+    Tensor<uint8_t> want({5});
+    auto tx = x.desc(), ty = y.desc(), tw = want.desc();
+    ASSERT_EQ(pfrt_compare(ctx, &tx, &ty, kind, &tw), PFRT_OK);
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(cu::compareOp(kind, x[i], y[i]), want[i]) << kind << " " << i;
+  }
+  // Casts: truncation, saturation, NaN to 0, to bool, i64 to i32.
+  Tensor<double> f({7}, {2.7, -2.7, 1e30, -1e30, NAN, 0.0, 130.0});
+  {
+    Tensor<int8_t> want({7});
+    auto tf = f.desc(), tw = want.desc();
+    ASSERT_EQ(pfrt_cast(ctx, &tf, &tw), PFRT_OK);
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ((cu::castValue<int8_t, double>(f[i])), want[i]) << i;
+  }
+  {
+    Tensor<int64_t> want({7});
+    auto tf = f.desc(), tw = want.desc();
+    ASSERT_EQ(pfrt_cast(ctx, &tf, &tw), PFRT_OK);
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ((cu::castValue<int64_t, double>(f[i])), want[i]) << i;
+  }
+  {
+    Tensor<uint8_t> want({7});
+    auto tf = f.desc(), tw = want.desc(PFRT_BOOL);
+    ASSERT_EQ(pfrt_cast(ctx, &tf, &tw), PFRT_OK);
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ((cu::castValue<uint8_t, double>(f[i])), want[i]) << i;
+  }
+  {
+    Tensor<int64_t> big({2}, {(int64_t(1) << 40) + 5, -3});
+    Tensor<int32_t> want({2});
+    auto tb = big.desc(), tw = want.desc();
+    ASSERT_EQ(pfrt_cast(ctx, &tb, &tw), PFRT_OK);
+    for (int i = 0; i < 2; ++i)
+      EXPECT_EQ((cu::castValue<int32_t, int64_t>(big[i])), want[i]) << i;
+  }
+}
+
 TEST_F(CudaMath, SgdAndAdamwMatchCpu) {
   const Dims dims = {33};
   auto p0 = random<float>(dims, -1, 1, 61), g = random<float>(dims, -1, 1, 62);

@@ -220,6 +220,56 @@ pfrt_status concatEntry(pfrt_context *ctx, const pfrt_tensor *inputs,
   return PFRT_OK;
 }
 
+//===-------------------------------- Cast -------------------------------===//
+
+template <class D, class S>
+__global__ void castKernel(int64_t n, const S *x, D *out) {
+  PFRT_GRID_STRIDE(i, n) { out[i] = castValue<D>(x[i]); }
+}
+
+/// Calls f with a value of the C type of a castable dtype (f16 not yet).
+template <class F> pfrt_status byCastType(int32_t dtype, F &&f) {
+  switch (dtype) {
+  case PFRT_F32:
+    return f(float());
+  case PFRT_F64:
+    return f(double());
+  case PFRT_I8:
+    return f(int8_t());
+  case PFRT_I32:
+    return f(int32_t());
+  case PFRT_I64:
+    return f(int64_t());
+  default: // PFRT_BOOL
+    return f(uint8_t());
+  }
+}
+
+pfrt_status castEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                      const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_cast");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  for (auto [name, t] : {std::pair{"x", x}, std::pair{"out", out}})
+    if (t->dtype == PFRT_F16)
+      return call.fail(PFRT_UNSUPPORTED, "%s is f16, which the CUDA backend "
+                       "does not cast yet", name);
+  PFRT_TRY(call.shapeIs("out", out, Shape::of(*x)));
+  const int64_t n = Shape::of(*x).numel();
+  if (n == 0)
+    return PFRT_OK;
+  return byCastType(x->dtype, [&](auto from) {
+    using S = decltype(from);
+    return byCastType(out->dtype, [&](auto to) {
+      using D = decltype(to);
+      castKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
+          n, dataAs<const S>(x), dataAs<D>(out));
+      return launched(call, "castKernel");
+    });
+  });
+}
+
 //===------------------------------- Gather ------------------------------===//
 
 /// counts[0] += indices outside [-dim, dim).
@@ -393,6 +443,7 @@ pfrt_status gatherBackwardEntry(pfrt_context *ctx, const pfrt_tensor *indices,
 
 void registerDataMovement(KernelTable &t) {
   t.pfrt_copy = copyEntry;
+  t.pfrt_cast = castEntry;
   t.pfrt_reshape = reshapeEntry;
   t.pfrt_transpose = transposeEntry;
   t.pfrt_slice = sliceEntry;

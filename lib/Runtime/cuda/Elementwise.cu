@@ -39,6 +39,56 @@ template <class T> __global__ void fillKernel(int64_t n, T value, T *out) {
   PFRT_GRID_STRIDE(i, n) { out[i] = value; }
 }
 
+/// Calls f with a value of the C type of an arithmetic dtype.
+template <class F> pfrt_status byArithmetic(int32_t dtype, F &&f) {
+  switch (dtype) {
+  case PFRT_F32:
+    return f(float());
+  case PFRT_F64:
+    return f(double());
+  case PFRT_I32:
+    return f(int32_t());
+  case PFRT_I64:
+    return f(int64_t());
+  case PFRT_I8:
+    return f(int8_t());
+  default: // bool, compared as bytes
+    return f(uint8_t());
+  }
+}
+
+/// The dtypes each binary op takes on CUDA: floats always; i32/i64 for
+/// add, sub, mul, min, max; i8 for min and max (integer div: not yet).
+bool binaryDtypeOk(Binary kind, int32_t dtype) {
+  if (dtype == PFRT_F32 || dtype == PFRT_F64)
+    return true;
+  const bool minMax = kind == Binary::Min || kind == Binary::Max;
+  if (dtype == PFRT_I8)
+    return minMax;
+  if (dtype == PFRT_I32 || dtype == PFRT_I64)
+    return minMax || kind == Binary::Add || kind == Binary::Sub ||
+           kind == Binary::Mul;
+  return false;
+}
+
+/// The broadcast plan of out over `count` inputs, after checking that the
+/// inputs broadcast to out's shape.
+pfrt_status planFor(const Call &call, const pfrt_tensor *const *inputs,
+                    int count, const pfrt_tensor *out, BroadcastPlan &plan) {
+  Shape shapes[BroadcastPlan::kMaxInputs], expected = Shape::of(*inputs[0]);
+  for (int i = 0; i < count; ++i) {
+    shapes[i] = Shape::of(*inputs[i]);
+    Shape joined;
+    if (!broadcastShapes(expected, shapes[i], joined))
+      return call.fail(PFRT_INVALID_ARGUMENT, "shapes %s and %s do not broadcast",
+                       ShapeStr(expected).c_str(), ShapeStr(shapes[i]).c_str());
+    expected = joined;
+  }
+  PFRT_TRY(call.shapeIs("out", out, expected));
+  plan = planBroadcast(expected, shapes, count);
+  return PFRT_OK;
+}
+
 pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary kind,
                         const pfrt_tensor *a, const pfrt_tensor *b,
                         const pfrt_tensor *out) {
@@ -47,28 +97,112 @@ pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary kind,
   PFRT_TRY(call.tensor("a", a));
   PFRT_TRY(call.tensor("b", b));
   PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(floatDtype(call, "a", a));
+  if (!binaryDtypeOk(kind, a->dtype))
+    return call.fail(PFRT_UNSUPPORTED, "a has dtype %s, which this kernel "
+                     "does not support on the CUDA backend (yet)",
+                     dtypeName(a->dtype));
   PFRT_TRY(call.dtypeIs("b", b, a->dtype));
   PFRT_TRY(call.dtypeIs("out", out, a->dtype));
-  const Shape shapes[2] = {Shape::of(*a), Shape::of(*b)};
-  Shape expected;
-  if (!broadcastShapes(shapes[0], shapes[1], expected))
-    return call.fail(PFRT_INVALID_ARGUMENT, "shapes %s and %s do not broadcast",
-                     ShapeStr(shapes[0]).c_str(), ShapeStr(shapes[1]).c_str());
-  PFRT_TRY(call.shapeIs("out", out, expected));
-  const BroadcastPlan plan = planBroadcast(expected, shapes, 2);
+  const pfrt_tensor *inputs[2] = {a, b};
+  BroadcastPlan plan;
+  PFRT_TRY(planFor(call, inputs, 2, out, plan));
   if (plan.numel == 0)
     return PFRT_OK;
-  const unsigned blocks = blocksFor(plan.numel);
-  if (a->dtype == PFRT_F32)
-    binaryKernel<<<blocks, kThreads, 0, streamOf(ctx)>>>(
-        plan, kind, dataAs<const float>(a), dataAs<const float>(b),
-        dataAs<float>(out));
+  return byArithmetic(a->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    binaryKernel<<<blocksFor(plan.numel), kThreads, 0, streamOf(ctx)>>>(
+        plan, kind, dataAs<const T>(a), dataAs<const T>(b), dataAs<T>(out));
+    return launched(call, "binaryKernel");
+  });
+}
+
+template <class T>
+__global__ void compareKernel(BroadcastPlan plan, int32_t kind, const T *a,
+                              const T *b, uint8_t *out) {
+  PFRT_GRID_STRIDE(i, plan.numel) {
+    out[i] = compareOp(kind, a[broadcastOffset(plan, 0, i)],
+                       b[broadcastOffset(plan, 1, i)]);
+  }
+}
+
+pfrt_status compareEntry(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, int32_t kind,
+                         const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_compare");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.tensor("b", b));
+  PFRT_TRY(call.tensor("out", out));
+  if (kind < PFRT_COMPARE_EQUAL || kind > PFRT_COMPARE_LESS_EQUAL)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown comparison kind %d", kind);
+  if (kind == PFRT_COMPARE_EQUAL)
+    PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL}));
   else
-    binaryKernel<<<blocks, kThreads, 0, streamOf(ctx)>>>(
-        plan, kind, dataAs<const double>(a), dataAs<const double>(b),
-        dataAs<double>(out));
-  return launched(call, "binaryKernel");
+    PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64}));
+  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
+  const pfrt_tensor *inputs[2] = {a, b};
+  BroadcastPlan plan;
+  PFRT_TRY(planFor(call, inputs, 2, out, plan));
+  if (plan.numel == 0)
+    return PFRT_OK;
+  return byArithmetic(a->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    compareKernel<<<blocksFor(plan.numel), kThreads, 0, streamOf(ctx)>>>(
+        plan, kind, dataAs<const T>(a), dataAs<const T>(b), dataAs<uint8_t>(out));
+    return launched(call, "compareKernel");
+  });
+}
+
+pfrt_status equalEntry(pfrt_context *ctx, const pfrt_tensor *a,
+                       const pfrt_tensor *b, const pfrt_tensor *out) {
+  return compareEntry(ctx, a, b, PFRT_COMPARE_EQUAL, out);
+}
+
+/// out = cond ? x : y, moving elements of E's size.
+template <class E>
+__global__ void whereKernel(BroadcastPlan plan, const uint8_t *cond,
+                            const E *x, const E *y, E *out) {
+  PFRT_GRID_STRIDE(i, plan.numel) {
+    out[i] = cond[broadcastOffset(plan, 0, i)] ? x[broadcastOffset(plan, 1, i)]
+                                               : y[broadcastOffset(plan, 2, i)];
+  }
+}
+
+pfrt_status whereEntry(pfrt_context *ctx, const pfrt_tensor *cond,
+                       const pfrt_tensor *x, const pfrt_tensor *y,
+                       const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_where");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("cond", cond));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("y", y));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("cond", cond, PFRT_BOOL));
+  PFRT_TRY(call.dtypeIs("y", y, x->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  const pfrt_tensor *inputs[3] = {cond, x, y};
+  BroadcastPlan plan;
+  PFRT_TRY(planFor(call, inputs, 3, out, plan));
+  if (plan.numel == 0)
+    return PFRT_OK;
+  auto launch = [&](auto tag) {
+    using E = decltype(tag);
+    whereKernel<<<blocksFor(plan.numel), kThreads, 0, streamOf(ctx)>>>(
+        plan, dataAs<const uint8_t>(cond), dataAs<const E>(x),
+        dataAs<const E>(y), dataAs<E>(out));
+    return launched(call, "whereKernel");
+  };
+  switch (dtypeSize(x->dtype)) {
+  case 1:
+    return launch(uint8_t());
+  case 2:
+    return launch(uint16_t());
+  case 4:
+    return launch(uint32_t());
+  default:
+    return launch(uint64_t());
+  }
 }
 
 pfrt_status unaryEntry(pfrt_context *ctx, const char *fn, Unary kind,
@@ -218,6 +352,9 @@ void registerElementwise(KernelTable &t) {
   t.pfrt_gelu = gelu;
   t.pfrt_gelu_backward = geluBackward;
   t.pfrt_fill = fill;
+  t.pfrt_equal = equalEntry;
+  t.pfrt_compare = compareEntry;
+  t.pfrt_where = whereEntry;
 }
 
 } // namespace pfrt::cuda

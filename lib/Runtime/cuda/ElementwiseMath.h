@@ -12,30 +12,56 @@
 #include "../common/Shape.h"
 #include "HostDevice.h"
 
+#include <type_traits>
+
 namespace pfrt::cuda {
 
 enum class Binary : int32_t { Add, Sub, Mul, Div, Pow, Min, Max };
 
 template <class T> PFRT_HD bool isNan(T v) { return v != v; }
 
-template <class T> PFRT_HD T binaryOp(Binary kind, T a, T b) {
+/// Integers wrap through unsigned arithmetic (signed overflow is undefined
+/// in C++), as on the CPU; their div and pow are not offered on CUDA.
+template <class T> PFRT_HD T integerOp(Binary kind, T a, T b) {
+  using U = std::make_unsigned_t<T>;
   switch (kind) {
   case Binary::Add:
-    return a + b;
+    return T(U(a) + U(b));
   case Binary::Sub:
-    return a - b;
+    return T(U(a) - U(b));
   case Binary::Mul:
-    return a * b;
-  case Binary::Div:
-    return a / b;
-  case Binary::Pow:
-    return ::pow(a, b);
-  case Binary::Min: // NaN from either side, as numpy.minimum
-    return isNan(a) ? a : isNan(b) ? b : (b < a ? b : a);
+    return T(U(a) * U(b));
+  case Binary::Min:
+    return b < a ? b : a;
   case Binary::Max:
-    return isNan(a) ? a : isNan(b) ? b : (b > a ? b : a);
+    return b > a ? b : a;
+  default:
+    return a;
   }
-  return a;
+}
+
+template <class T> PFRT_HD T binaryOp(Binary kind, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return integerOp(kind, a, b);
+  } else {
+    switch (kind) {
+    case Binary::Add:
+      return a + b;
+    case Binary::Sub:
+      return a - b;
+    case Binary::Mul:
+      return a * b;
+    case Binary::Div:
+      return a / b;
+    case Binary::Pow:
+      return ::pow(a, b);
+    case Binary::Min: // NaN from either side, as numpy.minimum
+      return isNan(a) ? a : isNan(b) ? b : (b < a ? b : a);
+    case Binary::Max:
+      return isNan(a) ? a : isNan(b) ? b : (b > a ? b : a);
+    }
+    return a;
+  }
 }
 
 enum class Unary : int32_t {
@@ -89,6 +115,54 @@ template <class T> PFRT_HD T geluGrad(bool exact, T x, T dy) {
   const T t = ::tanh(k * (x + c * x2 * x));
   const T du = k * (T(1) + T(3) * c * x2);
   return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+}
+
+/// pfrt_compare's kinds (PFRT_COMPARE_*); a NaN compares false.
+template <class T> PFRT_HD uint8_t compareOp(int32_t kind, T a, T b) {
+  switch (kind) {
+  case PFRT_COMPARE_EQUAL:
+    return a == b;
+  case PFRT_COMPARE_GREATER:
+    return a > b;
+  case PFRT_COMPARE_GREATER_EQUAL:
+    return a >= b;
+  case PFRT_COMPARE_LESS:
+    return a < b;
+  default: // PFRT_COMPARE_LESS_EQUAL
+    return a <= b;
+  }
+}
+
+/// The range of the integer dtypes, for pfrt_cast's saturation.
+template <class D> struct IntRange;
+template <> struct IntRange<int8_t> {
+  static constexpr int8_t lo = -128, hi = 127;
+};
+template <> struct IntRange<int32_t> {
+  static constexpr int32_t lo = -2147483647 - 1, hi = 2147483647;
+};
+template <> struct IntRange<int64_t> {
+  static constexpr int64_t lo = -9223372036854775807LL - 1, hi = 9223372036854775807LL;
+};
+
+/// One element from S to D with pfrt_cast's rules (cpu/DataMovement.cpp):
+/// anything to bool (uint8_t) is v != 0; float to integer truncates toward
+/// zero and saturates, NaN giving 0; the rest converts as C++ does.
+template <class D, class S> PFRT_HD D castValue(S v) {
+  if constexpr (std::is_same_v<D, uint8_t>) {
+    return v != S(0) ? 1 : 0;
+  } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
+    const double x = double(v);
+    if (x != x)
+      return D(0);
+    if (x <= double(IntRange<D>::lo))
+      return IntRange<D>::lo;
+    if (x >= double(IntRange<D>::hi))
+      return IntRange<D>::hi;
+    return D(x);
+  } else {
+    return D(v);
+  }
 }
 
 /// The element offset into input `input` of the output element `linear`
