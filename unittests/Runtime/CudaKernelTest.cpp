@@ -468,6 +468,17 @@ TEST_F(CudaKernels, Optimizers) {
   expectClose(p, 1e-6, 1e-7, "adamw");
   expectClose(m, 1e-6, 1e-9, "adamw m");
   expectClose(v, 1e-6, 1e-9, "adamw v");
+  for (int nvlamb = 0; nvlamb < 2; ++nvlamb) {
+    Pair &lp = make(PFRT_F32, dims, -1, 1, 70), &lg = make(PFRT_F32, dims, -1, 1, 71);
+    Pair &lm = make(PFRT_F32, dims, -0.1, 0.1, 72), &lv = make(PFRT_F32, dims, 0, 0.1, 73);
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_lamb_step(c, on(lp, d), on(lg, d), on(lm, d), on(lv, d), 1e-2, 0.9,
+                            0.999, 1e-6, nvlamb ? 0.0 : 0.01, 5, 1, nvlamb, 10.0);
+    });
+    expectClose(lp, 1e-5, 1e-7, "lamb");
+    expectClose(lm, 1e-6, 1e-9, "lamb m");
+    expectClose(lv, 1e-6, 1e-9, "lamb v");
+  }
   double dc = 0, dg = 0, nc = 0, ng = 0;
   ASSERT_EQ(pfrt_dot(gCpu, &p.cpu, &g.cpu, &dc), PFRT_OK);
   ASSERT_EQ(pfrt_dot(gGpu, &p.dev, &g.dev, &dg), PFRT_OK) << pfrt_last_error(gGpu);

@@ -339,6 +339,36 @@ TEST_F(CudaMath, SgdAndAdamwMatchCpu) {
   }
 }
 
+/// LAMB as the kernels compose it: moments and the two squared norms in
+/// one pass, then p -= lr r u with u from the stored moments.
+TEST_F(CudaMath, LambMatchesCpu) {
+  const Dims dims = {41};
+  for (int nvlamb = 0; nvlamb < 2; ++nvlamb)
+    for (double wd : {0.0, 0.01}) {
+      auto p = random<float>(dims, -1, 1, 81), g = random<float>(dims, -1, 1, 82);
+      auto m = random<float>(dims, -0.1, 0.1, 83), v = random<float>(dims, 0, 0.1, 84);
+      std::vector<float> q = p.data, mm = m.data, vv = v.data;
+      auto tp = p.desc(), tg = g.desc(), tm = m.desc(), tv = v.desc();
+      ASSERT_EQ(pfrt_lamb_step(ctx, &tp, &tg, &tm, &tv, 1e-2, 0.9, 0.999, 1e-6, wd, 4,
+                               1, nvlamb, 10.0),
+                PFRT_OK);
+      const cu::AdamParams a = cu::adamParams(1e-2, 0.9, 0.999, 1e-6, 0.0, 4, true);
+      double pp = 0, uu = 0;
+      for (size_t i = 0; i < q.size(); ++i) {
+        cu::lambMoments(a, g[i], mm[i], vv[i]);
+        const double u = cu::lambDirection(a, wd, q[i], mm[i], vv[i]);
+        pp += double(q[i]) * q[i];
+        uu += u * u;
+      }
+      const double rate = a.lr * cu::lambTrustRatio(pp, uu, nvlamb || wd != 0, 10.0);
+      for (size_t i = 0; i < q.size(); ++i)
+        q[i] = float(double(q[i]) - rate * cu::lambDirection(a, wd, q[i], mm[i], vv[i]));
+      expectClose(mm, m.data, 0, 0, "lamb exp_avg");
+      expectClose(vv, v.data, 0, 0, "lamb exp_avg_sq");
+      expectClose(q, p.data, 1e-6, 1e-8, "lamb param");
+    }
+}
+
 TEST_F(CudaMath, KfacPiAndFactorBiasColumnMatchCpu) {
   const int64_t n = 9, d = 5;
   auto x = random<double>({n, d}, -1, 1, 71);

@@ -57,6 +57,40 @@ __global__ void sumPartialsKernel(int count, const double *partials,
     *out = s;
 }
 
+/// LAMB pass 1: the moments, and per-block partial sums of p^2 and u^2
+/// (partials[0..kSumBlocks) and partials[kSumBlocks..2 kSumBlocks)).
+template <class T>
+__global__ void lambMomentsKernel(int64_t n, AdamParams a, double weightDecay,
+                                  const T *p, const T *g, T *m, T *v,
+                                  double *partials) {
+  double pp = 0, uu = 0;
+  PFRT_GRID_STRIDE(i, n) {
+    lambMoments(a, g[i], m[i], v[i]);
+    const double u = lambDirection(a, weightDecay, p[i], m[i], v[i]);
+    pp += double(p[i]) * double(p[i]);
+    uu += u * u;
+  }
+  pp = blockSum(pp);
+  uu = blockSum(uu);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = pp;
+    partials[kSumBlocks + blockIdx.x] = uu;
+  }
+}
+
+/// LAMB pass 2: p -= lr r u, the trust ratio r from the two sums on the
+/// device (no host round trip).
+template <class T>
+__global__ void lambApplyKernel(int64_t n, AdamParams a, double weightDecay,
+                                bool adapt, double maxTrustRatio,
+                                const double *sums, T *p, const T *m,
+                                const T *v) {
+  const double rate = a.lr * lambTrustRatio(sums[0], sums[1], adapt, maxTrustRatio);
+  PFRT_GRID_STRIDE(i, n) {
+    p[i] = T(double(p[i]) - rate * lambDirection(a, weightDecay, p[i], m[i], v[i]));
+  }
+}
+
 /// Queues sum a . b (same dtype and element count) into *result on the
 /// device; `partials` has kSumBlocks doubles.
 pfrt_status queueDot(const Call &call, const pfrt_tensor *a,
@@ -164,6 +198,60 @@ pfrt_status adamwEntry(pfrt_context *ctx, const pfrt_tensor *param,
   };
   param->dtype == PFRT_F32 ? run(float()) : run(double());
   return launched(call, "adamwKernel");
+}
+
+pfrt_status lambEntry(pfrt_context *ctx, const pfrt_tensor *param,
+                      const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
+                      const pfrt_tensor *exp_avg_sq, double lr, double beta1,
+                      double beta2, double eps, double weight_decay,
+                      int64_t step, int32_t bias_correction, int32_t nvlamb,
+                      double max_trust_ratio) {
+  Call call(ctx, "pfrt_lamb_step");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("param", param));
+  PFRT_TRY(floatDtype(call, "param", param));
+  const Shape shape = Shape::of(*param);
+  PFRT_TRY(floatLike(call, "grad", grad, param->dtype, shape));
+  PFRT_TRY(floatLike(call, "exp_avg", exp_avg, param->dtype, shape));
+  PFRT_TRY(floatLike(call, "exp_avg_sq", exp_avg_sq, param->dtype, shape));
+  PFRT_TRY(checkHyper(call, "lr", lr));
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    return call.fail(PFRT_INVALID_ARGUMENT, "beta1 %g and beta2 %g must lie "
+                     "in [0, 1)", beta1, beta2);
+  PFRT_TRY(checkHyper(call, "eps", eps));
+  PFRT_TRY(checkHyper(call, "weight_decay", weight_decay));
+  if (step < 1)
+    return call.fail(PFRT_INVALID_ARGUMENT, "step %lld must be >= 1",
+                     static_cast<long long>(step));
+  PFRT_TRY(checkHyper(call, "max_trust_ratio", max_trust_ratio));
+  const int64_t n = shape.numel();
+  if (n == 0)
+    return PFRT_OK;
+  // The decay of AdamParams is unused: LAMB's weight decay is in u.
+  const AdamParams a = adamParams(lr, beta1, beta2, eps, 0.0, step,
+                                  bias_correction != 0);
+  const bool adapt = nvlamb != 0 || weight_decay != 0;
+  void *ws = nullptr;
+  PFRT_TRY(scratch(call, sizeof(double) * (2 * kSumBlocks + 2), &ws));
+  auto *partials = static_cast<double *>(ws);
+  double *sums = partials + 2 * kSumBlocks;
+  cudaStream_t s = streamOf(ctx);
+  auto run = [&](auto tag) -> pfrt_status {
+    using T = decltype(tag);
+    lambMomentsKernel<<<kSumBlocks, kThreads, 0, s>>>(
+        n, a, weight_decay, dataAs<const T>(param), dataAs<const T>(grad),
+        dataAs<T>(exp_avg), dataAs<T>(exp_avg_sq), partials);
+    PFRT_TRY(launched(call, "lambMomentsKernel"));
+    sumPartialsKernel<<<1, kThreads, 0, s>>>(kSumBlocks, partials, sums);
+    sumPartialsKernel<<<1, kThreads, 0, s>>>(kSumBlocks, partials + kSumBlocks,
+                                             sums + 1);
+    PFRT_TRY(launched(call, "sumPartialsKernel"));
+    lambApplyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        n, a, weight_decay, adapt, max_trust_ratio, sums, dataAs<T>(param),
+        dataAs<const T>(exp_avg), dataAs<const T>(exp_avg_sq));
+    return launched(call, "lambApplyKernel");
+  };
+  return param->dtype == PFRT_F32 ? run(float()) : run(double());
 }
 
 /// out = alpha x, queued; shapes and dtypes checked by the caller.
@@ -281,6 +369,7 @@ pfrt_status clipEntry(pfrt_context *ctx, const pfrt_tensor *tensors, int32_t n,
 void registerOptimizer(KernelTable &t) {
   t.pfrt_sgd_step = sgdEntry;
   t.pfrt_adamw_step = adamwEntry;
+  t.pfrt_lamb_step = lambEntry;
   t.pfrt_scale = scaleEntry;
   t.pfrt_dot = dotEntry;
   t.pfrt_global_norm = globalNormEntry;

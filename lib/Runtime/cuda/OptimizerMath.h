@@ -56,6 +56,35 @@ PFRT_HD void adamwElement(const AdamParams &a, T &p, T g, T &m, T &v) {
   p = T(double(p) * a.decay - a.lr * update);
 }
 
+/// LAMB's moments: AdamW's, stored back in T.
+template <class T> PFRT_HD void lambMoments(const AdamParams &a, T g, T &m, T &v) {
+  const double gi = g;
+  m = T(a.b1 * double(m) + (1 - a.b1) * gi);
+  v = T(a.b2 * double(v) + (1 - a.b2) * gi * gi);
+}
+
+/// LAMB's update direction u = (m / c1) / (sqrt(v / c2) + eps) + wd p, from
+/// the stored moments (as the CPU's second pass recomputes it).
+template <class T>
+PFRT_HD double lambDirection(const AdamParams &a, double weightDecay, T p, T m,
+                             T v) {
+  return (double(m) / a.c1) / (::sqrt(double(v) / a.c2) + a.eps) +
+         weightDecay * double(p);
+}
+
+/// The trust ratio ||p|| / ||u|| from the squared norms (1 if either is 0
+/// or the tensor does not adapt), clamped to maxTrustRatio when that is > 0.
+PFRT_HD double lambTrustRatio(double pSquares, double uSquares, bool adapt,
+                              double maxTrustRatio) {
+  if (!adapt)
+    return 1.0;
+  const double wn = ::sqrt(pSquares), un = ::sqrt(uSquares);
+  double ratio = (wn > 0 && un > 0) ? wn / un : 1.0;
+  if (maxTrustRatio > 0 && ratio > maxTrustRatio)
+    ratio = maxTrustRatio;
+  return ratio;
+}
+
 } // namespace pfrt::cuda
 
 #endif // PF_RUNTIME_CUDA_OPTIMIZERMATH_H
