@@ -228,6 +228,38 @@ TEST_F(CudaKernels, IntegerBinaryCompareWhere) {
   }
 }
 
+TEST_F(CudaKernels, BoolOpsAndClassification) {
+  for (int32_t kind : {PFRT_LOGICAL_AND, PFRT_LOGICAL_OR, PFRT_LOGICAL_XOR}) {
+    Pair &a = make(PFRT_BOOL, {3, 1, 9}, 0, 1, 74), &b = make(PFRT_BOOL, {5, 1}, 0, 1, 75);
+    Pair &out = make(PFRT_BOOL, {3, 5, 9});
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_logical(c, on(a, d), on(b, d), kind, on(out, d));
+    });
+    expectClose(out, 0, 0, "logical");
+  }
+  Pair &x = make(PFRT_BOOL, {77}, 0, 1, 76), &nx = make(PFRT_BOOL, {77});
+  both([&](pfrt_context *c, bool d) { return pfrt_not(c, on(x, d), on(nx, d)); });
+  expectClose(nx, 0, 0, "not");
+  Pair &f = make(PFRT_F64, {6}, -1, 1, 77);
+  set<double>(f, 0, INFINITY);
+  set<double>(f, 2, -INFINITY);
+  set<double>(f, 4, NAN);
+  Pair &isNan = make(PFRT_BOOL, {6}), &isInf = make(PFRT_BOOL, {6});
+  both([&](pfrt_context *c, bool d) { return pfrt_is_nan(c, on(f, d), on(isNan, d)); });
+  both([&](pfrt_context *c, bool d) { return pfrt_is_inf(c, on(f, d), 1, 0, on(isInf, d)); });
+  expectClose(isNan, 0, 0, "is_nan");
+  expectClose(isInf, 0, 0, "is_inf");
+}
+
+TEST_F(CudaKernels, ReduceToShape) {
+  Pair &grad = make(PFRT_F32, {4, 3, 5, 7}, -1, 1, 78);
+  for (const Dims &dims : {Dims{5, 1}, Dims{3, 1, 7}, Dims{1}, Dims{4, 3, 5, 7}}) {
+    Pair &out = make(PFRT_F32, dims, -1, 1, 79);
+    both([&](pfrt_context *c, bool d) { return pfrt_reduce_to_shape(c, on(grad, d), 1, on(out, d)); });
+    expectClose(out, 1e-5, 1e-6, "reduce_to_shape");
+  }
+}
+
 TEST_F(CudaKernels, CastBetweenDtypes) {
   const int32_t dtypes[] = {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL};
   for (int32_t from : dtypes)

@@ -304,6 +304,26 @@ TEST_F(CudaMath, IntegerOpsCompareAndCastMatchCpu) {
   }
 }
 
+TEST_F(CudaMath, LogicalAndInfinityTestsMatchCpu) {
+  Tensor<uint8_t> a({4}, {0, 0, 1, 1}), b({4}, {0, 1, 0, 1});
+  for (int32_t kind : {PFRT_LOGICAL_AND, PFRT_LOGICAL_OR, PFRT_LOGICAL_XOR}) {
+    Tensor<uint8_t> want({4});
+    auto ta = a.desc(PFRT_BOOL), tb = b.desc(PFRT_BOOL), tw = want.desc(PFRT_BOOL);
+    ASSERT_EQ(pfrt_logical(ctx, &ta, &tb, kind, &tw), PFRT_OK);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(cu::logicalOp(kind, a[i], b[i]), want[i]) << kind << " " << i;
+  }
+  Tensor<float> x({4}, {INFINITY, -INFINITY, NAN, 1.0f});
+  for (int neg = 0; neg < 2; ++neg)
+    for (int pos = 0; pos < 2; ++pos) {
+      Tensor<uint8_t> want({4});
+      auto tx = x.desc(), tw = want.desc(PFRT_BOOL);
+      ASSERT_EQ(pfrt_is_inf(ctx, &tx, neg, pos, &tw), PFRT_OK);
+      for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(cu::isInfOf(x[i], neg, pos), want[i]) << i;
+    }
+}
+
 TEST_F(CudaMath, SgdAndAdamwMatchCpu) {
   const Dims dims = {33};
   auto p0 = random<float>(dims, -1, 1, 61), g = random<float>(dims, -1, 1, 62);

@@ -159,6 +159,102 @@ pfrt_status equalEntry(pfrt_context *ctx, const pfrt_tensor *a,
   return compareEntry(ctx, a, b, PFRT_COMPARE_EQUAL, out);
 }
 
+/// Bool ops: logical and/or/xor (broadcasting), not, is_nan, is_inf.
+__global__ void logicalKernel(BroadcastPlan plan, int32_t kind, const uint8_t *a,
+                              const uint8_t *b, uint8_t *out) {
+  PFRT_GRID_STRIDE(i, plan.numel) {
+    out[i] = logicalOp(kind, a[broadcastOffset(plan, 0, i)] != 0,
+                       b[broadcastOffset(plan, 1, i)] != 0);
+  }
+}
+
+__global__ void notKernel(int64_t n, const uint8_t *x, uint8_t *out) {
+  PFRT_GRID_STRIDE(i, n) { out[i] = x[i] == 0; }
+}
+
+template <class T>
+__global__ void classifyKernel(int64_t n, bool nan, bool negative, bool positive,
+                               const T *x, uint8_t *out) {
+  PFRT_GRID_STRIDE(i, n) {
+    out[i] = nan ? isNan(x[i]) : isInfOf(x[i], negative, positive);
+  }
+}
+
+pfrt_status logicalEntry(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, int32_t kind,
+                         const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_logical");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.tensor("b", b));
+  PFRT_TRY(call.tensor("out", out));
+  if (kind < PFRT_LOGICAL_AND || kind > PFRT_LOGICAL_XOR)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown logical kind %d", kind);
+  PFRT_TRY(call.dtypeIs("a", a, PFRT_BOOL));
+  PFRT_TRY(call.dtypeIs("b", b, PFRT_BOOL));
+  PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
+  const pfrt_tensor *inputs[2] = {a, b};
+  BroadcastPlan plan;
+  PFRT_TRY(planFor(call, inputs, 2, out, plan));
+  if (plan.numel == 0)
+    return PFRT_OK;
+  logicalKernel<<<blocksFor(plan.numel), kThreads, 0, streamOf(ctx)>>>(
+      plan, kind, dataAs<const uint8_t>(a), dataAs<const uint8_t>(b),
+      dataAs<uint8_t>(out));
+  return launched(call, "logicalKernel");
+}
+
+pfrt_status notEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                     const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_not");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("x", x, PFRT_BOOL));
+  PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
+  PFRT_TRY(call.shapeIs("out", out, Shape::of(*x)));
+  const int64_t n = Shape::of(*x).numel();
+  if (n == 0)
+    return PFRT_OK;
+  notKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
+      n, dataAs<const uint8_t>(x), dataAs<uint8_t>(out));
+  return launched(call, "notKernel");
+}
+
+pfrt_status classifyEntry(pfrt_context *ctx, const char *fn, bool nan,
+                          bool negative, bool positive, const pfrt_tensor *x,
+                          const pfrt_tensor *out) {
+  Call call(ctx, fn);
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(floatDtype(call, "x", x));
+  PFRT_TRY(call.dtypeIs("out", out, PFRT_BOOL));
+  PFRT_TRY(call.shapeIs("out", out, Shape::of(*x)));
+  const int64_t n = Shape::of(*x).numel();
+  if (n == 0)
+    return PFRT_OK;
+  if (x->dtype == PFRT_F32)
+    classifyKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
+        n, nan, negative, positive, dataAs<const float>(x), dataAs<uint8_t>(out));
+  else
+    classifyKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
+        n, nan, negative, positive, dataAs<const double>(x), dataAs<uint8_t>(out));
+  return launched(call, "classifyKernel");
+}
+
+pfrt_status isNanEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                       const pfrt_tensor *out) {
+  return classifyEntry(ctx, "pfrt_is_nan", true, false, false, x, out);
+}
+
+pfrt_status isInfEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                       int32_t detect_negative, int32_t detect_positive,
+                       const pfrt_tensor *out) {
+  return classifyEntry(ctx, "pfrt_is_inf", false, detect_negative != 0,
+                       detect_positive != 0, x, out);
+}
+
 /// out = cond ? x : y, moving elements of E's size.
 template <class E>
 __global__ void whereKernel(BroadcastPlan plan, const uint8_t *cond,
@@ -355,6 +451,10 @@ void registerElementwise(KernelTable &t) {
   t.pfrt_equal = equalEntry;
   t.pfrt_compare = compareEntry;
   t.pfrt_where = whereEntry;
+  t.pfrt_logical = logicalEntry;
+  t.pfrt_not = notEntry;
+  t.pfrt_is_nan = isNanEntry;
+  t.pfrt_is_inf = isInfEntry;
 }
 
 } // namespace pfrt::cuda

@@ -133,6 +133,24 @@ template <class T> PFRT_HD uint8_t compareOp(int32_t kind, T a, T b) {
   }
 }
 
+/// pfrt_logical's kinds (PFRT_LOGICAL_*) on truth values.
+PFRT_HD uint8_t logicalOp(int32_t kind, bool a, bool b) {
+  switch (kind) {
+  case PFRT_LOGICAL_AND:
+    return a && b;
+  case PFRT_LOGICAL_OR:
+    return a || b;
+  default: // PFRT_LOGICAL_XOR
+    return a != b;
+  }
+}
+
+/// Whether v is an infinity the caller asked about (pfrt_is_inf).
+template <class T> PFRT_HD uint8_t isInfOf(T v, bool negative, bool positive) {
+  const T inf = T(INFINITY);
+  return (positive && v == inf) || (negative && v == -inf);
+}
+
 /// The range of the integer dtypes, for pfrt_cast's saturation.
 template <class D> struct IntRange;
 template <> struct IntRange<int8_t> {

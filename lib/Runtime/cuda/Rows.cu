@@ -528,11 +528,12 @@ __device__ inline int64_t stridedOffset(const StridedIndex &s, int64_t linear) {
   return off;
 }
 
-/// One block per output element, summing its reduced set in double.
+/// One block per output element, summing its reduced set in double;
+/// accumulate adds to what out holds.
 template <class T>
 __global__ void reduceSumKernel(ReducePlan p, int64_t outCount,
-                                int64_t reduceCount, double alpha, const T *x,
-                                T *out) {
+                                int64_t reduceCount, double alpha,
+                                bool accumulate, const T *x, T *out) {
   PFRT_BLOCK_STRIDE(o, outCount) {
     const int64_t base = stridedOffset(p.kept, o);
     double s = 0;
@@ -540,8 +541,25 @@ __global__ void reduceSumKernel(ReducePlan p, int64_t outCount,
       s += double(x[base + stridedOffset(p.reduced, r)]);
     s = blockSum(s);
     if (threadIdx.x == 0)
-      out[o] = T(s * alpha);
+      out[o] = accumulate ? T(double(out[o]) + s * alpha) : T(s * alpha);
   }
+}
+
+/// Queues out = (accumulate ? out : 0) + alpha * the sums of the plan.
+pfrt_status queueReduce(const Call &call, const ReducePlan &plan,
+                        int64_t outCount, double alpha, bool accumulate,
+                        const pfrt_tensor *x, const pfrt_tensor *out) {
+  const int64_t reduceCount = plan.reduced.count();
+  cudaStream_t s = streamOf(call.context());
+  if (x->dtype == PFRT_F32)
+    reduceSumKernel<<<blocksForRows(outCount), kThreads, 0, s>>>(
+        plan, outCount, reduceCount, alpha, accumulate, dataAs<const float>(x),
+        dataAs<float>(out));
+  else
+    reduceSumKernel<<<blocksForRows(outCount), kThreads, 0, s>>>(
+        plan, outCount, reduceCount, alpha, accumulate, dataAs<const double>(x),
+        dataAs<double>(out));
+  return launched(call, "reduceSumKernel");
 }
 
 pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
@@ -591,15 +609,39 @@ pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
     return PFRT_OK;
   // The CPU's mean of an empty set is 0/0 = NaN; sum is 0.
   const double alpha = mean ? 1.0 / double(reduceCount) : 1.0;
-  if (x->dtype == PFRT_F32)
-    reduceSumKernel<<<blocksForRows(outCount), kThreads, 0, streamOf(ctx)>>>(
-        plan, outCount, reduceCount, alpha, dataAs<const float>(x),
-        dataAs<float>(out));
-  else
-    reduceSumKernel<<<blocksForRows(outCount), kThreads, 0, streamOf(ctx)>>>(
-        plan, outCount, reduceCount, alpha, dataAs<const double>(x),
-        dataAs<double>(out));
-  return launched(call, "reduceSumKernel");
+  return queueReduce(call, plan, outCount, alpha, false, x, out);
+}
+
+/// The gradient of a broadcast operand: grad summed over the dimensions
+/// along which out's shape was broadcast to grad's.
+pfrt_status reduceToShapeEntry(pfrt_context *ctx, const pfrt_tensor *grad,
+                               int32_t accumulate, const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_reduce_to_shape");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("grad", grad));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(floatDtype(call, "grad", grad));
+  PFRT_TRY(call.dtypeIs("out", out, grad->dtype));
+  const Shape g = Shape::of(*grad), o = Shape::of(*out);
+  if (!broadcastsTo(o, g))
+    return call.fail(PFRT_INVALID_ARGUMENT, "out %s does not broadcast to grad %s",
+                     ShapeStr(o).c_str(), ShapeStr(g).c_str());
+  int64_t strides[PFRT_MAX_RANK];
+  contiguousStrides(g, strides);
+  ReducePlan plan;
+  const int32_t shift = g.rank - o.rank;
+  for (int32_t d = 0; d < g.rank; ++d) {
+    // Leading dimensions out lacks, and its ones facing larger ones, sum.
+    const bool summed = d < shift || (o.dims[d - shift] == 1 && g.dims[d] != 1);
+    if (summed)
+      plan.reduced.push(g.dims[d], strides[d]);
+    else
+      plan.kept.push(g.dims[d], strides[d]);
+  }
+  const int64_t outCount = o.numel();
+  if (outCount == 0)
+    return PFRT_OK;
+  return queueReduce(call, plan, outCount, 1.0, accumulate != 0, grad, out);
 }
 
 pfrt_status reduceSumEntry(pfrt_context *ctx, const pfrt_tensor *x,
@@ -626,6 +668,7 @@ void registerRows(KernelTable &t) {
   t.pfrt_softmax_cross_entropy = crossEntropyEntry;
   t.pfrt_reduce_sum = reduceSumEntry;
   t.pfrt_reduce_mean = reduceMeanEntry;
+  t.pfrt_reduce_to_shape = reduceToShapeEntry;
 }
 
 } // namespace pfrt::cuda
