@@ -384,6 +384,24 @@ TEST_F(CudaKernels, ReduceSumMean) {
   expectClose(all, 1e-5, 1e-5, "reduce_sum all");
 }
 
+TEST_F(CudaKernels, ReduceMaxMin) {
+  const int64_t axes[] = {1, 3};
+  for (int32_t dtype : {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL})
+    for (auto fn : {pfrt_reduce_max, pfrt_reduce_min}) {
+      Pair &x = make(dtype, {5, 7, 3, 9}, -100, 100, 80);
+      Pair &out = make(dtype, {5, 1, 3, 1}), &all = make(dtype, {});
+      both([&](pfrt_context *c, bool d) { return fn(c, on(x, d), axes, 2, 1, on(out, d)); });
+      both([&](pfrt_context *c, bool d) { return fn(c, on(x, d), nullptr, 0, 0, on(all, d)); });
+      expectClose(out, 0, 0, "reduce max/min");
+      expectClose(all, 0, 0, "reduce max/min over all");
+    }
+  Pair &f = make(PFRT_F32, {4, 6}, -1, 1, 81), &m = make(PFRT_F32, {4});
+  set<float>(f, 7, NAN);
+  const int64_t last = -1;
+  both([&](pfrt_context *c, bool d) { return pfrt_reduce_max(c, on(f, d), &last, 1, 0, on(m, d)); });
+  expectClose(m, 0, 0, "reduce_max with NaN");
+}
+
 TEST_F(CudaKernels, MatmulShapes) {
   struct Case {
     Dims a, b, out;

@@ -324,6 +324,36 @@ TEST_F(CudaMath, LogicalAndInfinityTestsMatchCpu) {
     }
 }
 
+/// reduce_max/min as the kernel composes it: the identity, then extremeOf
+/// over the set (NaN wins; an empty set gives the identity).
+TEST_F(CudaMath, ReduceMaxMinMatchCpu) {
+  Tensor<float> x({3, 4}, {1, -2, 5, 0, NAN, 3, 2, 1, -7, -8, -9, -1});
+  Tensor<float> empty({2, 0});
+  for (bool isMax : {true, false}) {
+    auto fn = isMax ? pfrt_reduce_max : pfrt_reduce_min;
+    const int64_t axis = 1;
+    Tensor<float> want({3}), wantEmpty({2});
+    auto tx = x.desc(), tw = want.desc(), te = empty.desc(), twe = wantEmpty.desc();
+    ASSERT_EQ(fn(ctx, &tx, &axis, 1, 0, &tw), PFRT_OK);
+    ASSERT_EQ(fn(ctx, &te, &axis, 1, 0, &twe), PFRT_OK);
+    std::vector<float> got(3);
+    for (int r = 0; r < 3; ++r) {
+      float v = cu::extremeIdentity<float>(isMax);
+      for (int j = 0; j < 4; ++j)
+        v = cu::extremeOf(isMax, v, x[r * 4 + j]);
+      got[r] = v;
+    }
+    expectClose(got, want.data, 0, 0, isMax ? "reduce_max" : "reduce_min");
+    EXPECT_EQ(cu::extremeIdentity<float>(isMax), wantEmpty[0]);
+  }
+  Tensor<int64_t> ints({3}, {INT64_MIN, 5, INT64_MAX}), wantI(Dims{});
+  auto ti = ints.desc(), twi = wantI.desc();
+  ASSERT_EQ(pfrt_reduce_min(ctx, &ti, nullptr, 0, 0, &twi), PFRT_OK);
+  EXPECT_EQ(cu::extremeOf(false, cu::extremeOf(false, cu::extremeIdentity<int64_t>(false),
+                                               ints[0]), ints[1]),
+            wantI[0]);
+}
+
 TEST_F(CudaMath, SgdAndAdamwMatchCpu) {
   const Dims dims = {33};
   auto p0 = random<float>(dims, -1, 1, 61), g = random<float>(dims, -1, 1, 62);

@@ -163,6 +163,24 @@ template <> struct IntRange<int64_t> {
   static constexpr int64_t lo = -9223372036854775807LL - 1, hi = 9223372036854775807LL;
 };
 
+template <> struct IntRange<uint8_t> { // bool
+  static constexpr uint8_t lo = 0, hi = 1;
+};
+
+/// The identity of max (isMax) or min over T: -inf/+inf for floats, the
+/// lowest/highest value otherwise (pfrt_reduce_max/min of an empty set).
+template <class T> PFRT_HD T extremeIdentity(bool isMax) {
+  if constexpr (std::is_floating_point_v<T>)
+    return isMax ? T(-INFINITY) : T(INFINITY);
+  else
+    return isMax ? IntRange<T>::lo : IntRange<T>::hi;
+}
+
+/// max or min of two values, a NaN in either winning (floats).
+template <class T> PFRT_HD T extremeOf(bool isMax, T a, T b) {
+  return binaryOp(isMax ? Binary::Max : Binary::Min, a, b);
+}
+
 /// One element from S to D with pfrt_cast's rules (cpu/DataMovement.cpp):
 /// anything to bool (uint8_t) is v != 0; float to integer truncates toward
 /// zero and saturates, NaN giving 0; the rest converts as C++ does.

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ElementwiseMath.h"
 #include "Launch.h"
 #include "RowMath.h"
 
@@ -562,16 +563,37 @@ pfrt_status queueReduce(const Call &call, const ReducePlan &plan,
   return launched(call, "reduceSumKernel");
 }
 
-pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
-                        const pfrt_tensor *x, const int64_t *axes,
-                        int32_t num_axes, int32_t keepdims,
-                        const pfrt_tensor *out) {
-  Call call(ctx, fn);
-  PFRT_TRY(beginCuda(call));
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(floatDtype(call, "x", x));
-  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+/// One block per output element: max or min of its reduced set in T (a
+/// shared-memory tree, so integers stay exact).
+template <class T>
+__global__ void reduceExtremeKernel(ReducePlan p, int64_t outCount,
+                                    int64_t reduceCount, bool isMax,
+                                    const T *x, T *out) {
+  __shared__ T partial[kThreads];
+  PFRT_BLOCK_STRIDE(o, outCount) {
+    const int64_t base = stridedOffset(p.kept, o);
+    T v = extremeIdentity<T>(isMax);
+    for (int64_t r = threadIdx.x; r < reduceCount; r += blockDim.x)
+      v = extremeOf(isMax, v, x[base + stridedOffset(p.reduced, r)]);
+    partial[threadIdx.x] = v;
+    __syncthreads();
+    for (int width = blockDim.x / 2; width > 0; width /= 2) {
+      if (threadIdx.x < width)
+        partial[threadIdx.x] =
+            extremeOf(isMax, partial[threadIdx.x], partial[threadIdx.x + width]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0)
+      out[o] = partial[0];
+    __syncthreads(); // partial is reused by the block's next row
+  }
+}
+
+/// The reduce plan of x over `axes` (pfrt_reduce_*'s conventions) and the
+/// output shape it implies.
+pfrt_status planReduce(const Call &call, const pfrt_tensor *x,
+                       const int64_t *axes, int32_t num_axes, int32_t keepdims,
+                       ReducePlan &plan, Shape &expected) {
   if (num_axes < 0 || num_axes > PFRT_MAX_RANK)
     return call.fail(PFRT_INVALID_ARGUMENT, "num_axes %d is out of range", num_axes);
   if (num_axes > 0)
@@ -591,8 +613,6 @@ pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
       isReduced[d] = true;
   int64_t strides[PFRT_MAX_RANK];
   contiguousStrides(shape, strides);
-  ReducePlan plan;
-  Shape expected;
   for (int32_t d = 0; d < shape.rank; ++d) {
     if (isReduced[d]) {
       plan.reduced.push(shape.dims[d], strides[d]);
@@ -603,6 +623,22 @@ pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
       expected.push(shape.dims[d]);
     }
   }
+  return PFRT_OK;
+}
+
+pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
+                        const pfrt_tensor *x, const int64_t *axes,
+                        int32_t num_axes, int32_t keepdims,
+                        const pfrt_tensor *out) {
+  Call call(ctx, fn);
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(floatDtype(call, "x", x));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  ReducePlan plan;
+  Shape expected;
+  PFRT_TRY(planReduce(call, x, axes, num_axes, keepdims, plan, expected));
   PFRT_TRY(call.shapeIs("out", out, expected));
   const int64_t outCount = expected.numel(), reduceCount = plan.reduced.count();
   if (outCount == 0)
@@ -610,6 +646,73 @@ pfrt_status reduceEntry(pfrt_context *ctx, const char *fn, bool mean,
   // The CPU's mean of an empty set is 0/0 = NaN; sum is 0.
   const double alpha = mean ? 1.0 / double(reduceCount) : 1.0;
   return queueReduce(call, plan, outCount, alpha, false, x, out);
+}
+
+pfrt_status reduceExtremeEntry(pfrt_context *ctx, const char *fn, bool isMax,
+                               const pfrt_tensor *x, const int64_t *axes,
+                               int32_t num_axes, int32_t keepdims,
+                               const pfrt_tensor *out) {
+  Call call(ctx, fn);
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL}));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  ReducePlan plan;
+  Shape expected;
+  PFRT_TRY(planReduce(call, x, axes, num_axes, keepdims, plan, expected));
+  PFRT_TRY(call.shapeIs("out", out, expected));
+  const int64_t outCount = expected.numel(), reduceCount = plan.reduced.count();
+  if (outCount == 0)
+    return PFRT_OK;
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    reduceExtremeKernel<<<blocksForRows(outCount), kThreads, 0, streamOf(ctx)>>>(
+        plan, outCount, reduceCount, isMax, dataAs<const T>(x), dataAs<T>(out));
+    return launched(call, "reduceExtremeKernel");
+  };
+  switch (x->dtype) {
+  case PFRT_F32:
+    return launch(float());
+  case PFRT_F64:
+    return launch(double());
+  case PFRT_I8:
+    return launch(int8_t());
+  case PFRT_I32:
+    return launch(int32_t());
+  case PFRT_I64:
+    return launch(int64_t());
+  default:
+    return launch(uint8_t());
+  }
+}
+
+pfrt_status reduceSumEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                           const int64_t *axes, int32_t num_axes,
+                           int32_t keepdims, const pfrt_tensor *out) {
+  return reduceEntry(ctx, "pfrt_reduce_sum", false, x, axes, num_axes,
+                     keepdims, out);
+}
+
+pfrt_status reduceMeanEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                            const int64_t *axes, int32_t num_axes,
+                            int32_t keepdims, const pfrt_tensor *out) {
+  return reduceEntry(ctx, "pfrt_reduce_mean", true, x, axes, num_axes,
+                     keepdims, out);
+}
+
+pfrt_status reduceMaxEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                           const int64_t *axes, int32_t num_axes,
+                           int32_t keepdims, const pfrt_tensor *out) {
+  return reduceExtremeEntry(ctx, "pfrt_reduce_max", true, x, axes, num_axes,
+                            keepdims, out);
+}
+
+pfrt_status reduceMinEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                           const int64_t *axes, int32_t num_axes,
+                           int32_t keepdims, const pfrt_tensor *out) {
+  return reduceExtremeEntry(ctx, "pfrt_reduce_min", false, x, axes, num_axes,
+                            keepdims, out);
 }
 
 /// The gradient of a broadcast operand: grad summed over the dimensions
@@ -644,20 +747,6 @@ pfrt_status reduceToShapeEntry(pfrt_context *ctx, const pfrt_tensor *grad,
   return queueReduce(call, plan, outCount, 1.0, accumulate != 0, grad, out);
 }
 
-pfrt_status reduceSumEntry(pfrt_context *ctx, const pfrt_tensor *x,
-                           const int64_t *axes, int32_t num_axes,
-                           int32_t keepdims, const pfrt_tensor *out) {
-  return reduceEntry(ctx, "pfrt_reduce_sum", false, x, axes, num_axes,
-                     keepdims, out);
-}
-
-pfrt_status reduceMeanEntry(pfrt_context *ctx, const pfrt_tensor *x,
-                            const int64_t *axes, int32_t num_axes,
-                            int32_t keepdims, const pfrt_tensor *out) {
-  return reduceEntry(ctx, "pfrt_reduce_mean", true, x, axes, num_axes,
-                     keepdims, out);
-}
-
 } // namespace
 
 void registerRows(KernelTable &t) {
@@ -669,6 +758,8 @@ void registerRows(KernelTable &t) {
   t.pfrt_reduce_sum = reduceSumEntry;
   t.pfrt_reduce_mean = reduceMeanEntry;
   t.pfrt_reduce_to_shape = reduceToShapeEntry;
+  t.pfrt_reduce_max = reduceMaxEntry;
+  t.pfrt_reduce_min = reduceMinEntry;
 }
 
 } // namespace pfrt::cuda
