@@ -32,7 +32,7 @@ esac
 ./scripts/setup.sh || exit 1
 
 LIT=$(command -v /usr/lib/llvm-22/bin/lit || command -v lit)
-passed=0; failed=0; status=0
+passed=0; failed=0; skipped=0; gpu_skipped=0; status=0
 
 # lit over the given test directories of $BUILD_DIR (all of test/ by default).
 run_lit() {
@@ -44,6 +44,9 @@ run_lit() {
   p=$(sed -n 's/^ *Passed *: *\([0-9]*\).*/\1/p' "$log" | tail -1)
   f=$(sed -n 's/^ *Failed *: *\([0-9]*\).*/\1/p' "$log" | tail -1)
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+  local u
+  u=$(sed -n 's/^ *Unsupported *: *\([0-9]*\).*/\1/p' "$log" | tail -1)
+  skipped=$((skipped + ${u:-0}))
 }
 
 run_ctest() {
@@ -54,7 +57,13 @@ run_ctest() {
   local total f
   total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log" | tail -1)
   f=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
-  passed=$((passed + ${total:-0} - ${f:-0})); failed=$((failed + ${f:-0}))
+  # GTEST_SKIP tests (the CUDA kernel tests without a GPU) are listed as
+  # "(Skipped)": not passed, counted apart.
+  local s g
+  s=$(grep -c '(Skipped)' "$log")
+  g=$(grep '(Skipped)' "$log" | grep -c -E 'Cuda(Kernels|Bench)\.')
+  passed=$((passed + ${total:-0} - ${f:-0} - ${s:-0})); failed=$((failed + ${f:-0}))
+  skipped=$((skipped + ${s:-0})); gpu_skipped=$((gpu_skipped + ${g:-0}))
 }
 
 # GoogleTest executables run directly (ctest would also list the tests of
@@ -70,6 +79,9 @@ run_gtests() {
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
     [[ -n "$p$f" ]] || f=1 # it died before GoogleTest's summary
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+    local s
+    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+    skipped=$((skipped + ${s:-0}))
   done
 }
 
@@ -116,6 +128,9 @@ run_pytest() {
   p=$(echo "$line" | sed -n 's/.* \([0-9]*\) passed.*/\1/p; s/^\([0-9]*\) passed.*/\1/p' | head -1)
   f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p; s/^\([0-9]*\) failed.*/\1/p' | head -1)
   passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+  local s
+  s=$(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p; s/^\([0-9]*\) skipped.*/\1/p' | head -1)
+  skipped=$((skipped + ${s:-0}))
 }
 
 normal_suites() {
@@ -172,6 +187,7 @@ esac
 
 echo
 echo "total: $passed passed, $failed failed"
+echo "skipped: $skipped ($gpu_skipped GPU tests: no usable GPU here; scripts/gpu-check.sh runs them on one)"
 if [[ $status -ne 0 && $failed -eq 0 ]]; then
   echo "a suite failed without a failing test (see $LOG_DIR)"
 fi

@@ -39,3 +39,11 @@ config.substitutions.append(
      "%s --load-dialect-plugin=%s --load-pass-plugin=%s"
      % (config.mlir_opt, config.pf_plugin, config.pf_plugin)))
 config.substitutions.append(("%mlir-opt", config.mlir_opt))
+
+# The CUDA backend: "cuda-built" when libpfrt has it; "cuda-gpu" when this
+# machine has an NVIDIA driver device node (tests of the no-GPU error are
+# UNSUPPORTED there; scripts/gpu-check.sh runs the GPU side).
+if getattr(config, "pf_cuda_built", "OFF") in ("ON", "1", "TRUE"):
+    config.available_features.add("cuda-built")
+if os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0"):
+    config.available_features.add("cuda-gpu")

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Driver/Device.h"
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
 #include "pf/Driver/Npz.h"
@@ -60,6 +61,7 @@ static cl::list<std::string> dims("dim", cl::desc("ONNX symbolic dimension NAME=
                                   cl::cat(category));
 // Bound to flags in main, whose --help shows the defaults.
 static int repeat = 1, threads = 0;
+static std::string device = "cpu";
 static cl::opt<std::string> entry("entry",
                                   cl::desc("Function of the pf IR to run (default: the first)"),
                                   cl::cat(category));
@@ -213,6 +215,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::pf::FlagBinder runFlags(category);
   runFlags.opt("repeat", repeat, "Run N times and print the median time");
+  runFlags.opt("device", device, drv::kDeviceHelp);
   runFlags.opt("num-threads", threads,
                "Runtime threads (0: all cores; at most " + std::to_string(PFRT_MAX_THREADS) +
                    ", PFRT_MAX_THREADS); they sleep at barriers (OMP_WAIT_POLICY=passive) "
@@ -220,7 +223,9 @@ int main(int argc, char **argv) {
   mlir::pf::FlagBinder stepFlags(stepCategory);
   training.bindOptions(stepFlags);
   cl::HideUnrelatedOptions({&category, &stepCategory});
-  cl::ParseCommandLineOptions(argc, argv, "pf-run: run a model on the pf runtime (CPU)\n");
+  cl::ParseCommandLineOptions(argc, argv, "pf-run: run a model on the pf runtime (CPU; --device cuda for the GPU backend)\n");
+  if (auto err = drv::checkDevice(device, "pf-run"))
+    return fail(llvm::toString(std::move(err)));
   if (repeat < 1)
     return fail("--repeat must be >= 1");
   if (threads < 0)

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Driver/Device.h"
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
@@ -81,6 +82,7 @@ constexpr int kMaxBatch = 1 << 16;
 static int checkpointEvery = 0, evalEvery = 0, evalSequences = 256;
 static double lr = 1e-3, maskProbability = 0.15;
 static uint64_t seed = 0;
+static std::string device = "cpu";
 static LRSchedule schedule = LRSchedule::Linear;
 
 static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
@@ -94,6 +96,7 @@ static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
                        clEnumValN(LRSchedule::Constant, "constant", "Constant")));
   flags.opt("mask-prob", maskProbability, "Share of tokens to predict");
   flags.opt("seed", seed, "Seed of batches and masks");
+  flags.opt("device", device, drv::kDeviceHelp);
   flags.opt("num-threads", threads,
             "Runtime threads (0: all cores; at most " + std::to_string(PFRT_MAX_THREADS) +
                 ", PFRT_MAX_THREADS); they sleep at barriers (OMP_WAIT_POLICY=passive) "
@@ -1375,6 +1378,8 @@ int main(int argc, char **argv) {
   training.bindOptions(stepFlags);
   cl::HideUnrelatedOptions({&category, &stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
+  if (auto err = drv::checkDevice(device, "pf-train"))
+    return fail(llvm::toString(std::move(err)));
   const int64_t microbatches = training.microbatches;
   if (batch < 1 || steps < 1 || lr <= 0 || warmup < 0 || logEvery < 1 || checkpointEvery < 0 ||
       training.clipNorm < 0 ||

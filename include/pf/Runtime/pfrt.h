@@ -1,9 +1,9 @@
 /*===- pfrt.h - The pf runtime C ABI ---------------------------*- C -*-===*\
 |*                                                                          *|
 |* The one interface between code the pf compiler generates (and pf-run)    *|
-|* and the runtime backends (CPU now, CUDA later). Plain C, so that the     *|
-|* LLVM-dialect lowering can call it with `func.call` and so that a small C *|
-|* driver can link an AOT-compiled model.                                   *|
+|* and the runtime backends (CPU; CUDA, docs/cuda-backend.md). Plain C, so  *|
+|* that the LLVM-dialect lowering can call it with `func.call` and so that  *|
+|* a small C driver can link an AOT-compiled model.                         *|
 |*                                                                          *|
 |* Conventions (docs/runtime.md has the long form):                         *|
 |*  - Every kernel takes a context first and returns a pfrt_status. On      *|
@@ -127,25 +127,32 @@ PFRT_API void pfrt_context_options_init(pfrt_context_options *options);
 /* Creates a context; options == NULL means the defaults. Returns NULL (no
  * context exists to hold a message) if the options are invalid (ABI version
  * mismatch, thread count negative or over PFRT_MAX_THREADS, unknown
- * backend), if the backend is not
- * built into this library, or if memory is short. Destroy with
- * pfrt_context_destroy. */
+ * backend), if the backend is not built into this library, if (CUDA) the
+ * device cannot be used (no driver, no GPU, bad ordinal), or if memory is
+ * short; pfrt_last_error(NULL) then says why (per thread). A CUDA context
+ * owns one stream, a cuBLAS and a cuSOLVER handle on options->device.
+ * Destroy with pfrt_context_destroy. */
 PFRT_API pfrt_context *pfrt_context_create(const pfrt_context_options *options);
 
 /* Destroys a context; NULL is a no-op. Arenas created from it must be
  * destroyed first. */
 PFRT_API void pfrt_context_destroy(pfrt_context *ctx);
 
-/* "cpu" (later "cuda"); "none" for NULL. Static. */
+/* "cpu" or "cuda"; "none" for NULL. Static. */
 PFRT_API const char *pfrt_backend_name(const pfrt_context *ctx);
+
+/* 1 if `backend` (PFRT_BACKEND_*) is built into this library, else 0. A
+ * built CUDA backend still needs a GPU at pfrt_context_create. */
+PFRT_API int32_t pfrt_backend_built(int32_t backend);
 
 /* The thread count kernels of this context use (>= 1); 0 for NULL. */
 PFRT_API int32_t pfrt_context_num_threads(const pfrt_context *ctx);
 
 /* The message of the most recent failing call on ctx ("" if none failed),
  * prefixed with the function name, e.g. "pfrt_add: ...". Owned by the
- * context and valid until the next call on it. For ctx == NULL a fixed
- * message saying so. */
+ * context and valid until the next call on it. For ctx == NULL: why this
+ * thread's last pfrt_context_create returned NULL, or a fixed message
+ * saying that the context is NULL. */
 PFRT_API const char *pfrt_last_error(const pfrt_context *ctx);
 
 /*===----------------------------- Memory -------------------------------===*/
@@ -154,6 +161,10 @@ PFRT_API const char *pfrt_last_error(const pfrt_context *ctx);
 #define PFRT_DEFAULT_ALIGNMENT 64
 /* Alignment of an arena's base; the largest alignment arena_alloc accepts. */
 #define PFRT_ARENA_BASE_ALIGNMENT 4096
+
+/* Memory belongs to the context's backend: host memory on the CPU, device
+ * memory on CUDA (kernels of a CUDA context take device pointers in their
+ * descriptors; scalar results such as pfrt_dot's are host pointers). */
 
 /* Allocates bytes (>= 0) of backend memory aligned to 64 bytes. Zero
  * bytes still returns a unique non-NULL pointer. Free with pfrt_free. */
@@ -200,6 +211,21 @@ PFRT_API pfrt_status pfrt_arena_get_stats(const pfrt_arena *arena,
 
 /* Frees the block; NULL is a no-op. */
 PFRT_API void pfrt_arena_destroy(pfrt_arena *arena);
+
+/* Host <-> backend copies of a whole tensor, for drivers at step
+ * boundaries (inputs, parameters, results): dst/src describe backend memory
+ * (pfrt_alloc, an arena), host points to its bytes in host memory. On the
+ * CPU a memcpy; on CUDA a copy on the context's stream, and
+ * pfrt_copy_to_host waits for it (host holds the data on return). */
+PFRT_API pfrt_status pfrt_copy_from_host(pfrt_context *ctx, const void *host,
+                                         const pfrt_tensor *dst);
+PFRT_API pfrt_status pfrt_copy_to_host(pfrt_context *ctx,
+                                       const pfrt_tensor *src, void *host);
+
+/* Waits until every kernel queued on ctx has finished (CUDA: the stream);
+ * a no-op on the CPU, whose kernels return when done. Errors of
+ * asynchronous kernels surface here. */
+PFRT_API pfrt_status pfrt_synchronize(pfrt_context *ctx);
 
 /*===--------------------- Elementwise (broadcasting) --------------------===*/
 

@@ -179,8 +179,8 @@ int32_t pfrt_comm_max_tag(const pfrt_comm *comm) {
   return comm ? comm->impl->maxTag() : -1;
 }
 
-pfrt_status pfrt_comm_send(pfrt_context *ctx, pfrt_comm *comm,
-                           const pfrt_tensor *t, int32_t peer, int32_t tag) {
+pfrt_status pfrt_comm_send_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                               const pfrt_tensor *t, int32_t peer, int32_t tag) {
   Call call(ctx, "pfrt_comm_send");
   PFRT_TRY(checkTransfer(call, comm, t, peer, tag));
   int64_t request = 0;
@@ -188,8 +188,8 @@ pfrt_status pfrt_comm_send(pfrt_context *ctx, pfrt_comm *comm,
   return comm->impl->wait(call, request);
 }
 
-pfrt_status pfrt_comm_recv(pfrt_context *ctx, pfrt_comm *comm,
-                           const pfrt_tensor *t, int32_t peer, int32_t tag) {
+pfrt_status pfrt_comm_recv_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                               const pfrt_tensor *t, int32_t peer, int32_t tag) {
   Call call(ctx, "pfrt_comm_recv");
   PFRT_TRY(checkTransfer(call, comm, t, peer, tag));
   int64_t request = 0;
@@ -197,9 +197,9 @@ pfrt_status pfrt_comm_recv(pfrt_context *ctx, pfrt_comm *comm,
   return comm->impl->wait(call, request);
 }
 
-pfrt_status pfrt_comm_isend(pfrt_context *ctx, pfrt_comm *comm,
-                            const pfrt_tensor *t, int32_t peer, int32_t tag,
-                            int64_t *request) {
+pfrt_status pfrt_comm_isend_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                                const pfrt_tensor *t, int32_t peer, int32_t tag,
+                                int64_t *request) {
   Call call(ctx, "pfrt_comm_isend");
   PFRT_TRY(checkTransfer(call, comm, t, peer, tag));
   PFRT_TRY(call.pointer("request", request));
@@ -207,9 +207,9 @@ pfrt_status pfrt_comm_isend(pfrt_context *ctx, pfrt_comm *comm,
   return comm->impl->isend(call, *t, peer, tag, *request);
 }
 
-pfrt_status pfrt_comm_irecv(pfrt_context *ctx, pfrt_comm *comm,
-                            const pfrt_tensor *t, int32_t peer, int32_t tag,
-                            int64_t *request) {
+pfrt_status pfrt_comm_irecv_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                                const pfrt_tensor *t, int32_t peer, int32_t tag,
+                                int64_t *request) {
   Call call(ctx, "pfrt_comm_irecv");
   PFRT_TRY(checkTransfer(call, comm, t, peer, tag));
   PFRT_TRY(call.pointer("request", request));
@@ -217,15 +217,15 @@ pfrt_status pfrt_comm_irecv(pfrt_context *ctx, pfrt_comm *comm,
   return comm->impl->irecv(call, *t, peer, tag, *request);
 }
 
-pfrt_status pfrt_comm_wait(pfrt_context *ctx, pfrt_comm *comm,
-                           int64_t request) {
+pfrt_status pfrt_comm_wait_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                               int64_t request) {
   Call call(ctx, "pfrt_comm_wait");
   PFRT_TRY(checkComm(call, comm));
   return comm->impl->wait(call, request);
 }
 
-pfrt_status pfrt_comm_wait_all(pfrt_context *ctx, pfrt_comm *comm,
-                               const int64_t *requests, int32_t count) {
+pfrt_status pfrt_comm_wait_all_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                                   const int64_t *requests, int32_t count) {
   Call call(ctx, "pfrt_comm_wait_all");
   PFRT_TRY(checkComm(call, comm));
   if (count < 0)
@@ -249,8 +249,8 @@ pfrt_status pfrt_comm_wait_all(pfrt_context *ctx, pfrt_comm *comm,
   return first;
 }
 
-pfrt_status pfrt_comm_all_reduce_sum(pfrt_context *ctx, pfrt_comm *comm,
-                                     const pfrt_tensor *inout) {
+pfrt_status pfrt_comm_all_reduce_sum_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                                         const pfrt_tensor *inout) {
   Call call(ctx, "pfrt_comm_all_reduce_sum");
   PFRT_TRY(checkComm(call, comm));
   PFRT_TRY(call.tensor("inout", inout));
@@ -259,14 +259,14 @@ pfrt_status pfrt_comm_all_reduce_sum(pfrt_context *ctx, pfrt_comm *comm,
   return comm->impl->allReduceSum(call, *inout);
 }
 
-pfrt_status pfrt_comm_barrier(pfrt_context *ctx, pfrt_comm *comm) {
+pfrt_status pfrt_comm_barrier_cpu(pfrt_context *ctx, pfrt_comm *comm) {
   Call call(ctx, "pfrt_comm_barrier");
   PFRT_TRY(checkComm(call, comm));
   return comm->impl->barrier(call);
 }
 
-pfrt_status pfrt_comm_wall_time(pfrt_context *ctx, pfrt_comm *comm,
-                                double *seconds) {
+pfrt_status pfrt_comm_wall_time_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                                    double *seconds) {
   Call call(ctx, "pfrt_comm_wall_time");
   PFRT_TRY(checkComm(call, comm));
   PFRT_TRY(call.pointer("seconds", seconds));
@@ -280,7 +280,7 @@ pfrt_status pfrt_comm_align_clock(pfrt_context *ctx, pfrt_comm *comm) {
   return comm->impl->alignClock(call);
 }
 
-pfrt_status pfrt_comm_abort(pfrt_context *ctx, pfrt_comm *comm, int32_t code) {
+pfrt_status pfrt_comm_abort_cpu(pfrt_context *ctx, pfrt_comm *comm, int32_t code) {
   Call call(ctx, "pfrt_comm_abort");
   PFRT_TRY(checkComm(call, comm));
   comm->impl->abort(code);

@@ -10,6 +10,7 @@
 #ifndef PF_RUNTIME_COMMON_CALL_H
 #define PF_RUNTIME_COMMON_CALL_H
 
+#include "Backend.h"
 #include "Context.h"
 #include "Shape.h"
 

@@ -424,8 +424,8 @@ void gatherGrad(const pfrt_context *ctx, const I *idx, int64_t count,
 
 extern "C" {
 
-pfrt_status pfrt_reduce_to_shape(pfrt_context *ctx, const pfrt_tensor *grad,
-                                 int32_t accumulate, const pfrt_tensor *out) {
+pfrt_status pfrt_reduce_to_shape_cpu(pfrt_context *ctx, const pfrt_tensor *grad,
+                                     int32_t accumulate, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_reduce_to_shape");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("grad", grad));
@@ -443,12 +443,12 @@ pfrt_status pfrt_reduce_to_shape(pfrt_context *ctx, const pfrt_tensor *grad,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_binary_backward(pfrt_context *ctx, int32_t kind,
-                                 const pfrt_tensor *a, const pfrt_tensor *b,
-                                 const pfrt_tensor *grad_out,
-                                 int32_t accumulate_a, int32_t accumulate_b,
-                                 const pfrt_tensor *grad_a,
-                                 const pfrt_tensor *grad_b) {
+pfrt_status pfrt_binary_backward_cpu(pfrt_context *ctx, int32_t kind,
+                                     const pfrt_tensor *a, const pfrt_tensor *b,
+                                     const pfrt_tensor *grad_out,
+                                     int32_t accumulate_a, int32_t accumulate_b,
+                                     const pfrt_tensor *grad_a,
+                                     const pfrt_tensor *grad_b) {
   Call call(ctx, "pfrt_binary_backward");
   PFRT_TRY(call.begin());
   if (kind < PFRT_BINARY_ADD || kind > PFRT_BINARY_POW)
@@ -483,11 +483,11 @@ pfrt_status pfrt_binary_backward(pfrt_context *ctx, int32_t kind,
   });
 }
 
-pfrt_status pfrt_unary_backward(pfrt_context *ctx, int32_t kind,
-                                const pfrt_tensor *x_or_y,
-                                const pfrt_tensor *grad_out,
-                                int32_t accumulate,
-                                const pfrt_tensor *grad_in) {
+pfrt_status pfrt_unary_backward_cpu(pfrt_context *ctx, int32_t kind,
+                                    const pfrt_tensor *x_or_y,
+                                    const pfrt_tensor *grad_out,
+                                    int32_t accumulate,
+                                    const pfrt_tensor *grad_in) {
   Call call(ctx, "pfrt_unary_backward");
   PFRT_TRY(call.begin());
   if (kind < PFRT_UNARY_SQRT || kind > PFRT_UNARY_NEG)
@@ -496,10 +496,10 @@ pfrt_status pfrt_unary_backward(pfrt_context *ctx, int32_t kind,
                         "x_or_y");
 }
 
-pfrt_status pfrt_gelu_backward(pfrt_context *ctx, const pfrt_tensor *x,
-                               const pfrt_tensor *grad_out,
-                               int32_t approximation, int32_t accumulate,
-                               const pfrt_tensor *grad_in) {
+pfrt_status pfrt_gelu_backward_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                   const pfrt_tensor *grad_out,
+                                   int32_t approximation, int32_t accumulate,
+                                   const pfrt_tensor *grad_in) {
   Call call(ctx, "pfrt_gelu_backward");
   PFRT_TRY(call.begin());
   if (approximation != PFRT_GELU_EXACT && approximation != PFRT_GELU_TANH)
@@ -511,10 +511,10 @@ pfrt_status pfrt_gelu_backward(pfrt_context *ctx, const pfrt_tensor *x,
                         x, grad_out, accumulate, grad_in, "x");
 }
 
-pfrt_status pfrt_softmax_backward(pfrt_context *ctx, const pfrt_tensor *y,
-                                  const pfrt_tensor *grad_out, int64_t axis,
-                                  int32_t accumulate,
-                                  const pfrt_tensor *grad_in) {
+pfrt_status pfrt_softmax_backward_cpu(pfrt_context *ctx, const pfrt_tensor *y,
+                                      const pfrt_tensor *grad_out, int64_t axis,
+                                      int32_t accumulate,
+                                      const pfrt_tensor *grad_in) {
   Call call(ctx, "pfrt_softmax_backward");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("y", y));
@@ -541,7 +541,7 @@ pfrt_status pfrt_softmax_backward(pfrt_context *ctx, const pfrt_tensor *y,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_layer_norm_backward(
+pfrt_status pfrt_layer_norm_backward_cpu(
     pfrt_context *ctx, const pfrt_tensor *x, const pfrt_tensor *scale,
     const pfrt_tensor *mean, const pfrt_tensor *inv_std_dev,
     const pfrt_tensor *grad_out, int64_t axis, double epsilon,
@@ -615,10 +615,10 @@ pfrt_status pfrt_layer_norm_backward(
   });
 }
 
-pfrt_status pfrt_gather_backward(pfrt_context *ctx, const pfrt_tensor *indices,
-                                 const pfrt_tensor *grad_out, int64_t axis,
-                                 int32_t accumulate,
-                                 const pfrt_tensor *grad_data) {
+pfrt_status pfrt_gather_backward_cpu(pfrt_context *ctx, const pfrt_tensor *indices,
+                                     const pfrt_tensor *grad_out, int64_t axis,
+                                     int32_t accumulate,
+                                     const pfrt_tensor *grad_data) {
   Call call(ctx, "pfrt_gather_backward");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("indices", indices));

@@ -151,14 +151,14 @@ void matmulGrads(const pfrt_context *ctx, const MatmulOperand &lhs,
 
 extern "C" {
 
-pfrt_status pfrt_linear_backward(pfrt_context *ctx, const pfrt_tensor *x,
-                                 const pfrt_tensor *w,
-                                 const pfrt_tensor *grad_out,
-                                 int32_t w_transposed, int32_t accumulate_x,
-                                 int32_t accumulate_params,
-                                 const pfrt_tensor *grad_x,
-                                 const pfrt_tensor *grad_w,
-                                 const pfrt_tensor *grad_bias) {
+pfrt_status pfrt_linear_backward_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                     const pfrt_tensor *w,
+                                     const pfrt_tensor *grad_out,
+                                     int32_t w_transposed, int32_t accumulate_x,
+                                     int32_t accumulate_params,
+                                     const pfrt_tensor *grad_x,
+                                     const pfrt_tensor *grad_w,
+                                     const pfrt_tensor *grad_bias) {
   Call call(ctx, "pfrt_linear_backward");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -231,12 +231,12 @@ pfrt_status pfrt_linear_backward(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_matmul_backward(pfrt_context *ctx, const pfrt_tensor *a,
-                                 const pfrt_tensor *b,
-                                 const pfrt_tensor *grad_out,
-                                 int32_t accumulate_a, int32_t accumulate_b,
-                                 const pfrt_tensor *grad_a,
-                                 const pfrt_tensor *grad_b) {
+pfrt_status pfrt_matmul_backward_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                                     const pfrt_tensor *b,
+                                     const pfrt_tensor *grad_out,
+                                     int32_t accumulate_a, int32_t accumulate_b,
+                                     const pfrt_tensor *grad_a,
+                                     const pfrt_tensor *grad_b) {
   Call call(ctx, "pfrt_matmul_backward");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("a", a));

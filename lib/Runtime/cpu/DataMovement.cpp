@@ -9,6 +9,7 @@
 
 #include "../common/Call.h"
 #include "../common/Dtype.h"
+#include "../common/SlicePlan.h"
 #include "Half.h"
 #include "Kernels.h"
 #include "Parallel.h"
@@ -230,31 +231,6 @@ pfrt_status copyEntry(const char *fn, pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-int64_t clampTo(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : (v > hi ? hi : v);
-}
-
-/// ONNX Slice's normalization of one (start, end) pair for a dimension of
-/// size dim, exactly as the spec and ONNX Runtime do it (negative values
-/// count from the back, then clamp); returns the number of elements.
-int64_t normalizeSlice(int64_t dim, int64_t step, int64_t &start,
-                       int64_t end) {
-  if (start < 0)
-    start += dim;
-  if (end < 0)
-    end += dim;
-  if (step > 0) {
-    start = clampTo(start, 0, dim);
-    end = clampTo(end, 0, dim);
-    // (end - start - 1) / step + 1 rounds up without overflowing for huge
-    // steps.
-    return end > start ? (end - start - 1) / step + 1 : 0;
-  }
-  start = clampTo(start, 0, dim - 1);
-  end = clampTo(end, -1, dim - 1);
-  return start > end ? (start - end - 1) / -step + 1 : 0;
-}
-
 } // namespace
 
 namespace pfrt::cpu {
@@ -278,9 +254,9 @@ void broadcastCopy(const pfrt_context *ctx, const pfrt_tensor &x,
 
 extern "C" {
 
-pfrt_status pfrt_transpose(pfrt_context *ctx, const pfrt_tensor *x,
-                           const int64_t *perm, int32_t num_perm,
-                           const pfrt_tensor *out) {
+pfrt_status pfrt_transpose_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                               const int64_t *perm, int32_t num_perm,
+                               const pfrt_tensor *out) {
   Call call(ctx, "pfrt_transpose");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -316,9 +292,9 @@ pfrt_status pfrt_transpose(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_gather(pfrt_context *ctx, const pfrt_tensor *data,
-                        const pfrt_tensor *indices, int64_t axis,
-                        const pfrt_tensor *out) {
+pfrt_status pfrt_gather_cpu(pfrt_context *ctx, const pfrt_tensor *data,
+                            const pfrt_tensor *indices, int64_t axis,
+                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_gather");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("data", data));
@@ -373,49 +349,19 @@ pfrt_status pfrt_gather(pfrt_context *ctx, const pfrt_tensor *data,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_slice(pfrt_context *ctx, const pfrt_tensor *x,
-                       const int64_t *starts, const int64_t *ends,
-                       const int64_t *axes, const int64_t *steps, int32_t n,
-                       const pfrt_tensor *out) {
+pfrt_status pfrt_slice_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                           const int64_t *starts, const int64_t *ends,
+                           const int64_t *axes, const int64_t *steps, int32_t n,
+                           const pfrt_tensor *out) {
   Call call(ctx, "pfrt_slice");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
   PFRT_TRY(call.tensor("out", out));
   PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  if (n < 0 || n > x->rank)
-    return call.fail(PFRT_INVALID_ARGUMENT, "n = %d slices for rank %d", n,
-                     x->rank);
-  if (n > 0) {
-    PFRT_TRY(call.pointer("starts", starts));
-    PFRT_TRY(call.pointer("ends", ends));
-  }
-  Shape xShape = Shape::of(*x), outShape = xShape;
-  int64_t natural[PFRT_MAX_RANK], strides[PFRT_MAX_RANK];
-  contiguousStrides(xShape, natural);
-  for (int32_t i = 0; i < x->rank; ++i)
-    strides[i] = natural[i];
-  bool seen[PFRT_MAX_RANK] = {};
-  int64_t offset = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    int32_t ax = i;
-    if (axes)
-      PFRT_TRY(call.axis("axis", axes[i], x->rank, ax));
-    if (seen[ax])
-      return call.fail(PFRT_INVALID_ARGUMENT, "axis %d is repeated", ax);
-    seen[ax] = true;
-    int64_t step = steps ? steps[i] : 1;
-    if (step == 0)
-      return call.fail(PFRT_INVALID_ARGUMENT, "step of axis %d is 0", ax);
-    // A step longer than the dimension selects at most one element; capping
-    // it keeps the stride arithmetic below from overflowing.
-    const int64_t longest = xShape.dims[ax] > 1 ? xShape.dims[ax] : 1;
-    step = step > longest ? longest : (step < -longest ? -longest : step);
-    int64_t start = starts[i];
-    outShape.dims[ax] = normalizeSlice(xShape.dims[ax], step, start, ends[i]);
-    if (outShape.dims[ax] > 0)
-      offset += start * natural[ax];
-    strides[ax] = natural[ax] * step;
-  }
+  Shape outShape;
+  int64_t offset = 0, strides[PFRT_MAX_RANK];
+  PFRT_TRY(planSlice(call, *x, starts, ends, axes, steps, n, outShape, offset,
+                     strides));
   PFRT_TRY(call.shapeIs("out", out, outShape));
   if (outShape.numel() == 0)
     return PFRT_OK;
@@ -425,8 +371,8 @@ pfrt_status pfrt_slice(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_concat(pfrt_context *ctx, const pfrt_tensor *inputs,
-                        int32_t n, int64_t axis, const pfrt_tensor *out) {
+pfrt_status pfrt_concat_cpu(pfrt_context *ctx, const pfrt_tensor *inputs,
+                            int32_t n, int64_t axis, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_concat");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.pointer("inputs", inputs));
@@ -477,8 +423,8 @@ pfrt_status pfrt_concat(pfrt_context *ctx, const pfrt_tensor *inputs,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_expand(pfrt_context *ctx, const pfrt_tensor *x,
-                        const pfrt_tensor *out) {
+pfrt_status pfrt_expand_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_expand");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -493,8 +439,8 @@ pfrt_status pfrt_expand(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_cast(pfrt_context *ctx, const pfrt_tensor *x,
-                      const pfrt_tensor *out) {
+pfrt_status pfrt_cast_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                          const pfrt_tensor *out) {
   Call call(ctx, "pfrt_cast");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -517,18 +463,18 @@ pfrt_status pfrt_cast(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_copy(pfrt_context *ctx, const pfrt_tensor *x,
-                      const pfrt_tensor *out) {
+pfrt_status pfrt_copy_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                          const pfrt_tensor *out) {
   return copyEntry("pfrt_copy", ctx, x, out);
 }
 
-pfrt_status pfrt_reshape(pfrt_context *ctx, const pfrt_tensor *x,
-                         const pfrt_tensor *out) {
+pfrt_status pfrt_reshape_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                             const pfrt_tensor *out) {
   return copyEntry("pfrt_reshape", ctx, x, out);
 }
 
-pfrt_status pfrt_fill(pfrt_context *ctx, const pfrt_tensor *out,
-                      double value) {
+pfrt_status pfrt_fill_cpu(pfrt_context *ctx, const pfrt_tensor *out,
+                          double value) {
   Call call(ctx, "pfrt_fill");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("out", out));

@@ -439,50 +439,50 @@ void runWhere(const pfrt_context *ctx, const BroadcastPlan &plan,
 
 extern "C" {
 
-pfrt_status pfrt_add(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_add_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, const pfrt_tensor *out) {
   return binaryEntry(ctx, "pfrt_add", Binary::Add, a, b, out);
 }
-pfrt_status pfrt_sub(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_sub_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, const pfrt_tensor *out) {
   return binaryEntry(ctx, "pfrt_sub", Binary::Sub, a, b, out);
 }
-pfrt_status pfrt_mul(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_mul_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, const pfrt_tensor *out) {
   return binaryEntry(ctx, "pfrt_mul", Binary::Mul, a, b, out);
 }
-pfrt_status pfrt_div(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_div_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, const pfrt_tensor *out) {
   return binaryEntry(ctx, "pfrt_div", Binary::Div, a, b, out);
 }
-pfrt_status pfrt_pow(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_pow_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, const pfrt_tensor *out) {
   return binaryEntry(ctx, "pfrt_pow", Binary::Pow, a, b, out);
 }
 
-pfrt_status pfrt_min(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_min_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, const pfrt_tensor *out) {
   return binaryEntry(ctx, "pfrt_min", Binary::Min, a, b, out);
 }
-pfrt_status pfrt_max(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_max_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, const pfrt_tensor *out) {
   return binaryEntry(ctx, "pfrt_max", Binary::Max, a, b, out);
 }
 
-pfrt_status pfrt_equal(pfrt_context *ctx, const pfrt_tensor *a,
-                       const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_equal_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                           const pfrt_tensor *b, const pfrt_tensor *out) {
   return compareEntry(ctx, "pfrt_equal", PFRT_COMPARE_EQUAL, a, b, out);
 }
 
-pfrt_status pfrt_compare(pfrt_context *ctx, const pfrt_tensor *a,
-                         const pfrt_tensor *b, int32_t kind,
-                         const pfrt_tensor *out) {
+pfrt_status pfrt_compare_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                             const pfrt_tensor *b, int32_t kind,
+                             const pfrt_tensor *out) {
   return compareEntry(ctx, "pfrt_compare", kind, a, b, out);
 }
 
-pfrt_status pfrt_logical(pfrt_context *ctx, const pfrt_tensor *a,
-                         const pfrt_tensor *b, int32_t kind,
-                         const pfrt_tensor *out) {
+pfrt_status pfrt_logical_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                             const pfrt_tensor *b, int32_t kind,
+                             const pfrt_tensor *out) {
   Call call(ctx, "pfrt_logical");
   PFRT_TRY(call.begin());
   if (kind < PFRT_LOGICAL_AND || kind > PFRT_LOGICAL_XOR)
@@ -512,8 +512,8 @@ pfrt_status pfrt_logical(pfrt_context *ctx, const pfrt_tensor *a,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_not(pfrt_context *ctx, const pfrt_tensor *x,
-                     const pfrt_tensor *out) {
+pfrt_status pfrt_not_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                         const pfrt_tensor *out) {
   Call call(ctx, "pfrt_not");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -528,9 +528,9 @@ pfrt_status pfrt_not(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_where(pfrt_context *ctx, const pfrt_tensor *cond,
-                       const pfrt_tensor *x, const pfrt_tensor *y,
-                       const pfrt_tensor *out) {
+pfrt_status pfrt_where_cpu(pfrt_context *ctx, const pfrt_tensor *cond,
+                           const pfrt_tensor *x, const pfrt_tensor *y,
+                           const pfrt_tensor *out) {
   Call call(ctx, "pfrt_where");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("cond", cond));
@@ -559,57 +559,57 @@ pfrt_status pfrt_where(pfrt_context *ctx, const pfrt_tensor *cond,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_sqrt(pfrt_context *ctx, const pfrt_tensor *x,
-                      const pfrt_tensor *out) {
+pfrt_status pfrt_sqrt_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                          const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_sqrt", Unary::Sqrt, x, out);
 }
-pfrt_status pfrt_erf(pfrt_context *ctx, const pfrt_tensor *x,
-                     const pfrt_tensor *out) {
+pfrt_status pfrt_erf_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                         const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_erf", Unary::Erf, x, out);
 }
-pfrt_status pfrt_tanh(pfrt_context *ctx, const pfrt_tensor *x,
-                      const pfrt_tensor *out) {
+pfrt_status pfrt_tanh_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                          const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_tanh", Unary::Tanh, x, out);
 }
-pfrt_status pfrt_exp(pfrt_context *ctx, const pfrt_tensor *x,
-                     const pfrt_tensor *out) {
+pfrt_status pfrt_exp_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                         const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_exp", Unary::Exp, x, out);
 }
-pfrt_status pfrt_neg(pfrt_context *ctx, const pfrt_tensor *x,
-                     const pfrt_tensor *out) {
+pfrt_status pfrt_neg_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                         const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_neg", Unary::Neg, x, out);
 }
 
-pfrt_status pfrt_abs(pfrt_context *ctx, const pfrt_tensor *x,
-                     const pfrt_tensor *out) {
+pfrt_status pfrt_abs_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                         const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_abs", Unary::Abs, x, out);
 }
-pfrt_status pfrt_sign(pfrt_context *ctx, const pfrt_tensor *x,
-                      const pfrt_tensor *out) {
+pfrt_status pfrt_sign_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                          const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_sign", Unary::Sign, x, out);
 }
-pfrt_status pfrt_reciprocal(pfrt_context *ctx, const pfrt_tensor *x,
-                            const pfrt_tensor *out) {
+pfrt_status pfrt_reciprocal_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                const pfrt_tensor *out) {
   return unaryEntry(ctx, "pfrt_reciprocal", Unary::Reciprocal, x, out);
 }
 
-pfrt_status pfrt_is_nan(pfrt_context *ctx, const pfrt_tensor *x,
-                        const pfrt_tensor *out) {
+pfrt_status pfrt_is_nan_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                            const pfrt_tensor *out) {
   return classifyEntry(ctx, "pfrt_is_nan", x, out,
                        [](double v) -> uint8_t { return std::isnan(v); });
 }
 
-pfrt_status pfrt_is_inf(pfrt_context *ctx, const pfrt_tensor *x,
-                        int32_t detect_negative, int32_t detect_positive,
-                        const pfrt_tensor *out) {
+pfrt_status pfrt_is_inf_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                            int32_t detect_negative, int32_t detect_positive,
+                            const pfrt_tensor *out) {
   const bool neg = detect_negative != 0, pos = detect_positive != 0;
   return classifyEntry(ctx, "pfrt_is_inf", x, out, [=](double v) -> uint8_t {
     return std::isinf(v) && (v < 0 ? neg : pos);
   });
 }
 
-pfrt_status pfrt_gelu(pfrt_context *ctx, const pfrt_tensor *x,
-                      int32_t approximation, const pfrt_tensor *out) {
+pfrt_status pfrt_gelu_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                          int32_t approximation, const pfrt_tensor *out) {
   if (approximation != PFRT_GELU_EXACT && approximation != PFRT_GELU_TANH) {
     Call call(ctx, "pfrt_gelu");
     PFRT_TRY(call.begin());

@@ -81,9 +81,9 @@ template <class T> T combine(int32_t reduction, T a, T b) {
 
 extern "C" {
 
-pfrt_status pfrt_gather_nd(pfrt_context *ctx, const pfrt_tensor *data,
-                           const pfrt_tensor *indices, int64_t batch_dims,
-                           const pfrt_tensor *out) {
+pfrt_status pfrt_gather_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
+                               const pfrt_tensor *indices, int64_t batch_dims,
+                               const pfrt_tensor *out) {
   Call call(ctx, "pfrt_gather_nd");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("data", data));
@@ -134,10 +134,10 @@ pfrt_status pfrt_gather_nd(pfrt_context *ctx, const pfrt_tensor *data,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_scatter_nd(pfrt_context *ctx, const pfrt_tensor *data,
-                            const pfrt_tensor *indices,
-                            const pfrt_tensor *updates, int32_t reduction,
-                            const pfrt_tensor *out) {
+pfrt_status pfrt_scatter_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
+                                const pfrt_tensor *indices,
+                                const pfrt_tensor *updates, int32_t reduction,
+                                const pfrt_tensor *out) {
   Call call(ctx, "pfrt_scatter_nd");
   PFRT_TRY(call.begin());
   if (reduction < PFRT_SCATTER_NONE || reduction > PFRT_SCATTER_MIN)
@@ -192,9 +192,9 @@ pfrt_status pfrt_scatter_nd(pfrt_context *ctx, const pfrt_tensor *data,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_cumsum(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
-                        int32_t exclusive, int32_t reverse,
-                        const pfrt_tensor *out) {
+pfrt_status pfrt_cumsum_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
+                            int32_t exclusive, int32_t reverse,
+                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_cumsum");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -229,8 +229,8 @@ pfrt_status pfrt_cumsum(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_trilu(pfrt_context *ctx, const pfrt_tensor *x, int64_t k,
-                       int32_t upper, const pfrt_tensor *out) {
+pfrt_status pfrt_trilu_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t k,
+                           int32_t upper, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_trilu");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));

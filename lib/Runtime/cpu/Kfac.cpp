@@ -169,9 +169,9 @@ pfrt_status checkSquare(const Call &call, const char *name,
 
 extern "C" {
 
-pfrt_status pfrt_kfac_factor(pfrt_context *ctx, const pfrt_tensor *x,
-                             int32_t bias_column, double scale, int32_t mode,
-                             double decay, const pfrt_tensor *factor) {
+pfrt_status pfrt_kfac_factor_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                 int32_t bias_column, double scale, int32_t mode,
+                                 double decay, const pfrt_tensor *factor) {
   Call call(ctx, "pfrt_kfac_factor");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -210,8 +210,8 @@ pfrt_status pfrt_kfac_factor(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_kfac_pi(pfrt_context *ctx, const pfrt_tensor *a,
-                         const pfrt_tensor *b, double *pi) {
+pfrt_status pfrt_kfac_pi_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                             const pfrt_tensor *b, double *pi) {
   Call call(ctx, "pfrt_kfac_pi");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.pointer("pi", pi));
@@ -236,8 +236,8 @@ pfrt_status pfrt_kfac_pi(pfrt_context *ctx, const pfrt_tensor *a,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_kfac_inverse(pfrt_context *ctx, const pfrt_tensor *factor,
-                              double damping, const pfrt_tensor *inverse) {
+pfrt_status pfrt_kfac_inverse_cpu(pfrt_context *ctx, const pfrt_tensor *factor,
+                                  double damping, const pfrt_tensor *inverse) {
   Call call(ctx, "pfrt_kfac_inverse");
   PFRT_TRY(call.begin());
   PFRT_TRY(checkSquare(call, "factor", factor, 0));
@@ -286,8 +286,8 @@ pfrt_status pfrt_kfac_inverse(pfrt_context *ctx, const pfrt_tensor *factor,
   });
 }
 
-pfrt_status pfrt_all_finite(pfrt_context *ctx, const pfrt_tensor *t,
-                            int32_t *result) {
+pfrt_status pfrt_all_finite_cpu(pfrt_context *ctx, const pfrt_tensor *t,
+                                int32_t *result) {
   Call call(ctx, "pfrt_all_finite");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("t", t));
@@ -314,13 +314,13 @@ pfrt_status pfrt_all_finite(pfrt_context *ctx, const pfrt_tensor *t,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_kfac_precondition(pfrt_context *ctx, const pfrt_tensor *a_inv,
-                                   const pfrt_tensor *b_inv,
-                                   const pfrt_tensor *grad_w,
-                                   const pfrt_tensor *grad_b,
-                                   int32_t w_transposed,
-                                   const pfrt_tensor *out_w,
-                                   const pfrt_tensor *out_b) {
+pfrt_status pfrt_kfac_precondition_cpu(pfrt_context *ctx, const pfrt_tensor *a_inv,
+                                       const pfrt_tensor *b_inv,
+                                       const pfrt_tensor *grad_w,
+                                       const pfrt_tensor *grad_b,
+                                       int32_t w_transposed,
+                                       const pfrt_tensor *out_w,
+                                       const pfrt_tensor *out_b) {
   Call call(ctx, "pfrt_kfac_precondition");
   PFRT_TRY(call.begin());
   PFRT_TRY(checkSquare(call, "a_inv", a_inv, 0));
@@ -444,10 +444,10 @@ pfrt_status invertWithRetries(pfrt_context *ctx, const pfrt_tensor *factor, doub
 }
 } // namespace
 
-pfrt_status pfrt_kfac_damped_inverses(pfrt_context *ctx, const pfrt_tensor *a,
-                                      const pfrt_tensor *b, double damping, int32_t retries,
-                                      const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
-                                      int32_t *outcome) {
+pfrt_status pfrt_kfac_damped_inverses_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                                          const pfrt_tensor *b, double damping, int32_t retries,
+                                          const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
+                                          int32_t *outcome) {
   if (!ctx)
     return PFRT_INVALID_ARGUMENT;
   if (!(damping >= 0) || retries < 0) {

@@ -91,8 +91,8 @@ void runMatmul(const pfrt_context *ctx, const Gemm &g, const MatmulOperand &lhs,
 
 extern "C" {
 
-pfrt_status pfrt_matmul(pfrt_context *ctx, const pfrt_tensor *a,
-                        const pfrt_tensor *b, const pfrt_tensor *out) {
+pfrt_status pfrt_matmul_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                            const pfrt_tensor *b, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_matmul");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("a", a));
@@ -122,10 +122,10 @@ pfrt_status pfrt_matmul(pfrt_context *ctx, const pfrt_tensor *a,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_gemm(pfrt_context *ctx, const pfrt_tensor *a,
-                      const pfrt_tensor *b, const pfrt_tensor *c, double alpha,
-                      double beta, int32_t trans_a, int32_t trans_b,
-                      const pfrt_tensor *out) {
+pfrt_status pfrt_gemm_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                          const pfrt_tensor *b, const pfrt_tensor *c, double alpha,
+                          double beta, int32_t trans_a, int32_t trans_b,
+                          const pfrt_tensor *out) {
   Call call(ctx, "pfrt_gemm");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("a", a));
@@ -175,9 +175,9 @@ pfrt_status pfrt_gemm(pfrt_context *ctx, const pfrt_tensor *a,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_linear(pfrt_context *ctx, const pfrt_tensor *x,
-                        const pfrt_tensor *w, const pfrt_tensor *bias,
-                        int32_t w_transposed, const pfrt_tensor *out) {
+pfrt_status pfrt_linear_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                            const pfrt_tensor *w, const pfrt_tensor *bias,
+                            int32_t w_transposed, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_linear");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));

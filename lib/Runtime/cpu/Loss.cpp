@@ -75,13 +75,13 @@ double crossEntropyRow(const CrossEntropy &ce, const T *x, int64_t label,
 
 extern "C" {
 
-pfrt_status pfrt_softmax_cross_entropy(pfrt_context *ctx,
-                                       const pfrt_tensor *logits,
-                                       const pfrt_tensor *labels,
-                                       int64_t ignore_index, double grad_scale,
-                                       const pfrt_tensor *loss,
-                                       const pfrt_tensor *grad_logits,
-                                       const pfrt_tensor *count_out) {
+pfrt_status pfrt_softmax_cross_entropy_cpu(pfrt_context *ctx,
+                                           const pfrt_tensor *logits,
+                                           const pfrt_tensor *labels,
+                                           int64_t ignore_index, double grad_scale,
+                                           const pfrt_tensor *loss,
+                                           const pfrt_tensor *grad_logits,
+                                           const pfrt_tensor *count_out) {
   Call call(ctx, "pfrt_softmax_cross_entropy");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("logits", logits));

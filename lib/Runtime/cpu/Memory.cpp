@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 using namespace pfrt;
@@ -33,6 +34,52 @@ void *alignedBlock(int64_t bytes, int64_t alignment) {
                             static_cast<size_t>(size));
 }
 
+
+bool onCuda(const pfrt_context *ctx) {
+  return ctx && ctx->backend == PFRT_BACKEND_CUDA;
+}
+
+/// cudaMalloc guarantees 256-byte alignment.
+constexpr int64_t kCudaMallocAlignment = 256;
+
+/// A block of `bytes` aligned to `alignment` in the context's memory: host
+/// memory, or device memory. *allocation is what to free (on the device the
+/// block is over-allocated and its start rounded up when the alignment
+/// asked for exceeds cudaMalloc's).
+pfrt_status backendBlock(const Call &call, pfrt_context *ctx, int64_t bytes,
+                         int64_t alignment, void **out, void **allocation,
+                         const char *function) {
+  *out = *allocation = nullptr;
+  if (!onCuda(ctx)) {
+    *out = *allocation = alignedBlock(bytes, alignment);
+    return *out ? PFRT_OK
+                : call.fail(PFRT_OUT_OF_MEMORY, "cannot allocate %lld bytes",
+                            static_cast<long long>(bytes));
+  }
+  const int64_t extra = alignment > kCudaMallocAlignment ? alignment : 0;
+  if (bytes > INT64_MAX - extra - 1)
+    return call.fail(PFRT_OUT_OF_MEMORY, "cannot allocate %lld bytes",
+                     static_cast<long long>(bytes));
+  PFRT_TRY(cuda::allocate(ctx, (bytes > 0 ? bytes : 1) + extra, allocation,
+                          function));
+  auto address = reinterpret_cast<uintptr_t>(*allocation);
+  address = (address + alignment - 1) & ~static_cast<uintptr_t>(alignment - 1);
+  *out = reinterpret_cast<void *>(address);
+  return PFRT_OK;
+}
+
+void releaseBlock(pfrt_context *ctx, void *p) {
+  if (onCuda(ctx))
+    cuda::release(ctx, p);
+  else
+    std::free(p);
+}
+
+/// The byte size of a well-formed descriptor.
+int64_t tensorBytes(const pfrt_tensor &t) {
+  return Shape::of(t).numel() * pfrt_dtype_size(t.dtype);
+}
+
 } // namespace
 
 extern "C" {
@@ -45,18 +92,17 @@ pfrt_status pfrt_alloc(pfrt_context *ctx, int64_t bytes, void **out) {
   if (bytes < 0)
     return call.fail(PFRT_INVALID_ARGUMENT, "negative size %lld",
                      static_cast<long long>(bytes));
-  void *p = alignedBlock(bytes, PFRT_DEFAULT_ALIGNMENT);
-  if (!p)
-    return call.fail(PFRT_OUT_OF_MEMORY, "cannot allocate %lld bytes",
-                     static_cast<long long>(bytes));
-  *out = p;
-  return PFRT_OK;
+  // PFRT_DEFAULT_ALIGNMENT divides cudaMalloc's, so out is the allocation
+  // itself and pfrt_free gets back what to free.
+  void *allocation;
+  return backendBlock(call, ctx, bytes, PFRT_DEFAULT_ALIGNMENT, out,
+                      &allocation, "pfrt_alloc");
 }
 
 pfrt_status pfrt_free(pfrt_context *ctx, void *ptr) {
   Call call(ctx, "pfrt_free");
   PFRT_TRY(call.begin());
-  std::free(ptr);
+  releaseBlock(ctx, ptr);
   return PFRT_OK;
 }
 
@@ -70,11 +116,14 @@ pfrt_status pfrt_arena_create(pfrt_context *ctx, int64_t bytes,
     return call.fail(PFRT_INVALID_ARGUMENT, "negative size %lld",
                      static_cast<long long>(bytes));
   auto *arena = new (std::nothrow) pfrt_arena();
-  void *block = arena ? alignedBlock(bytes, PFRT_ARENA_BASE_ALIGNMENT) : nullptr;
-  if (!block) {
+  if (!arena)
+    return call.fail(PFRT_OUT_OF_MEMORY, "cannot allocate an arena");
+  void *block = nullptr;
+  if (pfrt_status s = backendBlock(call, ctx, bytes, PFRT_ARENA_BASE_ALIGNMENT,
+                                   &block, &arena->allocation,
+                                   "pfrt_arena_create")) {
     delete arena;
-    return call.fail(PFRT_OUT_OF_MEMORY, "cannot allocate an arena of %lld "
-                     "bytes", static_cast<long long>(bytes));
+    return s;
   }
   arena->ctx = ctx;
   arena->base = static_cast<char *>(block);
@@ -148,8 +197,44 @@ pfrt_status pfrt_arena_get_stats(const pfrt_arena *arena,
 void pfrt_arena_destroy(pfrt_arena *arena) {
   if (!arena)
     return;
-  std::free(arena->base);
+  releaseBlock(arena->ctx, arena->allocation);
   delete arena;
+}
+
+pfrt_status pfrt_copy_from_host(pfrt_context *ctx, const void *host,
+                                const pfrt_tensor *dst) {
+  Call call(ctx, "pfrt_copy_from_host");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("dst", dst));
+  const int64_t bytes = tensorBytes(*dst);
+  if (bytes == 0)
+    return PFRT_OK;
+  PFRT_TRY(call.pointer("host", host));
+  if (onCuda(ctx))
+    return cuda::copyToDevice(ctx, dst->data, host, bytes);
+  std::memcpy(dst->data, host, static_cast<size_t>(bytes));
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_copy_to_host(pfrt_context *ctx, const pfrt_tensor *src,
+                              void *host) {
+  Call call(ctx, "pfrt_copy_to_host");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("src", src));
+  const int64_t bytes = tensorBytes(*src);
+  if (bytes == 0)
+    return PFRT_OK;
+  PFRT_TRY(call.pointer("host", host));
+  if (onCuda(ctx))
+    return cuda::copyToHost(ctx, host, src->data, bytes);
+  std::memcpy(host, src->data, static_cast<size_t>(bytes));
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_synchronize(pfrt_context *ctx) {
+  Call call(ctx, "pfrt_synchronize");
+  PFRT_TRY(call.begin());
+  return onCuda(ctx) ? cuda::synchronize(ctx) : PFRT_OK;
 }
 
 } // extern "C"

@@ -174,11 +174,11 @@ void softmax(const pfrt_context *ctx, const T *x, T *y, int64_t outer,
 
 extern "C" {
 
-pfrt_status pfrt_layer_norm(pfrt_context *ctx, const pfrt_tensor *x,
-                            const pfrt_tensor *scale, const pfrt_tensor *bias,
-                            int64_t axis, double epsilon,
-                            const pfrt_tensor *out, const pfrt_tensor *mean,
-                            const pfrt_tensor *inv_std_dev) {
+pfrt_status pfrt_layer_norm_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                const pfrt_tensor *scale, const pfrt_tensor *bias,
+                                int64_t axis, double epsilon,
+                                const pfrt_tensor *out, const pfrt_tensor *mean,
+                                const pfrt_tensor *inv_std_dev) {
   Call call(ctx, "pfrt_layer_norm");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -221,8 +221,8 @@ pfrt_status pfrt_layer_norm(pfrt_context *ctx, const pfrt_tensor *x,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_softmax(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
-                         const pfrt_tensor *out) {
+pfrt_status pfrt_softmax_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis,
+                             const pfrt_tensor *out) {
   Call call(ctx, "pfrt_softmax");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));

@@ -120,11 +120,11 @@ void scaleInto(const pfrt_context *ctx, const T *x, T *out, int64_t n,
 
 extern "C" {
 
-pfrt_status pfrt_sgd_step(pfrt_context *ctx, const pfrt_tensor *param,
-                          const pfrt_tensor *grad,
-                          const pfrt_tensor *momentum_buf, double lr,
-                          double momentum, double weight_decay,
-                          int32_t nesterov) {
+pfrt_status pfrt_sgd_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
+                              const pfrt_tensor *grad,
+                              const pfrt_tensor *momentum_buf, double lr,
+                              double momentum, double weight_decay,
+                              int32_t nesterov) {
   Call call(ctx, "pfrt_sgd_step");
   PFRT_TRY(call.begin());
   if (momentum != 0 || momentum_buf)
@@ -161,12 +161,12 @@ pfrt_status pfrt_sgd_step(pfrt_context *ctx, const pfrt_tensor *param,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_adamw_step(pfrt_context *ctx, const pfrt_tensor *param,
-                            const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
-                            const pfrt_tensor *exp_avg_sq, double lr,
-                            double beta1, double beta2, double eps,
-                            double weight_decay, int64_t step,
-                            int32_t bias_correction) {
+pfrt_status pfrt_adamw_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
+                                const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
+                                const pfrt_tensor *exp_avg_sq, double lr,
+                                double beta1, double beta2, double eps,
+                                double weight_decay, int64_t step,
+                                int32_t bias_correction) {
   Call call(ctx, "pfrt_adamw_step");
   PFRT_TRY(call.begin());
   PFRT_TRY(checkParamAndState(call, param, grad, {"exp_avg", "exp_avg_sq"},
@@ -196,13 +196,13 @@ pfrt_status pfrt_adamw_step(pfrt_context *ctx, const pfrt_tensor *param,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_lamb_step(pfrt_context *ctx, const pfrt_tensor *param,
-                           const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
-                           const pfrt_tensor *exp_avg_sq, double lr,
-                           double beta1, double beta2, double eps,
-                           double weight_decay, int64_t step,
-                           int32_t bias_correction, int32_t nvlamb,
-                           double max_trust_ratio) {
+pfrt_status pfrt_lamb_step_cpu(pfrt_context *ctx, const pfrt_tensor *param,
+                               const pfrt_tensor *grad, const pfrt_tensor *exp_avg,
+                               const pfrt_tensor *exp_avg_sq, double lr,
+                               double beta1, double beta2, double eps,
+                               double weight_decay, int64_t step,
+                               int32_t bias_correction, int32_t nvlamb,
+                               double max_trust_ratio) {
   Call call(ctx, "pfrt_lamb_step");
   PFRT_TRY(call.begin());
   PFRT_TRY(checkParamAndState(call, param, grad, {"exp_avg", "exp_avg_sq"},
@@ -259,8 +259,8 @@ pfrt_status pfrt_lamb_step(pfrt_context *ctx, const pfrt_tensor *param,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_global_norm(pfrt_context *ctx, const pfrt_tensor *tensors,
-                             int32_t n, double *norm) {
+pfrt_status pfrt_global_norm_cpu(pfrt_context *ctx, const pfrt_tensor *tensors,
+                                 int32_t n, double *norm) {
   Call call(ctx, "pfrt_global_norm");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.pointer("norm", norm));
@@ -269,9 +269,9 @@ pfrt_status pfrt_global_norm(pfrt_context *ctx, const pfrt_tensor *tensors,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_clip_by_global_norm(pfrt_context *ctx,
-                                     const pfrt_tensor *tensors, int32_t n,
-                                     double max_norm, double *norm) {
+pfrt_status pfrt_clip_by_global_norm_cpu(pfrt_context *ctx,
+                                         const pfrt_tensor *tensors, int32_t n,
+                                         double max_norm, double *norm) {
   Call call(ctx, "pfrt_clip_by_global_norm");
   PFRT_TRY(call.begin());
   PFRT_TRY(tensorList(call, tensors, n));
@@ -296,8 +296,8 @@ pfrt_status pfrt_clip_by_global_norm(pfrt_context *ctx,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_scale(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
-                       const pfrt_tensor *out) {
+pfrt_status pfrt_scale_cpu(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
+                           const pfrt_tensor *out) {
   Call call(ctx, "pfrt_scale");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.tensor("x", x));
@@ -311,8 +311,8 @@ pfrt_status pfrt_scale(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_dot(pfrt_context *ctx, const pfrt_tensor *a,
-                     const pfrt_tensor *b, double *result) {
+pfrt_status pfrt_dot_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                         const pfrt_tensor *b, double *result) {
   Call call(ctx, "pfrt_dot");
   PFRT_TRY(call.begin());
   PFRT_TRY(call.pointer("result", result));

@@ -289,30 +289,30 @@ void pfrt::cpu::reduceSumInto(const pfrt_context *ctx, const pfrt_tensor &x,
 
 extern "C" {
 
-pfrt_status pfrt_reduce_sum(pfrt_context *ctx, const pfrt_tensor *x,
-                            const int64_t *axes, int32_t num_axes,
-                            int32_t keepdims, const pfrt_tensor *out) {
+pfrt_status pfrt_reduce_sum_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                const int64_t *axes, int32_t num_axes,
+                                int32_t keepdims, const pfrt_tensor *out) {
   return reduceEntry(ctx, "pfrt_reduce_sum", Reduce::Sum, x, axes, num_axes,
                      keepdims, out);
 }
 
-pfrt_status pfrt_reduce_mean(pfrt_context *ctx, const pfrt_tensor *x,
-                             const int64_t *axes, int32_t num_axes,
-                             int32_t keepdims, const pfrt_tensor *out) {
+pfrt_status pfrt_reduce_mean_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                 const int64_t *axes, int32_t num_axes,
+                                 int32_t keepdims, const pfrt_tensor *out) {
   return reduceEntry(ctx, "pfrt_reduce_mean", Reduce::Mean, x, axes, num_axes,
                      keepdims, out);
 }
 
-pfrt_status pfrt_reduce_max(pfrt_context *ctx, const pfrt_tensor *x,
-                            const int64_t *axes, int32_t num_axes,
-                            int32_t keepdims, const pfrt_tensor *out) {
+pfrt_status pfrt_reduce_max_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                const int64_t *axes, int32_t num_axes,
+                                int32_t keepdims, const pfrt_tensor *out) {
   return reduceEntry(ctx, "pfrt_reduce_max", Reduce::Max, x, axes, num_axes,
                      keepdims, out);
 }
 
-pfrt_status pfrt_reduce_min(pfrt_context *ctx, const pfrt_tensor *x,
-                            const int64_t *axes, int32_t num_axes,
-                            int32_t keepdims, const pfrt_tensor *out) {
+pfrt_status pfrt_reduce_min_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                const int64_t *axes, int32_t num_axes,
+                                int32_t keepdims, const pfrt_tensor *out) {
   return reduceEntry(ctx, "pfrt_reduce_min", Reduce::Min, x, axes, num_axes,
                      keepdims, out);
 }

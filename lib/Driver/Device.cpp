@@ -1,0 +1,45 @@
+//===- Device.cpp - The tools' --device option -----------------------------===//
+
+#include "pf/Driver/Device.h"
+
+#include "pf/Runtime/pfrt.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::pf::driver {
+
+const char *const kDeviceHelp =
+    "Runtime backend: cpu, or cuda (an NVIDIA GPU; the CUDA backend must be "
+    "built into libpfrt)";
+
+llvm::Error checkDevice(const std::string &device, const char *tool) {
+  auto fail = [&](const llvm::Twine &why) {
+    return llvm::createStringError("--device " + device + ": " + why);
+  };
+  if (device == "cpu")
+    return llvm::Error::success();
+  if (device != "cuda")
+    return fail("unknown device (expected cpu or cuda)");
+  if (!pfrt_backend_built(PFRT_BACKEND_CUDA))
+    return fail("this libpfrt was built without the CUDA backend (no CUDA toolkit "
+                "was found when it was configured)");
+  // Creating a context is the check: it finds the driver, the GPU and the
+  // libraries, and says which is missing.
+  pfrt_context_options options;
+  pfrt_context_options_init(&options);
+  options.backend = PFRT_BACKEND_CUDA;
+  pfrt_context *ctx = pfrt_context_create(&options);
+  if (!ctx)
+    return fail(pfrt_last_error(nullptr));
+  pfrt_context_destroy(ctx);
+  // The kernels exist, but the driver still hands the program host
+  // buffers (inputs, weights, arena): running would read host memory on
+  // the GPU. Say so instead of crashing.
+  return fail(llvm::formatv("a GPU is usable, but {0} does not run programs on "
+                            "the CUDA backend yet (the driver's buffers are "
+                            "host memory; see docs/cuda-backend.md)",
+                            tool)
+                  .str());
+}
+
+} // namespace mlir::pf::driver

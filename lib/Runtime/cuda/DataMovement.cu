@@ -1,0 +1,456 @@
+//===- DataMovement.cu - Copies, transpose, slice, expand, concat, gather -===//
+//
+// Data movement works on bytes, so these kernels are instantiated per
+// element size (1, 2, 4, 8 bytes) and serve every dtype. Strided views
+// (transpose, slice, expand) are one "gather by strides" kernel: output
+// element i reads x at StridedIndex offset(i).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../common/SlicePlan.h"
+#include "Launch.h"
+
+namespace pfrt::cuda {
+namespace {
+
+/// Element offset of `linear` in a StridedIndex (Shape.h's offset(), which
+/// is a host function).
+__device__ inline int64_t offsetIn(const StridedIndex &s, int64_t linear) {
+  int64_t off = 0;
+  for (int32_t d = s.rank - 1; d >= 0; --d) {
+    off += (linear % s.dims[d]) * s.strides[d];
+    linear /= s.dims[d];
+  }
+  return off;
+}
+
+template <class E>
+__global__ void stridedCopyKernel(StridedIndex view, int64_t n, const E *x,
+                                  E *out) {
+  PFRT_GRID_STRIDE(i, n) { out[i] = x[offsetIn(view, i)]; }
+}
+
+/// Runs `f` with the unsigned type of the dtype's element size.
+template <class F> pfrt_status bySize(const Call &call, int32_t dtype, F &&f) {
+  switch (dtypeSize(dtype)) {
+  case 1:
+    return f(uint8_t());
+  case 2:
+    return f(uint16_t());
+  case 4:
+    return f(uint32_t());
+  case 8:
+    return f(uint64_t());
+  }
+  return call.fail(PFRT_INVALID_ARGUMENT, "unknown dtype %d", dtype);
+}
+
+/// out (shape `shape`) = x viewed from `base` with element `strides`.
+pfrt_status stridedCopy(const Call &call, int32_t dtype, const void *base,
+                        const Shape &shape, const int64_t *strides, void *out) {
+  StridedIndex view;
+  for (int32_t d = 0; d < shape.rank; ++d)
+    view.push(shape.dims[d], strides[d]);
+  const int64_t n = shape.numel();
+  if (n == 0)
+    return PFRT_OK;
+  return bySize(call, dtype, [&](auto tag) {
+    using E = decltype(tag);
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, streamOf(call.context())>>>(
+        view, n, static_cast<const E *>(base), static_cast<E *>(out));
+    return launched(call, "stridedCopyKernel");
+  });
+}
+
+pfrt_status copyBytes(const Call &call, const pfrt_tensor *x,
+                      const pfrt_tensor *out) {
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  const int64_t n = Shape::of(*x).numel(), m = Shape::of(*out).numel();
+  if (n != m)
+    return call.fail(PFRT_INVALID_ARGUMENT, "x %s has %lld elements but out "
+                     "%s has %lld", ShapeStr(Shape::of(*x)).c_str(),
+                     static_cast<long long>(n), ShapeStr(Shape::of(*out)).c_str(),
+                     static_cast<long long>(m));
+  if (n == 0 || x->data == out->data)
+    return PFRT_OK;
+  return check(call, cudaMemcpyAsync(out->data, x->data, n * dtypeSize(x->dtype),
+                                     cudaMemcpyDeviceToDevice,
+                                     streamOf(call.context())),
+               "cudaMemcpyAsync");
+}
+
+pfrt_status copyEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                      const pfrt_tensor *out) {
+  return copyBytes(Call(ctx, "pfrt_copy"), x, out);
+}
+
+pfrt_status reshapeEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                         const pfrt_tensor *out) {
+  return copyBytes(Call(ctx, "pfrt_reshape"), x, out);
+}
+
+pfrt_status transposeEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                           const int64_t *perm, int32_t num_perm,
+                           const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_transpose");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  int32_t order[PFRT_MAX_RANK];
+  if (num_perm == 0 && !perm) {
+    for (int32_t i = 0; i < x->rank; ++i)
+      order[i] = x->rank - 1 - i;
+  } else {
+    PFRT_TRY(call.pointer("perm", perm));
+    if (num_perm != x->rank)
+      return call.fail(PFRT_INVALID_ARGUMENT, "perm has %d entries but x has "
+                       "rank %d", num_perm, x->rank);
+    bool seen[PFRT_MAX_RANK] = {};
+    for (int32_t i = 0; i < num_perm; ++i) {
+      PFRT_TRY(call.axis("perm entry", perm[i], x->rank, order[i]));
+      if (seen[order[i]])
+        return call.fail(PFRT_INVALID_ARGUMENT, "perm repeats axis %d", order[i]);
+      seen[order[i]] = true;
+    }
+  }
+  const Shape xShape = Shape::of(*x);
+  Shape outShape;
+  int64_t natural[PFRT_MAX_RANK], strides[PFRT_MAX_RANK];
+  contiguousStrides(xShape, natural);
+  for (int32_t i = 0; i < x->rank; ++i) {
+    outShape.push(xShape.dims[order[i]]);
+    strides[i] = natural[order[i]];
+  }
+  PFRT_TRY(call.shapeIs("out", out, outShape));
+  return stridedCopy(call, x->dtype, x->data, outShape, strides, out->data);
+}
+
+pfrt_status sliceEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                       const int64_t *starts, const int64_t *ends,
+                       const int64_t *axes, const int64_t *steps, int32_t n,
+                       const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_slice");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  Shape outShape;
+  int64_t offset = 0, strides[PFRT_MAX_RANK];
+  PFRT_TRY(planSlice(call, *x, starts, ends, axes, steps, n, outShape, offset,
+                     strides));
+  PFRT_TRY(call.shapeIs("out", out, outShape));
+  const char *base = static_cast<const char *>(x->data) + offset * dtypeSize(x->dtype);
+  return stridedCopy(call, x->dtype, base, outShape, strides, out->data);
+}
+
+pfrt_status expandEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                        const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_expand");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  const Shape xShape = Shape::of(*x), outShape = Shape::of(*out);
+  if (!broadcastsTo(xShape, outShape))
+    return call.fail(PFRT_INVALID_ARGUMENT, "x %s does not broadcast to %s",
+                     ShapeStr(xShape).c_str(), ShapeStr(outShape).c_str());
+  // Broadcast dimensions get stride 0; x's dimensions align at the back.
+  int64_t natural[PFRT_MAX_RANK], strides[PFRT_MAX_RANK];
+  contiguousStrides(xShape, natural);
+  const int32_t shift = outShape.rank - xShape.rank;
+  for (int32_t i = 0; i < outShape.rank; ++i) {
+    const int32_t j = i - shift;
+    strides[i] = (j >= 0 && xShape.dims[j] != 1) ? natural[j] : 0;
+  }
+  return stridedCopy(call, x->dtype, x->data, outShape, strides, out->data);
+}
+
+pfrt_status concatEntry(pfrt_context *ctx, const pfrt_tensor *inputs,
+                        int32_t n, int64_t axis, const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_concat");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.pointer("inputs", inputs));
+  PFRT_TRY(call.tensor("out", out));
+  if (n < 1)
+    return call.fail(PFRT_INVALID_ARGUMENT, "needs at least one input, got %d", n);
+  PFRT_TRY(call.rankIn("out", out, 1, PFRT_MAX_RANK));
+  int32_t ax;
+  PFRT_TRY(call.axis("axis", axis, out->rank, ax));
+  const Shape outShape = Shape::of(*out);
+  int64_t total = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const pfrt_tensor *t = &inputs[i];
+    PFRT_TRY(call.tensor("inputs[i]", t));
+    PFRT_TRY(call.dtypeIs("inputs[i]", t, out->dtype));
+    PFRT_TRY(call.rankIn("inputs[i]", t, out->rank, out->rank));
+    for (int32_t d = 0; d < out->rank; ++d)
+      if (d != ax && t->shape[d] != outShape.dims[d])
+        return call.fail(PFRT_INVALID_ARGUMENT, "inputs[%d] %s does not match "
+                         "out %s outside axis %d", i,
+                         ShapeStr(Shape::of(*t)).c_str(),
+                         ShapeStr(outShape).c_str(), ax);
+    total += t->shape[ax];
+  }
+  if (total != outShape.dims[ax])
+    return call.fail(PFRT_INVALID_ARGUMENT, "the inputs add up to %lld along "
+                     "axis %d but out has %lld", static_cast<long long>(total),
+                     ax, static_cast<long long>(outShape.dims[ax]));
+  // Each input is a [outer, its axis * inner] block of out's rows: one 2D
+  // copy per input.
+  const int64_t size = dtypeSize(out->dtype);
+  const int64_t outer = product(outShape, 0, ax);
+  const int64_t inner = product(outShape, ax + 1, outShape.rank) * size;
+  const int64_t outPitch = outShape.dims[ax] * inner;
+  int64_t column = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const int64_t width = inputs[i].shape[ax] * inner;
+    if (width > 0 && outer > 0)
+      PFRT_TRY(check(call,
+                     cudaMemcpy2DAsync(static_cast<char *>(out->data) + column,
+                                       outPitch, inputs[i].data, width, width,
+                                       outer, cudaMemcpyDeviceToDevice,
+                                       streamOf(ctx)),
+                     "cudaMemcpy2DAsync"));
+    column += width;
+  }
+  return PFRT_OK;
+}
+
+//===-------------------------------- Cast -------------------------------===//
+
+template <class D, class S>
+__global__ void castKernel(int64_t n, const S *x, D *out) {
+  PFRT_GRID_STRIDE(i, n) { out[i] = castValue<D>(x[i]); }
+}
+
+/// Calls f with a value of the C type of a castable dtype (f16 not yet).
+template <class F> pfrt_status byCastType(int32_t dtype, F &&f) {
+  switch (dtype) {
+  case PFRT_F32:
+    return f(float());
+  case PFRT_F64:
+    return f(double());
+  case PFRT_I8:
+    return f(int8_t());
+  case PFRT_I32:
+    return f(int32_t());
+  case PFRT_I64:
+    return f(int64_t());
+  default: // PFRT_BOOL
+    return f(uint8_t());
+  }
+}
+
+pfrt_status castEntry(pfrt_context *ctx, const pfrt_tensor *x,
+                      const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_cast");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  for (auto [name, t] : {std::pair{"x", x}, std::pair{"out", out}})
+    if (t->dtype == PFRT_F16)
+      return call.fail(PFRT_UNSUPPORTED, "%s is f16, which the CUDA backend "
+                       "does not cast yet", name);
+  PFRT_TRY(call.shapeIs("out", out, Shape::of(*x)));
+  const int64_t n = Shape::of(*x).numel();
+  if (n == 0)
+    return PFRT_OK;
+  return byCastType(x->dtype, [&](auto from) {
+    using S = decltype(from);
+    return byCastType(out->dtype, [&](auto to) {
+      using D = decltype(to);
+      castKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
+          n, dataAs<const S>(x), dataAs<D>(out));
+      return launched(call, "castKernel");
+    });
+  });
+}
+
+//===------------------------------- Gather ------------------------------===//
+
+/// counts[0] += indices outside [-dim, dim).
+template <class I>
+__global__ void badIndexKernel(int64_t n, int64_t dim, const I *indices,
+                               unsigned long long *counts) {
+  PFRT_GRID_STRIDE(i, n) {
+    const int64_t v = indices[i];
+    if (v < -dim || v >= dim)
+      atomicAdd(counts, 1ull);
+  }
+}
+
+/// out [outer, count, inner] = data [outer, dim, inner] at the indices.
+template <class E, class I>
+__global__ void gatherKernel(int64_t outer, int64_t dim, int64_t count,
+                             int64_t inner, const E *data, const I *indices,
+                             E *out) {
+  PFRT_GRID_STRIDE(e, outer * count * inner) {
+    const int64_t r = e % inner, t = (e / inner) % count, o = e / (inner * count);
+    int64_t k = indices[t];
+    k = k < 0 ? k + dim : k;
+    out[e] = data[(o * dim + k) * inner + r];
+  }
+}
+
+/// grad [outer, dim, inner] += grad_out [outer, count, inner] at the
+/// indices. atomicAdd: repeated indices sum in an unspecified order (the
+/// CPU backend's order is fixed; results agree to rounding).
+template <class T, class I>
+__global__ void scatterAddKernel(int64_t outer, int64_t dim, int64_t count,
+                                 int64_t inner, const T *gradOut,
+                                 const I *indices, T *grad) {
+  PFRT_GRID_STRIDE(e, outer * count * inner) {
+    const int64_t r = e % inner, t = (e / inner) % count, o = e / (inner * count);
+    int64_t k = indices[t];
+    k = k < 0 ? k + dim : k;
+    atomicAdd(&grad[(o * dim + k) * inner + r], gradOut[e]);
+  }
+}
+
+/// PFRT_INVALID_ARGUMENT when an index lies outside [-dim, dim) (waits
+/// for the GPU: nothing is written before the indices are known good).
+pfrt_status checkIndices(const Call &call, const pfrt_tensor *indices,
+                         int64_t dim, int32_t axis) {
+  const int64_t n = Shape::of(*indices).numel();
+  if (n == 0)
+    return PFRT_OK;
+  void *ws = nullptr;
+  PFRT_TRY(scratch(call, sizeof(unsigned long long), &ws));
+  auto *bad = static_cast<unsigned long long *>(ws);
+  cudaStream_t s = streamOf(call.context());
+  PFRT_TRY(check(call, cudaMemsetAsync(bad, 0, sizeof(*bad), s), "cudaMemsetAsync"));
+  if (indices->dtype == PFRT_I64)
+    badIndexKernel<<<blocksFor(n), kThreads, 0, s>>>(n, dim, dataAs<const int64_t>(indices), bad);
+  else
+    badIndexKernel<<<blocksFor(n), kThreads, 0, s>>>(n, dim, dataAs<const int32_t>(indices), bad);
+  PFRT_TRY(launched(call, "badIndexKernel"));
+  unsigned long long host = 0;
+  PFRT_TRY(check(call, cudaMemcpyAsync(&host, bad, sizeof(host), cudaMemcpyDeviceToHost, s),
+                 "cudaMemcpyAsync"));
+  PFRT_TRY(check(call, cudaStreamSynchronize(s), "cudaStreamSynchronize"));
+  if (host)
+    return call.fail(PFRT_INVALID_ARGUMENT, "%llu index(es) out of range for "
+                     "axis %d of size %lld", host, axis,
+                     static_cast<long long>(dim));
+  return PFRT_OK;
+}
+
+/// Gather's geometry: data [outer, dim, inner] and the out shape.
+struct GatherDims {
+  int64_t outer, dim, count, inner;
+  Shape outShape;
+};
+
+pfrt_status gatherDims(const Call &call, const Shape &dataShape,
+                       const pfrt_tensor *indices, int64_t axis, int32_t &ax,
+                       GatherDims &g) {
+  PFRT_TRY(call.dtypeIn("indices", indices, {PFRT_I32, PFRT_I64}));
+  if (dataShape.rank < 1)
+    return call.fail(PFRT_INVALID_ARGUMENT, "data must have rank >= 1");
+  PFRT_TRY(call.axis("axis", axis, dataShape.rank, ax));
+  if (dataShape.rank - 1 + indices->rank > PFRT_MAX_RANK)
+    return call.fail(PFRT_INVALID_ARGUMENT, "result rank %d exceeds %d",
+                     dataShape.rank - 1 + indices->rank, PFRT_MAX_RANK);
+  for (int32_t i = 0; i < ax; ++i)
+    g.outShape.push(dataShape.dims[i]);
+  for (int32_t i = 0; i < indices->rank; ++i)
+    g.outShape.push(indices->shape[i]);
+  for (int32_t i = ax + 1; i < dataShape.rank; ++i)
+    g.outShape.push(dataShape.dims[i]);
+  g.outer = product(dataShape, 0, ax);
+  g.dim = dataShape.dims[ax];
+  g.count = Shape::of(*indices).numel();
+  g.inner = product(dataShape, ax + 1, dataShape.rank);
+  return PFRT_OK;
+}
+
+pfrt_status gatherEntry(pfrt_context *ctx, const pfrt_tensor *data,
+                        const pfrt_tensor *indices, int64_t axis,
+                        const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_gather");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("data", data));
+  PFRT_TRY(call.tensor("indices", indices));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("out", out, data->dtype));
+  int32_t ax;
+  GatherDims g;
+  PFRT_TRY(gatherDims(call, Shape::of(*data), indices, axis, ax, g));
+  PFRT_TRY(call.shapeIs("out", out, g.outShape));
+  PFRT_TRY(checkIndices(call, indices, g.dim, ax));
+  const int64_t n = g.outer * g.count * g.inner;
+  if (n == 0)
+    return PFRT_OK;
+  return bySize(call, data->dtype, [&](auto tag) {
+    using E = decltype(tag);
+    if (indices->dtype == PFRT_I64)
+      gatherKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
+          g.outer, g.dim, g.count, g.inner, dataAs<const E>(data),
+          dataAs<const int64_t>(indices), dataAs<E>(out));
+    else
+      gatherKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
+          g.outer, g.dim, g.count, g.inner, dataAs<const E>(data),
+          dataAs<const int32_t>(indices), dataAs<E>(out));
+    return launched(call, "gatherKernel");
+  });
+}
+
+pfrt_status gatherBackwardEntry(pfrt_context *ctx, const pfrt_tensor *indices,
+                                const pfrt_tensor *grad_out, int64_t axis,
+                                int32_t accumulate,
+                                const pfrt_tensor *grad_data) {
+  Call call(ctx, "pfrt_gather_backward");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("indices", indices));
+  PFRT_TRY(call.tensor("grad_out", grad_out));
+  PFRT_TRY(call.tensor("grad_data", grad_data));
+  PFRT_TRY(floatDtype(call, "grad_data", grad_data));
+  PFRT_TRY(call.dtypeIs("grad_out", grad_out, grad_data->dtype));
+  int32_t ax;
+  GatherDims g;
+  PFRT_TRY(gatherDims(call, Shape::of(*grad_data), indices, axis, ax, g));
+  PFRT_TRY(call.shapeIs("grad_out", grad_out, g.outShape));
+  PFRT_TRY(checkIndices(call, indices, g.dim, ax));
+  cudaStream_t s = streamOf(ctx);
+  const int64_t total = Shape::of(*grad_data).numel();
+  if (!accumulate && total > 0)
+    PFRT_TRY(check(call, cudaMemsetAsync(grad_data->data, 0,
+                                         total * dtypeSize(grad_data->dtype), s),
+                   "cudaMemsetAsync"));
+  const int64_t n = g.outer * g.count * g.inner;
+  if (n == 0)
+    return PFRT_OK;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    if (indices->dtype == PFRT_I64)
+      scatterAddKernel<<<blocksFor(n), kThreads, 0, s>>>(
+          g.outer, g.dim, g.count, g.inner, dataAs<const T>(grad_out),
+          dataAs<const int64_t>(indices), dataAs<T>(grad_data));
+    else
+      scatterAddKernel<<<blocksFor(n), kThreads, 0, s>>>(
+          g.outer, g.dim, g.count, g.inner, dataAs<const T>(grad_out),
+          dataAs<const int32_t>(indices), dataAs<T>(grad_data));
+  };
+  grad_data->dtype == PFRT_F32 ? run(float()) : run(double());
+  return launched(call, "scatterAddKernel");
+}
+
+} // namespace
+
+void registerDataMovement(KernelTable &t) {
+  t.pfrt_copy = copyEntry;
+  t.pfrt_cast = castEntry;
+  t.pfrt_reshape = reshapeEntry;
+  t.pfrt_transpose = transposeEntry;
+  t.pfrt_slice = sliceEntry;
+  t.pfrt_expand = expandEntry;
+  t.pfrt_concat = concatEntry;
+  t.pfrt_gather = gatherEntry;
+  t.pfrt_gather_backward = gatherBackwardEntry;
+}
+
+} // namespace pfrt::cuda

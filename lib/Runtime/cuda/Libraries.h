@@ -1,0 +1,66 @@
+//===- Libraries.h - cuBLAS and cuSOLVER, loaded on first use -----*- C++ -*-===//
+//
+// libpfrt does not link cuBLAS and cuSOLVER: loading them costs every
+// process ~0.15 s and ~250 MB of mapped pages at start-up, and most
+// processes (every CPU run, every test) never create a CUDA context. They
+// are dlopen'ed when the first CUDA context is created, and called through
+// the table below, whose entries have the toolkit headers' exact types.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PF_RUNTIME_CUDA_LIBRARIES_H
+#define PF_RUNTIME_CUDA_LIBRARIES_H
+
+#include <cublas_v2.h>
+#include <cusolverDn.h>
+
+#include <cstddef>
+
+// The functions the backend calls, by their exported names (cublas_v2.h
+// maps cublasSgemm to cublasSgemm_v2 with macros, so calls written
+// lib().cublasSgemm(...) reach the _v2 entries below).
+#define PFRT_CUBLAS_FUNCTIONS(X)                                               \
+  X(cublasCreate_v2)                                                           \
+  X(cublasDestroy_v2)                                                          \
+  X(cublasSetStream_v2)                                                        \
+  X(cublasSetPointerMode_v2)                                                   \
+  X(cublasGetStatusString)                                                     \
+  X(cublasSgemm_v2)                                                            \
+  X(cublasDgemm_v2)                                                            \
+  X(cublasSgemmStridedBatched)                                                 \
+  X(cublasDgemmStridedBatched)                                                 \
+  X(cublasSsyrk_v2)                                                            \
+  X(cublasDsyrk_v2)
+#define PFRT_CUSOLVER_FUNCTIONS(X)                                             \
+  X(cusolverDnCreate)                                                          \
+  X(cusolverDnDestroy)                                                         \
+  X(cusolverDnSetStream)                                                       \
+  X(cusolverDnSpotrf_bufferSize)                                               \
+  X(cusolverDnDpotrf_bufferSize)                                               \
+  X(cusolverDnSpotrf)                                                          \
+  X(cusolverDnDpotrf)                                                          \
+  X(cusolverDnSpotri_bufferSize)                                               \
+  X(cusolverDnDpotri_bufferSize)                                               \
+  X(cusolverDnSpotri)                                                          \
+  X(cusolverDnDpotri)
+
+namespace pfrt::cuda {
+
+struct Libraries {
+#define PFRT_LIBRARY_SLOT(name) decltype(&::name) name = nullptr;
+  PFRT_CUBLAS_FUNCTIONS(PFRT_LIBRARY_SLOT)
+  PFRT_CUSOLVER_FUNCTIONS(PFRT_LIBRARY_SLOT)
+#undef PFRT_LIBRARY_SLOT
+};
+
+/// Loads both libraries once per process (thread-safe). False, with the
+/// reason in `why`, when either or one of its functions is missing.
+bool loadLibraries(char *why, size_t size);
+
+/// The loaded functions; only valid after loadLibraries returned true (a
+/// CUDA context exists).
+const Libraries &lib();
+
+} // namespace pfrt::cuda
+
+#endif // PF_RUNTIME_CUDA_LIBRARIES_H

@@ -1,0 +1,705 @@
+//===- CudaKernelTest.cpp - Each CUDA kernel against the CPU backend -------===//
+//
+// Every test runs one kernel on a CPU context (host buffers) and on a CUDA
+// context (device buffers from pfrt_alloc, filled with the same bytes) and
+// compares the results. Inputs are random, with odd sizes and broadcasting.
+// Without a usable GPU every test is skipped (GTEST_SKIP), so ctest counts
+// them as skipped; scripts/gpu-check.sh runs this binary on a GPU machine.
+//
+// PF_CUDA_TESTS_ON_CPU=1 runs both sides on the CPU backend (a check of the
+// tests where no GPU is). Benchmarks: with PF_CUDA_BENCH_JSON=FILE, CudaBench.* time BERT-sized
+// kernels (median of repeated runs, after a warm-up) and write one JSON
+// object per line to FILE; scripts/gpu-check.sh compares them with PyTorch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pf/Runtime/pfrt.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+int64_t numel(const Dims &d) {
+  int64_t n = 1;
+  for (int64_t v : d)
+    n *= v;
+  return n;
+}
+
+/// One tensor twice: host memory for the CPU backend, device memory for
+/// the CUDA backend, with the same initial bytes.
+struct Pair {
+  std::vector<unsigned char> host;
+  pfrt_tensor cpu{}, dev{};
+  int64_t bytes = 0;
+};
+
+pfrt_context *gCpu = nullptr, *gGpu = nullptr;
+std::string gNoGpu;
+
+class CudaKernels : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    if (gCpu || !gNoGpu.empty())
+      return;
+    gCpu = pfrt_context_create(nullptr);
+    pfrt_context_options options;
+    pfrt_context_options_init(&options);
+    // PF_CUDA_TESTS_ON_CPU=1 puts the "device" side on a second CPU context:
+    // a check of the tests themselves (shapes, arguments, harness) where no
+    // GPU is; every comparison is then exact.
+    const char *onCpu = std::getenv("PF_CUDA_TESTS_ON_CPU");
+    if (!(onCpu && std::string(onCpu) == "1"))
+      options.backend = PFRT_BACKEND_CUDA;
+    gGpu = pfrt_context_create(&options);
+    if (!gGpu)
+      gNoGpu = pfrt_last_error(nullptr);
+  }
+
+  void SetUp() override {
+    if (!gGpu)
+      GTEST_SKIP() << "no usable GPU: " << gNoGpu;
+  }
+
+  void TearDown() override {
+    for (auto &p : pairs)
+      if (p->dev.data)
+        pfrt_free(gGpu, p->dev.data);
+  }
+
+  /// A tensor of `dtype` and `dims`; floats uniform in [lo, hi), integers
+  /// uniform in [lo, hi] (as indices or labels).
+  Pair &make(int32_t dtype, Dims dims, double lo = -1, double hi = 1,
+             unsigned seed = 1) {
+    auto p = std::make_unique<Pair>();
+    const int64_t n = numel(dims), size = pfrt_dtype_size(dtype);
+    p->bytes = n * size;
+    p->host.resize(size_t(p->bytes > 0 ? p->bytes : 1));
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<double> real{lo, hi};
+    std::uniform_int_distribution<int64_t> integer{int64_t(lo), int64_t(hi)};
+    for (int64_t i = 0; i < n; ++i) {
+      if (dtype == PFRT_F32)
+        reinterpret_cast<float *>(p->host.data())[i] = float(real(gen));
+      else if (dtype == PFRT_F64)
+        reinterpret_cast<double *>(p->host.data())[i] = real(gen);
+      else if (dtype == PFRT_I32)
+        reinterpret_cast<int32_t *>(p->host.data())[i] = int32_t(integer(gen));
+      else if (dtype == PFRT_I64)
+        reinterpret_cast<int64_t *>(p->host.data())[i] = integer(gen);
+      else if (dtype == PFRT_BOOL) // 0 or 1, as the ABI's bool
+        p->host[i] = uint8_t(integer(gen) % 2 != 0);
+      else // i8 (wrapping), or f16 bits
+        p->host[i * size] = uint8_t(integer(gen));
+    }
+    for (pfrt_tensor *t : {&p->cpu, &p->dev}) {
+      t->dtype = dtype;
+      t->rank = int32_t(dims.size());
+      for (size_t i = 0; i < dims.size(); ++i)
+        t->shape[i] = dims[i];
+    }
+    p->cpu.data = p->host.data();
+    void *dev = nullptr;
+    EXPECT_EQ(pfrt_alloc(gGpu, p->bytes, &dev), PFRT_OK) << pfrt_last_error(gGpu);
+    p->dev.data = dev;
+    EXPECT_EQ(pfrt_copy_from_host(gGpu, p->host.data(), &p->dev), PFRT_OK)
+        << pfrt_last_error(gGpu);
+    pairs.push_back(std::move(p));
+    return *pairs.back();
+  }
+
+  /// Sets element i of a pair on both sides.
+  template <class T> void set(Pair &p, int64_t i, T v) {
+    reinterpret_cast<T *>(p.host.data())[i] = v;
+    ASSERT_EQ(pfrt_copy_from_host(gGpu, p.host.data(), &p.dev), PFRT_OK);
+  }
+
+  /// Makes a square f32 pair symmetric (K-FAC inverses are), on both sides.
+  void symmetrize(Pair &p) {
+    const int64_t n = p.cpu.shape[0];
+    auto *v = reinterpret_cast<float *>(p.host.data());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < i; ++j)
+        v[i * n + j] = v[j * n + i];
+    ASSERT_EQ(pfrt_copy_from_host(gGpu, p.host.data(), &p.dev), PFRT_OK);
+  }
+
+  /// Runs f(ctx, onDevice) on both backends; both must succeed.
+  template <class F> void both(F f) {
+    ASSERT_EQ(f(gCpu, false), PFRT_OK) << "cpu: " << pfrt_last_error(gCpu);
+    ASSERT_EQ(f(gGpu, true), PFRT_OK) << "cuda: " << pfrt_last_error(gGpu);
+    ASSERT_EQ(pfrt_synchronize(gGpu), PFRT_OK) << pfrt_last_error(gGpu);
+  }
+
+  /// The device result of p, as doubles, next to the host result.
+  void expectClose(Pair &p, double rtol, double atol, const char *what = "") {
+    std::vector<unsigned char> back(p.host.size());
+    ASSERT_EQ(pfrt_copy_to_host(gGpu, &p.dev, back.data()), PFRT_OK)
+        << pfrt_last_error(gGpu);
+    const int64_t n = p.bytes / pfrt_dtype_size(p.cpu.dtype);
+    int failures = 0;
+    for (int64_t i = 0; i < n && failures < 10; ++i) {
+      const double want = valueAt(p.host, p.cpu.dtype, i);
+      const double got = valueAt(back, p.cpu.dtype, i);
+      if (got == want || (std::isnan(got) && std::isnan(want)))
+        continue;
+      if (!(std::fabs(got - want) <= atol + rtol * std::fabs(want))) {
+        ADD_FAILURE() << what << " element " << i << ": cuda " << got
+                      << ", cpu " << want;
+        ++failures;
+      }
+    }
+  }
+
+  static double valueAt(const std::vector<unsigned char> &b, int32_t dtype,
+                        int64_t i) {
+    switch (dtype) {
+    case PFRT_F32:
+      return reinterpret_cast<const float *>(b.data())[i];
+    case PFRT_F64:
+      return reinterpret_cast<const double *>(b.data())[i];
+    case PFRT_I32:
+      return reinterpret_cast<const int32_t *>(b.data())[i];
+    case PFRT_I64:
+      return double(reinterpret_cast<const int64_t *>(b.data())[i]);
+    default:
+      return b[i * pfrt_dtype_size(dtype)];
+    }
+  }
+
+  std::vector<std::unique_ptr<Pair>> pairs;
+};
+
+/// The descriptor of p for the side being run.
+const pfrt_tensor *on(Pair &p, bool dev) { return dev ? &p.dev : &p.cpu; }
+
+using Binary = pfrt_status (*)(pfrt_context *, const pfrt_tensor *,
+                               const pfrt_tensor *, const pfrt_tensor *);
+using Unary = pfrt_status (*)(pfrt_context *, const pfrt_tensor *,
+                              const pfrt_tensor *);
+
+TEST_F(CudaKernels, BinaryOpsBroadcast) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64})
+    for (Binary op : {pfrt_add, pfrt_sub, pfrt_mul, pfrt_div, pfrt_pow, pfrt_min, pfrt_max}) {
+      Pair &a = make(dtype, {3, 1, 5, 7}, 0.1, 2, 1), &b = make(dtype, {4, 1, 7}, -2, 2, 2);
+      Pair &out = make(dtype, {3, 4, 5, 7});
+      both([&](pfrt_context *c, bool d) { return op(c, on(a, d), on(b, d), on(out, d)); });
+      expectClose(out, dtype == PFRT_F32 ? 1e-6 : 1e-14, 0, "binary");
+    }
+}
+
+TEST_F(CudaKernels, IntegerBinaryCompareWhere) {
+  for (int32_t dtype : {PFRT_I32, PFRT_I64})
+    for (Binary op : {pfrt_add, pfrt_sub, pfrt_mul, pfrt_min, pfrt_max}) {
+      Pair &a = make(dtype, {3, 1, 5}, -1000, 1000, 60), &b = make(dtype, {4, 1}, -9, 9, 61);
+      Pair &out = make(dtype, {3, 4, 5});
+      both([&](pfrt_context *c, bool d) { return op(c, on(a, d), on(b, d), on(out, d)); });
+      expectClose(out, 0, 0, "integer binary");
+    }
+  for (int32_t dtype : {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64})
+    for (int32_t kind = PFRT_COMPARE_EQUAL; kind <= PFRT_COMPARE_LESS_EQUAL; ++kind) {
+      Pair &a = make(dtype, {2, 3, 7}, -3, 3, 62), &b = make(dtype, {3, 1}, -3, 3, 63);
+      Pair &out = make(PFRT_BOOL, {2, 3, 7});
+      both([&](pfrt_context *c, bool d) {
+        return pfrt_compare(c, on(a, d), on(b, d), kind, on(out, d));
+      });
+      expectClose(out, 0, 0, "compare");
+    }
+  for (int32_t dtype : {PFRT_F32, PFRT_I64, PFRT_BOOL}) {
+    Pair &cond = make(PFRT_BOOL, {5, 1}, 0, 1, 64), &x = make(dtype, {5, 9}, -4, 4, 65);
+    Pair &y = make(dtype, {9}, -4, 4, 66), &out = make(dtype, {5, 9});
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_where(c, on(cond, d), on(x, d), on(y, d), on(out, d));
+    });
+    expectClose(out, 0, 0, "where");
+  }
+}
+
+TEST_F(CudaKernels, BoolOpsAndClassification) {
+  for (int32_t kind : {PFRT_LOGICAL_AND, PFRT_LOGICAL_OR, PFRT_LOGICAL_XOR}) {
+    Pair &a = make(PFRT_BOOL, {3, 1, 9}, 0, 1, 74), &b = make(PFRT_BOOL, {5, 1}, 0, 1, 75);
+    Pair &out = make(PFRT_BOOL, {3, 5, 9});
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_logical(c, on(a, d), on(b, d), kind, on(out, d));
+    });
+    expectClose(out, 0, 0, "logical");
+  }
+  Pair &x = make(PFRT_BOOL, {77}, 0, 1, 76), &nx = make(PFRT_BOOL, {77});
+  both([&](pfrt_context *c, bool d) { return pfrt_not(c, on(x, d), on(nx, d)); });
+  expectClose(nx, 0, 0, "not");
+  Pair &f = make(PFRT_F64, {6}, -1, 1, 77);
+  set<double>(f, 0, INFINITY);
+  set<double>(f, 2, -INFINITY);
+  set<double>(f, 4, NAN);
+  Pair &isNan = make(PFRT_BOOL, {6}), &isInf = make(PFRT_BOOL, {6});
+  both([&](pfrt_context *c, bool d) { return pfrt_is_nan(c, on(f, d), on(isNan, d)); });
+  both([&](pfrt_context *c, bool d) { return pfrt_is_inf(c, on(f, d), 1, 0, on(isInf, d)); });
+  expectClose(isNan, 0, 0, "is_nan");
+  expectClose(isInf, 0, 0, "is_inf");
+}
+
+TEST_F(CudaKernels, ReduceToShape) {
+  Pair &grad = make(PFRT_F32, {4, 3, 5, 7}, -1, 1, 78);
+  for (const Dims &dims : {Dims{5, 1}, Dims{3, 1, 7}, Dims{1}, Dims{4, 3, 5, 7}}) {
+    Pair &out = make(PFRT_F32, dims, -1, 1, 79);
+    both([&](pfrt_context *c, bool d) { return pfrt_reduce_to_shape(c, on(grad, d), 1, on(out, d)); });
+    expectClose(out, 1e-5, 1e-6, "reduce_to_shape");
+  }
+}
+
+TEST_F(CudaKernels, CastBetweenDtypes) {
+  const int32_t dtypes[] = {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL};
+  for (int32_t from : dtypes)
+    for (int32_t to : dtypes) {
+      Pair &x = make(from, {3, 37}, -300, 300, 67), &out = make(to, {3, 37});
+      both([&](pfrt_context *c, bool d) { return pfrt_cast(c, on(x, d), on(out, d)); });
+      expectClose(out, 0, 0, "cast");
+    }
+}
+
+TEST_F(CudaKernels, BinaryLargeAndInPlace) {
+  Pair &a = make(PFRT_F32, {1000003}, -1, 1, 3), &b = make(PFRT_F32, {1000003}, -1, 1, 4);
+  both([&](pfrt_context *c, bool d) { return pfrt_mul(c, on(a, d), on(b, d), on(a, d)); });
+  expectClose(a, 0, 0, "in-place mul");
+}
+
+TEST_F(CudaKernels, UnaryOpsAndGelu) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64}) {
+    const double rtol = dtype == PFRT_F32 ? 4e-6 : 1e-13, atol = dtype == PFRT_F32 ? 1e-6 : 1e-15;
+    for (Unary op : {pfrt_erf, pfrt_tanh, pfrt_exp, pfrt_neg, pfrt_abs, pfrt_sign,
+                     pfrt_reciprocal}) {
+      Pair &x = make(dtype, {17, 33}, -4, 4, 5), &out = make(dtype, {17, 33});
+      both([&](pfrt_context *c, bool d) { return op(c, on(x, d), on(out, d)); });
+      expectClose(out, rtol, atol, "unary");
+    }
+    Pair &x = make(dtype, {17, 33}, 0, 4, 6), &out = make(dtype, {17, 33});
+    both([&](pfrt_context *c, bool d) { return pfrt_sqrt(c, on(x, d), on(out, d)); });
+    expectClose(out, rtol, atol, "sqrt");
+    for (int32_t approx : {PFRT_GELU_EXACT, PFRT_GELU_TANH}) {
+      Pair &y = make(dtype, {5, 1001}, -5, 5, 7), &g = make(dtype, {5, 1001});
+      Pair &dy = make(dtype, {5, 1001}, -1, 1, 8), &dx = make(dtype, {5, 1001}, -1, 1, 9);
+      both([&](pfrt_context *c, bool d) { return pfrt_gelu(c, on(y, d), approx, on(g, d)); });
+      both([&](pfrt_context *c, bool d) {
+        return pfrt_gelu_backward(c, on(y, d), on(dy, d), approx, 1, on(dx, d));
+      });
+      expectClose(g, rtol, atol, "gelu");
+      expectClose(dx, rtol, atol, "gelu_backward");
+    }
+  }
+}
+
+TEST_F(CudaKernels, Fill) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64, PFRT_BOOL}) {
+    Pair &out = make(dtype, {3, 77});
+    both([&](pfrt_context *c, bool d) { return pfrt_fill(c, on(out, d), -3.0); });
+    expectClose(out, 0, 0, "fill");
+  }
+}
+
+TEST_F(CudaKernels, SoftmaxForwardBackward) {
+  for (int64_t axis : {-1, 1}) {
+    Pair &x = make(PFRT_F32, {3, 37, 1001}, -8, 8, 10), &y = make(PFRT_F32, {3, 37, 1001});
+    Pair &dy = make(PFRT_F32, {3, 37, 1001}, -1, 1, 11), &dx = make(PFRT_F32, {3, 37, 1001});
+    both([&](pfrt_context *c, bool d) { return pfrt_softmax(c, on(x, d), axis, on(y, d)); });
+    expectClose(y, 1e-5, 1e-9, "softmax");
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_softmax_backward(c, on(y, d), on(dy, d), axis, 0, on(dx, d));
+    });
+    expectClose(dx, 1e-4, 1e-8, "softmax_backward");
+  }
+}
+
+TEST_F(CudaKernels, LayerNormForwardBackward) {
+  const Dims dims = {4, 33, 769}, param = {769}, stats = {4, 33, 1};
+  Pair &x = make(PFRT_F32, dims, -3, 3, 12), &scale = make(PFRT_F32, param, 0.5, 1.5, 13);
+  Pair &bias = make(PFRT_F32, param, -1, 1, 14), &y = make(PFRT_F32, dims);
+  Pair &mean = make(PFRT_F32, stats), &inv = make(PFRT_F32, stats);
+  both([&](pfrt_context *c, bool d) {
+    return pfrt_layer_norm(c, on(x, d), on(scale, d), on(bias, d), -1, 1e-12, on(y, d),
+                           on(mean, d), on(inv, d));
+  });
+  expectClose(y, 1e-5, 1e-5, "layer_norm");
+  expectClose(mean, 1e-5, 1e-6, "mean");
+  expectClose(inv, 1e-5, 1e-6, "inv_std_dev");
+  Pair &dy = make(PFRT_F32, dims, -1, 1, 15), &dx = make(PFRT_F32, dims, -1, 1, 16);
+  Pair &ds = make(PFRT_F32, param, -1, 1, 17), &db = make(PFRT_F32, param, -1, 1, 18);
+  for (bool given : {true, false}) {
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_layer_norm_backward(c, on(x, d), on(scale, d),
+                                      given ? on(mean, d) : nullptr,
+                                      given ? on(inv, d) : nullptr, on(dy, d), -1,
+                                      1e-12, 1, 1, on(dx, d), on(ds, d), on(db, d));
+    });
+    expectClose(dx, 1e-4, 1e-5, "grad_x");
+    expectClose(ds, 1e-4, 1e-4, "grad_scale");
+    expectClose(db, 1e-4, 1e-4, "grad_bias");
+  }
+}
+
+TEST_F(CudaKernels, MaskedCrossEntropy) {
+  const int64_t rows = 67, v = 30522;
+  Pair &logits = make(PFRT_F32, {rows, v}, -6, 6, 19);
+  Pair &labels = make(PFRT_I64, {rows}, 0, v - 1, 20);
+  for (int64_t r = 0; r < rows; r += 3)
+    set<int64_t>(labels, r, -100);
+  Pair &loss = make(PFRT_F32, {}), &grad = make(PFRT_F32, {rows, v});
+  Pair &count = make(PFRT_I64, {});
+  both([&](pfrt_context *c, bool d) {
+    return pfrt_softmax_cross_entropy(c, on(logits, d), on(labels, d), -100, 0.5,
+                                      on(loss, d), on(grad, d), on(count, d));
+  });
+  expectClose(loss, 1e-5, 0, "loss");
+  expectClose(grad, 1e-4, 1e-9, "grad_logits");
+  expectClose(count, 0, 0, "count");
+  // A label out of range is an error before anything is written.
+  set<int64_t>(labels, 1, v);
+  EXPECT_EQ(pfrt_softmax_cross_entropy(gGpu, &logits.dev, &labels.dev, -100, 1.0,
+                                       &loss.dev, &grad.dev, nullptr),
+            PFRT_INVALID_ARGUMENT);
+  expectClose(grad, 1e-4, 1e-9, "grad_logits unchanged");
+}
+
+TEST_F(CudaKernels, ReduceSumMean) {
+  Pair &x = make(PFRT_F32, {5, 7, 9, 3}, -1, 1, 21);
+  const int64_t axes[] = {0, 2};
+  Pair &s = make(PFRT_F32, {1, 7, 1, 3}), &m = make(PFRT_F32, {7, 3}), &all = make(PFRT_F32, {});
+  both([&](pfrt_context *c, bool d) { return pfrt_reduce_sum(c, on(x, d), axes, 2, 1, on(s, d)); });
+  both([&](pfrt_context *c, bool d) { return pfrt_reduce_mean(c, on(x, d), axes, 2, 0, on(m, d)); });
+  both([&](pfrt_context *c, bool d) { return pfrt_reduce_sum(c, on(x, d), nullptr, 0, 0, on(all, d)); });
+  expectClose(s, 1e-5, 1e-6, "reduce_sum");
+  expectClose(m, 1e-5, 1e-6, "reduce_mean");
+  expectClose(all, 1e-5, 1e-5, "reduce_sum all");
+}
+
+TEST_F(CudaKernels, ReduceMaxMin) {
+  const int64_t axes[] = {1, 3};
+  for (int32_t dtype : {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL})
+    for (auto fn : {pfrt_reduce_max, pfrt_reduce_min}) {
+      Pair &x = make(dtype, {5, 7, 3, 9}, -100, 100, 80);
+      Pair &out = make(dtype, {5, 1, 3, 1}), &all = make(dtype, {});
+      both([&](pfrt_context *c, bool d) { return fn(c, on(x, d), axes, 2, 1, on(out, d)); });
+      both([&](pfrt_context *c, bool d) { return fn(c, on(x, d), nullptr, 0, 0, on(all, d)); });
+      expectClose(out, 0, 0, "reduce max/min");
+      expectClose(all, 0, 0, "reduce max/min over all");
+    }
+  Pair &f = make(PFRT_F32, {4, 6}, -1, 1, 81), &m = make(PFRT_F32, {4});
+  set<float>(f, 7, NAN);
+  const int64_t last = -1;
+  both([&](pfrt_context *c, bool d) { return pfrt_reduce_max(c, on(f, d), &last, 1, 0, on(m, d)); });
+  expectClose(m, 0, 0, "reduce_max with NaN");
+}
+
+TEST_F(CudaKernels, MatmulShapes) {
+  struct Case {
+    Dims a, b, out;
+  } cases[] = {{{2, 3, 37, 19}, {19, 23}, {2, 3, 37, 23}},
+               {{6, 37, 19}, {6, 19, 23}, {6, 37, 23}},
+               {{5, 7}, {7}, {5}},
+               {{7}, {7, 4}, {4}},
+               {{1, 64}, {8, 64, 65}, {8, 1, 65}}};
+  for (const Case &k : cases)
+    for (int32_t dtype : {PFRT_F32, PFRT_F64}) {
+      Pair &a = make(dtype, k.a, -1, 1, 22), &b = make(dtype, k.b, -1, 1, 23);
+      Pair &out = make(dtype, k.out);
+      both([&](pfrt_context *c, bool d) { return pfrt_matmul(c, on(a, d), on(b, d), on(out, d)); });
+      expectClose(out, dtype == PFRT_F32 ? 1e-4 : 1e-12, 1e-5, "matmul");
+    }
+}
+
+TEST_F(CudaKernels, GemmTransposesAndBias) {
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const int64_t m = 33, n = 17, k = 29;
+      Pair &a = make(PFRT_F32, ta ? Dims{k, m} : Dims{m, k}, -1, 1, 24);
+      Pair &b = make(PFRT_F32, tb ? Dims{n, k} : Dims{k, n}, -1, 1, 25);
+      Pair &c = make(PFRT_F32, {n}, -1, 1, 26), &out = make(PFRT_F32, {m, n});
+      both([&](pfrt_context *x, bool d) {
+        return pfrt_gemm(x, on(a, d), on(b, d), on(c, d), 0.5, 2.0, ta, tb, on(out, d));
+      });
+      expectClose(out, 1e-4, 1e-5, "gemm");
+    }
+}
+
+TEST_F(CudaKernels, LinearForwardBackward) {
+  for (int wt = 0; wt < 2; ++wt) {
+    const int64_t in = 67, outF = 45;
+    Pair &x = make(PFRT_F32, {3, 11, in}, -1, 1, 27);
+    Pair &w = make(PFRT_F32, wt ? Dims{outF, in} : Dims{in, outF}, -1, 1, 28);
+    Pair &bias = make(PFRT_F32, {outF}, -1, 1, 29), &y = make(PFRT_F32, {3, 11, outF});
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_linear(c, on(x, d), on(w, d), on(bias, d), wt, on(y, d));
+    });
+    expectClose(y, 1e-4, 1e-5, "linear");
+    Pair &dy = make(PFRT_F32, {3, 11, outF}, -1, 1, 30), &dx = make(PFRT_F32, {3, 11, in}, -1, 1, 31);
+    Pair &dw = make(PFRT_F32, wt ? Dims{outF, in} : Dims{in, outF}, -1, 1, 32);
+    Pair &db = make(PFRT_F32, {outF}, -1, 1, 33);
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_linear_backward(c, on(x, d), on(w, d), on(dy, d), wt, 1, 1, on(dx, d),
+                                  on(dw, d), on(db, d));
+    });
+    expectClose(dx, 1e-4, 1e-5, "grad_x");
+    expectClose(dw, 1e-4, 1e-5, "grad_w");
+    expectClose(db, 1e-4, 1e-5, "grad_bias");
+  }
+}
+
+TEST_F(CudaKernels, DataMovement) {
+  Pair &x = make(PFRT_F32, {3, 5, 7}, -1, 1, 34);
+  const int64_t perm[] = {2, 0, 1};
+  Pair &t = make(PFRT_F32, {7, 3, 5});
+  both([&](pfrt_context *c, bool d) { return pfrt_transpose(c, on(x, d), perm, 3, on(t, d)); });
+  expectClose(t, 0, 0, "transpose");
+  const int64_t starts[] = {-1, 1}, ends[] = {INT64_MIN, 6}, axes[] = {2, 1}, steps[] = {-2, 2};
+  // axis 2: 6, 4, 2, 0; axis 1: 1, 3.
+  Pair &s = make(PFRT_F32, {3, 2, 4});
+  both([&](pfrt_context *c, bool d) {
+    return pfrt_slice(c, on(x, d), starts, ends, axes, steps, 2, on(s, d));
+  });
+  expectClose(s, 0, 0, "slice");
+  Pair &small = make(PFRT_I64, {5, 1}, -9, 9, 35), &e = make(PFRT_I64, {2, 5, 4});
+  both([&](pfrt_context *c, bool d) { return pfrt_expand(c, on(small, d), on(e, d)); });
+  expectClose(e, 0, 0, "expand");
+  Pair &p0 = make(PFRT_F64, {2, 1, 3}, -1, 1, 36), &p1 = make(PFRT_F64, {2, 4, 3}, -1, 1, 37);
+  Pair &p2 = make(PFRT_F64, {2, 2, 3}, -1, 1, 38), &cat = make(PFRT_F64, {2, 7, 3});
+  both([&](pfrt_context *c, bool d) {
+    const pfrt_tensor list[3] = {*on(p0, d), *on(p1, d), *on(p2, d)};
+    return pfrt_concat(c, list, 3, 1, on(cat, d));
+  });
+  expectClose(cat, 0, 0, "concat");
+  Pair &cp = make(PFRT_F32, {15, 7});
+  both([&](pfrt_context *c, bool d) { return pfrt_reshape(c, on(x, d), on(cp, d)); });
+  expectClose(cp, 0, 0, "reshape");
+}
+
+TEST_F(CudaKernels, GatherAndScatterAdd) {
+  Pair &table = make(PFRT_F32, {101, 33}, -1, 1, 39);
+  Pair &idx = make(PFRT_I32, {4, 9}, -101, 100, 40), &out = make(PFRT_F32, {4, 9, 33});
+  both([&](pfrt_context *c, bool d) { return pfrt_gather(c, on(table, d), on(idx, d), 0, on(out, d)); });
+  expectClose(out, 0, 0, "gather");
+  Pair &dy = make(PFRT_F32, {4, 9, 33}, -1, 1, 41), &grad = make(PFRT_F32, {101, 33}, -1, 1, 42);
+  both([&](pfrt_context *c, bool d) {
+    return pfrt_gather_backward(c, on(idx, d), on(dy, d), 0, 1, on(grad, d));
+  });
+  expectClose(grad, 1e-5, 1e-6, "gather_backward (atomic order)");
+  set<int32_t>(idx, 0, 101);
+  EXPECT_EQ(pfrt_gather(gGpu, &table.dev, &idx.dev, 0, &out.dev), PFRT_INVALID_ARGUMENT);
+}
+
+TEST_F(CudaKernels, Optimizers) {
+  const Dims dims = {100003};
+  for (int nesterov = 0; nesterov < 2; ++nesterov) {
+    Pair &p = make(PFRT_F32, dims, -1, 1, 43), &g = make(PFRT_F32, dims, -1, 1, 44);
+    Pair &buf = make(PFRT_F32, dims, -0.1, 0.1, 45);
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_sgd_step(c, on(p, d), on(g, d), on(buf, d), 0.1, 0.9, 0.01, nesterov);
+    });
+    expectClose(p, 1e-6, 1e-7, "sgd");
+    expectClose(buf, 1e-6, 1e-7, "sgd momentum");
+  }
+  Pair &p = make(PFRT_F32, dims, -1, 1, 46), &g = make(PFRT_F32, dims, -1, 1, 47);
+  Pair &m = make(PFRT_F32, dims, -0.1, 0.1, 48), &v = make(PFRT_F32, dims, 0, 0.1, 49);
+  both([&](pfrt_context *c, bool d) {
+    return pfrt_adamw_step(c, on(p, d), on(g, d), on(m, d), on(v, d), 1e-3, 0.9, 0.999,
+                           1e-8, 0.01, 7, 1);
+  });
+  expectClose(p, 1e-6, 1e-7, "adamw");
+  expectClose(m, 1e-6, 1e-9, "adamw m");
+  expectClose(v, 1e-6, 1e-9, "adamw v");
+  for (int nvlamb = 0; nvlamb < 2; ++nvlamb) {
+    Pair &lp = make(PFRT_F32, dims, -1, 1, 70), &lg = make(PFRT_F32, dims, -1, 1, 71);
+    Pair &lm = make(PFRT_F32, dims, -0.1, 0.1, 72), &lv = make(PFRT_F32, dims, 0, 0.1, 73);
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_lamb_step(c, on(lp, d), on(lg, d), on(lm, d), on(lv, d), 1e-2, 0.9,
+                            0.999, 1e-6, nvlamb ? 0.0 : 0.01, 5, 1, nvlamb, 10.0);
+    });
+    expectClose(lp, 1e-5, 1e-7, "lamb");
+    expectClose(lm, 1e-6, 1e-9, "lamb m");
+    expectClose(lv, 1e-6, 1e-9, "lamb v");
+  }
+  double dc = 0, dg = 0, nc = 0, ng = 0;
+  ASSERT_EQ(pfrt_dot(gCpu, &p.cpu, &g.cpu, &dc), PFRT_OK);
+  ASSERT_EQ(pfrt_dot(gGpu, &p.dev, &g.dev, &dg), PFRT_OK) << pfrt_last_error(gGpu);
+  EXPECT_NEAR(dg, dc, 1e-9 * std::fabs(dc) + 1e-9);
+  const pfrt_tensor listC[2] = {p.cpu, g.cpu}, listG[2] = {p.dev, g.dev};
+  ASSERT_EQ(pfrt_global_norm(gCpu, listC, 2, &nc), PFRT_OK);
+  ASSERT_EQ(pfrt_global_norm(gGpu, listG, 2, &ng), PFRT_OK) << pfrt_last_error(gGpu);
+  EXPECT_NEAR(ng, nc, 1e-9 * nc);
+  both([&](pfrt_context *c, bool d) {
+    double norm;
+    return pfrt_clip_by_global_norm(c, d ? listG : listC, 2, 1.0, &norm);
+  });
+  expectClose(g, 1e-6, 1e-9, "clipped");
+}
+
+TEST_F(CudaKernels, KfacFactorPiInverse) {
+  for (int32_t mode : {PFRT_KFAC_OVERWRITE, PFRT_KFAC_ACCUMULATE, PFRT_KFAC_RUNNING_AVERAGE})
+    for (int bias = 0; bias < 2; ++bias) {
+      Pair &x = make(PFRT_F64, {3, 41, 37}, -1, 1, 50);
+      Pair &f = make(PFRT_F64, {37 + bias, 37 + bias}, 0, 0, 51);
+      both([&](pfrt_context *c, bool d) {
+        return pfrt_kfac_factor(c, on(x, d), bias, 2.0, mode, 0.9, on(f, d));
+      });
+      expectClose(f, 1e-12, 1e-12, "kfac_factor");
+    }
+  Pair &xa = make(PFRT_F64, {257, 65}, -1, 1, 52), &a = make(PFRT_F64, {65, 65});
+  Pair &xb = make(PFRT_F64, {257, 31}, -1, 1, 53), &b = make(PFRT_F64, {31, 31});
+  both([&](pfrt_context *c, bool d) { return pfrt_kfac_factor(c, on(xa, d), 0, 1.0, 0, 0, on(a, d)); });
+  both([&](pfrt_context *c, bool d) { return pfrt_kfac_factor(c, on(xb, d), 0, 1.0, 0, 0, on(b, d)); });
+  double pc = 0, pg = 0;
+  ASSERT_EQ(pfrt_kfac_pi(gCpu, &a.cpu, &b.cpu, &pc), PFRT_OK);
+  ASSERT_EQ(pfrt_kfac_pi(gGpu, &a.dev, &b.dev, &pg), PFRT_OK) << pfrt_last_error(gGpu);
+  EXPECT_NEAR(pg, pc, 1e-12 * pc);
+  Pair &ai = make(PFRT_F64, {65, 65}), &bi = make(PFRT_F64, {31, 31});
+  both([&](pfrt_context *c, bool d) { return pfrt_kfac_inverse(c, on(a, d), 0.01, on(ai, d)); });
+  expectClose(ai, 1e-9, 1e-9, "kfac_inverse");
+  int32_t oc = -1, og = -1;
+  ASSERT_EQ(pfrt_kfac_damped_inverses(gCpu, &a.cpu, &b.cpu, 1e-3, 2, &ai.cpu, &bi.cpu, &oc), PFRT_OK);
+  ASSERT_EQ(pfrt_kfac_damped_inverses(gGpu, &a.dev, &b.dev, 1e-3, 2, &ai.dev, &bi.dev, &og), PFRT_OK);
+  EXPECT_EQ(og, oc);
+  expectClose(ai, 1e-9, 1e-9, "damped a_inv");
+  expectClose(bi, 1e-9, 1e-9, "damped b_inv");
+  // Not positive definite: NUMERIC, the inverse left as it was.
+  Pair &neg = make(PFRT_F64, {4, 4}, 0, 0, 54), &keep = make(PFRT_F64, {4, 4}, -1, 1, 55);
+  for (int64_t i = 0; i < 4; ++i)
+    set<double>(neg, i * 5, -1.0);
+  EXPECT_EQ(pfrt_kfac_inverse(gGpu, &neg.dev, 0.0, &keep.dev), PFRT_NUMERIC);
+  expectClose(keep, 0, 0, "inverse unchanged");
+  int32_t finite = -1;
+  set<double>(keep, 3, NAN);
+  ASSERT_EQ(pfrt_all_finite(gGpu, &keep.dev, &finite), PFRT_OK);
+  EXPECT_EQ(finite, 0);
+}
+
+TEST_F(CudaKernels, KfacPrecondition) {
+  for (int wt = 0; wt < 2; ++wt)
+    for (int joint = 0; joint < 2; ++joint) {
+      const int64_t in = 23, out = 11, ia = in + joint;
+      Pair &ai = make(PFRT_F32, {ia, ia}, -1, 1, 56), &bi = make(PFRT_F32, {out, out}, -1, 1, 57);
+      symmetrize(ai);
+      symmetrize(bi);
+      Pair &gw = make(PFRT_F32, wt ? Dims{out, in} : Dims{in, out}, -1, 1, 58);
+      Pair &gb = make(PFRT_F32, {out}, -1, 1, 59);
+      Pair &ow = make(PFRT_F32, wt ? Dims{out, in} : Dims{in, out});
+      Pair &ob = make(PFRT_F32, {out});
+      both([&](pfrt_context *c, bool d) {
+        return pfrt_kfac_precondition(c, on(ai, d), on(bi, d), on(gw, d), on(gb, d), wt,
+                                      on(ow, d), on(ob, d));
+      });
+      expectClose(ow, 1e-4, 1e-4, "out_w");
+      expectClose(ob, 1e-4, 1e-4, "out_b");
+    }
+}
+
+//===----------------------------- Benchmarks ----------------------------===//
+
+/// Median milliseconds of `run` on the GPU over `reps` runs after warm-up.
+/// A failing kernel is a test failure and NaN ms.
+template <class F> double medianMs(F run, int reps = 20) {
+  for (int i = 0; i < 3; ++i)
+    if (run() != PFRT_OK) {
+      ADD_FAILURE() << pfrt_last_error(gGpu);
+      return NAN;
+    }
+  pfrt_synchronize(gGpu);
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    pfrt_synchronize(gGpu);
+    ms.push_back(std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+class CudaBench : public CudaKernels {
+protected:
+  void SetUp() override {
+    CudaKernels::SetUp();
+    if (IsSkipped())
+      return;
+    const char *path = std::getenv("PF_CUDA_BENCH_JSON");
+    if (!path)
+      GTEST_SKIP() << "set PF_CUDA_BENCH_JSON=FILE to run the benchmarks";
+    file = std::fopen(path, "a");
+    ASSERT_NE(file, nullptr) << path;
+  }
+  void TearDown() override {
+    if (file)
+      std::fclose(file);
+    CudaKernels::TearDown();
+  }
+  void report(const char *op, const std::string &shape, double ms) {
+    std::fprintf(file, "{\"op\": \"%s\", \"shape\": \"%s\", \"pf_ms\": %.5f}\n", op,
+                 shape.c_str(), ms);
+    std::printf("%-24s %-28s %9.4f ms\n", op, shape.c_str(), ms);
+  }
+  FILE *file = nullptr;
+};
+
+/// BERT-base-sized kernels at batch 8 x 128 tokens (scripts/gpu-check.sh
+/// times the same ops with PyTorch; keep the shapes in step with it).
+TEST_F(CudaBench, BertBaseKernels) {
+  const int64_t rows = 1024, h = 768, ff = 3072, heads = 12, seq = 128, vocab = 30522;
+  Pair &x = make(PFRT_F32, {rows, h}), &w = make(PFRT_F32, {ff, h}), &b = make(PFRT_F32, {ff});
+  Pair &y = make(PFRT_F32, {rows, ff});
+  report("linear", "1024x768 -> 3072", medianMs([&] {
+           return pfrt_linear(gGpu, &x.dev, &w.dev, &b.dev, 1, &y.dev);
+         }));
+  Pair &q = make(PFRT_F32, {8, heads, seq, 64}), &k = make(PFRT_F32, {8, heads, 64, seq});
+  Pair &s = make(PFRT_F32, {8, heads, seq, seq});
+  report("matmul", "8x12x128x64 @ 8x12x64x128", medianMs([&] {
+           return pfrt_matmul(gGpu, &q.dev, &k.dev, &s.dev);
+         }));
+  Pair &p = make(PFRT_F32, {8, heads, seq, seq});
+  report("softmax", "8x12x128x128", medianMs([&] { return pfrt_softmax(gGpu, &s.dev, -1, &p.dev); }));
+  Pair &g = make(PFRT_F32, {h}), &bb = make(PFRT_F32, {h}), &ln = make(PFRT_F32, {rows, h});
+  report("layer_norm", "1024x768", medianMs([&] {
+           return pfrt_layer_norm(gGpu, &x.dev, &g.dev, &bb.dev, -1, 1e-12, &ln.dev, nullptr, nullptr);
+         }));
+  Pair &act = make(PFRT_F32, {rows, ff});
+  report("gelu", "1024x3072", medianMs([&] { return pfrt_gelu(gGpu, &y.dev, PFRT_GELU_EXACT, &act.dev); }));
+  Pair &logits = make(PFRT_F32, {rows, vocab}), &labels = make(PFRT_I64, {rows}, 0, vocab - 1);
+  Pair &loss = make(PFRT_F32, {}), &dl = make(PFRT_F32, {rows, vocab});
+  report("cross_entropy", "1024x30522 (+grad)", medianMs([&] {
+           return pfrt_softmax_cross_entropy(gGpu, &logits.dev, &labels.dev, -100, 1.0, &loss.dev,
+                                      &dl.dev, nullptr);
+         }));
+  Pair &pw = make(PFRT_F32, {ff, h}), &gw = make(PFRT_F32, {ff, h});
+  Pair &m = make(PFRT_F32, {ff, h}, 0, 0), &v = make(PFRT_F32, {ff, h}, 0, 0);
+  report("adamw", "3072x768", medianMs([&] {
+           return pfrt_adamw_step(gGpu, &pw.dev, &gw.dev, &m.dev, &v.dev, 1e-4, 0.9, 0.999, 1e-8,
+                           0.01, 1, 1);
+         }));
+  Pair &fa = make(PFRT_F32, {h + 1, h + 1});
+  report("kfac_factor", "1024x768 (+bias) -> 769^2", medianMs([&] {
+           return pfrt_kfac_factor(gGpu, &x.dev, 1, 1.0, PFRT_KFAC_OVERWRITE, 0, &fa.dev);
+         }));
+  Pair &fi = make(PFRT_F32, {h + 1, h + 1});
+  pfrt_kfac_factor(gGpu, &x.dev, 1, 1.0, PFRT_KFAC_OVERWRITE, 0, &fa.dev);
+  report("kfac_inverse", "769x769", medianMs([&] {
+           return pfrt_kfac_inverse(gGpu, &fa.dev, 0.03, &fi.dev);
+         }, 10));
+  Pair &fb = make(PFRT_F32, {ff, ff}), &fbi = make(PFRT_F32, {ff, ff});
+  pfrt_kfac_factor(gGpu, &y.dev, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &fb.dev);
+  report("kfac_inverse", "3072x3072", medianMs([&] {
+           return pfrt_kfac_inverse(gGpu, &fb.dev, 0.03, &fbi.dev);
+         }, 5));
+}
+
+} // namespace

@@ -1,0 +1,454 @@
+//===- CudaMathTest.cpp - The CUDA kernels' arithmetic, run on the CPU -----===//
+//
+// lib/Runtime/cuda/*Math.h hold the per-element and per-row formulas the
+// CUDA kernels apply. These tests compile the same headers with GCC, drive
+// them serially the way a kernel composes them (statistics in double, then
+// the element formula) and compare with the CPU backend on random inputs,
+// odd sizes and broadcasting: the GPU's arithmetic is checked on every CI
+// run, with or without a GPU. (What they cannot check: the parallel
+// reduction order and launch logic; CudaKernelTest does that on a GPU.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeTestUtil.h"
+
+#include "../../lib/Runtime/common/Shape.h"
+#include "../../lib/Runtime/cuda/ElementwiseMath.h"
+#include "../../lib/Runtime/cuda/KfacMath.h"
+#include "../../lib/Runtime/cuda/OptimizerMath.h"
+#include "../../lib/Runtime/cuda/RowMath.h"
+
+#include <cmath>
+
+using namespace pfrt_test;
+namespace cu = pfrt::cuda;
+
+namespace {
+
+class CudaMath : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ctx = pfrt_context_create(nullptr);
+    ASSERT_NE(ctx, nullptr);
+  }
+  void TearDown() override { pfrt_context_destroy(ctx); }
+  pfrt_context *ctx = nullptr;
+};
+
+pfrt::Shape shapeOf(const Dims &d) {
+  pfrt::Shape s;
+  for (int64_t v : d)
+    s.push(v);
+  return s;
+}
+
+/// |a - b| <= atol + rtol |b| elementwise, with NaN matching NaN.
+template <class T>
+void expectClose(const std::vector<T> &got, const std::vector<T> &want,
+                 double rtol, double atol, const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) // also +-inf
+      continue;
+    if (std::isnan(double(want[i]))) {
+      EXPECT_TRUE(std::isnan(double(got[i]))) << what << " at " << i;
+      continue;
+    }
+    EXPECT_NEAR(double(got[i]), double(want[i]),
+                atol + rtol * std::fabs(double(want[i])))
+        << what << " at " << i;
+  }
+}
+
+using BinaryFn = pfrt_status (*)(pfrt_context *, const pfrt_tensor *,
+                                 const pfrt_tensor *, const pfrt_tensor *);
+
+template <class T> void checkBinary(pfrt_context *ctx, double rtol) {
+  const struct {
+    cu::Binary kind;
+    BinaryFn fn;
+    const char *name;
+  } ops[] = {{cu::Binary::Add, pfrt_add, "add"}, {cu::Binary::Sub, pfrt_sub, "sub"},
+             {cu::Binary::Mul, pfrt_mul, "mul"}, {cu::Binary::Div, pfrt_div, "div"},
+             {cu::Binary::Pow, pfrt_pow, "pow"}, {cu::Binary::Min, pfrt_min, "min"},
+             {cu::Binary::Max, pfrt_max, "max"}};
+  // Odd sizes, broadcasting on both sides, positive bases for pow.
+  const Dims da = {3, 1, 5}, db = {4, 1}, dout = {3, 4, 5};
+  auto a = random<T>(da, 0.1, 2.0, 11), b = random<T>(db, -1.5, 1.5, 12);
+  a[2] = T(NAN); // NaN propagation of min/max
+  const pfrt::Shape in[2] = {shapeOf(da), shapeOf(db)};
+  const pfrt::BroadcastPlan plan = pfrt::planBroadcast(shapeOf(dout), in, 2);
+  for (const auto &op : ops) {
+    Tensor<T> want(dout);
+    auto ta = a.desc(), tb = b.desc(), tw = want.desc();
+    ASSERT_EQ(op.fn(ctx, &ta, &tb, &tw), PFRT_OK) << op.name;
+    std::vector<T> got(want.size());
+    for (int64_t i = 0; i < plan.numel; ++i)
+      got[i] = cu::binaryOp(op.kind, a[cu::broadcastOffset(plan, 0, i)],
+                            b[cu::broadcastOffset(plan, 1, i)]);
+    expectClose(got, want.data, rtol, 0, op.name);
+  }
+}
+
+TEST_F(CudaMath, BinaryOpsWithBroadcastingMatchCpu) {
+  checkBinary<float>(ctx, 1e-6);
+  checkBinary<double>(ctx, 1e-14);
+}
+
+using UnaryFn = pfrt_status (*)(pfrt_context *, const pfrt_tensor *,
+                                const pfrt_tensor *);
+
+template <class T> void checkUnary(pfrt_context *ctx, double rtol, double atol) {
+  const struct {
+    cu::Unary kind;
+    UnaryFn fn;
+    const char *name;
+  } ops[] = {{cu::Unary::Sqrt, pfrt_sqrt, "sqrt"}, {cu::Unary::Erf, pfrt_erf, "erf"},
+             {cu::Unary::Tanh, pfrt_tanh, "tanh"}, {cu::Unary::Exp, pfrt_exp, "exp"},
+             {cu::Unary::Neg, pfrt_neg, "neg"}, {cu::Unary::Abs, pfrt_abs, "abs"},
+             {cu::Unary::Sign, pfrt_sign, "sign"},
+             {cu::Unary::Reciprocal, pfrt_reciprocal, "reciprocal"}};
+  auto x = random<T>({7, 13}, -4, 4, 21);
+  x[0] = T(0);
+  for (const auto &op : ops) {
+    Tensor<T> in = x;
+    if (op.kind == cu::Unary::Sqrt)
+      for (auto &v : in.data)
+        v = std::fabs(v);
+    Tensor<T> want(in.dims);
+    auto tx = in.desc(), tw = want.desc();
+    ASSERT_EQ(op.fn(ctx, &tx, &tw), PFRT_OK) << op.name;
+    std::vector<T> got(in.size());
+    for (int64_t i = 0; i < in.size(); ++i)
+      got[i] = cu::unaryOp(op.kind, in[i]);
+    expectClose(got, want.data, rtol, atol, op.name);
+  }
+  for (int32_t approx : {PFRT_GELU_EXACT, PFRT_GELU_TANH}) {
+    Tensor<T> want(x.dims), wantGrad(x.dims);
+    auto dy = random<T>(x.dims, -1, 1, 22);
+    auto tx = x.desc(), tw = want.desc(), tdy = dy.desc(), tg = wantGrad.desc();
+    ASSERT_EQ(pfrt_gelu(ctx, &tx, approx, &tw), PFRT_OK);
+    ASSERT_EQ(pfrt_gelu_backward(ctx, &tx, &tdy, approx, 0, &tg), PFRT_OK);
+    std::vector<T> got(x.size()), grad(x.size());
+    const bool exact = approx == PFRT_GELU_EXACT;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      got[i] = cu::unaryOp(exact ? cu::Unary::GeluExact : cu::Unary::GeluTanh, x[i]);
+      grad[i] = cu::geluGrad(exact, x[i], dy[i]);
+    }
+    expectClose(got, want.data, rtol, atol, "gelu");
+    expectClose(grad, wantGrad.data, rtol, atol, "gelu_backward");
+  }
+}
+
+TEST_F(CudaMath, UnaryOpsAndGeluMatchCpu) {
+  // The CPU's f32 exp/erf/tanh are vectorized approximations (relative
+  // error < 1e-6); libm's (and CUDA's) differ from them by that much, and
+  // GELU's 1 + erf(x) for negative x turns it into an absolute error.
+  checkUnary<float>(ctx, 4e-6, 1e-6);
+  checkUnary<double>(ctx, 1e-13, 1e-15);
+}
+
+/// Softmax along a middle axis (rows strided by `inner`), forward and
+/// backward, composed as the row kernel does.
+TEST_F(CudaMath, SoftmaxRowsMatchCpu) {
+  const Dims dims = {3, 37, 5};
+  auto x = random<double>(dims, -6, 6, 31), dy = random<double>(dims, -1, 1, 32);
+  Tensor<double> want(dims), wantGrad(dims);
+  auto tx = x.desc(), tw = want.desc();
+  ASSERT_EQ(pfrt_softmax(ctx, &tx, 1, &tw), PFRT_OK);
+  auto ty = want.desc(), tdy = dy.desc(), tg = wantGrad.desc();
+  ASSERT_EQ(pfrt_softmax_backward(ctx, &ty, &tdy, 1, 0, &tg), PFRT_OK);
+  const cu::RowLayout l{37, 5};
+  const int64_t rows = 3 * 5;
+  std::vector<double> got(x.size()), grad(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0, dot = 0;
+    for (int64_t j = 0; j < l.n; ++j)
+      m = cu::maxNan(m, x[cu::rowElement(l, r, j)]);
+    for (int64_t j = 0; j < l.n; ++j)
+      s += std::exp(x[cu::rowElement(l, r, j)] - m);
+    for (int64_t j = 0; j < l.n; ++j) {
+      const int64_t e = cu::rowElement(l, r, j);
+      got[e] = cu::softmaxElement(x[e], m, s);
+      dot += want[e] * dy[e];
+    }
+    for (int64_t j = 0; j < l.n; ++j) {
+      const int64_t e = cu::rowElement(l, r, j);
+      grad[e] = cu::softmaxGradElement(want[e], dy[e], dot);
+    }
+  }
+  expectClose(got, want.data, 1e-12, 1e-15, "softmax");
+  expectClose(grad, wantGrad.data, 1e-12, 1e-15, "softmax_backward");
+}
+
+TEST_F(CudaMath, LayerNormMatchesCpu) {
+  const int64_t rows = 6, n = 45;
+  const double eps = 1e-5;
+  auto x = random<float>({2, 3, n}, -3, 3, 41);
+  auto scale = random<float>({n}, 0.5, 1.5, 42), bias = random<float>({n}, -1, 1, 43);
+  auto dy = random<float>({2, 3, n}, -1, 1, 44);
+  Tensor<float> want({2, 3, n}), gx({2, 3, n});
+  auto tx = x.desc(), ts = scale.desc(), tb = bias.desc(), tw = want.desc();
+  ASSERT_EQ(pfrt_layer_norm(ctx, &tx, &ts, &tb, -1, eps, &tw, nullptr, nullptr), PFRT_OK);
+  auto tdy = dy.desc(), tgx = gx.desc();
+  ASSERT_EQ(pfrt_layer_norm_backward(ctx, &tx, &ts, nullptr, nullptr, &tdy, -1,
+                                     eps, 0, 0, &tgx, nullptr, nullptr),
+            PFRT_OK);
+  std::vector<float> got(x.size()), grad(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0, ss = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      s += x[r * n + j];
+      ss += double(x[r * n + j]) * x[r * n + j];
+    }
+    const cu::NormStats st = cu::normStats(s, ss, n, eps);
+    double sg = 0, sgx = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      got[r * n + j] = float(cu::layerNormElement(x[r * n + j], st, scale[j], bias[j]));
+      const double g = double(dy[r * n + j]) * scale[j];
+      sg += g;
+      sgx += g * (x[r * n + j] - st.mean) * st.invStd;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const double xhat = (x[r * n + j] - st.mean) * st.invStd;
+      grad[r * n + j] = float(cu::layerNormGradElement(
+          xhat, double(dy[r * n + j]) * scale[j], sg / n, sgx / n, st.invStd));
+    }
+  }
+  expectClose(got, want.data, 2e-6, 2e-6, "layer_norm");
+  expectClose(grad, gx.data, 2e-5, 2e-5, "layer_norm_backward");
+}
+
+TEST_F(CudaMath, MaskedCrossEntropyMatchesCpu) {
+  const int64_t rows = 7, v = 29;
+  auto logits = random<double>({rows, v}, -5, 5, 51);
+  Tensor<int64_t> labels({rows}, {3, -100, 0, 28, -100, 17, 5});
+  Tensor<double> loss(Dims{}), grad({rows, v});
+  const double gradScale = 0.5;
+  auto tl = logits.desc(), tlab = labels.desc(), tloss = loss.desc(), tg = grad.desc();
+  ASSERT_EQ(pfrt_softmax_cross_entropy(ctx, &tl, &tlab, -100, gradScale, &tloss,
+                                       &tg, nullptr),
+            PFRT_OK);
+  const double count = 5;
+  double total = 0;
+  std::vector<double> g(logits.size(), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == -100)
+      continue;
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < v; ++j)
+      m = cu::maxNan(m, logits[r * v + j]);
+    for (int64_t j = 0; j < v; ++j)
+      s += std::exp(logits[r * v + j] - m);
+    total += cu::crossEntropyRowLoss(m, s, logits[r * v + labels[r]]);
+    for (int64_t j = 0; j < v; ++j)
+      g[r * v + j] = cu::crossEntropyGradElement(logits[r * v + j], m, s,
+                                                 j == labels[r], gradScale / count);
+  }
+  EXPECT_NEAR(total / count, loss[0], 1e-12);
+  expectClose(g, grad.data, 1e-12, 1e-15, "cross-entropy gradient");
+}
+
+TEST_F(CudaMath, IntegerOpsCompareAndCastMatchCpu) {
+  // Integer add/mul wrap around, as on the CPU.
+  Tensor<int64_t> a({4}, {INT64_MAX, -5, 7, INT64_MIN}), b({4}, {1, 3, -2, -1});
+  for (auto [kind, fn] : {std::pair{cu::Binary::Add, pfrt_add},
+                          std::pair{cu::Binary::Mul, pfrt_mul},
+                          std::pair{cu::Binary::Sub, pfrt_sub},
+                          std::pair{cu::Binary::Max, pfrt_max}}) {
+    Tensor<int64_t> want({4});
+    auto ta = a.desc(), tb = b.desc(), tw = want.desc();
+    ASSERT_EQ(fn(ctx, &ta, &tb, &tw), PFRT_OK);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(cu::binaryOp(kind, a[i], b[i]), want[i]) << i;
+  }
+  // Comparisons, NaN comparing false.
+  Tensor<double> x({5}, {1, NAN, -2, 3, 3}), y({5}, {1, 1, 2, NAN, 2});
+  for (int32_t kind = PFRT_COMPARE_EQUAL; kind <= PFRT_COMPARE_LESS_EQUAL; ++kind) {
+    Tensor<uint8_t> want({5});
+    auto tx = x.desc(), ty = y.desc(), tw = want.desc();
+    ASSERT_EQ(pfrt_compare(ctx, &tx, &ty, kind, &tw), PFRT_OK);
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(cu::compareOp(kind, x[i], y[i]), want[i]) << kind << " " << i;
+  }
+  // Casts: truncation, saturation, NaN to 0, to bool, i64 to i32.
+  Tensor<double> f({7}, {2.7, -2.7, 1e30, -1e30, NAN, 0.0, 130.0});
+  {
+    Tensor<int8_t> want({7});
+    auto tf = f.desc(), tw = want.desc();
+    ASSERT_EQ(pfrt_cast(ctx, &tf, &tw), PFRT_OK);
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ((cu::castValue<int8_t, double>(f[i])), want[i]) << i;
+  }
+  {
+    Tensor<int64_t> want({7});
+    auto tf = f.desc(), tw = want.desc();
+    ASSERT_EQ(pfrt_cast(ctx, &tf, &tw), PFRT_OK);
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ((cu::castValue<int64_t, double>(f[i])), want[i]) << i;
+  }
+  {
+    Tensor<uint8_t> want({7});
+    auto tf = f.desc(), tw = want.desc(PFRT_BOOL);
+    ASSERT_EQ(pfrt_cast(ctx, &tf, &tw), PFRT_OK);
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ((cu::castValue<uint8_t, double>(f[i])), want[i]) << i;
+  }
+  {
+    Tensor<int64_t> big({2}, {(int64_t(1) << 40) + 5, -3});
+    Tensor<int32_t> want({2});
+    auto tb = big.desc(), tw = want.desc();
+    ASSERT_EQ(pfrt_cast(ctx, &tb, &tw), PFRT_OK);
+    for (int i = 0; i < 2; ++i)
+      EXPECT_EQ((cu::castValue<int32_t, int64_t>(big[i])), want[i]) << i;
+  }
+}
+
+TEST_F(CudaMath, LogicalAndInfinityTestsMatchCpu) {
+  Tensor<uint8_t> a({4}, {0, 0, 1, 1}), b({4}, {0, 1, 0, 1});
+  for (int32_t kind : {PFRT_LOGICAL_AND, PFRT_LOGICAL_OR, PFRT_LOGICAL_XOR}) {
+    Tensor<uint8_t> want({4});
+    auto ta = a.desc(PFRT_BOOL), tb = b.desc(PFRT_BOOL), tw = want.desc(PFRT_BOOL);
+    ASSERT_EQ(pfrt_logical(ctx, &ta, &tb, kind, &tw), PFRT_OK);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(cu::logicalOp(kind, a[i], b[i]), want[i]) << kind << " " << i;
+  }
+  Tensor<float> x({4}, {INFINITY, -INFINITY, NAN, 1.0f});
+  for (int neg = 0; neg < 2; ++neg)
+    for (int pos = 0; pos < 2; ++pos) {
+      Tensor<uint8_t> want({4});
+      auto tx = x.desc(), tw = want.desc(PFRT_BOOL);
+      ASSERT_EQ(pfrt_is_inf(ctx, &tx, neg, pos, &tw), PFRT_OK);
+      for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(cu::isInfOf(x[i], neg, pos), want[i]) << i;
+    }
+}
+
+/// reduce_max/min as the kernel composes it: the identity, then extremeOf
+/// over the set (NaN wins; an empty set gives the identity).
+TEST_F(CudaMath, ReduceMaxMinMatchCpu) {
+  Tensor<float> x({3, 4}, {1, -2, 5, 0, NAN, 3, 2, 1, -7, -8, -9, -1});
+  Tensor<float> empty({2, 0});
+  for (bool isMax : {true, false}) {
+    auto fn = isMax ? pfrt_reduce_max : pfrt_reduce_min;
+    const int64_t axis = 1;
+    Tensor<float> want({3}), wantEmpty({2});
+    auto tx = x.desc(), tw = want.desc(), te = empty.desc(), twe = wantEmpty.desc();
+    ASSERT_EQ(fn(ctx, &tx, &axis, 1, 0, &tw), PFRT_OK);
+    ASSERT_EQ(fn(ctx, &te, &axis, 1, 0, &twe), PFRT_OK);
+    std::vector<float> got(3);
+    for (int r = 0; r < 3; ++r) {
+      float v = cu::extremeIdentity<float>(isMax);
+      for (int j = 0; j < 4; ++j)
+        v = cu::extremeOf(isMax, v, x[r * 4 + j]);
+      got[r] = v;
+    }
+    expectClose(got, want.data, 0, 0, isMax ? "reduce_max" : "reduce_min");
+    EXPECT_EQ(cu::extremeIdentity<float>(isMax), wantEmpty[0]);
+  }
+  Tensor<int64_t> ints({3}, {INT64_MIN, 5, INT64_MAX}), wantI(Dims{});
+  auto ti = ints.desc(), twi = wantI.desc();
+  ASSERT_EQ(pfrt_reduce_min(ctx, &ti, nullptr, 0, 0, &twi), PFRT_OK);
+  EXPECT_EQ(cu::extremeOf(false, cu::extremeOf(false, cu::extremeIdentity<int64_t>(false),
+                                               ints[0]), ints[1]),
+            wantI[0]);
+}
+
+TEST_F(CudaMath, SgdAndAdamwMatchCpu) {
+  const Dims dims = {33};
+  auto p0 = random<float>(dims, -1, 1, 61), g = random<float>(dims, -1, 1, 62);
+  auto buf0 = random<float>(dims, -0.1, 0.1, 63);
+  { // SGD with momentum and Nesterov
+    Tensor<float> p = p0, buf = buf0;
+    auto tp = p.desc(), tg = g.desc(), tb = buf.desc();
+    ASSERT_EQ(pfrt_sgd_step(ctx, &tp, &tg, &tb, 0.1, 0.9, 0.01, 1), PFRT_OK);
+    const cu::SgdParams s{0.1, 0.9, 0.01, true, true};
+    std::vector<float> q = p0.data, b = buf0.data;
+    for (size_t i = 0; i < q.size(); ++i)
+      cu::sgdElement(s, q[i], g[i], &b[i]);
+    expectClose(q, p.data, 0, 0, "sgd param");
+    expectClose(b, buf.data, 0, 0, "sgd momentum");
+  }
+  { // AdamW, step 3 with bias correction
+    Tensor<float> p = p0, m = random<float>(dims, -0.1, 0.1, 64),
+                  v = random<float>(dims, 0, 0.1, 65);
+    const std::vector<float> m0 = m.data, v0 = v.data;
+    auto tp = p.desc(), tg = g.desc(), tm = m.desc(), tv = v.desc();
+    ASSERT_EQ(pfrt_adamw_step(ctx, &tp, &tg, &tm, &tv, 1e-3, 0.9, 0.999, 1e-8,
+                              0.01, 3, 1),
+              PFRT_OK);
+    const cu::AdamParams a = cu::adamParams(1e-3, 0.9, 0.999, 1e-8, 0.01, 3, true);
+    std::vector<float> q = p0.data, mm = m0, vv = v0;
+    for (size_t i = 0; i < q.size(); ++i)
+      cu::adamwElement(a, q[i], g[i], mm[i], vv[i]);
+    // The same double formulas; std::pow vs the CPU's may differ in the
+    // last bit of the bias correction.
+    expectClose(q, p.data, 1e-7, 1e-9, "adamw param");
+    expectClose(mm, m.data, 0, 0, "adamw exp_avg");
+    expectClose(vv, v.data, 0, 0, "adamw exp_avg_sq");
+  }
+}
+
+/// LAMB as the kernels compose it: moments and the two squared norms in
+/// one pass, then p -= lr r u with u from the stored moments.
+TEST_F(CudaMath, LambMatchesCpu) {
+  const Dims dims = {41};
+  for (int nvlamb = 0; nvlamb < 2; ++nvlamb)
+    for (double wd : {0.0, 0.01}) {
+      auto p = random<float>(dims, -1, 1, 81), g = random<float>(dims, -1, 1, 82);
+      auto m = random<float>(dims, -0.1, 0.1, 83), v = random<float>(dims, 0, 0.1, 84);
+      std::vector<float> q = p.data, mm = m.data, vv = v.data;
+      auto tp = p.desc(), tg = g.desc(), tm = m.desc(), tv = v.desc();
+      ASSERT_EQ(pfrt_lamb_step(ctx, &tp, &tg, &tm, &tv, 1e-2, 0.9, 0.999, 1e-6, wd, 4,
+                               1, nvlamb, 10.0),
+                PFRT_OK);
+      const cu::AdamParams a = cu::adamParams(1e-2, 0.9, 0.999, 1e-6, 0.0, 4, true);
+      double pp = 0, uu = 0;
+      for (size_t i = 0; i < q.size(); ++i) {
+        cu::lambMoments(a, g[i], mm[i], vv[i]);
+        const double u = cu::lambDirection(a, wd, q[i], mm[i], vv[i]);
+        pp += double(q[i]) * q[i];
+        uu += u * u;
+      }
+      const double rate = a.lr * cu::lambTrustRatio(pp, uu, nvlamb || wd != 0, 10.0);
+      for (size_t i = 0; i < q.size(); ++i)
+        q[i] = float(double(q[i]) - rate * cu::lambDirection(a, wd, q[i], mm[i], vv[i]));
+      expectClose(mm, m.data, 0, 0, "lamb exp_avg");
+      expectClose(vv, v.data, 0, 0, "lamb exp_avg_sq");
+      expectClose(q, p.data, 1e-6, 1e-8, "lamb param");
+    }
+}
+
+TEST_F(CudaMath, KfacPiAndFactorBiasColumnMatchCpu) {
+  const int64_t n = 9, d = 5;
+  auto x = random<double>({n, d}, -1, 1, 71);
+  Tensor<double> f({d + 1, d + 1});
+  for (auto &e : f.data)
+    e = 0.25; // running average over an old factor
+  const std::vector<double> old = f.data;
+  auto tx = x.desc(), tf = f.desc();
+  const double scale = 2.0, decay = 0.9;
+  ASSERT_EQ(pfrt_kfac_factor(ctx, &tx, 1, scale, PFRT_KFAC_RUNNING_AVERAGE,
+                             decay, &tf),
+            PFRT_OK);
+  const double alpha = scale / n * (1 - decay), beta = decay;
+  for (int64_t j = 0; j <= d; ++j) {
+    double s = 0;
+    if (j < d)
+      for (int64_t r = 0; r < n; ++r)
+        s += x[r * d + j];
+    else
+      s = double(n);
+    EXPECT_NEAR(cu::combineFactor(beta, old[d * (d + 1) + j], alpha, s),
+                f[d * (d + 1) + j], 1e-13);
+  }
+  Tensor<double> a({3, 3}, {4, 0, 0, 0, 2, 0, 0, 0, 3}), b({2, 2}, {1, 0, 0, 0.5});
+  auto ta = a.desc(), tb = b.desc();
+  double pi = 0;
+  ASSERT_EQ(pfrt_kfac_pi(ctx, &ta, &tb, &pi), PFRT_OK);
+  EXPECT_DOUBLE_EQ(cu::kfacPi(9, 3, 1.5, 2), pi);
+  EXPECT_EQ(cu::kfacPi(0, 3, 1.5, 2), 1.0);
+  EXPECT_EQ(cu::dampedDiagonal(2.0, 0.5), 2.5);
+}
+
+} // namespace
