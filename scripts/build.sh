@@ -11,7 +11,7 @@ BUILD_DIR=${PF_BUILD_DIR:-build}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
   LAUNCHER=()
-  command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${PF_BUILD_TYPE:-Release} \
     -DMLIR_DIR=${MLIR_DIR:-/usr/lib/llvm-22/lib/cmake/mlir} "${LAUNCHER[@]}" ${PF_CMAKE_ARGS:-}
 fi
