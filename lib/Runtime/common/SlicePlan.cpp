@@ -1,4 +1,4 @@
-//===- SlicePlan.cpp - ONNX Slice as an offset and strides -----------------===//
+//===- SlicePlan.cpp - Slice and Transpose as strided views ---------------===//
 
 #include "SlicePlan.h"
 
@@ -71,6 +71,38 @@ pfrt_status planSlice(const Call &call, const pfrt_tensor &x,
     if (outShape.dims[ax] > 0)
       offset += start * natural[ax];
     strides[ax] = natural[ax] * step;
+  }
+  return PFRT_OK;
+}
+
+pfrt_status planTranspose(const Call &call, const pfrt_tensor &x,
+                          const int64_t *perm, int32_t numPerm,
+                          Shape &outShape, int64_t strides[PFRT_MAX_RANK]) {
+  int32_t order[PFRT_MAX_RANK];
+  if (numPerm == 0 && !perm) {
+    for (int32_t i = 0; i < x.rank; ++i)
+      order[i] = x.rank - 1 - i;
+  } else {
+    PFRT_TRY(call.pointer("perm", perm));
+    if (numPerm != x.rank)
+      return call.fail(PFRT_INVALID_ARGUMENT, "perm has %d entries but x has "
+                       "rank %d", numPerm, x.rank);
+    bool seen[PFRT_MAX_RANK] = {};
+    for (int32_t i = 0; i < numPerm; ++i) {
+      PFRT_TRY(call.axis("perm entry", perm[i], x.rank, order[i]));
+      if (seen[order[i]])
+        return call.fail(PFRT_INVALID_ARGUMENT, "perm repeats axis %d",
+                         order[i]);
+      seen[order[i]] = true;
+    }
+  }
+  const Shape xShape = Shape::of(x);
+  int64_t natural[PFRT_MAX_RANK];
+  contiguousStrides(xShape, natural);
+  outShape = Shape();
+  for (int32_t i = 0; i < x.rank; ++i) {
+    outShape.push(xShape.dims[order[i]]);
+    strides[i] = natural[order[i]];
   }
   return PFRT_OK;
 }

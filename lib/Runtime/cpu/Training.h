@@ -12,6 +12,7 @@
 
 #include "../common/Call.h"
 #include "../common/Dtype.h"
+#include "../common/TensorChecks.h"
 #include "Parallel.h"
 
 #include <cstdint>
@@ -92,15 +93,6 @@ double sumOfSquares(const pfrt_context *ctx, const T *x, int64_t n) {
       return double(x[i]) * double(x[i]);
     });
   });
-}
-
-/// A floating-point tensor (f32/f64) of `dtype` with exactly `shape`.
-inline pfrt_status floatLike(const Call &call, const char *name,
-                             const pfrt_tensor *t, int32_t dtype,
-                             const Shape &shape) {
-  PFRT_TRY(call.tensor(name, t));
-  PFRT_TRY(call.dtypeIs(name, t, dtype));
-  return call.shapeIs(name, t, shape);
 }
 
 /// Stores v into *dst, or adds it when accumulating.

@@ -100,31 +100,9 @@ pfrt_status transposeEntry(pfrt_context *ctx, const pfrt_tensor *x,
   PFRT_TRY(call.tensor("x", x));
   PFRT_TRY(call.tensor("out", out));
   PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  int32_t order[PFRT_MAX_RANK];
-  if (num_perm == 0 && !perm) {
-    for (int32_t i = 0; i < x->rank; ++i)
-      order[i] = x->rank - 1 - i;
-  } else {
-    PFRT_TRY(call.pointer("perm", perm));
-    if (num_perm != x->rank)
-      return call.fail(PFRT_INVALID_ARGUMENT, "perm has %d entries but x has "
-                       "rank %d", num_perm, x->rank);
-    bool seen[PFRT_MAX_RANK] = {};
-    for (int32_t i = 0; i < num_perm; ++i) {
-      PFRT_TRY(call.axis("perm entry", perm[i], x->rank, order[i]));
-      if (seen[order[i]])
-        return call.fail(PFRT_INVALID_ARGUMENT, "perm repeats axis %d", order[i]);
-      seen[order[i]] = true;
-    }
-  }
-  const Shape xShape = Shape::of(*x);
   Shape outShape;
-  int64_t natural[PFRT_MAX_RANK], strides[PFRT_MAX_RANK];
-  contiguousStrides(xShape, natural);
-  for (int32_t i = 0; i < x->rank; ++i) {
-    outShape.push(xShape.dims[order[i]]);
-    strides[i] = natural[order[i]];
-  }
+  int64_t strides[PFRT_MAX_RANK];
+  PFRT_TRY(planTranspose(call, *x, perm, num_perm, outShape, strides));
   PFRT_TRY(call.shapeIs("out", out, outShape));
   return stridedCopy(call, x->dtype, x->data, outShape, strides, out->data);
 }

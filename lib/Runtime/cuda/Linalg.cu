@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/TensorChecks.h"
 #include "KfacMath.h"
 #include "Launch.h"
 
@@ -183,29 +184,6 @@ pfrt_status allFiniteOnDevice(const Call &call, int32_t dtype, const void *data,
                  "cudaMemcpyAsync"));
   PFRT_TRY(check(call, cudaStreamSynchronize(st.stream), "cudaStreamSynchronize"));
   finite = host != 0;
-  return PFRT_OK;
-}
-
-/// A float tensor of `dtype` and exactly `shape`.
-pfrt_status floatLike(const Call &call, const char *name, const pfrt_tensor *t,
-                      int32_t dtype, const Shape &shape) {
-  PFRT_TRY(call.tensor(name, t));
-  PFRT_TRY(call.dtypeIs(name, t, dtype));
-  return call.shapeIs(name, t, shape);
-}
-
-/// A square rank-2 f32/f64 matrix (of `dtype` unless it is 0).
-pfrt_status checkSquare(const Call &call, const char *name,
-                        const pfrt_tensor *t, int32_t dtype) {
-  PFRT_TRY(call.tensor(name, t));
-  PFRT_TRY(floatDtype(call, name, t));
-  if (dtype)
-    PFRT_TRY(call.dtypeIs(name, t, dtype));
-  PFRT_TRY(call.rankIn(name, t, 2, 2));
-  if (t->shape[0] != t->shape[1])
-    return call.fail(PFRT_INVALID_ARGUMENT, "%s is %lld x %lld, not square",
-                     name, static_cast<long long>(t->shape[0]),
-                     static_cast<long long>(t->shape[1]));
   return PFRT_OK;
 }
 
@@ -687,40 +665,11 @@ pfrt_status kfacPreconditionEntry(pfrt_context *ctx, const pfrt_tensor *a_inv,
                                   const pfrt_tensor *out_b) {
   Call call(ctx, "pfrt_kfac_precondition");
   PFRT_TRY(beginCuda(call));
-  PFRT_TRY(checkSquare(call, "a_inv", a_inv, 0));
-  const int32_t dtype = a_inv->dtype;
-  PFRT_TRY(checkSquare(call, "b_inv", b_inv, dtype));
-  PFRT_TRY(call.tensor("grad_w", grad_w));
-  PFRT_TRY(call.dtypeIs("grad_w", grad_w, dtype));
-  PFRT_TRY(call.rankIn("grad_w", grad_w, 2, 2));
-  const bool wt = w_transposed != 0;
-  const int64_t out = grad_w->shape[wt ? 0 : 1], in = grad_w->shape[wt ? 1 : 0];
-  const int64_t ia = a_inv->shape[0];
-  if (b_inv->shape[0] != out)
-    return call.fail(PFRT_INVALID_ARGUMENT, "b_inv is %lld x %lld but grad_w "
-                     "has %lld outputs", static_cast<long long>(b_inv->shape[0]),
-                     static_cast<long long>(b_inv->shape[0]),
-                     static_cast<long long>(out));
-  if (ia != in && ia != in + 1)
-    return call.fail(PFRT_INVALID_ARGUMENT, "a_inv is %lld x %lld but grad_w "
-                     "has %lld inputs (expected %lld, or %lld with a bias "
-                     "column)", static_cast<long long>(ia),
-                     static_cast<long long>(ia), static_cast<long long>(in),
-                     static_cast<long long>(in), static_cast<long long>(in + 1));
-  const bool joint = ia == in + 1;
-  PFRT_TRY(floatLike(call, "out_w", out_w, dtype, Shape::of(*grad_w)));
-  if (joint && !grad_b)
-    return call.fail(PFRT_INVALID_ARGUMENT, "a_inv has a bias column, so "
-                     "grad_b and out_b are required");
-  if ((grad_b == nullptr) != (out_b == nullptr))
-    return call.fail(PFRT_INVALID_ARGUMENT, "grad_b and out_b must both be "
-                     "given or both be NULL");
-  Shape biasShape;
-  biasShape.push(out);
-  if (grad_b) {
-    PFRT_TRY(floatLike(call, "grad_b", grad_b, dtype, biasShape));
-    PFRT_TRY(floatLike(call, "out_b", out_b, dtype, biasShape));
-  }
+  PreconditionDims dims;
+  PFRT_TRY(checkPrecondition(call, a_inv, b_inv, grad_w, grad_b, w_transposed,
+                             out_w, out_b, dims));
+  const bool wt = dims.transposed, joint = dims.joint;
+  const int64_t out = dims.out, in = dims.in, ia = dims.ia;
   if (in == 0 && !joint)
     return PFRT_OK;
   auto run = [&](auto tag) -> pfrt_status {
@@ -783,7 +732,7 @@ pfrt_status kfacPreconditionEntry(pfrt_context *ctx, const pfrt_tensor *a_inv,
     }
     return PFRT_OK;
   };
-  return dtype == PFRT_F32 ? run(float()) : run(double());
+  return dims.dtype == PFRT_F32 ? run(float()) : run(double());
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/TensorChecks.h"
 #include "Launch.h"
 #include "OptimizerMath.h"
 
@@ -116,13 +117,6 @@ pfrt_status readDoubles(const Call &call, const double *device, double *host,
                                        cudaMemcpyDeviceToHost, s),
                  "cudaMemcpyAsync"));
   return check(call, cudaStreamSynchronize(s), "cudaStreamSynchronize");
-}
-
-pfrt_status floatLike(const Call &call, const char *name, const pfrt_tensor *t,
-                      int32_t dtype, const Shape &shape) {
-  PFRT_TRY(call.tensor(name, t));
-  PFRT_TRY(call.dtypeIs(name, t, dtype));
-  return call.shapeIs(name, t, shape);
 }
 
 pfrt_status checkHyper(const Call &call, const char *name, double v) {

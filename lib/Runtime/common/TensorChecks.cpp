@@ -1,0 +1,89 @@
+//===- TensorChecks.cpp - Argument checks shared by the backends ----------===//
+
+#include "TensorChecks.h"
+
+#include <climits>
+
+namespace pfrt {
+
+pfrt_status floatLike(const Call &call, const char *name, const pfrt_tensor *t,
+                      int32_t dtype, const Shape &shape) {
+  PFRT_TRY(call.tensor(name, t));
+  PFRT_TRY(call.dtypeIs(name, t, dtype));
+  return call.shapeIs(name, t, shape);
+}
+
+pfrt_status checkSquare(const Call &call, const char *name,
+                        const pfrt_tensor *t, int32_t dtype) {
+  PFRT_TRY(call.tensor(name, t));
+  if (dtype)
+    PFRT_TRY(call.dtypeIs(name, t, dtype));
+  else
+    PFRT_TRY(call.dtypeIn(name, t, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn(name, t, 2, 2));
+  if (t->shape[0] != t->shape[1])
+    return call.fail(PFRT_INVALID_ARGUMENT, "%s has shape %s, which is not "
+                     "square", name, ShapeStr(Shape::of(*t)).c_str());
+  if (t->shape[0] > INT32_MAX)
+    return call.fail(PFRT_UNSUPPORTED, "%s of dimension %lld exceeds the "
+                     "BLAS/LAPACK int range", name,
+                     static_cast<long long>(t->shape[0]));
+  return PFRT_OK;
+}
+
+pfrt_status checkPrecondition(const Call &call, const pfrt_tensor *a_inv,
+                              const pfrt_tensor *b_inv,
+                              const pfrt_tensor *grad_w,
+                              const pfrt_tensor *grad_b, int32_t w_transposed,
+                              const pfrt_tensor *out_w,
+                              const pfrt_tensor *out_b, PreconditionDims &dims) {
+  PFRT_TRY(checkSquare(call, "a_inv", a_inv, 0));
+  const int32_t dtype = a_inv->dtype;
+  PFRT_TRY(checkSquare(call, "b_inv", b_inv, dtype));
+  PFRT_TRY(call.tensor("grad_w", grad_w));
+  PFRT_TRY(call.dtypeIs("grad_w", grad_w, dtype));
+  PFRT_TRY(call.rankIn("grad_w", grad_w, 2, 2));
+  const bool transposed = w_transposed != 0;
+  const int64_t out = grad_w->shape[transposed ? 0 : 1];
+  const int64_t in = grad_w->shape[transposed ? 1 : 0];
+  const int64_t ia = a_inv->shape[0];
+  const char *layout = transposed ? "[out, in]" : "[in, out]";
+  if (b_inv->shape[0] != out)
+    return call.fail(PFRT_INVALID_ARGUMENT, "b_inv is %lld x %lld but grad_w "
+                     "%s (%s) has %lld outputs",
+                     static_cast<long long>(b_inv->shape[0]),
+                     static_cast<long long>(b_inv->shape[0]),
+                     ShapeStr(Shape::of(*grad_w)).c_str(), layout,
+                     static_cast<long long>(out));
+  if (ia != in && ia != in + 1)
+    return call.fail(PFRT_INVALID_ARGUMENT, "a_inv is %lld x %lld but grad_w "
+                     "%s (%s) has %lld inputs (expected %lld, or %lld with "
+                     "a bias column)", static_cast<long long>(ia),
+                     static_cast<long long>(ia),
+                     ShapeStr(Shape::of(*grad_w)).c_str(), layout,
+                     static_cast<long long>(in), static_cast<long long>(in),
+                     static_cast<long long>(in + 1));
+  const bool joint = ia == in + 1;
+  PFRT_TRY(floatLike(call, "out_w", out_w, dtype, Shape::of(*grad_w)));
+  if (joint && !grad_b)
+    return call.fail(PFRT_INVALID_ARGUMENT, "a_inv has a bias column, so "
+                     "grad_b and out_b are required");
+  if ((grad_b == nullptr) != (out_b == nullptr))
+    return call.fail(PFRT_INVALID_ARGUMENT, "grad_b and out_b must both be "
+                     "given or both be NULL");
+  if (grad_b) {
+    Shape biasShape;
+    biasShape.push(out);
+    PFRT_TRY(floatLike(call, "grad_b", grad_b, dtype, biasShape));
+    PFRT_TRY(floatLike(call, "out_b", out_b, dtype, biasShape));
+  }
+  dims.transposed = transposed;
+  dims.joint = joint;
+  dims.out = out;
+  dims.in = in;
+  dims.ia = ia;
+  dims.dtype = dtype;
+  return PFRT_OK;
+}
+
+} // namespace pfrt

@@ -1,0 +1,45 @@
+//===- TensorChecks.h - Argument checks shared by the backends ---*- C++ -*-===//
+//
+// The CPU and CUDA kernels validate the same ABI arguments (pfrt.h) with the
+// same messages; the checks that go beyond one Call method live here so the
+// backends cannot drift apart.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PF_RUNTIME_COMMON_TENSORCHECKS_H
+#define PF_RUNTIME_COMMON_TENSORCHECKS_H
+
+#include "Call.h"
+
+namespace pfrt {
+
+/// A tensor of `dtype` with exactly `shape`.
+pfrt_status floatLike(const Call &call, const char *name, const pfrt_tensor *t,
+                      int32_t dtype, const Shape &shape);
+
+/// A square rank-2 f32/f64 matrix (of `dtype` unless it is 0) whose
+/// dimension fits the BLAS/LAPACK (and cuSOLVER) int.
+pfrt_status checkSquare(const Call &call, const char *name,
+                        const pfrt_tensor *t, int32_t dtype);
+
+/// pfrt_kfac_precondition's dimensions once its arguments are checked.
+struct PreconditionDims {
+  bool transposed = false; ///< grad_w is [out, in] (else [in, out])
+  bool joint = false;      ///< a_inv has the bias column (ia == in + 1)
+  int64_t out = 0, in = 0, ia = 0;
+  int32_t dtype = 0;
+};
+
+/// Checks pfrt_kfac_precondition's arguments: square inverses of one float
+/// dtype matching grad_w's outputs and inputs (with or without the bias
+/// column), out_w like grad_w, grad_b and out_b both given or both NULL.
+pfrt_status checkPrecondition(const Call &call, const pfrt_tensor *a_inv,
+                              const pfrt_tensor *b_inv,
+                              const pfrt_tensor *grad_w,
+                              const pfrt_tensor *grad_b, int32_t w_transposed,
+                              const pfrt_tensor *out_w,
+                              const pfrt_tensor *out_b, PreconditionDims &dims);
+
+} // namespace pfrt
+
+#endif // PF_RUNTIME_COMMON_TENSORCHECKS_H
