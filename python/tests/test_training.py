@@ -116,7 +116,8 @@ def test_kfac_trains_and_resumes_bitwise(setup):
         assert np.array_equal(a[key], b[key]), key
 
 
-def test_ctrl_c_saves_a_checkpoint(setup, tmp_path):
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_saves_a_checkpoint(setup, tmp_path, sig):
     import signal
     import subprocess
 
@@ -131,7 +132,7 @@ def test_ctrl_c_saves_a_checkpoint(setup, tmp_path):
     for line in proc.stdout:
         if line.startswith("step") and int(line.split()[1]) >= 3:
             break
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, sig))
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "checkpoint after step" in out
@@ -156,6 +157,26 @@ def test_ctrl_c_saves_a_checkpoint(setup, tmp_path):
     initial = numpy_helper.to_array(
         next(i for i in model.graph.initializer if i.name == embedding))
     assert not np.array_equal(data["param/" + embedding], initial)
+
+
+def test_a_signal_before_training_ends_the_run(setup, tmp_path):
+    """Before the first step SIGTERM has its default effect (pf-train's
+    watcher thread re-raises it): no checkpoint, no progress line."""
+    import signal
+    import subprocess
+
+    from pipefisher.tools import tool
+
+    checkpoint = tmp_path / "never.npz"
+    proc = subprocess.Popen([str(tool("pf-train")), str(setup / "model.onnx"), "--corpus",
+                             str(setup / "corpus.npz"), "--batch", "8", "--steps", "100000",
+                             "--checkpoint", str(checkpoint)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM, out
+    assert not re.search(r"^step\s+\d", out, re.M)
+    assert not checkpoint.exists()
 
 
 def _evals(stdout):

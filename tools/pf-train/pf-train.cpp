@@ -18,6 +18,7 @@
 #include "pf/Driver/Npz.h"
 #include "pf/Driver/RankExecutor.h"
 #include "pf/Driver/Runner.h"
+#include "pf/Driver/StopSignals.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Runtime/pfrt.h"
 #include "pf/Transforms/OptionBinder.h"
@@ -143,15 +144,6 @@ static cl::opt<std::string> svgFile(
 static mlir::pf::TrainingOptions training;
 
 namespace {
-std::atomic<bool> interrupted{false};
-void onInterrupt(int) { interrupted = true; }
-/// The signal that stopped the run (SIGINT or SIGTERM), for the exit code.
-std::atomic<int> stopSignal{0};
-void onStopSignal(int signal) {
-  stopSignal = signal;
-  interrupted = true;
-}
-
 int fail(const llvm::Twine &message) {
   // One write: under mpirun every rank may print the same error, and the
   // job's output interleaves the ranks' writes.
@@ -1246,8 +1238,7 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
                         .str(); // one write per line (mpirun interleaves by write)
     llvm::outs().flush();
   }
-  std::signal(SIGINT, onStopSignal);
-  std::signal(SIGTERM, onStopSignal);
+  drv::catchStopSignals();
 
   // --eval-every: rank 0 evaluates with its own single-process model.
   std::unique_ptr<drv::CompiledModel> evalModel;
@@ -1282,7 +1273,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     // step and rank 0 names the signal another rank received.
     // Then one slot per rank: its K-FAC refreshes that needed more damping
     // or kept the previous inverse (kfac/issues), so rank 0 can name it.
-    std::vector<double> figures{0.0, interrupted ? 1.0 : 0.0, stopSignal == SIGTERM ? 1.0 : 0.0};
+    std::vector<double> figures{0.0, drv::stopRequested() ? 1.0 : 0.0,
+                                 drv::stopSignal() == SIGTERM ? 1.0 : 0.0};
     figures.resize(3 + job.size, 0.0);
     figures[3 + job.rank] = double(runner.lastKfacIssues());
     // Exactly one rank reports the loss (the last stage's; Chimera: the
@@ -1372,6 +1364,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // Before any library starts a thread (see StopSignals.h).
+  drv::routeStopSignals();
   mlir::pf::FlagBinder loopFlags(category);
   bindLoopOptions(loopFlags);
   mlir::pf::FlagBinder stepFlags(stepCategory);
@@ -1504,14 +1498,14 @@ int main(int argc, char **argv) {
                                 corpus->seqLen, stepFlags.valueText("optimizer"),
                                 training.kfac ? " + K-FAC" : "",
                                 buildSeconds);
-  std::signal(SIGINT, onInterrupt);
+  drv::catchStopSignals();
 
   std::map<std::string, drv::NpyArray> outputs;
   auto windowStart = std::chrono::steady_clock::now();
   int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
   if (evalModel && !evaluateAt(first - 1))
     return 1;
-  for (int64_t step = first; step <= steps && !interrupted; ++step) {
+  for (int64_t step = first; step <= steps && !drv::stopRequested(); ++step) {
     auto inputs = makeBatch(*corpus, step);
     inputs["lr"] = scalar<double>(11, learningRate(step));
     inputs["step"] = scalar<int64_t>(7, step);
@@ -1554,6 +1548,7 @@ int main(int argc, char **argv) {
       if (auto err = saveCheckpoint(model, *corpus, step))
         return fail(llvm::toString(std::move(err)));
   }
+  const bool interrupted = last < steps && drv::stopRequested();
   if (interrupted && checkpointFile.empty())
     checkpointFile = "pf-train.checkpoint.npz";
   if (!checkpointFile.empty()) {
