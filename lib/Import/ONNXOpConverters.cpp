@@ -254,6 +254,17 @@ Results convertCast(NodeContext &n) {
   return n.finish(CastOp::create(n.builder, n.loc, n.placeholder(), n.input(0), to));
 }
 
+/// CastLike casts to the element type of its second input (whose values are
+/// not read): the dynamo exporter writes it when run with optimize=False.
+Results convertCastLike(NodeContext &n) {
+  if (n.opset < 15)
+    return n.error() << "CastLike is defined from opset 15 on";
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  Type to = getElementTypeOrSelf(n.input(1).getType());
+  return n.finish(CastOp::create(n.builder, n.loc, n.placeholder(), n.input(0), to));
+}
+
 Results convertPow(NodeContext &n) {
   if (failed(requireInputs(n, 2)))
     return failure();
@@ -746,6 +757,7 @@ llvm::StringMap<Converter> buildConverters() {
   table["Dropout"] = convertDropout;
   table["Constant"] = convertConstant;
   table["Cast"] = convertCast;
+  table["CastLike"] = convertCastLike;
   table["MatMul"] = convertMatMul;
   table["Gemm"] = convertGemm;
   table["Shape"] = convertShape;
