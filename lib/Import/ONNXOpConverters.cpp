@@ -254,6 +254,17 @@ Results convertCast(NodeContext &n) {
   return n.finish(CastOp::create(n.builder, n.loc, n.placeholder(), n.input(0), to));
 }
 
+/// CastLike casts to the element type of its second input (whose values are
+/// not read): the dynamo exporter writes it when run with optimize=False.
+Results convertCastLike(NodeContext &n) {
+  if (n.opset < 15)
+    return n.error() << "CastLike is defined from opset 15 on";
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  Type to = getElementTypeOrSelf(n.input(1).getType());
+  return n.finish(CastOp::create(n.builder, n.loc, n.placeholder(), n.input(0), to));
+}
+
 Results convertPow(NodeContext &n) {
   if (failed(requireInputs(n, 2)))
     return failure();
@@ -629,6 +640,78 @@ Results convertGatherND(NodeContext &n) {
                                      batchDims));
 }
 
+/// GatherElements(data, indices, axis) is a GatherND over index tuples: the
+/// tuple of output position p is p itself with p[axis] replaced by
+/// indices[p]. With static shapes the other coordinates are constants, so it
+/// reuses pf.gather_nd's folding, kernel (negative indices, bounds checked at
+/// run time) and gradient (scatter-add). RoBERTa's embeddings use it to pick
+/// the buffered token_type_ids by position ids when none are passed.
+Results convertGatherElements(NodeContext &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  auto dataType = dyn_cast<RankedTensorType>(n.input(0).getType());
+  auto indexType = dyn_cast<RankedTensorType>(n.input(1).getType());
+  if (!dataType || !indexType || !indexType.hasStaticShape())
+    return n.error() << "needs data of known rank and indices of a static shape, got "
+                     << n.input(0).getType() << " and " << n.input(1).getType()
+                     << "; fix the input shapes";
+  Type indexElement = indexType.getElementType();
+  if (!indexElement.isInteger(32) && !indexElement.isInteger(64))
+    return n.error() << "indices must be int32 or int64, got " << indexElement;
+  int64_t rank = dataType.getRank(), axis = n.intAttr("axis", 0);
+  if (rank < 1 || indexType.getRank() != rank)
+    return n.error() << "indices must have the rank of data (at least 1), got " << indexType
+                     << " and " << dataType;
+  if (axis < -rank || axis >= rank)
+    return n.error() << "axis " << axis << " is out of range [" << -rank << ", " << rank - 1
+                     << "] for a rank-" << rank << " input";
+  if (axis < 0)
+    axis += rank;
+  ArrayRef<int64_t> shape = indexType.getShape();
+  for (int64_t j = 0; j < rank; ++j)
+    if (j != axis && !dataType.isDynamicDim(j) && shape[j] > dataType.getDimSize(j))
+      return n.error() << "indices dimension " << j << " (" << shape[j]
+                       << ") exceeds data's (" << dataType.getDimSize(j) << ") off the axis "
+                       << axis;
+  int64_t count = indexType.getNumElements();
+  if (!(double(count) * double(rank) <= double(kMaxTensorElements)))
+    return n.error() << "the index tuples would have " << count << " x " << rank
+                     << " elements (limit " << kMaxTensorElements << ")";
+  SmallVector<int64_t> columnShape(shape);
+  columnShape.push_back(1);
+  auto columnType = RankedTensorType::get(columnShape, indexElement);
+  SmallVector<Value> columns;
+  for (int64_t j = 0; j < rank; ++j) {
+    if (j == axis) {
+      auto unsqueezed = n.finish(UnsqueezeOp::create(n.builder, n.loc, n.placeholder(),
+                                                     n.input(1),
+                                                     n.builder.getDenseI64ArrayAttr({rank})));
+      if (failed(unsqueezed))
+        return failure();
+      columns.push_back(unsqueezed->front());
+      continue;
+    }
+    // Coordinate j of every position, in row-major order.
+    int64_t inner = 1;
+    for (int64_t k = j + 1; k < rank; ++k)
+      inner *= shape[k];
+    SmallVector<APInt> values;
+    values.reserve(count);
+    for (int64_t e = 0; e < count; ++e)
+      values.emplace_back(indexElement.getIntOrFloatBitWidth(), (e / inner) % shape[j]);
+    columns.push_back(ConstantOp::create(n.builder, n.loc,
+                                         DenseIntElementsAttr::get(columnType, values)));
+  }
+  Value tuples = columns.front();
+  if (rank > 1) {
+    auto concat = n.finish(ConcatOp::create(n.builder, n.loc, n.placeholder(), columns, rank));
+    if (failed(concat))
+      return failure();
+    tuples = concat->front();
+  }
+  return n.finish(GatherNDOp::create(n.builder, n.loc, n.placeholder(), n.input(0), tuples, 0));
+}
+
 Results convertScatterND(NodeContext &n) {
   if (failed(requireInputs(n, 3)))
     return failure();
@@ -674,6 +757,7 @@ llvm::StringMap<Converter> buildConverters() {
   table["Dropout"] = convertDropout;
   table["Constant"] = convertConstant;
   table["Cast"] = convertCast;
+  table["CastLike"] = convertCastLike;
   table["MatMul"] = convertMatMul;
   table["Gemm"] = convertGemm;
   table["Shape"] = convertShape;
@@ -702,6 +786,7 @@ llvm::StringMap<Converter> buildConverters() {
   table["CumSum"] = convertCumSum;
   table["Trilu"] = convertTrilu;
   table["GatherND"] = convertGatherND;
+  table["GatherElements"] = convertGatherElements;
   table["ScatterND"] = convertScatterND;
   return table;
 }

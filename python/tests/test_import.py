@@ -202,3 +202,85 @@ def test_hf_export_patterns_match_onnxruntime(tmp_path):
     # Not trivially zero: the positions count the mask, the flat output varies.
     assert got["positions"][1, 4] == 5 + 4 and got["positions"][1, 7] == 7
     assert np.std(got["flat"]) > 0.1
+
+
+def _roberta_token_types_model(path):
+    """RoBERTa's embeddings without token_type_ids, as both torch exporters
+    write them (transformers 5): position ids = CumSum(ids != pad) * mask +
+    pad; the buffered token types (a [1, max_pos] int64 initializer) are
+    Expanded to the batch and picked by position with GatherElements(axis=1),
+    then looked up in the token-type table. A float GatherElements (axis 0,
+    int32 indices, a negative one) rides along."""
+    from onnx import TensorProto, helper
+
+    def const(name, value, dtype=np.int64):
+        return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(
+            np.array(value, dtype=dtype), name))
+
+    nodes = [
+        const("pad", 1), const("one", 1),
+        helper.make_node("Equal", ["ids", "pad"], ["is_pad"]),
+        helper.make_node("Not", ["is_pad"], ["real_b"]),
+        helper.make_node("Cast", ["real_b"], ["real"], to=TensorProto.INT32),
+        helper.make_node("CumSum", ["real", "one"], ["cum"]),
+        helper.make_node("Mul", ["cum", "real"], ["cum_real"]),
+        helper.make_node("Cast", ["cum_real"], ["cum64"], to=TensorProto.INT64),
+        helper.make_node("Add", ["cum64", "pad"], ["positions"]),
+        helper.make_node("Shape", ["ids"], ["batch"], end=1),
+        const("keep", [1]),
+        helper.make_node("Concat", ["batch", "keep"], ["shape"], axis=0),
+        helper.make_node("Expand", ["buffered", "shape"], ["expanded"]),  # [batch, 12]
+        helper.make_node("GatherElements", ["expanded", "positions"], ["types"], axis=1),
+        helper.make_node("Gather", ["table", "types"], ["type_embeddings"]),
+        helper.make_node("GatherElements", ["x", "rows"], ["picked"], axis=0),
+    ]
+    buffered = onnx.numpy_helper.from_array(
+        (np.arange(12, dtype=np.int64) % 3).reshape(1, 12), "buffered")
+    table = onnx.numpy_helper.from_array(
+        np.random.default_rng(1).normal(size=(3, 4)).astype(np.float32), "table")
+    graph = helper.make_graph(
+        nodes, "roberta_token_types",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 8]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+         helper.make_tensor_value_info("rows", TensorProto.INT32, [2, 4])],
+        [helper.make_tensor_value_info("type_embeddings", TensorProto.FLOAT, [2, 8, 4]),
+         helper.make_tensor_value_info("picked", TensorProto.FLOAT, [2, 4])],
+        initializer=[buffered, table])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def test_roberta_token_type_gather_elements_matches_onnxruntime(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    path = tmp_path / "roberta.onnx"
+    _roberta_token_types_model(path)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(2, 50, size=(2, 8)).astype(np.int64)
+    ids[1, 5:] = 1  # padding: position pad, not counted
+    inputs = {"ids": ids, "x": rng.normal(size=(3, 4)).astype(np.float32),
+              "rows": np.array([[2, 0, -1, 1], [0, 0, 1, -3]], np.int32)}
+    names = ["type_embeddings", "picked"]
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        names, inputs)
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_tool("pf-run", str(path), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = np.load(tmp_path / "out.npz")
+    for name, want in zip(names, expected):
+        assert got[name].shape == want.shape, name
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
+    # The positions pick different token types (not one row everywhere).
+    assert len({tuple(r) for r in got["type_embeddings"].reshape(-1, 4)}) == 3
+
+
+def test_gather_elements_index_out_of_range_is_an_error(tmp_path):
+    path = tmp_path / "roberta.onnx"
+    _roberta_token_types_model(path)
+    inputs = {"ids": np.full((2, 8), 5, np.int64), "x": np.zeros((3, 4), np.float32),
+              "rows": np.array([[3, 0, 0, 0], [0, 0, 0, 0]], np.int32)}  # 3 >= 3 rows
+    np.savez(tmp_path / "in.npz", **inputs)
+    proc = run_tool("pf-run", str(path), "--inputs", str(tmp_path / "in.npz"),
+                    "--outputs", str(tmp_path / "out.npz"), check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "pfrt_gather_nd: index 3" in proc.stderr and "out of range" in proc.stderr, proc.stderr
