@@ -162,3 +162,60 @@ def test_partition_from_structure(tmp_path):
     assert "found 2 from the graph's structure" in proc.stderr
     assert re.search(r"pf\.stage 0 .*blocks = array<i64: 0>", proc.stdout), proc.stdout[-2000:]
     assert re.search(r"pf\.stage 1 .*blocks = array<i64: 1>", proc.stdout)
+
+
+def test_pf_run_retie_option(models, tmp_path):
+    """pf-run's training step ties the folded decoder copy back too, and
+    --no-retie keeps it a parameter of its own: then the embedding's gradient
+    misses the decoder's share, which the copy's (transposed) gradient holds
+    (unclipped: the two global norms differ)."""
+    from pipefisher.sample_inputs import make_inputs
+
+    vocab = int(np.load(models / "corpus.npz")["tokens"].max()) + 1
+    inputs = make_inputs(2, 8, vocab=vocab)
+    labels = np.where(np.arange(8) % 3 == 0, inputs["input_ids"], -100).astype(np.int64)
+    np.savez(tmp_path / "in.npz", **inputs, labels=labels, lr=np.float64(1e-3),
+             step=np.int64(1))
+    grads = {}
+    for name, extra in (("tied", ()), ("apart", ("--no-retie",))):
+        out = tmp_path / f"{name}.npz"
+        run_tool("pf-run", models / "pytorch.onnx", "--dim", "batch=2", "--dim", "sequence=8",
+                 "--training-step", "--clip-norm", "0", "--inputs", tmp_path / "in.npz",
+                 "--outputs", out, *extra)
+        grads[name] = dict(np.load(out))
+    word = "grad/bert.embeddings.word_embeddings.weight"
+    copy = "grad/cls.predictions.weight"
+    assert copy not in grads["tied"]
+    assert copy in grads["apart"]
+    assert grads["tied"]["loss"] == pytest.approx(float(grads["apart"]["loss"]), rel=1e-6)
+    np.testing.assert_allclose(grads["apart"][word] + grads["apart"][copy].T,
+                               grads["tied"][word], rtol=1e-4, atol=1e-6)
+
+
+def test_merged_biases_are_reported(models, tmp_path):
+    """The generator writes an untrained model's equal initializers (zero
+    biases) once, read through Identity nodes, as torch's TorchScript
+    exporter does; pf unties those. torch's dynamo exporter (optimize=True)
+    drops the Identity nodes: every layer reads the one initializer. pf
+    cannot tell that from a tie, but no model shares a bias without its
+    weight, so the import warns (and still compiles)."""
+    model = onnx.load(str(models / "transpose.onnx"))
+    initializers = {i.name for i in model.graph.initializer}
+    alias = {n.output[0]: n.input[0] for n in model.graph.node
+             if n.op_type == "Identity" and n.input[0] in initializers}
+    assert len(alias) > 2, "the generator no longer writes Identity copies"
+    kept = [n for n in model.graph.node if n.output[0] not in alias]
+    for node in kept:
+        node.input[:] = [alias.get(name, name) for name in node.input]
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    merged = tmp_path / "merged.onnx"
+    onnx.save(model, str(merged))
+    dims = ("--dim", "batch=2", "--dim", "sequence=16")
+    proc = run_tool("pf-translate", "--import-onnx", merged, *dims, "--summary")
+    assert re.search(r"warning: pf-check-shared-biases: '[^']+' is the bias of \d+ linear "
+                     r"layers with different weights", proc.stderr), proc.stderr
+    assert "optimize=False" in proc.stderr
+    original = run_tool("pf-translate", "--import-onnx", models / "transpose.onnx", *dims,
+                        "--summary")
+    assert "pf-check-shared-biases" not in original.stderr

@@ -73,6 +73,11 @@ static cl::opt<std::string> aotDirectory(
     "aot", cl::desc("Compile ahead of time into DIR (model.o, model.weights, model_plan.h) "
                     "instead of running; examples/aot/driver.c shows how to link it"),
     cl::value_desc("DIR"), cl::cat(category));
+static cl::opt<bool> noRetie(
+    "no-retie",
+    cl::desc("An ONNX model: keep an exporter's folded transposed copy of a parameter (the "
+             "tied decoder of PyTorch's TorchScript export) as a separate parameter"),
+    cl::cat(category));
 static cl::opt<bool> trainingStep(
     "training-step",
     cl::desc("Run one masked-LM training step instead of the forward pass: the inputs "
@@ -198,7 +203,8 @@ OwningOpRef<ModuleOp> loadModel(MLIRContext &context) {
     if (!module)
       return nullptr;
     PassManager pm(&context);
-    mlir::pf::buildPostImportPipeline(pm, /*graphOpt=*/true, /*requireStatic=*/true);
+    mlir::pf::buildPostImportPipeline(pm, /*graphOpt=*/true, /*requireStatic=*/true,
+                                      /*retie=*/!noRetie);
     if (failed(pm.run(*module)))
       return nullptr;
     return module;

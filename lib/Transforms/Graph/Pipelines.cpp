@@ -25,6 +25,7 @@ void mlir::pf::buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &o
     pm.addPass(createPFFuseGelu());
     pm.addPass(createPFFuseLinear());
     pm.addPass(createPFNameWeights());
+    pm.addPass(createPFCheckSharedBiases());
     pm.addPass(createPFFindEncoderBlocks());
   }
   pm.addPass(createCanonicalizerPass());

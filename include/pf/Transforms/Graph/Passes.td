@@ -203,6 +203,21 @@ def PFNameWeights : Pass<"pf-name-weights", "::mlir::ModuleOp"> {
   }];
 }
 
+def PFCheckSharedBiases : Pass<"pf-check-shared-biases", "::mlir::ModuleOp"> {
+  let summary = "Warn about a bias shared by linear layers with different weights";
+  let description = [{
+    A parameter that is the bias of several `pf.linear`s whose weights
+    differ trains as one parameter. Models do not share biases without
+    their weights (ALBERT shares whole layers, weight and bias), but an
+    exporter that stores equal initializers once does:
+    `torch.onnx.export(dynamo=True)` with its default `optimize=True`, on a
+    model whose biases are still all zero, points every layer at one
+    initializer without an `Identity`. Nothing in the graph tells such a
+    merge from a real tie, so the pass warns, naming the parameter and its
+    layers, and compiles the model as it is.
+  }];
+}
+
 def PFFindEncoderBlocks : Pass<"pf-find-encoder-blocks", "::mlir::ModuleOp"> {
   let summary = "Find the encoder blocks from the graph's structure when names do not say";
   let description = [{
