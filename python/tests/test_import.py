@@ -175,6 +175,14 @@ def _hf_patterns_model(path):
     onnx.save(model, str(path))
 
 
+def _pf_run(path, inputs, tmp_path):
+    """pf-run's outputs for `inputs` (written to tmp_path/in.npz)."""
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_tool("pf-run", str(path), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    return np.load(tmp_path / "out.npz")
+
+
 def test_hf_export_patterns_match_onnxruntime(tmp_path):
     """Range/CumSum/Trilu/Clip/ReduceMax/ReduceMin/Flatten/GatherND/ScatterND/
     IsNaN/IsInf in one graph, against ONNX Runtime."""
@@ -191,10 +199,7 @@ def test_hf_export_patterns_match_onnxruntime(tmp_path):
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     expected = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]).run(
         names, inputs)
-    np.savez(tmp_path / "in.npz", **inputs)
-    run_tool("pf-run", str(path), "--inputs", str(tmp_path / "in.npz"),
-             "--outputs", str(tmp_path / "out.npz"))
-    got = np.load(tmp_path / "out.npz")
+    got = _pf_run(path, inputs, tmp_path)
     for name, want in zip(names, expected):
         assert got[name].shape == want.shape, name
         assert got[name].dtype == want.dtype, name
@@ -263,10 +268,7 @@ def test_roberta_token_type_gather_elements_matches_onnxruntime(tmp_path):
     names = ["type_embeddings", "picked"]
     expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
         names, inputs)
-    np.savez(tmp_path / "in.npz", **inputs)
-    run_tool("pf-run", str(path), "--inputs", str(tmp_path / "in.npz"),
-             "--outputs", str(tmp_path / "out.npz"))
-    got = np.load(tmp_path / "out.npz")
+    got = _pf_run(path, inputs, tmp_path)
     for name, want in zip(names, expected):
         assert got[name].shape == want.shape, name
         np.testing.assert_array_equal(got[name], want, err_msg=name)
