@@ -6,7 +6,7 @@
 // gradients, in-place optimizer updates), JIT-compiles it once and runs it
 // over the corpus with BERT's masking (15%: 80% [MASK], 10% random, 10% kept).
 // Batches and masks are functions of (seed, step), so a run resumed from a
-// checkpoint continues bit for bit. Ctrl-C saves a checkpoint and stops.
+// checkpoint continues bit for bit. Ctrl-C or SIGTERM saves a checkpoint and stops.
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
@@ -111,10 +111,11 @@ static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
             "With --eval-every: the corpus' last N sequences are held out (never trained on) "
             "and evaluated with fixed masks, in batches of --batch");
 }
-static cl::opt<std::string> checkpointFile("checkpoint",
-                                           cl::desc("Write a checkpoint (.npz) here at the end "
-                                                    "and on Ctrl-C"),
-                                           cl::cat(category));
+static cl::opt<std::string> checkpointFile(
+    "checkpoint",
+    cl::desc("Write a checkpoint (.npz) here at the end and when SIGINT (Ctrl-C) or SIGTERM "
+             "stops the run"),
+    cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
                                        cl::cat(category));
 static cl::opt<std::string> emitStepFile(
