@@ -116,18 +116,24 @@ def test_kfac_trains_and_resumes_bitwise(setup):
         assert np.array_equal(a[key], b[key]), key
 
 
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_ctrl_c_saves_a_checkpoint(setup, tmp_path, sig):
-    import signal
+def _start_long_run(setup, checkpoint, *args):
+    """pf-train for (practically) unbounded steps, its output piped."""
     import subprocess
 
     from pipefisher.tools import tool
 
-    checkpoint = tmp_path / "interrupted.npz"
-    proc = subprocess.Popen([str(tool("pf-train")), str(setup / "model.onnx"), "--corpus",
+    return subprocess.Popen([str(tool("pf-train")), str(setup / "model.onnx"), "--corpus",
                              str(setup / "corpus.npz"), "--batch", "8", "--steps", "100000",
-                             "--log-every", "1", "--checkpoint", str(checkpoint)],
+                             "--checkpoint", str(checkpoint), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_saves_a_checkpoint(setup, tmp_path, sig):
+    import signal
+
+    checkpoint = tmp_path / "interrupted.npz"
+    proc = _start_long_run(setup, checkpoint, "--log-every", "1")
     # Wait for the first progress lines, then interrupt.
     for line in proc.stdout:
         if line.startswith("step") and int(line.split()[1]) >= 3:
@@ -163,15 +169,9 @@ def test_a_signal_before_training_ends_the_run(setup, tmp_path):
     """Before the first step SIGTERM has its default effect (pf-train's
     watcher thread re-raises it): no checkpoint, no progress line."""
     import signal
-    import subprocess
-
-    from pipefisher.tools import tool
 
     checkpoint = tmp_path / "never.npz"
-    proc = subprocess.Popen([str(tool("pf-train")), str(setup / "model.onnx"), "--corpus",
-                             str(setup / "corpus.npz"), "--batch", "8", "--steps", "100000",
-                             "--checkpoint", str(checkpoint)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _start_long_run(setup, checkpoint)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGTERM, out
