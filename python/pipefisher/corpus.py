@@ -123,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--vocab", metavar="VOCAB.TXT",
                       help="BERT vocab.txt (one token per line, ## continuation pieces; "
                            "needs [PAD] [UNK] [CLS] [SEP] [MASK])")
+    text.add_argument("--train-vocab", type=int, metavar="SIZE",
+                      help="instead of --vocab: learn a WordPiece vocabulary of at most SIZE "
+                           "tokens from the text itself (Hugging Face tokenizers' "
+                           "WordPieceTrainer, BERT's normalizer; written to OUT.vocab.txt)")
     text.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
                       help="lower-case and strip accents, as bert-base-uncased (default: on; "
                            "--no-lowercase for cased vocabularies)")
@@ -133,8 +137,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _generated(args, parser) -> dict:
-    if args.vocab:
-        parser.error("--vocab goes with --text (the generated corpus has its own words)")
+    if args.vocab or args.train_vocab is not None:
+        parser.error("--vocab and --train-vocab go with --text (the generated corpus has "
+                     "its own words)")
     sequences = 20000 if args.sequences is None else args.sequences
     if sequences < 1:
         parser.error("--sequences must be positive")
@@ -145,13 +150,21 @@ def _generated(args, parser) -> dict:
 
 
 def _from_text(args, parser) -> dict:
-    from .text_corpus import make_text_corpus
+    from .text_corpus import make_text_corpus, make_trained_text_corpus
 
-    if not args.vocab:
-        parser.error("--text needs --vocab VOCAB.TXT (the WordPiece vocabulary)")
+    if args.vocab and args.train_vocab is not None:
+        parser.error("--vocab and --train-vocab exclude each other: use a vocabulary or "
+                     "learn one")
+    if not args.vocab and args.train_vocab is None:
+        parser.error("--text needs --vocab VOCAB.TXT (the WordPiece vocabulary) or "
+                     "--train-vocab SIZE")
     if args.sequences is not None or args.seed is not None:
         parser.error("--sequences and --seed are for the generated corpus; --text uses all "
                      "of the text")
+    if args.train_vocab is not None:
+        return make_trained_text_corpus(args.text, args.train_vocab, args.seq_len,
+                                        lowercase=args.lowercase,
+                                        split_sentences=args.split_sentences)
     return make_text_corpus(args.text, args.vocab, args.seq_len, lowercase=args.lowercase,
                             split_sentences=args.split_sentences)
 

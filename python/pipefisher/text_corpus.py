@@ -115,6 +115,63 @@ def make_tokenizer(vocab_path: str | os.PathLike, vocab: list[str], lowercase: b
     return tokenizer
 
 
+#: The smallest --train-vocab: the special tokens plus some words.
+MIN_TRAINED_VOCAB = 64
+
+
+def train_vocab(texts: list[str | os.PathLike], size: int, lowercase: bool,
+                split_sentences: bool) -> list[str]:
+    """A WordPiece vocabulary of at most `size` tokens learnt from the text
+    (the tokenizers library's WordPieceTrainer behind BERT's normalizer and
+    pre-tokenizer, as BertWordPieceTokenizer trains one): the special tokens
+    first, in SPECIAL's order, then the alphabet and the learnt pieces. The
+    trainer stops below `size` when the text has fewer distinct pieces worth
+    a token (pieces seen at least twice)."""
+    if size < MIN_TRAINED_VOCAB:
+        raise CorpusError(f"--train-vocab {size}: at least {MIN_TRAINED_VOCAB} tokens")
+    try:
+        from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    except ImportError:
+        raise CorpusError("--train-vocab needs the Hugging Face 'tokenizers' package: "
+                          "pip install -r python/requirements.txt (or ./scripts/setup.sh)")
+    for path in texts:
+        check_text_file(path)
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=size, min_frequency=2,
+                                        special_tokens=list(SPECIAL),
+                                        continuing_subword_prefix="##", show_progress=False)
+
+    def sentences() -> Iterator[str]:
+        for path in texts:
+            for sentence in read_text(path, split_sentences, lambda _: None):
+                if sentence is not None:
+                    yield sentence
+
+    tokenizer.train_from_iterator(sentences(), trainer=trainer)
+    ids = tokenizer.get_vocab()
+    vocab = sorted(ids, key=ids.get)
+    if [ids[t] for t in vocab] != list(range(len(vocab))):
+        raise CorpusError("the trained vocabulary has gaps in its ids")
+    return vocab
+
+
+def make_trained_text_corpus(texts: list[str | os.PathLike], vocab_size: int, seq_len: int,
+                             lowercase: bool = True, split_sentences: bool = False) -> dict:
+    """make_text_corpus over a vocabulary trained on the same text
+    (train_vocab); the corpus' `vocab` is the trained one."""
+    import tempfile
+
+    vocab = train_vocab(texts, vocab_size, lowercase, split_sentences)
+    with tempfile.TemporaryDirectory(prefix="pf-vocab-") as scratch:
+        path = Path(scratch) / "vocab.txt"
+        path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+        return make_text_corpus(texts, path, seq_len, lowercase=lowercase,
+                                split_sentences=split_sentences)
+
+
 def _encode(tokenizer, sentences: list[str]) -> list[list[int]]:
     # encode_batch_fast skips the offsets we do not need (tokenizers >= 0.20).
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)

@@ -202,6 +202,11 @@ def test_argument_errors(tmp_path, vocab):
     assert proc.returncode == 2 and "--text needs --vocab" in proc.stderr
     proc = _cli("--text", text, "--vocab", vocab, "--sequences", "5", "--out", tmp_path / "x.npz")
     assert proc.returncode == 2 and "--sequences and --seed are for the generated" in proc.stderr
+    proc = _cli("--text", text, "--vocab", vocab, "--train-vocab", "100", "--out",
+                tmp_path / "x.npz")
+    assert proc.returncode == 2 and "exclude each other" in proc.stderr
+    proc = _cli("--train-vocab", "100", "--out", tmp_path / "x.npz")
+    assert proc.returncode == 2 and "--train-vocab go with --text" in proc.stderr
 
 
 def test_a_failed_write_leaves_the_old_files(tmp_path, vocab, monkeypatch, capsys):
@@ -245,3 +250,59 @@ def test_pf_train_trains_on_it(tmp_path, vocab):
     proc = run_tool("pf-train", small, "--corpus", out, "--steps", "1", "--batch", "4",
                     "--num-threads", "1", check=False)
     assert proc.returncode == 1 and "out of range" in proc.stderr
+
+
+# A few hundred distinct words in sentences of a small grammar, so that the
+# trainer has frequent words, rare words and shared word pieces to learn.
+def _story(tmp_path, documents=40):
+    rng = np.random.default_rng(1)
+    stems = ["walk", "talk", "jump", "paint", "climb", "river", "mountain", "garden",
+             "lantern", "harbor", "whisper", "thunder"]
+    endings = ["", "s", "ed", "ing", "er"]
+    words = [s + e for s in stems for e in endings]
+    docs = []
+    for _ in range(documents):
+        lines = [" ".join(rng.choice(words, size=int(rng.integers(3, 9)))) + " ."
+                 for _ in range(int(rng.integers(2, 6)))]
+        docs.append("\n".join(lines))
+    return _text(tmp_path, "story.txt", "\n\n".join(docs) + "\n"), words
+
+
+def test_train_vocab_learns_a_wordpiece_vocabulary_from_the_text(tmp_path):
+    text, words = _story(tmp_path)
+    out = tmp_path / "out.npz"
+    proc = _cli("--text", text, "--train-vocab", "200", "--out", out, "--seq-len", "16")
+    assert proc.returncode == 0, proc.stderr
+    vocab = Path(f"{out}.vocab.txt").read_text().splitlines()
+    # The special tokens first, in the order pf-train's `special` lists them.
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert 64 <= len(vocab) <= 200 and len(set(vocab)) == len(vocab)
+    assert any(t.startswith("##") for t in vocab)  # continuation pieces
+    data = np.load(out)
+    assert list(data["special"]) == [0, 1, 2, 3, 4]
+    assert int(data["vocab_size"]) == len(vocab)
+    tokens = data["tokens"]
+    assert tokens.max() < len(vocab)
+    # Every word of the text is spelt without [UNK] (the trainer keeps the
+    # alphabet), and the corpus equals the one --vocab builds from the file.
+    assert not (tokens == 1).any()
+    again, _, _ = _build(tmp_path, Path(f"{out}.vocab.txt"), [text], 16)
+    assert (again["tokens"] == tokens).all()
+    # Decoding a row with the trained vocabulary gives back the text's words.
+    row = [vocab[i] for i in tokens[0] if i > 4]
+    decoded = " ".join(row).replace(" ##", "").split()
+    assert decoded and all(w in words or w == "." for w in decoded), decoded
+
+
+def test_train_vocab_errors(tmp_path):
+    text, _ = _story(tmp_path, documents=2)
+    proc = _cli("--text", text, "--train-vocab", "10", "--out", tmp_path / "x.npz")
+    assert proc.returncode == 1 and "--train-vocab 10: at least 64 tokens" in proc.stderr
+    latin = _text(tmp_path, "latin1.txt", "the cat .\nthe caf\xe9\n".encode("latin-1"))
+    proc = _cli("--text", latin, "--train-vocab", "100", "--out", tmp_path / "x.npz")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "latin1.txt:2: not UTF-8 text" in proc.stderr
+    proc = _cli("--text", tmp_path / "none.txt", "--train-vocab", "100", "--out",
+                tmp_path / "x.npz")
+    assert proc.returncode == 1 and "none.txt: no such text file" in proc.stderr
+    assert not (tmp_path / "x.npz").exists()
