@@ -2,7 +2,8 @@
 # Installs everything pf needs on a Debian 12 machine. Idempotent: packages that are
 # already present are not reinstalled, so a second run takes a few seconds.
 #   --fuzz   also clang-22 with libFuzzer and its sanitizer runtimes (scripts/fuzz.sh)
-#   --bench  also BLIS, the third library bench/gemm_libraries.sh compares
+#   --bench  also BLIS, the third library bench/gemm_libraries.sh compares, and
+#            bible-kjv, the offline English text of bench/text_convergence.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ=0 BENCH=0
@@ -25,7 +26,7 @@ DEB_PACKAGES=(
 # libFuzzer is clang's (libclang-rt-22-dev); clang's OpenMP header comes with
 # libomp-22-dev.
 ((FUZZ)) && DEB_PACKAGES+=(clang-22 libclang-rt-22-dev libomp-22-dev)
-((BENCH)) && DEB_PACKAGES+=(libblis-openmp-dev)
+((BENCH)) && DEB_PACKAGES+=(libblis-openmp-dev bible-kjv)
 
 missing=()
 for pkg in "${DEB_PACKAGES[@]}"; do

@@ -39,6 +39,47 @@ LogicalResult emitIf(OpBuilder &b, Location loc, Value condition, Fn &&body) {
   return body();
 }
 
+/// s = sqrt(Σ ‖g‖² / Σ ‖u‖²) (1 when Σ ‖u‖² is 0), then each result = s ·
+/// update; the sums in f64 by pfrt_dot, in operand order.
+struct GraftPattern : RuntimePattern<KFACGraftOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACGraftOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Type f64 = rewriter.getF64Type();
+    Value slot = l.scratchF64(rewriter, loc);
+    auto sumOfSquares = [&](ValueRange tensors) -> FailureOr<Value> {
+      Value total = l.constF64(rewriter, loc, 0.0);
+      for (Value t : tensors) {
+        if (failed(l.call(rewriter, op, "pfrt_dot", {t, t, slot})))
+          return failure();
+        total = arith::AddFOp::create(rewriter, loc, total,
+                                      LLVM::LoadOp::create(rewriter, loc, f64, slot));
+      }
+      return total;
+    };
+    FailureOr<Value> updates = sumOfSquares(adaptor.getUpdates());
+    FailureOr<Value> gradients = sumOfSquares(adaptor.getGradients());
+    if (failed(updates) || failed(gradients))
+      return failure();
+    Value root = LLVM::SqrtOp::create(
+        rewriter, loc, arith::DivFOp::create(rewriter, loc, *gradients, *updates));
+    // u = 0 would give 0/0; a NaN or Inf in u keeps s NaN or 0 and reaches
+    // the result, where the step's guard sees it.
+    Value zero = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::OEQ, *updates,
+                                       l.constF64(rewriter, loc, 0.0));
+    Value scale =
+        arith::SelectOp::create(rewriter, loc, zero, l.constF64(rewriter, loc, 1.0), root);
+    SmallVector<Value> grafted = l.resultEntries(rewriter, op);
+    for (auto [u, r] : llvm::zip(adaptor.getUpdates(), grafted))
+      if (failed(l.call(rewriter, op, "pfrt_scale", {u, scale, r})))
+        return failure();
+    replaceByEntries(rewriter, op, grafted);
+    return success();
+  }
+};
+
 /// ν = min(1, sqrt(κ / (lr² Σ ⟨u, g⟩))) (1 when the sum is not positive),
 /// then each result = ν · update.
 struct KLClipPattern : RuntimePattern<KFACKLClipOp> {
@@ -201,6 +242,6 @@ struct PreconditionPattern : RuntimePattern<KFACPreconditionOp> {
 void mlir::pf::populateKFACPatterns(const TypeConverter &converter, RuntimeLowering &lowering,
                                     RewritePatternSet &patterns) {
   // pf.kfac.capture_output is a view (DataMovementPatterns.cpp).
-  patterns.add<KLClipPattern, UpdateFactorPattern, RefreshInversesPattern, PreconditionPattern>(
+  patterns.add<GraftPattern, KLClipPattern, UpdateFactorPattern, RefreshInversesPattern, PreconditionPattern>(
       converter, patterns.getContext(), lowering);
 }

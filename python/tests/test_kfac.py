@@ -45,7 +45,7 @@ def test_kfac_step_matches_numpy(tmp_path, damping):
     probe = rng.normal(size=(ROWS, OUT)).astype(np.float32)
     (tmp_path / "m.mlir").write_text(_module(w, b))
     run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac", "--pf-build-gradients",
-             f"--pf-kfac-precondition=damping={damping} kl-clip=0 export-factors=true",
+             f"--pf-kfac-precondition=damping={damping} kl-clip=0 graft=none export-factors=true",
              "-o", str(tmp_path / "step.mlir"))
     np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
     run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
@@ -128,7 +128,7 @@ def test_bias_column_preconditions_jointly(tmp_path):
     damping = 0.05
     (tmp_path / "m.mlir").write_text(_module(w, b))
     run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac=bias-column=true",
-             "--pf-build-gradients", f"--pf-kfac-precondition=damping={damping} kl-clip=0",
+             "--pf-build-gradients", f"--pf-kfac-precondition=damping={damping} kl-clip=0 graft=none",
              "-o", str(tmp_path / "step.mlir"))
     np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
     run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
@@ -185,7 +185,7 @@ def test_kl_clipping(tmp_path, kappa):
     damping, lr = 0.1, 0.5
     (tmp_path / "m.mlir").write_text(_module(w, b))
     run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac", "--pf-build-gradients",
-             f"--pf-kfac-precondition=damping={damping} kl-clip={kappa}",
+             f"--pf-kfac-precondition=damping={damping} kl-clip={kappa} graft=none",
              "-o", str(tmp_path / "step.mlir"))
     np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1), lr=np.float64(lr))
     run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
@@ -206,6 +206,73 @@ def test_kl_clipping(tmp_path, kappa):
                                rtol=1e-4, atol=1e-9)
     np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], nu * up_b,
                                rtol=1e-4, atol=1e-9)
+
+
+@pytest.mark.parametrize("kappa", [0.0, 1e-6])
+def test_graft_rescales_each_layer_to_its_gradient_norm(tmp_path, kappa):
+    """graft=gradient (the pass's default): the layer's preconditioned update
+    (weight and bias together) times ||gradient|| / ||update||, before the
+    KL-clip, which then sees the grafted update."""
+    rng = np.random.default_rng(9)
+    w = rng.normal(size=(OUT, IN)).astype(np.float32)
+    b = rng.normal(size=OUT).astype(np.float32)
+    x = rng.normal(size=(ROWS, IN)).astype(np.float32)
+    probe = rng.normal(size=(ROWS, OUT)).astype(np.float32)
+    damping, lr = 0.1, 0.5
+    (tmp_path / "m.mlir").write_text(_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac", "--pf-build-gradients",
+             f"--pf-kfac-precondition=damping={damping} kl-clip={kappa}",
+             "-o", str(tmp_path / "step.mlir"))
+    assert "pf.kfac.graft" in (tmp_path / "step.mlir").read_text()
+    inputs = {"x": x, "probe": probe, "step": np.int64(1)}
+    if kappa:  # the KL-clip reads lr
+        inputs["lr"] = np.float64(lr)
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+    x64, g = x.astype(np.float64), probe.astype(np.float64)
+    A = x64.T @ x64 / ROWS
+    B = ROWS * (g.T @ g)
+    pi = np.sqrt((np.trace(A) / IN) / (np.trace(B) / OUT))
+    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(IN))
+    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(OUT))
+    grad_w, grad_b = g.T @ x64, g.sum(axis=0)
+    up_w, up_b = B_inv @ grad_w @ A_inv, B_inv @ grad_b
+    scale = np.sqrt(((grad_w**2).sum() + (grad_b**2).sum()) / ((up_w**2).sum() + (up_b**2).sum()))
+    assert abs(scale - 1) > 0.1  # the test would see a missing graft
+    up_w, up_b = scale * up_w, scale * up_b
+    if kappa:
+        total = (up_w * grad_w).sum() + (up_b * grad_b).sum()
+        nu = min(1.0, np.sqrt(kappa / (lr * lr * total)))
+        assert nu < 1
+        up_w, up_b = nu * up_w, nu * up_b
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.weight"], up_w,
+                               rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(got["grad/bert.encoder.layer.0.dense.bias"], up_b,
+                               rtol=1e-4, atol=1e-9)
+    got_norm = np.sqrt((got["grad/bert.encoder.layer.0.dense.weight"].astype(np.float64)**2).sum()
+                       + (got["grad/bert.encoder.layer.0.dense.bias"].astype(np.float64)**2).sum())
+    if not kappa:
+        np.testing.assert_allclose(got_norm, np.sqrt((grad_w**2).sum() + (grad_b**2).sum()),
+                                   rtol=1e-5)
+
+
+def test_graft_leaves_a_zero_gradient_zero(tmp_path):
+    """A zero gradient gives a zero update (0/0 is taken as scale 1, no NaN)."""
+    w = np.ones((OUT, IN), np.float32)
+    b = np.zeros(OUT, np.float32)
+    (tmp_path / "m.mlir").write_text(_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac", "--pf-build-gradients",
+             "--pf-kfac-precondition=damping=0.1 kl-clip=0 graft=gradient",
+             "-o", str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=np.ones((ROWS, IN), np.float32),
+             probe=np.zeros((ROWS, OUT), np.float32), step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+    assert np.all(got["grad/bert.encoder.layer.0.dense.weight"] == 0)
+    assert np.all(got["grad/bert.encoder.layer.0.dense.bias"] == 0)
 
 
 # pf-run --training-step's defaults before they became pf-train's tuned ones.

@@ -29,6 +29,12 @@ enum class Optimizer { SGD, AdamW, LAMB };
 /// as the other parameters'.
 enum class KfacOptimizer { Same, SGD, AdamW, LAMB };
 
+/// The length of a K-FAC layer's update before the optimizer: the
+/// preconditioned gradient's own (bounded by KL-clipping), or the layer
+/// gradient's (grafting); auto picks the gradient's unless the K-FAC layers'
+/// optimizer is SGD.
+enum class KfacGraft { Auto, None, Gradient };
+
 /// Whether pf-schedule places K-FAC work (into the bubbles, by a policy).
 enum class KfacMode { Bubbles, None };
 
@@ -51,6 +57,17 @@ inline llvm::cl::ValuesClass kfacOptimizerValues() {
       clEnumValN(KfacOptimizer::SGD, "sgd", "SGD with momentum"),
       clEnumValN(KfacOptimizer::AdamW, "adamw", "AdamW"),
       clEnumValN(KfacOptimizer::LAMB, "lamb", "LAMB (NVLAMB)"));
+}
+
+inline llvm::cl::ValuesClass kfacGraftValues() {
+  return llvm::cl::values(
+      clEnumValN(KfacGraft::Auto, "auto",
+                 "gradient, except none when the K-FAC layers' optimizer is SGD"),
+      clEnumValN(KfacGraft::None, "none",
+                 "The preconditioned gradient as it is (KL-clipping bounds the step)"),
+      clEnumValN(KfacGraft::Gradient, "gradient",
+                 "Each layer's update rescaled to its gradient's L2 norm: K-FAC's direction, "
+                 "the gradient's length"));
 }
 
 inline llvm::cl::ValuesClass kfacModeValues() {

@@ -47,7 +47,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   // Per-stage inverses and preconditioning; the KL-clip across ranks is the
   // programs' pf.kfac_kl_clip.
   if (training.kfac) {
-    PFKFACPreconditionOptions precondition = training.precondition;
+    PFKFACPreconditionOptions precondition = preconditionOptions(training);
     precondition.bubbles = pipeline.kfac == KfacWork::Bubbles;
     pm.addPass(createPFKFACPrecondition(precondition));
     // In the bubbles: the factor updates become calls the programs place.

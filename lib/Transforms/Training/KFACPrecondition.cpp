@@ -202,8 +202,18 @@ struct KFACPreconditionPass
     auto precondition =
         KFACPreconditionOp::create(builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB,
                                    layer.weightInOut);
-    return {outcome, precondition.getWeightUpdate(),
-            gradB ? precondition.getBiasUpdate() : Value()};
+    Value weightUpdate = precondition.getWeightUpdate();
+    Value biasUpdate = gradB ? precondition.getBiasUpdate() : Value();
+    if (graft == KfacGraft::None)
+      return {outcome, weightUpdate, biasUpdate};
+    SmallVector<Value> updates{weightUpdate}, gradients{gradW};
+    if (gradB) {
+      updates.push_back(biasUpdate);
+      gradients.push_back(gradB);
+    }
+    auto grafted =
+        KFACGraftOp::create(builder, loc, ValueRange(updates).getTypes(), updates, gradients);
+    return {outcome, grafted.getGrafted()[0], gradB ? grafted.getGrafted()[1] : Value()};
   }
 
   /// A refresh of `layer`'s inverses from its factors into `inverseSuffix`

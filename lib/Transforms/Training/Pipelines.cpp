@@ -10,6 +10,20 @@
 using namespace mlir;
 using namespace mlir::pf;
 
+PFKFACPreconditionOptions mlir::pf::preconditionOptions(const TrainingOptions &options) {
+  PFKFACPreconditionOptions precondition = options.precondition;
+  if (precondition.graft != KfacGraft::Auto)
+    return precondition;
+  const PFAddOptimizerOptions &optimizer = options.optimizer;
+  bool sgd = optimizer.kfacOptimizer == KfacOptimizer::SGD ||
+             (optimizer.kfacOptimizer == KfacOptimizer::Same &&
+              optimizer.optimizer == Optimizer::SGD);
+  // SGD's step is the update's length times lr, which KL-clipping bounds;
+  // AdamW and LAMB renormalise it, so they get the gradient's length.
+  precondition.graft = sgd ? KfacGraft::None : KfacGraft::Gradient;
+  return precondition;
+}
+
 void mlir::pf::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
   pm.addPass(createPFAddMaskedLMLoss(options.loss));
   if (options.kfac)
@@ -23,7 +37,7 @@ void mlir::pf::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   if (options.clipNorm > 0)
     pm.addPass(createPFClipGradients(PFClipGradientsOptions{options.clipNorm}));
   if (options.kfac) {
-    PFKFACPreconditionOptions precondition = options.precondition;
+    PFKFACPreconditionOptions precondition = preconditionOptions(options);
     precondition.bubbles = options.kfacWindow > 0;
     pm.addPass(createPFKFACPrecondition(precondition));
   }

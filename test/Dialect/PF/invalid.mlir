@@ -1302,3 +1302,19 @@ func.func @precondition_result_count(%g: tensor<32x64xf32>, %a: tensor<65x65xf32
   %0 = pf.kfac.precondition %g, %a, %b, %gb : (tensor<32x64xf32>, tensor<65x65xf32>, tensor<32x32xf32>, tensor<32xf32>) -> tensor<32x64xf32>
   return
 }
+
+// -----
+
+func.func @graft_type_mismatch(%u: tensor<5x4xf32>, %g: tensor<4x5xf32>) {
+  // expected-error @+1 {{'pf.kfac.graft' op update, gradient and result types differ: 'tensor<5x4xf32>', 'tensor<4x5xf32>', 'tensor<5x4xf32>'}}
+  %0 = pf.kfac.graft updates(%u : tensor<5x4xf32>) gradients(%g : tensor<4x5xf32>) -> tensor<5x4xf32>
+  return
+}
+
+// -----
+
+func.func @graft_missing_gradient(%u: tensor<5x4xf32>, %v: tensor<5xf32>, %g: tensor<5x4xf32>) {
+  // expected-error @+1 {{'pf.kfac.graft' op needs one gradient and one result per update}}
+  %0:2 = pf.kfac.graft updates(%u, %v : tensor<5x4xf32>, tensor<5xf32>) gradients(%g : tensor<5x4xf32>) -> tensor<5x4xf32>, tensor<5xf32>
+  return
+}

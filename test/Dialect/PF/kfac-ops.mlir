@@ -54,3 +54,14 @@ func.func @precondition(%gw: tensor<32x64xf32>, %ai: tensor<64x64xf32>, %aib: te
       : (tensor<?x?xf32>, tensor<65x65xf32>, tensor<32x32xf32>) -> tensor<?x?xf32>
   return
 }
+
+// Grafting: one layer's weight and bias updates with their gradients.
+// CHECK-LABEL: func.func @graft
+// CHECK-NEXT: %[[G:.*]]:2 = pf.kfac.graft updates(%{{.*}}, %{{.*}} : tensor<5x4xf32>, tensor<5xf32>) gradients(%{{.*}}, %{{.*}} : tensor<5x4xf32>, tensor<5xf32>) -> tensor<5x4xf32>, tensor<5xf32>
+// GENERIC-LABEL: sym_name = "graft"
+// GENERIC: "pf.kfac.graft"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 2, 2>}>
+func.func @graft(%u: tensor<5x4xf32>, %v: tensor<5xf32>, %gw: tensor<5x4xf32>, %gb: tensor<5xf32>)
+    -> (tensor<5x4xf32>, tensor<5xf32>) {
+  %g:2 = pf.kfac.graft updates(%u, %v : tensor<5x4xf32>, tensor<5xf32>) gradients(%gw, %gb : tensor<5x4xf32>, tensor<5xf32>) -> tensor<5x4xf32>, tensor<5xf32>
+  return %g#0, %g#1 : tensor<5x4xf32>, tensor<5xf32>
+}

@@ -61,8 +61,10 @@
 // KFAC: pf.kfac.update_factor @bert.encoder.layer.1.dense.weight.kfac.B from %{{.*}} step %{{.*}} count %[[C]] microbatch
 // KFAC-LABEL: func.func @stage0_kfac_precondition_0(%{{.*}}: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %{{.*}}: tensor<i64> {pf.name = "step"}) -> (tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, tensor<i32> {pf.name = "kfac/issues"}) attributes {pf.blocks = array<i64: 0, 1>, pf.stage = 0 : i64}
 // KFAC-NEXT: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A,
-// KFAC: pf.kfac.precondition
-// KFAC-NEXT: return %weight_update, %0 : tensor<16x16xf32>, tensor<i32>
+// KFAC: %weight_update = pf.kfac.precondition %[[GW:arg0]],
+// Grafted to the layer gradient's norm inside the stage function (AdamW).
+// KFAC-NEXT: %[[G:.*]] = pf.kfac.graft updates(%weight_update : tensor<16x16xf32>) gradients(%[[GW]] : tensor<16x16xf32>) -> tensor<16x16xf32>
+// KFAC-NEXT: return %[[G]], %0 : tensor<16x16xf32>, tensor<i32>
 // KFAC-LABEL: func.func @stage0_kfac_precondition_1(%{{.*}}: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %{{.*}}: tensor<i64> {pf.name = "step"})
 // KFAC-NEXT: pf.kfac.refresh_inverses(@bert.encoder.layer.1.dense.weight.kfac.A,
 // KFAC-LABEL: func.func @stage1_forward(
@@ -106,6 +108,7 @@
 // BUBBLES-SAME: -> (tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"})
 // BUBBLES-NOT: refresh_inverses
 // BUBBLES: pf.kfac.precondition
+// BUBBLES-NEXT: pf.kfac.graft
 // BUBBLES-NEXT: return
 // BUBBLES-LABEL: func.func @stage1_kfac_inverse_2(
 // BUBBLES-LABEL: pf.rank_program @rank0

@@ -1,8 +1,11 @@
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=4 damping=1e-3 refresh-warmup=0 kl-clip=0" | FileCheck %s --check-prefix=PRECOND
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0" | FileCheck %s --check-prefix=WARMUP
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
-// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=0.01 retries=2 kl-clip=0.001 export-factors=true refresh-warmup=0" | FileCheck %s --check-prefix=OPTS
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=4 damping=1e-3 refresh-warmup=0 kl-clip=0 graft=none" | FileCheck %s --check-prefix=PRECOND
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=1e-3 refresh-warmup=0 kl-clip=0 graft=none" --pf-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0 graft=none" | FileCheck %s --check-prefix=WARMUP
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="refresh-every=3 refresh-warmup=20 damping=1e-3 kl-clip=0 graft=none" --pf-lower-to-runtime | FileCheck %s --check-prefix=WARMUP-LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac="decay=0.95" --pf-build-gradients --pf-kfac-precondition="damping=0.01 retries=2 kl-clip=0.001 export-factors=true refresh-warmup=0 graft=none" | FileCheck %s --check-prefix=OPTS
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition | FileCheck %s --check-prefix=GRAFT
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="graft=gradient kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=GRAFT-LOWER
+// RUN: not pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="graft=adam" 2>&1 | FileCheck %s --check-prefix=GRAFT-BAD
 // Errors: kfac-precondition-errors.mlir.
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
@@ -56,6 +59,24 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // OPTS: %[[CLIP:.*]]:2 = pf.kfac.kl_clip lr %[[LR]] : tensor<f64> updates(%[[U]], %[[V]] : {{.*}}) gradients(%[[GW]], %[[GB]] : {{.*}}) {kappa = 1.000000e-03 : f64}
 // OPTS: return %{{.*}}, %[[CLIP]]#0, %[[CLIP]]#1, %{{.*}}, %[[ISSUES]], %[[A]], %[[B]], %{{.*}}, %{{.*}} :
 
+// Grafting (the default, graft=auto: gradient in the pass alone): the
+// layer's weight and bias updates rescaled together to their gradients'
+// norm, before the KL-clip.
+// GRAFT-LABEL: func.func @main(
+// GRAFT: %[[U:.*]], %[[V:.*]] = pf.kfac.precondition %[[GW:[0-9]+]], %{{.*}}, %{{.*}}, %[[GB:[0-9]+]] :
+// GRAFT-NEXT: %[[G:.*]]:2 = pf.kfac.graft updates(%[[U]], %[[V]] : tensor<5x4xf32>, tensor<5xf32>) gradients(%[[GW]], %[[GB]] : tensor<5x4xf32>, tensor<5xf32>) -> tensor<5x4xf32>, tensor<5xf32>
+// GRAFT: pf.kfac.kl_clip lr %{{.*}} : tensor<f64> updates(%[[G]]#0, %[[G]]#1 :
+// Lowered: ‖u‖² and ‖g‖² by pfrt_dot, s = sqrt(g/u) (1 when u = 0), pfrt_scale.
+// GRAFT-LOWER-LABEL: func.func @pf_main(
+// GRAFT-LOWER: call @pfrt_kfac_precondition
+// GRAFT-LOWER-COUNT-4: call @pfrt_dot
+// GRAFT-LOWER: %[[RATIO:.*]] = arith.divf
+// GRAFT-LOWER: %[[ROOT:.*]] = llvm.intr.sqrt(%[[RATIO]])
+// GRAFT-LOWER: %[[ZERO:.*]] = arith.cmpf oeq
+// GRAFT-LOWER: %[[S:.*]] = arith.select %[[ZERO]], %{{.*}}, %[[ROOT]]
+// GRAFT-LOWER-COUNT-2: call @pfrt_scale({{.*}}%[[S]]
+// GRAFT-BAD: for the --graft option: Cannot find option named 'adam'
+
 // -----
 
 // Two K-FAC layers, the first without a bias: its weight gradient alone is
@@ -68,6 +89,9 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // PRECOND: %[[SUM:.*]] = pf.add %[[R0]], %[[R1]] : (tensor<i32>, tensor<i32>) -> tensor<i32>
 // PRECOND: %[[W1:.*]], %[[B1:.*]] = pf.kfac.precondition
 // PRECOND: return %{{.*}}, %[[P0]], %[[W1]], %[[B1]], %[[SUM]] :
+// GRAFT-LABEL: func.func @two_layers(
+// GRAFT: pf.kfac.graft updates(%{{.*}} : tensor<4x4xf32>) gradients(%{{.*}} : tensor<4x4xf32>) -> tensor<4x4xf32>
+// GRAFT: pf.kfac.graft updates(%{{.*}}, %{{.*}} : tensor<4x4xf32>, tensor<4xf32>) gradients(
 // OPTS-LABEL: func.func @two_layers(
 // OPTS: pf.kfac.kl_clip lr %{{.*}} : tensor<f64> updates(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>)
 pf.param @"bert.encoder.layer.0.q.weight" : tensor<4x4xf32>

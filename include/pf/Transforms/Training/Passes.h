@@ -66,6 +66,11 @@ struct TrainingOptions {
                "Refresh the inverses at every one of the first N steps (early curvature "
                "changes fastest)");
     binder.opt("kfac-kl-clip", precondition.klClip, "K-FAC KL-clipping threshold κ (0: off)");
+    binder.opt("kfac-graft", precondition.graft,
+               "Length of each K-FAC layer's update before the optimizer: the layer "
+               "gradient's L2 norm (gradient) or the preconditioned gradient's own (none); "
+               "auto: gradient unless the K-FAC layers' optimizer is SGD",
+               kfacGraftValues());
     binder.opt("kfac-optimizer", optimizer.kfacOptimizer,
                "Update rule of the K-FAC layers' parameters", kfacOptimizerValues());
     binder.opt("kfac-window", kfacWindow,
@@ -78,6 +83,10 @@ struct TrainingOptions {
                "Return each K-FAC layer's factors and inverses as results");
   }
 };
+
+/// pf-kfac-precondition's options as `options` sets them, with graft=auto
+/// resolved from the K-FAC layers' optimizer (none for SGD, else gradient).
+PFKFACPreconditionOptions preconditionOptions(const TrainingOptions &options);
 
 /// Masked-LM loss, K-FAC factors, gradients, micro-batches, clipping,
 /// preconditioning and the optimizer: a forward graph becomes one training

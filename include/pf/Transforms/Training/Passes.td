@@ -286,6 +286,13 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
            "KL-clipping threshold κ (0: off; default: 1e-3); scales all preconditioned "
            "updates by min(1, sqrt(κ / (lr² Σ⟨update, gradient⟩))); adds an `lr` argument "
            "if missing">,
+    Option<"graft", "graft", "::mlir::pf::KfacGraft",
+           /*default=*/"::mlir::pf::KfacGraft::Auto",
+           "Length of each layer's update (pf.kfac.graft): none keeps the preconditioned "
+           "gradient's, gradient rescales it to the layer gradient's L2 norm (weight and bias "
+           "together), auto is gradient here (pf-training resolves it: none when the K-FAC "
+           "layers' optimizer is SGD) (default: auto)",
+           [{::mlir::pf::kfacGraftValues()}]>,
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
            "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...) (default: false)">,

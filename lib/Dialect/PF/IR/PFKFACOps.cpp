@@ -196,6 +196,18 @@ LogicalResult KFACUpdateFactorOp::verify() {
   return success();
 }
 
+LogicalResult KFACGraftOp::verify() {
+  if (getUpdates().size() != getGradients().size() || getUpdates().size() != getGrafted().size())
+    return emitOpError("needs one gradient and one result per update");
+  for (auto [u, g, r] : llvm::zip(getUpdates(), getGradients(), getGrafted()))
+    if (u.getType() != g.getType() || u.getType() != r.getType())
+      return emitOpError("update, gradient and result types differ: ")
+             << u.getType() << ", " << g.getType() << ", " << r.getType();
+  if (getUpdates().empty())
+    return emitOpError("needs at least one update");
+  return success();
+}
+
 LogicalResult KFACKLClipOp::verify() {
   if (!(getKappa().convertToDouble() > 0))
     return emitOpError("kappa must be > 0");

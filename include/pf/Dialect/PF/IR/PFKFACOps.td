@@ -181,4 +181,28 @@ def PF_KFACKLClipOp : PF_Op<"kfac.kl_clip", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def PF_KFACGraftOp : PF_Op<"kfac.graft", [Pure, AttrSizedOperandSegments]> {
+  let summary = "a layer's K-FAC update rescaled to its gradient's norm (grafting)";
+  let description = [{
+    s = sqrt(Σᵢ ‖gradientᵢ‖² / Σᵢ ‖updateᵢ‖²) (1 when Σᵢ ‖updateᵢ‖² is 0);
+    returns s · updateᵢ: K-FAC's direction with the gradient's length, over
+    one layer's weight and bias together (learning-rate grafting, Agarwal et
+    al. 2020). An adaptive optimizer after K-FAC (AdamW, LAMB) normalises
+    each element by the running average of its past inputs; the
+    preconditioned gradient's length swings by orders of magnitude from step
+    to step as the factors' small eigenvalues move, and those swings reach
+    the parameters as steps many times the learning rate (pf-train's early
+    loss spikes, docs/training.md). Grafting keeps the optimizer's inputs on
+    the gradient's scale. A NaN or Inf in an update stays in the result.
+  }];
+  let arguments = (ins Variadic<TensorOf<[AnyFloat]>>:$updates,
+                   Variadic<TensorOf<[AnyFloat]>>:$gradients);
+  let results = (outs Variadic<TensorOf<[AnyFloat]>>:$grafted);
+  let assemblyFormat = [{
+    `updates` `(` $updates `:` type($updates) `)`
+    `gradients` `(` $gradients `:` type($gradients) `)` attr-dict `->` type($grafted)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // PF_KFAC_OPS_TD
