@@ -367,3 +367,34 @@ def test_refresh_warmup(tmp_path):
         got = dict(np.load(tmp_path / "out.npz"))
         refreshed[step] = bool(np.any(got["kfac/A_inv/bert.encoder.layer.0.dense.weight"]))
     assert refreshed == {1: True, 2: True, 3: False, 4: True, 5: False}
+
+
+@pytest.mark.parametrize("flags,grafted", [
+    ((), True),                                      # AdamW: auto grafts
+    (("--optimizer", "lamb"), True),
+    (("--kfac-optimizer", "sgd"), False),            # SGD: auto leaves the length
+    (("--optimizer", "sgd"), False),
+    (("--optimizer", "sgd", "--kfac-optimizer", "adamw"), True),
+    (("--kfac-optimizer", "sgd", "--kfac-graft", "gradient"), True),
+    (("--kfac-graft", "none"), False),
+])
+def test_graft_auto_follows_the_kfac_layers_optimizer(tmp_path, flags, grafted):
+    from pipefisher import make_bert_model, save_model
+    from pipefisher.sample_inputs import make_inputs
+
+    save_model(make_bert_model("tiny", vocab_size=50, num_hidden_layers=1), tmp_path / "m.onnx")
+    inputs = make_inputs(2, 8, vocab=50)
+    labels = np.where(np.arange(8) % 3 == 0, inputs["input_ids"], -100).astype(np.int64)
+    np.savez(tmp_path / "in.npz", **inputs, labels=labels, lr=np.float64(1e-3), step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "m.onnx"), "--dim", "batch=2", "--dim", "sequence=8",
+             "--training-step", "--kfac", *flags, "--inputs", str(tmp_path / "in.npz"),
+             "--emit-step", str(tmp_path / "step.mlir"), "--outputs", str(tmp_path / "out.npz"))
+    step = (tmp_path / "step.mlir").read_text()
+    # One graft per K-FAC layer (6 linears in the block), or none.
+    assert step.count("pf.kfac.graft") == (6 if grafted else 0)
+
+
+def test_graft_bad_value_is_refused(tmp_path):
+    proc = run_tool("pf-train", "m.onnx", "--kfac", "--kfac-graft", "adam", check=False)
+    assert proc.returncode != 0 and "adam" in proc.stderr
+    assert "gradient" in proc.stderr  # the valid values are listed

@@ -188,6 +188,7 @@ llvm::StringRef choiceName(const llvm::cl::generic_parser_base &parser, DataType
 
 PF_CHOICE_PARSER(::mlir::pf::Optimizer)
 PF_CHOICE_PARSER(::mlir::pf::KfacOptimizer)
+PF_CHOICE_PARSER(::mlir::pf::KfacGraft)
 PF_CHOICE_PARSER(::mlir::pf::KfacMode)
 PF_CHOICE_PARSER(::mlir::pf::CostSource)
 PF_CHOICE_PARSER(::mlir::pf::KfacWork)

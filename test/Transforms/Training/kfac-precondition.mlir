@@ -75,7 +75,7 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // GRAFT-LOWER: %[[ZERO:.*]] = arith.cmpf oeq
 // GRAFT-LOWER: %[[S:.*]] = arith.select %[[ZERO]], %{{.*}}, %[[ROOT]]
 // GRAFT-LOWER-COUNT-2: call @pfrt_scale({{.*}}%[[S]]
-// GRAFT-BAD: for the --graft option: Cannot find option named 'adam'
+// GRAFT-BAD: graft must be auto, none or gradient, got 'adam'
 
 // -----
 
