@@ -39,29 +39,48 @@ LogicalResult emitIf(OpBuilder &b, Location loc, Value condition, Fn &&body) {
   return body();
 }
 
+/// Σᵢ ⟨lhsᵢ, rhsᵢ⟩ in f64, by pfrt_dot in operand order.
+static FailureOr<Value> sumOfDots(RuntimeLowering &l, ConversionPatternRewriter &rewriter,
+                                  Operation *op, ValueRange lhs, ValueRange rhs) {
+  Location loc = op->getLoc();
+  Type f64 = rewriter.getF64Type();
+  Value slot = l.scratchF64(rewriter, loc);
+  Value total = l.constF64(rewriter, loc, 0.0);
+  for (auto [a, b] : llvm::zip(lhs, rhs)) {
+    if (failed(l.call(rewriter, op, "pfrt_dot", {a, b, slot})))
+      return failure();
+    total = arith::AddFOp::create(rewriter, loc, total,
+                                  LLVM::LoadOp::create(rewriter, loc, f64, slot));
+  }
+  return total;
+}
+
+/// Replaces `op` by `factor` · update for each update (pfrt_scale).
+static LogicalResult replaceByScaled(RuntimeLowering &l, ConversionPatternRewriter &rewriter,
+                                     Operation *op, ValueRange updates, Value factor) {
+  SmallVector<Value> scaled = l.resultEntries(rewriter, op);
+  for (auto [u, r] : llvm::zip(updates, scaled))
+    if (failed(l.call(rewriter, op, "pfrt_scale", {u, factor, r})))
+      return failure();
+  rewriter.replaceOp(op, scaled);
+  return success();
+}
+
 /// s = sqrt(Σ ‖g‖² / Σ ‖u‖²) (1 when Σ ‖u‖² is 0), then each result = s ·
-/// update; the sums in f64 by pfrt_dot, in operand order.
+/// update.
 struct GraftPattern : RuntimePattern<KFACGraftOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(KFACGraftOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     RuntimeLowering &l = lowering;
     Location loc = op.getLoc();
-    Type f64 = rewriter.getF64Type();
-    Value slot = l.scratchF64(rewriter, loc);
-    auto sumOfSquares = [&](ValueRange tensors) -> FailureOr<Value> {
-      Value total = l.constF64(rewriter, loc, 0.0);
-      for (Value t : tensors) {
-        if (failed(l.call(rewriter, op, "pfrt_dot", {t, t, slot})))
-          return failure();
-        total = arith::AddFOp::create(rewriter, loc, total,
-                                      LLVM::LoadOp::create(rewriter, loc, f64, slot));
-      }
-      return total;
-    };
-    FailureOr<Value> updates = sumOfSquares(adaptor.getUpdates());
-    FailureOr<Value> gradients = sumOfSquares(adaptor.getGradients());
-    if (failed(updates) || failed(gradients))
+    FailureOr<Value> updates =
+        sumOfDots(l, rewriter, op, adaptor.getUpdates(), adaptor.getUpdates());
+    if (failed(updates))
+      return failure();
+    FailureOr<Value> gradients =
+        sumOfDots(l, rewriter, op, adaptor.getGradients(), adaptor.getGradients());
+    if (failed(gradients))
       return failure();
     Value root = LLVM::SqrtOp::create(
         rewriter, loc, arith::DivFOp::create(rewriter, loc, *gradients, *updates));
@@ -71,12 +90,7 @@ struct GraftPattern : RuntimePattern<KFACGraftOp> {
                                        l.constF64(rewriter, loc, 0.0));
     Value scale =
         arith::SelectOp::create(rewriter, loc, zero, l.constF64(rewriter, loc, 1.0), root);
-    SmallVector<Value> grafted = l.resultEntries(rewriter, op);
-    for (auto [u, r] : llvm::zip(adaptor.getUpdates(), grafted))
-      if (failed(l.call(rewriter, op, "pfrt_scale", {u, scale, r})))
-        return failure();
-    replaceByEntries(rewriter, op, grafted);
-    return success();
+    return replaceByScaled(l, rewriter, op, adaptor.getUpdates(), scale);
   }
 };
 
@@ -89,17 +103,13 @@ struct KLClipPattern : RuntimePattern<KFACKLClipOp> {
     RuntimeLowering &l = lowering;
     Location loc = op.getLoc();
     Type f64 = rewriter.getF64Type();
-    Value slot = l.scratchF64(rewriter, loc);
-    Value total = l.constF64(rewriter, loc, 0.0);
-    for (auto [u, g] : llvm::zip(adaptor.getUpdates(), adaptor.getGradients())) {
-      if (failed(l.call(rewriter, op, "pfrt_dot", {u, g, slot})))
-        return failure();
-      total = arith::AddFOp::create(rewriter, loc, total,
-                                    LLVM::LoadOp::create(rewriter, loc, f64, slot));
-    }
+    FailureOr<Value> total =
+        sumOfDots(l, rewriter, op, adaptor.getUpdates(), adaptor.getGradients());
+    if (failed(total))
+      return failure();
     Value lr = l.loadScalar(rewriter, loc, adaptor.getLr(), f64);
     Value denom = arith::MulFOp::create(rewriter, loc,
-                                        arith::MulFOp::create(rewriter, loc, lr, lr), total);
+                                        arith::MulFOp::create(rewriter, loc, lr, lr), *total);
     Value ratio = arith::DivFOp::create(
         rewriter, loc, l.constF64(rewriter, loc, op.getKappa().convertToDouble()), denom);
     Value root = LLVM::SqrtOp::create(rewriter, loc, ratio);
@@ -108,12 +118,7 @@ struct KLClipPattern : RuntimePattern<KFACKLClipOp> {
                                            l.constF64(rewriter, loc, 0.0));
     Value nu =
         arith::SelectOp::create(rewriter, loc, positive, capped, l.constF64(rewriter, loc, 1.0));
-    SmallVector<Value> clipped = l.resultEntries(rewriter, op);
-    for (auto [u, c] : llvm::zip(adaptor.getUpdates(), clipped))
-      if (failed(l.call(rewriter, op, "pfrt_scale", {u, nu, c})))
-        return failure();
-    replaceByEntries(rewriter, op, clipped);
-    return success();
+    return replaceByScaled(l, rewriter, op, adaptor.getUpdates(), nu);
   }
 };
 

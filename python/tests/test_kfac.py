@@ -36,6 +36,19 @@ func.func @main(%x: tensor<{ROWS}x{IN}xf32> {{pf.name = "x"}},
 '''
 
 
+def _preconditioned(x, probe, damping):
+    """NumPy, float64: the layer's gradients and their π-damped K-FAC
+    preconditioning at step 1 (objective sum(y * probe), so dObj/dy = probe)."""
+    x64, g = x.astype(np.float64), probe.astype(np.float64)
+    A = x64.T @ x64 / ROWS
+    B = ROWS * (g.T @ g)
+    pi = np.sqrt((np.trace(A) / IN) / (np.trace(B) / OUT))
+    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(IN))
+    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(OUT))
+    grad_w, grad_b = g.T @ x64, g.sum(axis=0)
+    return grad_w, grad_b, B_inv @ grad_w @ A_inv, B_inv @ grad_b
+
+
 @pytest.mark.parametrize("damping", [1e-2, 1.0])
 def test_kfac_step_matches_numpy(tmp_path, damping):
     rng = np.random.default_rng(7)
@@ -191,14 +204,7 @@ def test_kl_clipping(tmp_path, kappa):
     run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
              "--outputs", str(tmp_path / "out.npz"))
     got = dict(np.load(tmp_path / "out.npz"))
-    x64, g = x.astype(np.float64), probe.astype(np.float64)
-    A = x64.T @ x64 / ROWS
-    B = ROWS * (g.T @ g)
-    pi = np.sqrt((np.trace(A) / IN) / (np.trace(B) / OUT))
-    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(IN))
-    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(OUT))
-    grad_w, grad_b = g.T @ x64, g.sum(axis=0)
-    up_w, up_b = B_inv @ grad_w @ A_inv, B_inv @ grad_b
+    grad_w, grad_b, up_w, up_b = _preconditioned(x, probe, damping)
     total = (up_w * grad_w).sum() + (up_b * grad_b).sum()
     nu = min(1.0, np.sqrt(kappa / (lr * lr * total)))
     assert (nu < 1) == (kappa < 1)
@@ -231,14 +237,7 @@ def test_graft_rescales_each_layer_to_its_gradient_norm(tmp_path, kappa):
     run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
              "--outputs", str(tmp_path / "out.npz"))
     got = dict(np.load(tmp_path / "out.npz"))
-    x64, g = x.astype(np.float64), probe.astype(np.float64)
-    A = x64.T @ x64 / ROWS
-    B = ROWS * (g.T @ g)
-    pi = np.sqrt((np.trace(A) / IN) / (np.trace(B) / OUT))
-    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(IN))
-    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(OUT))
-    grad_w, grad_b = g.T @ x64, g.sum(axis=0)
-    up_w, up_b = B_inv @ grad_w @ A_inv, B_inv @ grad_b
+    grad_w, grad_b, up_w, up_b = _preconditioned(x, probe, damping)
     scale = np.sqrt(((grad_w**2).sum() + (grad_b**2).sum()) / ((up_w**2).sum() + (up_b**2).sum()))
     assert abs(scale - 1) > 0.1  # the test would see a missing graft
     up_w, up_b = scale * up_w, scale * up_b

@@ -196,28 +196,27 @@ LogicalResult KFACUpdateFactorOp::verify() {
   return success();
 }
 
-LogicalResult KFACGraftOp::verify() {
-  if (getUpdates().size() != getGradients().size() || getUpdates().size() != getGrafted().size())
-    return emitOpError("needs one gradient and one result per update");
-  for (auto [u, g, r] : llvm::zip(getUpdates(), getGradients(), getGrafted()))
+/// pf.kfac.graft and pf.kfac.kl_clip: one gradient and one result of the
+/// update's type per update, at least one update.
+static LogicalResult verifyUpdatesAndGradients(Operation *op, ValueRange updates,
+                                               ValueRange gradients, ValueRange results) {
+  if (updates.size() != gradients.size() || updates.size() != results.size())
+    return op->emitOpError("needs one gradient and one result per update");
+  for (auto [u, g, r] : llvm::zip(updates, gradients, results))
     if (u.getType() != g.getType() || u.getType() != r.getType())
-      return emitOpError("update, gradient and result types differ: ")
+      return op->emitOpError("update, gradient and result types differ: ")
              << u.getType() << ", " << g.getType() << ", " << r.getType();
-  if (getUpdates().empty())
-    return emitOpError("needs at least one update");
+  if (updates.empty())
+    return op->emitOpError("needs at least one update");
   return success();
+}
+
+LogicalResult KFACGraftOp::verify() {
+  return verifyUpdatesAndGradients(*this, getUpdates(), getGradients(), getGrafted());
 }
 
 LogicalResult KFACKLClipOp::verify() {
   if (!(getKappa().convertToDouble() > 0))
     return emitOpError("kappa must be > 0");
-  if (getUpdates().size() != getGradients().size() || getUpdates().size() != getClipped().size())
-    return emitOpError("needs one gradient and one result per update");
-  for (auto [u, g, c] : llvm::zip(getUpdates(), getGradients(), getClipped()))
-    if (u.getType() != g.getType() || u.getType() != c.getType())
-      return emitOpError("update, gradient and result types differ: ")
-             << u.getType() << ", " << g.getType() << ", " << c.getType();
-  if (getUpdates().empty())
-    return emitOpError("needs at least one update");
-  return success();
+  return verifyUpdatesAndGradients(*this, getUpdates(), getGradients(), getClipped());
 }
