@@ -79,7 +79,7 @@ def test_kfac_pieces_match_numpy():
     module = pf.parse_module(kfac_module(w, b))
     module.run_pipeline("pf-insert-kfac,pf-build-gradients,"
                         f"pf-kfac-precondition{{damping={damping} kl-clip=0 graft=none "
-                        "export-factors=true}}")
+                        "export-factors=true}")
     got = pf.compile(module).run({"x": x, "probe": probe, "step": np.int64(1)})
     name = "bert.encoder.layer.0.dense.weight"
     x64, g = x.astype(np.float64), probe.astype(np.float64)

@@ -43,5 +43,5 @@ def test_generated_corpus_argument_errors(tmp_path):
     proc = _cli("--out", tmp_path / "c.npz", "--seq-len", 4)
     assert proc.returncode == 2 and "seq_len must be at least 8" in proc.stderr
     proc = _cli("--out", tmp_path / "c.npz", "--vocab", tmp_path / "v.txt")
-    assert proc.returncode == 2 and "--vocab goes with --text" in proc.stderr
+    assert proc.returncode == 2 and "--vocab and --train-vocab go with --text" in proc.stderr
     assert not list(tmp_path.iterdir())
