@@ -180,6 +180,38 @@ protected:
     }
   }
 
+  /// The device side of p, as doubles.
+  std::vector<double> fromDevice(Pair &p) {
+    std::vector<unsigned char> back(p.host.size());
+    EXPECT_EQ(pfrt_copy_to_host(gGpu, &p.dev, back.data()), PFRT_OK)
+        << pfrt_last_error(gGpu);
+    std::vector<double> v(size_t(p.bytes / pfrt_dtype_size(p.cpu.dtype)));
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = valueAt(back, p.cpu.dtype, int64_t(i));
+    return v;
+  }
+
+  /// The largest magnitude of the host side of a float pair.
+  static double maxAbs(const Pair &p) {
+    double m = 0;
+    for (int64_t i = 0; i < p.bytes / pfrt_dtype_size(p.cpu.dtype); ++i)
+      m = std::max(m, std::fabs(valueAt(p.host, p.cpu.dtype, i)));
+    return m;
+  }
+
+  /// A K-FAC factor [d', d'] of random [rows, d] activations (d' = d + 1
+  /// with the ones column), computed once on the CPU and copied to the
+  /// device, so both sides start from the same bytes.
+  Pair &factorOf(int32_t dtype, int64_t rows, int64_t d, int bias, unsigned seed) {
+    Pair &x = make(dtype, {rows, d}, -1, 1, seed);
+    Pair &f = make(dtype, {d + bias, d + bias});
+    EXPECT_EQ(pfrt_kfac_factor(gCpu, &x.cpu, bias, 1.0, PFRT_KFAC_OVERWRITE, 0, &f.cpu),
+              PFRT_OK) << pfrt_last_error(gCpu);
+    EXPECT_EQ(pfrt_copy_from_host(gGpu, f.host.data(), &f.dev), PFRT_OK)
+        << pfrt_last_error(gGpu);
+    return f;
+  }
+
   std::vector<std::unique_ptr<Pair>> pairs;
 };
 
@@ -601,6 +633,130 @@ TEST_F(CudaKernels, KfacPrecondition) {
       expectClose(ow, 1e-4, 1e-4, "out_w");
       expectClose(ob, 1e-4, 1e-4, "out_b");
     }
+}
+
+TEST_F(CudaKernels, KfacEigen) {
+  // Full-rank factors with and without the ones column, and a rank-5 one
+  // whose zero eigenvalues come out of syevd as +-round-off (clamped to 0).
+  struct Case {
+    int64_t rows, d;
+    int bias;
+  } cases[] = {{97, 37, 1}, {97, 37, 0}, {5, 37, 0}};
+  for (int32_t dtype : {PFRT_F32, PFRT_F64})
+    for (const Case &k : cases) {
+      const bool f32 = dtype == PFRT_F32;
+      const int64_t n = k.d + k.bias;
+      Pair &f = factorOf(dtype, k.rows, k.d, k.bias, 82);
+      Pair &vec = make(dtype, {n, n}), &val = make(dtype, {n});
+      both([&](pfrt_context *c, bool d) {
+        return pfrt_kfac_eigen(c, on(f, d), on(vec, d), on(val, d));
+      });
+      const double scale = maxAbs(f), tol = (f32 ? 5e-5 : 1e-12) * scale;
+      expectClose(val, 0, tol, "kfac_eigen values");
+      // Eigenvector signs (and the bases of repeated eigenvalues) may differ
+      // from the CPU's: check V diag(l) V^T = factor and V^T V = I instead.
+      const std::vector<double> v = fromDevice(vec), l = fromDevice(val);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_GE(l[i], 0) << "eigenvalue " << i;
+        if (i > 0) {
+          EXPECT_LE(l[i - 1], l[i]) << "eigenvalues ascending at " << i;
+        }
+      }
+      int failures = 0;
+      for (int64_t i = 0; i < n && failures < 10; ++i)
+        for (int64_t j = 0; j < n && failures < 10; ++j) {
+          double rec = 0, dot = 0;
+          for (int64_t k2 = 0; k2 < n; ++k2) {
+            rec += v[i * n + k2] * l[k2] * v[j * n + k2];
+            dot += v[k2 * n + i] * v[k2 * n + j];
+          }
+          const double want = valueAt(f.host, dtype, i * n + j);
+          if (!(std::fabs(rec - want) <= 5 * tol)) {
+            ADD_FAILURE() << "(V diag(l) V^T)[" << i << ", " << j << "] = " << rec
+                          << ", factor " << want;
+            ++failures;
+          }
+          if (!(std::fabs(dot - (i == j ? 1.0 : 0.0)) <= (f32 ? 1e-4 : 1e-11))) {
+            ADD_FAILURE() << "(V^T V)[" << i << ", " << j << "] = " << dot;
+            ++failures;
+          }
+        }
+    }
+}
+
+TEST_F(CudaKernels, KfacEigenNumericAndRefresh) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64}) {
+    const int64_t n = 9;
+    Pair &a = factorOf(dtype, 40, n, 0, 83), &b = factorOf(dtype, 40, n, 0, 84);
+    Pair &av = make(dtype, {n, n}, -1, 1, 85), &al = make(dtype, {n}, -1, 1, 86);
+    // NaN or Inf in the factor: NUMERIC, the outputs left as they were.
+    for (double bad : {double(NAN), double(INFINITY)}) {
+      if (dtype == PFRT_F32)
+        set<float>(a, 3 * n + 4, float(bad));
+      else
+        set<double>(a, 3 * n + 4, bad);
+      EXPECT_EQ(pfrt_kfac_eigen(gGpu, &a.dev, &av.dev, &al.dev), PFRT_NUMERIC);
+      EXPECT_NE(std::strstr(pfrt_last_error(gGpu), "NaN or Inf"), nullptr)
+          << pfrt_last_error(gGpu);
+      expectClose(av, 0, 0, "vectors unchanged");
+      expectClose(al, 0, 0, "values unchanged");
+    }
+    // The refresh keeps a's previous decomposition and decomposes b.
+    Pair &bv = make(dtype, {n, n}), &bl = make(dtype, {n});
+    int32_t oc = -1, og = -1;
+    ASSERT_EQ(pfrt_kfac_eigen_refresh(gCpu, &a.cpu, &b.cpu, &av.cpu, &al.cpu, &bv.cpu,
+                                      &bl.cpu, &oc), PFRT_OK) << pfrt_last_error(gCpu);
+    ASSERT_EQ(pfrt_kfac_eigen_refresh(gGpu, &a.dev, &b.dev, &av.dev, &al.dev, &bv.dev,
+                                      &bl.dev, &og), PFRT_OK) << pfrt_last_error(gGpu);
+    EXPECT_EQ(oc, PFRT_KFAC_KEPT_PREVIOUS);
+    EXPECT_EQ(og, oc);
+    expectClose(av, 0, 0, "a_vectors kept");
+    expectClose(al, 0, 0, "a_values kept");
+    expectClose(bl, 0, (dtype == PFRT_F32 ? 5e-5 : 1e-12) * maxAbs(b), "b_values");
+  }
+}
+
+TEST_F(CudaKernels, KfacPreconditionEigen) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64})
+    for (int wt = 0; wt < 2; ++wt)
+      for (int bias = 0; bias < 3; ++bias) { // none, separate, joint column
+        const bool joint = bias == 2, withBias = bias != 0;
+        const int64_t in = 23, out = 11, ia = in + (joint ? 1 : 0);
+        // Real eigenbases (the CPU's, copied to the device) keep the
+        // magnitudes those of a training step.
+        Pair &fa = factorOf(dtype, 97, in, joint ? 1 : 0, 86);
+        Pair &fb = factorOf(dtype, 97, out, 0, 87);
+        Pair &qa = make(dtype, {ia, ia}), &la = make(dtype, {ia});
+        Pair &qb = make(dtype, {out, out}), &lb = make(dtype, {out});
+        ASSERT_EQ(pfrt_kfac_eigen(gCpu, &fa.cpu, &qa.cpu, &la.cpu), PFRT_OK);
+        ASSERT_EQ(pfrt_kfac_eigen(gCpu, &fb.cpu, &qb.cpu, &lb.cpu), PFRT_OK);
+        for (Pair *p : {&qa, &la, &qb, &lb})
+          ASSERT_EQ(pfrt_copy_from_host(gGpu, p->host.data(), &p->dev), PFRT_OK);
+        const Dims w = wt ? Dims{out, in} : Dims{in, out};
+        Pair &gw = make(dtype, w, -1, 1, 88), &gb = make(dtype, {out}, -1, 1, 89);
+        Pair &ow = make(dtype, w), &ob = make(dtype, {out});
+        const double damping = 1e-3;
+        both([&](pfrt_context *c, bool d) {
+          return pfrt_kfac_precondition_eigen(c, on(qa, d), on(la, d), on(qb, d), on(lb, d),
+                                              damping, on(gw, d),
+                                              withBias ? on(gb, d) : nullptr, wt, on(ow, d),
+                                              withBias ? on(ob, d) : nullptr);
+        });
+        const double rtol = dtype == PFRT_F32 ? 1e-4 : 1e-11;
+        expectClose(ow, rtol, rtol * maxAbs(ow), "eigen out_w");
+        if (withBias)
+          expectClose(ob, rtol, rtol * maxAbs(ob), "eigen out_b");
+        // In place (out_w = grad_w, out_b = grad_b).
+        both([&](pfrt_context *c, bool d) {
+          return pfrt_kfac_precondition_eigen(c, on(qa, d), on(la, d), on(qb, d), on(lb, d),
+                                              damping, on(gw, d),
+                                              withBias ? on(gb, d) : nullptr, wt, on(gw, d),
+                                              withBias ? on(gb, d) : nullptr);
+        });
+        expectClose(gw, rtol, rtol * maxAbs(gw), "eigen out_w in place");
+        if (withBias)
+          expectClose(gb, rtol, rtol * maxAbs(gb), "eigen out_b in place");
+      }
 }
 
 //===----------------------------- Benchmarks ----------------------------===//

@@ -383,6 +383,108 @@ TEST_F(KfacTest, PreconditionMatchesExplicitProducts) {
   EXPECT_LT(relErr(ob.data, refB, 10.0), 1e-5);
 }
 
+TEST_F(KfacTest, EigenRebuildsTheFactor) {
+  // Rank-deficient (10 rows, 12 columns): two eigenvalues are round-off
+  // around 0 and come back as exactly 0 or above.
+  Tensor<double> x = random<double>({10, 12}, -1, 1, 9);
+  Tensor<double> f({12, 12}), q({12, 12}), l({12});
+  pfrt_tensor tx = x.desc(), tf = f.desc(), tq = q.desc(), tl = l.desc();
+  ok(pfrt_kfac_factor(ctx, &tx, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &tf));
+  ok(pfrt_kfac_eigen(ctx, &tf, &tq, &tl));
+  for (int k = 0; k < 12; ++k) {
+    EXPECT_GE(l[k], 0.0);
+    if (k) {
+      EXPECT_LE(l[k - 1], l[k]);
+    }
+  }
+  EXPECT_EQ(l[0], 0.0); // clamped round-off
+  // Q diag(l) Q^T = F and Q^T Q = I (eigenvector k in column k).
+  Matrix scaled(144), qt(144);
+  for (int i = 0; i < 12; ++i)
+    for (int k = 0; k < 12; ++k) {
+      scaled[i * 12 + k] = q[i * 12 + k] * l[k];
+      qt[k * 12 + i] = q[i * 12 + k];
+    }
+  EXPECT_LT(relErr(matmulRef(scaled, qt, 12, 12, 12), f.data), 1e-12);
+  Matrix gram = matmulRef(qt, q.data, 12, 12, 12);
+  for (int i = 0; i < 12; ++i)
+    for (int j = 0; j < 12; ++j)
+      EXPECT_NEAR(gram[i * 12 + j], i == j ? 1.0 : 0.0, 1e-12);
+}
+
+TEST_F(KfacTest, EigenPreconditionIsTheDampedKroneckerSolve) {
+  // [out=3, in=2] with a bias column (A 3x3): the update solves
+  // (B (x) A + d I) vec(U) = vec([G | g_b]) (row-major vec).
+  Tensor<double> xa = random<double>({8, 2}, -1, 1, 3), xb = random<double>({8, 3}, -1, 1, 4);
+  Tensor<double> fa({3, 3}), fb({3, 3}), qa({3, 3}), la({3}), qb({3, 3}), lb({3});
+  pfrt_tensor txa = xa.desc(), txb = xb.desc(), tfa = fa.desc(), tfb = fb.desc(),
+              tqa = qa.desc(), tla = la.desc(), tqb = qb.desc(), tlb = lb.desc();
+  ok(pfrt_kfac_factor(ctx, &txa, 1, 1.0, PFRT_KFAC_OVERWRITE, 0, &tfa));
+  ok(pfrt_kfac_factor(ctx, &txb, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &tfb));
+  int32_t outcome = -1;
+  ok(pfrt_kfac_eigen_refresh(ctx, &tfa, &tfb, &tqa, &tla, &tqb, &tlb, &outcome));
+  EXPECT_EQ(outcome, PFRT_KFAC_INVERTED);
+  Tensor<double> gw = random<double>({3, 2}, -1, 1, 5), gb = random<double>({3}, -1, 1, 6);
+  Tensor<double> ow({3, 2}), ob({3});
+  pfrt_tensor tgw = gw.desc(), tgb = gb.desc(), tow = ow.desc(), tob = ob.desc();
+  const double damping = 0.2;
+  ok(pfrt_kfac_precondition_eigen(ctx, &tqa, &tla, &tqb, &tlb, damping, &tgw, &tgb, 1, &tow,
+                                  &tob));
+  // (B (x) A + d I) applied to the result gives back the gradient: B U A + d U.
+  Matrix u(9), j(9);
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 2; ++c) {
+      u[r * 3 + c] = ow[r * 2 + c];
+      j[r * 3 + c] = gw[r * 2 + c];
+    }
+    u[r * 3 + 2] = ob[r];
+    j[r * 3 + 2] = gb[r];
+  }
+  Matrix back = matmulRef(matmulRef(fb.data, u, 3, 3, 3), fa.data, 3, 3, 3);
+  for (int i = 0; i < 9; ++i)
+    back[i] += damping * u[i];
+  EXPECT_LT(relErr(back, j), 1e-10);
+  // In place (out_w = grad_w, out_b = grad_b) gives the same.
+  ok(pfrt_kfac_precondition_eigen(ctx, &tqa, &tla, &tqb, &tlb, damping, &tgw, &tgb, 1, &tgw,
+                                  &tgb));
+  EXPECT_EQ(gw.data, ow.data);
+  EXPECT_EQ(gb.data, ob.data);
+}
+
+TEST_F(KfacTest, EigenFailuresKeepThePreviousDecomposition) {
+  Tensor<double> nan({2, 2}, {1, 0, 0, NAN}), good({2, 2}, {2, 1, 1, 2});
+  Tensor<double> qa({2, 2}, {7, 7, 7, 7}), la({2}, {7, 7}), qb({2, 2}), lb({2});
+  pfrt_tensor tnan = nan.desc(), tgood = good.desc(), tqa = qa.desc(), tla = la.desc(),
+              tqb = qb.desc(), tlb = lb.desc();
+  fails(pfrt_kfac_eigen(ctx, &tnan, &tqa, &tla), PFRT_NUMERIC, "pfrt_kfac_eigen");
+  EXPECT_NE(std::string(pfrt_last_error(ctx)).find("NaN"), std::string::npos);
+  int32_t outcome = -1;
+  ok(pfrt_kfac_eigen_refresh(ctx, &tnan, &tgood, &tqa, &tla, &tqb, &tlb, &outcome));
+  EXPECT_EQ(outcome, PFRT_KFAC_KEPT_PREVIOUS);
+  for (double v : qa.data)
+    EXPECT_EQ(v, 7.0);
+  EXPECT_EQ(la.data, (std::vector<double>{7, 7}));
+  EXPECT_NEAR(lb[0], 1.0, 1e-12); // the good factor was decomposed
+  EXPECT_NEAR(lb[1], 3.0, 1e-12);
+  // Bad arguments.
+  Tensor<double> l3({3}), rect({2, 3});
+  Tensor<float> qf({2, 2});
+  pfrt_tensor tl3 = l3.desc(), trect = rect.desc(), tqf = qf.desc();
+  fails(pfrt_kfac_eigen(ctx, &tgood, &tqb, &tl3), PFRT_INVALID_ARGUMENT, "pfrt_kfac_eigen");
+  fails(pfrt_kfac_eigen(ctx, &trect, &tqb, &tlb), PFRT_INVALID_ARGUMENT, "pfrt_kfac_eigen");
+  fails(pfrt_kfac_eigen(ctx, &tgood, &tqf, &tlb), PFRT_INVALID_ARGUMENT, "pfrt_kfac_eigen");
+  Tensor<double> gw({2, 2}), ow({2, 2});
+  pfrt_tensor tgw = gw.desc(), tow = ow.desc();
+  fails(pfrt_kfac_precondition_eigen(ctx, &tqb, &tlb, &tqb, &tlb, 0.0, &tgw, nullptr, 1, &tow,
+                                     nullptr),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_precondition_eigen"); // damping 0
+  fails(pfrt_kfac_precondition_eigen(ctx, &tqb, &tl3, &tqb, &tlb, 0.1, &tgw, nullptr, 1, &tow,
+                                     nullptr),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_precondition_eigen"); // 3 values for 2 vectors
+  EXPECT_NE(std::string(pfrt_last_error(ctx)).find("a_values"), std::string::npos)
+      << pfrt_last_error(ctx);
+}
+
 TEST_F(KfacTest, Errors) {
   Tensor<float> x = random<float>({4, 3}), f({3, 3}), fb({4, 4}), rect({3, 4});
   Tensor<double> fd({3, 3});

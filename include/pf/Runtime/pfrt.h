@@ -832,6 +832,50 @@ PFRT_API pfrt_status pfrt_kfac_damped_inverses(pfrt_context *ctx,
                                                const pfrt_tensor *b_inv,
                                                int32_t *outcome);
 
+/* Eigendecomposition of a symmetric [d, d] factor (f32, f64): factor =
+ * vectors . diag(values) . vectors^T (LAPACK syevd on the upper triangle),
+ * vectors [d, d] with eigenvector k in column k, values [d] ascending;
+ * eigenvalues below 0 (round-off of a positive semi-definite factor) are
+ * set to 0. If the factor holds NaN/Inf or the solver does not converge,
+ * the result is PFRT_NUMERIC and vectors and values are left unchanged.
+ * Workspace: one d x d matrix and LAPACK's. */
+PFRT_API pfrt_status pfrt_kfac_eigen(pfrt_context *ctx,
+                                     const pfrt_tensor *factor,
+                                     const pfrt_tensor *vectors,
+                                     const pfrt_tensor *values);
+
+/* The K-FAC refresh of one layer in the factors' eigenbasis: pfrt_kfac_eigen
+ * of a into (a_vectors, a_values) and of b into (b_vectors, b_values). No
+ * damping here: pfrt_kfac_precondition_eigen adds it to the Kronecker
+ * product's eigenvalues. A factor that fails keeps its previous
+ * decomposition; *outcome (may be NULL) is PFRT_KFAC_INVERTED or
+ * PFRT_KFAC_KEPT_PREVIOUS and the context's message says what happened.
+ * Returns PFRT_OK in both cases; errors are bad arguments only. */
+PFRT_API pfrt_status pfrt_kfac_eigen_refresh(
+    pfrt_context *ctx, const pfrt_tensor *a, const pfrt_tensor *b,
+    const pfrt_tensor *a_vectors, const pfrt_tensor *a_values,
+    const pfrt_tensor *b_vectors, const pfrt_tensor *b_values,
+    int32_t *outcome);
+
+/* K-FAC preconditioning in the factors' eigenbasis (f32, f64), with the
+ * damping added to the eigenvalues of the Kronecker product (B (x) A +
+ * damping I)^-1 rather than to each factor: for w [out, in] (w_transposed
+ * != 0), with A = Qa diag(la) Qa^T and B = Qb diag(lb) Qb^T,
+ *   V = Qb^T . grad_w . Qa,  V[i, j] /= lb[i] la[j] + damping,
+ *   out_w = Qb . V . Qa^T;
+ * for w [in, out] the same update, transposed. a_vectors [i', i'],
+ * a_values [i'], b_vectors [out, out], b_values [out]; the bias as in
+ * pfrt_kfac_precondition (jointly as an extra input with i' = in + 1, else
+ * out_b = Qb ((Qb^T grad_b) / (lb + damping))). damping > 0 (the product's
+ * eigenvalues may be 0). Four GEMMs; a workspace of three gradients. out_w
+ * may be grad_w and out_b grad_b. */
+PFRT_API pfrt_status pfrt_kfac_precondition_eigen(
+    pfrt_context *ctx, const pfrt_tensor *a_vectors,
+    const pfrt_tensor *a_values, const pfrt_tensor *b_vectors,
+    const pfrt_tensor *b_values, double damping, const pfrt_tensor *grad_w,
+    const pfrt_tensor *grad_b, int32_t w_transposed, const pfrt_tensor *out_w,
+    const pfrt_tensor *out_b);
+
 /*===--------------------------- Communication --------------------------===*/
 /* Point-to-point and collective communication between the ranks of a
  * pipeline (docs/runtime.md, "Communication"). A pfrt_comm is a group of

@@ -36,10 +36,11 @@ pfrt_status checkPrecondition(const Call &call, const pfrt_tensor *a_inv,
                               const pfrt_tensor *grad_w,
                               const pfrt_tensor *grad_b, int32_t w_transposed,
                               const pfrt_tensor *out_w,
-                              const pfrt_tensor *out_b, PreconditionDims &dims) {
-  PFRT_TRY(checkSquare(call, "a_inv", a_inv, 0));
+                              const pfrt_tensor *out_b, PreconditionDims &dims,
+                              const char *aName, const char *bName) {
+  PFRT_TRY(checkSquare(call, aName, a_inv, 0));
   const int32_t dtype = a_inv->dtype;
-  PFRT_TRY(checkSquare(call, "b_inv", b_inv, dtype));
+  PFRT_TRY(checkSquare(call, bName, b_inv, dtype));
   PFRT_TRY(call.tensor("grad_w", grad_w));
   PFRT_TRY(call.dtypeIs("grad_w", grad_w, dtype));
   PFRT_TRY(call.rankIn("grad_w", grad_w, 2, 2));
@@ -49,16 +50,16 @@ pfrt_status checkPrecondition(const Call &call, const pfrt_tensor *a_inv,
   const int64_t ia = a_inv->shape[0];
   const char *layout = transposed ? "[out, in]" : "[in, out]";
   if (b_inv->shape[0] != out)
-    return call.fail(PFRT_INVALID_ARGUMENT, "b_inv is %lld x %lld but grad_w "
-                     "%s (%s) has %lld outputs",
+    return call.fail(PFRT_INVALID_ARGUMENT, "%s is %lld x %lld but grad_w "
+                     "%s (%s) has %lld outputs", bName,
                      static_cast<long long>(b_inv->shape[0]),
                      static_cast<long long>(b_inv->shape[0]),
                      ShapeStr(Shape::of(*grad_w)).c_str(), layout,
                      static_cast<long long>(out));
   if (ia != in && ia != in + 1)
-    return call.fail(PFRT_INVALID_ARGUMENT, "a_inv is %lld x %lld but grad_w "
+    return call.fail(PFRT_INVALID_ARGUMENT, "%s is %lld x %lld but grad_w "
                      "%s (%s) has %lld inputs (expected %lld, or %lld with "
-                     "a bias column)", static_cast<long long>(ia),
+                     "a bias column)", aName, static_cast<long long>(ia),
                      static_cast<long long>(ia),
                      ShapeStr(Shape::of(*grad_w)).c_str(), layout,
                      static_cast<long long>(in), static_cast<long long>(in),
@@ -66,8 +67,8 @@ pfrt_status checkPrecondition(const Call &call, const pfrt_tensor *a_inv,
   const bool joint = ia == in + 1;
   PFRT_TRY(floatLike(call, "out_w", out_w, dtype, Shape::of(*grad_w)));
   if (joint && !grad_b)
-    return call.fail(PFRT_INVALID_ARGUMENT, "a_inv has a bias column, so "
-                     "grad_b and out_b are required");
+    return call.fail(PFRT_INVALID_ARGUMENT, "%s has a bias column, so "
+                     "grad_b and out_b are required", aName);
   if ((grad_b == nullptr) != (out_b == nullptr))
     return call.fail(PFRT_INVALID_ARGUMENT, "grad_b and out_b must both be "
                      "given or both be NULL");

@@ -33,12 +33,15 @@ struct PreconditionDims {
 /// Checks pfrt_kfac_precondition's arguments: square inverses of one float
 /// dtype matching grad_w's outputs and inputs (with or without the bias
 /// column), out_w like grad_w, grad_b and out_b both given or both NULL.
+/// Messages name the A and B side `aName` and `bName`.
 pfrt_status checkPrecondition(const Call &call, const pfrt_tensor *a_inv,
                               const pfrt_tensor *b_inv,
                               const pfrt_tensor *grad_w,
                               const pfrt_tensor *grad_b, int32_t w_transposed,
                               const pfrt_tensor *out_w,
-                              const pfrt_tensor *out_b, PreconditionDims &dims);
+                              const pfrt_tensor *out_b, PreconditionDims &dims,
+                              const char *aName = "a_inv",
+                              const char *bName = "b_inv");
 
 } // namespace pfrt
 

@@ -7,6 +7,8 @@
 //               copy, so a failure leaves the caller's previous inverse.
 // precondition: B^-1 G A^-1 (or its transpose for [in, out] weights) as two
 //               GEMMs, with a bias column handled as [G | g_b] jointly.
+// eigen:        F = Q diag(l) Q^T by syevd on a workspace copy; the eigen
+//               preconditioning divides Qb^T G Qa by lb la^T + damping.
 //
 // LAPACK (column-major) is called with uplo 'U' on row-major buffers: for
 // a symmetric matrix that is exactly its row-major lower triangle, so no
@@ -26,6 +28,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
+#include <vector>
 
 using namespace pfrt;
 using namespace pfrt::cpu;
@@ -70,6 +74,32 @@ lapack_int potri(int64_t n, float *a) {
 }
 lapack_int potri(int64_t n, double *a) {
   return onUpper(n, a, [](auto... args) { LAPACK_dpotri(args...); });
+}
+
+/// syevd (eigenvalues and eigenvectors) of the symmetric n x n matrix a,
+/// in place: afterwards a holds the eigenvectors column-major (row-major:
+/// eigenvector k in row k) and w the eigenvalues, ascending.
+template <typename T, typename Routine>
+lapack_int syevd(int64_t n, T *a, T *w, Routine routine) {
+  const char jobz = 'V', uplo = 'U';
+  const lapack_int dim = lapack_int(n);
+  lapack_int info = 0, lwork = -1, liwork = -1, iwork0 = 0;
+  T work0 = 0;
+  routine(&jobz, &uplo, &dim, a, &dim, w, &work0, &lwork, &iwork0, &liwork, &info);
+  if (info != 0)
+    return info;
+  lwork = lapack_int(work0);
+  liwork = iwork0;
+  std::vector<T> work(size_t(lwork > 1 ? lwork : 1));
+  std::vector<lapack_int> iwork(size_t(liwork > 1 ? liwork : 1));
+  routine(&jobz, &uplo, &dim, a, &dim, w, work.data(), &lwork, iwork.data(), &liwork, &info);
+  return info;
+}
+lapack_int syevd(int64_t n, float *a, float *w) {
+  return syevd(n, a, w, [](auto... args) { LAPACK_ssyevd(args...); });
+}
+lapack_int syevd(int64_t n, double *a, double *w) {
+  return syevd(n, a, w, [](auto... args) { LAPACK_dsyevd(args...); });
 }
 
 /// Copies the lower triangle of a row-major [n, n] matrix onto the upper.
@@ -145,6 +175,35 @@ void sandwich(const pfrt_context *ctx, const T *l, const T *j, const T *r,
   gemm(ctx, g, l, j, t);
   g.k = cols;
   gemm(ctx, g, t, r, out);
+}
+
+
+/// The eigenbasis counterpart of `sandwich`: out = L ((L^T J R) / (lL lR^T
+/// + damping)) R^T for J rows x cols, L rows x rows with eigenvalues lL,
+/// R cols x cols with eigenvalues lR. `t` and `v` are rows x cols each.
+template <class T>
+void eigenSandwich(const pfrt_context *ctx, const T *l, const T *lL, const T *j,
+                   const T *r, const T *lR, int64_t rows, int64_t cols, double damping,
+                   T *t, T *v, T *out) {
+  Gemm g;
+  g.m = rows;
+  g.n = cols;
+  g.k = rows;
+  g.transA = true;
+  gemm(ctx, g, l, j, t); // t = L^T J
+  g.transA = false;
+  g.k = cols;
+  gemm(ctx, g, t, r, v); // v = t R
+  parallelFor(ctx, rows, cols, [&](int64_t i) {
+    const double left = double(lL[i]);
+    for (int64_t c = 0; c < cols; ++c)
+      v[i * cols + c] = T(double(v[i * cols + c]) / (left * double(lR[c]) + damping));
+  });
+  g.k = rows;
+  gemm(ctx, g, l, v, t); // t = L v
+  g.k = cols;
+  g.transB = true;
+  gemm(ctx, g, t, r, out); // out = t R^T
 }
 
 } // namespace
@@ -367,6 +426,131 @@ pfrt_status pfrt_kfac_precondition_cpu(pfrt_context *ctx, const pfrt_tensor *a_i
   });
 }
 
+pfrt_status pfrt_kfac_eigen_cpu(pfrt_context *ctx, const pfrt_tensor *factor,
+                                const pfrt_tensor *vectors, const pfrt_tensor *values) {
+  Call call(ctx, "pfrt_kfac_eigen");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(checkSquare(call, "factor", factor, 0));
+  PFRT_TRY(floatLike(call, "vectors", vectors, factor->dtype, Shape::of(*factor)));
+  const int64_t n = factor->shape[0];
+  Shape valuesShape;
+  valuesShape.push(n);
+  PFRT_TRY(floatLike(call, "values", values, factor->dtype, valuesShape));
+  if (n == 0)
+    return PFRT_OK;
+  if (exceedsBlasInt(n, n, 1))
+    return call.fail(PFRT_UNSUPPORTED, "a %lld x %lld factor exceeds the LAPACK int range",
+                     static_cast<long long>(n), static_cast<long long>(n));
+  return visitFloat(factor->dtype, [&](auto tag) -> pfrt_status {
+    using T = typename decltype(tag)::type;
+    const T *f = static_cast<const T *>(factor->data);
+    if (!allFinite(ctx, f, n * n))
+      return call.fail(PFRT_NUMERIC, "the factor contains NaN or Inf; its "
+                       "eigendecomposition was left unchanged");
+    Scratch<T> work;
+    PFRT_TRY(work.allocate(call, n * n + n));
+    T *q = work.data(), *w = q + n * n;
+    std::memcpy(q, f, sizeof(T) * n * n);
+    lapack_int info;
+    {
+      BlasThreadsScope team(ctx->numThreads);
+      info = syevd(n, q, w);
+    }
+    if (info > 0)
+      return call.fail(PFRT_NUMERIC, "the eigensolver did not converge (syevd info %d "
+                       "of %lld); the eigendecomposition was left unchanged", int(info),
+                       static_cast<long long>(n));
+    if (info < 0)
+      return call.fail(PFRT_INTERNAL, "LAPACK returned %d", int(info));
+    if (!allFinite(ctx, q, n * n + n))
+      return call.fail(PFRT_NUMERIC, "the eigendecomposition is not finite; it was "
+                       "left unchanged");
+    // q holds eigenvector k in its row k (LAPACK's column-major columns):
+    // the result wants it in column k.
+    T *out = static_cast<T *>(vectors->data);
+    parallelFor(ctx, n, n, [&](int64_t i) {
+      for (int64_t k = 0; k < n; ++k)
+        out[i * n + k] = q[k * n + i];
+    });
+    T *lam = static_cast<T *>(values->data);
+    for (int64_t k = 0; k < n; ++k)
+      lam[k] = w[k] > T(0) ? w[k] : T(0);
+    return PFRT_OK;
+  });
+}
+
+pfrt_status pfrt_kfac_precondition_eigen_cpu(
+    pfrt_context *ctx, const pfrt_tensor *a_vectors, const pfrt_tensor *a_values,
+    const pfrt_tensor *b_vectors, const pfrt_tensor *b_values, double damping,
+    const pfrt_tensor *grad_w, const pfrt_tensor *grad_b, int32_t w_transposed,
+    const pfrt_tensor *out_w, const pfrt_tensor *out_b) {
+  Call call(ctx, "pfrt_kfac_precondition_eigen");
+  PFRT_TRY(call.begin());
+  PreconditionDims dims;
+  PFRT_TRY(checkPrecondition(call, a_vectors, b_vectors, grad_w, grad_b, w_transposed, out_w,
+                             out_b, dims, "a_vectors", "b_vectors"));
+  Shape aShape, bShape;
+  aShape.push(dims.ia);
+  bShape.push(dims.out);
+  PFRT_TRY(floatLike(call, "a_values", a_values, dims.dtype, aShape));
+  PFRT_TRY(floatLike(call, "b_values", b_values, dims.dtype, bShape));
+  if (!(damping > 0) || !std::isfinite(damping))
+    return call.fail(PFRT_INVALID_ARGUMENT, "damping %g must be finite and > 0", damping);
+  const bool transposed = dims.transposed, joint = dims.joint;
+  const int64_t out = dims.out, in = dims.in, ia = dims.ia;
+  // As in pfrt_kfac_precondition: J = rows x cols between L and R.
+  const int64_t rows = transposed ? out : ia, cols = transposed ? ia : out;
+  const int64_t size = rows * cols;
+  return visitFloat(dims.dtype, [&](auto tag) -> pfrt_status {
+    using T = typename decltype(tag)::type;
+    const T *qa = static_cast<const T *>(a_vectors->data);
+    const T *la = static_cast<const T *>(a_values->data);
+    const T *qb = static_cast<const T *>(b_vectors->data);
+    const T *lb = static_cast<const T *>(b_values->data);
+    const T *gw = static_cast<const T *>(grad_w->data);
+    const T *gb = grad_b ? static_cast<const T *>(grad_b->data) : nullptr;
+    T *ow = static_cast<T *>(out_w->data);
+    T *ob = out_b ? static_cast<T *>(out_b->data) : nullptr;
+    const T *left = transposed ? qb : qa, *right = transposed ? qa : qb;
+    const T *lLeft = transposed ? lb : la, *lRight = transposed ? la : lb;
+    Scratch<T> work;
+    PFRT_TRY(work.allocate(call, 4 * size + 2 * out + 1));
+    T *j = work.data(), *t = j + size, *v = t + size, *res = v + size;
+    if (!joint) {
+      std::memcpy(j, gw, sizeof(T) * size);
+      eigenSandwich(ctx, left, lLeft, j, right, lRight, rows, cols, damping, t, v, ow);
+      if (gb) {
+        // A separate bias: its A factor is the scalar 1.
+        T *bt = res, *bv = res + out, *one = res + 2 * out;
+        *one = T(1);
+        std::memcpy(j, gb, sizeof(T) * out);
+        eigenSandwich(ctx, qb, lb, j, one, one, out, 1, damping, bt, bv, ob);
+      }
+      return PFRT_OK;
+    }
+    if (transposed) {
+      for (int64_t r = 0; r < out; ++r) {
+        std::memcpy(j + r * ia, gw + r * in, sizeof(T) * in);
+        j[r * ia + in] = gb[r];
+      }
+    } else {
+      std::memcpy(j, gw, sizeof(T) * in * out);
+      std::memcpy(j + in * out, gb, sizeof(T) * out);
+    }
+    eigenSandwich(ctx, left, lLeft, j, right, lRight, rows, cols, damping, t, v, res);
+    if (transposed) {
+      for (int64_t r = 0; r < out; ++r) {
+        std::memcpy(ow + r * in, res + r * ia, sizeof(T) * in);
+        ob[r] = res[r * ia + in];
+      }
+    } else {
+      std::memcpy(ow, res, sizeof(T) * in * out);
+      std::memcpy(ob, res + in * out, sizeof(T) * out);
+    }
+    return PFRT_OK;
+  });
+}
+
 } // extern "C"
 
 //===------------------------- damped inverses --------------------------===//
@@ -416,5 +600,26 @@ pfrt_status pfrt_kfac_damped_inverses_cpu(pfrt_context *ctx, const pfrt_tensor *
     return s;
   if (outcome)
     *outcome = ra > rb ? ra : rb;
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_kfac_eigen_refresh_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                                        const pfrt_tensor *b, const pfrt_tensor *a_vectors,
+                                        const pfrt_tensor *a_values,
+                                        const pfrt_tensor *b_vectors,
+                                        const pfrt_tensor *b_values, int32_t *outcome) {
+  if (!ctx)
+    return PFRT_INVALID_ARGUMENT;
+  int32_t worst = PFRT_KFAC_INVERTED;
+  for (auto [factor, vectors, values] :
+       {std::tuple{a, a_vectors, a_values}, std::tuple{b, b_vectors, b_values}}) {
+    pfrt_status status = pfrt_kfac_eigen(ctx, factor, vectors, values);
+    if (status == PFRT_NUMERIC)
+      worst = PFRT_KFAC_KEPT_PREVIOUS;
+    else if (status != PFRT_OK)
+      return status;
+  }
+  if (outcome)
+    *outcome = worst;
   return PFRT_OK;
 }

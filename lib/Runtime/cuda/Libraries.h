@@ -42,7 +42,11 @@
   X(cusolverDnSpotri_bufferSize)                                               \
   X(cusolverDnDpotri_bufferSize)                                               \
   X(cusolverDnSpotri)                                                          \
-  X(cusolverDnDpotri)
+  X(cusolverDnDpotri)                                                          \
+  X(cusolverDnCreateParams)                                                    \
+  X(cusolverDnDestroyParams)                                                   \
+  X(cusolverDnXsyevd_bufferSize)                                               \
+  X(cusolverDnXsyevd)
 
 namespace pfrt::cuda {
 

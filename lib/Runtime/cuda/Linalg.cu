@@ -1,15 +1,19 @@
-//===- Linalg.cu - GEMMs (cuBLAS) and K-FAC (SYRK, Cholesky inverse) -------===//
+//===- Linalg.cu - GEMMs (cuBLAS) and K-FAC (SYRK, Cholesky, syevd) --------===//
 //
 // pf tensors are row-major; cuBLAS is column-major. A row-major C = A B is
 // the column-major C^T = B^T A^T, so every GEMM here swaps its operands
 // (rowMajorGemm) instead of transposing data. Symmetric K-FAC matrices read
 // the same either way; only "which triangle" flips (mirrorUpperToLower).
+// Eigenvectors are the exception: syevd returns them column-major (row k
+// of the row-major buffer), so pfrt_kfac_eigen transposes them into place.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../common/TensorChecks.h"
 #include "KfacMath.h"
 #include "Launch.h"
+
+#include <vector>
 
 namespace pfrt::cuda {
 namespace {
@@ -735,6 +739,244 @@ pfrt_status kfacPreconditionEntry(pfrt_context *ctx, const pfrt_tensor *a_inv,
   return dims.dtype == PFRT_F32 ? run(float()) : run(double());
 }
 
+//===---------------------- K-FAC in the eigenbasis ----------------------===//
+
+/// The row-major results of syevd: q holds eigenvector k in its row k
+/// (cuSOLVER's column-major column k), so vectors[i, k] = q[k, i]; values
+/// are the ascending eigenvalues with round-off negatives set to 0.
+template <class T>
+__global__ void eigenOutputKernel(int64_t n, const T *q, const T *w, T *vectors,
+                                  T *values) {
+  PFRT_GRID_STRIDE(e, n * n) {
+    const int64_t i = e / n, k = e % n;
+    vectors[e] = q[k * n + i];
+    if (e < n)
+      values[e] = w[e] > T(0) ? w[e] : T(0);
+  }
+}
+
+/// v[i, c] /= lLeft[i] lRight[c] + damping for v rows x cols, in double as
+/// on the CPU; a NULL lRight is the scalar 1 (the separate bias).
+template <class T>
+__global__ void eigenDivideKernel(int64_t rows, int64_t cols, const T *lLeft,
+                                  const T *lRight, double damping, T *v) {
+  PFRT_GRID_STRIDE(e, rows * cols) {
+    const int64_t i = e / cols, c = e % cols;
+    const double right = lRight ? double(lRight[c]) : 1.0;
+    v[e] = T(double(v[e]) / (double(lLeft[i]) * right + damping));
+  }
+}
+
+/// A cuSOLVER 64-bit API parameter object for one call.
+struct SolverParams {
+  cusolverDnParams_t params = nullptr;
+  SolverParams() = default;
+  SolverParams(const SolverParams &) = delete;
+  SolverParams &operator=(const SolverParams &) = delete;
+  ~SolverParams() {
+    if (params)
+      lib().cusolverDnDestroyParams(params);
+  }
+};
+
+template <class T> constexpr cudaDataType cudaTypeOf() {
+  return sizeof(T) == sizeof(float) ? CUDA_R_32F : CUDA_R_64F;
+}
+
+pfrt_status kfacEigenEntry(pfrt_context *ctx, const pfrt_tensor *factor,
+                           const pfrt_tensor *vectors, const pfrt_tensor *values) {
+  Call call(ctx, "pfrt_kfac_eigen");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(checkSquare(call, "factor", factor, 0));
+  PFRT_TRY(floatLike(call, "vectors", vectors, factor->dtype, Shape::of(*factor)));
+  const int64_t n = factor->shape[0];
+  Shape valuesShape;
+  valuesShape.push(n);
+  PFRT_TRY(floatLike(call, "values", values, factor->dtype, valuesShape));
+  if (n == 0)
+    return PFRT_OK;
+  bool finite;
+  PFRT_TRY(allFiniteOnDevice(call, factor->dtype, factor->data, n * n, finite));
+  if (!finite)
+    return call.fail(PFRT_NUMERIC, "the factor contains NaN or Inf; its "
+                     "eigendecomposition was left unchanged");
+  auto run = [&](auto tag) -> pfrt_status {
+    using T = decltype(tag);
+    State &st = stateOf(ctx);
+    constexpr cudaDataType type = cudaTypeOf<T>();
+    SolverParams p;
+    PFRT_TRY(check(call, lib().cusolverDnCreateParams(&p.params),
+                   "cusolverDnCreateParams"));
+    // CUBLAS_FILL_MODE_UPPER of the column-major view is the row-major lower
+    // triangle, as the CPU's LAPACK 'U'. The query reads the caller's
+    // buffers' types only (no data is written).
+    size_t deviceBytes = 0, hostBytes = 0;
+    PFRT_TRY(check(call,
+                   lib().cusolverDnXsyevd_bufferSize(
+                       st.solver, p.params, CUSOLVER_EIG_MODE_VECTOR,
+                       CUBLAS_FILL_MODE_UPPER, n, type, factor->data, n, type,
+                       values->data, type, &deviceBytes, &hostBytes),
+                   "syevd_bufferSize"));
+    // Workspace: the matrix being decomposed and its eigenvalues, then
+    // cuSOLVER's buffer (256-byte aligned); vectors and values are written
+    // only once everything succeeded.
+    const size_t matrixBytes = sizeof(T) * size_t(n * n + n);
+    const size_t bufferOffset = (matrixBytes + 255) / 256 * 256;
+    void *ws = nullptr;
+    PFRT_TRY(scratch(call, bufferOffset + (deviceBytes > 0 ? deviceBytes : 1), &ws));
+    T *q = static_cast<T *>(ws), *w = q + n * n;
+    void *buffer = static_cast<char *>(ws) + bufferOffset;
+    std::vector<unsigned char> hostBuffer(hostBytes > 0 ? hostBytes : 1);
+    PFRT_TRY(check(call, cudaMemcpyAsync(q, factor->data, sizeof(T) * n * n,
+                                         cudaMemcpyDeviceToDevice, st.stream),
+                   "cudaMemcpyAsync"));
+    PFRT_TRY(check(call,
+                   lib().cusolverDnXsyevd(st.solver, p.params, CUSOLVER_EIG_MODE_VECTOR,
+                                          CUBLAS_FILL_MODE_UPPER, n, type, q, n, type, w,
+                                          type, buffer, deviceBytes, hostBuffer.data(),
+                                          hostBytes, st.deviceInfo),
+                   "cusolverDn syevd"));
+    int info = 0;
+    PFRT_TRY(readInfo(call, info));
+    if (info > 0)
+      return call.fail(PFRT_NUMERIC, "the eigensolver did not converge (syevd info %d "
+                       "of %lld); the eigendecomposition was left unchanged", info,
+                       static_cast<long long>(n));
+    if (info < 0)
+      return call.fail(PFRT_INTERNAL, "cuSOLVER returned info %d", info);
+    PFRT_TRY(allFiniteOnDevice(call, factor->dtype, q, n * n + n, finite));
+    if (!finite)
+      return call.fail(PFRT_NUMERIC, "the eigendecomposition is not finite; it was "
+                       "left unchanged");
+    eigenOutputKernel<<<blocksFor(n * n), kThreads, 0, st.stream>>>(
+        n, q, w, dataAs<T>(vectors), dataAs<T>(values));
+    return launched(call, "eigenOutputKernel");
+  };
+  return factor->dtype == PFRT_F32 ? run(float()) : run(double());
+}
+
+/// out = L ((L^T J R) / (lL lR^T + damping)) R^T for J rows x cols, L rows x
+/// rows with eigenvalues lL, R cols x cols with eigenvalues lR; a NULL R and
+/// lR are the scalar 1 (the separate bias: out = L ((L^T J) / (lL +
+/// damping))). `t` and `v` are rows x cols each; J is read by the first
+/// GEMM only, so out may be J.
+template <class T>
+pfrt_status eigenSandwich(const Call &call, const T *l, const T *lL, const T *j,
+                          const T *r, const T *lR, int64_t rows, int64_t cols,
+                          double damping, T *t, T *v, T *out) {
+  PFRT_TRY(rowMajorGemm<T>(call, true, false, rows, cols, rows, 1.0, l, rows, j,
+                           cols, 0.0, t, cols)); // t = L^T J
+  T *scaled = t;
+  if (r) {
+    PFRT_TRY(rowMajorGemm<T>(call, false, false, rows, cols, cols, 1.0, t, cols,
+                             r, cols, 0.0, v, cols)); // v = t R
+    scaled = v;
+  }
+  eigenDivideKernel<<<blocksFor(rows * cols), kThreads, 0, streamOf(call.context())>>>(
+      rows, cols, lL, lR, damping, scaled);
+  PFRT_TRY(launched(call, "eigenDivideKernel"));
+  if (!r) // out = L t
+    return rowMajorGemm<T>(call, false, false, rows, cols, rows, 1.0, l, rows, t,
+                           cols, 0.0, out, cols);
+  PFRT_TRY(rowMajorGemm<T>(call, false, false, rows, cols, rows, 1.0, l, rows, v,
+                           cols, 0.0, t, cols)); // t = L v
+  return rowMajorGemm<T>(call, false, true, rows, cols, cols, 1.0, t, cols, r, cols,
+                         0.0, out, cols); // out = t R^T
+}
+
+/// Row-major 2-D device copy of `height` rows of `width` elements; nothing
+/// when either is 0 (cudaMemcpy2D wants a nonzero extent).
+pfrt_status copyRows(const Call &call, void *dst, int64_t dstPitch, const void *src,
+                     int64_t srcPitch, int64_t width, int64_t height, size_t elem) {
+  if (width == 0 || height == 0)
+    return PFRT_OK;
+  return check(call,
+               cudaMemcpy2DAsync(dst, size_t(dstPitch) * elem, src, size_t(srcPitch) * elem,
+                                 size_t(width) * elem, size_t(height),
+                                 cudaMemcpyDeviceToDevice, streamOf(call.context())),
+               "cudaMemcpy2DAsync");
+}
+
+pfrt_status kfacPreconditionEigenEntry(
+    pfrt_context *ctx, const pfrt_tensor *a_vectors, const pfrt_tensor *a_values,
+    const pfrt_tensor *b_vectors, const pfrt_tensor *b_values, double damping,
+    const pfrt_tensor *grad_w, const pfrt_tensor *grad_b, int32_t w_transposed,
+    const pfrt_tensor *out_w, const pfrt_tensor *out_b) {
+  Call call(ctx, "pfrt_kfac_precondition_eigen");
+  PFRT_TRY(beginCuda(call));
+  PreconditionDims dims;
+  PFRT_TRY(checkPrecondition(call, a_vectors, b_vectors, grad_w, grad_b, w_transposed,
+                             out_w, out_b, dims, "a_vectors", "b_vectors"));
+  Shape aShape, bShape;
+  aShape.push(dims.ia);
+  bShape.push(dims.out);
+  PFRT_TRY(floatLike(call, "a_values", a_values, dims.dtype, aShape));
+  PFRT_TRY(floatLike(call, "b_values", b_values, dims.dtype, bShape));
+  if (!(damping > 0) || !isfinite(damping))
+    return call.fail(PFRT_INVALID_ARGUMENT, "damping %g must be finite and > 0", damping);
+  const bool wt = dims.transposed, joint = dims.joint;
+  const int64_t out = dims.out, in = dims.in, ia = dims.ia;
+  // As in pfrt_kfac_precondition: J = rows x cols between L and R, [out,
+  // ia] between Qb and Qa or [ia, out] between Qa and Qb.
+  const int64_t rows = wt ? out : ia, cols = wt ? ia : out;
+  const int64_t size = rows * cols;
+  auto run = [&](auto tag) -> pfrt_status {
+    using T = decltype(tag);
+    const size_t sz = sizeof(T);
+    cudaStream_t s = streamOf(ctx);
+    const T *qa = dataAs<const T>(a_vectors), *la = dataAs<const T>(a_values);
+    const T *qb = dataAs<const T>(b_vectors), *lb = dataAs<const T>(b_values);
+    const T *left = wt ? qb : qa, *right = wt ? qa : qb;
+    const T *lLeft = wt ? lb : la, *lRight = wt ? la : lb;
+    // Three gradients: J (the joined gradient, then the result), t and v;
+    // the separate bias reuses t and v once the weight is done.
+    void *ws = nullptr;
+    const int64_t each = size > out ? size : out;
+    PFRT_TRY(scratch(call, 3 * sz * size_t(each > 0 ? each : 1), &ws));
+    T *j = static_cast<T *>(ws), *t = j + each, *v = t + each;
+    if (!joint) {
+      // grad_w is read by the first GEMM only, so out_w may be grad_w.
+      PFRT_TRY(eigenSandwich<T>(call, left, lLeft, dataAs<const T>(grad_w), right,
+                                lRight, rows, cols, damping, t, v, dataAs<T>(out_w)));
+      if (grad_b) // a separate bias: its A factor is the scalar 1
+        PFRT_TRY(eigenSandwich<T>(call, qb, lb, dataAs<const T>(grad_b), nullptr,
+                                  nullptr, out, 1, damping, t, v, dataAs<T>(out_b)));
+      return PFRT_OK;
+    }
+    // Joint: J = [grad_w | grad_b] ([out, in+1]) or [grad_w; grad_b] ([in+1, out]).
+    if (wt) {
+      PFRT_TRY(copyRows(call, j, ia, grad_w->data, in, in, out, sz));
+      PFRT_TRY(copyRows(call, j + in, ia, grad_b->data, 1, 1, out, sz));
+    } else {
+      if (in * out > 0)
+        PFRT_TRY(check(call, cudaMemcpyAsync(j, grad_w->data, in * out * sz,
+                                             cudaMemcpyDeviceToDevice, s),
+                       "cudaMemcpyAsync"));
+      if (out > 0)
+        PFRT_TRY(check(call, cudaMemcpyAsync(j + in * out, grad_b->data, out * sz,
+                                             cudaMemcpyDeviceToDevice, s),
+                       "cudaMemcpyAsync"));
+    }
+    PFRT_TRY(eigenSandwich<T>(call, left, lLeft, j, right, lRight, rows, cols, damping,
+                              t, v, j));
+    if (wt) {
+      PFRT_TRY(copyRows(call, out_w->data, in, j, ia, in, out, sz));
+      PFRT_TRY(copyRows(call, out_b->data, 1, j + in, ia, 1, out, sz));
+    } else {
+      if (in * out > 0)
+        PFRT_TRY(check(call, cudaMemcpyAsync(out_w->data, j, in * out * sz,
+                                             cudaMemcpyDeviceToDevice, s),
+                       "cudaMemcpyAsync"));
+      if (out > 0)
+        PFRT_TRY(check(call, cudaMemcpyAsync(out_b->data, j + in * out, out * sz,
+                                             cudaMemcpyDeviceToDevice, s),
+                       "cudaMemcpyAsync"));
+    }
+    return PFRT_OK;
+  };
+  return dims.dtype == PFRT_F32 ? run(float()) : run(double());
+}
+
 } // namespace
 
 void registerLinalg(KernelTable &t) {
@@ -751,6 +993,10 @@ void registerLinalg(KernelTable &t) {
   // pfrt_kfac_inverse through the dispatching entry points, so it runs
   // unchanged on a CUDA context (those two then run on the GPU).
   t.pfrt_kfac_damped_inverses = pfrt_kfac_damped_inverses_cpu;
+  t.pfrt_kfac_eigen = kfacEigenEntry;
+  t.pfrt_kfac_precondition_eigen = kfacPreconditionEigenEntry;
+  // Likewise the eigen refresh only composes the dispatching pfrt_kfac_eigen.
+  t.pfrt_kfac_eigen_refresh = pfrt_kfac_eigen_refresh_cpu;
 }
 
 } // namespace pfrt::cuda
