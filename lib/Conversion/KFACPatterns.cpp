@@ -207,6 +207,14 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
                                          outcomeEntry);
     LLVM::StoreOp::create(rewriter, loc, l.constI32(rewriter, loc, PFRT_KFAC_INVERTED), outcome);
     if (failed(emitIf(rewriter, loc, due, [&] {
+          if (op.getAValuesAttr())
+            return l.call(rewriter, op, "pfrt_kfac_eigen_refresh",
+                          {l.paramPtr(rewriter, loc, op.getFactorAAttr()),
+                           l.paramPtr(rewriter, loc, op.getFactorBAttr()),
+                           l.paramPtr(rewriter, loc, op.getAInverseAttr()),
+                           l.paramPtr(rewriter, loc, op.getAValuesAttr()),
+                           l.paramPtr(rewriter, loc, op.getBInverseAttr()),
+                           l.paramPtr(rewriter, loc, op.getBValuesAttr()), outcome});
           return l.call(rewriter, op, "pfrt_kfac_damped_inverses",
                         {l.paramPtr(rewriter, loc, op.getFactorAAttr()),
                          l.paramPtr(rewriter, loc, op.getFactorBAttr()),
@@ -242,11 +250,35 @@ struct PreconditionPattern : RuntimePattern<KFACPreconditionOp> {
     return success();
   }
 };
+struct PreconditionEigenPattern : RuntimePattern<KFACPreconditionEigenOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACPreconditionEigenOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value weightUpdate = l.entryOf(rewriter, loc, op.getWeightUpdate());
+    Value biasUpdate = l.entryOf(rewriter, loc, op.getBiasUpdate());
+    if (failed(l.call(rewriter, op, "pfrt_kfac_precondition_eigen",
+                      {adaptor.getAVectors(), adaptor.getAValues(), adaptor.getBVectors(),
+                       adaptor.getBValues(),
+                       l.constF64(rewriter, loc, op.getDamping().convertToDouble()),
+                       adaptor.getWeightGrad(), l.orNull(rewriter, loc, adaptor.getBiasGrad()),
+                       l.constI32(rewriter, loc, op.getWeightInOut() ? 0 : 1) /*1: [out, in]*/,
+                       weightUpdate, biasUpdate})))
+      return failure();
+    SmallVector<Value> results{weightUpdate};
+    if (op.getBiasUpdate())
+      results.push_back(biasUpdate);
+    replaceByEntries(rewriter, op, results);
+    return success();
+  }
+};
 } // namespace
 
 void mlir::pf::populateKFACPatterns(const TypeConverter &converter, RuntimeLowering &lowering,
                                     RewritePatternSet &patterns) {
   // pf.kfac.capture_output is a view (DataMovementPatterns.cpp).
-  patterns.add<GraftPattern, KLClipPattern, UpdateFactorPattern, RefreshInversesPattern, PreconditionPattern>(
+  patterns.add<GraftPattern, KLClipPattern, UpdateFactorPattern, RefreshInversesPattern, PreconditionPattern,
+               PreconditionEigenPattern>(
       converter, patterns.getContext(), lowering);
 }

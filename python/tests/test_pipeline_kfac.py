@@ -29,6 +29,8 @@ from test_pipeline_training import (MPIRUN, SCHEDULES, _assert_same_checkpoint, 
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 
 KFAC_SUFFIXES = (".kfac.A", ".kfac.B", ".kfac.A_inv", ".kfac.B_inv")
+EIGEN_SUFFIXES = (".kfac.A", ".kfac.B", ".kfac.A_vectors", ".kfac.A_values", ".kfac.B_vectors",
+                  ".kfac.B_values")
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,8 @@ PARITY = [(model, ranks, schedule, 4, ())
     ("tiny", 2, "zb-h1", 4, ("--kfac-refresh", "3", "--kfac-refresh-warmup", "2")),
     # Interleaved: 4 stages on 2 ranks, each factor still on one rank.
     ("mini", 2, "interleaved", 4, ()),
+    # The eigenbasis: eigenvectors and eigenvalues as the layers' state.
+    ("tiny", 2, "1f1b", 4, ("--kfac-basis", "eigen")),
 ]
 
 
@@ -77,8 +81,12 @@ def test_kfac_pipeline_equals_single_process_bitwise(setup, kfac_reference, tmp_
     assert [int(step) for step, _, _ in losses] == list(range(1, 21)), proc.stdout
     assert losses == want_losses
     got = _load(got_path)
-    for suffix in KFAC_SUFFIXES:
+    eigen = "eigen" in extra
+    for suffix in EIGEN_SUFFIXES if eigen else KFAC_SUFFIXES:
         assert any(k.endswith(suffix) for k in got), suffix
+    if eigen:
+        assert not any(k.endswith("_inv") for k in got)
+        assert all(np.abs(v).max() > 0 for k, v in got.items() if k.endswith("_values"))
     _assert_same_checkpoint(got, want)
 
 

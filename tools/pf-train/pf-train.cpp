@@ -364,7 +364,9 @@ using Parameters = std::vector<drv::CompiledModel::Parameter>;
 /// The inverses a pipeline computes in its bubbles for the next refresh
 /// window (pf.kfac_pending): not training state, recomputed on resume.
 bool isPendingInverse(llvm::StringRef name) {
-  return name.ends_with(".kfac.A_inv_next") || name.ends_with(".kfac.B_inv_next");
+  // <w>.kfac.A_inv_next, or in the eigenbasis .A_vectors_next, .A_values_next
+  // (pf-kfac-precondition's pf.kfac_pending parameters).
+  return name.contains(".kfac.") && name.ends_with("_next");
 }
 
 /// K-FAC in the bubbles, the rule both kinds of run follow: steps 1..warmup

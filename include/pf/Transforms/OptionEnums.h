@@ -35,6 +35,11 @@ enum class KfacOptimizer { Same, SGD, AdamW, LAMB };
 /// optimizer is SGD.
 enum class KfacGraft { Auto, None, Gradient };
 
+/// How K-FAC applies the inverse of a layer's Fisher block: the damped
+/// inverse of each factor (π-damping), or the factors' eigendecompositions
+/// with the damping added to the Kronecker product's eigenvalues.
+enum class KfacBasis { Inverse, Eigen };
+
 /// Whether pf-schedule places K-FAC work (into the bubbles, by a policy).
 enum class KfacMode { Bubbles, None };
 
@@ -68,6 +73,15 @@ inline llvm::cl::ValuesClass kfacGraftValues() {
       clEnumValN(KfacGraft::Gradient, "gradient",
                  "Each layer's update rescaled to its gradient's L2 norm: K-FAC's direction, "
                  "the gradient's length"));
+}
+
+inline llvm::cl::ValuesClass kfacBasisValues() {
+  return llvm::cl::values(
+      clEnumValN(KfacBasis::Inverse, "inverse",
+                 "B⁻¹·∇W·A⁻¹ with π-damped inverses of the factors (Cholesky)"),
+      clEnumValN(KfacBasis::Eigen, "eigen",
+                 "In the factors' eigenbasis, damping added to the Kronecker product's "
+                 "eigenvalues (syevd; as kfac-pytorch's default)"));
 }
 
 inline llvm::cl::ValuesClass kfacModeValues() {
@@ -189,6 +203,7 @@ llvm::StringRef choiceName(const llvm::cl::generic_parser_base &parser, DataType
 PF_CHOICE_PARSER(::mlir::pf::Optimizer)
 PF_CHOICE_PARSER(::mlir::pf::KfacOptimizer)
 PF_CHOICE_PARSER(::mlir::pf::KfacGraft)
+PF_CHOICE_PARSER(::mlir::pf::KfacBasis)
 PF_CHOICE_PARSER(::mlir::pf::KfacMode)
 PF_CHOICE_PARSER(::mlir::pf::CostSource)
 PF_CHOICE_PARSER(::mlir::pf::KfacWork)

@@ -62,6 +62,55 @@ struct KFACPreconditionPass
     return bool(resultType(func, name));
   }
 
+  bool eigen() const { return basis == KfacBasis::Eigen; }
+
+  /// The state export-factors returns per layer (kfac/<suffix>/<weight>).
+  SmallVector<StringRef> exportedState() const {
+    if (eigen())
+      return {"A", "B", "A_vectors", "A_values", "B_vectors", "B_values"};
+    return {"A", "B", "A_inv", "B_inv"};
+  }
+
+  /// The suffix of a side's ("A" or "B") matrix state: its inverse, or its
+  /// eigenvectors in the eigenbasis (whose eigenvalues are `<side>_values`).
+  std::string matrixSuffix(StringRef side) const {
+    return (side + (eigen() ? "_vectors" : "_inv")).str();
+  }
+
+  /// The eigenbasis replaces pf-insert-kfac's `<w>.kfac.A_inv`/`.B_inv` by
+  /// `.A_vectors`/`.B_vectors` (square, as the inverses) and `.A_values`/
+  /// `.B_values` (1-D), zero until the first refresh as the inverses are.
+  LogicalResult prepareEigenState(ModuleOp module, SymbolTable &symbols) {
+    OpBuilder builder(module.getContext());
+    for (const Layer &layer : kfacLayers(module)) {
+      std::string prefix = layer.weight + ".kfac.";
+      for (StringRef side : {"A", "B"}) {
+        auto inverse = symbols.lookup<ParamOp>(prefix + side.str() + "_inv");
+        if (!inverse)
+          continue; // prepared already (or a module without inverses)
+        if (!SymbolTable::symbolKnownUseEmpty(inverse, module))
+          return inverse.emitError("pf-kfac-precondition: basis=eigen, but '")
+                 << inverse.getSymName() << "' is in use (the module was preconditioned "
+                 << "with basis=inverse already)";
+        builder.setInsertionPointAfter(inverse);
+        auto vectors = cast<ParamOp>(builder.clone(*inverse));
+        vectors.setSymName(prefix + matrixSuffix(side));
+        auto matrixType = cast<RankedTensorType>(inverse.getType());
+        auto valuesType =
+            RankedTensorType::get({matrixType.getDimSize(0)}, matrixType.getElementType());
+        auto values = cast<ParamOp>(builder.clone(*inverse));
+        values.setSymName(prefix + side.str() + "_values");
+        values.setType(valuesType);
+        values.setValueAttr(DenseElementsAttr::get(
+            valuesType, builder.getZeroAttr(matrixType.getElementType())));
+        symbols.erase(inverse);
+        symbols.insert(vectors);
+        symbols.insert(values);
+      }
+    }
+    return success();
+  }
+
   /// On a split module: one `stage<s>_kfac_precondition_<l>(grad/W, [grad/b],
   /// step)` per K-FAC layer l of stage s (l indexes every layer of the model,
   /// as the inverse functions do), returning the preconditioned gradients
@@ -185,25 +234,36 @@ struct KFACPreconditionPass
     auto sym = [&](StringRef suffix) {
       return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix.str());
     };
-    auto inverse = [&](StringRef suffix) {
+    auto state = [&](StringRef suffix) {
       return factorRef(builder, symbols, loc, prefix + suffix.str());
     };
     Value outcome;
     if (refresh) {
       // In the bubbles' arithmetic the end-of-step refresh is the warm-up's only.
       int64_t every = bubbles ? std::numeric_limits<int64_t>::max() : int64_t(refreshEvery);
-      outcome = KFACRefreshInversesOp::create(
-                    builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, Value(),
-                    sym("A"), sym("B"), sym("A_inv"), sym("B_inv"),
-                    builder.getF64FloatAttr(damping), builder.getI64IntegerAttr(every),
-                    builder.getI64IntegerAttr(retries), builder.getI64IntegerAttr(refreshWarmup))
-                    .getOutcome();
+      auto refreshOp = KFACRefreshInversesOp::create(
+          builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, Value(), sym("A"),
+          sym("B"), sym(matrixSuffix("A")), sym(matrixSuffix("B")),
+          builder.getF64FloatAttr(damping), builder.getI64IntegerAttr(every),
+          builder.getI64IntegerAttr(retries), builder.getI64IntegerAttr(refreshWarmup),
+          eigen() ? sym("A_values") : FlatSymbolRefAttr(),
+          eigen() ? sym("B_values") : FlatSymbolRefAttr());
+      outcome = refreshOp.getOutcome();
     }
-    auto precondition =
-        KFACPreconditionOp::create(builder, loc, gradW, inverse("A_inv"), inverse("B_inv"), gradB,
-                                   layer.weightInOut);
-    Value weightUpdate = precondition.getWeightUpdate();
-    Value biasUpdate = gradB ? precondition.getBiasUpdate() : Value();
+    Value weightUpdate, biasUpdate;
+    if (eigen()) {
+      auto precondition = KFACPreconditionEigenOp::create(
+          builder, loc, gradW, state("A_vectors"), state("A_values"), state("B_vectors"),
+          state("B_values"), gradB, builder.getF64FloatAttr(damping),
+          layer.weightInOut ? builder.getUnitAttr() : UnitAttr());
+      weightUpdate = precondition.getWeightUpdate();
+      biasUpdate = gradB ? precondition.getBiasUpdate() : Value();
+    } else {
+      auto precondition = KFACPreconditionOp::create(builder, loc, gradW, state("A_inv"),
+                                                     state("B_inv"), gradB, layer.weightInOut);
+      weightUpdate = precondition.getWeightUpdate();
+      biasUpdate = gradB ? precondition.getBiasUpdate() : Value();
+    }
     if (graft == KfacGraft::None)
       return {outcome, weightUpdate, biasUpdate};
     SmallVector<Value> updates{weightUpdate}, gradients{gradW};
@@ -216,21 +276,23 @@ struct KFACPreconditionPass
     return {outcome, grafted.getGrafted()[0], gradB ? grafted.getGrafted()[1] : Value()};
   }
 
-  /// A refresh of `layer`'s inverses from its factors into `inverseSuffix`
-  /// ("A_inv" or the pending "A_inv_next"), run when `due` is non-zero (or
-  /// always, without `due`).
+  /// A refresh of `layer`'s inverses (or eigendecompositions) from its
+  /// factors into the state in use (`pending` empty) or the pending one
+  /// ("_next"), run when `due` is non-zero (or always, without `due`).
   Value emitRefresh(OpBuilder &builder, const Layer &layer, Value step, Value due,
-                    StringRef inverseSuffix) {
+                    StringRef pending) {
     std::string prefix = layer.weight + ".kfac.";
     auto sym = [&](const std::string &suffix) {
       return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix);
     };
     return KFACRefreshInversesOp::create(
                builder, layer.loc, RankedTensorType::get({}, builder.getI32Type()), step, due,
-               sym("A"), sym("B"), sym(("A" + inverseSuffix.drop_front(1)).str()),
-               sym(("B" + inverseSuffix.drop_front(1)).str()), builder.getF64FloatAttr(damping),
+               sym("A"), sym("B"), sym(matrixSuffix("A") + pending.str()),
+               sym(matrixSuffix("B") + pending.str()), builder.getF64FloatAttr(damping),
                builder.getI64IntegerAttr(1), builder.getI64IntegerAttr(retries),
-               builder.getI64IntegerAttr(0))
+               builder.getI64IntegerAttr(0),
+               eigen() ? sym("A_values" + pending.str()) : FlatSymbolRefAttr(),
+               eigen() ? sym("B_values" + pending.str()) : FlatSymbolRefAttr())
         .getOutcome();
   }
 
@@ -261,11 +323,14 @@ struct KFACPreconditionPass
     MLIRContext *ctx = gradients.getContext();
     OpBuilder builder(ctx);
     std::string prefix = layer.weight + ".kfac.";
-    for (StringRef side : {"A", "B"}) {
-      auto inverse = symbols.lookup<ParamOp>(prefix + side.str() + "_inv");
-      builder.setInsertionPointAfter(inverse);
-      auto pending = cast<ParamOp>(builder.clone(*inverse));
-      pending.setSymName(prefix + side.str() + "_inv_next");
+    SmallVector<std::string> inUse{matrixSuffix("A"), matrixSuffix("B")};
+    if (eigen())
+      inUse.append({"A_values", "B_values"});
+    for (const std::string &suffix : inUse) {
+      auto current = symbols.lookup<ParamOp>(prefix + suffix);
+      builder.setInsertionPointAfter(current);
+      auto pending = cast<ParamOp>(builder.clone(*current));
+      pending.setSymName(prefix + suffix + "_next");
       pending->setAttr(kKfacPendingAttrName, builder.getUnitAttr());
       symbols.insert(pending);
     }
@@ -282,13 +347,21 @@ struct KFACPreconditionPass
     func.setResultAttr(0, kNameAttrName, builder.getStringAttr("kfac/issues"));
     Block *entry = func.addEntryBlock();
     builder.setInsertionPointToEnd(entry);
-    Value outcome = emitRefresh(builder, layer, entry->getArgument(0), Value(), "A_inv_next");
+    Value outcome = emitRefresh(builder, layer, entry->getArgument(0), Value(), "_next");
     func::ReturnOp::create(builder, layer.loc, outcome);
     symbols.insert(func);
   }
 
   LogicalResult run() {
     ModuleOp module = getOperation();
+    if (eigen()) {
+      if (damping <= 0)
+        return module.emitError("pf-kfac-precondition: basis=eigen needs damping > 0 (the "
+                                "Kronecker product's eigenvalues may be 0)");
+      SymbolTable symbols(module);
+      if (failed(prepareEigenState(module, symbols)))
+        return failure();
+    }
     SmallVector<func::FuncOp> stageFunctions = stageGradientFunctions(module);
     if (!stageFunctions.empty()) {
       if (refreshEvery < 1 || retries < 0 || damping < 0 || refreshWarmup < 0 || klClip < 0)
@@ -329,7 +402,7 @@ struct KFACPreconditionPass
       for (const Layer &layer : kfacLayers(module)) {
         if (!resultOf.count("grad/" + layer.weight))
           continue;
-        Value outcome = emitRefresh(start, layer, step, due, "A_inv");
+        Value outcome = emitRefresh(start, layer, step, due, "");
         issues = issues ? AddOp::create(start, layer.loc, issues, outcome).getResult() : outcome;
       }
     }
@@ -369,7 +442,7 @@ struct KFACPreconditionPass
       results[weightGrad->second] = weightUpdate;
       updates.push_back({weightGrad->second, weightUpdate, gradW});
       if (exportFactors)
-        for (StringRef suffix : {"A", "B", "A_inv", "B_inv"})
+        for (StringRef suffix : exportedState())
           exported.push_back(
               {("kfac/" + suffix + "/" + weightName.getValue()).str(),
                factorRef(builder, symbols, layer.loc, layer.weight + ".kfac." + suffix.str())});

@@ -6,6 +6,9 @@
 // RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition | FileCheck %s --check-prefix=GRAFT
 // RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="graft=gradient kl-clip=0" --pf-lower-to-runtime | FileCheck %s --check-prefix=GRAFT-LOWER
 // RUN: not pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="graft=adam" 2>&1 | FileCheck %s --check-prefix=GRAFT-BAD
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="basis=eigen damping=0.01 kl-clip=0 graft=none export-factors=true" | FileCheck %s --check-prefix=EIGEN
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="basis=eigen kl-clip=0 graft=none" --pf-lower-to-runtime | FileCheck %s --check-prefix=EIGEN-LOWER
+// RUN: not pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="basis=eigen damping=0" 2>&1 | FileCheck %s --check-prefix=EIGEN-BAD
 // Errors: kfac-precondition-errors.mlir.
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
@@ -76,6 +79,25 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // GRAFT-LOWER: %[[S:.*]] = arith.select %[[ZERO]], %{{.*}}, %[[ROOT]]
 // GRAFT-LOWER-COUNT-2: call @pfrt_scale({{.*}}%[[S]]
 // GRAFT-BAD: graft must be auto, none or gradient, got 'adam'
+
+// The eigenbasis: the inverses give way to eigenvectors and eigenvalues of
+// each factor, refreshed by an eigendecomposition; the damping goes to the
+// preconditioning (on the Kronecker product's eigenvalues).
+// EIGEN-NOT: kfac.A_inv
+// EIGEN-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.A_vectors : tensor<4x4xf32> = dense<0.000000e+00>
+// EIGEN-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.A_values : tensor<4xf32> = dense<0.000000e+00>
+// EIGEN-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.B_vectors : tensor<5x5xf32>
+// EIGEN-DAG: pf.param @bert.encoder.layer.0.dense.weight.kfac.B_values : tensor<5xf32>
+// EIGEN-LABEL: func.func @main(
+// EIGEN-SAME: tensor<4x4xf32> {pf.name = "kfac/A_vectors/bert.encoder.layer.0.dense.weight"}, tensor<4xf32> {pf.name = "kfac/A_values/bert.encoder.layer.0.dense.weight"}, tensor<5x5xf32> {pf.name = "kfac/B_vectors/bert.encoder.layer.0.dense.weight"}, tensor<5xf32> {pf.name = "kfac/B_values/bert.encoder.layer.0.dense.weight"})
+// EIGEN: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_vectors, @bert.encoder.layer.0.dense.weight.kfac.B_vectors) values (@bert.encoder.layer.0.dense.weight.kfac.A_values, @bert.encoder.layer.0.dense.weight.kfac.B_values)
+// EIGEN: pf.kfac.precondition_eigen %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {damping = 1.000000e-02 : f64} : (tensor<5x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<5x5xf32>, tensor<5xf32>, tensor<5xf32>) -> (tensor<5x4xf32>, tensor<5xf32>)
+// EIGEN-NOT: pf.kfac.precondition %
+// EIGEN-LOWER-LABEL: func.func @pf_main(
+// EIGEN-LOWER: call @pfrt_kfac_eigen_refresh
+// EIGEN-LOWER: call @pfrt_kfac_precondition_eigen
+// EIGEN-LOWER-NOT: call @pfrt_kfac_damped_inverses
+// EIGEN-BAD: basis=eigen needs damping > 0
 
 // -----
 

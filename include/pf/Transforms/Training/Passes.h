@@ -71,6 +71,11 @@ struct TrainingOptions {
                "gradient's L2 norm (gradient) or the preconditioned gradient's own (none); "
                "auto: gradient unless the K-FAC layers' optimizer is SGD",
                kfacGraftValues());
+    binder.opt("kfac-basis", precondition.basis,
+               "How K-FAC inverts each layer's Fisher block: inverse (π-damped inverses of "
+               "the factors) or eigen (the factors' eigenbases, damping on the Kronecker "
+               "product's eigenvalues)",
+               kfacBasisValues());
     binder.opt("kfac-optimizer", optimizer.kfacOptimizer,
                "Update rule of the K-FAC layers' parameters", kfacOptimizerValues());
     binder.opt("kfac-window", kfacWindow,

@@ -293,9 +293,19 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
            "together), auto is gradient here (pf-training resolves it: none when the K-FAC "
            "layers' optimizer is SGD) (default: auto)",
            [{::mlir::pf::kfacGraftValues()}]>,
+    Option<"basis", "basis", "::mlir::pf::KfacBasis",
+           /*default=*/"::mlir::pf::KfacBasis::Inverse",
+           "How each layer is preconditioned: inverse (π-damped inverses of the factors, "
+           "state <weight>.kfac.A_inv/.B_inv) or eigen (the factors' eigendecompositions, "
+           "damping on the Kronecker product's eigenvalues, pf.kfac.precondition_eigen; "
+           "state <weight>.kfac.A_vectors/.A_values/.B_vectors/.B_values, which replace "
+           "pf-insert-kfac's inverses; retries do not apply) (default: inverse)",
+           [{::mlir::pf::kfacBasisValues()}]>,
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
-           "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...) (default: false)">,
+           "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...; with basis=eigen "
+           "kfac/A_vectors/..., kfac/A_values/..., kfac/B_vectors/..., kfac/B_values/...) "
+           "(default: false)">,
     Option<"bubbles", "bubbles", "bool", /*default=*/"false",
            "K-FAC work for the pipeline's bubbles (docs/pipeline-execution.md, \"K-FAC in the "
            "bubbles\"): the factor updates run when the graph input kfac_curvature is non-zero; "

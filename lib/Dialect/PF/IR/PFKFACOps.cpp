@@ -1,6 +1,9 @@
 //===- PFKFACOps.cpp - K-FAC ops ----------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 
+#include <cmath>
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::pf;
 
@@ -69,46 +72,92 @@ LogicalResult KFACInverseOp::verify() {
   return success();
 }
 
-LogicalResult KFACPreconditionOp::inferReturnTypes(MLIRContext *, OptLoc loc,
-                                                   Adaptor adaptor, Types &out) {
-  auto grad = dyn_cast<RankedTensorType>(adaptor.getWeightGrad().getType());
-  auto aInv = dyn_cast<RankedTensorType>(adaptor.getAInverse().getType());
-  auto bInv = dyn_cast<RankedTensorType>(adaptor.getBInverse().getType());
-  if (failed(checkSquare(loc, adaptor.getAInverse(), "A inverse")) ||
-      failed(checkSquare(loc, adaptor.getBInverse(), "B inverse")))
+/// The result types of pf.kfac.precondition and pf.kfac.precondition_eigen:
+/// ∇W's (and ∇b's), after checking them against the A and B side matrices
+/// (`aName`, `bName`: the inverses or the eigenvectors).
+static LogicalResult inferPreconditionTypes(OptLoc loc, StringRef opName, Value weightGrad,
+                                            Value aMatrix, Value bMatrix, Value biasGrad,
+                                            bool weightInOut, StringRef aName,
+                                            StringRef bName, Types &out) {
+  auto grad = dyn_cast<RankedTensorType>(weightGrad.getType());
+  auto aType = dyn_cast<RankedTensorType>(aMatrix.getType());
+  auto bType = dyn_cast<RankedTensorType>(bMatrix.getType());
+  if (failed(checkSquare(loc, aMatrix, aName)) || failed(checkSquare(loc, bMatrix, bName)))
     return failure();
-  Value biasGrad = adaptor.getBiasGrad();
   // The dimensions of ∇W that are the layer's outputs and inputs.
-  const unsigned outDim = adaptor.getWeightInOut() ? 1 : 0, inDim = 1 - outDim;
+  const unsigned outDim = weightInOut ? 1 : 0, inDim = 1 - outDim;
   if (grad && grad.getRank() != 2)
-    return emitOptionalError(loc, "kfac.precondition: weight gradient must be 2-D ",
+    return emitOptionalError(loc, opName, ": weight gradient must be 2-D ",
                              outDim == 0 ? "[out, in]" : "[in, out]", ", got ", grad);
   if (biasGrad) {
     auto biasType = dyn_cast<RankedTensorType>(biasGrad.getType());
     if (biasType && (biasType.getRank() != 1 ||
                      (grad && !grad.isDynamicDim(outDim) && !biasType.isDynamicDim(0) &&
                       biasType.getDimSize(0) != grad.getDimSize(outDim))))
-      return emitOptionalError(loc, "kfac.precondition: bias gradient must be 1-D of the "
-                                    "gradient's output size, got ", biasType);
+      return emitOptionalError(loc, opName, ": bias gradient must be 1-D of the "
+                                            "gradient's output size, got ",
+                               biasType);
   }
-  if (grad && grad.hasStaticShape() && aInv && aInv.hasStaticShape() && bInv &&
-      bInv.hasStaticShape()) {
+  if (grad && grad.hasStaticShape() && aType && aType.hasStaticShape() && bType &&
+      bType.hasStaticShape()) {
     int64_t out0 = grad.getDimSize(outDim), in = grad.getDimSize(inDim);
-    int64_t aSize = aInv.getDimSize(0);
-    if (bInv.getDimSize(0) != out0)
-      return emitOptionalError(loc, "kfac.precondition: B inverse is ", bInv.getDimSize(0),
-                               "x", bInv.getDimSize(0), " but the gradient has ", out0,
+    int64_t aSize = aType.getDimSize(0);
+    if (bType.getDimSize(0) != out0)
+      return emitOptionalError(loc, opName, ": ", bName, " is ", bType.getDimSize(0), "x",
+                               bType.getDimSize(0), " but the gradient has ", out0,
                                " outputs");
     if (aSize != in && aSize != in + 1)
-      return emitOptionalError(loc, "kfac.precondition: A inverse is ", aSize, "x", aSize,
+      return emitOptionalError(loc, opName, ": ", aName, " is ", aSize, "x", aSize,
                                " but the gradient has ", in, " inputs");
     if (aSize == in + 1 && !biasGrad)
-      return emitOptionalError(loc, "kfac.precondition: A inverse has a bias column "
-                                    "but no bias gradient is given");
+      return emitOptionalError(loc, opName, ": ", aName,
+                               " has a bias column but no bias gradient is given");
   }
-  out.push_back(adaptor.getWeightGrad().getType());
+  out.push_back(weightGrad.getType());
   if (biasGrad)
     out.push_back(biasGrad.getType());
+  return success();
+}
+
+LogicalResult KFACPreconditionOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                                   Adaptor adaptor, Types &out) {
+  return inferPreconditionTypes(loc, "kfac.precondition", adaptor.getWeightGrad(),
+                                adaptor.getAInverse(), adaptor.getBInverse(),
+                                adaptor.getBiasGrad(), adaptor.getWeightInOut(), "A inverse",
+                                "B inverse", out);
+}
+
+LogicalResult KFACPreconditionEigenOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                                        Adaptor adaptor, Types &out) {
+  if (failed(inferPreconditionTypes(loc, "kfac.precondition_eigen", adaptor.getWeightGrad(),
+                                    adaptor.getAVectors(), adaptor.getBVectors(),
+                                    adaptor.getBiasGrad(), adaptor.getWeightInOut(),
+                                    "A eigenvectors", "B eigenvectors", out)))
+    return failure();
+  // Each side's eigenvalues: 1-D, one per eigenvector.
+  for (auto [values, vectors, side] :
+       {std::tuple{adaptor.getAValues(), adaptor.getAVectors(), "A"},
+        std::tuple{adaptor.getBValues(), adaptor.getBVectors(), "B"}}) {
+    auto valuesType = dyn_cast<RankedTensorType>(values.getType());
+    auto vectorsType = dyn_cast<RankedTensorType>(vectors.getType());
+    if (!valuesType)
+      continue;
+    if (valuesType.getRank() != 1 ||
+        (vectorsType && !vectorsType.isDynamicDim(0) && !valuesType.isDynamicDim(0) &&
+         valuesType.getDimSize(0) != vectorsType.getDimSize(0)))
+      return emitOptionalError(loc, "kfac.precondition_eigen: ", side,
+                               " eigenvalues must be 1-D with one value per eigenvector, got ",
+                               valuesType, " for ", vectors.getType());
+  }
+  return success();
+}
+
+LogicalResult KFACPreconditionEigenOp::verify() {
+  double damping = getDamping().convertToDouble();
+  if (!(damping > 0) || !std::isfinite(damping))
+    return emitOpError("damping must be finite and > 0 (the product's eigenvalues may be 0), "
+                       "got ")
+           << damping;
   return success();
 }
 
@@ -148,6 +197,22 @@ LogicalResult KFACRefreshInversesOp::verifySymbolUses(SymbolTableCollection &sym
       failed(checkFactor(*this, symbols, getAInverseAttr(), -1, "a_inverse")) ||
       failed(checkFactor(*this, symbols, getBInverseAttr(), -1, "b_inverse")))
     return failure();
+  if (!getAValuesAttr())
+    return success();
+  // The eigenbasis: a 1-D pf.param of eigenvalues per factor, of its size.
+  for (auto [values, factor, role] :
+       {std::tuple{getAValuesAttr(), getFactorAAttr(), "a_values"},
+        std::tuple{getBValuesAttr(), getFactorBAttr(), "b_values"}}) {
+    auto param = symbols.lookupNearestSymbolFrom<ParamOp>(*this, values);
+    if (!param)
+      return emitOpError(role) << " '" << values.getValue() << "' does not name a pf.param";
+    auto type = cast<RankedTensorType>(param.getType());
+    auto factorType =
+        cast<RankedTensorType>(symbols.lookupNearestSymbolFrom<ParamOp>(*this, factor).getType());
+    if (type.getRank() != 1 || type.getDimSize(0) != factorType.getDimSize(0))
+      return emitOpError(role) << " '" << values.getValue() << "' must be a 1-D pf.param of "
+                               << factorType.getDimSize(0) << " values, got " << type;
+  }
   return success();
 }
 
@@ -157,6 +222,8 @@ LogicalResult KFACRefreshInversesOp::verify() {
     return emitOpError("every must be >= 1, got ") << int64_t(getEvery());
   if (getDamping().convertToDouble() < 0)
     return emitOpError("damping must be >= 0");
+  if (bool(getAValuesAttr()) != bool(getBValuesAttr()))
+    return emitOpError("a_values and b_values go together (the eigenbasis of both factors)");
   return success();
 }
 

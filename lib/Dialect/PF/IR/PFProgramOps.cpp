@@ -970,6 +970,11 @@ KfacInverseParameters mlir::pf::kfacInverseParameters(Operation *function) {
     params.factors.push_back(refresh.getFactorB());
     params.inverses.push_back(refresh.getAInverse());
     params.inverses.push_back(refresh.getBInverse());
+    // The eigenbasis: the eigenvalues are the refresh's state as well.
+    if (auto values = refresh.getAValuesAttr()) {
+      params.inverses.push_back(values.getValue());
+      params.inverses.push_back(refresh.getBValuesAttr().getValue());
+    }
   });
   return params;
 }

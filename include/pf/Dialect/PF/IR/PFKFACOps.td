@@ -58,6 +58,25 @@ def PF_KFACPreconditionOp : PF_TensorOp<"kfac.precondition"> {
                  Optional<TensorOf<[AnyFloat]>>:$bias_update);
 }
 
+def PF_KFACPreconditionEigenOp : PF_TensorOp<"kfac.precondition_eigen"> {
+  let summary = "K-FAC preconditioning in the factors' eigenbasis, damping on the product";
+  let description = [{
+    With A = Qa·diag(λa)·Qaᵀ and B = Qb·diag(λb)·Qbᵀ (`pf.kfac.refresh_inverses`
+    with `values`): ΔW = Qb·((Qbᵀ·∇W·Qa) / (λb·λaᵀ + damping))·Qaᵀ, the
+    exact (B ⊗ A + damping·I)⁻¹ of the Kronecker product rather than
+    pf.kfac.precondition's product of per-factor damped inverses. Layouts and
+    the bias as in pf.kfac.precondition (a separate bias: A = 1).
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$weight_grad,
+                   TensorOf<[AnyFloat]>:$a_vectors, TensorOf<[AnyFloat]>:$a_values,
+                   TensorOf<[AnyFloat]>:$b_vectors, TensorOf<[AnyFloat]>:$b_values,
+                   Optional<TensorOf<[AnyFloat]>>:$bias_grad,
+                   F64Attr:$damping, UnitAttr:$weight_in_out);
+  let results = (outs TensorOf<[AnyFloat]>:$weight_update,
+                 Optional<TensorOf<[AnyFloat]>>:$bias_update);
+  let hasVerifier = 1;
+}
+
 //===--- Stateful K-FAC (training steps) ---------------------------------===//
 
 include "mlir/IR/SymbolInterfaces.td"
@@ -146,6 +165,13 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
     With `due` the refresh runs when `due` is non-zero, in place of the
     `warmup`/`every` rule (the host decides: single-process K-FAC with the
     arithmetic of the pipeline's bubbles, `pf-train --kfac-window`).
+
+    With `values` the refresh is an eigendecomposition instead (K-FAC in the
+    eigenbasis, for pf.kfac.precondition_eigen): `a_inverse` and
+    `b_inverse` receive the factors' eigenvectors (column k: eigenvector k)
+    and `a_values`/`b_values` (1-D pf.params) their eigenvalues; no damping
+    is added here (`damping` and `retries` do not apply) and a factor whose
+    decomposition fails keeps its previous one (outcome 2).
   }];
   let arguments = (ins 0DTensorOf<[I64]>:$step, Optional<0DTensorOf<[I64]>>:$due,
                    FlatSymbolRefAttr:$factor_a,
@@ -154,10 +180,13 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
                    DefaultValuedAttr<F64Attr, "1.0e-3">:$damping,
                    DefaultValuedAttr<I64Attr, "1">:$every,
                    DefaultValuedAttr<PF_NonNegativeI64Attr, "3">:$retries,
-                   DefaultValuedAttr<PF_NonNegativeI64Attr, "0">:$warmup);
+                   DefaultValuedAttr<PF_NonNegativeI64Attr, "0">:$warmup,
+                   OptionalAttr<FlatSymbolRefAttr>:$a_values,
+                   OptionalAttr<FlatSymbolRefAttr>:$b_values);
   let results = (outs 0DTensorOf<[I32]>:$outcome);
   let assemblyFormat = [{
-    `(` $factor_a `,` $factor_b `)` `into` ` ` `(` $a_inverse `,` $b_inverse `)` `step` $step
+    `(` $factor_a `,` $factor_b `)` `into` ` ` `(` $a_inverse `,` $b_inverse `)`
+    (`values` ` ` `(` $a_values^ `,` $b_values `)`)? `step` $step
     (`due` `(` $due^ `:` type($due) `)`)? attr-dict `:` type($step) `->` type($outcome)
   }];
   let hasVerifier = 1;

@@ -23,7 +23,8 @@ namespace mlir::pf {
 LogicalResult verifyRankPrograms(ModuleOp module);
 
 /// The K-FAC parameters a stage function's pf.kfac.refresh_inverses ops read
-/// (the factors) and write (the inverses): a kfac_inverse call's dataflow.
+/// (the factors) and write (the inverses, or eigenvectors and eigenvalues):
+/// a kfac_inverse call's dataflow.
 struct KfacInverseParameters {
   llvm::SmallVector<StringRef> factors, inverses;
 };
