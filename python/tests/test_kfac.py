@@ -5,6 +5,8 @@ pf-kfac-precondition) and returned by pf-run."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -397,3 +399,31 @@ def test_graft_bad_value_is_refused(tmp_path):
     proc = run_tool("pf-train", "m.onnx", "--kfac", "--kfac-graft", "adam", check=False)
     assert proc.returncode != 0 and "adam" in proc.stderr
     assert "gradient" in proc.stderr  # the valid values are listed
+
+
+@pytest.mark.parametrize("basis", ["inverse", "eigen"])
+def test_non_finite_factor_is_named_once(tmp_path, basis):
+    """A factor that holds NaN (here from an edited checkpoint) makes its
+    layer's refreshes keep the last good inverse; pf-train names the factor,
+    the layer and the step once, and training goes on."""
+    from pipefisher import make_bert_model, save_model
+    from pipefisher.corpus import make_corpus
+
+    corpus = make_corpus(sequences=64, seq_len=16, seed=1)
+    vocab = len(corpus.pop("vocab"))
+    np.savez(tmp_path / "corpus.npz", **corpus)
+    save_model(make_bert_model("tiny", vocab_size=vocab, seed=2), tmp_path / "m.onnx")
+    train = ("pf-train", str(tmp_path / "m.onnx"), "--corpus", str(tmp_path / "corpus.npz"),
+             "--batch", "8", "--num-threads", "1", "--kfac", "--kfac-basis", basis)
+    run_tool(*train, "--steps", "2", "--checkpoint", str(tmp_path / "c.npz"))
+    state = dict(np.load(tmp_path / "c.npz"))
+    layer = "bert.encoder.layer.0.attention.self.query.weight"
+    state[f"param/{layer}.kfac.B"][1, 1] = np.nan
+    np.savez(tmp_path / "nan.npz", **state)
+    proc = run_tool(*train, "--steps", "5", "--log-every", "1", "--resume",
+                    str(tmp_path / "nan.npz"))
+    named = [line for line in proc.stdout.splitlines() if "holds NaN or Inf" in line]
+    assert named == [f"step 3: K-FAC: factor B of layer '{layer}' holds NaN or Inf; the layer "
+                     "keeps its last good inverse from now on (lower --lr, or resume from an "
+                     "earlier checkpoint)"], proc.stdout
+    assert re.search(r"^step\s+5\s+loss\s+\d", proc.stdout, re.M), proc.stdout

@@ -162,21 +162,31 @@ def test_bad_eigen_options_are_refused(tmp_path, options, message):
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
 
 
-def test_pf_train_eigen_basis(tmp_path):
-    """pf-train --kfac --kfac-basis eigen: the step preconditions every K-FAC
-    layer in the eigenbasis, trains (the loss falls), and the checkpoint
-    holds the eigenvectors and eigenvalues instead of inverses."""
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
     from pipefisher import make_bert_model, save_model
     from pipefisher.corpus import make_corpus
 
+    tmp = tmp_path_factory.mktemp("eigen_train")
     corpus = make_corpus(sequences=64, seq_len=16, seed=1)
     vocab = len(corpus.pop("vocab"))
-    np.savez(tmp_path / "corpus.npz", **corpus)
-    save_model(make_bert_model("tiny", vocab_size=vocab, seed=2), tmp_path / "m.onnx")
-    proc = run_tool("pf-train", str(tmp_path / "m.onnx"), "--corpus", str(tmp_path / "corpus.npz"),
-                    "--batch", "8", "--steps", "12", "--log-every", "1", "--num-threads", "1",
-                    "--kfac", "--kfac-basis", "eigen", "--checkpoint", str(tmp_path / "c.npz"),
-                    "--emit-step", str(tmp_path / "step.mlir"))
+    np.savez(tmp / "corpus.npz", **corpus)
+    save_model(make_bert_model("tiny", vocab_size=vocab, seed=2), tmp / "m.onnx")
+    return tmp
+
+
+def _train(tiny, *args, check=True):
+    return run_tool("pf-train", str(tiny / "m.onnx"), "--corpus", str(tiny / "corpus.npz"),
+                    "--batch", "8", "--log-every", "1", "--num-threads", "1", "--kfac", *args,
+                    check=check)
+
+
+def test_pf_train_eigen_basis(tiny, tmp_path):
+    """pf-train --kfac --kfac-basis eigen: the step preconditions every K-FAC
+    layer in the eigenbasis, trains (the loss falls), and the checkpoint
+    holds the eigenvectors and eigenvalues instead of inverses."""
+    proc = _train(tiny, "--steps", "12", "--kfac-basis", "eigen", "--checkpoint",
+                  tmp_path / "c.npz", "--emit-step", tmp_path / "step.mlir")
     losses = [float(v) for v in re.findall(r"^step\s+\d+\s+loss\s+(\S+)", proc.stdout, re.M)]
     assert len(losses) == 12 and losses[-1] < losses[0], proc.stdout
     step = (tmp_path / "step.mlir").read_text()
@@ -192,3 +202,14 @@ def test_pf_train_bad_basis_is_refused():
     proc = run_tool("pf-train", "m.onnx", "--kfac", "--kfac-basis", "cholesky", check=False)
     assert proc.returncode != 0 and "cholesky" in proc.stderr
     assert "eigen" in proc.stderr  # the valid values are listed
+
+
+@pytest.mark.parametrize("saved,resumed", [("inverse", "eigen"), ("eigen", "inverse")])
+def test_resume_with_the_other_basis_is_refused(tiny, tmp_path, saved, resumed):
+    _train(tiny, "--steps", "2", "--kfac-basis", saved, "--checkpoint", tmp_path / "c.npz")
+    before = (tmp_path / "c.npz").read_bytes()
+    proc = _train(tiny, "--steps", "4", "--kfac-basis", resumed, "--resume", tmp_path / "c.npz",
+                  "--checkpoint", tmp_path / "c.npz", check=False)
+    assert proc.returncode == 1, proc.stdout
+    assert f"it was trained with --kfac-basis {saved} (give the same --kfac-basis)" in proc.stderr
+    assert (tmp_path / "c.npz").read_bytes() == before

@@ -224,3 +224,21 @@ def test_chimera_kfac_resumes_bit_for_bit(setup, tmp_path):
                         "--checkpoint", first, timeout=180)
     assert _losses(resumed.stdout) == _losses(proc.stdout)[10:]
     _assert_same_checkpoint(_load(first), _load(straight))
+
+
+def test_a_non_finite_factor_is_named_by_its_rank(setup, tmp_path):
+    """A NaN in one layer's factor (an edited checkpoint): the rank holding
+    the layer names it, with the step, once; the run goes on."""
+    _single(setup, "tiny", "--kfac", "--steps", "2", "--checkpoint", tmp_path / "c.npz")
+    state = _load(tmp_path / "c.npz")
+    layer = "bert.encoder.layer.1.output.dense.weight"  # the last block: stage 1
+    state[f"param/{layer}.kfac.A"][0, 0] = np.inf
+    np.savez(tmp_path / "bad.npz", **state)
+    proc = _pipeline(setup, 2, "tiny", "stages=2 schedule=1f1b microbatches=4", "--kfac",
+                     "--steps", "4", "--log-every", "1", "--resume", tmp_path / "bad.npz",
+                     timeout=240)
+    named = [line for line in proc.stdout.splitlines() if "holds NaN or Inf" in line]
+    assert named == [f"rank 1: step 3: K-FAC: factor A of layer '{layer}' holds NaN or Inf; "
+                     "the layer keeps its last good inverse from now on (lower --lr, or resume "
+                     "from an earlier checkpoint)"], proc.stdout
+    assert [step for step, _, _ in _losses(proc.stdout)] == ["3", "4"]

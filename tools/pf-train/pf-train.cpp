@@ -44,7 +44,9 @@
 #include <csignal>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
+#include <set>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -462,6 +464,23 @@ llvm::Error saveCheckpoint(const drv::CompiledModel &model, const Corpus &c, int
   return writeCheckpoint(stateArrays(model.parameters()), c, step);
 }
 
+/// When K-FAC state `name` is missing from a checkpoint that has its layer's
+/// state of the other basis (`.A_inv` for `.A_vectors`, and back), that
+/// basis' --kfac-basis value.
+std::optional<std::string> otherKfacBasis(const std::map<std::string, drv::NpyArray> &arrays,
+                                          llvm::StringRef name) {
+  size_t at = name.rfind(".kfac.");
+  if (at == llvm::StringRef::npos)
+    return std::nullopt;
+  std::string layer = ("param/" + name.take_front(at + 6)).str();
+  bool eigenHere = name.ends_with("_vectors") || name.ends_with("_values");
+  if (eigenHere && arrays.count(layer + "A_inv"))
+    return "inverse";
+  if (!eigenHere && arrays.count(layer + "A_vectors"))
+    return "eigen";
+  return std::nullopt;
+}
+
 /// Reads --resume into `parameters` (each must be in the file with its dtype
 /// and shape; a pipelined rank passes only its own); returns the step.
 llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpus &c) {
@@ -549,8 +568,12 @@ llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpu
     if (isPendingInverse(p.name))
       continue;
     auto it = arrays->find("param/" + p.name);
-    if (it == arrays->end())
+    if (it == arrays->end()) {
+      if (auto basis = otherKfacBasis(*arrays, p.name))
+        return error("has no parameter '" + p.name + "': it was trained with --kfac-basis " +
+                     *basis + " (give the same --kfac-basis)");
       return error("has no parameter '" + p.name + "'");
+    }
     if (it->second.dtype != p.dtype || it->second.shape != p.shape)
       return error("parameter '" + p.name + "' has another dtype or shape than the model's");
     std::memcpy(p.data, it->second.data.data(), p.bytes);
@@ -832,6 +855,42 @@ void printKfacIssues(int64_t step, llvm::ArrayRef<double> issuesOfRank) {
                                 "or kept the previous inverse ({2})\n",
                                 step, total, llvm::join(ranks, ", "))
                       .str();
+  llvm::outs().flush();
+}
+
+/// Whether the f32/f64 parameter `p` holds a NaN or Inf.
+bool holdsNonFinite(const drv::CompiledModel::Parameter &p) {
+  auto scan = [&](auto *values) {
+    for (int64_t i = 0, n = p.bytes / int64_t(sizeof(*values)); i < n; ++i)
+      if (!std::isfinite(values[i]))
+        return true;
+    return false;
+  };
+  if (p.dtype == PFRT_F32)
+    return scan(static_cast<const float *>(p.data));
+  if (p.dtype == PFRT_F64)
+    return scan(static_cast<const double *>(p.data));
+  return false;
+}
+
+/// After a step whose K-FAC refreshes reported issues: names each factor
+/// (`<w>.kfac.A`, `.B`) that holds NaN or Inf, once. Its layer's refreshes
+/// keep the last good inverse from then on, since a running average that
+/// took in a NaN stays NaN; `where` prefixes the line ("rank 1: ").
+void reportNonFiniteFactors(int64_t step, const Parameters &parameters,
+                            std::set<std::string> &reported, const std::string &where = "") {
+  for (const auto &p : parameters) {
+    llvm::StringRef name(p.name);
+    bool factor = name.ends_with(".kfac.A") || name.ends_with(".kfac.B");
+    if (!factor || reported.count(p.name) || !holdsNonFinite(p))
+      continue;
+    reported.insert(p.name);
+    llvm::outs() << llvm::formatv("{0}step {1}: K-FAC: factor {2} of layer '{3}' holds NaN or "
+                                  "Inf; the layer keeps its last good inverse from now on "
+                                  "(lower --lr, or resume from an earlier checkpoint)\n",
+                                  where, step, name.back(), name.drop_back(7))
+                        .str(); // one write: other ranks' lines interleave by write
+  }
   llvm::outs().flush();
 }
 
@@ -1261,6 +1320,7 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
 
   auto windowStart = std::chrono::steady_clock::now();
   int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
+  std::set<std::string> nonFiniteFactors; // named once (reportNonFiniteFactors)
   bool stopped = false, stoppedBySigterm = false;
   for (int64_t step = first; step <= steps && !stopped; ++step) {
     auto inputs = makeBatch(corpus, step);
@@ -1289,6 +1349,9 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     }
     if (auto err = job.sum(figures))
       return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
+    if (runner.lastKfacIssues() != 0)
+      reportNonFiniteFactors(step, runner.compiled().parameters(), nonFiniteFactors,
+                             llvm::formatv("rank {0}: ", job.rank).str());
     double loss = figures[0];
     stopped = figures[1] > 0;
     stoppedBySigterm = figures[2] > 0;
@@ -1506,6 +1569,7 @@ int main(int argc, char **argv) {
   std::map<std::string, drv::NpyArray> outputs;
   auto windowStart = std::chrono::steady_clock::now();
   int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
+  std::set<std::string> nonFiniteFactors; // named once (reportNonFiniteFactors)
   if (evalModel && !evaluateAt(first - 1))
     return 1;
   for (int64_t step = first; step <= steps && !drv::stopRequested(); ++step) {
@@ -1528,10 +1592,12 @@ int main(int argc, char **argv) {
     if (auto issues = outputs.find("kfac/issues"); issues != outputs.end()) {
       int32_t count;
       std::memcpy(&count, issues->second.data.data(), sizeof(count));
-      if (count != 0)
+      if (count != 0) {
         llvm::outs() << llvm::formatv("step {0}: K-FAC: {1} inverse refresh(es) needed more "
                                       "damping or kept the previous inverse\n",
                                       step, count);
+        reportNonFiniteFactors(step, model.parameters(), nonFiniteFactors);
+      }
     }
     if (step % logEvery == 0 || step == steps || step == first) {
       double seconds =
