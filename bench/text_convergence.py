@@ -60,6 +60,9 @@ OPTIMIZERS = {
     # Without grafting (the default before the early-spike fix): --only it.
     "kfac+adamw/ungrafted": (["--optimizer", "adamw", "--kfac", "--kfac-graft", "none"],
                              [1e-3]),
+    # K-FAC in the factors' eigenbasis (damping on the Kronecker product).
+    "kfac+adamw/eigen": (["--optimizer", "adamw", "--kfac", "--kfac-basis", "eigen"],
+                         [5e-4, 1e-3, 2e-3]),
 }
 DEFAULT_RUN = ["adamw", "lamb", "kfac+adamw", "kfac+lamb"]
 
