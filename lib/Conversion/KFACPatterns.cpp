@@ -229,47 +229,42 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
   }
 };
 
-struct PreconditionPattern : RuntimePattern<KFACPreconditionOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(KFACPreconditionOp op, OpAdaptor adaptor,
+/// The runtime call of each preconditioning op and its arguments before the
+/// gradients: the inverses, or the eigenbases and the damping.
+StringRef calleeOf(KFACPreconditionOp) { return "pfrt_kfac_precondition"; }
+StringRef calleeOf(KFACPreconditionEigenOp) { return "pfrt_kfac_precondition_eigen"; }
+SmallVector<Value> leadingArguments(RuntimeLowering &, OpBuilder &, KFACPreconditionOp,
+                                    KFACPreconditionOp::Adaptor adaptor) {
+  return {adaptor.getAInverse(), adaptor.getBInverse()};
+}
+SmallVector<Value> leadingArguments(RuntimeLowering &l, OpBuilder &b, KFACPreconditionEigenOp op,
+                                    KFACPreconditionEigenOp::Adaptor adaptor) {
+  return {adaptor.getAVectors(), adaptor.getAValues(), adaptor.getBVectors(),
+          adaptor.getBValues(), l.constF64(b, op.getLoc(), op.getDamping().convertToDouble())};
+}
+
+/// pf.kfac.precondition and pf.kfac.precondition_eigen: one call writing
+/// the weight (and bias) update: (leading..., grad_w, grad_b, layout, out_w,
+/// out_b).
+template <class PreconditionOp>
+struct PreconditionPattern : RuntimePattern<PreconditionOp> {
+  using RuntimePattern<PreconditionOp>::RuntimePattern;
+  LogicalResult matchAndRewrite(PreconditionOp op, typename PreconditionOp::Adaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
-    RuntimeLowering &l = lowering;
+    RuntimeLowering &l = this->lowering;
     Location loc = op.getLoc();
     Value weightUpdate = l.entryOf(rewriter, loc, op.getWeightUpdate());
     Value biasUpdate = l.entryOf(rewriter, loc, op.getBiasUpdate());
-    if (failed(l.call(rewriter, op, "pfrt_kfac_precondition",
-                      {adaptor.getAInverse(), adaptor.getBInverse(), adaptor.getWeightGrad(),
-                       l.orNull(rewriter, loc, adaptor.getBiasGrad()),
-                       l.constI32(rewriter, loc, op.getWeightInOut() ? 0 : 1) /*1: [out, in]*/,
-                       weightUpdate, biasUpdate})))
+    SmallVector<Value> arguments = leadingArguments(l, rewriter, op, adaptor);
+    arguments.append({adaptor.getWeightGrad(), l.orNull(rewriter, loc, adaptor.getBiasGrad()),
+                      l.constI32(rewriter, loc, op.getWeightInOut() ? 0 : 1) /*1: [out, in]*/,
+                      weightUpdate, biasUpdate});
+    if (failed(l.call(rewriter, op, calleeOf(op), arguments)))
       return failure();
     SmallVector<Value> results{weightUpdate};
     if (op.getBiasUpdate())
       results.push_back(biasUpdate);
-    replaceByEntries(rewriter, op, results);
-    return success();
-  }
-};
-struct PreconditionEigenPattern : RuntimePattern<KFACPreconditionEigenOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(KFACPreconditionEigenOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rewriter) const override {
-    RuntimeLowering &l = lowering;
-    Location loc = op.getLoc();
-    Value weightUpdate = l.entryOf(rewriter, loc, op.getWeightUpdate());
-    Value biasUpdate = l.entryOf(rewriter, loc, op.getBiasUpdate());
-    if (failed(l.call(rewriter, op, "pfrt_kfac_precondition_eigen",
-                      {adaptor.getAVectors(), adaptor.getAValues(), adaptor.getBVectors(),
-                       adaptor.getBValues(),
-                       l.constF64(rewriter, loc, op.getDamping().convertToDouble()),
-                       adaptor.getWeightGrad(), l.orNull(rewriter, loc, adaptor.getBiasGrad()),
-                       l.constI32(rewriter, loc, op.getWeightInOut() ? 0 : 1) /*1: [out, in]*/,
-                       weightUpdate, biasUpdate})))
-      return failure();
-    SmallVector<Value> results{weightUpdate};
-    if (op.getBiasUpdate())
-      results.push_back(biasUpdate);
-    replaceByEntries(rewriter, op, results);
+    this->replaceByEntries(rewriter, op, results);
     return success();
   }
 };
@@ -278,7 +273,8 @@ struct PreconditionEigenPattern : RuntimePattern<KFACPreconditionEigenOp> {
 void mlir::pf::populateKFACPatterns(const TypeConverter &converter, RuntimeLowering &lowering,
                                     RewritePatternSet &patterns) {
   // pf.kfac.capture_output is a view (DataMovementPatterns.cpp).
-  patterns.add<GraftPattern, KLClipPattern, UpdateFactorPattern, RefreshInversesPattern, PreconditionPattern,
-               PreconditionEigenPattern>(
+  patterns.add<GraftPattern, KLClipPattern, UpdateFactorPattern, RefreshInversesPattern,
+               PreconditionPattern<KFACPreconditionOp>,
+               PreconditionPattern<KFACPreconditionEigenOp>>(
       converter, patterns.getContext(), lowering);
 }

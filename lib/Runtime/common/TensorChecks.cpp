@@ -3,6 +3,7 @@
 #include "TensorChecks.h"
 
 #include <climits>
+#include <cmath>
 
 namespace pfrt {
 
@@ -84,6 +85,32 @@ pfrt_status checkPrecondition(const Call &call, const pfrt_tensor *a_inv,
   dims.in = in;
   dims.ia = ia;
   dims.dtype = dtype;
+  return PFRT_OK;
+}
+
+pfrt_status checkEigen(const Call &call, const pfrt_tensor *factor,
+                       const pfrt_tensor *vectors, const pfrt_tensor *values) {
+  PFRT_TRY(checkSquare(call, "factor", factor, 0));
+  PFRT_TRY(floatLike(call, "vectors", vectors, factor->dtype, Shape::of(*factor)));
+  Shape valuesShape;
+  valuesShape.push(factor->shape[0]);
+  return floatLike(call, "values", values, factor->dtype, valuesShape);
+}
+
+pfrt_status checkPreconditionEigen(
+    const Call &call, const pfrt_tensor *a_vectors, const pfrt_tensor *a_values,
+    const pfrt_tensor *b_vectors, const pfrt_tensor *b_values, double damping,
+    const pfrt_tensor *grad_w, const pfrt_tensor *grad_b, int32_t w_transposed,
+    const pfrt_tensor *out_w, const pfrt_tensor *out_b, PreconditionDims &dims) {
+  PFRT_TRY(checkPrecondition(call, a_vectors, b_vectors, grad_w, grad_b, w_transposed, out_w,
+                             out_b, dims, "a_vectors", "b_vectors"));
+  Shape aShape, bShape;
+  aShape.push(dims.ia);
+  bShape.push(dims.out);
+  PFRT_TRY(floatLike(call, "a_values", a_values, dims.dtype, aShape));
+  PFRT_TRY(floatLike(call, "b_values", b_values, dims.dtype, bShape));
+  if (!(damping > 0) || !std::isfinite(damping))
+    return call.fail(PFRT_INVALID_ARGUMENT, "damping %g must be finite and > 0", damping);
   return PFRT_OK;
 }
 

@@ -43,6 +43,20 @@ pfrt_status checkPrecondition(const Call &call, const pfrt_tensor *a_inv,
                               const char *aName = "a_inv",
                               const char *bName = "b_inv");
 
+/// Checks pfrt_kfac_eigen's arguments: a square f32/f64 factor [d, d],
+/// vectors of its dtype and shape, values [d].
+pfrt_status checkEigen(const Call &call, const pfrt_tensor *factor,
+                       const pfrt_tensor *vectors, const pfrt_tensor *values);
+
+/// Checks pfrt_kfac_precondition_eigen's arguments: checkPrecondition's on
+/// the eigenvectors, eigenvalues [i'] and [out] of their dtype, damping
+/// finite and > 0.
+pfrt_status checkPreconditionEigen(
+    const Call &call, const pfrt_tensor *a_vectors, const pfrt_tensor *a_values,
+    const pfrt_tensor *b_vectors, const pfrt_tensor *b_values, double damping,
+    const pfrt_tensor *grad_w, const pfrt_tensor *grad_b, int32_t w_transposed,
+    const pfrt_tensor *out_w, const pfrt_tensor *out_b, PreconditionDims &dims);
+
 } // namespace pfrt
 
 #endif // PF_RUNTIME_COMMON_TENSORCHECKS_H

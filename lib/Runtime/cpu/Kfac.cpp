@@ -164,6 +164,37 @@ template <class T> double traceOf(const T *f, int64_t n) {
   return t;
 }
 
+/// J = [G | g_b] ([out, in+1], G [out, in]) or [G ; g_b^T] ([in+1, out],
+/// G [in, out]): a gradient with the bias as the extra input.
+template <class T>
+void joinBias(bool transposed, int64_t out, int64_t in, const T *gw, const T *gb, T *j) {
+  const int64_t ia = in + 1;
+  if (!transposed) {
+    std::memcpy(j, gw, sizeof(T) * in * out);
+    std::memcpy(j + in * out, gb, sizeof(T) * out);
+    return;
+  }
+  for (int64_t r = 0; r < out; ++r) {
+    std::memcpy(j + r * ia, gw + r * in, sizeof(T) * in);
+    j[r * ia + in] = gb[r];
+  }
+}
+
+/// The inverse of joinBias: j into the weight part ow and the bias ob.
+template <class T>
+void splitBias(bool transposed, int64_t out, int64_t in, const T *j, T *ow, T *ob) {
+  const int64_t ia = in + 1;
+  if (!transposed) {
+    std::memcpy(ow, j, sizeof(T) * in * out);
+    std::memcpy(ob, j + in * out, sizeof(T) * out);
+    return;
+  }
+  for (int64_t r = 0; r < out; ++r) {
+    std::memcpy(ow + r * in, j + r * ia, sizeof(T) * in);
+    ob[r] = j[r * ia + in];
+  }
+}
+
 /// L . J . R for the precondition kernel: t = L J, out = t R.
 template <class T>
 void sandwich(const pfrt_context *ctx, const T *l, const T *j, const T *r,
@@ -403,25 +434,9 @@ pfrt_status pfrt_kfac_precondition_cpu(pfrt_context *ctx, const pfrt_tensor *a_i
     // Joint: J = [G | g_b] ([out, in+1]) or [G ; g_b^T] ([in+1, out]).
     PFRT_TRY(work.allocate(call, 3 * size));
     T *j = work.data(), *t = j + size, *res = t + size;
-    if (transposed) {
-      for (int64_t r = 0; r < out; ++r) {
-        std::memcpy(j + r * ia, gw + r * in, sizeof(T) * in);
-        j[r * ia + in] = gb[r];
-      }
-    } else {
-      std::memcpy(j, gw, sizeof(T) * in * out);
-      std::memcpy(j + in * out, gb, sizeof(T) * out);
-    }
+    joinBias(transposed, out, in, gw, gb, j);
     sandwich(ctx, left, j, right, rows, cols, t, res);
-    if (transposed) {
-      for (int64_t r = 0; r < out; ++r) {
-        std::memcpy(ow + r * in, res + r * ia, sizeof(T) * in);
-        ob[r] = res[r * ia + in];
-      }
-    } else {
-      std::memcpy(ow, res, sizeof(T) * in * out);
-      std::memcpy(ob, res + in * out, sizeof(T) * out);
-    }
+    splitBias(transposed, out, in, res, ow, ob);
     return PFRT_OK;
   });
 }
@@ -430,17 +445,10 @@ pfrt_status pfrt_kfac_eigen_cpu(pfrt_context *ctx, const pfrt_tensor *factor,
                                 const pfrt_tensor *vectors, const pfrt_tensor *values) {
   Call call(ctx, "pfrt_kfac_eigen");
   PFRT_TRY(call.begin());
-  PFRT_TRY(checkSquare(call, "factor", factor, 0));
-  PFRT_TRY(floatLike(call, "vectors", vectors, factor->dtype, Shape::of(*factor)));
+  PFRT_TRY(checkEigen(call, factor, vectors, values));
   const int64_t n = factor->shape[0];
-  Shape valuesShape;
-  valuesShape.push(n);
-  PFRT_TRY(floatLike(call, "values", values, factor->dtype, valuesShape));
   if (n == 0)
     return PFRT_OK;
-  if (exceedsBlasInt(n, n, 1))
-    return call.fail(PFRT_UNSUPPORTED, "a %lld x %lld factor exceeds the LAPACK int range",
-                     static_cast<long long>(n), static_cast<long long>(n));
   return visitFloat(factor->dtype, [&](auto tag) -> pfrt_status {
     using T = typename decltype(tag)::type;
     const T *f = static_cast<const T *>(factor->data);
@@ -487,15 +495,8 @@ pfrt_status pfrt_kfac_precondition_eigen_cpu(
   Call call(ctx, "pfrt_kfac_precondition_eigen");
   PFRT_TRY(call.begin());
   PreconditionDims dims;
-  PFRT_TRY(checkPrecondition(call, a_vectors, b_vectors, grad_w, grad_b, w_transposed, out_w,
-                             out_b, dims, "a_vectors", "b_vectors"));
-  Shape aShape, bShape;
-  aShape.push(dims.ia);
-  bShape.push(dims.out);
-  PFRT_TRY(floatLike(call, "a_values", a_values, dims.dtype, aShape));
-  PFRT_TRY(floatLike(call, "b_values", b_values, dims.dtype, bShape));
-  if (!(damping > 0) || !std::isfinite(damping))
-    return call.fail(PFRT_INVALID_ARGUMENT, "damping %g must be finite and > 0", damping);
+  PFRT_TRY(checkPreconditionEigen(call, a_vectors, a_values, b_vectors, b_values, damping, grad_w,
+                                  grad_b, w_transposed, out_w, out_b, dims));
   const bool transposed = dims.transposed, joint = dims.joint;
   const int64_t out = dims.out, in = dims.in, ia = dims.ia;
   // As in pfrt_kfac_precondition: J = rows x cols between L and R.
@@ -528,25 +529,9 @@ pfrt_status pfrt_kfac_precondition_eigen_cpu(
       }
       return PFRT_OK;
     }
-    if (transposed) {
-      for (int64_t r = 0; r < out; ++r) {
-        std::memcpy(j + r * ia, gw + r * in, sizeof(T) * in);
-        j[r * ia + in] = gb[r];
-      }
-    } else {
-      std::memcpy(j, gw, sizeof(T) * in * out);
-      std::memcpy(j + in * out, gb, sizeof(T) * out);
-    }
+    joinBias(transposed, out, in, gw, gb, j);
     eigenSandwich(ctx, left, lLeft, j, right, lRight, rows, cols, damping, t, v, res);
-    if (transposed) {
-      for (int64_t r = 0; r < out; ++r) {
-        std::memcpy(ow + r * in, res + r * ia, sizeof(T) * in);
-        ob[r] = res[r * ia + in];
-      }
-    } else {
-      std::memcpy(ow, res, sizeof(T) * in * out);
-      std::memcpy(ob, res + in * out, sizeof(T) * out);
-    }
+    splitBias(transposed, out, in, res, ow, ob);
     return PFRT_OK;
   });
 }

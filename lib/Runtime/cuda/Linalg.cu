@@ -787,12 +787,8 @@ pfrt_status kfacEigenEntry(pfrt_context *ctx, const pfrt_tensor *factor,
                            const pfrt_tensor *vectors, const pfrt_tensor *values) {
   Call call(ctx, "pfrt_kfac_eigen");
   PFRT_TRY(beginCuda(call));
-  PFRT_TRY(checkSquare(call, "factor", factor, 0));
-  PFRT_TRY(floatLike(call, "vectors", vectors, factor->dtype, Shape::of(*factor)));
+  PFRT_TRY(checkEigen(call, factor, vectors, values));
   const int64_t n = factor->shape[0];
-  Shape valuesShape;
-  valuesShape.push(n);
-  PFRT_TRY(floatLike(call, "values", values, factor->dtype, valuesShape));
   if (n == 0)
     return PFRT_OK;
   bool finite;
@@ -905,15 +901,8 @@ pfrt_status kfacPreconditionEigenEntry(
   Call call(ctx, "pfrt_kfac_precondition_eigen");
   PFRT_TRY(beginCuda(call));
   PreconditionDims dims;
-  PFRT_TRY(checkPrecondition(call, a_vectors, b_vectors, grad_w, grad_b, w_transposed,
-                             out_w, out_b, dims, "a_vectors", "b_vectors"));
-  Shape aShape, bShape;
-  aShape.push(dims.ia);
-  bShape.push(dims.out);
-  PFRT_TRY(floatLike(call, "a_values", a_values, dims.dtype, aShape));
-  PFRT_TRY(floatLike(call, "b_values", b_values, dims.dtype, bShape));
-  if (!(damping > 0) || !isfinite(damping))
-    return call.fail(PFRT_INVALID_ARGUMENT, "damping %g must be finite and > 0", damping);
+  PFRT_TRY(checkPreconditionEigen(call, a_vectors, a_values, b_vectors, b_values, damping,
+                                  grad_w, grad_b, w_transposed, out_w, out_b, dims));
   const bool wt = dims.transposed, joint = dims.joint;
   const int64_t out = dims.out, in = dims.in, ia = dims.ia;
   // As in pfrt_kfac_precondition: J = rows x cols between L and R, [out,
