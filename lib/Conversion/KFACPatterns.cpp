@@ -215,11 +215,15 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
                            l.paramPtr(rewriter, loc, op.getAValuesAttr()),
                            l.paramPtr(rewriter, loc, op.getBInverseAttr()),
                            l.paramPtr(rewriter, loc, op.getBValuesAttr()), outcome});
+          // λ: the host's per-step value (a damping schedule) or the attribute.
+          Value damping = adaptor.getDampingValue()
+                              ? l.loadScalar(rewriter, loc, adaptor.getDampingValue(),
+                                             rewriter.getF64Type())
+                              : l.constF64(rewriter, loc, op.getDamping().convertToDouble());
           return l.call(rewriter, op, "pfrt_kfac_damped_inverses",
                         {l.paramPtr(rewriter, loc, op.getFactorAAttr()),
                          l.paramPtr(rewriter, loc, op.getFactorBAttr()),
-                         l.constF64(rewriter, loc, op.getDamping().convertToDouble()),
-                         l.constI32(rewriter, loc, int64_t(op.getRetries())),
+                         damping, l.constI32(rewriter, loc, int64_t(op.getRetries())),
                          l.paramPtr(rewriter, loc, op.getAInverseAttr()),
                          l.paramPtr(rewriter, loc, op.getBInverseAttr()), outcome});
         })))
@@ -240,7 +244,8 @@ SmallVector<Value> leadingArguments(RuntimeLowering &, OpBuilder &, KFACPrecondi
 SmallVector<Value> leadingArguments(RuntimeLowering &l, OpBuilder &b, KFACPreconditionEigenOp op,
                                     KFACPreconditionEigenOp::Adaptor adaptor) {
   return {adaptor.getAVectors(), adaptor.getAValues(), adaptor.getBVectors(),
-          adaptor.getBValues(), l.constF64(b, op.getLoc(), op.getDamping().convertToDouble())};
+          adaptor.getBValues(),
+          l.loadScalar(b, op.getLoc(), adaptor.getDamping(), b.getF64Type())};
 }
 
 /// pf.kfac.precondition and pf.kfac.precondition_eigen: one call writing

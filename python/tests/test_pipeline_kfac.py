@@ -62,6 +62,8 @@ PARITY = [(model, ranks, schedule, 4, ())
     ("mini", 2, "interleaved", 4, ()),
     # The eigenbasis: eigenvectors and eigenvalues as the layers' state.
     ("tiny", 2, "1f1b", 4, ("--kfac-basis", "eigen")),
+    # A damping schedule: every rank's refresh reads the step's kfac_damping.
+    ("tiny", 2, "gpipe", 4, ("--kfac-damping-schedule", "warmup", "--kfac-damping-warmup", "10")),
 ]
 
 

@@ -233,6 +233,8 @@ BAD = [
     (("stages=2 microbatches=4 kfac=sometimes",), WARMUP, "sometimes"),
     (("stages=2 microbatches=4 kfac=bubbles",), (*WARMUP, "--kfac-window", "2"),
      "--kfac-window is single-process"),
+    (("stages=2 microbatches=4 kfac=bubbles",), (*WARMUP, "--kfac-damping-schedule", "step"),
+     "with K-FAC in the bubbles (--kfac-window, kfac=bubbles) is not supported yet"),
 ]
 
 

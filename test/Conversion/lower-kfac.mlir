@@ -48,9 +48,9 @@ func.func @main(%x: tensor<5x4xf32>, %dy: tensor<5x2xf32>, %step: tensor<i64>) -
 // CHECK: %[[INVERTED:.*]] = arith.constant 0 : i32
 // CHECK: llvm.store %[[INVERTED]], %[[OUT]] : i32, !llvm.ptr
 // CHECK: cf.cond_br %[[REFRESH]]
+// CHECK: %[[DAMPING:.*]] = arith.constant 1.000000e-03 : f64
 // CHECK: %[[A:.*]] = llvm.getelementptr %[[T]][3]
 // CHECK: %[[B:.*]] = llvm.getelementptr %[[T]][6]
-// CHECK: %[[DAMPING:.*]] = arith.constant 1.000000e-03 : f64
 // CHECK: %[[AI:.*]] = llvm.getelementptr %[[T]][4]
 // CHECK: %[[BI:.*]] = llvm.getelementptr %[[T]][5]
 // CHECK: call @pfrt_kfac_damped_inverses(%[[CTX]], %[[A]], %[[B]], %[[DAMPING]], %{{.*}}, %[[AI]], %[[BI]], %[[OUT]]) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, f64, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32

@@ -41,6 +41,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <functional>
@@ -72,8 +73,11 @@ static mlir::pf::GraphOptOptions graphOptions() {
 namespace {
 /// The learning rate after the warm-up.
 enum class LRSchedule { Linear, Constant };
+/// K-FAC's damping λ over the steps (--kfac-damping is its final value).
+enum class DampingSchedule { Constant, Warmup, Step };
 } // namespace
 PF_CHOICE_PARSER(LRSchedule)
+PF_CHOICE_PARSER(DampingSchedule)
 
 // pf-train's own options (the loop around the step), with their defaults;
 // bound to flags in main, whose --help shows the defaults.
@@ -87,6 +91,9 @@ static double lr = 1e-3, maskProbability = 0.15;
 static uint64_t seed = 0;
 static std::string device = "cpu";
 static LRSchedule schedule = LRSchedule::Linear;
+static DampingSchedule dampingSchedule = DampingSchedule::Constant;
+static double dampingStart = 1e-3, dampingDecay = 0.5;
+static int64_t dampingWarmup = 50, dampingEvery = 100;
 
 static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
   flags.opt("batch", batch,
@@ -97,6 +104,22 @@ static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
   flags.opt("schedule", schedule, "Learning rate after the warm-up",
             cl::values(clEnumValN(LRSchedule::Linear, "linear", "Linear decay to 0 at --steps"),
                        clEnumValN(LRSchedule::Constant, "constant", "Constant")));
+  flags.opt("kfac-damping-schedule", dampingSchedule,
+            "K-FAC damping λ over the steps, fed to the step as its kfac_damping input "
+            "(docs/training.md, \"Damping schedules\")",
+            cl::values(clEnumValN(DampingSchedule::Constant, "constant",
+                                  "--kfac-damping at every step"),
+                       clEnumValN(DampingSchedule::Warmup, "warmup",
+                                  "Geometric from --kfac-damping-start at step 1 to "
+                                  "--kfac-damping at step --kfac-damping-warmup + 1, then "
+                                  "constant"),
+                       clEnumValN(DampingSchedule::Step, "step",
+                                  "--kfac-damping times --kfac-damping-decay every "
+                                  "--kfac-damping-every steps")));
+  flags.opt("kfac-damping-start", dampingStart, "λ at step 1 of the warmup damping schedule");
+  flags.opt("kfac-damping-warmup", dampingWarmup, "Steps of the warmup damping schedule");
+  flags.opt("kfac-damping-decay", dampingDecay, "Factor of the step damping schedule");
+  flags.opt("kfac-damping-every", dampingEvery, "Steps between the step schedule's decays");
   flags.opt("mask-prob", maskProbability, "Share of tokens to predict");
   flags.opt("seed", seed, "Seed of batches and masks");
   flags.opt("device", device, drv::kDeviceHelp);
@@ -351,6 +374,58 @@ llvm::Expected<double> evaluate(const Corpus &c, const WeightLookup &current,
     counted += count;
   }
   return counted ? weighted / double(counted) : 0.0;
+}
+
+/// K-FAC's λ at `step` (1-based) under --kfac-damping-schedule.
+double kfacDamping(int64_t step) {
+  const double final = training.precondition.damping;
+  switch (dampingSchedule) {
+  case DampingSchedule::Constant:
+    return final;
+  case DampingSchedule::Warmup:
+    if (step > dampingWarmup)
+      return final;
+    return dampingStart * std::pow(final / dampingStart, double(step - 1) / double(dampingWarmup));
+  case DampingSchedule::Step:
+    return final * std::pow(dampingDecay, double((step - 1) / dampingEvery));
+  }
+  return final;
+}
+
+/// The progress line's damping column: only under a damping schedule.
+std::string dampingColumn(int64_t step) {
+  if (dampingSchedule == DampingSchedule::Constant)
+    return "";
+  return llvm::formatv("  damping {0:E2}", kfacDamping(step)).str();
+}
+
+/// Checks the damping schedule's options; with a schedule, the step takes
+/// λ from its kfac_damping input.
+llvm::Error prepareDampingSchedule(bool inBubbles) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (dampingSchedule == DampingSchedule::Constant)
+    return llvm::Error::success();
+  if (!training.kfac)
+    return error("--kfac-damping-schedule schedules K-FAC's damping: it needs --kfac");
+  if (inBubbles)
+    return error("--kfac-damping-schedule with K-FAC in the bubbles (--kfac-window, "
+                 "kfac=bubbles) is not supported yet: a window's inverses are computed over "
+                 "several steps");
+  if (!(training.precondition.damping > 0))
+    return error("--kfac-damping-schedule needs --kfac-damping > 0 (the final λ)");
+  if (dampingSchedule == DampingSchedule::Warmup && !(dampingStart > 0 && dampingWarmup >= 1))
+    return error(llvm::formatv("--kfac-damping-schedule warmup needs --kfac-damping-start > 0 "
+                               "and --kfac-damping-warmup >= 1 (got {0} and {1})",
+                               dampingStart, dampingWarmup));
+  if (dampingSchedule == DampingSchedule::Step &&
+      !(dampingDecay > 0 && dampingDecay <= 1 && dampingEvery >= 1))
+    return error(llvm::formatv("--kfac-damping-schedule step needs --kfac-damping-decay in "
+                               "(0, 1] and --kfac-damping-every >= 1 (got {0} and {1})",
+                               dampingDecay, dampingEvery));
+  training.precondition.dampingInput = true;
+  return llvm::Error::success();
 }
 
 double learningRate(int64_t step) {
@@ -1045,6 +1120,8 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
     return fail(llvm::formatv("--micro-batches {0} but --pipeline has microbatches={1} (give "
                               "only --pipeline's)",
                               training.microbatches, pipeline.microbatches));
+  if (auto err = prepareDampingSchedule(pipeline.kfac == mlir::pf::KfacWork::Bubbles))
+    return fail(llvm::toString(std::move(err)));
   if (pipeline.kfac == mlir::pf::KfacWork::Bubbles) {
     if (!training.kfac)
       return fail("--pipeline \"kfac=bubbles\" places K-FAC work: it needs --kfac");
@@ -1325,6 +1402,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   for (int64_t step = first; step <= steps && !stopped; ++step) {
     auto inputs = makeBatch(corpus, step);
     inputs["lr"] = scalar<double>(11, learningRate(step));
+    if (training.precondition.dampingInput)
+      inputs["kfac_damping"] = scalar<double>(11, kfacDamping(step));
     inputs["step"] = scalar<int64_t>(7, step);
     if (bubbles)
       inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
@@ -1369,9 +1448,9 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();
       llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
-                                    "ms/step {4,7:F1}\n",
+                                    "ms/step {4,7:F1}{5}\n",
                                     step, float(loss), learningRate(step), windowTokens / seconds,
-                                    1e3 * seconds / windowSteps)
+                                    1e3 * seconds / windowSteps, dampingColumn(step))
                           .str(); // one write: other ranks' lines interleave by write
       llvm::outs().flush();
       windowStart = std::chrono::steady_clock::now();
@@ -1477,6 +1556,9 @@ int main(int argc, char **argv) {
                                 int(evalSequences), int(batch), corpus->rows));
     corpus->trainRows = corpus->rows - evalSequences;
   }
+  if (pipelineSpec.empty())
+    if (auto err = prepareDampingSchedule(training.kfacWindow > 0))
+      return fail(llvm::toString(std::move(err)));
   if (!pipelineSpec.empty()) {
     if (training.kfacWindow > 0)
       return fail("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
@@ -1575,6 +1657,8 @@ int main(int argc, char **argv) {
   for (int64_t step = first; step <= steps && !drv::stopRequested(); ++step) {
     auto inputs = makeBatch(*corpus, step);
     inputs["lr"] = scalar<double>(11, learningRate(step));
+    if (training.precondition.dampingInput)
+      inputs["kfac_damping"] = scalar<double>(11, kfacDamping(step));
     inputs["step"] = scalar<int64_t>(7, step);
     if (window.steps > 0) {
       inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
@@ -1603,9 +1687,9 @@ int main(int argc, char **argv) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();
       llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
-                                    "ms/step {4,7:F1}\n",
+                                    "ms/step {4,7:F1}{5}\n",
                                     step, loss, learningRate(step), windowTokens / seconds,
-                                    1e3 * seconds / windowSteps)
+                                    1e3 * seconds / windowSteps, dampingColumn(step))
                           .str(); // one write: other ranks' lines interleave by write
       llvm::outs().flush();
       windowStart = std::chrono::steady_clock::now();

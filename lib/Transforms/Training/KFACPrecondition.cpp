@@ -183,6 +183,8 @@ struct KFACPreconditionPass
       argTypes.push_back(resultType(gradients, name));
     SmallVector<Type> resultTypes(argTypes);
     argTypes.push_back(RankedTensorType::get({}, builder.getI64Type()));
+    if (dampingInput) // before the body: dampingArgument finds it by name
+      argTypes.push_back(RankedTensorType::get({}, builder.getF64Type()));
     if (!bubbles) // the refresh outcomes come from the inverse functions
       resultTypes.push_back(RankedTensorType::get({}, builder.getI32Type()));
 
@@ -200,6 +202,8 @@ struct KFACPreconditionPass
       func.setResultAttr(i, kNameAttrName, builder.getStringAttr(name));
     }
     func.setArgAttr(gradNames.size(), kNameAttrName, builder.getStringAttr("step"));
+    if (dampingInput)
+      func.setArgAttr(gradNames.size() + 1, kNameAttrName, builder.getStringAttr("kfac_damping"));
     if (!bubbles)
       func.setResultAttr(gradNames.size(), kNameAttrName, builder.getStringAttr("kfac/issues"));
     Block *entry = func.addEntryBlock();
@@ -225,6 +229,25 @@ struct KFACPreconditionPass
     return ParamRefOp::create(builder, loc, param.getType(), param.getSymName());
   }
 
+  /// The host's per-step λ (`kfac_damping`, an argument of the function
+  /// `builder` inserts into) with damping-input, else null.
+  Value dampingArgument(OpBuilder &builder) {
+    if (!dampingInput)
+      return {};
+    auto func = builder.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
+    return getOrAddScalarArgument(func, "kfac_damping", builder.getF64Type());
+  }
+
+  /// λ as a value for pf.kfac.precondition_eigen: the host's, or a constant.
+  Value dampingValue(OpBuilder &builder, Location loc) {
+    if (Value input = dampingArgument(builder))
+      return input;
+    auto type = RankedTensorType::get({}, builder.getF64Type());
+    return ConstantOp::create(builder, loc,
+                              DenseElementsAttr::get(type, builder.getF64FloatAttr(damping)))
+        .getOutput();
+  }
+
   /// One layer's refresh and preconditioning: (outcome, ΔW, Δb).
   std::tuple<Value, Value, Value> emitLayer(OpBuilder &builder, SymbolTable &symbols,
                                             const Layer &layer, Value step, Value gradW,
@@ -242,7 +265,8 @@ struct KFACPreconditionPass
       // In the bubbles' arithmetic the end-of-step refresh is the warm-up's only.
       int64_t every = bubbles ? std::numeric_limits<int64_t>::max() : int64_t(refreshEvery);
       auto refreshOp = KFACRefreshInversesOp::create(
-          builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, Value(), sym("A"),
+          builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, Value(),
+          dampingArgument(builder), sym("A"),
           sym("B"), sym(matrixSuffix("A")), sym(matrixSuffix("B")),
           builder.getF64FloatAttr(damping), builder.getI64IntegerAttr(every),
           builder.getI64IntegerAttr(retries), builder.getI64IntegerAttr(refreshWarmup),
@@ -254,7 +278,7 @@ struct KFACPreconditionPass
     if (eigen()) {
       auto precondition = KFACPreconditionEigenOp::create(
           builder, loc, gradW, state("A_vectors"), state("A_values"), state("B_vectors"),
-          state("B_values"), gradB, builder.getF64FloatAttr(damping),
+          state("B_values"), dampingValue(builder, loc), gradB,
           layer.weightInOut ? builder.getUnitAttr() : UnitAttr());
       weightUpdate = precondition.getWeightUpdate();
       biasUpdate = gradB ? precondition.getBiasUpdate() : Value();
@@ -287,7 +311,7 @@ struct KFACPreconditionPass
     };
     return KFACRefreshInversesOp::create(
                builder, layer.loc, RankedTensorType::get({}, builder.getI32Type()), step, due,
-               sym("A"), sym("B"), sym(matrixSuffix("A") + pending.str()),
+               dampingArgument(builder), sym("A"), sym("B"), sym(matrixSuffix("A") + pending.str()),
                sym(matrixSuffix("B") + pending.str()), builder.getF64FloatAttr(damping),
                builder.getI64IntegerAttr(1), builder.getI64IntegerAttr(retries),
                builder.getI64IntegerAttr(0),
@@ -337,13 +361,18 @@ struct KFACPreconditionPass
     int64_t stage = gradients->getAttrOfType<IntegerAttr>(kStageAttrName).getInt();
     auto i64 = RankedTensorType::get({}, builder.getI64Type());
     auto i32 = RankedTensorType::get({}, builder.getI32Type());
+    SmallVector<Type> argTypes{i64};
+    if (dampingInput)
+      argTypes.push_back(RankedTensorType::get({}, builder.getF64Type()));
     builder.setInsertionPointAfter(gradients);
     auto func = func::FuncOp::create(
         builder, layer.loc,
         "stage" + std::to_string(stage) + "_kfac_inverse_" + std::to_string(index),
-        builder.getFunctionType({i64}, {i32}));
+        builder.getFunctionType(argTypes, {i32}));
     func->setAttr(kStageAttrName, gradients->getAttr(kStageAttrName));
     func.setArgAttr(0, kNameAttrName, builder.getStringAttr("step"));
+    if (dampingInput) // before the body: dampingArgument finds it by name
+      func.setArgAttr(1, kNameAttrName, builder.getStringAttr("kfac_damping"));
     func.setResultAttr(0, kNameAttrName, builder.getStringAttr("kfac/issues"));
     Block *entry = func.addEntryBlock();
     builder.setInsertionPointToEnd(entry);
@@ -355,7 +384,7 @@ struct KFACPreconditionPass
   LogicalResult run() {
     ModuleOp module = getOperation();
     if (eigen()) {
-      if (damping <= 0)
+      if (damping <= 0 && !dampingInput)
         return module.emitError("pf-kfac-precondition: basis=eigen needs damping > 0 (the "
                                 "Kronecker product's eigenvalues may be 0)");
       SymbolTable symbols(module);

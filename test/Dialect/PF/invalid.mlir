@@ -1249,26 +1249,27 @@ func.func @precondition_b_size(%g: tensor<32x64xf32>, %a: tensor<64x64xf32>, %b:
 // -----
 
 func.func @precondition_eigen_damping(%g: tensor<32x64xf32>, %qa: tensor<64x64xf32>, %la: tensor<64xf32>, %qb: tensor<32x32xf32>, %lb: tensor<32xf32>) {
+  %d = pf.constant dense<0.0> : tensor<f64>
   // expected-error @+1 {{'pf.kfac.precondition_eigen' op damping must be finite and > 0 (the product's eigenvalues may be 0), got 0}}
-  %0 = pf.kfac.precondition_eigen %g, %qa, %la, %qb, %lb {damping = 0.0 : f64} : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<32x32xf32>, tensor<32xf32>) -> tensor<32x64xf32>
+  %0 = pf.kfac.precondition_eigen %g, %qa, %la, %qb, %lb, %d : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<f64>) -> tensor<32x64xf32>
   return
 }
 
 // -----
 
-func.func @precondition_eigen_values(%g: tensor<32x64xf32>, %qa: tensor<64x64xf32>, %la: tensor<63xf32>, %qb: tensor<32x32xf32>, %lb: tensor<32xf32>) {
+func.func @precondition_eigen_values(%g: tensor<32x64xf32>, %qa: tensor<64x64xf32>, %la: tensor<63xf32>, %qb: tensor<32x32xf32>, %lb: tensor<32xf32>, %d: tensor<f64>) {
   // expected-error @+2 {{kfac.precondition_eigen: A eigenvalues must be 1-D with one value per eigenvector, got 'tensor<63xf32>' for 'tensor<64x64xf32>'}}
   // expected-error @+1 {{'pf.kfac.precondition_eigen' op failed to infer returned types}}
-  %0 = pf.kfac.precondition_eigen %g, %qa, %la, %qb, %lb {damping = 1.0e-3 : f64} : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<63xf32>, tensor<32x32xf32>, tensor<32xf32>) -> tensor<32x64xf32>
+  %0 = pf.kfac.precondition_eigen %g, %qa, %la, %qb, %lb, %d : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<63xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<f64>) -> tensor<32x64xf32>
   return
 }
 
 // -----
 
-func.func @precondition_eigen_b_size(%g: tensor<32x64xf32>, %qa: tensor<64x64xf32>, %la: tensor<64xf32>, %qb: tensor<16x16xf32>, %lb: tensor<16xf32>) {
+func.func @precondition_eigen_b_size(%g: tensor<32x64xf32>, %qa: tensor<64x64xf32>, %la: tensor<64xf32>, %qb: tensor<16x16xf32>, %lb: tensor<16xf32>, %d: tensor<f64>) {
   // expected-error @+2 {{kfac.precondition_eigen: B eigenvectors is 16x16 but the gradient has 32 outputs}}
   // expected-error @+1 {{'pf.kfac.precondition_eigen' op failed to infer returned types}}
-  %0 = pf.kfac.precondition_eigen %g, %qa, %la, %qb, %lb {damping = 1.0e-3 : f64} : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<32x64xf32>
+  %0 = pf.kfac.precondition_eigen %g, %qa, %la, %qb, %lb, %d : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<16x16xf32>, tensor<16xf32>, tensor<f64>) -> tensor<32x64xf32>
   return
 }
 
@@ -1293,7 +1294,7 @@ pf.param @f.B : tensor<3x3xf32>
 pf.param @f.A_values : tensor<4xf32>
 func.func @refresh_eigen_one_side(%step: tensor<i64>) -> tensor<i32> {
   // expected-error @+1 {{'pf.kfac.refresh_inverses' op a_values and b_values go together (the eigenbasis of both factors)}}
-  %0 = "pf.kfac.refresh_inverses"(%step) <{factor_a = @f.A, factor_b = @f.B, a_inverse = @f.A, b_inverse = @f.B, a_values = @f.A_values}> : (tensor<i64>) -> tensor<i32>
+  %0 = "pf.kfac.refresh_inverses"(%step) <{factor_a = @f.A, factor_b = @f.B, a_inverse = @f.A, b_inverse = @f.B, a_values = @f.A_values, operandSegmentSizes = array<i32: 1, 0, 0>}> : (tensor<i64>) -> tensor<i32>
   return %0 : tensor<i32>
 }
 

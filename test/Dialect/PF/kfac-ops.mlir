@@ -56,24 +56,28 @@ func.func @precondition(%gw: tensor<32x64xf32>, %ai: tensor<64x64xf32>, %aib: te
 }
 
 // The eigenbasis: eigenvectors and eigenvalues of both factors, the damping
-// on the product; a bias column preconditions the bias jointly, as above.
+// (a value: a constant or the host's per-step input) on the product; a bias
+// column preconditions the bias jointly, as above.
 // CHECK-LABEL: func.func @precondition_eigen
-// CHECK-NEXT: %{{.*}} = pf.kfac.precondition_eigen %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {damping = 1.000000e-03 : f64} : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<32x32xf32>, tensor<32xf32>) -> tensor<32x64xf32>
-// CHECK-NEXT: %weight_update{{.*}}, %bias_update{{.*}} = pf.kfac.precondition_eigen {{.*}} {damping = 1.000000e-03 : f64, weight_in_out} : (tensor<64x32xf32>, tensor<65x65xf32>, tensor<65xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<64x32xf32>, tensor<32xf32>)
+// CHECK-NEXT: %{{.*}} = pf.kfac.precondition_eigen %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<f64>) -> tensor<32x64xf32>
+// CHECK-NEXT: %weight_update{{.*}}, %bias_update{{.*}} = pf.kfac.precondition_eigen {{.*}} {weight_in_out} : (tensor<64x32xf32>, tensor<65x65xf32>, tensor<65xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<f64>, tensor<32xf32>) -> (tensor<64x32xf32>, tensor<32xf32>)
 // GENERIC-LABEL: sym_name = "precondition_eigen"
-// GENERIC: "pf.kfac.precondition_eigen"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{damping = 1.000000e-03 : f64}>
+// GENERIC: "pf.kfac.precondition_eigen"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<32x64xf32>
 func.func @precondition_eigen(%gw: tensor<32x64xf32>, %qa: tensor<64x64xf32>, %la: tensor<64xf32>,
                               %gt: tensor<64x32xf32>, %qab: tensor<65x65xf32>, %lab: tensor<65xf32>,
-                              %qb: tensor<32x32xf32>, %lb: tensor<32xf32>, %gb: tensor<32xf32>) {
-  %0 = pf.kfac.precondition_eigen %gw, %qa, %la, %qb, %lb {damping = 1.0e-3 : f64}
-      : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<32x32xf32>, tensor<32xf32>) -> tensor<32x64xf32>
-  %1:2 = pf.kfac.precondition_eigen %gt, %qab, %lab, %qb, %lb, %gb {damping = 1.0e-3 : f64, weight_in_out}
-      : (tensor<64x32xf32>, tensor<65x65xf32>, tensor<65xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<64x32xf32>, tensor<32xf32>)
+                              %qb: tensor<32x32xf32>, %lb: tensor<32xf32>, %gb: tensor<32xf32>,
+                              %d: tensor<f64>) {
+  %0 = pf.kfac.precondition_eigen %gw, %qa, %la, %qb, %lb, %d
+      : (tensor<32x64xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<f64>) -> tensor<32x64xf32>
+  %1:2 = pf.kfac.precondition_eigen %gt, %qab, %lab, %qb, %lb, %d, %gb {weight_in_out}
+      : (tensor<64x32xf32>, tensor<65x65xf32>, tensor<65xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<f64>, tensor<32xf32>) -> (tensor<64x32xf32>, tensor<32xf32>)
   return
 }
 
+// With the host's per-step damping (a damping schedule).
 // CHECK-LABEL: func.func @refresh_eigen
 // CHECK-NEXT: pf.kfac.refresh_inverses(@w.kfac.A, @w.kfac.B) into (@w.kfac.A_vectors, @w.kfac.B_vectors) values (@w.kfac.A_values, @w.kfac.B_values) step %{{.*}} : tensor<i64> -> tensor<i32>
+// CHECK-NEXT: pf.kfac.refresh_inverses(@w.kfac.A, @w.kfac.B) into (@w.kfac.A_vectors, @w.kfac.B_vectors) step %{{.*}} damping(%{{.*}} : tensor<f64>) : tensor<i64> -> tensor<i32>
 // GENERIC-LABEL: sym_name = "refresh_eigen"
 // GENERIC: a_values = @w.kfac.A_values
 pf.param @w.kfac.A : tensor<4x4xf32>
@@ -82,8 +86,9 @@ pf.param @w.kfac.A_vectors : tensor<4x4xf32>
 pf.param @w.kfac.B_vectors : tensor<3x3xf32>
 pf.param @w.kfac.A_values : tensor<4xf32>
 pf.param @w.kfac.B_values : tensor<3xf32>
-func.func @refresh_eigen(%step: tensor<i64>) -> tensor<i32> {
+func.func @refresh_eigen(%step: tensor<i64>, %damping: tensor<f64>) -> tensor<i32> {
   %0 = pf.kfac.refresh_inverses(@w.kfac.A, @w.kfac.B) into (@w.kfac.A_vectors, @w.kfac.B_vectors) values (@w.kfac.A_values, @w.kfac.B_values) step %step : tensor<i64> -> tensor<i32>
+  %1 = pf.kfac.refresh_inverses(@w.kfac.A, @w.kfac.B) into (@w.kfac.A_vectors, @w.kfac.B_vectors) step %step damping(%damping : tensor<f64>) : tensor<i64> -> tensor<i32>
   return %0 : tensor<i32>
 }
 

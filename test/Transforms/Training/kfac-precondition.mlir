@@ -9,6 +9,8 @@
 // RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="basis=eigen damping=0.01 kl-clip=0 graft=none export-factors=true" | FileCheck %s --check-prefix=EIGEN
 // RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="basis=eigen kl-clip=0 graft=none" --pf-lower-to-runtime | FileCheck %s --check-prefix=EIGEN-LOWER
 // RUN: not pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="basis=eigen damping=0" 2>&1 | FileCheck %s --check-prefix=EIGEN-BAD
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="damping-input=true kl-clip=0 graft=none" | FileCheck %s --check-prefix=DAMPING-INPUT
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="damping-input=true basis=eigen damping=0 kl-clip=0 graft=none" --pf-lower-to-runtime | FileCheck %s --check-prefix=DAMPING-INPUT-LOWER
 // Errors: kfac-precondition-errors.mlir.
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
@@ -91,13 +93,24 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // EIGEN-LABEL: func.func @main(
 // EIGEN-SAME: tensor<4x4xf32> {pf.name = "kfac/A_vectors/bert.encoder.layer.0.dense.weight"}, tensor<4xf32> {pf.name = "kfac/A_values/bert.encoder.layer.0.dense.weight"}, tensor<5x5xf32> {pf.name = "kfac/B_vectors/bert.encoder.layer.0.dense.weight"}, tensor<5xf32> {pf.name = "kfac/B_values/bert.encoder.layer.0.dense.weight"})
 // EIGEN: pf.kfac.refresh_inverses(@bert.encoder.layer.0.dense.weight.kfac.A, @bert.encoder.layer.0.dense.weight.kfac.B) into (@bert.encoder.layer.0.dense.weight.kfac.A_vectors, @bert.encoder.layer.0.dense.weight.kfac.B_vectors) values (@bert.encoder.layer.0.dense.weight.kfac.A_values, @bert.encoder.layer.0.dense.weight.kfac.B_values)
-// EIGEN: pf.kfac.precondition_eigen %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {damping = 1.000000e-02 : f64} : (tensor<5x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<5x5xf32>, tensor<5xf32>, tensor<5xf32>) -> (tensor<5x4xf32>, tensor<5xf32>)
+// EIGEN: %[[D:.*]] = pf.constant dense<1.000000e-02> : tensor<f64>
+// EIGEN: pf.kfac.precondition_eigen %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[D]], %{{.*}} : (tensor<5x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<5x5xf32>, tensor<5xf32>, tensor<f64>, tensor<5xf32>) -> (tensor<5x4xf32>, tensor<5xf32>)
 // EIGEN-NOT: pf.kfac.precondition %
 // EIGEN-LOWER-LABEL: func.func @pf_main(
 // EIGEN-LOWER: call @pfrt_kfac_eigen_refresh
 // EIGEN-LOWER: call @pfrt_kfac_precondition_eigen
 // EIGEN-LOWER-NOT: call @pfrt_kfac_damped_inverses
 // EIGEN-BAD: basis=eigen needs damping > 0
+
+// The host's per-step λ (a damping schedule): an f64 argument kfac_damping
+// that the refresh (and the eigen preconditioning) read instead of the option.
+// DAMPING-INPUT-LABEL: func.func @main(
+// DAMPING-INPUT-SAME: %[[D:[a-z0-9_]+]]: tensor<f64> {pf.name = "kfac_damping"})
+// DAMPING-INPUT: pf.kfac.refresh_inverses({{.*}}) into ({{.*}}) step %{{.*}} damping(%[[D]] : tensor<f64>)
+// DAMPING-INPUT-LOWER-LABEL: func.func @pf_main(
+// DAMPING-INPUT-LOWER: call @pfrt_kfac_eigen_refresh
+// DAMPING-INPUT-LOWER: %[[L:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f64
+// DAMPING-INPUT-LOWER: call @pfrt_kfac_precondition_eigen({{.*}}, %[[L]],
 
 // -----
 

@@ -301,6 +301,10 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
            "state <weight>.kfac.A_vectors/.A_values/.B_vectors/.B_values, which replace "
            "pf-insert-kfac's inverses; retries do not apply) (default: inverse)",
            [{::mlir::pf::kfacBasisValues()}]>,
+    Option<"dampingInput", "damping-input", "bool", /*default=*/"false",
+           "Take λ from an f64 argument `kfac_damping` (added if missing) at every step "
+           "instead of the `damping` option: the host's damping schedule (pf-train "
+           "--kfac-damping-schedule) (default: false)">,
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
            "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...; with basis=eigen "

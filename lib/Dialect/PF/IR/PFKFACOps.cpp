@@ -1,6 +1,8 @@
 //===- PFKFACOps.cpp - K-FAC ops ----------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 
+#include "mlir/IR/Matchers.h"
+
 #include <cmath>
 #include <tuple>
 
@@ -153,7 +155,11 @@ LogicalResult KFACPreconditionEigenOp::inferReturnTypes(MLIRContext *, OptLoc lo
 }
 
 LogicalResult KFACPreconditionEigenOp::verify() {
-  double damping = getDamping().convertToDouble();
+  // A constant damping is checked here; a host input by the runtime.
+  DenseElementsAttr constant;
+  if (!matchPattern(getDamping(), m_Constant(&constant)))
+    return success();
+  double damping = constant.getSplatValue<APFloat>().convertToDouble();
   if (!(damping > 0) || !std::isfinite(damping))
     return emitOpError("damping must be finite and > 0 (the product's eigenvalues may be 0), "
                        "got ")

@@ -64,14 +64,16 @@ def PF_KFACPreconditionEigenOp : PF_TensorOp<"kfac.precondition_eigen"> {
     With A = Qa·diag(λa)·Qaᵀ and B = Qb·diag(λb)·Qbᵀ (`pf.kfac.refresh_inverses`
     with `values`): ΔW = Qb·((Qbᵀ·∇W·Qa) / (λb·λaᵀ + damping))·Qaᵀ, the
     exact (B ⊗ A + damping·I)⁻¹ of the Kronecker product rather than
-    pf.kfac.precondition's product of per-factor damped inverses. Layouts and
-    the bias as in pf.kfac.precondition (a separate bias: A = 1).
+    pf.kfac.precondition's product of per-factor damped inverses. The
+    damping is a value (a constant, or the host's per-step `kfac_damping`);
+    it must be > 0. Layouts and the bias as in pf.kfac.precondition (a
+    separate bias: A = 1).
   }];
   let arguments = (ins TensorOf<[AnyFloat]>:$weight_grad,
                    TensorOf<[AnyFloat]>:$a_vectors, TensorOf<[AnyFloat]>:$a_values,
                    TensorOf<[AnyFloat]>:$b_vectors, TensorOf<[AnyFloat]>:$b_values,
-                   Optional<TensorOf<[AnyFloat]>>:$bias_grad,
-                   F64Attr:$damping, UnitAttr:$weight_in_out);
+                   0DTensorOf<[F64]>:$damping,
+                   Optional<TensorOf<[AnyFloat]>>:$bias_grad, UnitAttr:$weight_in_out);
   let results = (outs TensorOf<[AnyFloat]>:$weight_update,
                  Optional<TensorOf<[AnyFloat]>>:$bias_update);
   let hasVerifier = 1;
@@ -152,7 +154,8 @@ def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
 }
 
 def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>,
+    AttrSizedOperandSegments]> {
   let summary = "π-damped inverses of a layer's factors, every `every` steps, in place";
   let description = [{
     At steps 1, 2, ..., `warmup` and 1, 1 + every, ...: π from both factors, A⁻¹ = (A + √λ·π·I)⁻¹ and
@@ -166,6 +169,9 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
     `warmup`/`every` rule (the host decides: single-process K-FAC with the
     arithmetic of the pipeline's bubbles, `pf-train --kfac-window`).
 
+    With `damping_value` (the host's per-step `kfac_damping`, a damping
+    schedule) λ is that value instead of the `damping` attribute.
+
     With `values` the refresh is an eigendecomposition instead (K-FAC in the
     eigenbasis, for pf.kfac.precondition_eigen): `a_inverse` and
     `b_inverse` receive the factors' eigenvectors (column k: eigenvector k)
@@ -174,6 +180,7 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
     decomposition fails keeps its previous one (outcome 2).
   }];
   let arguments = (ins 0DTensorOf<[I64]>:$step, Optional<0DTensorOf<[I64]>>:$due,
+                   Optional<0DTensorOf<[F64]>>:$damping_value,
                    FlatSymbolRefAttr:$factor_a,
                    FlatSymbolRefAttr:$factor_b, FlatSymbolRefAttr:$a_inverse,
                    FlatSymbolRefAttr:$b_inverse,
@@ -187,7 +194,9 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
   let assemblyFormat = [{
     `(` $factor_a `,` $factor_b `)` `into` ` ` `(` $a_inverse `,` $b_inverse `)`
     (`values` ` ` `(` $a_values^ `,` $b_values `)`)? `step` $step
-    (`due` `(` $due^ `:` type($due) `)`)? attr-dict `:` type($step) `->` type($outcome)
+    (`due` `(` $due^ `:` type($due) `)`)?
+    (`damping` `(` $damping_value^ `:` type($damping_value) `)`)?
+    attr-dict `:` type($step) `->` type($outcome)
   }];
   let hasVerifier = 1;
 }
