@@ -12,7 +12,7 @@ import pytest
 
 from pipefisher.tools import run_tool
 
-from test_kfac_eigen import WEIGHT, _inputs, _module
+from test_kfac_eigen import WEIGHT, _inputs, _module, tiny  # noqa: F401 (a fixture)
 
 PROGRESS = re.compile(r"^step\s+(\d+)\s+loss\s+(\S+)\s+lr\s+\S+\s+tokens/s\s+\S+\s+ms/step\s+\S+"
                       r"(?:\s+damping\s+(\S+))?$", re.M)
@@ -48,19 +48,6 @@ def test_damping_input_equals_the_option(tmp_path, basis):
     other, _ = _run_step(tmp_path, "other", f"basis={basis} damping-input=true",
                          kfac_damping=np.float64(10 * damping))
     assert not np.allclose(other[f"grad/{WEIGHT}"], want[f"grad/{WEIGHT}"])
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from pipefisher import make_bert_model, save_model
-    from pipefisher.corpus import make_corpus
-
-    tmp = tmp_path_factory.mktemp("damping_schedule")
-    corpus = make_corpus(sequences=64, seq_len=16, seed=1)
-    vocab = len(corpus.pop("vocab"))
-    np.savez(tmp / "corpus.npz", **corpus)
-    save_model(make_bert_model("tiny", vocab_size=vocab, seed=2), tmp / "m.onnx")
-    return tmp
 
 
 def _train(tiny, *args, check=True):
