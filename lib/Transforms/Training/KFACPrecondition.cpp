@@ -254,9 +254,6 @@ struct KFACPreconditionPass
                                             Value gradB, bool refresh = true) {
     std::string prefix = layer.weight + ".kfac.";
     Location loc = layer.loc;
-    auto sym = [&](StringRef suffix) {
-      return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix.str());
-    };
     auto state = [&](StringRef suffix) {
       return factorRef(builder, symbols, loc, prefix + suffix.str());
     };
@@ -264,15 +261,7 @@ struct KFACPreconditionPass
     if (refresh) {
       // In the bubbles' arithmetic the end-of-step refresh is the warm-up's only.
       int64_t every = bubbles ? std::numeric_limits<int64_t>::max() : int64_t(refreshEvery);
-      auto refreshOp = KFACRefreshInversesOp::create(
-          builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, Value(),
-          dampingArgument(builder), sym("A"),
-          sym("B"), sym(matrixSuffix("A")), sym(matrixSuffix("B")),
-          builder.getF64FloatAttr(damping), builder.getI64IntegerAttr(every),
-          builder.getI64IntegerAttr(retries), builder.getI64IntegerAttr(refreshWarmup),
-          eigen() ? sym("A_values") : FlatSymbolRefAttr(),
-          eigen() ? sym("B_values") : FlatSymbolRefAttr());
-      outcome = refreshOp.getOutcome();
+      outcome = emitRefresh(builder, layer, step, Value(), "", every, refreshWarmup);
     }
     Value weightUpdate, biasUpdate;
     if (eigen()) {
@@ -302,19 +291,22 @@ struct KFACPreconditionPass
 
   /// A refresh of `layer`'s inverses (or eigendecompositions) from its
   /// factors into the state in use (`pending` empty) or the pending one
-  /// ("_next"), run when `due` is non-zero (or always, without `due`).
+  /// ("_next"), run when `due` is non-zero, or without `due` at steps
+  /// 1..`warmup` and every `every` steps.
   Value emitRefresh(OpBuilder &builder, const Layer &layer, Value step, Value due,
-                    StringRef pending) {
+                    StringRef pending, int64_t every = 1, int64_t warmup = 0) {
     std::string prefix = layer.weight + ".kfac.";
     auto sym = [&](const std::string &suffix) {
       return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix);
     };
+    // The eigendecomposition takes no damping (the preconditioning adds it).
+    Value hostDamping = eigen() ? Value() : dampingArgument(builder);
     return KFACRefreshInversesOp::create(
                builder, layer.loc, RankedTensorType::get({}, builder.getI32Type()), step, due,
-               dampingArgument(builder), sym("A"), sym("B"), sym(matrixSuffix("A") + pending.str()),
+               hostDamping, sym("A"), sym("B"), sym(matrixSuffix("A") + pending.str()),
                sym(matrixSuffix("B") + pending.str()), builder.getF64FloatAttr(damping),
-               builder.getI64IntegerAttr(1), builder.getI64IntegerAttr(retries),
-               builder.getI64IntegerAttr(0),
+               builder.getI64IntegerAttr(every), builder.getI64IntegerAttr(retries),
+               builder.getI64IntegerAttr(warmup),
                eigen() ? sym("A_values" + pending.str()) : FlatSymbolRefAttr(),
                eigen() ? sym("B_values" + pending.str()) : FlatSymbolRefAttr())
         .getOutcome();
