@@ -3,7 +3,7 @@
 without K-FAC, and the per-layer profile the pipeline scheduler consumes
 (forward, backward, curvature A+B, inversion, preconditioning), measured with
 pf-run --profile on the compiled K-FAC step and converted to the scheduler's
-format.
+format; also the step of K-FAC in the factors' eigenbasis (`basis=eigen`).
 
     PYTHONPATH=python python3 bench/training_step.py [--config mini] [--batch 8] [--seq 128]
 """
@@ -55,7 +55,11 @@ def main() -> int:
                  attention_mask=np.ones_like(ids), labels=labels, lr=np.float64(1e-4),
                  step=np.int64(1))
         times = {}
+        # The inverse basis last: the per-layer profile is the last run's.
         for name, kfac in (("first-order (AdamW)", []),
+                           ("K-FAC + AdamW, eigenbasis, refresh",
+                            ["--pf-insert-kfac", "--pf-build-gradients",
+                             "--pf-kfac-precondition=basis=eigen"]),
                            ("K-FAC + AdamW, refresh every step",
                             ["--pf-insert-kfac", "--pf-build-gradients",
                              "--pf-kfac-precondition"])):
