@@ -17,7 +17,9 @@ scheduler's K and placement; ms/step over the whole windows after the
 warm-up); (c) the pipeline with all
 K-FAC work every step inside the stage functions (`--kfac`: factors in the
 forward/backward calls, inverses and preconditioning in each layer's
-precondition call after the flush); (d) single-process pf-train with
+precondition call after the flush); for chimera also (b) and (c) with
+`split-precondition=false` (both replicas precondition, and in (c) invert,
+every layer, as before the split); (d) single-process pf-train with
 `--micro-batches N` (AdamW, and with K-FAC); all on 1 thread per process.
 ms/step is the mean of the per-step progress lines after the first step
 (for (b): over the complete windows after the warm-up), median over --repeat
@@ -124,11 +126,21 @@ def main() -> int:
             bubbles_flags = ["--kfac", "--kfac-refresh-warmup", "2"]
             first_order = {}
             for schedule in args.schedules:
-                for label, flags, extra in (
-                        ("(a) pipeline " + schedule + " AdamW", [], ""),
+                runs = [("(a) pipeline " + schedule + " AdamW", [], ""),
                         ("(b) pipeline " + schedule + " K-FAC in the bubbles", bubbles_flags,
                          " kfac=bubbles"),
-                        ("(c) pipeline " + schedule + " K-FAC every step", ["--kfac"], "")):
+                        ("(c) pipeline " + schedule + " K-FAC every step", ["--kfac"], "")]
+                if schedule == "chimera":
+                    # The replicas' split preconditioning against both
+                    # replicas preconditioning (and in (c) inverting) every
+                    # layer.
+                    runs.insert(2, ("(b) pipeline chimera K-FAC in the bubbles, every layer "
+                                    "preconditioned on both replicas", bubbles_flags,
+                                    " kfac=bubbles split-precondition=false"))
+                    runs.append(("(c) pipeline chimera K-FAC every step, every layer "
+                                 "inverted and preconditioned on both replicas", ["--kfac"],
+                                 " split-precondition=false"))
+                for label, flags, extra in runs:
                     rows = []
                     for _ in range(args.repeat):
                         out = run([mpirun, "--oversubscribe", *root, "-np", "2",

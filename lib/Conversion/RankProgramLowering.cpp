@@ -215,6 +215,21 @@ struct AllReducePattern : RankCallPattern<AllReduceOp> {
   }
 };
 
+struct BroadcastPattern : RankCallPattern<BroadcastOp> {
+  using RankCallPattern::RankCallPattern;
+  LogicalResult lower(BroadcastOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
+                      StringRef &callee) const override {
+    Location loc = op.getLoc();
+    args.push_back(state.constants.string(b, loc, op.getValue()));
+    args.push_back(state.i64(b, loc, int64_t(op.getRoot())));
+    args.push_back(state.i64(b, loc, int64_t(op.getRanks().size())));
+    args.push_back(state.constants.i64Array(b, loc, op.getRanks()));
+    llvm::append_range(args, state.type(b, loc, op.getType()));
+    callee = "pfrt_rank_broadcast";
+    return success();
+  }
+};
+
 template <typename OpT>
 struct OrderedCollectivePattern : RankCallPattern<OpT> {
   using RankCallPattern<OpT>::RankCallPattern;
@@ -316,11 +331,11 @@ struct LowerRankProgramsPass
 
     ConversionTarget target(getContext());
     target.addLegalDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect>();
-    target.addIllegalOp<RunStageOp, SendActOp, RecvActOp, AllReduceOp, ClipGradientsOp,
-                        KfacKLClipOp, KfacPromoteInversesOp>();
+    target.addIllegalOp<RunStageOp, SendActOp, RecvActOp, AllReduceOp, BroadcastOp,
+                        ClipGradientsOp, KfacKLClipOp, KfacPromoteInversesOp>();
     RewritePatternSet patterns(&getContext());
     patterns.add<RunStagePattern, TransferPattern<SendActOp>, TransferPattern<RecvActOp>,
-                 AllReducePattern, OrderedCollectivePattern<ClipGradientsOp>,
+                 AllReducePattern, BroadcastPattern, OrderedCollectivePattern<ClipGradientsOp>,
                  OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern>(&getContext(),
                                                                                  state);
     // The stage functions' pf ops are neither legal nor illegal: left as

@@ -95,6 +95,8 @@ struct pfrt_rank_host {
                            int64_t peer, int64_t tag, ValueType type) = 0;
   virtual int32_t allReduce(int64_t op, const char *value, std::vector<int64_t> ranks,
                             ValueType type) = 0;
+  virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
+                            std::vector<int64_t> ranks, ValueType type) = 0;
   virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) = 0;
   virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
@@ -120,6 +122,12 @@ int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value
                              const int64_t *ranks, int32_t dtype, int64_t rank,
                              const int64_t *shape) {
   return host->allReduce(op, value, std::vector<int64_t>(ranks, ranks + count),
+                         valueType(dtype, rank, shape));
+}
+int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op, const char *value, int64_t root,
+                            int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
+                            const int64_t *shape) {
+  return host->broadcast(op, value, root, std::vector<int64_t>(ranks, ranks + count),
                          valueType(dtype, rank, shape));
 }
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op, double max_norm,
@@ -282,6 +290,11 @@ public:
     return execute(op, "pf.all_reduce", std::nullopt, std::nullopt,
                    [&] { return allReduceValue(value, ranks, type); });
   }
+  int32_t broadcast(int64_t op, const char *value, int64_t root, std::vector<int64_t> ranks,
+                    ValueType type) override {
+    return execute(op, "pf.broadcast", std::nullopt, std::nullopt,
+                   [&] { return broadcastValue(value, root, ranks, type); });
+  }
   int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) override {
     return execute(op, "pf.clip_gradients", std::nullopt, std::nullopt,
                    [&] { return clipGradients(maxNorm, order); });
@@ -418,7 +431,14 @@ private:
   /// A value is dropped after its last reader.
   void findLastReaders(pf::RankProgramOp rankProgram) {
     lastReader = lastReaders(rankProgram, program);
+    for (auto broadcast : rankProgram.getBody().front().getOps<pf::BroadcastOp>())
+      if (int64_t(broadcast.getRoot()) == r.rankIndex)
+        broadcastHere.insert(broadcast.getValue().str());
   }
+
+  /// The values this rank's program broadcasts to the other replica (the
+  /// layers whose preconditioning it owns).
+  std::set<std::string> broadcastHere;
 
   /// Updates the runner's measured activation peak with what the step holds
   /// now plus `extra` bytes (a call's results, while its arguments live).
@@ -558,14 +578,15 @@ private:
     if (auto err = program.run(function, args, results))
       return err;
     int32_t issues = 0;
-    // Chimera: both replicas precondition the stage; the rank reporting its
-    // gradients reports its refresh issues.
+    // Chimera: a layer both replicas precondition reports its refresh issues
+    // on the rank reporting its gradients; one only its owner preconditions
+    // (and broadcasts), on the owner.
     bool reports = true;
     for (auto &[name, value] : results) {
       if (name == "kfac/issues" && value.dtype == PFRT_I32 && value.numElements() == 1) {
         std::memcpy(&issues, value.data.data(), sizeof(issues));
       } else if (combined.count(name)) {
-        reports = reports && !notReported.count(name);
+        reports = reports && (!notReported.count(name) || broadcastHere.count(name));
         combined[name] = std::move(value);
       } else {
         return error("unexpected result '" + name + "' of " + function);
@@ -753,6 +774,48 @@ private:
     return llvm::Error::success();
   }
 
+  /// The root's step-end value (its preconditioned gradient) replaces the
+  /// others' bit for bit; a receiver keeps its own (the clipped gradient) for
+  /// the KL-clip's ⟨update, gradient⟩. Point to point from the root on the
+  /// members' group, in program order (every member runs the same sequence).
+  llvm::Error broadcastValue(const std::string &name, int64_t root,
+                             const std::vector<int64_t> &members, const ValueType &type) {
+    if (auto err = combine())
+      return err;
+    auto own = combined.find(name);
+    if (own == combined.end())
+      return error("'" + name + "' is not a gradient of this rank's step");
+    if (auto err = checkType(own->second, type, name))
+      return err;
+    auto group = groupOf(members);
+    if (!group)
+      return group.takeError();
+    std::vector<int64_t> sorted(members);
+    llvm::sort(sorted);
+    auto groupRank = [&](int64_t rank) {
+      return int32_t(llvm::find(sorted, rank) - sorted.begin());
+    };
+    int32_t tag = pfrt_comm_max_tag(*group) - int32_t(Exchange::Broadcast);
+    if (root == r.rankIndex) {
+      auto t = descriptor(own->second);
+      if (!t)
+        return t.takeError();
+      for (int64_t member : sorted)
+        if (member != root && pfrt_comm_send(r.ctx, *group, &*t, groupRank(member), tag) != PFRT_OK)
+          return commError(llvm::formatv("sending '{0}' to rank {1}", name, member));
+      return llvm::Error::success();
+    }
+    NpyArray received = zeros(type.dtype, type.shape);
+    auto t = descriptor(received);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_recv(r.ctx, *group, &*t, groupRank(root), tag) != PFRT_OK)
+      return commError(llvm::formatv("receiving '{0}' from rank {1}", name, root));
+    rawGradients[name] = std::move(own->second);
+    own->second = std::move(received);
+    return llvm::Error::success();
+  }
+
   /// Chimera's K-FAC factors: each member's copy holds its replica's
   /// curvature of the step (RankRunner::startReplicaFactors); their sum, in
   /// place on every member (a + b = b + a: the same bits on both). A pending
@@ -789,7 +852,7 @@ private:
 
   /// The messages of exchangeCombined, tagged just below pfrt_comm_max_tag
   /// (the output gather's tag), above every program tag.
-  enum class Exchange : int32_t { RowCounts = 1, RowIndices, Rows, Combined };
+  enum class Exchange : int32_t { RowCounts = 1, RowIndices, Rows, Combined, Broadcast };
 
   llvm::Error transfer(pfrt_comm *group, NpyArray &value, Exchange what, bool sending,
                        const std::string &name) {
@@ -1455,6 +1518,7 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
     add("pfrt_rank_send", &pfrt_rank_send);
     add("pfrt_rank_recv", &pfrt_rank_recv);
     add("pfrt_rank_all_reduce", &pfrt_rank_all_reduce);
+    add("pfrt_rank_broadcast", &pfrt_rank_broadcast);
     add("pfrt_rank_clip_gradients", &pfrt_rank_clip_gradients);
     add("pfrt_rank_kfac_kl_clip", &pfrt_rank_kfac_kl_clip);
     add("pfrt_rank_kfac_promote_inverses", &pfrt_rank_kfac_promote_inverses);
@@ -1572,7 +1636,12 @@ llvm::Error RankRunner::promoteInverses() {
   for (const std::string &name : pending) {
     const CompiledModel::Parameter *from = compiledProgram->parameter(name);
     const CompiledModel::Parameter *to = compiledProgram->parameter(inverseInUse(name));
-    if (!from || !to || from->bytes != to->bytes)
+    // Chimera's replicas split the preconditioning: a rank that computes or
+    // receives a layer's pending inverses but leaves its preconditioning to
+    // the other replica holds no inverses in use for it.
+    if (from && !to)
+      continue;
+    if (!from || from->bytes != to->bytes)
       return error("kfac_promote_inverses: '" + name + "' has no inverse of its size to replace");
     std::memcpy(to->data, from->data, size_t(from->bytes));
   }

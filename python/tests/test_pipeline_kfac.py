@@ -10,6 +10,9 @@ all ranks) against single-process `pf-train --kfac --micro-batches N`.
   N = 4; also N = 1, without KL-clipping and with stale inverses.
 - The K-FAC state is really there and changes the run (factors and
   inverses non-zero, the result differs from first-order training).
+- Chimera: the replicas split the layers' inverse refreshes and
+  preconditioning (one owner per layer, its result broadcast), bit for bit
+  the run where both replicas do every layer.
 - The start-up lines report each rank's K-FAC state; the refreshes that
   needed more damping are summed over the ranks and named per rank.
 
@@ -18,6 +21,7 @@ Every subprocess has a timeout; both sides run with --num-threads 1.
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -211,6 +215,31 @@ def test_chimera_kfac_equals_single_process_within_rounding(setup, kfac_referenc
         assert _relative_difference(got[key], want[key]) < 1e-3, key
         compared += 1
     assert compared > 100
+
+
+def test_chimera_replicas_split_the_preconditioning(setup, tmp_path):
+    """Each layer's inverse refresh and preconditioning runs on one replica
+    per step (the measured trace), both replicas take a share, and the run
+    is bit for bit the one where both replicas precondition every layer
+    (split-precondition=false): the owner's result is broadcast unchanged."""
+    spec = "stages=2 schedule=chimera microbatches=4"
+    args = ("--kfac", "--steps", "4", "--log-every", "1")
+    split, both, trace = tmp_path / "split.npz", tmp_path / "both.npz", tmp_path / "trace.json"
+    proc = _pipeline(setup, 2, "tiny", spec, *args, "--checkpoint", split, "--trace", trace,
+                     timeout=180)
+    reference = _pipeline(setup, 2, "tiny", spec + " split-precondition=false", *args,
+                          "--checkpoint", both, timeout=180)
+    assert _losses(proc.stdout) == _losses(reference.stdout)
+    _assert_same_checkpoint(_load(split), _load(both))
+    layers = sum(1 for k in _load(split) if k.endswith(".kfac.A_inv"))
+    ranks_of = {}
+    for e in json.loads(trace.read_text())["traceEvents"]:
+        if e["ph"] == "X" and e["cat"] == "precondition":
+            ranks_of.setdefault((e["args"]["step"], e["args"]["layer"]), []).append(e["tid"] // 2)
+    steps = {step for step, _ in ranks_of}
+    assert len(steps) >= 3 and len(ranks_of) == len(steps) * layers, sorted(ranks_of)
+    assert all(len(ranks) == 1 for ranks in ranks_of.values()), ranks_of
+    assert {ranks[0] for ranks in ranks_of.values()} == {0, 1}
 
 
 def test_chimera_kfac_resumes_bit_for_bit(setup, tmp_path):

@@ -20,12 +20,15 @@ single-process --kfac-window K has the same arithmetic.
   (the pending inverses are recomputed; the checkpoint keeps the placement).
 - Chimera (two replicas per stage): each layer's inverse on one replica, in
   a later window step than the factors' sum, handed to the other at the
-  window's end; within rounding of single-process, resumes bitwise.
+  window's end; each layer's preconditioning on one replica, broadcast to
+  the other (the measured trace shows each layer once per step); within
+  rounding of single-process, resumes bitwise.
 - Options that do not go together are refused with a message.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -174,11 +177,11 @@ def _assert_within_rounding(got, want):
                               for m, r, e in CHIMERA])
 def test_chimera_bubbles_equal_single_process_window_within_rounding(setup, tmp_path, model,
                                                                      refresh, extra):
-    got_path = tmp_path / "chimera.npz"
+    got_path, trace = tmp_path / "chimera.npz", tmp_path / "trace.json"
     proc = _pipeline(setup, 2, model,
                      f"stages=2 schedule=chimera microbatches=4 kfac=bubbles {refresh}",
                      *WARMUP, "--steps", STEPS, "--log-every", "1", "--checkpoint", got_path,
-                     *extra, timeout=400)
+                     "--trace", trace, *extra, timeout=400)
     plan = PLAN.search(proc.stdout)
     assert plan, proc.stdout
     window = int(plan.group(1))
@@ -198,6 +201,18 @@ def test_chimera_bubbles_equal_single_process_window_within_rounding(setup, tmp_
     # (each rank runs N/2 forwards and backwards of each of its two stages).
     passes = 2 * 4
     assert ((inverse_rows[:, 2] >= 1) | (inverse_rows[:, 3] >= passes)).all(), inverse_rows
+    # The replicas split the preconditioning: each step preconditions every
+    # layer once, on one rank, and both ranks take a share.
+    events = [e for e in json.loads(trace.read_text())["traceEvents"]
+              if e["ph"] == "X" and e["cat"] == "precondition"]
+    ranks_of = {}
+    for e in events:
+        ranks_of.setdefault((e["args"]["step"], e["args"]["layer"]), []).append(e["tid"] // 2)
+    steps = {step for step, _ in ranks_of}
+    assert len(steps) >= int(STEPS) - 1, sorted(ranks_of)
+    assert all(len(ranks) == 1 for ranks in ranks_of.values()), ranks_of
+    assert len(ranks_of) == len(steps) * layers
+    assert {ranks[0] for ranks in ranks_of.values()} == {0, 1}
     want, want_losses = _single_window(setup, model, window, tmp_path / "single.npz", *extra)
     assert _losses(proc.stdout) == want_losses
     _assert_within_rounding(_without_placement(got), want)

@@ -45,13 +45,17 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK: arith.constant 1.000000e+00 : f64
 // CHECK: call @pfrt_rank_clip_gradients(
 // CHECK: call @pfrt_rank_run_stage(
+// CHECK: %[[ROOT:.*]] = arith.constant 0 : i64
+// CHECK: %[[COUNT:.*]] = arith.constant 2 : i64
+// CHECK: %[[MEMBERS:.*]] = llvm.mlir.addressof @[[RANKS]]
+// CHECK: call @pfrt_rank_broadcast(%[[HOST]], %{{.*}}, %{{.*}}, %[[ROOT]], %[[COUNT]], %[[MEMBERS]], %{{.*}}, %{{.*}}, %{{.*}})
 // CHECK: arith.constant 1.000000e-03 : f64
 // CHECK: arith.constant 1 : i64
 // CHECK: call @pfrt_rank_kfac_kl_clip(
 // CHECK: call @pfrt_rank_kfac_promote_inverses(
 // CHECK: call @pfrt_rank_run_stage(
 // CHECK: cf.cond_br
-// CHECK-NEXT: ^bb9:
+// CHECK-NEXT: ^bb10:
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : i32
 // CHECK-NEXT: return %[[ZERO]] : i32
 // CHECK: ^[[EXIT]](%[[STATUS:.*]]: i32):
@@ -60,6 +64,7 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NOT: @pf_rank1
 // CHECK-DAG: func.func private @pfrt_rank_run_stage(!llvm.ptr, i64, i32, !llvm.ptr, i64, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_send(!llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_broadcast(!llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward microbatch(0)
   pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4x16xf32>
@@ -67,6 +72,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.run_stage precondition @stage0_precondition
+  pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>
   pf.kfac_kl_clip kappa(1.0e-3) order(["grad/w0"])
   pf.kfac_promote_inverses
   pf.run_stage update @stage0_update
@@ -83,6 +89,7 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.send_act "grad_act/7" microbatch(0) to(0) tag(2) : tensor<4x16xf32>
   pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
+  pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>
   pf.kfac_kl_clip kappa(1.0e-3) order(["grad/w0"])
 }
 

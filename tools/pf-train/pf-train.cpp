@@ -152,7 +152,8 @@ static cl::opt<std::string> pipelineSpec(
     "pipeline",
     cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "
              "\"stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N [chunks=C] "
-             "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] [max-refresh=K]\" (stages 0 or D: "
+             "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] [max-refresh=K] "
+             "[split-precondition=false]\" (stages 0 or D: "
              "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles at the "
              "scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
              "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),

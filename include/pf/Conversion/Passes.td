@@ -74,7 +74,8 @@ def PFLowerRankPrograms : Pass<"pf-lower-rank-programs", "::mlir::ModuleOp"> {
     program's order, the functions of `include/pf/Runtime/pfrt_rank.h`
     (declared from `pfrt_rank_abi.def`): `pf.run_stage` becomes
     `pfrt_rank_run_stage`, `pf.send_act`/`pf.recv_act` `pfrt_rank_send`/
-    `pfrt_rank_recv`, `pf.all_reduce` `pfrt_rank_all_reduce`, the clipping
+    `pfrt_rank_recv`, `pf.all_reduce` `pfrt_rank_all_reduce`, `pf.broadcast`
+    `pfrt_rank_broadcast`, the clipping
     ops and `pf.kfac_promote_inverses` theirs. Names, rank lists, shapes and
     orders become constant globals; every call passes the op's index in its
     program. After each call a non-zero status returns from the function at

@@ -47,6 +47,12 @@ int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op,
                              const char *value, int64_t count,
                              const int64_t *ranks, int32_t dtype, int64_t rank,
                              const int64_t *shape);
+/* The value of rank `root` (a step-end result: a preconditioned gradient)
+ * replaces the named value on the other `count` - 1 member ranks. */
+int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op,
+                            const char *value, int64_t root, int64_t count,
+                            const int64_t *ranks, int32_t dtype, int64_t rank,
+                            const int64_t *shape);
 /* Global-norm clipping over all ranks, the norm summed in `order`. */
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op,
                                  double max_norm, int64_t count,

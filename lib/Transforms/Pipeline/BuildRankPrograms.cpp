@@ -442,6 +442,8 @@ struct BuildRankProgramsPass
                     const std::map<std::string, TiedGradient> &tied) {
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
+    if (isChimera() && splitPrecondition)
+      splitPreconditioning();
     for (int64_t rank = 0; rank < numRanks; ++rank) {
       SmallVector<int64_t> held;
       for (int64_t s = 0, e = stages.size(); s < e; ++s)
@@ -490,6 +492,36 @@ struct BuildRankProgramsPass
     return functions;
   }
 
+  /// Chimera with K-FAC: (stage, layer) -> the one replica that
+  /// preconditions the layer (the other takes the result by pf.broadcast).
+  /// What the call writes (in step mode its inverse refresh) is then state
+  /// of the owner only: a rank holds the parameters its calls use, so the
+  /// other replica holds no stale copy. Each layer goes to the member with
+  /// the least work so far, a layer's work taken as out·in·(out + in) (its
+  /// two GEMMs; the inversions scale alike).
+  std::map<std::pair<int64_t, int64_t>, int64_t> preconditionOwner;
+
+  void splitPreconditioning() {
+    std::map<int64_t, double> load;
+    for (int64_t stage = 0, e = stages.size(); stage < e; ++stage) {
+      SmallVector<int64_t> members = ranksOfStage(int(stage));
+      if (members.size() != 2)
+        continue;
+      llvm::sort(members);
+      for (auto [layer, precondition] : layerFunctions(stage, "kfac_precondition")) {
+        double work = 0;
+        for (const NamedValue &grad : namedResults(precondition, "grad/"))
+          if (grad.type.getRank() == 2) {
+            double rows = double(grad.type.getDimSize(0)), cols = double(grad.type.getDimSize(1));
+            work += rows * cols * (rows + cols);
+          }
+        int64_t owner = load[members[1]] < load[members[0]] ? members[1] : members[0];
+        load[owner] += work;
+        preconditionOwner[{stage, layer}] = owner;
+      }
+    }
+  }
+
   /// The update of a split module with optimizer (pf-add-optimizer's
   /// `stage<s>_update`), after the clipping over all ranks; with K-FAC
   /// (pf-kfac-precondition's `stage<s>_kfac_precondition_<l>`, one call per
@@ -510,10 +542,27 @@ struct BuildRankProgramsPass
       }
     if (inverted)
       KfacPromoteInversesOp::create(body, loc);
+    int64_t rank = cast<RankProgramOp>(body.getBlock()->getParentOp()).getRankValue();
     for (int64_t stage : held)
-      for (auto [layer, precondition] : layerFunctions(stage, "kfac_precondition"))
+      for (auto [layer, precondition] : layerFunctions(stage, "kfac_precondition")) {
+        auto owner = preconditionOwner.find({stage, layer});
+        if (owner != preconditionOwner.end() && owner->second != rank)
+          continue;
         RunStageOp::create(body, loc, StageTaskKind::Precondition, precondition.getSymName(),
                            IntegerAttr(), body.getI64IntegerAttr(layer));
+      }
+    // Each split layer's owner hands its preconditioned gradients to the
+    // other replica, in one order on every rank.
+    for (int64_t stage : held)
+      for (auto [layer, precondition] : layerFunctions(stage, "kfac_precondition")) {
+        auto owner = preconditionOwner.find({stage, layer});
+        if (owner == preconditionOwner.end())
+          continue;
+        SmallVector<int64_t> members = ranksOfStage(int(stage));
+        llvm::sort(members);
+        for (const NamedValue &grad : namedResults(precondition, "grad/"))
+          BroadcastOp::create(body, loc, grad.name, owner->second, members, grad.type);
+      }
     auto kappa = module->getAttrOfType<FloatAttr>(kKfacKLClipAttrName);
     auto klOrder = module->getAttrOfType<ArrayAttr>(kKfacKLOrderAttrName);
     if (kappa && klOrder)

@@ -60,6 +60,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   programs.microbatches = pipeline.microbatches;
   programs.chunks = pipeline.chunks;
   programs.clipNorm = training.clipNorm;
+  programs.splitPrecondition = pipeline.splitPrecondition;
   pm.addPass(createPFBuildRankPrograms(programs));
 }
 
@@ -79,12 +80,16 @@ struct PipelinedTrainingOptions {
     training.bindOptions(binder);
     binder.opt("stages", pipeline.stages, "Pipeline stages, one per rank");
     binder.opt("schedule", pipeline.schedule,
-               "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved)", scheduleKindValues());
+               "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved, chimera)",
+               scheduleKindValues());
     binder.opt("chunks", pipeline.chunks, "interleaved: model chunks per rank");
     binder.opt("kfac-work", pipeline.kfac,
                "With kfac=true: inverses at every step's end, or per-layer inverse functions "
                "for the bubbles (the window programs are added after a measured warm-up)",
                kfacWorkValues());
+    binder.opt("split-precondition", pipeline.splitPrecondition,
+               "chimera with kfac=true: each layer's preconditioning on one replica, its "
+               "result broadcast to the other (false: both replicas precondition every layer)");
   }
 };
 } // namespace

@@ -10,6 +10,7 @@
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true" | FileCheck %s --check-prefix=KFAC
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true" | FileCheck %s --check-prefix=CHIMERA-KFAC
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=CHIMERA-BUBBLES
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true kfac-work=bubbles split-precondition=false" | FileCheck %s --check-prefix=CHIMERA-BOTH --implicit-check-not=pf.broadcast
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=BUBBLES
 // RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 microbatches=2" --pf-build-rank-programs="microbatches=4" 2>&1 | FileCheck %s --check-prefix=KFAC-N
 
@@ -147,20 +148,26 @@
 // CHIMERA-DAG: pf.run_stage forward @stage0_forward microbatch(1)
 // CHIMERA: pf.run_stage update @rank1_update
 // Chimera with K-FAC: both replicas' copies of each factor are summed after
-// the passes (with the gradients, before the clipping), then each replica
-// preconditions its stages.
+// the passes (with the gradients, before the clipping), then the replicas
+// split the preconditioning layer by layer.
 // CHIMERA-KFAC-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1])
 // CHIMERA-KFAC: pf.run_stage backward
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.B" ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B" ranks([0, 1])
 // CHIMERA-KFAC: pf.clip_gradients
+// Each layer's preconditioning (with its inverse refresh) on one replica.
 // CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
 // CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1])
+// CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1])
+// CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1])
 // CHIMERA-KFAC-NEXT: pf.kfac_kl_clip
 // CHIMERA-KFAC-LABEL: pf.rank_program @rank1 rank(1)
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
+// CHIMERA-KFAC: pf.clip_gradients
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// CHIMERA-KFAC-NEXT: pf.broadcast
 // Chimera with K-FAC in the bubbles: each replica's factor calls (outlined,
 // after their passes) update its copy; the warm-up program sums the copies
 // before both replicas invert (the window programs, added by pf-train after
@@ -172,10 +179,36 @@
 // CHIMERA-BUBBLES: pf.clip_gradients
 // CHIMERA-BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
 // CHIMERA-BUBBLES: pf.kfac_promote_inverses
+// The replicas split the preconditioning (it writes no state here): each
+// layer on the member with less work so far, its result broadcast.
+// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
+// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32>
+// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1])
+// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1])
+// CHIMERA-BUBBLES-NEXT: pf.kfac_kl_clip
 // CHIMERA-BUBBLES-LABEL: pf.rank_program @rank1 rank(1)
 // CHIMERA-BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0 microbatch(1) layer(0)
 // CHIMERA-BUBBLES: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
 // CHIMERA-BUBBLES: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+// CHIMERA-BUBBLES: pf.kfac_promote_inverses
+// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0)
+// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1)
+// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0)
+// split-precondition=false: both replicas precondition every layer.
+// CHIMERA-BOTH-LABEL: pf.rank_program @rank0 rank(0)
+// CHIMERA-BOTH: pf.kfac_promote_inverses
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHIMERA-BOTH-NEXT: pf.kfac_kl_clip
+// CHIMERA-BOTH-LABEL: pf.rank_program @rank1 rank(1)
+// CHIMERA-BOTH: pf.kfac_promote_inverses
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHIMERA-BOTH-NEXT: pf.kfac_kl_clip
 // CHIMERA-ODD: error: pf-build-rank-programs: chimera needs an even number of stages (got 3)
 
 pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>

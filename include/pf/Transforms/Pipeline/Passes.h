@@ -91,11 +91,14 @@ struct PipelineRunOptions {
   /// kfac=bubbles, refresh=0: the largest K the scheduler may choose (a
   /// window's curvature is used for its K steps and the next window's).
   int64_t maxRefresh = 10;
+  /// chimera with K-FAC: each layer preconditioned on one replica and
+  /// broadcast to the other (false: on both).
+  bool splitPrecondition = true;
 
   template <typename Binder>
   void bindOptions(Binder &binder) {
     binder.opt("stages", stages, "Pipeline stages, one per rank (0: the job's ranks)");
-    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved)", scheduleKindValues());
+    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved, chimera)", scheduleKindValues());
     binder.opt("microbatches", microbatches, "Micro-batches per step");
     binder.opt("chunks", chunks,
                "interleaved: model chunks per rank (stage s on rank s mod ranks)");
@@ -112,6 +115,9 @@ struct PipelineRunOptions {
     binder.opt("max-refresh", maxRefresh,
                "kfac=bubbles, refresh=0: the largest K the scheduler may choose (staler "
                "curvature beyond it; the K-FAC work left over lengthens the step)");
+    binder.opt("split-precondition", splitPrecondition,
+               "chimera with --kfac: each layer's preconditioning on one replica, its result "
+               "broadcast to the other (false: both replicas precondition every layer)");
   }
 };
 
@@ -119,7 +125,9 @@ struct PipelineRunOptions {
 /// stage split, one update function per stage (pf-add-optimizer) and the
 /// rank programs with clipping over all ranks (`training.clipNorm`). The
 /// micro-batches are `pipeline.microbatches`; `training.microbatches` is not
-/// used (the programs run the micro-batches). K-FAC is not supported yet.
+/// used (the programs run the micro-batches). With `training.kfac`, K-FAC
+/// per stage: at every step's end or, with `pipeline.kfac` = bubbles, as
+/// calls the window programs place.
 void buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,
                                     const PipelineRunOptions &pipeline);
 

@@ -303,9 +303,15 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
     1f1b (over split functions: backward_input and backward_weight back to
     back where the backward would run) and zb-h1, which needs the halves: its
     backward_input passes send the `grad_act/*`, rank d defers each
-    backward_weight by d micro-batches. interleaved and chimera need stage
-    functions that do not exist yet. See docs/pipeline-execution.md ("The
-    per-rank program", "Backward halves and ZB-H1").
+    backward_weight by d micro-batches. interleaved runs `chunks` stages per
+    rank (stage s on rank s mod D); chimera two replicas of every stage
+    (ranks s and D-1-s), whose gradients (and K-FAC factors) are summed by
+    `pf.all_reduce`. With K-FAC (pf-kfac-precondition on the split module)
+    the step ends with each layer's `pf.run_stage precondition` and
+    `pf.kfac_kl_clip`; Chimera's replicas split the preconditioning: each
+    layer on one replica, its result handed to the other by `pf.broadcast`. See docs/pipeline-execution.md
+    ("The per-rank program", "Backward halves and ZB-H1", "K-FAC in the
+    bubbles").
 
     The transfers of all ranks are placed in one global order (each right
     after the call computing its value, on both ranks), so blocking sends and
@@ -339,7 +345,7 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   let options = [
     Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
            /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
-           "Pipeline schedule: gpipe, 1f1b or zb-h1 (needs pf-split-stages{split-backward=true}); interleaved and chimera are rejected for now (default: 1f1b)",
+           "Pipeline schedule: gpipe, 1f1b, zb-h1 (needs pf-split-stages{split-backward=true}), interleaved (with chunks) or chimera (default: 1f1b)",
            [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
            "Micro-batches per step">,
@@ -350,6 +356,10 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
            "Clip the step's gradients by their global norm over all ranks "
            "(pf.clip_gradients, in the module's pf.step_gradients order) before the "
            "updates; 0: no clipping (default: 0)">,
+    Option<"splitPrecondition", "split-precondition", "bool", /*default=*/"true",
+           "chimera with K-FAC: each layer's preconditioning (and in step mode its inverse "
+           "refresh) on one replica, its result handed to the other by pf.broadcast; false: "
+           "both replicas precondition every layer (default: true)">,
   ];
 }
 

@@ -114,19 +114,32 @@ LogicalResult RecvActOp::verify() {
   return verifyTransfer(*this, int64_t(getFrom()), int64_t(getMicrobatch()), "from");
 }
 
-LogicalResult AllReduceOp::verify() {
-  auto program = (*this)->getParentOfType<RankProgramOp>();
-  ArrayRef<int64_t> ranks = getRanks();
+/// The member list of a collective: at least two distinct ranks of the
+/// job, its own among them.
+template <typename OpT>
+static LogicalResult verifyMembers(OpT op) {
+  auto program = op->template getParentOfType<RankProgramOp>();
+  ArrayRef<int64_t> ranks = op.getRanks();
   if (ranks.size() < 2)
-    return emitOpError("needs at least two ranks, got ") << getRanksAttr();
+    return op.emitOpError("needs at least two ranks, got ") << op.getRanksAttr();
   llvm::SmallSet<int64_t, 4> seen;
   for (int64_t rank : ranks)
     if (rank < 0 || rank >= program.getNumRanks() || !seen.insert(rank).second)
-      return emitOpError("ranks must be distinct and in [0, ") << program.getNumRanks()
-                                                                << "), got " << getRanksAttr();
+      return op.emitOpError("ranks must be distinct and in [0, ")
+             << program.getNumRanks() << "), got " << op.getRanksAttr();
   if (!seen.contains(program.getRankValue()))
-    return emitOpError("ranks ") << getRanksAttr() << " do not include its own rank "
-                                 << program.getRankValue();
+    return op.emitOpError("ranks ") << op.getRanksAttr() << " do not include its own rank "
+                                    << program.getRankValue();
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() { return verifyMembers(*this); }
+
+LogicalResult BroadcastOp::verify() {
+  if (failed(verifyMembers(*this)))
+    return failure();
+  if (!llvm::is_contained(getRanks(), int64_t(getRoot())))
+    return emitOpError("root ") << getRoot() << " is not one of ranks " << getRanksAttr();
   return success();
 }
 
@@ -190,6 +203,9 @@ std::string describe(Operation *op) {
        << ") from rank " << recv.getFrom() << ", tag " << recv.getTag();
   else if (auto reduce = dyn_cast<AllReduceOp>(op))
     os << "all_reduce of '" << reduce.getValue() << "' over ranks " << reduce.getRanksAttr();
+  else if (auto broadcast = dyn_cast<BroadcastOp>(op))
+    os << "broadcast of '" << broadcast.getValue() << "' from rank " << broadcast.getRoot()
+       << " over ranks " << broadcast.getRanksAttr();
   else if (auto run = dyn_cast<RunStageOp>(op))
     os << stringifyStageTaskKind(run.getKind()) << " " << run.getStageAttr();
   else if (isa<ClipGradientsOp, KfacKLClipOp>(op))
@@ -209,6 +225,7 @@ public:
       return failure();
     bool ok = succeeded(checkTransfers());
     ok &= succeeded(checkAllReduces());
+    ok &= succeeded(checkBroadcasts());
     ok &= succeeded(checkStagePasses());
     ok &= succeeded(checkDataflow());
     ok &= succeeded(checkStepEnd());
@@ -357,6 +374,61 @@ private:
         }
       }
     return success(ok);
+  }
+
+  /// Every member of a broadcast runs one of the same value, root, ranks and
+  /// type; the root computes the value before it (a step-end call returning
+  /// it) and the others do not (they take the root's).
+  LogicalResult checkBroadcasts() {
+    bool ok = true;
+    for (auto [rank, program] : llvm::enumerate(programs))
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        auto broadcast = dyn_cast<BroadcastOp>(op);
+        if (!broadcast)
+          continue;
+        Position at{int64_t(rank), index};
+        for (int64_t member : broadcast.getRanks()) {
+          bool matched = llvm::any_of(programs[member].ops, [&](Operation *other) {
+            auto peer = dyn_cast<BroadcastOp>(other);
+            return peer && peer.getValue() == broadcast.getValue() &&
+                   peer.getRoot() == broadcast.getRoot() &&
+                   peer.getRanks() == broadcast.getRanks() &&
+                   peer.getType() == broadcast.getType();
+          });
+          if (matched)
+            continue;
+          ok = false;
+          error(at) << describe(broadcast) << " : " << broadcast.getType()
+                    << " has no counterpart of the same root, ranks and type on rank "
+                    << member;
+        }
+        std::optional<size_t> computedAt;
+        for (size_t i = 0; i < index && !computedAt; ++i)
+          if (auto run = dyn_cast<RunStageOp>(program.ops[i]);
+              run && !run.getMicrobatch() && returns(run, broadcast.getValue()))
+            computedAt = i;
+        bool isRoot = int64_t(broadcast.getRoot()) == at.rank;
+        if (isRoot && !computedAt) {
+          ok = false;
+          error(at) << describe(broadcast)
+                    << ": no step-end call on the root computes it before the broadcast";
+        } else if (!isRoot && computedAt) {
+          ok = false;
+          error(at) << describe(broadcast) << ": this rank computes it too (op " << *computedAt
+                    << "), but takes the root's";
+        }
+      }
+    return success(ok);
+  }
+
+  /// Whether the call's function returns a value named `name`.
+  bool returns(RunStageOp run, StringRef name) {
+    auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+    for (unsigned i = 0, e = func ? func.getNumResults() : 0; i < e; ++i)
+      if (auto attr = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+          attr && attr.getValue() == name)
+        return true;
+    return false;
   }
 
   /// The stage of a call (its function's pf.stage; the op verifier checked it).
@@ -739,6 +811,11 @@ private:
           }
           continue;
         }
+        if (isa<BroadcastOp>(op) && klAt) {
+          ok = false;
+          error(at) << describe(op) << " comes after kfac_kl_clip (op " << *klAt
+                    << "), which needs every preconditioned gradient";
+        }
         auto kl = dyn_cast<KfacKLClipOp>(op);
         if (!kl)
           continue;
@@ -801,6 +878,15 @@ private:
           everyone.push_back(r);
         }
         return everyone;
+      }
+      if (auto broadcast = dyn_cast<BroadcastOp>(op)) {
+        for (int64_t member : broadcast.getRanks()) {
+          auto peer = dyn_cast_or_null<BroadcastOp>(current(member));
+          if (!peer || peer.getValue() != broadcast.getValue() ||
+              peer.getRanks() != broadcast.getRanks())
+            return {};
+        }
+        return SmallVector<int64_t>(broadcast.getRanks());
       }
       auto reduce = cast<AllReduceOp>(op);
       for (int64_t member : reduce.getRanks()) {

@@ -131,6 +131,28 @@ def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
   let hasVerifier = 1;
 }
 
+def PF_BroadcastOp : PF_RankProgramBodyOp<"broadcast"> {
+  let summary = "hands a named step-end value from one rank to the others of a group";
+  let description = [{
+    Every rank in `ranks` runs a broadcast of the same `value`, `root`,
+    `ranks` and type; afterwards each holds the root's value bit for bit in
+    place of its own. Chimera's replicas split the preconditioning of a
+    stage they both hold: the owner of a layer preconditions its gradient
+    and broadcasts the result (`grad/<param>`), and the other replica, which
+    skipped that call, takes it (keeping its own clipped gradient for the
+    KL-clip's inner product).
+
+    ```mlir
+    pf.broadcast "grad/w" root(1) ranks([0, 1]) : tensor<16x16xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$value, I64Attr:$root, DenseI64ArrayAttr:$ranks,
+                   TypeAttrOf<AnyRankedTensor>:$type);
+  let assemblyFormat =
+      "$value `root` `(` $root `)` `ranks` `(` $ranks `)` attr-dict `:` $type";
+  let hasVerifier = 1;
+}
+
 def PF_ClipGradientsOp : PF_RankProgramBodyOp<"clip_gradients"> {
   let summary = "clips every rank's gradients by their global norm over all ranks";
   let description = [{
