@@ -3,7 +3,9 @@
 without K-FAC, and the per-layer profile the pipeline scheduler consumes
 (forward, backward, curvature A+B, inversion, preconditioning), measured with
 pf-run --profile on the compiled K-FAC step and converted to the scheduler's
-format; also the step of K-FAC in the factors' eigenbasis (`basis=eigen`).
+format; also the step of K-FAC in the factors' eigenbasis (`basis=eigen`),
+and both steps with the decoder applied only at the masked positions
+(`pf-add-masked-lm-loss{predictions=P}`, pf-train --predictions).
 
     PYTHONPATH=python python3 bench/training_step.py [--config mini] [--batch 8] [--seq 128]
 """
@@ -54,22 +56,39 @@ def main() -> int:
         np.savez(tmp / "in.npz", input_ids=ids, token_type_ids=np.zeros_like(ids),
                  attention_mask=np.ones_like(ids), labels=labels, lr=np.float64(1e-4),
                  step=np.int64(1))
+        # The decoder at the masked positions only (pf-train --predictions P):
+        # each row's masked positions, padded to the most any row has.
+        predictions = int((labels != -100).sum(axis=1).max())
+        positions = np.zeros((args.batch, predictions), np.int64)
+        gathered = np.full((args.batch, predictions), -100, np.int64)
+        for row in range(args.batch):
+            where = np.flatnonzero(labels[row] != -100)
+            positions[row, :len(where)] = where
+            gathered[row, :len(where)] = labels[row, where]
+        np.savez(tmp / "in_gathered.npz", input_ids=ids, token_type_ids=np.zeros_like(ids),
+                 attention_mask=np.ones_like(ids), labels=gathered, mlm_positions=positions,
+                 lr=np.float64(1e-4), step=np.int64(1))
+        kfac_inverse = ["--pf-insert-kfac", "--pf-build-gradients", "--pf-kfac-precondition"]
+        gather = f"--pf-add-masked-lm-loss=predictions={predictions}"
         times = {}
         # The inverse basis last: the per-layer profile is the last run's.
-        for name, kfac in (("first-order (AdamW)", []),
-                           ("K-FAC + AdamW, eigenbasis, refresh",
-                            ["--pf-insert-kfac", "--pf-build-gradients",
-                             "--pf-kfac-precondition=basis=eigen"]),
-                           ("K-FAC + AdamW, refresh every step",
-                            ["--pf-insert-kfac", "--pf-build-gradients",
-                             "--pf-kfac-precondition"])):
-            passes = ["--pf-add-masked-lm-loss", *(kfac or ["--pf-build-gradients"]),
+        for name, kfac, loss in (
+                ("first-order (AdamW)", [], "--pf-add-masked-lm-loss"),
+                (f"first-order (AdamW), decoder at P={predictions}", [], gather),
+                (f"K-FAC + AdamW, refresh every step, decoder at P={predictions}", kfac_inverse,
+                 gather),
+                ("K-FAC + AdamW, eigenbasis, refresh",
+                 ["--pf-insert-kfac", "--pf-build-gradients",
+                  "--pf-kfac-precondition=basis=eigen"], "--pf-add-masked-lm-loss"),
+                ("K-FAC + AdamW, refresh every step", kfac_inverse, "--pf-add-masked-lm-loss")):
+            passes = [loss, *(kfac or ["--pf-build-gradients"]),
                       "--pf-add-optimizer", "--canonicalize", "--cse"]
+            inputs = tmp / ("in_gathered.npz" if loss == gather else "in.npz")
             step = tmp / f"step{len(times)}.mlirbc"
             sh(str(tool("pf-opt")), str(tmp / "m.mlirbc"), *passes, "--emit-bytecode",
                "-o", str(step))
             profile = tmp / f"profile{len(times)}.json"
-            out = sh(str(tool("pf-run")), str(step), "--inputs", str(tmp / "in.npz"),
+            out = sh(str(tool("pf-run")), str(step), "--inputs", str(inputs),
                      "--repeat", str(args.repeat), "--num-threads", str(args.threads),
                      "--profile", str(profile))
             times[name] = float(re.search(r"median ([0-9.]+) ms", out).group(1))
@@ -78,7 +97,7 @@ def main() -> int:
     print(f"BERT-{args.config}, batch {args.batch} x {args.seq}, vocab {args.vocab}, "
           f"{args.threads} threads, median of {args.repeat}:")
     for name, ms in times.items():
-        print(f"  {name:<36} {ms:8.1f} ms/step")
+        print(f"  {name:<56} {ms:8.1f} ms/step")
     print("per-layer profile (ms; forward/backward/curvature per micro-batch, inversion per "
           "refresh, preconditioning per step):")
     print(f"  {'layer':<8} {'forward':>8} {'backward':>9} {'curv A+B':>9} {'inversion':>10} "

@@ -293,9 +293,11 @@ const std::vector<int64_t> &epochOrder(const Corpus &c, int64_t epoch) {
 
 /// The corpus rows `rows` as one batch, masked as BERT does: 15% (by
 /// --mask-prob) of the real tokens are predicted; of those 80% become [MASK],
-/// 10% a random word, 10% stay.
+/// 10% a random word, 10% stay. With `cap` > 0 a sequence predicts at most
+/// its first `cap` of them (BERT's max_predictions_per_seq); the random
+/// draws are the same either way, so uncapped sequences are unchanged.
 std::map<std::string, drv::NpyArray> maskRows(const Corpus &c, llvm::ArrayRef<int64_t> rows,
-                                              std::mt19937_64 &rng) {
+                                              std::mt19937_64 &rng, int64_t cap = 0) {
   std::uniform_real_distribution<double> uniform(0, 1);
   std::uniform_int_distribution<int64_t> word(c.firstWord, c.vocab - 1);
   int64_t n = int64_t(rows.size()) * c.seqLen;
@@ -313,12 +315,38 @@ std::map<std::string, drv::NpyArray> maskRows(const Corpus &c, llvm::ArrayRef<in
       double r = uniform(rng);
       ids[i] = r < 0.8 ? c.mask : r < 0.9 ? word(rng) : token;
     }
+    for (int64_t t = 0, kept = 0; cap > 0 && t < c.seqLen; ++t) {
+      int64_t i = int64_t(b) * c.seqLen + t;
+      if (labels[i] == -100 || ++kept <= cap)
+        continue;
+      ids[i] = row[t];
+      labels[i] = -100;
+    }
   }
   std::vector<int64_t> shape{int64_t(rows.size()), c.seqLen};
   return {{"input_ids", int64Array(shape, ids)},
           {"token_type_ids", int64Array(shape, types)},
           {"attention_mask", int64Array(shape, attention)},
           {"labels", int64Array(shape, labels)}};
+}
+
+/// --predictions P: `labels` [batch, sequence] becomes the positions of each
+/// sequence's predicted tokens, `mlm_positions` [batch, P], and their labels
+/// [batch, P], padded with position 0 and an ignored label.
+void gatherPredictions(std::map<std::string, drv::NpyArray> &inputs, int64_t predictions) {
+  const drv::NpyArray &full = inputs["labels"];
+  const int64_t rows = full.shape[0], length = full.shape[1];
+  const auto *labels = reinterpret_cast<const int64_t *>(full.data.data());
+  std::vector<int64_t> positions(rows * predictions, 0), gathered(rows * predictions, -100);
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t t = 0, p = 0; t < length && p < predictions; ++t)
+      if (labels[b * length + t] != -100) {
+        positions[b * predictions + p] = t;
+        gathered[b * predictions + p++] = labels[b * length + t];
+      }
+  std::vector<int64_t> shape{rows, predictions};
+  inputs["mlm_positions"] = int64Array(shape, positions);
+  inputs["labels"] = int64Array(shape, gathered);
 }
 
 /// The batch of `step`: rows from a per-epoch permutation of the training
@@ -331,7 +359,11 @@ std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
   for (int64_t b = 0; b < batch; ++b)
     rows[b] = order[(slot * batch + b) % c.trainRows];
   std::mt19937_64 rng(seed * 7919ULL + uint64_t(step) * 104729ULL);
-  return maskRows(c, rows, rng);
+  const int64_t predictions = training.loss.predictions;
+  auto inputs = maskRows(c, rows, rng, predictions);
+  if (predictions > 0)
+    gatherPredictions(inputs, predictions);
+  return inputs;
 }
 
 /// Held-out batch `index`: the same rows and masks at every evaluation.

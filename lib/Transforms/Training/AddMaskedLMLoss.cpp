@@ -24,6 +24,9 @@ struct AddMaskedLMLossPass
   }
 
   LogicalResult run() {
+    if (predictions < 0)
+      return getOperation().emitError("pf-add-masked-lm-loss: predictions must be >= 0, got ")
+             << int64_t(predictions);
     func::FuncOp func = getEntryFunction(getOperation());
     if (!func)
       return getOperation().emitError("pf-add-masked-lm-loss: no function with a body");
@@ -44,8 +47,17 @@ struct AddMaskedLMLossPass
              << logits.getType();
 
     OpBuilder builder(ret);
-    auto labelsType = RankedTensorType::get(type.getShape().drop_back(), builder.getI64Type());
     Block &block = func.getBody().front();
+    LinearOp fullDecoder;
+    if (predictions > 0) {
+      FailureOr<Value> gathered = gatherPredictions(func, logits, block);
+      if (failed(gathered))
+        return failure();
+      fullDecoder = logits.getDefiningOp<LinearOp>();
+      logits = *gathered;
+      type = cast<RankedTensorType>(logits.getType());
+    }
+    auto labelsType = RankedTensorType::get(type.getShape().drop_back(), builder.getI64Type());
     Value labels = block.addArgument(labelsType, func.getLoc());
     auto loss = SoftmaxCrossEntropyOp::create(builder, func.getLoc(), logits, labels,
                                               builder.getI64IntegerAttr(ignoreIndex));
@@ -61,10 +73,67 @@ struct AddMaskedLMLossPass
     ret->setOperands(results);
     func.setType(builder.getFunctionType(block.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
-    func.setArgAttr(block.getNumArguments() - 1, kNameAttrName, builder.getStringAttr("labels"));
+    func.setArgAttr(cast<BlockArgument>(labels).getArgNumber(), kNameAttrName,
+                    builder.getStringAttr("labels"));
     for (auto [i, name] : llvm::enumerate(names))
       func.setResultAttr(i, kNameAttrName, name);
+    if (positionsArgument >= 0)
+      func.setArgAttr(unsigned(positionsArgument), kNameAttrName,
+                      builder.getStringAttr("mlm_positions"));
+    if (fullDecoder && fullDecoder->use_empty())
+      fullDecoder->erase();
     return success();
+  }
+
+  /// predictions=P: the decoder (the pf.linear making the logits [batch,
+  /// sequence, vocabulary]) applied only to its input at the `mlm_positions`
+  /// argument [batch, P] (pf.gather_nd, batch_dims 1), as NVIDIA's BERT
+  /// pre-training does: the logits become [batch, P, vocabulary]. Positions
+  /// beyond a sequence's masked tokens are padding, their labels ignored.
+  /// The index of the `mlm_positions` argument gatherPredictions added (-1:
+  /// none); named once the function's type has it.
+  int64_t positionsArgument = -1;
+
+  FailureOr<Value> gatherPredictions(func::FuncOp func, Value logits, Block &block) {
+    auto fail = [&]() {
+      return func.emitError("pf-add-masked-lm-loss: ");
+    };
+    if (keepOutputs) {
+      fail() << "predictions=" << int64_t(predictions)
+             << " does not go with keep-outputs (the full logits are not computed)";
+      return failure();
+    }
+    auto decoder = logits.getDefiningOp<LinearOp>();
+    auto input = decoder ? dyn_cast<RankedTensorType>(decoder.getInput().getType())
+                         : RankedTensorType();
+    if (!decoder || !input || !input.hasStaticShape() || input.getRank() != 3) {
+      fail() << "predictions=" << int64_t(predictions)
+             << " needs logits [batch, sequence, vocabulary] made by a pf.linear (the "
+                "decoder) of a [batch, sequence, hidden] input";
+      return failure();
+    }
+    int64_t batch = input.getDimSize(0), sequence = input.getDimSize(1);
+    if (predictions > sequence) {
+      fail() << "predictions=" << int64_t(predictions) << " exceeds the sequence length "
+             << sequence;
+      return failure();
+    }
+    OpBuilder b(decoder);
+    Location loc = decoder.getLoc();
+    auto positionsType = RankedTensorType::get({batch, predictions}, b.getI64Type());
+    Value positions = block.addArgument(positionsType, func.getLoc());
+    positionsArgument = block.getNumArguments() - 1;
+    auto tuplesType = RankedTensorType::get({batch, predictions, 1}, b.getI64Type());
+    Value tuples = UnsqueezeOp::create(b, loc, tuplesType, positions, b.getDenseI64ArrayAttr({2}));
+    auto rowsType = RankedTensorType::get({batch, predictions, input.getDimSize(2)},
+                                          input.getElementType());
+    Value rows = GatherNDOp::create(b, loc, rowsType, decoder.getInput(), tuples, 1);
+    auto logitsType = cast<RankedTensorType>(logits.getType());
+    auto gatheredType = RankedTensorType::get(
+        {batch, predictions, logitsType.getDimSize(2)}, logitsType.getElementType());
+    return LinearOp::create(b, loc, gatheredType, rows, decoder.getWeight(), decoder.getBias(),
+                            decoder.getTransposeWeight())
+        .getResult();
   }
 };
 } // namespace

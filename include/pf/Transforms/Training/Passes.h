@@ -84,6 +84,11 @@ struct TrainingOptions {
                "(docs/pipeline-execution.md, \"K-FAC in the bubbles\")");
     binder.opt("kfac-lr-scale", optimizer.kfacLRScale,
                "Learning rate of the K-FAC layers relative to lr");
+    binder.opt("predictions", loss.predictions,
+               "Apply the masked-LM decoder only at P positions per sequence, as NVIDIA's "
+               "BERT pre-training does (inputs mlm_positions and labels [batch, P]; pf-train "
+               "gathers each batch's masked tokens and masks at most P per sequence); 0: every "
+               "position");
     binder.opt("export-factors", precondition.exportFactors,
                "Return each K-FAC layer's factors and inverses as results");
   }

@@ -38,6 +38,16 @@ def PFAddMaskedLMLoss : Pass<"pf-add-masked-lm-loss", "::mlir::ModuleOp"> {
       return %loss : tensor<f32>
     }
     ```
+
+    With `predictions=P` (the masked-LM loss needs the logits only where a
+    token is predicted, as NVIDIA's BERT pre-training gathers them) the
+    decoder's input is gathered at `mlm_positions` first:
+
+    ```mlir
+    %idx = pf.unsqueeze %positions {axes = array<i64: 2>} : (tensor<8x20xi64>) -> tensor<8x20x1xi64>
+    %rows = pf.gather_nd %hidden, %idx {batch_dims = 1 : i64} : (tensor<8x128x256xf32>, tensor<8x20x1xi64>) -> tensor<8x20x256xf32>
+    %logits = pf.linear %rows, %embeddings, %bias {transpose_weight} : (...) -> tensor<8x20x30522xf32>
+    ```
   }];
   let options = [
     Option<"output", "output", "std::string", /*default=*/"\"logits\"",
@@ -46,6 +56,11 @@ def PFAddMaskedLMLoss : Pass<"pf-add-masked-lm-loss", "::mlir::ModuleOp"> {
            "Label value of tokens that do not count (default: -100)">,
     Option<"keepOutputs", "keep-outputs", "bool", /*default=*/"false",
            "Keep the original results after the loss (default: false)">,
+    Option<"predictions", "predictions", "int64_t", /*default=*/"0",
+           "Apply the decoder (the pf.linear making the logits) only at P positions per "
+           "sequence, given by an `mlm_positions` argument [batch, P] (padding positions "
+           "carry ignored labels); `labels` is then [batch, P]. 0: every position "
+           "(default: 0)">,
   ];
 }
 
