@@ -83,6 +83,12 @@ NpyArray zeros(int32_t dtype, std::vector<int64_t> shape) {
   return a;
 }
 
+NpyArray scalarI64(int64_t value) {
+  NpyArray a = zeros(PFRT_I64, {});
+  std::memcpy(a.data.data(), &value, sizeof value);
+  return a;
+}
+
 } // namespace
 
 /// What a lowered rank program (pf-lower-rank-programs) calls through
@@ -480,13 +486,19 @@ private:
     if (kind == pf::StageTaskKind::KfacInverse)
       return r.runInverse(function, graph,
                           r.windowStepOf(stepIndex) >= 0 || !r.unreportedInverses.count(function));
+    if (kind == pf::StageTaskKind::Accumulate) {
+      auto m = microbatchOf(microbatch, function);
+      if (!m)
+        return m.takeError();
+      return accumulate(function, *m);
+    }
     if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward &&
         kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight &&
         kind != pf::StageTaskKind::KfacFactorA && kind != pf::StageTaskKind::KfacFactorB)
       return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
-                   "' has no stage functions yet (forward, backward, backward_input, "
-                   "backward_weight, kfac_factor_a, kfac_factor_b, kfac_inverse, precondition "
-                   "and update run)");
+                   "' is not run by this executor (forward, backward, backward_input, "
+                   "backward_weight, kfac_factor_a, kfac_factor_b, accumulate, kfac_inverse, "
+                   "precondition and update run)");
     auto m = microbatchOf(microbatch, function);
     if (!m)
       return m.takeError();
@@ -529,6 +541,59 @@ private:
         return error("unexpected result '" + name + "' of " + function);
       }
     }
+    return llvm::Error::success();
+  }
+
+  /// Running count-weighted sums of this rank's gradients (`grad_sum/<p>`,
+  /// pf-build-rank-programs' `stage<s>_accumulate`) and how many
+  /// micro-batches each holds; after the last one the sum is the step's
+  /// gradient.
+  Values sums;
+  std::map<std::string, int64_t> summed;
+
+  /// `stage<s>_accumulate` of micro-batch m: takes (and frees) the
+  /// micro-batch's gradient pieces and returns the running sums.
+  llvm::Error accumulate(const std::string &function, int64_t m) {
+    if (auto err = countTokens())
+      return err;
+    Values args;
+    std::vector<std::string> taken;
+    for (const TensorSpec &spec : program.inputs(function)) {
+      StringRef n(spec.name);
+      if (n.starts_with("grad/")) {
+        auto it = gradients.find(spec.name);
+        if (it == gradients.end() || it->second.size() != size_t(M) ||
+            it->second[m].data.empty())
+          return error(llvm::formatv("'{0}' of micro-batch {1} is not on this rank before {2}",
+                                     spec.name, m, function));
+        args[spec.name] = std::move(it->second[m]);
+        taken.push_back(spec.name);
+      } else if (n.starts_with("grad_sum/")) {
+        auto it = sums.find(spec.name);
+        args[spec.name] = it != sums.end() ? std::move(it->second) : zeros(spec.dtype, spec.shape);
+      } else if (n == "loss_count") {
+        args[spec.name] = scalarI64(tokenCounts.empty() ? 1 : tokenCounts[size_t(m)]);
+      } else if (n == "loss_total") {
+        int64_t total = 0;
+        for (int64_t c : tokenCounts)
+          total += c;
+        args[spec.name] = scalarI64(total == 0 ? 1 : total);
+      } else if (n == "microbatch") {
+        args[spec.name] = scalarI64(m);
+      } else {
+        return error("unexpected input '" + spec.name + "' of " + function);
+      }
+    }
+    Values results;
+    if (auto err = program.run(function, args, results))
+      return err;
+    for (auto &[name, value] : results) {
+      if (!StringRef(name).starts_with("grad_sum/"))
+        return error("unexpected result '" + name + "' of " + function);
+      sums[name] = std::move(value);
+    }
+    for (const std::string &name : taken)
+      ++summed[name];
     return llvm::Error::success();
   }
 
@@ -1129,6 +1194,14 @@ private:
       loss = std::move(*sum);
     }
     for (auto &[name, pieces] : gradients) {
+      if (auto it = summed.find(name); it != summed.end()) {
+        if (it->second != M)
+          return error(llvm::formatv("'{0}' was accumulated over {1} of {2} micro-batches",
+                                     name, it->second, M));
+        std::string sum = "grad_sum/" + name.substr(std::string("grad/").size());
+        combined[name] = std::move(sums.at(sum));
+        continue;
+      }
       for (int64_t m = 0; m < M; ++m)
         if (pieces[m].data.empty())
           return error("no backward returned '" + name + "' of micro-batch " +

@@ -152,6 +152,7 @@ struct BuildRankProgramsPass
     auto reductions = tiedGradients();
     if (failed(reductions))
       return failure();
+    buildAccumulateFunctions(*reductions);
     emitPrograms(*events, *reductions);
     return verifyRankPrograms(module);
   }
@@ -438,6 +439,83 @@ struct BuildRankProgramsPass
     return success();
   }
 
+  /// `@stage<s>_accumulate` by stage: the count-weighted sum over the
+  /// micro-batches of the stage's gradients that no other rank adds to (an
+  /// all-reduced gradient sums the members' pieces per micro-batch first, so
+  /// the host weights those). Called once per micro-batch in micro-batch
+  /// order, as pf-split-microbatches sums in one process (the same ops, so
+  /// the same bits):
+  ///   term = grad/<p> · count_m;  sum = m = 0 ? term : sum + term;
+  ///   grad_sum/<p> = m = N−1 ? sum / total : sum
+  /// with count_m the micro-batch's counted tokens (`loss_count`) and total
+  /// their sum (`loss_total`, 1 when 0). With one micro-batch nothing is
+  /// weighted, as in one process.
+  std::map<int64_t, func::FuncOp> accumulateFunctions;
+
+  void buildAccumulateFunctions(const std::map<std::string, TiedGradient> &tied) {
+    if (microbatches < 2)
+      return;
+    for (auto [s, functions] : llvm::enumerate(stages)) {
+      SmallVector<NamedValue> grads;
+      for (const NamedValue &grad : namedResults(functions.gradientReturner(), "grad/"))
+        if (!tied.count(grad.name))
+          grads.push_back(grad);
+      if (!grads.empty())
+        accumulateFunctions[int64_t(s)] = buildAccumulate(int64_t(s), grads);
+    }
+  }
+
+  func::FuncOp buildAccumulate(int64_t stage, ArrayRef<NamedValue> grads) {
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    Location loc = module.getLoc();
+    auto scalarI64 = RankedTensorType::get({}, b.getI64Type());
+    SmallVector<Type> inputs, results;
+    SmallVector<std::string> inputNames;
+    for (const NamedValue &grad : grads) {
+      inputs.append({grad.type, grad.type});
+      inputNames.push_back(grad.name);
+      inputNames.push_back(sumName(grad.name));
+      results.push_back(grad.type);
+    }
+    for (StringRef scalar : {"loss_count", "loss_total", "microbatch"}) {
+      inputs.push_back(scalarI64);
+      inputNames.push_back(scalar.str());
+    }
+    auto func = func::FuncOp::create(b, loc, "stage" + std::to_string(stage) + "_accumulate",
+                                     b.getFunctionType(inputs, results));
+    func->setAttr(kStageAttrName, b.getI64IntegerAttr(stage));
+    Block *entry = func.addEntryBlock();
+    for (auto [i, name] : llvm::enumerate(inputNames))
+      func.setArgAttr(unsigned(i), kNameAttrName, b.getStringAttr(name));
+    for (auto [i, grad] : llvm::enumerate(grads))
+      func.setResultAttr(unsigned(i), kNameAttrName, b.getStringAttr(sumName(grad.name)));
+    b.setInsertionPointToEnd(entry);
+    unsigned scalars = 2 * grads.size();
+    Value count = entry->getArgument(scalars), total = entry->getArgument(scalars + 1);
+    Value micro = entry->getArgument(scalars + 2);
+    auto constant = [&](int64_t value) {
+      return ConstantOp::create(b, loc, DenseElementsAttr::get(scalarI64, value)).getResult();
+    };
+    Value first = EqualOp::create(b, loc, micro, constant(0));
+    Value last = EqualOp::create(b, loc, micro, constant(int64_t(microbatches) - 1));
+    SmallVector<Value> sums;
+    for (auto [i, grad] : llvm::enumerate(grads)) {
+      TypeAttr to = TypeAttr::get(grad.type.getElementType());
+      Value piece = entry->getArgument(2 * i), sum = entry->getArgument(2 * i + 1);
+      Value term = MulOp::create(b, loc, grad.type, piece, CastOp::create(b, loc, count, to));
+      Value added = AddOp::create(b, loc, sum, term);
+      Value running = WhereOp::create(b, loc, first, term, added);
+      Value mean = DivOp::create(b, loc, grad.type, running, CastOp::create(b, loc, total, to));
+      sums.push_back(WhereOp::create(b, loc, last, mean, running));
+    }
+    func::ReturnOp::create(b, loc, sums);
+    return func;
+  }
+
+  static std::string sumName(StringRef grad) {
+    return ("grad_sum/" + grad.drop_front(StringRef("grad/").size())).str();
+  }
+
   void emitPrograms(ArrayRef<SmallVector<Event>> events,
                     const std::map<std::string, TiedGradient> &tied) {
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
@@ -458,9 +536,25 @@ struct BuildRankProgramsPass
       // activations first. Window programs move them into bubbles.
       // The pass whose factor calls are due (null: none).
       const sched::PipelineOp *factorsOf = nullptr;
+      // Per stage: the micro-batches whose gradients are out and the next
+      // one to accumulate (micro-batch order, whatever the pass order).
+      std::map<int64_t, std::set<int64_t>> gradientsOut;
+      std::map<int64_t, int64_t> nextToAccumulate;
       auto emitFactors = [&] {
-        if (factorsOf)
-          emitFactorCalls(body, loc, *factorsOf);
+        if (!factorsOf)
+          return;
+        emitFactorCalls(body, loc, *factorsOf);
+        int64_t stage = factorsOf->stage;
+        auto accumulate = accumulateFunctions.find(stage);
+        if (accumulate != accumulateFunctions.end() &&
+            callOf(*factorsOf).second == stages[stage].gradientReturner()) {
+          std::set<int64_t> &out = gradientsOut[stage];
+          out.insert(factorsOf->micro);
+          for (int64_t &next = nextToAccumulate[stage]; out.count(next); ++next)
+            RunStageOp::create(body, loc, StageTaskKind::Accumulate,
+                               accumulate->second.getSymName(), body.getI64IntegerAttr(next),
+                               IntegerAttr());
+        }
         factorsOf = nullptr;
       };
       for (const Event &event : events[rank]) {

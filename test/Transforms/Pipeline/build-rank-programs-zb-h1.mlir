@@ -1,10 +1,10 @@
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=2" | FileCheck %s
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D2-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=2" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-N2
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=GPIPE
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=1f1b microbatches=2" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=1F1B
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D2-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-N2
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=GPIPE
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=1f1b microbatches=2" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=1F1B
 
 // schedule=zb-h1 over the backward halves of pf-split-stages{split-backward}:
 // 1F1B's order with each backward split into backward_input (B) and
@@ -50,8 +50,10 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
 // CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
 // CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
 // CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
@@ -68,7 +70,9 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.send_act "grad_act/15" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(1)
 // CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 

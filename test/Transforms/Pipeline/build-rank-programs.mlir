@@ -1,11 +1,11 @@
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=2" | FileCheck %s
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D2-1F1B-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=gpipe microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D2-GPIPE-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-1F1B-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-GPIPE-N2
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D2-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=gpipe microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D2-GPIPE-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-GPIPE-N2
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=2" | FileCheck %s --check-prefix=D3-COMM
 // The written programs pass the checks again after a round trip.
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage|all_reduce" | FileCheck %s --check-prefix=D3-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-1F1B-N4
 
 // The toy encoder of split-stages.mlir: embeddings, three blocks of one linear
 // each, a residual from block 0 to block 2 and the tied decoder.
@@ -31,6 +31,28 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
   return %logits : tensor<4x8x100xf32>
 }
 
+// The count-weighted sum of a stage's own gradients over the micro-batches
+// (the tied embedding's is summed across ranks per micro-batch and weighted
+// by the host), called after each backward in micro-batch order, with the
+// ops of pf-split-microbatches' sum.
+// CHECK-LABEL: func.func @stage0_accumulate(
+// CHECK-SAME: %[[G:arg0]]: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %[[S:arg1]]: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, %arg2: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %arg3: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"}, %[[C:arg4]]: tensor<i64> {pf.name = "loss_count"}, %[[T:arg5]]: tensor<i64> {pf.name = "loss_total"}, %[[M:arg6]]: tensor<i64> {pf.name = "microbatch"})
+// CHECK-SAME: -> (tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"})
+// CHECK: %[[FIRST:.*]] = pf.equal %[[M]], %{{.*}}
+// CHECK: %[[LAST:.*]] = pf.equal %[[M]], %{{.*}}
+// CHECK: %[[CF:.*]] = pf.cast %[[C]]
+// CHECK: %[[TERM:.*]] = pf.mul %[[G]], %[[CF]]
+// CHECK: %[[ADDED:.*]] = pf.add %[[S]], %[[TERM]]
+// CHECK: %[[RUNNING:.*]] = pf.where %[[FIRST]], %[[TERM]], %[[ADDED]]
+// CHECK: %[[TF:.*]] = pf.cast %[[T]]
+// CHECK: %[[MEAN:.*]] = pf.div %[[RUNNING]], %[[TF]]
+// CHECK: %[[OUT:.*]] = pf.where %[[LAST]], %[[MEAN]], %[[RUNNING]]
+// CHECK: return %[[OUT]], %{{.*}} :
+// CHECK-LABEL: func.func @stage1_accumulate(
+// CHECK-SAME: {pf.name = "grad/bert.encoder.layer.2.dense.weight"}
+// CHECK-SAME: {pf.name = "grad/cls.predictions.bias"}
+// CHECK-SAME: {pf.name = "microbatch"})
+
 // D = 2, 1F1B, N = 2, in full. Stage 0 sends act/3 and act/5 (tags: index of
 // the name * N + micro-batch), stage 1 returns grad_act/15 and grad_act/22.
 // Each recv comes before the call that reads it and each send right after the
@@ -47,7 +69,9 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(0)
 // CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(0)
 // CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
 // CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
@@ -59,10 +83,12 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.run_stage backward @stage1_backward microbatch(0)
 // CHECK-NEXT: pf.send_act "grad_act/15" microbatch(0) to(0) tag(4) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act "grad_act/22" microbatch(0) to(0) tag(6) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(0)
 // CHECK-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
 // CHECK-NEXT: pf.run_stage backward @stage1_backward microbatch(1)
 // CHECK-NEXT: pf.send_act "grad_act/15" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(1)
 // CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 

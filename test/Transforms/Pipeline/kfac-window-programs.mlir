@@ -19,6 +19,7 @@
 // CHECK-LABEL: pf.rank_program @rank0_window0
 // CHECK: pf.run_stage backward @stage0_backward microbatch(1)
 // CHECK: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_1 microbatch(1) layer(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
 // CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
 // CHECK-LABEL: pf.rank_program @rank0_window1
@@ -36,6 +37,7 @@
 // CHECK: pf.run_stage backward @stage1_backward microbatch(1)
 // CHECK-NEXT: pf.send_act "grad_act/21" microbatch(1)
 // CHECK-NEXT: pf.send_act "grad_act/29" microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(1)
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(0) layer(2)
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(1) layer(2)
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)

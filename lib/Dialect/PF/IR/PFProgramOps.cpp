@@ -226,6 +226,7 @@ public:
     bool ok = succeeded(checkTransfers());
     ok &= succeeded(checkAllReduces());
     ok &= succeeded(checkBroadcasts());
+    ok &= succeeded(checkAccumulates());
     ok &= succeeded(checkStagePasses());
     ok &= succeeded(checkDataflow());
     ok &= succeeded(checkStepEnd());
@@ -417,6 +418,61 @@ private:
           error(at) << describe(broadcast) << ": this rank computes it too (op " << *computedAt
                     << "), but takes the root's";
         }
+      }
+    return success(ok);
+  }
+
+  /// A stage's accumulate calls (pf-build-rank-programs' count-weighted sum
+  /// of its gradients) run on one rank, once per micro-batch in micro-batch
+  /// order (the order of the single-process sum), each after that
+  /// micro-batch's backward (its weight half when split) on the same rank.
+  LogicalResult checkAccumulates() {
+    bool ok = true;
+    std::map<int64_t, std::pair<int64_t, int64_t>> next; // stage -> (rank, next micro-batch)
+    for (auto [rank, program] : llvm::enumerate(programs)) {
+      std::set<std::pair<int64_t, int64_t>> backwardDone; // (stage, micro-batch)
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        auto run = dyn_cast<RunStageOp>(op);
+        if (!run || !run.getMicrobatch())
+          continue;
+        int64_t stage = stageOf(run), micro = int64_t(*run.getMicrobatch());
+        StageTaskKind kind = run.getKind();
+        if (kind == StageTaskKind::Backward || kind == StageTaskKind::BackwardWeight) {
+          backwardDone.insert({stage, micro});
+          continue;
+        }
+        if (kind != StageTaskKind::Accumulate)
+          continue;
+        Position at{int64_t(rank), index};
+        auto [it, fresh] = next.try_emplace(stage, int64_t(rank), 0);
+        if (!fresh && it->second.first != int64_t(rank)) {
+          ok = false;
+          error(at) << describe(run) << " of micro-batch " << micro
+                    << " runs on another rank than the stage's other accumulate calls (rank "
+                    << it->second.first << ")";
+          continue;
+        }
+        if (micro != it->second.second) {
+          ok = false;
+          error(at) << describe(run) << " of micro-batch " << micro
+                    << " out of order: micro-batch " << it->second.second
+                    << " comes first (the sum runs in micro-batch order)";
+          continue;
+        }
+        ++it->second.second;
+        if (!backwardDone.count({stage, micro})) {
+          ok = false;
+          error(at) << describe(run) << " of micro-batch " << micro
+                    << " comes before that micro-batch's backward on this rank";
+        }
+      }
+    }
+    for (auto &[stage, where] : next)
+      if (where.second != numMicrobatches) {
+        ok = false;
+        programs[where.first].op.emitError("rank ")
+            << where.first << ": stage " << stage << " accumulates " << where.second << " of "
+            << numMicrobatches << " micro-batches";
       }
     return success(ok);
   }

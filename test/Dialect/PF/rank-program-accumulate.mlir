@@ -1,0 +1,63 @@
+// A stage's accumulate calls (the count-weighted sum of its gradients over
+// the micro-batches) run on one rank, once per micro-batch in micro-batch
+// order, each after that micro-batch's backward.
+// RUN: pf-opt %s -split-input-file --pf-verify-rank-programs -verify-diagnostics
+
+// Valid: backward, then its accumulate, in micro-batch order.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward microbatch(1)
+  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage accumulate @stage0_accumulate microbatch(0)
+  pf.run_stage accumulate @stage0_accumulate microbatch(1)
+}
+
+// -----
+
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate() attributes {pf.stage = 0 : i64}
+// The out-of-order call does not count: micro-batch 1 is never summed.
+// expected-error@+1 {{rank 0: stage 0 accumulates 1 of 2 micro-batches}}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward microbatch(1)
+  pf.run_stage backward @stage0_backward microbatch(1)
+  // expected-error@+1 {{rank 0, op 3: accumulate @stage0_accumulate of micro-batch 1 out of order: micro-batch 0 comes first (the sum runs in micro-batch order)}}
+  pf.run_stage accumulate @stage0_accumulate microbatch(1)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage accumulate @stage0_accumulate microbatch(0)
+}
+
+// -----
+
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate() attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward microbatch(1)
+  // expected-error@+1 {{rank 0, op 2: accumulate @stage0_accumulate of micro-batch 0 comes before that micro-batch's backward on this rank}}
+  pf.run_stage accumulate @stage0_accumulate microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage accumulate @stage0_accumulate microbatch(1)
+}
+
+// -----
+
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate() attributes {pf.stage = 0 : i64}
+// expected-error@+1 {{rank 0: stage 0 accumulates 1 of 2 micro-batches}}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward microbatch(1)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage accumulate @stage0_accumulate microbatch(0)
+}
