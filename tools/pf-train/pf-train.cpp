@@ -491,6 +491,14 @@ struct KfacWindowRule {
   bool refreshesPrevious(int64_t t) const { return t > warmup + steps && windowStep(t) == 0; }
 };
 
+/// --kfac-factor-every F: the factors are updated at every step of the
+/// refresh warm-up (early curvature changes fastest), then at its first step
+/// and every F-th after.
+bool updatesFactors(int64_t step) {
+  const int64_t warmup = training.precondition.refreshWarmup;
+  return step <= warmup || (step - warmup - 1) % training.kfacFactorEvery == 0;
+}
+
 /// What checkpoints record of K-FAC in the bubbles: the window's steps (both
 /// kinds of run) and, pipelined, where each inverse runs (rank, layer,
 /// window step, passes before it), so a resumed run places them the same.
@@ -1581,6 +1589,14 @@ int main(int argc, char **argv) {
                               "--kfac-refresh-warmup >= 1 (the warm-up steps invert every step; "
                               "got {1})",
                               training.kfacWindow, training.precondition.refreshWarmup));
+  if (training.kfacFactorEvery < 1 ||
+      (training.kfacFactorEvery > 1 && (!training.kfac || training.kfacWindow > 0)))
+    return fail(llvm::formatv("--kfac-factor-every {0}: needs >= 1 and, above 1, --kfac "
+                              "without --kfac-window (whose windows decide the factor steps)",
+                              training.kfacFactorEvery));
+  if (training.kfacFactorEvery > 1 && !pipelineSpec.empty())
+    return fail("--kfac-factor-every with --pipeline is not supported yet (Chimera's replicas "
+                "sum their factors every step)");
   if (evalEvery > 0) {
     if (evalSequences < batch || evalSequences + batch > corpus->rows)
       return fail(llvm::formatv("--eval-sequences {0} must hold at least one batch ({1}) and "
@@ -1696,6 +1712,8 @@ int main(int argc, char **argv) {
     if (window.steps > 0) {
       inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
       inputs["kfac_refresh"] = scalar<int64_t>(7, window.refreshesPrevious(step));
+    } else if (training.kfacFactorEvery > 1) {
+      inputs["kfac_curvature"] = scalar<int64_t>(7, updatesFactors(step));
     }
     if (auto err = model.run(inputs, outputs))
       return fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));

@@ -157,6 +157,8 @@ struct KFACPreconditionPass
       if (stageOf[index] >= 0)
         buildLayerPrecondition(symbols, gradientFunctions[stageOf[index]], layers[index],
                                index);
+    if (curvatureInput && !bubbles)
+      gateFactorUpdates(module);
     if (bubbles) {
       gateFactorUpdates(module);
       for (auto [index, layer] : llvm::enumerate(layers))
@@ -414,6 +416,8 @@ struct KFACPreconditionPass
     OpBuilder builder(ret);
     SmallVector<Value> results(ret.getOperands());
     Value issues;
+    if (curvatureInput && !bubbles)
+      gateFactorUpdates(module);
     if (bubbles) {
       // The arithmetic of the pipeline's bubbles: the previous window's
       // factors are inverted before this step's curvature updates them.

@@ -11,6 +11,7 @@
 // RUN: not pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="basis=eigen damping=0" 2>&1 | FileCheck %s --check-prefix=EIGEN-BAD
 // RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="damping-input=true kl-clip=0 graft=none" | FileCheck %s --check-prefix=DAMPING-INPUT
 // RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="damping-input=true basis=eigen damping=0 kl-clip=0 graft=none" --pf-lower-to-runtime | FileCheck %s --check-prefix=DAMPING-INPUT-LOWER
+// RUN: pf-opt %s -split-input-file --pf-insert-kfac --pf-build-gradients --pf-kfac-precondition="curvature-input=true kl-clip=0 graft=none" | FileCheck %s --check-prefix=CURVATURE-INPUT
 // Errors: kfac-precondition-errors.mlir.
 
 pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
@@ -104,6 +105,12 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 
 // The host's per-step λ (a damping schedule): an f64 argument kfac_damping
 // that the refresh (and the eigen preconditioning) read instead of the option.
+// curvature-input=true (pf-train --kfac-factor-every): every factor update
+// runs only when the kfac_curvature argument is non-zero.
+// CURVATURE-INPUT-LABEL: func.func @main(
+// CURVATURE-INPUT-SAME: %[[DUE:[a-z0-9_]+]]: tensor<i64> {pf.name = "kfac_curvature"})
+// CURVATURE-INPUT: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.A from %{{.*}} step %{{.*}} due(%[[DUE]] : tensor<i64>)
+// CURVATURE-INPUT: pf.kfac.update_factor @bert.encoder.layer.0.dense.weight.kfac.B from %{{.*}} step %{{.*}} due(%[[DUE]] : tensor<i64>)
 // DAMPING-INPUT-LABEL: func.func @main(
 // DAMPING-INPUT-SAME: %[[D:[a-z0-9_]+]]: tensor<f64> {pf.name = "kfac_damping"})
 // DAMPING-INPUT: pf.kfac.refresh_inverses({{.*}}) into ({{.*}}) step %{{.*}} damping(%[[D]] : tensor<f64>)

@@ -37,6 +37,9 @@ struct TrainingOptions {
   /// K-FAC with the arithmetic of the pipeline's bubbles (0: off): after the
   /// refresh warm-up, curvature every K steps and inverses one window late.
   int64_t kfacWindow = 0;
+  /// K-FAC factor updates every F steps after the refresh warm-up (1: every
+  /// step); the host feeds the step's `kfac_curvature` input.
+  int64_t kfacFactorEvery = 1;
   PFAddMaskedLMLossOptions loss;
   PFInsertKFACOptions insertKFAC;
   PFKFACPreconditionOptions precondition;
@@ -82,6 +85,9 @@ struct TrainingOptions {
                "K-FAC as in a pipeline's bubbles (0: off): after --kfac-refresh-warmup steps, "
                "factors every K steps and each window's inverses used in the next window "
                "(docs/pipeline-execution.md, \"K-FAC in the bubbles\")");
+    binder.opt("kfac-factor-every", kfacFactorEvery,
+               "Update the K-FAC factors every F steps after the refresh warm-up (every step "
+               "during it); the step then takes a kfac_curvature input (1: every step)");
     binder.opt("kfac-lr-scale", optimizer.kfacLRScale,
                "Learning rate of the K-FAC layers relative to lr");
     binder.opt("predictions", loss.predictions,

@@ -320,6 +320,10 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
            "Take λ from an f64 argument `kfac_damping` (added if missing) at every step "
            "instead of the `damping` option: the host's damping schedule (pf-train "
            "--kfac-damping-schedule) (default: false)">,
+    Option<"curvatureInput", "curvature-input", "bool", /*default=*/"false",
+           "The factor updates run only when the scalar graph input `kfac_curvature` "
+           "(added if missing) is non-zero: the host's factor-update interval (pf-train "
+           "--kfac-factor-every); bubbles=true implies it (default: false)">,
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
            "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...; with basis=eigen "

@@ -1,0 +1,62 @@
+"""pf-train --kfac-factor-every F: the K-FAC factors are updated at every
+step of the refresh warm-up, then at its first step and every F-th after
+(the step's `kfac_curvature` input, pf-kfac-precondition curvature-input);
+the preconditioning (and the inverse refresh) go on every step. Bad options
+are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipefisher.tools import run_tool
+
+from test_kfac_eigen import tiny  # noqa: F401 (a fixture)
+
+FACTOR = "param/bert.encoder.layer.0.attention.self.query.weight.kfac."
+WEIGHT = "param/bert.encoder.layer.0.attention.self.query.weight"
+
+
+def _train(tiny, steps, *args, check=True):
+    path = tiny / f"factor-every-{steps}-{'-'.join(map(str, args))}.npz"
+    proc = run_tool("pf-train", str(tiny / "m.onnx"), "--corpus", str(tiny / "corpus.npz"),
+                    "--batch", "8", "--log-every", "1", "--num-threads", "1", "--steps",
+                    str(steps), "--checkpoint", str(path), *map(str, args), check=check)
+    if not check:
+        return proc
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
+
+
+def test_factors_change_only_on_their_steps(tiny):
+    # Warm-up 1: factors at step 1, then steps 2, 5, 8, ... (F = 3).
+    args = ("--kfac", "--kfac-refresh-warmup", "1", "--kfac-factor-every", "3")
+    runs = {steps: _train(tiny, steps, *args) for steps in range(1, 6)}
+    for factor in ("A", "B"):
+        key = FACTOR + factor
+        assert not np.array_equal(runs[2][key], runs[1][key]), key
+        np.testing.assert_array_equal(runs[3][key], runs[2][key], err_msg=key)
+        np.testing.assert_array_equal(runs[4][key], runs[2][key], err_msg=key)
+        assert not np.array_equal(runs[5][key], runs[4][key]), key
+    # The weights move at every step.
+    for steps in range(2, 6):
+        assert not np.array_equal(runs[steps][WEIGHT], runs[steps - 1][WEIGHT]), steps
+    # Until step 2 the factors are every-step K-FAC's, bit for bit (the gate
+    # changes when, not how); from step 3 on they differ.
+    default = {steps: _train(tiny, steps, "--kfac", "--kfac-refresh-warmup", "1")
+               for steps in (2, 5)}
+    np.testing.assert_array_equal(runs[2][FACTOR + "A"], default[2][FACTOR + "A"])
+    assert not np.array_equal(runs[5][FACTOR + "A"], default[5][FACTOR + "A"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--kfac", "--kfac-factor-every", "0"), "--kfac-factor-every 0: needs >= 1"),
+    (("--kfac-factor-every", "2"), "above 1, --kfac without --kfac-window"),
+    (("--kfac", "--kfac-window", "2", "--kfac-factor-every", "2"),
+     "above 1, --kfac without --kfac-window"),
+    (("--kfac", "--kfac-factor-every", "2", "--pipeline", "microbatches=2"),
+     "--kfac-factor-every with --pipeline is not supported yet"),
+])
+def test_bad_factor_intervals_are_refused(tiny, args, message):
+    proc = _train(tiny, 2, *args, check=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
