@@ -201,31 +201,23 @@ struct TransferPattern : RankCallPattern<OpT> {
   }
 };
 
-struct AllReducePattern : RankCallPattern<AllReduceOp> {
-  using RankCallPattern::RankCallPattern;
-  LogicalResult lower(AllReduceOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
+/// pf.all_reduce and pf.broadcast: the value, (the root,) the member ranks
+/// and the type.
+template <typename OpT>
+struct MemberCollectivePattern : RankCallPattern<OpT> {
+  using RankCallPattern<OpT>::RankCallPattern;
+  LogicalResult lower(OpT op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
                       StringRef &callee) const override {
+    LoweringState &s = this->state;
     Location loc = op.getLoc();
-    args.push_back(state.constants.string(b, loc, op.getValue()));
-    args.push_back(state.i64(b, loc, int64_t(op.getRanks().size())));
-    args.push_back(state.constants.i64Array(b, loc, op.getRanks()));
-    llvm::append_range(args, state.type(b, loc, op.getType()));
-    callee = "pfrt_rank_all_reduce";
-    return success();
-  }
-};
-
-struct BroadcastPattern : RankCallPattern<BroadcastOp> {
-  using RankCallPattern::RankCallPattern;
-  LogicalResult lower(BroadcastOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
-                      StringRef &callee) const override {
-    Location loc = op.getLoc();
-    args.push_back(state.constants.string(b, loc, op.getValue()));
-    args.push_back(state.i64(b, loc, int64_t(op.getRoot())));
-    args.push_back(state.i64(b, loc, int64_t(op.getRanks().size())));
-    args.push_back(state.constants.i64Array(b, loc, op.getRanks()));
-    llvm::append_range(args, state.type(b, loc, op.getType()));
-    callee = "pfrt_rank_broadcast";
+    args.push_back(s.constants.string(b, loc, op.getValue()));
+    constexpr bool isBroadcast = std::is_same_v<OpT, BroadcastOp>;
+    if constexpr (isBroadcast)
+      args.push_back(s.i64(b, loc, int64_t(op.getRoot())));
+    args.push_back(s.i64(b, loc, int64_t(op.getRanks().size())));
+    args.push_back(s.constants.i64Array(b, loc, op.getRanks()));
+    llvm::append_range(args, s.type(b, loc, op.getType()));
+    callee = isBroadcast ? "pfrt_rank_broadcast" : "pfrt_rank_all_reduce";
     return success();
   }
 };
@@ -335,7 +327,8 @@ struct LowerRankProgramsPass
                         ClipGradientsOp, KfacKLClipOp, KfacPromoteInversesOp>();
     RewritePatternSet patterns(&getContext());
     patterns.add<RunStagePattern, TransferPattern<SendActOp>, TransferPattern<RecvActOp>,
-                 AllReducePattern, BroadcastPattern, OrderedCollectivePattern<ClipGradientsOp>,
+                 MemberCollectivePattern<AllReduceOp>, MemberCollectivePattern<BroadcastOp>,
+                 OrderedCollectivePattern<ClipGradientsOp>,
                  OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern>(&getContext(),
                                                                                  state);
     // The stage functions' pf ops are neither legal nor illegal: left as

@@ -352,74 +352,74 @@ private:
     return success();
   }
 
-  /// Every member of an all_reduce runs one of the same value, ranks and type.
-  LogicalResult checkAllReduces() {
+  /// Whether `member`'s program has an op like `op`.
+  template <typename OpT>
+  bool hasCounterpart(int64_t member, OpT op) {
+    return llvm::any_of(programs[member].ops, [&](Operation *other) {
+      auto peer = dyn_cast<OpT>(other);
+      if (!peer || peer.getValue() != op.getValue() || peer.getRanks() != op.getRanks() ||
+          peer.getType() != op.getType())
+        return false;
+      if constexpr (std::is_same_v<OpT, BroadcastOp>)
+        return peer.getRoot() == op.getRoot();
+      return true;
+    });
+  }
+
+  /// Each member of a collective over some ranks has the same op (value,
+  /// ranks, type and, for a broadcast, root); `visit` checks more per op.
+  template <typename OpT>
+  LogicalResult checkMembers(StringRef what, function_ref<bool(OpT, Position)> visit) {
     bool ok = true;
     for (auto [rank, program] : llvm::enumerate(programs))
       for (auto [index, op] : llvm::enumerate(program.ops)) {
-        auto reduce = dyn_cast<AllReduceOp>(op);
-        if (!reduce)
+        auto collective = dyn_cast<OpT>(op);
+        if (!collective)
           continue;
-        for (int64_t member : reduce.getRanks()) {
-          bool matched = llvm::any_of(programs[member].ops, [&](Operation *other) {
-            auto peer = dyn_cast<AllReduceOp>(other);
-            return peer && peer.getValue() == reduce.getValue() &&
-                   peer.getRanks() == reduce.getRanks() && peer.getType() == reduce.getType();
-          });
-          if (matched)
-            continue;
-          ok = false;
-          error({int64_t(rank), index}) << describe(reduce) << " : " << reduce.getType()
-                                        << " has no counterpart of the same ranks and type on rank "
-                                        << member;
-        }
+        Position at{int64_t(rank), index};
+        for (int64_t member : collective.getRanks())
+          if (!hasCounterpart(member, collective)) {
+            ok = false;
+            error(at) << describe(collective) << " : " << collective.getType()
+                      << " has no counterpart of the same " << what << " on rank " << member;
+          }
+        ok &= visit(collective, at);
       }
     return success(ok);
+  }
+
+  /// Every member of an all_reduce runs one of the same value, ranks and type.
+  LogicalResult checkAllReduces() {
+    return checkMembers<AllReduceOp>("ranks and type", [](AllReduceOp, Position) { return true; });
   }
 
   /// Every member of a broadcast runs one of the same value, root, ranks and
   /// type; the root computes the value before it (a step-end call returning
   /// it) and the others do not (they take the root's).
   LogicalResult checkBroadcasts() {
-    bool ok = true;
-    for (auto [rank, program] : llvm::enumerate(programs))
-      for (auto [index, op] : llvm::enumerate(program.ops)) {
-        auto broadcast = dyn_cast<BroadcastOp>(op);
-        if (!broadcast)
-          continue;
-        Position at{int64_t(rank), index};
-        for (int64_t member : broadcast.getRanks()) {
-          bool matched = llvm::any_of(programs[member].ops, [&](Operation *other) {
-            auto peer = dyn_cast<BroadcastOp>(other);
-            return peer && peer.getValue() == broadcast.getValue() &&
-                   peer.getRoot() == broadcast.getRoot() &&
-                   peer.getRanks() == broadcast.getRanks() &&
-                   peer.getType() == broadcast.getType();
-          });
-          if (matched)
-            continue;
-          ok = false;
-          error(at) << describe(broadcast) << " : " << broadcast.getType()
-                    << " has no counterpart of the same root, ranks and type on rank "
-                    << member;
-        }
-        std::optional<size_t> computedAt;
-        for (size_t i = 0; i < index && !computedAt; ++i)
-          if (auto run = dyn_cast<RunStageOp>(program.ops[i]);
-              run && !run.getMicrobatch() && returns(run, broadcast.getValue()))
-            computedAt = i;
-        bool isRoot = int64_t(broadcast.getRoot()) == at.rank;
-        if (isRoot && !computedAt) {
-          ok = false;
-          error(at) << describe(broadcast)
-                    << ": no step-end call on the root computes it before the broadcast";
-        } else if (!isRoot && computedAt) {
-          ok = false;
-          error(at) << describe(broadcast) << ": this rank computes it too (op " << *computedAt
-                    << "), but takes the root's";
-        }
-      }
-    return success(ok);
+    return checkMembers<BroadcastOp>(
+        "root, ranks and type",
+        [&](BroadcastOp broadcast, Position at) { return checkBroadcastSource(broadcast, at); });
+  }
+
+  bool checkBroadcastSource(BroadcastOp broadcast, Position at) {
+    std::optional<size_t> computedAt;
+    for (size_t i = 0; i < at.index && !computedAt; ++i)
+      if (auto run = dyn_cast<RunStageOp>(programs[at.rank].ops[i]);
+          run && !run.getMicrobatch() && returns(run, broadcast.getValue()))
+        computedAt = i;
+    bool isRoot = int64_t(broadcast.getRoot()) == at.rank;
+    if (isRoot && !computedAt) {
+      error(at) << describe(broadcast)
+                << ": no step-end call on the root computes it before the broadcast";
+      return false;
+    }
+    if (!isRoot && computedAt) {
+      error(at) << describe(broadcast) << ": this rank computes it too (op " << *computedAt
+                << "), but takes the root's";
+      return false;
+    }
+    return true;
   }
 
   /// A stage's accumulate calls (pf-build-rank-programs' count-weighted sum
