@@ -1,8 +1,9 @@
 """pf-train --kfac-factor-every F: the K-FAC factors are updated at every
 step of the refresh warm-up, then at its first step and every F-th after
 (the step's `kfac_curvature` input, pf-kfac-precondition curvature-input);
-the preconditioning (and the inverse refresh) go on every step. Bad options
-are refused."""
+the preconditioning (and the inverse refresh) go on every step. A pipeline
+(1F1B, D = 2) with it is bitwise equal to single-process training with it.
+Bad options are refused."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 from pipefisher.tools import run_tool
 
 from test_kfac_eigen import tiny  # noqa: F401 (a fixture)
+from test_pipeline_training import (MPIRUN, _assert_same_checkpoint, _load, _losses,  # noqa: F401
+                                    _pipeline, _single, setup)
 
 FACTOR = "param/bert.encoder.layer.0.attention.self.query.weight.kfac."
 WEIGHT = "param/bert.encoder.layer.0.attention.self.query.weight"
@@ -54,9 +57,23 @@ def test_factors_change_only_on_their_steps(tiny):
     (("--kfac-factor-every", "2"), "above 1, --kfac without --kfac-window"),
     (("--kfac", "--kfac-window", "2", "--kfac-factor-every", "2"),
      "above 1, --kfac without --kfac-window"),
-    (("--kfac", "--kfac-factor-every", "2", "--pipeline", "microbatches=2"),
-     "--kfac-factor-every with --pipeline is not supported yet"),
+    (("--kfac", "--kfac-factor-every", "2", "--pipeline", "schedule=chimera microbatches=2"),
+     "--kfac-factor-every with the chimera schedule is not supported yet"),
+    (("--kfac", "--kfac-refresh-warmup", "1", "--kfac-factor-every", "2", "--pipeline",
+      "microbatches=2 kfac=bubbles"), "the windows decide the factor steps"),
 ])
 def test_bad_factor_intervals_are_refused(tiny, args, message):
     proc = _train(tiny, 2, *args, check=False)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
+def test_pipeline_with_a_factor_interval_equals_single_process(setup, tmp_path):
+    args = ("--kfac", "--kfac-refresh-warmup", "1", "--kfac-factor-every", "2", "--steps", "6",
+            "--log-every", "1", "--micro-batches", "4")
+    single, piped = tmp_path / "single.npz", tmp_path / "pipeline.npz"
+    want = _single(setup, "tiny", *args, "--checkpoint", single, timeout=120)
+    got = _pipeline(setup, 2, "tiny", "stages=2 schedule=1f1b microbatches=4", *args,
+                    "--checkpoint", piped, timeout=180)
+    assert _losses(got.stdout) == _losses(want.stdout)
+    _assert_same_checkpoint(_load(piped), _load(single))

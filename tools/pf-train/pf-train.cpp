@@ -1163,6 +1163,12 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
                               training.microbatches, pipeline.microbatches));
   if (auto err = prepareDampingSchedule(pipeline.kfac == mlir::pf::KfacWork::Bubbles))
     return fail(llvm::toString(std::move(err)));
+  if (training.kfacFactorEvery > 1 && pipeline.kfac == mlir::pf::KfacWork::Bubbles)
+    return fail("--kfac-factor-every with --pipeline \"kfac=bubbles\": the windows decide the "
+                "factor steps (refresh=K)");
+  if (training.kfacFactorEvery > 1 && pipeline.schedule == ScheduleKind::Chimera)
+    return fail("--kfac-factor-every with the chimera schedule is not supported yet (its "
+                "replicas sum their factor copies at every step)");
   if (pipeline.kfac == mlir::pf::KfacWork::Bubbles) {
     if (!training.kfac)
       return fail("--pipeline \"kfac=bubbles\" places K-FAC work: it needs --kfac");
@@ -1448,6 +1454,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     inputs["step"] = scalar<int64_t>(7, step);
     if (bubbles)
       inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
+    else if (training.kfacFactorEvery > 1)
+      inputs["kfac_curvature"] = scalar<int64_t>(7, updatesFactors(step));
     std::map<std::string, drv::NpyArray> outputs;
     if (auto err = runner.runStep(inputs, outputs, step))
       return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
@@ -1594,9 +1602,6 @@ int main(int argc, char **argv) {
     return fail(llvm::formatv("--kfac-factor-every {0}: needs >= 1 and, above 1, --kfac "
                               "without --kfac-window (whose windows decide the factor steps)",
                               training.kfacFactorEvery));
-  if (training.kfacFactorEvery > 1 && !pipelineSpec.empty())
-    return fail("--kfac-factor-every with --pipeline is not supported yet (Chimera's replicas "
-                "sum their factors every step)");
   if (evalEvery > 0) {
     if (evalSequences < batch || evalSequences + batch > corpus->rows)
       return fail(llvm::formatv("--eval-sequences {0} must hold at least one batch ({1}) and "

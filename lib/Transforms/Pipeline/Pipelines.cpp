@@ -49,6 +49,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   if (training.kfac) {
     PFKFACPreconditionOptions precondition = preconditionOptions(training);
     precondition.bubbles = pipeline.kfac == KfacWork::Bubbles;
+    precondition.curvatureInput = training.kfacFactorEvery != 1;
     pm.addPass(createPFKFACPrecondition(precondition));
     // In the bubbles: the factor updates become calls the programs place.
     if (precondition.bubbles)
