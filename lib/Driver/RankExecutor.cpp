@@ -253,9 +253,9 @@ public:
   /// Runs the step's lowered program (each op calls back into the services
   /// below), then completes the transfers and combines the micro-batches.
   llvm::Error run() {
-    if (auto err = r.startReplicaFactors(graph))
-      return err;
     mlir::Operation *programOp = r.programForStep(stepIndex);
+    if (auto err = r.startReplicaFactors(graph, programOp))
+      return err;
     findLastReaders(cast<pf::RankProgramOp>(programOp));
     auto function = r.loweredPrograms.find(programOp);
     if (function == r.loweredPrograms.end())
@@ -1539,7 +1539,7 @@ llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
   return llvm::Error::success();
 }
 
-llvm::Error RankRunner::startReplicaFactors(const Values &graph) {
+llvm::Error RankRunner::startReplicaFactors(const Values &graph, Operation *program) {
   if (replicaFactors.empty())
     return llvm::Error::success();
   auto stepInput = graph.find("step");
@@ -1554,11 +1554,22 @@ llvm::Error RankRunner::startReplicaFactors(const Values &graph) {
       input != graph.end() && input->second.dtype == PFRT_I64 &&
       input->second.numElements() == 1)
     std::memcpy(&curvature, input->second.data.data(), sizeof(curvature));
+  std::set<std::string> summed; // the factors this step's program all-reduces
+  for (auto reduce : cast<pf::RankProgramOp>(program).getBody().front().getOps<pf::AllReduceOp>())
+    summed.insert(reduce.getValue().str());
   for (const ReplicaFactor &factor : replicaFactors) {
-    // The lowering's rule (isDueStep): due when (step - 1) mod every is 0.
-    if (factor.hostDecided ? curvature == 0 : (step - 1) % factor.every != 0)
-      continue;
     const CompiledModel::Parameter *param = compiledProgram->parameter(factor.name);
+    if (factor.hostDecided && curvature == 0) {
+      if (!summed.count(factor.name))
+        continue;
+      if (param->dtype != PFRT_F32)
+        return error("the K-FAC factor '" + factor.name + "' is not f32");
+      std::fill_n(static_cast<float *>(param->data), param->bytes / sizeof(float), -0.0f);
+      continue;
+    }
+    // The lowering's rule (isDueStep): due when (step - 1) mod every is 0.
+    if (!factor.hostDecided && (step - 1) % factor.every != 0)
+      continue;
     std::memset(param->data, 0, size_t(param->bytes));
   }
   return llvm::Error::success();

@@ -1166,9 +1166,6 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   if (training.kfacFactorEvery > 1 && pipeline.kfac == mlir::pf::KfacWork::Bubbles)
     return fail("--kfac-factor-every with --pipeline \"kfac=bubbles\": the windows decide the "
                 "factor steps (refresh=K)");
-  if (training.kfacFactorEvery > 1 && pipeline.schedule == ScheduleKind::Chimera)
-    return fail("--kfac-factor-every with the chimera schedule is not supported yet (its "
-                "replicas sum their factor copies at every step)");
   if (pipeline.kfac == mlir::pf::KfacWork::Bubbles) {
     if (!training.kfac)
       return fail("--pipeline \"kfac=bubbles\" places K-FAC work: it needs --kfac");

@@ -142,7 +142,10 @@ private:
   /// Chimera with K-FAC: the factors this rank's replica updates without
   /// micro-batch 0's call. Their copies start each due step from zero, so
   /// that the all_reduce of the step end adds only this replica's curvature
-  /// to the other's (which decays the previous factor).
+  /// to the other's (which decays the previous factor). At a step whose
+  /// kfac_curvature is 0 (--kfac-factor-every) neither updates; if the
+  /// step's program still sums the copies, this one holds -0.0 (the
+  /// identity), so the sum is the other's factor bit for bit.
   struct ReplicaFactor {
     std::string name;
     int64_t every = 1;
@@ -157,7 +160,7 @@ private:
   /// -0.0 (the identity), so every member ends with the computing rank's.
   std::set<std::string> ownedPending;
   llvm::Error findReplicaFactors(mlir::ModuleOp module);
-  llvm::Error startReplicaFactors(const Values &graph);
+  llvm::Error startReplicaFactors(const Values &graph, mlir::Operation *program);
   llvm::Error promoteInverses();
   llvm::Error runInverse(const std::string &function, const Values &graph, bool reports = true);
   llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members);
