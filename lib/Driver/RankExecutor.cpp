@@ -83,12 +83,6 @@ NpyArray zeros(int32_t dtype, std::vector<int64_t> shape) {
   return a;
 }
 
-NpyArray scalarI64(int64_t value) {
-  NpyArray a = zeros(PFRT_I64, {});
-  std::memcpy(a.data.data(), &value, sizeof value);
-  return a;
-}
-
 } // namespace
 
 /// What a lowered rank program (pf-lower-rank-programs) calls through
@@ -571,14 +565,14 @@ private:
       } else if (n.starts_with("grad_sum/")) {
         auto it = sums.find(spec.name);
         args[spec.name] = it != sums.end() ? std::move(it->second) : zeros(spec.dtype, spec.shape);
-      } else if (n == "loss_count") {
+      } else if (n == kLossCountInput) {
         args[spec.name] = scalarI64(tokenCounts.empty() ? 1 : tokenCounts[size_t(m)]);
-      } else if (n == "loss_total") {
+      } else if (n == kLossTotalInput) {
         int64_t total = 0;
         for (int64_t c : tokenCounts)
           total += c;
         args[spec.name] = scalarI64(total == 0 ? 1 : total);
-      } else if (n == "microbatch") {
+      } else if (n == kMicrobatchInput) {
         args[spec.name] = scalarI64(m);
       } else {
         return error("unexpected input '" + spec.name + "' of " + function);
@@ -915,7 +909,7 @@ private:
     return llvm::Error::success();
   }
 
-  /// The messages of exchangeCombined, tagged just below pfrt_comm_max_tag
+  /// The messages of exchangeCombined and broadcastValue, tagged just below pfrt_comm_max_tag
   /// (the output gather's tag), above every program tag.
   enum class Exchange : int32_t { RowCounts = 1, RowIndices, Rows, Combined, Broadcast };
 
@@ -1198,8 +1192,10 @@ private:
         if (it->second != M)
           return error(llvm::formatv("'{0}' was accumulated over {1} of {2} micro-batches",
                                      name, it->second, M));
-        std::string sum = "grad_sum/" + name.substr(std::string("grad/").size());
-        combined[name] = std::move(sums.at(sum));
+        auto sum = sums.find("grad_sum/" + name.substr(std::string("grad/").size()));
+        if (sum == sums.end())
+          return error("no accumulate call returned the sum of '" + name + "'");
+        combined[name] = std::move(sum->second);
         continue;
       }
       for (int64_t m = 0; m < M; ++m)

@@ -93,8 +93,7 @@ bool mlir::pf::driver::isStageValue(StringRef name) {
          name.starts_with("kfac_in/");
 }
 
-/// A 0-d int64 array.
-static NpyArray scalarI64(int64_t value) {
+NpyArray mlir::pf::driver::scalarI64(int64_t value) {
   NpyArray a;
   a.dtype = PFRT_I64;
   a.data.resize(sizeof(int64_t));

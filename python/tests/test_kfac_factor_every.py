@@ -67,28 +67,31 @@ def test_bad_factor_intervals_are_refused(tiny, args, message):
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
 
 
-@pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
-def test_pipeline_with_a_factor_interval_equals_single_process(setup, tmp_path):
+def _single_and_pipeline(setup, tmp_path, schedule):
+    """6 steps with F = 2, single-process and on a D = 2 pipeline: (losses,
+    checkpoint) of each."""
     args = ("--kfac", "--kfac-refresh-warmup", "1", "--kfac-factor-every", "2", "--steps", "6",
             "--log-every", "1", "--micro-batches", "4")
-    single, piped = tmp_path / "single.npz", tmp_path / "pipeline.npz"
+    single, piped = tmp_path / "single.npz", tmp_path / f"{schedule}.npz"
     want = _single(setup, "tiny", *args, "--checkpoint", single, timeout=120)
-    got = _pipeline(setup, 2, "tiny", "stages=2 schedule=1f1b microbatches=4", *args,
+    got = _pipeline(setup, 2, "tiny", f"stages=2 schedule={schedule} microbatches=4", *args,
                     "--checkpoint", piped, timeout=180)
-    assert _losses(got.stdout) == _losses(want.stdout)
-    _assert_same_checkpoint(_load(piped), _load(single))
+    return (_losses(want.stdout), _load(single)), (_losses(got.stdout), _load(piped))
+
+
+@pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
+def test_pipeline_with_a_factor_interval_equals_single_process(setup, tmp_path):
+    (want_losses, want_state), (got_losses, got_state) = _single_and_pipeline(
+        setup, tmp_path, "1f1b")
+    assert got_losses == want_losses
+    _assert_same_checkpoint(got_state, want_state)
 
 
 @pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 def test_chimera_with_a_factor_interval_equals_single_process_within_rounding(setup, tmp_path):
-    args = ("--kfac", "--kfac-refresh-warmup", "1", "--kfac-factor-every", "2", "--steps", "6",
-            "--log-every", "1", "--micro-batches", "4")
-    single, piped = tmp_path / "single.npz", tmp_path / "chimera.npz"
-    want = _single(setup, "tiny", *args, "--checkpoint", single, timeout=120)
-    got = _pipeline(setup, 2, "tiny", "stages=2 schedule=chimera microbatches=4", *args,
-                    "--checkpoint", piped, timeout=180)
-    assert _losses(got.stdout) == _losses(want.stdout)
-    want_state, got_state = _load(single), _load(piped)
+    (want_losses, want_state), (got_losses, got_state) = _single_and_pipeline(
+        setup, tmp_path, "chimera")
+    assert got_losses == want_losses
     assert sorted(got_state) == sorted(want_state)
     compared = 0
     for key, value in want_state.items():

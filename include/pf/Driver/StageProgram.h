@@ -52,6 +52,11 @@ bool isStageValue(llvm::StringRef name);
 /// count (its labels other than the ignore index), both i64, made by the host.
 inline constexpr const char *kMicrobatchInput = "microbatch";
 inline constexpr const char *kLossCountInput = "loss_count";
+/// pf-build-rank-programs' `stage<s>_accumulate` also takes Σ c_m (1 when 0).
+inline constexpr const char *kLossTotalInput = "loss_total";
+
+/// A 0-d int64 array.
+NpyArray scalarI64(int64_t value);
 
 /// The inputs `function` of `program` takes: stage values from `handed`,
 /// graph inputs from `graph` sliced to rows [m·r, (m+1)·r) of dimension 0
