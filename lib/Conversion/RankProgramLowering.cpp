@@ -201,8 +201,8 @@ struct TransferPattern : RankCallPattern<OpT> {
   }
 };
 
-/// pf.all_reduce and pf.broadcast: the value, (the root,) the member ranks
-/// and the type.
+/// pf.all_reduce, pf.broadcast and pf.reduce_microbatch: the value, (the
+/// micro-batch,) (the root,) the member ranks and the type.
 template <typename OpT>
 struct MemberCollectivePattern : RankCallPattern<OpT> {
   using RankCallPattern<OpT>::RankCallPattern;
@@ -212,12 +212,17 @@ struct MemberCollectivePattern : RankCallPattern<OpT> {
     Location loc = op.getLoc();
     args.push_back(s.constants.string(b, loc, op.getValue()));
     constexpr bool isBroadcast = std::is_same_v<OpT, BroadcastOp>;
-    if constexpr (isBroadcast)
+    constexpr bool isReduce = std::is_same_v<OpT, ReduceMicrobatchOp>;
+    if constexpr (isReduce)
+      args.push_back(s.i64(b, loc, int64_t(op.getMicrobatch())));
+    if constexpr (isBroadcast || isReduce)
       args.push_back(s.i64(b, loc, int64_t(op.getRoot())));
     args.push_back(s.i64(b, loc, int64_t(op.getRanks().size())));
     args.push_back(s.constants.i64Array(b, loc, op.getRanks()));
     llvm::append_range(args, s.type(b, loc, op.getType()));
-    callee = isBroadcast ? "pfrt_rank_broadcast" : "pfrt_rank_all_reduce";
+    callee = isReduce      ? "pfrt_rank_reduce"
+             : isBroadcast ? "pfrt_rank_broadcast"
+                           : "pfrt_rank_all_reduce";
     return success();
   }
 };
@@ -324,13 +329,13 @@ struct LowerRankProgramsPass
     ConversionTarget target(getContext());
     target.addLegalDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect>();
     target.addIllegalOp<RunStageOp, SendActOp, RecvActOp, AllReduceOp, BroadcastOp,
-                        ClipGradientsOp, KfacKLClipOp, KfacPromoteInversesOp>();
+                        ReduceMicrobatchOp, ClipGradientsOp, KfacKLClipOp, KfacPromoteInversesOp>();
     RewritePatternSet patterns(&getContext());
-    patterns.add<RunStagePattern, TransferPattern<SendActOp>, TransferPattern<RecvActOp>,
-                 MemberCollectivePattern<AllReduceOp>, MemberCollectivePattern<BroadcastOp>,
-                 OrderedCollectivePattern<ClipGradientsOp>,
-                 OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern>(&getContext(),
-                                                                                 state);
+    patterns
+        .add<RunStagePattern, TransferPattern<SendActOp>, TransferPattern<RecvActOp>,
+             MemberCollectivePattern<AllReduceOp>, MemberCollectivePattern<BroadcastOp>,
+             MemberCollectivePattern<ReduceMicrobatchOp>, OrderedCollectivePattern<ClipGradientsOp>,
+             OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern>(&getContext(), state);
     // The stage functions' pf ops are neither legal nor illegal: left as
     // they are (pf-lower-to-runtime lowers each of them).
     if (failed(applyPartialConversion(module, target, std::move(patterns))))

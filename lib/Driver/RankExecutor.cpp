@@ -18,9 +18,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::pf::driver;
@@ -97,6 +98,8 @@ struct pfrt_rank_host {
                             ValueType type) = 0;
   virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
                             std::vector<int64_t> ranks, ValueType type) = 0;
+  virtual int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
+                         std::vector<int64_t> ranks, ValueType type) = 0;
   virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) = 0;
   virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
@@ -129,6 +132,12 @@ int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op, const char *value,
                             const int64_t *shape) {
   return host->broadcast(op, value, root, std::vector<int64_t>(ranks, ranks + count),
                          valueType(dtype, rank, shape));
+}
+int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value, int64_t microbatch,
+                         int64_t root, int64_t count, const int64_t *ranks, int32_t dtype,
+                         int64_t rank, const int64_t *shape) {
+  return host->reduce(op, value, microbatch, root, std::vector<int64_t>(ranks, ranks + count),
+                      valueType(dtype, rank, shape));
 }
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op, double max_norm,
                                  int64_t count, const char *order) {
@@ -295,6 +304,11 @@ public:
     return execute(op, "pf.broadcast", std::nullopt, std::nullopt,
                    [&] { return broadcastValue(value, root, ranks, type); });
   }
+  int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
+                 std::vector<int64_t> ranks, ValueType type) override {
+    return execute(op, "pf.reduce_microbatch", std::nullopt, std::nullopt,
+                   [&] { return reduceValue(value, microbatch, root, ranks, type); });
+  }
   int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) override {
     return execute(op, "pf.clip_gradients", std::nullopt, std::nullopt,
                    [&] { return clipGradients(maxNorm, order); });
@@ -413,8 +427,18 @@ private:
     pendingSends.clear();
     if (status != PFRT_OK)
       return commError("completing the step's sends");
+    for (auto &[group, request, buffer] : pendingGroupSends)
+      if (pfrt_comm_wait(r.ctx, group, request) != PFRT_OK)
+        status = PFRT_INTERNAL;
+    pendingGroupSends.clear();
+    if (status != PFRT_OK)
+      return commError("completing the step's reduce messages");
     return llvm::Error::success();
   }
+
+  /// Posted sends on a member group (pf.reduce_microbatch's rows), with the
+  /// buffers they read until the step ends.
+  std::vector<std::tuple<pfrt_comm *, int64_t, NpyArray>> pendingGroupSends;
 
   /// c_m of each micro-batch (M > 1), once counted.
   std::vector<int64_t> tokenCounts;
@@ -431,13 +455,18 @@ private:
   /// A value is dropped after its last reader.
   void findLastReaders(pf::RankProgramOp rankProgram) {
     lastReader = lastReaders(rankProgram, program);
+    std::set<std::string> reducedValues;
+    for (auto reduce : rankProgram.getBody().front().getOps<pf::ReduceMicrobatchOp>())
+      reducedValues.insert(reduce.getValue().str());
     for (auto broadcast : rankProgram.getBody().front().getOps<pf::BroadcastOp>())
-      if (int64_t(broadcast.getRoot()) == r.rankIndex)
+      if (int64_t(broadcast.getRoot()) == r.rankIndex &&
+          !reducedValues.count(broadcast.getValue().str()))
         broadcastHere.insert(broadcast.getValue().str());
   }
 
   /// The values this rank's program broadcasts to the other replica (the
-  /// layers whose preconditioning it owns).
+  /// layers whose preconditioning it owns; not the tied gradients handed back
+  /// after a pf.reduce_microbatch).
   std::set<std::string> broadcastHere;
 
   /// Updates the runner's measured activation peak with what the step holds
@@ -456,6 +485,15 @@ private:
       bytes += int64_t(buffer.data.size());
     r.activationPeak.bytes = std::max(r.activationPeak.bytes, bytes);
     r.activationPeak.slots = std::max(r.activationPeak.slots, slots);
+    int64_t gradientBytes = 0;
+    for (const auto &[name, pieces] : gradients)
+      for (const NpyArray &piece : pieces)
+        gradientBytes += int64_t(piece.data.size());
+    for (const auto &[name, sum] : sums)
+      gradientBytes += int64_t(sum.data.size());
+    for (const auto &[group, request, buffer] : pendingGroupSends)
+      gradientBytes += int64_t(buffer.data.size());
+    r.gradientPeakBytes = std::max(r.gradientPeakBytes, gradientBytes);
   }
 
   llvm::Error commError(const llvm::Twine &what) {
@@ -837,14 +875,23 @@ private:
   /// others' bit for bit; a receiver keeps its own (the clipped gradient) for
   /// the KL-clip's ⟨update, gradient⟩. Point to point from the root on the
   /// members' group, in program order (every member runs the same sequence).
+  ///
+  /// A gradient summed by pf.reduce_microbatch: the root's accumulated gradient of the
+  /// step becomes every member's (the others handed their pieces over and
+  /// hold none); the lowest member reports it, as after an all_reduce.
   llvm::Error broadcastValue(const std::string &name, int64_t root,
                              const std::vector<int64_t> &members, const ValueType &type) {
     if (auto err = combine())
       return err;
+    const bool wasReduced = reduced.count(name) > 0;
+    if (wasReduced && r.rankIndex != *llvm::min_element(members))
+      notReported.insert(name);
     auto own = combined.find(name);
-    if (own == combined.end())
+    if (wasReduced && root != r.rankIndex && own == combined.end())
+      own = combined.emplace(name, NpyArray{}).first;
+    else if (own == combined.end())
       return error("'" + name + "' is not a gradient of this rank's step");
-    if (auto err = checkType(own->second, type, name))
+    else if (auto err = checkType(own->second, type, name))
       return err;
     auto group = groupOf(members);
     if (!group)
@@ -870,8 +917,102 @@ private:
       return t.takeError();
     if (pfrt_comm_recv(r.ctx, *group, &*t, groupRank(root), tag) != PFRT_OK)
       return commError(llvm::formatv("receiving '{0}' from rank {1}", name, root));
-    rawGradients[name] = std::move(own->second);
+    if (!wasReduced)
+      rawGradients[name] = std::move(own->second);
     own->second = std::move(received);
+    return llvm::Error::success();
+  }
+
+  /// Gradients summed by pf.reduce_microbatch this step (on every member), and those
+  /// this rank handed over (a member other than the root: its pieces are
+  /// gone, the step's gradient comes back by pf.broadcast).
+  std::set<std::string> reduced, handedOver;
+
+  /// Micro-batch m's piece of a gradient summed on the root. The other
+  /// member sends the rows that are not all zero bits (the first stage's
+  /// embedding gather returns +0.0 outside the micro-batch's tokens) and
+  /// frees its piece; the root adds them to its own piece — every element
+  /// a_m + b_m, +0.0 added where no row came, exactly the dense sum (IEEE
+  /// addition is commutative) —, which its accumulate call then weights as
+  /// one process weights the micro-batch's a_m + b_m.
+  llvm::Error reduceValue(const std::string &name, int64_t m, int64_t root,
+                          const std::vector<int64_t> &members, const ValueType &type) {
+    if (isCombined)
+      return error("'" + name + "' is reduced after the gradients were combined");
+    if (m < 0 || m >= M)
+      return error(llvm::formatv("micro-batch {0} of '{1}' is not in [0, {2})", m, name, M));
+    auto it = gradients.find(name);
+    if (it == gradients.end() || it->second[m].data.empty())
+      return error(
+          llvm::formatv("no backward on this rank returned '{0}' of micro-batch {1}", name, m));
+    NpyArray &piece = it->second[m];
+    if (auto err = checkType(piece, type, name))
+      return err;
+    if (piece.dtype != PFRT_F32 && piece.dtype != PFRT_F64)
+      return error(llvm::formatv("'{0}' has an element type the runtime cannot sum", name));
+    auto group = groupOf(members);
+    if (!group)
+      return group.takeError();
+    if (pfrt_comm_size(*group) != 2)
+      return error(llvm::formatv("the reduce of '{0}' needs two members", name));
+    reduced.insert(name);
+    const int64_t rows = rowCount(piece);
+    const int64_t rowBytes = rows == 0 ? 0 : int64_t(piece.data.size()) / rows;
+    // The header: the micro-batch (the root checks it is the one it takes)
+    // and the number of rows.
+    NpyArray count = zeros(PFRT_I64, {2});
+    int64_t *header = reinterpret_cast<int64_t *>(count.data.data());
+    int64_t &sent = header[1];
+    if (root != r.rankIndex) {
+      header[0] = m;
+      // Posted, not waited for: the root takes them where its schedule is
+      // past this pass (it may be busy with its next passes now).
+      NonZeroRows sparse = nonZeroRows(piece);
+      const int64_t rowsSent = int64_t(sparse.indices.size());
+      sent = rowsSent;
+      if (auto err = post(*group, std::move(count), Exchange::RowCounts, name))
+        return err;
+      if (rowsSent > 0) {
+        NpyArray indexArray = zeros(PFRT_I64, {rowsSent});
+        std::memcpy(indexArray.data.data(), sparse.indices.data(),
+                    size_t(rowsSent) * sizeof(int64_t));
+        NpyArray rowArray;
+        rowArray.dtype = piece.dtype;
+        rowArray.shape = {int64_t(sparse.data.size()) / dtypeBytes(piece.dtype)};
+        rowArray.data = std::move(sparse.data);
+        if (auto err = post(*group, std::move(indexArray), Exchange::RowIndices, name))
+          return err;
+        if (auto err = post(*group, std::move(rowArray), Exchange::Rows, name))
+          return err;
+      }
+      piece = NpyArray{};
+      handedOver.insert(name);
+      return llvm::Error::success();
+    }
+    if (auto err = transfer(*group, count, Exchange::RowCounts, false, name))
+      return err;
+    if (header[0] != m)
+      return error(llvm::formatv("the other member sends micro-batch {0} of '{1}' where this "
+                                 "rank takes micro-batch {2}",
+                                 header[0], name, m));
+    if (sent < 0 || sent > rows)
+      return error(llvm::formatv("the other member sends {0} rows of '{1}' (of {2}) for "
+                                 "micro-batch {3}",
+                                 sent, name, rows, m));
+    if (sent == 0)
+      return llvm::Error::success(); // x + +0.0 = x: the root's piece is the sum
+    NpyArray indexArray = zeros(PFRT_I64, {sent});
+    NpyArray rowArray = zeros(piece.dtype, {sent * rowBytes / dtypeBytes(piece.dtype)});
+    if (auto err = transfer(*group, indexArray, Exchange::RowIndices, false, name))
+      return err;
+    if (auto err = transfer(*group, rowArray, Exchange::Rows, false, name))
+      return err;
+    if (auto err = addRows(
+            piece,
+            llvm::ArrayRef(reinterpret_cast<const int64_t *>(indexArray.data.data()), size_t(sent)),
+            llvm::ArrayRef(rowArray.data.data(), rowArray.data.size())))
+      return error("'" + name + "' of micro-batch " + std::to_string(m) + ": " +
+                   llvm::toString(std::move(err)));
     return llvm::Error::success();
   }
 
@@ -909,9 +1050,25 @@ private:
     return llvm::Error::success();
   }
 
-  /// The messages of exchangeCombined and broadcastValue, tagged just below pfrt_comm_max_tag
-  /// (the output gather's tag), above every program tag.
+  /// The messages of exchangeCombined, reduceValue and broadcastValue, tagged
+  /// just below pfrt_comm_max_tag (the output gather's tag), above every
+  /// program tag.
   enum class Exchange : int32_t { RowCounts = 1, RowIndices, Rows, Combined, Broadcast };
+
+  /// A non-blocking send of `value` to the other member, completed at the
+  /// step end (waitForSends), which keeps the buffer until then.
+  llvm::Error post(pfrt_comm *group, NpyArray value, Exchange what, const std::string &name) {
+    auto t = descriptor(value);
+    if (!t)
+      return t.takeError();
+    int64_t request = 0;
+    if (pfrt_comm_isend(r.ctx, group, &*t, 1 - pfrt_comm_rank(group),
+                        pfrt_comm_max_tag(group) - int32_t(what), &request) != PFRT_OK)
+      return commError(
+          llvm::formatv("sending '{0}' (message {1}) to the other member", name, int32_t(what)));
+    pendingGroupSends.emplace_back(group, request, std::move(value));
+    return llvm::Error::success();
+  }
 
   llvm::Error transfer(pfrt_comm *group, NpyArray &value, Exchange what, bool sending,
                        const std::string &name) {
@@ -1188,6 +1345,13 @@ private:
       loss = std::move(*sum);
     }
     for (auto &[name, pieces] : gradients) {
+      if (handedOver.count(name)) {
+        for (int64_t m = 0; m < M; ++m)
+          if (!pieces[m].data.empty())
+            return error("'" + name + "' of micro-batch " + std::to_string(m) +
+                         " was not handed to the rank summing the others");
+        continue;
+      }
       if (auto it = summed.find(name); it != summed.end()) {
         if (it->second != M)
           return error(llvm::formatv("'{0}' was accumulated over {1} of {2} micro-batches",
@@ -1599,6 +1763,7 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
     add("pfrt_rank_recv", &pfrt_rank_recv);
     add("pfrt_rank_all_reduce", &pfrt_rank_all_reduce);
     add("pfrt_rank_broadcast", &pfrt_rank_broadcast);
+    add("pfrt_rank_reduce", &pfrt_rank_reduce);
     add("pfrt_rank_clip_gradients", &pfrt_rank_clip_gradients);
     add("pfrt_rank_kfac_kl_clip", &pfrt_rank_kfac_kl_clip);
     add("pfrt_rank_kfac_promote_inverses", &pfrt_rank_kfac_promote_inverses);

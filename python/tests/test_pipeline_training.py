@@ -566,6 +566,40 @@ def test_activation_plan_is_what_the_steps_hold(setup, spec, args, slots):
         assert int(slots_planned) >= planned[int(rank)][0]
 
 
+GRADIENTS_HELD = re.compile(r"^rank (\d+): gradients held at most: (\d+) bytes", re.M)
+
+
+# 1F1B and GPipe, D = 2, N = 4: the tied embedding's gradient summed per
+# micro-batch on the last stage's rank (pf.reduce_microbatch, the default)
+# against every piece kept to one step-end all-reduce.
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_tied_gradient_per_microbatch_saves_its_pieces(setup, tmp_path, schedule):
+    """The same bits either way; the first stage then holds at most one
+    micro-batch's piece of the tied embedding's gradient at a time, not N,
+    and the last stage fewer than N."""
+    spec = f"schedule={schedule} microbatches=4"
+    runs = {}
+    for per_microbatch in ("true", "false"):
+        checkpoint = tmp_path / f"{per_microbatch}.npz"
+        proc = _pipeline(setup, 2, "tiny", f"{spec} tied-per-microbatch={per_microbatch}",
+                         "--steps", "4", "--log-every", "1", "--checkpoint", checkpoint,
+                         timeout=120)
+        held = {int(r): int(b) for r, b in GRADIENTS_HELD.findall(proc.stdout)}
+        assert sorted(held) == [0, 1], proc.stdout
+        runs[per_microbatch] = (_losses(proc.stdout), _load(checkpoint), held)
+    (losses, checkpoint, held), (want_losses, want, kept) = runs["true"], runs["false"]
+    assert losses == want_losses
+    _assert_same_checkpoint(checkpoint, want)
+    piece = _parameters(want)[WORD_EMBEDDING].nbytes
+    # Kept: N pieces on both ranks (and the others' sums); handed over: rank 0
+    # frees each piece as it posts its rows, so it saves at least N - 1 pieces
+    # less the rows in flight (a few tokens' rows of the 4 × 128-row piece).
+    assert kept[0] - held[0] >= 2 * piece, (held, kept, piece)
+    # The last stage sums and accumulates a piece once rank 0's backward of
+    # it has ended: at most the micro-batches in between, fewer than N.
+    assert held[1] < kept[1], (held, kept, piece)
+
+
 # --- 7. measured timelines ---------------------------------------------------------
 
 def test_trace_and_svg_of_every_rank(setup, tmp_path):

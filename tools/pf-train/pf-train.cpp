@@ -150,13 +150,14 @@ static cl::opt<std::string> emitStepFile(
     cl::value_desc("FILE.mlir"), cl::cat(category));
 static cl::opt<std::string> pipelineSpec(
     "pipeline",
-    cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "
-             "\"stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N [chunks=C] "
-             "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] [max-refresh=K] "
-             "[split-precondition=false]\" (stages 0 or D: "
-             "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles at the "
-             "scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
-             "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
+    cl::desc(
+        "Train pipeline-parallel, one stage per rank of an mpirun job: "
+        "\"stages=D schedule=gpipe|1f1b|zb-h1|interleaved|chimera microbatches=N [chunks=C] "
+        "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] [max-refresh=K] "
+        "[split-precondition=false] [tied-per-microbatch=false]\" (stages 0 or D: "
+        "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles at the "
+        "scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
+        "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
     cl::value_desc("OPTIONS"), cl::cat(category));
 static cl::opt<std::string> traceFile(
     "trace", cl::desc("With --pipeline: write the measured timeline of every rank's executed "
@@ -1042,10 +1043,14 @@ drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t rank, int6
   } else if (auto recv = dyn_cast<mlir::pf::RecvActOp>(op)) {
     event.kind = drv::MeasuredKind::Recv;
     event.microbatch = int64_t(recv.getMicrobatch());
+  } else if (auto reduce = dyn_cast<mlir::pf::ReduceMicrobatchOp>(op)) {
+    event.kind = drv::MeasuredKind::AllReduce;
+    event.microbatch = int64_t(reduce.getMicrobatch());
   } else if (isa<mlir::pf::KfacPromoteInversesOp>(op)) {
     event.kind = drv::MeasuredKind::Other;
   } else {
-    // The tied gradient's all-reduce and the clipping's norm exchange.
+    // The tied gradient's all-reduce or broadcast and the clipping's norm
+    // exchange.
     event.kind = drv::MeasuredKind::AllReduce;
   }
   return event;
@@ -1543,6 +1548,11 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   llvm::outs() << llvm::formatv("rank {0}: activations held at most: {1} micro-batches' saved "
                                 "activations, {2} bytes (planned {3} and {4} bytes)\n",
                                 job.rank, held.slots, held.bytes, planned.slots, planned.bytes)
+                      .str()
+               << llvm::formatv("rank {0}: gradients held at most: {1} bytes (micro-batch "
+                                "pieces, running sums and pieces in flight, before the step's "
+                                "combination)\n",
+                                job.rank, runner.measuredGradientBytes())
                       .str();
   llvm::outs().flush();
   if (job.rank == 0 && stopped)

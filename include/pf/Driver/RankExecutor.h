@@ -118,6 +118,10 @@ public:
   ActivationFigures plannedActivations() const;
   /// The most any step run so far held (measured at each op).
   ActivationFigures measuredActivations() const { return activationPeak; }
+  /// The most bytes of gradients any step run so far held at once before its
+  /// micro-batches were combined: each call's micro-batch pieces, the running
+  /// sums of the accumulate calls and pieces posted to another rank.
+  int64_t measuredGradientBytes() const { return gradientPeakBytes; }
   /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
   double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
@@ -182,6 +186,7 @@ private:
   double klClipFactor = 0;
   std::vector<ExecutedOp> executedOps;
   ActivationFigures activationPeak;
+  int64_t gradientPeakBytes = 0;
 };
 
 /// Point-to-point hand-over of named arrays (count, then per array a header,

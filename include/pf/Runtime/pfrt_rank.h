@@ -53,6 +53,13 @@ int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op,
                             const char *value, int64_t root, int64_t count,
                             const int64_t *ranks, int32_t dtype, int64_t rank,
                             const int64_t *shape);
+/* Micro-batch `microbatch`'s piece of a named gradient summed on rank `root`
+ * (the two `count` = 2 members' pieces added); the other member's is handed
+ * over and freed. */
+int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value,
+                         int64_t microbatch, int64_t root, int64_t count,
+                         const int64_t *ranks, int32_t dtype, int64_t rank,
+                         const int64_t *shape);
 /* Global-norm clipping over all ranks, the norm summed in `order`. */
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op,
                                  double max_norm, int64_t count,

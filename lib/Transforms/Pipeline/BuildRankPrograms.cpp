@@ -30,8 +30,11 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
 #include <map>
 #include <set>
+#include <tuple>
+#include <vector>
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFBUILDRANKPROGRAMS
@@ -91,6 +94,9 @@ struct Event {
   int micro = 0;               // Send, Recv
   int peer = 0;                // Send, Recv
   int chunk = 0;               // Send, Recv: the sending stage's chunk (interleaved)
+  /// Call: its start and end in placeEvents' timed run of the orders (a
+  /// forward takes 1, a backward 2, each backward half 1; transfers 0).
+  int64_t start = 0, end = 0;
 };
 
 struct BuildRankProgramsPass
@@ -332,6 +338,30 @@ struct BuildRankProgramsPass
     };
     SmallVector<SmallVector<Event>> events(numRanks);
     std::vector<size_t> next(numRanks, 0);
+    // The timed run: when each rank is free and each pass's results exist.
+    std::vector<int64_t> rankFree(numRanks, 0);
+    std::vector<std::vector<int64_t>> forwardEnd(numStages, std::vector<int64_t>(numMicro)),
+        backwardEnd = forwardEnd;
+    auto timeOf = [&](const sched::PipelineOp &pass, int rank) -> std::pair<int64_t, int64_t> {
+      int64_t ready = rankFree[rank], cost = 1;
+      switch (pass.pass) {
+      case sched::PassKind::Forward:
+        if (pass.stage > 0)
+          ready = std::max(ready, forwardEnd[pass.stage - 1][pass.micro]);
+        break;
+      case sched::PassKind::BackwardWeight:
+        ready = std::max(ready, backwardEnd[pass.stage][pass.micro]);
+        break;
+      case sched::PassKind::Backward:
+      case sched::PassKind::BackwardInput:
+        cost = pass.pass == sched::PassKind::Backward ? 2 : 1;
+        ready = std::max(ready, forwardEnd[pass.stage][pass.micro]);
+        if (pass.stage + 1 < numStages)
+          ready = std::max(ready, backwardEnd[pass.stage + 1][pass.micro]);
+        break;
+      }
+      return {ready, ready + cost};
+    };
     for (bool progressed = true; progressed;) {
       progressed = false;
       for (int rank = 0; rank < numRanks; ++rank) {
@@ -339,11 +369,14 @@ struct BuildRankProgramsPass
           continue;
         sched::PipelineOp pass = program.order[rank][next[rank]++];
         progressed = true;
-        events[rank].push_back({Event::Call, pass});
+        auto [start, end] = timeOf(pass, rank);
+        rankFree[rank] = end;
+        events[rank].push_back({Event::Call, pass, nullptr, 0, 0, 0, start, end});
         if (pass.pass == sched::PassKind::BackwardWeight)
           continue; // sends nothing
         bool forward = pass.pass == sched::PassKind::Forward;
         (forward ? forwardDone : backwardDone)[pass.stage][pass.micro] = true;
+        (forward ? forwardEnd : backwardEnd)[pass.stage][pass.micro] = end;
         int peer = rankOf(forward ? pass.stage + 1 : pass.stage - 1, pass.micro);
         for (const NamedValue &value : (forward ? forwardOut : backwardOut)[pass.stage]) {
           int chunk = pass.stage / numRanks;
@@ -363,11 +396,17 @@ struct BuildRankProgramsPass
   struct TiedGradient {
     SmallVector<int64_t> ranks;
     RankedTensorType type;
-    int64_t firstStage = -1;
+    int64_t firstStage = -1, lastStage = -1;
+    /// Summed per micro-batch by pf.reduce_microbatch on the rank of `lastStage` (the
+    /// root), which accumulates it; handed back by pf.broadcast. Otherwise
+    /// (Chimera's replicas, one micro-batch) a step-end pf.all_reduce.
+    bool perMicrobatch = false;
+    int64_t root() const { return ranks.back(); }
   };
 
   /// grad/<param> returned by several stages' backwards, by name: summed over
-  /// the ranks holding those stages at the end of the step.
+  /// the ranks holding those stages, per micro-batch (pf.reduce_microbatch) or at the
+  /// end of the step (pf.all_reduce).
   FailureOr<std::map<std::string, TiedGradient>> tiedGradients() {
     std::map<std::string, TiedGradient> byName;
     for (auto [s, functions] : llvm::enumerate(stages))
@@ -378,6 +417,7 @@ struct BuildRankProgramsPass
                         << entry.firstStage << " but " << grad.type << " on stage " << s;
         if (entry.firstStage < 0)
           entry.firstStage = int64_t(s);
+        entry.lastStage = int64_t(s);
         for (int64_t rank : ranksOfStage(int(s)))
           if (!llvm::is_contained(entry.ranks, rank))
             entry.ranks.push_back(rank);
@@ -388,9 +428,18 @@ struct BuildRankProgramsPass
     std::map<std::string, TiedGradient> tied;
     for (auto &[name, entry] : byName)
       llvm::sort(entry.ranks);
-    for (auto &[name, entry] : byName)
-      if (entry.ranks.size() > 1)
-        tied[name] = entry;
+    for (auto &[name, entry] : byName) {
+      if (entry.ranks.size() < 2)
+        continue;
+      // Two stages on two ranks, the root holding the last: the first's
+      // pieces go to it per micro-batch (a + b, then weighted, as one
+      // process sums them) instead of every piece living to the step end.
+      entry.perMicrobatch = tiedPerMicrobatch && !isChimera() && microbatches >= 2 &&
+                            entry.ranks.size() == 2 && entry.firstStage != entry.lastStage &&
+                            int64_t(rankOfStage(int(entry.lastStage))) == entry.ranks.back() &&
+                            isa<FloatType>(entry.type.getElementType());
+      tied[name] = entry;
+    }
     return tied;
   }
 
@@ -440,32 +489,43 @@ struct BuildRankProgramsPass
   }
 
   /// `@stage<s>_accumulate` by stage: the count-weighted sum over the
-  /// micro-batches of the stage's gradients that no other rank adds to (an
-  /// all-reduced gradient sums the members' pieces per micro-batch first, so
-  /// the host weights those). Called once per micro-batch in micro-batch
-  /// order, as pf-split-microbatches sums in one process (the same ops, so
-  /// the same bits):
+  /// micro-batches of the stage's gradients that no other rank adds to; on
+  /// the root of a pf.reduce_microbatch, `@stage<s>_accumulate_reduced` that
+  /// of the micro-batch's sum of both pieces (its own function, so that the
+  /// stage's other pieces need not wait for the other rank's). An
+  /// all-reduced gradient sums the members' pieces of every micro-batch at
+  /// the step end, so the host weights those. Called once per micro-batch in
+  /// micro-batch order, as pf-split-microbatches sums in one process (the
+  /// same ops, so the same bits):
   ///   term = grad/<p> · count_m;  sum = m = 0 ? term : sum + term;
   ///   grad_sum/<p> = m = N−1 ? sum / total : sum
   /// with count_m the micro-batch's counted tokens (`loss_count`) and total
   /// their sum (`loss_total`, 1 when 0). With one micro-batch nothing is
   /// weighted, as in one process.
-  std::map<int64_t, func::FuncOp> accumulateFunctions;
+  std::map<int64_t, func::FuncOp> accumulateFunctions, reducedAccumulateFunctions;
 
   void buildAccumulateFunctions(const std::map<std::string, TiedGradient> &tied) {
     if (microbatches < 2)
       return;
     for (auto [s, functions] : llvm::enumerate(stages)) {
-      SmallVector<NamedValue> grads;
-      for (const NamedValue &grad : namedResults(functions.gradientReturner(), "grad/"))
-        if (!tied.count(grad.name))
-          grads.push_back(grad);
-      if (!grads.empty())
-        accumulateFunctions[int64_t(s)] = buildAccumulate(int64_t(s), grads);
+      SmallVector<NamedValue> own, reduced;
+      for (const NamedValue &grad : namedResults(functions.gradientReturner(), "grad/")) {
+        auto it = tied.find(grad.name);
+        if (it == tied.end())
+          own.push_back(grad);
+        else if (it->second.perMicrobatch && it->second.lastStage == int64_t(s))
+          reduced.push_back(grad);
+      }
+      std::string name = "stage" + std::to_string(s) + "_accumulate";
+      if (!own.empty())
+        accumulateFunctions[int64_t(s)] = buildAccumulate(int64_t(s), name, own);
+      if (!reduced.empty())
+        reducedAccumulateFunctions[int64_t(s)] =
+            buildAccumulate(int64_t(s), name + "_reduced", reduced);
     }
   }
 
-  func::FuncOp buildAccumulate(int64_t stage, ArrayRef<NamedValue> grads) {
+  func::FuncOp buildAccumulate(int64_t stage, StringRef name, ArrayRef<NamedValue> grads) {
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
     auto scalarI64 = RankedTensorType::get({}, b.getI64Type());
@@ -481,8 +541,7 @@ struct BuildRankProgramsPass
       inputs.push_back(scalarI64);
       inputNames.push_back(scalar.str());
     }
-    auto func = func::FuncOp::create(b, loc, "stage" + std::to_string(stage) + "_accumulate",
-                                     b.getFunctionType(inputs, results));
+    auto func = func::FuncOp::create(b, loc, name, b.getFunctionType(inputs, results));
     func->setAttr(kStageAttrName, b.getI64IntegerAttr(stage));
     Block *entry = func.addEntryBlock();
     for (auto [i, name] : llvm::enumerate(inputNames))
@@ -516,10 +575,30 @@ struct BuildRankProgramsPass
     return ("grad_sum/" + grad.drop_front(StringRef("grad/").size())).str();
   }
 
+  /// Per pf.reduce_microbatch'd gradient, by micro-batch: when the first
+  /// stage's pass returning its piece ends in placeEvents' timed run.
+  std::map<std::string, std::vector<int64_t>> handOverTime;
+
+  void findHandOvers(ArrayRef<SmallVector<Event>> events,
+                     const std::map<std::string, TiedGradient> &tied) {
+    for (const auto &[name, entry] : tied) {
+      if (!entry.perMicrobatch)
+        continue;
+      std::vector<int64_t> &times = handOverTime[name];
+      times.assign(size_t(microbatches), 0);
+      const StageFunctions &first = stages[entry.firstStage];
+      for (const Event &event : events[rankOfStage(int(entry.firstStage))])
+        if (event.kind == Event::Call && event.pass.stage == entry.firstStage &&
+            callOf(event.pass).second == first.gradientReturner())
+          times[size_t(event.pass.micro)] = event.end;
+    }
+  }
+
   void emitPrograms(ArrayRef<SmallVector<Event>> events,
                     const std::map<std::string, TiedGradient> &tied) {
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
+    findHandOvers(events, tied);
     if (isChimera() && splitPrecondition)
       splitPreconditioning();
     for (int64_t rank = 0; rank < numRanks; ++rank) {
@@ -539,35 +618,111 @@ struct BuildRankProgramsPass
       // Per stage: the micro-batches whose gradients are out and the next
       // one to accumulate (micro-batch order, whatever the pass order).
       std::map<int64_t, std::set<int64_t>> gradientsOut;
-      std::map<int64_t, int64_t> nextToAccumulate;
+      std::map<int64_t, int64_t> nextToAccumulate, nextReducedToAccumulate;
+      // pf.reduce_microbatch: on the root, (when the other member's pass
+      // ends, name, micro-batch) in time order, and per stage and micro-batch how many of
+      // its reduces ran; on the other member, those due after the current
+      // pass's sends.
+      std::vector<std::tuple<int64_t, std::string, int64_t>> rootReduces;
+      std::map<int64_t, std::map<int64_t, int64_t>> reducesDone;
+      std::map<int64_t, int64_t> reducesPerMicrobatch;
+      SmallVector<std::pair<std::string, int64_t>> handOvers;
+      for (const auto &[name, entry] : tied) {
+        if (!entry.perMicrobatch || entry.root() != rank)
+          continue;
+        ++reducesPerMicrobatch[entry.lastStage];
+        for (auto [m, time] : llvm::enumerate(handOverTime.at(name)))
+          rootReduces.emplace_back(time, name, int64_t(m));
+      }
+      llvm::sort(rootReduces);
+      auto emitReduce = [&](const std::string &name, int64_t m) {
+        const TiedGradient &entry = tied.at(name);
+        ReduceMicrobatchOp::create(body, loc, name, uint64_t(m), uint64_t(entry.root()),
+                                   entry.ranks, entry.type);
+      };
+      auto emitAccumulate = [&](func::FuncOp function, int64_t m) {
+        RunStageOp::create(body, loc, StageTaskKind::Accumulate, function.getSymName(),
+                           body.getI64IntegerAttr(m), IntegerAttr());
+      };
+      // The stage's own gradients once its pass returned them; the reduced
+      // ones once every reduce of the micro-batch ran (each in micro-batch
+      // order).
+      auto drainAccumulates = [&](int64_t stage) {
+        std::set<int64_t> &out = gradientsOut[stage];
+        if (auto own = accumulateFunctions.find(stage); own != accumulateFunctions.end())
+          for (int64_t &next = nextToAccumulate[stage]; out.count(next); ++next)
+            emitAccumulate(own->second, next);
+        if (auto reduced = reducedAccumulateFunctions.find(stage);
+            reduced != reducedAccumulateFunctions.end())
+          for (int64_t &next = nextReducedToAccumulate[stage];
+               reducesDone[stage][next] == reducesPerMicrobatch[stage]; ++next)
+            emitAccumulate(reduced->second, next);
+      };
+      // The other member posts micro-batch m's piece right after the pass
+      // returning it (and that pass's sends); the root takes it before its
+      // first pass that starts no earlier than that pass ends in the timed
+      // run, so it neither waits (if the run's timing holds) nor holds the
+      // piece longer than it must. Nothing the other member needs before
+      // that pass comes after it on the root, so it cannot deadlock.
+      // In the other member's order (the pieces are matched in the order
+      // they are posted), each after the root's own piece is out.
+      auto emitRootReduces = [&](int64_t before) {
+        size_t done = 0;
+        for (; done < rootReduces.size() && std::get<0>(rootReduces[done]) <= before &&
+               gradientsOut[tied.at(std::get<1>(rootReduces[done])).lastStage].count(
+                   std::get<2>(rootReduces[done]));
+             ++done) {
+          const auto &[time, name, m] = rootReduces[done];
+          emitReduce(name, m);
+          int64_t stage = tied.at(name).lastStage;
+          ++reducesDone[stage][m];
+          drainAccumulates(stage);
+        }
+        rootReduces.erase(rootReduces.begin(), rootReduces.begin() + done);
+      };
+      auto flushHandOvers = [&] {
+        for (const auto &[name, m] : handOvers)
+          emitReduce(name, m);
+        handOvers.clear();
+      };
       auto emitFactors = [&] {
         if (!factorsOf)
           return;
         emitFactorCalls(body, loc, *factorsOf);
         int64_t stage = factorsOf->stage;
-        auto accumulate = accumulateFunctions.find(stage);
-        if (accumulate != accumulateFunctions.end() &&
-            callOf(*factorsOf).second == stages[stage].gradientReturner()) {
-          std::set<int64_t> &out = gradientsOut[stage];
-          out.insert(factorsOf->micro);
-          for (int64_t &next = nextToAccumulate[stage]; out.count(next); ++next)
-            RunStageOp::create(body, loc, StageTaskKind::Accumulate,
-                               accumulate->second.getSymName(), body.getI64IntegerAttr(next),
-                               IntegerAttr());
+        if (callOf(*factorsOf).second == stages[stage].gradientReturner()) {
+          gradientsOut[stage].insert(factorsOf->micro);
+          drainAccumulates(stage);
         }
         factorsOf = nullptr;
       };
       for (const Event &event : events[rank]) {
-        if (event.kind == Event::Call)
+        if (event.kind != Event::Send)
+          flushHandOvers();
+        if (event.kind == Event::Call) {
           emitFactors();
+          emitRootReduces(event.start);
+        }
         emitEvent(body, loc, event);
-        if (event.kind == Event::Call)
-          factorsOf = &event.pass;
+        if (event.kind != Event::Call)
+          continue;
+        factorsOf = &event.pass;
+        if (callOf(event.pass).second == stages[event.pass.stage].gradientReturner())
+          for (const auto &[name, entry] : tied)
+            if (entry.perMicrobatch && entry.root() != rank && entry.firstStage == event.pass.stage)
+              handOvers.emplace_back(name, event.pass.micro);
       }
+      flushHandOvers();
       emitFactors();
-      for (const auto &[name, entry] : tied)
-        if (llvm::is_contained(entry.ranks, rank))
+      emitRootReduces(std::numeric_limits<int64_t>::max());
+      for (const auto &[name, entry] : tied) {
+        if (!llvm::is_contained(entry.ranks, rank))
+          continue;
+        if (entry.perMicrobatch)
+          BroadcastOp::create(body, loc, name, uint64_t(entry.root()), entry.ranks, entry.type);
+        else
           AllReduceOp::create(body, loc, name, entry.ranks, entry.type);
+      }
       emitStepEnd(body, loc, held);
     }
   }

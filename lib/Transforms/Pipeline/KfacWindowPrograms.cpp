@@ -83,6 +83,15 @@ Operation *tailPoint(Block &body, TailRule rule, const std::set<std::string> &fa
   for (Operation *op = lastPass->getNextNode(); op; op = op->getNextNode()) {
     if (isStepEnd(*op))
       return op;
+    // A reduce_microbatch waits on its root only (the other member posts its
+    // piece and goes on); a broadcast waits for its root.
+    if (auto piece = dyn_cast<ReduceMicrobatchOp>(op)) {
+      if (int64_t(piece.getRoot()) == cast<RankProgramOp>(body.getParentOp()).getRankValue())
+        return op;
+      continue;
+    }
+    if (isa<BroadcastOp>(op))
+      return op;
     auto reduce = dyn_cast<AllReduceOp>(op);
     if (!reduce)
       continue;

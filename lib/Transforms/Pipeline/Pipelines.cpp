@@ -62,6 +62,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   programs.chunks = pipeline.chunks;
   programs.clipNorm = training.clipNorm;
   programs.splitPrecondition = pipeline.splitPrecondition;
+  programs.tiedPerMicrobatch = pipeline.tiedPerMicrobatch;
   pm.addPass(createPFBuildRankPrograms(programs));
 }
 
@@ -91,6 +92,9 @@ struct PipelinedTrainingOptions {
     binder.opt("split-precondition", pipeline.splitPrecondition,
                "chimera with kfac=true: each layer's preconditioning on one replica, its "
                "result broadcast to the other (false: both replicas precondition every layer)");
+    binder.opt("tied-per-microbatch", pipeline.tiedPerMicrobatch,
+               "the tied embedding's gradient handed to the last stage's rank and accumulated "
+               "there per micro-batch (false: one step-end all-reduce of every piece)");
   }
 };
 } // namespace

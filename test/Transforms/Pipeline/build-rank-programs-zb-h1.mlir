@@ -1,10 +1,10 @@
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=2" | FileCheck %s
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D2-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-N2
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=GPIPE
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=1f1b microbatches=2" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=1F1B
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D2-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-N2
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=GPIPE
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=1f1b microbatches=2" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=1F1B
 
 // schedule=zb-h1 over the backward halves of pf-split-stages{split-backward}:
 // 1F1B's order with each backward split into backward_input (B) and
@@ -36,7 +36,8 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 
 // D = 2, N = 2 in full. Rank 1 (the last stage, d = 1) runs B0 and sends
 // its gradients at once, and defers W0 until after B1; rank 0 (d = 0) runs each
-// W right after its B.
+// W right after its B. The tied embedding's piece of micro-batch m goes from
+// rank 0 after its W(m) to rank 1, which takes it only after its own W(m).
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
 // CHECK-NEXT: pf.send_act "act/3" microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
@@ -48,13 +49,15 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(0) from(1) tag(6) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
 // CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
-// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 // CHECK-NEXT: pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
@@ -71,9 +74,13 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
 // CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(0)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
 // CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(1)
-// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(1)
+// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 
 // D = 2, N = 4.
@@ -90,7 +97,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D2-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(2)
 // D2-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(3)
 // D2-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(3)
-// D2-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// D2-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 // D2-N4-LABEL: pf.rank_program @rank1 rank(1)
 // D2-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
 // D2-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
@@ -104,7 +111,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D2-N4-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(3)
 // D2-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(2)
 // D2-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(3)
-// D2-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// D2-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 // D2-N4-NOT: pf.run_stage
 
 // D = 3, N = 2: rank 2 defers W by two micro-batches, i.e. to the end.
@@ -115,7 +122,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-N2-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
 // D3-N2-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
 // D3-N2-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
-// D3-N2-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-N2-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // D3-N2-LABEL: pf.rank_program @rank1 rank(1)
 // D3-N2-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
 // D3-N2-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
@@ -130,7 +137,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-N2-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(1)
 // D3-N2-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(0)
 // D3-N2-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
-// D3-N2-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-N2-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // D3-N2-NOT: pf.run_stage
 
 // D = 3, N = 4 (also after a round trip through pf-verify-rank-programs).
@@ -147,7 +154,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(2)
 // D3-N4-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(3)
 // D3-N4-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(3)
-// D3-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // D3-N4-LABEL: pf.rank_program @rank1 rank(1)
 // D3-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
 // D3-N4-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
@@ -174,7 +181,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
 // D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(2)
 // D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(3)
-// D3-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // D3-N4-NOT: pf.run_stage
 
 // gpipe and 1f1b over split functions call the halves back to back where
@@ -186,7 +193,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // GPIPE-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
 // GPIPE-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
 // GPIPE-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
-// GPIPE-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// GPIPE-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 // GPIPE-LABEL: pf.rank_program @rank1 rank(1)
 // GPIPE-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
 // GPIPE-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
@@ -194,7 +201,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // GPIPE-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
 // GPIPE-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
 // GPIPE-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
-// GPIPE-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// GPIPE-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 // GPIPE-NOT: pf.run_stage
 
 // 1F1B-LABEL: pf.rank_program @rank0 rank(0)
@@ -204,7 +211,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // 1F1B-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
 // 1F1B-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
 // 1F1B-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
-// 1F1B-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// 1F1B-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // 1F1B-LABEL: pf.rank_program @rank1 rank(1)
 // 1F1B-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
 // 1F1B-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
@@ -219,5 +226,5 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // 1F1B-NEXT: pf.run_stage forward @stage2_forward microbatch(1)
 // 1F1B-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(1)
 // 1F1B-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
-// 1F1B-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// 1F1B-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // 1F1B-NOT: pf.run_stage

@@ -1,11 +1,12 @@
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=2" | FileCheck %s
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D2-1F1B-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=gpipe microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D2-GPIPE-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-1F1B-N4
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-GPIPE-N2
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D2-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=gpipe microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D2-GPIPE-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-GPIPE-N2
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=2" | FileCheck %s --check-prefix=D3-COMM
 // The written programs pass the checks again after a round trip.
-// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce" | FileCheck %s --check-prefix=D3-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-1F1B-N4
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward|accumulate)|reduce_microbatch" | FileCheck %s --check-prefix=D3-REDUCE
 
 // The toy encoder of split-stages.mlir: embeddings, three blocks of one linear
 // each, a residual from block 0 to block 2 and the tied decoder.
@@ -32,9 +33,10 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 }
 
 // The count-weighted sum of a stage's own gradients over the micro-batches
-// (the tied embedding's is summed across ranks per micro-batch and weighted
-// by the host), called after each backward in micro-batch order, with the
-// ops of pf-split-microbatches' sum.
+// (on the last stage the tied embedding's in its own function, after
+// pf.reduce_microbatch summed the micro-batch's pieces across ranks), called
+// after each backward in micro-batch order, with the ops of
+// pf-split-microbatches' sum.
 // CHECK-LABEL: func.func @stage0_accumulate(
 // CHECK-SAME: %[[G:arg0]]: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %[[S:arg1]]: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, %arg2: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %arg3: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"}, %[[C:arg4]]: tensor<i64> {pf.name = "loss_count"}, %[[T:arg5]]: tensor<i64> {pf.name = "loss_total"}, %[[M:arg6]]: tensor<i64> {pf.name = "microbatch"})
 // CHECK-SAME: -> (tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"})
@@ -52,11 +54,17 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-SAME: {pf.name = "grad/bert.encoder.layer.2.dense.weight"}
 // CHECK-SAME: {pf.name = "grad/cls.predictions.bias"}
 // CHECK-SAME: {pf.name = "microbatch"})
+// CHECK-LABEL: func.func @stage1_accumulate_reduced(
+// CHECK-SAME: {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<100x16xf32> {pf.name = "grad_sum/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<i64> {pf.name = "loss_count"}
 
 // D = 2, 1F1B, N = 2, in full. Stage 0 sends act/3 and act/5 (tags: index of
 // the name * N + micro-batch), stage 1 returns grad_act/15 and grad_act/22.
 // Each recv comes before the call that reads it and each send right after the
-// call that computes it; the tied embedding's gradient is summed at the end.
+// call that computes it. The tied embedding's gradient: rank 0 hands each
+// micro-batch's piece to rank 1 right after its backward; rank 1 takes it
+// before its first pass that starts after that backward ends in the timed
+// run (here after its last pass: rank 0's backwards end later), sums and
+// accumulates it, and broadcasts the step's gradient back.
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
 // CHECK-NEXT: pf.send_act "act/3" microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
@@ -67,12 +75,14 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(0) from(1) tag(4) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(0) from(1) tag(6) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(0)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(0)
 // CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(1)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
-// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 // CHECK-NEXT: pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
@@ -89,7 +99,11 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.send_act "grad_act/15" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(1)
-// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(0)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(1)
+// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 
 // 1F1B, D = 2, N = 4: one warm-up forward on stage 0, then alternating.
@@ -102,7 +116,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(3)
 // D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(2)
 // D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(3)
-// D2-1F1B-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// D2-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 // D2-1F1B-N4-NEXT: pf.rank_program @rank1
 // D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(0)
 // D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(0)
@@ -112,7 +126,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(2)
 // D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(3)
 // D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(3)
-// D2-1F1B-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// D2-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 
 // GPipe, D = 2, N = 4: all forwards, then all backwards, on both ranks.
 // D2-GPIPE-N4: pf.rank_program @rank0
@@ -124,7 +138,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(1)
 // D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(2)
 // D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(3)
-// D2-GPIPE-N4-NEXT: pf.all_reduce
+// D2-GPIPE-N4-NEXT: pf.broadcast
 // D2-GPIPE-N4-NEXT: pf.rank_program @rank1
 // D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(0)
 // D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(1)
@@ -134,10 +148,10 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(1)
 // D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(2)
 // D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(3)
-// D2-GPIPE-N4-NEXT: pf.all_reduce
+// D2-GPIPE-N4-NEXT: pf.broadcast
 
 // 1F1B, D = 3, N = 4: D-1-s warm-up forwards on stage s. The tied embedding
-// lives on stages 0 and 2: the middle rank has no all_reduce.
+// lives on stages 0 and 2: the middle rank has no broadcast.
 // D3-1F1B-N4: pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(4)
 // D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(0)
 // D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(1)
@@ -147,7 +161,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(1)
 // D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(2)
 // D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(3)
-// D3-1F1B-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // D3-1F1B-N4-NEXT: pf.rank_program @rank1 rank(1) ranks(3) stages([1]) microbatches(4)
 // D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(0)
 // D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(1)
@@ -166,7 +180,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(2)
 // D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(3)
 // D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(3)
-// D3-1F1B-N4-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 2])
+// D3-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 
 // GPipe, D = 3, N = 2.
 // D3-GPIPE-N2: pf.rank_program @rank0
@@ -174,7 +188,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-GPIPE-N2-NEXT: forward @stage0_forward microbatch(1)
 // D3-GPIPE-N2-NEXT: backward @stage0_backward microbatch(0)
 // D3-GPIPE-N2-NEXT: backward @stage0_backward microbatch(1)
-// D3-GPIPE-N2-NEXT: pf.all_reduce
+// D3-GPIPE-N2-NEXT: pf.broadcast
 // D3-GPIPE-N2-NEXT: pf.rank_program @rank1
 // D3-GPIPE-N2-NEXT: forward @stage1_forward microbatch(0)
 // D3-GPIPE-N2-NEXT: forward @stage1_forward microbatch(1)
@@ -185,7 +199,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-GPIPE-N2-NEXT: forward @stage2_forward microbatch(1)
 // D3-GPIPE-N2-NEXT: backward @stage2_backward microbatch(0)
 // D3-GPIPE-N2-NEXT: backward @stage2_backward microbatch(1)
-// D3-GPIPE-N2-NEXT: pf.all_reduce
+// D3-GPIPE-N2-NEXT: pf.broadcast
 
 // D = 3: the middle rank relays act/3 (the residual) from rank 0 to rank 2,
 // with the same tag on each hop (the peers differ), and sends the summed
@@ -199,3 +213,38 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-COMM-NEXT: pf.recv_act "grad_act/22" microbatch(0) from(2) tag(6)
 // D3-COMM-NEXT: pf.run_stage backward @stage1_backward microbatch(0)
 // D3-COMM-NEXT: pf.send_act "grad_act/34" microbatch(0) to(0) tag(8)
+
+// 1F1B, D = 3, N = 4, the tied embedding (stages 0 and 2): rank 0 hands each
+// micro-batch's piece over right after its backward. Rank 2 takes micro-batch
+// m before its first pass starting after rank 0's backward of m ends in the
+// timed run (forward 1, backward 2): micro-batch 0 (rank 0's backward ends at
+// 9) before its backward of micro-batch 2 (starts at 9), so it holds at most
+// three pieces, and accumulates each sum right after its reduce (its own
+// gradients right after its backward).
+// D3-REDUCE-LABEL: pf.rank_program @rank0
+// D3-REDUCE: backward @stage0_backward microbatch(0)
+// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: accumulate @stage0_accumulate microbatch(0)
+// D3-REDUCE-LABEL: pf.rank_program @rank1
+// D3-REDUCE-NOT: reduce_microbatch
+// D3-REDUCE-LABEL: pf.rank_program @rank2
+// D3-REDUCE-NEXT: forward @stage2_forward microbatch(0)
+// D3-REDUCE-NEXT: backward @stage2_backward microbatch(0)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(0)
+// D3-REDUCE-NEXT: forward @stage2_forward microbatch(1)
+// D3-REDUCE-NEXT: backward @stage2_backward microbatch(1)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(1)
+// D3-REDUCE-NEXT: forward @stage2_forward microbatch(2)
+// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(0)
+// D3-REDUCE-NEXT: backward @stage2_backward microbatch(2)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(2)
+// D3-REDUCE-NEXT: forward @stage2_forward microbatch(3)
+// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(1)
+// D3-REDUCE-NEXT: backward @stage2_backward microbatch(3)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(3)
+// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(2) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(2)
+// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(3) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(3)

@@ -1,8 +1,10 @@
 // pf-kfac-window-programs: the window programs of K-FAC in the bubbles, the
 // factor and inverse calls at the places a placement table gives. K-FAC work
 // placed after a rank's last pass goes into its tail bubble: before the
-// first collective after that pass (the gradient all-reduce waits for every
-// rank), an inverse after the sums of the factors it reads (Chimera).
+// first collective after that pass that waits for another rank (the tied
+// gradient's all-reduce or broadcast; on its root, the first
+// reduce_microbatch), an inverse after the sums of the factors it reads
+// (Chimera).
 //
 // 1F1B, N = 2: rank 1's passes are F0 B0 F1 B1; rank 0's F0 F1 B0 B1.
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4,1,2,0,4,1,2,-2,4" | FileCheck %s
@@ -15,13 +17,15 @@
 // RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,2,1,0,1,0,4,1,2,0,4" 2>&1 | FileCheck %s --check-prefix=STEP
 
 // Rank 0: layer 1 inverted in window step 0 after its 4 passes, before the
-// all-reduce; layer 0 in window step 1 before its second pass (F1).
+// tied gradient's broadcast (its reduce_microbatch does not wait); layer 0 in
+// window step 1 before its second pass (F1).
 // CHECK-LABEL: pf.rank_program @rank0_window0
 // CHECK: pf.run_stage backward @stage0_backward microbatch(1)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
 // CHECK: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_1 microbatch(1) layer(1)
 // CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
-// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
+// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
 // CHECK-LABEL: pf.rank_program @rank0_window1
 // CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
 // CHECK: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
@@ -29,7 +33,8 @@
 
 // Window step 0 of rank 1: factor B of micro-batch 0 moved from after B0 to
 // the tail (micro-batch 1's follows it), then the inverse of layer 2, all
-// before the tied gradient's all-reduce.
+// before the tied gradient's first reduce_microbatch (which waits for rank
+// 0's backward).
 // CHECK-LABEL: pf.rank_program @rank1_window0
 // CHECK-NEXT: pf.kfac_promote_inverses
 // CHECK: pf.run_stage backward @stage1_backward microbatch(0)
@@ -41,7 +46,11 @@
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(0) layer(2)
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(1) layer(2)
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
-// CHECK-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(0)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(1)
+// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
 // CHECK-NEXT: pf.clip_gradients
 // CHECK-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
 // Window step 1 of rank 1: no factor calls, no inverse.

@@ -30,7 +30,7 @@
 // CHECK: pf.adamw_update @cls.predictions.bias{{.*}}weight_decay = 0.0
 // CHECK: pf.adamw_update @bert.embeddings.word_embeddings.weight(@bert.embeddings.word_embeddings.weight.exp_avg, @bert.embeddings.word_embeddings.weight.exp_avg_sq)
 // CHECK-LABEL: pf.rank_program @rank0
-// CHECK: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// CHECK: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 // CHECK-NEXT: pf.clip_gradients max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"])
 // CHECK-NEXT: pf.run_stage update @stage0_update
 // CHECK-NEXT: }
@@ -119,6 +119,7 @@
 // BUBBLES-NEXT: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_1 microbatch(0) layer(1)
 // BUBBLES-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
 // BUBBLES: pf.run_stage backward @stage0_backward microbatch(1)
+// BUBBLES-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
 // BUBBLES-NEXT: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0 microbatch(1) layer(0)
 // BUBBLES: pf.clip_gradients
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)

@@ -94,6 +94,10 @@ struct PipelineRunOptions {
   /// chimera with K-FAC: each layer preconditioned on one replica and
   /// broadcast to the other (false: on both).
   bool splitPrecondition = true;
+  /// The tied embedding's gradient summed per micro-batch on the last
+  /// stage's rank (pf.reduce_microbatch) and accumulated there (false: every
+  /// piece kept to a step-end pf.all_reduce).
+  bool tiedPerMicrobatch = true;
 
   template <typename Binder>
   void bindOptions(Binder &binder) {
@@ -118,6 +122,10 @@ struct PipelineRunOptions {
     binder.opt("split-precondition", splitPrecondition,
                "chimera with --kfac: each layer's preconditioning on one replica, its result "
                "broadcast to the other (false: both replicas precondition every layer)");
+    binder.opt("tied-per-microbatch", tiedPerMicrobatch,
+               "the tied embedding's gradient handed to the last stage's rank and accumulated "
+               "there per micro-batch (false: every micro-batch's piece kept on both ranks to "
+               "one step-end all-reduce)");
   }
 };
 

@@ -360,6 +360,12 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
            "chimera with K-FAC: each layer's preconditioning (and in step mode its inverse "
            "refresh) on one replica, its result handed to the other by pf.broadcast; false: "
            "both replicas precondition every layer (default: true)">,
+    Option<"tiedPerMicrobatch", "tied-per-microbatch", "bool", /*default=*/"true",
+           "A gradient two stages on two ranks return (the tied embedding), with N >= 2 and "
+           "not chimera: the first stage's rank hands each micro-batch's piece to the last "
+           "stage's rank (pf.reduce_microbatch), which accumulates the sum and broadcasts "
+           "the step's gradient back; false: both keep every piece to one step-end "
+           "pf.all_reduce (default: true)">,
   ];
 }
 

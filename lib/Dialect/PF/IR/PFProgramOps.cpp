@@ -135,11 +135,29 @@ static LogicalResult verifyMembers(OpT op) {
 
 LogicalResult AllReduceOp::verify() { return verifyMembers(*this); }
 
-LogicalResult BroadcastOp::verify() {
-  if (failed(verifyMembers(*this)))
+/// A collective with a root: its members, the root among them.
+template <typename OpT>
+static LogicalResult verifyRootedMembers(OpT op) {
+  if (failed(verifyMembers(op)))
     return failure();
-  if (!llvm::is_contained(getRanks(), int64_t(getRoot())))
-    return emitOpError("root ") << getRoot() << " is not one of ranks " << getRanksAttr();
+  if (!llvm::is_contained(op.getRanks(), int64_t(op.getRoot())))
+    return op.emitOpError("root ") << op.getRoot() << " is not one of ranks " << op.getRanksAttr();
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() { return verifyRootedMembers(*this); }
+
+LogicalResult ReduceMicrobatchOp::verify() {
+  if (failed(verifyRootedMembers(*this)))
+    return failure();
+  // The root adds the other member's piece to its own (a + b, exact in any
+  // order); with more members the association would be the library's.
+  if (getRanks().size() != 2)
+    return emitOpError("sums the pieces of exactly two ranks, got ") << getRanksAttr();
+  auto program = (*this)->getParentOfType<RankProgramOp>();
+  if (int64_t(getMicrobatch()) >= program.getNumMicrobatches())
+    return emitOpError("microbatch ")
+           << getMicrobatch() << " is not in [0, " << program.getNumMicrobatches() << ")";
   return success();
 }
 
@@ -206,6 +224,9 @@ std::string describe(Operation *op) {
   else if (auto broadcast = dyn_cast<BroadcastOp>(op))
     os << "broadcast of '" << broadcast.getValue() << "' from rank " << broadcast.getRoot()
        << " over ranks " << broadcast.getRanksAttr();
+  else if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op))
+    os << "reduce of '" << reduce.getValue() << "' (micro-batch " << reduce.getMicrobatch()
+       << ") to rank " << reduce.getRoot() << " over ranks " << reduce.getRanksAttr();
   else if (auto run = dyn_cast<RunStageOp>(op))
     os << stringifyStageTaskKind(run.getKind()) << " " << run.getStageAttr();
   else if (isa<ClipGradientsOp, KfacKLClipOp>(op))
@@ -226,6 +247,7 @@ public:
     bool ok = succeeded(checkTransfers());
     ok &= succeeded(checkAllReduces());
     ok &= succeeded(checkBroadcasts());
+    ok &= succeeded(checkReduces());
     ok &= succeeded(checkAccumulates());
     ok &= succeeded(checkStagePasses());
     ok &= succeeded(checkDataflow());
@@ -362,6 +384,8 @@ private:
         return false;
       if constexpr (std::is_same_v<OpT, BroadcastOp>)
         return peer.getRoot() == op.getRoot();
+      if constexpr (std::is_same_v<OpT, ReduceMicrobatchOp>)
+        return peer.getRoot() == op.getRoot() && peer.getMicrobatch() == op.getMicrobatch();
       return true;
     });
   }
@@ -395,7 +419,8 @@ private:
 
   /// Every member of a broadcast runs one of the same value, root, ranks and
   /// type; the root computes the value before it (a step-end call returning
-  /// it) and the others do not (they take the root's).
+  /// it, or a pf.reduce_microbatch summing it there) and the others do not (they take
+  /// the root's).
   LogicalResult checkBroadcasts() {
     return checkMembers<BroadcastOp>(
         "root, ranks and type",
@@ -403,15 +428,30 @@ private:
   }
 
   bool checkBroadcastSource(BroadcastOp broadcast, Position at) {
-    std::optional<size_t> computedAt;
-    for (size_t i = 0; i < at.index && !computedAt; ++i)
-      if (auto run = dyn_cast<RunStageOp>(programs[at.rank].ops[i]);
-          run && !run.getMicrobatch() && returns(run, broadcast.getValue()))
+    std::optional<size_t> computedAt, reducedAt, clipAt;
+    for (size_t i = 0; i < at.index; ++i) {
+      Operation *op = programs[at.rank].ops[i];
+      if (auto run = dyn_cast<RunStageOp>(op);
+          run && !run.getMicrobatch() && returns(run, broadcast.getValue()) && !computedAt)
         computedAt = i;
+      if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op);
+          reduce && reduce.getValue() == broadcast.getValue())
+        reducedAt = i;
+      if (isa<ClipGradientsOp>(op) && !clipAt)
+        clipAt = i;
+    }
+    // A gradient summed by pf.reduce_microbatch: the root's accumulated sum, handed back
+    // before the clipping reads it.
+    if (reducedAt && clipAt) {
+      error(at) << describe(broadcast) << " comes after clip_gradients (op " << *clipAt
+                << "), which needs the summed gradient on every member";
+      return false;
+    }
     bool isRoot = int64_t(broadcast.getRoot()) == at.rank;
-    if (isRoot && !computedAt) {
+    if (isRoot && !computedAt && !reducedAt) {
       error(at) << describe(broadcast)
-                << ": no step-end call on the root computes it before the broadcast";
+                << ": no step-end call on the root computes it before the broadcast (nor "
+                   "does a pf.reduce_microbatch sum it there)";
       return false;
     }
     if (!isRoot && computedAt) {
@@ -422,13 +462,90 @@ private:
     return true;
   }
 
-  /// A stage's accumulate calls (pf-build-rank-programs' count-weighted sum
-  /// of its gradients) run on one rank, once per micro-batch in micro-batch
-  /// order (the order of the single-process sum), each after that
-  /// micro-batch's backward (its weight half when split) on the same rank.
+  /// Every member of a reduce runs one of the same value, micro-batch, root,
+  /// ranks and type, after a call of that micro-batch returned the value on
+  /// its rank. The root accumulates the micro-batch's value only after the
+  /// reduce (the sum); the others never (they handed theirs over).
+  /// Both members also reduce a value's micro-batches in the same order (the
+  /// root matches the pieces in the order they were posted).
+  LogicalResult checkReduces() {
+    bool ok = succeeded(checkMembers<ReduceMicrobatchOp>(
+        "micro-batch, root, ranks and type",
+        [&](ReduceMicrobatchOp reduce, Position at) { return checkReduceSource(reduce, at); }));
+    // rank -> value -> micro-batches in program order
+    std::map<int64_t, std::map<std::string, SmallVector<int64_t>>> order;
+    for (auto [rank, program] : llvm::enumerate(programs))
+      for (Operation *op : program.ops)
+        if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op))
+          order[int64_t(rank)][reduce.getValue().str()].push_back(int64_t(reduce.getMicrobatch()));
+    for (auto &[rank, values] : order)
+      for (auto &[value, micro] : values) {
+        int64_t root = -1;
+        for (Operation *op : programs[rank].ops)
+          if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op); reduce && reduce.getValue() == value)
+            root = int64_t(reduce.getRoot());
+        if (root == rank || root < 0 || root >= int64_t(programs.size()))
+          continue;
+        const SmallVector<int64_t> &atRoot = order[root][value];
+        if (atRoot == micro)
+          continue;
+        ok = false;
+        InFlightDiagnostic diag = programs[rank].op.emitError("rank ")
+                                  << rank << " reduces '" << value << "' in micro-batch order [";
+        llvm::interleaveComma(micro, diag);
+        diag << "] but its root, rank " << root << ", in [";
+        llvm::interleaveComma(atRoot, diag);
+        diag << "] (the root takes the pieces in the order they are posted)";
+      }
+    return success(ok);
+  }
+
+  bool checkReduceSource(ReduceMicrobatchOp reduce, Position at) {
+    const Program &program = programs[at.rank];
+    auto ofMicrobatch = [&](RunStageOp run) {
+      return run && run.getMicrobatch() && *run.getMicrobatch() == reduce.getMicrobatch();
+    };
+    bool returned = false;
+    for (size_t i = 0; i < at.index; ++i)
+      if (auto run = dyn_cast<RunStageOp>(program.ops[i]);
+          ofMicrobatch(run) && run.getKind() != StageTaskKind::Accumulate &&
+          returns(run, reduce.getValue()))
+        returned = true;
+    if (!returned) {
+      error(at) << describe(reduce) << ": no call of micro-batch " << reduce.getMicrobatch()
+                << " on this rank returns it before the reduce";
+      return false;
+    }
+    bool isRoot = int64_t(reduce.getRoot()) == at.rank;
+    for (auto [index, op] : llvm::enumerate(program.ops)) {
+      auto run = dyn_cast<RunStageOp>(op);
+      if (!ofMicrobatch(run) || run.getKind() != StageTaskKind::Accumulate ||
+          !takes(run, reduce.getValue()))
+        continue;
+      if (!isRoot) {
+        error(at) << describe(reduce) << ": this rank hands its piece to the root but "
+                  << describe(run) << " (op " << index << ") accumulates it";
+        return false;
+      }
+      if (index < at.index) {
+        error(at) << describe(reduce) << " comes after " << describe(run) << " (op " << index
+                  << "), which accumulates the micro-batch's sum";
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /// Each accumulate function of a stage (pf-build-rank-programs'
+  /// count-weighted sum of its gradients) runs on one rank, once per
+  /// micro-batch in micro-batch order (the order of the single-process sum),
+  /// each after that micro-batch's backward (its weight half when split) on
+  /// the same rank.
   LogicalResult checkAccumulates() {
     bool ok = true;
-    std::map<int64_t, std::pair<int64_t, int64_t>> next; // stage -> (rank, next micro-batch)
+    // (stage, function) -> (rank, next micro-batch): a stage may sum its own
+    // gradients and, on a reduce's root, the reduced ones in two functions.
+    std::map<std::pair<int64_t, std::string>, std::pair<int64_t, int64_t>> next;
     for (auto [rank, program] : llvm::enumerate(programs)) {
       std::set<std::pair<int64_t, int64_t>> backwardDone; // (stage, micro-batch)
       for (auto [index, op] : llvm::enumerate(program.ops)) {
@@ -444,7 +561,7 @@ private:
         if (kind != StageTaskKind::Accumulate)
           continue;
         Position at{int64_t(rank), index};
-        auto [it, fresh] = next.try_emplace(stage, int64_t(rank), 0);
+        auto [it, fresh] = next.try_emplace({stage, run.getStage().str()}, int64_t(rank), 0);
         if (!fresh && it->second.first != int64_t(rank)) {
           ok = false;
           error(at) << describe(run) << " of micro-batch " << micro
@@ -467,14 +584,24 @@ private:
         }
       }
     }
-    for (auto &[stage, where] : next)
+    for (auto &[key, where] : next)
       if (where.second != numMicrobatches) {
         ok = false;
         programs[where.first].op.emitError("rank ")
-            << where.first << ": stage " << stage << " accumulates " << where.second << " of "
-            << numMicrobatches << " micro-batches";
+            << where.first << ": stage " << key.first << " accumulates " << where.second << " of "
+            << numMicrobatches << " micro-batches (@" << key.second << ")";
       }
     return success(ok);
+  }
+
+  /// Whether the call's function takes an argument named `name`.
+  bool takes(RunStageOp run, StringRef name) {
+    auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+    for (unsigned i = 0, e = func ? func.getNumArguments() : 0; i < e; ++i)
+      if (auto attr = func.getArgAttrOfType<StringAttr>(i, kNameAttrName);
+          attr && attr.getValue() == name)
+        return true;
+    return false;
   }
 
   /// Whether the call's function returns a value named `name`.
@@ -663,7 +790,7 @@ private:
         }
         // What makes the gradients: the passes and the all-reduces (per-step
         // K-FAC work is checked by checkKfacStepEnd and checkKfacInverses).
-        if ((run && run.getMicrobatch()) || isa<AllReduceOp>(op))
+        if ((run && run.getMicrobatch()) || isa<AllReduceOp, ReduceMicrobatchOp>(op))
           lastStepWork = index;
       }
       if (clipAt && lastStepWork && *lastStepWork > *clipAt) {
@@ -725,7 +852,8 @@ private:
           continue;
         auto function = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
         IntegerAttr stage = function ? function->getAttrOfType<IntegerAttr>(kStageAttrName) : IntegerAttr();
-        if (run.getMicrobatch() && stage)
+        // (An accumulate call sums gradients; it does not touch factors.)
+        if (run.getMicrobatch() && stage && run.getKind() != StageTaskKind::Accumulate)
           lastPass[stage.getInt()] = index;
         if (run.getKind() == StageTaskKind::Precondition && !firstPrecondition)
           firstPrecondition = index;
@@ -844,7 +972,8 @@ private:
         auto run = dyn_cast<RunStageOp>(op);
         if (isa<ClipGradientsOp>(op))
           clipAt = index;
-        bool gradientWork = isa<AllReduceOp, ClipGradientsOp>(op) || (run && run.getMicrobatch());
+        bool gradientWork = isa<AllReduceOp, ReduceMicrobatchOp, ClipGradientsOp>(op) ||
+                            (run && run.getMicrobatch());
         if (gradientWork && (firstKfac || klAt)) {
           ok = false;
           error(at) << describe(op) << " comes after the K-FAC step work (op "
@@ -904,9 +1033,12 @@ private:
 
   /// Runs all programs with rendezvous semantics: a send and its recv complete
   /// together, when both ranks have reached them; an all_reduce when all its
-  /// members have. Reports the blocked ranks when no rank can progress.
+  /// members have; a reduce_microbatch's root when the other member has
+  /// passed its reduce (which does not wait: it posts its piece). Reports the
+  /// blocked ranks when no rank can progress.
   LogicalResult simulate() {
     SmallVector<size_t> pc(programs.size(), 0);
+    std::set<std::pair<std::string, uint64_t>> posted; // (value, micro-batch)
     auto current = [&](int64_t rank) -> Operation * {
       return pc[rank] < programs[rank].ops.size() ? programs[rank].ops[pc[rank]] : nullptr;
     };
@@ -943,6 +1075,17 @@ private:
             return {};
         }
         return SmallVector<int64_t>(broadcast.getRanks());
+      }
+      // The other member posts its piece and goes on; the root waits for it.
+      if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op)) {
+        std::pair<std::string, uint64_t> piece{reduce.getValue().str(), reduce.getMicrobatch()};
+        if (int64_t(reduce.getRoot()) != rank) {
+          posted.insert(piece);
+          return {rank};
+        }
+        if (posted.count(piece))
+          return {rank};
+        return {};
       }
       auto reduce = cast<AllReduceOp>(op);
       for (int64_t member : reduce.getRanks()) {

@@ -153,6 +153,31 @@ def PF_BroadcastOp : PF_RankProgramBodyOp<"broadcast"> {
   let hasVerifier = 1;
 }
 
+def PF_ReduceMicrobatchOp : PF_RankProgramBodyOp<"reduce_microbatch"> {
+  let summary = "hands one micro-batch's piece of a gradient to the rank that sums it";
+  let description = [{
+    Both ranks in `ranks` run a reduce of the same `value`, `microbatch`,
+    `root`, `ranks` and type, after a call of that micro-batch returned the
+    value on each. Afterwards the root's value of the micro-batch is the sum
+    of both pieces and the other member holds none. The other member posts
+    its piece and goes on (the send completes by the step end); the root
+    waits for it. The tied word embedding:
+    the first stage hands each micro-batch's (row-sparse) embedding gradient
+    to the last stage, whose `accumulate` call then weights the micro-batch's
+    sum as one process does (a + b first), and a `pf.broadcast` of the
+    step's gradient from the root gives it back at the step end.
+
+    ```mlir
+    pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<64x16xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$value, PF_NonNegativeI64Attr:$microbatch, I64Attr:$root,
+                   DenseI64ArrayAttr:$ranks, TypeAttrOf<AnyRankedTensor>:$type);
+  let assemblyFormat = "$value `microbatch` `(` $microbatch `)` `root` `(` $root `)` "
+                       "`ranks` `(` $ranks `)` attr-dict `:` $type";
+  let hasVerifier = 1;
+}
+
 def PF_ClipGradientsOp : PF_RankProgramBodyOp<"clip_gradients"> {
   let summary = "clips every rank's gradients by their global norm over all ranks";
   let description = [{
