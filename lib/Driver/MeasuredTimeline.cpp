@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace mlir::pf::driver {
 namespace sched = ::pf::sched;
@@ -435,10 +436,32 @@ bool runsOn(sched::ScheduleKind kind, int64_t stage, int32_t rank, int32_t ranks
   return stage == rank;
 }
 
+/// ZB-H2: the simulation replays the order that ran (pf-build-rank-programs
+/// builds it with uniform passes, sched::buildUniformPipeline) rather than
+/// the one the measured durations would give, as an imported order.
+llvm::Error replayExecutedOrder(sched::ScheduleRequest &request,
+                                std::optional<sched::PipelineProgram> &executed) {
+  if (request.kind != sched::ScheduleKind::ZBH2)
+    return llvm::Error::success();
+  sched::PipelineConfig config;
+  config.kind = request.kind;
+  config.devices = request.devices;
+  config.microbatches = request.microbatches;
+  config.chunks = request.chunks;
+  auto program = sched::buildUniformPipeline(config);
+  if (!program)
+    return error("the executed zb-h2 order: " + program.error());
+  executed = std::move(*program);
+  request.kind = sched::ScheduleKind::Imported;
+  request.imported = &*executed;
+  return llvm::Error::success();
+}
+
 llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first,
                                            int64_t last, sched::ScheduleKind kind,
                                            int64_t steps) {
-  const bool splitBackward = kind == sched::ScheduleKind::ZBH1;
+  const bool splitBackward =
+      kind == sched::ScheduleKind::ZBH1 || kind == sched::ScheduleKind::ZBH2;
   std::vector<StageMeans> stages(run.stages);
   // (stage, layer) -> K-FAC means; layer -1 when the event names none.
   std::map<std::pair<int64_t, int64_t>, LayerMeans> layers;
@@ -579,6 +602,9 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
   request.chunks = interleaved ? static_cast<int>(run.stages / run.ranks) : 1;
   request.microbatches = static_cast<int>(run.microbatches);
   request.stageLayers = costs->stageLayers;
+  std::optional<sched::PipelineProgram> executed;
+  if (auto err = replayExecutedOrder(request, executed))
+    return std::move(err);
   request.kfac = options.kfac;
   if (!costs->hasKfac)
     request.kfac.policy = sched::Policy::None;
@@ -611,9 +637,10 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   const bool interleaved = *kind == sched::ScheduleKind::Interleaved;
   const bool chimera = *kind == sched::ScheduleKind::Chimera;
   if (*kind != sched::ScheduleKind::GPipe && *kind != sched::ScheduleKind::OneFOneB &&
-      *kind != sched::ScheduleKind::ZBH1 && !interleaved && !chimera)
+      *kind != sched::ScheduleKind::ZBH1 && *kind != sched::ScheduleKind::ZBH2 && !interleaved &&
+      !chimera)
     return error("K-FAC in the bubbles: the " + run.schedule +
-                 " schedule is not supported (gpipe, 1f1b, zb-h1, interleaved, chimera)");
+                 " schedule is not supported (gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera)");
   if (auto err = checkStagesFit(run, *kind, "K-FAC in the bubbles"))
     return std::move(err);
   auto costs = measureCosts(run, measured->firstStep, measured->lastStep, *kind,
@@ -635,6 +662,9 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   request.chunks = interleaved ? static_cast<int>(run.stages / run.ranks) : 1;
   request.microbatches = static_cast<int>(run.microbatches);
   request.stageLayers = costs->stageLayers;
+  std::optional<sched::PipelineProgram> executed;
+  if (auto err = replayExecutedOrder(request, executed))
+    return std::move(err);
   request.kfac.policy = sched::Policy::PF;
   request.kfac.refreshSteps = static_cast<int>(steps);
   request.kfac.splitPieces = 1;      // one call inverts a layer's two factors

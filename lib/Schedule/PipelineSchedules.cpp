@@ -475,6 +475,20 @@ Order orderOf(const PipelineLayout &layout, const CostModel &costs) {
 }
 } // namespace
 
+Expected<PipelineProgram> buildUniformPipeline(PipelineConfig config) {
+  const int stages = stagesFor(config.kind, config.devices, config.chunks);
+  CostModel costs;
+  config.stageLayers.clear();
+  for (int s = 0; s < stages; ++s) {
+    config.stageLayers.push_back({s});
+    LayerCost unit;
+    unit.name = "stage" + std::to_string(s);
+    unit.forward = unit.backwardInput = unit.backwardWeight = 1;
+    costs.layers.push_back(unit);
+  }
+  return buildPipeline(config, costs);
+}
+
 Expected<PipelineProgram> buildPipeline(const PipelineConfig &config,
                                         const CostModel &costs) {
   Status ok = checkConfig(config, costs);

@@ -6,7 +6,7 @@ all ranks) against single-process `pf-train --kfac --micro-batches N`.
 - Parity: after 20 steps the gathered checkpoint (weights, AdamW moments,
   K-FAC factors and inverses) is **bitwise equal** to the single-process one
   and the printed losses are identical: BERT-tiny D = 2 and BERT-mini D = 2
-  and 4 (oversubscribed on 2 cores: correctness only), gpipe, 1f1b, zb-h1,
+  and 4 (oversubscribed on 2 cores: correctness only), gpipe, 1f1b, zb-h1, zb-h2,
   N = 4; also N = 1, without KL-clipping and with stale inverses.
 - The K-FAC state is really there and changes the run (factors and
   inverses non-zero, the result differs from first-order training).

@@ -12,7 +12,7 @@ single-process --kfac-window K has the same arithmetic.
 - Parity: the gathered checkpoint (weights, AdamW moments, K-FAC factors and
   the inverses in use) and the losses are **bitwise equal** to
   single-process --kfac-window K (the placement changes when, not what, is
-  computed): BERT-tiny D = 2 with gpipe, 1f1b and zb-h1 at refresh=3;
+  computed): BERT-tiny D = 2 with gpipe, 1f1b, zb-h1 and zb-h2 at refresh=3;
   BERT-mini D = 2 with 1f1b at the scheduler's own K (read from the run's
   plan line) and D = 4 (oversubscribed: correctness only).
 - The window arithmetic is not every-step K-FAC, and not first-order.
@@ -59,7 +59,8 @@ def _single_window(setup, model, window, path, *extra):
 
 
 PARITY = [("tiny", 2, "gpipe", "refresh=3"), ("tiny", 2, "1f1b", "refresh=3"),
-          ("tiny", 2, "zb-h1", "refresh=3"), ("mini", 2, "1f1b", ""),
+          ("tiny", 2, "zb-h1", "refresh=3"), ("tiny", 2, "zb-h2", "refresh=3"),
+          ("mini", 2, "1f1b", ""),
           ("mini", 4, "1f1b", "refresh=2"),
           # Two stages per rank (chunks=2): each rank's calls of both.
           ("mini", 2, "interleaved", "refresh=3"),

@@ -6,7 +6,7 @@ pipelined training (one stage per rank) against single-process
   single-process format) is **bitwise equal** to the single-process one, and
   the printed per-step losses are identical, for BERT-tiny (2 blocks) with
   D = 2 and BERT-mini (4 blocks) with D = 2 and 4 (oversubscribed on 2 cores:
-  correctness only), for gpipe, 1f1b and zb-h1; also N = 1, SGD with momentum,
+  correctness only), for gpipe, 1f1b, zb-h1 and zb-h2; also N = 1, SGD with momentum,
   LAMB and no clipping.
 - Checkpoints: a pipelined run resumed from a checkpoint continues bit for
   bit, and single-process and pipelined runs resume each other's.
@@ -44,7 +44,7 @@ from pipefisher.tools import tool
 MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 
-SCHEDULES = ["gpipe", "1f1b", "zb-h1"]
+SCHEDULES = ["gpipe", "1f1b", "zb-h1", "zb-h2"]
 OPTIMIZER_STATE = (".exp_avg", ".exp_avg_sq", ".momentum")
 WORD_EMBEDDING = "bert.embeddings.word_embeddings.weight"
 
@@ -428,7 +428,7 @@ def test_wrong_number_of_ranks_is_refused(setup):
 
 @pytest.mark.parametrize("spec,args,message", [
     ("schedule=foo microbatches=2", (),
-     "schedule must be gpipe, 1f1b, interleaved, chimera or zb-h1, got 'foo'"),
+     "schedule must be gpipe, 1f1b, interleaved, chimera, zb-h1 or zb-h2, got 'foo'"),
     ("microbatches=3", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 3"),
     ("microbatches=0", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 0"),
     ("bogus=1", (), "no such option bogus"),
@@ -547,9 +547,10 @@ ACTIVATIONS_HELD = re.compile(r"^rank (\d+): activations held at most: (\d+) mic
     ("schedule=gpipe microbatches=4", (), {0: 4, 1: 4}),
     ("schedule=1f1b microbatches=4", (), {0: 2, 1: 1}),
     ("schedule=zb-h1 microbatches=4", (), None),
+    ("schedule=zb-h2 microbatches=4", (), None),
     ("schedule=1f1b microbatches=4 kfac=bubbles refresh=2",
      ("--kfac", "--kfac-refresh-warmup", "1"), None),
-], ids=["gpipe", "1f1b", "zb-h1", "1f1b-kfac-bubbles"])
+], ids=["gpipe", "1f1b", "zb-h1", "zb-h2", "1f1b-kfac-bubbles"])
 def test_activation_plan_is_what_the_steps_hold(setup, spec, args, slots):
     """Each rank plans the bytes of its in-flight stage values from its
     programs and measures what its steps hold: the two agree exactly."""

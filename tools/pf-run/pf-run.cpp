@@ -117,7 +117,7 @@ static cl::opt<std::string> pipelineSpec(
     "pipeline",
     cl::desc("With --training-step, under mpirun -np D: run the step pipeline-parallel, one "
              "stage per rank, as pf-train --pipeline does: \"stages=D schedule=gpipe|1f1b|"
-             "zb-h1|interleaved microbatches=N [chunks=C] [overlap=false]\" (stages required); "
+             "zb-h1|zb-h2|interleaved microbatches=N [chunks=C] [overlap=false]\" (stages required); "
              "rank 0 writes 'loss' and the clipped 'grad/<parameter>' the updates applied"),
     cl::value_desc("OPTIONS"), cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),

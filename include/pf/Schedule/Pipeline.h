@@ -139,6 +139,13 @@ Status checkScheduleShape(ScheduleKind kind, int devices, int microbatches,
 Expected<PipelineProgram> buildPipeline(const PipelineConfig &config,
                                         const CostModel &costs);
 
+/// The order pf's pipelined executor runs (pf-build-rank-programs builds its
+/// rank programs from it before anything is measured): `config` with one
+/// layer per stage (its stageLayers are set here) and uniform passes, F = B =
+/// W = 1 per stage. Only ZB-H2's list scheduling depends on the durations;
+/// the measured-vs-simulated report replays this order for it.
+Expected<PipelineProgram> buildUniformPipeline(PipelineConfig config);
+
 } // namespace pf::sched
 
 #endif // PF_SCHEDULE_PIPELINE_H

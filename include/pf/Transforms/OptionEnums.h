@@ -116,7 +116,9 @@ inline llvm::cl::ValuesClass scheduleKindValues() {
                                      "Interleaved 1F1B (chunks per device)"),
                           clEnumValN(ScheduleKind::Chimera, "chimera",
                                      "Chimera (two pipelines in opposite directions)"),
-                          clEnumValN(ScheduleKind::ZBH1, "zb-h1", "Zero-bubble ZB-H1"));
+                          clEnumValN(ScheduleKind::ZBH1, "zb-h1", "Zero-bubble ZB-H1"),
+                          clEnumValN(ScheduleKind::ZBH2, "zb-h2",
+                                     "Zero-bubble ZB-H2 (more warm-up forwards, W in the tail)"));
 }
 
 /// The K-FAC placement policies (sched::parsePolicy accepts the same).

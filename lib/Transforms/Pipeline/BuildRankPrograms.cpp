@@ -13,8 +13,8 @@
 // and recv, executing the global sequence is a valid run, so it cannot
 // deadlock.
 //
-// Backward halves (pf-split-stages{split-backward}): zb-h1 calls
-// backward_input and backward_weight where its order says; gpipe and 1f1b
+// Backward halves (pf-split-stages{split-backward}): zb-h1 and zb-h2 call
+// backward_input and backward_weight where their orders say; gpipe and 1f1b
 // call the two halves one after the other in place of the fused backward.
 //
 //===----------------------------------------------------------------------===//
@@ -125,12 +125,11 @@ struct BuildRankProgramsPass
     scheduleKind = schedule;
     if (scheduleKind != sched::ScheduleKind::GPipe &&
         scheduleKind != sched::ScheduleKind::OneFOneB &&
-        scheduleKind != sched::ScheduleKind::ZBH1 &&
-        scheduleKind != sched::ScheduleKind::Interleaved &&
+        !isZeroBubble() && scheduleKind != sched::ScheduleKind::Interleaved &&
         scheduleKind != sched::ScheduleKind::Chimera)
       return fail() << "schedule '" << sched::scheduleKindName(scheduleKind)
                     << "' needs stage functions that do not exist yet (chunks or replicas); "
-                       "supported: gpipe, 1f1b, zb-h1, interleaved, chimera";
+                       "supported: gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera";
     if (microbatches < 1)
       return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
     // Checked before narrowing to the scheduler's int: 2^32 + 2 was 2.
@@ -174,15 +173,16 @@ struct BuildRankProgramsPass
                                module.lookupSymbol<func::FuncOp>(prefix + "_backward_input"),
                                module.lookupSymbol<func::FuncOp>(prefix + "_backward_weight")};
       bool halves = functions.backwardInput && functions.backwardWeight;
-      if (scheduleKind == sched::ScheduleKind::ZBH1 && !halves)
-        return fail() << "schedule 'zb-h1' needs @" << prefix << "_backward_input and @"
+      if (isZeroBubble() && !halves)
+        return fail() << "schedule '" << sched::scheduleKindName(scheduleKind) << "' needs @"
+                      << prefix << "_backward_input and @"
                       << prefix << "_backward_weight (run pf-split-stages with "
                       << "split-backward=true)";
       if (!functions.backward && !halves)
         return fail() << "@" << prefix << "_forward has no @" << prefix << "_backward (nor @"
                       << prefix << "_backward_input and @" << prefix << "_backward_weight)";
-      if (scheduleKind == sched::ScheduleKind::ZBH1)
-        functions.backward = {}; // the halves are what zb-h1 calls
+      if (isZeroBubble())
+        functions.backward = {}; // the halves are what zb-h1 and zb-h2 call
       else if (functions.backward)
         functions.backwardInput = functions.backwardWeight = {};
       for (func::FuncOp func : {functions.forward, functions.backward,
@@ -255,6 +255,10 @@ struct BuildRankProgramsPass
   /// of its pipe (down: s, up: D-1-s).
   sched::PipelineLayout layout;
   bool isChimera() const { return scheduleKind == sched::ScheduleKind::Chimera; }
+  /// One stage per rank, each backward as its input and weight halves.
+  bool isZeroBubble() const {
+    return scheduleKind == sched::ScheduleKind::ZBH1 || scheduleKind == sched::ScheduleKind::ZBH2;
+  }
   int rankOf(int stage, int micro) const {
     return isChimera() ? layout.deviceOf(layout.pipeOf(micro), stage) : rankOfStage(stage);
   }
@@ -282,20 +286,14 @@ struct BuildRankProgramsPass
   }
 
   FailureOr<sched::PipelineProgram> buildSchedule() {
-    int numStages = stages.size();
     sched::PipelineConfig config;
     config.kind = scheduleKind;
     config.devices = numRanks;
     config.chunks = int(chunks);
     config.microbatches = int(microbatches);
-    // GPipe's, 1F1B's and ZB-H1's orders do not depend on durations: one
-    // unit layer per stage satisfies the library's checks.
-    sched::CostModel costs;
-    for (int s = 0; s < numStages; ++s) {
-      config.stageLayers.push_back({s});
-      costs.layers.push_back({"stage" + std::to_string(s)});
-    }
-    auto program = sched::buildPipeline(config, costs);
+    // Uniform passes: ZB-H2's list scheduling depends on durations, which
+    // are not measured yet (the zero-bubble paper's setting, F = B = W).
+    auto program = sched::buildUniformPipeline(config);
     if (!program)
       return fail() << program.error();
     layout = program->layout;

@@ -40,7 +40,8 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   bool interleaved = pipeline.schedule == ::pf::sched::ScheduleKind::Interleaved;
   split.stages = interleaved ? pipeline.stages * pipeline.chunks : pipeline.stages;
   // Zero-bubble schedules run the input and weight halves of each backward.
-  split.splitBackward = pipeline.schedule == ::pf::sched::ScheduleKind::ZBH1;
+  split.splitBackward = pipeline.schedule == ::pf::sched::ScheduleKind::ZBH1 ||
+                        pipeline.schedule == ::pf::sched::ScheduleKind::ZBH2;
   // K-FAC factor updates: one per call, 1/N of the step's running average each.
   split.microbatches = pipeline.microbatches;
   pm.addPass(createPFSplitStages(split));
@@ -82,7 +83,7 @@ struct PipelinedTrainingOptions {
     training.bindOptions(binder);
     binder.opt("stages", pipeline.stages, "Pipeline stages, one per rank");
     binder.opt("schedule", pipeline.schedule,
-               "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved, chimera)",
+               "Pipeline schedule (gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera)",
                scheduleKindValues());
     binder.opt("chunks", pipeline.chunks, "interleaved: model chunks per rank");
     binder.opt("kfac-work", pipeline.kfac,

@@ -5,6 +5,7 @@
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-h1 microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-N4
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=gpipe microbatches=2" | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=GPIPE
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=1f1b microbatches=2" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=1F1B
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=zb-h2 microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)" | FileCheck %s --check-prefix=ZBH2
 
 // schedule=zb-h1 over the backward halves of pf-split-stages{split-backward}:
 // 1F1B's order with each backward split into backward_input (B) and
@@ -228,3 +229,29 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // 1F1B-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
 // 1F1B-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // 1F1B-NOT: pf.run_stage
+
+// ZB-H2, D = 2, N = 4 (its order for uniform passes): rank 0 runs
+// 2(D-1)+1 = 3 warm-up forwards, then each input half before the next
+// forward; rank 1 runs every input half before any weight half, which fill
+// its tail.
+// ZBH2-LABEL: pf.rank_program @rank0
+// ZBH2-NEXT: forward @stage0_forward microbatch(0)
+// ZBH2-NEXT: forward @stage0_forward microbatch(1)
+// ZBH2-NEXT: forward @stage0_forward microbatch(2)
+// ZBH2-NEXT: backward_input @stage0_backward_input microbatch(0)
+// ZBH2-NEXT: forward @stage0_forward microbatch(3)
+// ZBH2-NEXT: backward_input @stage0_backward_input microbatch(1)
+// ZBH2-NEXT: backward_weight @stage0_backward_weight microbatch(0)
+// ZBH2-LABEL: pf.rank_program @rank1
+// ZBH2-NEXT: forward @stage1_forward microbatch(0)
+// ZBH2-NEXT: backward_input @stage1_backward_input microbatch(0)
+// ZBH2-NEXT: forward @stage1_forward microbatch(1)
+// ZBH2-NEXT: backward_input @stage1_backward_input microbatch(1)
+// ZBH2-NEXT: forward @stage1_forward microbatch(2)
+// ZBH2-NEXT: backward_input @stage1_backward_input microbatch(2)
+// ZBH2-NEXT: forward @stage1_forward microbatch(3)
+// ZBH2-NEXT: backward_input @stage1_backward_input microbatch(3)
+// ZBH2-NEXT: backward_weight @stage1_backward_weight microbatch(0)
+// ZBH2-NEXT: backward_weight @stage1_backward_weight microbatch(1)
+// ZBH2-NEXT: backward_weight @stage1_backward_weight microbatch(2)
+// ZBH2-NEXT: backward_weight @stage1_backward_weight microbatch(3)

@@ -102,7 +102,7 @@ struct PipelineRunOptions {
   template <typename Binder>
   void bindOptions(Binder &binder) {
     binder.opt("stages", stages, "Pipeline stages, one per rank (0: the job's ranks)");
-    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1, interleaved, chimera)", scheduleKindValues());
+    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera)", scheduleKindValues());
     binder.opt("microbatches", microbatches, "Micro-batches per step");
     binder.opt("chunks", chunks,
                "interleaved: model chunks per rank (stage s on rank s mod ranks)");

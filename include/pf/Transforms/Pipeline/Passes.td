@@ -240,7 +240,7 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
            "Write each backward as @stage<s>_backward_input (the slice its grad_act/* "
            "results need) and @stage<s>_backward_weight (the rest: grad/*; reads the "
            "stage's saved/* and grad_act/* arguments and the input half's wsaved/* "
-           "results) instead of @stage<s>_backward, for schedule=zb-h1 (default: false)">,
+           "results) instead of @stage<s>_backward, for schedule=zb-h1 and zb-h2 (default: false)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Calls of each stage function per step, for the K-FAC factor updates (a step "
            "with pf-insert-kfac): each becomes the update of micro-batch `microbatch` (a new "
@@ -303,7 +303,10 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
     1f1b (over split functions: backward_input and backward_weight back to
     back where the backward would run) and zb-h1, which needs the halves: its
     backward_input passes send the `grad_act/*`, rank d defers each
-    backward_weight by d micro-batches. interleaved runs `chunks` stages per
+    backward_weight by d micro-batches; zb-h2 likewise, with more warm-up
+    forwards (rank d up to 2(D-1-d)+1 micro-batches awaiting their input
+    gradient) and the weight halves moved into the tail (its order built for
+    uniform passes, F = B = W). interleaved runs `chunks` stages per
     rank (stage s on rank s mod D); chimera two replicas of every stage
     (ranks s and D-1-s), whose gradients (and K-FAC factors) are summed by
     `pf.all_reduce`. With K-FAC (pf-kfac-precondition on the split module)
@@ -345,7 +348,7 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   let options = [
     Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
            /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
-           "Pipeline schedule: gpipe, 1f1b, zb-h1 (needs pf-split-stages{split-backward=true}), interleaved (with chunks) or chimera (default: 1f1b)",
+           "Pipeline schedule: gpipe, 1f1b, zb-h1 or zb-h2 (need pf-split-stages{split-backward=true}), interleaved (with chunks) or chimera (default: 1f1b)",
            [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
            "Micro-batches per step">,
