@@ -486,21 +486,29 @@ struct BuildRankProgramsPass
     return success();
   }
 
-  /// `@stage<s>_accumulate` by stage: the count-weighted sum over the
-  /// micro-batches of the stage's gradients that no other rank adds to; on
-  /// the root of a pf.reduce_microbatch, `@stage<s>_accumulate_reduced` that
-  /// of the micro-batch's sum of both pieces (its own function, so that the
-  /// stage's other pieces need not wait for the other rank's). An
-  /// all-reduced gradient sums the members' pieces of every micro-batch at
-  /// the step end, so the host weights those. Called once per micro-batch in
-  /// micro-batch order, as pf-split-microbatches sums in one process (the
-  /// same ops, so the same bits):
+  /// The count-weighted sum over the micro-batches of a stage's gradients
+  /// that no other rank adds to (`@stage<s>_accumulate*`) and, on the root of
+  /// a pf.reduce_microbatch, of the micro-batch's sum of both pieces
+  /// (`@stage<s>_accumulate_reduced*`, so that the stage's other pieces need
+  /// not wait for the other rank's). An all-reduced gradient sums the
+  /// members' pieces of every micro-batch at the step end, so the host
+  /// weights those. Called once per micro-batch in micro-batch order, as
+  /// pf-split-microbatches sums in one process:
   ///   term = grad/<p> · count_m;  sum = m = 0 ? term : sum + term;
   ///   grad_sum/<p> = m = N−1 ? sum / total : sum
   /// with count_m the micro-batch's counted tokens (`loss_count`) and total
-  /// their sum (`loss_total`, 1 when 0). With one micro-batch nothing is
-  /// weighted, as in one process.
-  std::map<int64_t, func::FuncOp> accumulateFunctions, reducedAccumulateFunctions;
+  /// their sum (`loss_total`, 1 when 0). One function per position, each with
+  /// only the ops its branch of those selects takes (the same ops, so the
+  /// same bits, without computing the branches the selects drop): `_first`
+  /// (the term), the middle one (the running sum, N ≥ 3) and `_last` (the
+  /// mean). With one micro-batch nothing is weighted, as in one process.
+  struct Accumulation {
+    func::FuncOp first, middle, last;
+    func::FuncOp at(int64_t m, int64_t n) const {
+      return m == 0 ? first : m == n - 1 ? last : middle;
+    }
+  };
+  std::map<int64_t, Accumulation> accumulateFunctions, reducedAccumulateFunctions;
 
   void buildAccumulateFunctions(const std::map<std::string, TiedGradient> &tied) {
     if (microbatches < 2)
@@ -516,54 +524,74 @@ struct BuildRankProgramsPass
       }
       std::string name = "stage" + std::to_string(s) + "_accumulate";
       if (!own.empty())
-        accumulateFunctions[int64_t(s)] = buildAccumulate(int64_t(s), name, own);
+        accumulateFunctions[int64_t(s)] = buildAccumulation(int64_t(s), name, own);
       if (!reduced.empty())
         reducedAccumulateFunctions[int64_t(s)] =
-            buildAccumulate(int64_t(s), name + "_reduced", reduced);
+            buildAccumulation(int64_t(s), name + "_reduced", reduced);
     }
   }
 
-  func::FuncOp buildAccumulate(int64_t stage, StringRef name, ArrayRef<NamedValue> grads) {
+  Accumulation buildAccumulation(int64_t stage, StringRef name, ArrayRef<NamedValue> grads) {
+    Accumulation functions;
+    functions.first = buildAccumulate(stage, (name + "_first").str(), grads, Position::First);
+    if (microbatches > 2)
+      functions.middle = buildAccumulate(stage, name.str(), grads, Position::Middle);
+    functions.last = buildAccumulate(stage, (name + "_last").str(), grads, Position::Last);
+    return functions;
+  }
+
+  enum class Position { First, Middle, Last };
+
+  func::FuncOp buildAccumulate(int64_t stage, const std::string &name,
+                               ArrayRef<NamedValue> grads, Position position) {
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
     auto scalarI64 = RankedTensorType::get({}, b.getI64Type());
+    const bool continues = position != Position::First;
     SmallVector<Type> inputs, results;
     SmallVector<std::string> inputNames;
     for (const NamedValue &grad : grads) {
-      inputs.append({grad.type, grad.type});
+      inputs.push_back(grad.type);
       inputNames.push_back(grad.name);
-      inputNames.push_back(sumName(grad.name));
+      if (continues) {
+        inputs.push_back(grad.type);
+        inputNames.push_back(sumName(grad.name));
+      }
       results.push_back(grad.type);
     }
-    for (StringRef scalar : {"loss_count", "loss_total", "microbatch"}) {
+    inputs.push_back(scalarI64);
+    inputNames.push_back("loss_count");
+    if (position == Position::Last) {
       inputs.push_back(scalarI64);
-      inputNames.push_back(scalar.str());
+      inputNames.push_back("loss_total");
     }
     auto func = func::FuncOp::create(b, loc, name, b.getFunctionType(inputs, results));
     func->setAttr(kStageAttrName, b.getI64IntegerAttr(stage));
     Block *entry = func.addEntryBlock();
-    for (auto [i, name] : llvm::enumerate(inputNames))
-      func.setArgAttr(unsigned(i), kNameAttrName, b.getStringAttr(name));
+    for (auto [i, input] : llvm::enumerate(inputNames))
+      func.setArgAttr(unsigned(i), kNameAttrName, b.getStringAttr(input));
     for (auto [i, grad] : llvm::enumerate(grads))
       func.setResultAttr(unsigned(i), kNameAttrName, b.getStringAttr(sumName(grad.name)));
     b.setInsertionPointToEnd(entry);
-    unsigned scalars = 2 * grads.size();
-    Value count = entry->getArgument(scalars), total = entry->getArgument(scalars + 1);
-    Value micro = entry->getArgument(scalars + 2);
-    auto constant = [&](int64_t value) {
-      return ConstantOp::create(b, loc, DenseElementsAttr::get(scalarI64, value)).getResult();
-    };
-    Value first = EqualOp::create(b, loc, micro, constant(0));
-    Value last = EqualOp::create(b, loc, micro, constant(int64_t(microbatches) - 1));
+    const unsigned perGrad = continues ? 2 : 1;
+    Value count = entry->getArgument(perGrad * grads.size());
     SmallVector<Value> sums;
     for (auto [i, grad] : llvm::enumerate(grads)) {
       TypeAttr to = TypeAttr::get(grad.type.getElementType());
-      Value piece = entry->getArgument(2 * i), sum = entry->getArgument(2 * i + 1);
+      Value piece = entry->getArgument(perGrad * i);
       Value term = MulOp::create(b, loc, grad.type, piece, CastOp::create(b, loc, count, to));
-      Value added = AddOp::create(b, loc, sum, term);
-      Value running = WhereOp::create(b, loc, first, term, added);
-      Value mean = DivOp::create(b, loc, grad.type, running, CastOp::create(b, loc, total, to));
-      sums.push_back(WhereOp::create(b, loc, last, mean, running));
+      if (!continues) {
+        sums.push_back(term);
+        continue;
+      }
+      Value added = AddOp::create(b, loc, entry->getArgument(perGrad * i + 1), term);
+      if (position == Position::Middle) {
+        sums.push_back(added);
+        continue;
+      }
+      Value total = entry->getArgument(perGrad * grads.size() + 1);
+      sums.push_back(
+          DivOp::create(b, loc, grad.type, added, CastOp::create(b, loc, total, to)));
     }
     func::ReturnOp::create(b, loc, sums);
     return func;
@@ -638,8 +666,9 @@ struct BuildRankProgramsPass
         ReduceMicrobatchOp::create(body, loc, name, uint64_t(m), uint64_t(entry.root()),
                                    entry.ranks, entry.type);
       };
-      auto emitAccumulate = [&](func::FuncOp function, int64_t m) {
-        RunStageOp::create(body, loc, StageTaskKind::Accumulate, function.getSymName(),
+      auto emitAccumulate = [&](const Accumulation &functions, int64_t m) {
+        RunStageOp::create(body, loc, StageTaskKind::Accumulate,
+                           functions.at(m, int64_t(microbatches)).getSymName(),
                            body.getI64IntegerAttr(m), IntegerAttr());
       };
       // The stage's own gradients once its pass returned them; the reduced

@@ -61,3 +61,20 @@ pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
   pf.run_stage backward @stage0_backward microbatch(1)
   pf.run_stage accumulate @stage0_accumulate microbatch(0)
 }
+
+// -----
+
+// After micro-batch 0 a call continues the running sum: the first
+// micro-batch's function (the term alone) cannot sum micro-batch 1.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_first(tensor<2xf32> {pf.name = "grad/w"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward microbatch(1)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage accumulate @stage0_accumulate_first microbatch(0)
+  // expected-error@+1 {{rank 0, op 5: accumulate @stage0_accumulate_first of micro-batch 1 does not take the running sum 'grad_sum/w' it continues}}
+  pf.run_stage accumulate @stage0_accumulate_first microbatch(1)
+}

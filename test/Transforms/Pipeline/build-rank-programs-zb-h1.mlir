@@ -53,11 +53,11 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_first microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
 // CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last microbatch(1)
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
@@ -74,13 +74,13 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.send_act "grad_act/15" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_first microbatch(0)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_last microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last microbatch(1)
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 

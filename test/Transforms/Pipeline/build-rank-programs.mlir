@@ -7,6 +7,7 @@
 // The written programs pass the checks again after a round trip.
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-1F1B-N4
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward|accumulate)|reduce_microbatch" | FileCheck %s --check-prefix=D3-REDUCE
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | FileCheck %s --check-prefix=D3-MIDDLE
 
 // The toy encoder of split-stages.mlir: embeddings, three blocks of one linear
 // each, a residual from block 0 to block 2 and the tied decoder.
@@ -33,29 +34,37 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 }
 
 // The count-weighted sum of a stage's own gradients over the micro-batches
-// (on the last stage the tied embedding's in its own function, after
+// (on the last stage the tied embedding's in its own functions, after
 // pf.reduce_microbatch summed the micro-batch's pieces across ranks), called
-// after each backward in micro-batch order, with the ops of
-// pf-split-microbatches' sum.
-// CHECK-LABEL: func.func @stage0_accumulate(
-// CHECK-SAME: %[[G:arg0]]: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %[[S:arg1]]: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, %arg2: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %arg3: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"}, %[[C:arg4]]: tensor<i64> {pf.name = "loss_count"}, %[[T:arg5]]: tensor<i64> {pf.name = "loss_total"}, %[[M:arg6]]: tensor<i64> {pf.name = "microbatch"})
+// after each backward in micro-batch order: one function per position with
+// the ops its branch of pf-split-microbatches' selects takes. N = 2: the
+// first (the term) and the last (the mean); the middle one (the running
+// sum) in the D3-MIDDLE run.
+// CHECK-LABEL: func.func @stage0_accumulate_first(
+// CHECK-SAME: %[[G0:arg0]]: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %arg1: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %[[C0:arg2]]: tensor<i64> {pf.name = "loss_count"})
 // CHECK-SAME: -> (tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"})
-// CHECK: %[[FIRST:.*]] = pf.equal %[[M]], %{{.*}}
-// CHECK: %[[LAST:.*]] = pf.equal %[[M]], %{{.*}}
+// CHECK: %[[CF0:.*]] = pf.cast %[[C0]]
+// CHECK: %[[TERM0:.*]] = pf.mul %[[G0]], %[[CF0]]
+// CHECK-NOT: pf.where
+// CHECK: return %[[TERM0]], %{{.*}} :
+// CHECK-LABEL: func.func @stage0_accumulate_last(
+// CHECK-SAME: %[[G:arg0]]: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %[[S:arg1]]: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, %arg2: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %arg3: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"}, %[[C:arg4]]: tensor<i64> {pf.name = "loss_count"}, %[[T:arg5]]: tensor<i64> {pf.name = "loss_total"})
+// CHECK-SAME: -> (tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"})
 // CHECK: %[[CF:.*]] = pf.cast %[[C]]
 // CHECK: %[[TERM:.*]] = pf.mul %[[G]], %[[CF]]
 // CHECK: %[[ADDED:.*]] = pf.add %[[S]], %[[TERM]]
-// CHECK: %[[RUNNING:.*]] = pf.where %[[FIRST]], %[[TERM]], %[[ADDED]]
 // CHECK: %[[TF:.*]] = pf.cast %[[T]]
-// CHECK: %[[MEAN:.*]] = pf.div %[[RUNNING]], %[[TF]]
-// CHECK: %[[OUT:.*]] = pf.where %[[LAST]], %[[MEAN]], %[[RUNNING]]
-// CHECK: return %[[OUT]], %{{.*}} :
-// CHECK-LABEL: func.func @stage1_accumulate(
+// CHECK: %[[MEAN:.*]] = pf.div %[[ADDED]], %[[TF]]
+// CHECK: return %[[MEAN]], %{{.*}} :
+// CHECK-LABEL: func.func @stage1_accumulate_first(
 // CHECK-SAME: {pf.name = "grad/bert.encoder.layer.2.dense.weight"}
 // CHECK-SAME: {pf.name = "grad/cls.predictions.bias"}
-// CHECK-SAME: {pf.name = "microbatch"})
-// CHECK-LABEL: func.func @stage1_accumulate_reduced(
-// CHECK-SAME: {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<100x16xf32> {pf.name = "grad_sum/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<i64> {pf.name = "loss_count"}
+// CHECK-SAME: {pf.name = "loss_count"})
+// CHECK-LABEL: func.func @stage1_accumulate_last(
+// CHECK-LABEL: func.func @stage1_accumulate_reduced_first(
+// CHECK-SAME: {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<i64> {pf.name = "loss_count"}
+// CHECK-LABEL: func.func @stage1_accumulate_reduced_last(
+// CHECK-SAME: {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<100x16xf32> {pf.name = "grad_sum/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<i64> {pf.name = "loss_count"}, %{{.*}}: tensor<i64> {pf.name = "loss_total"}
 
 // D = 2, 1F1B, N = 2, in full. Stage 0 sends act/3 and act/5 (tags: index of
 // the name * N + micro-batch), stage 1 returns grad_act/15 and grad_act/22.
@@ -78,10 +87,10 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_first microbatch(0)
 // CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last microbatch(1)
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
@@ -93,16 +102,16 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.run_stage backward @stage1_backward microbatch(0)
 // CHECK-NEXT: pf.send_act "grad_act/15" microbatch(0) to(0) tag(4) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act "grad_act/22" microbatch(0) to(0) tag(6) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_first microbatch(0)
 // CHECK-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
 // CHECK-NEXT: pf.run_stage backward @stage1_backward microbatch(1)
 // CHECK-NEXT: pf.send_act "grad_act/15" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_last microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first microbatch(0)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last microbatch(1)
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 
@@ -224,27 +233,37 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-REDUCE-LABEL: pf.rank_program @rank0
 // D3-REDUCE: backward @stage0_backward microbatch(0)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage0_accumulate microbatch(0)
+// D3-REDUCE-NEXT: accumulate @stage0_accumulate_first microbatch(0)
 // D3-REDUCE-LABEL: pf.rank_program @rank1
 // D3-REDUCE-NOT: reduce_microbatch
 // D3-REDUCE-LABEL: pf.rank_program @rank2
 // D3-REDUCE-NEXT: forward @stage2_forward microbatch(0)
 // D3-REDUCE-NEXT: backward @stage2_backward microbatch(0)
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(0)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_first microbatch(0)
 // D3-REDUCE-NEXT: forward @stage2_forward microbatch(1)
 // D3-REDUCE-NEXT: backward @stage2_backward microbatch(1)
 // D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(1)
 // D3-REDUCE-NEXT: forward @stage2_forward microbatch(2)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(0)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_first microbatch(0)
 // D3-REDUCE-NEXT: backward @stage2_backward microbatch(2)
 // D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(2)
 // D3-REDUCE-NEXT: forward @stage2_forward microbatch(3)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(2) ranks([0, 2])
 // D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(1)
 // D3-REDUCE-NEXT: backward @stage2_backward microbatch(3)
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(3)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_last microbatch(3)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(2) root(2) ranks([0, 2])
 // D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(2)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(3) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(3)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_last microbatch(3)
+
+// N = 4: the middle micro-batches' function adds the term to the running sum
+// (no select, no divide).
+// D3-MIDDLE-LABEL: func.func @stage0_accumulate(
+// D3-MIDDLE-SAME: %[[G:arg0]]: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %[[S:arg1]]: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}
+// D3-MIDDLE-SAME: %[[C:arg2]]: tensor<i64> {pf.name = "loss_count"})
+// D3-MIDDLE-NEXT: %[[CF:.*]] = pf.cast %[[C]]
+// D3-MIDDLE-NEXT: %[[TERM:.*]] = pf.mul %[[G]], %[[CF]]
+// D3-MIDDLE-NEXT: %[[ADDED:.*]] = pf.add %[[S]], %[[TERM]]
+// D3-MIDDLE-NEXT: return %[[ADDED]] :

@@ -9,6 +9,7 @@
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include <cmath>
 
@@ -536,15 +537,17 @@ private:
     return true;
   }
 
-  /// Each accumulate function of a stage (pf-build-rank-programs'
-  /// count-weighted sum of its gradients) runs on one rank, once per
+  /// Each accumulation of a stage (pf-build-rank-programs' count-weighted
+  /// sum of its gradients: the accumulate calls returning the same running
+  /// sums, one function per position) runs on one rank, once per
   /// micro-batch in micro-batch order (the order of the single-process sum),
   /// each after that micro-batch's backward (its weight half when split) on
-  /// the same rank.
+  /// the same rank; after the first micro-batch each call takes the running
+  /// sums it continues.
   LogicalResult checkAccumulates() {
     bool ok = true;
-    // (stage, function) -> (rank, next micro-batch): a stage may sum its own
-    // gradients and, on a reduce's root, the reduced ones in two functions.
+    // (stage, the sums it returns) -> (rank, next micro-batch): a stage may
+    // sum its own gradients and, on a reduce's root, the reduced ones apart.
     std::map<std::pair<int64_t, std::string>, std::pair<int64_t, int64_t>> next;
     for (auto [rank, program] : llvm::enumerate(programs)) {
       std::set<std::pair<int64_t, int64_t>> backwardDone; // (stage, micro-batch)
@@ -561,7 +564,8 @@ private:
         if (kind != StageTaskKind::Accumulate)
           continue;
         Position at{int64_t(rank), index};
-        auto [it, fresh] = next.try_emplace({stage, run.getStage().str()}, int64_t(rank), 0);
+        SmallVector<std::string> sums = resultNames(run);
+        auto [it, fresh] = next.try_emplace({stage, llvm::join(sums, ",")}, int64_t(rank), 0);
         if (!fresh && it->second.first != int64_t(rank)) {
           ok = false;
           error(at) << describe(run) << " of micro-batch " << micro
@@ -577,6 +581,12 @@ private:
           continue;
         }
         ++it->second.second;
+        for (const std::string &sum : sums)
+          if (micro > 0 && StringRef(sum).starts_with("grad_sum/") && !takes(run, sum)) {
+            ok = false;
+            error(at) << describe(run) << " of micro-batch " << micro
+                      << " does not take the running sum '" << sum << "' it continues";
+          }
         if (!backwardDone.count({stage, micro})) {
           ok = false;
           error(at) << describe(run) << " of micro-batch " << micro
@@ -589,29 +599,34 @@ private:
         ok = false;
         programs[where.first].op.emitError("rank ")
             << where.first << ": stage " << key.first << " accumulates " << where.second << " of "
-            << numMicrobatches << " micro-batches (@" << key.second << ")";
+            << numMicrobatches << " micro-batches"
+            << (key.second.empty() ? "" : " (of " + key.second + ")");
       }
     return success(ok);
   }
 
+  /// The `pf.name`s of the call's function's arguments or results, sorted.
+  SmallVector<std::string> namesOf(RunStageOp run, bool results) {
+    SmallVector<std::string> names;
+    auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
+    unsigned count = !func ? 0 : results ? func.getNumResults() : func.getNumArguments();
+    for (unsigned i = 0; i < count; ++i)
+      if (auto attr = results ? func.getResultAttrOfType<StringAttr>(i, kNameAttrName)
+                              : func.getArgAttrOfType<StringAttr>(i, kNameAttrName))
+        names.push_back(attr.getValue().str());
+    llvm::sort(names);
+    return names;
+  }
+  SmallVector<std::string> resultNames(RunStageOp run) { return namesOf(run, true); }
+
   /// Whether the call's function takes an argument named `name`.
   bool takes(RunStageOp run, StringRef name) {
-    auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
-    for (unsigned i = 0, e = func ? func.getNumArguments() : 0; i < e; ++i)
-      if (auto attr = func.getArgAttrOfType<StringAttr>(i, kNameAttrName);
-          attr && attr.getValue() == name)
-        return true;
-    return false;
+    return llvm::is_contained(namesOf(run, false), name.str());
   }
 
   /// Whether the call's function returns a value named `name`.
   bool returns(RunStageOp run, StringRef name) {
-    auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
-    for (unsigned i = 0, e = func ? func.getNumResults() : 0; i < e; ++i)
-      if (auto attr = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
-          attr && attr.getValue() == name)
-        return true;
-    return false;
+    return llvm::is_contained(namesOf(run, true), name.str());
   }
 
   /// The stage of a call (its function's pf.stage; the op verifier checked it).
