@@ -18,30 +18,16 @@ first step, median over --repeat runs (the bytes are the same in every run).
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from pipefisher import make_bert_model, save_model  # noqa: E402
-from pipefisher.corpus import make_corpus  # noqa: E402
-from pipefisher.tools import tool  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pipeline_setup import add_model_arguments, mpirun_two_ranks, prepare, run, tool  # noqa: E402
 
 GRADIENTS_HELD = re.compile(r"^rank (\d+): gradients held at most: (\d+) bytes", re.M)
-
-
-def run(args: list[str]) -> str:
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return proc.stdout
 
 
 def ms_per_step(stdout: str) -> float:
@@ -54,28 +40,12 @@ def ms_per_step(stdout: str) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="mini")
-    parser.add_argument("--vocab", type=int, default=30522)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--microbatches", type=int, nargs="+", default=[4, 8])
+    add_model_arguments(parser)
     parser.add_argument("--schedules", nargs="+", default=["gpipe", "1f1b"])
-    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    mpirun = shutil.which("mpirun")
-    if not mpirun:
-        raise SystemExit("mpirun not found (scripts/setup.sh installs Open MPI)")
-    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    mpirun = mpirun_two_ranks()
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        corpus = make_corpus(sequences=2000, seq_len=args.seq, seed=1)
-        corpus.pop("vocab")
-        np.savez(tmp / "corpus.npz", **corpus)
-        save_model(make_bert_model(args.config, vocab_size=args.vocab, seed=2), tmp / "m.onnx")
-        common = [str(tmp / "m.onnx"), "--corpus", str(tmp / "corpus.npz"), "--batch",
-                  str(args.batch), "--steps", str(args.steps), "--log-every", "1",
-                  "--num-threads", "1", "--lr", "1e-3"]
+        common = prepare(Path(tmp), args)
         print(f"BERT-{args.config} (vocab {args.vocab}), batch {args.batch} x {args.seq}, "
               f"{args.steps} steps, D = 2, AdamW, 1 thread per rank, median of {args.repeat}")
         print("| schedule | N | tied gradient | ms/step | vs kept | rank 0 gradients held (MB) "
@@ -87,8 +57,7 @@ def main() -> int:
                 # Alternated, so drift in the machine's speed hits both alike.
                 for _ in range(args.repeat):
                     for per_microbatch in ("false", "true"):
-                        out = run([mpirun, "--oversubscribe", *root, "-np", "2",
-                                   str(tool("pf-train")), *common, "--pipeline",
+                        out = run([*mpirun, str(tool("pf-train")), *common, "--pipeline",
                                    f"stages=2 schedule={schedule} microbatches={n} "
                                    f"tied-per-microbatch={per_microbatch}"])
                         held = {int(r): int(b) for r, b in GRADIENTS_HELD.findall(out)}
