@@ -942,7 +942,7 @@ private:
     if (m < 0 || m >= M)
       return error(llvm::formatv("micro-batch {0} of '{1}' is not in [0, {2})", m, name, M));
     auto it = gradients.find(name);
-    if (it == gradients.end() || it->second[m].data.empty())
+    if (it == gradients.end() || it->second.size() != size_t(M) || it->second[m].data.empty())
       return error(
           llvm::formatv("no backward on this rank returned '{0}' of micro-batch {1}", name, m));
     NpyArray &piece = it->second[m];

@@ -1,5 +1,5 @@
 """The input/weight backward split (`pf-split-stages{split-backward=true}`)
-and the ZB-H1 per-rank programs (`pf-build-rank-programs{schedule=zb-h1}`):
+and the ZB-H1 and ZB-H2 per-rank programs (`pf-build-rank-programs{schedule=zb-h1|zb-h2}`):
 `mpirun -np D pf-run --run-ranks` against `pf-run --run-stages` of the
 *unsplit* stage functions (fused backwards, GPipe order) on the same inputs.
 
@@ -65,13 +65,14 @@ def _module(steps, layers, stages, split, programs=None):
 
 
 @pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-h2"])
 @pytest.mark.parametrize("microbatches", [1, 4])
 @pytest.mark.parametrize("layers,stages", [(2, 2), (4, 2), (4, 4)])
-def test_zb_h1_ranks_equal_fused_run_stages_bitwise(steps, tmp_path, layers, stages,
-                                                    microbatches):
+def test_zero_bubble_ranks_equal_fused_run_stages_bitwise(steps, tmp_path, layers, stages,
+                                                          microbatches, schedule):
     fused = _module(steps, layers, stages, split=False)
     programs = _module(steps, layers, stages, split=True,
-                       programs=f"schedule=zb-h1 microbatches={microbatches}")
+                       programs=f"schedule={schedule} microbatches={microbatches}")
     text = programs.read_text()
     assert "pf.run_stage backward_weight" in text and "pf.run_stage backward " not in text
     inp = tmp_path / "in.npz"
