@@ -13,6 +13,12 @@
 // and recv, executing the global sequence is a valid run, so it cannot
 // deadlock.
 //
+// The tied embedding's gradient (two stages on two ranks): the first stage's
+// rank posts micro-batch m's piece (pf.reduce_microbatch) right after the
+// pass returning it; the root takes it before its first pass that starts no
+// earlier than that pass ends in a timed run of the orders (forward 1,
+// backward 2, each half 1), so it rarely waits and holds few pieces.
+//
 // Backward halves (pf-split-stages{split-backward}): zb-h1 and zb-h2 call
 // backward_input and backward_weight where their orders say; gpipe and 1f1b
 // call the two halves one after the other in place of the fused backward.
