@@ -460,8 +460,7 @@ llvm::Error replayExecutedOrder(sched::ScheduleRequest &request,
 llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first,
                                            int64_t last, sched::ScheduleKind kind,
                                            int64_t steps) {
-  const bool splitBackward =
-      kind == sched::ScheduleKind::ZBH1 || kind == sched::ScheduleKind::ZBH2;
+  const bool splitBackward = sched::splitsBackward(kind);
   std::vector<StageMeans> stages(run.stages);
   // (stage, layer) -> K-FAC means; layer -1 when the event names none.
   std::map<std::pair<int64_t, int64_t>, LayerMeans> layers;

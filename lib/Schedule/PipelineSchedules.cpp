@@ -442,12 +442,13 @@ Placement placementOf(ScheduleKind kind) {
   return Placement::Linear;
 }
 
-namespace {
 bool splitsBackward(ScheduleKind kind) {
   return kind == ScheduleKind::ZBH1 || kind == ScheduleKind::ZBH2 ||
          kind == ScheduleKind::ZBV || kind == ScheduleKind::DualPipe ||
          kind == ScheduleKind::DualPipeV;
 }
+
+namespace {
 
 Order orderOf(const PipelineLayout &layout, const CostModel &costs) {
   switch (layout.kind) {

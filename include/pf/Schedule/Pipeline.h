@@ -126,6 +126,9 @@ struct PipelineConfig {
 int stagesFor(ScheduleKind kind, int devices, int chunks);
 /// Placement of a schedule's stages.
 Placement placementOf(ScheduleKind kind);
+/// Whether a schedule runs each backward as its input and weight halves (the
+/// zero-bubble kinds and DualPipe(V)).
+bool splitsBackward(ScheduleKind kind);
 
 /// Checks what a schedule needs of D, N and the chunks (Chimera: even D and N;
 /// interleaved: N a multiple of D; DualPipe: even D and N >= 2D, N even;

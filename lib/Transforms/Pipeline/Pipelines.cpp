@@ -40,8 +40,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   bool interleaved = pipeline.schedule == ::pf::sched::ScheduleKind::Interleaved;
   split.stages = interleaved ? pipeline.stages * pipeline.chunks : pipeline.stages;
   // Zero-bubble schedules run the input and weight halves of each backward.
-  split.splitBackward = pipeline.schedule == ::pf::sched::ScheduleKind::ZBH1 ||
-                        pipeline.schedule == ::pf::sched::ScheduleKind::ZBH2;
+  split.splitBackward = ::pf::sched::splitsBackward(pipeline.schedule);
   // K-FAC factor updates: one per call, 1/N of the step's running average each.
   split.microbatches = pipeline.microbatches;
   pm.addPass(createPFSplitStages(split));

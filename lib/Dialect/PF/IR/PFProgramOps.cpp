@@ -473,21 +473,21 @@ private:
     bool ok = succeeded(checkMembers<ReduceMicrobatchOp>(
         "micro-batch, root, ranks and type",
         [&](ReduceMicrobatchOp reduce, Position at) { return checkReduceSource(reduce, at); }));
-    // rank -> value -> micro-batches in program order
-    std::map<int64_t, std::map<std::string, SmallVector<int64_t>>> order;
+    // rank -> value -> (its root, the micro-batches in program order)
+    std::map<int64_t, std::map<std::string, std::pair<int64_t, SmallVector<int64_t>>>> order;
     for (auto [rank, program] : llvm::enumerate(programs))
       for (Operation *op : program.ops)
-        if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op))
-          order[int64_t(rank)][reduce.getValue().str()].push_back(int64_t(reduce.getMicrobatch()));
+        if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op)) {
+          auto &[root, micro] = order[int64_t(rank)][reduce.getValue().str()];
+          root = int64_t(reduce.getRoot());
+          micro.push_back(int64_t(reduce.getMicrobatch()));
+        }
     for (auto &[rank, values] : order)
-      for (auto &[value, micro] : values) {
-        int64_t root = -1;
-        for (Operation *op : programs[rank].ops)
-          if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op); reduce && reduce.getValue() == value)
-            root = int64_t(reduce.getRoot());
+      for (auto &[value, rootAndMicro] : values) {
+        const auto &[root, micro] = rootAndMicro;
         if (root == rank || root < 0 || root >= int64_t(programs.size()))
           continue;
-        const SmallVector<int64_t> &atRoot = order[root][value];
+        const SmallVector<int64_t> &atRoot = order[root][value].second;
         if (atRoot == micro)
           continue;
         ok = false;
