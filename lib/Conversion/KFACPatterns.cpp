@@ -24,10 +24,16 @@ Value isDueStep(RuntimeLowering &l, OpBuilder &b, Location loc, Value step, int6
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, phase, l.constI64(b, loc, 0));
 }
 
-/// Whether the i64 scalar `entry` (a host-decided `due`) is non-zero.
-Value isNonZero(RuntimeLowering &l, OpBuilder &b, Location loc, Value entry) {
-  Value value = l.loadScalar(b, loc, entry, b.getI64Type());
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, value, l.constI64(b, loc, 0));
+/// Whether the i64 scalar `source` (a host-decided `due`, descriptor
+/// `entry`) is non-zero.
+FailureOr<Value> isNonZero(RuntimeLowering &l, OpBuilder &b, Operation *op, Value source,
+                           Value entry) {
+  FailureOr<Value> value = l.readScalar(b, op, source, entry, b.getI64Type());
+  if (failed(value))
+    return failure();
+  Location loc = op->getLoc();
+  return Value(
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, *value, l.constI64(b, loc, 0)));
 }
 
 /// Emits `body` (which emits calls) under `condition`.
@@ -107,9 +113,11 @@ struct KLClipPattern : RuntimePattern<KFACKLClipOp> {
         sumOfDots(l, rewriter, op, adaptor.getUpdates(), adaptor.getGradients());
     if (failed(total))
       return failure();
-    Value lr = l.loadScalar(rewriter, loc, adaptor.getLr(), f64);
+    FailureOr<Value> lr = l.readScalar(rewriter, op, op.getLr(), adaptor.getLr(), f64);
+    if (failed(lr))
+      return failure();
     Value denom = arith::MulFOp::create(rewriter, loc,
-                                        arith::MulFOp::create(rewriter, loc, lr, lr), *total);
+                                        arith::MulFOp::create(rewriter, loc, *lr, *lr), *total);
     Value ratio = arith::DivFOp::create(
         rewriter, loc, l.constF64(rewriter, loc, op.getKappa().convertToDouble()), denom);
     Value root = LLVM::SqrtOp::create(rewriter, loc, ratio);
@@ -139,7 +147,11 @@ struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
     if (microbatch)
       updates = int64_t(op.getUpdates());
     double decay = op.getDecay().convertToDouble();
-    Value step = l.loadScalar(rewriter, loc, adaptor.getStep(), rewriter.getI64Type());
+    FailureOr<Value> stepValue =
+        l.readScalar(rewriter, op, op.getStep(), adaptor.getStep(), rewriter.getI64Type());
+    if (failed(stepValue))
+      return failure();
+    Value step = *stepValue;
     Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, step,
                                         l.constI64(rewriter, loc, 1));
     Value firstMode = arith::SelectOp::create(rewriter, loc, first,
@@ -147,8 +159,13 @@ struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
                                               l.constI32(rewriter, loc, PFRT_KFAC_RUNNING_AVERAGE));
     Value laterMode = l.constI32(rewriter, loc, PFRT_KFAC_ACCUMULATE);
     double share = 1.0 / double(std::max<int64_t>(updates, 1));
-    Value due = adaptor.getDue() ? isNonZero(l, rewriter, loc, adaptor.getDue())
-                                 : isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
+    Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
+    if (adaptor.getDue()) {
+      FailureOr<Value> given = isNonZero(l, rewriter, op, op.getDue(), adaptor.getDue());
+      if (failed(given))
+        return failure();
+      due = *given;
+    }
     double scale = op.getScale().convertToDouble() * share;
     Value firstScale = l.constF64(rewriter, loc, scale);
     // The same doubles as the updates after the first of one function.
@@ -157,20 +174,24 @@ struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
     Value mode = rank == 0 ? firstMode : laterMode;
     Value scaleValue = rank == 0 ? firstScale : laterScale;
     if (microbatch) {
-      Value isFirstUpdate = arith::CmpIOp::create(
-          rewriter, loc, arith::CmpIPredicate::eq,
-          l.loadScalar(rewriter, loc, microbatch, rewriter.getI64Type()),
-          l.constI64(rewriter, loc, 0));
+      FailureOr<Value> index =
+          l.readScalar(rewriter, op, op.getMicrobatch(), microbatch, rewriter.getI64Type());
+      if (failed(index))
+        return failure();
+      Value isFirstUpdate = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, *index,
+                                                  l.constI64(rewriter, loc, 0));
       mode = arith::SelectOp::create(rewriter, loc, isFirstUpdate, firstMode, laterMode);
       scaleValue = arith::SelectOp::create(rewriter, loc, isFirstUpdate, firstScale, laterScale);
     }
     if (Value countEntry = adaptor.getCount()) {
       // Gradients of a mean over `count` tokens: factor B needs count².
-      Value count = arith::SIToFPOp::create(
-          rewriter, loc, rewriter.getF64Type(),
-          l.loadScalar(rewriter, loc, countEntry, rewriter.getI64Type()));
+      // Read as the double pfrt_read_scalar gives (exact below 2^53).
+      FailureOr<Value> count =
+          l.readScalar(rewriter, op, op.getCount(), countEntry, rewriter.getF64Type());
+      if (failed(count))
+        return failure();
       scaleValue = arith::MulFOp::create(rewriter, loc, scaleValue,
-                                         arith::MulFOp::create(rewriter, loc, count, count));
+                                         arith::MulFOp::create(rewriter, loc, *count, *count));
     }
     Value input = adaptor.getInput();
     if (failed(emitIf(rewriter, loc, due, [&] {
@@ -193,18 +214,26 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
                                 ConversionPatternRewriter &rewriter) const override {
     RuntimeLowering &l = lowering;
     Location loc = op.getLoc();
-    Value step = l.loadScalar(rewriter, loc, adaptor.getStep(), rewriter.getI64Type());
+    FailureOr<Value> stepValue =
+        l.readScalar(rewriter, op, op.getStep(), adaptor.getStep(), rewriter.getI64Type());
+    if (failed(stepValue))
+      return failure();
+    Value step = *stepValue;
     Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
     if (adaptor.getDue()) {
-      due = isNonZero(l, rewriter, loc, adaptor.getDue());
+      FailureOr<Value> given = isNonZero(l, rewriter, op, op.getDue(), adaptor.getDue());
+      if (failed(given))
+        return failure();
+      due = *given;
     } else if (int64_t warmup = op.getWarmup(); warmup > 0) {
       Value early = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sle, step,
                                           l.constI64(rewriter, loc, warmup));
       due = arith::OrIOp::create(rewriter, loc, due, early);
     }
+    // The kernels report the outcome into host memory; the outcome tensor
+    // (which may be device memory) gets it by pfrt_fill after the branch.
     Value outcomeEntry = l.entryOf(rewriter, loc, op.getOutcome());
-    Value outcome = LLVM::LoadOp::create(rewriter, loc, LLVM::LLVMPointerType::get(getContext()),
-                                         outcomeEntry);
+    Value outcome = l.scratchI32(rewriter, loc);
     LLVM::StoreOp::create(rewriter, loc, l.constI32(rewriter, loc, PFRT_KFAC_INVERTED), outcome);
     if (failed(emitIf(rewriter, loc, due, [&] {
           if (op.getAValuesAttr())
@@ -216,10 +245,14 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
                            l.paramPtr(rewriter, loc, op.getBInverseAttr()),
                            l.paramPtr(rewriter, loc, op.getBValuesAttr()), outcome});
           // λ: the host's per-step value (a damping schedule) or the attribute.
-          Value damping = adaptor.getDampingValue()
-                              ? l.loadScalar(rewriter, loc, adaptor.getDampingValue(),
-                                             rewriter.getF64Type())
-                              : l.constF64(rewriter, loc, op.getDamping().convertToDouble());
+          Value damping = l.constF64(rewriter, loc, op.getDamping().convertToDouble());
+          if (adaptor.getDampingValue()) {
+            FailureOr<Value> given = l.readScalar(rewriter, op, op.getDampingValue(),
+                                                  adaptor.getDampingValue(), rewriter.getF64Type());
+            if (failed(given))
+              return failure();
+            damping = *given;
+          }
           return l.call(rewriter, op, "pfrt_kfac_damped_inverses",
                         {l.paramPtr(rewriter, loc, op.getFactorAAttr()),
                          l.paramPtr(rewriter, loc, op.getFactorBAttr()),
@@ -227,6 +260,11 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
                          l.paramPtr(rewriter, loc, op.getAInverseAttr()),
                          l.paramPtr(rewriter, loc, op.getBInverseAttr()), outcome});
         })))
+      return failure();
+    Value reported = arith::SIToFPOp::create(
+        rewriter, loc, rewriter.getF64Type(),
+        LLVM::LoadOp::create(rewriter, loc, rewriter.getI32Type(), outcome));
+    if (failed(l.call(rewriter, op, "pfrt_fill", {outcomeEntry, reported})))
       return failure();
     replaceByEntries(rewriter, op, outcomeEntry);
     return success();
@@ -237,15 +275,19 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
 /// gradients: the inverses, or the eigenbases and the damping.
 StringRef calleeOf(KFACPreconditionOp) { return "pfrt_kfac_precondition"; }
 StringRef calleeOf(KFACPreconditionEigenOp) { return "pfrt_kfac_precondition_eigen"; }
-SmallVector<Value> leadingArguments(RuntimeLowering &, OpBuilder &, KFACPreconditionOp,
-                                    KFACPreconditionOp::Adaptor adaptor) {
-  return {adaptor.getAInverse(), adaptor.getBInverse()};
+FailureOr<SmallVector<Value>> leadingArguments(RuntimeLowering &, OpBuilder &, KFACPreconditionOp,
+                                               KFACPreconditionOp::Adaptor adaptor) {
+  return SmallVector<Value>{adaptor.getAInverse(), adaptor.getBInverse()};
 }
-SmallVector<Value> leadingArguments(RuntimeLowering &l, OpBuilder &b, KFACPreconditionEigenOp op,
-                                    KFACPreconditionEigenOp::Adaptor adaptor) {
-  return {adaptor.getAVectors(), adaptor.getAValues(), adaptor.getBVectors(),
-          adaptor.getBValues(),
-          l.loadScalar(b, op.getLoc(), adaptor.getDamping(), b.getF64Type())};
+FailureOr<SmallVector<Value>> leadingArguments(RuntimeLowering &l, OpBuilder &b,
+                                               KFACPreconditionEigenOp op,
+                                               KFACPreconditionEigenOp::Adaptor adaptor) {
+  FailureOr<Value> damping =
+      l.readScalar(b, op, op.getDamping(), adaptor.getDamping(), b.getF64Type());
+  if (failed(damping))
+    return failure();
+  return SmallVector<Value>{adaptor.getAVectors(), adaptor.getAValues(), adaptor.getBVectors(),
+                            adaptor.getBValues(), *damping};
 }
 
 /// pf.kfac.precondition and pf.kfac.precondition_eigen: one call writing
@@ -260,7 +302,10 @@ struct PreconditionPattern : RuntimePattern<PreconditionOp> {
     Location loc = op.getLoc();
     Value weightUpdate = l.entryOf(rewriter, loc, op.getWeightUpdate());
     Value biasUpdate = l.entryOf(rewriter, loc, op.getBiasUpdate());
-    SmallVector<Value> arguments = leadingArguments(l, rewriter, op, adaptor);
+    FailureOr<SmallVector<Value>> leading = leadingArguments(l, rewriter, op, adaptor);
+    if (failed(leading))
+      return failure();
+    SmallVector<Value> arguments = std::move(*leading);
     arguments.append({adaptor.getWeightGrad(), l.orNull(rewriter, loc, adaptor.getBiasGrad()),
                       l.constI32(rewriter, loc, op.getWeightInOut() ? 0 : 1) /*1: [out, in]*/,
                       weightUpdate, biasUpdate});

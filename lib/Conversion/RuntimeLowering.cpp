@@ -83,19 +83,45 @@ Value RuntimeLowering::intArray(OpBuilder &b, Location loc, ArrayRef<int64_t> va
   return LLVM::AddressOfOp::create(b, loc, ptrType, name);
 }
 
-Value RuntimeLowering::loadScalar(OpBuilder &b, Location loc, Value entry, Type type) const {
-  Value data = LLVM::LoadOp::create(b, loc, ptrType, entry);
-  return LLVM::LoadOp::create(b, loc, type, data);
+FailureOr<Value> RuntimeLowering::readScalar(OpBuilder &b, Operation *op, Value source, Value entry,
+                                             Type type) {
+  Location loc = op->getLoc();
+  bool argument = arguments.contains(source);
+  Value value = argument ? scalarReads.lookup(entry) : Value();
+  if (!value) {
+    Value slot = scratchF64(b, loc);
+    OpBuilder::InsertionGuard guard(b);
+    if (argument)
+      b.setInsertionPointAfterValue(entry);
+    if (failed(call(b, op, "pfrt_read_scalar", {entry, slot})))
+      return failure();
+    value = LLVM::LoadOp::create(b, loc, b.getF64Type(), slot);
+    if (argument)
+      scalarReads[entry] = value;
+  }
+  if (type.isF64())
+    return value;
+  return Value(arith::FPToSIOp::create(b, loc, type, value));
+}
+
+/// An alloca at the start of pf_main (whose arguments are ctx and table).
+static Value entryBlockSlot(OpBuilder &b, Location loc, Value context, Type ptrType, Type element) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(cast<BlockArgument>(context).getOwner());
+  Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
+  return LLVM::AllocaOp::create(b, loc, ptrType, element, one);
 }
 
 Value RuntimeLowering::scratchF64(OpBuilder &b, Location loc) {
-  if (f64Slot)
-    return f64Slot;
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&b.getInsertionBlock()->getParent()->front());
-  Value one = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
-  f64Slot = LLVM::AllocaOp::create(b, loc, ptrType, b.getF64Type(), one);
+  if (!f64Slot)
+    f64Slot = entryBlockSlot(b, loc, context, ptrType, b.getF64Type());
   return f64Slot;
+}
+
+Value RuntimeLowering::scratchI32(OpBuilder &b, Location loc) {
+  if (!i32Slot)
+    i32Slot = entryBlockSlot(b, loc, context, ptrType, b.getI32Type());
+  return i32Slot;
 }
 
 int64_t RuntimeLowering::addContiguousViews(ValueRange values) {

@@ -60,12 +60,22 @@ public:
   /// Address of a constant i64 array (axes, permutations, slice bounds); one
   /// global per distinct array; a null pointer for an empty one.
   Value intArray(OpBuilder &b, Location loc, ArrayRef<int64_t> values);
-  /// The value of a 0-d tensor (learning rate, step) read at run time from
-  /// its descriptor `entry`.
-  Value loadScalar(OpBuilder &b, Location loc, Value entry, Type type) const;
+  /// The value of the one-element tensor `source` (learning rate, step, a
+  /// due flag) as `type` (f64 or an integer), read at run time from its
+  /// descriptor `entry` by pfrt_read_scalar on behalf of `op`: the tensor
+  /// may live in device memory. A function argument (the step's lr and
+  /// step) is read once, at the start, not by every optimizer call (on
+  /// CUDA each read waits for the stream); another value where it is used.
+  FailureOr<Value> readScalar(OpBuilder &b, Operation *op, Value source, Value entry, Type type);
+  /// The function's arguments as the patterns see them (casts of their
+  /// table entries); filled by the pass.
+  DenseSet<Value> arguments;
   /// A stack slot for one double (pfrt_dot's result), allocated once at the
   /// start of the function.
   Value scratchF64(OpBuilder &b, Location loc);
+  /// A stack slot for one int32_t (an inversion's outcome), allocated once
+  /// at the start of the function.
+  Value scratchI32(OpBuilder &b, Location loc);
   /// Kernels that take an array of descriptors (concat, clipping) get new
   /// table entries viewing `values`, one after the other; returns the first.
   int64_t addContiguousViews(ValueRange values);
@@ -85,7 +95,9 @@ private:
   ModuleOp module;
   Value context, table;
   Type ptrType, tensorType;
-  Value f64Slot;
+  Value f64Slot, i32Slot;
+  /// readScalar's reads (f64) by descriptor.
+  DenseMap<Value, Value> scalarReads;
   int64_t globals = 0;
   std::map<std::vector<int64_t>, std::string> intArrays;
 };

@@ -191,6 +191,7 @@ void LowerToRuntimePass::runOnOperation() {
     arg.replaceAllUsesWith(cast.getResult(0));
     // Patterns look operands up in the plan (concat's contiguous views).
     plan->tensorOf[cast.getResult(0)] = plan->tensorOf.lookup(arg);
+    lowering.arguments.insert(cast.getResult(0));
   }
 
   RuntimeTypeConverter converter(ctx);

@@ -130,10 +130,13 @@ struct SGDUpdatePattern : RuntimePattern<SGDUpdateOp> {
     RuntimeLowering &l = lowering;
     Location loc = op.getLoc();
     double momentum = op.getMomentumBuffer() ? op.getMomentum().convertToDouble() : 0.0;
+    FailureOr<Value> lr =
+        l.readScalar(rewriter, op, op.getLr(), adaptor.getLr(), rewriter.getF64Type());
+    if (failed(lr))
+      return failure();
     if (failed(l.call(rewriter, op, "pfrt_sgd_step",
                       {l.paramPtr(rewriter, loc, op.getParamAttr()), adaptor.getGrad(),
-                       l.paramPtr(rewriter, loc, op.getMomentumBufferAttr()),
-                       l.loadScalar(rewriter, loc, adaptor.getLr(), rewriter.getF64Type()),
+                       l.paramPtr(rewriter, loc, op.getMomentumBufferAttr()), *lr,
                        l.constF64(rewriter, loc, momentum),
                        l.constF64(rewriter, loc, op.getWeightDecay().convertToDouble()),
                        l.constI32(rewriter, loc, op.getNesterov())})))
@@ -146,28 +149,32 @@ struct SGDUpdatePattern : RuntimePattern<SGDUpdateOp> {
 /// AdamW and LAMB share their leading arguments: parameter, gradient,
 /// moments, lr, betas, eps, weight decay, step, bias correction (on).
 template <typename OpTy>
-SmallVector<Value> adamArguments(RuntimeLowering &l, OpBuilder &b, OpTy op,
-                                 typename OpTy::Adaptor adaptor) {
+FailureOr<SmallVector<Value>> adamArguments(RuntimeLowering &l, OpBuilder &b, OpTy op,
+                                            typename OpTy::Adaptor adaptor) {
   Location loc = op.getLoc();
-  return {l.paramPtr(b, loc, op.getParamAttr()),
-          adaptor.getGrad(),
-          l.paramPtr(b, loc, op.getExpAvgAttr()),
-          l.paramPtr(b, loc, op.getExpAvgSqAttr()),
-          l.loadScalar(b, loc, adaptor.getLr(), b.getF64Type()),
-          l.constF64(b, loc, op.getBeta1().convertToDouble()),
-          l.constF64(b, loc, op.getBeta2().convertToDouble()),
-          l.constF64(b, loc, op.getEps().convertToDouble()),
-          l.constF64(b, loc, op.getWeightDecay().convertToDouble()),
-          l.loadScalar(b, loc, adaptor.getStep(), b.getI64Type()),
-          l.constI32(b, loc, 1) /*bias correction*/};
+  FailureOr<Value> lr = l.readScalar(b, op, op.getLr(), adaptor.getLr(), b.getF64Type());
+  FailureOr<Value> step = l.readScalar(b, op, op.getStep(), adaptor.getStep(), b.getI64Type());
+  if (failed(lr) || failed(step))
+    return failure();
+  return SmallVector<Value>{l.paramPtr(b, loc, op.getParamAttr()),
+                            adaptor.getGrad(),
+                            l.paramPtr(b, loc, op.getExpAvgAttr()),
+                            l.paramPtr(b, loc, op.getExpAvgSqAttr()),
+                            *lr,
+                            l.constF64(b, loc, op.getBeta1().convertToDouble()),
+                            l.constF64(b, loc, op.getBeta2().convertToDouble()),
+                            l.constF64(b, loc, op.getEps().convertToDouble()),
+                            l.constF64(b, loc, op.getWeightDecay().convertToDouble()),
+                            *step,
+                            l.constI32(b, loc, 1) /*bias correction*/};
 }
 
 struct AdamWUpdatePattern : RuntimePattern<AdamWUpdateOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(AdamWUpdateOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
-    if (failed(lowering.call(rewriter, op, "pfrt_adamw_step",
-                             adamArguments(lowering, rewriter, op, adaptor))))
+    FailureOr<SmallVector<Value>> args = adamArguments(lowering, rewriter, op, adaptor);
+    if (failed(args) || failed(lowering.call(rewriter, op, "pfrt_adamw_step", *args)))
       return failure();
     rewriter.eraseOp(op);
     return success();
@@ -179,7 +186,10 @@ struct LAMBUpdatePattern : RuntimePattern<LAMBUpdateOp> {
   LogicalResult matchAndRewrite(LAMBUpdateOp op, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    SmallVector<Value> args = adamArguments(lowering, rewriter, op, adaptor);
+    FailureOr<SmallVector<Value>> leading = adamArguments(lowering, rewriter, op, adaptor);
+    if (failed(leading))
+      return failure();
+    SmallVector<Value> args = std::move(*leading);
     args.append({lowering.constI32(rewriter, loc, 1) /*nvlamb*/,
                  lowering.constF64(rewriter, loc, op.getMaxTrustRatio().convertToDouble())});
     if (failed(lowering.call(rewriter, op, "pfrt_lamb_step", args)))

@@ -7,9 +7,10 @@ func.func @main(%x: tensor<4x3xf32>, %step: tensor<i64>, %count: tensor<i64>) {
   pf.kfac.update_factor @F from %x step %step count %count {scale = 2.0 : f64, every = 3 : i64} : tensor<4x3xf32>, tensor<i64>, tensor<i64>
   return
 }
+// CHECK: %[[NE:.*]] = llvm.getelementptr %arg1[2]
+// CHECK: call @pfrt_read_scalar(%arg0, %[[NE]], %[[SLOT:[0-9a-z_]+]])
+// CHECK: %[[NF:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> f64
 // CHECK: arith.remsi
-// CHECK: %[[N:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i64
-// CHECK: %[[NF:.*]] = arith.sitofp %[[N]] : i64 to f64
 // CHECK: %[[SQ:.*]] = arith.mulf %[[NF]], %[[NF]] : f64
 // CHECK: %[[SCALE:.*]] = arith.mulf %{{.*}}, %[[SQ]] : f64
 // CHECK: cf.cond_br

@@ -11,10 +11,13 @@ func.func @main(%x: tensor<4x3xf32>, %step: tensor<i64>, %m: tensor<i64>) {
   pf.kfac.update_factor @F from %x step %step microbatch(%m : tensor<i64>) {scale = 2.0 : f64, decay = 0.5 : f64, updates = 4 : i64} : tensor<4x3xf32>, tensor<i64>
   return
 }
+// CHECK: %[[ME:.*]] = llvm.getelementptr %arg1[2]
+// CHECK: call @pfrt_read_scalar(%arg0, %[[ME]], %[[SLOT:[0-9a-z_]+]])
+// CHECK: %[[MF:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> f64
 // CHECK-DAG: %[[HALF:.*]] = arith.constant 5.000000e-01 : f64
 // CHECK-DAG: %[[QUARTER:.*]] = arith.constant 2.500000e-01 : f64
 // CHECK: %[[LATER:.*]] = arith.select %{{.*}}, %[[HALF]], %[[QUARTER]] : f64
-// CHECK: %[[M:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i64
+// CHECK: %[[M:.*]] = arith.fptosi %[[MF]] : f64 to i64
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[M]], %{{.*}} : i64
 // CHECK: %[[MODE:.*]] = arith.select %[[FIRST]], %{{.*}}, %{{.*}} : i32
 // CHECK: %[[SCALE:.*]] = arith.select %[[FIRST]], %[[HALF]], %[[LATER]] : f64

@@ -3,8 +3,10 @@
 // Two updates of one factor: the first overwrites at step 1 and keeps a
 // running average after (mode select 0 / 2), the second accumulates (1) its
 // (1 - decay) share; each runs on due steps ((step - 1) mod every == 0)
-// only. The refresh also runs on the first `warmup` steps and writes
-// PFRT_KFAC_INVERTED (0) to its outcome first.
+// only. The refresh also runs on the first `warmup` steps; its kernel reports
+// the outcome into a host slot that holds PFRT_KFAC_INVERTED (0) when it does
+// not run, and pfrt_fill writes it to the outcome tensor (which may live in
+// device memory). The step is read once, by pfrt_read_scalar.
 pf.param @A : tensor<4x4xf32>
 pf.param @B : tensor<2x2xf32>
 pf.param @A_inv : tensor<4x4xf32>
@@ -17,10 +19,13 @@ func.func @main(%x: tensor<5x4xf32>, %dy: tensor<5x2xf32>, %step: tensor<i64>) -
 }
 // CHECK-LABEL: func.func @pf_main
 // CHECK-SAME: (%[[CTX:[^:]*]]: !llvm.ptr, %[[T:[^:]*]]: !llvm.ptr) -> i64
+// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x i32
+// CHECK: %[[SLOT:.*]] = llvm.alloca %{{.*}} x f64
 // CHECK: %[[X:.*]] = llvm.getelementptr %[[T]][0]
 // CHECK: %[[STEPE:.*]] = llvm.getelementptr %[[T]][2]
-// CHECK: %[[STEPD:.*]] = llvm.load %[[STEPE]] : !llvm.ptr -> !llvm.ptr
-// CHECK: %[[STEP:.*]] = llvm.load %[[STEPD]] : !llvm.ptr -> i64
+// CHECK: call @pfrt_read_scalar(%[[CTX]], %[[STEPE]], %[[SLOT]])
+// CHECK: %[[STEPF:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> f64
+// CHECK: %[[STEP:.*]] = arith.fptosi %[[STEPF]] : f64 to i64
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[STEP]], %{{.*}} : i64
 // CHECK: %[[AVG:.*]] = arith.constant 2 : i32
 // CHECK: %[[OVERWRITE:.*]] = arith.constant 0 : i32
@@ -43,8 +48,8 @@ func.func @main(%x: tensor<5x4xf32>, %dy: tensor<5x2xf32>, %step: tensor<i64>) -
 // CHECK: %[[DUE3:.*]] = arith.cmpi eq, %[[PHASE3]]
 // CHECK: %[[EARLY:.*]] = arith.cmpi sle, %{{.*}}, %c3_i64 : i64
 // CHECK: %[[REFRESH:.*]] = arith.ori %[[DUE3]], %[[EARLY]] : i1
+// CHECK-NOT: pfrt_read_scalar
 // CHECK: %[[OUTE:.*]] = llvm.getelementptr %[[T]][7]
-// CHECK: %[[OUT:.*]] = llvm.load %[[OUTE]] : !llvm.ptr -> !llvm.ptr
 // CHECK: %[[INVERTED:.*]] = arith.constant 0 : i32
 // CHECK: llvm.store %[[INVERTED]], %[[OUT]] : i32, !llvm.ptr
 // CHECK: cf.cond_br %[[REFRESH]]
@@ -54,6 +59,9 @@ func.func @main(%x: tensor<5x4xf32>, %dy: tensor<5x2xf32>, %step: tensor<i64>) -
 // CHECK: %[[AI:.*]] = llvm.getelementptr %[[T]][4]
 // CHECK: %[[BI:.*]] = llvm.getelementptr %[[T]][5]
 // CHECK: call @pfrt_kfac_damped_inverses(%[[CTX]], %[[A]], %[[B]], %[[DAMPING]], %{{.*}}, %[[AI]], %[[BI]], %[[OUT]]) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, f64, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK: %[[REPORTED:.*]] = llvm.load %[[OUT]] : !llvm.ptr -> i32
+// CHECK: %[[REPORTEDF:.*]] = arith.sitofp %[[REPORTED]] : i32 to f64
+// CHECK: call @pfrt_fill(%[[CTX]], %[[OUTE]], %[[REPORTEDF]])
 
 // -----
 

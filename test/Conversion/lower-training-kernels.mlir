@@ -94,16 +94,17 @@ func.func @main(%g: tensor<4x3xf32>, %lr: tensor<f64>, %step: tensor<i64>) {
 // CHECK-SAME: (%[[CTX:[^:]*]]: !llvm.ptr, %[[T:[^:]*]]: !llvm.ptr) -> i64
 // CHECK: %[[G:.*]] = llvm.getelementptr %[[T]][0]
 // CHECK: %[[LR:.*]] = llvm.getelementptr %[[T]][1]
+// CHECK: call @pfrt_read_scalar(%[[CTX]], %[[LR]], %[[SLOT:[0-9a-z_]+]])
+// CHECK: %[[LRV:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> f64
 // CHECK: %[[STEP:.*]] = llvm.getelementptr %[[T]][2]
+// CHECK: call @pfrt_read_scalar(%[[CTX]], %[[STEP]], %[[SLOT]])
+// CHECK: %[[STEPF:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> f64
 // CHECK: %[[W:.*]] = llvm.getelementptr %[[T]][4]
 // CHECK: %[[MOM:.*]] = llvm.getelementptr %[[T]][3]
-// CHECK: %[[LRDATA:.*]] = llvm.load %[[LR]] : !llvm.ptr -> !llvm.ptr
-// CHECK: %[[LRV:.*]] = llvm.load %[[LRDATA]] : !llvm.ptr -> f64
 // CHECK: %[[MOMENTUM:.*]] = arith.constant 9.000000e-01 : f64
 // CHECK: %[[NESTEROV:.*]] = arith.constant 1 : i32
 // CHECK: call @pfrt_sgd_step(%[[CTX]], %[[W]], %[[G]], %[[MOM]], %[[LRV]], %[[MOMENTUM]], %{{.*}}, %[[NESTEROV]]) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, f64, f64, i32) -> i32
-// CHECK: %[[STEPDATA:.*]] = llvm.load %[[STEP]] : !llvm.ptr -> !llvm.ptr
-// CHECK: %[[STEPV:.*]] = llvm.load %[[STEPDATA]] : !llvm.ptr -> i64
+// CHECK: %[[STEPV:.*]] = arith.fptosi %[[STEPF]] : f64 to i64
 // CHECK: %[[BIASCORR:.*]] = arith.constant 1 : i32
 // CHECK: %[[NVLAMB:.*]] = arith.constant 1 : i32
 // CHECK: %[[TRUST:.*]] = arith.constant 1.000000e+01 : f64

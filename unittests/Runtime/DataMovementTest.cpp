@@ -292,4 +292,39 @@ TEST_F(DataMovementTest, CopyReshapeFill) {
   EXPECT_EQ(h[1], 0x3c00);
 }
 
+TEST_F(DataMovementTest, ReadScalar) {
+  double v = 0;
+  Tensor<float> f({1, 1});
+  f[0] = -2.5f;
+  pfrt_tensor tf = f.desc();
+  ok(pfrt_read_scalar(ctx, &tf, &v));
+  EXPECT_EQ(v, -2.5);
+  Tensor<int64_t> step(Dims{});
+  step[0] = 9007199254740992LL; // 2^53, exact as a double
+  pfrt_tensor ts = step.desc();
+  ok(pfrt_read_scalar(ctx, &ts, &v));
+  EXPECT_EQ(v, 9007199254740992.0);
+  Tensor<int8_t> small({1});
+  small[0] = -7;
+  pfrt_tensor ti = small.desc(PFRT_I8);
+  ok(pfrt_read_scalar(ctx, &ti, &v));
+  EXPECT_EQ(v, -7.0);
+  Tensor<uint8_t> flag({1});
+  flag[0] = 1;
+  pfrt_tensor tb = flag.desc(PFRT_BOOL);
+  ok(pfrt_read_scalar(ctx, &tb, &v));
+  EXPECT_EQ(v, 1.0);
+
+  Tensor<float> two({2});
+  pfrt_tensor tt = two.desc();
+  EXPECT_EQ(pfrt_read_scalar(ctx, &tt, &v), PFRT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pfrt_last_error(ctx)).find("pfrt_read_scalar: x [2] has 2 elements"),
+            std::string::npos)
+      << pfrt_last_error(ctx);
+  Tensor<uint16_t> half({1});
+  pfrt_tensor th = half.desc(PFRT_F16);
+  EXPECT_EQ(pfrt_read_scalar(ctx, &th, &v), PFRT_UNSUPPORTED);
+  EXPECT_EQ(pfrt_read_scalar(ctx, &tf, nullptr), PFRT_INVALID_ARGUMENT);
+}
+
 } // namespace

@@ -222,6 +222,12 @@ PFRT_API pfrt_status pfrt_copy_from_host(pfrt_context *ctx, const void *host,
 PFRT_API pfrt_status pfrt_copy_to_host(pfrt_context *ctx,
                                        const pfrt_tensor *src, void *host);
 
+/* *value = the one element of x (f32, f64, i8, i32, i64 or bool; any shape
+ * with one element) as a double: how a compiled program reads a run-time
+ * scalar (learning rate, step, a due flag) from memory of the context's
+ * backend. On CUDA it waits for the stream. */
+PFRT_API pfrt_status pfrt_read_scalar(pfrt_context *ctx, const pfrt_tensor *x, double *value);
+
 /* Waits until every kernel queued on ctx has finished (CUDA: the stream);
  * a no-op on the CPU, whose kernels return when done. Errors of
  * asynchronous kernels surface here. */

@@ -2,6 +2,8 @@
 
 #include "Dtype.h"
 
+#include <cstring>
+
 namespace pfrt {
 
 int64_t dtypeSize(int32_t dtype) {
@@ -40,6 +42,30 @@ const char *dtypeName(int32_t dtype) {
     return "bool";
   default:
     return "unknown";
+  }
+}
+
+double elementAsDouble(int32_t dtype, const void *bytes) {
+  auto as = [bytes](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, bytes, sizeof v);
+    return double(v);
+  };
+  switch (dtype) {
+  case PFRT_F32:
+    return as(float());
+  case PFRT_F64:
+    return as(double());
+  case PFRT_I64:
+    return as(int64_t());
+  case PFRT_I32:
+    return as(int32_t());
+  case PFRT_I8:
+    return as(int8_t());
+  case PFRT_BOOL:
+    return as(uint8_t());
+  default:
+    return 0.0;
   }
 }
 

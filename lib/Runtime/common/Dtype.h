@@ -23,6 +23,9 @@ template <class T> struct TypeTag {
 int64_t dtypeSize(int32_t dtype);
 const char *dtypeName(int32_t dtype);
 inline bool isKnownDtype(int32_t dtype) { return dtypeSize(dtype) != 0; }
+/// The element at `bytes` as a double, for f32, f64, i8, i32, i64 and bool
+/// (pfrt_read_scalar on every backend); 0 for other dtypes.
+double elementAsDouble(int32_t dtype, const void *bytes);
 
 /// Calls f(TypeTag<T>{}) for the C++ type of `dtype`, for every dtype (bool
 /// as uint8_t, f16 as Half). Precondition: isKnownDtype(dtype).

@@ -14,6 +14,16 @@ pfrt_status floatLike(const Call &call, const char *name, const pfrt_tensor *t,
   return call.shapeIs(name, t, shape);
 }
 
+pfrt_status checkReadScalar(const Call &call, const pfrt_tensor *x) {
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL}));
+  if (Shape::of(*x).numel() != 1)
+    return call.fail(PFRT_INVALID_ARGUMENT, "x %s has %lld elements; a scalar has one",
+                     ShapeStr(Shape::of(*x)).c_str(),
+                     static_cast<long long>(Shape::of(*x).numel()));
+  return PFRT_OK;
+}
+
 pfrt_status checkSquare(const Call &call, const char *name,
                         const pfrt_tensor *t, int32_t dtype) {
   PFRT_TRY(call.tensor(name, t));

@@ -17,6 +17,9 @@ namespace pfrt {
 pfrt_status floatLike(const Call &call, const char *name, const pfrt_tensor *t,
                       int32_t dtype, const Shape &shape);
 
+/// pfrt_read_scalar's tensor: one element of f32, f64, i8, i32, i64 or bool.
+pfrt_status checkReadScalar(const Call &call, const pfrt_tensor *x);
+
 /// A square rank-2 f32/f64 matrix (of `dtype` unless it is 0) whose
 /// dimension fits the BLAS/LAPACK (and cuSOLVER) int.
 pfrt_status checkSquare(const Call &call, const char *name,

@@ -10,6 +10,7 @@
 #include "../common/Call.h"
 #include "../common/Dtype.h"
 #include "../common/SlicePlan.h"
+#include "../common/TensorChecks.h"
 #include "Half.h"
 #include "Kernels.h"
 #include "Parallel.h"
@@ -449,6 +450,15 @@ pfrt_status pfrt_copy_cpu(pfrt_context *ctx, const pfrt_tensor *x,
 pfrt_status pfrt_reshape_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                              const pfrt_tensor *out) {
   return copyEntry("pfrt_reshape", ctx, x, out);
+}
+
+pfrt_status pfrt_read_scalar_cpu(pfrt_context *ctx, const pfrt_tensor *x, double *value) {
+  Call call(ctx, "pfrt_read_scalar");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.pointer("value", value));
+  PFRT_TRY(checkReadScalar(call, x));
+  *value = elementAsDouble(x->dtype, x->data);
+  return PFRT_OK;
 }
 
 pfrt_status pfrt_fill_cpu(pfrt_context *ctx, const pfrt_tensor *out,

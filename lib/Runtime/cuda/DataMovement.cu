@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../common/SlicePlan.h"
+#include "../common/TensorChecks.h"
 #include "Launch.h"
 
 namespace pfrt::cuda {
@@ -417,10 +418,26 @@ pfrt_status gatherBackwardEntry(pfrt_context *ctx, const pfrt_tensor *indices,
   return launched(call, "scatterAddKernel");
 }
 
+pfrt_status readScalarEntry(pfrt_context *ctx, const pfrt_tensor *x, double *value) {
+  Call call(ctx, "pfrt_read_scalar");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.pointer("value", value));
+  PFRT_TRY(checkReadScalar(call, x));
+  alignas(8) unsigned char bytes[8] = {};
+  PFRT_TRY(check(
+      call,
+      cudaMemcpyAsync(bytes, x->data, dtypeSize(x->dtype), cudaMemcpyDeviceToHost, streamOf(ctx)),
+      "cudaMemcpyAsync (device to host)"));
+  PFRT_TRY(check(call, cudaStreamSynchronize(streamOf(ctx)), "cudaStreamSynchronize"));
+  *value = elementAsDouble(x->dtype, bytes);
+  return PFRT_OK;
+}
+
 } // namespace
 
 void registerDataMovement(KernelTable &t) {
   t.pfrt_copy = copyEntry;
+  t.pfrt_read_scalar = readScalarEntry;
   t.pfrt_cast = castEntry;
   t.pfrt_reshape = reshapeEntry;
   t.pfrt_transpose = transposeEntry;

@@ -114,9 +114,12 @@ func.func @main(%x: tensor<6x4xf32> {pf.name = "x"}) -> (tensor<f32> {pf.name = 
 // DAMPING-INPUT-LABEL: func.func @main(
 // DAMPING-INPUT-SAME: %[[D:[a-z0-9_]+]]: tensor<f64> {pf.name = "kfac_damping"})
 // DAMPING-INPUT: pf.kfac.refresh_inverses({{.*}}) into ({{.*}}) step %{{.*}} damping(%[[D]] : tensor<f64>)
+// The damping input (table entry 2) is read once, at the start.
 // DAMPING-INPUT-LOWER-LABEL: func.func @pf_main(
+// DAMPING-INPUT-LOWER: %[[DE:.*]] = llvm.getelementptr %arg1[2]
+// DAMPING-INPUT-LOWER: call @pfrt_read_scalar(%arg0, %[[DE]], %[[SLOT:[0-9a-z_]+]])
+// DAMPING-INPUT-LOWER: %[[L:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> f64
 // DAMPING-INPUT-LOWER: call @pfrt_kfac_eigen_refresh
-// DAMPING-INPUT-LOWER: %[[L:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f64
 // DAMPING-INPUT-LOWER: call @pfrt_kfac_precondition_eigen({{.*}}, %[[L]],
 
 // -----
