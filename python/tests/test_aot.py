@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -59,3 +60,123 @@ def test_aot_driver_rejects_wrong_input_size(tmp_path):
                            str(tmp_path / "short.bin"), str(tmp_path / "short.bin"), "--",
                            str(tmp_path / "o.bin")], capture_output=True, text=True)
     assert proc.returncode != 0 and "expected" in proc.stderr
+
+
+def _model_library(tmp_path, *pf_run_args: str, vocab: int = 500):
+    """pf-run --aot of BERT-tiny (one layer), built as a shared library with
+    examples/aot/model_library.c; returns the AOT directory."""
+    save_model(make_bert_model("tiny", vocab_size=vocab, num_hidden_layers=1), tmp_path / "m.onnx")
+    out = tmp_path / "aot"
+    run_tool("pf-run", str(tmp_path / "m.onnx"), "--dim", "batch=2", "--dim", "sequence=16",
+             *pf_run_args, "--aot", str(out))
+    subprocess.run(["cc", "-shared", "-fPIC", "-std=c11", "-Wall", "-Werror",
+                    "-I", str(REPO_ROOT / "include"), "-I", str(out),
+                    str(REPO_ROOT / "examples/aot/model_library.c"), str(out / "model.o"),
+                    "-o", str(out / "model.so")], check=True)
+    return out
+
+
+def _step_inputs(vocab: int = 500) -> dict:
+    inputs = make_inputs(2, 16, vocab=vocab)
+    rng = np.random.default_rng(1)
+    labels = np.full((2, 16), -100, np.int64)
+    masked = rng.random((2, 16)) < 0.3
+    masked[0, 0] = True
+    labels[masked] = rng.integers(0, vocab, masked.sum())
+    inputs.update(labels=labels, step=np.array(1, np.int64), lr=np.array(1e-3, np.float64))
+    return inputs
+
+
+def _read_outputs(directory) -> dict:
+    import json
+    dtypes = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32}
+    manifest = json.loads((directory / "manifest.json").read_text())
+    return {e["name"]: np.fromfile(directory / e["file"], dtype=dtypes[e["dtype"]])
+            .reshape(e["shape"]) for e in manifest}
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_aot_run_kfac_training_step_matches_jit(tmp_path):
+    """pf-aot-run (the runner the GPU check uses) on the CPU: the K-FAC
+    training step's loss, gradients and factors are the JIT's bits, and
+    --weights-out holds the updated parameters."""
+    out = _model_library(tmp_path, "--training-step", "--kfac")
+    inputs = _step_inputs()
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_tool("pf-run", str(tmp_path / "m.onnx"), "--dim", "batch=2", "--dim", "sequence=16",
+             "--training-step", "--kfac", "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "jit.npz"))
+    (tmp_path / "in").mkdir()
+    for name, value in inputs.items():
+        value.tofile(tmp_path / "in" / f"{name}.bin")
+    (tmp_path / "got").mkdir()
+    proc = run_tool("pf-aot-run", str(out / "model.so"), "--weights", str(out / "model.weights"),
+                    "--inputs", str(tmp_path / "in"), "--outputs", str(tmp_path / "got"),
+                    "--weights-out", str(tmp_path / "after.weights"), "--repeat", "1",
+                    "--json", str(tmp_path / "t.json"))
+    assert "backend cpu" in proc.stdout
+    got = _read_outputs(tmp_path / "got")
+    jit = np.load(tmp_path / "jit.npz")
+    assert sorted(got) == sorted(jit.files)
+    assert any(name.startswith("kfac/A_inv/") for name in got)
+    for name in jit.files:
+        np.testing.assert_array_equal(got[name], jit[name], err_msg=name)
+    before = np.fromfile(out / "model.weights", np.uint8)
+    after = np.fromfile(tmp_path / "after.weights", np.uint8)
+    assert before.size == after.size and not np.array_equal(before, after)
+    import json
+    timing = json.loads((tmp_path / "t.json").read_text())
+    assert timing["repeat"] == 1 and timing["device"] == "cpu" and timing["median_ms"] > 0
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_aot_run_rejects_bad_input(tmp_path):
+    out = _model_library(tmp_path)
+    model, weights = str(out / "model.so"), str(out / "model.weights")
+    inputs = make_inputs(2, 16, vocab=500)
+    (tmp_path / "in").mkdir()
+    for name, value in inputs.items():
+        value.tofile(tmp_path / "in" / f"{name}.bin")
+    ok = run_tool("pf-aot-run", model, "--weights", weights, "--inputs", str(tmp_path / "in"))
+    assert "1 timed run(s) on cpu" in ok.stdout
+
+    def fails(*args: str, code: int = 1) -> str:
+        proc = run_tool("pf-aot-run", *args, check=False)
+        assert proc.returncode == code, (args, proc.returncode, proc.stderr)
+        assert "Traceback" not in proc.stderr and "Segmentation" not in proc.stderr
+        return proc.stderr
+
+    # An input of the wrong size: named, with the size it should have.
+    (tmp_path / "in" / "attention_mask.bin").write_bytes(b"\0" * 8)
+    err = fails(model, "--weights", weights, "--inputs", str(tmp_path / "in"))
+    assert "attention_mask.bin has 8 bytes, expected 256" in err and "i64 [2, 16]" in err
+    (tmp_path / "in" / "attention_mask.bin").unlink()
+    assert "cannot open" in fails(model, "--weights", weights, "--inputs", str(tmp_path / "in"))
+    # Weights of another model.
+    (tmp_path / "w").write_bytes(b"\0" * 64)
+    assert "expected" in fails(model, "--weights", str(tmp_path / "w"), "--inputs", "x")
+    # Not a model library; not a library at all.
+    assert "has no pf_aot_model_describe" in fails(
+        str(build_dir() / "lib" / "libpfrt.so"), "--weights", weights)
+    assert "cannot load" in fails(str(tmp_path / "w"), "--weights", weights)
+    # Bad options are usage errors.
+    assert "unknown --device" in fails(model, "--weights", weights, "--device", "tpu", code=2)
+    assert "bad --repeat" in fails(model, "--weights", weights, "--repeat", "0", code=2)
+    assert "--weights is required" in fails(model, code=2)
+    assert "give --inputs" in fails(model, "--weights", weights, code=2)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_aot_run_cuda_without_gpu_is_a_clear_error(tmp_path):
+    if Path("/dev/nvidiactl").exists():
+        pytest.skip("a GPU is present: scripts/gpu-check.sh runs the CUDA side")
+    out = _model_library(tmp_path)
+    inputs = make_inputs(2, 16, vocab=500)
+    (tmp_path / "in").mkdir()
+    for name, value in inputs.items():
+        value.tofile(tmp_path / "in" / f"{name}.bin")
+    proc = run_tool("pf-aot-run", str(out / "model.so"), "--weights", str(out / "model.weights"),
+                    "--inputs", str(tmp_path / "in"), "--device", "cuda", check=False)
+    assert proc.returncode == 1
+    assert "cannot create the runtime context" in proc.stderr
+    assert "Segmentation" not in proc.stderr

@@ -1,0 +1,68 @@
+/*===- pf_aot.h - The tensor plan of an ahead-of-time compiled model --*- C -*-===*\
+|*                                                                            *|
+|* `pf-run MODEL --aot DIR` writes DIR/model.o (pf_main), DIR/model.weights   *|
+|* and DIR/model_plan.h, whose tables use the types below. A driver either    *|
+|* links model.o and includes model_plan.h (examples/aot/driver.c), or builds *|
+|* the model as a shared library with examples/aot/model_library.c, which     *|
+|* exports pf_aot_model_describe(), runs it with pf-aot-run on any backend         *|
+|* (docs/runtime.md, "Ahead-of-time compilation").                            *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+#ifndef PF_RUNTIME_PF_AOT_H
+#define PF_RUNTIME_PF_AOT_H
+
+#include "pf/Runtime/pfrt.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a descriptor's data lives. */
+enum { PF_MODEL_INPUT = 0, PF_MODEL_OUTPUT = 1, PF_MODEL_WEIGHTS = 2, PF_MODEL_ARENA = 3 };
+
+/* One descriptor of the table: its kind (above), then the input/output
+   number or the byte offset into the weights file or the arena. */
+typedef struct {
+  int32_t kind;
+  int64_t where;
+  int32_t dtype;
+  int32_t rank;
+  int64_t shape[PFRT_MAX_RANK];
+} pf_model_tensor_info;
+
+/* A named input or output and its descriptor. */
+typedef struct {
+  const char *name;
+  int64_t tensor;
+} pf_model_io;
+
+/* The compiled step: 0, or (op index + 1) << 32 | pfrt status of the first
+   failing kernel. */
+typedef int64_t (*pf_model_main_fn)(pfrt_context *ctx, pfrt_tensor *table);
+
+#define PF_AOT_MODEL_VERSION 1
+
+/* Everything a driver needs to run a model built as a shared library. */
+typedef struct pf_aot_model {
+  int32_t version;     /* PF_AOT_MODEL_VERSION */
+  int32_t abi_version; /* the PFRT_ABI_VERSION the model was compiled for */
+  int64_t num_tensors, num_inputs, num_outputs;
+  int64_t arena_bytes;   /* intermediates (the buffer plan) */
+  int64_t weights_bytes; /* model.weights */
+  const pf_model_tensor_info *tensors;
+  const pf_model_io *inputs, *outputs;
+  pf_model_main_fn main;
+} pf_aot_model;
+
+/* The symbol such a library exports:
+   const pf_aot_model *pf_aot_model_describe(void). */
+#define PF_AOT_MODEL_SYMBOL "pf_aot_model_describe"
+typedef const pf_aot_model *(*pf_aot_model_describe_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PF_RUNTIME_PF_AOT_H */
