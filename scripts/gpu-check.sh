@@ -1,45 +1,61 @@
 #!/usr/bin/env bash
 # The CUDA backend's GPU check, in two halves:
 #
-#   scripts/gpu-check.sh --prepare   on the CPU machine (CUDA toolkit, no GPU):
-#                                    builds PFCudaKernelTests and packs it into
-#                                    gpu-bundle/ (git-ignored, well under the
-#                                    64 MiB a device call carries)
+#   scripts/gpu-check.sh --prepare   on the CPU machine (CUDA toolkit, MLIR, no
+#                                    GPU): builds PFCudaKernelTests and
+#                                    pf-aot-run-portable, compiles BERT-tiny,
+#                                    -mini and -base ahead of time (forward,
+#                                    AdamW step, K-FAC step; scripts/gpu_models.py)
+#                                    and packs it all into gpu-bundle/bundle.tar.xz
+#                                    (git-ignored; a device call carries 64 MiB)
 #   scripts/gpu-check.sh             on the GPU machine (one H200, PyTorch, no
 #                                    MLIR, no package registry), with the
-#                                    working tree and gpu-bundle/ carried over:
-#                                    every CUDA kernel against the CPU backend,
-#                                    then BERT-base-sized kernel timings against
-#                                    PyTorch on the same GPU
+#                                    working tree and gpu-bundle/ carried over
 #
-# Results go to $OUT (the device machine's return folder) or ./gpu-check-out:
-#   cuda-kernel-tests.log/.xml  GoogleTest output of CudaKernels.* / CudaBackend*
-#   pf-kernels.jsonl            pf's kernel times (CudaBench.*)
-#   kernels-vs-torch.json       the same ops timed with PyTorch, and the ratios
-# The exit status is non-zero when a kernel test fails (3: no usable GPU, the
-# tests were skipped). Everything is bounded
-# by timeouts that keep the run inside 8 minutes.
+# On the GPU machine, in this order (what matters most first), inside a time
+# budget (PF_GPU_CHECK_BUDGET seconds, default 420) that every step's timeout
+# respects:
+#   1. every model on the CPU backend and on the CUDA backend: outputs compared
+#      (fp32 bar 1e-4), the CUDA step timed          -> models.json
+#   2. every CUDA kernel against the CPU backend     -> cuda-kernel-tests.log/.xml
+#   3. the same BERT models in PyTorch, same GPU     -> torch-bert.json, summary.json
+#   4. BERT-base-sized kernels, pf vs PyTorch        -> pf-kernels.jsonl, kernels-vs-torch.json
+# Results go to $OUT (the device machine's return folder) or ./gpu-check-out.
+# The exit status is non-zero when a model or a kernel test fails (3: no
+# usable GPU, the tests were skipped).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE=${PF_GPU_BUNDLE:-gpu-bundle}
 
 prepare() {
   local build=${PF_BUILD_DIR:-build}
-  PF_BUILD_DIR=$build ./scripts/build.sh PFCudaKernelTests || exit 1
-  local exe=$build/unittests/PFCudaKernelTests
-  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
-  # Symbols are not needed to run; stripping halves the binary.
-  strip --strip-unneeded -o "$BUNDLE/PFCudaKernelTests" "$exe"
-  # libgomp is the one non-system, non-CUDA library the binary needs (the
-  # GPU machine's PyTorch bundles its own under a hashed name).
-  local gomp
-  gomp=$(ldd "$exe" | awk '/libgomp/ {print $3}')
-  [[ -n "$gomp" ]] && cp -L "$gomp" "$BUNDLE/lib/"
+  PF_BUILD_DIR=$build ./scripts/build.sh PFCudaKernelTests pf-aot-run-portable pf-run || exit 1
+  local stage=${PF_GPU_STAGE:-$build/gpu-stage}
+  rm -rf "$stage" && mkdir -p "$stage/lib"
+  # Symbols are not needed to run (the runner's exported pfrt_* stay in
+  # .dynsym); stripping halves the binaries.
+  strip --strip-unneeded -o "$stage/PFCudaKernelTests" "$build/unittests/PFCudaKernelTests"
+  strip --strip-unneeded -o "$stage/pf-aot-run-portable" "$build/bin/pf-aot-run-portable"
+  # libgomp, libgfortran and libquadmath are the non-system, non-CUDA
+  # libraries the binaries need (the GPU machine's PyTorch bundles its own
+  # libgomp under a hashed name).
+  local lib
+  for lib in $(ldd "$build/unittests/PFCudaKernelTests" |
+      awk '/libgomp|libgfortran|libquadmath/ {print $3}'); do
+    cp -L "$lib" "$stage/lib/"
+  done
+  python3 scripts/gpu_models.py prepare --build "$build" --out "$stage" \
+    --models "${PF_GPU_MODELS:-tiny,mini,base}" || exit 1
   {
     echo "commit $(git rev-parse HEAD)"
     echo "built $(date -u +%FT%TZ) on $(uname -n)"
-    ldd "$exe"
-  } > "$BUNDLE/MANIFEST"
+    ldd "$build/unittests/PFCudaKernelTests"
+  } > "$stage/MANIFEST"
+  rm -rf "$BUNDLE" && mkdir -p "$BUNDLE"
+  echo "packing $(du -sh "$stage" | cut -f1) into $BUNDLE/bundle.tar.xz"
+  tar cf - -C "$stage" . | xz -T2 -1 > "$BUNDLE/bundle.tar.xz" || exit 1
+  cp "$stage/MANIFEST" "$BUNDLE/"
+  rm -rf "$stage"
   local size
   size=$(du -sm "$BUNDLE" | cut -f1)
   echo "gpu-bundle: ${size} MiB in $BUNDLE/"
@@ -50,7 +66,7 @@ prepare() {
   echo "on the GPU machine: scripts/gpu-check.sh (carry: $BUNDLE)"
 }
 
-# Directories holding the CUDA libraries the binary links (cuBLAS 13,
+# Directories holding the CUDA libraries the binaries load (cuBLAS 13,
 # cuSOLVER 12 and what they load): the toolkit, else PyTorch's wheels.
 cuda_library_path() {
   local dirs=() d
@@ -69,44 +85,85 @@ cuda_library_path() {
   echo "${dirs[*]}"
 }
 
+START=$SECONDS
+BUDGET=${PF_GPU_CHECK_BUDGET:-420}
+# The timeout of a step: its own limit, or what is left of the budget.
+step_timeout() {
+  local left=$((BUDGET - (SECONDS - START)))
+  (( left < 5 )) && left=5
+  (( $1 < left )) && echo "$1" || echo "$left"
+}
+
 run_checks() {
   local out=${OUT:-$PWD/gpu-check-out}
   mkdir -p "$out"
-  local exe=$BUNDLE/PFCudaKernelTests
-  if [[ ! -x $exe ]]; then
-    echo "error: $exe is missing: run scripts/gpu-check.sh --prepare on the build machine and carry $BUNDLE" >&2
+  if [[ ! -f $BUNDLE/bundle.tar.xz ]]; then
+    echo "error: $BUNDLE/bundle.tar.xz is missing: run scripts/gpu-check.sh --prepare on the build machine and carry $BUNDLE" >&2
     exit 2
   fi
   echo "== GPU =="
   timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-  export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib:$(cuda_library_path):${LD_LIBRARY_PATH:-}"
-  if ldd "$exe" | grep -q "not found"; then
-    echo "error: libraries not found:" >&2
-    ldd "$exe" | grep "not found" >&2
-    exit 2
+  local x=${PF_GPU_WORK:-/tmp/pf-gpu-check}
+  rm -rf "$x" && mkdir -p "$x"
+  echo "== unpacking the bundle ($(du -sh "$BUNDLE/bundle.tar.xz" | cut -f1)) =="
+  if ! timeout "$(step_timeout 120)" tar xJf "$BUNDLE/bundle.tar.xz" -C "$x"; then
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$BUNDLE/bundle.tar.xz" "$x" || exit 2
   fi
-  echo "== CUDA kernels against the CPU backend =="
-  timeout 240 "$exe" --gtest_filter='CudaKernels.*:CudaBackend*' \
+  cat "$x/MANIFEST" | head -2
+  echo "   unpacked in $((SECONDS - START)) s"
+  export LD_LIBRARY_PATH="$x/lib:$(cuda_library_path):${LD_LIBRARY_PATH:-}"
+  local exe
+  for exe in "$x/PFCudaKernelTests" "$x/pf-aot-run-portable"; do
+    if ldd "$exe" | grep -q "not found"; then
+      echo "error: libraries of $exe not found:" >&2
+      ldd "$exe" | grep "not found" >&2
+      exit 2
+    fi
+  done
+
+  echo "== 1. models: CPU backend vs CUDA backend, and the CUDA step time =="
+  timeout "$(step_timeout 240)" python3 scripts/gpu_models.py check --bundle "$x" --out "$out" \
+    --work "$x/work" --time-budget "$(( $(step_timeout 240) - 30 ))"
+  local models=$?
+
+  echo "== 2. CUDA kernels against the CPU backend =="
+  timeout "$(step_timeout 120)" "$x/PFCudaKernelTests" --gtest_filter='CudaKernels.*:CudaBackend*' \
     --gtest_output="xml:$out/cuda-kernel-tests.xml" 2>&1 | tee "$out/cuda-kernel-tests.log" |
     grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|error' | head -200
   local tests=${PIPESTATUS[0]}
-  echo "== kernel timings: pf vs PyTorch (fp32, no TF32) =="
-  rm -f "$out/pf-kernels.jsonl"
-  PF_CUDA_BENCH_JSON="$out/pf-kernels.jsonl" timeout 120 "$exe" --gtest_filter='CudaBench.*' \
-    > "$out/pf-bench.log" 2>&1 || echo "pf benchmarks failed (see $out/pf-bench.log)"
-  timeout 150 python3 scripts/gpu_bench_torch.py --pf "$out/pf-kernels.jsonl" \
-    --out "$out/kernels-vs-torch.json" || echo "PyTorch benchmarks failed"
+
+  echo "== 3. the same models in PyTorch (fp32, no TF32), same GPU =="
+  local torch_budget
+  torch_budget=$(step_timeout 120)
+  timeout "$torch_budget" python3 scripts/gpu_bench_torch_bert.py --configs mini,base \
+    --time-budget "$(( torch_budget - 20 ))" --out "$out/torch-bert.json" ||
+    echo "PyTorch model benchmarks failed or were cut short"
+  python3 scripts/gpu_models.py summary --models "$out/models.json" --torch "$out/torch-bert.json" \
+    --out "$out/summary.json" || true
+
+  echo "== 4. kernel timings: pf vs PyTorch (fp32, no TF32) =="
+  if (( SECONDS - START < BUDGET - 60 )); then
+    rm -f "$out/pf-kernels.jsonl"
+    PF_CUDA_BENCH_JSON="$out/pf-kernels.jsonl" timeout "$(step_timeout 60)" "$x/PFCudaKernelTests" \
+      --gtest_filter='CudaBench.*' > "$out/pf-bench.log" 2>&1 ||
+      echo "pf benchmarks failed (see $out/pf-bench.log)"
+    timeout "$(step_timeout 90)" python3 scripts/gpu_bench_torch.py --pf "$out/pf-kernels.jsonl" \
+      --out "$out/kernels-vs-torch.json" || echo "PyTorch kernel benchmarks failed"
+  else
+    echo "skipped: the time budget is used up"
+  fi
   echo
+  echo "gpu-check: finished in $((SECONDS - START)) s"
   if grep -q "no usable GPU" "$out/cuda-kernel-tests.log"; then
     echo "gpu-check: no usable GPU: the CUDA kernel tests were SKIPPED ($(grep -m1 -o 'no usable GPU.*' "$out/cuda-kernel-tests.log"))"
     return 3
   fi
-  if [[ $tests -eq 0 ]]; then
-    echo "gpu-check: CUDA kernel tests passed"
-  else
+  [[ $tests -eq 0 ]] && echo "gpu-check: CUDA kernel tests passed" ||
     echo "gpu-check: CUDA kernel tests FAILED (exit $tests; see $out/cuda-kernel-tests.log)"
-  fi
-  return "$tests"
+  [[ $models -eq 0 ]] && echo "gpu-check: models match the CPU backend" ||
+    echo "gpu-check: models FAILED or were cut short (exit $models; see $out/models.json)"
+  (( tests == 0 && models == 0 ))
 }
 
 case "${1:-}" in

@@ -83,21 +83,23 @@ Value RuntimeLowering::intArray(OpBuilder &b, Location loc, ArrayRef<int64_t> va
   return LLVM::AddressOfOp::create(b, loc, ptrType, name);
 }
 
-FailureOr<Value> RuntimeLowering::readScalar(OpBuilder &b, Operation *op, Value source, Value entry,
-                                             Type type) {
+FailureOr<Value> RuntimeLowering::readScalar(OpBuilder &b, Operation *op, Value source,
+                                             Value entry, Type type) {
   Location loc = op->getLoc();
-  bool argument = arguments.contains(source);
-  Value value = argument ? scalarReads.lookup(entry) : Value();
+  Value value = scalarReads.lookup(source);
   if (!value) {
     Value slot = scratchF64(b, loc);
     OpBuilder::InsertionGuard guard(b);
+    bool argument = arguments.contains(source);
     if (argument)
       b.setInsertionPointAfterValue(entry);
     if (failed(call(b, op, "pfrt_read_scalar", {entry, slot})))
       return failure();
     value = LLVM::LoadOp::create(b, loc, b.getF64Type(), slot);
-    if (argument)
-      scalarReads[entry] = value;
+    // A read at the top level of pf_main dominates every later use; one
+    // inside a branch does not.
+    if (argument || b.getInsertionBlock() == cast<BlockArgument>(context).getOwner())
+      scalarReads[source] = value;
   }
   if (type.isF64())
     return value;

@@ -63,9 +63,9 @@ public:
   /// The value of the one-element tensor `source` (learning rate, step, a
   /// due flag) as `type` (f64 or an integer), read at run time from its
   /// descriptor `entry` by pfrt_read_scalar on behalf of `op`: the tensor
-  /// may live in device memory. A function argument (the step's lr and
-  /// step) is read once, at the start, not by every optimizer call (on
-  /// CUDA each read waits for the stream); another value where it is used.
+  /// may live in device memory. Each value is read once (on CUDA a read
+  /// waits for the stream): a function argument (the step's lr and step) at
+  /// the start, another value at its first use outside a branch.
   FailureOr<Value> readScalar(OpBuilder &b, Operation *op, Value source, Value entry, Type type);
   /// The function's arguments as the patterns see them (casts of their
   /// table entries); filled by the pass.
@@ -96,7 +96,7 @@ private:
   Value context, table;
   Type ptrType, tensorType;
   Value f64Slot, i32Slot;
-  /// readScalar's reads (f64) by descriptor.
+  /// readScalar's reads (f64) by source value.
   DenseMap<Value, Value> scalarReads;
   int64_t globals = 0;
   std::map<std::vector<int64_t>, std::string> intArrays;

@@ -212,15 +212,33 @@ class _Params:
                 + [p for p in self.list if p.name.startswith("onnx::")])
 
 
-def _generate(params: list[_Param], seed: int) -> dict[str, np.ndarray]:
-    """Arrays for every parameter, drawn in HF order (independent of style)."""
+#: Length of the repeated tile of ``init="tiled"`` (a prime, so no matrix
+#: row lines up with it and rows differ).
+TILE = 4093
+INITS = ("random", "tiled")
+
+
+def _generate(params: list[_Param], seed: int, init: str = "random") -> dict[str, np.ndarray]:
+    """Arrays for every parameter, drawn in HF order (independent of style).
+
+    ``init="tiled"``: the normal(0, 0.02) weights are consecutive windows of
+    one seeded tile of :data:`TILE` values instead of independent draws, so a
+    weights file compresses about a thousandfold (the GPU check ships
+    BERT-base that way); the values are as large as the random ones."""
     rng = np.random.default_rng(seed)
+    tile = rng.standard_normal(TILE, dtype=np.float32) * _F32(_INIT_STD) if init == "tiled" else None
+    offset = 0
     out = {}
     for p in params:
         if p.init == "normal":
             drawn = p.shape[::-1] if p.transpose else p.shape
-            a = rng.standard_normal(drawn, dtype=np.float32)
-            a *= _F32(_INIT_STD)
+            if init == "tiled":
+                n = int(np.prod(drawn))
+                a = np.resize(np.roll(tile, -(offset % TILE)), n).reshape(drawn)
+                offset += n
+            else:
+                a = rng.standard_normal(drawn, dtype=np.float32)
+                a *= _F32(_INIT_STD)
             if p.transpose:
                 a = np.ascontiguousarray(a.T)
         elif p.init == "zeros":
@@ -462,13 +480,15 @@ def make_bert_model(config: BertConfig | str = "tiny", seed: int = 0, weights: b
                     dedupe: bool = True, *, layernorm_op: bool = False,
                     mask_value: float | str = -10000.0, vocab_size: int | None = None,
                     num_hidden_layers: int | None = None, ir_version: int | None = None,
-                    external_location: str = _DEFAULT_NOT_WRITTEN) -> onnx.ModelProto:
+                    external_location: str = _DEFAULT_NOT_WRITTEN,
+                    init: str = "random") -> onnx.ModelProto:
     """Build a BertForMaskedLM ONNX model (see the module docstring for the graph).
 
     ``config`` is a :class:`BertConfig` or a name from :data:`CONFIGS`;
     ``vocab_size``/``num_hidden_layers`` override it.  ``weights=False`` makes a
     shapes-only model whose initializers point at ``external_location``
-    (:func:`save_model` renames it after the output file).
+    (:func:`save_model` renames it after the output file).  ``init`` is one of
+    :data:`INITS` (see :func:`_generate`).
     """
     if isinstance(config, str):
         config = get_config(config)
@@ -483,10 +503,12 @@ def make_bert_model(config: BertConfig | str = "tiny", seed: int = 0, weights: b
     if layernorm_op and opset < 17:
         raise ValueError(f"LayerNormalization needs opset >= 17, got {opset}")
     mask = _mask_value(mask_value)
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
 
     params = _Params(config, style)
     ordered = params.ordered()
-    arrays = _generate(params.list, seed) if weights else None
+    arrays = _generate(params.list, seed, init) if weights else None
 
     # dedupe: first name (in initializer order) with a given content is kept
     kept: dict[object, str] = {}
@@ -550,7 +572,7 @@ def make_bert_model(config: BertConfig | str = "tiny", seed: int = 0, weights: b
         "pf.layernorm_op": int(layernorm_op),
         "pf.mask_value": repr(mask),
         "pf.dedupe": int(dedupe),
-        "pf.weights": "random" if weights else "not-written",
+        "pf.weights": ("tiled" if init == "tiled" else "random") if weights else "not-written",
         "pf.seed": seed,
     }
     helper.set_model_props(model, {k: str(v) for k, v in props.items()})
@@ -623,6 +645,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS, key=list(CONFIGS).index))
     ap.add_argument("--out", required=True, help="output .onnx path")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init", choices=INITS, default="random",
+                    help="tiled: the normal weights repeat one seeded %d-value tile, so the "
+                         "weights compress ~1000:1 (benchmark bundles; use --no-dedupe)" % TILE)
     ap.add_argument("--no-weights", action="store_true",
                     help="shapes only: initializers declared external in "
                          "<stem>.weights-not-written, which is not written")
@@ -646,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
                                 style=args.style, gelu=args.gelu, opset=args.opset,
                                 dedupe=not args.no_dedupe, layernorm_op=args.layernorm_op,
                                 mask_value=args.mask_value, vocab_size=args.vocab,
-                                num_hidden_layers=args.layers)
+                                num_hidden_layers=args.layers, init=args.init)
         line = summarize(model)
         files = save_model(model, args.out, external_data=args.external_data)
     except ValueError as e:
