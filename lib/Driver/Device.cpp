@@ -12,7 +12,7 @@ const char *const kDeviceHelp =
     "Runtime backend: cpu, or cuda (an NVIDIA GPU; the CUDA backend must be "
     "built into libpfrt)";
 
-llvm::Error checkDevice(const std::string &device, const char *tool) {
+llvm::Error checkDevice(const std::string &device, const char *tool, bool runsOnCuda) {
   auto fail = [&](const llvm::Twine &why) {
     return llvm::createStringError("--device " + device + ": " + why);
   };
@@ -32,12 +32,13 @@ llvm::Error checkDevice(const std::string &device, const char *tool) {
   if (!ctx)
     return fail(pfrt_last_error(nullptr));
   pfrt_context_destroy(ctx);
-  // The kernels exist, but the driver still hands the program host
-  // buffers (inputs, weights, arena): running would read host memory on
-  // the GPU. Say so instead of crashing.
+  if (runsOnCuda)
+    return llvm::Error::success();
+  // The kernels exist, but this tool still hands its programs host buffers
+  // (parameters and optimizer state it reads back): running would read host
+  // memory on the GPU. Say so instead of crashing.
   return fail(llvm::formatv("a GPU is usable, but {0} does not run programs on "
-                            "the CUDA backend yet (the driver's buffers are "
-                            "host memory; see docs/cuda-backend.md)",
+                            "the CUDA backend yet (see docs/cuda-backend.md)",
                             tool)
                   .str());
 }

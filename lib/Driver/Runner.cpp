@@ -183,15 +183,27 @@ void stripPFAttributes(ModuleOp module) {
     module->removeAttr(name);
 }
 
-
-llvm::Expected<pfrt_context *> createContext(int threads) {
+llvm::Expected<pfrt_context *> createContext(int threads, int32_t backend = PFRT_BACKEND_CPU) {
   pfrt_context_options contextOptions;
   pfrt_context_options_init(&contextOptions);
+  contextOptions.backend = backend;
   contextOptions.num_threads = threads;
   pfrt_context *context = pfrt_context_create(&contextOptions);
   if (!context)
-    return error("cannot create the runtime context");
+    return error(std::string("cannot create the runtime context: ") + pfrt_last_error(nullptr));
   return context;
+}
+
+/// A whole buffer of `bytes` at `data` as one descriptor, for the host <->
+/// backend copies.
+pfrt_tensor byteView(void *data, int64_t bytes) {
+  pfrt_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = PFRT_I8;
+  t.rank = 1;
+  t.shape[0] = bytes;
+  return t;
 }
 
 llvm::Expected<void *> allocateArena(int64_t bytes) {
@@ -242,13 +254,103 @@ llvm::Error checkViewNames(ArrayRef<TensorView> views, const std::vector<TensorS
   return llvm::Error::success();
 }
 
+} // namespace
+
+namespace mlir::pf::driver::detail {
+/// The entry's memory on the context's backend (CompiledModel::Options::
+/// deviceBuffers): parameters and constants copied in once, the arena, and
+/// one block per input and output that each run copies in and out.
+struct DeviceBuffers {
+  pfrt_context *context = nullptr;
+  std::vector<void *> blocks; ///< every allocation, freed at the end
+  std::vector<void *> buffer; ///< per entry buffer: its copy (params, constants)
+  std::vector<void *> inputs, outputs;
+  void *arena = nullptr;
+
+  ~DeviceBuffers() {
+    for (void *b : blocks)
+      pfrt_free(context, b);
+  }
+
+  llvm::Expected<void *> allocate(int64_t bytes, llvm::StringRef what) {
+    void *data = nullptr;
+    if (pfrt_alloc(context, bytes, &data) != PFRT_OK)
+      return error("cannot allocate " + what + " on the " + pfrt_backend_name(context) +
+                   " backend: " + pfrt_last_error(context));
+    blocks.push_back(data);
+    return data;
+  }
+
+  llvm::Error copyIn(void *device, const void *host, int64_t bytes, llvm::StringRef what) {
+    pfrt_tensor view = byteView(device, bytes);
+    if (bytes > 0 && pfrt_copy_from_host(context, host, &view) != PFRT_OK)
+      return error("copying " + what + " in: " + pfrt_last_error(context));
+    return llvm::Error::success();
+  }
+
+  llvm::Error copyOut(void *host, void *device, int64_t bytes, llvm::StringRef what) {
+    pfrt_tensor view = byteView(device, bytes);
+    if (bytes > 0 && pfrt_copy_to_host(context, &view, host) != PFRT_OK)
+      return error("copying " + what + " out: " + pfrt_last_error(context));
+    return llvm::Error::success();
+  }
+
+  /// Allocates everything `entry` binds and copies its parameters and
+  /// constants in.
+  static llvm::Expected<std::unique_ptr<DeviceBuffers>> create(pfrt_context *context,
+                                                               const LoweredEntry &entry) {
+    auto device = std::make_unique<DeviceBuffers>();
+    device->context = context;
+    device->buffer.assign(entry.buffers.size(), nullptr);
+    for (auto [i, b] : llvm::enumerate(entry.buffers)) {
+      if (!b.hostData)
+        continue;
+      std::string what = b.name.empty() ? "a constant" : "parameter '" + b.name + "'";
+      auto data = device->allocate(b.bytes, what);
+      if (!data)
+        return data.takeError();
+      device->buffer[i] = *data;
+      if (auto err = device->copyIn(*data, b.hostData, b.bytes, what))
+        return std::move(err);
+    }
+    auto specBlocks = [&](const std::vector<TensorSpec> &specs, std::vector<void *> &out,
+                          llvm::StringRef kind) -> llvm::Error {
+      for (const TensorSpec &spec : specs) {
+        auto data = device->allocate(*checkedElementCount(spec.shape) * dtypeBytes(spec.dtype),
+                                     (kind + " '" + spec.name + "'").str());
+        if (!data)
+          return data.takeError();
+        out.push_back(*data);
+      }
+      return llvm::Error::success();
+    };
+    if (auto err = specBlocks(entry.inputSpecs, device->inputs, "input"))
+      return std::move(err);
+    if (auto err = specBlocks(entry.outputSpecs, device->outputs, "output"))
+      return std::move(err);
+    auto arena = device->allocate(entry.arenaBytes, "the arena");
+    if (!arena)
+      return arena.takeError();
+    device->arena = *arena;
+    return device;
+  }
+};
+} // namespace mlir::pf::driver::detail
+
+using mlir::pf::driver::detail::DeviceBuffers;
+
+namespace {
 /// Checks `inputs` and `outputs` against the entry's, binds every descriptor
 /// (inputs, outputs, zeroed scratch for outputs not asked for, arena,
 /// parameters and constants) and calls the entry. Output buffers start
 /// zeroed, as fresh arrays do; `outputsZeroed` says the caller's already are.
+///
+/// With `device`, the step runs on the backend's copies: the inputs are
+/// copied in, the outputs zeroed there and copied out after the step.
 llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
                         ArrayRef<TensorView> inputs, ArrayRef<TensorView> outputs,
-                        llvm::StringRef what, bool outputsZeroed = false) {
+                        llvm::StringRef what, bool outputsZeroed = false,
+                        DeviceBuffers *device = nullptr) {
   std::vector<const void *> inputData(entry.inputSpecs.size());
   for (auto [i, spec] : llvm::enumerate(entry.inputSpecs)) {
     const TensorView *view = findView(inputs, spec.name);
@@ -277,8 +379,27 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
       outputData[i] = scratch.back().data();
     }
   }
+  std::vector<void *> hostOutputs = outputData;
+  if (device) {
+    for (auto [i, spec] : llvm::enumerate(entry.inputSpecs)) {
+      int64_t bytes = *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype);
+      if (auto err =
+              device->copyIn(device->inputs[i], inputData[i], bytes, "input '" + spec.name + "'"))
+        return err;
+      inputData[i] = device->inputs[i];
+    }
+    for (auto [i, spec] : llvm::enumerate(entry.outputSpecs)) {
+      pfrt_tensor view =
+          byteView(device->outputs[i], *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype));
+      if (view.shape[0] > 0 && pfrt_fill(context, &view, 0.0) != PFRT_OK)
+        return error("zeroing output '" + spec.name + "': " + pfrt_last_error(context));
+      outputData[i] = device->outputs[i];
+    }
+    arena = device->arena;
+  }
   for (size_t t = 0; t < entry.table.size(); ++t) {
-    const LoweredEntry::BufferRef &b = entry.buffers[entry.tensorBuffer[t]];
+    int64_t buffer = entry.tensorBuffer[t];
+    const LoweredEntry::BufferRef &b = entry.buffers[buffer];
     void *data = nullptr;
     if (b.kind == mlir::pf::BufferKind::Input)
       data = const_cast<void *>(inputData[b.index]);
@@ -287,10 +408,15 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
     else if (b.kind == mlir::pf::BufferKind::Arena)
       data = static_cast<char *>(arena) + b.offset;
     else
-      data = const_cast<void *>(b.hostData);
+      data = device ? device->buffer[buffer] : const_cast<void *>(b.hostData);
     entry.table[t].data = data;
   }
   int64_t result = entry.function(context, entry.table.data());
+  // Kernels of a device backend run asynchronously: their errors surface
+  // here, before any result is read.
+  if (device && result == 0 && pfrt_synchronize(context) != PFRT_OK)
+    return error(llvm::formatv("the step{0} failed on the {1} backend: {2}", what,
+                               pfrt_backend_name(context), pfrt_last_error(context)));
   if (result != 0) {
     int64_t op = (result >> 32) - 1;
     std::string where = op >= 0 && op < int64_t(entry.opNames.size())
@@ -300,13 +426,20 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
                                pfrt_last_error(context),
                                pfrt_status_string(int32_t(result & 0xffffffff)), what));
   }
+  if (device)
+    for (auto [i, spec] : llvm::enumerate(entry.outputSpecs))
+      if (auto err = device->copyOut(hostOutputs[i], device->outputs[i],
+                                     *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype),
+                                     "output '" + spec.name + "'"))
+        return err;
   return llvm::Error::success();
 }
 
 /// bindAndCall over NumPy-style arrays: `outputs` receives every output.
 llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
                         const std::map<std::string, NpyArray> &inputs,
-                        std::map<std::string, NpyArray> &outputs, llvm::StringRef what) {
+                        std::map<std::string, NpyArray> &outputs, llvm::StringRef what,
+                        DeviceBuffers *device = nullptr) {
   std::vector<TensorView> inputViews;
   for (const auto &[name, array] : inputs)
     inputViews.push_back(
@@ -320,7 +453,7 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
     outputViews.push_back({spec.name, array.dtype, array.shape, array.data.data()});
   }
   return bindAndCall(entry, context, arena, inputViews, outputViews, what,
-                     /*outputsZeroed=*/true);
+                     /*outputsZeroed=*/true, device);
 }
 } // namespace
 
@@ -361,9 +494,11 @@ struct CompiledModel::Impl {
   std::vector<std::vector<char>> constants;
   std::vector<OpTiming> timings;
   void *arena = nullptr;
+  std::unique_ptr<DeviceBuffers> device;
 
   ~Impl() {
     std::free(arena);
+    device.reset(); // before its context
     if (context)
       pfrt_context_destroy(context);
   }
@@ -460,10 +595,20 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
   impl.entry.function = reinterpret_cast<int64_t (*)(void *, void *)>(*symbol);
   model->compileStats.jitSeconds = secondsSince(start);
 
-  auto context = createContext(compileOptions.threads);
+  auto context = createContext(compileOptions.threads, compileOptions.backend);
   if (!context)
     return context.takeError();
   impl.context = *context;
+  if (compileOptions.deviceBuffers || compileOptions.backend != PFRT_BACKEND_CPU) {
+    if (profile)
+      return error("kernel profiles time host calls: they need the host buffers of the CPU "
+                   "backend");
+    auto device = DeviceBuffers::create(impl.context, impl.entry);
+    if (!device)
+      return device.takeError();
+    impl.device = std::move(*device);
+    return model;
+  }
   auto arena = allocateArena(model->compileStats.arenaBytes);
   if (!arena)
     return arena.takeError();
@@ -474,12 +619,14 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
 llvm::Error CompiledModel::run(const std::map<std::string, NpyArray> &inputs,
                                std::map<std::string, NpyArray> &outputs) {
   ProfiledCall profiled(impl->timings);
-  return bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "");
+  return bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "",
+                     impl->device.get());
 }
 
 llvm::Error CompiledModel::run(ArrayRef<TensorView> inputs, ArrayRef<TensorView> outputs) {
   ProfiledCall profiled(impl->timings);
-  return bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "");
+  return bindAndCall(impl->entry, impl->context, impl->arena, inputs, outputs, "",
+                     /*outputsZeroed=*/false, impl->device.get());
 }
 
 bool CompiledModel::updatesParameters(ModuleOp module) {

@@ -151,3 +151,37 @@ def test_ir_input_runs_and_repeat_reports_median(tmp_path, tiny_model):
     assert runs == 3 and 0 < fastest <= median
     got = np.load(tmp_path / "out.npz")["logits"]
     assert np.abs(got - _ort_logits(tiny_model, inputs)).max() < 1e-4
+
+
+def test_device_buffers_path_gives_the_host_paths_bits(tmp_path, tiny_model):
+    """--device-buffers runs the path of --device cuda on the CPU backend:
+    weights copied into backend memory once, inputs in and outputs out at
+    every run, intermediates in a backend arena. The forward pass and a K-FAC
+    training step (which updates its parameters in backend memory) give the
+    host path's bits; a bad token still fails as a runtime error."""
+    inputs = _inputs(1000)
+    host = _pf_logits(tmp_path, tiny_model, inputs)
+    np.testing.assert_array_equal(_pf_logits(tmp_path, tiny_model, inputs, "--device-buffers",
+                                             "--repeat", "2"), host)
+    rng = np.random.default_rng(3)
+    labels = np.where(rng.random((BATCH, SEQ)) < 0.3, rng.integers(0, 1000, (BATCH, SEQ)), -100)
+    step = dict(inputs, labels=labels.astype(np.int64), step=np.array(1, np.int64),
+                lr=np.array(1e-3, np.float64))
+    np.savez(tmp_path / "step.npz", **step)
+    outputs = {}
+    for mode in ("host", "device"):
+        run_tool("pf-run", str(tiny_model), "--dim", f"batch={BATCH}", "--dim", f"sequence={SEQ}",
+                 "--training-step", "--kfac", "--inputs", str(tmp_path / "step.npz"),
+                 "--outputs", str(tmp_path / f"{mode}.npz"),
+                 *(["--device-buffers"] if mode == "device" else []))
+        outputs[mode] = np.load(tmp_path / f"{mode}.npz")
+    assert any(name.startswith("kfac/B_inv/") for name in outputs["host"].files)
+    for name in outputs["host"].files:
+        np.testing.assert_array_equal(outputs["device"][name], outputs["host"][name],
+                                      err_msg=name)
+    arrays = _inputs(1000)
+    arrays["input_ids"][0, 0] = 5000
+    assert "gather" in _run_bad(tmp_path, tiny_model, arrays, "--device-buffers")
+    assert "needs --device cpu" in _run_bad(tmp_path, tiny_model, _inputs(1000),
+                                            "--device-buffers", "--profile",
+                                            str(tmp_path / "p.json"))

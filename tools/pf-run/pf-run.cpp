@@ -120,6 +120,11 @@ static cl::opt<std::string> pipelineSpec(
              "zb-h1|zb-h2|interleaved microbatches=N [chunks=C] [overlap=false]\" (stages required); "
              "rank 0 writes 'loss' and the clipped 'grad/<parameter>' the updates applied"),
     cl::value_desc("OPTIONS"), cl::cat(category));
+static cl::opt<bool> deviceBuffers(
+    "device-buffers",
+    cl::desc("Hold the weights, inputs, outputs and intermediates in backend memory, copied at "
+             "the step boundary, as --device cuda does (on the CPU: a check of that path)"),
+    cl::Hidden, cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
 /// --pipeline, parsed in main.
@@ -230,8 +235,14 @@ int main(int argc, char **argv) {
   training.bindOptions(stepFlags);
   cl::HideUnrelatedOptions({&category, &stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-run: run a model on the pf runtime (CPU; --device cuda for the GPU backend)\n");
-  if (auto err = drv::checkDevice(device, "pf-run"))
+  if (auto err = drv::checkDevice(device, "pf-run", /*runsOnCuda=*/true))
     return fail(llvm::toString(std::move(err)));
+  const bool onCuda = device == "cuda";
+  if (onCuda && (runStages || runRanks || !pipelineSpec.empty()))
+    return fail("--device cuda runs one step (the forward pass, or --training-step); "
+                "--run-stages, --run-ranks and --pipeline run on the CPU only for now");
+  if ((onCuda || deviceBuffers) && !profileFile.empty())
+    return fail("--profile times each kernel's host call: it needs --device cpu");
   if (repeat < 1)
     return fail("--repeat must be >= 1");
   if (threads < 0)
@@ -337,6 +348,8 @@ int main(int argc, char **argv) {
   // A step that updates parameters (optimizer, K-FAC state) writes them in
   // place: give it its own copies rather than the imported blobs.
   options.ownParameters = drv::CompiledModel::updatesParameters(*module);
+  options.backend = onCuda ? PFRT_BACKEND_CUDA : PFRT_BACKEND_CPU;
+  options.deviceBuffers = deviceBuffers;
   auto compiled = drv::CompiledModel::compile(*module, options);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));

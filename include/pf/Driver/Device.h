@@ -21,9 +21,9 @@ extern const char *const kDeviceHelp;
 
 /// Success when the tool can run on `device` ("cpu" or "cuda"); otherwise
 /// an error whose message follows "--device <name>: ": an unknown name, a
-/// CUDA backend not built, no usable GPU, or (with a GPU) that the driver
-/// does not run programs on the CUDA backend yet.
-llvm::Error checkDevice(const std::string &device, const char *tool);
+/// CUDA backend not built, no usable GPU, or (with a GPU, unless the tool
+/// `runsOnCuda`) that the tool does not run programs on the CUDA backend yet.
+llvm::Error checkDevice(const std::string &device, const char *tool, bool runsOnCuda = false);
 
 } // namespace mlir::pf::driver
 

@@ -76,6 +76,14 @@ public:
     /// Copy parameters into buffers the model owns (needed when the step
     /// updates them, e.g. a training step); otherwise they are read in place.
     bool ownParameters = false;
+    /// Runtime backend of the model's context (PFRT_BACKEND_CPU or _CUDA).
+    int32_t backend = 0;
+    /// Hold parameters, constants, the arena, inputs and outputs in backend
+    /// memory: parameters copied in once, inputs and outputs at every run.
+    /// Always so on CUDA; on the CPU it runs that path for its tests. The
+    /// step's parameter updates then stay in backend memory (parameters()
+    /// keeps the values the model was compiled with).
+    bool deviceBuffers = false;
   };
   static llvm::Expected<std::unique_ptr<CompiledModel>> compile(mlir::ModuleOp module,
                                                                 const Options &options);

@@ -1,11 +1,11 @@
-/*===- pf_aot.h - The tensor plan of an ahead-of-time compiled model --*- C -*-===*\
+/*===- pf_aot.h - The tensor plan of an ahead-of-time model -------*- C -*-===*\
 |*                                                                            *|
 |* `pf-run MODEL --aot DIR` writes DIR/model.o (pf_main), DIR/model.weights   *|
 |* and DIR/model_plan.h, whose tables use the types below. A driver either    *|
 |* links model.o and includes model_plan.h (examples/aot/driver.c), or builds *|
 |* the model as a shared library with examples/aot/model_library.c, which     *|
-|* exports pf_aot_model_describe(), runs it with pf-aot-run on any backend         *|
-|* (docs/runtime.md, "Ahead-of-time compilation").                            *|
+|* exports pf_aot_model_describe(), and runs it with pf-aot-run on any        *|
+|* backend (docs/runtime.md, "Ahead-of-time models").                         *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 #ifndef PF_RUNTIME_PF_AOT_H
