@@ -14,6 +14,11 @@ models on the same GPU (scripts/gpu_bench_torch_bert.py's JSON)::
 
     python3 scripts/gpu_models.py summary --models OUT/models.json --torch OUT/torch-bert.json
 
+The K-FAC steps are also profiled op by op on the GPU and turned into the
+scheduler's per-layer profile (``<model>-cuda-layers.json``: forward,
+backward, curvature, inversion and preconditioning per encoder block), which
+``pf-sched --profile`` reads.
+
 ``check`` (the GPU machine: no MLIR, numpy and PyTorch): runs every model with
 the same runner on the CPU backend and on the CUDA backend, compares their
 outputs (and, for the small training steps, the updated weights), times the
@@ -85,7 +90,8 @@ def prepare(args) -> int:
             shutil.rmtree(model, ignore_errors=True)
             t0 = time.perf_counter()
             subprocess.run([str(build / "bin" / "pf-run"), str(onnx), "--dim", f"batch={BATCH}",
-                            "--dim", f"sequence={SEQUENCE}", *flags, "--aot", str(model)],
+                            "--dim", f"sequence={SEQUENCE}", *flags, "--aot", str(model),
+                            "--aot-profile"],
                            check=True, stdout=subprocess.DEVNULL)
             subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-I", str(root / "include"), "-I",
                             str(model), str(root / "examples/aot/model_library.c"),
@@ -148,7 +154,7 @@ def runner(bundle: Path, model: Path, device: str, *extra: str, timeout: float =
 
 
 def check_model(bundle: Path, model: Path, work: Path, threads: int,
-                against: str = "cuda", repeat: int = 20) -> dict:
+                against: str = "cuda", repeat: int = 20, out_dir: Path = Path(".")) -> dict:
     info = json.loads((model / "info.json").read_text())
     result = dict(info, model=model.name)
     keep_weights = info["config"] != "base"  # base's step state is 3.7 GB
@@ -191,7 +197,32 @@ def check_model(bundle: Path, model: Path, work: Path, threads: int,
         result["timing_error"] = proc.stderr.strip()[-2000:]
     for out in runs.values():
         shutil.rmtree(out, ignore_errors=True)
+    if info["kind"] == "kfac":
+        result.update(layer_profile(bundle, model, work, against, out_dir))
     return result
+
+
+def layer_profile(bundle: Path, model: Path, work: Path, device: str, out_dir: Path) -> dict:
+    """Per-op times of the K-FAC step on `device` (pf-aot-run --profile: the
+    backend waited for around every kernel), turned into the scheduler's
+    per-layer profile (docs/profile-format.md) by pipefisher.profile_convert."""
+    ops = work / f"{model.name}-ops.json"
+    layers = out_dir / f"{model.name}-{device}-layers.json"
+    proc = runner(bundle, model, device, "--warmup", "1", "--repeat", "3", "--profile", str(ops))
+    if proc.returncode != 0:
+        return {"profile_error": proc.stderr.strip()[-2000:]}
+    shutil.copy(ops, out_dir / ops.name)
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "pipefisher.profile_convert", str(ops), "-o",
+                           str(layers)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(root / "python")))
+    if proc.returncode != 0:
+        return {"profile_error": proc.stderr.strip()[-2000:]}
+    profile = json.loads(layers.read_text())
+    keys = ("forward", "backward", "curvature", "inversion", "precondition")
+    per_block = {k: sum(layer[k] for layer in profile["layers"]) / len(profile["layers"])
+                 for k in keys}
+    return {"layer_profile": layers.name, "per_block_ms": per_block}
 
 
 def check(args) -> int:
@@ -210,7 +241,7 @@ def check(args) -> int:
             continue
         t0 = time.perf_counter()
         try:
-            r = check_model(bundle, model, work, args.threads, args.against, args.repeat)
+            r = check_model(bundle, model, work, args.threads, args.against, args.repeat, out)
         except subprocess.TimeoutExpired as e:
             r = {"model": model.name, "error": f"timed out: {e}"}
         r["seconds"] = round(time.perf_counter() - t0, 1)
@@ -222,6 +253,11 @@ def check(args) -> int:
             kfac = {k: v["max_rel"] for k, v in r["parity"].items() if k.startswith("kfac/")}
             if kfac:
                 summary += ", " + ", ".join(f"{k} {v:.1e}" for k, v in sorted(kfac.items()))
+            if "per_block_ms" in r:
+                summary += "; per block (ms): " + ", ".join(
+                    f"{k} {v:.3f}" for k, v in r["per_block_ms"].items())
+            if "profile_error" in r:
+                summary += "; profile failed: " + r["profile_error"][-300:]
         log(f"{model.name}: {summary} [{r['seconds']} s]")
         (out / "models.json").write_text(json.dumps(results, indent=1) + "\n")
     failed = [r["model"] for r in results if r.get("error") or r.get("pass") is False]

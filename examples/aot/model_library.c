@@ -20,6 +20,9 @@ __attribute__((visibility("default"))) const pf_aot_model *pf_aot_model_describe
                                      pf_model_tensors,
                                      pf_model_inputs,
                                      pf_model_outputs,
-                                     pf_main};
+                                     pf_main,
+                                     PF_MODEL_NUM_OPS,
+                                     pf_model_op_names,
+                                     PF_MODEL_PROFILE_HOOKS};
   return &model;
 }

@@ -691,9 +691,9 @@ std::string cString(StringRef text) {
 } // namespace
 
 llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &directory,
-                                    const std::string &function) {
+                                    const std::string &function, bool profileHooks) {
   CompiledModel model;
-  if (auto err = lower(module, function, /*profile=*/false, model))
+  if (auto err = lower(module, function, profileHooks, model))
     return err;
   Impl &impl = *model.impl;
   if (std::error_code ec = llvm::sys::fs::create_directories(directory))
@@ -733,7 +733,11 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
      << "#define PF_MODEL_NUM_INPUTS " << model.inputSpecs.size() << "\n"
      << "#define PF_MODEL_NUM_OUTPUTS " << model.outputSpecs.size() << "\n"
      << "#define PF_MODEL_ARENA_BYTES " << model.compileStats.arenaBytes << "\n"
-     << "#define PF_MODEL_WEIGHTS_BYTES " << weights.size() << "\n\n"
+     << "#define PF_MODEL_WEIGHTS_BYTES " << weights.size() << "\n"
+     << "#define PF_MODEL_NUM_OPS " << impl.entry.opNames.size() << "\n"
+     << "/* 1: every kernel call is wrapped in pf_profile_begin/end(op), which the\n"
+     << "   driver defines (pf-aot-run --profile). */\n"
+     << "#define PF_MODEL_PROFILE_HOOKS " << (profileHooks ? 1 : 0) << "\n\n"
      << "/* Where each descriptor's data lives (pf_aot.h). */\n"
      << "static const pf_model_tensor_info pf_model_tensors[PF_MODEL_NUM_TENSORS] = {\n";
   for (auto [t, desc] : llvm::enumerate(impl.entry.table)) {
@@ -757,6 +761,11 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
       os << "  {" << cString(spec.name) << ", " << tensors[i] << "},\n";
     os << "};\n";
   };
+  os << "/* The ops of the step, by index (a failing kernel's status names one). */\n"
+     << "static const char *const pf_model_op_names[PF_MODEL_NUM_OPS + 1] = {\n";
+  for (const std::string &name : impl.entry.opNames)
+    os << "  " << cString(name) << ",\n";
+  os << "  0};\n\n";
   ioTable("pf_model_inputs", model.inputSpecs, impl.entry.inputTensor, "PF_MODEL_NUM_INPUTS");
   ioTable("pf_model_outputs", model.outputSpecs, impl.entry.outputTensor, "PF_MODEL_NUM_OUTPUTS");
   os << R"(
@@ -820,6 +829,26 @@ std::vector<CompiledModel::Parameter> CompiledModel::parameters() const {
   llvm::sort(result, [](const Parameter &a, const Parameter &b) { return a.name < b.name; });
   return result;
 }
+
+llvm::Error CompiledModel::copyParameters(bool toHost) {
+  DeviceBuffers *device = impl->device.get();
+  if (!device)
+    return llvm::Error::success();
+  for (auto [i, b] : llvm::enumerate(impl->entry.buffers)) {
+    if (b.kind != mlir::pf::BufferKind::Param)
+      continue;
+    std::string what = "parameter '" + b.name + "'";
+    if (auto err = toHost ? device->copyOut(const_cast<void *>(b.hostData), device->buffer[i],
+                                            b.bytes, what)
+                          : device->copyIn(device->buffer[i], b.hostData, b.bytes, what))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CompiledModel::copyParametersToHost() { return copyParameters(/*toHost=*/true); }
+
+llvm::Error CompiledModel::copyParametersToBackend() { return copyParameters(/*toHost=*/false); }
 
 //===--- Several entries in one engine ---------------------------------------===//
 

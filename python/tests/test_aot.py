@@ -180,3 +180,41 @@ def test_aot_run_cuda_without_gpu_is_a_clear_error(tmp_path):
     assert proc.returncode == 1
     assert "cannot create the runtime context" in proc.stderr
     assert "Segmentation" not in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_aot_run_profile_gives_the_schedulers_layer_profile(tmp_path):
+    """pf-run --aot --aot-profile wraps every kernel in timing hooks that
+    pf-aot-run --profile fills (pf-run --profile's format, so
+    pipefisher.profile_convert makes the scheduler's per-layer profile of
+    it); a model without hooks is refused with the flag to use."""
+    import json
+    import sys
+
+    out = _model_library(tmp_path, "--training-step", "--kfac", "--aot-profile")
+    inputs = _step_inputs()
+    (tmp_path / "in").mkdir()
+    for name, value in inputs.items():
+        value.tofile(tmp_path / "in" / f"{name}.bin")
+    args = (str(out / "model.so"), "--weights", str(out / "model.weights"), "--inputs",
+            str(tmp_path / "in"))
+    run_tool("pf-aot-run", *args, "--repeat", "2", "--profile", str(tmp_path / "ops.json"))
+    ops = json.loads((tmp_path / "ops.json").read_text())
+    assert ops["format"] == "pf-run-profile/1" and ops["runs"] == 2
+    kinds = {op["name"].split(" ")[0] for op in ops["ops"]}
+    assert {"pf.linear", "pf.kfac.update_factor", "pf.kfac.refresh_inverses",
+            "pf.kfac.precondition", "pf.softmax_cross_entropy"} <= kinds
+    assert all(op["calls"] >= 2 and op["median_ms"] >= 0 for op in ops["ops"])
+    subprocess.run([sys.executable, "-m", "pipefisher.profile_convert", str(tmp_path / "ops.json"),
+                    "-o", str(tmp_path / "layers.json")], check=True,
+                   env={"PYTHONPATH": str(REPO_ROOT / "python"), "PATH": "/usr/bin:/bin"})
+    layers = json.loads((tmp_path / "layers.json").read_text())["layers"]
+    assert len(layers) == 1 and all(layers[0][k] > 0 for k in (
+        "forward", "backward", "curvature", "inversion", "precondition"))
+
+    plain = _model_library(tmp_path / "plain", "--training-step")
+    proc = run_tool("pf-aot-run", str(plain / "model.so"), "--weights",
+                    str(plain / "model.weights"), "--inputs", str(tmp_path / "in"), "--profile",
+                    str(tmp_path / "x.json"), check=False)
+    assert proc.returncode == 1 and "--aot-profile" in proc.stderr
+    assert not (tmp_path / "x.json").exists()

@@ -221,3 +221,29 @@ def test_held_out_evaluation_bad_options(setup):
     proc = run_tool("pf-train", str(setup / "model.onnx"), *corpus, "--eval-every", "-1",
                     check=False)
     assert proc.returncode == 1 and "--eval-every must be >= 0" in proc.stderr
+
+
+def test_device_buffers_train_evaluate_and_resume_like_the_host_path(setup):
+    """--device-buffers runs pf-train's --device cuda path on the CPU backend:
+    the step's parameters and optimizer and K-FAC state live in backend
+    memory, copied back for checkpoints and evaluation and in after a resume.
+    Losses, held-out losses and checkpoints equal the host path's bits."""
+    common = ("--steps", "6", "--log-every", "1", "--lr", "2e-3", "--warmup", "2", "--kfac",
+              "--kfac-refresh", "2", "--eval-every", "3", "--eval-sequences", "64")
+    host_ckpt, dev_ckpt, first, resumed = (
+        setup / f"dev-{n}.npz" for n in ("host", "device", "first", "resumed"))
+    host, host_losses = _train(setup, *common, "--checkpoint", str(host_ckpt))
+    dev, dev_losses = _train(setup, *common, "--checkpoint", str(dev_ckpt), "--device-buffers")
+    assert dev_losses == host_losses and len(dev_losses) >= 6
+    assert _evals(dev.stdout) == _evals(host.stdout) and len(_evals(host.stdout)) == 3
+    a, b = _checkpoint(host_ckpt), _checkpoint(dev_ckpt)
+    assert any(k.endswith(".kfac.A_inv") for k in a)
+    for key in a:
+        assert np.array_equal(a[key], b[key]), key
+    # Stop after 3 steps and resume on the device path: the state goes back in.
+    _train(setup, *common[:1], "3", *common[2:], "--checkpoint", str(first), "--device-buffers")
+    _train(setup, *common, "--resume", str(first), "--checkpoint", str(resumed),
+           "--device-buffers")
+    c = _checkpoint(resumed)
+    for key in a:
+        assert np.array_equal(a[key], c[key]), key

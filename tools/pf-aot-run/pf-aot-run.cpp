@@ -26,6 +26,16 @@
 
 namespace {
 
+/// The profiling hooks' state (pf_profile_begin/end below): each kernel's
+/// time, the backend waited for before and after it (kernels of a device
+/// backend run asynchronously).
+struct OpProfile {
+  pfrt_context *context = nullptr;
+  bool on = false;
+  std::vector<std::vector<double>> ms; // per op, one entry per kernel call
+  std::chrono::steady_clock::time_point start;
+} gProfile;
+
 const char *const kUsage =
     "usage: pf-aot-run MODEL.so --weights FILE [options]\n"
     "\n"
@@ -46,6 +56,10 @@ const char *const kUsage =
     "  --repeat N          timed runs (default 1); each run is the step again, on\n"
     "                      the weights the previous run left\n"
     "  --json FILE         write the timings (median, min, each run) as JSON\n"
+    "  --profile FILE      time every kernel of the timed runs (the backend is waited\n"
+    "                      for around each) and write per-op times in pf-run's\n"
+    "                      --profile format; needs a model compiled with\n"
+    "                      pf-run --aot DIR --aot-profile\n"
     "  --describe          print the inputs and outputs and exit\n";
 
 int usageError(const std::string &message) {
@@ -59,7 +73,7 @@ int fail(const std::string &message) {
 }
 
 struct Options {
-  std::string model, weights, inputs, outputs, weightsOut, json;
+  std::string model, weights, inputs, outputs, weightsOut, json, profile;
   int32_t backend = PFRT_BACKEND_CPU;
   int32_t gpu = 0, threads = 0;
   long warmup = 0, repeat = 1;
@@ -107,6 +121,8 @@ int parseOptions(int argc, char **argv, Options &o) {
       o.weightsOut = value;
     else if (arg == "--json")
       o.json = value;
+    else if (arg == "--profile")
+      o.profile = value;
     else if (arg == "--device") {
       std::string d = value;
       if (d == "cpu")
@@ -235,6 +251,50 @@ void writeTimings(std::ostream &os, const Options &o, const char *backend,
   os << "]}\n";
 }
 
+double medianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// JSON text with the characters a name may hold escaped.
+std::string quoted(const char *text) {
+  std::string q = "\"";
+  for (const char *p = text; *p; ++p) {
+    if (*p == '"' || *p == '\\')
+      q += '\\';
+    if (static_cast<unsigned char>(*p) < 0x20)
+      continue;
+    q += *p;
+  }
+  return q + "\"";
+}
+
+/// Per-op times in pf-run --profile's format (docs/profile-format.md): the
+/// median over each op's kernel calls.
+std::string profileJson(const Options &o, const pf_aot_model &m, const char *backend,
+                        double runMedianMs) {
+  std::ostringstream os;
+  double kernels = 0;
+  os << "{\n  \"format\": \"pf-run-profile/1\",\n  \"model\": " << quoted(o.model.c_str())
+     << ",\n  \"device\": \"" << backend << "\",\n  \"runs\": " << o.repeat
+     << ",\n  \"threads\": " << o.threads << ",\n  \"run_median_ms\": " << runMedianMs
+     << ",\n  \"ops\": [";
+  bool first = true;
+  for (int64_t i = 0; i < m.num_ops; ++i) {
+    const std::vector<double> &ms = gProfile.ms[size_t(i)];
+    if (ms.empty())
+      continue;
+    double mid = medianOf(ms);
+    kernels += mid;
+    os << (first ? "\n" : ",\n") << "    {\"index\": " << i
+       << ", \"name\": " << quoted(m.op_names[i]) << ", \"calls\": " << ms.size()
+       << ", \"median_ms\": " << mid << "}";
+    first = false;
+  }
+  os << "\n  ],\n  \"kernel_sum_ms\": " << kernels << "\n}\n";
+  return os.str();
+}
+
 int run(const Options &o) {
   void *library = dlopen(o.model.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
@@ -263,6 +323,9 @@ int run(const Options &o) {
     }
     return 0;
   }
+  if (!o.profile.empty() && !m.profile_hooks)
+    return fail(o.model + " has no profiling hooks: compile it with pf-run --aot DIR "
+                          "--aot-profile");
   if (m.num_inputs > 0 && o.inputs.empty())
     return usageError("the model has " + std::to_string(m.num_inputs) +
                       " inputs: give --inputs DIR");
@@ -295,6 +358,8 @@ int run(const Options &o) {
   if (!ctx)
     return fail(std::string("cannot create the runtime context: ") + pfrt_last_error(nullptr));
   const char *backend = pfrt_backend_name(ctx);
+  gProfile.context = ctx;
+  gProfile.ms.assign(size_t(m.num_ops), {});
   std::printf("pf-aot-run: %s: %lld tensors, arena %.1f MiB, weights %.1f MiB; backend %s\n",
               o.model.c_str(), (long long)m.num_tensors, m.arena_bytes / 1048576.0,
               m.weights_bytes / 1048576.0, backend);
@@ -339,10 +404,14 @@ int run(const Options &o) {
 
     std::vector<double> timed;
     for (long r = 0; ok && r < o.warmup + o.repeat; ++r) {
+      gProfile.on = !o.profile.empty() && r >= o.warmup;
       auto start = std::chrono::steady_clock::now();
       int64_t code = m.main(ctx, table.data());
+      gProfile.on = false;
       if (code != 0) {
-        status = fail("step " + std::to_string(r + 1) + ": op " + std::to_string((code >> 32) - 1) +
+        int64_t op = (code >> 32) - 1;
+        std::string name = op >= 0 && op < m.num_ops ? m.op_names[op] : "the output copies";
+        status = fail("step " + std::to_string(r + 1) + ": op #" + std::to_string(op) + " " + name +
                       " failed: " + pfrt_last_error(ctx));
         ok = false;
         break;
@@ -363,6 +432,11 @@ int run(const Options &o) {
                           : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
       std::printf("pf-aot-run: %zu timed run(s) on %s: median %.3f ms, min %.3f ms\n", timed.size(),
                   backend, median, sorted.front());
+      if (!o.profile.empty()) {
+        std::string text = profileJson(o, m, backend, median);
+        if (!writeFile(o.profile, text.data(), text.size(), why))
+          status = fail(why);
+      }
       if (!o.json.empty()) {
         std::ostringstream os;
         writeTimings(os, o, backend, timed, median);
@@ -406,6 +480,22 @@ int run(const Options &o) {
 }
 
 } // namespace
+
+extern "C" __attribute__((visibility("default"))) void pf_profile_begin(int64_t) {
+  if (!gProfile.on)
+    return;
+  pfrt_synchronize(gProfile.context);
+  gProfile.start = std::chrono::steady_clock::now();
+}
+
+extern "C" __attribute__((visibility("default"))) void pf_profile_end(int64_t op) {
+  if (!gProfile.on || op < 0 || op >= int64_t(gProfile.ms.size()))
+    return;
+  pfrt_synchronize(gProfile.context);
+  gProfile.ms[size_t(op)].push_back(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - gProfile.start)
+          .count());
+}
 
 int main(int argc, char **argv) {
   Options o;

@@ -73,6 +73,10 @@ static cl::opt<std::string> aotDirectory(
     "aot", cl::desc("Compile ahead of time into DIR (model.o, model.weights, model_plan.h) "
                     "instead of running; examples/aot/driver.c shows how to link it"),
     cl::value_desc("DIR"), cl::cat(category));
+static cl::opt<bool> aotProfile(
+    "aot-profile",
+    cl::desc("With --aot: wrap every kernel call in timing hooks, for pf-aot-run --profile"),
+    cl::cat(category));
 static cl::opt<bool> noRetie(
     "no-retie",
     cl::desc("An ONNX model: keep an exporter's folded transposed copy of a parameter (the "
@@ -245,6 +249,8 @@ int main(int argc, char **argv) {
     return fail("--profile times each kernel's host call: it needs --device cpu");
   if (repeat < 1)
     return fail("--repeat must be >= 1");
+  if (aotProfile && aotDirectory.empty())
+    return fail("--aot-profile needs --aot DIR");
   if (threads < 0)
     return fail("--num-threads must be >= 0");
   if (threads > PFRT_MAX_THREADS)
@@ -336,7 +342,7 @@ int main(int argc, char **argv) {
       return fail(llvm::toString(std::move(err)));
 
   if (!aotDirectory.empty()) {
-    if (auto err = drv::CompiledModel::writeAot(*module, aotDirectory, entry))
+    if (auto err = drv::CompiledModel::writeAot(*module, aotDirectory, entry, aotProfile))
       return fail(llvm::toString(std::move(err)));
     llvm::outs() << "wrote " << aotDirectory << "/model.o, model.weights, model_plan.h\n";
     return 0;

@@ -141,6 +141,11 @@ static cl::opt<std::string> checkpointFile(
     cl::desc("Write a checkpoint (.npz) here at the end and when SIGINT (Ctrl-C) or SIGTERM "
              "stops the run"),
     cl::cat(category));
+static cl::opt<bool> deviceBuffers(
+    "device-buffers",
+    cl::desc("Hold the step's weights, inputs, outputs and intermediates in backend memory, "
+             "as --device cuda does (on the CPU: a check of that path)"),
+    cl::Hidden, cl::cat(category));
 static cl::opt<std::string> resumeFile("resume", cl::desc("Resume from this checkpoint"),
                                        cl::cat(category));
 static cl::opt<std::string> emitStepFile(
@@ -392,6 +397,8 @@ llvm::Expected<double> evaluate(const Corpus &c, const WeightLookup &current,
                                          p.name + "' of the same size");
     std::memcpy(p.data, data, p.bytes);
   }
+  if (auto err = eval.copyParametersToBackend())
+    return std::move(err);
   double weighted = 0;
   int64_t counted = 0;
   std::map<std::string, drv::NpyArray> outputs;
@@ -577,7 +584,9 @@ llvm::Error writeCheckpoint(std::map<std::string, drv::NpyArray> arrays, const C
   return drv::writeNpz(checkpointFile, arrays);
 }
 
-llvm::Error saveCheckpoint(const drv::CompiledModel &model, const Corpus &c, int64_t step) {
+llvm::Error saveCheckpoint(drv::CompiledModel &model, const Corpus &c, int64_t step) {
+  if (auto err = model.copyParametersToHost())
+    return err;
   return writeCheckpoint(stateArrays(model.parameters()), c, step);
 }
 
@@ -697,6 +706,12 @@ llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpu
   }
   return *step;
 }
+/// --device and --device-buffers into a model's options.
+void useDevice(drv::CompiledModel::Options &options) {
+  options.backend = device == "cuda" ? PFRT_BACKEND_CUDA : PFRT_BACKEND_CPU;
+  options.deviceBuffers = deviceBuffers;
+}
+
 /// The forward pass and masked-LM loss at batch --batch, with its own copy
 /// of the weights (evaluate() loads the training step's into it).
 llvm::Expected<std::unique_ptr<drv::CompiledModel>> compileEvaluation(MLIRContext &context,
@@ -714,6 +729,7 @@ llvm::Expected<std::unique_ptr<drv::CompiledModel>> compileEvaluation(MLIRContex
   drv::CompiledModel::Options options;
   options.threads = threads;
   options.ownParameters = true;
+  useDevice(options);
   return drv::CompiledModel::compile(*module, options);
 }
 
@@ -1573,8 +1589,11 @@ int main(int argc, char **argv) {
   training.bindOptions(stepFlags);
   cl::HideUnrelatedOptions({&category, &stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
-  if (auto err = drv::checkDevice(device, "pf-train"))
+  if (auto err = drv::checkDevice(device, "pf-train", /*runsOnCuda=*/true))
     return fail(llvm::toString(std::move(err)));
+  if ((device == "cuda" || deviceBuffers) && !pipelineSpec.empty())
+    return fail("--device cuda trains in one process; the ranks of --pipeline run on the CPU "
+                "only for now");
   const int64_t microbatches = training.microbatches;
   if (batch < 1 || steps < 1 || lr <= 0 || warmup < 0 || logEvery < 1 || checkpointEvery < 0 ||
       training.clipNorm < 0 ||
@@ -1658,6 +1677,7 @@ int main(int argc, char **argv) {
   drv::CompiledModel::Options options;
   options.threads = threads;
   options.ownParameters = true;
+  useDevice(options);
   auto compiled = drv::CompiledModel::compile(*module, options);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));
@@ -1681,6 +1701,10 @@ int main(int argc, char **argv) {
     return {it->second.data, it->second.bytes};
   };
   auto evaluateAt = [&](int64_t step) -> bool {
+    if (auto err = model.copyParametersToHost()) {
+      fail(llvm::toString(std::move(err)));
+      return false;
+    }
     auto loss = evaluate(*corpus, fromModel, *evalModel);
     if (!loss) {
       fail(llvm::toString(loss.takeError()));
@@ -1698,6 +1722,8 @@ int main(int argc, char **argv) {
     auto resumed = loadCheckpoint(model.parameters(), *corpus);
     if (!resumed)
       return fail(llvm::toString(resumed.takeError()));
+    if (auto err = model.copyParametersToBackend())
+      return fail(llvm::toString(std::move(err)));
     first = *resumed + 1;
     llvm::outs() << "resumed from " << resumeFile << " after step " << *resumed << "\n";
   }
@@ -1743,6 +1769,8 @@ int main(int argc, char **argv) {
         llvm::outs() << llvm::formatv("step {0}: K-FAC: {1} inverse refresh(es) needed more "
                                       "damping or kept the previous inverse\n",
                                       step, count);
+        if (auto err = model.copyParametersToHost())
+          return fail(llvm::toString(std::move(err)));
         reportNonFiniteFactors(step, model.parameters(), nonFiniteFactors);
       }
     }

@@ -105,8 +105,14 @@ public:
     void *data = nullptr;
     int64_t bytes = 0;
   };
-  /// Every parameter of the lowered function, in a stable order.
+  /// Every parameter of the lowered function, in a stable order. With
+  /// Options::deviceBuffers the model runs on backend copies: `data` is the
+  /// host side, brought up to date by copyParametersToHost() (before reading
+  /// it: checkpoints, evaluation) and sent by copyParametersToBackend()
+  /// (after writing it: a resumed checkpoint). Without, both are no-ops.
   std::vector<Parameter> parameters() const;
+  llvm::Error copyParametersToHost();
+  llvm::Error copyParametersToBackend();
 
   const std::vector<TensorSpec> &inputs() const { return inputSpecs; }
   const std::vector<TensorSpec> &outputs() const { return outputSpecs; }
@@ -127,8 +133,11 @@ public:
   /// parameters and constants) and model_plan.h (the tensor table and how to
   /// bind inputs, outputs, weights and the arena; see docs/runtime.md), which
   /// a small C driver links with libpfrt.
+  /// With `profileHooks` every kernel call is wrapped in calls of
+  /// pf_profile_begin(op) / pf_profile_end(op), which the driver defines
+  /// (pf-aot-run --profile).
   static llvm::Error writeAot(mlir::ModuleOp module, const std::string &directory,
-                              const std::string &function = "");
+                              const std::string &function = "", bool profileHooks = false);
 
   /// Runs once; `inputs` are checked against inputs() by name, dtype and shape.
   llvm::Error run(const std::map<std::string, NpyArray> &inputs,
@@ -142,6 +151,7 @@ public:
 private:
   struct Impl;
   std::unique_ptr<Impl> impl;
+  llvm::Error copyParameters(bool toHost);
   std::vector<TensorSpec> inputSpecs, outputSpecs;
   CompileStats compileStats;
   CompiledModel();

@@ -42,7 +42,7 @@ typedef struct {
    failing kernel. */
 typedef int64_t (*pf_model_main_fn)(pfrt_context *ctx, pfrt_tensor *table);
 
-#define PF_AOT_MODEL_VERSION 1
+#define PF_AOT_MODEL_VERSION 2
 
 /* Everything a driver needs to run a model built as a shared library. */
 typedef struct pf_aot_model {
@@ -54,7 +54,15 @@ typedef struct pf_aot_model {
   const pf_model_tensor_info *tensors;
   const pf_model_io *inputs, *outputs;
   pf_model_main_fn main;
+  int64_t num_ops;             /* ops of the step */
+  const char *const *op_names; /* num_ops names (op and ONNX node) */
+  int32_t profile_hooks;       /* 1: compiled with pf-run --aot-profile */
 } pf_aot_model;
+
+/* Called around every kernel of a model compiled with profiling hooks; the
+   process that runs it defines them (pf-aot-run does). */
+void pf_profile_begin(int64_t op);
+void pf_profile_end(int64_t op);
 
 /* The symbol such a library exports:
    const pf_aot_model *pf_aot_model_describe(void). */
