@@ -18,7 +18,8 @@
 #   1. every model on the CPU backend and on the CUDA backend: outputs compared
 #      (fp32 bar 1e-4), the CUDA step timed          -> models.json
 #   2. every CUDA kernel against the CPU backend     -> cuda-kernel-tests.log/.xml
-#   3. the same BERT models in PyTorch, same GPU     -> torch-bert.json, summary.json
+#   3. the same BERT models in PyTorch, same GPU     -> torch-bert*.json, summary.json
+#      (fp32; BERT-base also with TF32 and bf16 against pf's --gemm-precision)
 #   4. BERT-base-sized kernels, pf vs PyTorch        -> pf-kernels.jsonl, kernels-vs-torch.json
 # Results go to $OUT (the device machine's return folder) or ./gpu-check-out.
 # The exit status is non-zero when a model or a kernel test fails (3: no
@@ -139,7 +140,15 @@ run_checks() {
   timeout "$torch_budget" python3 scripts/gpu_bench_torch_bert.py --configs mini,base \
     --time-budget "$(( torch_budget - 20 ))" --out "$out/torch-bert.json" ||
     echo "PyTorch model benchmarks failed or were cut short"
+  local p
+  for p in tf32 bf16; do
+    torch_budget=$(step_timeout 45)
+    timeout "$torch_budget" python3 scripts/gpu_bench_torch_bert.py --configs base "--$p" \
+      --time-budget "$(( torch_budget - 10 ))" --out "$out/torch-bert-$p.json" ||
+      echo "PyTorch $p benchmarks failed or were cut short"
+  done
   python3 scripts/gpu_models.py summary --models "$out/models.json" --torch "$out/torch-bert.json" \
+    --torch-tf32 "$out/torch-bert-tf32.json" --torch-bf16 "$out/torch-bert-bf16.json" \
     --out "$out/summary.json" || true
 
   echo "== 4. kernel timings: pf vs PyTorch (fp32, no TF32) =="

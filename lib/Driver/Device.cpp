@@ -12,6 +12,11 @@ const char *const kDeviceHelp =
     "Runtime backend: cpu, or cuda (an NVIDIA GPU; the CUDA backend must be "
     "built into libpfrt)";
 
+const char *const kGemmPrecisionHelp =
+    "Compute precision of the model's GEMMs (matmul, gemm, linear) on the GPU; K-FAC's "
+    "factors, inverses and preconditioning and all other kernels stay f32, and the CPU "
+    "computes f32 whatever is chosen";
+
 llvm::Error checkDevice(const std::string &device, const char *tool, bool runsOnCuda) {
   auto fail = [&](const llvm::Twine &why) {
     return llvm::createStringError("--device " + device + ": " + why);

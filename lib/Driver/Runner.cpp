@@ -599,6 +599,8 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
   if (!context)
     return context.takeError();
   impl.context = *context;
+  if (pfrt_context_set_gemm_precision(impl.context, compileOptions.gemmPrecision) != PFRT_OK)
+    return error(pfrt_last_error(impl.context));
   if (compileOptions.deviceBuffers || compileOptions.backend != PFRT_BACKEND_CPU) {
     if (profile)
       return error("kernel profiles time host calls: they need the host buffers of the CPU "

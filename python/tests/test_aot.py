@@ -161,6 +161,8 @@ def test_aot_run_rejects_bad_input(tmp_path):
     assert "cannot load" in fails(str(tmp_path / "w"), "--weights", weights)
     # Bad options are usage errors.
     assert "unknown --device" in fails(model, "--weights", weights, "--device", "tpu", code=2)
+    assert "unknown --gemm-precision 'fp16'" in fails(model, "--weights", weights,
+                                                      "--gemm-precision", "fp16", code=2)
     assert "bad --repeat" in fails(model, "--weights", weights, "--repeat", "0", code=2)
     assert "--weights is required" in fails(model, code=2)
     assert "give --inputs" in fails(model, "--weights", weights, code=2)

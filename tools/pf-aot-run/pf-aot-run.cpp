@@ -52,6 +52,9 @@ const char *const kUsage =
     "  --device cpu|cuda   runtime backend (default cpu)\n"
     "  --gpu N             CUDA device ordinal (default 0)\n"
     "  --threads N         CPU worker threads (default: OpenMP's)\n"
+    "  --gemm-precision P  fp32 (default), tf32 or bf16: the model GEMMs' multiplies\n"
+    "                      on the GPU (f32 accumulation; K-FAC stays f32; the CPU\n"
+    "                      computes f32 whatever is chosen)\n"
     "  --warmup N          untimed runs first (default 0)\n"
     "  --repeat N          timed runs (default 1); each run is the step again, on\n"
     "                      the weights the previous run left\n"
@@ -75,7 +78,7 @@ int fail(const std::string &message) {
 struct Options {
   std::string model, weights, inputs, outputs, weightsOut, json, profile;
   int32_t backend = PFRT_BACKEND_CPU;
-  int32_t gpu = 0, threads = 0;
+  int32_t gpu = 0, threads = 0, gemmPrecision = PFRT_GEMM_FP32;
   long warmup = 0, repeat = 1;
   bool describe = false;
 };
@@ -131,6 +134,16 @@ int parseOptions(int argc, char **argv, Options &o) {
         o.backend = PFRT_BACKEND_CUDA;
       else
         return usageError("unknown --device '" + d + "' (cpu or cuda)");
+    } else if (arg == "--gemm-precision") {
+      std::string p = value;
+      if (p == "fp32")
+        o.gemmPrecision = PFRT_GEMM_FP32;
+      else if (p == "tf32")
+        o.gemmPrecision = PFRT_GEMM_TF32;
+      else if (p == "bf16")
+        o.gemmPrecision = PFRT_GEMM_BF16;
+      else
+        return usageError("unknown --gemm-precision '" + p + "' (fp32, tf32 or bf16)");
     } else if (arg == "--gpu" && parseCount(value, 0, n))
       o.gpu = int32_t(n);
     else if (arg == "--threads" && parseCount(value, 0, n))
@@ -358,6 +371,11 @@ int run(const Options &o) {
   if (!ctx)
     return fail(std::string("cannot create the runtime context: ") + pfrt_last_error(nullptr));
   const char *backend = pfrt_backend_name(ctx);
+  if (pfrt_context_set_gemm_precision(ctx, o.gemmPrecision) != PFRT_OK) {
+    int status = fail(pfrt_last_error(ctx));
+    pfrt_context_destroy(ctx);
+    return status;
+  }
   gProfile.context = ctx;
   gProfile.ms.assign(size_t(m.num_ops), {});
   std::printf("pf-aot-run: %s: %lld tensors, arena %.1f MiB, weights %.1f MiB; backend %s\n",

@@ -62,6 +62,7 @@ static cl::list<std::string> dims("dim", cl::desc("ONNX symbolic dimension NAME=
 // Bound to flags in main, whose --help shows the defaults.
 static int repeat = 1, threads = 0;
 static std::string device = "cpu";
+static drv::GemmPrecision gemmPrecision = drv::GemmPrecision::FP32;
 static cl::opt<std::string> entry("entry",
                                   cl::desc("Function of the pf IR to run (default: the first)"),
                                   cl::cat(category));
@@ -231,6 +232,8 @@ int main(int argc, char **argv) {
   mlir::pf::FlagBinder runFlags(category);
   runFlags.opt("repeat", repeat, "Run N times and print the median time");
   runFlags.opt("device", device, drv::kDeviceHelp);
+  runFlags.opt("gemm-precision", gemmPrecision, drv::kGemmPrecisionHelp,
+               drv::gemmPrecisionValues());
   runFlags.opt("num-threads", threads,
                "Runtime threads (0: all cores; at most " + std::to_string(PFRT_MAX_THREADS) +
                    ", PFRT_MAX_THREADS); they sleep at barriers (OMP_WAIT_POLICY=passive) "
@@ -356,6 +359,7 @@ int main(int argc, char **argv) {
   options.ownParameters = drv::CompiledModel::updatesParameters(*module);
   options.backend = onCuda ? PFRT_BACKEND_CUDA : PFRT_BACKEND_CPU;
   options.deviceBuffers = deviceBuffers;
+  options.gemmPrecision = int32_t(gemmPrecision);
   auto compiled = drv::CompiledModel::compile(*module, options);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError()));

@@ -90,6 +90,7 @@ static int checkpointEvery = 0, evalEvery = 0, evalSequences = 256;
 static double lr = 1e-3, maskProbability = 0.15;
 static uint64_t seed = 0;
 static std::string device = "cpu";
+static drv::GemmPrecision gemmPrecision = drv::GemmPrecision::FP32;
 static LRSchedule schedule = LRSchedule::Linear;
 static DampingSchedule dampingSchedule = DampingSchedule::Constant;
 static double dampingStart = 1e-3, dampingDecay = 0.5;
@@ -123,6 +124,7 @@ static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
   flags.opt("mask-prob", maskProbability, "Share of tokens to predict");
   flags.opt("seed", seed, "Seed of batches and masks");
   flags.opt("device", device, drv::kDeviceHelp);
+  flags.opt("gemm-precision", gemmPrecision, drv::kGemmPrecisionHelp, drv::gemmPrecisionValues());
   flags.opt("num-threads", threads,
             "Runtime threads (0: all cores; at most " + std::to_string(PFRT_MAX_THREADS) +
                 ", PFRT_MAX_THREADS); they sleep at barriers (OMP_WAIT_POLICY=passive) "
@@ -710,6 +712,7 @@ llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpu
 void useDevice(drv::CompiledModel::Options &options) {
   options.backend = device == "cuda" ? PFRT_BACKEND_CUDA : PFRT_BACKEND_CPU;
   options.deviceBuffers = deviceBuffers;
+  options.gemmPrecision = int32_t(gemmPrecision);
 }
 
 /// The forward pass and masked-LM loss at batch --batch, with its own copy

@@ -80,19 +80,18 @@ std::vector<Entry> rankTableEntries() {
 /// Functions of pfrt.h that generated code never calls: the host creates
 /// contexts, arenas and communicators, queries versions, names and errors.
 const std::set<std::string> kHostOnly = {
-    "pfrt_version",          "pfrt_status_string",        "pfrt_dtype_size",
-    "pfrt_dtype_name",       "pfrt_context_options_init", "pfrt_context_create",
-    "pfrt_context_destroy",  "pfrt_backend_name",         "pfrt_context_num_threads",
-    "pfrt_last_error",       "pfrt_alloc",                "pfrt_free",
-    "pfrt_arena_create",     "pfrt_arena_alloc",          "pfrt_arena_reset",
-    "pfrt_arena_base",       "pfrt_arena_get_stats",      "pfrt_arena_destroy",
+    "pfrt_version", "pfrt_status_string", "pfrt_dtype_size", "pfrt_dtype_name",
+    "pfrt_context_options_init", "pfrt_context_create", "pfrt_context_destroy", "pfrt_backend_name",
+    "pfrt_context_num_threads", "pfrt_last_error", "pfrt_alloc", "pfrt_free", "pfrt_arena_create",
+    "pfrt_arena_alloc", "pfrt_arena_reset", "pfrt_arena_base", "pfrt_arena_get_stats",
+    "pfrt_arena_destroy",
     // Backend selection and the driver's copies at step boundaries.
-    "pfrt_backend_built",    "pfrt_copy_from_host",       "pfrt_copy_to_host",
-    "pfrt_synchronize",
+    "pfrt_backend_built", "pfrt_copy_from_host", "pfrt_copy_to_host", "pfrt_synchronize",
+    "pfrt_context_set_gemm_precision", "pfrt_context_gemm_precision",
     // Communicators are made, queried and ended by the host.
-    "pfrt_comm_options_init", "pfrt_comm_create",         "pfrt_comm_create_group",
-    "pfrt_comm_destroy",     "pfrt_comm_rank",            "pfrt_comm_size",
-    "pfrt_comm_max_tag",     "pfrt_comm_align_clock",     "pfrt_comm_finalize"};
+    "pfrt_comm_options_init", "pfrt_comm_create", "pfrt_comm_create_group", "pfrt_comm_destroy",
+    "pfrt_comm_rank", "pfrt_comm_size", "pfrt_comm_max_tag", "pfrt_comm_align_clock",
+    "pfrt_comm_finalize"};
 
 /// The names of the functions pfrt.h declares (PFRT_API ... pfrt_x().
 std::set<std::string> headerFunctions() {

@@ -60,6 +60,34 @@ TEST(RuntimeContext, DefaultsAndThreads) {
   pfrt_context_destroy(nullptr); // no-op
 }
 
+TEST(RuntimeContext, GemmPrecision) {
+  pfrt_context *ctx = pfrt_context_create(nullptr);
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(pfrt_context_gemm_precision(ctx), PFRT_GEMM_FP32);
+  EXPECT_EQ(pfrt_context_gemm_precision(nullptr), PFRT_GEMM_FP32);
+  // The CPU backend computes f32 whatever is set: the same bits.
+  std::vector<float> x(6 * 5), w(4 * 5), exact(6 * 4), fast(6 * 4);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 0.1f * float(i % 7) - 0.3f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.05f * float(i % 5) - 0.1f;
+  pfrt_tensor tx{x.data(), PFRT_F32, 2, {6, 5}}, tw{w.data(), PFRT_F32, 2, {4, 5}};
+  pfrt_tensor te{exact.data(), PFRT_F32, 2, {6, 4}}, tf{fast.data(), PFRT_F32, 2, {6, 4}};
+  ASSERT_EQ(pfrt_linear(ctx, &tx, &tw, nullptr, 1, &te), PFRT_OK) << pfrt_last_error(ctx);
+  for (int32_t p : {PFRT_GEMM_TF32, PFRT_GEMM_BF16}) {
+    ASSERT_EQ(pfrt_context_set_gemm_precision(ctx, p), PFRT_OK);
+    EXPECT_EQ(pfrt_context_gemm_precision(ctx), p);
+    ASSERT_EQ(pfrt_linear(ctx, &tx, &tw, nullptr, 1, &tf), PFRT_OK) << pfrt_last_error(ctx);
+    EXPECT_EQ(fast, exact);
+  }
+  EXPECT_EQ(pfrt_context_set_gemm_precision(ctx, 7), PFRT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pfrt_last_error(ctx)).find("precision 7 is none of"), std::string::npos)
+      << pfrt_last_error(ctx);
+  EXPECT_EQ(pfrt_context_gemm_precision(ctx), PFRT_GEMM_BF16); // unchanged
+  EXPECT_EQ(pfrt_context_set_gemm_precision(nullptr, PFRT_GEMM_TF32), PFRT_INVALID_ARGUMENT);
+  pfrt_context_destroy(ctx);
+}
+
 TEST(RuntimeContext, InvalidOptionsGiveNull) {
   pfrt_context_options opts;
   pfrt_context_options_init(&opts);

@@ -547,6 +547,45 @@ TEST_F(CudaKernels, LinearForwardBackward) {
   }
 }
 
+TEST_F(CudaKernels, GemmPrecisionTf32AndBf16) {
+  // The model GEMMs at TF32 / BF16 stay within their inputs' rounding of
+  // the CPU's f32 result (relative to the output's largest magnitude: 10
+  // and 7 mantissa bits, 257-long sums); K-FAC's factor stays f32.
+  Pair &x = make(PFRT_F32, {300, 257}, -1, 1, 61), &w = make(PFRT_F32, {129, 257}, -1, 1, 62);
+  Pair &y = make(PFRT_F32, {300, 129});
+  Pair &a = make(PFRT_F32, {4, 33, 257}, -1, 1, 63), &b = make(PFRT_F32, {4, 257, 17}, -1, 1, 64);
+  Pair &ab = make(PFRT_F32, {4, 33, 17});
+  Pair &dy = make(PFRT_F32, {300, 129}, -1, 1, 65), &dw = make(PFRT_F32, {129, 257});
+  Pair &factor = make(PFRT_F32, {258, 258});
+  auto expectScaled = [&](Pair &p, double tol, const char *what) {
+    std::vector<double> dev = fromDevice(p);
+    const double scale = maxAbs(p);
+    double worst = 0;
+    for (size_t i = 0; i < dev.size(); ++i)
+      worst = std::max(worst, std::fabs(dev[i] - valueAt(p.host, PFRT_F32, int64_t(i))));
+    EXPECT_LE(worst, tol * scale) << what << ": max |cuda - cpu| " << worst << " of " << scale;
+  };
+  for (auto [precision, tol] : {std::pair{PFRT_GEMM_TF32, 5e-3}, std::pair{PFRT_GEMM_BF16, 4e-2}}) {
+    ASSERT_EQ(pfrt_context_set_gemm_precision(gGpu, precision), PFRT_OK);
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_linear(c, on(x, d), on(w, d), nullptr, 1, on(y, d));
+    });
+    expectScaled(y, tol, "linear");
+    both([&](pfrt_context *c, bool d) { return pfrt_matmul(c, on(a, d), on(b, d), on(ab, d)); });
+    expectScaled(ab, tol, "matmul");
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_linear_backward(c, on(x, d), on(w, d), on(dy, d), 1, 0, 0, nullptr, on(dw, d),
+                                  nullptr);
+    });
+    expectScaled(dw, tol, "grad_w");
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_kfac_factor(c, on(x, d), 1, 1.0, PFRT_KFAC_OVERWRITE, 0, on(factor, d));
+    });
+    expectClose(factor, 1e-4, 1e-5, "K-FAC factor (f32 whatever the GEMM precision)");
+  }
+  ASSERT_EQ(pfrt_context_set_gemm_precision(gGpu, PFRT_GEMM_FP32), PFRT_OK);
+}
+
 TEST_F(CudaKernels, DataMovement) {
   Pair &x = make(PFRT_F32, {3, 5, 7}, -1, 1, 34);
   const int64_t perm[] = {2, 0, 1};

@@ -84,6 +84,9 @@ public:
     /// step's parameter updates then stay in backend memory (parameters()
     /// keeps the values the model was compiled with).
     bool deviceBuffers = false;
+    /// PFRT_GEMM_*: the model GEMMs' compute precision (CUDA; the CPU
+    /// computes f32 whatever is set).
+    int32_t gemmPrecision = 0;
   };
   static llvm::Expected<std::unique_ptr<CompiledModel>> compile(mlir::ModuleOp module,
                                                                 const Options &options);

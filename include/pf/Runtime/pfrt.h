@@ -148,6 +148,19 @@ PFRT_API int32_t pfrt_backend_built(int32_t backend);
 /* The thread count kernels of this context use (>= 1); 0 for NULL. */
 PFRT_API int32_t pfrt_context_num_threads(const pfrt_context *ctx);
 
+/* Compute precision of the model's f32 GEMMs (pfrt_matmul, pfrt_gemm,
+ * pfrt_linear and pfrt_linear_backward) where a backend has a faster one:
+ * FP32 (the default), TF32 or BF16 multiplies with f32 inputs, outputs and
+ * accumulation (CUDA: cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 and
+ * CUBLAS_COMPUTE_32F_FAST_16BF). K-FAC's factors, inverses and
+ * preconditioning, f64 GEMMs and every other kernel stay exact f32/f64: K-FAC
+ * libraries report broken factors in bf16. The CPU backend computes f32
+ * whatever is set. */
+enum { PFRT_GEMM_FP32 = 0, PFRT_GEMM_TF32 = 1, PFRT_GEMM_BF16 = 2 };
+PFRT_API pfrt_status pfrt_context_set_gemm_precision(pfrt_context *ctx, int32_t precision);
+/* PFRT_GEMM_*; PFRT_GEMM_FP32 for NULL. */
+PFRT_API int32_t pfrt_context_gemm_precision(const pfrt_context *ctx);
+
 /* The message of the most recent failing call on ctx ("" if none failed),
  * prefixed with the function name, e.g. "pfrt_add: ...". Owned by the
  * context and valid until the next call on it. For ctx == NULL: why this

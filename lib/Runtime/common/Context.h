@@ -20,6 +20,8 @@ struct pfrt_context {
   /// Resolved worker-thread count (>= 1); every parallel region uses it.
   int32_t numThreads = 1;
   int32_t device = 0;
+  /// PFRT_GEMM_*: the model GEMMs' compute precision (CUDA only).
+  int32_t gemmPrecision = PFRT_GEMM_FP32;
   /// Message of the last failing call; kept per context so that contexts on
   /// different threads never share state.
   char lastError[1024] = {0};

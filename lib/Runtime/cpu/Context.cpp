@@ -1,7 +1,8 @@
 //===- Context.cpp - Version, status strings, contexts ---------------------===//
 
-#include "../common/Backend.h"
 #include "../common/Context.h"
+#include "../common/Backend.h"
+#include "../common/Call.h"
 #include "../common/Dtype.h"
 
 #include <algorithm>
@@ -122,6 +123,21 @@ int32_t pfrt_backend_built(int32_t backend) {
 
 int32_t pfrt_context_num_threads(const pfrt_context *ctx) {
   return ctx ? ctx->numThreads : 0;
+}
+
+pfrt_status pfrt_context_set_gemm_precision(pfrt_context *ctx, int32_t precision) {
+  Call call(ctx, "pfrt_context_set_gemm_precision");
+  PFRT_TRY(call.begin());
+  if (precision != PFRT_GEMM_FP32 && precision != PFRT_GEMM_TF32 && precision != PFRT_GEMM_BF16)
+    return call.fail(PFRT_INVALID_ARGUMENT,
+                     "precision %d is none of PFRT_GEMM_FP32 (0), _TF32 (1), _BF16 (2)",
+                     static_cast<int>(precision));
+  ctx->gemmPrecision = precision;
+  return PFRT_OK;
+}
+
+int32_t pfrt_context_gemm_precision(const pfrt_context *ctx) {
+  return ctx ? ctx->gemmPrecision : PFRT_GEMM_FP32;
 }
 
 const char *pfrt_last_error(const pfrt_context *ctx) {

@@ -46,14 +46,25 @@ bool load(std::string &errors) {
   bool ok = true;
 #define PFRT_RESOLVE_BLAS(name) ok = ok && resolve(blas, #name, gLibraries.name, errors);
 #define PFRT_RESOLVE_SOLVER(name) ok = ok && resolve(solver, #name, gLibraries.name, errors);
+#define PFRT_RESOLVE_TYPED_BLAS(name, ...) PFRT_RESOLVE_BLAS(name)
   PFRT_CUBLAS_FUNCTIONS(PFRT_RESOLVE_BLAS)
+  PFRT_CUBLAS_OVERLOADED_FUNCTIONS(PFRT_RESOLVE_TYPED_BLAS)
   PFRT_CUSOLVER_FUNCTIONS(PFRT_RESOLVE_SOLVER)
+#undef PFRT_RESOLVE_TYPED_BLAS
 #undef PFRT_RESOLVE_BLAS
 #undef PFRT_RESOLVE_SOLVER
   return ok;
 }
 
 } // namespace
+
+// The spelled-out types of the overloaded functions are those of their
+// exported declarations: the casts select an overload or fail to compile
+// (unevaluated, so nothing links against cuBLAS).
+#define PFRT_CHECK_TYPED_SLOT(name, ...)                                                           \
+  static_assert(sizeof(static_cast<Libraries::name##_type>(&::name)) > 0);
+PFRT_CUBLAS_OVERLOADED_FUNCTIONS(PFRT_CHECK_TYPED_SLOT)
+#undef PFRT_CHECK_TYPED_SLOT
 
 bool loadLibraries(char *why, size_t size) {
   static std::once_flag once;

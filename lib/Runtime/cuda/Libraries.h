@@ -31,6 +31,18 @@
   X(cublasDgemmStridedBatched)                                                 \
   X(cublasSsyrk_v2)                                                            \
   X(cublasDsyrk_v2)
+// cublasGemmEx and cublasGemmStridedBatchedEx have C++ overloads (a legacy
+// cudaDataType compute type), so their slots spell out the exported types.
+#define PFRT_CUBLAS_OVERLOADED_FUNCTIONS(X)                                                        \
+  X(cublasGemmEx, cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,    \
+                                     int, int, const void *, const void *, cudaDataType, int,      \
+                                     const void *, cudaDataType, int, const void *, void *,        \
+                                     cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t))    \
+  X(cublasGemmStridedBatchedEx,                                                                    \
+    cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,        \
+                       const void *, const void *, cudaDataType, int, long long, const void *,     \
+                       cudaDataType, int, long long, const void *, void *, cudaDataType, int,      \
+                       long long, int, cublasComputeType_t, cublasGemmAlgo_t))
 #define PFRT_CUSOLVER_FUNCTIONS(X)                                             \
   X(cusolverDnCreate)                                                          \
   X(cusolverDnDestroy)                                                         \
@@ -55,6 +67,11 @@ struct Libraries {
   PFRT_CUBLAS_FUNCTIONS(PFRT_LIBRARY_SLOT)
   PFRT_CUSOLVER_FUNCTIONS(PFRT_LIBRARY_SLOT)
 #undef PFRT_LIBRARY_SLOT
+#define PFRT_TYPED_LIBRARY_SLOT(name, ...)                                                         \
+  using name##_type = __VA_ARGS__;                                                                 \
+  name##_type name = nullptr;
+  PFRT_CUBLAS_OVERLOADED_FUNCTIONS(PFRT_TYPED_LIBRARY_SLOT)
+#undef PFRT_TYPED_LIBRARY_SLOT
 };
 
 /// Loads both libraries once per process (thread-safe). False, with the

@@ -13,12 +13,34 @@
 #include "KfacMath.h"
 #include "Launch.h"
 
+#include <type_traits>
 #include <vector>
 
 namespace pfrt::cuda {
 namespace {
 
 //===------------------------- cuBLAS by dtype --------------------------===//
+
+/// Which GEMMs may use the context's faster precision
+/// (pfrt_context_set_gemm_precision): the model's matmul, gemm and linear
+/// (forward and backward); K-FAC's stay exact.
+enum class GemmUse { Model, Exact };
+
+/// cuBLAS's compute type of an f32 model GEMM, or none: exact f32.
+bool fastCompute(const Call &call, GemmUse use, cublasComputeType_t &type) {
+  if (use != GemmUse::Model)
+    return false;
+  switch (call.context()->gemmPrecision) {
+  case PFRT_GEMM_TF32:
+    type = CUBLAS_COMPUTE_32F_FAST_TF32;
+    return true;
+  case PFRT_GEMM_BF16:
+    type = CUBLAS_COMPUTE_32F_FAST_16BF;
+    return true;
+  default:
+    return false;
+  }
+}
 
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,
                     cublasOperation_t tb, int m, int n, int k, float alpha,
@@ -64,10 +86,9 @@ cublasStatus_t syrk(cublasHandle_t h, int n, int k, double alpha,
 /// Row-major C [M, N] = alpha op(A) op(B) + beta C with op(A) [M, K] and
 /// op(B) [K, N]; lda/ldb/ldc are the row lengths of the stored matrices.
 template <class T>
-pfrt_status rowMajorGemm(const Call &call, bool transA, bool transB, int64_t m,
-                         int64_t n, int64_t k, double alpha, const T *a,
-                         int64_t lda, const T *b, int64_t ldb, double beta,
-                         T *c, int64_t ldc) {
+pfrt_status rowMajorGemm(const Call &call, bool transA, bool transB, int64_t m, int64_t n,
+                         int64_t k, double alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
+                         double beta, T *c, int64_t ldc, GemmUse use = GemmUse::Exact) {
   if (m == 0 || n == 0)
     return PFRT_OK;
   if (!fitsInt({m, n, k, lda, ldb, ldc}))
@@ -76,6 +97,17 @@ pfrt_status rowMajorGemm(const Call &call, bool transA, bool transB, int64_t m,
                      static_cast<long long>(n), static_cast<long long>(k));
   // cuBLAS wants lda >= 1 even for empty operands.
   auto ld = [](int64_t v) { return int(v > 0 ? v : 1); };
+  cublasComputeType_t compute;
+  if (std::is_same_v<T, float> && fastCompute(call, use, compute)) {
+    const float fa = float(alpha), fb = float(beta);
+    return check(call,
+                 lib().cublasGemmEx(stateOf(call.context()).blas,
+                                    transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &fa,
+                                    b, CUDA_R_32F, ld(ldb), a, CUDA_R_32F, ld(lda), &fb, c,
+                                    CUDA_R_32F, ld(ldc), compute, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  }
   return check(call,
                gemm(stateOf(call.context()).blas, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                     transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
@@ -263,6 +295,17 @@ pfrt_status matmulEntry(pfrt_context *ctx, const pfrt_tensor *a,
     return call.fail(PFRT_UNSUPPORTED, "matmul dimensions exceed cuBLAS's int");
   auto run = [&](auto tag) {
     using T = decltype(tag);
+    cublasComputeType_t compute;
+    if (std::is_same_v<T, float> && fastCompute(call, GemmUse::Model, compute)) {
+      const float one = 1, zero = 0;
+      return check(call,
+                   lib().cublasGemmStridedBatchedEx(
+                       stateOf(ctx).blas, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &one,
+                       b->data, CUDA_R_32F, int(n), strideB, a->data, CUDA_R_32F,
+                       int(k > 0 ? k : 1), strideA, &zero, out->data, CUDA_R_32F, int(n), m * n,
+                       int(count), compute, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx");
+    }
     // Row-major C = A B as column-major C^T = B^T A^T.
     return check(call,
                  gemmBatched(stateOf(ctx).blas, int(n), int(m), int(k),
@@ -322,9 +365,9 @@ pfrt_status gemmEntry(pfrt_context *ctx, const pfrt_tensor *a,
       }
       betaUsed = beta;
     }
-    return rowMajorGemm<T>(call, trans_a != 0, trans_b != 0, m, n, k, alpha,
-                           dataAs<const T>(a), a->shape[1], dataAs<const T>(b),
-                           b->shape[1], betaUsed, dataAs<T>(out), n);
+    return rowMajorGemm<T>(call, trans_a != 0, trans_b != 0, m, n, k, alpha, dataAs<const T>(a),
+                           a->shape[1], dataAs<const T>(b), b->shape[1], betaUsed, dataAs<T>(out),
+                           n, GemmUse::Model);
   };
   return a->dtype == PFRT_F32 ? run(float()) : run(double());
 }
@@ -390,9 +433,9 @@ pfrt_status linearEntry(pfrt_context *ctx, const pfrt_tensor *x,
           plan, dataAs<const T>(bias), dataAs<T>(out));
       PFRT_TRY(launched(call, "broadcastCopyKernel"));
     }
-    return rowMajorGemm<T>(call, false, w_transposed != 0, d.rows, d.out, d.in,
-                           1.0, dataAs<const T>(x), d.in, dataAs<const T>(w),
-                           w->shape[1], bias ? 1.0 : 0.0, dataAs<T>(out), d.out);
+    return rowMajorGemm<T>(call, false, w_transposed != 0, d.rows, d.out, d.in, 1.0,
+                           dataAs<const T>(x), d.in, dataAs<const T>(w), w->shape[1],
+                           bias ? 1.0 : 0.0, dataAs<T>(out), d.out, GemmUse::Model);
   };
   return x->dtype == PFRT_F32 ? run(float()) : run(double());
 }
@@ -428,16 +471,16 @@ pfrt_status linearBackwardEntry(pfrt_context *ctx, const pfrt_tensor *x,
             *dy = dataAs<const T>(grad_out);
     const bool wt = w_transposed != 0;
     if (grad_x) // dy [R, out] . w^T (w [in, out]) or dy . w (w [out, in])
-      PFRT_TRY(rowMajorGemm<T>(call, false, !wt, d.rows, d.in, d.out, 1.0, dy,
-                               d.out, wd, w->shape[1], accumulate_x ? 1.0 : 0.0,
-                               dataAs<T>(grad_x), d.in));
+      PFRT_TRY(rowMajorGemm<T>(call, false, !wt, d.rows, d.in, d.out, 1.0, dy, d.out, wd,
+                               w->shape[1], accumulate_x ? 1.0 : 0.0, dataAs<T>(grad_x), d.in,
+                               GemmUse::Model));
     const double beta = accumulate_params ? 1.0 : 0.0;
     if (grad_w && wt) // dy^T [out, R] . x [R, in]
-      PFRT_TRY(rowMajorGemm<T>(call, true, false, d.out, d.in, d.rows, 1.0, dy,
-                               d.out, xd, d.in, beta, dataAs<T>(grad_w), d.in));
+      PFRT_TRY(rowMajorGemm<T>(call, true, false, d.out, d.in, d.rows, 1.0, dy, d.out, xd, d.in,
+                               beta, dataAs<T>(grad_w), d.in, GemmUse::Model));
     else if (grad_w) // x^T [in, R] . dy [R, out]
-      PFRT_TRY(rowMajorGemm<T>(call, true, false, d.in, d.out, d.rows, 1.0, xd,
-                               d.in, dy, d.out, beta, dataAs<T>(grad_w), d.out));
+      PFRT_TRY(rowMajorGemm<T>(call, true, false, d.in, d.out, d.rows, 1.0, xd, d.in, dy, d.out,
+                               beta, dataAs<T>(grad_w), d.out, GemmUse::Model));
     if (grad_bias && d.out > 0) {
       columnSumKernel<<<blocksFor(d.out), kThreads, 0, streamOf(ctx)>>>(
           d.rows, d.out, accumulate_params != 0, dy, dataAs<T>(grad_bias));
