@@ -393,7 +393,8 @@ TEST_F(CudaKernels, ReadScalar) {
 }
 
 TEST_F(CudaKernels, Fill) {
-  for (int32_t dtype : {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64, PFRT_BOOL}) {
+  // i8: how the drivers zero a whole output buffer (a byte view of it).
+  for (int32_t dtype : {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL}) {
     Pair &out = make(dtype, {3, 77});
     both([&](pfrt_context *c, bool d) { return pfrt_fill(c, on(out, d), -3.0); });
     expectClose(out, 0, 0, "fill");

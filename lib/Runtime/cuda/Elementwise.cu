@@ -416,12 +416,15 @@ pfrt_status fill(pfrt_context *ctx, const pfrt_tensor *out, double value) {
   case PFRT_I64:
     fillKernel<<<blocks, kThreads, 0, s>>>(n, int64_t(value), dataAs<int64_t>(out));
     break;
+  case PFRT_I8:
+    fillKernel<<<blocks, kThreads, 0, s>>>(n, int8_t(value), dataAs<int8_t>(out));
+    break;
   case PFRT_BOOL:
     fillKernel<<<blocks, kThreads, 0, s>>>(n, uint8_t(value != 0), dataAs<uint8_t>(out));
     break;
   default:
     return call.fail(PFRT_UNSUPPORTED, "out has dtype %s; the CUDA backend "
-                     "fills f32, f64, i32, i64 and bool so far",
+                     "fills f32, f64, i8, i32, i64 and bool so far",
                      dtypeName(out->dtype));
   }
   return launched(call, "fillKernel");
