@@ -36,6 +36,16 @@ FailureOr<Value> isNonZero(RuntimeLowering &l, OpBuilder &b, Operation *op, Valu
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, *value, l.constI64(b, loc, 0)));
 }
 
+/// Whether a per-step K-FAC op runs this step: its host-decided `due`
+/// (source `dueSource`, descriptor `dueEntry`) when it has one, else
+/// (step - 1) mod every == 0.
+FailureOr<Value> dueFlag(RuntimeLowering &l, OpBuilder &b, Operation *op, Value dueSource,
+                         Value dueEntry, Value step, int64_t every) {
+  if (dueEntry)
+    return isNonZero(l, b, op, dueSource, dueEntry);
+  return isDueStep(l, b, op->getLoc(), step, every);
+}
+
 /// Emits `body` (which emits calls) under `condition`.
 template <typename Fn>
 LogicalResult emitIf(OpBuilder &b, Location loc, Value condition, Fn &&body) {
@@ -159,13 +169,10 @@ struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
                                               l.constI32(rewriter, loc, PFRT_KFAC_RUNNING_AVERAGE));
     Value laterMode = l.constI32(rewriter, loc, PFRT_KFAC_ACCUMULATE);
     double share = 1.0 / double(std::max<int64_t>(updates, 1));
-    Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
-    if (adaptor.getDue()) {
-      FailureOr<Value> given = isNonZero(l, rewriter, op, op.getDue(), adaptor.getDue());
-      if (failed(given))
-        return failure();
-      due = *given;
-    }
+    FailureOr<Value> due =
+        dueFlag(l, rewriter, op, op.getDue(), adaptor.getDue(), step, int64_t(op.getEvery()));
+    if (failed(due))
+      return failure();
     double scale = op.getScale().convertToDouble() * share;
     Value firstScale = l.constF64(rewriter, loc, scale);
     // The same doubles as the updates after the first of one function.
@@ -194,7 +201,7 @@ struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
                                          arith::MulFOp::create(rewriter, loc, *count, *count));
     }
     Value input = adaptor.getInput();
-    if (failed(emitIf(rewriter, loc, due, [&] {
+    if (failed(emitIf(rewriter, loc, *due, [&] {
           return l.call(rewriter, op, "pfrt_kfac_factor",
                         {input, l.constI32(rewriter, loc, op.getBiasColumn()), scaleValue, mode,
                          l.constF64(rewriter, loc, decay),
@@ -219,13 +226,12 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
     if (failed(stepValue))
       return failure();
     Value step = *stepValue;
-    Value due = isDueStep(l, rewriter, loc, step, int64_t(op.getEvery()));
-    if (adaptor.getDue()) {
-      FailureOr<Value> given = isNonZero(l, rewriter, op, op.getDue(), adaptor.getDue());
-      if (failed(given))
-        return failure();
-      due = *given;
-    } else if (int64_t warmup = op.getWarmup(); warmup > 0) {
+    FailureOr<Value> dueValue =
+        dueFlag(l, rewriter, op, op.getDue(), adaptor.getDue(), step, int64_t(op.getEvery()));
+    if (failed(dueValue))
+      return failure();
+    Value due = *dueValue;
+    if (int64_t warmup = op.getWarmup(); !adaptor.getDue() && warmup > 0) {
       Value early = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sle, step,
                                           l.constI64(rewriter, loc, warmup));
       due = arith::OrIOp::create(rewriter, loc, due, early);

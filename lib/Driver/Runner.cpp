@@ -3,6 +3,7 @@
 #include "pf/Conversion/Passes.h"
 #include "pf/Dialect/PF/IR/PFAttrs.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Runtime/pf_aot.h"
 #include "pf/Runtime/pfrt.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -194,18 +195,6 @@ llvm::Expected<pfrt_context *> createContext(int threads, int32_t backend = PFRT
   return context;
 }
 
-/// A whole buffer of `bytes` at `data` as one descriptor, for the host <->
-/// backend copies.
-pfrt_tensor byteView(void *data, int64_t bytes) {
-  pfrt_tensor t;
-  std::memset(&t, 0, sizeof t);
-  t.data = data;
-  t.dtype = PFRT_I8;
-  t.rank = 1;
-  t.shape[0] = bytes;
-  return t;
-}
-
 llvm::Expected<void *> allocateArena(int64_t bytes) {
   if (bytes <= 0)
     return nullptr;
@@ -282,14 +271,14 @@ struct DeviceBuffers {
   }
 
   llvm::Error copyIn(void *device, const void *host, int64_t bytes, llvm::StringRef what) {
-    pfrt_tensor view = byteView(device, bytes);
+    pfrt_tensor view = pf_aot_byte_view(device, bytes);
     if (bytes > 0 && pfrt_copy_from_host(context, host, &view) != PFRT_OK)
       return error("copying " + what + " in: " + pfrt_last_error(context));
     return llvm::Error::success();
   }
 
   llvm::Error copyOut(void *host, void *device, int64_t bytes, llvm::StringRef what) {
-    pfrt_tensor view = byteView(device, bytes);
+    pfrt_tensor view = pf_aot_byte_view(device, bytes);
     if (bytes > 0 && pfrt_copy_to_host(context, &view, host) != PFRT_OK)
       return error("copying " + what + " out: " + pfrt_last_error(context));
     return llvm::Error::success();
@@ -389,8 +378,8 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
       inputData[i] = device->inputs[i];
     }
     for (auto [i, spec] : llvm::enumerate(entry.outputSpecs)) {
-      pfrt_tensor view =
-          byteView(device->outputs[i], *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype));
+      pfrt_tensor view = pf_aot_byte_view(device->outputs[i], *checkedElementCount(spec.shape) *
+                                                                  dtypeBytes(spec.dtype));
       if (view.shape[0] > 0 && pfrt_fill(context, &view, 0.0) != PFRT_OK)
         return error("zeroing output '" + spec.name + "': " + pfrt_last_error(context));
       outputData[i] = device->outputs[i];

@@ -225,15 +225,7 @@ struct Block {
   Block &operator=(const Block &) = delete;
   ~Block() { pfrt_free(ctx, data); }
 
-  pfrt_tensor view() const {
-    pfrt_tensor t;
-    std::memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = PFRT_I8;
-    t.rank = 1;
-    t.shape[0] = bytes;
-    return t;
-  }
+  pfrt_tensor view() const { return pf_aot_byte_view(data, bytes); }
   pfrt_status allocate(pfrt_context *c, int64_t n) {
     ctx = c;
     bytes = n;

@@ -59,6 +59,18 @@ typedef struct pf_aot_model {
   int32_t profile_hooks;       /* 1: compiled with pf-run --aot-profile */
 } pf_aot_model;
 
+/* A whole buffer of `bytes` at `data` as one i8 descriptor: how drivers
+   hand weights, inputs and outputs to pfrt_copy_from_host,
+   pfrt_copy_to_host and pfrt_fill. */
+static inline pfrt_tensor pf_aot_byte_view(void *data, int64_t bytes) {
+  pfrt_tensor t = {0};
+  t.data = data;
+  t.dtype = PFRT_I8;
+  t.rank = 1;
+  t.shape[0] = bytes;
+  return t;
+}
+
 /* Called around every kernel of a model compiled with profiling hooks; the
    process that runs it defines them (pf-aot-run does). */
 void pf_profile_begin(int64_t op);
