@@ -306,8 +306,9 @@ def summary(args) -> int:
 
     def peers(path):
         data = json.loads(Path(path).read_text()) if path and Path(path).exists() else {}
-        return data, {(r["config"], r["case"]): r for r in data.get("results", [])
-                      if "median_ms" in r and r.get("vocab") == 30522}
+        # Matched by config, case and vocabulary (BERT-tiny here has 2048 words).
+        return data, {(r["config"], r["case"], r.get("vocab")): r
+                      for r in data.get("results", []) if "median_ms" in r}
 
     torch, peer = peers(args.torch)
     rows = []
@@ -315,7 +316,7 @@ def summary(args) -> int:
         if "cuda_ms" not in r:
             continue
         case = "forward" if r["kind"] == "forward" else "train_adamw"
-        t = peer.get((r["config"], case))
+        t = peer.get((r["config"], case, r.get("vocab")))
         row = {"model": r["model"], "pf_cuda_ms": r["cuda_ms"],
                "torch_case": case if t else None, "torch_ms": t["median_ms"] if t else None,
                "ratio": r["cuda_ms"] / t["median_ms"] if t else None}
@@ -326,7 +327,7 @@ def summary(args) -> int:
             pr = r.get("precisions", {}).get(precision, {})
             if "cuda_ms" not in pr:
                 continue
-            t = peers(path)[1].get((r["config"], case))
+            t = peers(path)[1].get((r["config"], case, r.get("vocab")))
             row = {"model": f"{r['model']} {precision}", "pf_cuda_ms": pr["cuda_ms"],
                    "torch_case": f"{case} {precision}" if t else None,
                    "torch_ms": t["median_ms"] if t else None,
