@@ -59,9 +59,21 @@ typedef struct PfCompileOptions {
   int32_t numThreads;
   /** The function to compile; NULL or "": the first one with a body. */
   const char *function;
+  /** Where the model runs: PFRT_BACKEND_CPU (0) or PFRT_BACKEND_CUDA (1)
+   *  (pf/Runtime/pfrt.h). On CUDA the parameters, intermediates, inputs and
+   *  outputs live in device memory: every run copies the inputs in and the
+   *  outputs out, and pfExecutableCopyParameters brings the parameters' host
+   *  copies (pfExecutableGetParameter) up to date or sends them. */
+  int32_t backend;
+  /** PFRT_GEMM_FP32 (0), _TF32 (1) or _BF16 (2): the compute precision of
+   *  the model's GEMMs on CUDA (the CPU computes f32 whatever is set). */
+  int32_t gemmPrecision;
+  /** Hold everything in backend memory as on CUDA even on the CPU: the
+   *  device path, checked where no GPU is. */
+  bool deviceBuffers;
 } PfCompileOptions;
 
-/** The defaults: the runtime's threads, the first function. */
+/** The defaults: the runtime's threads, the first function, the CPU, f32. */
 MLIR_CAPI_EXPORTED PfCompileOptions pfCompileOptionsGetDefault(void);
 
 /** Compiles `module`: pf IR with static shapes and weights, as
@@ -96,6 +108,17 @@ MLIR_CAPI_EXPORTED PfTensor pfExecutableGetParameter(PfExecutable executable, in
  *  buffers of their dtype and shape that the run writes; outputs not asked
  *  for are discarded. On a mismatch or a failing kernel returns failure and
  *  hands the message to `onError` (which may be NULL). */
+/** With the parameters in backend memory (a CUDA executable, or
+ *  deviceBuffers): `toHost` copies their current values into the host copies
+ *  pfExecutableGetParameter points at (before reading them: a training
+ *  step's weights after some runs); otherwise sends the host copies to the
+ *  backend (after writing them: loading a checkpoint). A no-op for a CPU
+ *  executable, whose runs use the host copies themselves. */
+MLIR_CAPI_EXPORTED MlirLogicalResult pfExecutableCopyParameters(PfExecutable executable,
+                                                                bool toHost,
+                                                                MlirStringCallback onError,
+                                                                void *userData);
+
 MLIR_CAPI_EXPORTED MlirLogicalResult pfExecutableRun(PfExecutable executable,
                                                      const PfTensor *inputs, intptr_t numInputs,
                                                      const PfTensor *outputs, intptr_t numOutputs,

@@ -72,6 +72,9 @@ PfCompileOptions pfCompileOptionsGetDefault(void) {
   PfCompileOptions options;
   options.numThreads = 0;
   options.function = nullptr;
+  options.backend = PFRT_BACKEND_CPU;
+  options.gemmPrecision = PFRT_GEMM_FP32;
+  options.deviceBuffers = false;
   return options;
 }
 
@@ -95,6 +98,9 @@ PfExecutable pfCompile(MlirModule module, const PfCompileOptions *options,
   if (given.function)
     compileOptions.function = given.function;
   compileOptions.ownParameters = drv::CompiledModel::updatesParameters(source);
+  compileOptions.backend = given.backend;
+  compileOptions.gemmPrecision = given.gemmPrecision;
+  compileOptions.deviceBuffers = given.deviceBuffers;
   // The lowering rewrites the module it gets; the caller keeps theirs.
   OwningOpRef<ModuleOp> copy(source.clone());
   auto compiled = drv::CompiledModel::compile(*copy, compileOptions);
@@ -138,6 +144,18 @@ intptr_t pfExecutableGetNumParameters(PfExecutable executable) {
 
 PfTensor pfExecutableGetParameter(PfExecutable executable, intptr_t pos) {
   return unwrap(executable)->parameterTensors[pos];
+}
+
+MlirLogicalResult pfExecutableCopyParameters(PfExecutable executable, bool toHost,
+                                             MlirStringCallback onError, void *userData) {
+  drv::CompiledModel &model = *unwrap(executable)->model;
+  if (auto err = toHost ? model.copyParametersToHost() : model.copyParametersToBackend()) {
+    std::string text = "error: " + llvm::toString(std::move(err)) + "\n";
+    if (onError)
+      onError(MlirStringRef{text.data(), text.size()}, userData);
+    return mlirLogicalResultFailure();
+  }
+  return mlirLogicalResultSuccess();
 }
 
 MlirLogicalResult pfExecutableRun(PfExecutable executable, const PfTensor *inputs,

@@ -113,9 +113,12 @@ class Module:
         """Whether the module passes MLIR's verifier."""
         return self._core.verify()
 
-    def compile(self, num_threads: int = 0, function: str | None = None) -> "Executable":
+    def compile(self, num_threads: int = 0, function: str | None = None, *,
+                device: str = "cpu", gemm_precision: str = "fp32",
+                device_buffers: bool = False) -> "Executable":
         """Same as :func:`pipefisher.compile` (``compile(self, ...)``)."""
-        return compile(self, num_threads=num_threads, function=function)
+        return compile(self, num_threads=num_threads, function=function, device=device,
+                       gemm_precision=gemm_precision, device_buffers=device_buffers)
 
 
 def import_onnx(path: str | os.PathLike, dims: Mapping[str, int] | None = None,
@@ -226,8 +229,22 @@ class Executable:
     def parameter_arrays(self) -> dict[str, np.ndarray]:
         """The parameters by name, as arrays over the executable's buffers (no
         copies): a training step's current weights, updated by every run.
-        Writing into them sets the weights (e.g. to load a checkpoint)."""
+        Writing into them sets the weights (e.g. to load a checkpoint).
+
+        On a GPU (``device="cuda"``, or ``device_buffers``) the runs use the
+        device's copy: call :meth:`copy_parameters_to_host` before reading
+        these arrays and :meth:`copy_parameters_to_device` after writing them."""
         return {spec.name: self._core.parameter(i) for i, spec in enumerate(self.parameters)}
+
+    def copy_parameters_to_host(self) -> None:
+        """Brings :meth:`parameter_arrays` up to date with the device's copy
+        (a no-op on the CPU)."""
+        self._core.copy_parameters(True)
+
+    def copy_parameters_to_device(self) -> None:
+        """Sends :meth:`parameter_arrays` to the device's copy (a no-op on the
+        CPU)."""
+        self._core.copy_parameters(False)
 
 
 def _code(dtype: np.dtype) -> int:
@@ -237,15 +254,33 @@ def _code(dtype: np.dtype) -> int:
     raise RunError(f"dtype {dtype} has no pf runtime type")
 
 
-def compile(module: Module, num_threads: int = 0, function: str | None = None) -> Executable:
+_DEVICES = {"cpu": 0, "cuda": 1}
+_GEMM_PRECISIONS = {"fp32": 0, "tf32": 1, "bf16": 2}
+
+
+def compile(module: Module, num_threads: int = 0, function: str | None = None, *,
+            device: str = "cpu", gemm_precision: str = "fp32",
+            device_buffers: bool = False) -> Executable:
     """Lowers a copy of ``module`` to the runtime and JIT-compiles it (``pf-run``).
 
     The module needs static shapes and weights (``import_onnx`` with
     ``weights=True``, possibly after ``run_pipeline("pf-training{...}")``);
     it is left as it is. ``num_threads`` 0 uses the runtime's default (all
     cores); ``function`` picks the function (default: the first with a body).
-    Raises :class:`~pipefisher.errors.CompileError` with the diagnostics.
+    ``device="cuda"`` runs it on the GPU (weights copied there once, inputs
+    and outputs at every run); ``gemm_precision`` ``"tf32"`` or ``"bf16"``
+    puts the model's GEMMs on the tensor cores there (K-FAC stays f32);
+    ``device_buffers`` takes the GPU's path on the CPU (a check without a
+    GPU). Raises :class:`~pipefisher.errors.CompileError` with the
+    diagnostics (an unusable device among them).
     """
     if not isinstance(module, Module):
         raise TypeError(f"compile expects a pipefisher.Module, got {type(module).__name__}")
-    return Executable(_core.Executable.compile(module._core, int(num_threads), function or ""))
+    if device not in _DEVICES:
+        raise ValueError(f"device must be one of {sorted(_DEVICES)}, got {device!r}")
+    if gemm_precision not in _GEMM_PRECISIONS:
+        raise ValueError(f"gemm_precision must be one of {sorted(_GEMM_PRECISIONS)}, "
+                         f"got {gemm_precision!r}")
+    return Executable(_core.Executable.compile(module._core, int(num_threads), function or "",
+                                               _DEVICES[device], _GEMM_PRECISIONS[gemm_precision],
+                                               bool(device_buffers)))

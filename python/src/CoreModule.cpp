@@ -325,10 +325,14 @@ public:
   Executable &operator=(const Executable &) = delete;
 
   static std::shared_ptr<Executable> compile(const Module &module, int threads,
-                                             const std::string &function) {
+                                             const std::string &function, int backend,
+                                             int gemmPrecision, bool deviceBuffers) {
     PfCompileOptions options = pfCompileOptionsGetDefault();
     options.numThreads = threads;
     options.function = function.empty() ? nullptr : function.c_str();
+    options.backend = backend;
+    options.gemmPrecision = gemmPrecision;
+    options.deviceBuffers = deviceBuffers;
     std::string diagnostics;
     PfExecutable executable;
     {
@@ -358,6 +362,20 @@ public:
     for (intptr_t i = 0, e = pfExecutableGetNumParameters(executable); i < e; ++i)
       out.push_back(info(pfExecutableGetParameter(executable, i)));
     return out;
+  }
+
+  /// Brings the parameters' host copies up to date (`toHost`) or sends them
+  /// to the backend; a no-op on the CPU.
+  void copyParameters(bool toHost) {
+    std::string diagnostics;
+    MlirLogicalResult result;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex);
+      result = pfExecutableCopyParameters(executable, toHost, appendText, &diagnostics);
+    }
+    if (mlirLogicalResultIsFailure(result))
+      raise("RunError", "cannot copy the parameters", diagnostics);
   }
 
   /// Parameter `pos` as a NumPy array over the executable's buffer (for a
@@ -518,13 +536,18 @@ NB_MODULE(_core, m) {
         .def("verify", &Module::verify);
 
     nb::class_<Executable>(m, "Executable", "A compiled pf module.")
-        .def_static("compile", &Executable::compile, "module"_a, "threads"_a, "function"_a)
+        .def_static("compile", &Executable::compile, "module"_a, "threads"_a, "function"_a,
+                    "backend"_a = 0, "gemm_precision"_a = 0, "device_buffers"_a = false)
+        .def("copy_parameters", &Executable::copyParameters, "to_host"_a)
         .def_prop_ro("inputs", &Executable::inputs)
         .def_prop_ro("outputs", &Executable::outputs)
         .def_prop_ro("parameters", &Executable::parameterInfos)
-        .def("parameter", [](nb::handle self, intptr_t pos) {
-          return nb::cast<const Executable &>(self).parameter(pos, self);
-        }, "pos"_a)
+        .def(
+            "parameter",
+            [](nb::handle self, intptr_t pos) {
+              return nb::cast<const Executable &>(self).parameter(pos, self);
+            },
+            "pos"_a)
         .def("run", &Executable::run, "inputs"_a, "outputs"_a);
   }
 

@@ -153,3 +153,37 @@ def test_trainer_errors(setup):
         pf.Trainer(setup / "model.onnx", batch=8, seq_len=24, optimizer="adagrad")
     with pytest.raises(pf.PFError):
         list(pf.train(setup / "model.onnx", setup / "missing.npz", steps=1))
+
+
+def test_device_buffers_step_and_parameter_copies(setup):
+    """compile(device_buffers=True) takes device="cuda"'s path on the CPU:
+    the runs update the backend's copy of the weights (the same bits as the
+    host path), parameter_arrays() shows them after copy_parameters_to_host(),
+    and written arrays take effect after copy_parameters_to_device()."""
+    module = pf.import_onnx(setup / "step.onnx", dims={"batch": BATCH, "sequence": SEQ})
+    module.run_pipeline("pf-training{kfac=true keep-gradients=true}")
+    host, dev = pf.compile(module), pf.compile(module, device_buffers=True)
+    inputs = _step_inputs(100)
+    start = {k: v.copy() for k, v in dev.parameter_arrays().items()}
+    for step in (1, 2):
+        inputs["step"] = np.int64(step)
+        a, b = host.run(inputs), dev.run(inputs)
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    # The host copies still hold the compiled weights until copied back.
+    name = "cls.predictions.bias"
+    np.testing.assert_array_equal(dev.parameter_arrays()[name], start[name])
+    dev.copy_parameters_to_host()
+    for key, value in host.parameter_arrays().items():
+        np.testing.assert_array_equal(dev.parameter_arrays()[key], value, err_msg=key)
+    # Back to the start on both; the next run gives the first run's loss.
+    for exe in (host, dev):
+        for key, value in start.items():
+            exe.parameter_arrays()[key][...] = value
+    dev.copy_parameters_to_device()
+    inputs["step"] = np.int64(1)
+    assert float(dev.run(inputs)["loss"]) == float(host.run(inputs)["loss"])
+    with pytest.raises(ValueError, match="device must be one of"):
+        pf.compile(module, device="tpu")
+    with pytest.raises(ValueError, match="gemm_precision must be one of"):
+        pf.compile(module, gemm_precision="fp16")
