@@ -247,3 +247,51 @@ def test_device_buffers_train_evaluate_and_resume_like_the_host_path(setup):
     c = _checkpoint(resumed)
     for key in a:
         assert np.array_equal(a[key], c[key]), key
+
+
+def test_kfac_interval_schedule_step(setup):
+    """--kfac-interval-schedule step: after the refresh warm-up both
+    intervals double every 2 steps (growth 2, every 2, max 4). Warm-up 2,
+    K = F = 1: steps 1-4 refresh the inverses (warm-up, then K 1), K is 2 at
+    steps 5-6 (step 5 is 1 after step 4: no; 6: yes) and 4 from step 7 (7, 8,
+    9: no; 10: yes). The inverses and factors in the checkpoints change
+    exactly at those steps; the progress line shows the intervals."""
+    # A constant learning rate: runs of different lengths share their steps.
+    args = ("--lr", "2e-3", "--warmup", "2", "--schedule", "constant", "--kfac",
+            "--kfac-refresh", "1", "--kfac-refresh-warmup", "2", "--kfac-interval-schedule", "step",
+            "--kfac-interval-growth", "2", "--kfac-interval-every", "2",
+            "--kfac-interval-max", "4", "--log-every", "1")
+    inverses = {}
+    for steps in range(4, 11):
+        path = setup / f"interval-{steps}.npz"
+        proc, _ = _train(setup, "--steps", str(steps), "--checkpoint", str(path), *args)
+        state = _checkpoint(path)
+        inverses[steps] = {k: v for k, v in state.items()
+                           if k.endswith(".kfac.A_inv") or k.endswith(".kfac.A")}
+    assert inverses[4]
+
+    def changed(suffix):
+        return [t for t in range(5, 11)
+                if any(not np.array_equal(inverses[t][k], inverses[t - 1][k])
+                       for k in inverses[t] if k.endswith(suffix))]
+    assert changed(".kfac.A_inv") == [6, 10]
+    # The factor updates follow the same schedule (F = 1 grows alike).
+    assert changed(".kfac.A") == [6, 10]
+    lines = {int(m.group(1)): m.group(2) for m in
+             re.finditer(r"step\s+(\d+)\s.*intervals (F \d+ K \d+)", proc.stdout)}
+    assert lines[2] == "F 1 K 1" and lines[4] == "F 1 K 1"
+    assert lines[5] == "F 2 K 2" and lines[7] == "F 4 K 4" and lines[10] == "F 4 K 4"
+
+
+def test_kfac_interval_schedule_errors(setup):
+    def fails(*args):
+        proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus",
+                        str(setup / "corpus.npz"), "--batch", "8", "--steps", "1", *args,
+                        check=False)
+        assert proc.returncode != 0 and "Segmentation" not in proc.stderr
+        return proc.stderr
+    assert "needs --kfac" in fails("--kfac-interval-schedule", "step")
+    assert "not with --kfac-window" in fails("--kfac", "--kfac-window", "2",
+                                             "--kfac-interval-schedule", "step")
+    assert "must be >= 1" in fails("--kfac", "--kfac-interval-schedule", "step",
+                                   "--kfac-interval-growth", "0")

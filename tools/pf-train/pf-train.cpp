@@ -75,9 +75,11 @@ namespace {
 enum class LRSchedule { Linear, Constant };
 /// K-FAC's damping λ over the steps (--kfac-damping is its final value).
 enum class DampingSchedule { Constant, Warmup, Step };
+enum class IntervalSchedule { Constant, Step };
 } // namespace
 PF_CHOICE_PARSER(LRSchedule)
 PF_CHOICE_PARSER(DampingSchedule)
+PF_CHOICE_PARSER(IntervalSchedule)
 
 // pf-train's own options (the loop around the step), with their defaults;
 // bound to flags in main, whose --help shows the defaults.
@@ -95,6 +97,8 @@ static LRSchedule schedule = LRSchedule::Linear;
 static DampingSchedule dampingSchedule = DampingSchedule::Constant;
 static double dampingStart = 1e-3, dampingDecay = 0.5;
 static int64_t dampingWarmup = 50, dampingEvery = 100;
+static IntervalSchedule intervalSchedule = IntervalSchedule::Constant;
+static int64_t intervalGrowth = 2, intervalEvery = 500, intervalMax = 64;
 
 static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
   flags.opt("batch", batch,
@@ -121,6 +125,19 @@ static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
   flags.opt("kfac-damping-warmup", dampingWarmup, "Steps of the warmup damping schedule");
   flags.opt("kfac-damping-decay", dampingDecay, "Factor of the step damping schedule");
   flags.opt("kfac-damping-every", dampingEvery, "Steps between the step schedule's decays");
+  flags.opt("kfac-interval-schedule", intervalSchedule,
+            "K-FAC's factor-update and inverse-refresh intervals after the refresh warm-up "
+            "(docs/training.md, \"Interval schedules\")",
+            cl::values(clEnumValN(IntervalSchedule::Constant, "constant",
+                                  "--kfac-factor-every and --kfac-refresh throughout"),
+                       clEnumValN(IntervalSchedule::Step, "step",
+                                  "both intervals times --kfac-interval-growth every "
+                                  "--kfac-interval-every steps, up to --kfac-interval-max; the "
+                                  "step takes kfac_curvature and kfac_refresh_due inputs")));
+  flags.opt("kfac-interval-growth", intervalGrowth, "Factor of the step interval schedule");
+  flags.opt("kfac-interval-every", intervalEvery,
+            "Steps after the refresh warm-up between the step interval schedule's growths");
+  flags.opt("kfac-interval-max", intervalMax, "Largest interval of the step interval schedule");
   flags.opt("mask-prob", maskProbability, "Share of tokens to predict");
   flags.opt("seed", seed, "Seed of batches and masks");
   flags.opt("device", device, drv::kDeviceHelp);
@@ -501,12 +518,77 @@ struct KfacWindowRule {
   bool refreshesPrevious(int64_t t) const { return t > warmup + steps && windowStep(t) == 0; }
 };
 
-/// --kfac-factor-every F: the factors are updated at every step of the
-/// refresh warm-up (early curvature changes fastest), then at its first step
-/// and every F-th after.
-bool updatesFactors(int64_t step) {
+/// An interval at `step` under --kfac-interval-schedule: `base` (F or K)
+/// until the refresh warm-up's end, then times the growth every
+/// --kfac-interval-every steps, capped at --kfac-interval-max (and never
+/// below `base`).
+int64_t scheduledInterval(int64_t base, int64_t step) {
   const int64_t warmup = training.precondition.refreshWarmup;
-  return step <= warmup || (step - warmup - 1) % training.kfacFactorEvery == 0;
+  if (intervalSchedule == IntervalSchedule::Constant || step <= warmup)
+    return base;
+  int64_t interval = base;
+  for (int64_t g = (step - warmup - 1) / intervalEvery; g > 0 && interval < intervalMax; --g)
+    interval *= intervalGrowth;
+  return std::max(base, std::min(interval, intervalMax));
+}
+
+/// Whether `step` is due under interval `base`: every step of the refresh
+/// warm-up (early curvature changes fastest), then its first step and each
+/// one at least the step's interval after the last due one. Depends on the
+/// step only, so a resumed run continues it.
+bool dueAt(int64_t base, int64_t step) {
+  const int64_t warmup = training.precondition.refreshWarmup;
+  if (step <= warmup)
+    return true;
+  if (intervalSchedule == IntervalSchedule::Constant)
+    return (step - warmup - 1) % base == 0;
+  int64_t last = warmup + 1;
+  for (int64_t t = warmup + 2; t <= step; ++t)
+    if (t - last >= scheduledInterval(base, t))
+      last = t;
+  return last == step;
+}
+
+/// --kfac-factor-every F (and its schedule): the steps that update the
+/// factors.
+bool updatesFactors(int64_t step) { return dueAt(training.kfacFactorEvery, step); }
+
+/// --kfac-refresh K under an interval schedule: the steps that refresh the
+/// inverses (without one, the step decides from refresh-every itself).
+bool refreshesInverses(int64_t step) { return dueAt(training.precondition.refreshEvery, step); }
+
+/// Checks the interval schedule's options; with a schedule, the step takes
+/// its factor and refresh steps from the kfac_curvature and kfac_refresh_due
+/// inputs.
+llvm::Error prepareIntervalSchedule() {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (intervalSchedule == IntervalSchedule::Constant)
+    return llvm::Error::success();
+  if (!training.kfac)
+    return error("--kfac-interval-schedule schedules K-FAC's intervals: it needs --kfac");
+  if (training.kfacWindow > 0 || !pipelineSpec.empty())
+    return error("--kfac-interval-schedule is single-process K-FAC for now: not with "
+                 "--kfac-window or --pipeline (whose windows decide the steps)");
+  if (intervalGrowth < 1 || intervalEvery < 1 || intervalMax < 1)
+    return error(llvm::formatv("--kfac-interval-growth, --kfac-interval-every and "
+                               "--kfac-interval-max must be >= 1 (got {0}, {1} and {2})",
+                               intervalGrowth, intervalEvery, intervalMax));
+  training.precondition.refreshInput = true;
+  // The pipeline builder gates the factor updates on kfac_curvature when F
+  // is not 1; a schedule needs the gate whatever F is.
+  training.precondition.curvatureInput = true;
+  return llvm::Error::success();
+}
+
+/// The progress line's interval column: only under an interval schedule.
+std::string intervalColumn(int64_t step) {
+  if (intervalSchedule == IntervalSchedule::Constant)
+    return "";
+  return llvm::formatv("  intervals F {0} K {1}", scheduledInterval(training.kfacFactorEvery, step),
+                       scheduledInterval(training.precondition.refreshEvery, step))
+      .str();
 }
 
 /// What checkpoints record of K-FAC in the bubbles: the window's steps (both
@@ -1642,6 +1724,8 @@ int main(int argc, char **argv) {
   if (pipelineSpec.empty())
     if (auto err = prepareDampingSchedule(training.kfacWindow > 0))
       return fail(llvm::toString(std::move(err)));
+  if (auto err = prepareIntervalSchedule())
+    return fail(llvm::toString(std::move(err)));
   if (!pipelineSpec.empty()) {
     if (training.kfacWindow > 0)
       return fail("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
@@ -1753,8 +1837,11 @@ int main(int argc, char **argv) {
     if (window.steps > 0) {
       inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
       inputs["kfac_refresh"] = scalar<int64_t>(7, window.refreshesPrevious(step));
-    } else if (training.kfacFactorEvery > 1) {
+    } else if (training.kfacFactorEvery > 1 || training.precondition.curvatureInput) {
       inputs["kfac_curvature"] = scalar<int64_t>(7, updatesFactors(step));
+    }
+    if (training.precondition.refreshInput) {
+      inputs["kfac_refresh_due"] = scalar<int64_t>(7, refreshesInverses(step));
     }
     if (auto err = model.run(inputs, outputs))
       return fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
@@ -1783,7 +1870,8 @@ int main(int argc, char **argv) {
       llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
                                     "ms/step {4,7:F1}{5}\n",
                                     step, loss, learningRate(step), windowTokens / seconds,
-                                    1e3 * seconds / windowSteps, dampingColumn(step))
+                                    1e3 * seconds / windowSteps,
+                                    dampingColumn(step) + intervalColumn(step))
                           .str(); // one write: other ranks' lines interleave by write
       llvm::outs().flush();
       windowStart = std::chrono::steady_clock::now();

@@ -120,6 +120,9 @@ struct KFACPreconditionPass
   /// functions: the module records κ and the single-process order of the sum
   /// (pf.kfac_kl_clip, pf.kfac_kl_order) for the rank programs.
   LogicalResult runOnStages(ModuleOp module, ArrayRef<func::FuncOp> gradientFunctions) {
+    if (refreshInput)
+      return module.emitError("pf-kfac-precondition: refresh-input does not apply to a split "
+                              "module yet (the rank programs refresh at refresh-every)");
     if (exportFactors)
       return module.emitError("pf-kfac-precondition: export-factors does not apply to a split "
                               "module (the factors are parameters: read them from a "
@@ -263,7 +266,13 @@ struct KFACPreconditionPass
     if (refresh) {
       // In the bubbles' arithmetic the end-of-step refresh is the warm-up's only.
       int64_t every = bubbles ? std::numeric_limits<int64_t>::max() : int64_t(refreshEvery);
-      outcome = emitRefresh(builder, layer, step, Value(), "", every, refreshWarmup);
+      // The host decides the steps (an interval schedule).
+      Value due;
+      if (refreshInput) {
+        auto func = builder.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
+        due = getOrAddScalarArgument(func, "kfac_refresh_due", builder.getI64Type());
+      }
+      outcome = emitRefresh(builder, layer, step, due, "", every, refreshWarmup);
     }
     Value weightUpdate, biasUpdate;
     if (eigen()) {
@@ -377,6 +386,9 @@ struct KFACPreconditionPass
 
   LogicalResult run() {
     ModuleOp module = getOperation();
+    if (refreshInput && bubbles)
+      return module.emitError("pf-kfac-precondition: refresh-input and bubbles both decide "
+                              "the refreshes: take one");
     if (eigen()) {
       if (damping <= 0 && !dampingInput)
         return module.emitError("pf-kfac-precondition: basis=eigen needs damping > 0 (the "

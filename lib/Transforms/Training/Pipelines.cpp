@@ -39,7 +39,7 @@ void mlir::pf::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   if (options.kfac) {
     PFKFACPreconditionOptions precondition = preconditionOptions(options);
     precondition.bubbles = options.kfacWindow > 0;
-    precondition.curvatureInput = options.kfacFactorEvery != 1;
+    precondition.curvatureInput |= options.kfacFactorEvery != 1;
     pm.addPass(createPFKFACPrecondition(precondition));
   }
   pm.addPass(createPFAddOptimizer(options.optimizer));

@@ -324,6 +324,11 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
            "The factor updates run only when the scalar graph input `kfac_curvature` "
            "(added if missing) is non-zero: the host's factor-update interval (pf-train "
            "--kfac-factor-every); bubbles=true implies it (default: false)">,
+    Option<"refreshInput", "refresh-input", "bool", /*default=*/"false",
+           "The inverse refreshes run only when the scalar graph input `kfac_refresh_due` "
+           "(added if missing) is non-zero, instead of at refresh-every and refresh-warmup: "
+           "the host's refresh-interval schedule (pf-train --kfac-interval-schedule); one "
+           "function only, not with bubbles (default: false)">,
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
            "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...; with basis=eigen "
