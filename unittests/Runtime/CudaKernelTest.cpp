@@ -587,6 +587,58 @@ TEST_F(CudaKernels, GemmPrecisionTf32AndBf16) {
   ASSERT_EQ(pfrt_context_set_gemm_precision(gGpu, PFRT_GEMM_FP32), PFRT_OK);
 }
 
+TEST_F(CudaKernels, GatherNdScatterNdCumsumTrilu) {
+  // gather_nd with a batch dimension and negative indices (i64 and i32).
+  Pair &data = make(PFRT_F32, {3, 5, 4, 6}, -1, 1, 71);
+  for (int32_t dtype : {PFRT_I64, PFRT_I32}) {
+    Pair &idx = make(dtype, {3, 7, 2}, -4, 3, 72);
+    Pair &out = make(PFRT_F32, {3, 7, 6});
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_gather_nd(c, on(data, d), on(idx, d), 1, on(out, d));
+    });
+    expectClose(out, 0, 0, "gather_nd");
+  }
+  // scatter_nd with repeated tuples: every reduction, in the CPU's order.
+  for (int32_t reduction : {PFRT_SCATTER_NONE, PFRT_SCATTER_ADD, PFRT_SCATTER_MUL, PFRT_SCATTER_MAX,
+                            PFRT_SCATTER_MIN}) {
+    Pair &base = make(PFRT_F32, {9, 33}, -1, 1, 73);
+    Pair &idx = make(PFRT_I64, {21, 1}, -9, 8, 74); // repeats: 21 tuples over 9 rows
+    Pair &upd = make(PFRT_F32, {21, 33}, -1, 1, 75), &out = make(PFRT_F32, {9, 33});
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_scatter_nd(c, on(base, d), on(idx, d), on(upd, d), reduction, on(out, d));
+    });
+    expectClose(out, 0, 0, "scatter_nd");
+  }
+  // The masked-LM gather of --predictions and its gradient: [B, S, H] data,
+  // [B, P, 1] positions with batch_dims 1, scatter-added back in place.
+  Pair &hidden = make(PFRT_F32, {4, 37, 65}, -1, 1, 76);
+  Pair &pos = make(PFRT_I64, {4, 9, 1}, 0, 36, 77), &picked = make(PFRT_F32, {4, 9, 65});
+  both([&](pfrt_context *c, bool d) {
+    return pfrt_gather_nd(c, on(hidden, d), on(pos, d), 1, on(picked, d));
+  });
+  expectClose(picked, 0, 0, "gather_nd (predictions)");
+  for (int32_t dtype : {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64})
+    for (auto [exclusive, reverse] :
+         {std::pair{0, 0}, std::pair{1, 0}, std::pair{0, 1}, std::pair{1, 1}}) {
+      Pair &x = make(dtype, {3, 129, 5}, -50, 50, 78), &y = make(dtype, {3, 129, 5});
+      both([&](pfrt_context *c, bool d) {
+        return pfrt_cumsum(c, on(x, d), 1, exclusive, reverse, on(y, d));
+      });
+      expectClose(y, 0, 0, "cumsum");
+    }
+  for (int upper : {0, 1})
+    for (int64_t k : {-3, 0, 2}) {
+      Pair &x = make(PFRT_F64, {2, 7, 11}, -1, 1, 79), &y = make(PFRT_F64, {2, 7, 11});
+      both([&](pfrt_context *c, bool d) { return pfrt_trilu(c, on(x, d), k, upper, on(y, d)); });
+      expectClose(y, 0, 0, "trilu");
+    }
+  // Bad indices: the same message on both sides, nothing launched.
+  Pair &bad = make(PFRT_I64, {3, 7, 2}, 10, 20, 80), &sink = make(PFRT_F32, {3, 7, 6});
+  EXPECT_EQ(pfrt_gather_nd(gGpu, &data.dev, &bad.dev, 1, &sink.dev), PFRT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pfrt_last_error(gGpu)).find("out of range"), std::string::npos)
+      << pfrt_last_error(gGpu);
+}
+
 TEST_F(CudaKernels, DataMovement) {
   Pair &x = make(PFRT_F32, {3, 5, 7}, -1, 1, 34);
   const int64_t perm[] = {2, 0, 1};

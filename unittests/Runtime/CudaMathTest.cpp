@@ -14,6 +14,7 @@
 
 #include "../../lib/Runtime/common/Shape.h"
 #include "../../lib/Runtime/cuda/ElementwiseMath.h"
+#include "../../lib/Runtime/cuda/IndexingMath.h"
 #include "../../lib/Runtime/cuda/KfacMath.h"
 #include "../../lib/Runtime/cuda/OptimizerMath.h"
 #include "../../lib/Runtime/cuda/RowMath.h"
@@ -449,6 +450,38 @@ TEST_F(CudaMath, KfacPiAndFactorBiasColumnMatchCpu) {
   EXPECT_DOUBLE_EQ(cu::kfacPi(9, 3, 1.5, 2), pi);
   EXPECT_EQ(cu::kfacPi(0, 3, 1.5, 2), 1.0);
   EXPECT_EQ(cu::dampedDiagonal(2.0, 0.5), 2.5);
+}
+
+TEST_F(CudaMath, TriluMaskMatchesCpu) {
+  // The CUDA kernel keeps element (i, j) where triluKeeps says; the CPU
+  // backend keeps column ranges: both must agree for every k.
+  Tensor<float> x({4, 5}), out({4, 5});
+  for (int64_t i = 0; i < 20; ++i)
+    x[i] = float(i + 1);
+  for (int upper : {0, 1})
+    for (int64_t k = -5; k <= 6; ++k) {
+      auto tx = x.desc(), to = out.desc();
+      ASSERT_EQ(pfrt_trilu(ctx, &tx, k, upper, &to), PFRT_OK);
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t j = 0; j < 5; ++j)
+          EXPECT_EQ(out[i * 5 + j], cu::triluKeeps(i, j, k, upper != 0) ? x[i * 5 + j] : 0.0f)
+              << "k " << k << " upper " << upper << " at " << i << "," << j;
+    }
+}
+
+TEST_F(CudaMath, ScatterCombineMatchesCpu) {
+  // scatterCombine is the CPU backend's rule too: spot checks of NaN and
+  // order, and a repeated tuple applied twice in order.
+  EXPECT_EQ(cu::scatterCombine(PFRT_SCATTER_ADD, 2.0, 3.0), 5.0);
+  EXPECT_EQ(cu::scatterCombine(PFRT_SCATTER_MUL, 2, 3), 6);
+  EXPECT_TRUE(std::isnan(cu::scatterCombine(PFRT_SCATTER_MAX, 1.0f, NAN)));
+  EXPECT_TRUE(std::isnan(cu::scatterCombine(PFRT_SCATTER_MIN, NAN, 1.0f)));
+  Tensor<float> data({3}, {1, 2, 3}), updates({2}, {10, 20}), out({3});
+  Tensor<int64_t> idx({2, 1}, {1, 1});
+  auto td = data.desc(), tu = updates.desc(), ti = idx.desc(), to = out.desc();
+  ASSERT_EQ(pfrt_scatter_nd(ctx, &td, &ti, &tu, PFRT_SCATTER_MUL, &to), PFRT_OK);
+  EXPECT_EQ(out[1], cu::scatterCombine(PFRT_SCATTER_MUL,
+                                       cu::scatterCombine(PFRT_SCATTER_MUL, 2.0f, 10.0f), 20.0f));
 }
 
 } // namespace

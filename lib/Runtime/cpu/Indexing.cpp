@@ -1,15 +1,18 @@
 //===- Indexing.cpp - gather_nd, scatter_nd, cumsum, trilu -----------------===//
 //
 // GatherND and ScatterND address slices by index tuples: every tuple is
-// turned into a flat slice offset (all tuples are checked before anything is
-// written), then whole slices move as bytes, or are combined elementwise for
-// ScatterND's reductions. CumSum walks lines along its axis; Trilu masks the
+// turned into a flat slice offset (common/IndexTuples.h: all tuples are
+// checked before anything is written), then whole slices move as bytes, or
+// are combined elementwise for ScatterND's reductions (cuda/IndexingMath.h,
+// shared with the CUDA kernels). CumSum walks lines along its axis; Trilu masks the
 // last two dimensions.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../common/Call.h"
 #include "../common/Dtype.h"
+#include "../common/IndexTuples.h"
+#include "../cuda/IndexingMath.h"
 #include "Kernels.h"
 #include "Parallel.h"
 
@@ -20,65 +23,6 @@
 using namespace pfrt;
 using namespace pfrt::cpu;
 
-namespace {
-
-/// Index tuples (the last dimension of `indices`, m entries each) as flat
-/// offsets, in elements, into dimensions [first, first + m) of `data`;
-/// negatives count from the back. Fails naming the first bad entry.
-pfrt_status tupleOffsets(const Call &call, const pfrt_tensor *indices,
-                         const Shape &data, int32_t first, int64_t m,
-                         std::vector<int64_t> &offsets) {
-  const int64_t count = m ? Shape::of(*indices).numel() / m : 0;
-  int64_t strides[PFRT_MAX_RANK];
-  contiguousStrides(data, strides);
-  offsets.assign(count, 0);
-  const bool wide = indices->dtype == PFRT_I64;
-  for (int64_t t = 0; t < count; ++t)
-    for (int64_t j = 0; j < m; ++j) {
-      const int64_t at = t * m + j;
-      int64_t v = wide ? static_cast<const int64_t *>(indices->data)[at]
-                       : static_cast<const int32_t *>(indices->data)[at];
-      const int64_t dim = data.dims[first + j];
-      if (v < -dim || v >= dim)
-        return call.fail(PFRT_INVALID_ARGUMENT,
-                         "index %lld (element %lld of indices) is out of "
-                         "range for dimension %lld of size %lld",
-                         static_cast<long long>(v), static_cast<long long>(at),
-                         static_cast<long long>(first + j),
-                         static_cast<long long>(dim));
-      offsets[t] += (v < 0 ? v + dim : v) * strides[first + j];
-    }
-  return PFRT_OK;
-}
-
-/// Shared checks: indices' dtype and rank, and m within [1, limit].
-pfrt_status indexTuples(const Call &call, const pfrt_tensor *indices,
-                        int32_t limit, int64_t &m) {
-  PFRT_TRY(call.dtypeIn("indices", indices, {PFRT_I32, PFRT_I64}));
-  PFRT_TRY(call.rankIn("indices", indices, 1, PFRT_MAX_RANK));
-  m = indices->shape[indices->rank - 1];
-  if (m < 1 || m > limit)
-    return call.fail(PFRT_INVALID_ARGUMENT,
-                     "the last dimension of indices (%lld) must be in [1, %d]",
-                     static_cast<long long>(m), limit);
-  return PFRT_OK;
-}
-
-template <class T> T combine(int32_t reduction, T a, T b) {
-  switch (reduction) {
-  case PFRT_SCATTER_ADD:
-    return a + b;
-  case PFRT_SCATTER_MUL:
-    return a * b;
-  case PFRT_SCATTER_MAX:
-    return (b > a || b != b) ? b : a;
-  default: // PFRT_SCATTER_MIN
-    return (b < a || b != b) ? b : a;
-  }
-}
-
-} // namespace
-
 extern "C" {
 
 pfrt_status pfrt_gather_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
@@ -86,50 +30,19 @@ pfrt_status pfrt_gather_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
                                const pfrt_tensor *out) {
   Call call(ctx, "pfrt_gather_nd");
   PFRT_TRY(call.begin());
-  PFRT_TRY(call.tensor("data", data));
-  PFRT_TRY(call.tensor("indices", indices));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIs("out", out, data->dtype));
-  if (batch_dims < 0 || batch_dims >= data->rank || batch_dims >= indices->rank)
-    return call.fail(PFRT_INVALID_ARGUMENT,
-                     "batch_dims %lld must be in [0, min(rank(data), "
-                     "rank(indices)))",
-                     static_cast<long long>(batch_dims));
-  const int32_t b = static_cast<int32_t>(batch_dims);
-  int64_t m;
-  PFRT_TRY(indexTuples(call, indices, data->rank - b, m));
-  Shape dataShape = Shape::of(*data), expected;
-  for (int32_t i = 0; i < b; ++i)
-    if (indices->shape[i] != data->shape[i])
-      return call.fail(PFRT_INVALID_ARGUMENT,
-                       "batch dimension %d differs: %lld in data, %lld in "
-                       "indices",
-                       i, static_cast<long long>(data->shape[i]),
-                       static_cast<long long>(indices->shape[i]));
-  for (int32_t i = 0; i + 1 < indices->rank; ++i)
-    expected.push(indices->shape[i]);
-  if (expected.rank + data->rank - b - m > PFRT_MAX_RANK)
-    return call.fail(PFRT_INVALID_ARGUMENT, "result rank exceeds %d",
-                     PFRT_MAX_RANK);
-  for (int32_t i = b + static_cast<int32_t>(m); i < data->rank; ++i)
-    expected.push(data->shape[i]);
-  PFRT_TRY(call.shapeIs("out", out, expected));
-  std::vector<int64_t> offsets;
-  PFRT_TRY(tupleOffsets(call, indices, dataShape, b, m, offsets));
-  const int64_t batches = product(dataShape, 0, b);
-  const int64_t batchSize = product(dataShape, b, dataShape.rank);
-  const int64_t perBatch = batches ? int64_t(offsets.size()) / batches : 0;
+  GatherNdPlan plan;
+  PFRT_TRY(
+      planGatherNd(call, data, indices, indices ? indices->data : nullptr, batch_dims, out, plan));
   const int64_t elem = dtypeSize(data->dtype);
-  const int64_t sliceBytes =
-      product(dataShape, b + static_cast<int32_t>(m), dataShape.rank) * elem;
+  const int64_t sliceBytes = plan.slice * elem;
   if (sliceBytes == 0) // an empty output: data may be NULL
     return PFRT_OK;
   auto *src = static_cast<const char *>(data->data);
   auto *dst = static_cast<char *>(out->data);
-  parallelFor(ctx, int64_t(offsets.size()), sliceBytes, [&](int64_t t) {
-    const int64_t batch = perBatch ? t / perBatch : 0;
-    std::memcpy(dst + t * sliceBytes,
-                src + (batch * batchSize + offsets[t]) * elem, sliceBytes);
+  parallelFor(ctx, int64_t(plan.offsets.size()), sliceBytes, [&](int64_t t) {
+    const int64_t batch = plan.perBatch ? t / plan.perBatch : 0;
+    std::memcpy(dst + t * sliceBytes, src + (batch * plan.batchSize + plan.offsets[t]) * elem,
+                sliceBytes);
   });
   return PFRT_OK;
 }
@@ -140,38 +53,17 @@ pfrt_status pfrt_scatter_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
                                 const pfrt_tensor *out) {
   Call call(ctx, "pfrt_scatter_nd");
   PFRT_TRY(call.begin());
-  if (reduction < PFRT_SCATTER_NONE || reduction > PFRT_SCATTER_MIN)
-    return call.fail(PFRT_INVALID_ARGUMENT, "unknown reduction %d", reduction);
-  PFRT_TRY(call.tensor("data", data));
-  PFRT_TRY(call.tensor("indices", indices));
-  PFRT_TRY(call.tensor("updates", updates));
-  PFRT_TRY(call.tensor("out", out));
-  if (reduction != PFRT_SCATTER_NONE)
-    PFRT_TRY(call.dtypeIn("data", data, {PFRT_F32, PFRT_F64, PFRT_I32,
-                                         PFRT_I64}));
-  PFRT_TRY(call.dtypeIs("updates", updates, data->dtype));
-  PFRT_TRY(call.dtypeIs("out", out, data->dtype));
-  Shape dataShape = Shape::of(*data), expected;
-  PFRT_TRY(call.shapeIs("out", out, dataShape));
-  int64_t m;
-  PFRT_TRY(indexTuples(call, indices, data->rank, m));
-  for (int32_t i = 0; i + 1 < indices->rank; ++i)
-    expected.push(indices->shape[i]);
-  if (expected.rank + data->rank - m > PFRT_MAX_RANK)
-    return call.fail(PFRT_INVALID_ARGUMENT, "updates rank exceeds %d",
-                     PFRT_MAX_RANK);
-  for (int32_t i = static_cast<int32_t>(m); i < data->rank; ++i)
-    expected.push(data->shape[i]);
-  PFRT_TRY(call.shapeIs("updates", updates, expected));
-  std::vector<int64_t> offsets;
-  PFRT_TRY(tupleOffsets(call, indices, dataShape, 0, m, offsets));
+  ScatterNdPlan plan;
+  PFRT_TRY(planScatterNd(call, data, indices, indices ? indices->data : nullptr, updates, reduction,
+                         out, plan));
+  const std::vector<int64_t> &offsets = plan.offsets;
+  const Shape dataShape = Shape::of(*data);
   const int64_t elem = dtypeSize(data->dtype);
   if (dataShape.numel() == 0) // nothing to write (tuples checked above)
     return PFRT_OK;
   if (out->data != data->data)
     std::memcpy(out->data, data->data, dataShape.numel() * elem);
-  const int64_t slice =
-      product(dataShape, static_cast<int32_t>(m), dataShape.rank);
+  const int64_t slice = plan.slice;
   // Tuples may repeat, so they apply one after the other, in order.
   if (reduction == PFRT_SCATTER_NONE) {
     for (size_t t = 0; t < offsets.size(); ++t)
@@ -187,7 +79,7 @@ pfrt_status pfrt_scatter_nd_cpu(pfrt_context *ctx, const pfrt_tensor *data,
     for (size_t t = 0; t < offsets.size(); ++t)
       for (int64_t e = 0; e < slice; ++e)
         po[offsets[t] + e] =
-            combine(reduction, po[offsets[t] + e], pu[t * slice + e]);
+            pfrt::cuda::scatterCombine(reduction, po[offsets[t] + e], pu[t * slice + e]);
   });
   return PFRT_OK;
 }

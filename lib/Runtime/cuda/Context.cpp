@@ -162,6 +162,7 @@ const KernelTable &kernels() {
     registerElementwise(t);
     registerRows(t);
     registerDataMovement(t);
+    registerIndexing(t);
     registerLinalg(t);
     registerOptimizer(t);
     return t;

@@ -31,21 +31,6 @@ __global__ void stridedCopyKernel(StridedIndex view, int64_t n, const E *x,
   PFRT_GRID_STRIDE(i, n) { out[i] = x[offsetIn(view, i)]; }
 }
 
-/// Runs `f` with the unsigned type of the dtype's element size.
-template <class F> pfrt_status bySize(const Call &call, int32_t dtype, F &&f) {
-  switch (dtypeSize(dtype)) {
-  case 1:
-    return f(uint8_t());
-  case 2:
-    return f(uint16_t());
-  case 4:
-    return f(uint32_t());
-  case 8:
-    return f(uint64_t());
-  }
-  return call.fail(PFRT_INVALID_ARGUMENT, "unknown dtype %d", dtype);
-}
-
 /// out (shape `shape`) = x viewed from `base` with element `strides`.
 pfrt_status stridedCopy(const Call &call, int32_t dtype, const void *base,
                         const Shape &shape, const int64_t *strides, void *out) {

@@ -98,6 +98,23 @@ inline pfrt_status beginCuda(const Call &call) {
   return check(call, cudaSetDevice(call.context()->cuda->device), "cudaSetDevice");
 }
 
+/// Runs `f` with the unsigned type of the dtype's element size (kernels
+/// that move elements without reading them).
+template <class F>
+pfrt_status bySize(const Call &call, int32_t dtype, F &&f) {
+  switch (dtypeSize(dtype)) {
+  case 1:
+    return f(uint8_t());
+  case 2:
+    return f(uint16_t());
+  case 4:
+    return f(uint32_t());
+  case 8:
+    return f(uint64_t());
+  }
+  return call.fail(PFRT_INVALID_ARGUMENT, "unknown dtype %d", dtype);
+}
+
 template <class T> T *dataAs(const pfrt_tensor *t) {
   return static_cast<T *>(t->data);
 }

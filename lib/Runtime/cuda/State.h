@@ -54,6 +54,7 @@ pfrt_status scratch(const Call &call, size_t bytes, void **out);
 void registerElementwise(KernelTable &table);
 void registerRows(KernelTable &table);
 void registerDataMovement(KernelTable &table);
+void registerIndexing(KernelTable &table);
 void registerLinalg(KernelTable &table);
 void registerOptimizer(KernelTable &table);
 
