@@ -47,10 +47,14 @@ from pathlib import Path
 import numpy as np
 
 BATCH, SEQUENCE = 8, 128
+PREDICTIONS = 20  # BERT's max_predictions_per_seq at 128 tokens
 # name -> (config, vocab, init)
 CONFIGS = {"tiny": ("tiny", 2048, "random"), "mini": ("mini", 30522, "tiled"),
            "base": ("base", 30522, "tiled")}
-KINDS = {"forward": [], "adamw": ["--training-step"], "kfac": ["--training-step", "--kfac"]}
+KINDS = {"forward": [], "adamw": ["--training-step"], "kfac": ["--training-step", "--kfac"],
+         # NVIDIA's BERT recipe: the decoder at the predicted positions only
+         # (gather_nd and its scatter-add gradient).
+         "predict": ["--training-step", "--predictions", str(PREDICTIONS)]}
 PARITY_BAR = 1e-4
 # --gemm-precision runs of BERT-base's forward and AdamW step: the bar on the
 # loss and logits against the CPU's f32 (the 2e-2 for bf16).
@@ -72,6 +76,15 @@ def step_inputs(vocab: int) -> dict:
     masked[0, 0] = True
     labels[masked] = rng.integers(0, vocab, masked.sum())
     inputs.update(labels=labels, step=np.array(1, np.int64), lr=np.array(1e-4, np.float64))
+    # --predictions: each sequence's first PREDICTIONS labelled positions,
+    # padded with position 0 and label -100 (as pf-train gathers them).
+    positions = np.zeros((BATCH, PREDICTIONS), np.int64)
+    picked = np.full((BATCH, PREDICTIONS), -100, np.int64)
+    for b in range(BATCH):
+        where = np.flatnonzero(labels[b] != -100)[:PREDICTIONS]
+        positions[b, :where.size] = where
+        picked[b, :where.size] = labels[b, where]
+    inputs.update(mlm_positions=positions, predicted_labels=picked)
     return inputs
 
 
@@ -105,8 +118,11 @@ def prepare(args) -> int:
             names = ["input_ids", "token_type_ids", "attention_mask"]
             if kind != "forward":
                 names += ["labels", "step", "lr"]
+            if kind == "predict":
+                names += ["mlm_positions"]
             for n in names:
-                inputs[n].tofile(model / "in" / f"{n}.bin")
+                source = "predicted_labels" if kind == "predict" and n == "labels" else n
+                inputs[source].tofile(model / "in" / f"{n}.bin")
             info = {"config": config, "kind": kind, "vocab": vocab, "init": init,
                     "batch": BATCH, "sequence": SEQUENCE}
             (model / "info.json").write_text(json.dumps(info) + "\n")
@@ -198,7 +214,7 @@ def check_model(bundle: Path, model: Path, work: Path, threads: int,
         result["cuda_ms"] = json.loads(timing.read_text())["median_ms"]
     else:
         result["timing_error"] = proc.stderr.strip()[-2000:]
-    if info["config"] == "base" and info["kind"] != "kfac" and against == "cuda":
+    if info["config"] == "base" and info["kind"] in ("forward", "adamw") and against == "cuda":
         result["precisions"] = {p: precision_run(bundle, model, work, cpu, p, repeat)
                                 for p in PRECISION_BARS}
     for out in runs.values():
@@ -315,7 +331,8 @@ def summary(args) -> int:
     for r in models:
         if "cuda_ms" not in r:
             continue
-        case = "forward" if r["kind"] == "forward" else "train_adamw"
+        # PyTorch's peers run the full decoder: the predictions step has none.
+        case = {"forward": "forward", "adamw": "train_adamw", "kfac": "train_adamw"}.get(r["kind"])
         t = peer.get((r["config"], case, r.get("vocab")))
         row = {"model": r["model"], "pf_cuda_ms": r["cuda_ms"],
                "torch_case": case if t else None, "torch_ms": t["median_ms"] if t else None,

@@ -24,7 +24,7 @@ def test_prepare_check_and_summary_on_the_cpu(tmp_path):
     subprocess.run([sys.executable, str(SCRIPT), "prepare", "--build", str(build_dir()),
                     "--out", str(stage), "--models", "tiny"], check=True, capture_output=True)
     models = sorted(p.name for p in (stage / "models").iterdir())
-    assert models == ["tiny-adamw", "tiny-forward", "tiny-kfac"]
+    assert models == ["tiny-adamw", "tiny-forward", "tiny-kfac", "tiny-predict"]
     for model in models:
         assert (stage / "models" / model / "model.so").exists()
         assert not (stage / "models" / model / "model.o").exists()  # not shipped
@@ -54,10 +54,13 @@ def test_prepare_check_and_summary_on_the_cpu(tmp_path):
                            "--out", str(tmp_path / "summary.json")],
                           capture_output=True, text=True, check=True)
     rows = json.loads((tmp_path / "summary.json").read_text())["rows"]
-    assert [r["model"] for r in rows] == ["tiny-forward", "tiny-adamw", "tiny-kfac"]
+    assert [r["model"] for r in rows] == ["tiny-forward", "tiny-adamw", "tiny-kfac",
+                                          "tiny-predict"]
     # Peers match by vocabulary too (BERT-tiny here has 2048 words); both
     # training steps compare with PyTorch's AdamW step.
     ratios = {r["model"]: r["ratio"] for r in rows}
     assert ratios["tiny-forward"] is None
     assert ratios["tiny-adamw"] == pytest.approx(results["tiny-adamw"]["cuda_ms"] / 2.0)
     assert ratios["tiny-kfac"] == pytest.approx(results["tiny-kfac"]["cuda_ms"] / 2.0)
+    # The predictions step does other work than PyTorch's full-decoder step.
+    assert ratios["tiny-predict"] is None
