@@ -118,4 +118,23 @@ pfrt_status planScatterNd(const Call &call, const pfrt_tensor *data, const pfrt_
   return PFRT_OK;
 }
 
+pfrt_status checkCumsum(const Call &call, const pfrt_tensor *x, int64_t axis,
+                        const pfrt_tensor *out, int32_t &ax) {
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
+  return call.shapeIs("out", out, Shape::of(*x));
+}
+
+pfrt_status checkTrilu(const Call &call, const pfrt_tensor *x, const pfrt_tensor *out) {
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  PFRT_TRY(call.rankIn("x", x, 2, PFRT_MAX_RANK));
+  return call.shapeIs("out", out, Shape::of(*x));
+}
+
 } // namespace pfrt

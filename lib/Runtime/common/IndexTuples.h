@@ -43,6 +43,14 @@ pfrt_status planScatterNd(const Call &call, const pfrt_tensor *data, const pfrt_
                           const void *hostIndices, const pfrt_tensor *updates, int32_t reduction,
                           const pfrt_tensor *out, ScatterNdPlan &plan);
 
+/// pfrt_cumsum's checks: an f32/f64/i32/i64 x of rank >= 1 and an out like
+/// it; `ax` the normalized axis.
+pfrt_status checkCumsum(const Call &call, const pfrt_tensor *x, int64_t axis,
+                        const pfrt_tensor *out, int32_t &ax);
+
+/// pfrt_trilu's checks: x of rank >= 2 and an out like it.
+pfrt_status checkTrilu(const Call &call, const pfrt_tensor *x, const pfrt_tensor *out);
+
 } // namespace pfrt
 
 #endif // PF_RUNTIME_COMMON_INDEXTUPLES_H

@@ -89,15 +89,9 @@ pfrt_status pfrt_cumsum_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t axi
                             const pfrt_tensor *out) {
   Call call(ctx, "pfrt_cumsum");
   PFRT_TRY(call.begin());
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
-  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
   int32_t ax;
-  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
+  PFRT_TRY(checkCumsum(call, x, axis, out, ax));
   Shape shape = Shape::of(*x);
-  PFRT_TRY(call.shapeIs("out", out, shape));
   const int64_t outer = product(shape, 0, ax), len = shape.dims[ax];
   const int64_t inner = product(shape, ax + 1, shape.rank);
   visitArith(x->dtype, [&](auto tag) {
@@ -125,12 +119,8 @@ pfrt_status pfrt_trilu_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t k,
                            int32_t upper, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_trilu");
   PFRT_TRY(call.begin());
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  PFRT_TRY(call.rankIn("x", x, 2, PFRT_MAX_RANK));
+  PFRT_TRY(checkTrilu(call, x, out));
   Shape shape = Shape::of(*x);
-  PFRT_TRY(call.shapeIs("out", out, shape));
   const int64_t rows = shape.dims[shape.rank - 2];
   const int64_t cols = shape.dims[shape.rank - 1];
   const int64_t elem = dtypeSize(x->dtype);

@@ -150,71 +150,42 @@ pfrt_status scatterNdEntry(pfrt_context *ctx, const pfrt_tensor *data, const pfr
           count, plan.slice, offsets, dataAs<const E>(updates), dataAs<E>(out));
       return launched(call, "scatterNdReplaceKernel");
     });
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
+  // f32, f64, i32 or i64: the plan checked.
+  return visitArith(data->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     scatterNdCombineKernel<<<blocksFor(plan.slice), kThreads, 0, s>>>(
         count, plan.slice, reduction, offsets, dataAs<const T>(updates), dataAs<T>(out));
     return launched(call, "scatterNdCombineKernel");
-  };
-  switch (data->dtype) {
-  case PFRT_F32:
-    return run(float());
-  case PFRT_F64:
-    return run(double());
-  case PFRT_I32:
-    return run(int32_t());
-  default: // PFRT_I64 (the plan checked)
-    return run(int64_t());
-  }
+  });
 }
 
 pfrt_status cumsumEntry(pfrt_context *ctx, const pfrt_tensor *x, int64_t axis, int32_t exclusive,
                         int32_t reverse, const pfrt_tensor *out) {
   Call call(ctx, "pfrt_cumsum");
   PFRT_TRY(beginCuda(call));
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
-  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
   int32_t ax;
-  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
+  PFRT_TRY(checkCumsum(call, x, axis, out, ax));
   Shape shape = Shape::of(*x);
-  PFRT_TRY(call.shapeIs("out", out, shape));
   const int64_t outer = product(shape, 0, ax), len = shape.dims[ax];
   const int64_t inner = product(shape, ax + 1, shape.rank), lines = outer * inner;
   if (lines == 0 || len == 0)
     return PFRT_OK;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
+  return visitArith(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     // The CPU backend's accumulator: double for floats.
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
     cumsumKernel<T, Acc><<<blocksFor(lines), kThreads, 0, streamOf(ctx)>>>(
         lines, len, inner, exclusive != 0, reverse != 0, dataAs<const T>(x), dataAs<T>(out));
     return launched(call, "cumsumKernel");
-  };
-  switch (x->dtype) {
-  case PFRT_F32:
-    return run(float());
-  case PFRT_F64:
-    return run(double());
-  case PFRT_I32:
-    return run(int32_t());
-  default:
-    return run(int64_t());
-  }
+  });
 }
 
 pfrt_status triluEntry(pfrt_context *ctx, const pfrt_tensor *x, int64_t k, int32_t upper,
                        const pfrt_tensor *out) {
   Call call(ctx, "pfrt_trilu");
   PFRT_TRY(beginCuda(call));
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  PFRT_TRY(call.rankIn("x", x, 2, PFRT_MAX_RANK));
+  PFRT_TRY(checkTrilu(call, x, out));
   Shape shape = Shape::of(*x);
-  PFRT_TRY(call.shapeIs("out", out, shape));
   const int64_t rows = shape.dims[shape.rank - 2], cols = shape.dims[shape.rank - 1];
   const int64_t n = shape.numel();
   if (n == 0)
