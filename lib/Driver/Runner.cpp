@@ -484,6 +484,9 @@ struct CompiledModel::Impl {
   std::vector<OpTiming> timings;
   void *arena = nullptr;
   std::unique_ptr<DeviceBuffers> device;
+  /// Options::ownParameters: the host copies are the model's own (else the
+  /// module's weights, which the step never changes).
+  bool ownParameters = false;
 
   ~Impl() {
     std::free(arena);
@@ -545,6 +548,7 @@ CompiledModel::compile(ModuleOp module, const Options &compileOptions) {
   bool profile = compileOptions.profile;
   if (auto err = lower(module, compileOptions.function, profile, *model))
     return std::move(err);
+  impl.ownParameters = compileOptions.ownParameters;
   if (compileOptions.ownParameters)
     for (LoweredEntry::BufferRef &b : impl.entry.buffers)
       if (b.kind == mlir::pf::BufferKind::Param) {
@@ -823,7 +827,9 @@ std::vector<CompiledModel::Parameter> CompiledModel::parameters() const {
 
 llvm::Error CompiledModel::copyParameters(bool toHost) {
   DeviceBuffers *device = impl->device.get();
-  if (!device)
+  // Weights the model does not own are the module's and never change on the
+  // backend: nothing to bring back (nor to write into the module's data).
+  if (!device || (toHost && !impl->ownParameters))
     return llvm::Error::success();
   for (auto [i, b] : llvm::enumerate(impl->entry.buffers)) {
     if (b.kind != mlir::pf::BufferKind::Param)

@@ -111,7 +111,8 @@ public:
   /// Every parameter of the lowered function, in a stable order. With
   /// Options::deviceBuffers the model runs on backend copies: `data` is the
   /// host side, brought up to date by copyParametersToHost() (before reading
-  /// it: checkpoints, evaluation) and sent by copyParametersToBackend()
+  /// it: checkpoints, evaluation; a no-op without ownParameters, whose
+  /// weights the step never changes) and sent by copyParametersToBackend()
   /// (after writing it: a resumed checkpoint). Without, both are no-ops.
   std::vector<Parameter> parameters() const;
   llvm::Error copyParametersToHost();
