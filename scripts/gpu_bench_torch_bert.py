@@ -32,19 +32,17 @@ import math
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# name -> (layers, hidden, heads, intermediate)
-CONFIGS = {
-    "tiny": (2, 128, 2, 512),
-    "mini": (4, 256, 4, 1024),
-    "small": (4, 512, 8, 2048),
-    "base": (12, 768, 12, 3072),
-    "large": (24, 1024, 16, 4096),
-}
+# pf's model sizes (python/pipefisher/configs.py, plain Python: the working
+# tree travels with the GPU check).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from pipefisher.configs import CONFIGS  # noqa: E402
+
 MAX_POSITIONS, TYPE_VOCAB, LN_EPS, WARMUP = 512, 2, 1e-12, 3
 
 
@@ -145,7 +143,9 @@ def free_memory(dev):
 
 
 def run_config(name, args, dev, deadline, record):
-    layers, h, heads, inter = CONFIGS[name]
+    c = CONFIGS[name]
+    layers, h, heads, inter = (c.num_hidden_layers, c.hidden_size, c.num_attention_heads,
+                               c.intermediate_size)
     base = {"config": name, "vocab": args.vocab}
     cases = ["forward", "train_adamw"]
     if time.monotonic() > deadline:

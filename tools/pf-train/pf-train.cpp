@@ -532,30 +532,44 @@ int64_t scheduledInterval(int64_t base, int64_t step) {
   return std::max(base, std::min(interval, intervalMax));
 }
 
-/// Whether `step` is due under interval `base`: every step of the refresh
+/// Whether a step is due under interval `base`: every step of the refresh
 /// warm-up (early curvature changes fastest), then its first step and each
 /// one at least the step's interval after the last due one. Depends on the
-/// step only, so a resumed run continues it.
-bool dueAt(int64_t base, int64_t step) {
-  const int64_t warmup = training.precondition.refreshWarmup;
-  if (step <= warmup)
-    return true;
-  if (intervalSchedule == IntervalSchedule::Constant)
-    return (step - warmup - 1) % base == 0;
-  int64_t last = warmup + 1;
-  for (int64_t t = warmup + 2; t <= step; ++t)
-    if (t - last >= scheduledInterval(base, t))
-      last = t;
-  return last == step;
-}
+/// step only, so a resumed run continues it. Under a schedule the last due
+/// step carries from one call to the next (the steps come in order; an
+/// earlier step than the last asked starts over after the warm-up), so a
+/// run costs O(steps), not O(steps^2).
+struct IntervalRule {
+  int64_t at = 0, last = 0; ///< the last step asked and the last due one
+
+  bool due(int64_t base, int64_t step) {
+    const int64_t warmup = training.precondition.refreshWarmup;
+    if (step <= warmup)
+      return true;
+    if (intervalSchedule == IntervalSchedule::Constant)
+      return (step - warmup - 1) % base == 0;
+    if (step < at || at <= warmup)
+      at = last = warmup + 1;
+    for (; at < step; ++at)
+      if (at + 1 - last >= scheduledInterval(base, at + 1))
+        last = at + 1;
+    return last == step;
+  }
+};
 
 /// --kfac-factor-every F (and its schedule): the steps that update the
 /// factors.
-bool updatesFactors(int64_t step) { return dueAt(training.kfacFactorEvery, step); }
+bool updatesFactors(int64_t step) {
+  static IntervalRule rule;
+  return rule.due(training.kfacFactorEvery, step);
+}
 
 /// --kfac-refresh K under an interval schedule: the steps that refresh the
 /// inverses (without one, the step decides from refresh-every itself).
-bool refreshesInverses(int64_t step) { return dueAt(training.precondition.refreshEvery, step); }
+bool refreshesInverses(int64_t step) {
+  static IntervalRule rule;
+  return rule.due(training.precondition.refreshEvery, step);
+}
 
 /// Checks the interval schedule's options; with a schedule, the step takes
 /// its factor and refresh steps from the kfac_curvature and kfac_refresh_due

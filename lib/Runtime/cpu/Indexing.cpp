@@ -99,17 +99,9 @@ pfrt_status pfrt_cumsum_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t axi
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
     const T *px = static_cast<const T *>(x->data);
     T *po = static_cast<T *>(out->data);
-    // One task per line; out may be x itself (each element is read before
-    // it is written).
+    // One task per line.
     parallelFor(ctx, outer * inner, len, [&](int64_t line) {
-      const int64_t base = (line / inner) * len * inner + line % inner;
-      Acc acc = 0;
-      for (int64_t s = 0; s < len; ++s) {
-        const int64_t at = base + (reverse ? len - 1 - s : s) * inner;
-        const Acc v = px[at];
-        po[at] = static_cast<T>(exclusive ? acc : acc + v);
-        acc += v;
-      }
+      pfrt::cuda::cumsumLine<T, Acc>(line, len, inner, exclusive != 0, reverse != 0, px, po);
     });
   });
   return PFRT_OK;

@@ -56,14 +56,7 @@ template <class T, class Acc>
 __global__ void cumsumKernel(int64_t lines, int64_t len, int64_t inner, bool exclusive,
                              bool reverse, const T *x, T *out) {
   PFRT_GRID_STRIDE(line, lines) {
-    const int64_t base = (line / inner) * len * inner + line % inner;
-    Acc acc = 0;
-    for (int64_t s = 0; s < len; ++s) {
-      const int64_t at = base + (reverse ? len - 1 - s : s) * inner;
-      const Acc v = x[at];
-      out[at] = static_cast<T>(exclusive ? acc : acc + v);
-      acc += v;
-    }
+    cumsumLine<T, Acc>(line, len, inner, exclusive, reverse, x, out);
   }
 }
 

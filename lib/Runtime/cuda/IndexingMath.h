@@ -29,6 +29,22 @@ PFRT_HD T scatterCombine(int32_t reduction, T a, T b) {
   }
 }
 
+/// CumSum of line `line` of x viewed as [outer, len, inner] along len,
+/// accumulated in Acc (double for floats, as the CPU backend sums); out may
+/// be x (each element is read before it is written).
+template <class T, class Acc>
+PFRT_HD void cumsumLine(int64_t line, int64_t len, int64_t inner, bool exclusive, bool reverse,
+                        const T *x, T *out) {
+  const int64_t base = (line / inner) * len * inner + line % inner;
+  Acc acc = 0;
+  for (int64_t s = 0; s < len; ++s) {
+    const int64_t at = base + (reverse ? len - 1 - s : s) * inner;
+    const Acc v = x[at];
+    out[at] = static_cast<T>(exclusive ? acc : acc + v);
+    acc += v;
+  }
+}
+
 /// Trilu: whether element (i, j) of a matrix stays (upper: j - i >= k;
 /// lower: j - i <= k).
 PFRT_HD bool triluKeeps(int64_t i, int64_t j, int64_t k, bool upper) {
