@@ -151,6 +151,8 @@ CostModel analyticCostModel(const DeviceSpec &device,
 
   CostModel costs;
   costs.hasMemory = true;
+  costs.block = {model.hidden, model.heads, model.seqLen, model.microBatch};
+  costs.linkGBs = device.linkGBs;
   std::ostringstream name;
   name << "analytic " << model.name << " on " << device.name << " ("
        << (precision == Precision::TF32 ? "tf32" : "fp32")

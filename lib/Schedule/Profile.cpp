@@ -33,7 +33,8 @@ namespace {
 
 const std::set<std::string> kTopLevelKeys = {
     "name",  "source", "units", "comment", "p2p", "allreduce", "factor_allreduce",
-    "defaults", "layers"};
+    "defaults", "layers", "block", "link_gbs"};
+const std::set<std::string> kBlockKeys = {"hidden", "heads", "seq_len", "micro_batch"};
 const std::set<std::string> kLayerKeys = {
     "name",          "index",          "comment",         "forward",
     "backward",      "backward_input", "backward_weight", "curvature",
@@ -118,6 +119,28 @@ std::vector<std::pair<double, double>> linearShapes(const json &value,
                         quantityValue(shape[1], where, key));
   }
   return shapes;
+}
+
+void checkKeys(const json &object, const std::set<std::string> &allowed,
+               const std::string &where, std::vector<std::string> &warnings);
+
+/// "block": {"hidden", "heads", "seq_len", "micro_batch"}, positive integers.
+BlockShape blockShape(const json &value, const std::string &source,
+                      std::vector<std::string> &warnings) {
+  const std::string where = source + ": 'block'";
+  if (!value.is_object())
+    fail(where + " must be an object with hidden, heads, seq_len, micro_batch");
+  checkKeys(value, kBlockKeys, where, warnings);
+  auto size = [&](const char *key) {
+    const json *v = member(value, key);
+    if (!v)
+      fail(where + ": missing key '" + key + "'");
+    if (!v->is_number_integer() || v->get<long long>() < 1 ||
+        v->get<long long>() > (1 << 24))
+      fail(where + ": '" + key + "' must be an integer from 1 to 16777216");
+    return static_cast<int>(v->get<long long>());
+  };
+  return {size("hidden"), size("heads"), size("seq_len"), size("micro_batch")};
 }
 
 /// A layer entry merged over the profile's "defaults".
@@ -317,6 +340,11 @@ CostModel parseProfileOrThrow(const std::string &text,
   double factorAllreduce =
       factor ? timeValue(*factor, source, "factor_allreduce") : 0.0;
 
+  if (const json *block = member(doc, "block"))
+    model.block = blockShape(*block, source, model.warnings);
+  if (const json *link = member(doc, "link_gbs"))
+    model.linkGBs = quantityValue(*link, source, "link_gbs");
+
   const json *defaults = member(doc, "defaults");
   if (defaults) {
     if (!defaults->is_object())
@@ -380,6 +408,13 @@ std::string profileToJson(const CostModel &model) {
     doc["units"] = "ms";
     doc["p2p"] = model.p2p;
     doc["allreduce"] = model.layers.empty() ? 0.0 : model.layers[0].allreduce;
+    if (model.block.known())
+      doc["block"] = {{"hidden", model.block.hidden},
+                      {"heads", model.block.heads},
+                      {"seq_len", model.block.seqLen},
+                      {"micro_batch", model.block.microBatch}};
+    if (model.linkGBs > 0)
+      doc["link_gbs"] = model.linkGBs;
     json layers = json::array();
     for (size_t i = 0; i < model.layers.size(); ++i) {
       const LayerCost &l = model.layers[i];

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pf/Schedule/Grain.h"
 #include "pf/Schedule/Scheduler.h"
 #include "pf/Schedule/TorchCsv.h"
 #include "pf/Schedule/Verify.h"
@@ -56,6 +57,13 @@ Pipeline:
   --layers-per-stage K      layers in every stage; stages*K must equal the
                             model's layers. Omitted: min-max partition
   --chunks V                interleaved: model chunks per device (default 2)
+  --partition-grain G       unit of partitioning: block (default, the
+                            profile's layers), half (attention and FFN half
+                            of every block), linear (its 6 linears); the
+                            block's times are split by the analytic FLOP
+                            shares (needs the block's shape: profile key
+                            'block', or the analytic model). Layers, also for
+                            --layers-per-stage, are then these units
 
 K-FAC:
   --policy NAME             pf (default), pipefisher (reference greedy), none
@@ -108,7 +116,8 @@ const std::vector<std::string> kValued = {
     "microbatches", "layers-per-stage", "chunks",      "policy",
     "refresh-steps", "max-overhead", "margin",         "split-pieces",
     "report-json",  "trace",         "svg",            "export-profile",
-    "schedule-csv", "export-torch-csv", "memory-cap-gb", "optimizer-states"};
+    "schedule-csv", "export-torch-csv", "memory-cap-gb", "optimizer-states",
+    "partition-grain"};
 
 Expected<Options> parseArgs(int argc, char **argv) {
   Options o;
@@ -223,6 +232,17 @@ Expected<CostModel> costModel(const Options &o) {
   model->microBatch = *batch;
   model->seqLen = *seq;
   return analyticCostModel(*device, *model, *precision);
+}
+
+/// The cost model at the unit of --partition-grain.
+Expected<CostModel> grainedCostModel(const Options &o) {
+  auto costs = costModel(o);
+  if (!costs)
+    return costs;
+  auto grain = parsePartitionGrain(stringOption(o, "partition-grain", "block"));
+  if (!grain)
+    return grain.status();
+  return splitCostModel(*costs, *grain);
 }
 
 /// The schedule of --schedule-csv, verified; none without the option.
@@ -349,7 +369,7 @@ int main(int argc, char **argv) {
     std::cout << kHelp;
     return 0;
   }
-  auto costs = costModel(*options);
+  auto costs = grainedCostModel(*options);
   if (!costs)
     return fail(costs.error());
   for (const std::string &w : costs->warnings)

@@ -52,6 +52,17 @@ struct LayerCost {
   double inversion() const { return inversionA + inversionB; }
 };
 
+/// The shape of the transformer block every layer is (profile key `block`,
+/// docs/profile-format.md): what splitting a block into finer partition units
+/// by the analytic FLOP shares needs (Grain.h). hidden 0: not given.
+struct BlockShape {
+  int hidden = 0;
+  int heads = 0;
+  int seqLen = 0;
+  int microBatch = 0;
+  bool known() const { return hidden > 0 && heads > 0 && seqLen > 0 && microBatch > 0; }
+};
+
 struct CostModel {
   std::string name;
   std::vector<LayerCost> layers;
@@ -64,6 +75,10 @@ struct CostModel {
   /// Whether the layers' memory fields were given (profile keys
   /// activation_bytes, parameters, kfac_linears; the analytic model always).
   bool hasMemory = false;
+  BlockShape block; ///< the layers' block shape, when known
+  /// GPU-GPU bandwidth per direction in GB/s, for K-FAC factors sent to
+  /// another device (KfacOffload.h); 0: not modelled.
+  double linkGBs = 0;
   std::vector<std::string> warnings; ///< non-fatal remarks (e.g. unknown keys)
 };
 
