@@ -562,7 +562,9 @@ private:
         mine[name] = std::move(value);
       } else if (n == "loss") {
         losses[*m] = std::move(value);
-      } else if (n.starts_with("grad/")) {
+      } else if (n.starts_with("grad/") || n.starts_with("grad_part/")) {
+        // grad_part/<p>: the first stage's piece of a gradient two stages of
+        // this rank return, which an accumulate call adds to the other's.
         std::vector<NpyArray> &pieces = gradients[name];
         pieces.resize(M);
         if (!pieces[*m].data.empty())
@@ -592,7 +594,7 @@ private:
     std::vector<std::string> taken;
     for (const TensorSpec &spec : program.inputs(function)) {
       StringRef n(spec.name);
-      if (n.starts_with("grad/")) {
+      if (n.starts_with("grad/") || n.starts_with("grad_part/")) {
         auto it = gradients.find(spec.name);
         if (it == gradients.end() || it->second.size() != size_t(M) ||
             it->second[m].data.empty())
@@ -1350,6 +1352,14 @@ private:
           if (!pieces[m].data.empty())
             return error("'" + name + "' of micro-batch " + std::to_string(m) +
                          " was not handed to the rank summing the others");
+        continue;
+      }
+      if (StringRef(name).starts_with("grad_part/")) {
+        // Added to the other stage's piece by an accumulate call per
+        // micro-batch; it has no step gradient of its own.
+        if (summed[name] != M)
+          return error(llvm::formatv("'{0}' was accumulated over {1} of {2} micro-batches", name,
+                                     summed[name], M));
         continue;
       }
       if (auto it = summed.find(name); it != summed.end()) {

@@ -162,6 +162,13 @@ PARITY = [(model, ranks, schedule, 4, ())
     # Chimera: two replicas, rank r holding stage r (down) and D-1-r (up).
     ("mini", 2, "chimera", 4, ()),
     ("mini", 4, "chimera", 4, ()),
+    # The V schedules: 4 stages on 2 ranks, rank 0 holding stages 0 and 3 (the
+    # tied embedding's two pieces summed there), rank 1 stages 1 and 2.
+    ("mini", 2, "zb-v", 4, ()),
+    ("mini", 2, "dualpipev", 4, ()),
+    # DualPipe: two pipes as Chimera's, split backwards (N >= 2D).
+    ("tiny", 2, "dualpipe", 4, ()),
+    ("mini", 4, "dualpipe", 8, ()),
 ]
 
 

@@ -176,7 +176,8 @@ static cl::opt<std::string> pipelineSpec(
     "pipeline",
     cl::desc(
         "Train pipeline-parallel, one stage per rank of an mpirun job: "
-        "\"stages=D schedule=gpipe|1f1b|zb-h1|zb-h2|interleaved|chimera microbatches=N [chunks=C] "
+        "\"stages=D schedule=gpipe|1f1b|zb-h1|zb-h2|interleaved|chimera|zb-v|dualpipe|dualpipev "
+        "microbatches=N [chunks=C] "
         "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] [max-refresh=K] "
         "[split-precondition=false] [tied-per-microbatch=false]\" (stages 0 or D: "
         "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles at the "
@@ -1265,9 +1266,12 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
                   char **argv) {
   mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
   if (failed(parsed.parseFromString(pipelineSpec)))
-    return fail("--pipeline \"" + pipelineSpec + "\": see the messages above; it takes "
-                "stages=D schedule=gpipe|1f1b|zb-h1|zb-h2|interleaved|chimera microbatches=N chunks=C "
-                "overlap=true|false kfac=step|bubbles refresh=K max-overhead=X max-refresh=K");
+    return fail(
+        "--pipeline \"" + pipelineSpec +
+        "\": see the messages above; it takes "
+        "stages=D schedule=gpipe|1f1b|zb-h1|zb-h2|interleaved|chimera|zb-v|dualpipe|dualpipev "
+        "microbatches=N chunks=C "
+        "overlap=true|false kfac=step|bubbles refresh=K max-overhead=X max-refresh=K");
   mlir::pf::PipelineRunOptions pipeline = parsed.get();
   using ::pf::sched::ScheduleKind;
   if (pipeline.schedule == ScheduleKind::Interleaved && pipeline.chunks < 2)

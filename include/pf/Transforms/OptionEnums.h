@@ -110,15 +110,20 @@ inline llvm::cl::ValuesClass costSourceValues() {
 /// a unit test checks that they agree).
 inline llvm::cl::ValuesClass scheduleKindValues() {
   using ::pf::sched::ScheduleKind;
-  return llvm::cl::values(clEnumValN(ScheduleKind::GPipe, "gpipe", "GPipe"),
-                          clEnumValN(ScheduleKind::OneFOneB, "1f1b", "1F1B (PipeDream-flush)"),
-                          clEnumValN(ScheduleKind::Interleaved, "interleaved",
-                                     "Interleaved 1F1B (chunks per device)"),
-                          clEnumValN(ScheduleKind::Chimera, "chimera",
-                                     "Chimera (two pipelines in opposite directions)"),
-                          clEnumValN(ScheduleKind::ZBH1, "zb-h1", "Zero-bubble ZB-H1"),
-                          clEnumValN(ScheduleKind::ZBH2, "zb-h2",
-                                     "Zero-bubble ZB-H2 (more warm-up forwards, W in the tail)"));
+  return llvm::cl::values(
+      clEnumValN(ScheduleKind::GPipe, "gpipe", "GPipe"),
+      clEnumValN(ScheduleKind::OneFOneB, "1f1b", "1F1B (PipeDream-flush)"),
+      clEnumValN(ScheduleKind::Interleaved, "interleaved", "Interleaved 1F1B (chunks per device)"),
+      clEnumValN(ScheduleKind::Chimera, "chimera",
+                 "Chimera (two pipelines in opposite directions)"),
+      clEnumValN(ScheduleKind::ZBH1, "zb-h1", "Zero-bubble ZB-H1"),
+      clEnumValN(ScheduleKind::ZBH2, "zb-h2",
+                 "Zero-bubble ZB-H2 (more warm-up forwards, W in the tail)"),
+      clEnumValN(ScheduleKind::ZBV, "zb-v", "Zero-bubble ZB-V (two stages per device in a V)"),
+      clEnumValN(ScheduleKind::DualPipe, "dualpipe",
+                 "DualPipe (two pipelines in opposite directions, split "
+                 "backwards)"),
+      clEnumValN(ScheduleKind::DualPipeV, "dualpipev", "DualPipeV (DualPipe folded into a V)"));
 }
 
 /// The K-FAC placement policies (sched::parsePolicy accepts the same).

@@ -129,13 +129,10 @@ struct BuildRankProgramsPass
   LogicalResult run() {
     module = getOperation();
     scheduleKind = schedule;
-    if (scheduleKind != sched::ScheduleKind::GPipe &&
-        scheduleKind != sched::ScheduleKind::OneFOneB &&
-        !isZeroBubble() && scheduleKind != sched::ScheduleKind::Interleaved &&
-        scheduleKind != sched::ScheduleKind::Chimera)
-      return fail() << "schedule '" << sched::scheduleKindName(scheduleKind)
-                    << "' needs stage functions that do not exist yet (chunks or replicas); "
-                       "supported: gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera";
+    if (scheduleKind == sched::ScheduleKind::Imported)
+      return fail() << "schedule 'imported' is not run by the rank programs; supported: "
+                       "gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera, zb-v, dualpipe, "
+                       "dualpipev";
     if (microbatches < 1)
       return fail() << "microbatches must be >= 1, got " << int64_t(microbatches);
     // Checked before narrowing to the scheduler's int: 2^32 + 2 was 2.
@@ -179,7 +176,7 @@ struct BuildRankProgramsPass
                                module.lookupSymbol<func::FuncOp>(prefix + "_backward_input"),
                                module.lookupSymbol<func::FuncOp>(prefix + "_backward_weight")};
       bool halves = functions.backwardInput && functions.backwardWeight;
-      if (isZeroBubble() && !halves)
+      if (needsHalves() && !halves)
         return fail() << "schedule '" << sched::scheduleKindName(scheduleKind) << "' needs @"
                       << prefix << "_backward_input and @"
                       << prefix << "_backward_weight (run pf-split-stages with "
@@ -187,8 +184,8 @@ struct BuildRankProgramsPass
       if (!functions.backward && !halves)
         return fail() << "@" << prefix << "_forward has no @" << prefix << "_backward (nor @"
                       << prefix << "_backward_input and @" << prefix << "_backward_weight)";
-      if (isZeroBubble())
-        functions.backward = {}; // the halves are what zb-h1 and zb-h2 call
+      if (needsHalves())
+        functions.backward = {}; // the halves are what the split schedules call
       else if (functions.backward)
         functions.backwardInput = functions.backwardWeight = {};
       for (func::FuncOp func : {functions.forward, functions.backward,
@@ -253,24 +250,34 @@ struct BuildRankProgramsPass
     return success();
   }
 
-  /// Ranks of the job and where each stage runs: one stage per rank, or for
-  /// interleaved `chunks` per rank, stage s on rank s mod ranks.
+  /// Ranks of the job and where each stage runs: one stage per rank; for
+  /// interleaved `chunks` per rank, stage s on rank s mod ranks; for the V
+  /// schedules (zb-v, dualpipev) two per rank, stage s < D on rank s, the
+  /// others on rank 2D-1-s.
   int numRanks = 0;
-  int rankOfStage(int stage) const { return stage % numRanks; }
-  /// The schedule's layout: Chimera runs micro-batch m's stage s on the rank
-  /// of its pipe (down: s, up: D-1-s).
-  sched::PipelineLayout layout;
-  bool isChimera() const { return scheduleKind == sched::ScheduleKind::Chimera; }
-  /// One stage per rank, each backward as its input and weight halves.
-  bool isZeroBubble() const {
-    return scheduleKind == sched::ScheduleKind::ZBH1 || scheduleKind == sched::ScheduleKind::ZBH2;
+  int rankOfStage(int stage) const {
+    if (isVShape())
+      return stage < numRanks ? stage : 2 * numRanks - 1 - stage;
+    return stage % numRanks;
   }
+  /// The schedule's layout: with two pipes (Chimera, DualPipe) micro-batch
+  /// m's stage s runs on the rank of its pipe (down: s, up: D-1-s).
+  sched::PipelineLayout layout;
+  bool hasTwoPipes() const {
+    return scheduleKind == sched::ScheduleKind::Chimera ||
+           scheduleKind == sched::ScheduleKind::DualPipe;
+  }
+  bool isVShape() const { return sched::placementOf(scheduleKind) == sched::Placement::VShape; }
+  /// Each backward as its input and weight halves (the zero-bubble kinds and
+  /// DualPipe(V); the latter run some backwards whole: both halves back to
+  /// back).
+  bool needsHalves() const { return sched::splitsBackward(scheduleKind); }
   int rankOf(int stage, int micro) const {
-    return isChimera() ? layout.deviceOf(layout.pipeOf(micro), stage) : rankOfStage(stage);
+    return hasTwoPipes() ? layout.deviceOf(layout.pipeOf(micro), stage) : rankOfStage(stage);
   }
   /// Every rank running some micro-batch of `stage`.
   SmallVector<int64_t> ranksOfStage(int stage) const {
-    if (!isChimera())
+    if (!hasTwoPipes())
       return {rankOfStage(stage)};
     int64_t down = layout.deviceOf(0, stage), up = layout.deviceOf(1, stage);
     return down == up ? SmallVector<int64_t>{down} : SmallVector<int64_t>{down, up};
@@ -278,6 +285,14 @@ struct BuildRankProgramsPass
 
   LogicalResult placeStages() {
     int numStages = stages.size();
+    if (isVShape()) {
+      if (numStages % 2 != 0 || numStages < 4)
+        return fail() << sched::scheduleKindName(scheduleKind)
+                      << " needs two stages on each of at least 2 ranks: the module has "
+                      << numStages << " stages (run pf-split-stages with stages = 2 × ranks)";
+      numRanks = numStages / 2;
+      return success();
+    }
     if (scheduleKind != sched::ScheduleKind::Interleaved) {
       numRanks = numStages;
       return success();
@@ -382,6 +397,10 @@ struct BuildRankProgramsPass
         (forward ? forwardDone : backwardDone)[pass.stage][pass.micro] = true;
         (forward ? forwardEnd : backwardEnd)[pass.stage][pass.micro] = end;
         int peer = rankOf(forward ? pass.stage + 1 : pass.stage - 1, pass.micro);
+        // The V's turn (stages D-1 and D on one rank): the next call finds the
+        // values among the micro-batch's on this rank, nothing is sent.
+        if (peer == rank)
+          continue;
         for (const NamedValue &value : (forward ? forwardOut : backwardOut)[pass.stage]) {
           int chunk = pass.stage / numRanks;
           events[rank].push_back({Event::Send, {}, &value, pass.micro, peer, chunk});
@@ -405,6 +424,11 @@ struct BuildRankProgramsPass
     /// root), which accumulates it; handed back by pf.broadcast. Otherwise
     /// (Chimera's replicas, one micro-batch) a step-end pf.all_reduce.
     bool perMicrobatch = false;
+    /// Both stages on one rank (the V's first and last stage): that rank adds
+    /// the two pieces of each micro-batch itself (partAccumulateFunctions);
+    /// nothing crosses ranks.
+    bool sameRank = false;
+    int64_t stageCount = 0;
     int64_t root() const { return ranks.back(); }
   };
 
@@ -422,23 +446,33 @@ struct BuildRankProgramsPass
         if (entry.firstStage < 0)
           entry.firstStage = int64_t(s);
         entry.lastStage = int64_t(s);
+        ++entry.stageCount;
         for (int64_t rank : ranksOfStage(int(s)))
           if (!llvm::is_contained(entry.ranks, rank))
             entry.ranks.push_back(rank);
         entry.type = grad.type;
       }
-    if (isChimera() && failed(addReplicaFactors(byName)))
+    if (hasTwoPipes() && failed(addReplicaFactors(byName)))
       return failure();
     std::map<std::string, TiedGradient> tied;
     for (auto &[name, entry] : byName)
       llvm::sort(entry.ranks);
     for (auto &[name, entry] : byName) {
+      if (entry.ranks.size() < 2 && entry.stageCount > 2)
+        return fail() << "'" << name << "' is returned by " << entry.stageCount
+                      << " stages on rank " << entry.ranks.front()
+                      << "; one rank sums the pieces of two stages at most";
+      if (entry.ranks.size() < 2 && entry.stageCount == 2) {
+        entry.sameRank = true;
+        tied[name] = entry;
+        continue;
+      }
       if (entry.ranks.size() < 2)
         continue;
       // Two stages on two ranks, the root holding the last: the first's
       // pieces go to it per micro-batch (a + b, then weighted, as one
       // process sums them) instead of every piece living to the step end.
-      entry.perMicrobatch = tiedPerMicrobatch && !isChimera() && microbatches >= 2 &&
+      entry.perMicrobatch = tiedPerMicrobatch && !hasTwoPipes() && microbatches >= 2 &&
                             entry.ranks.size() == 2 && entry.firstStage != entry.lastStage &&
                             int64_t(rankOfStage(int(entry.lastStage))) == entry.ranks.back() &&
                             isa<FloatType>(entry.type.getElementType());
@@ -515,8 +549,13 @@ struct BuildRankProgramsPass
     }
   };
   std::map<int64_t, Accumulation> accumulateFunctions, reducedAccumulateFunctions;
+  /// Same-rank tied gradients, by the last of their two stages: the first
+  /// stage and `stage<last>_accumulate_tied*`, which adds the first stage's
+  /// `grad_part/<p>` to the last's `grad/<p>` and weights the sum.
+  std::map<int64_t, std::pair<int64_t, Accumulation>> partAccumulateFunctions;
 
   void buildAccumulateFunctions(const std::map<std::string, TiedGradient> &tied) {
+    buildPartAccumulateFunctions(tied);
     if (microbatches < 2)
       return;
     for (auto [s, functions] : llvm::enumerate(stages)) {
@@ -537,36 +576,76 @@ struct BuildRankProgramsPass
     }
   }
 
-  Accumulation buildAccumulation(int64_t stage, StringRef name, ArrayRef<NamedValue> grads) {
+  /// A gradient two stages of one rank return (the V's tied embedding): the
+  /// first stage's piece is renamed `grad_part/<p>` (a rank keeps one
+  /// `grad/<p>` per micro-batch) and the last stage's accumulation adds it,
+  /// b + a as the two-rank pf.reduce_microbatch and, addition being
+  /// commutative, the single-process a + b bit for bit, then weights the sum.
+  /// With one micro-batch the function only adds.
+  void buildPartAccumulateFunctions(const std::map<std::string, TiedGradient> &tied) {
+    std::map<std::pair<int64_t, int64_t>, SmallVector<NamedValue>> byStages;
+    for (const auto &[name, entry] : tied)
+      if (entry.sameRank)
+        byStages[{entry.firstStage, entry.lastStage}].push_back({name, entry.type});
+    for (auto &[firstAndLast, grads] : byStages) {
+      auto [first, last] = firstAndLast;
+      func::FuncOp returner = stages[first].gradientReturner();
+      for (unsigned i = 0, e = returner.getNumResults(); i < e; ++i)
+        if (auto name = returner.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+            name && llvm::any_of(grads, [&](const NamedValue &g) { return g.name == name; }))
+          returner.setResultAttr(i, kNameAttrName,
+                                 StringAttr::get(module.getContext(), partName(name)));
+      std::string name = "stage" + std::to_string(last) + "_accumulate_tied";
+      Accumulation functions;
+      if (microbatches < 2)
+        functions.first = buildAccumulate(last, name, grads, Position::Only, true);
+      else
+        functions = buildAccumulation(last, name, grads, true);
+      partAccumulateFunctions[last] = {first, functions};
+    }
+  }
+
+  Accumulation buildAccumulation(int64_t stage, StringRef name, ArrayRef<NamedValue> grads,
+                                 bool parts = false) {
     Accumulation functions;
-    functions.first = buildAccumulate(stage, (name + "_first").str(), grads, Position::First);
+    functions.first =
+        buildAccumulate(stage, (name + "_first").str(), grads, Position::First, parts);
     if (microbatches > 2)
-      functions.middle = buildAccumulate(stage, name.str(), grads, Position::Middle);
-    functions.last = buildAccumulate(stage, (name + "_last").str(), grads, Position::Last);
+      functions.middle = buildAccumulate(stage, name.str(), grads, Position::Middle, parts);
+    functions.last = buildAccumulate(stage, (name + "_last").str(), grads, Position::Last, parts);
     return functions;
   }
 
-  enum class Position { First, Middle, Last };
+  /// Only: the step's one micro-batch, nothing weighted.
+  enum class Position { First, Middle, Last, Only };
 
-  func::FuncOp buildAccumulate(int64_t stage, const std::string &name,
-                               ArrayRef<NamedValue> grads, Position position) {
+  /// With `parts`, each grad/<p> has a same-rank `grad_part/<p>` added first.
+  func::FuncOp buildAccumulate(int64_t stage, const std::string &name, ArrayRef<NamedValue> grads,
+                               Position position, bool parts = false) {
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
     auto scalarI64 = RankedTensorType::get({}, b.getI64Type());
-    const bool continues = position != Position::First;
+    const bool continues = position == Position::Middle || position == Position::Last;
+    const bool weights = position != Position::Only;
     SmallVector<Type> inputs, results;
     SmallVector<std::string> inputNames;
     for (const NamedValue &grad : grads) {
       inputs.push_back(grad.type);
       inputNames.push_back(grad.name);
+      if (parts) {
+        inputs.push_back(grad.type);
+        inputNames.push_back(partName(grad.name));
+      }
       if (continues) {
         inputs.push_back(grad.type);
         inputNames.push_back(sumName(grad.name));
       }
       results.push_back(grad.type);
     }
-    inputs.push_back(scalarI64);
-    inputNames.push_back("loss_count");
+    if (weights) {
+      inputs.push_back(scalarI64);
+      inputNames.push_back("loss_count");
+    }
     if (position == Position::Last) {
       inputs.push_back(scalarI64);
       inputNames.push_back("loss_total");
@@ -579,18 +658,25 @@ struct BuildRankProgramsPass
     for (auto [i, grad] : llvm::enumerate(grads))
       func.setResultAttr(unsigned(i), kNameAttrName, b.getStringAttr(sumName(grad.name)));
     b.setInsertionPointToEnd(entry);
-    const unsigned perGrad = continues ? 2 : 1;
-    Value count = entry->getArgument(perGrad * grads.size());
+    const unsigned perGrad = 1 + unsigned(parts) + unsigned(continues);
+    Value count = weights ? entry->getArgument(perGrad * grads.size()) : Value();
     SmallVector<Value> sums;
     for (auto [i, grad] : llvm::enumerate(grads)) {
       TypeAttr to = TypeAttr::get(grad.type.getElementType());
       Value piece = entry->getArgument(perGrad * i);
+      if (parts)
+        piece = AddOp::create(b, loc, piece, entry->getArgument(perGrad * i + 1));
+      if (!weights) {
+        sums.push_back(piece);
+        continue;
+      }
       Value term = MulOp::create(b, loc, grad.type, piece, CastOp::create(b, loc, count, to));
       if (!continues) {
         sums.push_back(term);
         continue;
       }
-      Value added = AddOp::create(b, loc, entry->getArgument(perGrad * i + 1), term);
+      Value added =
+          AddOp::create(b, loc, entry->getArgument(perGrad * i + unsigned(parts) + 1), term);
       if (position == Position::Middle) {
         sums.push_back(added);
         continue;
@@ -605,6 +691,9 @@ struct BuildRankProgramsPass
 
   static std::string sumName(StringRef grad) {
     return ("grad_sum/" + grad.drop_front(StringRef("grad/").size())).str();
+  }
+  static std::string partName(StringRef grad) {
+    return ("grad_part/" + grad.drop_front(StringRef("grad/").size())).str();
   }
 
   /// Per pf.reduce_microbatch'd gradient, by micro-batch: when the first
@@ -631,7 +720,7 @@ struct BuildRankProgramsPass
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     Location loc = module.getLoc();
     findHandOvers(events, tied);
-    if (isChimera() && splitPrecondition)
+    if (hasTwoPipes() && splitPrecondition)
       splitPreconditioning();
     for (int64_t rank = 0; rank < numRanks; ++rank) {
       SmallVector<int64_t> held;
@@ -650,7 +739,7 @@ struct BuildRankProgramsPass
       // Per stage: the micro-batches whose gradients are out and the next
       // one to accumulate (micro-batch order, whatever the pass order).
       std::map<int64_t, std::set<int64_t>> gradientsOut;
-      std::map<int64_t, int64_t> nextToAccumulate, nextReducedToAccumulate;
+      std::map<int64_t, int64_t> nextToAccumulate, nextReducedToAccumulate, nextPartToAccumulate;
       // pf.reduce_microbatch: on the root, (when the other member's pass
       // ends, name, micro-batch) in time order, and per stage and micro-batch how many of
       // its reduces ran; on the other member, those due after the current
@@ -690,6 +779,16 @@ struct BuildRankProgramsPass
           for (int64_t &next = nextReducedToAccumulate[stage];
                reducesDone[stage][next] == reducesPerMicrobatch[stage]; ++next)
             emitAccumulate(reduced->second, next);
+        // A same-rank tied gradient once both of its stages returned the
+        // micro-batch's pieces.
+        for (const auto &[last, firstAndFunctions] : partAccumulateFunctions) {
+          const auto &[first, functions] = firstAndFunctions;
+          if (stage != first && stage != last)
+            continue;
+          for (int64_t &next = nextPartToAccumulate[last];
+               gradientsOut[first].count(next) && gradientsOut[last].count(next); ++next)
+            emitAccumulate(functions, next);
+        }
       };
       // The other member posts micro-batch m's piece right after the pass
       // returning it (and that pass's sends); the root takes it before its
@@ -749,7 +848,7 @@ struct BuildRankProgramsPass
       emitFactors();
       emitRootReduces(std::numeric_limits<int64_t>::max());
       for (const auto &[name, entry] : tied) {
-        if (!llvm::is_contained(entry.ranks, rank))
+        if (entry.sameRank || !llvm::is_contained(entry.ranks, rank))
           continue;
         if (entry.perMicrobatch)
           BroadcastOp::create(body, loc, name, uint64_t(entry.root()), entry.ranks, entry.type);

@@ -37,9 +37,12 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   gradients.tagOrigin = true;
   pm.addPass(createPFBuildGradients(gradients));
   PFSplitStagesOptions split;
-  bool interleaved = pipeline.schedule == ::pf::sched::ScheduleKind::Interleaved;
-  split.stages = interleaved ? pipeline.stages * pipeline.chunks : pipeline.stages;
-  // Zero-bubble schedules run the input and weight halves of each backward.
+  // Interleaved cuts ranks × chunks stages, the V schedules (zb-v, dualpipev)
+  // two per rank.
+  split.stages =
+      ::pf::sched::stagesFor(pipeline.schedule, int(pipeline.stages), int(pipeline.chunks));
+  // Zero-bubble schedules and DualPipe(V) run the input and weight halves of
+  // each backward.
   split.splitBackward = ::pf::sched::splitsBackward(pipeline.schedule);
   // K-FAC factor updates: one per call, 1/N of the step's running average each.
   split.microbatches = pipeline.microbatches;
@@ -82,16 +85,18 @@ struct PipelinedTrainingOptions {
     training.bindOptions(binder);
     binder.opt("stages", pipeline.stages, "Pipeline stages, one per rank");
     binder.opt("schedule", pipeline.schedule,
-               "Pipeline schedule (gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera)",
+               "Pipeline schedule (gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera, zb-v, "
+               "dualpipe, dualpipev)",
                scheduleKindValues());
     binder.opt("chunks", pipeline.chunks, "interleaved: model chunks per rank");
     binder.opt("kfac-work", pipeline.kfac,
                "With kfac=true: inverses at every step's end, or per-layer inverse functions "
                "for the bubbles (the window programs are added after a measured warm-up)",
                kfacWorkValues());
-    binder.opt("split-precondition", pipeline.splitPrecondition,
-               "chimera with kfac=true: each layer's preconditioning on one replica, its "
-               "result broadcast to the other (false: both replicas precondition every layer)");
+    binder.opt(
+        "split-precondition", pipeline.splitPrecondition,
+        "chimera and dualpipe with kfac=true: each layer's preconditioning on one replica, its "
+        "result broadcast to the other (false: both replicas precondition every layer)");
     binder.opt("tied-per-microbatch", pipeline.tiedPerMicrobatch,
                "the tied embedding's gradient handed to the last stage's rank and accumulated "
                "there per micro-batch (false: one step-end all-reduce of every piece)");

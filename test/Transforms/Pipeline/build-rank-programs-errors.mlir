@@ -10,7 +10,7 @@
 // ZB-WEIGHT: error: pf-build-rank-programs: schedule 'zb-h1' needs @stage1_backward_input and @stage1_backward_weight (run pf-split-stages with split-backward=true)
 // INTERLEAVED: error: pf-build-rank-programs: interleaved needs chunks >= 2 and at least 2 ranks of `chunks` stages each
 // ZERO: error: pf-build-rank-programs: microbatches must be >= 1, got 0
-// UNKNOWN: for the --schedule option: schedule must be gpipe, 1f1b, interleaved, chimera, zb-h1 or zb-h2, got '2f2b'
+// UNKNOWN: for the --schedule option: schedule must be gpipe, 1f1b, interleaved, chimera, zb-h1, zb-h2, zb-v, dualpipe or dualpipev, got '2f2b'
 
 // expected-error@+1 {{pf-build-rank-programs: no stage functions (@stage0_forward, ...); run pf-split-stages first}}
 module {

@@ -102,7 +102,10 @@ struct PipelineRunOptions {
   template <typename Binder>
   void bindOptions(Binder &binder) {
     binder.opt("stages", stages, "Pipeline stages, one per rank (0: the job's ranks)");
-    binder.opt("schedule", schedule, "Pipeline schedule (gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera)", scheduleKindValues());
+    binder.opt("schedule", schedule,
+               "Pipeline schedule (gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera, zb-v, "
+               "dualpipe, dualpipev)",
+               scheduleKindValues());
     binder.opt("microbatches", microbatches, "Micro-batches per step");
     binder.opt("chunks", chunks,
                "interleaved: model chunks per rank (stage s on rank s mod ranks)");
@@ -119,9 +122,10 @@ struct PipelineRunOptions {
     binder.opt("max-refresh", maxRefresh,
                "kfac=bubbles, refresh=0: the largest K the scheduler may choose (staler "
                "curvature beyond it; the K-FAC work left over lengthens the step)");
-    binder.opt("split-precondition", splitPrecondition,
-               "chimera with --kfac: each layer's preconditioning on one replica, its result "
-               "broadcast to the other (false: both replicas precondition every layer)");
+    binder.opt(
+        "split-precondition", splitPrecondition,
+        "chimera and dualpipe with --kfac: each layer's preconditioning on one replica, its result "
+        "broadcast to the other (false: both replicas precondition every layer)");
     binder.opt("tied-per-microbatch", tiedPerMicrobatch,
                "the tied embedding's gradient handed to the last stage's rank and accumulated "
                "there per micro-batch (false: every micro-batch's piece kept on both ranks to "

@@ -543,27 +543,49 @@ private:
   /// micro-batch in micro-batch order (the order of the single-process sum),
   /// each after that micro-batch's backward (its weight half when split) on
   /// the same rank; after the first micro-batch each call takes the running
-  /// sums it continues.
+  /// sums it continues. A rank holds one piece of a gradient per micro-batch:
+  /// no two of its calls return the same `grad/*` (or a same-rank
+  /// `grad_part/*`) of one micro-batch, and an accumulate call takes only
+  /// pieces a call of its micro-batch returned before it.
   LogicalResult checkAccumulates() {
     bool ok = true;
     // (stage, the sums it returns) -> (rank, next micro-batch): a stage may
     // sum its own gradients and, on a reduce's root, the reduced ones apart.
     std::map<std::pair<int64_t, std::string>, std::pair<int64_t, int64_t>> next;
+    auto isPiece = [](StringRef name) {
+      return name.starts_with("grad/") || name.starts_with("grad_part/");
+    };
     for (auto [rank, program] : llvm::enumerate(programs)) {
       std::set<std::pair<int64_t, int64_t>> backwardDone; // (stage, micro-batch)
+      std::set<std::pair<std::string, int64_t>> returned; // (piece, micro-batch)
       for (auto [index, op] : llvm::enumerate(program.ops)) {
         auto run = dyn_cast<RunStageOp>(op);
         if (!run || !run.getMicrobatch())
           continue;
         int64_t stage = stageOf(run), micro = int64_t(*run.getMicrobatch());
         StageTaskKind kind = run.getKind();
+        Position at{int64_t(rank), index};
+        if (kind != StageTaskKind::Accumulate)
+          for (const std::string &name : resultNames(run))
+            if (isPiece(name) && !returned.insert({name, micro}).second) {
+              ok = false;
+              error(at) << describe(run) << " returns '" << name << "' of micro-batch " << micro
+                        << " a second time on this rank (a rank holds one piece per "
+                           "micro-batch: two stages of one rank sum theirs by an accumulate "
+                           "call taking the first's as grad_part/*)";
+            }
         if (kind == StageTaskKind::Backward || kind == StageTaskKind::BackwardWeight) {
           backwardDone.insert({stage, micro});
           continue;
         }
         if (kind != StageTaskKind::Accumulate)
           continue;
-        Position at{int64_t(rank), index};
+        for (const std::string &name : namesOf(run, false))
+          if (isPiece(name) && !returned.count({name, micro})) {
+            ok = false;
+            error(at) << describe(run) << " of micro-batch " << micro << " takes '" << name
+                      << "', which no call of that micro-batch returned on this rank before it";
+          }
         SmallVector<std::string> sums = resultNames(run);
         auto [it, fresh] = next.try_emplace({stage, llvm::join(sums, ",")}, int64_t(rank), 0);
         if (!fresh && it->second.first != int64_t(rank)) {
