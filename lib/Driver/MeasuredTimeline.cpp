@@ -427,12 +427,15 @@ struct MeasuredCosts {
 };
 
 /// Whether `rank` may run a pass of `stage` under `kind` (stage s on rank s;
-/// interleaved: on rank s mod D; Chimera: on rank s or D-1-s).
+/// interleaved: on rank s mod D; Chimera, DualPipe: on rank s or D-1-s; ZB-V,
+/// DualPipeV: on rank s or 2D-1-s).
 bool runsOn(sched::ScheduleKind kind, int64_t stage, int32_t rank, int32_t ranks) {
   if (kind == sched::ScheduleKind::Interleaved)
     return stage % ranks == rank;
-  if (kind == sched::ScheduleKind::Chimera)
+  if (kind == sched::ScheduleKind::Chimera || kind == sched::ScheduleKind::DualPipe)
     return stage == rank || stage == ranks - 1 - rank;
+  if (sched::placementOf(kind) == sched::Placement::VShape)
+    return stage == rank || stage == 2 * ranks - 1 - rank;
   return stage == rank;
 }
 
@@ -474,8 +477,11 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
         return error("measured run: a pipeline pass without a stage: " + describe(e));
       if (e.stage >= run.stages || !runsOn(kind, e.stage, e.rank, run.ranks))
         return error("simulateFromMeasured: the " + run.schedule + " schedule runs stage " +
-                     llvm::Twine(e.stage) + " elsewhere (stage s on rank s; interleaved: "
-                     "on rank s mod D; chimera: on rank s or D-1-s): " + describe(e));
+                     llvm::Twine(e.stage) +
+                     " elsewhere (stage s on rank s; interleaved: "
+                     "on rank s mod D; chimera, dualpipe: on rank s or D-1-s; zb-v, dualpipev: "
+                     "on rank s or 2D-1-s): " +
+                     describe(e));
       StageMeans &m = stages[e.stage];
       Mean &target = e.kind == MeasuredKind::Forward    ? m.forward
                      : e.kind == MeasuredKind::Backward ? m.backward
@@ -557,12 +563,15 @@ llvm::Expected<MeasuredCosts> measureCosts(const MeasuredRun &run, int64_t first
 /// s mod D); Chimera's two replicas share each stage's means.
 llvm::Error checkStagesFit(const MeasuredRun &run, sched::ScheduleKind kind, const char *who) {
   bool interleaved = kind == sched::ScheduleKind::Interleaved;
+  bool vShape = sched::placementOf(kind) == sched::Placement::VShape;
   if (interleaved ? (run.ranks >= 1 && run.stages % run.ranks == 0 && run.stages / run.ranks >= 2)
+      : vShape    ? run.stages == 2 * run.ranks
                   : run.stages == run.ranks)
     return llvm::Error::success();
   return error(llvm::Twine(who) + ": " + llvm::Twine(run.stages) + " stages on " +
                llvm::Twine(run.ranks) + " ranks do not fit the " + run.schedule +
-               " schedule (one stage per rank; interleaved: chunks >= 2 per rank)");
+               " schedule (one stage per rank; interleaved: chunks >= 2 per rank; zb-v, "
+               "dualpipev: two per rank)");
 }
 
 /// The run's schedule kind, or an error naming the unknown one.

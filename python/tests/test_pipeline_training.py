@@ -435,7 +435,8 @@ def test_wrong_number_of_ranks_is_refused(setup):
 
 @pytest.mark.parametrize("spec,args,message", [
     ("schedule=foo microbatches=2", (),
-     "schedule must be gpipe, 1f1b, interleaved, chimera, zb-h1 or zb-h2, got 'foo'"),
+     "schedule must be gpipe, 1f1b, interleaved, chimera, zb-h1, zb-h2, zb-v, dualpipe or "
+     "dualpipev, got 'foo'"),
     ("microbatches=3", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 3"),
     ("microbatches=0", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 0"),
     ("bogus=1", (), "no such option bogus"),
@@ -633,6 +634,26 @@ def test_trace_and_svg_of_every_rank(setup, tmp_path):
         assert all(e["dur"] >= 0 for e in compute + comm)
     text = svg.read_text()
     assert text.startswith("<svg") and text.count("<rect") >= len(events)
+
+
+@pytest.mark.parametrize("model,schedule,stages", [
+    ("mini", "zb-v", [{0, 3}, {1, 2}]),  # the V: stages s and 2D-1-s on rank s
+    ("tiny", "dualpipe", [{0, 1}, {0, 1}]),  # two pipes: stage s on ranks s and D-1-s
+])
+def test_measured_report_of_the_v_and_dualpipe_schedules(setup, tmp_path, model, schedule,
+                                                         stages):
+    """The measured-vs-simulated report takes the placements of the new
+    schedules (it refused their passes as running elsewhere before)."""
+    trace = tmp_path / "run.json"
+    proc = _pipeline(setup, 2, model, f"schedule={schedule} microbatches=4", "--steps", 3,
+                     "--trace", trace, timeout=90)
+    assert f"measured vs simulated: {schedule}, 2 ranks, 4 micro-batches" in proc.stdout, \
+        proc.stdout
+    assert "no simulated comparison" not in proc.stdout, proc.stdout
+    events = [e for e in json.loads(trace.read_text())["traceEvents"]
+              if e["ph"] == "X" and e["cat"] == "forward"]
+    for rank in range(2):
+        assert {e["args"]["stage"] for e in events if e["tid"] == 2 * rank} == stages[rank]
 
 
 def test_pf_run_training_step_with_the_pipeline(setup, tmp_path):
