@@ -485,6 +485,65 @@ TEST_F(KfacTest, EigenFailuresKeepThePreviousDecomposition) {
       << pfrt_last_error(ctx);
 }
 
+/// A layer's two factors are inverted side by side on a 2-thread context,
+/// one thread each: the bits equal a 1-thread context's and each equals
+/// pfrt_kfac_inverse with its pi-damping; a bad factor keeps its previous
+/// inverse while the other one is refreshed, and the context says why.
+TEST(KfacThreads, DampedInversesSideBySideEqualOneThread) {
+  pfrt_context_options opts;
+  pfrt_context_options_init(&opts);
+  opts.num_threads = 1;
+  pfrt_context *one = pfrt_context_create(&opts);
+  opts.num_threads = 2;
+  pfrt_context *two = pfrt_context_create(&opts);
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  Tensor<float> xa = random<float>({400, 129}, -1, 1, 3), xb = random<float>({400, 257}, -1, 1, 4);
+  Tensor<float> a({129, 129}), b({257, 257});
+  pfrt_tensor txa = xa.desc(), txb = xb.desc(), ta = a.desc(), tb = b.desc();
+  ASSERT_EQ(pfrt_kfac_factor(one, &txa, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &ta), PFRT_OK);
+  ASSERT_EQ(pfrt_kfac_factor(one, &txb, 0, 1.0, PFRT_KFAC_OVERWRITE, 0, &tb), PFRT_OK);
+  const double damping = 1e-3;
+  Tensor<float> ai1({129, 129}), bi1({257, 257}), ai2({129, 129}), bi2({257, 257});
+  pfrt_tensor tai1 = ai1.desc(), tbi1 = bi1.desc(), tai2 = ai2.desc(), tbi2 = bi2.desc();
+  int32_t outcome1 = -1, outcome2 = -1;
+  ASSERT_EQ(pfrt_kfac_damped_inverses(one, &ta, &tb, damping, 2, &tai1, &tbi1, &outcome1), PFRT_OK);
+  ASSERT_EQ(pfrt_kfac_damped_inverses(two, &ta, &tb, damping, 2, &tai2, &tbi2, &outcome2), PFRT_OK);
+  EXPECT_EQ(outcome1, PFRT_KFAC_INVERTED);
+  EXPECT_EQ(outcome2, PFRT_KFAC_INVERTED);
+  EXPECT_EQ(ai1.data, ai2.data);
+  EXPECT_EQ(bi1.data, bi2.data);
+  double pi = 0;
+  ASSERT_EQ(pfrt_kfac_pi(two, &ta, &tb, &pi), PFRT_OK);
+  Tensor<float> alone({129, 129});
+  pfrt_tensor talone = alone.desc();
+  ASSERT_EQ(pfrt_kfac_inverse(two, &ta, std::sqrt(damping) * pi, &talone), PFRT_OK);
+  EXPECT_EQ(alone.data, ai2.data);
+  Matrix damped = asDouble(a);
+  for (int i = 0; i < 129; ++i)
+    damped[i * 129 + i] += std::sqrt(damping) * pi;
+  EXPECT_LT(relErr(asDouble(ai2), inverseRef(damped, 129)), 1e-3);
+
+  // A NaN off b's diagonal (the traces, so pi, stay finite): b's inverse
+  // is kept, a's refreshed, the message says why.
+  Tensor<float> bad = b;
+  bad[5] = NAN;
+  pfrt_tensor tbad = bad.desc();
+  Tensor<float> ai3({129, 129}), bi3({257, 257}, std::vector<float>(257 * 257, 7.0f));
+  pfrt_tensor tai3 = ai3.desc(), tbi3 = bi3.desc();
+  int32_t outcome3 = -1;
+  ASSERT_EQ(pfrt_kfac_damped_inverses(two, &ta, &tbad, damping, 2, &tai3, &tbi3, &outcome3),
+            PFRT_OK);
+  EXPECT_EQ(outcome3, PFRT_KFAC_KEPT_PREVIOUS);
+  EXPECT_NE(std::string(pfrt_last_error(two)).find("NaN"), std::string::npos)
+      << pfrt_last_error(two);
+  for (float v : bi3.data)
+    ASSERT_EQ(v, 7.0f);
+  EXPECT_EQ(ai3.data, ai2.data);
+  pfrt_context_destroy(one);
+  pfrt_context_destroy(two);
+}
+
 TEST_F(KfacTest, Errors) {
   Tensor<float> x = random<float>({4, 3}), f({3, 3}), fb({4, 4}), rect({3, 4});
   Tensor<double> fd({3, 3});

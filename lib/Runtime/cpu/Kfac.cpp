@@ -26,8 +26,14 @@
 #include <cblas.h>
 #include <lapack.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -102,22 +108,42 @@ lapack_int syevd(int64_t n, double *a, double *w) {
   return syevd(n, a, w, [](auto... args) { LAPACK_dsyevd(args...); });
 }
 
-/// Copies the lower triangle of a row-major [n, n] matrix onto the upper.
+/// Copies the lower triangle of rows [ib, ib + kTile) of a row-major [n, n]
+/// matrix onto the upper, a column tile at a time: the strided reads stay in
+/// one band of kTile rows instead of sweeping the whole matrix per row.
 template <class T>
-void mirrorLower(const pfrt_context *ctx, T *f, int64_t n) {
-  parallelFor(ctx, n, n / 2 + 1, [&](int64_t i) {
-    for (int64_t j = i + 1; j < n; ++j)
-      f[i * n + j] = f[j * n + i];
-  });
+void mirrorLowerTile(T *f, int64_t n, int64_t ib) {
+  const int64_t iEnd = std::min(ib + kTile, n);
+  for (int64_t jb = ib; jb < n; jb += kTile) {
+    const int64_t jEnd = std::min(jb + kTile, n);
+    for (int64_t i = ib; i < iEnd; ++i)
+      for (int64_t j = std::max(jb, i + 1); j < jEnd; ++j)
+        f[i * n + j] = f[j * n + i];
+  }
 }
 
+/// Copies the lower triangle of a row-major [n, n] matrix onto the upper;
+/// `ctx` null: on the calling thread (inside a team).
+template <class T>
+void mirrorLower(const pfrt_context *ctx, T *f, int64_t n) {
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  if (!ctx) {
+    for (int64_t t = 0; t < tiles; ++t)
+      mirrorLowerTile(f, n, t * kTile);
+    return;
+  }
+  parallelFor(ctx, tiles, n * kTile / 2 + 1, [&](int64_t t) { mirrorLowerTile(f, n, t * kTile); });
+}
+
+/// `ctx` null: on the calling thread (inside a team).
 template <class T> bool allFinite(const pfrt_context *ctx, const T *p,
                                   int64_t n) {
   // A sum of x * 0 is NaN exactly when some x is NaN or Inf; the
   // fixed-partition sum vectorizes and keeps the scan thread-count-free.
-  const double bad = deterministicSum(ctx, n, [&](int64_t begin, int64_t end) {
+  auto partial = [&](int64_t begin, int64_t end) {
     return laneSum(begin, end, [&](int64_t i) { return double(p[i]) * 0.0; });
-  });
+  };
+  const double bad = ctx ? deterministicSum(ctx, n, partial) : partial(0, n);
   return bad == 0.0;
 }
 
@@ -237,6 +263,136 @@ void eigenSandwich(const pfrt_context *ctx, const T *l, const T *lL, const T *j,
   gemm(ctx, g, t, r, out); // out = t R^T
 }
 
+/// Order from which a factor's Cholesky inverse uses the context's threads.
+/// Below it OpenBLAS' threaded potrf/potri fork and join a team for every
+/// panel, which gains little (2 cores: order 1024 in 13.4 ms on 2 threads,
+/// 14.6 ms on one; 2048: 44 ms against 81 ms) and loses much when idle OpenMP
+/// workers sleep at once (pf's passive wait policy: the BERT-mini K-FAC step
+/// spent 1.1 s of its 1.2 s there). Smaller factors run on one thread each,
+/// a layer's two side by side, and their bits do not depend on the threads.
+constexpr int64_t kThreadedInverseOrder = 1536;
+
+/// One damped inverse, (F + d I)^-1 into `inverse`, computed on a workspace
+/// so a failure leaves `inverse` as it was. `threads` BLAS threads, or 0:
+/// inside a team (OpenBLAS set to one thread before it; every scan on the
+/// calling thread; no message recorded on the context, which the other
+/// member of the team shares). Returns the status and, on failure, why.
+struct InverseResult {
+  pfrt_status status = PFRT_OK;
+  std::string message;
+};
+
+template <class T>
+InverseResult dampedInverse(const pfrt_context *ctx, const T *f, int64_t n, double damping,
+                            T *inverse, int threads) {
+  const pfrt_context *scans = threads > 0 ? ctx : nullptr;
+  auto failed = [](pfrt_status status, std::string message) {
+    return InverseResult{status, std::move(message)};
+  };
+  if (!allFinite(scans, f, n * n))
+    return failed(PFRT_NUMERIC, "the factor contains NaN or Inf; the inverse was left unchanged");
+  std::unique_ptr<T, decltype(&std::free)> work(
+      static_cast<T *>(std::malloc(sizeof(T) * size_t(n) * size_t(n))), &std::free);
+  if (!work)
+    return failed(PFRT_OUT_OF_MEMORY,
+                  "cannot allocate a workspace of " + std::to_string(sizeof(T) * n * n) + " bytes");
+  T *w = work.get();
+  std::memcpy(w, f, sizeof(T) * n * n);
+  for (int64_t i = 0; i < n; ++i)
+    w[i * n + i] = T(double(w[i * n + i]) + damping);
+  lapack_int choleskyInfo = 0, inverseInfo = 0;
+  {
+    std::optional<BlasThreadsScope> team;
+    if (threads > 0)
+      team.emplace(threads);
+    choleskyInfo = potrf(n, w);
+    if (choleskyInfo == 0)
+      inverseInfo = potri(n, w);
+  }
+  char text[256];
+  if (choleskyInfo > 0 || inverseInfo > 0) {
+    std::snprintf(text, sizeof(text),
+                  choleskyInfo > 0 ? "factor + %g I is not positive definite (Cholesky failed "
+                                     "at leading minor %d of %lld); the inverse was left "
+                                     "unchanged"
+                                   : "factor + %g I is singular (potri found a zero pivot at "
+                                     "%d of %lld); the inverse was left unchanged",
+                  damping, int(choleskyInfo > 0 ? choleskyInfo : inverseInfo),
+                  static_cast<long long>(n));
+    return failed(PFRT_NUMERIC, text);
+  }
+  if (choleskyInfo < 0 || inverseInfo < 0)
+    return failed(PFRT_INTERNAL, "LAPACK returned " +
+                                     std::to_string(choleskyInfo < 0 ? choleskyInfo : inverseInfo));
+  mirrorLower(scans, w, n);
+  if (!allFinite(scans, w, n * n)) {
+    std::snprintf(text, sizeof(text),
+                  "the inverse of factor + %g I overflowed (ill-conditioned); the inverse was "
+                  "left unchanged",
+                  damping);
+    return failed(PFRT_NUMERIC, text);
+  }
+  std::memcpy(inverse, w, sizeof(T) * n * n);
+  return {};
+}
+
+/// The eigendecomposition of one factor into `vectors` (eigenvector k in
+/// column k) and `values` (ascending, clamped at 0), on a workspace so a
+/// failure leaves both as they were. `threads` as for dampedInverse.
+template <class T>
+InverseResult eigenInto(const pfrt_context *ctx, const T *f, int64_t n, T *vectors, T *values,
+                        int threads) {
+  const pfrt_context *scans = threads > 0 ? ctx : nullptr;
+  if (!allFinite(scans, f, n * n))
+    return {PFRT_NUMERIC, "the factor contains NaN or Inf; its eigendecomposition was left "
+                          "unchanged"};
+  std::unique_ptr<T, decltype(&std::free)> work(
+      static_cast<T *>(std::malloc(sizeof(T) * size_t(n) * size_t(n + 1))), &std::free);
+  if (!work)
+    return {PFRT_OUT_OF_MEMORY,
+            "cannot allocate a workspace of " + std::to_string(sizeof(T) * n * (n + 1)) + " bytes"};
+  T *q = work.get(), *w = q + n * n;
+  std::memcpy(q, f, sizeof(T) * n * n);
+  lapack_int info = 0;
+  {
+    std::optional<BlasThreadsScope> team;
+    if (threads > 0)
+      team.emplace(threads);
+    info = syevd(n, q, w);
+  }
+  if (info > 0) {
+    char text[192];
+    std::snprintf(text, sizeof(text),
+                  "the eigensolver did not converge (syevd info %d of %lld); the "
+                  "eigendecomposition was left unchanged",
+                  int(info), static_cast<long long>(n));
+    return {PFRT_NUMERIC, text};
+  }
+  if (info < 0)
+    return {PFRT_INTERNAL, "LAPACK returned " + std::to_string(info)};
+  if (!allFinite(scans, q, n * n + n))
+    return {PFRT_NUMERIC, "the eigendecomposition is not finite; it was left unchanged"};
+  // q holds eigenvector k in its row k (LAPACK's column-major columns): the
+  // result wants it in column k.
+  auto transposeRow = [&](int64_t i) {
+    for (int64_t k = 0; k < n; ++k)
+      vectors[i * n + k] = q[k * n + i];
+  };
+  if (scans)
+    parallelFor(scans, n, n, transposeRow);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      transposeRow(i);
+  for (int64_t k = 0; k < n; ++k)
+    values[k] = w[k] > T(0) ? w[k] : T(0);
+  return {};
+}
+
+/// The BLAS threads of one factor's inverse on the context's threads.
+int inverseThreads(const pfrt_context *ctx, int64_t n) {
+  return n < kThreadedInverseOrder ? 1 : ctx->numThreads;
+}
+
 } // namespace
 
 extern "C" {
@@ -323,37 +479,10 @@ pfrt_status pfrt_kfac_inverse_cpu(pfrt_context *ctx, const pfrt_tensor *factor,
     return PFRT_OK;
   return visitFloat(factor->dtype, [&](auto tag) -> pfrt_status {
     using T = typename decltype(tag)::type;
-    const T *f = static_cast<const T *>(factor->data);
-    if (!allFinite(ctx, f, n * n))
-      return call.fail(PFRT_NUMERIC, "the factor contains NaN or Inf; the "
-                       "inverse was left unchanged");
-    Scratch<T> work;
-    PFRT_TRY(work.allocate(call, n * n));
-    std::memcpy(work.data(), f, sizeof(T) * n * n);
-    for (int64_t i = 0; i < n; ++i)
-      work[i * n + i] = T(double(work[i * n + i]) + damping);
-    BlasThreadsScope team(ctx->numThreads);
-    lapack_int info = potrf(n, work.data());
-    if (info > 0)
-      return call.fail(PFRT_NUMERIC, "factor + %g I is not positive definite "
-                       "(Cholesky failed at leading minor %d of %lld); the "
-                       "inverse was left unchanged", damping, int(info),
-                       static_cast<long long>(n));
-    if (info == 0)
-      info = potri(n, work.data());
-    if (info > 0)
-      return call.fail(PFRT_NUMERIC, "factor + %g I is singular (potri "
-                       "found a zero pivot at %d of %lld); the inverse was "
-                       "left unchanged", damping, int(info),
-                       static_cast<long long>(n));
-    if (info < 0)
-      return call.fail(PFRT_INTERNAL, "LAPACK returned %d", int(info));
-    mirrorLower(ctx, work.data(), n);
-    if (!allFinite(ctx, work.data(), n * n))
-      return call.fail(PFRT_NUMERIC, "the inverse of factor + %g I overflowed "
-                       "(ill-conditioned); the inverse was left unchanged",
-                       damping);
-    std::memcpy(inverse->data, work.data(), sizeof(T) * n * n);
+    InverseResult result = dampedInverse(ctx, static_cast<const T *>(factor->data), n, damping,
+                                         static_cast<T *>(inverse->data), inverseThreads(ctx, n));
+    if (result.status != PFRT_OK)
+      return call.fail(result.status, "%s", result.message.c_str());
     return PFRT_OK;
   });
 }
@@ -451,38 +580,11 @@ pfrt_status pfrt_kfac_eigen_cpu(pfrt_context *ctx, const pfrt_tensor *factor,
     return PFRT_OK;
   return visitFloat(factor->dtype, [&](auto tag) -> pfrt_status {
     using T = typename decltype(tag)::type;
-    const T *f = static_cast<const T *>(factor->data);
-    if (!allFinite(ctx, f, n * n))
-      return call.fail(PFRT_NUMERIC, "the factor contains NaN or Inf; its "
-                       "eigendecomposition was left unchanged");
-    Scratch<T> work;
-    PFRT_TRY(work.allocate(call, n * n + n));
-    T *q = work.data(), *w = q + n * n;
-    std::memcpy(q, f, sizeof(T) * n * n);
-    lapack_int info;
-    {
-      BlasThreadsScope team(ctx->numThreads);
-      info = syevd(n, q, w);
-    }
-    if (info > 0)
-      return call.fail(PFRT_NUMERIC, "the eigensolver did not converge (syevd info %d "
-                       "of %lld); the eigendecomposition was left unchanged", int(info),
-                       static_cast<long long>(n));
-    if (info < 0)
-      return call.fail(PFRT_INTERNAL, "LAPACK returned %d", int(info));
-    if (!allFinite(ctx, q, n * n + n))
-      return call.fail(PFRT_NUMERIC, "the eigendecomposition is not finite; it was "
-                       "left unchanged");
-    // q holds eigenvector k in its row k (LAPACK's column-major columns):
-    // the result wants it in column k.
-    T *out = static_cast<T *>(vectors->data);
-    parallelFor(ctx, n, n, [&](int64_t i) {
-      for (int64_t k = 0; k < n; ++k)
-        out[i * n + k] = q[k * n + i];
-    });
-    T *lam = static_cast<T *>(values->data);
-    for (int64_t k = 0; k < n; ++k)
-      lam[k] = w[k] > T(0) ? w[k] : T(0);
+    InverseResult result =
+        eigenInto(ctx, static_cast<const T *>(factor->data), n, static_cast<T *>(vectors->data),
+                  static_cast<T *>(values->data), inverseThreads(ctx, n));
+    if (result.status != PFRT_OK)
+      return call.fail(result.status, "%s", result.message.c_str());
     return PFRT_OK;
   });
 }
@@ -541,22 +643,39 @@ pfrt_status pfrt_kfac_precondition_eigen_cpu(
 //===------------------------- damped inverses --------------------------===//
 
 namespace {
-/// Inverts `factor` with `damping`, raising it tenfold up to `retries` times
-/// when the factor is numerically bad; other errors are returned as they are.
-pfrt_status invertWithRetries(pfrt_context *ctx, const pfrt_tensor *factor, double damping,
-                              int32_t retries, const pfrt_tensor *inverse, int32_t *outcome) {
+/// One factor of a layer: inverted with `damping`, raised tenfold up to
+/// `retries` times while the factor is numerically bad (NaN/Inf, not
+/// positive definite, overflow); `outcome` says which. Any other failure
+/// is returned with its message.
+struct RetriedInverse {
+  InverseResult result;
+  int32_t outcome = PFRT_KFAC_KEPT_PREVIOUS;
+};
+
+RetriedInverse invertWithRetries(const pfrt_context *ctx, const pfrt_tensor *factor, double damping,
+                                 int32_t retries, const pfrt_tensor *inverse, int threads) {
+  RetriedInverse retried;
+  const int64_t n = factor->shape[0];
+  if (n == 0) {
+    retried.outcome = PFRT_KFAC_INVERTED;
+    return retried;
+  }
   for (int32_t attempt = 0; attempt <= retries; ++attempt) {
-    pfrt_status status = pfrt_kfac_inverse(ctx, factor, damping, inverse);
-    if (status == PFRT_OK) {
-      *outcome = attempt == 0 ? PFRT_KFAC_INVERTED : PFRT_KFAC_MORE_DAMPING;
-      return PFRT_OK;
+    retried.result = visitFloat(factor->dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return dampedInverse(ctx, static_cast<const T *>(factor->data), n, damping,
+                           static_cast<T *>(inverse->data), threads);
+    });
+    if (retried.result.status == PFRT_OK) {
+      retried.outcome = attempt == 0 ? PFRT_KFAC_INVERTED : PFRT_KFAC_MORE_DAMPING;
+      return retried;
     }
-    if (status != PFRT_NUMERIC)
-      return status;
+    if (retried.result.status != PFRT_NUMERIC)
+      return retried;
     damping = damping > 0 ? damping * 10 : 1e-6;
   }
-  *outcome = PFRT_KFAC_KEPT_PREVIOUS;
-  return PFRT_OK;
+  retried.outcome = PFRT_KFAC_KEPT_PREVIOUS; // the last attempt's message says why
+  return retried;
 }
 } // namespace
 
@@ -564,12 +683,14 @@ pfrt_status pfrt_kfac_damped_inverses_cpu(pfrt_context *ctx, const pfrt_tensor *
                                           const pfrt_tensor *b, double damping, int32_t retries,
                                           const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
                                           int32_t *outcome) {
-  if (!ctx)
-    return PFRT_INVALID_ARGUMENT;
-  if (!(damping >= 0) || retries < 0) {
-    Call call(ctx, "pfrt_kfac_damped_inverses");
-    return call.fail(PFRT_INVALID_ARGUMENT, "damping must be >= 0 and retries >= 0");
-  }
+  Call call(ctx, "pfrt_kfac_damped_inverses");
+  PFRT_TRY(call.begin());
+  if (!(damping >= 0) || !std::isfinite(damping) || retries < 0)
+    return call.fail(PFRT_INVALID_ARGUMENT, "damping must be finite and >= 0 and retries >= 0");
+  PFRT_TRY(checkSquare(call, "a", a, 0));
+  PFRT_TRY(floatLike(call, "a_inv", a_inv, a->dtype, Shape::of(*a)));
+  PFRT_TRY(checkSquare(call, "b", b, 0));
+  PFRT_TRY(floatLike(call, "b_inv", b_inv, b->dtype, Shape::of(*b)));
   double pi = 1;
   if (pfrt_kfac_pi(ctx, a, b, &pi) != PFRT_OK) {
     // Non-finite traces: neither factor can be inverted; keep both inverses.
@@ -577,14 +698,31 @@ pfrt_status pfrt_kfac_damped_inverses_cpu(pfrt_context *ctx, const pfrt_tensor *
       *outcome = PFRT_KFAC_KEPT_PREVIOUS;
     return PFRT_OK;
   }
-  double root = std::sqrt(damping);
-  int32_t ra = 0, rb = 0;
-  if (pfrt_status s = invertWithRetries(ctx, a, root * pi, retries, a_inv, &ra))
-    return s;
-  if (pfrt_status s = invertWithRetries(ctx, b, root / pi, retries, b_inv, &rb))
-    return s;
+  const double root = std::sqrt(damping);
+  const pfrt_tensor *factors[2] = {a, b}, *inverses[2] = {a_inv, b_inv};
+  const double dampings[2] = {root * pi, root / pi};
+  RetriedInverse done[2];
+  const int64_t largest = std::max(a->shape[0], b->shape[0]);
+  if (ctx->numThreads >= 2 && largest < kThreadedInverseOrder) {
+    // Side by side, one thread each (see kThreadedInverseOrder).
+    setBlasThreads(1);
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+    for (int k = 0; k < 2; ++k)
+      done[k] = invertWithRetries(ctx, factors[k], dampings[k], retries, inverses[k], 0);
+  } else {
+    for (int k = 0; k < 2; ++k)
+      done[k] = invertWithRetries(ctx, factors[k], dampings[k], retries, inverses[k],
+                                  inverseThreads(ctx, factors[k]->shape[0]));
+  }
+  for (const RetriedInverse &one : done) {
+    if (one.result.status == PFRT_OK)
+      continue;
+    if (one.result.status != PFRT_NUMERIC)
+      return call.fail(one.result.status, "%s", one.result.message.c_str());
+    (void)call.fail(PFRT_NUMERIC, "%s", one.result.message.c_str()); // kept: the message only
+  }
   if (outcome)
-    *outcome = ra > rb ? ra : rb;
+    *outcome = std::max(done[0].outcome, done[1].outcome);
   return PFRT_OK;
 }
 
@@ -593,16 +731,42 @@ pfrt_status pfrt_kfac_eigen_refresh_cpu(pfrt_context *ctx, const pfrt_tensor *a,
                                         const pfrt_tensor *a_values,
                                         const pfrt_tensor *b_vectors,
                                         const pfrt_tensor *b_values, int32_t *outcome) {
-  if (!ctx)
-    return PFRT_INVALID_ARGUMENT;
+  Call call(ctx, "pfrt_kfac_eigen");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(checkEigen(call, a, a_vectors, a_values));
+  PFRT_TRY(checkEigen(call, b, b_vectors, b_values));
+  const pfrt_tensor *factors[2] = {a, b}, *vectors[2] = {a_vectors, b_vectors},
+                    *values[2] = {a_values, b_values};
+  auto decompose = [&](int k, int threads) -> InverseResult {
+    const int64_t n = factors[k]->shape[0];
+    if (n == 0)
+      return {};
+    return visitFloat(factors[k]->dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return eigenInto(ctx, static_cast<const T *>(factors[k]->data), n,
+                       static_cast<T *>(vectors[k]->data), static_cast<T *>(values[k]->data),
+                       threads);
+    });
+  };
+  InverseResult done[2];
+  if (ctx->numThreads >= 2 && std::max(a->shape[0], b->shape[0]) < kThreadedInverseOrder) {
+    // Side by side, one thread each (see kThreadedInverseOrder).
+    setBlasThreads(1);
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+    for (int k = 0; k < 2; ++k)
+      done[k] = decompose(k, 0);
+  } else {
+    for (int k = 0; k < 2; ++k)
+      done[k] = decompose(k, inverseThreads(ctx, factors[k]->shape[0]));
+  }
   int32_t worst = PFRT_KFAC_INVERTED;
-  for (auto [factor, vectors, values] :
-       {std::tuple{a, a_vectors, a_values}, std::tuple{b, b_vectors, b_values}}) {
-    pfrt_status status = pfrt_kfac_eigen(ctx, factor, vectors, values);
-    if (status == PFRT_NUMERIC)
-      worst = PFRT_KFAC_KEPT_PREVIOUS;
-    else if (status != PFRT_OK)
-      return status;
+  for (const InverseResult &one : done) {
+    if (one.status == PFRT_OK)
+      continue;
+    if (one.status != PFRT_NUMERIC)
+      return call.fail(one.status, "%s", one.message.c_str());
+    (void)call.fail(PFRT_NUMERIC, "%s", one.message.c_str()); // kept: the message only
+    worst = PFRT_KFAC_KEPT_PREVIOUS;
   }
   if (outcome)
     *outcome = worst;
