@@ -704,8 +704,9 @@ pfrt_status pfrt_kfac_damped_inverses_cpu(pfrt_context *ctx, const pfrt_tensor *
   RetriedInverse done[2];
   const int64_t largest = std::max(a->shape[0], b->shape[0]);
   if (ctx->numThreads >= 2 && largest < kThreadedInverseOrder) {
-    // Side by side, one thread each (see kThreadedInverseOrder).
-    setBlasThreads(1);
+    // Side by side, one thread each (see kThreadedInverseOrder); the
+    // scope restores the caller's OpenMP default, which OpenBLAS also sets.
+    BlasThreadsScope oneEach(1);
 #pragma omp parallel for num_threads(2) schedule(static, 1)
     for (int k = 0; k < 2; ++k)
       done[k] = invertWithRetries(ctx, factors[k], dampings[k], retries, inverses[k], 0);
@@ -750,8 +751,9 @@ pfrt_status pfrt_kfac_eigen_refresh_cpu(pfrt_context *ctx, const pfrt_tensor *a,
   };
   InverseResult done[2];
   if (ctx->numThreads >= 2 && std::max(a->shape[0], b->shape[0]) < kThreadedInverseOrder) {
-    // Side by side, one thread each (see kThreadedInverseOrder).
-    setBlasThreads(1);
+    // Side by side, one thread each (see kThreadedInverseOrder); the
+    // scope restores the caller's OpenMP default, which OpenBLAS also sets.
+    BlasThreadsScope oneEach(1);
 #pragma omp parallel for num_threads(2) schedule(static, 1)
     for (int k = 0; k < 2; ++k)
       done[k] = decompose(k, 0);
