@@ -57,6 +57,11 @@ Expected<KfacPlan> planKfac(const PipelineStep &step, const CostModel &costs,
   // Negative (the default) means automatic; NaN or infinity means nothing.
   if (!std::isfinite(options.maxOverhead))
     return Status::error("the allowed overhead must be a finite number");
+  if (!std::isfinite(options.maxOverheadBeyond) || options.maxOverheadBeyond < 0)
+    return Status::error("the allowed overhead beyond the unmovable must be a finite "
+                         "number >= 0");
+  if (options.maxStaggerPeriod < 1)
+    return Status::error("the longest staggered refresh period must be positive");
   if (options.splitPieces < 1)
     return Status::error("split pieces must be at least 1");
   if (Status s = checkLimit("split pieces", options.splitPieces, kMaxSplitPieces,
@@ -75,9 +80,17 @@ Expected<KfacPlan> planKfac(const PipelineStep &step, const CostModel &costs,
     return plan;
   }
   case Policy::PipeFisher:
-    return detail::planPipeFisher(step, costs, options);
-  case Policy::PF:
-    return detail::planPF(step, costs, options);
+  case Policy::PF: {
+    KfacPlan plan = options.policy == Policy::PF
+                        ? detail::planPF(step, costs, options)
+                        : detail::planPipeFisher(step, costs, options);
+    // Reported for every K-FAC plan: the split is the best one whatever
+    // split the plan used, so the figure is the configuration's own.
+    RefreshShape best;
+    best.preconditionDownShare = bestPreconditionSplit(step, costs);
+    plan.unmovable = unmovablePerStep(step, costs, best);
+    return plan;
+  }
   }
   return Status::error("unhandled policy");
 }
@@ -90,6 +103,8 @@ Timeline assembleTimeline(const PipelineStep &step, const KfacPlan &plan) {
   tl.pipelineStep = step.makespan;
   tl.stepTime = plan.stepTime;
   tl.stepItems = step.items;
+  tl.refreshSteps = problem.shape.refreshSteps;
+  tl.preconditionDownShare = problem.shape.preconditionDownShare;
   double start = 0;
   for (int k = 0; k < plan.steps; ++k) {
     tl.stepStart.push_back(start);
@@ -110,6 +125,7 @@ Timeline assembleTimeline(const PipelineStep &step, const KfacPlan &plan) {
     it.end = it.start + piece.duration;
     it.outsideBubble = piece.outsideBubble;
     it.refreshLag = piece.refreshLag;
+    it.refresh = t.refresh;
     return it;
   };
   std::vector<int> pieceCount(problem.tasks.size(), 0);

@@ -70,7 +70,12 @@ public:
         endStep_(sweep.lastStep), endTime_(sweep.lastEnd),
         remaining_(sweep.remaining),
         load_(problem.devices, std::vector<double>(problem.steps, problem.stepSpan)),
-        stepEnd_(problem.steps, problem.stepSpan) {}
+        stepEnd_(problem.steps, problem.stepSpan),
+        firstStep_(problem.tasks.size(), problem.steps) {
+    for (const PlacedPiece &piece : sweep.pieces)
+      if (piece.refreshLag == 0)
+        firstStep_[piece.task] = std::min(firstStep_[piece.task], piece.step);
+  }
 
   void run() {
     // Preconditioning is bound to its step; place it first so flexible work
@@ -142,9 +147,15 @@ private:
     std::vector<Slot> out;
     for (int k = first; k < p_.steps; ++k)
       out.push_back({k, 0, earliestStart(task, k, 0)});
-    if (overlap_ && isInversion(task))
-      for (int k = 0; k < first; ++k)
+    if (overlap_ && isInversion(task) && p_.tasks[task].lastRefresh) {
+      // A layer refreshed several times per window: the previous window's
+      // last refresh must end before this window's first one begins.
+      int limit = first;
+      if (int f = p_.tasks[task].firstRefresh; f >= 0)
+        limit = std::min(limit, firstStep_[f]);
+      for (int k = 0; k < limit; ++k)
         out.push_back({k, 1, earliestStart(task, k, 1)});
+    }
     return out;
   }
 
@@ -209,6 +220,7 @@ private:
     if (lag == 0) {
       endStep_[task] = step;
       endTime_[task] = end;
+      firstStep_[task] = std::min(firstStep_[task], step);
     }
     remaining_[task] = std::max(0.0, remaining_[task] - amount);
   }
@@ -267,6 +279,8 @@ private:
   std::vector<double> remaining_;
   std::vector<std::vector<double>> load_;
   std::vector<double> stepEnd_;
+  /// Per task, the step of its first piece of this refresh (steps if none).
+  std::vector<int> firstStep_;
 };
 
 } // namespace

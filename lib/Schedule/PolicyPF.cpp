@@ -39,6 +39,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -309,6 +310,21 @@ double releaseAfterSweep(const KfacProblem &p, const SweepResult &sweep,
   return release;
 }
 
+/// Window time before which a piece of task `task`'s previous refresh must
+/// end: a layer refreshed several times per window keeps its inverses in
+/// order, so only its last refresh overlaps the next window, and only before
+/// the first refresh's inversion starts there. Infinity for one refresh per
+/// window, -infinity for a refresh that may not overlap.
+double previousRefreshLimit(const KfacProblem &p, const std::vector<double> &firstStart,
+                            int task) {
+  const KfacTask &t = p.tasks[task];
+  if (!t.lastRefresh)
+    return -std::numeric_limits<double>::infinity();
+  if (t.firstRefresh < 0)
+    return std::numeric_limits<double>::infinity();
+  return std::min(p.tasks[t.firstRefresh].release, firstStart[t.firstRefresh]);
+}
+
 /// Steady state: inversions still unfinished use the bubble time nobody took,
 /// anywhere in the window. A piece that cannot belong to this refresh (before
 /// its inputs or before the task's last in-window piece) finishes the same
@@ -319,6 +335,11 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
                       SweepResult &sweep) {
   auto free = freeTime(p, gaps, sweep);
   const int pieces = std::max(1, options.splitPieces);
+  std::vector<double> firstStart(p.tasks.size(), std::numeric_limits<double>::infinity());
+  for (const PlacedPiece &piece : sweep.pieces)
+    if (piece.refreshLag == 0)
+      firstStart[piece.task] =
+          std::min(firstStart[piece.task], piece.step * p.stepSpan + piece.t);
   for (size_t i = 0; i < p.tasks.size(); ++i) {
     const KfacTask &t = p.tasks[i];
     if ((t.kind != ItemKind::InversionA && t.kind != ItemKind::InversionB) ||
@@ -329,10 +350,13 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
         std::max(release, sweep.lastStep[i] < 0
                               ? -1.0
                               : sweep.lastStep[i] * p.stepSpan + sweep.lastEnd[i]);
+    const double lagLimit = previousRefreshLimit(p, firstStart, static_cast<int>(i));
     for (Interval &f : free[t.device]) {
       double rest = sweep.remaining[i];
       if (rest <= 0)
         break;
+      if (f.start < lastEnd - kEps && f.end > lagLimit + kEps)
+        continue; // a previous refresh's piece here would end too late
       double size = std::min(rest, (f.end - f.start) / (1 + options.margin));
       if (size <= kEps || size < std::min(rest, t.duration / pieces) - kEps)
         continue;
@@ -347,8 +371,9 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
 }
 
 KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs,
-                      const KfacOptions &options, int steps, Order order) {
-  KfacProblem problem = buildKfacProblem(step, costs, steps);
+                      const KfacOptions &options, int steps, Order order,
+                      const RefreshShape &shape) {
+  KfacProblem problem = buildKfacProblem(step, costs, steps, shape);
   ListScheduler scheduler(problem, options, order);
   SweepResult sweep = scheduler.run();
   if (options.steadyState)
@@ -370,9 +395,10 @@ double outsideWork(const KfacPlan &plan, bool countPreconditioning) {
 /// The better of the two priority orders: shorter window, then less work
 /// left to the next refresh.
 KfacPlan bestPlan(const PipelineStep &step, const CostModel &costs,
-                  const KfacOptions &options, int steps) {
-  KfacPlan a = planForSteps(step, costs, options, steps, Order::InversionsFirst);
-  KfacPlan b = planForSteps(step, costs, options, steps, Order::CurvatureFirst);
+                  const KfacOptions &options, int steps,
+                  const RefreshShape &shape = {}) {
+  KfacPlan a = planForSteps(step, costs, options, steps, Order::InversionsFirst, shape);
+  KfacPlan b = planForSteps(step, costs, options, steps, Order::CurvatureFirst, shape);
   double ta = meanStepTime(a), tb = meanStepTime(b);
   if (tb < ta - 1e-9)
     return b;
@@ -407,9 +433,9 @@ double stepBudget(const KfacCapacity &c, double T, const KfacOptions &options) {
 class RefreshSearch {
 public:
   RefreshSearch(const PipelineStep &step, const CostModel &costs,
-                const KfacOptions &options)
+                const KfacOptions &options, RefreshShape shape = {})
       : step_(step), costs_(costs), options_(options),
-        capacity_(kfacCapacity(step, costs)) {}
+        capacity_(kfacCapacity(step, costs)), shape_(std::move(shape)) {}
 
   /// Smallest K in [1, hi] whose window meets `budget`, or 0. The answer is
   /// usually at or just above the capacity bound, so the search gallops up
@@ -474,7 +500,7 @@ public:
   KfacPlan plan(int k) {
     auto found = kept_.find(k);
     KfacPlan p = found != kept_.end() ? std::move(found->second)
-                                      : bestPlan(step_, costs_, options_, k);
+                                      : bestPlan(step_, costs_, options_, k, shape_);
     if (found == kept_.end())
       tried_ += 2;
     p.candidatesTried = tried_;
@@ -510,7 +536,7 @@ private:
   /// plan that can still be the answer is kept: the smallest K so far that
   /// meets the running search's budget.
   void evaluate(int k) {
-    KfacPlan p = bestPlan(step_, costs_, options_, k);
+    KfacPlan p = bestPlan(step_, costs_, options_, k, shape_);
     tried_ += 2;
     means_[k] = meanStepTime(p);
     saturated_[k] = outsideWork(p, false) <= 1e-9;
@@ -525,6 +551,7 @@ private:
   const CostModel &costs_;
   const KfacOptions &options_;
   const KfacCapacity capacity_;
+  const RefreshShape shape_; ///< the preconditioning split of every window
   std::map<int, double> means_;
   std::map<int, bool> saturated_;
   std::map<int, KfacPlan> kept_;
@@ -533,10 +560,136 @@ private:
   int tried_ = 0;
 };
 
+/// Useful work over device time of a window (utilization with K-FAC).
+double utilizationOf(const KfacPlan &plan, const PipelineStep &step) {
+  double busy = 0, kfac = 0, window = 0;
+  for (double b : step.busy)
+    busy += b;
+  for (const PlacedPiece &piece : plan.pieces)
+    kfac += piece.duration;
+  for (double t : plan.stepTime)
+    window += t;
+  const int devices = step.layout.devices;
+  return window > 0 ? (plan.steps * busy + kfac) / (devices * window) : 0;
+}
+
+/// A staggered refresh: every layer refreshes `refreshes` times in a window
+/// of `period` steps, evenly spaced; the layers of a stage are offset by
+/// fractions of the interval, so that every step of every device starts its
+/// share of the refreshes (a modulo schedule of the layers' refreshes, mean
+/// interval period / refreshes).
+RefreshShape staggeredShape(const PipelineLayout &l, size_t layers, int period,
+                            int refreshes, const std::vector<double> &split) {
+  RefreshShape shape;
+  shape.preconditionDownShare = split;
+  shape.refreshSteps.assign(layers, {});
+  const double interval = static_cast<double>(period) / refreshes;
+  for (int s = 0; s < l.stages; ++s) {
+    const size_t n = l.stageLayers[s].size();
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<int> &steps = shape.refreshSteps[l.stageLayers[s][i]];
+      for (int j = 0; j < refreshes; ++j)
+        steps.push_back(static_cast<int>(
+            std::floor((j + static_cast<double>(i) / n) * interval + 1e-9)));
+    }
+  }
+  return shape;
+}
+
+/// Staggered refreshes with a mean interval in [k - 1, k], most refreshes
+/// first: (period, refreshes per layer) in lowest terms, period at most
+/// max(maxPeriod, 2k).
+std::vector<std::pair<int, int>> staggerCandidates(int k, int maxPeriod) {
+  std::vector<std::pair<int, int>> out;
+  const int lo = std::max(1, k - 1);
+  for (int w = lo; w <= std::max(maxPeriod, 2 * k); ++w)
+    for (int q = 1; q <= w; ++q) {
+      if (static_cast<long long>(q) * lo > w)
+        break; // interval below k - 1
+      if (static_cast<long long>(q) * k < w || std::gcd(w, q) != 1)
+        continue;
+      out.push_back({w, q});
+    }
+  std::sort(out.begin(), out.end(), [](auto a, auto b) {
+    long long x = static_cast<long long>(a.first) * b.second,
+              y = static_cast<long long>(b.first) * a.second;
+    return x != y ? x < y : a.first < b.first;
+  });
+  return out;
+}
+
+/// Throughput: among integer K and staggered refreshes whose mean step stays
+/// within (T_pipe + unmovable)(1 + maxOverheadBeyond), the window with the
+/// highest utilization. Preconditioning uses the replica split with the
+/// least unmovable time.
+KfacPlan planThroughput(const PipelineStep &step, const CostModel &costs,
+                        const KfacOptions &options) {
+  RefreshShape split;
+  split.preconditionDownShare = bestPreconditionSplit(step, costs);
+  if (options.refreshSteps > 0) {
+    KfacPlan plan = bestPlan(step, costs, options, options.refreshSteps, split);
+    plan.candidatesTried = 2;
+    return plan;
+  }
+  const double T = step.makespan;
+  const double unmovable = unmovablePerStep(step, costs, split);
+  const double budget =
+      (T + unmovable) * (1 + options.maxOverheadBeyond) + 1e-9 * T;
+  RefreshSearch search(step, costs, options, split);
+  const int k = search.smallestUpTo(budget, std::max(1, options.maxRefreshSteps));
+  if (k == 0) // no refresh meets the budget: the shortest steps found
+    return search.plan(search.smallestUnbounded(budget));
+  KfacPlan best = search.plan(k);
+  double bestUtilization = utilizationOf(best, step);
+  int tried = best.candidatesTried;
+  // Bisect the candidates (the mean step grows with the refresh rate) for
+  // the most frequent refresh within the budget, then keep the best
+  // utilization of it and its two less frequent neighbours.
+  const auto candidates = staggerCandidates(k, options.maxStaggerPeriod);
+  std::map<size_t, std::pair<bool, double>> seen; // index -> (fits, utilization)
+  std::map<size_t, KfacPlan> fitting;
+  auto evaluate = [&](size_t i) {
+    if (auto it = seen.find(i); it != seen.end())
+      return it->second.first;
+    auto [period, refreshes] = candidates[i];
+    KfacPlan plan = bestPlan(step, costs, options, period,
+                             staggeredShape(step.layout, costs.layers.size(), period,
+                                            refreshes, split.preconditionDownShare));
+    tried += 2;
+    const bool fits = meanStepTime(plan) <= budget;
+    seen[i] = {fits, utilizationOf(plan, step)};
+    if (fits)
+      fitting[i] = std::move(plan);
+    return fits;
+  };
+  size_t lo = 0, hi = candidates.size();
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (evaluate(mid))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  for (size_t i = lo; i < std::min(candidates.size(), lo + 3); ++i)
+    evaluate(i);
+  for (auto &[i, plan] : fitting)
+    if (seen[i].second > bestUtilization + 1e-12) {
+      bestUtilization = seen[i].second;
+      best = std::move(plan);
+    }
+  best.candidatesTried = tried;
+  return best;
+}
+
 } // namespace
 
 KfacPlan planPF(const PipelineStep &step, const CostModel &costs,
                 const KfacOptions &options) {
+  if (options.refresh == RefreshChoice::Throughput) {
+    KfacPlan plan = planThroughput(step, costs, options);
+    plan.refresh = RefreshChoice::Throughput;
+    return plan;
+  }
   if (options.refreshSteps > 0) {
     KfacPlan plan = bestPlan(step, costs, options, options.refreshSteps);
     plan.candidatesTried = 2;

@@ -37,6 +37,41 @@ double refreshBound(const PipelineStep &step, const CostModel &costs) {
   return bound;
 }
 
+/// The unmovable time, the overhead beyond it, the bubbles' limit and the
+/// refresh's shape (Report's fields).
+void refreshFigures(const PipelineStep &step, const CostModel &costs,
+                    const KfacPlan &plan, Report &r) {
+  const double T = step.makespan;
+  r.unmovableMs = plan.unmovable;
+  const double floor = T + plan.unmovable;
+  r.overheadBeyondMs = r.stepTimeMs - floor;
+  r.overheadBeyondFraction = floor > 0 ? r.overheadBeyondMs / floor : 0;
+  r.refreshChoice = plan.refresh == RefreshChoice::Throughput ? "throughput" : "interval";
+  const RefreshShape &shape = plan.problem.shape;
+  r.preconditionDownShare = shape.preconditionDownShare;
+  r.staggered = shape.staggered();
+  r.layerRefreshSteps = shape.refreshSteps;
+  double refreshes = 0;
+  for (const auto &steps : shape.refreshSteps)
+    refreshes += steps.size();
+  r.meanRefreshInterval =
+      r.staggered && refreshes > 0 ? r.layers * r.refreshSteps / refreshes : r.refreshSteps;
+  // The rate every layer can refresh at: the busiest device's room (bubbles
+  // plus the unmovable flush time, less preconditioning) over its work.
+  KfacCapacity c = kfacCapacity(step, costs);
+  double rate = 1;
+  for (size_t d = 0; d < c.refreshWork.size(); ++d)
+    if (c.refreshWork[d] > 0)
+      rate = std::min(rate, std::max(0.0, c.bubblePerStep[d] + plan.unmovable -
+                                              c.preconditionPerStep[d]) /
+                                c.refreshWork[d]);
+  double work = 0;
+  for (size_t d = 0; d < c.refreshWork.size(); ++d)
+    work += std::min(floor, step.busy[d] + c.preconditionPerStep[d] + rate * c.refreshWork[d]);
+  r.utilizationLimit = floor > 0 ? work / (r.devices * floor) : 0;
+  r.refreshIntervalLimit = rate > 0 ? 1 / rate : std::numeric_limits<double>::infinity();
+}
+
 std::string fmt(const char *format, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, format, value);
@@ -102,6 +137,8 @@ Report computeReport(const PipelineStep &step, const Timeline &timeline,
   r.utilizationWithKfac =
       window > 0 ? busyWindow / (l.devices * window) : r.utilizationWithoutKfac;
   r.refreshLowerBound = refreshBound(step, costs);
+  if (options.policy != Policy::None)
+    refreshFigures(step, costs, plan, r);
   r.windowsTried = plan.candidatesTried;
   r.usedReference = plan.usedReference;
   return r;
@@ -158,6 +195,42 @@ void memoryToText(const Report &r, std::ostream &os) {
     os << "partition: " << r.partitionNote << "\n";
 }
 
+/// The unmovable time, the overhead beyond it and the refresh's shape.
+void refreshToText(const Report &r, std::ostream &os) {
+  os << "unmovable per step (ms) " << fmt("%27.2f", r.unmovableMs)
+     << "  (preconditioning after the last backward and gradient all-reduce)\n";
+  os << "overhead beyond it (ms) " << fmt("%27.2f", r.overheadBeyondMs) << "  ("
+     << fmt("%.2f%%", 100 * r.overheadBeyondFraction)
+     << " of T_pipe + unmovable)\n";
+  os << "bubble limit            " << fmt("%27.2f%%", 100 * r.utilizationLimit)
+     << " (mean K >= " << fmt("%.2f", r.refreshIntervalLimit)
+     << " at T_pipe + unmovable)\n";
+  os << "refresh (" << r.refreshChoice << "): ";
+  if (!r.staggered) {
+    os << "every layer every " << r.refreshSteps << " steps\n";
+  } else {
+    os << "staggered, period " << r.refreshSteps << " steps, mean K "
+       << fmt("%.2f", r.meanRefreshInterval) << "; steps per layer:";
+    for (size_t l = 0; l < r.layerRefreshSteps.size(); ++l) {
+      os << (l % 6 == 0 ? "\n  " : "  ") << "L" << l << " {";
+      for (size_t j = 0; j < r.layerRefreshSteps[l].size(); ++j)
+        os << (j ? "," : "") << r.layerRefreshSteps[l][j];
+      os << "}";
+    }
+    os << "\n";
+  }
+  if (!r.preconditionDownShare.empty()) {
+    int split = 0, up = 0;
+    for (double share : r.preconditionDownShare) {
+      split += share > 0 && share < 1;
+      up += share == 0;
+    }
+    os << "preconditioning split (chimera): " << split
+       << " layers half on each replica, " << up << " on the up replica, "
+       << r.preconditionDownShare.size() - split - up << " on the down replica\n";
+  }
+}
+
 } // namespace
 
 std::string reportToText(const Report &r) {
@@ -194,6 +267,8 @@ std::string reportToText(const Report &r) {
     os << "steady-state step (ms) " << fmt("%14.2f", r.pipelineSteadyStepMs)
        << "   (no flush: steps overlap; utilization "
        << fmt("%.2f%%", 100 * averageBusy(r) / r.pipelineSteadyStepMs) << ")\n";
+  if (r.refreshSteps > 0)
+    refreshToText(r, os);
   os << "\n";
   os << "device  pipeline/step  K-FAC/window  outside  util w/o  util with\n";
   for (const DeviceReport &d : r.perDevice)
@@ -251,6 +326,22 @@ std::string reportToJson(const Report &r) {
     j["kfac_work_ms"] = r.kfacWorkMs;
     j["kfac_in_bubbles_ms"] = r.kfacInBubblesMs;
     j["kfac_next_refresh_overlap_ms"] = r.steadyStateMs;
+    if (r.refreshSteps > 0) {
+      j["unmovable_ms_per_step"] = r.unmovableMs;
+      j["overhead"]["beyond_unmovable_ms"] = r.overheadBeyondMs;
+      j["overhead"]["beyond_unmovable_fraction"] = r.overheadBeyondFraction;
+      j["utilization"]["limit"] = r.utilizationLimit;
+      nlohmann::json refresh = {{"choice", r.refreshChoice},
+                                {"staggered", r.staggered},
+                                {"period_steps", r.refreshSteps},
+                                {"mean_interval", r.meanRefreshInterval},
+                                {"interval_limit", r.refreshIntervalLimit}};
+      if (r.staggered)
+        refresh["layer_refresh_steps"] = r.layerRefreshSteps;
+      if (!r.preconditionDownShare.empty())
+        refresh["precondition_down_share"] = r.preconditionDownShare;
+      j["refresh"] = std::move(refresh);
+    }
     j["scheduler_seconds"] = r.schedulerSeconds;
     j["windows_tried"] = r.windowsTried;
     j["used_reference_window"] = r.usedReference;

@@ -133,12 +133,18 @@ private:
           << escapeXml(r_.title) << "</text>\n";
       return;
     }
-    char buffer[256];
+    char refresh[96];
+    if (r_.staggered)
+      std::snprintf(refresh, sizeof refresh, "staggered refresh, period %d, mean K=%.2f",
+                    r_.refreshSteps, r_.meanRefreshInterval);
+    else
+      std::snprintf(refresh, sizeof refresh, "K=%d", r_.refreshSteps);
+    char buffer[320];
     std::snprintf(buffer, sizeof buffer,
-                  "%s, D=%d, N=%d, policy %s: K=%d, step %.1f ms, utilization "
+                  "%s, D=%d, N=%d, policy %s: %s, step %.1f ms, utilization "
                   "%.1f%% -> %.1f%%",
                   r_.schedule.c_str(), r_.devices, r_.microbatches,
-                  r_.policy.c_str(), r_.refreshSteps, r_.stepTimeMs,
+                  r_.policy.c_str(), refresh, r_.stepTimeMs,
                   100 * r_.utilizationWithoutKfac, 100 * r_.utilizationWithKfac);
     os_ << "<text x=\"" << kLeft << "\" y=\"16\" font-size=\"13\">" << buffer
         << "</text>\n";
@@ -196,8 +202,11 @@ private:
       os_ << ">";
       if (tooltips)
         os_ << "<title>" << itemKindName(it.kind) << " stage " << it.stage
-            << " micro " << it.micro << " layer " << it.layer << " step "
-            << it.step << ": " << it.start << "-" << it.end << " ms</title>";
+            << " micro " << it.micro << " layer " << it.layer;
+      if (tooltips && r_.staggered && isKfac(it.kind))
+        os_ << " refresh " << it.refresh; // which of the layer's refreshes
+      if (tooltips)
+        os_ << " step " << it.step << ": " << it.start << "-" << it.end << " ms</title>";
       os_ << "</rect>\n";
     });
   }

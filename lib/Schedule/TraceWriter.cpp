@@ -64,7 +64,8 @@ std::string timelineToChromeTrace(const Timeline &timeline,
      << escape(report.schedule) << "\",\"policy\":\"" << escape(report.policy)
      << "\",\"refresh_steps\":" << report.refreshSteps
      << ",\"cost_model\":\"" << escape(report.costModel)
-     << "\"},\n\"traceEvents\":[\n";
+     << "\",\"refresh_staggered\":" << (report.staggered ? "true" : "false")
+     << ",\"mean_refresh_interval\":" << report.meanRefreshInterval << "},\n\"traceEvents\":[\n";
   bool first = true;
   metadata(os, "process_name", 0,
            report.title.empty()
@@ -88,7 +89,8 @@ std::string timelineToChromeTrace(const Timeline &timeline,
        << ",\"micro\":" << it.micro << ",\"layer\":" << it.layer
        << ",\"pipe\":" << it.pipe << ",\"piece\":" << it.piece
        << ",\"outside_bubble\":" << (it.outsideBubble ? "true" : "false")
-       << ",\"refresh_lag\":" << it.refreshLag << "}}";
+       << ",\"refresh_lag\":" << it.refreshLag << ",\"refresh\":" << it.refresh
+       << "}}";
   });
   os << "\n]}\n";
   return os.str();

@@ -122,11 +122,12 @@ Status checkPipeline(const Timeline &tl, const std::vector<TimelineItem> &items,
   return Status::success();
 }
 
-using TaskKey = std::tuple<int, int, int, int, int>; // kind, layer, pipe, micro, step
+// kind, layer, pipe, micro, step (preconditioning) or refresh (the rest)
+using TaskKey = std::tuple<int, int, int, int, int>;
 
-TaskKey keyOf(ItemKind kind, int layer, int pipe, int micro, int step) {
+TaskKey keyOf(ItemKind kind, int layer, int pipe, int micro, int step, int refresh) {
   return {static_cast<int>(kind), layer, pipe, micro,
-          kind == ItemKind::Precondition ? step : -1};
+          kind == ItemKind::Precondition ? step : refresh};
 }
 
 Status checkKfac(const Timeline &tl, const std::vector<TimelineItem> &items,
@@ -136,18 +137,23 @@ Status checkKfac(const Timeline &tl, const std::vector<TimelineItem> &items,
     any |= isKfac(it.kind);
   if (!any)
     return Status::success();
-  KfacProblem p = buildKfacProblem(step, costs, tl.steps);
+  RefreshShape shape;
+  shape.refreshSteps = tl.refreshSteps;
+  shape.preconditionDownShare = tl.preconditionDownShare;
+  KfacProblem p = buildKfacProblem(step, costs, tl.steps, shape);
   std::map<TaskKey, int> index;
   for (size_t i = 0; i < p.tasks.size(); ++i) {
     const KfacTask &t = p.tasks[i];
-    index[keyOf(t.kind, t.layer, t.pipe, t.micro, t.step)] = static_cast<int>(i);
+    index[keyOf(t.kind, t.layer, t.pipe, t.micro, t.step, t.refresh)] =
+        static_cast<int>(i);
   }
   std::vector<double> placed(p.tasks.size(), 0), end(p.tasks.size(), -1);
   std::vector<std::vector<const TimelineItem *>> pieces(p.tasks.size());
   for (const TimelineItem &it : items) {
     if (!isKfac(it.kind))
       continue;
-    auto found = index.find(keyOf(it.kind, it.layer, it.pipe, it.micro, it.step));
+    auto found =
+        index.find(keyOf(it.kind, it.layer, it.pipe, it.micro, it.step, it.refresh));
     if (found == index.end())
       return Status::error("K-FAC item matches no task: " + describe(it));
     const KfacTask &t = p.tasks[found->second];
@@ -170,7 +176,16 @@ Status checkKfac(const Timeline &tl, const std::vector<TimelineItem> &items,
   for (size_t i = 0; i < p.tasks.size(); ++i) {
     const KfacTask &t = p.tasks[i];
     // Window time of the bare steps -> absolute time of the timeline.
-    int releaseStep = t.kind == ItemKind::Precondition ? t.step : 0;
+    // Curvature and inversions count from the step their refresh reads.
+    int releaseStep = 0;
+    if (t.kind == ItemKind::Precondition)
+      releaseStep = t.step;
+    else if (static_cast<size_t>(t.layer) < shape.refreshSteps.size() &&
+             static_cast<size_t>(t.refresh) < shape.refreshSteps[t.layer].size())
+      releaseStep = shape.refreshSteps[t.layer][t.refresh];
+    if (releaseStep < 0 || releaseStep >= tl.steps)
+      return Status::error("a refresh starts outside the window (layer " +
+                           std::to_string(t.layer) + ")");
     double release = tl.stepStart[releaseStep] +
                      (t.release - releaseStep * p.stepSpan);
     for (int d : t.deps)

@@ -72,6 +72,17 @@ K-FAC:
   --max-overhead F          pf automatic K: allowed step lengthening as a
                             fraction of the bare step (default: the time of
                             preconditioning after the flush)
+  --refresh CHOICE          pf without --refresh-steps: interval (default;
+                            the smallest K within the budget above) or
+                            throughput (the highest utilization with K-FAC
+                            whose step exceeds T_pipe + the unmovable
+                            preconditioning by at most --max-overhead-beyond;
+                            integer K or a staggered refresh, each layer at
+                            its own steps of a period)
+  --max-overhead-beyond F   throughput: allowed step beyond T_pipe + the
+                            unmovable, as a fraction of it (default 0.01)
+  --max-stagger-period W    throughput: longest period of a staggered
+                            refresh in steps (default 24; at least 2K)
   --margin F                bubble safety margin (default 0.05)
   --split-pieces P          pf: smallest piece = 1/P of a task (default 8;
                             1 = never split; at most 1024, kMaxSplitPieces)
@@ -115,6 +126,7 @@ const std::vector<std::string> kValued = {
     "seq-len",      "precision",     "schedule",       "stages",
     "microbatches", "layers-per-stage", "chunks",      "policy",
     "refresh-steps", "max-overhead", "margin",         "split-pieces",
+    "refresh",      "max-overhead-beyond", "max-stagger-period",
     "report-json",  "trace",         "svg",            "export-profile",
     "schedule-csv", "export-torch-csv", "memory-cap-gb", "optimizer-states",
     "partition-grain"};
@@ -281,6 +293,29 @@ Status memoryOptions(const Options &o, MemoryOptions &memory) {
   return Status::success();
 }
 
+/// --refresh, --max-overhead-beyond and --max-stagger-period.
+Status refreshOptions(const Options &o, KfacOptions &kfac) {
+  const std::string choice = stringOption(o, "refresh", "interval");
+  if (choice == "throughput")
+    kfac.refresh = RefreshChoice::Throughput;
+  else if (choice != "interval")
+    return Status::error("unknown --refresh '" + choice +
+                         "' (known: interval, throughput)");
+  auto beyond = doubleOption(o, "max-overhead-beyond", kfac.maxOverheadBeyond);
+  if (!beyond)
+    return beyond.status();
+  if (*beyond < 0)
+    return Status::error("--max-overhead-beyond must not be negative");
+  kfac.maxOverheadBeyond = *beyond;
+  auto period = intOption(o, "max-stagger-period", kfac.maxStaggerPeriod);
+  if (!period)
+    return period.status();
+  if (*period < 1)
+    return Status::error("--max-stagger-period must be positive");
+  kfac.maxStaggerPeriod = *period;
+  return Status::success();
+}
+
 Expected<ScheduleRequest> request(const Options &o, const ImportedSchedule &imported) {
   ScheduleRequest r;
   auto kind = parseScheduleKind(stringOption(o, "schedule", "1f1b"));
@@ -325,6 +360,8 @@ Expected<ScheduleRequest> request(const Options &o, const ImportedSchedule &impo
     return Status::error("--max-overhead must not be negative");
   r.kfac.maxOverhead = *overhead;
   r.kfac.margin = *margin;
+  if (Status s = refreshOptions(o, r.kfac); !s.ok())
+    return s;
   r.kfac.steadyState = !o.noSteadyState;
   r.validate = o.validate;
   Status memory = memoryOptions(o, r.memory);

@@ -29,6 +29,17 @@ namespace pf::sched {
 
 enum class Policy { None, PipeFisher, PF };
 
+/// How pf chooses the refresh when K is not fixed.
+enum class RefreshChoice {
+  /// The smallest K within the step budget (maxOverhead, or PipeFisher's own
+  /// step model); one refresh of every layer per window of K steps.
+  Interval,
+  /// The highest utilization with K-FAC whose mean step exceeds the step
+  /// that cannot be shorter (T_pipe + the unmovable preconditioning) by at
+  /// most maxOverheadBeyond; integer K or a staggered refresh (RefreshShape).
+  Throughput,
+};
+
 struct KfacOptions {
   Policy policy = Policy::PF;
   /// Steps per refresh; 0 chooses automatically (pipefisher: as many as its
@@ -50,6 +61,28 @@ struct KfacOptions {
   double maxOverhead = -1;
   /// Upper bound of the automatic search.
   int maxRefreshSteps = 512;
+  /// pf without a fixed K: see RefreshChoice.
+  RefreshChoice refresh = RefreshChoice::Interval;
+  /// Throughput: allowed mean step beyond T_pipe + unmovable, as a fraction
+  /// of T_pipe + unmovable.
+  double maxOverheadBeyond = 0.01;
+  /// Throughput: the longest period of a staggered refresh, in steps.
+  int maxStaggerPeriod = 24;
+};
+
+/// The layout of a window's K-FAC work beyond its length K. Default: every
+/// layer refreshes once, from the window's first step, and Chimera runs the
+/// first half of a stage's layers' preconditioning on the down replica.
+struct RefreshShape {
+  /// Per layer, the window steps whose micro-batches feed a refresh of its
+  /// inverses, ascending (a staggered refresh: each layer has its own steps,
+  /// so every step carries a share of the refresh work). Empty: {0} for all.
+  std::vector<std::vector<int>> refreshSteps;
+  /// Chimera, per layer: the share of its preconditioning (0, 0.5 or 1) the
+  /// down replica runs; the other replica runs the rest. Empty: default.
+  std::vector<double> preconditionDownShare;
+
+  bool staggered() const { return !refreshSteps.empty(); }
 };
 
 /// One unit of K-FAC work, owned by one device.
@@ -61,6 +94,12 @@ struct KfacTask {
   int stage = 0;
   int micro = -1; ///< curvature: micro-batch whose activations it reads
   int step = 0;   ///< precondition: the step whose gradient it preconditions
+  /// Curvature and inversions: which of the layer's refreshes in the window.
+  int refresh = 0;
+  /// Inversions of a layer refreshed more than once per window: the same
+  /// factor's inversion of the layer's first refresh (-1 otherwise).
+  int firstRefresh = -1;
+  bool lastRefresh = true;
   double duration = 0;
   /// Earliest start implied by the pipeline, in window time (step k starts
   /// at k * T_pipe before any step is lengthened).
@@ -82,10 +121,11 @@ struct KfacProblem {
   std::vector<std::vector<int>> dependents;
   /// Per device, the bubbles of one bare step (relative to its start).
   std::vector<std::vector<Interval>> stepGaps;
+  RefreshShape shape;
 };
 
 KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,
-                             int steps);
+                             int steps, const RefreshShape &shape = {});
 
 /// A placed piece of a task. Bubble pieces have `t` in window time; pieces
 /// placed after the flush of step `step` have `t` relative to that step's
@@ -115,7 +155,26 @@ struct KfacPlan {
   /// pf only: none of its own windows beat the reference greedy's at the
   /// reference's K, so the reference's window is used.
   bool usedReference = false;
+  /// What no placement can move, per step (ms): how far the preconditioning
+  /// that follows the stages' last backward and gradient all-reduce (and
+  /// Chimera's exchange of it) must run past T_pipe, with the best split
+  /// between Chimera's replicas (unmovablePerStep).
+  double unmovable = 0;
+  RefreshChoice refresh = RefreshChoice::Interval;
 };
+
+/// The unmovable step lengthening of `shape`'s preconditioning split: each
+/// device runs its preconditioning as early as possible (its bubbles after
+/// the gradient is final, then after T_pipe), nothing else; the step ends
+/// when the last preconditioned gradient has reached the other replica.
+double unmovablePerStep(const PipelineStep &step, const CostModel &costs,
+                        const RefreshShape &shape = {});
+
+/// Chimera: the per-layer preconditioning split (RefreshShape's
+/// preconditionDownShare) with the least unmovable lengthening; empty when
+/// the default split is as good or the schedule has one replica.
+std::vector<double> bestPreconditionSplit(const PipelineStep &step,
+                                          const CostModel &costs);
 
 /// Per-device K-FAC work and bubble time of one bare step: the inputs of the
 /// capacity bounds (the reference's bound on K, pf's bound on each K's step).

@@ -62,6 +62,26 @@ struct Report {
   /// Lower bound on K from capacity: K-FAC work / bubble time of the busiest
   /// device (the reference's analytic bound).
   double refreshLowerBound = 0;
+  /// What no placement can move (KfacPlan::unmovable), ms per step, and the
+  /// mean step beyond T_pipe + it (ms; fraction of T_pipe + unmovable).
+  double unmovableMs = 0;
+  double overheadBeyondMs = 0;
+  double overheadBeyondFraction = 0;
+  /// The highest utilization with K-FAC a refresh common to all layers can
+  /// reach at the step T_pipe + unmovable: the busiest device's bubbles and
+  /// flush time bound the refresh rate, the others idle the rest; and the
+  /// mean refresh interval at that rate.
+  double utilizationLimit = 0;
+  double refreshIntervalLimit = 0;
+  std::string refreshChoice = "interval"; ///< KfacOptions::refresh
+  /// Staggered refresh (RefreshShape): the window is the period; per layer
+  /// the steps that start its refreshes. Mean interval = layers x period /
+  /// refreshes (K when not staggered).
+  bool staggered = false;
+  double meanRefreshInterval = 0;
+  std::vector<std::vector<int>> layerRefreshSteps;
+  /// Chimera's preconditioning split in use, per layer (empty: default).
+  std::vector<double> preconditionDownShare;
   double schedulerSeconds = 0;
   int windowsTried = 0; ///< K-FAC windows the policy evaluated
   bool usedReference = false; ///< pf adopted the reference greedy's window

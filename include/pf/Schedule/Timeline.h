@@ -69,6 +69,9 @@ struct TimelineItem {
   /// K-FAC inversions: 1 when this piece belongs to the previous refresh
   /// (steady-state overlap of consecutive refreshes), else 0.
   int refreshLag = 0;
+  /// K-FAC curvature and inversions: which of the layer's refreshes in the
+  /// window (staggered refreshes run several per window).
+  int refresh = 0;
 
   double duration() const { return end - start; }
 };
@@ -119,6 +122,11 @@ struct Timeline {
   std::vector<double> stepTime;  ///< length of each step (>= T_pipe)
   std::vector<TimelineItem> stepItems; ///< one bare step, relative times
   std::vector<TimelineItem> kfacItems; ///< K-FAC work and its communication
+  /// The window's RefreshShape (KfacProblem.h), so that a check can rebuild
+  /// its tasks: per layer the steps that start a refresh (empty: {0}), and
+  /// Chimera's preconditioning split (empty: default).
+  std::vector<std::vector<int>> refreshSteps;
+  std::vector<double> preconditionDownShare;
 
   double windowTime() const;
   size_t numItems() const { return steps * stepItems.size() + kfacItems.size(); }
