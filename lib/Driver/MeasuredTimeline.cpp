@@ -643,12 +643,11 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   if (!kind)
     return kind.takeError();
   const bool interleaved = *kind == sched::ScheduleKind::Interleaved;
-  const bool chimera = *kind == sched::ScheduleKind::Chimera;
-  if (*kind != sched::ScheduleKind::GPipe && *kind != sched::ScheduleKind::OneFOneB &&
-      *kind != sched::ScheduleKind::ZBH1 && *kind != sched::ScheduleKind::ZBH2 && !interleaved &&
-      !chimera)
-    return error("K-FAC in the bubbles: the " + run.schedule +
-                 " schedule is not supported (gpipe, 1f1b, zb-h1, zb-h2, interleaved, chimera)");
+  // Two pipes (Chimera, DualPipe): replicas of every stage.
+  const bool twoPipes =
+      *kind == sched::ScheduleKind::Chimera || *kind == sched::ScheduleKind::DualPipe;
+  if (*kind == sched::ScheduleKind::Imported)
+    return error("K-FAC in the bubbles: an imported schedule is not supported");
   if (auto err = checkStagesFit(run, *kind, "K-FAC in the bubbles"))
     return std::move(err);
   auto costs = measureCosts(run, measured->firstStep, measured->lastStep, *kind,
@@ -661,9 +660,9 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   sched::CostModel planning = costs->costs;
   for (sched::LayerCost &layer : planning.layers)
     layer.precondition = 0;
-  // Chimera: the replicas sum their factors with the gradients, after the
+  // Chimera, DualPipe: the replicas sum their factors with the gradients, after the
   // curvature step's flush; an inversion runs on one replica in a later step.
-  planning.replicaFactorsAfterFlush = chimera;
+  planning.replicaFactorsAfterFlush = twoPipes;
   sched::ScheduleRequest request;
   request.kind = *kind;
   request.devices = run.ranks;

@@ -10,9 +10,12 @@ all ranks) against single-process `pf-train --kfac --micro-batches N`.
   N = 4; also N = 1, without KL-clipping and with stale inverses.
 - The K-FAC state is really there and changes the run (factors and
   inverses non-zero, the result differs from first-order training).
-- Chimera: the replicas split the layers' inverse refreshes and
-  preconditioning (one owner per layer, its result broadcast), bit for bit
-  the run where both replicas do every layer.
+- zb-v and dualpipev (two stages per rank in a V, each factor on one rank):
+  bitwise too.
+- Chimera and DualPipe (two pipes): within rounding of single-process (the
+  replicas' factors are summed in another association); the replicas split
+  the layers' inverse refreshes and preconditioning (one owner per layer, its
+  result broadcast), bit for bit the run where both replicas do every layer.
 - The start-up lines report each rank's K-FAC state; the refreshes that
   needed more damping are summed over the ranks and named per rank.
 
@@ -64,6 +67,9 @@ PARITY = [(model, ranks, schedule, 4, ())
     ("tiny", 2, "zb-h1", 4, ("--kfac-refresh", "3", "--kfac-refresh-warmup", "2")),
     # Interleaved: 4 stages on 2 ranks, each factor still on one rank.
     ("mini", 2, "interleaved", 4, ()),
+    # The V schedules: 4 stages on 2 ranks, each factor on one rank.
+    ("mini", 2, "zb-v", 4, ()),
+    ("mini", 2, "dualpipev", 4, ()),
     # The eigenbasis: eigenvectors and eigenvalues as the layers' state.
     ("tiny", 2, "1f1b", 4, ("--kfac-basis", "eigen")),
     # A damping schedule: every rank's refresh reads the step's kfac_damping.
@@ -188,22 +194,25 @@ def test_chimera_factors_of_one_step_equal_single_process(setup, tmp_path):
 # association of a sum moves them differently. Left out of the comparison.
 NOISE_ONLY = "attention.self.key.bias"
 
-CHIMERA = [("tiny", 2), ("mini", 4)]
+# DualPipe: Chimera's two pipes (replicas), its backwards split.
+CHIMERA = [("tiny", 2, "chimera"), ("mini", 4, "chimera"), ("tiny", 2, "dualpipe")]
 
 
-@pytest.mark.parametrize("model,ranks", CHIMERA, ids=[f"{m}-D{d}" for m, d in CHIMERA])
+@pytest.mark.parametrize("model,ranks,schedule", CHIMERA,
+                         ids=[f"{m}-D{d}" + ("" if s == "chimera" else f"-{s}")
+                              for m, d, s in CHIMERA])
 def test_chimera_kfac_equals_single_process_within_rounding(setup, kfac_reference, tmp_path,
-                                                            model, ranks):
+                                                            model, ranks, schedule):
     """20 steps: the same printed losses; every weight, moment, factor and
     inverse within 1e-3 relative (measured: 6e-6 tiny D = 2, 7e-5 mini D = 4,
     oversubscribed). A replica's curvature missing from a factor moves the
     weights by percents."""
     want, want_losses = kfac_reference(model, 4)
     got_path = tmp_path / "chimera.npz"
-    proc = _pipeline(setup, ranks, model, f"stages={ranks} schedule=chimera microbatches=4",
+    proc = _pipeline(setup, ranks, model, f"stages={ranks} schedule={schedule} microbatches=4",
                      "--kfac", "--steps", "20", "--log-every", "1", "--checkpoint", got_path,
                      timeout=300)
-    assert "chimera schedule" in proc.stdout and "adamw + K-FAC" in proc.stdout, proc.stdout
+    assert f"{schedule} schedule" in proc.stdout and "adamw + K-FAC" in proc.stdout, proc.stdout
     assert _losses(proc.stdout) == want_losses
     got = _load(got_path)
     assert sorted(got) == sorted(want)
@@ -217,12 +226,14 @@ def test_chimera_kfac_equals_single_process_within_rounding(setup, kfac_referenc
     assert compared > 100
 
 
-def test_chimera_replicas_split_the_preconditioning(setup, tmp_path):
+@pytest.mark.parametrize("schedule", ["chimera", "dualpipe"])
+def test_chimera_replicas_split_the_preconditioning(setup, tmp_path, schedule):
     """Each layer's inverse refresh and preconditioning runs on one replica
     per step (the measured trace), both replicas take a share, and the run
     is bit for bit the one where both replicas precondition every layer
-    (split-precondition=false): the owner's result is broadcast unchanged."""
-    spec = "stages=2 schedule=chimera microbatches=4"
+    (split-precondition=false): the owner's result is broadcast unchanged.
+    DualPipe's two pipes split them alike."""
+    spec = f"stages=2 schedule={schedule} microbatches=4"
     args = ("--kfac", "--steps", "4", "--log-every", "1")
     split, both, trace = tmp_path / "split.npz", tmp_path / "both.npz", tmp_path / "trace.json"
     proc = _pipeline(setup, 2, "tiny", spec, *args, "--checkpoint", split, "--trace", trace,

@@ -14,7 +14,8 @@ single-process --kfac-window K has the same arithmetic.
   single-process --kfac-window K (the placement changes when, not what, is
   computed): BERT-tiny D = 2 with gpipe, 1f1b, zb-h1 and zb-h2 at refresh=3;
   BERT-mini D = 2 with 1f1b at the scheduler's own K (read from the run's
-  plan line) and D = 4 (oversubscribed: correctness only).
+  plan line) and D = 4 (oversubscribed: correctness only); BERT-mini D = 2
+  with interleaved, zb-v and dualpipev (two stages per rank) at refresh=3.
 - The window arithmetic is not every-step K-FAC, and not first-order.
 - Resuming inside a window and at a window's start continues bit for bit
   (the pending inverses are recomputed; the checkpoint keeps the placement).
@@ -22,7 +23,7 @@ single-process --kfac-window K has the same arithmetic.
   a later window step than the factors' sum, handed to the other at the
   window's end; each layer's preconditioning on one replica, broadcast to
   the other (the measured trace shows each layer once per step); within
-  rounding of single-process, resumes bitwise.
+  rounding of single-process, resumes bitwise. DualPipe's two pipes alike.
 - Options that do not go together are refused with a message.
 """
 
@@ -64,6 +65,9 @@ PARITY = [("tiny", 2, "gpipe", "refresh=3"), ("tiny", 2, "1f1b", "refresh=3"),
           ("mini", 4, "1f1b", "refresh=2"),
           # Two stages per rank (chunks=2): each rank's calls of both.
           ("mini", 2, "interleaved", "refresh=3"),
+          # The V: stages s and 2D-1-s on rank s.
+          ("mini", 2, "zb-v", "refresh=3"),
+          ("mini", 2, "dualpipev", "refresh=3"),
           # The eigenbasis: pending eigenvectors and eigenvalues, promoted.
           ("tiny", 2, "1f1b", "refresh=3", ("--kfac-basis", "eigen"))]
 PARITY = [case if len(case) == 5 else (*case, ()) for case in PARITY]
@@ -153,6 +157,9 @@ def test_resume_inside_a_window_continues_bitwise(setup, tmp_path, cut):
 NOISE_ONLY = "attention.self.key.bias"
 CHIMERA = [("tiny", "refresh=2", ()), ("tiny", "refresh=1", ()), ("mini", "", ()),
            ("tiny", "refresh=2", ("--kfac-basis", "eigen"))]
+CHIMERA = [(*case, "chimera") for case in CHIMERA] + [
+    # DualPipe's two pipes are Chimera's replicas.
+    ("tiny", "refresh=2", (), "dualpipe")]
 
 
 def _assert_within_rounding(got, want):
@@ -173,14 +180,14 @@ def _assert_within_rounding(got, want):
     assert compared > 100
 
 
-@pytest.mark.parametrize("model,refresh,extra", CHIMERA,
-                         ids=[f"{m}-{r or 'auto'}" + ("-eigen" if e else "")
-                              for m, r, e in CHIMERA])
+@pytest.mark.parametrize("model,refresh,extra,schedule", CHIMERA,
+                         ids=[f"{m}-{r or 'auto'}" + ("-eigen" if e else "") +
+                              ("" if s == "chimera" else f"-{s}") for m, r, e, s in CHIMERA])
 def test_chimera_bubbles_equal_single_process_window_within_rounding(setup, tmp_path, model,
-                                                                     refresh, extra):
+                                                                     refresh, extra, schedule):
     got_path, trace = tmp_path / "chimera.npz", tmp_path / "trace.json"
     proc = _pipeline(setup, 2, model,
-                     f"stages=2 schedule=chimera microbatches=4 kfac=bubbles {refresh}",
+                     f"stages=2 schedule={schedule} microbatches=4 kfac=bubbles {refresh}",
                      *WARMUP, "--steps", STEPS, "--log-every", "1", "--checkpoint", got_path,
                      "--trace", trace, *extra, timeout=400)
     plan = PLAN.search(proc.stdout)

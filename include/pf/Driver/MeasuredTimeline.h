@@ -196,10 +196,10 @@ struct KfacWindowPlan {
 /// warm-up steps, which invert every layer at their end). `steps` = 0
 /// takes the scheduler's K: the smallest whose inverses lengthen the mean
 /// step by at most `maxOverhead` × T_pipe (the preconditioning, after the
-/// flush in every step, is not placed). gpipe, 1f1b, zb-h1, interleaved and
-/// chimera (whose replicas sum the factors after the curvature step's flush,
-/// so its inversions run in later steps, each on the replica the scheduler
-/// gives it).
+/// flush in every step, is not placed). Every schedule the rank programs run
+/// (not an imported order); chimera and dualpipe, whose replicas sum the
+/// factors after the curvature step's flush, run their inversions in later
+/// steps, each on the replica the scheduler gives it.
 llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t firstStep,
                                               int64_t lastStep, int64_t steps = 0,
                                               double maxOverhead = 0.01,
