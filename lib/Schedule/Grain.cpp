@@ -167,6 +167,9 @@ Expected<CostModel> splitCostModel(const CostModel &costs, PartitionGrain grain)
         costs.name +
         "' does not give (profile key 'block': hidden, heads, "
         "seq_len, micro_batch; docs/profile-format.md)");
+  if (costs.block.split)
+    return Status::error(std::string("partition grain '") + partitionGrainName(grain) +
+                         "': the layers of '" + costs.name + "' are split already");
   const std::vector<Group> groups = groupsOf(grain);
   const size_t layers = costs.layers.size() * groups.size();
   if (layers > static_cast<size_t>(kMaxLayers))
@@ -178,7 +181,7 @@ Expected<CostModel> splitCostModel(const CostModel &costs, PartitionGrain grain)
   CostModel split = costs;
   split.layers.clear();
   // The units are no longer blocks: splitting them again would be wrong.
-  split.block = {};
+  split.block.split = true;
   for (const LayerCost &block : costs.layers)
     for (const Group &group : groups)
       split.layers.push_back(splitLayer(block, units, group));

@@ -8,6 +8,7 @@
 
 #include "KfacPolicies.h"
 #include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/KfacOffload.h"
 #include "pf/Schedule/Limits.h"
 
 #include <algorithm>
@@ -153,6 +154,7 @@ Timeline assembleTimeline(const PipelineStep &step, const KfacPlan &plan) {
       tl.kfacItems.push_back(it);
     }
   }
+  appendInverseReturns(tl, step); // K-FAC offload (KfacOffload.h)
   return tl;
 }
 

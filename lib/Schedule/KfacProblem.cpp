@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/KfacProblem.h"
+#include "pf/Schedule/KfacOffload.h"
 
 #include <algorithm>
 
@@ -196,6 +197,8 @@ KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,
       addPreconditioning(p, step, c, layer, s, static_cast<int>(i));
     }
   }
+  // Inversions moved to devices that idle more (KfacOffload.h).
+  applyKfacMoves(p, step.kfacMoves);
   p.dependents.assign(p.tasks.size(), {});
   for (size_t i = 0; i < p.tasks.size(); ++i)
     for (int d : p.tasks[i].deps)

@@ -408,7 +408,7 @@ std::string profileToJson(const CostModel &model) {
     doc["units"] = "ms";
     doc["p2p"] = model.p2p;
     doc["allreduce"] = model.layers.empty() ? 0.0 : model.layers[0].allreduce;
-    if (model.block.known())
+    if (model.block.known() && !model.block.split)
       doc["block"] = {{"hidden", model.block.hidden},
                       {"heads", model.block.heads},
                       {"seq_len", model.block.seqLen},

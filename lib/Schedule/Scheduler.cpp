@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Scheduler.h"
+#include "pf/Schedule/KfacOffload.h"
 #include "pf/Schedule/Partition.h"
 #include "pf/Schedule/Limits.h"
 
@@ -240,6 +241,8 @@ Expected<ScheduleResult> schedulePipeline(const CostModel &costs,
     return step.status();
   result.step = step.take();
 
+  if (request.kfacOffload && request.kfac.policy != Policy::None)
+    result.step.kfacMoves = planKfacOffload(result.step, costs);
   auto plan = planKfac(result.step, costs, request.kfac);
   if (!plan)
     return plan.status();

@@ -12,6 +12,7 @@
 
 #include "OpGraph.h"
 #include "pf/Schedule/Kfac.h"
+#include "pf/Schedule/KfacOffload.h"
 
 #include <algorithm>
 #include <cmath>
@@ -211,7 +212,8 @@ Status validateTimeline(const Timeline &timeline, const PipelineStep &step,
   for (Status s : {checkExclusive(timeline, items),
                    checkStepBounds(timeline, items),
                    checkPipeline(timeline, items, step, costs),
-                   checkKfac(timeline, items, step, costs)})
+                   checkKfac(timeline, items, step, costs),
+                   checkInverseReturns(timeline, items, step)})
     if (!s.ok())
       return s;
   return Status::success();

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pf/Schedule/Grain.h"
+#include "pf/Schedule/KfacOffload.h"
 #include "pf/Schedule/Scheduler.h"
 #include "pf/Schedule/TorchCsv.h"
 #include "pf/Schedule/Verify.h"
@@ -87,6 +88,10 @@ K-FAC:
   --split-pieces P          pf: smallest piece = 1/P of a task (default 8;
                             1 = never split; at most 1024, kMaxSplitPieces)
   --no-steady-state         pf: do not overlap consecutive refreshes
+  --kfac-offload            let devices that idle more run inversions of
+                            other devices' layers (factor sent there, inverse
+                            sent back over the link: profile key link_gbs);
+                            one-pipeline schedules; the moves are listed
 
 Memory (per device, peak of a step; the report shows it):
   --memory-cap-gb X         refuse a schedule or partition that needs more
@@ -118,6 +123,7 @@ each time at most 1e9 ms (kMaxProfileTimeMs); numbers must be finite.
 struct Options {
   std::map<std::string, std::string> values;
   bool validate = false, quiet = false, help = false, noSteadyState = false;
+  bool kfacOffload = false;
 };
 
 /// Options that take a value; everything else is a flag.
@@ -162,6 +168,8 @@ Expected<Options> parseArgs(int argc, char **argv) {
       o.help = true;
     } else if (name == "no-steady-state" && !inlineValue) {
       o.noSteadyState = true;
+    } else if (name == "kfac-offload" && !inlineValue) {
+      o.kfacOffload = true;
     } else {
       return Status::error("unknown option '--" + name + "' (see --help)");
     }
@@ -363,6 +371,7 @@ Expected<ScheduleRequest> request(const Options &o, const ImportedSchedule &impo
   if (Status s = refreshOptions(o, r.kfac); !s.ok())
     return s;
   r.kfac.steadyState = !o.noSteadyState;
+  r.kfacOffload = o.kfacOffload;
   r.validate = o.validate;
   Status memory = memoryOptions(o, r.memory);
   if (!memory.ok())
@@ -427,6 +436,10 @@ int main(int argc, char **argv) {
   }
   if (!options->quiet) {
     std::cout << reportToText(result->report);
+    if (options->kfacOffload)
+      std::cout << "K-FAC offload: " << result->step.kfacMoves.size()
+                << " factors moved\n"
+                << describeKfacMoves(result->step.kfacMoves, *costs);
     if (options->validate)
       std::cout << "schedule verified: placement, every pass once, dependency "
                    "order, no deadlock\n"

@@ -60,6 +60,8 @@ struct BlockShape {
   int heads = 0;
   int seqLen = 0;
   int microBatch = 0;
+  /// The layers are already units of such blocks (Grain.h), not blocks.
+  bool split = false;
   bool known() const { return hidden > 0 && heads > 0 && seqLen > 0 && microBatch > 0; }
 };
 

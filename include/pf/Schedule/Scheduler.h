@@ -43,6 +43,10 @@ struct ScheduleRequest {
   /// devices and microbatches must be 0 or agree). Not owned.
   const PipelineProgram *imported = nullptr;
   KfacOptions kfac;
+  /// Let devices that idle more run inversions of other devices' layers
+  /// (KfacOffload.h; one-pipeline schedules). The moves are in
+  /// ScheduleResult::step.kfacMoves.
+  bool kfacOffload = false;
   /// Optimizer state and the per-device cap; whether K-FAC memory counts
   /// follows kfac.policy.
   MemoryOptions memory;

@@ -80,6 +80,21 @@ struct Interval {
   double start = 0, end = 0;
 };
 
+/// K-FAC work of one factor of a layer run by another device than the
+/// layer's stage (KfacOffload.h): its inversion, and with `curvature` also
+/// its curvature pieces. The factor goes there after its curvature (sendMs;
+/// 0 when the curvature moved too: it accumulates there), each curvature
+/// piece waits for its micro-batch's input or output gradient
+/// (activationMs), the inverse comes back before the owner preconditions
+/// with it (returnMs).
+struct KfacMove {
+  int layer = 0;
+  bool factorA = true;
+  bool curvature = false;
+  int from = 0, to = 0;
+  double sendMs = 0, returnMs = 0, activationMs = 0;
+};
+
 /// One training step of the bare pipeline.
 struct PipelineStep {
   PipelineLayout layout;
@@ -99,6 +114,9 @@ struct PipelineStep {
   std::vector<std::vector<Interval>> idle;
   /// Busy time of every device's compute lane.
   std::vector<double> busy;
+  /// Inversions moved to other devices; the K-FAC tasks follow them
+  /// (buildKfacProblem). Empty unless K-FAC offload was asked for.
+  std::vector<KfacMove> kfacMoves;
 };
 
 Expected<PipelineStep> simulatePipeline(const PipelineProgram &program,
