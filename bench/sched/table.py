@@ -8,10 +8,16 @@ without / with K-FAC, the refresh interval K and the step time. Cells whose
 stages exceed the layers are skipped with the reason; when D does not divide
 the layers the min-max partitioner balances them.
 
+With --partition-grain G and/or --kfac-offload, the cells whose stages do
+not divide the blocks run with them (both policies; the schedule column
+says so), and --only-uneven prints just those cells (issue 15 item 6).
+
 Then times pf-sched for D=64, N=512, 96 layers (target: under 1 s).
 
 usage: bench/sched/table.py [--pf-sched build/bin/pf-sched] [--markdown]
                             [--no-timing] [--figures docs]
+                            [--partition-grain half|linear] [--kfac-offload]
+                            [--only-uneven]
 """
 
 import argparse
@@ -73,7 +79,25 @@ def dominates(pf, ref):
             pf["step_time_ms"] <= ref["step_time_ms"] * (1 + 1e-12) + 1e-9)
 
 
-def table(binary, markdown):
+def uneven(profile, schedule, d):
+    stages = d * CHUNKS if schedule == "interleaved" else d
+    return layers_of(profile) % stages != 0
+
+
+def balance_options(grain, offload):
+    """pf-sched options for the cells whose stages do not divide the blocks,
+    and how the schedule column names them."""
+    extra, label = [], []
+    if grain and grain != "block":
+        extra += ["--partition-grain", grain]
+        label.append(grain)
+    if offload:
+        extra.append("--kfac-offload")
+        label.append("offload")
+    return extra, f" ({', '.join(label)})" if label else ""
+
+
+def table(binary, markdown, grain=None, offload=False, only_uneven=False):
     sep = " | " if markdown else "  "
     header = ["model", "schedule", "D", "N", "util w/o", "pf K", "pf util",
               "pf step ms", "pipefisher K", "pipefisher util",
@@ -91,15 +115,20 @@ def table(binary, markdown):
                         print(sep.join([model, schedule, str(d), str(n),
                                         f"skipped: {reason}"]))
                         continue
-                    pf = run(binary, profile, schedule, d, n, "pf")
-                    ref = run(binary, profile, schedule, d, n, "pipefisher")
+                    extra, label = (), ""
+                    if uneven(profile, schedule, d):
+                        extra, label = balance_options(grain, offload)
+                    elif only_uneven:
+                        continue
+                    pf = run(binary, profile, schedule, d, n, "pf", extra)
+                    ref = run(binary, profile, schedule, d, n, "pipefisher", extra)
                     ok = dominates(pf, ref)
                     if pf.get("used_reference_window"):
                         print(f"note: pf kept the reference window for {model} "
                               f"{schedule} D={d} N={n}")
                     all_ok &= ok
                     print(sep.join([
-                        model, schedule, str(d), str(n),
+                        model, schedule + label, str(d), str(n),
                         f"{100 * pf['utilization']['without_kfac']:.1f}%",
                         str(pf["refresh_steps"]),
                         f"{100 * pf['utilization']['with_kfac']:.1f}%",
@@ -169,6 +198,12 @@ def main():
     parser.add_argument("--pf-sched", default=os.path.join(ROOT, "build", "bin", "pf-sched"))
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--no-timing", action="store_true")
+    parser.add_argument("--partition-grain", choices=["block", "half", "linear"],
+                        help="unit of partitioning where the stages do not divide the blocks")
+    parser.add_argument("--kfac-offload", action="store_true",
+                        help="K-FAC offload where the stages do not divide the blocks")
+    parser.add_argument("--only-uneven", action="store_true",
+                        help="print only the cells whose stages do not divide the blocks")
     parser.add_argument("--figures", metavar="DIR",
                         help="also write the Chimera D=8 BERT-Large SVGs there")
     args = parser.parse_args()
@@ -177,7 +212,8 @@ def main():
                  " or pass --pf-sched")
     if args.figures:
         figures(args.pf_sched, args.figures)
-    ok = table(args.pf_sched, args.markdown)
+    ok = table(args.pf_sched, args.markdown, args.partition_grain, args.kfac_offload,
+               args.only_uneven)
     if not args.no_timing:
         timing(args.pf_sched)
     if not ok:
