@@ -165,6 +165,7 @@ PARITY = [(model, ranks, schedule, 4, ())
     # The V schedules: 4 stages on 2 ranks, rank 0 holding stages 0 and 3 (the
     # tied embedding's two pieces summed there), rank 1 stages 1 and 2.
     ("mini", 2, "zb-v", 4, ()),
+    ("mini", 2, "zb-v", 1, ()),  # one micro-batch: the two pieces only added
     ("mini", 2, "dualpipev", 4, ()),
     # DualPipe: two pipes as Chimera's, split backwards (N >= 2D).
     ("tiny", 2, "dualpipe", 4, ()),

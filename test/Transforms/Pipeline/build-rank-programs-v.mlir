@@ -1,0 +1,277 @@
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=4 split-backward=true" --pf-build-rank-programs="schedule=zb-v microbatches=4" | grep -E "rank_program|pf\.(run_stage|send_act|recv_act|all_reduce|broadcast|reduce_microbatch)" | FileCheck %s --check-prefix=ZBV --implicit-check-not=all_reduce --implicit-check-not=pf.broadcast --implicit-check-not=reduce_microbatch
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=4 split-backward=true" --pf-build-rank-programs="schedule=zb-v microbatches=4" | FileCheck %s --check-prefix=TIED
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=4 split-backward=true" --pf-build-rank-programs="schedule=zb-v microbatches=1" | FileCheck %s --check-prefix=TIED-N1
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=4 split-backward=true" --pf-build-rank-programs="schedule=dualpipev microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)" | FileCheck %s --check-prefix=DUALPIPEV
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=dualpipe microbatches=4" | FileCheck %s --check-prefix=DUALPIPE
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=zb-v micro-batches=2" | FileCheck %s --check-prefix=TRAINING
+// RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=3 split-backward=true" --pf-build-rank-programs="schedule=zb-v microbatches=4" 2>&1 | FileCheck %s --check-prefix=ODD
+// RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=4" --pf-build-rank-programs="schedule=dualpipev microbatches=4" 2>&1 | FileCheck %s --check-prefix=FUSED
+// RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 split-backward=true" --pf-build-rank-programs="schedule=dualpipe microbatches=2" 2>&1 | FileCheck %s --check-prefix=DUALPIPE-N
+
+// The schedules with two stages per rank in a V (zb-v, dualpipev: stage s < D
+// on rank s, stage s >= D on rank 2D-1-s) and DualPipe (two pipes as
+// Chimera's), over the backward halves of pf-split-stages{split-backward}.
+// A toy encoder of four blocks (the tied embedding read by stage 0's gather
+// and stage 3's decoder), D = 2.
+
+pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+pf.param @"bert.encoder.layer.3.dense.weight" : tensor<16x16xf32>
+pf.param @"cls.predictions.bias" : tensor<100xf32>
+
+func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x100xf32> {pf.name = "logits"}) {
+  %emb = pf.param_ref @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>
+  %x0 = pf.gather %emb, %ids : (tensor<100x16xf32>, tensor<4x8xi64>) -> tensor<4x8x16xf32>
+  %w0 = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<16x16xf32>
+  %x1 = pf.linear %x0, %w0 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w1 = pf.param_ref @"bert.encoder.layer.1.dense.weight" : tensor<16x16xf32>
+  %x2 = pf.linear %x1, %w1 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w2 = pf.param_ref @"bert.encoder.layer.2.dense.weight" : tensor<16x16xf32>
+  %x3 = pf.linear %x2, %w2 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %w3 = pf.param_ref @"bert.encoder.layer.3.dense.weight" : tensor<16x16xf32>
+  %x4 = pf.linear %x3, %w3 {transpose_weight} : (tensor<4x8x16xf32>, tensor<16x16xf32>) -> tensor<4x8x16xf32>
+  %r = pf.add %x4, %x1 : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %bias = pf.param_ref @"cls.predictions.bias" : tensor<100xf32>
+  %logits = pf.linear %r, %emb, %bias {transpose_weight} : (tensor<4x8x16xf32>, tensor<100x16xf32>, tensor<100xf32>) -> tensor<4x8x100xf32>
+  return %logits : tensor<4x8x100xf32>
+}
+
+// zb-v, D = 2, N = 4: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2.
+// The V's turn (stage 1 -> stage 2 on rank 1, forward act/* and backward
+// grad_act/*) is on one rank: no send or recv between them, the next call
+// reads the values the rank holds. act/3 (relayed to the residual) crosses
+// both ways with its own tags (chunk 0 down, chunk 1 back up). The tied
+// embedding's two pieces are both on rank 0: summed there by
+// @stage3_accumulate_tied* once both stages returned the micro-batch's (after
+// stage 0's weight half), no all_reduce, broadcast or reduce_microbatch.
+// ZBV-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 3]) microbatches(4) {
+// ZBV-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// ZBV-NEXT: pf.send_act "act/3" microbatch(0) to(1) tag(0)
+// ZBV-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// ZBV-NEXT: pf.send_act "act/3" microbatch(1) to(1) tag(1)
+// ZBV-NEXT: pf.recv_act "act/3" microbatch(0) from(1) tag(28)
+// ZBV-NEXT: pf.recv_act "act/7" microbatch(0) from(1) tag(36)
+// ZBV-NEXT: pf.run_stage forward @stage0_forward microbatch(2)
+// ZBV-NEXT: pf.send_act "act/3" microbatch(2) to(1) tag(2)
+// ZBV-NEXT: pf.run_stage forward @stage3_forward microbatch(0)
+// ZBV-NEXT: pf.recv_act "act/3" microbatch(1) from(1) tag(29)
+// ZBV-NEXT: pf.recv_act "act/7" microbatch(1) from(1) tag(37)
+// ZBV-NEXT: pf.run_stage backward_input @stage3_backward_input microbatch(0)
+// ZBV-NEXT: pf.send_act "grad_act/17" microbatch(0) to(1) tag(40)
+// ZBV-NEXT: pf.send_act "grad_act/24" microbatch(0) to(1) tag(44)
+// ZBV-NEXT: pf.run_stage backward_weight @stage3_backward_weight microbatch(0)
+// ZBV-NEXT: pf.run_stage accumulate @stage3_accumulate_first microbatch(0)
+// ZBV-NEXT: pf.run_stage forward @stage3_forward microbatch(1)
+// ZBV-NEXT: pf.run_stage backward_input @stage3_backward_input microbatch(1)
+// ZBV-NEXT: pf.send_act "grad_act/17" microbatch(1) to(1) tag(41)
+// ZBV-NEXT: pf.send_act "grad_act/24" microbatch(1) to(1) tag(45)
+// ZBV-NEXT: pf.recv_act "grad_act/42" microbatch(0) from(1) tag(24)
+// ZBV-NEXT: pf.run_stage backward_weight @stage3_backward_weight microbatch(1)
+// ZBV-NEXT: pf.run_stage accumulate @stage3_accumulate microbatch(1)
+// ZBV-NEXT: pf.run_stage forward @stage0_forward microbatch(3)
+// ZBV-NEXT: pf.send_act "act/3" microbatch(3) to(1) tag(3)
+// ZBV-NEXT: pf.recv_act "act/3" microbatch(2) from(1) tag(30)
+// ZBV-NEXT: pf.recv_act "act/7" microbatch(2) from(1) tag(38)
+// ZBV-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
+// ZBV-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// ZBV-NEXT: pf.run_stage accumulate @stage0_accumulate_first microbatch(0)
+// ZBV-NEXT: pf.run_stage accumulate @stage3_accumulate_tied_first microbatch(0)
+// ZBV-NEXT: pf.run_stage forward @stage3_forward microbatch(2)
+// ZBV-NEXT: pf.run_stage backward_input @stage3_backward_input microbatch(2)
+// ZBV-NEXT: pf.send_act "grad_act/17" microbatch(2) to(1) tag(42)
+// ZBV-NEXT: pf.send_act "grad_act/24" microbatch(2) to(1) tag(46)
+// ZBV-NEXT: pf.recv_act "grad_act/42" microbatch(1) from(1) tag(25)
+// ZBV-NEXT: pf.run_stage backward_weight @stage3_backward_weight microbatch(2)
+// ZBV-NEXT: pf.run_stage accumulate @stage3_accumulate microbatch(2)
+// ZBV-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
+// ZBV-NEXT: pf.recv_act "act/3" microbatch(3) from(1) tag(31)
+// ZBV-NEXT: pf.recv_act "act/7" microbatch(3) from(1) tag(39)
+// ZBV-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// ZBV-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(1)
+// ZBV-NEXT: pf.run_stage accumulate @stage3_accumulate_tied microbatch(1)
+// ZBV-NEXT: pf.run_stage forward @stage3_forward microbatch(3)
+// ZBV-NEXT: pf.run_stage backward_input @stage3_backward_input microbatch(3)
+// ZBV-NEXT: pf.send_act "grad_act/17" microbatch(3) to(1) tag(43)
+// ZBV-NEXT: pf.send_act "grad_act/24" microbatch(3) to(1) tag(47)
+// ZBV-NEXT: pf.recv_act "grad_act/42" microbatch(2) from(1) tag(26)
+// ZBV-NEXT: pf.run_stage backward_weight @stage3_backward_weight microbatch(3)
+// ZBV-NEXT: pf.run_stage accumulate @stage3_accumulate_last microbatch(3)
+// ZBV-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(2)
+// ZBV-NEXT: pf.recv_act "grad_act/42" microbatch(3) from(1) tag(27)
+// ZBV-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(2)
+// ZBV-NEXT: pf.run_stage accumulate @stage0_accumulate microbatch(2)
+// ZBV-NEXT: pf.run_stage accumulate @stage3_accumulate_tied microbatch(2)
+// ZBV-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(3)
+// ZBV-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(3)
+// ZBV-NEXT: pf.run_stage accumulate @stage0_accumulate_last microbatch(3)
+// ZBV-NEXT: pf.run_stage accumulate @stage3_accumulate_tied_last microbatch(3)
+// ZBV-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1, 2]) microbatches(4) {
+// ZBV-NEXT: pf.recv_act "act/3" microbatch(0) from(0) tag(0)
+// ZBV-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// ZBV-NEXT: pf.recv_act "act/3" microbatch(1) from(0) tag(1)
+// ZBV-NEXT: pf.run_stage forward @stage2_forward microbatch(0)
+// ZBV-NEXT: pf.send_act "act/3" microbatch(0) to(0) tag(28)
+// ZBV-NEXT: pf.send_act "act/7" microbatch(0) to(0) tag(36)
+// ZBV-NEXT: pf.recv_act "act/3" microbatch(2) from(0) tag(2)
+// ZBV-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// ZBV-NEXT: pf.run_stage forward @stage2_forward microbatch(1)
+// ZBV-NEXT: pf.send_act "act/3" microbatch(1) to(0) tag(29)
+// ZBV-NEXT: pf.send_act "act/7" microbatch(1) to(0) tag(37)
+// ZBV-NEXT: pf.recv_act "grad_act/17" microbatch(0) from(0) tag(40)
+// ZBV-NEXT: pf.recv_act "grad_act/24" microbatch(0) from(0) tag(44)
+// ZBV-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(0)
+// ZBV-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(0)
+// ZBV-NEXT: pf.run_stage accumulate @stage2_accumulate_first microbatch(0)
+// ZBV-NEXT: pf.run_stage forward @stage1_forward microbatch(2)
+// ZBV-NEXT: pf.recv_act "grad_act/17" microbatch(1) from(0) tag(41)
+// ZBV-NEXT: pf.recv_act "grad_act/24" microbatch(1) from(0) tag(45)
+// ZBV-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
+// ZBV-NEXT: pf.send_act "grad_act/42" microbatch(0) to(0) tag(24)
+// ZBV-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// ZBV-NEXT: pf.recv_act "act/3" microbatch(3) from(0) tag(3)
+// ZBV-NEXT: pf.run_stage accumulate @stage1_accumulate_first microbatch(0)
+// ZBV-NEXT: pf.run_stage forward @stage2_forward microbatch(2)
+// ZBV-NEXT: pf.send_act "act/3" microbatch(2) to(0) tag(30)
+// ZBV-NEXT: pf.send_act "act/7" microbatch(2) to(0) tag(38)
+// ZBV-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(1)
+// ZBV-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
+// ZBV-NEXT: pf.run_stage accumulate @stage2_accumulate microbatch(1)
+// ZBV-NEXT: pf.run_stage forward @stage1_forward microbatch(3)
+// ZBV-NEXT: pf.recv_act "grad_act/17" microbatch(2) from(0) tag(42)
+// ZBV-NEXT: pf.recv_act "grad_act/24" microbatch(2) from(0) tag(46)
+// ZBV-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
+// ZBV-NEXT: pf.send_act "grad_act/42" microbatch(1) to(0) tag(25)
+// ZBV-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// ZBV-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(1)
+// ZBV-NEXT: pf.run_stage forward @stage2_forward microbatch(3)
+// ZBV-NEXT: pf.send_act "act/3" microbatch(3) to(0) tag(31)
+// ZBV-NEXT: pf.send_act "act/7" microbatch(3) to(0) tag(39)
+// ZBV-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(2)
+// ZBV-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(2)
+// ZBV-NEXT: pf.recv_act "grad_act/17" microbatch(3) from(0) tag(43)
+// ZBV-NEXT: pf.recv_act "grad_act/24" microbatch(3) from(0) tag(47)
+// ZBV-NEXT: pf.run_stage accumulate @stage2_accumulate microbatch(2)
+// ZBV-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(2)
+// ZBV-NEXT: pf.send_act "grad_act/42" microbatch(2) to(0) tag(26)
+// ZBV-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(3)
+// ZBV-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(3)
+// ZBV-NEXT: pf.send_act "grad_act/42" microbatch(3) to(0) tag(27)
+// ZBV-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(2)
+// ZBV-NEXT: pf.run_stage accumulate @stage1_accumulate microbatch(2)
+// ZBV-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(3)
+// ZBV-NEXT: pf.run_stage accumulate @stage2_accumulate_last microbatch(3)
+// ZBV-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(3)
+// ZBV-NEXT: pf.run_stage accumulate @stage1_accumulate_last microbatch(3)
+
+// The first stage's piece is renamed grad_part/*: a rank keeps one grad/<p>
+// per micro-batch. The last stage's accumulation adds it to its own piece,
+// then weights the sum as for any gradient (b + a, commutative: the
+// single-process a + b bit for bit).
+// TIED: func.func @stage0_backward_weight({{.*}}) -> ({{.*}}tensor<100x16xf32> {pf.name = "grad_part/bert.embeddings.word_embeddings.weight"})
+// TIED: func.func @stage3_backward_weight({{.*}}tensor<100x16xf32> {pf.name = "grad/bert.embeddings.word_embeddings.weight"})
+// TIED-NOT: grad_part
+// TIED: func.func @stage3_accumulate_tied_first(%arg0: tensor<100x16xf32> {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %arg1: tensor<100x16xf32> {pf.name = "grad_part/bert.embeddings.word_embeddings.weight"}, %arg2: tensor<i64> {pf.name = "loss_count"}) -> (tensor<100x16xf32> {pf.name = "grad_sum/bert.embeddings.word_embeddings.weight"})
+// TIED-NEXT: %[[SUM:.*]] = pf.add %arg0, %arg1
+// TIED-NEXT: %[[COUNT:.*]] = pf.cast %arg2
+// TIED-NEXT: %[[TERM:.*]] = pf.mul %[[SUM]], %[[COUNT]]
+// TIED-NEXT: return %[[TERM]]
+// TIED: func.func @stage3_accumulate_tied(%arg0: {{.*}}"grad/bert.embeddings.word_embeddings.weight"}, %arg1: {{.*}}"grad_part/bert.embeddings.word_embeddings.weight"}, %arg2: {{.*}}"grad_sum/bert.embeddings.word_embeddings.weight"}, %arg3: {{.*}}"loss_count"})
+// TIED: func.func @stage3_accumulate_tied_last(
+
+// One micro-batch: nothing weighted, the two pieces only added.
+// TIED-N1: func.func @stage3_accumulate_tied(%arg0: tensor<100x16xf32> {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %arg1: tensor<100x16xf32> {pf.name = "grad_part/bert.embeddings.word_embeddings.weight"}) -> (tensor<100x16xf32> {pf.name = "grad_sum/bert.embeddings.word_embeddings.weight"})
+// TIED-N1-NEXT: %[[SUM:.*]] = pf.add %arg0, %arg1
+// TIED-N1-NEXT: return %[[SUM]]
+// TIED-N1: pf.rank_program @rank0
+// TIED-N1: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// TIED-N1-NEXT: pf.run_stage accumulate @stage3_accumulate_tied microbatch(0)
+// TIED-N1-NOT: all_reduce
+
+// dualpipev, D = 2, N = 4: the same placement; its whole backwards (the
+// layout's fullBackward) run as the two halves back to back.
+// DUALPIPEV-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 3]) microbatches(4) {
+// DUALPIPEV-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage0_forward microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage3_forward microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage3_backward_input microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage3_backward_weight microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage3_forward microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage0_forward microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage3_backward_input microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage3_backward_weight microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage3_forward microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage3_backward_input microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage3_backward_weight microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage3_forward microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage3_backward_input microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage3_backward_weight microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage0_backward_input microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage0_backward_weight microbatch(3)
+// DUALPIPEV-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1, 2]) microbatches(4) {
+// DUALPIPEV-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage2_forward microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage2_forward microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage1_forward microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage2_forward microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage1_forward microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage forward @stage2_forward microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(2)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage2_backward_input microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_input @stage1_backward_input microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage2_backward_weight microbatch(3)
+// DUALPIPEV-NEXT: pf.run_stage backward_weight @stage1_backward_weight microbatch(3)
+
+// dualpipe, D = 2, N = 4: two pipes as Chimera's (micro-batches 0, 1 down:
+// stage s on rank s; 2, 3 up: on rank 1-s), so every rank holds both stages
+// and every gradient is all-reduced over the two replicas at the step end.
+// DUALPIPE-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1]) microbatches(4) {
+// DUALPIPE-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
+// DUALPIPE-NEXT: pf.send_act "act/3" microbatch(0) to(1)
+// DUALPIPE-NEXT: pf.send_act "act/7" microbatch(0) to(1)
+// DUALPIPE-NEXT: pf.recv_act "act/3" microbatch(2) from(1)
+// DUALPIPE-NEXT: pf.recv_act "act/7" microbatch(2) from(1)
+// DUALPIPE-NEXT: pf.run_stage forward @stage1_forward microbatch(2)
+// DUALPIPE: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
+// DUALPIPE: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1])
+// DUALPIPE-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1]) microbatches(4) {
+// DUALPIPE-NEXT: pf.recv_act "act/3" microbatch(0) from(0)
+// DUALPIPE-NEXT: pf.recv_act "act/7" microbatch(0) from(0)
+// DUALPIPE-NEXT: pf.run_stage forward @stage0_forward microbatch(2)
+
+// The whole step: rank 0's two stages share the tied embedding, updated once
+// by the merged @rank0_update.
+// TRAINING: func.func @rank0_update(
+// TRAINING: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 3]) microbatches(2) {
+// TRAINING: pf.run_stage accumulate @stage3_accumulate_tied_last microbatch(1)
+// TRAINING: pf.clip_gradients
+// TRAINING-NEXT: pf.run_stage update @rank0_update
+// TRAINING-NEXT: }
+// TRAINING: pf.rank_program @rank1 rank(1) ranks(2) stages([1, 2]) microbatches(2) {
+// TRAINING: pf.clip_gradients
+// TRAINING-NEXT: pf.run_stage update @stage1_update
+// TRAINING-NEXT: pf.run_stage update @stage2_update
+
+// ODD: error: pf-build-rank-programs: zb-v needs two stages on each of at least 2 ranks: the module has 3 stages (run pf-split-stages with stages = 2 × ranks)
+// FUSED: error: pf-build-rank-programs: schedule 'dualpipev' needs @stage0_backward_input and @stage0_backward_weight (run pf-split-stages with split-backward=true)
+// DUALPIPE-N: error: pf-build-rank-programs: dualpipe needs at least 2 x 2 = 4 micro-batches (got 2)
