@@ -233,20 +233,67 @@ bool isInversionOf(const TimelineItem &it, const KfacMove &m) {
   return it.kind == kind && it.layer == m.layer && it.device == m.to;
 }
 
-/// When the helper's last piece of the move's inversion ends, in the time of
-/// the window its refresh started in (pieces of the previous refresh,
-/// refresh lag 1, end one window later), and that lag; -1 without pieces.
+/// The refreshes of the move's inversion in the window (several for a
+/// staggered refresh), ascending.
+std::vector<int> refreshesOf(const std::vector<TimelineItem> &items, const KfacMove &m) {
+  std::vector<int> refreshes;
+  for (const TimelineItem &it : items)
+    if (isInversionOf(it, m) &&
+        std::find(refreshes.begin(), refreshes.end(), it.refresh) == refreshes.end())
+      refreshes.push_back(it.refresh);
+  std::sort(refreshes.begin(), refreshes.end());
+  return refreshes;
+}
+
+/// When the helper's last piece of one refresh of the move's inversion ends,
+/// in the time of the window the refresh started in (pieces of the previous
+/// refresh, refresh lag 1, end one window later), and that lag; -1 without
+/// pieces.
 std::pair<double, int> lastInversionEnd(const Timeline &tl, const std::vector<TimelineItem> &items,
-                                        const KfacMove &m) {
+                                        const KfacMove &m, int refresh) {
   const double window = tl.windowTime();
   double end = -1;
   int lag = 0;
   for (const TimelineItem &it : items)
-    if (isInversionOf(it, m) && it.end + it.refreshLag * window > end) {
+    if (isInversionOf(it, m) && it.refresh == refresh && it.end + it.refreshLag * window > end) {
       end = it.end + it.refreshLag * window;
       lag = it.refreshLag;
     }
   return {end, lag};
+}
+
+/// Draws one refresh's inverse going back from `t` (window time, beyond the
+/// window for a later one).
+void appendReturn(const Timeline &tl, const KfacMove &m, int refresh, double t,
+                  std::vector<TimelineItem> &added) {
+  const double window = tl.windowTime();
+  // The transfer runs beside compute; it is drawn in the steps it spans,
+  // wrapping to the window's start (a later window: refresh lag) at its end.
+  double left = m.returnMs;
+  for (int guard = 0; left > 1e-12 && guard < 4 * tl.steps + 4; ++guard) {
+    const int lag = static_cast<int>(t / window + 1e-12);
+    const double inWindow = t - lag * window;
+    int k = 0;
+    while (k + 1 < tl.steps && tl.stepStart[k + 1] <= inWindow + 1e-12)
+      ++k;
+    const double stepEnd = tl.stepStart[k] + tl.stepTime[k];
+    const double length = std::min(left, stepEnd - inWindow);
+    if (length > 1e-12) {
+      TimelineItem it;
+      it.kind = ItemKind::FactorSync;
+      it.lane = Lane::Comm;
+      it.device = m.to;
+      it.step = k;
+      it.layer = m.layer;
+      it.start = inWindow;
+      it.end = inWindow + length;
+      it.refreshLag = lag;
+      it.refresh = refresh;
+      added.push_back(it);
+    }
+    left -= std::max(0.0, length);
+    t += std::max(length, 0.0) + (length <= 1e-12 ? 1e-9 : 0);
+  }
 }
 
 } // namespace
@@ -259,35 +306,8 @@ void appendInverseReturns(Timeline &tl, const PipelineStep &step) {
   for (const KfacMove &m : step.kfacMoves) {
     if (m.returnMs <= 0)
       continue;
-    double t = lastInversionEnd(tl, tl.kfacItems, m).first;
-    if (t < 0)
-      continue;
-    // The transfer runs beside compute; it is drawn in the steps it spans,
-    // wrapping to the window's start (a later window: refresh lag) at its end.
-    double left = m.returnMs;
-    for (int guard = 0; left > 1e-12 && guard < 4 * tl.steps + 4; ++guard) {
-      const int lag = static_cast<int>(t / window + 1e-12);
-      const double inWindow = t - lag * window;
-      int k = 0;
-      while (k + 1 < tl.steps && tl.stepStart[k + 1] <= inWindow + 1e-12)
-        ++k;
-      const double stepEnd = tl.stepStart[k] + tl.stepTime[k];
-      const double length = std::min(left, stepEnd - inWindow);
-      if (length > 1e-12) {
-        TimelineItem it;
-        it.kind = ItemKind::FactorSync;
-        it.lane = Lane::Comm;
-        it.device = m.to;
-        it.step = k;
-        it.layer = m.layer;
-        it.start = inWindow;
-        it.end = inWindow + length;
-        it.refreshLag = lag;
-        added.push_back(it);
-      }
-      left -= std::max(0.0, length);
-      t += std::max(length, 0.0) + (length <= 1e-12 ? 1e-9 : 0);
-    }
+    for (int refresh : refreshesOf(tl.kfacItems, m))
+      appendReturn(tl, m, refresh, lastInversionEnd(tl, tl.kfacItems, m, refresh).first, added);
   }
   tl.kfacItems.insert(tl.kfacItems.end(), added.begin(), added.end());
 }
@@ -296,9 +316,6 @@ Status checkInverseReturns(const Timeline &tl, const std::vector<TimelineItem> &
                            const PipelineStep &step) {
   const double window = tl.windowTime();
   for (const KfacMove &m : step.kfacMoves) {
-    auto [end, lag] = lastInversionEnd(tl, items, m);
-    if (end < 0)
-      continue; // no inversion placed: the task check reports it
     // The owner's first preconditioning of the layer that uses the refresh.
     double use = -1;
     for (const TimelineItem &it : items)
@@ -313,7 +330,7 @@ Status checkInverseReturns(const Timeline &tl, const std::vector<TimelineItem> &
     double expected = 0;
     for (const KfacMove &other : step.kfacMoves)
       if (other.to == m.to && other.layer == m.layer)
-        expected += other.returnMs;
+        expected += other.returnMs * refreshesOf(items, other).size();
     if (std::fabs(returned - expected) > 1e-6 * std::max(1.0, expected))
       return Status::error("the inverses of layer " + std::to_string(m.layer) +
                            " sent back from device " + std::to_string(m.to) + " take " +
@@ -321,13 +338,16 @@ Status checkInverseReturns(const Timeline &tl, const std::vector<TimelineItem> &
                            std::to_string(expected));
     if (use < 0)
       continue;
-    const double arrival = end + m.returnMs, due = (1 + lag) * window + use;
-    if (arrival > due + 1e-6)
-      return Status::error(
-          std::string("the inverse ") + (m.factorA ? "A" : "B") + " of layer " +
-          std::to_string(m.layer) + ", inverted on device " + std::to_string(m.to) +
-          ", is back on device " + std::to_string(m.from) + " at " + std::to_string(arrival) +
-          " ms, after the preconditioning that uses it (" + std::to_string(due) + " ms)");
+    for (int refresh : refreshesOf(items, m)) {
+      auto [end, lag] = lastInversionEnd(tl, items, m, refresh);
+      const double arrival = end + m.returnMs, due = (1 + lag) * window + use;
+      if (arrival > due + 1e-6)
+        return Status::error(
+            std::string("the inverse ") + (m.factorA ? "A" : "B") + " of layer " +
+            std::to_string(m.layer) + ", inverted on device " + std::to_string(m.to) +
+            ", is back on device " + std::to_string(m.from) + " at " + std::to_string(arrival) +
+            " ms, after the preconditioning that uses it (" + std::to_string(due) + " ms)");
+    }
   }
   return Status::success();
 }
