@@ -642,9 +642,10 @@ KfacPlan planThroughput(const PipelineStep &step, const CostModel &costs,
   KfacPlan best = search.plan(k);
   double bestUtilization = utilizationOf(best, step);
   int tried = best.candidatesTried;
-  // Bisect the candidates (the mean step grows with the refresh rate) for
-  // the most frequent refresh within the budget, then keep the best
-  // utilization of it and its two less frequent neighbours.
+  // Bisect the candidates (the mean step grows with the refresh rate, if
+  // not strictly: packing is greedy) for the most frequent refresh within
+  // the budget, then keep the best utilization of it, its two less frequent
+  // neighbours and the six more frequent ones.
   const auto candidates = staggerCandidates(k, options.maxStaggerPeriod);
   std::map<size_t, std::pair<bool, double>> seen; // index -> (fits, utilization)
   std::map<size_t, KfacPlan> fitting;
@@ -670,7 +671,7 @@ KfacPlan planThroughput(const PipelineStep &step, const CostModel &costs,
     else
       lo = mid + 1;
   }
-  for (size_t i = lo; i < std::min(candidates.size(), lo + 3); ++i)
+  for (size_t i = lo >= 6 ? lo - 6 : 0; i < std::min(candidates.size(), lo + 3); ++i)
     evaluate(i);
   for (auto &[i, plan] : fitting)
     if (seen[i].second > bestUtilization + 1e-12) {

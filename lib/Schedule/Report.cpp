@@ -37,10 +37,52 @@ double refreshBound(const PipelineStep &step, const CostModel &costs) {
   return bound;
 }
 
+/// The refresh rate (refreshes per step) every layer can reach at the step
+/// T_pipe + unmovable, bounded on each device twice: all its refresh work
+/// in the bubbles a piece of it fits into (a piece is at least 1/splitPieces
+/// of its task, with the margin) plus the unmovable time, less its
+/// preconditioning; and its inversions alone in the bubbles an inversion
+/// piece fits into plus the unmovable time.
+double refreshRateLimit(const PipelineStep &step, const CostModel &costs,
+                        const KfacOptions &options, double unmovable) {
+  const KfacProblem one = buildKfacProblem(step, costs, 1);
+  const int devices = step.layout.devices;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> all(devices, 0), inversion(devices, 0), precondition(devices, 0);
+  std::vector<double> anyPiece(devices, inf), inversionPiece(devices, inf);
+  const double scale = (1 + options.margin) / std::max(1, options.splitPieces);
+  for (const KfacTask &t : one.tasks) {
+    if (t.kind == ItemKind::Precondition) {
+      precondition[t.device] += t.duration;
+      continue;
+    }
+    all[t.device] += t.duration;
+    anyPiece[t.device] = std::min(anyPiece[t.device], t.duration * scale);
+    if (t.kind == ItemKind::InversionA || t.kind == ItemKind::InversionB) {
+      inversion[t.device] += t.duration;
+      inversionPiece[t.device] = std::min(inversionPiece[t.device], t.duration * scale);
+    }
+  }
+  double rate = 1;
+  for (int d = 0; d < devices; ++d) {
+    double room = 0, inversionRoom = 0;
+    for (const Interval &g : step.idle[d]) {
+      const double length = g.end - g.start;
+      room += length >= anyPiece[d] ? length : 0;
+      inversionRoom += length >= inversionPiece[d] ? length : 0;
+    }
+    if (all[d] > 0)
+      rate = std::min(rate, std::max(0.0, room + unmovable - precondition[d]) / all[d]);
+    if (inversion[d] > 0)
+      rate = std::min(rate, (inversionRoom + unmovable) / inversion[d]);
+  }
+  return rate;
+}
+
 /// The unmovable time, the overhead beyond it, the bubbles' limit and the
 /// refresh's shape (Report's fields).
 void refreshFigures(const PipelineStep &step, const CostModel &costs,
-                    const KfacPlan &plan, Report &r) {
+                    const KfacOptions &options, const KfacPlan &plan, Report &r) {
   const double T = step.makespan;
   r.unmovableMs = plan.unmovable;
   const double floor = T + plan.unmovable;
@@ -56,15 +98,8 @@ void refreshFigures(const PipelineStep &step, const CostModel &costs,
     refreshes += steps.size();
   r.meanRefreshInterval =
       r.staggered && refreshes > 0 ? r.layers * r.refreshSteps / refreshes : r.refreshSteps;
-  // The rate every layer can refresh at: the busiest device's room (bubbles
-  // plus the unmovable flush time, less preconditioning) over its work.
+  const double rate = refreshRateLimit(step, costs, options, plan.unmovable);
   KfacCapacity c = kfacCapacity(step, costs);
-  double rate = 1;
-  for (size_t d = 0; d < c.refreshWork.size(); ++d)
-    if (c.refreshWork[d] > 0)
-      rate = std::min(rate, std::max(0.0, c.bubblePerStep[d] + plan.unmovable -
-                                              c.preconditionPerStep[d]) /
-                                c.refreshWork[d]);
   double work = 0;
   for (size_t d = 0; d < c.refreshWork.size(); ++d)
     work += std::min(floor, step.busy[d] + c.preconditionPerStep[d] + rate * c.refreshWork[d]);
@@ -138,7 +173,7 @@ Report computeReport(const PipelineStep &step, const Timeline &timeline,
       window > 0 ? busyWindow / (l.devices * window) : r.utilizationWithoutKfac;
   r.refreshLowerBound = refreshBound(step, costs);
   if (options.policy != Policy::None)
-    refreshFigures(step, costs, plan, r);
+    refreshFigures(step, costs, options, plan, r);
   r.windowsTried = plan.candidatesTried;
   r.usedReference = plan.usedReference;
   return r;

@@ -54,6 +54,19 @@ def main():
         window = k * r["step_time_ms"]
         check("utilization.with_kfac", r["utilization"]["with_kfac"],
               (k * busy + r["kfac_work_ms"]) / (devices * window))
+    if "unmovable_ms_per_step" in r:  # the overhead beyond what cannot move
+        floor = step + r["unmovable_ms_per_step"]
+        beyond = r["step_time_ms"] - floor
+        check("overhead.beyond_unmovable_ms", r["overhead"]["beyond_unmovable_ms"], beyond)
+        check("overhead.beyond_unmovable_fraction",
+              r["overhead"]["beyond_unmovable_fraction"], beyond / floor)
+        refresh = r["refresh"]
+        if refresh["staggered"]:
+            steps = refresh["layer_refresh_steps"]
+            check("refresh.mean_interval", refresh["mean_interval"],
+                  len(steps) * k / sum(len(s) for s in steps))
+        if r["utilization"]["with_kfac"] > r["utilization"]["limit"] + 1e-9:
+            errors.append("utilization.with_kfac exceeds utilization.limit")
     for d in r["per_device"]:
         check(f"device {d['device']} utilization_without_kfac", d["utilization_without_kfac"],
               d["pipeline_busy_ms_per_step"] / step)
