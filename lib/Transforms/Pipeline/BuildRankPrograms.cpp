@@ -19,9 +19,18 @@
 // earlier than that pass ends in a timed run of the orders (forward 1,
 // backward 2, each half 1), so it rarely waits and holds few pieces.
 //
-// Backward halves (pf-split-stages{split-backward}): zb-h1 and zb-h2 call
-// backward_input and backward_weight where their orders say; gpipe and 1f1b
-// call the two halves one after the other in place of the fused backward.
+// Backward halves (pf-split-stages{split-backward}): zb-h1, zb-h2, zb-v,
+// dualpipe and dualpipev call backward_input and backward_weight where their
+// orders say; gpipe and 1f1b, and the backwards DualPipe(V) runs whole, call
+// the two halves one after the other in place of the fused backward.
+//
+// Placement: one stage per rank; interleaved stage s on rank s mod D; the V
+// schedules (zb-v, dualpipev) stage s < D on rank s, the others on rank
+// 2D-1-s, so the V's turn (stages D-1 and D) needs no transfer; two pipes
+// (chimera, dualpipe) a micro-batch's stage s on rank s or D-1-s by its pipe.
+// A gradient two stages of one rank return (the V's tied embedding) is summed
+// on that rank: the first stage's piece is renamed grad_part/<p> and the
+// last stage's accumulate_tied functions add it.
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"

@@ -240,7 +240,8 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
            "Write each backward as @stage<s>_backward_input (the slice its grad_act/* "
            "results need) and @stage<s>_backward_weight (the rest: grad/*; reads the "
            "stage's saved/* and grad_act/* arguments and the input half's wsaved/* "
-           "results) instead of @stage<s>_backward, for schedule=zb-h1 and zb-h2 (default: false)">,
+           "results) instead of @stage<s>_backward, for schedule=zb-h1, zb-h2, zb-v, dualpipe "
+           "and dualpipev (default: false)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Calls of each stage function per step, for the K-FAC factor updates (a step "
            "with pf-insert-kfac): each becomes the update of micro-batch `microbatch` (a new "
@@ -309,7 +310,11 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
     uniform passes, F = B = W). interleaved runs `chunks` stages per
     rank (stage s on rank s mod D); chimera two replicas of every stage
     (ranks s and D-1-s), whose gradients (and K-FAC factors) are summed by
-    `pf.all_reduce`. With K-FAC (pf-kfac-precondition on the split module)
+    `pf.all_reduce`; dualpipe likewise over the halves. zb-v and dualpipev
+    run 2D stages in a V (stage s < D on rank s, the others on rank
+    2D-1-s): no transfer between the two stages of a rank, and the tied
+    embedding's two pieces on rank 0 summed there (the first stage's
+    renamed `grad_part/<p>`, added by `@stage<2D-1>_accumulate_tied*`). With K-FAC (pf-kfac-precondition on the split module)
     the step ends with each layer's `pf.run_stage precondition` and
     `pf.kfac_kl_clip`; Chimera's replicas split the preconditioning: each
     layer on one replica, its result handed to the other by `pf.broadcast`. See docs/pipeline-execution.md
@@ -348,7 +353,9 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
   let options = [
     Option<"schedule", "schedule", "::pf::sched::ScheduleKind",
            /*default=*/"::pf::sched::ScheduleKind::OneFOneB",
-           "Pipeline schedule: gpipe, 1f1b, zb-h1 or zb-h2 (need pf-split-stages{split-backward=true}), interleaved (with chunks) or chimera (default: 1f1b)",
+           "Pipeline schedule: gpipe, 1f1b, zb-h1, zb-h2, zb-v, dualpipe or dualpipev (the last "
+           "five need pf-split-stages{split-backward=true}; zb-v and dualpipev 2 × ranks "
+           "stages), interleaved (with chunks) or chimera (default: 1f1b)",
            [{::mlir::pf::scheduleKindValues()}]>,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
            "Micro-batches per step">,
