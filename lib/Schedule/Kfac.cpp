@@ -82,9 +82,8 @@ Expected<KfacPlan> planKfac(const PipelineStep &step, const CostModel &costs,
   }
   case Policy::PipeFisher:
   case Policy::PF: {
-    KfacPlan plan = options.policy == Policy::PF
-                        ? detail::planPF(step, costs, options)
-                        : detail::planPipeFisher(step, costs, options);
+    KfacPlan plan = options.policy == Policy::PF ? detail::planPF(step, costs, options)
+                                                 : detail::planPipeFisher(step, costs, options);
     // Reported for every K-FAC plan: the split is the best one whatever
     // split the plan used, so the figure is the configuration's own.
     RefreshShape best;

@@ -64,14 +64,12 @@ namespace {
 /// Places leftover work after the flush of each step.
 class TailPlanner {
 public:
-  TailPlanner(const KfacProblem &problem, const SweepResult &sweep,
-              TailRule rule, bool overlap, KfacPlan &plan)
-      : p_(problem), rule_(rule), overlap_(overlap), plan_(plan),
-        endStep_(sweep.lastStep), endTime_(sweep.lastEnd),
-        remaining_(sweep.remaining),
+  TailPlanner(const KfacProblem &problem, const SweepResult &sweep, TailRule rule, bool overlap,
+              KfacPlan &plan)
+      : p_(problem), rule_(rule), overlap_(overlap), plan_(plan), endStep_(sweep.lastStep),
+        endTime_(sweep.lastEnd), remaining_(sweep.remaining),
         load_(problem.devices, std::vector<double>(problem.steps, problem.stepSpan)),
-        stepEnd_(problem.steps, problem.stepSpan),
-        firstStep_(problem.tasks.size(), problem.steps) {
+        stepEnd_(problem.steps, problem.stepSpan), firstStep_(problem.tasks.size(), problem.steps) {
     for (const PlacedPiece &piece : sweep.pieces)
       if (piece.refreshLag == 0)
         firstStep_[piece.task] = std::min(firstStep_[piece.task], piece.step);

@@ -34,9 +34,9 @@ int preconditionOwner(const PipelineLayout &l, int stage, int indexInStage) {
 
 /// Curvature of refresh `refresh`, from the micro-batches of window step
 /// `from`.
-void addCurvature(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
-                  int layer, int stage, int refresh, int from,
-                  std::vector<int> &aTasks, std::vector<int> &bTasks) {
+void addCurvature(KfacProblem &p, const PipelineStep &step, const LayerCost &c, int layer,
+                  int stage, int refresh, int from, std::vector<int> &aTasks,
+                  std::vector<int> &bTasks) {
   const PipelineLayout &l = step.layout;
   for (int m = 0; m < l.microbatches; ++m) {
     int pipe = l.pipeOf(m);
@@ -57,18 +57,16 @@ void addCurvature(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
       t.micro = m;
       t.refresh = refresh;
       t.duration = duration;
-      t.release = from * p.stepSpan +
-                  (isA ? step.forwardEnd[idx] : step.backwardEnd[idx]);
+      t.release = from * p.stepSpan + (isA ? step.forwardEnd[idx] : step.backwardEnd[idx]);
       (isA ? aTasks : bTasks).push_back(static_cast<int>(p.tasks.size()));
       p.tasks.push_back(t);
     }
   }
 }
 
-void addInversions(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
-                   int layer, int stage, int refresh, int from,
-                   const std::vector<int> &aTasks, const std::vector<int> &bTasks,
-                   bool replicaFactorsAfterFlush) {
+void addInversions(KfacProblem &p, const PipelineStep &step, const LayerCost &c, int layer,
+                   int stage, int refresh, int from, const std::vector<int> &aTasks,
+                   const std::vector<int> &bTasks, bool replicaFactorsAfterFlush) {
   const PipelineLayout &l = step.layout;
   for (bool isA : {true, false}) {
     double duration = isA ? c.inversionA : c.inversionB;
@@ -88,8 +86,8 @@ void addInversions(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
     if (t.deps.empty())
       for (int m = 0; m < l.microbatches; ++m) {
         int idx = stage * l.microbatches + m;
-        t.release = std::max(t.release, from * p.stepSpan + (isA ? step.forwardEnd[idx]
-                                                                   : step.backwardEnd[idx]));
+        t.release = std::max(t.release, from * p.stepSpan +
+                                            (isA ? step.forwardEnd[idx] : step.backwardEnd[idx]));
       }
     t.depLatency = l.pipes == 2 ? c.factorAllreduce : 0;
     // Factors summed after the flush of the curvature step.
@@ -100,8 +98,8 @@ void addInversions(KfacProblem &p, const PipelineStep &step, const LayerCost &c,
 }
 
 /// The share of a layer's preconditioning on Chimera's down replica.
-double downShare(const KfacProblem &p, const PipelineLayout &l, int layer,
-                 int stage, int indexInStage) {
+double downShare(const KfacProblem &p, const PipelineLayout &l, int layer, int stage,
+                 int indexInStage) {
   if (static_cast<size_t>(layer) < p.shape.preconditionDownShare.size())
     return p.shape.preconditionDownShare[layer];
   return preconditionOwner(l, stage, indexInStage) == l.deviceOf(0, stage) ? 1 : 0;
@@ -172,8 +170,8 @@ void linkRefreshes(KfacProblem &p, size_t firstTask) {
 
 } // namespace
 
-KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,
-                             int steps, const RefreshShape &shape) {
+KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs, int steps,
+                             const RefreshShape &shape) {
   KfacProblem p;
   p.shape = shape;
   p.steps = steps;
@@ -256,9 +254,8 @@ double unmovablePerStep(const PipelineStep &step, const CostModel &costs,
   double end = T;
   for (int d = 0; d < p.devices; ++d) {
     auto &tasks = mine[d];
-    std::stable_sort(tasks.begin(), tasks.end(), [](const KfacTask *a, const KfacTask *b) {
-      return a->release < b->release;
-    });
+    std::stable_sort(tasks.begin(), tasks.end(),
+                     [](const KfacTask *a, const KfacTask *b) { return a->release < b->release; });
     double cursor = 0;
     for (const KfacTask *t : tasks) {
       cursor = runFrom(step.idle[d], T, std::max(cursor, t->release), t->duration);
@@ -268,8 +265,7 @@ double unmovablePerStep(const PipelineStep &step, const CostModel &costs,
   return end - T;
 }
 
-std::vector<double> bestPreconditionSplit(const PipelineStep &step,
-                                          const CostModel &costs) {
+std::vector<double> bestPreconditionSplit(const PipelineStep &step, const CostModel &costs) {
   const PipelineLayout &l = step.layout;
   if (l.pipes != 2)
     return {};
@@ -280,8 +276,7 @@ std::vector<double> bestPreconditionSplit(const PipelineStep &step,
   for (int s = 0; s < l.stages; ++s) {
     const int half = (static_cast<int>(l.stageLayers[s].size()) + 1) / 2;
     for (size_t i = 0; i < l.stageLayers[s].size(); ++i)
-      shape.preconditionDownShare[l.stageLayers[s][i]] =
-          static_cast<int>(i) < half ? 1 : 0;
+      shape.preconditionDownShare[l.stageLayers[s][i]] = static_cast<int>(i) < half ? 1 : 0;
   }
   const double initial = unmovablePerStep(step, costs, shape);
   double best = initial;

@@ -315,8 +315,7 @@ double releaseAfterSweep(const KfacProblem &p, const SweepResult &sweep,
 /// order, so only its last refresh overlaps the next window, and only before
 /// the first refresh's inversion starts there. Infinity for one refresh per
 /// window, -infinity for a refresh that may not overlap.
-double previousRefreshLimit(const KfacProblem &p, const std::vector<double> &firstStart,
-                            int task) {
+double previousRefreshLimit(const KfacProblem &p, const std::vector<double> &firstStart, int task) {
   const KfacTask &t = p.tasks[task];
   if (!t.lastRefresh)
     return -std::numeric_limits<double>::infinity();
@@ -338,8 +337,7 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
   std::vector<double> firstStart(p.tasks.size(), std::numeric_limits<double>::infinity());
   for (const PlacedPiece &piece : sweep.pieces)
     if (piece.refreshLag == 0)
-      firstStart[piece.task] =
-          std::min(firstStart[piece.task], piece.step * p.stepSpan + piece.t);
+      firstStart[piece.task] = std::min(firstStart[piece.task], piece.step * p.stepSpan + piece.t);
   for (size_t i = 0; i < p.tasks.size(); ++i) {
     const KfacTask &t = p.tasks[i];
     if ((t.kind != ItemKind::InversionA && t.kind != ItemKind::InversionB) ||
@@ -370,9 +368,8 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
   }
 }
 
-KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs,
-                      const KfacOptions &options, int steps, Order order,
-                      const RefreshShape &shape) {
+KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
+                      int steps, Order order, const RefreshShape &shape) {
   KfacProblem problem = buildKfacProblem(step, costs, steps, shape);
   ListScheduler scheduler(problem, options, order);
   SweepResult sweep = scheduler.run();
@@ -394,9 +391,8 @@ double outsideWork(const KfacPlan &plan, bool countPreconditioning) {
 
 /// The better of the two priority orders: shorter window, then less work
 /// left to the next refresh.
-KfacPlan bestPlan(const PipelineStep &step, const CostModel &costs,
-                  const KfacOptions &options, int steps,
-                  const RefreshShape &shape = {}) {
+KfacPlan bestPlan(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
+                  int steps, const RefreshShape &shape = {}) {
   KfacPlan a = planForSteps(step, costs, options, steps, Order::InversionsFirst, shape);
   KfacPlan b = planForSteps(step, costs, options, steps, Order::CurvatureFirst, shape);
   double ta = meanStepTime(a), tb = meanStepTime(b);
@@ -432,10 +428,10 @@ double stepBudget(const KfacCapacity &c, double T, const KfacOptions &options) {
 /// bisect; mean step times are cached per K across searches.
 class RefreshSearch {
 public:
-  RefreshSearch(const PipelineStep &step, const CostModel &costs,
-                const KfacOptions &options, RefreshShape shape = {})
-      : step_(step), costs_(costs), options_(options),
-        capacity_(kfacCapacity(step, costs)), shape_(std::move(shape)) {}
+  RefreshSearch(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
+                RefreshShape shape = {})
+      : step_(step), costs_(costs), options_(options), capacity_(kfacCapacity(step, costs)),
+        shape_(std::move(shape)) {}
 
   /// Smallest K in [1, hi] whose window meets `budget`, or 0. The answer is
   /// usually at or just above the capacity bound, so the search gallops up
@@ -578,8 +574,8 @@ double utilizationOf(const KfacPlan &plan, const PipelineStep &step) {
 /// fractions of the interval, so that every step of every device starts its
 /// share of the refreshes (a modulo schedule of the layers' refreshes, mean
 /// interval period / refreshes).
-RefreshShape staggeredShape(const PipelineLayout &l, size_t layers, int period,
-                            int refreshes, const std::vector<double> &split) {
+RefreshShape staggeredShape(const PipelineLayout &l, size_t layers, int period, int refreshes,
+                            const std::vector<double> &split) {
   RefreshShape shape;
   shape.preconditionDownShare = split;
   shape.refreshSteps.assign(layers, {});
@@ -589,8 +585,8 @@ RefreshShape staggeredShape(const PipelineLayout &l, size_t layers, int period,
     for (size_t i = 0; i < n; ++i) {
       std::vector<int> &steps = shape.refreshSteps[l.stageLayers[s][i]];
       for (int j = 0; j < refreshes; ++j)
-        steps.push_back(static_cast<int>(
-            std::floor((j + static_cast<double>(i) / n) * interval + 1e-9)));
+        steps.push_back(
+            static_cast<int>(std::floor((j + static_cast<double>(i) / n) * interval + 1e-9)));
     }
   }
   return shape;
@@ -633,8 +629,7 @@ KfacPlan planThroughput(const PipelineStep &step, const CostModel &costs,
   }
   const double T = step.makespan;
   const double unmovable = unmovablePerStep(step, costs, split);
-  const double budget =
-      (T + unmovable) * (1 + options.maxOverheadBeyond) + 1e-9 * T;
+  const double budget = (T + unmovable) * (1 + options.maxOverheadBeyond) + 1e-9 * T;
   RefreshSearch search(step, costs, options, split);
   const int k = search.smallestUpTo(budget, std::max(1, options.maxRefreshSteps));
   if (k == 0) // no refresh meets the budget: the shortest steps found
@@ -654,8 +649,8 @@ KfacPlan planThroughput(const PipelineStep &step, const CostModel &costs,
       return it->second.first;
     auto [period, refreshes] = candidates[i];
     KfacPlan plan = bestPlan(step, costs, options, period,
-                             staggeredShape(step.layout, costs.layers.size(), period,
-                                            refreshes, split.preconditionDownShare));
+                             staggeredShape(step.layout, costs.layers.size(), period, refreshes,
+                                            split.preconditionDownShare));
     tried += 2;
     const bool fits = meanStepTime(plan) <= budget;
     seen[i] = {fits, utilizationOf(plan, step)};

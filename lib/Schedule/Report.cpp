@@ -81,8 +81,8 @@ double refreshRateLimit(const PipelineStep &step, const CostModel &costs,
 
 /// The unmovable time, the overhead beyond it, the bubbles' limit and the
 /// refresh's shape (Report's fields).
-void refreshFigures(const PipelineStep &step, const CostModel &costs,
-                    const KfacOptions &options, const KfacPlan &plan, Report &r) {
+void refreshFigures(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
+                    const KfacPlan &plan, Report &r) {
   const double T = step.makespan;
   r.unmovableMs = plan.unmovable;
   const double floor = T + plan.unmovable;
@@ -235,11 +235,9 @@ void refreshToText(const Report &r, std::ostream &os) {
   os << "unmovable per step (ms) " << fmt("%27.2f", r.unmovableMs)
      << "  (preconditioning after the last backward and gradient all-reduce)\n";
   os << "overhead beyond it (ms) " << fmt("%27.2f", r.overheadBeyondMs) << "  ("
-     << fmt("%.2f%%", 100 * r.overheadBeyondFraction)
-     << " of T_pipe + unmovable)\n";
+     << fmt("%.2f%%", 100 * r.overheadBeyondFraction) << " of T_pipe + unmovable)\n";
   os << "bubble limit            " << fmt("%27.2f%%", 100 * r.utilizationLimit)
-     << " (mean K >= " << fmt("%.2f", r.refreshIntervalLimit)
-     << " at T_pipe + unmovable)\n";
+     << " (mean K >= " << fmt("%.2f", r.refreshIntervalLimit) << " at T_pipe + unmovable)\n";
   os << "refresh (" << r.refreshChoice << "): ";
   if (!r.staggered) {
     os << "every layer every " << r.refreshSteps << " steps\n";
@@ -260,9 +258,9 @@ void refreshToText(const Report &r, std::ostream &os) {
       split += share > 0 && share < 1;
       up += share == 0;
     }
-    os << "preconditioning split (chimera): " << split
-       << " layers half on each replica, " << up << " on the up replica, "
-       << r.preconditionDownShare.size() - split - up << " on the down replica\n";
+    os << "preconditioning split (chimera): " << split << " layers half on each replica, " << up
+       << " on the up replica, " << r.preconditionDownShare.size() - split - up
+       << " on the down replica\n";
   }
 }
 

@@ -143,9 +143,8 @@ private:
     std::snprintf(buffer, sizeof buffer,
                   "%s, D=%d, N=%d, policy %s: %s, step %.1f ms, utilization "
                   "%.1f%% -> %.1f%%",
-                  r_.schedule.c_str(), r_.devices, r_.microbatches,
-                  r_.policy.c_str(), refresh, r_.stepTimeMs,
-                  100 * r_.utilizationWithoutKfac, 100 * r_.utilizationWithKfac);
+                  r_.schedule.c_str(), r_.devices, r_.microbatches, r_.policy.c_str(), refresh,
+                  r_.stepTimeMs, 100 * r_.utilizationWithoutKfac, 100 * r_.utilizationWithKfac);
     os_ << "<text x=\"" << kLeft << "\" y=\"16\" font-size=\"13\">" << buffer
         << "</text>\n";
   }
@@ -201,8 +200,8 @@ private:
         os_ << " stroke=\"black\" stroke-width=\"0.8\"";
       os_ << ">";
       if (tooltips)
-        os_ << "<title>" << itemKindName(it.kind) << " stage " << it.stage
-            << " micro " << it.micro << " layer " << it.layer;
+        os_ << "<title>" << itemKindName(it.kind) << " stage " << it.stage << " micro " << it.micro
+            << " layer " << it.layer;
       if (tooltips && r_.staggered && isKfac(it.kind))
         os_ << " refresh " << it.refresh; // which of the layer's refreshes
       if (tooltips)

@@ -60,10 +60,10 @@ std::string timelineToChromeTrace(const Timeline &timeline,
                                   const Report &report) {
   std::ostringstream os;
   os.precision(12);
-  os << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":\""
-     << escape(report.schedule) << "\",\"policy\":\"" << escape(report.policy)
-     << "\",\"refresh_steps\":" << report.refreshSteps
-     << ",\"cost_model\":\"" << escape(report.costModel)
+  os << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":\"" << escape(report.schedule)
+     << "\",\"policy\":\"" << escape(report.policy)
+     << "\",\"refresh_steps\":" << report.refreshSteps << ",\"cost_model\":\""
+     << escape(report.costModel)
      << "\",\"refresh_staggered\":" << (report.staggered ? "true" : "false")
      << ",\"mean_refresh_interval\":" << report.meanRefreshInterval << "},\n\"traceEvents\":[\n";
   bool first = true;
@@ -82,15 +82,13 @@ std::string timelineToChromeTrace(const Timeline &timeline,
        << "\"tid\":0,\"ts\":" << timeline.stepStart[k] * 1e3 << "}";
   timeline.forEachItem([&](const TimelineItem &it) {
     int tid = 2 * it.device + (it.lane == Lane::Comm ? 1 : 0);
-    os << ",\n{\"name\":\"" << label(it) << "\",\"cat\":\""
-       << itemKindName(it.kind) << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << tid
-       << ",\"ts\":" << it.start * 1e3 << ",\"dur\":" << it.duration() * 1e3
-       << ",\"args\":{\"step\":" << it.step << ",\"stage\":" << it.stage
-       << ",\"micro\":" << it.micro << ",\"layer\":" << it.layer
+    os << ",\n{\"name\":\"" << label(it) << "\",\"cat\":\"" << itemKindName(it.kind)
+       << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << tid << ",\"ts\":" << it.start * 1e3
+       << ",\"dur\":" << it.duration() * 1e3 << ",\"args\":{\"step\":" << it.step
+       << ",\"stage\":" << it.stage << ",\"micro\":" << it.micro << ",\"layer\":" << it.layer
        << ",\"pipe\":" << it.pipe << ",\"piece\":" << it.piece
        << ",\"outside_bubble\":" << (it.outsideBubble ? "true" : "false")
-       << ",\"refresh_lag\":" << it.refreshLag << ",\"refresh\":" << it.refresh
-       << "}}";
+       << ",\"refresh_lag\":" << it.refreshLag << ",\"refresh\":" << it.refresh << "}}";
   });
   os << "\n]}\n";
   return os.str();

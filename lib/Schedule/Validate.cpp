@@ -145,16 +145,14 @@ Status checkKfac(const Timeline &tl, const std::vector<TimelineItem> &items,
   std::map<TaskKey, int> index;
   for (size_t i = 0; i < p.tasks.size(); ++i) {
     const KfacTask &t = p.tasks[i];
-    index[keyOf(t.kind, t.layer, t.pipe, t.micro, t.step, t.refresh)] =
-        static_cast<int>(i);
+    index[keyOf(t.kind, t.layer, t.pipe, t.micro, t.step, t.refresh)] = static_cast<int>(i);
   }
   std::vector<double> placed(p.tasks.size(), 0), end(p.tasks.size(), -1);
   std::vector<std::vector<const TimelineItem *>> pieces(p.tasks.size());
   for (const TimelineItem &it : items) {
     if (!isKfac(it.kind))
       continue;
-    auto found =
-        index.find(keyOf(it.kind, it.layer, it.pipe, it.micro, it.step, it.refresh));
+    auto found = index.find(keyOf(it.kind, it.layer, it.pipe, it.micro, it.step, it.refresh));
     if (found == index.end())
       return Status::error("K-FAC item matches no task: " + describe(it));
     const KfacTask &t = p.tasks[found->second];
@@ -185,8 +183,8 @@ Status checkKfac(const Timeline &tl, const std::vector<TimelineItem> &items,
              static_cast<size_t>(t.refresh) < shape.refreshSteps[t.layer].size())
       releaseStep = shape.refreshSteps[t.layer][t.refresh];
     if (releaseStep < 0 || releaseStep >= tl.steps)
-      return Status::error("a refresh starts outside the window (layer " +
-                           std::to_string(t.layer) + ")");
+      return Status::error("a refresh starts outside the window (layer " + std::to_string(t.layer) +
+                           ")");
     double release = tl.stepStart[releaseStep] +
                      (t.release - releaseStep * p.stepSpan);
     for (int d : t.deps)

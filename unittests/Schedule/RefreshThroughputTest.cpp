@@ -35,8 +35,7 @@ Report reportOf(const CostModel &costs, const ScheduleRequest &r) {
 }
 
 /// The P100 BERT-Large profile with some of its per-layer times scaled.
-CostModel scaledP100(double backward, double curvature, double inversion,
-                     double precondition) {
+CostModel scaledP100(double backward, double curvature, double inversion, double precondition) {
   CostModel c = shippedProfile("p100-bert-large.json");
   for (LayerCost &l : c.layers) {
     l.backwardInput *= backward;
@@ -211,8 +210,8 @@ const Cell kGoalCells[] = {
     {"inversion_x0_5_chimera_D8_N8", inversionX05, ScheduleKind::Chimera, 8, 8, 3},
     {"curvature_x2_chimera_D8_N8", curvatureX2, ScheduleKind::Chimera, 8, 8, 3},
     {"backward_x1_5_chimera_D8_N8", backwardX15, ScheduleKind::Chimera, 8, 8, 3},
-    {"curvature_x0_5_inversion_x2_chimera_D8_N8", curvatureX05InversionX2,
-     ScheduleKind::Chimera, 8, 8, 3},
+    {"curvature_x0_5_inversion_x2_chimera_D8_N8", curvatureX05InversionX2, ScheduleKind::Chimera, 8,
+     8, 3},
     {"inversion_x1_5_zb_h1_D4_N8", inversionX15, ScheduleKind::ZBH1, 4, 8, 6},
 };
 

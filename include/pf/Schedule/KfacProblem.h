@@ -124,8 +124,8 @@ struct KfacProblem {
   RefreshShape shape;
 };
 
-KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs,
-                             int steps, const RefreshShape &shape = {});
+KfacProblem buildKfacProblem(const PipelineStep &step, const CostModel &costs, int steps,
+                             const RefreshShape &shape = {});
 
 /// A placed piece of a task. Bubble pieces have `t` in window time; pieces
 /// placed after the flush of step `step` have `t` relative to that step's
@@ -173,8 +173,7 @@ double unmovablePerStep(const PipelineStep &step, const CostModel &costs,
 /// Chimera: the per-layer preconditioning split (RefreshShape's
 /// preconditionDownShare) with the least unmovable lengthening; empty when
 /// the default split is as good or the schedule has one replica.
-std::vector<double> bestPreconditionSplit(const PipelineStep &step,
-                                          const CostModel &costs);
+std::vector<double> bestPreconditionSplit(const PipelineStep &step, const CostModel &costs);
 
 /// Per-device K-FAC work and bubble time of one bare step: the inputs of the
 /// capacity bounds (the reference's bound on K, pf's bound on each K's step).
