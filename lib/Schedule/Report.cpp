@@ -52,12 +52,12 @@ double refreshRateLimit(const PipelineStep &step, const CostModel &costs,
   std::vector<double> anyPiece(devices, inf), inversionPiece(devices, inf);
   const double scale = (1 + options.margin) / std::max(1, options.splitPieces);
   for (const KfacTask &t : one.tasks) {
+    anyPiece[t.device] = std::min(anyPiece[t.device], t.duration * scale);
     if (t.kind == ItemKind::Precondition) {
       precondition[t.device] += t.duration;
       continue;
     }
     all[t.device] += t.duration;
-    anyPiece[t.device] = std::min(anyPiece[t.device], t.duration * scale);
     if (t.kind == ItemKind::InversionA || t.kind == ItemKind::InversionB) {
       inversion[t.device] += t.duration;
       inversionPiece[t.device] = std::min(inversionPiece[t.device], t.duration * scale);
@@ -98,12 +98,22 @@ void refreshFigures(const PipelineStep &step, const CostModel &costs, const Kfac
     refreshes += steps.size();
   r.meanRefreshInterval =
       r.staggered && refreshes > 0 ? r.layers * r.refreshSteps / refreshes : r.refreshSteps;
+  // Utilization at a mean step S: the time after T_pipe is flush time for
+  // every device. Within the budget S runs from T_pipe + unmovable to
+  // (T_pipe + unmovable)(1 + maxOverheadBeyond); the larger end value is
+  // the limit (work and time both grow with S).
+  const KfacCapacity c = kfacCapacity(step, costs);
+  auto utilizationAt = [&](double S) {
+    const double rate = refreshRateLimit(step, costs, options, S - T);
+    double work = 0;
+    for (size_t d = 0; d < c.refreshWork.size(); ++d)
+      work += std::min(S, step.busy[d] + c.preconditionPerStep[d] + rate * c.refreshWork[d]);
+    return S > 0 ? work / (r.devices * S) : 0;
+  };
+  r.maxOverheadBeyond = options.maxOverheadBeyond;
+  r.utilizationLimit =
+      std::max(utilizationAt(floor), utilizationAt(floor * (1 + options.maxOverheadBeyond)));
   const double rate = refreshRateLimit(step, costs, options, plan.unmovable);
-  KfacCapacity c = kfacCapacity(step, costs);
-  double work = 0;
-  for (size_t d = 0; d < c.refreshWork.size(); ++d)
-    work += std::min(floor, step.busy[d] + c.preconditionPerStep[d] + rate * c.refreshWork[d]);
-  r.utilizationLimit = floor > 0 ? work / (r.devices * floor) : 0;
   r.refreshIntervalLimit = rate > 0 ? 1 / rate : std::numeric_limits<double>::infinity();
 }
 
@@ -237,7 +247,9 @@ void refreshToText(const Report &r, std::ostream &os) {
   os << "overhead beyond it (ms) " << fmt("%27.2f", r.overheadBeyondMs) << "  ("
      << fmt("%.2f%%", 100 * r.overheadBeyondFraction) << " of T_pipe + unmovable)\n";
   os << "bubble limit            " << fmt("%27.2f%%", 100 * r.utilizationLimit)
-     << " (mean K >= " << fmt("%.2f", r.refreshIntervalLimit) << " at T_pipe + unmovable)\n";
+     << " (within " << fmt("%g%%", 100 * r.maxOverheadBeyond)
+     << " beyond; mean K >= " << fmt("%.2f", r.refreshIntervalLimit)
+     << " at T_pipe + unmovable)\n";
   os << "refresh (" << r.refreshChoice << "): ";
   if (!r.staggered) {
     os << "every layer every " << r.refreshSteps << " steps\n";
@@ -364,6 +376,7 @@ std::string reportToJson(const Report &r) {
       j["overhead"]["beyond_unmovable_ms"] = r.overheadBeyondMs;
       j["overhead"]["beyond_unmovable_fraction"] = r.overheadBeyondFraction;
       j["utilization"]["limit"] = r.utilizationLimit;
+      j["overhead"]["max_beyond_unmovable_fraction"] = r.maxOverheadBeyond;
       nlohmann::json refresh = {{"choice", r.refreshChoice},
                                 {"staggered", r.staggered},
                                 {"period_steps", r.refreshSteps},

@@ -65,7 +65,8 @@ def main():
             steps = refresh["layer_refresh_steps"]
             check("refresh.mean_interval", refresh["mean_interval"],
                   len(steps) * k / sum(len(s) for s in steps))
-        if r["utilization"]["with_kfac"] > r["utilization"]["limit"] + 1e-9:
+        within = beyond / floor <= r["overhead"]["max_beyond_unmovable_fraction"] + 1e-9
+        if within and r["utilization"]["with_kfac"] > r["utilization"]["limit"] + 1e-9:
             errors.append("utilization.with_kfac exceeds utilization.limit")
     for d in r["per_device"]:
         check(f"device {d['device']} utilization_without_kfac", d["utilization_without_kfac"],

@@ -68,11 +68,13 @@ struct Report {
   double overheadBeyondMs = 0;
   double overheadBeyondFraction = 0;
   /// The highest utilization with K-FAC a refresh common to all layers can
-  /// reach at the step T_pipe + unmovable: the busiest device's bubbles and
-  /// flush time bound the refresh rate, the others idle the rest; and the
-  /// mean refresh interval at that rate.
+  /// reach within maxOverheadBeyond of the step T_pipe + unmovable: the
+  /// busiest device's bubbles and flush time bound the refresh rate, the
+  /// others idle the rest; and the mean refresh interval at that rate at
+  /// T_pipe + unmovable.
   double utilizationLimit = 0;
   double refreshIntervalLimit = 0;
+  double maxOverheadBeyond = 0; ///< KfacOptions::maxOverheadBeyond
   std::string refreshChoice = "interval"; ///< KfacOptions::refresh
   /// Staggered refresh (RefreshShape): the window is the period; per layer
   /// the steps that start its refreshes. Mean interval = layers x period /
