@@ -246,10 +246,9 @@ void refreshToText(const Report &r, std::ostream &os) {
      << "  (preconditioning after the last backward and gradient all-reduce)\n";
   os << "overhead beyond it (ms) " << fmt("%27.2f", r.overheadBeyondMs) << "  ("
      << fmt("%.2f%%", 100 * r.overheadBeyondFraction) << " of T_pipe + unmovable)\n";
-  os << "bubble limit            " << fmt("%27.2f%%", 100 * r.utilizationLimit)
-     << " (within " << fmt("%g%%", 100 * r.maxOverheadBeyond)
-     << " beyond; mean K >= " << fmt("%.2f", r.refreshIntervalLimit)
-     << " at T_pipe + unmovable)\n";
+  os << "bubble limit            " << fmt("%27.2f%%", 100 * r.utilizationLimit) << " (within "
+     << fmt("%g%%", 100 * r.maxOverheadBeyond)
+     << " beyond; mean K >= " << fmt("%.2f", r.refreshIntervalLimit) << " at T_pipe + unmovable)\n";
   os << "refresh (" << r.refreshChoice << "): ";
   if (!r.staggered) {
     os << "every layer every " << r.refreshSteps << " steps\n";

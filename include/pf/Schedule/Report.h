@@ -74,7 +74,7 @@ struct Report {
   /// T_pipe + unmovable.
   double utilizationLimit = 0;
   double refreshIntervalLimit = 0;
-  double maxOverheadBeyond = 0; ///< KfacOptions::maxOverheadBeyond
+  double maxOverheadBeyond = 0;           ///< KfacOptions::maxOverheadBeyond
   std::string refreshChoice = "interval"; ///< KfacOptions::refresh
   /// Staggered refresh (RefreshShape): the window is the period; per layer
   /// the steps that start its refreshes. Mean interval = layers x period /
