@@ -238,13 +238,30 @@ double runFrom(const std::vector<Interval> &idle, double T, double t, double wor
   return work > 0 ? std::max(t, T) + work : t;
 }
 
+/// The preconditioning tasks of one step alone: what unmovablePerStep reads.
+/// Without the curvature pieces (one per layer and micro-batch) it is cheap
+/// enough for bestPreconditionSplit to build once per candidate.
+KfacProblem preconditioningOnly(const PipelineStep &step, const CostModel &costs,
+                                const RefreshShape &shape) {
+  KfacProblem p;
+  p.shape.preconditionDownShare = shape.preconditionDownShare;
+  p.steps = 1;
+  p.stepSpan = step.makespan;
+  p.devices = step.layout.devices;
+  const PipelineLayout &l = step.layout;
+  for (int s = 0; s < l.stages; ++s)
+    for (size_t i = 0; i < l.stageLayers[s].size(); ++i) {
+      const int layer = l.stageLayers[s][i];
+      addPreconditioning(p, step, costs.layers[layer], layer, s, static_cast<int>(i));
+    }
+  return p;
+}
+
 } // namespace
 
 double unmovablePerStep(const PipelineStep &step, const CostModel &costs,
                         const RefreshShape &shape) {
-  RefreshShape split;
-  split.preconditionDownShare = shape.preconditionDownShare;
-  KfacProblem p = buildKfacProblem(step, costs, 1, split);
+  KfacProblem p = preconditioningOnly(step, costs, shape);
   const double T = step.makespan;
   // Preemptive, earliest release first: the shortest finish on one device.
   std::vector<std::vector<const KfacTask *>> mine(p.devices);
