@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Prints the pf vs pipefisher table (issue 5, item 7) and times pf-sched at scale.
 
-For every cell of {gpipe, 1f1b, chimera, interleaved, zb-h1} x D in {4, 8, 16}
-x N in {D, 2D, 4D} x {P100 BERT-Base, P100 BERT-Large}, runs pf-sched with
-both K-FAC policies (and validates the timelines) and prints utilization
-without / with K-FAC, the refresh interval K and the step time. Cells whose
-stages exceed the layers are skipped with the reason; when D does not divide
-the layers the min-max partitioner balances them.
+For every cell of {gpipe, 1f1b, chimera, interleaved, zb-h1, zb-h2, zb-v,
+dualpipe, dualpipev} x D in {4, 8, 16} x N in {D, 2D, 4D} x {P100 BERT-Base,
+P100 BERT-Large}, runs pf-sched with both K-FAC policies (and validates the
+timelines) and prints utilization without / with K-FAC, the refresh interval
+K and the step time; then pf with `--refresh throughput` (issue 15 item 5):
+its utilization, the overhead beyond the unmovable preconditioning (budget
+1%), the refresh (K, or P/Q: a staggered refresh, Q refreshes of every layer
+in P steps) and the bubble limit. Cells whose stages exceed the layers, or
+that the schedule does not take (DualPipe and DualPipeV need N >= 2D), are
+skipped with the reason; when D does not divide the layers the min-max
+partitioner balances them.
 
 With --partition-grain G and/or --kfac-offload, the cells whose stages do
 not divide the blocks run with them (both policies; the schedule column
@@ -35,8 +40,16 @@ PROFILES = {
     "BERT-Base": os.path.join(HERE, "profiles", "p100-bert-base.json"),
     "BERT-Large": os.path.join(HERE, "profiles", "p100-bert-large.json"),
 }
-SCHEDULES = ["gpipe", "1f1b", "chimera", "interleaved", "zb-h1"]
+SCHEDULES = ["gpipe", "1f1b", "chimera", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipe",
+             "dualpipev"]
 CHUNKS = 2  # interleaved: model chunks per device
+V_SHAPES = ("zb-v", "dualpipev")  # two stages per device
+
+
+def stages_of(schedule, d):
+    if schedule == "interleaved":
+        return d * CHUNKS
+    return 2 * d if schedule in V_SHAPES else d
 
 
 def layers_of(profile):
@@ -47,7 +60,7 @@ def layers_of(profile):
 def run(binary, profile, schedule, d, n, policy, extra=()):
     """Runs pf-sched and returns its JSON report."""
     layers = layers_of(profile)
-    stages = d * CHUNKS if schedule == "interleaved" else d
+    stages = stages_of(schedule, d)
     with tempfile.NamedTemporaryFile(suffix=".json") as report:
         cmd = [binary, "--profile", profile, "--schedule", schedule,
                "--stages", str(d), "--microbatches", str(n), "--policy", policy,
@@ -63,11 +76,13 @@ def run(binary, profile, schedule, d, n, policy, extra=()):
             return json.load(f)
 
 
-def skip_reason(profile, schedule, d):
+def skip_reason(profile, schedule, d, n):
     layers = layers_of(profile)
-    stages = d * CHUNKS if schedule == "interleaved" else d
+    stages = stages_of(schedule, d)
     if stages > layers:
         return f"{stages} stages > {layers} layers"
+    if schedule in ("dualpipe", "dualpipev") and n < 2 * d:
+        return f"{schedule} needs N >= 2D"
     return None
 
 
@@ -80,7 +95,7 @@ def dominates(pf, ref):
 
 
 def uneven(profile, schedule, d):
-    stages = d * CHUNKS if schedule == "interleaved" else d
+    stages = stages_of(schedule, d)
     return layers_of(profile) % stages != 0
 
 
@@ -101,7 +116,8 @@ def table(binary, markdown, grain=None, offload=False, only_uneven=False):
     sep = " | " if markdown else "  "
     header = ["model", "schedule", "D", "N", "util w/o", "pf K", "pf util",
               "pf step ms", "pipefisher K", "pipefisher util",
-              "pipefisher step ms", "pf >= pipefisher"]
+              "pipefisher step ms", "pf >= pipefisher", "throughput util",
+              "beyond unmovable", "refresh", "limit"]
     print(sep.join(header))
     if markdown:
         print("|".join(["---"] * len(header)))
@@ -110,7 +126,7 @@ def table(binary, markdown, grain=None, offload=False, only_uneven=False):
         for schedule in SCHEDULES:
             for d in (4, 8, 16):
                 for n in (d, 2 * d, 4 * d):
-                    reason = skip_reason(profile, schedule, d)
+                    reason = skip_reason(profile, schedule, d, n)
                     if reason:
                         print(sep.join([model, schedule, str(d), str(n),
                                         f"skipped: {reason}"]))
@@ -122,6 +138,8 @@ def table(binary, markdown, grain=None, offload=False, only_uneven=False):
                         continue
                     pf = run(binary, profile, schedule, d, n, "pf", extra)
                     ref = run(binary, profile, schedule, d, n, "pipefisher", extra)
+                    tp = run(binary, profile, schedule, d, n, "pf",
+                             [*extra, "--refresh", "throughput"])
                     ok = dominates(pf, ref)
                     if pf.get("used_reference_window"):
                         print(f"note: pf kept the reference window for {model} "
@@ -136,9 +154,22 @@ def table(binary, markdown, grain=None, offload=False, only_uneven=False):
                         str(ref["refresh_steps"]),
                         f"{100 * ref['utilization']['with_kfac']:.1f}%",
                         f"{ref['step_time_ms']:.1f}",
-                        "yes" if ok else "NO"]))
+                        "yes" if ok else "NO",
+                        f"{100 * tp['utilization']['with_kfac']:.1f}%",
+                        f"{100 * tp['overhead']['beyond_unmovable_fraction']:.2f}%",
+                        refresh_label(tp),
+                        f"{100 * tp['utilization']['limit']:.1f}%"]))
                     sys.stdout.flush()
     return all_ok
+
+
+def refresh_label(report):
+    """K, or P/Q for a staggered refresh (Q refreshes per layer in P steps)."""
+    refresh = report["refresh"]
+    if not refresh.get("staggered"):
+        return f"K={report['refresh_steps']}"
+    period = refresh["period_steps"]
+    return f"{period}/{round(period / refresh['mean_interval'])}"
 
 
 def scale_profile(path, layers):

@@ -269,30 +269,36 @@ void appendReturn(const Timeline &tl, const KfacMove &m, int refresh, double t,
   const double window = tl.windowTime();
   // The transfer runs beside compute; it is drawn in the steps it spans,
   // wrapping to the window's start (a later window: refresh lag) at its end.
+  // Times are tens of seconds in ms: a tolerance relative to the window, or
+  // a step boundary computed in another order could stall the walk.
+  const double eps = 1e-12 * std::max(1.0, window);
   double left = m.returnMs;
-  for (int guard = 0; left > 1e-12 && guard < 4 * tl.steps + 4; ++guard) {
+  for (int guard = 0; left > eps && guard < 4 * tl.steps + 4; ++guard) {
     const int lag = static_cast<int>(t / window + 1e-12);
     const double inWindow = t - lag * window;
     int k = 0;
-    while (k + 1 < tl.steps && tl.stepStart[k + 1] <= inWindow + 1e-12)
+    while (k + 1 < tl.steps && tl.stepStart[k + 1] <= inWindow + eps)
       ++k;
     const double stepEnd = tl.stepStart[k] + tl.stepTime[k];
     const double length = std::min(left, stepEnd - inWindow);
-    if (length > 1e-12) {
-      TimelineItem it;
-      it.kind = ItemKind::FactorSync;
-      it.lane = Lane::Comm;
-      it.device = m.to;
-      it.step = k;
-      it.layer = m.layer;
-      it.start = inWindow;
-      it.end = inWindow + length;
-      it.refreshLag = lag;
-      it.refresh = refresh;
-      added.push_back(it);
+    if (length <= eps) {
+      // At a step's end (rounding): on to the next step, or the next window.
+      t = k + 1 < tl.steps ? lag * window + tl.stepStart[k + 1] : (lag + 1) * window;
+      continue;
     }
-    left -= std::max(0.0, length);
-    t += std::max(length, 0.0) + (length <= 1e-12 ? 1e-9 : 0);
+    TimelineItem it;
+    it.kind = ItemKind::FactorSync;
+    it.lane = Lane::Comm;
+    it.device = m.to;
+    it.step = k;
+    it.layer = m.layer;
+    it.start = inWindow;
+    it.end = inWindow + length;
+    it.refreshLag = lag;
+    it.refresh = refresh;
+    added.push_back(it);
+    left -= length;
+    t += length;
   }
 }
 
