@@ -691,9 +691,17 @@ llvm::Expected<KfacWindowPlan> planKfacWindow(const MeasuredRun &run, int64_t fi
   // Per (device, window step): the end times of its passes, in order.
   std::map<std::pair<int, int>, std::vector<double>> passEnds;
   const std::vector<sched::TimelineItem> items = result->timeline.allItems();
-  for (const sched::TimelineItem &item : items)
-    if (sched::isPipelineCompute(item.kind))
-      passEnds[{item.device, item.step}].push_back(item.end);
+  const bool halves = sched::splitsBackward(*kind);
+  for (const sched::TimelineItem &item : items) {
+    if (!sched::isPipelineCompute(item.kind))
+      continue;
+    // A backward a split schedule runs whole (DualPipe(V)) is two calls of
+    // the rank program, backward_input and backward_weight back to back: two
+    // passes, or every later placement would land that many calls early.
+    if (halves && item.kind == sched::ItemKind::Backward)
+      passEnds[{item.device, item.step}].push_back((item.start + item.end) / 2);
+    passEnds[{item.device, item.step}].push_back(item.end);
+  }
   for (auto &[key, ends] : passEnds)
     std::sort(ends.begin(), ends.end());
   // An item's layer (the call's; -1: a stage carrier without one), the

@@ -68,6 +68,9 @@ PARITY = [("tiny", 2, "gpipe", "refresh=3"), ("tiny", 2, "1f1b", "refresh=3"),
           # The V: stages s and 2D-1-s on rank s.
           ("mini", 2, "zb-v", "refresh=3"),
           ("mini", 2, "dualpipev", "refresh=3"),
+          # K = 1: every inverse after all of the curvature step's calls, a
+          # whole backward counted as its two calls.
+          ("mini", 2, "dualpipev", "refresh=1"),
           # The eigenbasis: pending eigenvectors and eigenvalues, promoted.
           ("tiny", 2, "1f1b", "refresh=3", ("--kfac-basis", "eigen"))]
 PARITY = [case if len(case) == 5 else (*case, ()) for case in PARITY]
@@ -159,7 +162,7 @@ CHIMERA = [("tiny", "refresh=2", ()), ("tiny", "refresh=1", ()), ("mini", "", ()
            ("tiny", "refresh=2", ("--kfac-basis", "eigen"))]
 CHIMERA = [(*case, "chimera") for case in CHIMERA] + [
     # DualPipe's two pipes are Chimera's replicas.
-    ("tiny", "refresh=2", (), "dualpipe")]
+    ("tiny", "refresh=2", (), "dualpipe"), ("tiny", "refresh=1", (), "dualpipe")]
 
 
 def _assert_within_rounding(got, want):
