@@ -1748,6 +1748,12 @@ int main(int argc, char **argv) {
     if (training.kfacWindow > 0)
       return fail("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
                   "pipelined run takes --pipeline \"... kfac=bubbles refresh=K\"");
+    // The head's factors belong to no encoder block, the unit the stages and
+    // the K-FAC placements split by.
+    if (training.kfac && training.insertKFAC.layers != mlir::pf::KfacLayers::Encoder)
+      return fail("--kfac-layers encoder-and-head is single-process K-FAC for now: a "
+                  "pipelined run (--pipeline) preconditions the encoder blocks only (give "
+                  "--kfac-layers encoder)");
     return trainPipeline(*corpus, stepFlags, argc, argv);
   }
   KfacWindowRule window{training.precondition.refreshWarmup, training.kfacWindow};

@@ -40,6 +40,11 @@ enum class KfacGraft { Auto, None, Gradient };
 /// with the damping added to the Kronecker product's eigenvalues.
 enum class KfacBasis { Inverse, Eigen };
 
+/// Which linear layers pf-insert-kfac preconditions: the encoder blocks'
+/// (PipeFisher's), or those and the masked-LM head's transform (the
+/// hidden-to-hidden linear before its GELU and LayerNorm; never the decoder).
+enum class KfacLayers { Encoder, EncoderAndHead };
+
 /// Whether pf-schedule places K-FAC work (into the bubbles, by a policy).
 enum class KfacMode { Bubbles, None };
 
@@ -82,6 +87,14 @@ inline llvm::cl::ValuesClass kfacBasisValues() {
       clEnumValN(KfacBasis::Eigen, "eigen",
                  "In the factors' eigenbasis, damping added to the Kronecker product's "
                  "eigenvalues (syevd; as kfac-pytorch's default)"));
+}
+
+inline llvm::cl::ValuesClass kfacLayersValues() {
+  return llvm::cl::values(
+      clEnumValN(KfacLayers::Encoder, "encoder", "The encoder blocks' linear layers"),
+      clEnumValN(KfacLayers::EncoderAndHead, "encoder-and-head",
+                 "Those and the masked-LM head's transform (cls.predictions.transform.dense; "
+                 "not the decoder)"));
 }
 
 inline llvm::cl::ValuesClass kfacModeValues() {
@@ -211,6 +224,7 @@ PF_CHOICE_PARSER(::mlir::pf::Optimizer)
 PF_CHOICE_PARSER(::mlir::pf::KfacOptimizer)
 PF_CHOICE_PARSER(::mlir::pf::KfacGraft)
 PF_CHOICE_PARSER(::mlir::pf::KfacBasis)
+PF_CHOICE_PARSER(::mlir::pf::KfacLayers)
 PF_CHOICE_PARSER(::mlir::pf::KfacMode)
 PF_CHOICE_PARSER(::mlir::pf::CostSource)
 PF_CHOICE_PARSER(::mlir::pf::KfacWork)

@@ -1,4 +1,7 @@
 //===- InsertKFAC.cpp - K-FAC factors of the encoder blocks' linears --------===//
+//
+// layers=encoder-and-head adds the masked-LM head's transform.
+//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Transforms/Utils.h"
 #include "pf/Transforms/Training/Passes.h"
@@ -16,6 +19,36 @@ using namespace mlir;
 using namespace mlir::pf;
 
 namespace {
+/// The masked-LM head's transform (the hidden-to-hidden linear before the
+/// head's GELU and LayerNorm): by its weight's name, Hugging Face's
+/// `cls.predictions.transform.dense`, else from the graph's structure, as the
+/// linear reaching the decoder (the linear making the loss's logits, on its
+/// gathered input with predictions=P) through a GELU and a LayerNorm. Never
+/// the decoder itself, whose weight is the tied word embedding.
+LinearOp findHeadTransform(func::FuncOp func) {
+  static const llvm::Regex headName("(^|[._/])predictions[._]transform[._]dense[._]");
+  LinearOp found;
+  func.walk([&](LinearOp linear) {
+    if (!found && headName.match(linear.getKFACWeightName()))
+      found = linear;
+  });
+  if (found)
+    return found;
+  func.walk([&](SoftmaxCrossEntropyOp loss) {
+    auto decoder = loss.getLogits().getDefiningOp<LinearOp>();
+    if (!decoder)
+      return;
+    Value input = decoder.getInput();
+    if (auto gather = input.getDefiningOp<GatherNDOp>())
+      input = gather.getData();
+    auto norm = input.getDefiningOp<LayerNormOp>();
+    auto gelu = norm ? norm.getInput().getDefiningOp<GeluOp>() : GeluOp();
+    if (auto linear = gelu ? gelu.getInput().getDefiningOp<LinearOp>() : LinearOp())
+      found = linear;
+  });
+  return found;
+}
+
 struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> {
   using Base::Base;
 
@@ -59,14 +92,25 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       return func.emitError("pf-insert-kfac: skip is not a valid regular expression: ")
              << regexError;
     SymbolTable symbols(module);
-    SmallVector<LinearOp> layers;
+    SmallVector<LinearOp> chosen;
     func.walk([&](LinearOp linear) {
       StringRef name = linear.getKFACWeightName();
       if (!name.empty() && encoderBlockOfParam(symbols, name) &&
           (skip.empty() || !skipPattern.match(name)))
-        layers.push_back(linear);
+        chosen.push_back(linear);
     });
-    if (layers.empty())
+    if (layers == KfacLayers::EncoderAndHead) {
+      LinearOp head = findHeadTransform(func);
+      StringRef name = head ? head.getKFACWeightName() : StringRef();
+      if (name.empty())
+        return func.emitError("pf-insert-kfac: layers=encoder-and-head, but the model has no "
+                              "masked-LM head transform (a linear whose weight is named "
+                              "'*predictions.transform.dense*', or a linear feeding the "
+                              "decoder through a GELU and a LayerNorm)");
+      if (!encoderBlockOfParam(symbols, name) && (skip.empty() || !skipPattern.match(name)))
+        chosen.push_back(head);
+    }
+    if (chosen.empty())
       return func.emitError("pf-insert-kfac: no linear layer of an encoder block to precondition "
                             "(blocks come from weight names like 'layer.<i>.' or 'h.<i>.', or "
                             "from the graph's structure: pf-find-encoder-blocks)");
@@ -77,7 +121,7 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
     // A weight used several times (micro-batches of one step) has one set of
     // factors that every use updates.
     llvm::StringMap<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>> factorsOf;
-    for (LinearOp linear : layers) {
+    for (LinearOp linear : chosen) {
       auto weight = symbols.lookup<ParamOp>(linear.getKFACWeightName());
       StringRef bias;
       if (auto ref = linear.getBias() ? linear.getBias().getDefiningOp<ParamRefOp>() : ParamRefOp())

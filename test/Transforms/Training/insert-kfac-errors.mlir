@@ -6,6 +6,7 @@
 // RUN: pf-opt %t/decay.mlir --pf-insert-kfac=decay=1.5 -verify-diagnostics
 // RUN: pf-opt %t/factor-every.mlir --pf-insert-kfac=factor-every=0 -verify-diagnostics
 // RUN: pf-opt %t/skip-regex.mlir "--pf-insert-kfac=skip=(" -verify-diagnostics
+// RUN: pf-opt %t/no-head.mlir --pf-insert-kfac=layers=encoder-and-head -verify-diagnostics
 
 //--- errors.mlir
 // expected-error @+1 {{pf-insert-kfac: no function with a body}}
@@ -82,4 +83,14 @@ func.func @main(%x: tensor<6x4xf32>) -> tensor<6x4xf32> {
 // expected-error @+1 {{pf-insert-kfac: skip is not a valid regular expression: parentheses not balanced}}
 func.func @main(%x: tensor<6x4xf32>) -> tensor<6x4xf32> {
   return %x : tensor<6x4xf32>
+}
+
+//--- no-head.mlir
+// layers=encoder-and-head on a model without a masked-LM head is refused.
+pf.param @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+// expected-error @+1 {{pf-insert-kfac: layers=encoder-and-head, but the model has no masked-LM head transform}}
+func.func @no_head(%x: tensor<6x4xf32>) -> tensor<6x5xf32> {
+  %w = pf.param_ref @"bert.encoder.layer.0.dense.weight" : tensor<5x4xf32>
+  %y = pf.linear %x, %w {transpose_weight} : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>
+  return %y : tensor<6x5xf32>
 }

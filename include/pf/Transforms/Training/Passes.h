@@ -79,6 +79,12 @@ struct TrainingOptions {
                "the factors) or eigen (the factors' eigenbases, damping on the Kronecker "
                "product's eigenvalues)",
                kfacBasisValues());
+    binder.opt("kfac-layers", insertKFAC.layers,
+               "Which layers K-FAC preconditions: encoder (the encoder blocks' linears) or "
+               "encoder-and-head (also the masked-LM head's transform, "
+               "cls.predictions.transform.dense; never the tied decoder); single-process "
+               "only",
+               kfacLayersValues());
     binder.opt("kfac-optimizer", optimizer.kfacOptimizer,
                "Update rule of the K-FAC layers' parameters", kfacOptimizerValues());
     binder.opt("kfac-window", kfacWindow,

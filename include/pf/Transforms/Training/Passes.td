@@ -76,6 +76,11 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
     backward pass updates B (`pf.kfac.capture_output`). Run it before
     pf-build-gradients and pf-kfac-precondition after it.
 
+    With `layers=encoder-and-head` the masked-LM head's transform (the
+    hidden-to-hidden `pf.linear` before the head's GELU and LayerNorm) gets
+    factors too; its state carries no `pf.encoder_block` (it belongs to no
+    block), so pipelined training refuses it (pf-train names the option).
+
     The factor updates take the step number: the pass adds an i64 argument
     `step` when the function has none. The state parameters carry
     `pf.kfac_weight` (the weight they belong to); the gradient rule of
@@ -117,6 +122,13 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
     Option<"biasColumn", "bias-column", "bool", /*default=*/"false",
            "Append a ones column to the input so A is (in+1)x(in+1) and the bias "
            "is preconditioned jointly with the weight (default: false)">,
+    Option<"layers", "layers", "::mlir::pf::KfacLayers",
+           /*default=*/"::mlir::pf::KfacLayers::Encoder",
+           "Which linear layers get factors: encoder (the encoder blocks') or "
+           "encoder-and-head (also the masked-LM head's transform, found by its weight's "
+           "name 'predictions.transform.dense' or as the linear feeding the decoder "
+           "through GELU and LayerNorm; never the decoder) (default: encoder)",
+           [{::mlir::pf::kfacLayersValues()}]>,
   ];
 }
 

@@ -1,0 +1,176 @@
+"""More layer kinds as K-FAC candidates (pf-insert-kfac `layers`, pf-run and
+pf-train `--kfac-layers`): the masked-LM head's transform, against a NumPy
+reference of its factors and preconditioned gradients, found in a BERT model
+and refused by pipelined training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipefisher.tools import run_tool
+
+ROWS, HIDDEN = 6, 4
+HEAD = "cls.predictions.transform.dense"
+
+
+def _dense(array: np.ndarray) -> str:
+    shape = "x".join(map(str, array.shape))
+    raw = np.ascontiguousarray(array, dtype="<f4").tobytes().hex().upper()
+    return f'dense<"0x{raw}"> : tensor<{shape}xf32>'
+
+
+def _head_module(w: np.ndarray, b: np.ndarray) -> str:
+    """The head's transform alone, objective sum(y * probe)."""
+    t = f"tensor<{ROWS}x{HIDDEN}xf32>"
+    return f'''
+pf.param @"{HEAD}.weight" : tensor<{HIDDEN}x{HIDDEN}xf32> = {_dense(w)}
+pf.param @"{HEAD}.bias" : tensor<{HIDDEN}xf32> = {_dense(b)}
+func.func @main(%x: {t} {{pf.name = "x"}}, %probe: {t} {{pf.name = "probe"}})
+    -> (tensor<f32> {{pf.name = "objective"}}) {{
+  %w = pf.param_ref @"{HEAD}.weight" : tensor<{HIDDEN}x{HIDDEN}xf32>
+  %b = pf.param_ref @"{HEAD}.bias" : tensor<{HIDDEN}xf32>
+  %y = pf.linear %x, %w, %b {{transpose_weight}} : ({t}, tensor<{HIDDEN}x{HIDDEN}xf32>, tensor<{HIDDEN}xf32>) -> {t}
+  %p = pf.mul %y, %probe : ({t}, {t}) -> {t}
+  %s = pf.reduce_sum %p {{keepdims = false}} : ({t}) -> tensor<f32>
+  return %s : tensor<f32>
+}}
+'''
+
+
+def test_head_transform_matches_numpy(tmp_path):
+    rng = np.random.default_rng(17)
+    w = rng.normal(size=(HIDDEN, HIDDEN)).astype(np.float32)
+    b = rng.normal(size=HIDDEN).astype(np.float32)
+    x = rng.normal(size=(ROWS, HIDDEN)).astype(np.float32)
+    probe = rng.normal(size=(ROWS, HIDDEN)).astype(np.float32)
+    damping = 0.05
+    (tmp_path / "m.mlir").write_text(_head_module(w, b))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac=layers=encoder-and-head",
+             "--pf-build-gradients",
+             f"--pf-kfac-precondition=damping={damping} kl-clip=0 graft=none export-factors=true",
+             "-o", str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+
+    x64, g = x.astype(np.float64), probe.astype(np.float64)
+    A = x64.T @ x64 / ROWS
+    B = ROWS * (g.T @ g)  # rows² · gᵀg / rows: the objective is no masked-LM loss
+    pi = np.sqrt((np.trace(A) / HIDDEN) / (np.trace(B) / HIDDEN))
+    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(HIDDEN))
+    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(HIDDEN))
+    name = f"{HEAD}.weight"
+    np.testing.assert_allclose(got[f"kfac/A/{name}"], A, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[f"kfac/B/{name}"], B, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[f"kfac/A_inv/{name}"], A_inv, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[f"kfac/B_inv/{name}"], B_inv, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[f"grad/{name}"], B_inv @ (g.T @ x64) @ A_inv, rtol=1e-4,
+                               atol=1e-6)
+    np.testing.assert_allclose(got[f"grad/{HEAD}.bias"], B_inv @ g.sum(axis=0), rtol=1e-4,
+                               atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    from pipefisher import make_bert_model, save_model
+    from pipefisher.sample_inputs import make_inputs
+
+    tmp = tmp_path_factory.mktemp("kfac_layers")
+    save_model(make_bert_model("tiny", vocab_size=50, num_hidden_layers=2, seed=3),
+               tmp / "m.onnx")
+    inputs = make_inputs(2, 8, vocab=50)
+    labels = np.where(np.arange(8) % 3 == 0, inputs["input_ids"], -100).astype(np.int64)
+    np.savez(tmp / "in.npz", **inputs, labels=labels, lr=np.float64(1e-3), step=np.int64(1))
+    return tmp
+
+
+def _step(bert, name, *args):
+    out = bert / f"{name}.npz"
+    run_tool("pf-run", str(bert / "m.onnx"), "--dim", "batch=2", "--dim", "sequence=8",
+             "--training-step", "--kfac", "--kfac-kl-clip", "0", "--kfac-graft", "none",
+             "--clip-norm", "0", "--kfac-damping", "1e-3", *args, "--inputs",
+             str(bert / "in.npz"), "--outputs", str(out))
+    return dict(np.load(out))
+
+
+def test_bert_head_transform(bert):
+    """In a BERT step the head's transform gets factors (not the tied decoder),
+    its gradient becomes B⁻¹·∇W·A⁻¹ of the step's own factors, and every
+    other output is bitwise the encoder-only step's (kl-clip 0, no grafting:
+    the layers do not couple)."""
+    plain = _step(bert, "plain")
+    default = _step(bert, "encoder", "--kfac-layers", "encoder")
+    head = _step(bert, "head", "--kfac-layers", "encoder-and-head")
+    assert plain.keys() == default.keys()
+    for key in plain:
+        np.testing.assert_array_equal(plain[key], default[key], err_msg=key)
+
+    w = f"{HEAD}.weight"
+    assert sum(k.startswith("kfac/A/") for k in plain) == 12
+    assert sum(k.startswith("kfac/A/") for k in head) == 13
+    assert f"kfac/A/{w}" in head and f"kfac/A/{w}" not in plain
+    assert not any("word_embeddings" in k or "decoder" in k for k in head if k.startswith("kfac/"))
+    for key in plain:
+        if key not in (f"grad/{w}", f"grad/{HEAD}.bias", "loss"):
+            np.testing.assert_array_equal(plain[key], head[key], err_msg=key)
+    np.testing.assert_array_equal(plain["loss"], head["loss"])
+
+    A, B = head[f"kfac/A/{w}"].astype(np.float64), head[f"kfac/B/{w}"].astype(np.float64)
+    assert A.shape == B.shape == (128, 128)
+    np.testing.assert_allclose(A, A.T, rtol=1e-6, atol=1e-9)
+    damping, n = 1e-3, A.shape[0]
+    pi = np.sqrt((np.trace(A) / n) / (np.trace(B) / n))
+    A_inv = np.linalg.inv(A + np.sqrt(damping) * pi * np.eye(n))
+    B_inv = np.linalg.inv(B + np.sqrt(damping) / pi * np.eye(n))
+    np.testing.assert_allclose(head[f"kfac/A_inv/{w}"], A_inv, rtol=2e-3,
+                               atol=2e-3 * np.abs(A_inv).max())
+    np.testing.assert_allclose(head[f"kfac/B_inv/{w}"], B_inv, rtol=2e-3,
+                               atol=2e-3 * np.abs(B_inv).max())
+    # The raw gradient is the encoder-only step's (preconditioning comes after).
+    raw_w = plain[f"grad/{w}"].astype(np.float64)
+    raw_b = plain[f"grad/{HEAD}.bias"].astype(np.float64)
+    A_inv32 = head[f"kfac/A_inv/{w}"].astype(np.float64)
+    B_inv32 = head[f"kfac/B_inv/{w}"].astype(np.float64)
+    want_w, want_b = B_inv32 @ raw_w @ A_inv32, B_inv32 @ raw_b
+    np.testing.assert_allclose(head[f"grad/{w}"], want_w, rtol=1e-3,
+                               atol=1e-4 * np.abs(want_w).max())
+    np.testing.assert_allclose(head[f"grad/{HEAD}.bias"], want_b, rtol=1e-3,
+                               atol=1e-4 * np.abs(want_b).max())
+
+
+def test_bert_head_transform_with_predictions(bert):
+    """With --predictions P the decoder reads gathered rows; the head's
+    transform still runs at every position and is still found."""
+    ids = np.load(bert / "in.npz")
+    inputs = {k: ids[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+    positions = np.array([[0, 3], [0, 3]], np.int64)
+    labels = np.take_along_axis(ids["input_ids"], positions, axis=1).astype(np.int64)
+    np.savez(bert / "in_p.npz", **inputs, labels=labels, mlm_positions=positions,
+             lr=np.float64(1e-3), step=np.int64(1))
+    out = bert / "p.npz"
+    run_tool("pf-run", str(bert / "m.onnx"), "--dim", "batch=2", "--dim", "sequence=8",
+             "--training-step", "--kfac", "--kfac-layers", "encoder-and-head", "--predictions",
+             "2", "--inputs", str(bert / "in_p.npz"), "--outputs", str(out))
+    got = dict(np.load(out))
+    assert f"kfac/A/{HEAD}.weight" in got
+    assert np.all(np.isfinite(got[f"grad/{HEAD}.weight"]))
+
+
+def test_pipelined_training_refuses_the_head(tmp_path):
+    from pipefisher import make_bert_model, save_model
+    from pipefisher.corpus import make_corpus
+
+    corpus = make_corpus(sequences=64, seq_len=16, seed=1)
+    vocab = len(corpus.pop("vocab"))
+    np.savez(tmp_path / "corpus.npz", **corpus)
+    save_model(make_bert_model("tiny", vocab_size=vocab, num_hidden_layers=2, seed=2),
+               tmp_path / "model.onnx")
+    proc = run_tool("pf-train", str(tmp_path / "model.onnx"), "--corpus",
+                    str(tmp_path / "corpus.npz"), "--batch", "8", "--steps", "1", "--kfac",
+                    "--kfac-layers", "encoder-and-head", "--pipeline",
+                    "stages=2 schedule=1f1b microbatches=2", check=False)
+    assert proc.returncode != 0
+    assert "--kfac-layers encoder-and-head is single-process K-FAC for now" in proc.stderr, \
+        proc.stderr
