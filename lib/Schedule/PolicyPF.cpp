@@ -314,14 +314,91 @@ double releaseAfterSweep(const KfacProblem &p, const SweepResult &sweep,
 /// end: a layer refreshed several times per window keeps its inverses in
 /// order, so only its last refresh overlaps the next window, and only before
 /// the first refresh's inversion starts there. Infinity for one refresh per
-/// window, -infinity for a refresh that may not overlap.
+/// window, -infinity for a refresh that may not overlap. (An inversion's
+/// release is 0 when it waits for curvature: its first piece is the limit;
+/// the release only when the sweep left it unplaced.)
 double previousRefreshLimit(const KfacProblem &p, const std::vector<double> &firstStart, int task) {
   const KfacTask &t = p.tasks[task];
   if (!t.lastRefresh)
     return -std::numeric_limits<double>::infinity();
   if (t.firstRefresh < 0)
     return std::numeric_limits<double>::infinity();
-  return std::min(p.tasks[t.firstRefresh].release, firstStart[t.firstRefresh]);
+  const double start = firstStart[t.firstRefresh];
+  return std::isfinite(start) ? start : p.tasks[t.firstRefresh].release;
+}
+
+/// Places `rest` of a task in `free` (in place) as previous-refresh pieces:
+/// no piece starts before `from` nor ends after `limit` (window time).
+/// Returns the pieces (start, size); empty when the task does not fit whole.
+std::vector<std::pair<double, double>> fillPrevious(std::vector<Interval> &free, double rest,
+                                                    double minPiece, double margin, double from,
+                                                    double limit) {
+  std::vector<std::pair<double, double>> pieces;
+  std::vector<Interval> left;
+  for (const Interval &f : free) {
+    const double start = std::max(f.start, from), end = std::min(f.end, limit);
+    const double size = rest <= kEps ? 0 : std::min(rest, (end - start) / (1 + margin));
+    if (size <= kEps || size < std::min(rest, minPiece) - kEps) {
+      left.push_back(f);
+      continue;
+    }
+    pieces.push_back({start, size});
+    rest -= size;
+    if (start > f.start + kEps)
+      left.push_back({f.start, start});
+    if (f.end > start + size + kEps)
+      left.push_back({start + size, f.end});
+  }
+  if (rest > kEps)
+    return {};
+  free = std::move(left);
+  return pieces;
+}
+
+/// Steady state for a refresh whose curvature misses the window (it reads
+/// the window's last steps, e.g. device 0's curvature B after its backward
+/// at the end of GPipe's step): the rest of the curvature and then the whole
+/// inversion run in the next window's free bubble time as the previous
+/// refresh, instead of after the last flush, where they would lengthen the
+/// window. All or nothing, so that the inversion never precedes its
+/// curvature; each piece ends before `limit` (the layer's next inversion).
+bool wrapRefresh(const KfacProblem &p, const KfacOptions &options, int inversion, double limit,
+                 std::vector<std::vector<Interval>> &free, SweepResult &sweep) {
+  const KfacTask &inv = p.tasks[inversion];
+  std::vector<int> open;
+  for (int d : inv.deps)
+    if (sweep.remaining[d] > 0)
+      open.push_back(d);
+  if (open.empty() || !(limit > 0))
+    return false;
+  const int pieces = std::max(1, options.splitPieces);
+  const double window = p.steps * p.stepSpan;
+  std::map<int, std::vector<Interval>> trial;
+  std::vector<std::tuple<int, double, double>> placed; // (task, start, size)
+  double ready = 0;
+  auto fill = [&](int task, double from) {
+    const KfacTask &t = p.tasks[task];
+    auto [it, fresh] = trial.try_emplace(t.device, free[t.device]);
+    auto got = fillPrevious(it->second, sweep.remaining[task], t.duration / pieces, options.margin,
+                            std::max(from, t.release - window), limit);
+    for (auto [start, size] : got) {
+      placed.push_back({task, start, size});
+      ready = std::max(ready, start + size);
+    }
+    return !got.empty();
+  };
+  for (int d : open)
+    if (!fill(d, 0))
+      return false;
+  if (!fill(inversion, ready + inv.depLatency))
+    return false;
+  for (auto &[device, list] : trial)
+    free[device] = std::move(list);
+  for (auto [task, start, size] : placed) {
+    int step = std::min(p.steps - 1, static_cast<int>(std::floor(start / p.stepSpan + kEps)));
+    sweep.place(p, task, step, start - step * p.stepSpan, size, 1);
+  }
+  return true;
 }
 
 /// Steady state: inversions still unfinished use the bubble time nobody took,
@@ -329,9 +406,12 @@ double previousRefreshLimit(const KfacProblem &p, const std::vector<double> &fir
 /// its inputs or before the task's last in-window piece) finishes the same
 /// layer's inversion of the previous refresh, which in steady state is still
 /// running there; it is marked with lag 1.
-void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
-                      const std::vector<std::vector<Gap>> &gaps,
-                      SweepResult &sweep) {
+/// With `wrapCurvature`, a refresh whose curvature is unfinished may wrap
+/// whole (wrapRefresh); returns whether one did.
+bool overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
+                      const std::vector<std::vector<Gap>> &gaps, SweepResult &sweep,
+                      bool wrapCurvature) {
+  bool wrapped = false;
   auto free = freeTime(p, gaps, sweep);
   const int pieces = std::max(1, options.splitPieces);
   std::vector<double> firstStart(p.tasks.size(), std::numeric_limits<double>::infinity());
@@ -343,12 +423,14 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
     if ((t.kind != ItemKind::InversionA && t.kind != ItemKind::InversionB) ||
         sweep.remaining[i] <= 0)
       continue;
-    const double release = releaseAfterSweep(p, sweep, static_cast<int>(i));
-    const double lastEnd =
-        std::max(release, sweep.lastStep[i] < 0
-                              ? -1.0
-                              : sweep.lastStep[i] * p.stepSpan + sweep.lastEnd[i]);
     const double lagLimit = previousRefreshLimit(p, firstStart, static_cast<int>(i));
+    if (wrapCurvature && wrapRefresh(p, options, static_cast<int>(i), lagLimit, free, sweep)) {
+      wrapped = true;
+      continue;
+    }
+    const double release = releaseAfterSweep(p, sweep, static_cast<int>(i));
+    const double lastEnd = std::max(
+        release, sweep.lastStep[i] < 0 ? -1.0 : sweep.lastStep[i] * p.stepSpan + sweep.lastEnd[i]);
     for (Interval &f : free[t.device]) {
       double rest = sweep.remaining[i];
       if (rest <= 0)
@@ -366,6 +448,7 @@ void overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
       f.start += size;
     }
   }
+  return wrapped;
 }
 
 KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
@@ -373,10 +456,18 @@ KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs, const Kf
   KfacProblem problem = buildKfacProblem(step, costs, steps, shape);
   ListScheduler scheduler(problem, options, order);
   SweepResult sweep = scheduler.run();
-  if (options.steadyState)
-    overlapRefreshes(problem, options, scheduler.gaps(), sweep);
-  return finishPlan(std::move(problem), sweep, TailRule::Balanced,
-                    options.steadyState, Policy::PF);
+  if (!options.steadyState)
+    return finishPlan(std::move(problem), sweep, TailRule::Balanced, false, Policy::PF);
+  // A refresh wrapped whole takes free time that the inversions of other
+  // refreshes could have used: both ways, the shorter window wins (same work,
+  // so also the higher utilization).
+  SweepResult wrapped = sweep;
+  overlapRefreshes(problem, options, scheduler.gaps(), sweep, false);
+  if (!overlapRefreshes(problem, options, scheduler.gaps(), wrapped, true))
+    return finishPlan(std::move(problem), sweep, TailRule::Balanced, true, Policy::PF);
+  KfacPlan plain = finishPlan(problem, sweep, TailRule::Balanced, true, Policy::PF);
+  KfacPlan whole = finishPlan(std::move(problem), wrapped, TailRule::Balanced, true, Policy::PF);
+  return meanStepTime(whole) < meanStepTime(plain) - 1e-9 ? std::move(whole) : std::move(plain);
 }
 
 double outsideWork(const KfacPlan &plan, bool countPreconditioning) {
