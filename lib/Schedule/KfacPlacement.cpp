@@ -70,9 +70,17 @@ public:
         endTime_(sweep.lastEnd), remaining_(sweep.remaining),
         load_(problem.devices, std::vector<double>(problem.steps, problem.stepSpan)),
         stepEnd_(problem.steps, problem.stepSpan), firstStep_(problem.tasks.size(), problem.steps) {
-    for (const PlacedPiece &piece : sweep.pieces)
+    for (const PlacedPiece &piece : sweep.pieces) {
       if (piece.refreshLag == 0)
         firstStep_[piece.task] = std::min(firstStep_[piece.task], piece.step);
+      // A sweep may use the time after a flush that every device waits for
+      // anyway (pf's throughput refresh): later work goes after it.
+      if (piece.outsideBubble) {
+        double &load = load_[problem.tasks[piece.task].device][piece.step];
+        load = std::max(load, piece.t + piece.duration);
+        stepEnd_[piece.step] = std::max(stepEnd_[piece.step], load);
+      }
+    }
   }
 
   void run() {

@@ -451,23 +451,87 @@ bool overlapRefreshes(const KfacProblem &p, const KfacOptions &options,
   return wrapped;
 }
 
-KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
-                      int steps, Order order, const RefreshShape &shape) {
-  KfacProblem problem = buildKfacProblem(step, costs, steps, shape);
-  ListScheduler scheduler(problem, options, order);
+/// A sweep of the flushed problem (flushedStep) placed pieces after T_pipe:
+/// they are work after the flush; one that straddles T_pipe is split there.
+SweepResult unflush(const SweepResult &sweep, double T) {
+  const double tolerance = 1e-9 * T;
+  SweepResult out = sweep;
+  out.pieces.clear();
+  for (PlacedPiece piece : sweep.pieces) {
+    if (piece.t < T - tolerance && piece.t + piece.duration > T + tolerance) {
+      PlacedPiece head = piece;
+      head.duration = T - piece.t;
+      out.pieces.push_back(head);
+      piece.duration -= head.duration;
+      piece.t = T;
+    }
+    piece.outsideBubble = piece.t >= T - tolerance;
+    out.pieces.push_back(piece);
+  }
+  return out;
+}
+
+/// One priority order: the sweep (over `swept`'s bubbles when given, else
+/// the problem's own), the steady-state overlap and the work after the
+/// flushes.
+KfacPlan sweepPlan(KfacProblem problem, const KfacProblem *swept, const KfacOptions &options,
+                   Order order) {
+  const KfacProblem &s = swept ? *swept : problem;
+  ListScheduler scheduler(s, options, order);
   SweepResult sweep = scheduler.run();
+  const double T = problem.stepSpan;
+  auto finish = [&](KfacProblem p, const SweepResult &result, bool overlap) {
+    return finishPlan(std::move(p), swept ? unflush(result, T) : result, TailRule::Balanced,
+                      overlap, Policy::PF);
+  };
   if (!options.steadyState)
-    return finishPlan(std::move(problem), sweep, TailRule::Balanced, false, Policy::PF);
+    return finish(std::move(problem), sweep, false);
   // A refresh wrapped whole takes free time that the inversions of other
   // refreshes could have used: both ways, the shorter window wins (same work,
   // so also the higher utilization).
   SweepResult wrapped = sweep;
-  overlapRefreshes(problem, options, scheduler.gaps(), sweep, false);
-  if (!overlapRefreshes(problem, options, scheduler.gaps(), wrapped, true))
-    return finishPlan(std::move(problem), sweep, TailRule::Balanced, true, Policy::PF);
-  KfacPlan plain = finishPlan(problem, sweep, TailRule::Balanced, true, Policy::PF);
-  KfacPlan whole = finishPlan(std::move(problem), wrapped, TailRule::Balanced, true, Policy::PF);
+  overlapRefreshes(s, options, scheduler.gaps(), sweep, false);
+  if (!overlapRefreshes(s, options, scheduler.gaps(), wrapped, true))
+    return finish(std::move(problem), sweep, true);
+  KfacPlan plain = finish(problem, sweep, true);
+  KfacPlan whole = finish(std::move(problem), wrapped, true);
   return meanStepTime(whole) < meanStepTime(plain) - 1e-9 ? std::move(whole) : std::move(plain);
+}
+
+/// With `flushed` (the throughput refresh), also a sweep that may use the
+/// time after every flush that the unmovable preconditioning forces every
+/// device to wait; the shorter window wins.
+KfacPlan planForSteps(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
+                      int steps, Order order, const RefreshShape &shape,
+                      const PipelineStep *flushed) {
+  KfacProblem problem = buildKfacProblem(step, costs, steps, shape);
+  if (!flushed)
+    return sweepPlan(std::move(problem), nullptr, options, order);
+  const KfacProblem wide = buildKfacProblem(*flushed, costs, steps, shape);
+  KfacPlan plain = sweepPlan(problem, nullptr, options, order);
+  KfacPlan filled = sweepPlan(std::move(problem), &wide, options, order);
+  return meanStepTime(filled) < meanStepTime(plain) - 1e-9 ? std::move(filled) : std::move(plain);
+}
+
+/// The step as the flushed sweep sees it: T_pipe + `flush` long, every
+/// device idle after T_pipe (only what buildKfacProblem reads).
+PipelineStep flushedStep(const PipelineStep &step, double flush) {
+  PipelineStep s;
+  s.layout = step.layout;
+  s.makespan = step.makespan + flush;
+  s.forwardEnd = step.forwardEnd;
+  s.backwardEnd = step.backwardEnd;
+  s.gradientReady = step.gradientReady;
+  s.busy = step.busy;
+  s.kfacMoves = step.kfacMoves;
+  s.idle = step.idle;
+  for (auto &idle : s.idle) {
+    if (!idle.empty() && idle.back().end >= step.makespan - 1e-9 * step.makespan)
+      idle.back().end = s.makespan;
+    else
+      idle.push_back({step.makespan, s.makespan});
+  }
+  return s;
 }
 
 double outsideWork(const KfacPlan &plan, bool countPreconditioning) {
@@ -483,9 +547,10 @@ double outsideWork(const KfacPlan &plan, bool countPreconditioning) {
 /// The better of the two priority orders: shorter window, then less work
 /// left to the next refresh.
 KfacPlan bestPlan(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
-                  int steps, const RefreshShape &shape = {}) {
-  KfacPlan a = planForSteps(step, costs, options, steps, Order::InversionsFirst, shape);
-  KfacPlan b = planForSteps(step, costs, options, steps, Order::CurvatureFirst, shape);
+                  int steps, const RefreshShape &shape = {},
+                  const PipelineStep *flushed = nullptr) {
+  KfacPlan a = planForSteps(step, costs, options, steps, Order::InversionsFirst, shape, flushed);
+  KfacPlan b = planForSteps(step, costs, options, steps, Order::CurvatureFirst, shape, flushed);
   double ta = meanStepTime(a), tb = meanStepTime(b);
   if (tb < ta - 1e-9)
     return b;
@@ -520,9 +585,9 @@ double stepBudget(const KfacCapacity &c, double T, const KfacOptions &options) {
 class RefreshSearch {
 public:
   RefreshSearch(const PipelineStep &step, const CostModel &costs, const KfacOptions &options,
-                RefreshShape shape = {})
+                RefreshShape shape = {}, const PipelineStep *flushed = nullptr)
       : step_(step), costs_(costs), options_(options), capacity_(kfacCapacity(step, costs)),
-        shape_(std::move(shape)) {}
+        shape_(std::move(shape)), flushed_(flushed) {}
 
   /// Smallest K in [1, hi] whose window meets `budget`, or 0. The answer is
   /// usually at or just above the capacity bound, so the search gallops up
@@ -587,7 +652,7 @@ public:
   KfacPlan plan(int k) {
     auto found = kept_.find(k);
     KfacPlan p = found != kept_.end() ? std::move(found->second)
-                                      : bestPlan(step_, costs_, options_, k, shape_);
+                                      : bestPlan(step_, costs_, options_, k, shape_, flushed_);
     if (found == kept_.end())
       tried_ += 2;
     p.candidatesTried = tried_;
@@ -623,7 +688,7 @@ private:
   /// plan that can still be the answer is kept: the smallest K so far that
   /// meets the running search's budget.
   void evaluate(int k) {
-    KfacPlan p = bestPlan(step_, costs_, options_, k, shape_);
+    KfacPlan p = bestPlan(step_, costs_, options_, k, shape_, flushed_);
     tried_ += 2;
     means_[k] = meanStepTime(p);
     saturated_[k] = outsideWork(p, false) <= 1e-9;
@@ -639,6 +704,7 @@ private:
   const KfacOptions &options_;
   const KfacCapacity capacity_;
   const RefreshShape shape_; ///< the preconditioning split of every window
+  const PipelineStep *flushed_; ///< see planForSteps
   std::map<int, double> means_;
   std::map<int, bool> saturated_;
   std::map<int, KfacPlan> kept_;
@@ -721,7 +787,11 @@ KfacPlan planThroughput(const PipelineStep &step, const CostModel &costs,
   const double T = step.makespan;
   const double unmovable = unmovablePerStep(step, costs, split);
   const double budget = (T + unmovable) * (1 + options.maxOverheadBeyond) + 1e-9 * T;
-  RefreshSearch search(step, costs, options, split);
+  // Every device waits for the unmovable preconditioning after each flush;
+  // the sweep may fill that time on the other devices (planForSteps).
+  const PipelineStep flushed = flushedStep(step, unmovable);
+  const PipelineStep *wide = unmovable > 1e-9 * T ? &flushed : nullptr;
+  RefreshSearch search(step, costs, options, split, wide);
   const int k = search.smallestUpTo(budget, std::max(1, options.maxRefreshSteps));
   if (k == 0) // no refresh meets the budget: the shortest steps found
     return search.plan(search.smallestUnbounded(budget));
@@ -741,7 +811,8 @@ KfacPlan planThroughput(const PipelineStep &step, const CostModel &costs,
     auto [period, refreshes] = candidates[i];
     KfacPlan plan = bestPlan(step, costs, options, period,
                              staggeredShape(step.layout, costs.layers.size(), period, refreshes,
-                                            split.preconditionDownShare));
+                                            split.preconditionDownShare),
+                             wide);
     tried += 2;
     const bool fits = meanStepTime(plan) <= budget;
     seen[i] = {fits, utilizationOf(plan, step)};
