@@ -452,6 +452,67 @@ TEST_F(CudaMath, KfacPiAndFactorBiasColumnMatchCpu) {
   EXPECT_EQ(cu::dampedDiagonal(2.0, 0.5), 2.5);
 }
 
+/// The LayerNorm factor and its preconditioning composed the way the CUDA
+/// kernels do (row statistics, a thread per feature over the rows, the 2x2
+/// solve) against the CPU backend, both layouts, over an old factor.
+TEST_F(CudaMath, KfacLayerNormFactorAndPreconditionMatchCpu) {
+  const int64_t n = 11, h = 7;
+  const double eps = 1e-5, scale = 9.0, decay = 0.5, damping = 0.3;
+  auto x = random<double>({n, h}, -2, 3, 81), dy = random<double>({n, h}, -1, 1, 82);
+  for (int64_t columns : {3, 2}) {
+    SCOPED_TRACE(columns);
+    Tensor<double> f({h, columns});
+    for (auto &e : f.data)
+      e = 0.125;
+    const std::vector<double> old = f.data;
+    auto tx = x.desc(), tdy = dy.desc(), tf = f.desc();
+    ASSERT_EQ(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, eps, scale, PFRT_KFAC_RUNNING_AVERAGE,
+                                          decay, &tf),
+              PFRT_OK);
+    std::vector<double> mean(n), rstd(n);
+    for (int64_t r = 0; r < n; ++r) {
+      double s = 0, v = 0;
+      for (int64_t j = 0; j < h; ++j)
+        s += x[r * h + j];
+      mean[r] = s / h;
+      for (int64_t j = 0; j < h; ++j)
+        v += (x[r * h + j] - mean[r]) * (x[r * h + j] - mean[r]);
+      rstd[r] = 1.0 / std::sqrt(v / h + eps);
+    }
+    const double alpha = scale / n * (1 - decay);
+    std::vector<double> mine(size_t(h * columns));
+    for (int64_t j = 0; j < h; ++j) {
+      cu::LayerNormFisherSums sums;
+      for (int64_t r = 0; r < n; ++r)
+        cu::addLayerNormFisher(sums, dy[r * h + j],
+                               cu::layerNormHat(x[r * h + j], mean[r], rstd[r]));
+      for (int64_t c = 0; c < columns; ++c) {
+        mine[j * columns + c] = cu::combineFactor(decay, old[j * columns + c], alpha,
+                                                  cu::layerNormFactorColumn(sums, columns, c));
+        EXPECT_NEAR(mine[j * columns + c], f[j * columns + c], 1e-12);
+      }
+    }
+    auto gs = random<double>({h}, -1, 1, 83), gb = random<double>({h}, -1, 1, 84);
+    Tensor<double> us({h}), ub({h});
+    auto tgs = gs.desc(), tgb = gb.desc(), tus = us.desc(), tub = ub.desc();
+    ASSERT_EQ(pfrt_kfac_precondition_layer_norm(ctx, &tf, damping, &tgs, &tgb, &tus, &tub),
+              PFRT_OK);
+    for (int64_t j = 0; j < h; ++j) {
+      const double *row = &mine[size_t(j * columns)];
+      double u0, u1;
+      cu::solveLayerNormBlock(row[0], columns == 3 ? row[1] : 0.0, row[columns - 1], damping,
+                              columns == 2, gs[j], gb[j], u0, u1);
+      EXPECT_NEAR(u0, us[j], 1e-12 * (1 + std::fabs(u0)));
+      EXPECT_NEAR(u1, ub[j], 1e-12 * (1 + std::fabs(u1)));
+    }
+  }
+  // Without damping a singular block keeps its gradient.
+  double u0 = 0, u1 = 0;
+  cu::solveLayerNormBlock(1, 1, 1, 0, false, 3, -4, u0, u1);
+  EXPECT_EQ(u0, 3.0);
+  EXPECT_EQ(u1, -4.0);
+}
+
 TEST_F(CudaMath, TriluMaskMatchesCpu) {
   // The CUDA kernel keeps element (i, j) where triluKeeps says; the CPU
   // backend keeps column ranges: both must agree for every k.

@@ -593,4 +593,140 @@ TEST_F(KfacTest, Errors) {
   ok(pfrt_kfac_precondition(ctx, &ta3, &tb4, &tgw, &tgb, 1, &tgw, &tob));
 }
 
+/// The LayerNorm factor in double: per feature j, scale · mean over rows of
+/// (g_γ², g_γ g_β, g_β²), g_γ = dy·x̂, g_β = dy.
+template <class T>
+Matrix layerNormFactorRef(const Tensor<T> &x, const Tensor<T> &dy, double eps, double scale) {
+  const int64_t h = x.dims.back(), n = x.size() / (h ? h : 1);
+  Matrix f(h * 3, 0.0);
+  for (int64_t r = 0; r < n; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < h; ++j)
+      mean += double(x[r * h + j]) / double(h);
+    for (int64_t j = 0; j < h; ++j)
+      var += std::pow(double(x[r * h + j]) - mean, 2) / double(h);
+    for (int64_t j = 0; j < h; ++j) {
+      const double d = double(dy[r * h + j]);
+      const double g = d * (double(x[r * h + j]) - mean) / std::sqrt(var + eps);
+      f[j * 3 + 0] += g * g;
+      f[j * 3 + 1] += g * d;
+      f[j * 3 + 2] += d * d;
+    }
+  }
+  for (auto &v : f)
+    v = n ? v * scale / double(n) : 0.0;
+  return f;
+}
+
+TEST_F(KfacTest, LayerNormFactorBlocksAndDiagonal) {
+  Tensor<double> x = random<double>({3, 5, 9}, -2, 3, 21),
+                 dy = random<double>({3, 5, 9}, -1, 1, 22);
+  const Matrix ref = layerNormFactorRef(x, dy, 1e-5, 4.0);
+  Tensor<double> f = random<double>({9, 3}, -1, 1, 23), diag({9, 2});
+  pfrt_tensor tx = x.desc(), tdy = dy.desc(), tf = f.desc(), td = diag.desc();
+  ok(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 4.0, PFRT_KFAC_OVERWRITE, 0, &tf));
+  EXPECT_LT(maxAbsDiff(f.data, ref), 1e-12);
+  ok(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 4.0, PFRT_KFAC_OVERWRITE, 0, &td));
+  for (int64_t j = 0; j < 9; ++j) {
+    EXPECT_NEAR(diag[j * 2], ref[j * 3], 1e-12);
+    EXPECT_NEAR(diag[j * 2 + 1], ref[j * 3 + 2], 1e-12);
+  }
+  // Micro-batches accumulate; a running average decays.
+  ok(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 4.0, PFRT_KFAC_ACCUMULATE, 0, &tf));
+  Matrix twice(ref);
+  for (auto &v : twice)
+    v *= 2;
+  EXPECT_LT(maxAbsDiff(f.data, twice), 1e-12);
+  ok(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 4.0, PFRT_KFAC_RUNNING_AVERAGE, 0.75, &tf));
+  Matrix avg(ref);
+  for (size_t i = 0; i < avg.size(); ++i)
+    avg[i] = 0.75 * twice[i] + 0.25 * ref[i];
+  EXPECT_LT(maxAbsDiff(f.data, avg), 1e-12);
+  // f32, no rows: overwrite gives 0.
+  Tensor<float> none({0, 4}), fn = random<float>({4, 3}, -1, 1, 24);
+  pfrt_tensor tn = none.desc(), tfn = fn.desc();
+  ok(pfrt_kfac_layer_norm_factor(ctx, &tn, &tn, 1e-5, 1.0, PFRT_KFAC_OVERWRITE, 0, &tfn));
+  for (float v : fn.data)
+    EXPECT_EQ(v, 0.0f);
+}
+
+TEST_F(KfacTest, LayerNormPreconditionSolvesEachBlock) {
+  // Blocks [[2, 1], [1, 3]] and [[4, 0], [0, 1]], damping 0.5.
+  Tensor<double> f({2, 3}), gs({2}), gb({2}), us({2}), ub({2});
+  f.data = {2, 1, 3, 4, 0, 1};
+  gs.data = {1, -2};
+  gb.data = {2, 0.5};
+  pfrt_tensor tf = f.desc(), tgs = gs.desc(), tgb = gb.desc(), tus = us.desc(), tub = ub.desc();
+  ok(pfrt_kfac_precondition_layer_norm(ctx, &tf, 0.5, &tgs, &tgb, &tus, &tub));
+  // (F + 0.5 I) u = g: [[2.5, 1], [1, 3.5]] u = (1, 2) -> det 7.75.
+  EXPECT_NEAR(us[0], (3.5 * 1 - 1 * 2) / 7.75, 1e-15);
+  EXPECT_NEAR(ub[0], (2.5 * 2 - 1 * 1) / 7.75, 1e-15);
+  EXPECT_NEAR(us[1], -2 / 4.5, 1e-15);
+  EXPECT_NEAR(ub[1], 0.5 / 1.5, 1e-15);
+  // The diagonal variant divides; in place (outputs are the gradients).
+  Tensor<double> d({2, 2});
+  d.data = {2, 3, 4, 1};
+  pfrt_tensor td = d.desc();
+  ok(pfrt_kfac_precondition_layer_norm(ctx, &td, 0.5, &tgs, &tgb, &tgs, &tgb));
+  EXPECT_NEAR(gs[0], 1 / 2.5, 1e-15);
+  EXPECT_NEAR(gb[0], 2 / 3.5, 1e-15);
+  EXPECT_NEAR(gs[1], -2 / 4.5, 1e-15);
+  EXPECT_NEAR(gb[1], 0.5 / 1.5, 1e-15);
+  // Without damping a singular block keeps its gradient.
+  Tensor<float> z({1, 3}), g1({1}), g2({1}), o1({1}), o2({1});
+  z.data = {1, 1, 1};
+  g1.data = {3};
+  g2.data = {-4};
+  pfrt_tensor tz = z.desc(), tg1 = g1.desc(), tg2 = g2.desc(), to1 = o1.desc(), to2 = o2.desc();
+  ok(pfrt_kfac_precondition_layer_norm(ctx, &tz, 0, &tg1, &tg2, &to1, &to2));
+  EXPECT_EQ(o1[0], 3.0f);
+  EXPECT_EQ(o2[0], -4.0f);
+}
+
+TEST_F(KfacTest, LayerNormErrors) {
+  Tensor<float> x = random<float>({4, 3}), dy({4, 3}), dyBad({4, 2}), f({3, 3}), f4({3, 4}),
+                fw({2, 3});
+  Tensor<double> dyD({4, 3}), fd({3, 3});
+  pfrt_tensor tx = x.desc(), tdy = dy.desc(), tdb = dyBad.desc(), tf = f.desc(), tf4 = f4.desc(),
+              tfw = fw.desc(), tdd = dyD.desc(), tfd = fd.desc();
+  const char *factor = "pfrt_kfac_layer_norm_factor";
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdb, 1e-5, 1, 0, 0, &tf), PFRT_INVALID_ARGUMENT,
+        factor); // dy's shape
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdd, 1e-5, 1, 0, 0, &tf), PFRT_INVALID_ARGUMENT,
+        factor); // dy's dtype
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 1, 0, 0, &tf4), PFRT_INVALID_ARGUMENT,
+        factor); // 4 columns
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 1, 0, 0, &tfw), PFRT_INVALID_ARGUMENT,
+        factor); // 2 features, x has 3
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 1, 0, 0, &tfd), PFRT_INVALID_ARGUMENT,
+        factor); // factor's dtype
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, -1, 1, 0, 0, &tf), PFRT_INVALID_ARGUMENT,
+        factor);
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, NAN, 0, 0, &tf), PFRT_INVALID_ARGUMENT,
+        factor);
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 1, 9, 0, &tf), PFRT_INVALID_ARGUMENT,
+        factor);
+  fails(pfrt_kfac_layer_norm_factor(ctx, &tx, &tdy, 1e-5, 1, PFRT_KFAC_RUNNING_AVERAGE, 2, &tf),
+        PFRT_INVALID_ARGUMENT, factor);
+  fails(pfrt_kfac_layer_norm_factor(ctx, nullptr, &tdy, 1e-5, 1, 0, 0, &tf), PFRT_INVALID_ARGUMENT,
+        factor);
+  const char *precondition = "pfrt_kfac_precondition_layer_norm";
+  Tensor<float> g3({3}), g2({2});
+  Tensor<double> gd({3});
+  pfrt_tensor tg3 = g3.desc(), tg2 = g2.desc(), tgd = gd.desc();
+  fails(pfrt_kfac_precondition_layer_norm(ctx, &tf4, 0.1, &tg3, &tg3, &tg3, &tg3),
+        PFRT_INVALID_ARGUMENT, precondition);
+  fails(pfrt_kfac_precondition_layer_norm(ctx, &tf, 0.1, &tg2, &tg3, &tg3, &tg3),
+        PFRT_INVALID_ARGUMENT, precondition);
+  fails(pfrt_kfac_precondition_layer_norm(ctx, &tf, 0.1, &tg3, &tgd, &tg3, &tg3),
+        PFRT_INVALID_ARGUMENT, precondition);
+  fails(pfrt_kfac_precondition_layer_norm(ctx, &tf, 0.1, &tg3, &tg3, nullptr, &tg3),
+        PFRT_INVALID_ARGUMENT, precondition);
+  fails(pfrt_kfac_precondition_layer_norm(ctx, &tf, -0.1, &tg3, &tg3, &tg3, &tg3),
+        PFRT_INVALID_ARGUMENT, precondition);
+  fails(pfrt_kfac_precondition_layer_norm(ctx, &tf, INFINITY, &tg3, &tg3, &tg3, &tg3),
+        PFRT_INVALID_ARGUMENT, precondition);
+  ok(pfrt_kfac_precondition_layer_norm(ctx, &tf, 0.1, &tg3, &tg3, &tg3, &tg3));
+}
+
 } // namespace

@@ -827,6 +827,30 @@ PFRT_API pfrt_status pfrt_kfac_precondition(
     const pfrt_tensor *grad_w, const pfrt_tensor *grad_b,
     int32_t w_transposed, const pfrt_tensor *out_w, const pfrt_tensor *out_b);
 
+/* The Fisher of a LayerNorm's scale and shift (gamma, beta [h]) in 2x2
+ * blocks, one per feature j: new_j = scale * E_t[g g^T] over the n tokens t
+ * of x [..., h] (f32, f64), with the per-token gradients g = (dy_tj *
+ * xhat_tj, dy_tj), xhat = (x - mean) / sqrt(var + epsilon) over each row
+ * (biased variance, as the forward), dy [..., h] the gradient of the
+ * LayerNorm's output. factor is [h, 3] (gamma-gamma, gamma-beta, beta-beta)
+ * or [h, 2] (the blocks' diagonal: gamma-gamma, beta-beta) of x's dtype;
+ * scale, mode and decay as pfrt_kfac_factor's. epsilon >= 0. n == 0
+ * leaves new = 0. Workspace: none. */
+PFRT_API pfrt_status pfrt_kfac_layer_norm_factor(pfrt_context *ctx, const pfrt_tensor *x,
+                                                 const pfrt_tensor *dy, double epsilon,
+                                                 double scale, int32_t mode, double decay,
+                                                 const pfrt_tensor *factor);
+
+/* LayerNorm K-FAC preconditioning: per feature j, (F_j + damping I) u_j =
+ * (grad_scale_j, grad_bias_j) with F_j the 2x2 block of factor [h, 3], or
+ * only its diagonal with factor [h, 2]; out_scale, out_bias [h] get u_j
+ * (f32, f64; all of factor's dtype; the outputs may be the gradients).
+ * damping >= 0; a block that is not positive definite (possible only at
+ * damping 0) keeps its gradient. */
+PFRT_API pfrt_status pfrt_kfac_precondition_layer_norm(
+    pfrt_context *ctx, const pfrt_tensor *factor, double damping, const pfrt_tensor *grad_scale,
+    const pfrt_tensor *grad_bias, const pfrt_tensor *out_scale, const pfrt_tensor *out_bias);
+
 /* Outcomes of pfrt_kfac_damped_inverses. */
 enum {
   PFRT_KFAC_INVERTED = 0,      /* both inverses refreshed with the damping */

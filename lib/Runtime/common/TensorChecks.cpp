@@ -124,4 +124,63 @@ pfrt_status checkPreconditionEigen(
   return PFRT_OK;
 }
 
+/// A [h, 3] or [h, 2] f32/f64 LayerNorm factor (of `dtype` unless it is 0).
+static pfrt_status checkLayerNormFactorShape(const Call &call, const pfrt_tensor *factor,
+                                             int32_t dtype) {
+  PFRT_TRY(call.tensor("factor", factor));
+  if (dtype)
+    PFRT_TRY(call.dtypeIs("factor", factor, dtype));
+  else
+    PFRT_TRY(call.dtypeIn("factor", factor, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn("factor", factor, 2, 2));
+  if (factor->shape[1] != 2 && factor->shape[1] != 3)
+    return call.fail(PFRT_INVALID_ARGUMENT,
+                     "factor has shape %s; a LayerNorm factor is "
+                     "[h, 3] (2x2 blocks) or [h, 2] (their diagonal)",
+                     ShapeStr(Shape::of(*factor)).c_str());
+  return PFRT_OK;
+}
+
+pfrt_status checkLayerNormFactor(const Call &call, const pfrt_tensor *x, const pfrt_tensor *dy,
+                                 double epsilon, double scale, int32_t mode, double decay,
+                                 const pfrt_tensor *factor, LayerNormFactorDims &dims) {
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  PFRT_TRY(floatLike(call, "dy", dy, x->dtype, Shape::of(*x)));
+  PFRT_TRY(checkLayerNormFactorShape(call, factor, x->dtype));
+  const int64_t h = x->shape[x->rank - 1];
+  if (factor->shape[0] != h)
+    return call.fail(PFRT_INVALID_ARGUMENT, "factor has shape %s but x %s has %lld features",
+                     ShapeStr(Shape::of(*factor)).c_str(), ShapeStr(Shape::of(*x)).c_str(),
+                     static_cast<long long>(h));
+  if (!(epsilon >= 0) || !std::isfinite(epsilon))
+    return call.fail(PFRT_INVALID_ARGUMENT, "epsilon %g must be finite and >= 0", epsilon);
+  if (!std::isfinite(scale))
+    return call.fail(PFRT_INVALID_ARGUMENT, "scale %g is not finite", scale);
+  if (mode < PFRT_KFAC_OVERWRITE || mode > PFRT_KFAC_RUNNING_AVERAGE)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown mode %d", mode);
+  if (mode == PFRT_KFAC_RUNNING_AVERAGE && !(decay >= 0 && decay <= 1))
+    return call.fail(PFRT_INVALID_ARGUMENT, "decay %g is outside [0, 1]", decay);
+  dims.width = h;
+  dims.rows = product(Shape::of(*x), 0, x->rank - 1);
+  dims.columns = factor->shape[1];
+  return PFRT_OK;
+}
+
+pfrt_status checkLayerNormPrecondition(const Call &call, const pfrt_tensor *factor, double damping,
+                                       const pfrt_tensor *grad_scale, const pfrt_tensor *grad_bias,
+                                       const pfrt_tensor *out_scale, const pfrt_tensor *out_bias) {
+  PFRT_TRY(checkLayerNormFactorShape(call, factor, 0));
+  Shape width;
+  width.push(factor->shape[0]);
+  PFRT_TRY(floatLike(call, "grad_scale", grad_scale, factor->dtype, width));
+  PFRT_TRY(floatLike(call, "grad_bias", grad_bias, factor->dtype, width));
+  PFRT_TRY(floatLike(call, "out_scale", out_scale, factor->dtype, width));
+  PFRT_TRY(floatLike(call, "out_bias", out_bias, factor->dtype, width));
+  if (!(damping >= 0) || !std::isfinite(damping))
+    return call.fail(PFRT_INVALID_ARGUMENT, "damping %g must be finite and >= 0", damping);
+  return PFRT_OK;
+}
+
 } // namespace pfrt

@@ -60,6 +60,26 @@ pfrt_status checkPreconditionEigen(
     const pfrt_tensor *grad_w, const pfrt_tensor *grad_b, int32_t w_transposed,
     const pfrt_tensor *out_w, const pfrt_tensor *out_b, PreconditionDims &dims);
 
+/// pfrt_kfac_layer_norm_factor's dimensions once its arguments are checked.
+struct LayerNormFactorDims {
+  int64_t rows = 0, width = 0;
+  int64_t columns = 0; ///< 3: (γγ, γβ, ββ) per feature; 2: the diagonal (γγ, ββ)
+};
+
+/// Checks pfrt_kfac_layer_norm_factor's arguments: x and dy f32/f64 of one
+/// shape [..., h], factor [h, 3] or [h, 2] of their dtype, epsilon >= 0 and
+/// scale finite, a known mode, decay in [0, 1] for a running average.
+pfrt_status checkLayerNormFactor(const Call &call, const pfrt_tensor *x, const pfrt_tensor *dy,
+                                 double epsilon, double scale, int32_t mode, double decay,
+                                 const pfrt_tensor *factor, LayerNormFactorDims &dims);
+
+/// Checks pfrt_kfac_precondition_layer_norm's arguments: factor [h, 3] or
+/// [h, 2] (f32/f64), the gradients and outputs [h] of its dtype, damping
+/// finite and >= 0.
+pfrt_status checkLayerNormPrecondition(const Call &call, const pfrt_tensor *factor, double damping,
+                                       const pfrt_tensor *grad_scale, const pfrt_tensor *grad_bias,
+                                       const pfrt_tensor *out_scale, const pfrt_tensor *out_bias);
+
 } // namespace pfrt
 
 #endif // PF_RUNTIME_COMMON_TENSORCHECKS_H

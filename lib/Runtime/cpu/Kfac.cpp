@@ -774,3 +774,114 @@ pfrt_status pfrt_kfac_eigen_refresh_cpu(pfrt_context *ctx, const pfrt_tensor *a,
     *outcome = worst;
   return PFRT_OK;
 }
+
+//===------------------------ LayerNorm scale and shift ------------------===//
+
+namespace {
+
+/// Per-feature sums over the rows of (g_γ², g_γ g_β, g_β²), g_γ = dy·x̂ and
+/// g_β = dy, with each row's statistics in double as the forward's.
+template <typename T>
+void layerNormFisherSums(const T *x, const T *dy, int64_t rows, int64_t h, double epsilon,
+                         std::vector<double> &ss, std::vector<double> &sb,
+                         std::vector<double> &bb) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * h, *dr = dy + r * h;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < h; ++j)
+      mean += double(xr[j]);
+    mean /= double(h);
+    for (int64_t j = 0; j < h; ++j)
+      var += (double(xr[j]) - mean) * (double(xr[j]) - mean);
+    const double rstd = 1.0 / std::sqrt(var / double(h) + epsilon);
+    for (int64_t j = 0; j < h; ++j) {
+      const double d = double(dr[j]), g = d * (double(xr[j]) - mean) * rstd;
+      ss[j] += g * g;
+      sb[j] += g * d;
+      bb[j] += d * d;
+    }
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+pfrt_status pfrt_kfac_layer_norm_factor_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                            const pfrt_tensor *dy, double epsilon, double scale,
+                                            int32_t mode, double decay, const pfrt_tensor *factor) {
+  Call call(ctx, "pfrt_kfac_layer_norm_factor");
+  PFRT_TRY(call.begin());
+  LayerNormFactorDims d;
+  PFRT_TRY(checkLayerNormFactor(call, x, dy, epsilon, scale, mode, decay, factor, d));
+  // The same alpha/beta as pfrt_kfac_factor's.
+  double alpha = d.rows ? scale / double(d.rows) : 0.0, beta = 0;
+  if (mode == PFRT_KFAC_ACCUMULATE) {
+    beta = 1;
+  } else if (mode == PFRT_KFAC_RUNNING_AVERAGE) {
+    beta = decay;
+    alpha *= 1 - decay;
+  }
+  std::vector<double> ss(size_t(d.width), 0.0), sb(size_t(d.width), 0.0), bb(size_t(d.width), 0.0);
+  visitFloat(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (d.width > 0)
+      layerNormFisherSums(static_cast<const T *>(x->data), static_cast<const T *>(dy->data), d.rows,
+                          d.width, epsilon, ss, sb, bb);
+    T *f = static_cast<T *>(factor->data);
+    for (int64_t j = 0; j < d.width; ++j) {
+      const double columns[3] = {ss[size_t(j)], sb[size_t(j)], bb[size_t(j)]};
+      for (int64_t c = 0; c < d.columns; ++c) {
+        // With 2 columns (the diagonal) column 1 is β-β.
+        const double value = columns[d.columns == 3 ? c : 2 * c];
+        T &entry = f[j * d.columns + c];
+        // A zero beta ignores the old entry (it may be uninitialized).
+        entry = T((beta == 0 ? 0.0 : beta * double(entry)) + alpha * value);
+      }
+    }
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_kfac_precondition_layer_norm_cpu(pfrt_context *ctx, const pfrt_tensor *factor,
+                                                  double damping, const pfrt_tensor *grad_scale,
+                                                  const pfrt_tensor *grad_bias,
+                                                  const pfrt_tensor *out_scale,
+                                                  const pfrt_tensor *out_bias) {
+  Call call(ctx, "pfrt_kfac_precondition_layer_norm");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(checkLayerNormPrecondition(call, factor, damping, grad_scale, grad_bias, out_scale,
+                                      out_bias));
+  const int64_t h = factor->shape[0], columns = factor->shape[1];
+  const bool diagonal = columns == 2;
+  visitFloat(factor->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *f = static_cast<const T *>(factor->data);
+    const T *gs = static_cast<const T *>(grad_scale->data);
+    const T *gb = static_cast<const T *>(grad_bias->data);
+    T *us = static_cast<T *>(out_scale->data);
+    T *ub = static_cast<T *>(out_bias->data);
+    for (int64_t j = 0; j < h; ++j) {
+      const T *row = f + j * columns;
+      const double ss = row[0], sb = diagonal ? 0.0 : double(row[1]), bb = row[columns - 1];
+      const double a = ss + damping, c = bb + damping;
+      // Read both gradients before writing: the outputs may alias them.
+      const double g0 = gs[j], g1 = gb[j];
+      double u0 = g0, u1 = g1;
+      if (diagonal) {
+        if (a > 0)
+          u0 = g0 / a;
+        if (c > 0)
+          u1 = g1 / c;
+      } else if (const double det = a * c - sb * sb; det > 0) {
+        u0 = (c * g0 - sb * g1) / det;
+        u1 = (a * g1 - sb * g0) / det;
+      }
+      us[j] = T(u0);
+      ub[j] = T(u1);
+    }
+  });
+  return PFRT_OK;
+}
+
+} // extern "C"

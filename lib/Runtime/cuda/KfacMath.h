@@ -34,6 +34,56 @@ PFRT_HD double dampedDiagonal(double diagonal, double damping) {
   return diagonal + damping;
 }
 
+/// The LayerNorm factor's per-feature sums over tokens t of the per-token
+/// gradients g_γ = dy·x̂, g_β = dy: (Σ g_γ², Σ g_γ g_β, Σ g_β²).
+struct LayerNormFisherSums {
+  double scaleScale = 0, scaleBias = 0, biasBias = 0;
+};
+
+/// x̂ of one element from its row's mean and 1/sqrt(var + epsilon).
+PFRT_HD double layerNormHat(double x, double mean, double rstd) { return (x - mean) * rstd; }
+
+/// Adds one token's terms of a feature (its dy and x̂) to the sums.
+PFRT_HD void addLayerNormFisher(LayerNormFisherSums &sums, double dy, double hat) {
+  const double g = dy * hat;
+  sums.scaleScale += g * g;
+  sums.scaleBias += g * dy;
+  sums.biasBias += dy * dy;
+}
+
+/// Column `c` of a feature's row of the [h, columns] factor before
+/// combining: (γγ, γβ, ββ) with 3 columns, (γγ, ββ) with 2.
+PFRT_HD double layerNormFactorColumn(const LayerNormFisherSums &sums, int64_t columns, int64_t c) {
+  if (c == 0)
+    return sums.scaleScale;
+  if (columns == 3 && c == 1)
+    return sums.scaleBias;
+  return sums.biasBias;
+}
+
+/// Solves (F_j + damping·I) u = g for one feature's 2x2 block F_j = [[ss,
+/// sb], [sb, bb]] (sb ignored when `diagonal`). A block whose determinant
+/// (or diagonal entry) is not positive, possible only without damping,
+/// leaves its gradient as it is.
+PFRT_HD void solveLayerNormBlock(double ss, double sb, double bb, double damping, bool diagonal,
+                                 double gradScale, double gradBias, double &outScale,
+                                 double &outBias) {
+  const double a = ss + damping, c = bb + damping;
+  if (diagonal) {
+    outScale = a > 0 ? gradScale / a : gradScale;
+    outBias = c > 0 ? gradBias / c : gradBias;
+    return;
+  }
+  const double det = a * c - sb * sb;
+  if (!(det > 0)) {
+    outScale = gradScale;
+    outBias = gradBias;
+    return;
+  }
+  outScale = (c * gradScale - sb * gradBias) / det;
+  outBias = (a * gradBias - sb * gradScale) / det;
+}
+
 } // namespace pfrt::cuda
 
 #endif // PF_RUNTIME_CUDA_KFACMATH_H

@@ -1009,6 +1009,122 @@ pfrt_status kfacPreconditionEigenEntry(
   return dims.dtype == PFRT_F32 ? run(float()) : run(double());
 }
 
+//===--------------------- K-FAC: LayerNorm scale and shift ----------------===//
+
+/// Each row's mean and 1/sqrt(var + epsilon) (biased variance, as the
+/// forward), a block per row, into stats [rows, 2].
+template <typename T>
+__global__ void layerNormRowStats(int64_t rows, int64_t h, double epsilon, const T *x,
+                                  double *stats) {
+  PFRT_BLOCK_STRIDE(row, rows) {
+    const T *xr = x + row * h;
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
+      sum += double(xr[j]);
+    const double mean = blockSum(sum) / double(h);
+    double squares = 0;
+    for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
+      squares += (double(xr[j]) - mean) * (double(xr[j]) - mean);
+    const double var = blockSum(squares) / double(h);
+    if (threadIdx.x == 0) {
+      stats[2 * row] = mean;
+      stats[2 * row + 1] = 1.0 / ::sqrt(var + epsilon);
+    }
+  }
+}
+
+/// A thread per feature: its sums over the rows (KfacMath.h), then its row
+/// of the factor combined with the old one.
+template <typename T>
+__global__ void layerNormFactorKernel(int64_t rows, int64_t h, int64_t columns, double alpha,
+                                      double beta, const T *x, const T *dy, const double *stats,
+                                      T *f) {
+  PFRT_GRID_STRIDE(j, h) {
+    LayerNormFisherSums sums;
+    for (int64_t r = 0; r < rows; ++r)
+      addLayerNormFisher(sums, double(dy[r * h + j]),
+                         layerNormHat(double(x[r * h + j]), stats[2 * r], stats[2 * r + 1]));
+    for (int64_t c = 0; c < columns; ++c) {
+      T &entry = f[j * columns + c];
+      entry = T(combineFactor(beta, double(entry), alpha, layerNormFactorColumn(sums, columns, c)));
+    }
+  }
+}
+
+/// A thread per feature: the damped 2x2 (or diagonal) solve.
+template <typename T>
+__global__ void layerNormPreconditionKernel(int64_t h, int64_t columns, double damping, const T *f,
+                                            const T *gradScale, const T *gradBias, T *outScale,
+                                            T *outBias) {
+  PFRT_GRID_STRIDE(j, h) {
+    const T *row = f + j * columns;
+    double u0, u1;
+    solveLayerNormBlock(double(row[0]), columns == 3 ? double(row[1]) : 0.0,
+                        double(row[columns - 1]), damping, columns == 2, double(gradScale[j]),
+                        double(gradBias[j]), u0, u1);
+    outScale[j] = T(u0);
+    outBias[j] = T(u1);
+  }
+}
+
+pfrt_status kfacLayerNormFactorEntry(pfrt_context *ctx, const pfrt_tensor *x, const pfrt_tensor *dy,
+                                     double epsilon, double scale, int32_t mode, double decay,
+                                     const pfrt_tensor *factor) {
+  Call call(ctx, "pfrt_kfac_layer_norm_factor");
+  PFRT_TRY(beginCuda(call));
+  LayerNormFactorDims d;
+  PFRT_TRY(checkLayerNormFactor(call, x, dy, epsilon, scale, mode, decay, factor, d));
+  // The same alpha/beta as pfrt_kfac_factor's.
+  double alpha = d.rows ? scale / double(d.rows) : 0.0, beta = 0;
+  if (mode == PFRT_KFAC_ACCUMULATE) {
+    beta = 1;
+  } else if (mode == PFRT_KFAC_RUNNING_AVERAGE) {
+    beta = decay;
+    alpha *= 1 - decay;
+  }
+  if (d.width == 0)
+    return PFRT_OK;
+  auto run = [&](auto tag) -> pfrt_status {
+    using T = decltype(tag);
+    cudaStream_t s = streamOf(ctx);
+    double *stats = nullptr;
+    if (d.rows > 0) {
+      PFRT_TRY(
+          scratch(call, 2 * sizeof(double) * size_t(d.rows), reinterpret_cast<void **>(&stats)));
+      layerNormRowStats<<<blocksForRows(d.rows), kThreads, 0, s>>>(d.rows, d.width, epsilon,
+                                                                   dataAs<const T>(x), stats);
+      PFRT_TRY(launched(call, "layerNormRowStats"));
+    }
+    layerNormFactorKernel<<<blocksFor(d.width), kThreads, 0, s>>>(
+        d.rows, d.width, d.columns, alpha, beta, dataAs<const T>(x), dataAs<const T>(dy), stats,
+        dataAs<T>(factor));
+    return launched(call, "layerNormFactorKernel");
+  };
+  return x->dtype == PFRT_F32 ? run(float()) : run(double());
+}
+
+pfrt_status kfacPreconditionLayerNormEntry(pfrt_context *ctx, const pfrt_tensor *factor,
+                                           double damping, const pfrt_tensor *grad_scale,
+                                           const pfrt_tensor *grad_bias,
+                                           const pfrt_tensor *out_scale,
+                                           const pfrt_tensor *out_bias) {
+  Call call(ctx, "pfrt_kfac_precondition_layer_norm");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(checkLayerNormPrecondition(call, factor, damping, grad_scale, grad_bias, out_scale,
+                                      out_bias));
+  const int64_t h = factor->shape[0], columns = factor->shape[1];
+  if (h == 0)
+    return PFRT_OK;
+  auto run = [&](auto tag) -> pfrt_status {
+    using T = decltype(tag);
+    layerNormPreconditionKernel<<<blocksFor(h), kThreads, 0, streamOf(ctx)>>>(
+        h, columns, damping, dataAs<const T>(factor), dataAs<const T>(grad_scale),
+        dataAs<const T>(grad_bias), dataAs<T>(out_scale), dataAs<T>(out_bias));
+    return launched(call, "layerNormPreconditionKernel");
+  };
+  return factor->dtype == PFRT_F32 ? run(float()) : run(double());
+}
+
 } // namespace
 
 void registerLinalg(KernelTable &t) {
@@ -1029,6 +1145,8 @@ void registerLinalg(KernelTable &t) {
   t.pfrt_kfac_precondition_eigen = kfacPreconditionEigenEntry;
   // Likewise the eigen refresh only composes the dispatching pfrt_kfac_eigen.
   t.pfrt_kfac_eigen_refresh = pfrt_kfac_eigen_refresh_cpu;
+  t.pfrt_kfac_layer_norm_factor = kfacLayerNormFactorEntry;
+  t.pfrt_kfac_precondition_layer_norm = kfacPreconditionLayerNormEntry;
 }
 
 } // namespace pfrt::cuda
