@@ -357,11 +357,12 @@ std::vector<std::pair<double, double>> fillPrevious(std::vector<Interval> &free,
 
 /// Steady state for a refresh whose curvature misses the window (it reads
 /// the window's last steps, e.g. device 0's curvature B after its backward
-/// at the end of GPipe's step): the rest of the curvature and then the whole
-/// inversion run in the next window's free bubble time as the previous
-/// refresh, instead of after the last flush, where they would lengthen the
-/// window. All or nothing, so that the inversion never precedes its
-/// curvature; each piece ends before `limit` (the layer's next inversion).
+/// at the end of GPipe's step): as much of the curvature as leaves room for
+/// the whole inversion after it runs in the next window's free bubble time
+/// as the previous refresh, instead of after the last flush, where it would
+/// lengthen the window. The inversion goes whole or the refresh does not
+/// wrap, so that it never precedes its curvature; each piece ends before
+/// `limit` (the layer's next inversion).
 bool wrapRefresh(const KfacProblem &p, const KfacOptions &options, int inversion, double limit,
                  std::vector<std::vector<Interval>> &free, SweepResult &sweep) {
   const KfacTask &inv = p.tasks[inversion];
@@ -375,8 +376,7 @@ bool wrapRefresh(const KfacProblem &p, const KfacOptions &options, int inversion
   const double window = p.steps * p.stepSpan;
   std::map<int, std::vector<Interval>> trial;
   std::vector<std::tuple<int, double, double>> placed; // (task, start, size)
-  double ready = 0;
-  auto fill = [&](int task, double from) {
+  auto fill = [&](int task, double from, double &ready) {
     const KfacTask &t = p.tasks[task];
     auto [it, fresh] = trial.try_emplace(t.device, free[t.device]);
     auto got = fillPrevious(it->second, sweep.remaining[task], t.duration / pieces, options.margin,
@@ -387,10 +387,28 @@ bool wrapRefresh(const KfacProblem &p, const KfacOptions &options, int inversion
     }
     return !got.empty();
   };
-  for (int d : open)
-    if (!fill(d, 0))
-      return false;
-  if (!fill(inversion, ready + inv.depLatency))
+  // The first n unfinished curvature tasks, then the whole inversion. The
+  // others stay after the window's last flush, which precedes the next
+  // window in time, so the inversion still follows all of its curvature.
+  auto attempt = [&](size_t n) {
+    trial.clear();
+    placed.clear();
+    double ready = 0, unused = 0;
+    for (size_t k = 0; k < n; ++k)
+      if (!fill(open[k], 0, ready))
+        return false;
+    return fill(inversion, ready + inv.depLatency, unused);
+  };
+  // Fewer curvature tasks leave the inversion more room: bisect for the most.
+  size_t lo = 0, hi = open.size();
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo + 1) / 2;
+    if (attempt(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  if (lo == 0 || !attempt(lo))
     return false;
   for (auto &[device, list] : trial)
     free[device] = std::move(list);
