@@ -448,8 +448,13 @@ def test_wrong_number_of_ranks_is_refused(setup):
      "--micro-batches 2 but --pipeline has microbatches=4"),
     ("microbatches=2", ("--eval-every", "5", "--eval-sequences", "4"),
      "--eval-sequences 4 must hold at least one batch (8)"),
+    # zb-v cuts 2D stages: BERT-tiny's 2 blocks do not make 4.
+    ("schedule=zb-v microbatches=4", (),
+     "pf-split-stages: cannot cut 2 encoder blocks into 4 stages (more stages than blocks)"),
+    ("schedule=dualpipe microbatches=2", (),
+     "pf-build-rank-programs: dualpipe needs at least 2 x 2 = 4 micro-batches (got 2)"),
 ], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks",
-        "micro-batches", "eval-sequences"])
+        "micro-batches", "eval-sequences", "v-stages", "dualpipe-microbatches"])
 def test_bad_pipeline_options_are_refused(setup, spec, args, message):
     proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)
     assert proc.returncode != 0
