@@ -57,6 +57,9 @@ def setup(tmp_path_factory):
     np.savez(tmp / "corpus.npz", **corpus)
     save_model(make_bert_model("tiny", vocab_size=vocab, seed=2), tmp / "tiny.onnx")
     save_model(make_bert_model("mini", vocab_size=vocab, seed=2), tmp / "mini.onnx")
+    # Six blocks: the V schedules on three ranks (six stages).
+    save_model(make_bert_model("tiny", vocab_size=vocab, seed=2, num_hidden_layers=6),
+               tmp / "tiny6.onnx")
     return tmp
 
 
@@ -205,6 +208,25 @@ def test_pipeline_equals_single_process_bitwise(setup, reference, tmp_path, mode
     if microbatches == 1 or "--clip-norm" in extra:
         other, _ = reference(model, 4)
         assert any(not np.array_equal(want[k], other[k]) for k in want if k.startswith("param/"))
+
+
+@pytest.mark.parametrize("schedule,microbatches", [("zb-v", 4), ("dualpipev", 8)])
+def test_v_schedule_on_three_ranks_equals_single_process_bitwise(setup, tmp_path, schedule,
+                                                                  microbatches):
+    """The V schedules on 3 ranks (6 stages, BERT-tiny with 6 blocks;
+    oversubscribed: correctness only; dualpipev needs N >= 2D): ranks with
+    transfers on both sides, the V's turn on rank 2, the tied embedding's
+    pieces summed on rank 0. 10 steps, bitwise."""
+    want_path, got_path = tmp_path / "single.npz", tmp_path / "pipeline.npz"
+    args = ("--steps", "10", "--log-every", "1")
+    single = _single(setup, "tiny6", *args, "--micro-batches", microbatches, "--checkpoint",
+                     want_path, timeout=180)
+    proc = _pipeline(setup, 3, "tiny6",
+                     f"stages=3 schedule={schedule} microbatches={microbatches}", *args,
+                     "--checkpoint", got_path, timeout=240)
+    assert "rank 2: stage 2 3 " in proc.stdout, proc.stdout
+    assert _losses(proc.stdout) == _losses(single.stdout)
+    _assert_same_checkpoint(_load(got_path), _load(want_path))
 
 
 # --- 2. resuming ---------------------------------------------------------------
