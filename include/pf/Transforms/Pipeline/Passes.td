@@ -372,7 +372,8 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
            "both replicas precondition every layer (default: true)">,
     Option<"tiedPerMicrobatch", "tied-per-microbatch", "bool", /*default=*/"true",
            "A gradient two stages on two ranks return (the tied embedding), with N >= 2 and "
-           "not chimera: the first stage's rank hands each micro-batch's piece to the last "
+           "not chimera or dualpipe (the V schedules hold both stages on one rank, which "
+           "sums the pieces itself): the first stage's rank hands each micro-batch's piece to the last "
            "stage's rank (pf.reduce_microbatch), which accumulates the sum and broadcasts "
            "the step's gradient back; false: both keep every piece to one step-end "
            "pf.all_reduce (default: true)">,
