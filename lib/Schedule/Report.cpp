@@ -42,7 +42,9 @@ double refreshBound(const PipelineStep &step, const CostModel &costs) {
 /// in the bubbles a piece of it fits into (a piece is at least 1/splitPieces
 /// of its task, with the margin) plus the unmovable time, less its
 /// preconditioning; and its inversions alone in the bubbles an inversion
-/// piece fits into plus the unmovable time.
+/// piece fits into plus the unmovable time, less the preconditioning that
+/// cannot run in the bubbles after the device's first gradient is final
+/// (it must take that much of the time after T_pipe).
 double refreshRateLimit(const PipelineStep &step, const CostModel &costs,
                         const KfacOptions &options, double unmovable) {
   const KfacProblem one = buildKfacProblem(step, costs, 1);
@@ -50,11 +52,13 @@ double refreshRateLimit(const PipelineStep &step, const CostModel &costs,
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<double> all(devices, 0), inversion(devices, 0), precondition(devices, 0);
   std::vector<double> anyPiece(devices, inf), inversionPiece(devices, inf);
+  std::vector<double> firstGradient(devices, inf);
   const double scale = (1 + options.margin) / std::max(1, options.splitPieces);
   for (const KfacTask &t : one.tasks) {
     anyPiece[t.device] = std::min(anyPiece[t.device], t.duration * scale);
     if (t.kind == ItemKind::Precondition) {
       precondition[t.device] += t.duration;
+      firstGradient[t.device] = std::min(firstGradient[t.device], t.release);
       continue;
     }
     all[t.device] += t.duration;
@@ -65,16 +69,19 @@ double refreshRateLimit(const PipelineStep &step, const CostModel &costs,
   }
   double rate = 1;
   for (int d = 0; d < devices; ++d) {
-    double room = 0, inversionRoom = 0;
+    double room = 0, inversionRoom = 0, afterGradient = 0;
     for (const Interval &g : step.idle[d]) {
       const double length = g.end - g.start;
       room += length >= anyPiece[d] ? length : 0;
       inversionRoom += length >= inversionPiece[d] ? length : 0;
+      afterGradient += std::max(0.0, g.end - std::max(g.start, firstGradient[d]));
     }
+    const double flushPreconditioning = std::max(0.0, precondition[d] - afterGradient);
     if (all[d] > 0)
       rate = std::min(rate, std::max(0.0, room + unmovable - precondition[d]) / all[d]);
     if (inversion[d] > 0)
-      rate = std::min(rate, (inversionRoom + unmovable) / inversion[d]);
+      rate = std::min(rate, std::max(0.0, inversionRoom + unmovable - flushPreconditioning) /
+                                inversion[d]);
   }
   return rate;
 }
