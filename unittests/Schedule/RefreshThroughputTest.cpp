@@ -318,6 +318,21 @@ TEST(RefreshThroughput, InversionsShareTheFlushWithUnmovablePreconditioning) {
   EXPECT_LE(f.overheadBeyondFraction, 0.01 + 1e-9);
 }
 
+// Chimera on the analytic models: the interval choice's window (K = 3, the
+// default preconditioning split) stays within 1% beyond the unmovable, so
+// the throughput choice, which considers it too, is at least as good.
+TEST(RefreshThroughput, ThroughputIsAtLeastTheIntervalWithinTheBudget) {
+  for (CostModel (*costs)() : {p100, v100, h100}) {
+    ScheduleRequest r = throughput(ScheduleKind::Chimera, 8, 8, 3);
+    Report t = reportOf(costs(), r);
+    r.kfac.refresh = RefreshChoice::Interval;
+    Report i = reportOf(costs(), r);
+    ASSERT_LE(i.overheadBeyondFraction, 0.01);
+    EXPECT_GE(t.utilizationWithKfac, i.utilizationWithKfac - 1e-9);
+    EXPECT_LE(t.overheadBeyondFraction, 0.01 + 1e-9);
+  }
+}
+
 // A looser budget never lowers utilization: the refresh may only get more
 // frequent.
 TEST(RefreshThroughput, LooserBudgetNeverLowersUtilization) {
