@@ -13,6 +13,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <type_traits>
+
 using namespace mlir;
 using namespace mlir::pf;
 
@@ -144,42 +146,46 @@ struct KLClipPattern : RuntimePattern<KFACKLClipOp> {
 /// several updates of one factor (micro-batches), the first one decays (or
 /// overwrites) it and the others add their (1 − decay) share; each
 /// contributes 1/updates of the new estimate. Runs every `every` steps.
-struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(KFACUpdateFactorOp op, OpAdaptor adaptor,
-                                ConversionPatternRewriter &rewriter) const override {
-    RuntimeLowering &l = lowering;
-    Location loc = op.getLoc();
-    auto [rank, updates] = l.factorUpdates.lookup(op);
-    // A per-call update (a pipeline stage function): the rank among the
-    // step's updates is the micro-batch, known at run time.
-    Value microbatch = adaptor.getMicrobatch();
+/// Emits `callKernel(mode, scale)` under that condition: the rules of
+/// pf.kfac.update_factor, which pf.kfac.update_layer_norm_factor shares.
+template <class UpdateOp, class CallKernel>
+LogicalResult emitFactorUpdate(RuntimeLowering &l, ConversionPatternRewriter &rewriter, UpdateOp op,
+                               typename UpdateOp::Adaptor adaptor, CallKernel &&callKernel) {
+  Location loc = op.getLoc();
+  auto [rank, updates] = l.factorUpdates.lookup(op);
+  // A per-call update (a pipeline stage function): the rank among the
+  // step's updates is the micro-batch, known at run time.
+  Value microbatch;
+  if constexpr (std::is_same_v<UpdateOp, KFACUpdateFactorOp>) {
+    microbatch = adaptor.getMicrobatch();
     if (microbatch)
       updates = int64_t(op.getUpdates());
-    double decay = op.getDecay().convertToDouble();
-    FailureOr<Value> stepValue =
-        l.readScalar(rewriter, op, op.getStep(), adaptor.getStep(), rewriter.getI64Type());
-    if (failed(stepValue))
-      return failure();
-    Value step = *stepValue;
-    Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, step,
-                                        l.constI64(rewriter, loc, 1));
-    Value firstMode = arith::SelectOp::create(rewriter, loc, first,
-                                              l.constI32(rewriter, loc, PFRT_KFAC_OVERWRITE),
-                                              l.constI32(rewriter, loc, PFRT_KFAC_RUNNING_AVERAGE));
-    Value laterMode = l.constI32(rewriter, loc, PFRT_KFAC_ACCUMULATE);
-    double share = 1.0 / double(std::max<int64_t>(updates, 1));
-    FailureOr<Value> due =
-        dueFlag(l, rewriter, op, op.getDue(), adaptor.getDue(), step, int64_t(op.getEvery()));
-    if (failed(due))
-      return failure();
-    double scale = op.getScale().convertToDouble() * share;
-    Value firstScale = l.constF64(rewriter, loc, scale);
-    // The same doubles as the updates after the first of one function.
-    Value laterScale = arith::SelectOp::create(rewriter, loc, first, firstScale,
-                                               l.constF64(rewriter, loc, scale * (1 - decay)));
-    Value mode = rank == 0 ? firstMode : laterMode;
-    Value scaleValue = rank == 0 ? firstScale : laterScale;
+  }
+  double decay = op.getDecay().convertToDouble();
+  FailureOr<Value> stepValue =
+      l.readScalar(rewriter, op, op.getStep(), adaptor.getStep(), rewriter.getI64Type());
+  if (failed(stepValue))
+    return failure();
+  Value step = *stepValue;
+  Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, step,
+                                      l.constI64(rewriter, loc, 1));
+  Value firstMode =
+      arith::SelectOp::create(rewriter, loc, first, l.constI32(rewriter, loc, PFRT_KFAC_OVERWRITE),
+                              l.constI32(rewriter, loc, PFRT_KFAC_RUNNING_AVERAGE));
+  Value laterMode = l.constI32(rewriter, loc, PFRT_KFAC_ACCUMULATE);
+  double share = 1.0 / double(std::max<int64_t>(updates, 1));
+  FailureOr<Value> due =
+      dueFlag(l, rewriter, op, op.getDue(), adaptor.getDue(), step, int64_t(op.getEvery()));
+  if (failed(due))
+    return failure();
+  double scale = op.getScale().convertToDouble() * share;
+  Value firstScale = l.constF64(rewriter, loc, scale);
+  // The same doubles as the updates after the first of one function.
+  Value laterScale = arith::SelectOp::create(rewriter, loc, first, firstScale,
+                                             l.constF64(rewriter, loc, scale * (1 - decay)));
+  Value mode = rank == 0 ? firstMode : laterMode;
+  Value scaleValue = rank == 0 ? firstScale : laterScale;
+  if constexpr (std::is_same_v<UpdateOp, KFACUpdateFactorOp>) {
     if (microbatch) {
       FailureOr<Value> index =
           l.readScalar(rewriter, op, op.getMicrobatch(), microbatch, rewriter.getI64Type());
@@ -190,25 +196,75 @@ struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
       mode = arith::SelectOp::create(rewriter, loc, isFirstUpdate, firstMode, laterMode);
       scaleValue = arith::SelectOp::create(rewriter, loc, isFirstUpdate, firstScale, laterScale);
     }
-    if (Value countEntry = adaptor.getCount()) {
-      // Gradients of a mean over `count` tokens: factor B needs count².
-      // Read as the double pfrt_read_scalar gives (exact below 2^53).
-      FailureOr<Value> count =
-          l.readScalar(rewriter, op, op.getCount(), countEntry, rewriter.getF64Type());
-      if (failed(count))
-        return failure();
-      scaleValue = arith::MulFOp::create(rewriter, loc, scaleValue,
-                                         arith::MulFOp::create(rewriter, loc, *count, *count));
-    }
-    Value input = adaptor.getInput();
-    if (failed(emitIf(rewriter, loc, *due, [&] {
-          return l.call(rewriter, op, "pfrt_kfac_factor",
-                        {input, l.constI32(rewriter, loc, op.getBiasColumn()), scaleValue, mode,
-                         l.constF64(rewriter, loc, decay),
-                         l.paramPtr(rewriter, loc, op.getFactorAttr())});
-        })))
+  }
+  if (Value countEntry = adaptor.getCount()) {
+    // Gradients of a mean over `count` tokens: factor B needs count².
+    // Read as the double pfrt_read_scalar gives (exact below 2^53).
+    FailureOr<Value> count =
+        l.readScalar(rewriter, op, op.getCount(), countEntry, rewriter.getF64Type());
+    if (failed(count))
       return failure();
-    rewriter.eraseOp(op);
+    scaleValue = arith::MulFOp::create(rewriter, loc, scaleValue,
+                                       arith::MulFOp::create(rewriter, loc, *count, *count));
+  }
+  if (failed(emitIf(rewriter, loc, *due, [&] { return callKernel(mode, scaleValue); })))
+    return failure();
+  rewriter.eraseOp(op);
+  return success();
+}
+
+struct UpdateFactorPattern : RuntimePattern<KFACUpdateFactorOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACUpdateFactorOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput();
+    return emitFactorUpdate(l, rewriter, op, adaptor, [&](Value mode, Value scale) {
+      return l.call(rewriter, op, "pfrt_kfac_factor",
+                    {input, l.constI32(rewriter, loc, op.getBiasColumn()), scale, mode,
+                     l.constF64(rewriter, loc, op.getDecay().convertToDouble()),
+                     l.paramPtr(rewriter, loc, op.getFactorAttr())});
+    });
+  }
+};
+
+/// pfrt_kfac_layer_norm_factor under pf.kfac.update_factor's rules.
+struct UpdateLayerNormFactorPattern : RuntimePattern<KFACUpdateLayerNormFactorOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACUpdateLayerNormFactorOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput(), outputGrad = adaptor.getOutputGrad();
+    return emitFactorUpdate(l, rewriter, op, adaptor, [&](Value mode, Value scale) {
+      return l.call(rewriter, op, "pfrt_kfac_layer_norm_factor",
+                    {input, outputGrad,
+                     l.constF64(rewriter, loc, op.getEpsilon().convertToDouble()), scale, mode,
+                     l.constF64(rewriter, loc, op.getDecay().convertToDouble()),
+                     l.paramPtr(rewriter, loc, op.getFactorAttr())});
+    });
+  }
+};
+
+/// Each feature's damped 2x2 (or diagonal) solve, one call.
+struct PreconditionLayerNormPattern : RuntimePattern<KFACPreconditionLayerNormOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACPreconditionLayerNormOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    FailureOr<Value> damping =
+        l.readScalar(rewriter, op, op.getDamping(), adaptor.getDamping(), rewriter.getF64Type());
+    if (failed(damping))
+      return failure();
+    Value scaleUpdate = l.entryOf(rewriter, loc, op.getScaleUpdate());
+    Value biasUpdate = l.entryOf(rewriter, loc, op.getBiasUpdate());
+    if (failed(l.call(rewriter, op, "pfrt_kfac_precondition_layer_norm",
+                      {adaptor.getFactor(), *damping, adaptor.getScaleGrad(), adaptor.getBiasGrad(),
+                       scaleUpdate, biasUpdate})))
+      return failure();
+    replaceByEntries(rewriter, op, {scaleUpdate, biasUpdate});
     return success();
   }
 };
@@ -328,9 +384,10 @@ struct PreconditionPattern : RuntimePattern<PreconditionOp> {
 
 void mlir::pf::populateKFACPatterns(const TypeConverter &converter, RuntimeLowering &lowering,
                                     RewritePatternSet &patterns) {
-  // pf.kfac.capture_output is a view (DataMovementPatterns.cpp).
-  patterns.add<GraftPattern, KLClipPattern, UpdateFactorPattern, RefreshInversesPattern,
-               PreconditionPattern<KFACPreconditionOp>,
-               PreconditionPattern<KFACPreconditionEigenOp>>(
+  // pf.kfac.capture_output and pf.kfac.capture_layer_norm are views
+  // (DataMovementPatterns.cpp).
+  patterns.add<GraftPattern, KLClipPattern, UpdateFactorPattern, UpdateLayerNormFactorPattern,
+               RefreshInversesPattern, PreconditionPattern<KFACPreconditionOp>,
+               PreconditionPattern<KFACPreconditionEigenOp>, PreconditionLayerNormPattern>(
       converter, patterns.getContext(), lowering);
 }

@@ -166,14 +166,16 @@ void LowerToRuntimePass::runOnOperation() {
     opNames.push_back(builder.getStringAttr(describe(&op)));
     if (auto update = dyn_cast<KFACUpdateFactorOp>(op))
       updatesOf[update.getFactor()].push_back(update);
+    else if (auto update = dyn_cast<KFACUpdateLayerNormFactorOp>(op))
+      updatesOf[update.getFactor()].push_back(update);
   }
   for (auto &factor : updatesOf) {
     for (auto [rank, op] : llvm::enumerate(factor.second))
       lowering.factorUpdates[op] = {int64_t(rank), int64_t(factor.second.size())};
     // A per-call update (with its micro-batch) is the only one of its factor.
-    if (factor.second.size() > 1 &&
-        llvm::any_of(factor.second, [](Operation *op) {
-          return bool(cast<KFACUpdateFactorOp>(op).getMicrobatch());
+    if (factor.second.size() > 1 && llvm::any_of(factor.second, [](Operation *op) {
+          auto update = dyn_cast<KFACUpdateFactorOp>(op);
+          return update && update.getMicrobatch();
         })) {
       factor.second.front()->emitError("pf-lower-to-runtime: factor '")
           << factor.first() << "' has " << factor.second.size()

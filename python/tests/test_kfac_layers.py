@@ -1,7 +1,8 @@
-"""More layer kinds as K-FAC candidates (pf-insert-kfac `layers`, pf-run and
-pf-train `--kfac-layers`): the masked-LM head's transform, against a NumPy
-reference of its factors and preconditioned gradients, found in a BERT model
-and refused by pipelined training."""
+"""More layer kinds as K-FAC candidates: the masked-LM head's transform
+(pf-insert-kfac `layers`, `--kfac-layers`) and the LayerNorms' scale and
+shift (pf-insert-kfac `layer-norm`, `--kfac-layer-norm blocks|diagonal`),
+against NumPy references of their factors and preconditioned gradients, in a
+BERT model, and refused by pipelined training."""
 
 from __future__ import annotations
 
@@ -157,8 +158,137 @@ def test_bert_head_transform_with_predictions(bert):
     assert f"kfac/A/{HEAD}.weight" in got
     assert np.all(np.isfinite(got[f"grad/{HEAD}.weight"]))
 
+LN = "bert.encoder.layer.0.output.LayerNorm"
+LIN = "bert.encoder.layer.0.output.dense"
 
-def test_pipelined_training_refuses_the_head(tmp_path):
+
+def _layer_norm_module(w, b, gamma, beta, eps) -> str:
+    """A linear of an encoder block, then a LayerNorm; objective sum(z * probe)."""
+    t = f"tensor<{ROWS}x{HIDDEN}xf32>"
+    v = f"tensor<{HIDDEN}xf32>"
+    return f'''
+pf.param @"{LIN}.weight" : tensor<{HIDDEN}x{HIDDEN}xf32> = {_dense(w)}
+pf.param @"{LIN}.bias" : {v} = {_dense(b)}
+pf.param @"{LN}.weight" : {v} = {_dense(gamma)}
+pf.param @"{LN}.bias" : {v} = {_dense(beta)}
+func.func @main(%x: {t} {{pf.name = "x"}}, %probe: {t} {{pf.name = "probe"}})
+    -> (tensor<f32> {{pf.name = "objective"}}) {{
+  %w = pf.param_ref @"{LIN}.weight" : tensor<{HIDDEN}x{HIDDEN}xf32>
+  %b = pf.param_ref @"{LIN}.bias" : {v}
+  %y = pf.linear %x, %w, %b {{transpose_weight}} : ({t}, tensor<{HIDDEN}x{HIDDEN}xf32>, {v}) -> {t}
+  %g = pf.param_ref @"{LN}.weight" : {v}
+  %be = pf.param_ref @"{LN}.bias" : {v}
+  %z = pf.layer_norm %y, %g, %be {{axis = 1 : i64, epsilon = {eps:e} : f32}} : ({t}, {v}, {v}) -> {t}
+  %p = pf.mul %z, %probe : ({t}, {t}) -> {t}
+  %s = pf.reduce_sum %p {{keepdims = false}} : ({t}) -> tensor<f32>
+  return %s : tensor<f32>
+}}
+'''
+
+
+def _layer_norm_reference(u, dy, eps):
+    """Per feature j: the 2x2 Fisher rows·Σ_t g gᵀ (the objective is no
+    masked-LM loss: B's rows² scaling over a mean of rows) with g = (dy·x̂,
+    dy), and the gradients (Σ dy·x̂, Σ dy)."""
+    mean = u.mean(axis=1, keepdims=True)
+    hat = (u - mean) / np.sqrt(u.var(axis=1, keepdims=True) + eps)
+    g_scale, g_bias = dy * hat, dy
+    F = ROWS * np.stack([(g_scale**2).sum(0), (g_scale * g_bias).sum(0), (g_bias**2).sum(0)], 1)
+    return F, g_scale.sum(0), g_bias.sum(0)
+
+
+def _solve(F, grad_scale, grad_bias, damping, diagonal):
+    us, ub = np.empty_like(grad_scale), np.empty_like(grad_bias)
+    for j in range(len(grad_scale)):
+        ss, sb, bb = F[j]
+        block = np.array([[ss, 0 if diagonal else sb], [0 if diagonal else sb, bb]])
+        us[j], ub[j] = np.linalg.solve(block + damping * np.eye(2), [grad_scale[j], grad_bias[j]])
+    return us, ub
+
+
+@pytest.mark.parametrize("variant", ["blocks", "diagonal"])
+def test_layer_norm_matches_numpy(tmp_path, variant):
+    rng = np.random.default_rng(29)
+    w = rng.normal(size=(HIDDEN, HIDDEN)).astype(np.float32)
+    b = rng.normal(size=HIDDEN).astype(np.float32)
+    gamma = rng.normal(1, 0.2, size=HIDDEN).astype(np.float32)
+    beta = rng.normal(size=HIDDEN).astype(np.float32)
+    x = rng.normal(size=(ROWS, HIDDEN)).astype(np.float32)
+    probe = rng.normal(size=(ROWS, HIDDEN)).astype(np.float32)
+    eps, damping = 1e-5, 0.05
+    (tmp_path / "m.mlir").write_text(_layer_norm_module(w, b, gamma, beta, eps))
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), f"--pf-insert-kfac=layer-norm={variant}",
+             "--pf-build-gradients",
+             f"--pf-kfac-precondition=damping={damping} kl-clip=0 graft=none export-factors=true",
+             "-o", str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    got = dict(np.load(tmp_path / "out.npz"))
+
+    u = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    # dObj/dz = probe, so dy of the LayerNorm's output is the probe.
+    F, grad_scale, grad_bias = _layer_norm_reference(u, probe.astype(np.float64), eps)
+    diagonal = variant == "diagonal"
+    want_F = F[:, [0, 2]] if diagonal else F
+    np.testing.assert_allclose(got[f"kfac/F/{LN}.weight"], want_F, rtol=1e-4, atol=1e-6)
+    us, ub = _solve(F, grad_scale, grad_bias, damping, diagonal)
+    np.testing.assert_allclose(got[f"grad/{LN}.weight"], us, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[f"grad/{LN}.bias"], ub, rtol=1e-4, atol=1e-6)
+    # The linear is preconditioned as always.
+    assert f"kfac/A/{LIN}.weight" in got
+
+
+def test_bert_layer_norm(bert):
+    """In a BERT step every LayerNorm (embeddings, blocks, head) gets a
+    factor; each update is the damped 2x2 solve of the step's own factor
+    and the raw gradient; the linears' outputs are bitwise the step's
+    without the option (kl-clip 0, no grafting)."""
+    plain = _step(bert, "plain_ln")
+    for variant in ("blocks", "diagonal"):
+        got = _step(bert, f"ln_{variant}", "--kfac-layer-norm", variant)
+        factors = sorted(k for k in got if k.startswith("kfac/F/"))
+        assert len(factors) == 6, factors  # embeddings, 2 per block, the head
+        assert any("cls.predictions.transform.LayerNorm" in k for k in factors)
+        for key in factors:
+            scale = key[len("kfac/F/"):]
+            bias = scale[: -len("weight")] + "bias"
+            F = got[key].astype(np.float64)
+            assert F.shape == (128, 3 if variant == "blocks" else 2)
+            if variant == "blocks":
+                # Each 2x2 block is positive semi-definite.
+                assert np.all(F[:, 0] >= 0) and np.all(F[:, 2] >= 0)
+                assert np.all(F[:, 1] ** 2 <= F[:, 0] * F[:, 2] * (1 + 1e-4) + 1e-30)
+                full = F
+            else:
+                full = np.stack([F[:, 0], np.zeros(128), F[:, 1]], 1)
+            us, ub = _solve(full, plain[f"grad/{scale}"].astype(np.float64),
+                            plain[f"grad/{bias}"].astype(np.float64), 1e-3,
+                            variant == "diagonal")
+            np.testing.assert_allclose(got[f"grad/{scale}"], us, rtol=2e-3,
+                                       atol=1e-4 * np.abs(us).max(), err_msg=key)
+            np.testing.assert_allclose(got[f"grad/{bias}"], ub, rtol=2e-3,
+                                       atol=1e-4 * np.abs(ub).max(), err_msg=key)
+        for key in plain:
+            if "LayerNorm" not in key:
+                np.testing.assert_array_equal(plain[key], got[key], err_msg=key)
+
+
+def test_bert_layer_norm_micro_batches(bert):
+    """Two micro-batches' factor updates make the whole batch's factor."""
+    whole = _step(bert, "ln_whole", "--kfac-layer-norm", "blocks")
+    split = _step(bert, "ln_split", "--kfac-layer-norm", "blocks", "--micro-batches", "2")
+    for key in (k for k in whole if k.startswith("kfac/F/")):
+        np.testing.assert_allclose(split[key], whole[key], rtol=1e-4,
+                                   atol=1e-5 * np.abs(whole[key]).max(), err_msg=key)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--kfac-layers", "encoder-and-head"),
+     "--kfac-layers encoder-and-head is single-process K-FAC for now"),
+    (("--kfac-layer-norm", "blocks"), "--kfac-layer-norm blocks is single-process K-FAC for now"),
+])
+def test_pipelined_training_refuses_new_kinds(tmp_path, args, message):
     from pipefisher import make_bert_model, save_model
     from pipefisher.corpus import make_corpus
 
@@ -169,8 +299,28 @@ def test_pipelined_training_refuses_the_head(tmp_path):
                tmp_path / "model.onnx")
     proc = run_tool("pf-train", str(tmp_path / "model.onnx"), "--corpus",
                     str(tmp_path / "corpus.npz"), "--batch", "8", "--steps", "1", "--kfac",
-                    "--kfac-layers", "encoder-and-head", "--pipeline",
-                    "stages=2 schedule=1f1b microbatches=2", check=False)
+                    *args, "--pipeline", "stages=2 schedule=1f1b microbatches=2", check=False)
     assert proc.returncode != 0
-    assert "--kfac-layers encoder-and-head is single-process K-FAC for now" in proc.stderr, \
-        proc.stderr
+    assert message in proc.stderr, proc.stderr
+
+
+def test_layer_norm_trains(tmp_path):
+    """pf-train with LayerNorm K-FAC (both variants) runs and lowers the loss."""
+    from pipefisher import make_bert_model, save_model
+    from pipefisher.corpus import make_corpus
+    import re
+
+    corpus = make_corpus(sequences=200, seq_len=16, seed=1)
+    vocab = len(corpus.pop("vocab"))
+    np.savez(tmp_path / "corpus.npz", **corpus)
+    save_model(make_bert_model("tiny", vocab_size=vocab, num_hidden_layers=1, seed=2),
+               tmp_path / "model.onnx")
+    for variant in ("blocks", "diagonal"):
+        proc = run_tool("pf-train", str(tmp_path / "model.onnx"), "--corpus",
+                        str(tmp_path / "corpus.npz"), "--batch", "8", "--steps", "30",
+                        "--log-every", "10", "--lr", "3e-3", "--warmup", "3", "--num-threads", "2",
+                        "--kfac", "--kfac-layer-norm", variant, "--kfac-layers",
+                        "encoder-and-head")
+        losses = [float(m) for m in re.findall(r"loss\s+([0-9.]+)", proc.stdout)]
+        assert len(losses) >= 3 and all(np.isfinite(losses)), proc.stdout
+        assert losses[-1] < losses[0], losses

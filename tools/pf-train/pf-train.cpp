@@ -1748,12 +1748,18 @@ int main(int argc, char **argv) {
     if (training.kfacWindow > 0)
       return fail("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
                   "pipelined run takes --pipeline \"... kfac=bubbles refresh=K\"");
-    // The head's factors belong to no encoder block, the unit the stages and
-    // the K-FAC placements split by.
+    // The head's and the LayerNorms' factors are no encoder block's linear,
+    // the unit the stages and the K-FAC placements split by.
     if (training.kfac && training.insertKFAC.layers != mlir::pf::KfacLayers::Encoder)
       return fail("--kfac-layers encoder-and-head is single-process K-FAC for now: a "
                   "pipelined run (--pipeline) preconditions the encoder blocks only (give "
                   "--kfac-layers encoder)");
+    if (training.kfac && training.insertKFAC.layerNorm != mlir::pf::KfacLayerNorm::None)
+      return fail(llvm::Twine("--kfac-layer-norm ") +
+                  (training.insertKFAC.layerNorm == mlir::pf::KfacLayerNorm::Diagonal ? "diagonal"
+                                                                                      : "blocks") +
+                  " is single-process K-FAC for now: a pipelined run (--pipeline) "
+                  "preconditions the encoder blocks' linears only (give --kfac-layer-norm none)");
     return trainPipeline(*corpus, stepFlags, argc, argv);
   }
   KfacWindowRule window{training.precondition.refreshWarmup, training.kfacWindow};

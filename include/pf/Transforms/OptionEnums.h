@@ -45,6 +45,11 @@ enum class KfacBasis { Inverse, Eigen };
 /// hidden-to-hidden linear before its GELU and LayerNorm; never the decoder).
 enum class KfacLayers { Encoder, EncoderAndHead };
 
+/// Whether pf-insert-kfac preconditions the LayerNorms' scale and shift:
+/// not at all, by each feature's 2x2 Fisher block of (γ_j, β_j), or by the
+/// blocks' diagonal.
+enum class KfacLayerNorm { None, Blocks, Diagonal };
+
 /// Whether pf-schedule places K-FAC work (into the bubbles, by a policy).
 enum class KfacMode { Bubbles, None };
 
@@ -95,6 +100,14 @@ inline llvm::cl::ValuesClass kfacLayersValues() {
       clEnumValN(KfacLayers::EncoderAndHead, "encoder-and-head",
                  "Those and the masked-LM head's transform (cls.predictions.transform.dense; "
                  "not the decoder)"));
+}
+
+inline llvm::cl::ValuesClass kfacLayerNormValues() {
+  return llvm::cl::values(
+      clEnumValN(KfacLayerNorm::None, "none", "LayerNorms keep the first-order optimizer"),
+      clEnumValN(KfacLayerNorm::Blocks, "blocks",
+                 "Each feature's 2x2 Fisher block of (scale, shift), solved damped"),
+      clEnumValN(KfacLayerNorm::Diagonal, "diagonal", "Only the blocks' diagonal"));
 }
 
 inline llvm::cl::ValuesClass kfacModeValues() {
@@ -225,6 +238,7 @@ PF_CHOICE_PARSER(::mlir::pf::KfacOptimizer)
 PF_CHOICE_PARSER(::mlir::pf::KfacGraft)
 PF_CHOICE_PARSER(::mlir::pf::KfacBasis)
 PF_CHOICE_PARSER(::mlir::pf::KfacLayers)
+PF_CHOICE_PARSER(::mlir::pf::KfacLayerNorm)
 PF_CHOICE_PARSER(::mlir::pf::KfacMode)
 PF_CHOICE_PARSER(::mlir::pf::CostSource)
 PF_CHOICE_PARSER(::mlir::pf::KfacWork)

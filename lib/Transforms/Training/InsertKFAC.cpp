@@ -59,9 +59,15 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
 
   FlatSymbolRefAttr addFactor(SymbolTable &symbols, ParamOp weight, StringRef suffix,
                               int64_t size, StringRef bias, bool weightInOut) {
+    return addState(symbols, weight, suffix, {size, size}, bias, weightInOut);
+  }
+
+  /// A zero K-FAC state parameter `<weight>.kfac.<suffix>` of `shape` (f32).
+  FlatSymbolRefAttr addState(SymbolTable &symbols, ParamOp weight, StringRef suffix,
+                             ArrayRef<int64_t> shape, StringRef bias, bool weightInOut) {
     OpBuilder builder(weight);
     builder.setInsertionPointAfter(weight);
-    auto type = RankedTensorType::get({size, size}, builder.getF32Type());
+    auto type = RankedTensorType::get(shape, builder.getF32Type());
     auto zero = DenseElementsAttr::get(type, builder.getZeroAttr(builder.getF32Type()));
     auto param = ParamOp::create(builder, weight.getLoc(),
                                  (weight.getSymName() + ".kfac." + suffix).str(), type, zero);
@@ -75,6 +81,54 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       param->setAttr(kEncoderBlockAttrName, block);
     symbols.insert(param, builder.getInsertionPoint());
     return FlatSymbolRefAttr::get(param.getSymNameAttr());
+  }
+
+  /// layer-norm=blocks|diagonal: each pf.layer_norm over the last dimension
+  /// whose scale and shift are named f32 parameters gets `<scale>.kfac.F`
+  /// ([h, 3] or [h, 2]) and a pf.kfac.capture_layer_norm on its output.
+  LogicalResult insertLayerNorms(func::FuncOp func, SymbolTable &symbols, Value step, bool hasLoss,
+                                 const llvm::Regex &skipPattern) {
+    SmallVector<LayerNormOp> norms;
+    func.walk([&](LayerNormOp norm) {
+      auto scale = norm.getScale().getDefiningOp<ParamRefOp>();
+      auto bias = norm.getBias() ? norm.getBias().getDefiningOp<ParamRefOp>() : ParamRefOp();
+      auto type = dyn_cast<RankedTensorType>(norm.getInput().getType());
+      if (!scale || !bias || !type || !type.hasStaticShape() || type.getRank() < 1 ||
+          !type.getElementType().isF32())
+        return;
+      int64_t axis = norm.getAxis() < 0 ? norm.getAxis() + type.getRank() : norm.getAxis();
+      if (axis == type.getRank() - 1 && (skip.empty() || !skipPattern.match(scale.getName())))
+        norms.push_back(norm);
+    });
+    if (norms.empty())
+      return func.emitError("pf-insert-kfac: layer-norm=")
+             << (layerNorm == KfacLayerNorm::Diagonal ? "diagonal" : "blocks")
+             << ", but no pf.layer_norm normalizes the last dimension with a named f32 scale "
+                "and shift parameter";
+    int64_t columns = layerNorm == KfacLayerNorm::Diagonal ? 2 : 3;
+    // A LayerNorm applied several times shares one factor, as a linear does.
+    llvm::StringMap<FlatSymbolRefAttr> factorOf;
+    for (LayerNormOp norm : norms) {
+      auto scaleName = norm.getScale().getDefiningOp<ParamRefOp>().getName();
+      auto biasName = norm.getBias().getDefiningOp<ParamRefOp>().getName();
+      auto type = cast<RankedTensorType>(norm.getInput().getType());
+      int64_t h = type.getShape().back();
+      auto [known, isNew] = factorOf.try_emplace(scaleName);
+      if (isNew)
+        known->second = addState(symbols, symbols.lookup<ParamOp>(scaleName), "F", {h, columns},
+                                 biasName, /*weightInOut=*/false);
+      // B's scale: the per-token gradients of the summed loss (see below).
+      double rows = double(type.getNumElements()) / double(h);
+      OpBuilder builder(norm);
+      builder.setInsertionPointAfter(norm);
+      auto capture = KFACCaptureLayerNormOp::create(
+          builder, norm.getLoc(), norm.getOutput().getType(), norm.getOutput(), norm.getInput(),
+          step, known->second, builder.getF64FloatAttr(norm.getEpsilon().convertToDouble()),
+          builder.getF64FloatAttr(hasLoss ? 1.0 : rows * rows), builder.getF64FloatAttr(decay),
+          builder.getI64IntegerAttr(factorEvery), hasLoss ? builder.getUnitAttr() : UnitAttr());
+      norm.getOutput().replaceAllUsesExcept(capture.getResult(), capture);
+    }
+    return success();
   }
 
   LogicalResult run() {
@@ -167,6 +221,8 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
                                                  hasLoss ? builder.getUnitAttr() : UnitAttr());
       linear.getOutput().replaceAllUsesExcept(capture.getOutput(), capture);
     }
+    if (layerNorm != KfacLayerNorm::None)
+      return insertLayerNorms(func, symbols, step, hasLoss, skipPattern);
     return success();
   }
 };

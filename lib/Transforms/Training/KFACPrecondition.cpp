@@ -332,13 +332,43 @@ struct KFACPreconditionPass
         if (!llvm::is_contained(updates, update))
           updates.push_back(update);
       });
-      if (updates.empty())
+      SmallVector<KFACUpdateLayerNormFactorOp> normUpdates;
+      func.walk([&](KFACUpdateLayerNormFactorOp update) { normUpdates.push_back(update); });
+      if (updates.empty() && normUpdates.empty())
         return;
       Value due = getOrAddScalarArgument(func, "kfac_curvature",
                                          IntegerType::get(func.getContext(), 64));
       for (KFACUpdateFactorOp update : updates)
         update.getDueMutable().assign(due);
+      for (KFACUpdateLayerNormFactorOp update : normUpdates)
+        update.getDueMutable().assign(due);
     });
+  }
+
+  /// The LayerNorm factors pf-insert-kfac made (`<scale>.kfac.F`).
+  static SmallVector<ParamOp> layerNormFactors(ModuleOp module) {
+    SmallVector<ParamOp> factors;
+    for (auto factor : module.getOps<ParamOp>())
+      if (factor.getSymName().ends_with(".kfac.F") && factor->hasAttr(kKfacWeightAttrName))
+        factors.push_back(factor);
+    return factors;
+  }
+
+  /// One LayerNorm's update: (F_j + λI)⁻¹ (∇γ_j, ∇β_j) per feature, then
+  /// grafted as a linear layer's (both parameters together).
+  std::pair<Value, Value> emitLayerNorm(OpBuilder &builder, SymbolTable &symbols, ParamOp factor,
+                                        Value gradScale, Value gradBias) {
+    Location loc = factor.getLoc();
+    auto precondition = KFACPreconditionLayerNormOp::create(
+        builder, loc, factorRef(builder, symbols, loc, factor.getSymName()),
+        dampingValue(builder, loc), gradScale, gradBias);
+    Value scaleUpdate = precondition.getScaleUpdate(), biasUpdate = precondition.getBiasUpdate();
+    if (graft == KfacGraft::None)
+      return {scaleUpdate, biasUpdate};
+    SmallVector<Value> updates{scaleUpdate, biasUpdate}, gradients{gradScale, gradBias};
+    auto grafted =
+        KFACGraftOp::create(builder, loc, ValueRange(updates).getTypes(), updates, gradients);
+    return {grafted.getGrafted()[0], grafted.getGrafted()[1]};
   }
 
   /// Bubbles: `@stage<s>_kfac_inverse_<index>(step) -> kfac/issues`, the
@@ -398,6 +428,10 @@ struct KFACPreconditionPass
         return failure();
     }
     SmallVector<func::FuncOp> stageFunctions = stageGradientFunctions(module);
+    if (!layerNormFactors(module).empty() && (!stageFunctions.empty() || bubbles))
+      return module.emitError("pf-kfac-precondition: LayerNorm factors (pf-insert-kfac "
+                              "layer-norm=...) are single-process K-FAC for now: not on a split "
+                              "module nor with bubbles=true (--kfac-window)");
     if (!stageFunctions.empty()) {
       if (refreshEvery < 1 || retries < 0 || damping < 0 || refreshWarmup < 0 || klClip < 0)
         return module.emitError("pf-kfac-precondition: refresh-every must be >= 1, retries, "
@@ -487,6 +521,25 @@ struct KFACPreconditionPass
         results[biasGrad->second] = biasUpdate;
         updates.push_back({biasGrad->second, biasUpdate, gradB});
       }
+      ++layers;
+    }
+    for (ParamOp factor : layerNormFactors(module)) {
+      auto scaleName = factor->getAttrOfType<StringAttr>(kKfacWeightAttrName);
+      auto biasName = factor->getAttrOfType<StringAttr>(kKfacBiasAttrName);
+      auto scaleGrad = resultOf.find(("grad/" + scaleName.getValue()).str());
+      auto biasGrad =
+          biasName ? resultOf.find(("grad/" + biasName.getValue()).str()) : resultOf.end();
+      if (scaleGrad == resultOf.end() || biasGrad == resultOf.end())
+        continue;
+      Value gradScale = results[scaleGrad->second], gradBias = results[biasGrad->second];
+      auto [scaleUpdate, biasUpdate] = emitLayerNorm(builder, symbols, factor, gradScale, gradBias);
+      results[scaleGrad->second] = scaleUpdate;
+      results[biasGrad->second] = biasUpdate;
+      updates.push_back({scaleGrad->second, scaleUpdate, gradScale});
+      updates.push_back({biasGrad->second, biasUpdate, gradBias});
+      if (exportFactors)
+        exported.push_back({("kfac/F/" + scaleName.getValue()).str(),
+                            factorRef(builder, symbols, factor.getLoc(), factor.getSymName())});
       ++layers;
     }
     if (layers == 0)

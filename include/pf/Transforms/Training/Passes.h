@@ -85,6 +85,11 @@ struct TrainingOptions {
                "cls.predictions.transform.dense; never the tied decoder); single-process "
                "only",
                kfacLayersValues());
+    binder.opt("kfac-layer-norm", insertKFAC.layerNorm,
+               "K-FAC for the LayerNorms' scale and shift: none, blocks (each feature's 2x2 "
+               "Fisher of (scale, shift), solved with the damping) or diagonal (the blocks' "
+               "diagonal); single-process only",
+               kfacLayerNormValues());
     binder.opt("kfac-optimizer", optimizer.kfacOptimizer,
                "Update rule of the K-FAC layers' parameters", kfacOptimizerValues());
     binder.opt("kfac-window", kfacWindow,

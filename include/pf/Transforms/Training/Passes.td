@@ -69,7 +69,7 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
   let description = [{
     For every `pf.linear` of an encoder block (the layers PipeFisher
     preconditions; embeddings, LayerNorm and heads keep the first-order
-    optimizer) whose weight is a named parameter in [out, in] layout and
+    optimizer unless `layers` and `layer-norm` below add them) whose weight is a named parameter in [out, in] layout and
     whose name does not match `skip`: adds the state parameters
     `<weight>.kfac.A`, `.kfac.B`, `.kfac.A_inv`, `.kfac.B_inv`, updates A from
     the layer input in the forward pass, and captures the output so that the
@@ -80,6 +80,13 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
     hidden-to-hidden `pf.linear` before the head's GELU and LayerNorm) gets
     factors too; its state carries no `pf.encoder_block` (it belongs to no
     block), so pipelined training refuses it (pf-train names the option).
+
+    With `layer-norm=blocks` (or `diagonal`) every `pf.layer_norm` over the
+    last dimension whose scale and shift are named parameters gets the state
+    `<scale>.kfac.F` ([h, 3]: γγ, γβ, ββ per feature; [h, 2] for the
+    diagonal) and a `pf.kfac.capture_layer_norm` on its output, whose
+    gradient rule updates F from the LayerNorm's input and output gradient;
+    pf-kfac-precondition then solves (F_j + λI) u_j = (∇γ_j, ∇β_j).
 
     The factor updates take the step number: the pass adds an i64 argument
     `step` when the function has none. The state parameters carry
@@ -129,6 +136,13 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
            "name 'predictions.transform.dense' or as the linear feeding the decoder "
            "through GELU and LayerNorm; never the decoder) (default: encoder)",
            [{::mlir::pf::kfacLayersValues()}]>,
+    Option<"layerNorm", "layer-norm", "::mlir::pf::KfacLayerNorm",
+           /*default=*/"::mlir::pf::KfacLayerNorm::None",
+           "LayerNorms (scale γ and shift β over the last dimension) as K-FAC layers: none, "
+           "blocks (state <γ>.kfac.F [h, 3], each feature's 2x2 Fisher of (γ_j, β_j) from "
+           "the per-token gradients, pf.kfac.capture_layer_norm) or diagonal ([h, 2], the "
+           "blocks' diagonal) (default: none)",
+           [{::mlir::pf::kfacLayerNormValues()}]>,
   ];
 }
 

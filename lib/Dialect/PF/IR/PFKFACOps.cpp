@@ -293,3 +293,83 @@ LogicalResult KFACKLClipOp::verify() {
     return emitOpError("kappa must be > 0");
   return verifyUpdatesAndGradients(*this, getUpdates(), getGradients(), getClipped());
 }
+
+//===--- LayerNorm scale and shift ---------------------------------------------===//
+
+LogicalResult KFACPreconditionLayerNormOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                                            Adaptor adaptor, Types &out) {
+  auto factor = dyn_cast<RankedTensorType>(adaptor.getFactor().getType());
+  auto scaleGrad = dyn_cast<RankedTensorType>(adaptor.getScaleGrad().getType());
+  if (factor && (factor.getRank() != 2 || (!factor.isDynamicDim(1) && factor.getDimSize(1) != 2 &&
+                                           factor.getDimSize(1) != 3)))
+    return emitOptionalError(loc,
+                             "kfac.precondition_layer_norm: the factor must be [h, 3] "
+                             "(2x2 blocks) or [h, 2] (their diagonal), got ",
+                             factor);
+  if (adaptor.getScaleGrad().getType() != adaptor.getBiasGrad().getType())
+    return emitOptionalError(loc,
+                             "kfac.precondition_layer_norm: the scale and bias gradients "
+                             "differ: ",
+                             adaptor.getScaleGrad().getType(), " and ",
+                             adaptor.getBiasGrad().getType());
+  if (factor && scaleGrad &&
+      (scaleGrad.getRank() != 1 || (!factor.isDynamicDim(0) && !scaleGrad.isDynamicDim(0) &&
+                                    factor.getDimSize(0) != scaleGrad.getDimSize(0))))
+    return emitOptionalError(loc,
+                             "kfac.precondition_layer_norm: the gradients must be [h] for "
+                             "a factor ",
+                             factor, ", got ", scaleGrad);
+  out.push_back(adaptor.getScaleGrad().getType());
+  out.push_back(adaptor.getBiasGrad().getType());
+  return success();
+}
+
+LogicalResult KFACUpdateLayerNormFactorOp::verify() {
+  double decay = getDecay().convertToDouble();
+  if (!(decay >= 0 && decay < 1))
+    return emitOpError("decay must be in [0, 1), got ") << decay;
+  if (!(getEpsilon().convertToDouble() >= 0))
+    return emitOpError("epsilon must be >= 0");
+  if (getInput().getType() != getOutputGrad().getType())
+    return emitOpError("input and output_grad types differ: ")
+           << getInput().getType() << " and " << getOutputGrad().getType();
+  return success();
+}
+
+LogicalResult KFACUpdateLayerNormFactorOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto param = symbols.lookupNearestSymbolFrom<ParamOp>(*this, getFactorAttr());
+  if (!param)
+    return emitOpError("factor '") << getFactor() << "' does not name a pf.param";
+  auto type = cast<RankedTensorType>(param.getType());
+  int64_t h = features(getInput(), false);
+  if (type.getRank() != 2 || (type.getDimSize(1) != 2 && type.getDimSize(1) != 3) ||
+      (h >= 0 && type.getDimSize(0) != h))
+    return emitOpError("factor '") << getFactor() << "' must be [" << h << ", 3] (2x2 blocks) or ["
+                                   << h << ", 2] (their diagonal), got " << type;
+  return success();
+}
+
+LogicalResult KFACCaptureLayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                                    ArrayRef<bool> wanted,
+                                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.append(getOperation()->getNumOperands(), Value());
+  Value grad = resultGrads.empty() ? Value() : resultGrads.front();
+  if (!grad)
+    return success();
+  Value count;
+  if (getScaleByLossCount()) {
+    // As pf.kfac.capture_output: the losses' counts dominate the backward.
+    (*this)->getParentRegion()->walk([&](SoftmaxCrossEntropyOp loss) {
+      count =
+          count ? AddOp::create(b, getLoc(), count, loss.getCount()).getResult() : loss.getCount();
+    });
+    if (!count)
+      return emitError("scale_by_loss_count, but the function has no pf.softmax_cross_entropy");
+  }
+  KFACUpdateLayerNormFactorOp::create(b, getLoc(), getInput(), grad, getStep(), count, Value(),
+                                      getFactorAttr(), getEpsilonAttr(), getScaleAttr(),
+                                      getDecayAttr(), getEveryAttr());
+  // The LayerNorm's input is only read: its gradient comes from the LayerNorm.
+  operandGrads[0] = grad;
+  return success();
+}

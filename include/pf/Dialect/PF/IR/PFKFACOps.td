@@ -153,6 +153,69 @@ def PF_KFACCaptureOutputOp : PF_Op<"kfac.capture_output", [Pure,
   }];
 }
 
+def PF_KFACUpdateLayerNormFactorOp : PF_Op<"kfac.update_layer_norm_factor", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>,
+    AttrSizedOperandSegments]> {
+  let summary = "running average of a LayerNorm's scale-and-shift Fisher, updated in place";
+  let description = [{
+    The Fisher of a LayerNorm's scale γ and shift β [h] in 2x2 blocks, one
+    per feature j: new_j = scale · E_t[g gᵀ] over the tokens t of `input`
+    (the LayerNorm's input [..., h], normalized over its last dimension with
+    `epsilon`) and `output_grad` (the gradient of its output), g = (dy·x̂,
+    dy). `factor` names a pf.param [h, 3] (γγ, γβ, ββ) or [h, 2] (the
+    blocks' diagonal). The running average, `count`, `every`, `due` and
+    several updates of one factor (micro-batches) are pf.kfac.update_factor's.
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$input, TensorOf<[AnyFloat]>:$output_grad,
+                   0DTensorOf<[I64]>:$step, Optional<0DTensorOf<[I64]>>:$count,
+                   Optional<0DTensorOf<[I64]>>:$due, FlatSymbolRefAttr:$factor,
+                   F64Attr:$epsilon, DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                   DefaultValuedAttr<F64Attr, "0.95">:$decay,
+                   DefaultValuedAttr<PF_PositiveI64Attr, "1">:$every);
+  let assemblyFormat = [{
+    $factor `from` $input `,` $output_grad `step` $step (`count` $count^)?
+    (`due` `(` $due^ `:` type($due) `)`)? attr-dict `:` type($input) `,` type($output_grad)
+    `,` type($step) (`,` type($count)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def PF_KFACCaptureLayerNormOp : PF_Op<"kfac.capture_layer_norm", [Pure,
+    AllTypesMatch<["output", "result"]>, PF_ViewOpInterface,
+    DeclareOpInterfaceMethods<PF_GradientOpInterface>]> {
+  let summary = "identity on a LayerNorm's output whose gradient updates its Fisher factor";
+  let description = [{
+    Returns `output` (a `pf.layer_norm`'s result); `input` is that
+    LayerNorm's input. Its gradient rule passes the gradient through and
+    updates the factor from it and `input`
+    (`pf.kfac.update_layer_norm_factor`); `input` gets no gradient from it.
+    `scale_by_loss_count` as pf.kfac.capture_output's.
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$output, TensorOf<[AnyFloat]>:$input,
+                   0DTensorOf<[I64]>:$step, FlatSymbolRefAttr:$factor, F64Attr:$epsilon,
+                   DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                   DefaultValuedAttr<F64Attr, "0.95">:$decay,
+                   DefaultValuedAttr<PF_PositiveI64Attr, "1">:$every,
+                   UnitAttr:$scale_by_loss_count);
+  let results = (outs TensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $output `of` $input `into` $factor `step` $step attr-dict `:` type($output) `,`
+    type($input) `,` type($step)
+  }];
+}
+
+def PF_KFACPreconditionLayerNormOp : PF_TensorOp<"kfac.precondition_layer_norm"> {
+  let summary = "(F_j + λI)⁻¹ (∇γ_j, ∇β_j) per feature of a LayerNorm";
+  let description = [{
+    `factor` [h, 3] holds each feature's 2x2 block (γγ, γβ, ββ), [h, 2]
+    only its diagonal; λ = `damping` (0-d f64). The updates have the
+    gradients' types.
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$factor, 0DTensorOf<[F64]>:$damping,
+                   TensorOf<[AnyFloat]>:$scale_grad, TensorOf<[AnyFloat]>:$bias_grad);
+  let results = (outs TensorOf<[AnyFloat]>:$scale_update, TensorOf<[AnyFloat]>:$bias_update);
+}
+
 def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>,
     AttrSizedOperandSegments]> {
