@@ -324,3 +324,29 @@ def test_layer_norm_trains(tmp_path):
         losses = [float(m) for m in re.findall(r"loss\s+([0-9.]+)", proc.stdout)]
         assert len(losses) >= 3 and all(np.isfinite(losses)), proc.stdout
         assert losses[-1] < losses[0], losses
+
+
+def test_new_kinds_resume_bitwise(tmp_path):
+    """The head's and the LayerNorms' K-FAC state is checkpointed: 3 steps,
+    resumed to 6, equal 6 straight steps bit for bit."""
+    from pipefisher import make_bert_model, save_model
+    from pipefisher.corpus import make_corpus
+
+    corpus = make_corpus(sequences=100, seq_len=16, seed=1)
+    vocab = len(corpus.pop("vocab"))
+    np.savez(tmp_path / "corpus.npz", **corpus)
+    save_model(make_bert_model("tiny", vocab_size=vocab, num_hidden_layers=1, seed=2),
+               tmp_path / "model.onnx")
+    base = (str(tmp_path / "model.onnx"), "--corpus", str(tmp_path / "corpus.npz"), "--batch",
+            "8", "--num-threads", "2", "--kfac", "--kfac-layer-norm", "blocks", "--kfac-layers",
+            "encoder-and-head")
+    run_tool("pf-train", *base, "--steps", "6", "--checkpoint", str(tmp_path / "full.npz"))
+    run_tool("pf-train", *base, "--steps", "3", "--checkpoint", str(tmp_path / "part.npz"))
+    run_tool("pf-train", *base, "--steps", "6", "--resume", str(tmp_path / "part.npz"),
+             "--checkpoint", str(tmp_path / "resumed.npz"))
+    full, resumed = np.load(tmp_path / "full.npz"), np.load(tmp_path / "resumed.npz")
+    assert any(k.endswith(".kfac.F") for k in full.files)
+    assert any(HEAD in k and k.endswith(".kfac.A") for k in full.files)
+    assert sorted(full.files) == sorted(resumed.files)
+    for key in full.files:
+        np.testing.assert_array_equal(full[key], resumed[key], err_msg=key)
