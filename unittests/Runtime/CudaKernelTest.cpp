@@ -786,6 +786,31 @@ TEST_F(CudaKernels, KfacPrecondition) {
     }
 }
 
+/// The LayerNorm factor (blocks and diagonal, every mode, f32 and f64,
+/// rows > threads per block) and its damped solve against the CPU backend.
+TEST_F(CudaKernels, KfacLayerNorm) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64})
+    for (int64_t columns : {3, 2})
+      for (int32_t mode : {PFRT_KFAC_OVERWRITE, PFRT_KFAC_ACCUMULATE, PFRT_KFAC_RUNNING_AVERAGE}) {
+        const double tol = dtype == PFRT_F32 ? 1e-5 : 1e-11;
+        Pair &x = make(dtype, {3, 97, 300}, -2, 3, 60), &dy = make(dtype, {3, 97, 300}, -1, 1, 61);
+        Pair &f = make(dtype, {300, columns}, 0, 1, 62);
+        both([&](pfrt_context *c, bool d) {
+          return pfrt_kfac_layer_norm_factor(c, on(x, d), on(dy, d), 1e-5, 9.0, mode, 0.5,
+                                             on(f, d));
+        });
+        expectClose(f, tol, tol * maxAbs(f), "kfac_layer_norm_factor");
+        Pair &gs = make(dtype, {300}, -1, 1, 63), &gb = make(dtype, {300}, -1, 1, 64);
+        Pair &us = make(dtype, {300}), &ub = make(dtype, {300});
+        both([&](pfrt_context *c, bool d) {
+          return pfrt_kfac_precondition_layer_norm(c, on(f, d), 0.01, on(gs, d), on(gb, d),
+                                                   on(us, d), on(ub, d));
+        });
+        expectClose(us, tol, tol * maxAbs(us), "out_scale");
+        expectClose(ub, tol, tol * maxAbs(ub), "out_bias");
+      }
+}
+
 TEST_F(CudaKernels, KfacEigen) {
   // Full-rank factors with and without the ones column, and a rank-5 one
   // whose zero eigenvalues come out of syevd as +-round-off (clamped to 0).
