@@ -41,6 +41,18 @@ struct KernelTable {
 #include "pf/Runtime/pfrt_abi.def"
 };
 
+/// A layer's refresh made only of dispatching entry points (pfrt_kfac_pi,
+/// pfrt_kfac_inverse, pfrt_kfac_eigen): what a backend without its own
+/// composite registers (common/KfacRefresh.cpp).
+pfrt_status kfacDampedInversesComposed(pfrt_context *ctx, const pfrt_tensor *a,
+                                       const pfrt_tensor *b, double damping, int32_t retries,
+                                       const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
+                                       int32_t *outcome);
+pfrt_status kfacEigenRefreshComposed(pfrt_context *ctx, const pfrt_tensor *a,
+                                     const pfrt_tensor *b, const pfrt_tensor *a_vectors,
+                                     const pfrt_tensor *a_values, const pfrt_tensor *b_vectors,
+                                     const pfrt_tensor *b_values, int32_t *outcome);
+
 namespace cuda {
 
 /// Whether this library was built with the CUDA backend.

@@ -1137,14 +1137,14 @@ void registerLinalg(KernelTable &t) {
   t.pfrt_kfac_inverse = kfacInverseEntry;
   t.pfrt_all_finite = allFiniteEntry;
   t.pfrt_kfac_precondition = kfacPreconditionEntry;
-  // The CPU's pi-damped refresh only composes pfrt_kfac_pi and
-  // pfrt_kfac_inverse through the dispatching entry points, so it runs
-  // unchanged on a CUDA context (those two then run on the GPU).
-  t.pfrt_kfac_damped_inverses = pfrt_kfac_damped_inverses_cpu;
+  // The pi-damped refresh composed of the dispatching pfrt_kfac_pi and
+  // pfrt_kfac_inverse (common/KfacRefresh.cpp), which then run on the GPU.
+  // Not the CPU's own: that one runs LAPACK on host memory.
+  t.pfrt_kfac_damped_inverses = pfrt::kfacDampedInversesComposed;
   t.pfrt_kfac_eigen = kfacEigenEntry;
   t.pfrt_kfac_precondition_eigen = kfacPreconditionEigenEntry;
-  // Likewise the eigen refresh only composes the dispatching pfrt_kfac_eigen.
-  t.pfrt_kfac_eigen_refresh = pfrt_kfac_eigen_refresh_cpu;
+  // Likewise the eigen refresh, composed of the dispatching pfrt_kfac_eigen.
+  t.pfrt_kfac_eigen_refresh = pfrt::kfacEigenRefreshComposed;
   t.pfrt_kfac_layer_norm_factor = kfacLayerNormFactorEntry;
   t.pfrt_kfac_precondition_layer_norm = kfacPreconditionLayerNormEntry;
 }

@@ -132,7 +132,7 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x100xf32> {
 // GPIPE-REPORT-NEXT: "without_kfac": 0.66666666666666{{[0-9]*}}
 
 // The trace counts microseconds: forwards last 1000, backwards 2000.
-// GPIPE-TRACE: {"displayTimeUnit":"ms","otherData":{"schedule":"gpipe","policy":"none","refresh_steps":0,"cost_model":"uniform 3 layers"},
+// GPIPE-TRACE: {"displayTimeUnit":"ms","otherData":{"schedule":"gpipe","policy":"none","refresh_steps":0,"cost_model":"uniform 3 layers","refresh_staggered":false,"mean_refresh_interval":0},
 // GPIPE-TRACE-DAG: {"name":"thread_name","ph":"M","pid":0,"tid":4,"args":{"name":"device 2"}}
 // GPIPE-TRACE-DAG: {"name":"forward S0 m0","cat":"forward","ph":"X","pid":0,"tid":0,"ts":0,"dur":1000,
 // GPIPE-TRACE-DAG: {"name":"forward S2 m3","cat":"forward","ph":"X","pid":0,"tid":4,"ts":5000,"dur":1000,
@@ -160,6 +160,10 @@ func.func @main(%ids: tensor<4x8xi64>) -> tensor<4x8x100xf32> {
 // ONEF-REPORT-COUNT-3: "pipeline_busy_ms_per_step": 12.0,
 // ONEF-REPORT: "pipeline_step_ms": 18.0,
 // ONEF-REPORT-NEXT: "policy": "pf",
+// ONEF-REPORT-NEXT: "refresh": {
+// ONEF-REPORT-NEXT: "choice": "interval",
+// ONEF-REPORT: "staggered": false
+// ONEF-REPORT-NEXT: },
 // ONEF-REPORT-NEXT: "refresh_steps": 2,
 // ONEF-REPORT-NEXT: "refresh_steps_lower_bound": 1.0,
 // ONEF-REPORT-NEXT: "schedule": "1f1b",
