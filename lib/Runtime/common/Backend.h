@@ -48,10 +48,10 @@ pfrt_status kfacDampedInversesComposed(pfrt_context *ctx, const pfrt_tensor *a,
                                        const pfrt_tensor *b, double damping, int32_t retries,
                                        const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
                                        int32_t *outcome);
-pfrt_status kfacEigenRefreshComposed(pfrt_context *ctx, const pfrt_tensor *a,
-                                     const pfrt_tensor *b, const pfrt_tensor *a_vectors,
-                                     const pfrt_tensor *a_values, const pfrt_tensor *b_vectors,
-                                     const pfrt_tensor *b_values, int32_t *outcome);
+pfrt_status kfacEigenRefreshComposed(pfrt_context *ctx, const pfrt_tensor *a, const pfrt_tensor *b,
+                                     const pfrt_tensor *a_vectors, const pfrt_tensor *a_values,
+                                     const pfrt_tensor *b_vectors, const pfrt_tensor *b_values,
+                                     int32_t *outcome);
 
 namespace cuda {
 

@@ -64,10 +64,10 @@ pfrt_status kfacDampedInversesComposed(pfrt_context *ctx, const pfrt_tensor *a,
   return PFRT_OK;
 }
 
-pfrt_status kfacEigenRefreshComposed(pfrt_context *ctx, const pfrt_tensor *a,
-                                     const pfrt_tensor *b, const pfrt_tensor *a_vectors,
-                                     const pfrt_tensor *a_values, const pfrt_tensor *b_vectors,
-                                     const pfrt_tensor *b_values, int32_t *outcome) {
+pfrt_status kfacEigenRefreshComposed(pfrt_context *ctx, const pfrt_tensor *a, const pfrt_tensor *b,
+                                     const pfrt_tensor *a_vectors, const pfrt_tensor *a_values,
+                                     const pfrt_tensor *b_vectors, const pfrt_tensor *b_values,
+                                     int32_t *outcome) {
   if (!ctx)
     return PFRT_INVALID_ARGUMENT;
   int32_t worst = PFRT_KFAC_INVERTED;
