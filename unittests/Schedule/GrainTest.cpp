@@ -4,6 +4,8 @@
 #include "pf/Schedule/Partition.h"
 #include "pf/Schedule/Scheduler.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -60,27 +62,6 @@ CostModel unevenBlocks(int blocks) {
     costs.layers.push_back(l);
   }
   return costs;
-}
-
-double bruteForceMinMax(const std::vector<double> &cost, int stages) {
-  const int n = static_cast<int>(cost.size());
-  double best = std::numeric_limits<double>::infinity();
-  std::function<void(int, int, double)> rec = [&](int first, int left, double worst) {
-    if (left == 1) {
-      double c = 0;
-      for (int i = first; i < n; ++i)
-        c += cost[i];
-      best = std::min(best, std::max(worst, c));
-      return;
-    }
-    double c = 0;
-    for (int end = first + 1; end <= n - (left - 1); ++end) {
-      c += cost[end - 1];
-      rec(end, left - 1, std::max(worst, c));
-    }
-  };
-  rec(0, stages, 0);
-  return best;
 }
 
 TEST(Grain, SplitConservesEveryBlocksTotals) {
@@ -155,7 +136,7 @@ TEST(Grain, MinMaxPartitionOfUnitsMatchesBruteForce) {
       for (int p = 1; p <= static_cast<int>(cost.size()) && p <= 8; ++p) {
         auto part = partitionMinMax(cost, p);
         ASSERT_TRUE(part.ok()) << part.error();
-        EXPECT_NEAR(part->maxStageCost, bruteForceMinMax(cost, p), 1e-9)
+        EXPECT_NEAR(part->maxStageCost, test::bruteForceMinMax(cost, p), 1e-9)
             << partitionGrainName(grain) << ", " << blocks << " blocks, " << p << " stages";
       }
     }

@@ -2,6 +2,8 @@
 
 #include "pf/Schedule/Partition.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,29 +13,6 @@
 using namespace pf::sched;
 
 namespace {
-
-/// Exhaustive min-max over all ways to cut `cost` into `stages` parts.
-double bruteForce(const std::vector<double> &cost, int stages) {
-  const int n = static_cast<int>(cost.size());
-  double best = std::numeric_limits<double>::infinity();
-  std::function<void(int, int, double)> rec = [&](int first, int left,
-                                                  double worst) {
-    if (left == 1) {
-      double c = 0;
-      for (int i = first; i < n; ++i)
-        c += cost[i];
-      best = std::min(best, std::max(worst, c));
-      return;
-    }
-    double c = 0;
-    for (int end = first + 1; end <= n - (left - 1); ++end) {
-      c += cost[end - 1];
-      rec(end, left - 1, std::max(worst, c));
-    }
-  };
-  rec(0, stages, 0);
-  return best;
-}
 
 TEST(Partition, UniformLayersSplitEvenly) {
   auto p = partitionMinMax(std::vector<double>(24, 1.0), 8);
@@ -65,7 +44,7 @@ TEST(Partition, MatchesBruteForceOnRandomCosts) {
       c = dist(rng);
     auto p = partitionMinMax(cost, stages);
     ASSERT_TRUE(p.ok()) << p.error();
-    EXPECT_NEAR(p->maxStageCost, bruteForce(cost, stages), 1e-9);
+    EXPECT_NEAR(p->maxStageCost, test::bruteForceMinMax(cost, stages), 1e-9);
     // The reported stages cover the layers contiguously.
     EXPECT_EQ(p->firstLayer.front(), 0);
     EXPECT_EQ(p->firstLayer.back(), n);

@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+#include <limits>
 #include <string>
+#include <vector>
 
 namespace pf::sched::test {
 
@@ -67,6 +71,29 @@ inline ScheduleResult runValid(const CostModel &costs,
   Status valid = validateTimeline(result->timeline, result->step, costs);
   EXPECT_TRUE(valid.ok()) << valid.message();
   return result.take();
+}
+
+/// Exhaustive min-max over all ways to cut `cost` into `stages` contiguous
+/// parts: the reference partitionMinMax is checked against.
+inline double bruteForceMinMax(const std::vector<double> &cost, int stages) {
+  const int n = static_cast<int>(cost.size());
+  double best = std::numeric_limits<double>::infinity();
+  std::function<void(int, int, double)> rec = [&](int first, int left, double worst) {
+    if (left == 1) {
+      double c = 0;
+      for (int i = first; i < n; ++i)
+        c += cost[i];
+      best = std::min(best, std::max(worst, c));
+      return;
+    }
+    double c = 0;
+    for (int end = first + 1; end <= n - (left - 1); ++end) {
+      c += cost[end - 1];
+      rec(end, left - 1, std::max(worst, c));
+    }
+  };
+  rec(0, stages, 0);
+  return best;
 }
 
 } // namespace pf::sched::test

@@ -60,6 +60,25 @@ pfrt_status checkPreconditionEigen(
     const pfrt_tensor *grad_w, const pfrt_tensor *grad_b, int32_t w_transposed,
     const pfrt_tensor *out_w, const pfrt_tensor *out_b, PreconditionDims &dims);
 
+/// The coefficients of a K-FAC factor update over `rows` rows: the new
+/// factor is alpha·(its sum over the rows) + beta·(the old one), for every
+/// mode of pfrt_kfac_factor and pfrt_kfac_layer_norm_factor (both backends).
+struct FactorUpdateCoefficients {
+  double alpha = 0, beta = 0;
+};
+inline FactorUpdateCoefficients factorUpdateCoefficients(int64_t rows, double scale, int32_t mode,
+                                                         double decay) {
+  FactorUpdateCoefficients c;
+  c.alpha = rows ? scale / double(rows) : 0.0;
+  if (mode == PFRT_KFAC_ACCUMULATE) {
+    c.beta = 1;
+  } else if (mode == PFRT_KFAC_RUNNING_AVERAGE) {
+    c.beta = decay;
+    c.alpha *= 1 - decay;
+  }
+  return c;
+}
+
 /// pfrt_kfac_layer_norm_factor's dimensions once its arguments are checked.
 struct LayerNormFactorDims {
   int64_t rows = 0, width = 0;

@@ -423,13 +423,8 @@ pfrt_status pfrt_kfac_factor_cpu(pfrt_context *ctx, const pfrt_tensor *x,
     return call.fail(PFRT_UNSUPPORTED, "x of %lld rows x %lld exceeds the "
                      "BLAS int range", static_cast<long long>(n),
                      static_cast<long long>(d));
-  double alpha = n ? scale / double(n) : 0.0, beta = 0;
-  if (mode == PFRT_KFAC_ACCUMULATE) {
-    beta = 1;
-  } else if (mode == PFRT_KFAC_RUNNING_AVERAGE) {
-    beta = decay;
-    alpha *= 1 - decay;
-  }
+  const FactorUpdateCoefficients update = factorUpdateCoefficients(n, scale, mode, decay);
+  const double alpha = update.alpha, beta = update.beta;
   visitFloat(x->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     kfacFactor(ctx, static_cast<const T *>(x->data), n, d, bias, alpha, beta,
@@ -815,13 +810,8 @@ pfrt_status pfrt_kfac_layer_norm_factor_cpu(pfrt_context *ctx, const pfrt_tensor
   LayerNormFactorDims d;
   PFRT_TRY(checkLayerNormFactor(call, x, dy, epsilon, scale, mode, decay, factor, d));
   // The same alpha/beta as pfrt_kfac_factor's.
-  double alpha = d.rows ? scale / double(d.rows) : 0.0, beta = 0;
-  if (mode == PFRT_KFAC_ACCUMULATE) {
-    beta = 1;
-  } else if (mode == PFRT_KFAC_RUNNING_AVERAGE) {
-    beta = decay;
-    alpha *= 1 - decay;
-  }
+  const FactorUpdateCoefficients update = factorUpdateCoefficients(d.rows, scale, mode, decay);
+  const double alpha = update.alpha, beta = update.beta;
   std::vector<double> ss(size_t(d.width), 0.0), sb(size_t(d.width), 0.0), bb(size_t(d.width), 0.0);
   visitFloat(x->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -520,13 +520,8 @@ pfrt_status kfacFactorEntry(pfrt_context *ctx, const pfrt_tensor *x,
                      "cuBLAS's int", static_cast<long long>(n),
                      static_cast<long long>(d));
   // The same alpha/beta as the CPU backend's SYRK.
-  double alpha = n ? scale / double(n) : 0.0, beta = 0;
-  if (mode == PFRT_KFAC_ACCUMULATE) {
-    beta = 1;
-  } else if (mode == PFRT_KFAC_RUNNING_AVERAGE) {
-    beta = decay;
-    alpha *= 1 - decay;
-  }
+  const FactorUpdateCoefficients update = factorUpdateCoefficients(n, scale, mode, decay);
+  const double alpha = update.alpha, beta = update.beta;
   if (dp == 0)
     return PFRT_OK;
   auto run = [&](auto tag) -> pfrt_status {
@@ -1075,13 +1070,8 @@ pfrt_status kfacLayerNormFactorEntry(pfrt_context *ctx, const pfrt_tensor *x, co
   LayerNormFactorDims d;
   PFRT_TRY(checkLayerNormFactor(call, x, dy, epsilon, scale, mode, decay, factor, d));
   // The same alpha/beta as pfrt_kfac_factor's.
-  double alpha = d.rows ? scale / double(d.rows) : 0.0, beta = 0;
-  if (mode == PFRT_KFAC_ACCUMULATE) {
-    beta = 1;
-  } else if (mode == PFRT_KFAC_RUNNING_AVERAGE) {
-    beta = decay;
-    alpha *= 1 - decay;
-  }
+  const FactorUpdateCoefficients update = factorUpdateCoefficients(d.rows, scale, mode, decay);
+  const double alpha = update.alpha, beta = update.beta;
   if (d.width == 0)
     return PFRT_OK;
   auto run = [&](auto tag) -> pfrt_status {

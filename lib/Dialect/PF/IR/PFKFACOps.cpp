@@ -233,6 +233,22 @@ LogicalResult KFACRefreshInversesOp::verify() {
   return success();
 }
 
+/// The token count a capture op scales its factor by (scale_by_loss_count):
+/// the sum of the counts of the function's masked-LM losses. The backward
+/// pass is built after the losses, so their counts dominate the capture's
+/// gradient; several losses (micro-batches) form one count-weighted mean,
+/// whose per-token gradients are divided by the total count.
+static LogicalResult totalLossCount(OpBuilder &b, Operation *capture, Value &count) {
+  capture->getParentRegion()->walk([&](SoftmaxCrossEntropyOp loss) {
+    count = count ? AddOp::create(b, capture->getLoc(), count, loss.getCount()).getResult()
+                  : loss.getCount();
+  });
+  if (!count)
+    return capture->emitError(
+        "scale_by_loss_count, but the function has no pf.softmax_cross_entropy");
+  return success();
+}
+
 LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> resultGrads,
                                                  ArrayRef<bool> wanted,
                                                  SmallVectorImpl<Value> &operandGrads) {
@@ -241,17 +257,8 @@ LogicalResult KFACCaptureOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> r
   if (!grad)
     return success();
   Value count;
-  if (getScaleByLossCount()) {
-    // The backward pass is built after the losses, so their counts dominate
-    // here. Several losses (micro-batches) form one count-weighted mean, whose
-    // per-token gradients are divided by the total count.
-    (*this)->getParentRegion()->walk([&](SoftmaxCrossEntropyOp loss) {
-      count = count ? AddOp::create(b, getLoc(), count, loss.getCount()).getResult()
-                    : loss.getCount();
-    });
-    if (!count)
-      return emitError("scale_by_loss_count, but the function has no pf.softmax_cross_entropy");
-  }
+  if (getScaleByLossCount() && failed(totalLossCount(b, getOperation(), count)))
+    return failure();
   KFACUpdateFactorOp::create(b, getLoc(), grad, getStep(), count, Value(), Value(), getFactorAttr(),
                              UnitAttr(), getScaleAttr(), getDecayAttr(), getEveryAttr(),
                              b.getI64IntegerAttr(1));
@@ -357,15 +364,8 @@ LogicalResult KFACCaptureLayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value
   if (!grad)
     return success();
   Value count;
-  if (getScaleByLossCount()) {
-    // As pf.kfac.capture_output: the losses' counts dominate the backward.
-    (*this)->getParentRegion()->walk([&](SoftmaxCrossEntropyOp loss) {
-      count =
-          count ? AddOp::create(b, getLoc(), count, loss.getCount()).getResult() : loss.getCount();
-    });
-    if (!count)
-      return emitError("scale_by_loss_count, but the function has no pf.softmax_cross_entropy");
-  }
+  if (getScaleByLossCount() && failed(totalLossCount(b, getOperation(), count)))
+    return failure();
   KFACUpdateLayerNormFactorOp::create(b, getLoc(), getInput(), grad, getStep(), count, Value(),
                                       getFactorAttr(), getEpsilonAttr(), getScaleAttr(),
                                       getDecayAttr(), getEveryAttr());
