@@ -61,6 +61,8 @@ def test_factors_change_only_on_their_steps(tiny):
      "above 1, --kfac without --kfac-window"),
     (("--kfac", "--kfac-refresh-warmup", "1", "--kfac-factor-every", "2", "--pipeline",
       "microbatches=2 kfac=bubbles"), "the windows decide the factor steps"),
+    (("--kfac", "--kfac-refresh-warmup", "1", "--kfac-interval-schedule", "step", "--pipeline",
+      "microbatches=2 kfac=bubbles"), "the windows decide the factor and refresh steps"),
 ])
 def test_bad_factor_intervals_are_refused(tiny, args, message):
     proc = _train(tiny, 2, *args, check=False)

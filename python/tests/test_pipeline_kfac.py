@@ -74,6 +74,11 @@ PARITY = [(model, ranks, schedule, 4, ())
     ("tiny", 2, "1f1b", 4, ("--kfac-basis", "eigen")),
     # A damping schedule: every rank's refresh reads the step's kfac_damping.
     ("tiny", 2, "gpipe", 4, ("--kfac-damping-schedule", "warmup", "--kfac-damping-warmup", "10")),
+    # An interval schedule: every rank's refresh reads kfac_refresh_due and
+    # its factor updates kfac_curvature (refresh K and F grow 1, 2, 4).
+    ("tiny", 2, "1f1b", 4, ("--kfac-interval-schedule", "step", "--kfac-refresh-warmup", "2",
+                            "--kfac-interval-growth", "2", "--kfac-interval-every", "2",
+                            "--kfac-interval-max", "4")),
 ]
 
 

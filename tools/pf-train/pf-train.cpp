@@ -583,9 +583,11 @@ llvm::Error prepareIntervalSchedule() {
     return llvm::Error::success();
   if (!training.kfac)
     return error("--kfac-interval-schedule schedules K-FAC's intervals: it needs --kfac");
-  if (training.kfacWindow > 0 || !pipelineSpec.empty())
-    return error("--kfac-interval-schedule is single-process K-FAC for now: not with "
-                 "--kfac-window or --pipeline (whose windows decide the steps)");
+  // K-FAC in the bubbles (--kfac-window, --pipeline "kfac=bubbles", checked
+  // with the pipeline's options) decides its steps by its windows.
+  if (training.kfacWindow > 0)
+    return error("--kfac-interval-schedule: not with --kfac-window, whose windows decide the "
+                 "steps");
   if (intervalGrowth < 1 || intervalEvery < 1 || intervalMax < 1)
     return error(llvm::formatv("--kfac-interval-growth, --kfac-interval-every and "
                                "--kfac-interval-max must be >= 1 (got {0}, {1} and {2})",
@@ -1290,6 +1292,10 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
   if (training.kfacFactorEvery > 1 && pipeline.kfac == mlir::pf::KfacWork::Bubbles)
     return fail("--kfac-factor-every with --pipeline \"kfac=bubbles\": the windows decide the "
                 "factor steps (refresh=K)");
+  if (intervalSchedule != IntervalSchedule::Constant &&
+      pipeline.kfac == mlir::pf::KfacWork::Bubbles)
+    return fail("--kfac-interval-schedule with --pipeline \"kfac=bubbles\": the windows decide "
+                "the factor and refresh steps (refresh=K)");
   if (pipeline.kfac == mlir::pf::KfacWork::Bubbles) {
     if (!training.kfac)
       return fail("--pipeline \"kfac=bubbles\" places K-FAC work: it needs --kfac");
@@ -1575,8 +1581,10 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     inputs["step"] = scalar<int64_t>(7, step);
     if (bubbles)
       inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
-    else if (training.kfacFactorEvery > 1)
+    else if (training.kfacFactorEvery > 1 || training.precondition.curvatureInput)
       inputs["kfac_curvature"] = scalar<int64_t>(7, updatesFactors(step));
+    if (training.precondition.refreshInput)
+      inputs["kfac_refresh_due"] = scalar<int64_t>(7, refreshesInverses(step));
     std::map<std::string, drv::NpyArray> outputs;
     if (auto err = runner.runStep(inputs, outputs, step))
       return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
@@ -1620,7 +1628,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
       llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
                                     "ms/step {4,7:F1}{5}\n",
                                     step, float(loss), learningRate(step), windowTokens / seconds,
-                                    1e3 * seconds / windowSteps, dampingColumn(step))
+                                    1e3 * seconds / windowSteps,
+                                    dampingColumn(step) + intervalColumn(step))
                           .str(); // one write: other ranks' lines interleave by write
       llvm::outs().flush();
       windowStart = std::chrono::steady_clock::now();

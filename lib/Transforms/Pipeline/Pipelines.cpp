@@ -52,7 +52,9 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   if (training.kfac) {
     PFKFACPreconditionOptions precondition = preconditionOptions(training);
     precondition.bubbles = pipeline.kfac == KfacWork::Bubbles;
-    precondition.curvatureInput = training.kfacFactorEvery != 1;
+    // The factor updates read kfac_curvature for F != 1 and under the host's
+    // interval schedule (curvature-input set by pf-train).
+    precondition.curvatureInput |= training.kfacFactorEvery != 1;
     pm.addPass(createPFKFACPrecondition(precondition));
     // In the bubbles: the factor updates become calls the programs place.
     if (precondition.bubbles)

@@ -120,9 +120,6 @@ struct KFACPreconditionPass
   /// functions: the module records κ and the single-process order of the sum
   /// (pf.kfac_kl_clip, pf.kfac_kl_order) for the rank programs.
   LogicalResult runOnStages(ModuleOp module, ArrayRef<func::FuncOp> gradientFunctions) {
-    if (refreshInput)
-      return module.emitError("pf-kfac-precondition: refresh-input does not apply to a split "
-                              "module yet (the rank programs refresh at refresh-every)");
     if (exportFactors)
       return module.emitError("pf-kfac-precondition: export-factors does not apply to a split "
                               "module (the factors are parameters: read them from a "
@@ -190,6 +187,8 @@ struct KFACPreconditionPass
     argTypes.push_back(RankedTensorType::get({}, builder.getI64Type()));
     if (dampingInput) // before the body: dampingArgument finds it by name
       argTypes.push_back(RankedTensorType::get({}, builder.getF64Type()));
+    if (refreshInput) // likewise for emitLayer's due flag
+      argTypes.push_back(RankedTensorType::get({}, builder.getI64Type()));
     if (!bubbles) // the refresh outcomes come from the inverse functions
       resultTypes.push_back(RankedTensorType::get({}, builder.getI32Type()));
 
@@ -209,6 +208,9 @@ struct KFACPreconditionPass
     func.setArgAttr(gradNames.size(), kNameAttrName, builder.getStringAttr("step"));
     if (dampingInput)
       func.setArgAttr(gradNames.size() + 1, kNameAttrName, builder.getStringAttr("kfac_damping"));
+    if (refreshInput)
+      func.setArgAttr(gradNames.size() + 1 + unsigned(dampingInput), kNameAttrName,
+                      builder.getStringAttr("kfac_refresh_due"));
     if (!bubbles)
       func.setResultAttr(gradNames.size(), kNameAttrName, builder.getStringAttr("kfac/issues"));
     Block *entry = func.addEntryBlock();

@@ -13,6 +13,7 @@
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true kfac-work=bubbles split-precondition=false" | FileCheck %s --check-prefix=CHIMERA-BOTH --implicit-check-not=pf.broadcast
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=BUBBLES
 // RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 microbatches=2" --pf-build-rank-programs="microbatches=4" 2>&1 | FileCheck %s --check-prefix=KFAC-N
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 microbatches=2" --pf-kfac-precondition="refresh-input=true damping-input=true" | FileCheck %s --check-prefix=REFRESH-INPUT
 
 // The step's gradient order, for the single-process norm.
 // CHECK: module attributes {pf.step_gradients = ["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]}
@@ -231,3 +232,12 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
   %logits = pf.linear %r, %emb, %bias {transpose_weight} : (tensor<4x8x16xf32>, tensor<100x16xf32>, tensor<100xf32>) -> tensor<4x8x100xf32>
   return %logits : tensor<4x8x100xf32>
 }
+
+// An interval schedule on ranks (pf-train --kfac-interval-schedule with
+// --pipeline): every layer's precondition function takes the host's due flag
+// after its damping, and its refresh reads it.
+// REFRESH-INPUT-LABEL: func.func @stage0_kfac_precondition_0(
+// REFRESH-INPUT-SAME: {pf.name = "step"}, %[[DAMPING:.*]]: tensor<f64> {pf.name = "kfac_damping"}, %[[DUE:.*]]: tensor<i64> {pf.name = "kfac_refresh_due"})
+// REFRESH-INPUT: pf.kfac.refresh_inverses({{.*}} due(%[[DUE]] : tensor<i64>) damping(%[[DAMPING]] : tensor<f64>)
+// REFRESH-INPUT-LABEL: func.func @stage1_kfac_precondition_2(
+// REFRESH-INPUT-SAME: {pf.name = "kfac_refresh_due"})

@@ -353,8 +353,9 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
     Option<"refreshInput", "refresh-input", "bool", /*default=*/"false",
            "The inverse refreshes run only when the scalar graph input `kfac_refresh_due` "
            "(added if missing) is non-zero, instead of at refresh-every and refresh-warmup: "
-           "the host's refresh-interval schedule (pf-train --kfac-interval-schedule); one "
-           "function only, not with bubbles (default: false)">,
+           "the host's refresh-interval schedule (pf-train --kfac-interval-schedule); on a "
+           "split module every stage<s>_kfac_precondition_<l> takes it; not with bubbles "
+           "(default: false)">,
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
            "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...; with basis=eigen "
