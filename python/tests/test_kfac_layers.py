@@ -39,6 +39,21 @@ func.func @main(%x: {t} {{pf.name = "x"}}, %probe: {t} {{pf.name = "probe"}})
 '''
 
 
+def _kfac_step(tmp_path, module, insert_options, damping, x, probe):
+    """One K-FAC step of `module` (pf-insert-kfac with `insert_options`, no
+    KL-clip or grafting, factors exported) run by pf-run on (x, probe): its
+    outputs."""
+    (tmp_path / "m.mlir").write_text(module)
+    run_tool("pf-opt", str(tmp_path / "m.mlir"), f"--pf-insert-kfac={insert_options}",
+             "--pf-build-gradients",
+             f"--pf-kfac-precondition=damping={damping} kl-clip=0 graft=none export-factors=true",
+             "-o", str(tmp_path / "step.mlir"))
+    np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
+    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
+             "--outputs", str(tmp_path / "out.npz"))
+    return dict(np.load(tmp_path / "out.npz"))
+
+
 def test_head_transform_matches_numpy(tmp_path):
     rng = np.random.default_rng(17)
     w = rng.normal(size=(HIDDEN, HIDDEN)).astype(np.float32)
@@ -46,15 +61,7 @@ def test_head_transform_matches_numpy(tmp_path):
     x = rng.normal(size=(ROWS, HIDDEN)).astype(np.float32)
     probe = rng.normal(size=(ROWS, HIDDEN)).astype(np.float32)
     damping = 0.05
-    (tmp_path / "m.mlir").write_text(_head_module(w, b))
-    run_tool("pf-opt", str(tmp_path / "m.mlir"), "--pf-insert-kfac=layers=encoder-and-head",
-             "--pf-build-gradients",
-             f"--pf-kfac-precondition=damping={damping} kl-clip=0 graft=none export-factors=true",
-             "-o", str(tmp_path / "step.mlir"))
-    np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
-    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
-             "--outputs", str(tmp_path / "out.npz"))
-    got = dict(np.load(tmp_path / "out.npz"))
+    got = _kfac_step(tmp_path, _head_module(w, b), "layers=encoder-and-head", damping, x, probe)
 
     x64, g = x.astype(np.float64), probe.astype(np.float64)
     A = x64.T @ x64 / ROWS
@@ -216,15 +223,8 @@ def test_layer_norm_matches_numpy(tmp_path, variant):
     x = rng.normal(size=(ROWS, HIDDEN)).astype(np.float32)
     probe = rng.normal(size=(ROWS, HIDDEN)).astype(np.float32)
     eps, damping = 1e-5, 0.05
-    (tmp_path / "m.mlir").write_text(_layer_norm_module(w, b, gamma, beta, eps))
-    run_tool("pf-opt", str(tmp_path / "m.mlir"), f"--pf-insert-kfac=layer-norm={variant}",
-             "--pf-build-gradients",
-             f"--pf-kfac-precondition=damping={damping} kl-clip=0 graft=none export-factors=true",
-             "-o", str(tmp_path / "step.mlir"))
-    np.savez(tmp_path / "in.npz", x=x, probe=probe, step=np.int64(1))
-    run_tool("pf-run", str(tmp_path / "step.mlir"), "--inputs", str(tmp_path / "in.npz"),
-             "--outputs", str(tmp_path / "out.npz"))
-    got = dict(np.load(tmp_path / "out.npz"))
+    got = _kfac_step(tmp_path, _layer_norm_module(w, b, gamma, beta, eps),
+                     f"layer-norm={variant}", damping, x, probe)
 
     u = x.astype(np.float64) @ w.T.astype(np.float64) + b
     # dObj/dz = probe, so dy of the LayerNorm's output is the probe.
