@@ -98,7 +98,7 @@ void reduceRuns(const pfrt_context *ctx, const ReducePlan &plan, const T *x,
 }
 
 /// Columns of an output row accumulated together (a stack buffer).
-constexpr int64_t kColumnTile = 256;
+constexpr int64_t kColumnTile = 2048;
 
 /// Last block kept: each output row of `run` elements is the sum of the
 /// reduced input rows; columns are tiled so that the accumulator stays on

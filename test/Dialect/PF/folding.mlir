@@ -390,6 +390,54 @@ func.func @refine_dynamic(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %d: tensor<?x8
   return %0, %1, %2 : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>
 }
 
+//===--- Unit operands ------------------------------------------------------===//
+
+// x * 1, 1 * x, x / 1 and x - (+0) are x itself when x has the result's type
+// (exact for every x): the autodiff's scaling of the logits' gradient by one
+// used to be a pass over 31M elements.
+// CHECK-LABEL: func.func @unit_operands
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[I:.*]]: tensor<3xi64>)
+// CHECK-NOT: pf.mul
+// CHECK-NOT: pf.div
+// CHECK-NOT: pf.sub
+// CHECK: return %[[X]], %[[X]], %[[X]], %[[X]], %[[I]]
+func.func @unit_operands(%x: tensor<4x8xf32>, %i: tensor<3xi64>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<3xi64>) {
+  %one = pf.constant dense<1.0> : tensor<f32>
+  %zero = pf.constant dense<0.0> : tensor<f32>
+  %ione = pf.constant dense<1> : tensor<i64>
+  %0 = pf.mul %x, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %1 = pf.mul %one, %x : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = pf.div %x, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %3 = pf.sub %x, %zero : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %4 = pf.mul %i, %ione : (tensor<3xi64>, tensor<i64>) -> tensor<3xi64>
+  return %0, %1, %2, %3, %4 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<3xi64>
+}
+
+// Kept: the unit broadcasts x to a larger shape, x - (-0) turns -0 into +0,
+// 1 / x and 0 - x are not x, and a scale other than one.
+// CHECK-LABEL: func.func @unit_operands_kept
+// CHECK: pf.mul {{.*}} -> tensor<4x8xf32>
+// CHECK-NEXT: pf.sub
+// CHECK-NEXT: pf.div
+// CHECK-NEXT: pf.sub
+// CHECK-NEXT: pf.mul
+// CHECK-NEXT: return
+func.func @unit_operands_kept(%x: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %ones = pf.constant dense<1.0> : tensor<4x8xf32>
+  %nzero = pf.constant dense<-0.0> : tensor<f32>
+  %one = pf.constant dense<1.0> : tensor<f32>
+  %zero = pf.constant dense<0.0> : tensor<f32>
+  %two = pf.constant dense<2.0> : tensor<f32>
+  %0 = pf.mul %x, %ones : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = pf.sub %x, %nzero : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %2 = pf.div %one, %x : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %3 = pf.sub %zero, %x : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %4 = pf.mul %x, %two : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  return %0, %1, %2, %3, %4 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
 {-#
   dialect_resources: {
     builtin: {

@@ -108,6 +108,24 @@ OpFoldResult foldBinary(Value result, Attribute lhsAttr, Attribute rhsAttr,
   });
 }
 
+/// `lhs` itself when `rhsAttr` is a splat of exactly `unit` (+0.0, not -0.0)
+/// and `lhs` already has the result's type: x * 1, x / 1 and x - 0 are exact
+/// for every x (signed zeros, infinities and NaNs included), so the autodiff's
+/// scalings by one cost no pass over the tensor (the masked-LM logits'
+/// gradient is 31M elements).
+OpFoldResult foldUnitOperand(Value result, Value lhs, Attribute rhsAttr, double unit) {
+  auto splat = dyn_cast_or_null<SplatElementsAttr>(rhsAttr);
+  if (!splat || lhs.getType() != result.getType())
+    return {};
+  Type element = splat.getElementType();
+  bool isUnit = false;
+  if (isa<FloatType>(element))
+    isUnit = splat.getSplatValue<APFloat>().isExactlyValue(unit);
+  else if (isa<IntegerType>(element) && !element.isInteger(1))
+    isUnit = splat.getSplatValue<APInt>().getSExtValue() == int64_t(unit);
+  return isUnit ? OpFoldResult(lhs) : OpFoldResult();
+}
+
 /// Reinterprets a constant with the op's (static) result type.
 OpFoldResult foldReshapeLike(Value result, Attribute input) {
   auto dense = dyn_cast_or_null<DenseElementsAttr>(input);
@@ -134,18 +152,26 @@ OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  if (OpFoldResult same = foldUnitOperand(getOutput(), getLhs(), adaptor.getRhs(), 0.0))
+    return same;
   return foldBinary(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
                     [](const APInt &a, const APInt &b) { return a - b; },
                     [](const APFloat &a, const APFloat &b) { return a - b; });
 }
 
 OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  if (OpFoldResult same = foldUnitOperand(getOutput(), getLhs(), adaptor.getRhs(), 1.0))
+    return same;
+  if (OpFoldResult same = foldUnitOperand(getOutput(), getRhs(), adaptor.getLhs(), 1.0))
+    return same;
   return foldBinary(getOutput(), adaptor.getLhs(), adaptor.getRhs(),
                     [](const APInt &a, const APInt &b) { return a * b; },
                     [](const APFloat &a, const APFloat &b) { return a * b; });
 }
 
 OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  if (OpFoldResult same = foldUnitOperand(getOutput(), getLhs(), adaptor.getRhs(), 1.0))
+    return same;
   return foldBinary(
       getOutput(), adaptor.getLhs(), adaptor.getRhs(),
       [](const APInt &a, const APInt &b) -> std::optional<APInt> {
