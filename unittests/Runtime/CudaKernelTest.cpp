@@ -175,6 +175,8 @@ protected:
       return reinterpret_cast<const int32_t *>(b.data())[i];
     case PFRT_I64:
       return double(reinterpret_cast<const int64_t *>(b.data())[i]);
+    case PFRT_F16: // the bits: casts to f16 are compared exactly
+      return reinterpret_cast<const uint16_t *>(b.data())[i];
     default:
       return b[i * pfrt_dtype_size(dtype)];
     }
@@ -246,8 +248,43 @@ protected:
     }
   }
 
+  /// Random bits in every f16 element of p, on both sides (make() fills
+  /// only the low byte).
+  void randomHalfBits(Pair &p, unsigned seed) {
+    std::mt19937 gen(seed);
+    auto *bits = reinterpret_cast<uint16_t *>(p.host.data());
+    for (int64_t i = 0; i < p.bytes / 2; ++i)
+      bits[i] = uint16_t(gen());
+    ASSERT_EQ(pfrt_copy_from_host(gGpu, p.host.data(), &p.dev), PFRT_OK);
+  }
+
+  /// The device side's status of a call: its own, or, when it succeeded,
+  /// that of the next pfrt_synchronize, where the CUDA backend reports what
+  /// its kernels found (DeviceError.h); the CPU side fails in the call.
+  static pfrt_status deviceStatus(pfrt_status call) {
+    return call != PFRT_OK ? call : pfrt_synchronize(gGpu);
+  }
+
+  /// Both sides failed alike: status and message.
+  static void expectSameError(pfrt_status cpu, pfrt_status gpu, pfrt_status want) {
+    EXPECT_EQ(cpu, want) << pfrt_last_error(gCpu);
+    EXPECT_EQ(gpu, want) << pfrt_last_error(gGpu);
+    EXPECT_EQ(std::string(pfrt_last_error(gGpu)), std::string(pfrt_last_error(gCpu)));
+  }
+
   std::vector<std::unique_ptr<Pair>> pairs;
 };
+
+/// NumPy's broadcast of two shapes (the tests' shapes do broadcast).
+Dims broadcastDims(const Dims &a, const Dims &b) {
+  Dims out(std::max(a.size(), b.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    out[out.size() - 1 - i] = da == 1 ? db : da;
+  }
+  return out;
+}
 
 /// The descriptor of p for the side being run.
 const pfrt_tensor *on(Pair &p, bool dev) { return dev ? &p.dev : &p.cpu; }
@@ -667,6 +704,145 @@ TEST_F(CudaKernels, DataMovement) {
   expectClose(cp, 0, 0, "reshape");
 }
 
+TEST_F(CudaKernels, BinaryBackwardBroadcast) {
+  // Both operands broadcast, neither, a scalar, and partial broadcasts on
+  // each side; a's gradient accumulates, b's is overwritten.
+  const std::pair<Dims, Dims> cases[] = {
+      {{3, 1, 5, 7}, {4, 1, 7}}, {{5, 9}, {5, 9}}, {{}, {6, 3}}, {{2, 1, 1}, {1, 3, 33}}};
+  for (int32_t dtype : {PFRT_F32, PFRT_F64})
+    for (int32_t kind = PFRT_BINARY_ADD; kind <= PFRT_BINARY_POW; ++kind)
+      for (const auto &[da, db] : cases) {
+        const Dims full = broadcastDims(da, db);
+        // |b| >= 0.25 keeps div's gradients moderate; pow's base positive.
+        Pair &a = make(dtype, da, 0.2, 2, 81), &b = make(dtype, db, 0.25, 2, 82);
+        Pair &dy = make(dtype, full, -1, 1, 83);
+        Pair &ga = make(dtype, da, -1, 1, 84), &gb = make(dtype, db, -1, 1, 85);
+        both([&](pfrt_context *c, bool d) {
+          return pfrt_binary_backward(c, kind, on(a, d), on(b, d), on(dy, d), 1, 0, on(ga, d),
+                                      on(gb, d));
+        });
+        const double rtol = dtype == PFRT_F32 ? 1e-5 : 1e-12, atol = rtol;
+        expectClose(ga, rtol, atol, "binary_backward grad_a");
+        expectClose(gb, rtol, atol, "binary_backward grad_b");
+        both([&](pfrt_context *c, bool d) { // only one gradient wanted
+          return pfrt_binary_backward(c, kind, on(a, d), on(b, d), on(dy, d), 0, 0, nullptr,
+                                      on(gb, d));
+        });
+        expectClose(gb, rtol, atol, "binary_backward grad_b alone");
+      }
+  // A wrong gradient shape: the CPU's message.
+  Pair &a = make(PFRT_F32, {3, 4}), &b = make(PFRT_F32, {4}), &dy = make(PFRT_F32, {3, 4});
+  Pair &wrong = make(PFRT_F32, {3});
+  expectSameError(pfrt_binary_backward(gCpu, PFRT_BINARY_MUL, &a.cpu, &b.cpu, &dy.cpu, 0, 0,
+                                       nullptr, &wrong.cpu),
+                  pfrt_binary_backward(gGpu, PFRT_BINARY_MUL, &a.dev, &b.dev, &dy.dev, 0, 0,
+                                       nullptr, &wrong.dev),
+                  PFRT_INVALID_ARGUMENT);
+}
+
+TEST_F(CudaKernels, UnaryBackward) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64})
+    for (int32_t kind = PFRT_UNARY_SQRT; kind <= PFRT_UNARY_NEG; ++kind) {
+      const double lo = kind == PFRT_UNARY_SQRT ? 0.1 : -0.99;
+      Pair &v = make(dtype, {17, 33}, lo, 0.99, 86), &dy = make(dtype, {17, 33}, -1, 1, 87);
+      Pair &dx = make(dtype, {17, 33}, -1, 1, 88);
+      const double rtol = dtype == PFRT_F32 ? 4e-6 : 1e-13;
+      both([&](pfrt_context *c, bool d) {
+        return pfrt_unary_backward(c, kind, on(v, d), on(dy, d), 1, on(dx, d));
+      });
+      expectClose(dx, rtol, 1e-7, "unary_backward accumulating");
+      both([&](pfrt_context *c, bool d) { // in place: grad_in is grad_out
+        return pfrt_unary_backward(c, kind, on(v, d), on(dy, d), 0, on(dy, d));
+      });
+      expectClose(dy, rtol, 1e-7, "unary_backward in place");
+    }
+  Pair &x = make(PFRT_F32, {4}), &dy = make(PFRT_F32, {4}), &dx = make(PFRT_F32, {4});
+  expectSameError(pfrt_unary_backward(gCpu, 9, &x.cpu, &dy.cpu, 0, &dx.cpu),
+                  pfrt_unary_backward(gGpu, 9, &x.dev, &dy.dev, 0, &dx.dev), PFRT_INVALID_ARGUMENT);
+}
+
+TEST_F(CudaKernels, MatmulBackward) {
+  struct Case {
+    Dims a, b, out;
+  } cases[] = {{{2, 3, 37, 19}, {19, 23}, {2, 3, 37, 23}}, // one GEMM per gradient
+               {{6, 37, 19}, {6, 19, 23}, {6, 37, 23}},    // strided batched
+               {{1, 64}, {8, 64, 65}, {8, 1, 65}},         // a shared: summed over 8
+               {{2, 1, 9, 5}, {1, 3, 5, 4}, {2, 3, 9, 4}}, // partial broadcasts
+               {{5, 7}, {7}, {5}},
+               {{7}, {7, 4}, {4}},
+               {{3, 0, 5}, {5, 6}, {3, 0, 6}}}; // empty rows: grad_b is 0
+  for (const Case &k : cases)
+    for (int32_t dtype : {PFRT_F32, PFRT_F64}) {
+      Pair &a = make(dtype, k.a, -1, 1, 89), &b = make(dtype, k.b, -1, 1, 90);
+      Pair &dy = make(dtype, k.out, -1, 1, 91);
+      Pair &ga = make(dtype, k.a, -1, 1, 92), &gb = make(dtype, k.b, -1, 1, 93);
+      const double rtol = dtype == PFRT_F32 ? 1e-4 : 1e-12, atol = dtype == PFRT_F32 ? 1e-5 : 1e-12;
+      for (auto [accA, accB] : {std::pair{1, 0}, std::pair{0, 1}}) {
+        both([&](pfrt_context *c, bool d) {
+          return pfrt_matmul_backward(c, on(a, d), on(b, d), on(dy, d), accA, accB, on(ga, d),
+                                      on(gb, d));
+        });
+        expectClose(ga, rtol, atol, "matmul_backward grad_a");
+        expectClose(gb, rtol, atol, "matmul_backward grad_b");
+      }
+    }
+  Pair &a = make(PFRT_F32, {3, 4}), &b = make(PFRT_F32, {5, 6}), &dy = make(PFRT_F32, {3, 6});
+  expectSameError(pfrt_matmul_backward(gCpu, &a.cpu, &b.cpu, &dy.cpu, 0, 0, nullptr, nullptr),
+                  pfrt_matmul_backward(gGpu, &a.dev, &b.dev, &dy.dev, 0, 0, nullptr, nullptr),
+                  PFRT_INVALID_ARGUMENT);
+}
+
+TEST_F(CudaKernels, IntegerDivisionAndNeg) {
+  for (int32_t dtype : {PFRT_I32, PFRT_I64}) {
+    Pair &a = make(dtype, {3, 1, 5}, -1000, 1000, 94), &b = make(dtype, {4, 1}, 1, 9, 95);
+    Pair &out = make(dtype, {3, 4, 5});
+    if (dtype == PFRT_I32) {
+      set<int32_t>(b, 0, -1);
+      set<int32_t>(b, 2, -7);
+    } else {
+      set<int64_t>(b, 0, -1);
+      set<int64_t>(b, 2, -7);
+    }
+    both([&](pfrt_context *c, bool d) { return pfrt_div(c, on(a, d), on(b, d), on(out, d)); });
+    expectClose(out, 0, 0, "integer div");
+    // A zero divisor: PFRT_NUMERIC with the CPU's message (at the next
+    // synchronize on CUDA), then the context works again.
+    if (dtype == PFRT_I32)
+      set<int32_t>(b, 3, 0);
+    else
+      set<int64_t>(b, 3, 0);
+    expectSameError(pfrt_div(gCpu, &a.cpu, &b.cpu, &out.cpu),
+                    deviceStatus(pfrt_div(gGpu, &a.dev, &b.dev, &out.dev)), PFRT_NUMERIC);
+    both([&](pfrt_context *c, bool d) { return pfrt_mul(c, on(a, d), on(b, d), on(out, d)); });
+    expectClose(out, 0, 0, "mul after the error");
+  }
+  for (int32_t dtype : {PFRT_I8, PFRT_I32, PFRT_I64}) {
+    Pair &x = make(dtype, {3, 37}, -128, 127, 96), &out = make(dtype, {3, 37});
+    both([&](pfrt_context *c, bool d) { return pfrt_neg(c, on(x, d), on(out, d)); });
+    expectClose(out, 0, 0, "integer neg");
+  }
+}
+
+TEST_F(CudaKernels, CastToAndFromF16) {
+  const int32_t dtypes[] = {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL};
+  Pair &half = make(PFRT_F16, {3, 1001});
+  randomHalfBits(half, 97);
+  for (int32_t to : dtypes) {
+    Pair &out = make(to, {3, 1001});
+    both([&](pfrt_context *c, bool d) { return pfrt_cast(c, on(half, d), on(out, d)); });
+    expectClose(out, 0, 0, "cast from f16");
+  }
+  for (int32_t from : dtypes) {
+    // Past f16's largest finite value (65504) and into its subnormals.
+    Pair &x = make(from, {3, 1001}, -70000, 70000, 98), &out = make(PFRT_F16, {3, 1001});
+    both([&](pfrt_context *c, bool d) { return pfrt_cast(c, on(x, d), on(out, d)); });
+    expectClose(out, 0, 0, "cast to f16 (bits)");
+    Pair &small = make(from, {3, 1001}, -1e-4, 1e-4, 99), &tiny = make(PFRT_F16, {3, 1001});
+    both([&](pfrt_context *c, bool d) { return pfrt_cast(c, on(small, d), on(tiny, d)); });
+    expectClose(tiny, 0, 0, "cast to f16, subnormals (bits)");
+  }
+}
+
 TEST_F(CudaKernels, GatherAndScatterAdd) {
   Pair &table = make(PFRT_F32, {101, 33}, -1, 1, 39);
   Pair &idx = make(PFRT_I32, {4, 9}, -101, 100, 40), &out = make(PFRT_F32, {4, 9, 33});
@@ -677,8 +853,23 @@ TEST_F(CudaKernels, GatherAndScatterAdd) {
     return pfrt_gather_backward(c, on(idx, d), on(dy, d), 0, 1, on(grad, d));
   });
   expectClose(grad, 1e-5, 1e-6, "gather_backward (atomic order)");
-  set<int32_t>(idx, 0, 101);
-  EXPECT_EQ(pfrt_gather(gGpu, &table.dev, &idx.dev, 0, &out.dev), PFRT_INVALID_ARGUMENT);
+  // Out-of-range indices: the CPU's status and message (the first bad
+  // element, not the largest), reported by CUDA at the next synchronize
+  // without a wait in the call; then the context works again.
+  set<int32_t>(idx, 5, 101);
+  set<int32_t>(idx, 30, -102);
+  expectSameError(pfrt_gather(gCpu, &table.cpu, &idx.cpu, 0, &out.cpu),
+                  deviceStatus(pfrt_gather(gGpu, &table.dev, &idx.dev, 0, &out.dev)),
+                  PFRT_INVALID_ARGUMENT);
+  expectSameError(pfrt_gather_backward(gCpu, &idx.cpu, &dy.cpu, 0, 1, &grad.cpu),
+                  deviceStatus(pfrt_gather_backward(gGpu, &idx.dev, &dy.dev, 0, 1, &grad.dev)),
+                  PFRT_INVALID_ARGUMENT);
+  set<int32_t>(idx, 5, 3);
+  set<int32_t>(idx, 30, -3);
+  both([&](pfrt_context *c, bool d) {
+    return pfrt_gather(c, on(table, d), on(idx, d), 0, on(out, d));
+  });
+  expectClose(out, 0, 0, "gather after the error");
 }
 
 TEST_F(CudaKernels, Optimizers) {
@@ -725,6 +916,23 @@ TEST_F(CudaKernels, Optimizers) {
     return pfrt_clip_by_global_norm(c, d ? listG : listC, 2, 1.0, &norm);
   });
   expectClose(g, 1e-6, 1e-9, "clipped");
+  // Without a norm output (the lowering's call) CUDA clips on the device.
+  both([&](pfrt_context *c, bool d) {
+    return pfrt_clip_by_global_norm(c, d ? listG : listC, 2, 0.5, nullptr);
+  });
+  expectClose(p, 1e-6, 1e-9, "clipped on the device");
+  expectClose(g, 1e-6, 1e-9, "clipped on the device");
+  both([&](pfrt_context *c, bool d) { // within max_norm: unchanged
+    return pfrt_clip_by_global_norm(c, d ? listG : listC, 2, 1e6, nullptr);
+  });
+  expectClose(g, 1e-6, 1e-9, "not clipped");
+  // A non-finite norm: PFRT_NUMERIC with the CPU's message, unscaled.
+  set<float>(g, 7, INFINITY);
+  expectSameError(pfrt_clip_by_global_norm(gCpu, listC, 2, 0.5, nullptr),
+                  deviceStatus(pfrt_clip_by_global_norm(gGpu, listG, 2, 0.5, nullptr)),
+                  PFRT_NUMERIC);
+  expectClose(p, 1e-6, 1e-9, "left unscaled");
+  expectClose(g, 1e-6, 1e-9, "left unscaled");
 }
 
 TEST_F(CudaKernels, KfacFactorPiInverse) {

@@ -13,13 +13,18 @@
 #include "RuntimeTestUtil.h"
 
 #include "../../lib/Runtime/common/Shape.h"
+#include "../../lib/Runtime/cuda/DeviceError.h"
 #include "../../lib/Runtime/cuda/ElementwiseMath.h"
 #include "../../lib/Runtime/cuda/IndexingMath.h"
 #include "../../lib/Runtime/cuda/KfacMath.h"
 #include "../../lib/Runtime/cuda/OptimizerMath.h"
 #include "../../lib/Runtime/cuda/RowMath.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
 
 using namespace pfrt_test;
 namespace cu = pfrt::cuda;
@@ -543,6 +548,282 @@ TEST_F(CudaMath, ScatterCombineMatchesCpu) {
   ASSERT_EQ(pfrt_scatter_nd(ctx, &td, &ti, &tu, PFRT_SCATTER_MUL, &to), PFRT_OK);
   EXPECT_EQ(out[1], cu::scatterCombine(PFRT_SCATTER_MUL,
                                        cu::scatterCombine(PFRT_SCATTER_MUL, 2.0f, 10.0f), 20.0f));
+}
+
+/// pfrt_binary_backward composed as the CUDA kernels do: binaryGrad per
+/// element of the broadcast result; an operand that was broadcast sums its
+/// elements' contributions in double (one block per element on the GPU).
+template <class T>
+void checkBinaryBackward(pfrt_context *ctx, const Dims &da, const Dims &db, double rtol,
+                         double atol) {
+  const Dims full = broadcast(da, db);
+  auto a = random<T>(da, 0.2, 2.0, 51), b = random<T>(db, -1.5, 1.5, 52);
+  auto dy = random<T>(full, -1, 1, 53);
+  if (a.size() > 1)
+    a[0] = T(0); // pow's special cases at a == 0
+  if (b.size() > 1)
+    b[1] = T(0); // and at b == 0
+  const pfrt::Shape in[2] = {shapeOf(da), shapeOf(db)};
+  const pfrt::BroadcastPlan plan = pfrt::planBroadcast(shapeOf(full), in, 2);
+  for (int32_t kind = PFRT_BINARY_ADD; kind <= PFRT_BINARY_POW; ++kind)
+    for (int acc = 0; acc < 2; ++acc) {
+      auto ga = random<T>(da, -1, 1, 54), gb = random<T>(db, -1, 1, 55);
+      const Tensor<T> ga0 = ga, gb0 = gb;
+      auto ta = a.desc(), tb = b.desc(), tdy = dy.desc(), tga = ga.desc(), tgb = gb.desc();
+      ASSERT_EQ(pfrt_binary_backward(ctx, kind, &ta, &tb, &tdy, acc, acc, &tga, &tgb), PFRT_OK)
+          << pfrt_last_error(ctx);
+      for (int which = 0; which < 2; ++which) {
+        const Tensor<T> &init = which == 0 ? ga0 : gb0;
+        pfrt::StridedIndex kept, reduced;
+        cu::splitBroadcastGradient(shapeOf(full), shapeOf(which == 0 ? da : db), kept, reduced);
+        std::vector<T> got(init.data);
+        for (int64_t o = 0; o < kept.count(); ++o) {
+          double sum = 0;
+          T single = T(0);
+          for (int64_t r = 0; r < reduced.count(); ++r) {
+            const int64_t i = cu::indexOffset(kept, o) + cu::indexOffset(reduced, r);
+            single = cu::binaryGrad(kind, which, a[cu::broadcastOffset(plan, 0, i)],
+                                    b[cu::broadcastOffset(plan, 1, i)], dy[i]);
+            sum += double(single);
+          }
+          if (reduced.rank == 0) // the element kernel, in T
+            got[o] = acc ? T(init[o] + single) : single;
+          else
+            got[o] = acc ? T(double(init[o]) + sum) : T(sum);
+        }
+        const std::string what = "binary_backward kind " + std::to_string(kind) + " operand " +
+                                 std::to_string(which) + (acc ? " accumulating" : "");
+        expectClose(got, (which == 0 ? ga : gb).data, rtol, atol, what.c_str());
+      }
+    }
+}
+
+TEST_F(CudaMath, BinaryBackwardWithBroadcastingMatchesCpu) {
+  // Both operands broadcast, neither, a scalar, and an empty result (whose
+  // broadcast operand's gradient is a sum of nothing).
+  for (auto [da, db] : {std::pair{Dims{3, 1, 5}, Dims{4, 1}}, std::pair{Dims{2, 7}, Dims{2, 7}},
+                        std::pair{Dims{}, Dims{3, 2}}, std::pair{Dims{0, 3}, Dims{1, 3}}}) {
+    checkBinaryBackward<float>(ctx, da, db, 2e-6, 1e-6);
+    checkBinaryBackward<double>(ctx, da, db, 1e-13, 1e-15);
+  }
+}
+
+template <class T>
+void checkUnaryBackward(pfrt_context *ctx, double rtol, double atol) {
+  const Dims dims = {7, 13};
+  auto dy = random<T>(dims, -1, 1, 62);
+  for (int32_t kind = PFRT_UNARY_SQRT; kind <= PFRT_UNARY_NEG; ++kind)
+    for (int acc = 0; acc < 2; ++acc) {
+      // y = sqrt(x) > 0; tanh's y in (-1, 1); erf's x anywhere.
+      auto v = kind == PFRT_UNARY_SQRT   ? random<T>(dims, 0.1, 3, 61)
+               : kind == PFRT_UNARY_TANH ? random<T>(dims, -0.99, 0.99, 61)
+                                         : random<T>(dims, -3, 3, 61);
+      auto want = random<T>(dims, -1, 1, 63);
+      const Tensor<T> init = want;
+      auto tv = v.desc(), tdy = dy.desc(), tw = want.desc();
+      ASSERT_EQ(pfrt_unary_backward(ctx, kind, &tv, &tdy, acc, &tw), PFRT_OK);
+      std::vector<T> got(v.size());
+      for (int64_t i = 0; i < v.size(); ++i) {
+        const T g = cu::unaryGrad(kind, v[i], dy[i]);
+        got[i] = acc ? T(init[i] + g) : g;
+      }
+      expectClose(got, want.data, rtol, atol, ("unary_backward " + std::to_string(kind)).c_str());
+    }
+}
+
+TEST_F(CudaMath, UnaryBackwardMatchesCpu) {
+  // erf' uses the CPU's vectorized f32 exp (relative error < 2e-7).
+  checkUnaryBackward<float>(ctx, 1e-6, 1e-7);
+  checkUnaryBackward<double>(ctx, 1e-14, 1e-15);
+}
+
+template <class T>
+void checkIntegerDivision(pfrt_context *ctx) {
+  const T lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  Tensor<T> a({2, 4}, {lo, hi, -7, 7, lo, 0, -1, 9}), b({4}, {-1, 3, -2, 7});
+  Tensor<T> want({2, 4});
+  auto ta = a.desc(), tb = b.desc(), tw = want.desc();
+  ASSERT_EQ(pfrt_div(ctx, &ta, &tb, &tw), PFRT_OK) << pfrt_last_error(ctx);
+  for (int64_t i = 0; i < 8; ++i)
+    EXPECT_EQ(cu::binaryOp(cu::Binary::Div, a[i], b[i % 4]), want[i]) << i;
+}
+
+template <class T>
+void checkIntegerNeg(pfrt_context *ctx) {
+  Tensor<T> x({4}, {std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), 0, -5});
+  Tensor<T> want({4});
+  auto tx = x.desc(), tw = want.desc();
+  ASSERT_EQ(pfrt_neg(ctx, &tx, &tw), PFRT_OK) << pfrt_last_error(ctx);
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(cu::unaryOp(cu::Unary::Neg, x[i]), want[i]) << i;
+}
+
+TEST_F(CudaMath, IntegerDivisionAndNegMatchCpu) {
+  // Truncation toward zero, MIN / -1 wrapping, negation of MIN wrapping.
+  checkIntegerDivision<int32_t>(ctx);
+  checkIntegerDivision<int64_t>(ctx);
+  checkIntegerNeg<int8_t>(ctx);
+  checkIntegerNeg<int32_t>(ctx);
+  checkIntegerNeg<int64_t>(ctx);
+}
+
+/// castValue from S (f16 as cu::Half) to D against pfrt_cast on the CPU,
+/// bit for bit.
+template <class D, class S>
+void checkCast(pfrt_context *ctx, const std::vector<S> &values, int32_t from, int32_t to) {
+  const int64_t n = int64_t(values.size());
+  std::vector<D> want(values.size());
+  pfrt_tensor tx{}, tw{};
+  tx.data = const_cast<S *>(values.data());
+  tx.dtype = from;
+  tx.rank = 1;
+  tx.shape[0] = n;
+  tw = tx;
+  tw.data = want.data();
+  tw.dtype = to;
+  ASSERT_EQ(pfrt_cast(ctx, &tx, &tw), PFRT_OK) << pfrt_last_error(ctx);
+  int failures = 0;
+  for (int64_t i = 0; i < n && failures < 10; ++i) {
+    const D got = cu::castValue<D>(values[i]);
+    if (std::memcmp(&got, &want[i], sizeof(D)) != 0) {
+      ADD_FAILURE() << "cast " << pfrt_dtype_name(from) << " -> " << pfrt_dtype_name(to) << " at "
+                    << i;
+      ++failures;
+    }
+  }
+}
+
+TEST_F(CudaMath, HalfCastsMatchCpu) {
+  // Every f16 bit pattern to f32, f64, i8, i32, i64 and bool.
+  std::vector<cu::Half> halves(1 << 16);
+  for (uint32_t h = 0; h < (1u << 16); ++h)
+    halves[h].bits = uint16_t(h);
+  checkCast<float>(ctx, halves, PFRT_F16, PFRT_F32);
+  checkCast<double>(ctx, halves, PFRT_F16, PFRT_F64);
+  checkCast<int8_t>(ctx, halves, PFRT_F16, PFRT_I8);
+  checkCast<int32_t>(ctx, halves, PFRT_F16, PFRT_I32);
+  checkCast<int64_t>(ctx, halves, PFRT_F16, PFRT_I64);
+  checkCast<uint8_t>(ctx, halves, PFRT_F16, PFRT_BOOL);
+  // f32 to f16: rounding ties to even, the overflow and subnormal edges,
+  // NaN and inf, then random values over the whole exponent range.
+  std::vector<float> floats = {
+      0.0f,         -0.0f,         1.0f,          65504.0f,       65519.99f,
+      65520.0f,     -65520.0f,     5.9604645e-8f, 2.9802322e-8f,  2.9802326e-8f,
+      8.940697e-8f, 6.1035156e-5f, 6.1035153e-5f, 1.00048828125f, 1.00146484375f,
+      INFINITY,     -INFINITY,     NAN,           1e-30f,         -3e10f};
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> mantissa(-1, 1);
+  std::uniform_int_distribution<int> exponent(-30, 20);
+  for (int i = 0; i < 20000; ++i)
+    floats.push_back(float(std::ldexp(mantissa(gen), exponent(gen))));
+  checkCast<cu::Half>(ctx, floats, PFRT_F32, PFRT_F16);
+  std::vector<double> doubles(floats.begin(), floats.end());
+  doubles.push_back(1.0 + 1e-12); // rounds to f32 first, as on the CPU
+  checkCast<cu::Half>(ctx, doubles, PFRT_F64, PFRT_F16);
+  std::vector<int64_t> integers = {0, 1, -1, 2049, 65504, 65520, 1 << 20, -(int64_t(1) << 40)};
+  checkCast<cu::Half>(ctx, integers, PFRT_I64, PFRT_F16);
+  std::vector<uint8_t> bools = {0, 1};
+  checkCast<cu::Half>(ctx, bools, PFRT_BOOL, PFRT_F16);
+}
+
+/// The DeviceError of a failed check, filled as the kernels do: bad
+/// elements noted in any order, then settled with the first one's value.
+template <class I>
+cu::DeviceError settledIndexError(const std::vector<I> &values, int64_t dim, int32_t status,
+                                  cu::DeviceCheck check, int64_t axis) {
+  cu::DeviceError e{};
+  for (int64_t i = int64_t(values.size()) - 1; i >= 0; --i) // the GPU's order is any
+    if (values[i] < -dim || values[i] >= dim)
+      e.pending = std::max(e.pending, cu::pendingKey(i));
+  const int64_t first = cu::pendingElement(e.pending);
+  cu::settlePending(e, status, check, int64_t(values[first]), axis, dim);
+  return e;
+}
+
+/// The CPU backend's status and message against reportDeviceError's.
+void expectSameError(pfrt_context *cpu, pfrt_status cpuStatus, const cu::DeviceError &e) {
+  const std::string cpuMessage = pfrt_last_error(cpu);
+  pfrt_context *other = pfrt_context_create(nullptr);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(cu::reportDeviceError(other, e), cpuStatus);
+  EXPECT_EQ(std::string(pfrt_last_error(other)), cpuMessage);
+  pfrt_context_destroy(other);
+}
+
+TEST_F(CudaMath, DeviceErrorsGiveTheCpuMessages) {
+  // gather: the first out-of-range index (element 1), not the largest.
+  Tensor<float> data({5, 2}), out({4, 2});
+  Tensor<int64_t> idx({4}, {1, 7, -9, 2});
+  auto td = data.desc(), ti = idx.desc(), to = out.desc();
+  pfrt_status st = pfrt_gather(ctx, &td, &ti, 0, &to);
+  ASSERT_EQ(st, PFRT_INVALID_ARGUMENT);
+  cu::DeviceError e =
+      settledIndexError(idx.data, 5, PFRT_INVALID_ARGUMENT, cu::DeviceCheck::GatherIndex, 0);
+  EXPECT_EQ(e.element, 1);
+  expectSameError(ctx, st, e);
+  // gather_backward along axis 1 with i32 indices.
+  Tensor<int32_t> idx32({3}, {0, -2, -4});
+  Tensor<float> dy({5, 3}), grad({5, 3});
+  auto ti32 = idx32.desc(), tdy = dy.desc(), tg = grad.desc();
+  st = pfrt_gather_backward(ctx, &ti32, &tdy, 1, 0, &tg);
+  ASSERT_EQ(st, PFRT_INVALID_ARGUMENT);
+  expectSameError(ctx, st,
+                  settledIndexError(idx32.data, 3, PFRT_INVALID_ARGUMENT,
+                                    cu::DeviceCheck::GatherBackwardIndex, 1));
+  // Integer division: the first zero of b.
+  Tensor<int32_t> a({2, 4}), b({4}, {3, 0, -1, 0}), q({2, 4});
+  auto ta = a.desc(), tb = b.desc(), tq = q.desc();
+  st = pfrt_div(ctx, &ta, &tb, &tq);
+  ASSERT_EQ(st, PFRT_NUMERIC);
+  cu::DeviceError div{};
+  for (int64_t i = 3; i >= 0; --i)
+    if (b[i] == 0)
+      div.pending = std::max(div.pending, cu::pendingKey(i));
+  cu::settlePending(div, PFRT_NUMERIC, cu::DeviceCheck::IntegerDivision, 0, 0, 0);
+  expectSameError(ctx, st, div);
+  // Clipping with an infinite norm; a later error does not replace it.
+  Tensor<float> g({3}, {1, INFINITY, 2});
+  auto tgr = g.desc();
+  st = pfrt_clip_by_global_norm(ctx, &tgr, 1, 1.0, nullptr);
+  ASSERT_EQ(st, PFRT_NUMERIC);
+  cu::DeviceError clip{};
+  cu::recordReal(clip, PFRT_NUMERIC, cu::DeviceCheck::ClipNorm, std::sqrt(double(INFINITY)));
+  cu::recordReal(clip, PFRT_INVALID_ARGUMENT, cu::DeviceCheck::GatherIndex, 0);
+  EXPECT_EQ(cu::clipCoefficient(clip.real, 1.0), 1.0); // left unscaled
+  expectSameError(ctx, st, clip);
+  // Nothing recorded: no error.
+  EXPECT_EQ(cu::reportDeviceError(ctx, cu::DeviceError{}), PFRT_OK);
+}
+
+TEST_F(CudaMath, ClipCoefficientMatchesCpu) {
+  for (double maxNorm : {0.5, 100.0}) {
+    auto x = random<float>({1001}, -1, 1, 71);
+    auto y = random<double>({37}, -2, 2, 72);
+    Tensor<float> wantX = x;
+    Tensor<double> wantY = y;
+    pfrt_tensor list[2] = {wantX.desc(), wantY.desc()};
+    double norm = 0;
+    ASSERT_EQ(pfrt_clip_by_global_norm(ctx, list, 2, maxNorm, &norm), PFRT_OK);
+    double squares = 0; // per tensor, then in list order, as the kernels
+    for (const auto &t : {std::vector<double>(x.data.begin(), x.data.end()), y.data}) {
+      double s = 0;
+      for (double v : t)
+        s += v * v;
+      squares += s;
+    }
+    const double c = cu::clipCoefficient(std::sqrt(squares), maxNorm);
+    EXPECT_NEAR(std::sqrt(squares), norm, 1e-12 * norm);
+    std::vector<float> gotX(x.data);
+    std::vector<double> gotY(y.data);
+    if (c != 1.0) {
+      for (auto &v : gotX)
+        v = v * float(c);
+      for (auto &v : gotY)
+        v = v * c;
+    }
+    expectClose(gotX, wantX.data, 1e-6, 0, "clipped f32");
+    expectClose(gotY, wantY.data, 1e-12, 0, "clipped f64");
+  }
 }
 
 } // namespace

@@ -63,6 +63,7 @@ void freeState(State *st) {
   if (st->blas)
     lib().cublasDestroy(st->blas);
   cudaFree(st->deviceInfo);
+  cudaFree(st->deviceError);
   cudaFree(st->scratch);
   if (st->stream)
     cudaStreamDestroy(st->stream);
@@ -114,6 +115,12 @@ pfrt_status createState(pfrt_context *ctx, char *why, size_t size) {
     step = "cudaMalloc";
     err = cudaMalloc(reinterpret_cast<void **>(&st->deviceInfo), sizeof(int));
   }
+  if (err == cudaSuccess)
+    err = cudaMalloc(reinterpret_cast<void **>(&st->deviceError), sizeof(DeviceError));
+  if (err == cudaSuccess) {
+    step = "cudaMemset";
+    err = cudaMemset(st->deviceError, 0, sizeof(DeviceError));
+  }
   if (err != cudaSuccess) {
     std::snprintf(why, size, "%s on device %d: %s", step, st->device,
                   cudaGetErrorString(err));
@@ -164,6 +171,7 @@ const KernelTable &kernels() {
     registerDataMovement(t);
     registerIndexing(t);
     registerLinalg(t);
+    registerMatmulBackward(t);
     registerOptimizer(t);
     return t;
   }();
@@ -205,6 +213,33 @@ pfrt_status copyToDevice(pfrt_context *ctx, void *device, const void *host,
                "cudaStreamSynchronize");
 }
 
+namespace {
+
+/// Queues the copy of the context's DeviceError into `host` (before the
+/// wait that makes it readable).
+pfrt_status queueErrorRead(const Call &call, DeviceError &host) {
+  State &st = stateOf(call.context());
+  return check(call,
+               cudaMemcpyAsync(&host, st.deviceError, sizeof(DeviceError),
+                               cudaMemcpyDeviceToHost, st.stream),
+               "cudaMemcpyAsync (device error record)");
+}
+
+/// After the wait that made `host` (the context's DeviceError) readable:
+/// when an error is recorded, clears it on the device and fails with it.
+pfrt_status takeDeviceError(pfrt_context *ctx, const DeviceError &host) {
+  if (host.status == PFRT_OK)
+    return PFRT_OK;
+  // Cleared in stream order: later kernels record afresh.
+  Call call(ctx, "pfrt_synchronize");
+  PFRT_TRY(check(call, cudaMemsetAsync(ctx->cuda->deviceError, 0, sizeof(DeviceError),
+                                       streamOf(ctx)),
+                 "cudaMemsetAsync (device error record)"));
+  return reportDeviceError(ctx, host);
+}
+
+} // namespace
+
 pfrt_status copyToHost(pfrt_context *ctx, void *host, const void *device,
                        int64_t bytes) {
   Call call(ctx, "pfrt_copy_to_host");
@@ -212,14 +247,20 @@ pfrt_status copyToHost(pfrt_context *ctx, void *host, const void *device,
                  cudaMemcpyAsync(host, device, static_cast<size_t>(bytes),
                                  cudaMemcpyDeviceToHost, streamOf(ctx)),
                  "cudaMemcpyAsync (device to host)"));
-  return check(call, cudaStreamSynchronize(streamOf(ctx)),
-               "cudaStreamSynchronize");
+  DeviceError recorded{};
+  PFRT_TRY(queueErrorRead(call, recorded));
+  PFRT_TRY(check(call, cudaStreamSynchronize(streamOf(ctx)),
+                 "cudaStreamSynchronize"));
+  return takeDeviceError(ctx, recorded);
 }
 
 pfrt_status synchronize(pfrt_context *ctx) {
   Call call(ctx, "pfrt_synchronize");
-  return check(call, cudaStreamSynchronize(streamOf(ctx)),
-               "cudaStreamSynchronize");
+  DeviceError recorded{};
+  PFRT_TRY(queueErrorRead(call, recorded));
+  PFRT_TRY(check(call, cudaStreamSynchronize(streamOf(ctx)),
+                 "cudaStreamSynchronize"));
+  return takeDeviceError(ctx, recorded);
 }
 
 const char *deviceDescription(const pfrt_context *ctx) {

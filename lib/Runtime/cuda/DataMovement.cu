@@ -191,13 +191,16 @@ __global__ void castKernel(int64_t n, const S *x, D *out) {
   PFRT_GRID_STRIDE(i, n) { out[i] = castValue<D>(x[i]); }
 }
 
-/// Calls f with a value of the C type of a castable dtype (f16 not yet).
+/// Calls f with a value of the C type of a dtype (f16 as Half, bool as
+/// uint8_t).
 template <class F> pfrt_status byCastType(int32_t dtype, F &&f) {
   switch (dtype) {
   case PFRT_F32:
     return f(float());
   case PFRT_F64:
     return f(double());
+  case PFRT_F16:
+    return f(Half());
   case PFRT_I8:
     return f(int8_t());
   case PFRT_I32:
@@ -215,14 +218,15 @@ pfrt_status castEntry(pfrt_context *ctx, const pfrt_tensor *x,
   PFRT_TRY(beginCuda(call));
   PFRT_TRY(call.tensor("x", x));
   PFRT_TRY(call.tensor("out", out));
-  for (auto [name, t] : {std::pair{"x", x}, std::pair{"out", out}})
-    if (t->dtype == PFRT_F16)
-      return call.fail(PFRT_UNSUPPORTED, "%s is f16, which the CUDA backend "
-                       "does not cast yet", name);
   PFRT_TRY(call.shapeIs("out", out, Shape::of(*x)));
   const int64_t n = Shape::of(*x).numel();
   if (n == 0)
     return PFRT_OK;
+  if (x->dtype == out->dtype) // the bytes, as on the CPU (NaN payloads kept)
+    return check(call,
+                 cudaMemcpyAsync(out->data, x->data, n * dtypeSize(x->dtype),
+                                 cudaMemcpyDeviceToDevice, streamOf(ctx)),
+                 "cudaMemcpyAsync");
   return byCastType(x->dtype, [&](auto from) {
     using S = decltype(from);
     return byCastType(out->dtype, [&](auto to) {
@@ -236,71 +240,71 @@ pfrt_status castEntry(pfrt_context *ctx, const pfrt_tensor *x,
 
 //===------------------------------- Gather ------------------------------===//
 
-/// counts[0] += indices outside [-dim, dim).
+/// Notes the first index outside [-dim, dim) in the context's DeviceError.
 template <class I>
-__global__ void badIndexKernel(int64_t n, int64_t dim, const I *indices,
-                               unsigned long long *counts) {
+__global__ void badIndexKernel(int64_t n, int64_t dim, const I *indices, DeviceError *error) {
   PFRT_GRID_STRIDE(i, n) {
     const int64_t v = indices[i];
     if (v < -dim || v >= dim)
-      atomicAdd(counts, 1ull);
+      noteBadElement(error, i);
   }
 }
 
-/// out [outer, count, inner] = data [outer, dim, inner] at the indices.
+/// The row an index selects, or -1 when it is out of range (the check
+/// above reports it; the kernels below only stay in bounds).
+__device__ inline int64_t rowOf(int64_t index, int64_t dim) {
+  if (index < -dim || index >= dim)
+    return -1;
+  return index < 0 ? index + dim : index;
+}
+
+/// out [outer, count, inner] = data [outer, dim, inner] at the indices (0
+/// where an index is out of range).
 template <class E, class I>
 __global__ void gatherKernel(int64_t outer, int64_t dim, int64_t count,
                              int64_t inner, const E *data, const I *indices,
                              E *out) {
   PFRT_GRID_STRIDE(e, outer * count * inner) {
     const int64_t r = e % inner, t = (e / inner) % count, o = e / (inner * count);
-    int64_t k = indices[t];
-    k = k < 0 ? k + dim : k;
-    out[e] = data[(o * dim + k) * inner + r];
+    const int64_t k = rowOf(indices[t], dim);
+    out[e] = k < 0 ? E(0) : data[(o * dim + k) * inner + r];
   }
 }
 
 /// grad [outer, dim, inner] += grad_out [outer, count, inner] at the
-/// indices. atomicAdd: repeated indices sum in an unspecified order (the
-/// CPU backend's order is fixed; results agree to rounding).
+/// indices (out-of-range ones skipped). atomicAdd: repeated indices sum in
+/// an unspecified order (the CPU backend's order is fixed; results agree to
+/// rounding).
 template <class T, class I>
 __global__ void scatterAddKernel(int64_t outer, int64_t dim, int64_t count,
                                  int64_t inner, const T *gradOut,
                                  const I *indices, T *grad) {
   PFRT_GRID_STRIDE(e, outer * count * inner) {
     const int64_t r = e % inner, t = (e / inner) % count, o = e / (inner * count);
-    int64_t k = indices[t];
-    k = k < 0 ? k + dim : k;
-    atomicAdd(&grad[(o * dim + k) * inner + r], gradOut[e]);
+    const int64_t k = rowOf(indices[t], dim);
+    if (k >= 0)
+      atomicAdd(&grad[(o * dim + k) * inner + r], gradOut[e]);
   }
 }
 
-/// PFRT_INVALID_ARGUMENT when an index lies outside [-dim, dim) (waits
-/// for the GPU: nothing is written before the indices are known good).
-pfrt_status checkIndices(const Call &call, const pfrt_tensor *indices,
-                         int64_t dim, int32_t axis) {
+/// Queues the index check of gather / gather_backward: an index outside
+/// [-dim, dim) is reported with the CPU's message at the next host wait
+/// (DeviceError.h), not by waiting for the GPU here.
+pfrt_status queueIndexCheck(const Call &call, DeviceCheck which, const pfrt_tensor *indices,
+                            int64_t dim, int32_t axis) {
   const int64_t n = Shape::of(*indices).numel();
   if (n == 0)
     return PFRT_OK;
-  void *ws = nullptr;
-  PFRT_TRY(scratch(call, sizeof(unsigned long long), &ws));
-  auto *bad = static_cast<unsigned long long *>(ws);
+  DeviceError *error = stateOf(call.context()).deviceError;
   cudaStream_t s = streamOf(call.context());
-  PFRT_TRY(check(call, cudaMemsetAsync(bad, 0, sizeof(*bad), s), "cudaMemsetAsync"));
-  if (indices->dtype == PFRT_I64)
-    badIndexKernel<<<blocksFor(n), kThreads, 0, s>>>(n, dim, dataAs<const int64_t>(indices), bad);
-  else
-    badIndexKernel<<<blocksFor(n), kThreads, 0, s>>>(n, dim, dataAs<const int32_t>(indices), bad);
-  PFRT_TRY(launched(call, "badIndexKernel"));
-  unsigned long long host = 0;
-  PFRT_TRY(check(call, cudaMemcpyAsync(&host, bad, sizeof(host), cudaMemcpyDeviceToHost, s),
-                 "cudaMemcpyAsync"));
-  PFRT_TRY(check(call, cudaStreamSynchronize(s), "cudaStreamSynchronize"));
-  if (host)
-    return call.fail(PFRT_INVALID_ARGUMENT, "%llu index(es) out of range for "
-                     "axis %d of size %lld", host, axis,
-                     static_cast<long long>(dim));
-  return PFRT_OK;
+  auto queue = [&](auto tag) {
+    using I = decltype(tag);
+    badIndexKernel<<<blocksFor(n), kThreads, 0, s>>>(n, dim, dataAs<const I>(indices), error);
+    settleCheckKernel<<<1, 1, 0, s>>>(error, PFRT_INVALID_ARGUMENT, which, dataAs<const I>(indices),
+                                      axis, dim);
+    return launched(call, "badIndexKernel");
+  };
+  return indices->dtype == PFRT_I64 ? queue(int64_t()) : queue(int32_t());
 }
 
 /// Gather's geometry: data [outer, dim, inner] and the out shape.
@@ -345,7 +349,7 @@ pfrt_status gatherEntry(pfrt_context *ctx, const pfrt_tensor *data,
   GatherDims g;
   PFRT_TRY(gatherDims(call, Shape::of(*data), indices, axis, ax, g));
   PFRT_TRY(call.shapeIs("out", out, g.outShape));
-  PFRT_TRY(checkIndices(call, indices, g.dim, ax));
+  PFRT_TRY(queueIndexCheck(call, DeviceCheck::GatherIndex, indices, g.dim, ax));
   const int64_t n = g.outer * g.count * g.inner;
   if (n == 0)
     return PFRT_OK;
@@ -378,7 +382,7 @@ pfrt_status gatherBackwardEntry(pfrt_context *ctx, const pfrt_tensor *indices,
   GatherDims g;
   PFRT_TRY(gatherDims(call, Shape::of(*grad_data), indices, axis, ax, g));
   PFRT_TRY(call.shapeIs("grad_out", grad_out, g.outShape));
-  PFRT_TRY(checkIndices(call, indices, g.dim, ax));
+  PFRT_TRY(queueIndexCheck(call, DeviceCheck::GatherBackwardIndex, indices, g.dim, ax));
   cudaStream_t s = streamOf(ctx);
   const int64_t total = Shape::of(*grad_data).numel();
   if (!accumulate && total > 0)

@@ -2,12 +2,18 @@
 //
 // One grid-stride kernel per shape of work; the op is a runtime switch
 // inside ElementwiseMath.h's functions (uniform across a launch, so it does
-// not diverge), which keeps nvcc's instantiations to f32 and f64.
+// not diverge), which keeps nvcc's instantiations to f32 and f64. Also the
+// gradients of the binary and unary ops: an operand that was broadcast gets
+// its gradient in the same kernel that forms it, one block per element
+// summing the elements that read it (no workspace of the result's size).
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/TensorChecks.h"
 #include "ElementwiseMath.h"
 #include "Launch.h"
+
+#include <type_traits>
 
 namespace pfrt::cuda {
 namespace {
@@ -57,18 +63,14 @@ template <class F> pfrt_status byArithmetic(int32_t dtype, F &&f) {
   }
 }
 
-/// The dtypes each binary op takes on CUDA: floats always; i32/i64 for
-/// add, sub, mul, min, max; i8 for min and max (integer div: not yet).
-bool binaryDtypeOk(Binary kind, int32_t dtype) {
-  if (dtype == PFRT_F32 || dtype == PFRT_F64)
-    return true;
-  const bool minMax = kind == Binary::Min || kind == Binary::Max;
-  if (dtype == PFRT_I8)
-    return minMax;
-  if (dtype == PFRT_I32 || dtype == PFRT_I64)
-    return minMax || kind == Binary::Add || kind == Binary::Sub ||
-           kind == Binary::Mul;
-  return false;
+/// The dtypes each binary op takes (the CPU backend's lists and messages):
+/// pow floats only; min and max also i8.
+pfrt_status binaryDtype(const Call &call, Binary kind, const pfrt_tensor *a) {
+  if (kind == Binary::Pow)
+    return call.dtypeIn("a", a, {PFRT_F32, PFRT_F64});
+  if (kind == Binary::Min || kind == Binary::Max)
+    return call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64});
+  return call.dtypeIn("a", a, {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64});
 }
 
 /// The broadcast plan of out over `count` inputs, after checking that the
@@ -89,6 +91,31 @@ pfrt_status planFor(const Call &call, const pfrt_tensor *const *inputs,
   return PFRT_OK;
 }
 
+/// Notes the first zero of an integer divisor in the context's DeviceError.
+template <class T>
+__global__ void zeroDivisorKernel(int64_t n, const T *b, DeviceError *error) {
+  PFRT_GRID_STRIDE(i, n) {
+    if (b[i] == T(0))
+      noteBadElement(error, i);
+  }
+}
+
+/// Queues integer division's divisor check: a zero is PFRT_NUMERIC with
+/// the CPU's message at the next host wait (DeviceError.h); the quotient
+/// is 0 there meanwhile.
+template <class T>
+pfrt_status queueDivisorCheck(const Call &call, const pfrt_tensor *b, const T *data) {
+  const int64_t n = Shape::of(*b).numel();
+  if (n == 0)
+    return PFRT_OK;
+  DeviceError *error = stateOf(call.context()).deviceError;
+  cudaStream_t s = streamOf(call.context());
+  zeroDivisorKernel<<<blocksFor(n), kThreads, 0, s>>>(n, data, error);
+  settleCheckKernel<<<1, 1, 0, s>>>(error, PFRT_NUMERIC, DeviceCheck::IntegerDivision,
+                                    static_cast<const T *>(nullptr), 0, 0);
+  return launched(call, "zeroDivisorKernel");
+}
+
 pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary kind,
                         const pfrt_tensor *a, const pfrt_tensor *b,
                         const pfrt_tensor *out) {
@@ -97,15 +124,17 @@ pfrt_status binaryEntry(pfrt_context *ctx, const char *fn, Binary kind,
   PFRT_TRY(call.tensor("a", a));
   PFRT_TRY(call.tensor("b", b));
   PFRT_TRY(call.tensor("out", out));
-  if (!binaryDtypeOk(kind, a->dtype))
-    return call.fail(PFRT_UNSUPPORTED, "a has dtype %s, which this kernel "
-                     "does not support on the CUDA backend (yet)",
-                     dtypeName(a->dtype));
+  PFRT_TRY(binaryDtype(call, kind, a));
   PFRT_TRY(call.dtypeIs("b", b, a->dtype));
   PFRT_TRY(call.dtypeIs("out", out, a->dtype));
   const pfrt_tensor *inputs[2] = {a, b};
   BroadcastPlan plan;
   PFRT_TRY(planFor(call, inputs, 2, out, plan));
+  // Every divisor is checked, as on the CPU, even for an empty result.
+  if (kind == Binary::Div && a->dtype == PFRT_I32)
+    PFRT_TRY(queueDivisorCheck(call, b, dataAs<const int32_t>(b)));
+  if (kind == Binary::Div && a->dtype == PFRT_I64)
+    PFRT_TRY(queueDivisorCheck(call, b, dataAs<const int64_t>(b)));
   if (plan.numel == 0)
     return PFRT_OK;
   return byArithmetic(a->dtype, [&](auto tag) {
@@ -307,19 +336,22 @@ pfrt_status unaryEntry(pfrt_context *ctx, const char *fn, Unary kind,
   PFRT_TRY(beginCuda(call));
   PFRT_TRY(call.tensor("x", x));
   PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(floatDtype(call, "x", x));
+  // The CPU backend's lists: neg also takes the integers (wrapping).
+  if (kind == Unary::Neg)
+    PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64}));
+  else
+    PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
   PFRT_TRY(call.dtypeIs("out", out, x->dtype));
   PFRT_TRY(call.shapeIs("out", out, Shape::of(*x)));
   const int64_t n = Shape::of(*x).numel();
   if (n == 0)
     return PFRT_OK;
-  if (x->dtype == PFRT_F32)
-    unaryKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
-        n, kind, dataAs<const float>(x), dataAs<float>(out));
-  else
-    unaryKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
-        n, kind, dataAs<const double>(x), dataAs<double>(out));
-  return launched(call, "unaryKernel");
+  return byArithmetic(x->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    unaryKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(n, kind, dataAs<const T>(x),
+                                                              dataAs<T>(out));
+    return launched(call, "unaryKernel");
+  });
 }
 
 #define PFRT_CUDA_BINARY(name, kind)                                           \
@@ -430,9 +462,158 @@ pfrt_status fill(pfrt_context *ctx, const pfrt_tensor *out, double value) {
   return launched(call, "fillKernel");
 }
 
+//===------------------------------ Gradients ----------------------------===//
+
+/// An operand's value at element i of the broadcast result, or 0 where the
+/// op's gradient does not read it (add and sub).
+template <class T>
+__device__ inline T operandAt(const BroadcastPlan &plan, int input, bool reads, const T *data,
+                              int64_t i) {
+  return reads ? data[broadcastOffset(plan, input, i)] : T(0);
+}
+
+/// grad (+)= binaryGrad over the broadcast result, for an operand that was
+/// not broadcast (grad has the result's shape).
+template <class T>
+__global__ void binaryGradKernel(BroadcastPlan plan, int32_t kind, int which, bool accumulate,
+                                 const T *a, const T *b, const T *dy, T *grad) {
+  const bool reads = binaryGradReadsOperands(kind);
+  PFRT_GRID_STRIDE(i, plan.numel) {
+    const T g = binaryGrad(kind, which, operandAt(plan, 0, reads, a, i),
+                           operandAt(plan, 1, reads, b, i), dy[i]);
+    grad[i] = accumulate ? grad[i] + g : g;
+  }
+}
+
+/// grad[o] (+)= the sum, in double, of binaryGrad over the result elements
+/// that read operand element o: one block per o (pfrt_reduce_to_shape's
+/// order), the gradient formed where it is summed.
+template <class T>
+__global__ void binaryGradReduceKernel(BroadcastPlan plan, StridedIndex kept, StridedIndex reduced,
+                                       int64_t outCount, int64_t reduceCount, int32_t kind,
+                                       int which, bool accumulate, const T *a, const T *b,
+                                       const T *dy, T *grad) {
+  const bool reads = binaryGradReadsOperands(kind);
+  PFRT_BLOCK_STRIDE(o, outCount) {
+    const int64_t base = indexOffset(kept, o);
+    double s = 0;
+    for (int64_t r = threadIdx.x; r < reduceCount; r += blockDim.x) {
+      const int64_t i = base + indexOffset(reduced, r);
+      s += double(binaryGrad(kind, which, operandAt(plan, 0, reads, a, i),
+                             operandAt(plan, 1, reads, b, i), dy[i]));
+    }
+    s = blockSum(s);
+    if (threadIdx.x == 0)
+      grad[o] = accumulate ? T(double(grad[o]) + s) : T(s);
+  }
+}
+
+/// Queues the gradient of operand `which` (0: a, 1: b) into grad.
+template <class T>
+pfrt_status queueBinaryGrad(const Call &call, int32_t kind, int which, const pfrt_tensor &a,
+                            const pfrt_tensor &b, const pfrt_tensor &dy, const pfrt_tensor &grad,
+                            bool accumulate) {
+  const Shape full = Shape::of(dy), operand = Shape::of(which == 0 ? a : b);
+  const Shape shapes[2] = {Shape::of(a), Shape::of(b)};
+  const BroadcastPlan plan = planBroadcast(full, shapes, 2);
+  StridedIndex kept, reduced;
+  splitBroadcastGradient(full, operand, kept, reduced);
+  cudaStream_t s = streamOf(call.context());
+  if (reduced.rank == 0) { // same shape as the result
+    if (plan.numel == 0)
+      return PFRT_OK;
+    binaryGradKernel<<<blocksFor(plan.numel), kThreads, 0, s>>>(
+        plan, kind, which, accumulate, dataAs<const T>(&a), dataAs<const T>(&b),
+        dataAs<const T>(&dy), dataAs<T>(&grad));
+    return launched(call, "binaryGradKernel");
+  }
+  const int64_t outCount = kept.count();
+  if (outCount == 0)
+    return PFRT_OK;
+  binaryGradReduceKernel<<<blocksForRows(outCount), kThreads, 0, s>>>(
+      plan, kept, reduced, outCount, reduced.count(), kind, which, accumulate, dataAs<const T>(&a),
+      dataAs<const T>(&b), dataAs<const T>(&dy), dataAs<T>(&grad));
+  return launched(call, "binaryGradReduceKernel");
+}
+
+pfrt_status binaryBackwardEntry(pfrt_context *ctx, int32_t kind, const pfrt_tensor *a,
+                                const pfrt_tensor *b, const pfrt_tensor *grad_out,
+                                int32_t accumulate_a, int32_t accumulate_b,
+                                const pfrt_tensor *grad_a, const pfrt_tensor *grad_b) {
+  // The CPU backend's checks, in its order and with its messages.
+  Call call(ctx, "pfrt_binary_backward");
+  PFRT_TRY(beginCuda(call));
+  if (kind < PFRT_BINARY_ADD || kind > PFRT_BINARY_POW)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown kind %d", kind);
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.tensor("b", b));
+  PFRT_TRY(call.tensor("grad_out", grad_out));
+  PFRT_TRY(call.optionalTensor("grad_a", grad_a));
+  PFRT_TRY(call.optionalTensor("grad_b", grad_b));
+  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
+  PFRT_TRY(call.dtypeIs("grad_out", grad_out, a->dtype));
+  Shape full;
+  if (!broadcastShapes(Shape::of(*a), Shape::of(*b), full))
+    return call.fail(PFRT_INVALID_ARGUMENT, "shapes %s and %s do not broadcast",
+                     ShapeStr(Shape::of(*a)).c_str(), ShapeStr(Shape::of(*b)).c_str());
+  PFRT_TRY(call.shapeIs("grad_out", grad_out, full));
+  if (grad_a)
+    PFRT_TRY(floatLike(call, "grad_a", grad_a, a->dtype, Shape::of(*a)));
+  if (grad_b)
+    PFRT_TRY(floatLike(call, "grad_b", grad_b, a->dtype, Shape::of(*b)));
+  auto run = [&](auto tag) -> pfrt_status {
+    using T = decltype(tag);
+    if (grad_a)
+      PFRT_TRY(queueBinaryGrad<T>(call, kind, 0, *a, *b, *grad_out, *grad_a, accumulate_a != 0));
+    if (grad_b)
+      PFRT_TRY(queueBinaryGrad<T>(call, kind, 1, *a, *b, *grad_out, *grad_b, accumulate_b != 0));
+    return PFRT_OK;
+  };
+  return a->dtype == PFRT_F32 ? run(float()) : run(double());
+}
+
+template <class T>
+__global__ void unaryGradKernel(int64_t n, int32_t kind, bool accumulate, const T *v, const T *dy,
+                                T *dx) {
+  PFRT_GRID_STRIDE(i, n) {
+    const T g = unaryGrad(kind, v[i], dy[i]);
+    dx[i] = accumulate ? dx[i] + g : g;
+  }
+}
+
+pfrt_status unaryBackwardEntry(pfrt_context *ctx, int32_t kind, const pfrt_tensor *x_or_y,
+                               const pfrt_tensor *grad_out, int32_t accumulate,
+                               const pfrt_tensor *grad_in) {
+  Call call(ctx, "pfrt_unary_backward");
+  PFRT_TRY(beginCuda(call));
+  if (kind < PFRT_UNARY_SQRT || kind > PFRT_UNARY_NEG)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown kind %d", kind);
+  PFRT_TRY(call.tensor("x_or_y", x_or_y));
+  PFRT_TRY(call.tensor("grad_out", grad_out));
+  PFRT_TRY(call.tensor("grad_in", grad_in));
+  PFRT_TRY(call.dtypeIn("x_or_y", x_or_y, {PFRT_F32, PFRT_F64}));
+  const Shape shape = Shape::of(*x_or_y);
+  PFRT_TRY(floatLike(call, "grad_out", grad_out, x_or_y->dtype, shape));
+  PFRT_TRY(floatLike(call, "grad_in", grad_in, x_or_y->dtype, shape));
+  const int64_t n = shape.numel();
+  if (n == 0)
+    return PFRT_OK;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    unaryGradKernel<<<blocksFor(n), kThreads, 0, streamOf(ctx)>>>(
+        n, kind, accumulate != 0, dataAs<const T>(x_or_y), dataAs<const T>(grad_out),
+        dataAs<T>(grad_in));
+    return launched(call, "unaryGradKernel");
+  };
+  return x_or_y->dtype == PFRT_F32 ? run(float()) : run(double());
+}
+
 } // namespace
 
 void registerElementwise(KernelTable &t) {
+  t.pfrt_binary_backward = binaryBackwardEntry;
+  t.pfrt_unary_backward = unaryBackwardEntry;
   t.pfrt_add = addEntry;
   t.pfrt_sub = subEntry;
   t.pfrt_mul = mulEntry;

@@ -3,6 +3,9 @@
 // Parameter updates are one elementwise kernel each (OptimizerMath.h). Sums
 // (dot, norms) are deterministic: a fixed grid writes per-block partials in
 // double, and one block adds them in order, so a rerun gives the same bits.
+// Clipping without a norm output (what the lowering emits) stays on the
+// device: the norm, the scale and a non-finite norm's error (DeviceError.h)
+// are formed there, so a training step does not wait for the GPU to clip.
 //
 //===----------------------------------------------------------------------===//
 
@@ -107,6 +110,31 @@ pfrt_status queueDot(const Call &call, const pfrt_tensor *a,
   PFRT_TRY(launched(call, "dotPartialKernel"));
   sumPartialsKernel<<<1, kThreads, 0, s>>>(kSumBlocks, partials, result);
   return launched(call, "sumPartialsKernel");
+}
+
+/// One thread: the clipping coefficient from the per-tensor sums of squares
+/// (added in list order, as normOf does on the host) into *coefficient: 1
+/// when the norm is within max_norm or not finite (recorded as the CPU's
+/// PFRT_NUMERIC in the DeviceError then: the tensors stay unscaled).
+__global__ void clipCoefficientKernel(int32_t n, const double *sums, double maxNorm,
+                                      double *coefficient, DeviceError *error) {
+  double squares = 0;
+  for (int32_t i = 0; i < n; ++i)
+    squares += sums[i];
+  const double total = sqrt(squares);
+  if (!isfinite(total))
+    recordReal(*error, PFRT_NUMERIC, DeviceCheck::ClipNorm, total);
+  *coefficient = clipCoefficient(total, maxNorm);
+}
+
+/// x *= *coefficient, skipped when it is 1.
+template <class T>
+__global__ void scaleByDeviceKernel(int64_t n, const double *coefficient, T *x) {
+  const double c = *coefficient;
+  if (c == 1.0)
+    return;
+  const T a = T(c);
+  PFRT_GRID_STRIDE(i, n) { x[i] = x[i] * a; }
 }
 
 /// Copies `count` doubles back and waits for them.
@@ -335,6 +363,35 @@ pfrt_status globalNormEntry(pfrt_context *ctx, const pfrt_tensor *tensors,
   return normOf(call, tensors, n, *norm);
 }
 
+/// Clipping on the device (no norm for the host): nothing waits for the GPU.
+pfrt_status clipOnDevice(const Call &call, const pfrt_tensor *tensors, int32_t n, double max_norm) {
+  if (n == 0)
+    return PFRT_OK;
+  void *ws = nullptr;
+  PFRT_TRY(scratch(call, sizeof(double) * (kSumBlocks + size_t(n) + 1), &ws));
+  auto *partials = static_cast<double *>(ws);
+  double *sums = partials + kSumBlocks, *coefficient = sums + n;
+  for (int32_t i = 0; i < n; ++i)
+    PFRT_TRY(queueDot(call, &tensors[i], &tensors[i], partials, sums + i));
+  cudaStream_t s = streamOf(call.context());
+  clipCoefficientKernel<<<1, 1, 0, s>>>(n, sums, max_norm, coefficient,
+                                        stateOf(call.context()).deviceError);
+  PFRT_TRY(launched(call, "clipCoefficientKernel"));
+  for (int32_t i = 0; i < n; ++i) {
+    const int64_t count = Shape::of(tensors[i]).numel();
+    if (count == 0)
+      continue;
+    if (tensors[i].dtype == PFRT_F32)
+      scaleByDeviceKernel<<<blocksFor(count), kThreads, 0, s>>>(count, coefficient,
+                                                                dataAs<float>(&tensors[i]));
+    else
+      scaleByDeviceKernel<<<blocksFor(count), kThreads, 0, s>>>(count, coefficient,
+                                                                dataAs<double>(&tensors[i]));
+    PFRT_TRY(launched(call, "scaleByDeviceKernel"));
+  }
+  return PFRT_OK;
+}
+
 pfrt_status clipEntry(pfrt_context *ctx, const pfrt_tensor *tensors, int32_t n,
                       double max_norm, double *norm) {
   Call call(ctx, "pfrt_clip_by_global_norm");
@@ -343,16 +400,18 @@ pfrt_status clipEntry(pfrt_context *ctx, const pfrt_tensor *tensors, int32_t n,
   if (!(max_norm > 0) || !isfinite(max_norm))
     return call.fail(PFRT_INVALID_ARGUMENT, "max_norm %g must be positive "
                      "and finite", max_norm);
+  if (!norm)
+    return clipOnDevice(call, tensors, n, max_norm);
+  // The caller wants the norm on the host: wait for it, then decide there.
   double total;
   PFRT_TRY(normOf(call, tensors, n, total));
-  if (norm)
-    *norm = total;
+  *norm = total;
   if (!isfinite(total))
     return call.fail(PFRT_NUMERIC, "the global gradient norm is %g; the "
                      "gradients were left unscaled", total);
-  if (total <= max_norm)
+  const double coefficient = clipCoefficient(total, max_norm);
+  if (coefficient == 1.0)
     return PFRT_OK;
-  const double coefficient = max_norm / (total + 1e-6);
   for (int32_t i = 0; i < n; ++i)
     PFRT_TRY(queueScale(call, &tensors[i], coefficient, &tensors[i]));
   return PFRT_OK;

@@ -1,7 +1,8 @@
 //===- OptimizerMath.h - Per-element optimizer updates ------------*- C++ -*-===//
 //
-// SGD (momentum, Nesterov, coupled weight decay) and AdamW as in
-// cpu/Optimizer.cpp: each element in double, stored back in T.
+// SGD (momentum, Nesterov, coupled weight decay), AdamW and LAMB as in
+// cpu/Optimizer.cpp: each element in double, stored back in T; and the
+// gradient clipping factor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +84,15 @@ PFRT_HD double lambTrustRatio(double pSquares, double uSquares, bool adapt,
   if (maxTrustRatio > 0 && ratio > maxTrustRatio)
     ratio = maxTrustRatio;
   return ratio;
+}
+
+/// pfrt_clip_by_global_norm's factor for a global norm `total`: max_norm /
+/// (total + 1e-6) when total exceeds max_norm, else 1 (no scaling; also for
+/// a non-finite norm, which the caller reports and leaves unscaled).
+PFRT_HD double clipCoefficient(double total, double maxNorm) {
+  if (!(total > maxNorm) || total - total != 0.0) // within, NaN or inf
+    return 1.0;
+  return maxNorm / (total + 1e-6);
 }
 
 } // namespace pfrt::cuda

@@ -12,6 +12,7 @@
 
 #include "../common/Call.h"
 #include "../common/Context.h"
+#include "DeviceError.h"
 #include "Libraries.h"
 
 #include <cublas_v2.h>
@@ -28,6 +29,9 @@ struct State {
   /// cuSOLVER's info output (one int on the device) and the host buffer it
   /// is read back into.
   int *deviceInfo = nullptr;
+  /// Errors kernels found (DeviceError.h), zeroed at creation; read and
+  /// cleared at each host wait.
+  DeviceError *deviceError = nullptr;
   /// Scratch device memory reused by kernels that need a workspace (grown
   /// on demand, freed with the context).
   void *scratch = nullptr;
@@ -56,6 +60,7 @@ void registerRows(KernelTable &table);
 void registerDataMovement(KernelTable &table);
 void registerIndexing(KernelTable &table);
 void registerLinalg(KernelTable &table);
+void registerMatmulBackward(KernelTable &table);
 void registerOptimizer(KernelTable &table);
 
 } // namespace pfrt::cuda
