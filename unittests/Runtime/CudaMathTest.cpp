@@ -13,6 +13,7 @@
 #include "RuntimeTestUtil.h"
 
 #include "../../lib/Runtime/common/Shape.h"
+#include "../../lib/Runtime/common/TensorChecks.h"
 #include "../../lib/Runtime/cuda/DeviceError.h"
 #include "../../lib/Runtime/cuda/ElementwiseMath.h"
 #include "../../lib/Runtime/cuda/IndexingMath.h"
@@ -516,6 +517,64 @@ TEST_F(CudaMath, KfacLayerNormFactorAndPreconditionMatchCpu) {
   cu::solveLayerNormBlock(1, 1, 1, 0, false, 3, -4, u0, u1);
   EXPECT_EQ(u0, 3.0);
   EXPECT_EQ(u1, -4.0);
+}
+
+/// The embedding kernels' per-element arithmetic composed the way the CUDA
+/// kernels do (ids to rows and counts, the diagonal damping with retries,
+/// 1 / (a + d), rows scaled) against the CPU backend.
+TEST_F(CudaMath, KfacEmbeddingMatchesCpu) {
+  const int64_t vocab = 6, h = 3;
+  Tensor<int64_t> ids({2, 4}, {0, 5, -1, 2, 2, -6, 3, 2});
+  Tensor<double> f({vocab});
+  for (auto &e : f.data)
+    e = 0.25;
+  const std::vector<double> old = f.data;
+  auto ti = ids.desc(), tf = f.desc();
+  ASSERT_EQ(pfrt_kfac_embedding_factor(ctx, &ti, 3.0, PFRT_KFAC_RUNNING_AVERAGE, 0.5, &tf),
+            PFRT_OK);
+  std::vector<double> counts(vocab, 0.0);
+  for (int64_t id : ids.data) {
+    EXPECT_EQ(cu::embeddingIdRow(id, vocab), pfrt::embeddingRow(id, vocab));
+    counts[size_t(cu::embeddingIdRow(id, vocab))] += 1;
+  }
+  EXPECT_EQ(cu::embeddingIdRow(6, vocab), -1);
+  EXPECT_EQ(cu::embeddingIdRow(-7, vocab), -1);
+  const double alpha = 3.0 / 8 * (1 - 0.5);
+  for (int64_t v = 0; v < vocab; ++v)
+    EXPECT_NEAR(cu::combineFactor(0.5, old[v], alpha, counts[v]), f[v], 1e-15);
+
+  // The refresh: pi from sum(a) and tr(b), the retried diagonal damping.
+  f.data = {0.5, 0, 0.25, 0.125, 0, 0.125};
+  Tensor<double> b({h, h}, {2, 0.5, 0, 0.5, 1, 0, 0, 0, 3}), aInv({vocab}), bInv({h, h});
+  auto ta = f.desc(), tb = b.desc(), tai = aInv.desc(), tbi = bInv.desc();
+  for (double damping : {0.01, 0.0}) {
+    SCOPED_TRACE(damping);
+    int32_t outcome = -1;
+    ASSERT_EQ(pfrt_kfac_embedding_inverses(ctx, &ta, &tb, damping, 3, &tai, &tbi, &outcome),
+              PFRT_OK);
+    const double pi = cu::kfacPi(1.0, vocab, 6.0, h);
+    int32_t mine = -1;
+    const double d = cu::embeddingDiagonalDamping(0.0, std::sqrt(damping) * pi, 3, mine);
+    EXPECT_EQ(mine, outcome); // B is positive definite: A decides
+    for (int64_t v = 0; v < vocab; ++v)
+      EXPECT_NEAR(cu::embeddingInverseEntry(f[v], d), aInv[v], 1e-9 * aInv[v]);
+  }
+  int32_t kept = -1;
+  cu::embeddingDiagonalDamping(0.0, 0.0, 0, kept);
+  EXPECT_EQ(kept, PFRT_KFAC_KEPT_PREVIOUS);
+
+  // The preconditioning: rows scaled by a_inv, then B^-1.
+  auto g = random<double>({vocab, h}, -1, 1, 85);
+  Tensor<double> out({vocab, h});
+  auto tg = g.desc(), to = out.desc();
+  ASSERT_EQ(pfrt_kfac_precondition_embedding(ctx, &tai, &tbi, &tg, 0, &to), PFRT_OK);
+  for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t j = 0; j < h; ++j) {
+      double sum = 0;
+      for (int64_t k = 0; k < h; ++k)
+        sum += g[v * h + k] * aInv[v] * bInv[k * h + j];
+      EXPECT_NEAR(sum, out[v * h + j], 1e-12 * (1 + std::fabs(sum)));
+    }
 }
 
 TEST_F(CudaMath, TriluMaskMatchesCpu) {

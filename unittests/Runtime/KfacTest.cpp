@@ -729,4 +729,159 @@ TEST_F(KfacTest, LayerNormErrors) {
   ok(pfrt_kfac_precondition_layer_norm(ctx, &tf, 0.1, &tg3, &tg3, &tg3, &tg3));
 }
 
+//===--- Embeddings --------------------------------------------------------===//
+
+TEST_F(KfacTest, EmbeddingFactorCountsTheIds) {
+  // 6 ids over a vocabulary of 5; -1 is row 4 (as a gather reads it).
+  Tensor<int64_t> ids({2, 3}, {0, 3, 3, -1, 0, 3});
+  Tensor<double> f = random<double>({5}, -1, 1, 41);
+  pfrt_tensor ti = ids.desc(), tf = f.desc();
+  ok(pfrt_kfac_embedding_factor(ctx, &ti, 2.0, PFRT_KFAC_OVERWRITE, 0, &tf));
+  const std::vector<double> counts{2, 0, 0, 3, 1};
+  std::vector<double> want(5);
+  for (int v = 0; v < 5; ++v)
+    want[v] = 2.0 * counts[v] / 6.0;
+  EXPECT_LT(maxAbsDiff(f.data, want), 1e-15);
+  // Micro-batches accumulate (i32 ids); a running average decays.
+  Tensor<int32_t> narrow({3}, {1, 1, 4});
+  pfrt_tensor tn = narrow.desc();
+  ok(pfrt_kfac_embedding_factor(ctx, &tn, 1.0, PFRT_KFAC_ACCUMULATE, 0, &tf));
+  want[1] += 2.0 / 3;
+  want[4] += 1.0 / 3;
+  EXPECT_LT(maxAbsDiff(f.data, want), 1e-15);
+  ok(pfrt_kfac_embedding_factor(ctx, &ti, 1.0, PFRT_KFAC_RUNNING_AVERAGE, 0.75, &tf));
+  for (int v = 0; v < 5; ++v)
+    want[v] = 0.75 * want[v] + 0.25 * counts[v] / 6.0;
+  EXPECT_LT(maxAbsDiff(f.data, want), 1e-15);
+  // An id out of range names itself and leaves the factor as it was.
+  Tensor<int64_t> bad({3}, {1, 5, 2});
+  pfrt_tensor tb = bad.desc();
+  fails(pfrt_kfac_embedding_factor(ctx, &tb, 1.0, PFRT_KFAC_OVERWRITE, 0, &tf),
+        PFRT_INVALID_ARGUMENT, "pfrt_kfac_embedding_factor");
+  EXPECT_NE(std::string(pfrt_last_error(ctx)).find("ids[1] = 5 is outside [-5, 5)"),
+            std::string::npos)
+      << pfrt_last_error(ctx);
+  EXPECT_LT(maxAbsDiff(f.data, want), 1e-15);
+  // No ids: an overwrite gives 0 (f32).
+  Tensor<int64_t> none({0});
+  Tensor<float> g = random<float>({4}, -1, 1, 42);
+  pfrt_tensor tnone = none.desc(), tg = g.desc();
+  ok(pfrt_kfac_embedding_factor(ctx, &tnone, 1.0, PFRT_KFAC_OVERWRITE, 0, &tg));
+  for (float v : g.data)
+    EXPECT_EQ(v, 0.0f);
+}
+
+TEST_F(KfacTest, EmbeddingInversesArePiDamped) {
+  Tensor<double> a({4}, {0.5, 0.25, 0.25, 0}), b = random<double>({3, 3}, -1, 1, 43);
+  // b := b b^T + 0.1 I (positive definite).
+  Matrix bb = matmulRef(b.data, transposeRef(b.data, 3, 3), 3, 3, 3);
+  for (int i = 0; i < 3; ++i)
+    bb[i * 3 + i] += 0.1;
+  b.data = bb;
+  Tensor<double> aInv({4}), bInv({3, 3});
+  pfrt_tensor ta = a.desc(), tb = b.desc(), tai = aInv.desc(), tbi = bInv.desc();
+  const double damping = 0.01;
+  int32_t outcome = -1;
+  ok(pfrt_kfac_embedding_inverses(ctx, &ta, &tb, damping, 3, &tai, &tbi, &outcome));
+  EXPECT_EQ(outcome, PFRT_KFAC_INVERTED);
+  const double traceB = bb[0] + bb[4] + bb[8];
+  const double pi = std::sqrt((1.0 / 4) / (traceB / 3));
+  for (int v = 0; v < 4; ++v)
+    EXPECT_NEAR(aInv[v], 1 / (a[v] + std::sqrt(damping) * pi), 1e-12);
+  Matrix damped(bb);
+  for (int i = 0; i < 3; ++i)
+    damped[i * 3 + i] += std::sqrt(damping) / pi;
+  EXPECT_LT(maxAbsDiff(bInv.data, inverseRef(damped, 3)), 1e-10);
+  // Without damping the zero count needs more: 1e-6 on the first retry.
+  ok(pfrt_kfac_embedding_inverses(ctx, &ta, &tb, 0, 3, &tai, &tbi, &outcome));
+  EXPECT_EQ(outcome, PFRT_KFAC_MORE_DAMPING);
+  EXPECT_NEAR(aInv[3], 1e6, 1e-3);
+  EXPECT_NEAR(aInv[0], 1 / (0.5 + 1e-6), 1e-12);
+  // No retries: A keeps its inverse; B (positive definite) is refreshed.
+  const std::vector<double> keptA = aInv.data;
+  ok(pfrt_kfac_embedding_inverses(ctx, &ta, &tb, 0, 0, &tai, &tbi, &outcome));
+  EXPECT_EQ(outcome, PFRT_KFAC_KEPT_PREVIOUS);
+  EXPECT_EQ(aInv.data, keptA);
+  EXPECT_LT(maxAbsDiff(bInv.data, inverseRef(bb, 3)), 1e-10);
+  // A NaN count keeps both inverses.
+  const std::vector<double> keptB = bInv.data;
+  a.data[1] = NAN;
+  ok(pfrt_kfac_embedding_inverses(ctx, &ta, &tb, damping, 3, &tai, &tbi, &outcome));
+  EXPECT_EQ(outcome, PFRT_KFAC_KEPT_PREVIOUS);
+  EXPECT_EQ(aInv.data, keptA);
+  EXPECT_EQ(bInv.data, keptB);
+}
+
+TEST_F(KfacTest, EmbeddingPreconditionScalesRowsThenMultipliesByB) {
+  const int64_t vocab = 5, h = 3;
+  Tensor<double> aInv = random<double>({vocab}, 0.5, 2, 44),
+                 bInv = random<double>({h, h}, -1, 1, 45);
+  Tensor<double> g = random<double>({vocab, h}, -1, 1, 46), out({vocab, h});
+  pfrt_tensor ta = aInv.desc(), tb = bInv.desc(), tg = g.desc(), to = out.desc();
+  ok(pfrt_kfac_precondition_embedding(ctx, &ta, &tb, &tg, 0, &to));
+  Matrix scaled(g.data);
+  for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t j = 0; j < h; ++j)
+      scaled[v * h + j] *= aInv[v];
+  const Matrix want = matmulRef(scaled, bInv.data, vocab, h, h);
+  EXPECT_LT(maxAbsDiff(out.data, want), 1e-12);
+  // The table stored [h, vocab]: the same update, transposed; in place.
+  Tensor<double> gt({h, vocab});
+  gt.data = transposeRef(g.data, vocab, h);
+  pfrt_tensor tgt = gt.desc();
+  ok(pfrt_kfac_precondition_embedding(ctx, &ta, &tb, &tgt, 1, &tgt));
+  // b_inv . G^T . diag(a_inv): for a symmetric b_inv, the first update transposed.
+  Matrix wantT = matmulRef(bInv.data, transposeRef(g.data, vocab, h), h, h, vocab);
+  for (int64_t i = 0; i < h; ++i)
+    for (int64_t v = 0; v < vocab; ++v)
+      wantT[i * vocab + v] *= aInv[v];
+  EXPECT_LT(maxAbsDiff(gt.data, wantT), 1e-12);
+  // f32.
+  Tensor<float> af({2}, {2, 0.5}), bf({1, 1}, {3}), gf({2, 1}, {1, -4}), of({2, 1});
+  pfrt_tensor taf = af.desc(), tbf = bf.desc(), tgf = gf.desc(), tof = of.desc();
+  ok(pfrt_kfac_precondition_embedding(ctx, &taf, &tbf, &tgf, 0, &tof));
+  EXPECT_EQ(of[0], 6.0f);
+  EXPECT_EQ(of[1], -6.0f);
+}
+
+TEST_F(KfacTest, EmbeddingErrors) {
+  Tensor<float> f({5}), f2({5, 1}), b({3, 3}), b2({3, 2}), g({5, 3}), g4({4, 3}), gt({3, 5});
+  Tensor<double> fd({5}), gd({5, 3});
+  Tensor<float> idsF({2});
+  Tensor<int64_t> ids({2}, {0, 1});
+  pfrt_tensor tf = f.desc(), tf2 = f2.desc(), tb = b.desc(), tb2 = b2.desc(), tg = g.desc(),
+              tg4 = g4.desc(), tgt = gt.desc(), tfd = fd.desc(), tgd = gd.desc(), tif = idsF.desc(),
+              ti = ids.desc();
+  const char *factor = "pfrt_kfac_embedding_factor";
+  fails(pfrt_kfac_embedding_factor(ctx, &tif, 1, 0, 0, &tf), PFRT_UNSUPPORTED, factor); // f32 ids
+  fails(pfrt_kfac_embedding_factor(ctx, &ti, 1, 0, 0, &tf2), PFRT_INVALID_ARGUMENT, factor);
+  fails(pfrt_kfac_embedding_factor(ctx, &ti, NAN, 0, 0, &tf), PFRT_INVALID_ARGUMENT, factor);
+  fails(pfrt_kfac_embedding_factor(ctx, &ti, 1, 7, 0, &tf), PFRT_INVALID_ARGUMENT, factor);
+  fails(pfrt_kfac_embedding_factor(ctx, &ti, 1, PFRT_KFAC_RUNNING_AVERAGE, 1.5, &tf),
+        PFRT_INVALID_ARGUMENT, factor);
+  fails(pfrt_kfac_embedding_factor(ctx, nullptr, 1, 0, 0, &tf), PFRT_INVALID_ARGUMENT, factor);
+  const char *inverses = "pfrt_kfac_embedding_inverses";
+  int32_t outcome = 0;
+  fails(pfrt_kfac_embedding_inverses(ctx, &tf, &tb, -1, 3, &tf, &tb, &outcome),
+        PFRT_INVALID_ARGUMENT, inverses);
+  fails(pfrt_kfac_embedding_inverses(ctx, &tf, &tb, 0.1, -1, &tf, &tb, &outcome),
+        PFRT_INVALID_ARGUMENT, inverses);
+  fails(pfrt_kfac_embedding_inverses(ctx, &tf2, &tb, 0.1, 3, &tf2, &tb, &outcome),
+        PFRT_INVALID_ARGUMENT, inverses); // A not 1-D
+  fails(pfrt_kfac_embedding_inverses(ctx, &tf, &tb2, 0.1, 3, &tf, &tb2, &outcome),
+        PFRT_INVALID_ARGUMENT, inverses); // B not square
+  fails(pfrt_kfac_embedding_inverses(ctx, &tf, &tb, 0.1, 3, &tfd, &tb, &outcome),
+        PFRT_INVALID_ARGUMENT, inverses); // a_inv's dtype
+  const char *precondition = "pfrt_kfac_precondition_embedding";
+  fails(pfrt_kfac_precondition_embedding(ctx, &tf, &tb, &tg4, 0, &tg4), PFRT_INVALID_ARGUMENT,
+        precondition); // 4 rows, 5 counts
+  fails(pfrt_kfac_precondition_embedding(ctx, &tf, &tb, &tg, 1, &tg), PFRT_INVALID_ARGUMENT,
+        precondition); // layout: [h, vocab] expected
+  fails(pfrt_kfac_precondition_embedding(ctx, &tf, &tb, &tgd, 0, &tgd), PFRT_INVALID_ARGUMENT,
+        precondition); // dtype
+  fails(pfrt_kfac_precondition_embedding(ctx, &tf, &tb, &tg, 0, &tgt), PFRT_INVALID_ARGUMENT,
+        precondition); // out_w's shape
+  ok(pfrt_kfac_precondition_embedding(ctx, &tf, &tb, &tgt, 1, &tgt));
+}
+
 } // namespace

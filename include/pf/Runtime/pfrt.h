@@ -857,6 +857,44 @@ PFRT_API pfrt_status pfrt_kfac_precondition_layer_norm(
     pfrt_context *ctx, const pfrt_tensor *factor, double damping, const pfrt_tensor *grad_scale,
     const pfrt_tensor *grad_bias, const pfrt_tensor *out_scale, const pfrt_tensor *out_bias);
 
+/* Factor A of an embedding (rows of a [vocab, h] table looked up by integer
+ * ids): its inputs are one-hot, so A = E[a a^T] is diagonal and new_v =
+ * scale * count_v / n, with count_v the number of the n entries of ids (i32
+ * or i64, any shape) that pick row v (an id in [-vocab, 0) counts from the
+ * end, as pfrt_gather's). factor is [vocab] (f32, f64); mode and decay as
+ * pfrt_kfac_factor's. An id outside [-vocab, vocab) is
+ * PFRT_INVALID_ARGUMENT and leaves factor unchanged. n == 0 leaves new = 0.
+ * Workspace: vocab doubles. */
+PFRT_API pfrt_status pfrt_kfac_embedding_factor(pfrt_context *ctx, const pfrt_tensor *ids,
+                                                double scale, int32_t mode, double decay,
+                                                const pfrt_tensor *factor);
+
+/* The K-FAC refresh of an embedding with pi-damping: a [vocab] is the
+ * diagonal of its factor A (f32, f64), b [h, h] its factor B; pi =
+ * sqrt((sum(a) / vocab) / (tr b / h)) (1 when either is <= 0), a_inv[v] =
+ * 1 / (a[v] + sqrt(damping) pi) and b_inv = (b + sqrt(damping) / pi I)^-1.
+ * Failures, retries and *outcome as pfrt_kfac_damped_inverses': a holding
+ * NaN/Inf keeps a_inv, and an entry with a[v] + d <= 0 (possible only
+ * without damping) raises d tenfold up to `retries` times. Workspace: B's
+ * inverse's. */
+PFRT_API pfrt_status pfrt_kfac_embedding_inverses(pfrt_context *ctx, const pfrt_tensor *a,
+                                                  const pfrt_tensor *b, double damping,
+                                                  int32_t retries, const pfrt_tensor *a_inv,
+                                                  const pfrt_tensor *b_inv, int32_t *outcome);
+
+/* K-FAC preconditioning of an embedding's weight gradient with its inverses
+ * a_inv [vocab] (the diagonal of A^-1) and b_inv [h, h] (f32, f64):
+ *   grad_w [vocab, h] (w_transposed == 0, the table's own layout):
+ *       out_w = diag(a_inv) . grad_w . b_inv;
+ *   grad_w [h, vocab] (w_transposed != 0): out_w = b_inv . grad_w . diag(a_inv)
+ * (the same update, transposed): one GEMM and a scaling of rows (columns).
+ * out_w may be grad_w. Workspace: one gradient. */
+PFRT_API pfrt_status pfrt_kfac_precondition_embedding(pfrt_context *ctx, const pfrt_tensor *a_inv,
+                                                      const pfrt_tensor *b_inv,
+                                                      const pfrt_tensor *grad_w,
+                                                      int32_t w_transposed,
+                                                      const pfrt_tensor *out_w);
+
 /* Outcomes of pfrt_kfac_damped_inverses. */
 enum {
   PFRT_KFAC_INVERTED = 0,      /* both inverses refreshed with the damping */

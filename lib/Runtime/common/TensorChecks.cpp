@@ -183,4 +183,67 @@ pfrt_status checkLayerNormPrecondition(const Call &call, const pfrt_tensor *fact
   return PFRT_OK;
 }
 
+//===--- Embeddings ---------------------------------------------------------===//
+
+/// A known factor-update mode, a finite scale and a decay in [0, 1] for a
+/// running average (pfrt_kfac_factor's rules).
+static pfrt_status checkFactorUpdate(const Call &call, double scale, int32_t mode, double decay) {
+  if (!std::isfinite(scale))
+    return call.fail(PFRT_INVALID_ARGUMENT, "scale %g is not finite", scale);
+  if (mode < PFRT_KFAC_OVERWRITE || mode > PFRT_KFAC_RUNNING_AVERAGE)
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown mode %d", mode);
+  if (mode == PFRT_KFAC_RUNNING_AVERAGE && !(decay >= 0 && decay <= 1))
+    return call.fail(PFRT_INVALID_ARGUMENT, "decay %g is outside [0, 1]", decay);
+  return PFRT_OK;
+}
+
+pfrt_status checkEmbeddingFactor(const Call &call, const pfrt_tensor *ids, double scale,
+                                 int32_t mode, double decay, const pfrt_tensor *factor,
+                                 EmbeddingFactorDims &dims) {
+  PFRT_TRY(call.tensor("ids", ids));
+  PFRT_TRY(call.dtypeIn("ids", ids, {PFRT_I32, PFRT_I64}));
+  PFRT_TRY(call.tensor("factor", factor));
+  PFRT_TRY(call.dtypeIn("factor", factor, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn("factor", factor, 1, 1));
+  PFRT_TRY(checkFactorUpdate(call, scale, mode, decay));
+  dims.ids = Shape::of(*ids).numel();
+  dims.vocab = factor->shape[0];
+  return PFRT_OK;
+}
+
+pfrt_status checkEmbeddingInverses(const Call &call, const pfrt_tensor *a, const pfrt_tensor *b,
+                                   double damping, int32_t retries, const pfrt_tensor *a_inv,
+                                   const pfrt_tensor *b_inv) {
+  if (!(damping >= 0) || !std::isfinite(damping) || retries < 0)
+    return call.fail(PFRT_INVALID_ARGUMENT, "damping must be finite and >= 0 and retries >= 0");
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn("a", a, 1, 1));
+  PFRT_TRY(floatLike(call, "a_inv", a_inv, a->dtype, Shape::of(*a)));
+  PFRT_TRY(checkSquare(call, "b", b, a->dtype));
+  return floatLike(call, "b_inv", b_inv, b->dtype, Shape::of(*b));
+}
+
+pfrt_status checkEmbeddingPrecondition(const Call &call, const pfrt_tensor *a_inv,
+                                       const pfrt_tensor *b_inv, const pfrt_tensor *grad_w,
+                                       int32_t w_transposed, const pfrt_tensor *out_w) {
+  PFRT_TRY(call.tensor("a_inv", a_inv));
+  PFRT_TRY(call.dtypeIn("a_inv", a_inv, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn("a_inv", a_inv, 1, 1));
+  PFRT_TRY(checkSquare(call, "b_inv", b_inv, a_inv->dtype));
+  PFRT_TRY(call.tensor("grad_w", grad_w));
+  PFRT_TRY(call.dtypeIs("grad_w", grad_w, a_inv->dtype));
+  PFRT_TRY(call.rankIn("grad_w", grad_w, 2, 2));
+  const bool transposed = w_transposed != 0;
+  const int64_t vocab = grad_w->shape[transposed ? 1 : 0], h = grad_w->shape[transposed ? 0 : 1];
+  if (vocab != a_inv->shape[0] || h != b_inv->shape[0])
+    return call.fail(PFRT_INVALID_ARGUMENT, "grad_w %s (%s) does not match a_inv %s and b_inv %s",
+                     ShapeStr(Shape::of(*grad_w)).c_str(), transposed ? "[h, vocab]" : "[vocab, h]",
+                     ShapeStr(Shape::of(*a_inv)).c_str(), ShapeStr(Shape::of(*b_inv)).c_str());
+  if (vocab > INT32_MAX)
+    return call.fail(PFRT_UNSUPPORTED, "a vocabulary of %lld rows exceeds the BLAS int range",
+                     static_cast<long long>(vocab));
+  return floatLike(call, "out_w", out_w, grad_w->dtype, Shape::of(*grad_w));
+}
+
 } // namespace pfrt

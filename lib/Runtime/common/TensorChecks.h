@@ -99,6 +99,39 @@ pfrt_status checkLayerNormPrecondition(const Call &call, const pfrt_tensor *fact
                                        const pfrt_tensor *grad_scale, const pfrt_tensor *grad_bias,
                                        const pfrt_tensor *out_scale, const pfrt_tensor *out_bias);
 
+/// pfrt_kfac_embedding_factor's dimensions once its arguments are checked.
+struct EmbeddingFactorDims {
+  int64_t ids = 0, vocab = 0;
+};
+
+/// Checks pfrt_kfac_embedding_factor's arguments: ids i32/i64, factor 1-D
+/// f32/f64, scale finite, a known mode, decay in [0, 1] for a running
+/// average. The ids' range is the kernel's to check (it reads them).
+pfrt_status checkEmbeddingFactor(const Call &call, const pfrt_tensor *ids, double scale,
+                                 int32_t mode, double decay, const pfrt_tensor *factor,
+                                 EmbeddingFactorDims &dims);
+
+/// The row an embedding id picks in a table of `vocab` rows (an id in
+/// [-vocab, 0) counts from the end), or -1 when it is outside [-vocab, vocab).
+inline int64_t embeddingRow(int64_t id, int64_t vocab) {
+  const int64_t row = id < 0 ? id + vocab : id;
+  return row >= 0 && row < vocab ? row : -1;
+}
+
+/// Checks pfrt_kfac_embedding_inverses' arguments: a 1-D f32/f64, a_inv
+/// like a, b square of a's dtype, b_inv like b, damping finite and >= 0,
+/// retries >= 0.
+pfrt_status checkEmbeddingInverses(const Call &call, const pfrt_tensor *a, const pfrt_tensor *b,
+                                   double damping, int32_t retries, const pfrt_tensor *a_inv,
+                                   const pfrt_tensor *b_inv);
+
+/// Checks pfrt_kfac_precondition_embedding's arguments: a_inv [vocab], b_inv
+/// [h, h] of its dtype, grad_w [vocab, h] (or [h, vocab] with w_transposed)
+/// and out_w like grad_w.
+pfrt_status checkEmbeddingPrecondition(const Call &call, const pfrt_tensor *a_inv,
+                                       const pfrt_tensor *b_inv, const pfrt_tensor *grad_w,
+                                       int32_t w_transposed, const pfrt_tensor *out_w);
+
 } // namespace pfrt
 
 #endif // PF_RUNTIME_COMMON_TENSORCHECKS_H

@@ -875,3 +875,168 @@ pfrt_status pfrt_kfac_precondition_layer_norm_cpu(pfrt_context *ctx, const pfrt_
 }
 
 } // extern "C"
+
+//===------------------------------ embeddings ----------------------------===//
+
+namespace {
+
+/// The diagonal damping of an embedding's factor A after raising it tenfold
+/// (from 1e-6 when 0) until `smallest` + damping > 0, at most `retries`
+/// times; `outcome` says which of the refresh outcomes that was.
+double diagonalDamping(double smallest, double damping, int32_t retries, int32_t &outcome) {
+  for (int32_t attempt = 0; attempt <= retries; ++attempt) {
+    if (smallest + damping > 0) {
+      outcome = attempt == 0 ? PFRT_KFAC_INVERTED : PFRT_KFAC_MORE_DAMPING;
+      return damping;
+    }
+    damping = damping > 0 ? damping * 10 : 1e-6;
+  }
+  outcome = PFRT_KFAC_KEPT_PREVIOUS;
+  return damping;
+}
+
+} // namespace
+
+extern "C" {
+
+pfrt_status pfrt_kfac_embedding_factor_cpu(pfrt_context *ctx, const pfrt_tensor *ids, double scale,
+                                           int32_t mode, double decay, const pfrt_tensor *factor) {
+  Call call(ctx, "pfrt_kfac_embedding_factor");
+  PFRT_TRY(call.begin());
+  EmbeddingFactorDims d;
+  PFRT_TRY(checkEmbeddingFactor(call, ids, scale, mode, decay, factor, d));
+  // Counts first: a bad id leaves the factor as it was.
+  std::vector<double> counts(size_t(d.vocab), 0.0);
+  for (int64_t i = 0; i < d.ids; ++i) {
+    const int64_t id = ids->dtype == PFRT_I64 ? static_cast<const int64_t *>(ids->data)[i]
+                                              : static_cast<const int32_t *>(ids->data)[i];
+    const int64_t row = embeddingRow(id, d.vocab);
+    if (row < 0)
+      return call.fail(PFRT_INVALID_ARGUMENT, "ids[%lld] = %lld is outside [-%lld, %lld)",
+                       static_cast<long long>(i), static_cast<long long>(id),
+                       static_cast<long long>(d.vocab), static_cast<long long>(d.vocab));
+    counts[size_t(row)] += 1;
+  }
+  // The same alpha/beta as pfrt_kfac_factor's, over the ids as rows.
+  const FactorUpdateCoefficients update = factorUpdateCoefficients(d.ids, scale, mode, decay);
+  visitFloat(factor->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *f = static_cast<T *>(factor->data);
+    for (int64_t v = 0; v < d.vocab; ++v) {
+      // A zero beta ignores the old entry (it may be uninitialized).
+      const double old = update.beta == 0 ? 0.0 : update.beta * double(f[v]);
+      f[v] = T(old + update.alpha * counts[size_t(v)]);
+    }
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_kfac_embedding_inverses_cpu(pfrt_context *ctx, const pfrt_tensor *a,
+                                             const pfrt_tensor *b, double damping, int32_t retries,
+                                             const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
+                                             int32_t *outcome) {
+  Call call(ctx, "pfrt_kfac_embedding_inverses");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(checkEmbeddingInverses(call, a, b, damping, retries, a_inv, b_inv));
+  const int64_t vocab = a->shape[0], h = b->shape[0];
+  double sumA = 0, smallest = 0, traceB = 0;
+  visitFloat(a->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *pa = static_cast<const T *>(a->data);
+    smallest = vocab ? double(pa[0]) : 0.0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      sumA += double(pa[v]);
+      smallest = std::min(smallest, double(pa[v]));
+    }
+    traceB = traceOf(static_cast<const T *>(b->data), h);
+  });
+  if (!std::isfinite(sumA) || !std::isfinite(traceB)) {
+    // As pfrt_kfac_damped_inverses: non-finite traces keep both inverses.
+    if (outcome)
+      *outcome = PFRT_KFAC_KEPT_PREVIOUS;
+    (void)call.fail(PFRT_NUMERIC,
+                    "a factor trace is not finite (sum a = %g, tr b = %g); the "
+                    "inverses were left unchanged",
+                    sumA, traceB);
+    return PFRT_OK;
+  }
+  const double pi = sumA > 0 && traceB > 0 && vocab > 0 && h > 0
+                        ? std::sqrt((sumA / double(vocab)) / (traceB / double(h)))
+                        : 1.0;
+  const double root = std::sqrt(damping);
+  int32_t outcomeA = PFRT_KFAC_INVERTED;
+  const double dampingA = diagonalDamping(smallest, root * pi, retries, outcomeA);
+  if (outcomeA == PFRT_KFAC_KEPT_PREVIOUS) {
+    (void)call.fail(PFRT_NUMERIC,
+                    "factor A + %g has an entry <= 0 (smallest %g); its "
+                    "inverse was left unchanged",
+                    dampingA, smallest);
+  } else {
+    visitFloat(a->dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *pa = static_cast<const T *>(a->data);
+      T *inv = static_cast<T *>(a_inv->data);
+      for (int64_t v = 0; v < vocab; ++v)
+        inv[v] = T(1.0 / (double(pa[v]) + dampingA));
+    });
+  }
+  RetriedInverse doneB =
+      invertWithRetries(ctx, b, root / pi, retries, b_inv, inverseThreads(ctx, h));
+  if (doneB.result.status != PFRT_OK) {
+    if (doneB.result.status != PFRT_NUMERIC)
+      return call.fail(doneB.result.status, "%s", doneB.result.message.c_str());
+    (void)call.fail(PFRT_NUMERIC, "%s", doneB.result.message.c_str()); // kept: the message only
+  }
+  if (outcome)
+    *outcome = std::max(outcomeA, doneB.outcome);
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_kfac_precondition_embedding_cpu(pfrt_context *ctx, const pfrt_tensor *a_inv,
+                                                 const pfrt_tensor *b_inv,
+                                                 const pfrt_tensor *grad_w, int32_t w_transposed,
+                                                 const pfrt_tensor *out_w) {
+  Call call(ctx, "pfrt_kfac_precondition_embedding");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(checkEmbeddingPrecondition(call, a_inv, b_inv, grad_w, w_transposed, out_w));
+  const bool transposed = w_transposed != 0;
+  const int64_t vocab = a_inv->shape[0], h = b_inv->shape[0];
+  if (vocab == 0 || h == 0)
+    return PFRT_OK;
+  return visitFloat(a_inv->dtype, [&](auto tag) -> pfrt_status {
+    using T = typename decltype(tag)::type;
+    const T *pa = static_cast<const T *>(a_inv->data);
+    const T *pb = static_cast<const T *>(b_inv->data);
+    const T *g = static_cast<const T *>(grad_w->data);
+    T *out = static_cast<T *>(out_w->data);
+    Scratch<T> work;
+    PFRT_TRY(work.allocate(call, vocab * h));
+    T *t = work.data();
+    Gemm gemmShape;
+    if (!transposed) {
+      // t = diag(a_inv) G (rows scaled), out = t B^-1.
+      parallelFor(ctx, vocab, h, [&](int64_t v) {
+        const double scale = double(pa[v]);
+        for (int64_t j = 0; j < h; ++j)
+          t[v * h + j] = T(scale * double(g[v * h + j]));
+      });
+      gemmShape.m = vocab;
+      gemmShape.n = h;
+      gemmShape.k = h;
+      gemm(ctx, gemmShape, t, pb, out);
+      return PFRT_OK;
+    }
+    // t = B^-1 G ([h, vocab]), out = t diag(a_inv) (columns scaled).
+    gemmShape.m = h;
+    gemmShape.n = vocab;
+    gemmShape.k = h;
+    gemm(ctx, gemmShape, pb, g, t);
+    parallelFor(ctx, h, vocab, [&](int64_t i) {
+      for (int64_t v = 0; v < vocab; ++v)
+        out[i * vocab + v] = T(double(t[i * vocab + v]) * double(pa[v]));
+    });
+    return PFRT_OK;
+  });
+}
+
+} // extern "C"

@@ -10,6 +10,7 @@
 #define PF_RUNTIME_CUDA_KFACMATH_H
 
 #include "HostDevice.h"
+#include "pf/Runtime/pfrt.h"
 
 namespace pfrt::cuda {
 
@@ -83,6 +84,34 @@ PFRT_HD void solveLayerNormBlock(double ss, double sb, double bb, double damping
   outScale = (c * gradScale - sb * gradBias) / det;
   outBias = (a * gradBias - sb * gradScale) / det;
 }
+
+/// The row an embedding id picks in a table of `vocab` rows (an id in
+/// [-vocab, 0) counts from the end), or -1 outside [-vocab, vocab): the CPU
+/// backend's pfrt::embeddingRow, for the device.
+PFRT_HD int64_t embeddingIdRow(int64_t id, int64_t vocab) {
+  const int64_t row = id < 0 ? id + vocab : id;
+  return row >= 0 && row < vocab ? row : -1;
+}
+
+/// The damping of an embedding's diagonal factor A after raising it tenfold
+/// (from 1e-6 when 0) until `smallest` + damping > 0, at most `retries`
+/// times; `outcome` says which PFRT_KFAC_* refresh outcome that was (kept:
+/// the inverse is not written).
+PFRT_HD double embeddingDiagonalDamping(double smallest, double damping, int32_t retries,
+                                        int32_t &outcome) {
+  for (int32_t attempt = 0; attempt <= retries; ++attempt) {
+    if (smallest + damping > 0) {
+      outcome = attempt == 0 ? PFRT_KFAC_INVERTED : PFRT_KFAC_MORE_DAMPING;
+      return damping;
+    }
+    damping = damping > 0 ? damping * 10 : 1e-6;
+  }
+  outcome = PFRT_KFAC_KEPT_PREVIOUS;
+  return damping;
+}
+
+/// An entry of the embedding's A⁻¹: 1 / (a + damping).
+PFRT_HD double embeddingInverseEntry(double a, double damping) { return 1.0 / (a + damping); }
 
 } // namespace pfrt::cuda
 

@@ -1115,6 +1115,218 @@ pfrt_status kfacPreconditionLayerNormEntry(pfrt_context *ctx, const pfrt_tensor 
   return factor->dtype == PFRT_F32 ? run(float()) : run(double());
 }
 
+//===------------------------------ K-FAC: embeddings ----------------------===//
+
+/// Counts the ids per row into counts [vocab] (doubles: exact in any order
+/// below 2^53); *firstBad gets the smallest index of an id out of range.
+template <typename I>
+__global__ void countIdsKernel(int64_t n, int64_t vocab, const I *ids, double *counts,
+                               unsigned long long *firstBad) {
+  PFRT_GRID_STRIDE(i, n) {
+    const int64_t row = embeddingIdRow(int64_t(ids[i]), vocab);
+    if (row < 0)
+      atomicMin(firstBad, static_cast<unsigned long long>(i));
+    else
+      atomicAdd(counts + row, 1.0);
+  }
+}
+
+template <typename T>
+__global__ void combineCountsKernel(int64_t vocab, double alpha, double beta, const double *counts,
+                                    T *f) {
+  PFRT_GRID_STRIDE(v, vocab) { f[v] = T(combineFactor(beta, double(f[v]), alpha, counts[v])); }
+}
+
+/// (sum, smallest) of a [n] by one block into out[0], out[1].
+template <typename T>
+__global__ void sumAndMinKernel(int64_t n, const T *a, double *out) {
+  double s = 0, largestNegated = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    s += double(a[i]);
+    largestNegated = fmax(largestNegated, -double(a[i]));
+  }
+  s = blockSum(s);
+  largestNegated = blockMaxNan(largestNegated);
+  if (threadIdx.x == 0) {
+    out[0] = s;
+    out[1] = n > 0 ? -largestNegated : 0.0;
+  }
+}
+
+template <typename T>
+__global__ void embeddingInverseKernel(int64_t vocab, double damping, const T *a, T *inverse) {
+  PFRT_GRID_STRIDE(v, vocab) { inverse[v] = T(embeddingInverseEntry(double(a[v]), damping)); }
+}
+
+/// out[r, c] = in[r, c] · scale[r] (byRow) or · scale[c].
+template <typename T>
+__global__ void scaleRowsOrColumnsKernel(int64_t rows, int64_t cols, bool byRow, const T *scale,
+                                         const T *in, T *out) {
+  PFRT_GRID_STRIDE(i, rows * cols) {
+    out[i] = T(double(in[i]) * double(scale[byRow ? i / cols : i % cols]));
+  }
+}
+
+pfrt_status kfacEmbeddingFactorEntry(pfrt_context *ctx, const pfrt_tensor *ids, double scale,
+                                     int32_t mode, double decay, const pfrt_tensor *factor) {
+  Call call(ctx, "pfrt_kfac_embedding_factor");
+  PFRT_TRY(beginCuda(call));
+  EmbeddingFactorDims d;
+  PFRT_TRY(checkEmbeddingFactor(call, ids, scale, mode, decay, factor, d));
+  const FactorUpdateCoefficients update = factorUpdateCoefficients(d.ids, scale, mode, decay);
+  if (d.vocab == 0 && d.ids == 0)
+    return PFRT_OK;
+  cudaStream_t s = streamOf(ctx);
+  void *ws = nullptr;
+  PFRT_TRY(scratch(call, sizeof(double) * size_t(d.vocab) + sizeof(unsigned long long), &ws));
+  double *counts = static_cast<double *>(ws);
+  auto *firstBad = reinterpret_cast<unsigned long long *>(counts + d.vocab);
+  PFRT_TRY(check(call, cudaMemsetAsync(counts, 0, sizeof(double) * size_t(d.vocab), s),
+                 "cudaMemsetAsync"));
+  PFRT_TRY(check(call, cudaMemsetAsync(firstBad, 0xff, sizeof(unsigned long long), s),
+                 "cudaMemsetAsync"));
+  if (d.ids > 0) {
+    if (ids->dtype == PFRT_I64)
+      countIdsKernel<<<blocksFor(d.ids), kThreads, 0, s>>>(
+          d.ids, d.vocab, dataAs<const int64_t>(ids), counts, firstBad);
+    else
+      countIdsKernel<<<blocksFor(d.ids), kThreads, 0, s>>>(
+          d.ids, d.vocab, dataAs<const int32_t>(ids), counts, firstBad);
+    PFRT_TRY(launched(call, "countIdsKernel"));
+  }
+  unsigned long long bad = 0;
+  PFRT_TRY(check(call, cudaMemcpyAsync(&bad, firstBad, sizeof(bad), cudaMemcpyDeviceToHost, s),
+                 "cudaMemcpyAsync"));
+  PFRT_TRY(check(call, cudaStreamSynchronize(s), "cudaStreamSynchronize"));
+  if (bad != ~0ull) {
+    int64_t id = 0;
+    const size_t size = ids->dtype == PFRT_I64 ? sizeof(int64_t) : sizeof(int32_t);
+    int32_t narrow = 0;
+    PFRT_TRY(check(
+        call,
+        cudaMemcpy(ids->dtype == PFRT_I64 ? static_cast<void *>(&id) : static_cast<void *>(&narrow),
+                   static_cast<const char *>(ids->data) + bad * size, size, cudaMemcpyDeviceToHost),
+        "cudaMemcpy"));
+    if (ids->dtype != PFRT_I64)
+      id = narrow;
+    return call.fail(PFRT_INVALID_ARGUMENT, "ids[%lld] = %lld is outside [-%lld, %lld)",
+                     static_cast<long long>(bad), static_cast<long long>(id),
+                     static_cast<long long>(d.vocab), static_cast<long long>(d.vocab));
+  }
+  if (d.vocab == 0)
+    return PFRT_OK;
+  if (factor->dtype == PFRT_F32)
+    combineCountsKernel<<<blocksFor(d.vocab), kThreads, 0, s>>>(d.vocab, update.alpha, update.beta,
+                                                                counts, dataAs<float>(factor));
+  else
+    combineCountsKernel<<<blocksFor(d.vocab), kThreads, 0, s>>>(d.vocab, update.alpha, update.beta,
+                                                                counts, dataAs<double>(factor));
+  return launched(call, "combineCountsKernel");
+}
+
+pfrt_status kfacEmbeddingInversesEntry(pfrt_context *ctx, const pfrt_tensor *a,
+                                       const pfrt_tensor *b, double damping, int32_t retries,
+                                       const pfrt_tensor *a_inv, const pfrt_tensor *b_inv,
+                                       int32_t *outcome) {
+  Call call(ctx, "pfrt_kfac_embedding_inverses");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(checkEmbeddingInverses(call, a, b, damping, retries, a_inv, b_inv));
+  const int64_t vocab = a->shape[0], h = b->shape[0];
+  cudaStream_t s = streamOf(ctx);
+  double *sums = nullptr;
+  PFRT_TRY(scratch(call, 3 * sizeof(double), reinterpret_cast<void **>(&sums)));
+  if (a->dtype == PFRT_F32) {
+    sumAndMinKernel<<<1, kThreads, 0, s>>>(vocab, dataAs<const float>(a), sums);
+    traceKernel<<<1, kThreads, 0, s>>>(h, dataAs<const float>(b), sums + 2);
+  } else {
+    sumAndMinKernel<<<1, kThreads, 0, s>>>(vocab, dataAs<const double>(a), sums);
+    traceKernel<<<1, kThreads, 0, s>>>(h, dataAs<const double>(b), sums + 2);
+  }
+  PFRT_TRY(launched(call, "sumAndMinKernel"));
+  double host[3];
+  PFRT_TRY(check(call, cudaMemcpyAsync(host, sums, sizeof(host), cudaMemcpyDeviceToHost, s),
+                 "cudaMemcpyAsync"));
+  PFRT_TRY(check(call, cudaStreamSynchronize(s), "cudaStreamSynchronize"));
+  const double sumA = host[0], smallest = host[1], traceB = host[2];
+  if (!isfinite(sumA) || !isfinite(traceB)) {
+    if (outcome)
+      *outcome = PFRT_KFAC_KEPT_PREVIOUS;
+    (void)call.fail(PFRT_NUMERIC,
+                    "a factor trace is not finite (sum a = %g, tr b = %g); the "
+                    "inverses were left unchanged",
+                    sumA, traceB);
+    return PFRT_OK;
+  }
+  const double pi = kfacPi(sumA, vocab, traceB, h);
+  const double root = ::sqrt(damping);
+  int32_t outcomeA = PFRT_KFAC_INVERTED;
+  const double dampingA = embeddingDiagonalDamping(smallest, root * pi, retries, outcomeA);
+  if (outcomeA == PFRT_KFAC_KEPT_PREVIOUS) {
+    (void)call.fail(PFRT_NUMERIC,
+                    "factor A + %g has an entry <= 0 (smallest %g); its "
+                    "inverse was left unchanged",
+                    dampingA, smallest);
+  } else if (vocab > 0) {
+    if (a->dtype == PFRT_F32)
+      embeddingInverseKernel<<<blocksFor(vocab), kThreads, 0, s>>>(
+          vocab, dampingA, dataAs<const float>(a), dataAs<float>(a_inv));
+    else
+      embeddingInverseKernel<<<blocksFor(vocab), kThreads, 0, s>>>(
+          vocab, dampingA, dataAs<const double>(a), dataAs<double>(a_inv));
+    PFRT_TRY(launched(call, "embeddingInverseKernel"));
+  }
+  // B as pfrt_kfac_damped_inverses' composed refresh: the dispatching
+  // pfrt_kfac_inverse, retried with tenfold damping.
+  int32_t outcomeB = PFRT_KFAC_KEPT_PREVIOUS;
+  double dampingB = root / pi;
+  for (int32_t attempt = 0; attempt <= retries; ++attempt) {
+    const pfrt_status status = pfrt_kfac_inverse(ctx, b, dampingB, b_inv);
+    if (status == PFRT_OK) {
+      outcomeB = attempt == 0 ? PFRT_KFAC_INVERTED : PFRT_KFAC_MORE_DAMPING;
+      break;
+    }
+    if (status != PFRT_NUMERIC)
+      return status;
+    dampingB = dampingB > 0 ? dampingB * 10 : 1e-6;
+  }
+  if (outcome)
+    *outcome = outcomeA > outcomeB ? outcomeA : outcomeB;
+  return PFRT_OK;
+}
+
+pfrt_status kfacPreconditionEmbeddingEntry(pfrt_context *ctx, const pfrt_tensor *a_inv,
+                                           const pfrt_tensor *b_inv, const pfrt_tensor *grad_w,
+                                           int32_t w_transposed, const pfrt_tensor *out_w) {
+  Call call(ctx, "pfrt_kfac_precondition_embedding");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(checkEmbeddingPrecondition(call, a_inv, b_inv, grad_w, w_transposed, out_w));
+  const bool transposed = w_transposed != 0;
+  const int64_t vocab = a_inv->shape[0], h = b_inv->shape[0];
+  if (vocab == 0 || h == 0)
+    return PFRT_OK;
+  auto run = [&](auto tag) -> pfrt_status {
+    using T = decltype(tag);
+    cudaStream_t s = streamOf(ctx);
+    void *ws = nullptr;
+    PFRT_TRY(scratch(call, sizeof(T) * size_t(vocab * h), &ws));
+    T *t = static_cast<T *>(ws);
+    const T *pa = dataAs<const T>(a_inv), *pb = dataAs<const T>(b_inv),
+            *g = dataAs<const T>(grad_w);
+    T *out = dataAs<T>(out_w);
+    if (!transposed) {
+      // t = diag(a_inv) G, out = t B^-1.
+      scaleRowsOrColumnsKernel<<<blocksFor(vocab * h), kThreads, 0, s>>>(vocab, h, true, pa, g, t);
+      PFRT_TRY(launched(call, "scaleRowsOrColumnsKernel"));
+      return rowMajorGemm<T>(call, false, false, vocab, h, h, 1.0, t, h, pb, h, 0.0, out, h);
+    }
+    // t = B^-1 G ([h, vocab]), out = t diag(a_inv).
+    PFRT_TRY(rowMajorGemm<T>(call, false, false, h, vocab, h, 1.0, pb, h, g, vocab, 0.0, t, vocab));
+    scaleRowsOrColumnsKernel<<<blocksFor(vocab * h), kThreads, 0, s>>>(h, vocab, false, pa, t, out);
+    return launched(call, "scaleRowsOrColumnsKernel");
+  };
+  return a_inv->dtype == PFRT_F32 ? run(float()) : run(double());
+}
+
 } // namespace
 
 void registerLinalg(KernelTable &t) {
@@ -1137,6 +1349,9 @@ void registerLinalg(KernelTable &t) {
   t.pfrt_kfac_eigen_refresh = pfrt::kfacEigenRefreshComposed;
   t.pfrt_kfac_layer_norm_factor = kfacLayerNormFactorEntry;
   t.pfrt_kfac_precondition_layer_norm = kfacPreconditionLayerNormEntry;
+  t.pfrt_kfac_embedding_factor = kfacEmbeddingFactorEntry;
+  t.pfrt_kfac_embedding_inverses = kfacEmbeddingInversesEntry;
+  t.pfrt_kfac_precondition_embedding = kfacPreconditionEmbeddingEntry;
 }
 
 } // namespace pfrt::cuda
