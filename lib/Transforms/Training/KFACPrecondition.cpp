@@ -64,6 +64,16 @@ struct KFACPreconditionPass
 
   bool eigen() const { return basis == KfacBasis::Eigen; }
 
+  /// `gradient` as autodiff made it: pf.clip_by_global_norm's operand for
+  /// its result, else the value itself. The host's quadratic model of the
+  /// loss (raw-gradients) needs the true gradient, not the clipped one.
+  static Value unclipped(Value gradient) {
+    auto clip = gradient.getDefiningOp<ClipByGlobalNormOp>();
+    if (!clip)
+      return gradient;
+    return clip.getGradients()[cast<OpResult>(gradient).getResultNumber()];
+  }
+
   /// The state export-factors returns per layer (kfac/<suffix>/<weight>).
   SmallVector<StringRef> exportedState() const {
     if (eigen())
@@ -434,6 +444,9 @@ struct KFACPreconditionPass
       return module.emitError("pf-kfac-precondition: LayerNorm factors (pf-insert-kfac "
                               "layer-norm=...) are single-process K-FAC for now: not on a split "
                               "module nor with bubbles=true (--kfac-window)");
+    if (!stageFunctions.empty() && rawGradients)
+      return module.emitError("pf-kfac-precondition: raw-gradients is single-process K-FAC "
+                              "(the host's quadratic model of the loss): not on a split module");
     if (!stageFunctions.empty()) {
       if (refreshEvery < 1 || retries < 0 || damping < 0 || refreshWarmup < 0 || klClip < 0)
         return module.emitError("pf-kfac-precondition: refresh-every must be >= 1, retries, "
@@ -483,6 +496,12 @@ struct KFACPreconditionPass
     // For KL-clipping: (result position, preconditioned update, raw gradient).
     SmallVector<std::tuple<unsigned, Value, Value>> updates;
     SmallVector<std::pair<std::string, Value>> exported;
+    // raw-gradients: kfac/gradient/<parameter> of every K-FAC layer.
+    SmallVector<std::pair<std::string, Value>> rawResults;
+    auto keepRaw = [&](StringRef parameter, Value gradient) {
+      if (rawGradients)
+        rawResults.push_back({("kfac/gradient/" + parameter).str(), unclipped(gradient)});
+    };
     for (auto factorA : module.getOps<ParamOp>()) {
       if (!factorA.getSymName().ends_with(".kfac.A"))
         continue;
@@ -502,6 +521,9 @@ struct KFACPreconditionPass
       // The layer's ops carry its weight's location (the ONNX initializer
       // name), so profiles attribute them to the right block.
       Layer layer = layerOf(factorA);
+      keepRaw(layer.weight, gradW);
+      if (gradB)
+        keepRaw(layer.bias, gradB);
       auto [outcome, weightUpdate, biasUpdate] =
           emitLayer(builder, symbols, layer, step, gradW, gradB);
       if (issues) {
@@ -534,6 +556,8 @@ struct KFACPreconditionPass
       if (scaleGrad == resultOf.end() || biasGrad == resultOf.end())
         continue;
       Value gradScale = results[scaleGrad->second], gradBias = results[biasGrad->second];
+      keepRaw(scaleName.getValue(), gradScale);
+      keepRaw(biasName.getValue(), gradBias);
       auto [scaleUpdate, biasUpdate] = emitLayerNorm(builder, symbols, factor, gradScale, gradBias);
       results[scaleGrad->second] = scaleUpdate;
       results[biasGrad->second] = biasUpdate;
@@ -564,6 +588,7 @@ struct KFACPreconditionPass
     }
     results.push_back(issues);
     unsigned first = results.size() - 1;
+    exported.append(rawResults.begin(), rawResults.end());
     for (auto &[name, value] : exported)
       results.push_back(value);
     ret->setOperands(results);

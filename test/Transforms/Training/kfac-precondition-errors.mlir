@@ -6,6 +6,7 @@
 // RUN: pf-opt %t/refresh-every.mlir --pf-kfac-precondition=refresh-every=0 -verify-diagnostics
 // RUN: pf-opt %t/damping.mlir --pf-kfac-precondition=damping=-1 -verify-diagnostics
 // RUN: pf-opt %t/kl-clip.mlir --pf-kfac-precondition=kl-clip=-1 -verify-diagnostics
+// RUN: pf-opt %t/raw-gradients-split.mlir --pf-kfac-precondition=raw-gradients=true -verify-diagnostics
 
 //--- errors.mlir
 // expected-error @+1 {{pf-kfac-precondition: no function with a body}}
@@ -67,4 +68,14 @@ pf.param @"bert.encoder.layer.0.dense.weight.kfac.B_inv" : tensor<5x5xf32> {pf.k
 // expected-error @+1 {{pf-kfac-precondition: kl-clip must be >= 0}}
 func.func @main(%g: tensor<5x4xf32>, %step: tensor<i64> {pf.name = "step"}) -> (tensor<5x4xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}) {
   return %g : tensor<5x4xf32>
+}
+
+//--- raw-gradients-split.mlir
+// The host's quadratic model (pf-train --kfac-damping-schedule adaptive) is
+// single-process: a split module (stage<s>_backward) is refused.
+// expected-error @+1 {{pf-kfac-precondition: raw-gradients is single-process K-FAC (the host's quadratic model of the loss): not on a split module}}
+module {
+  func.func @stage0_backward(%g: tensor<5x4xf32>) -> tensor<5x4xf32> {
+    return %g : tensor<5x4xf32>
+  }
 }

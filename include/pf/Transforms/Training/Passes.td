@@ -356,6 +356,12 @@ def PFKFACPrecondition : Pass<"pf-kfac-precondition", "::mlir::ModuleOp"> {
            "the host's refresh-interval schedule (pf-train --kfac-interval-schedule); on a "
            "split module every stage<s>_kfac_precondition_<l> takes it; not with bubbles "
            "(default: false)">,
+    Option<"rawGradients", "raw-gradients", "bool", /*default=*/"false",
+           "Also return each K-FAC layer's gradient as autodiff made it, before clipping "
+           "and preconditioning (kfac/gradient/<weight>, kfac/gradient/<bias>; LayerNorm "
+           "layers' scale and shift alike): the gradient term of the host's quadratic model "
+           "of the loss (pf-train --kfac-damping-schedule adaptive); not on a split module "
+           "(default: false)">,
     Option<"exportFactors", "export-factors", "bool", /*default=*/"false",
            "Also return each layer's factors and inverses after the step "
            "(kfac/A/<weight>, kfac/B/..., kfac/A_inv/..., kfac/B_inv/...; with basis=eigen "
