@@ -86,8 +86,8 @@ const std::set<std::string> kHostOnly = {
     "pfrt_arena_alloc", "pfrt_arena_reset", "pfrt_arena_base", "pfrt_arena_get_stats",
     "pfrt_arena_destroy",
     // Backend selection and the driver's copies at step boundaries.
-    "pfrt_backend_built", "pfrt_copy_from_host", "pfrt_copy_to_host", "pfrt_synchronize",
-    "pfrt_context_set_gemm_precision", "pfrt_context_gemm_precision",
+    "pfrt_backend_built", "pfrt_backend_device_count", "pfrt_copy_from_host", "pfrt_copy_to_host",
+    "pfrt_synchronize", "pfrt_context_set_gemm_precision", "pfrt_context_gemm_precision",
     // Communicators are made, queried and ended by the host.
     "pfrt_comm_options_init", "pfrt_comm_create", "pfrt_comm_create_group", "pfrt_comm_destroy",
     "pfrt_comm_rank", "pfrt_comm_size", "pfrt_comm_max_tag", "pfrt_comm_align_clock",

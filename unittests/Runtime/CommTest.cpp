@@ -533,4 +533,44 @@ TEST_F(CommTest, DestroyCancelsAPendingReceive) {
   ok(pfrt_comm_barrier(ctx, comm));
 }
 
+/// Whether this run stages every tensor through host buffers
+/// (PFCommTests.staged.np2).
+bool staged() {
+  const char *backend = std::getenv("PFRT_TEST_COMM_BACKEND");
+  return backend && std::string(backend) == "mpi-staged";
+}
+
+TEST_F(CommTest, StagedTransfersCopyAtThePostAndAtTheWait) {
+  if (!staged())
+    GTEST_SKIP() << "PFRT_TEST_COMM_BACKEND=mpi-staged runs this test";
+  if (size < 2)
+    return;
+  // Rank 0 sends; the bytes are copied out when the send is posted, so
+  // changing the tensor before the wait does not change what arrives.
+  // Rank 1's receive lands in its tensor at the wait, not before: after a
+  // barrier (the message has arrived in the host buffer) the tensor still
+  // holds what it held. Unstaged MPI gives neither guarantee.
+  Tensor<float> t = payload<float>({64}, 0);
+  pfrt_tensor d = t.desc();
+  int64_t request = 0;
+  if (rank == 0) {
+    ok(pfrt_comm_isend(ctx, comm, &d, 1, 5, &request));
+    for (int64_t i = 0; i < t.size(); ++i)
+      t[i] = -1;
+    ok(pfrt_comm_barrier(ctx, comm));
+    ok(pfrt_comm_wait(ctx, comm, request));
+  } else if (rank == 1) {
+    for (int64_t i = 0; i < t.size(); ++i)
+      t[i] = 7;
+    ok(pfrt_comm_irecv(ctx, comm, &d, 0, 5, &request));
+    ok(pfrt_comm_barrier(ctx, comm));
+    EXPECT_EQ(t[0], 7.0f);
+    EXPECT_EQ(t[63], 7.0f);
+    ok(pfrt_comm_wait(ctx, comm, request));
+    EXPECT_EQ(t.data, payload<float>({64}, 0).data);
+  } else {
+    ok(pfrt_comm_barrier(ctx, comm));
+  }
+}
+
 } // namespace

@@ -14,6 +14,9 @@
 #if PFRT_TEST_CUDA_BUILT
 #include "../../lib/Runtime/cuda/Libraries.h"
 #endif
+#if PFRT_TEST_NCCL_BUILT
+#include "../../lib/Runtime/comm/NcclLibrary.h"
+#endif
 
 #include <gtest/gtest.h>
 
@@ -37,6 +40,15 @@ TEST(CudaBackend, BuiltBackendsAreReported) {
   EXPECT_EQ(pfrt_backend_built(PFRT_BACKEND_CPU), 1);
   EXPECT_EQ(cudaBuilt(), PFRT_TEST_CUDA_BUILT != 0);
   EXPECT_EQ(pfrt_backend_built(7), 0);
+  EXPECT_EQ(pfrt_backend_device_count(PFRT_BACKEND_CPU), 1);
+  EXPECT_EQ(pfrt_backend_device_count(7), 0);
+  // A CUDA context exists exactly when a device does.
+  pfrt_context_options options;
+  pfrt_context_options_init(&options);
+  options.backend = PFRT_BACKEND_CUDA;
+  pfrt_context *cuda = pfrt_context_create(&options);
+  EXPECT_EQ(cuda != nullptr, pfrt_backend_device_count(PFRT_BACKEND_CUDA) > 0);
+  pfrt_context_destroy(cuda);
 }
 
 TEST(CudaBackend, ContextWithoutUsableGpuIsAClearError) {
@@ -123,9 +135,17 @@ TEST(CudaBackend, EveryKernelDispatchesToCudaOrSaysNotImplemented) {
       EXPECT_NE(std::find(implemented.begin(), implemented.end(), name), implemented.end())
           << name << " has no CUDA version";
   }
+  // Communication moves the context's memory (NCCL, or MPI staged through
+  // host buffers): every pfrt_comm_* kernel reaches the CUDA backend.
+  int commKernels = 0;
+  for (const std::string &name : implemented)
+    commKernels += name.rfind("pfrt_comm_", 0) == 0;
+  EXPECT_EQ(commKernels, cudaBuilt() ? 10 : 0);
   std::string list;
-  for (const std::string &name : missing)
+  for (const std::string &name : missing) {
+    EXPECT_NE(name.rfind("pfrt_comm_", 0), 0u) << name << " is not implemented on CUDA";
     list += " " + name;
+  }
   std::printf("CUDA backend: %zu kernels implemented, %zu not yet:%s\n",
               implemented.size(), missing.size(), list.c_str());
 }
@@ -145,6 +165,53 @@ TEST(CudaBackend, CublasAndCusolverLoadAtRunTime) {
   EXPECT_STREQ(lib.cublasGetStatusString(CUBLAS_STATUS_SUCCESS), "success");
 }
 #endif
+
+#if PFRT_TEST_NCCL_BUILT
+/// NCCL is dlopen'ed by the first NCCL communicator (never linked: the
+/// toolkit's libnccl.so.2 is ~218 MB); every function the communicator calls
+/// resolves in the library found at configure time.
+TEST(CudaBackend, NcclLoadsAtRunTime) {
+  char why[512] = "";
+  ASSERT_TRUE(pfrt::comm::loadNccl(why, sizeof why)) << why;
+  const pfrt::comm::NcclLibrary &lib = pfrt::comm::nccl();
+#define PFRT_EXPECT_LOADED(name) EXPECT_NE(lib.name, nullptr) << #name;
+  PFRT_NCCL_FUNCTIONS(PFRT_EXPECT_LOADED)
+#undef PFRT_EXPECT_LOADED
+  int version = 0;
+  ASSERT_EQ(lib.ncclGetVersion(&version), ncclSuccess);
+  // The library is at least the header's major version (2.x: 2xxyy).
+  EXPECT_GE(version / 10000, NCCL_MAJOR);
+  EXPECT_STREQ(lib.ncclGetErrorString(ncclSuccess), "no error");
+}
+#endif
+
+/// Without a GPU there is no CUDA context, and an NCCL communicator on any
+/// other context says why (it never starts MPI: this process has no
+/// mpirun).
+TEST(CudaBackend, NcclWithoutACudaContextIsAClearError) {
+  pfrt_context *ctx = pfrt_context_create(nullptr);
+  ASSERT_NE(ctx, nullptr);
+  pfrt_comm_options options;
+  pfrt_comm_options_init(&options);
+  options.backend = PFRT_COMM_NCCL;
+  pfrt_comm *comm = nullptr;
+  EXPECT_EQ(pfrt_comm_create(ctx, &options, &comm), PFRT_UNSUPPORTED);
+  EXPECT_EQ(comm, nullptr);
+  const std::string message = pfrt_last_error(ctx);
+#if PFRT_TEST_NCCL_BUILT
+  EXPECT_NE(message.find("pfrt_comm_create: NCCL moves CUDA device memory: create the "
+                         "communicator on a CUDA context (this one is cpu)"),
+            std::string::npos)
+      << message;
+  if (pfrt_context *gpu = tryCudaContext())
+    pfrt_context_destroy(gpu);
+  else
+    EXPECT_NE(message.find("CUDA device"), std::string::npos) << message;
+#else
+  EXPECT_NE(message.find("NCCL communication backend is not built"), std::string::npos) << message;
+#endif
+  pfrt_context_destroy(ctx);
+}
 
 TEST(CudaBackend, CpuContextStillRunsOnTheCpu) {
   pfrt_context *ctx = pfrt_context_create(nullptr);

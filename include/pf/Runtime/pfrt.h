@@ -145,6 +145,12 @@ PFRT_API const char *pfrt_backend_name(const pfrt_context *ctx);
  * built CUDA backend still needs a GPU at pfrt_context_create. */
 PFRT_API int32_t pfrt_backend_built(int32_t backend);
 
+/* The devices of `backend` this process can use: 1 for the CPU; for CUDA
+ * the GPUs the driver reports (0 without a driver or GPU, or when the CUDA
+ * backend is not built). Creates no context: drivers use it to give each
+ * rank of a job its own GPU. */
+PFRT_API int32_t pfrt_backend_device_count(int32_t backend);
+
 /* The thread count kernels of this context use (>= 1); 0 for NULL. */
 PFRT_API int32_t pfrt_context_num_threads(const pfrt_context *ctx);
 
@@ -966,8 +972,13 @@ PFRT_API pfrt_status pfrt_kfac_precondition_eigen(
 /*===--------------------------- Communication --------------------------===*/
 /* Point-to-point and collective communication between the ranks of a
  * pipeline (docs/runtime.md, "Communication"). A pfrt_comm is a group of
- * ranks with a backend underneath: MPI (Open MPI) now, NCCL with the CUDA
- * backend later, behind the same calls.
+ * ranks with a backend underneath, behind the same calls: MPI (Open MPI),
+ * or NCCL on a CUDA context (one GPU per rank, bootstrapped over MPI).
+ *  - Tensors are memory of the call's context: host memory on the CPU,
+ *    device memory on CUDA. MPI reads host memory, so on a CUDA context an
+ *    MPI communicator stages every tensor through a host buffer (device to
+ *    host before a send, host to device after a receive or all-reduce, on
+ *    the context's stream); NCCL moves device memory directly.
  *  - Every call takes the context (for the message) and the communicator,
  *    returns a pfrt_status and never aborts (except pfrt_comm_abort).
  *  - Creating no communicator initializes nothing: MPI_Init runs in the
@@ -987,12 +998,24 @@ PFRT_API pfrt_status pfrt_kfac_precondition_eigen(
 
 typedef struct pfrt_comm pfrt_comm;
 
-enum { PFRT_COMM_MPI = 0, PFRT_COMM_NCCL = 1 };
+/* PFRT_COMM_MPI: MPI, staged through host buffers on a CUDA context.
+ * PFRT_COMM_NCCL: NCCL; needs a CUDA context whose device no other rank of
+ *   the job on the same host uses (NCCL refuses two ranks on one GPU), a
+ *   build with NCCL (libnccl.so.2 is loaded at the first NCCL communicator)
+ *   and MPI to start (rank 0's ncclUniqueId is broadcast over MPI). Point to
+ *   point transfers between two ranks match in the order they were posted
+ *   (NCCL has no tags): a receive posted out of the sender's order is
+ *   PFRT_INVALID_ARGUMENT naming both tags, never a silent mix-up.
+ * PFRT_COMM_MPI_STAGED: MPI with every tensor staged through a host buffer
+ *   (pfrt_copy_to_host / pfrt_copy_from_host on the call's context), on any
+ *   context: what PFRT_COMM_MPI does on CUDA; on the CPU the check of that
+ *   path (pf-train --device-buffers). */
+enum { PFRT_COMM_MPI = 0, PFRT_COMM_NCCL = 1, PFRT_COMM_MPI_STAGED = 2 };
 
 typedef struct pfrt_comm_options {
   int32_t abi_version; /* must be PFRT_ABI_VERSION */
-  int32_t backend;     /* PFRT_COMM_MPI; PFRT_COMM_NCCL is not built yet
-                          (PFRT_UNSUPPORTED) */
+  int32_t backend;     /* PFRT_COMM_*; one not built into this library is
+                          PFRT_UNSUPPORTED with the reason */
 } pfrt_comm_options;
 
 /* Fills *options with the defaults: this header's ABI version, MPI. */

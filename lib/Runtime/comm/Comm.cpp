@@ -7,9 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Communicator.h"
+#include "StagedCommunicator.h"
 
 #ifdef PFRT_HAVE_MPI
 #include "MpiCommunicator.h"
+#endif
+#ifdef PFRT_HAVE_NCCL
+#include "NcclCommunicator.h"
 #endif
 
 #include <cstring>
@@ -28,18 +32,35 @@ const char *backendName(Backend backend) {
     return "MPI";
   case Backend::Nccl:
     return "NCCL";
+  case Backend::MpiStaged:
+    return "MPI (staged through host memory)";
   }
   return "unknown";
 }
 
 pfrt_status createWorld(const Call &call, Backend backend,
                         std::unique_ptr<Communicator> &out) {
-#ifdef PFRT_HAVE_MPI
-  if (backend == Backend::Mpi)
-    return createMpiWorld(call, out);
+  if (backend == Backend::Nccl) {
+#ifdef PFRT_HAVE_NCCL
+    return createNcclWorld(call, out);
+#else
+    return call.fail(PFRT_UNSUPPORTED,
+                     "the NCCL communication backend is not "
+                     "built into this library (%s)",
+                     PFRT_NCCL_UNAVAILABLE);
 #endif
+  }
+#ifdef PFRT_HAVE_MPI
+  std::unique_ptr<Communicator> mpi;
+  PFRT_TRY(createMpiWorld(call, mpi));
+  // MPI reads host memory: a CUDA context's tensors go through host buffers.
+  bool staged = backend == Backend::MpiStaged || call.context()->backend == PFRT_BACKEND_CUDA;
+  out = staged ? stageThroughHost(std::move(mpi)) : std::move(mpi);
+  return PFRT_OK;
+#else
   return call.fail(PFRT_UNSUPPORTED, "the %s communication backend is not "
                    "built into this library", backendName(backend));
+#endif
 }
 
 } // namespace comm
@@ -142,7 +163,8 @@ pfrt_status pfrt_comm_create(pfrt_context *ctx,
     return call.fail(PFRT_INVALID_ARGUMENT, "options are of ABI version %d; "
                      "this library is version %d", opts.abi_version,
                      PFRT_ABI_VERSION);
-  if (opts.backend != PFRT_COMM_MPI && opts.backend != PFRT_COMM_NCCL)
+  if (opts.backend != PFRT_COMM_MPI && opts.backend != PFRT_COMM_NCCL &&
+      opts.backend != PFRT_COMM_MPI_STAGED)
     return call.fail(PFRT_INVALID_ARGUMENT, "unknown communication backend "
                      "%d", opts.backend);
   std::unique_ptr<Communicator> impl;

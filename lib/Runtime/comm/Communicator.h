@@ -1,7 +1,9 @@
 //===- Communicator.h - The runtime's communication interface ---*- C++ -*-===//
 //
 // What the pfrt_comm_* entry points (Comm.cpp) call: one abstract group of
-// ranks, implemented on MPI (MpiCommunicator.cpp) and later on NCCL. The
+// ranks, implemented on MPI (MpiCommunicator.cpp), on MPI through host
+// buffers (StagedCommunicator.cpp: tensors in backend memory MPI cannot
+// read) and on NCCL (NcclCommunicator.cpp, CUDA builds with NCCL). The
 // entry points validate every argument first (descriptors, peers, tags,
 // dtypes), so an implementation only moves data and reports failures of the
 // library underneath through the Call, whose messages then name the C
@@ -22,7 +24,11 @@ namespace pfrt {
 namespace comm {
 
 /// The library that moves the bytes; the values are pfrt.h's PFRT_COMM_*.
-enum class Backend : int32_t { Mpi = PFRT_COMM_MPI, Nccl = PFRT_COMM_NCCL };
+enum class Backend : int32_t {
+  Mpi = PFRT_COMM_MPI,
+  Nccl = PFRT_COMM_NCCL,
+  MpiStaged = PFRT_COMM_MPI_STAGED
+};
 
 const char *backendName(Backend backend);
 
@@ -36,7 +42,8 @@ public:
   virtual int32_t maxTag() const = 0;
 
   /// Start a transfer with `peer` (not this rank) and store a request id
-  /// (> 0) in `request`. `t`'s buffer must stay valid until wait().
+  /// (> 0) in `request`. `t`'s buffer must stay valid until wait(). Tensors
+  /// are memory of the call's context (host on the CPU, device on CUDA).
   virtual pfrt_status isend(const Call &call, const pfrt_tensor &t,
                             int32_t peer, int32_t tag, int64_t &request) = 0;
   virtual pfrt_status irecv(const Call &call, const pfrt_tensor &t,
@@ -64,8 +71,10 @@ public:
   virtual void abort(int32_t code) = 0;
 };
 
-/// The communicator of every rank of the job on `backend`; UNSUPPORTED when
-/// that backend is not built into this library.
+/// The communicator of every rank of the job on `backend`, for tensors of
+/// the call's context (MPI on a CUDA context: staged); UNSUPPORTED, with the
+/// reason, when that backend is not built into this library or cannot run
+/// here (NCCL without a CUDA context).
 pfrt_status createWorld(const Call &call, Backend backend,
                         std::unique_ptr<Communicator> &out);
 

@@ -58,6 +58,9 @@ namespace cuda {
 /// Whether this library was built with the CUDA backend.
 bool built();
 
+/// The GPUs the driver reports; 0 without a driver or GPU, or unbuilt.
+int32_t deviceCount();
+
 /// Creates the CUDA state of ctx (device, stream, library handles) for
 /// ctx->device. On failure writes why into `why` (of `size` bytes) and
 /// leaves ctx->cuda null; never throws or aborts.

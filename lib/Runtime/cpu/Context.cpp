@@ -121,6 +121,12 @@ int32_t pfrt_backend_built(int32_t backend) {
   return backend == PFRT_BACKEND_CUDA && cuda::built() ? 1 : 0;
 }
 
+int32_t pfrt_backend_device_count(int32_t backend) {
+  if (backend == PFRT_BACKEND_CPU)
+    return 1;
+  return backend == PFRT_BACKEND_CUDA ? cuda::deviceCount() : 0;
+}
+
 int32_t pfrt_context_num_threads(const pfrt_context *ctx) {
   return ctx ? ctx->numThreads : 0;
 }

@@ -9,6 +9,15 @@ namespace pfrt::cuda {
 
 bool built() { return true; }
 
+int32_t deviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
 pfrt_status check(const Call &call, cudaError_t err, const char *what) {
   if (err == cudaSuccess)
     return PFRT_OK;
@@ -173,6 +182,7 @@ const KernelTable &kernels() {
     registerLinalg(t);
     registerMatmulBackward(t);
     registerOptimizer(t);
+    registerCommunication(t);
     return t;
   }();
   return table;

@@ -62,6 +62,9 @@ void registerIndexing(KernelTable &table);
 void registerLinalg(KernelTable &table);
 void registerMatmulBackward(KernelTable &table);
 void registerOptimizer(KernelTable &table);
+/// The pfrt_comm_* slots (Communication.cpp): the communicator moves the
+/// context's memory.
+void registerCommunication(KernelTable &table);
 
 } // namespace pfrt::cuda
 

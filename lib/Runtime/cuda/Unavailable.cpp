@@ -15,6 +15,8 @@ namespace pfrt::cuda {
 
 bool built() { return false; }
 
+int32_t deviceCount() { return 0; }
+
 pfrt_status createState(pfrt_context *, char *why, size_t size) {
   std::snprintf(why, size, "this libpfrt was built without the CUDA backend "
                            "(no CUDA toolkit was found at configure time)");
