@@ -197,15 +197,18 @@ LogicalResult emitFactorUpdate(RuntimeLowering &l, ConversionPatternRewriter &re
       scaleValue = arith::SelectOp::create(rewriter, loc, isFirstUpdate, firstScale, laterScale);
     }
   }
-  if (Value countEntry = adaptor.getCount()) {
-    // Gradients of a mean over `count` tokens: factor B needs count².
-    // Read as the double pfrt_read_scalar gives (exact below 2^53).
-    FailureOr<Value> count =
-        l.readScalar(rewriter, op, op.getCount(), countEntry, rewriter.getF64Type());
-    if (failed(count))
-      return failure();
-    scaleValue = arith::MulFOp::create(rewriter, loc, scaleValue,
-                                       arith::MulFOp::create(rewriter, loc, *count, *count));
+  // An embedding's factor A counts ids: no loss count.
+  if constexpr (!std::is_same_v<UpdateOp, KFACUpdateEmbeddingFactorOp>) {
+    if (Value countEntry = adaptor.getCount()) {
+      // Gradients of a mean over `count` tokens: factor B needs count².
+      // Read as the double pfrt_read_scalar gives (exact below 2^53).
+      FailureOr<Value> count =
+          l.readScalar(rewriter, op, op.getCount(), countEntry, rewriter.getF64Type());
+      if (failed(count))
+        return failure();
+      scaleValue = arith::MulFOp::create(rewriter, loc, scaleValue,
+                                         arith::MulFOp::create(rewriter, loc, *count, *count));
+    }
   }
   if (failed(emitIf(rewriter, loc, *due, [&] { return callKernel(mode, scaleValue); })))
     return failure();
@@ -244,6 +247,40 @@ struct UpdateLayerNormFactorPattern : RuntimePattern<KFACUpdateLayerNormFactorOp
                      l.constF64(rewriter, loc, op.getDecay().convertToDouble()),
                      l.paramPtr(rewriter, loc, op.getFactorAttr())});
     });
+  }
+};
+
+/// pfrt_kfac_embedding_factor (token counts) under pf.kfac.update_factor's
+/// rules.
+struct UpdateEmbeddingFactorPattern : RuntimePattern<KFACUpdateEmbeddingFactorOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACUpdateEmbeddingFactorOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value ids = adaptor.getIds();
+    return emitFactorUpdate(l, rewriter, op, adaptor, [&](Value mode, Value scale) {
+      return l.call(rewriter, op, "pfrt_kfac_embedding_factor",
+                    {ids, scale, mode, l.constF64(rewriter, loc, op.getDecay().convertToDouble()),
+                     l.paramPtr(rewriter, loc, op.getFactorAttr())});
+    });
+  }
+};
+
+/// Rows scaled by A⁻¹'s diagonal, then B⁻¹: one call.
+struct PreconditionEmbeddingPattern : RuntimePattern<KFACPreconditionEmbeddingOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(KFACPreconditionEmbeddingOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value update = l.entryOf(rewriter, loc, op.getWeightUpdate());
+    if (failed(l.call(rewriter, op, "pfrt_kfac_precondition_embedding",
+                      {adaptor.getAInverse(), adaptor.getBInverse(), adaptor.getWeightGrad(),
+                       l.constI32(rewriter, loc, 0) /*[vocab, h]*/, update})))
+      return failure();
+    replaceByEntries(rewriter, op, update);
+    return success();
   }
 };
 
@@ -315,10 +352,14 @@ struct RefreshInversesPattern : RuntimePattern<KFACRefreshInversesOp> {
               return failure();
             damping = *given;
           }
-          return l.call(rewriter, op, "pfrt_kfac_damped_inverses",
+          // A 1-D factor A is an embedding's diagonal.
+          int64_t factorA = l.plan.paramTensor.lookup(op.getFactorA());
+          bool diagonal = l.plan.tensors[factorA].type.getRank() == 1;
+          return l.call(rewriter, op,
+                        diagonal ? "pfrt_kfac_embedding_inverses" : "pfrt_kfac_damped_inverses",
                         {l.paramPtr(rewriter, loc, op.getFactorAAttr()),
-                         l.paramPtr(rewriter, loc, op.getFactorBAttr()),
-                         damping, l.constI32(rewriter, loc, int64_t(op.getRetries())),
+                         l.paramPtr(rewriter, loc, op.getFactorBAttr()), damping,
+                         l.constI32(rewriter, loc, int64_t(op.getRetries())),
                          l.paramPtr(rewriter, loc, op.getAInverseAttr()),
                          l.paramPtr(rewriter, loc, op.getBInverseAttr()), outcome});
         })))
@@ -388,6 +429,7 @@ void mlir::pf::populateKFACPatterns(const TypeConverter &converter, RuntimeLower
   // (DataMovementPatterns.cpp).
   patterns.add<GraftPattern, KLClipPattern, UpdateFactorPattern, UpdateLayerNormFactorPattern,
                RefreshInversesPattern, PreconditionPattern<KFACPreconditionOp>,
-               PreconditionPattern<KFACPreconditionEigenOp>, PreconditionLayerNormPattern>(
+               PreconditionPattern<KFACPreconditionEigenOp>, PreconditionLayerNormPattern,
+               UpdateEmbeddingFactorPattern, PreconditionEmbeddingPattern>(
       converter, patterns.getContext(), lowering);
 }

@@ -168,6 +168,8 @@ void LowerToRuntimePass::runOnOperation() {
       updatesOf[update.getFactor()].push_back(update);
     else if (auto update = dyn_cast<KFACUpdateLayerNormFactorOp>(op))
       updatesOf[update.getFactor()].push_back(update);
+    else if (auto update = dyn_cast<KFACUpdateEmbeddingFactorOp>(op))
+      updatesOf[update.getFactor()].push_back(update);
   }
   for (auto &factor : updatesOf) {
     for (auto [rank, op] : llvm::enumerate(factor.second))

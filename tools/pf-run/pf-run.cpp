@@ -88,7 +88,8 @@ static cl::opt<bool> trainingStep(
     cl::desc("Run one masked-LM training step instead of the forward pass: the inputs "
              "add 'labels', 'lr' (f64) and 'step' (i64); the outputs are 'loss', "
              "'grad/<parameter>' and, with --kfac, 'kfac/{A,B,A_inv,B_inv}/<weight>' (with "
-             "--kfac-layer-norm also 'kfac/F/<scale>')"),
+             "--kfac-layer-norm also 'kfac/F/<scale>'; with --kfac-embeddings the tables' "
+             "'kfac/{A,A_inv}/<table>' are [vocab], the diagonal)"),
     cl::cat(category));
 static cl::opt<std::string> emitStepFile(
     "emit-step",

@@ -1769,6 +1769,14 @@ int main(int argc, char **argv) {
                                                                                       : "blocks") +
                   " is single-process K-FAC for now: a pipelined run (--pipeline) "
                   "preconditions the encoder blocks' linears only (give --kfac-layer-norm none)");
+    if (training.kfac && training.insertKFAC.embeddings != mlir::pf::KfacEmbeddings::None)
+      return fail(llvm::Twine("--kfac-embeddings ") +
+                  (training.insertKFAC.embeddings == mlir::pf::KfacEmbeddings::Word
+                       ? "word"
+                       : "word-and-position") +
+                  " is single-process K-FAC for now: a pipelined run (--pipeline) "
+                  "preconditions the encoder blocks' linears only (give --kfac-embeddings "
+                  "none)");
     return trainPipeline(*corpus, stepFlags, argc, argv);
   }
   KfacWindowRule window{training.precondition.refreshWarmup, training.kfacWindow};

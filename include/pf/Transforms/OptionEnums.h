@@ -50,6 +50,11 @@ enum class KfacLayers { Encoder, EncoderAndHead };
 /// blocks' diagonal.
 enum class KfacLayerNorm { None, Blocks, Diagonal };
 
+/// Which embedding tables pf-insert-kfac preconditions (a lookup is a linear
+/// layer on one-hot inputs: diagonal factor A from the token counts): none,
+/// the word embedding, or it and the position embedding.
+enum class KfacEmbeddings { None, Word, WordAndPosition };
+
 /// Whether pf-schedule places K-FAC work (into the bubbles, by a policy).
 enum class KfacMode { Bubbles, None };
 
@@ -108,6 +113,16 @@ inline llvm::cl::ValuesClass kfacLayerNormValues() {
       clEnumValN(KfacLayerNorm::Blocks, "blocks",
                  "Each feature's 2x2 Fisher block of (scale, shift), solved damped"),
       clEnumValN(KfacLayerNorm::Diagonal, "diagonal", "Only the blocks' diagonal"));
+}
+
+inline llvm::cl::ValuesClass kfacEmbeddingsValues() {
+  return llvm::cl::values(
+      clEnumValN(KfacEmbeddings::None, "none", "Embeddings keep the first-order optimizer"),
+      clEnumValN(KfacEmbeddings::Word, "word",
+                 "The word embedding (its factors also precondition a tied decoder's share "
+                 "of the gradient)"),
+      clEnumValN(KfacEmbeddings::WordAndPosition, "word-and-position",
+                 "The word and the position embeddings"));
 }
 
 inline llvm::cl::ValuesClass kfacModeValues() {
@@ -239,6 +254,7 @@ PF_CHOICE_PARSER(::mlir::pf::KfacGraft)
 PF_CHOICE_PARSER(::mlir::pf::KfacBasis)
 PF_CHOICE_PARSER(::mlir::pf::KfacLayers)
 PF_CHOICE_PARSER(::mlir::pf::KfacLayerNorm)
+PF_CHOICE_PARSER(::mlir::pf::KfacEmbeddings)
 PF_CHOICE_PARSER(::mlir::pf::KfacMode)
 PF_CHOICE_PARSER(::mlir::pf::CostSource)
 PF_CHOICE_PARSER(::mlir::pf::KfacWork)

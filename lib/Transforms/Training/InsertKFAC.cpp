@@ -1,12 +1,15 @@
 //===- InsertKFAC.cpp - K-FAC factors of the encoder blocks' linears --------===//
 //
-// layers=encoder-and-head adds the masked-LM head's transform.
+// layers=encoder-and-head adds the masked-LM head's transform, layer-norm the
+// LayerNorms' scale and shift, embeddings the word (and position) embedding
+// tables.
 //
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Transforms/Utils.h"
 #include "pf/Transforms/Training/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/Regex.h"
 
@@ -47,6 +50,77 @@ LinearOp findHeadTransform(func::FuncOp func) {
       found = linear;
   });
   return found;
+}
+
+/// The table a `pf.gather` looks rows up in: a named 2-D f32 parameter read
+/// along axis 0 with static shapes (an embedding lookup), else null.
+ParamRefOp lookupTable(GatherOp gather) {
+  auto table = gather.getData().getDefiningOp<ParamRefOp>();
+  auto type = dyn_cast<RankedTensorType>(gather.getData().getType());
+  auto ids = dyn_cast<RankedTensorType>(gather.getIndices().getType());
+  auto out = dyn_cast<RankedTensorType>(gather.getOutput().getType());
+  if (!table || !type || !ids || !out || type.getRank() != 2 || !type.hasStaticShape() ||
+      !ids.hasStaticShape() || !out.hasStaticShape() || !type.getElementType().isF32())
+    return {};
+  int64_t axis = int64_t(gather.getAxis());
+  return axis == 0 || axis == -2 ? table : ParamRefOp();
+}
+
+/// The weight of the linear making the masked-LM loss's logits (the
+/// decoder; with a tied embedding, the word embedding table), or "".
+StringRef decoderWeight(func::FuncOp func) {
+  StringRef name;
+  func.walk([&](SoftmaxCrossEntropyOp loss) {
+    if (auto decoder = loss.getLogits().getDefiningOp<LinearOp>())
+      if (auto weight = decoder.getWeight().getDefiningOp<ParamRefOp>())
+        name = weight.getName();
+  });
+  return name;
+}
+
+/// The embedding lookups of `kind` (word or position): the gathers of a
+/// table whose name contains `word_embeddings` (`position_embeddings`);
+/// without such a name, the word embedding is the table the decoder also
+/// reads (tied) and the position embedding the one looked up at constant ids.
+SmallVector<GatherOp> findEmbeddingLookups(func::FuncOp func, StringRef kind) {
+  bool word = kind == "word";
+  llvm::Regex byName(word ? "(^|[._/])word_embeddings([._]|$)"
+                          : "(^|[._/])position_embeddings([._]|$)");
+  SmallVector<GatherOp> named, structural;
+  StringRef decoder = word ? decoderWeight(func) : StringRef();
+  func.walk([&](GatherOp gather) {
+    ParamRefOp table = lookupTable(gather);
+    if (!table)
+      return;
+    if (byName.match(table.getName()))
+      named.push_back(gather);
+    else if (word ? (!decoder.empty() && table.getName() == decoder)
+                  : matchPattern(gather.getIndices(), m_Constant()))
+      structural.push_back(gather);
+  });
+  return named.empty() ? structural : named;
+}
+
+/// The value whose gradient is the per-token gradient of an embedding
+/// lookup's rows: the gathered rows, or, when their one user is a pf.add
+/// that broadcasts them (a position embedding [1, seq, h] added to every
+/// sequence of the batch), that add's result; null when the rows are
+/// broadcast by anything else.
+Value perTokenRows(GatherOp gather) {
+  Value rows = gather.getOutput();
+  auto rowsType = cast<RankedTensorType>(rows.getType());
+  if (!rows.hasOneUse())
+    return rows;
+  Operation *user = *rows.getUsers().begin();
+  auto userType = user->getNumResults() == 1
+                      ? dyn_cast<RankedTensorType>(user->getResult(0).getType())
+                      : RankedTensorType();
+  if (!userType || !userType.hasStaticShape() ||
+      userType.getNumElements() == rowsType.getNumElements())
+    return rows;
+  if (isa<AddOp>(user) && userType.getShape().back() == rowsType.getShape().back())
+    return user->getResult(0);
+  return {};
 }
 
 struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> {
@@ -131,6 +205,68 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
     return success();
   }
 
+  /// embeddings=word|word-and-position: each table found gets `.kfac.A`
+  /// [vocab] (token counts, updated from the ids before the lookup), `.kfac.B`
+  /// [h, h] (a pf.kfac.capture_output on the per-token rows) and their
+  /// inverses. Returns whether any table was taken.
+  FailureOr<bool> insertEmbeddings(func::FuncOp func, SymbolTable &symbols, Value step,
+                                   bool hasLoss, const llvm::Regex &skipPattern) {
+    SmallVector<StringRef> kinds{"word"};
+    if (embeddings == KfacEmbeddings::WordAndPosition)
+      kinds.push_back("position");
+    // A table looked up several times shares one set of factors.
+    llvm::StringMap<std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>> factorsOf;
+    bool taken = false;
+    for (StringRef kind : kinds) {
+      SmallVector<GatherOp> lookups = findEmbeddingLookups(func, kind);
+      if (lookups.empty())
+        return func.emitError("pf-insert-kfac: embeddings=")
+               << (embeddings == KfacEmbeddings::Word ? "word" : "word-and-position")
+               << ", but no pf.gather looks up rows (axis 0, static shapes) of a 2-D f32 "
+                  "parameter named '*"
+               << kind << "_embeddings*'"
+               << (kind == "word" ? " or of the tied decoder's weight" : " or at constant ids");
+      for (GatherOp gather : lookups) {
+        StringRef name = lookupTable(gather).getName();
+        if (!skip.empty() && skipPattern.match(name))
+          continue;
+        Value rows = perTokenRows(gather);
+        if (!rows)
+          return gather.emitError("pf-insert-kfac: the rows of '")
+                 << name << "' are broadcast by "
+                 << (*gather.getOutput().getUsers().begin())->getName()
+                 << ", not a pf.add: their per-token gradient (factor B) is not available";
+        auto tableType = cast<RankedTensorType>(gather.getData().getType());
+        int64_t vocab = tableType.getDimSize(0), h = tableType.getDimSize(1);
+        auto [known, isNew] = factorsOf.try_emplace(name);
+        if (isNew) {
+          auto table = symbols.lookup<ParamOp>(name);
+          known->second = {addState(symbols, table, "A", {vocab}, "", false),
+                           addFactor(symbols, table, "B", h, "", false)};
+          addState(symbols, table, "A_inv", {vocab}, "", false);
+          addFactor(symbols, table, "B_inv", h, "", false);
+        }
+        auto [a, b] = known->second;
+        OpBuilder builder(gather);
+        Location loc = gather.getLoc();
+        auto decayAttr = builder.getF64FloatAttr(decay);
+        auto everyAttr = builder.getI64IntegerAttr(factorEvery);
+        KFACUpdateEmbeddingFactorOp::create(builder, loc, gather.getIndices(), step, Value(), a,
+                                            builder.getF64FloatAttr(1.0), decayAttr, everyAttr);
+        // B as a linear layer's: per-token gradients of the summed loss.
+        auto rowsType = cast<RankedTensorType>(rows.getType());
+        double tokens = double(rowsType.getNumElements()) / double(h);
+        builder.setInsertionPointAfterValue(rows);
+        auto capture = KFACCaptureOutputOp::create(
+            builder, loc, rows, step, b, builder.getF64FloatAttr(hasLoss ? 1.0 : tokens * tokens),
+            decayAttr, everyAttr, hasLoss ? builder.getUnitAttr() : UnitAttr());
+        rows.replaceAllUsesExcept(capture.getOutput(), capture);
+        taken = true;
+      }
+    }
+    return taken;
+  }
+
   LogicalResult run() {
     ModuleOp module = getOperation();
     func::FuncOp func = getEntryFunction(module);
@@ -164,7 +300,7 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       if (!encoderBlockOfParam(symbols, name) && (skip.empty() || !skipPattern.match(name)))
         chosen.push_back(head);
     }
-    if (chosen.empty())
+    if (chosen.empty() && embeddings == KfacEmbeddings::None)
       return func.emitError("pf-insert-kfac: no linear layer of an encoder block to precondition "
                             "(blocks come from weight names like 'layer.<i>.' or 'h.<i>.', or "
                             "from the graph's structure: pf-find-encoder-blocks)");
@@ -220,6 +356,14 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
                                                  everyAttr,
                                                  hasLoss ? builder.getUnitAttr() : UnitAttr());
       linear.getOutput().replaceAllUsesExcept(capture.getOutput(), capture);
+    }
+    if (embeddings != KfacEmbeddings::None) {
+      FailureOr<bool> taken = insertEmbeddings(func, symbols, step, hasLoss, skipPattern);
+      if (failed(taken))
+        return failure();
+      if (!*taken && chosen.empty())
+        return func.emitError("pf-insert-kfac: no layer to precondition: every embedding "
+                              "table matches skip and no encoder block has a linear layer");
     }
     if (layerNorm != KfacLayerNorm::None)
       return insertLayerNorms(func, symbols, step, hasLoss, skipPattern);

@@ -41,10 +41,28 @@ struct KFACPreconditionPass
             biasName ? biasName.str() : "", factorA->hasAttr(kKfacWeightInOutAttrName)};
   }
 
+  /// An embedding's factor A (pf-insert-kfac embeddings=...): 1-D, the
+  /// diagonal [vocab] of token counts.
+  static bool isEmbeddingFactor(ParamOp factorA) {
+    return cast<RankedTensorType>(factorA.getType()).getRank() == 1;
+  }
+
+  /// The linear layers (every `.kfac.A` but the embeddings').
   SmallVector<Layer> kfacLayers(ModuleOp module) {
     SmallVector<Layer> layers;
     for (auto factorA : module.getOps<ParamOp>())
-      if (factorA.getSymName().ends_with(".kfac.A") && factorA->hasAttr(kKfacWeightAttrName))
+      if (factorA.getSymName().ends_with(".kfac.A") && factorA->hasAttr(kKfacWeightAttrName) &&
+          !isEmbeddingFactor(factorA))
+        layers.push_back(layerOf(factorA));
+    return layers;
+  }
+
+  /// The embedding tables pf-insert-kfac prepared.
+  static SmallVector<Layer> embeddingLayers(ModuleOp module) {
+    SmallVector<Layer> layers;
+    for (auto factorA : module.getOps<ParamOp>())
+      if (factorA.getSymName().ends_with(".kfac.A") && factorA->hasAttr(kKfacWeightAttrName) &&
+          isEmbeddingFactor(factorA))
         layers.push_back(layerOf(factorA));
     return layers;
   }
@@ -346,13 +364,17 @@ struct KFACPreconditionPass
       });
       SmallVector<KFACUpdateLayerNormFactorOp> normUpdates;
       func.walk([&](KFACUpdateLayerNormFactorOp update) { normUpdates.push_back(update); });
-      if (updates.empty() && normUpdates.empty())
+      SmallVector<KFACUpdateEmbeddingFactorOp> embeddingUpdates;
+      func.walk([&](KFACUpdateEmbeddingFactorOp update) { embeddingUpdates.push_back(update); });
+      if (updates.empty() && normUpdates.empty() && embeddingUpdates.empty())
         return;
       Value due = getOrAddScalarArgument(func, "kfac_curvature",
                                          IntegerType::get(func.getContext(), 64));
       for (KFACUpdateFactorOp update : updates)
         update.getDueMutable().assign(due);
       for (KFACUpdateLayerNormFactorOp update : normUpdates)
+        update.getDueMutable().assign(due);
+      for (KFACUpdateEmbeddingFactorOp update : embeddingUpdates)
         update.getDueMutable().assign(due);
     });
   }
@@ -381,6 +403,43 @@ struct KFACPreconditionPass
     auto grafted =
         KFACGraftOp::create(builder, loc, ValueRange(updates).getTypes(), updates, gradients);
     return {grafted.getGrafted()[0], grafted.getGrafted()[1]};
+  }
+
+  /// One embedding table's refresh and update: (outcome, ΔW). Its A is
+  /// diagonal, so both bases use the damped inverses (an eigenbasis of a
+  /// diagonal factor is the identity): A⁻¹ = 1 / (A + √λ·π), B⁻¹ as a
+  /// linear layer's, refreshed at the same steps; ΔW = diag(A⁻¹)·∇W·B⁻¹,
+  /// then grafted.
+  std::pair<Value, Value> emitEmbedding(OpBuilder &builder, SymbolTable &symbols,
+                                        const Layer &layer, Value step, Value gradW) {
+    std::string prefix = layer.weight + ".kfac.";
+    Location loc = layer.loc;
+    auto sym = [&](StringRef suffix) {
+      return FlatSymbolRefAttr::get(builder.getContext(), prefix + suffix.str());
+    };
+    Value due;
+    if (refreshInput) {
+      auto func = builder.getInsertionBlock()->getParent()->getParentOfType<func::FuncOp>();
+      due = getOrAddScalarArgument(func, "kfac_refresh_due", builder.getI64Type());
+    }
+    Value outcome =
+        KFACRefreshInversesOp::create(
+            builder, loc, RankedTensorType::get({}, builder.getI32Type()), step, due,
+            dampingArgument(builder), sym("A"), sym("B"), sym("A_inv"), sym("B_inv"),
+            builder.getF64FloatAttr(damping), builder.getI64IntegerAttr(refreshEvery),
+            builder.getI64IntegerAttr(retries), builder.getI64IntegerAttr(refreshWarmup),
+            FlatSymbolRefAttr(), FlatSymbolRefAttr())
+            .getOutcome();
+    Value update = KFACPreconditionEmbeddingOp::create(
+                       builder, loc, gradW, factorRef(builder, symbols, loc, prefix + "A_inv"),
+                       factorRef(builder, symbols, loc, prefix + "B_inv"))
+                       .getWeightUpdate();
+    if (graft == KfacGraft::None)
+      return {outcome, update};
+    SmallVector<Value> updates{update}, gradients{gradW};
+    auto grafted =
+        KFACGraftOp::create(builder, loc, ValueRange(updates).getTypes(), updates, gradients);
+    return {outcome, grafted.getGrafted()[0]};
   }
 
   /// Bubbles: `@stage<s>_kfac_inverse_<index>(step) -> kfac/issues`, the
@@ -443,6 +502,10 @@ struct KFACPreconditionPass
     if (!layerNormFactors(module).empty() && (!stageFunctions.empty() || bubbles))
       return module.emitError("pf-kfac-precondition: LayerNorm factors (pf-insert-kfac "
                               "layer-norm=...) are single-process K-FAC for now: not on a split "
+                              "module nor with bubbles=true (--kfac-window)");
+    if (!embeddingLayers(module).empty() && (!stageFunctions.empty() || bubbles))
+      return module.emitError("pf-kfac-precondition: embedding factors (pf-insert-kfac "
+                              "embeddings=...) are single-process K-FAC for now: not on a split "
                               "module nor with bubbles=true (--kfac-window)");
     if (!stageFunctions.empty() && rawGradients)
       return module.emitError("pf-kfac-precondition: raw-gradients is single-process K-FAC "
@@ -507,7 +570,7 @@ struct KFACPreconditionPass
         continue;
       auto weightName = factorA->getAttrOfType<StringAttr>(kKfacWeightAttrName);
       auto biasName = factorA->getAttrOfType<StringAttr>(kKfacBiasAttrName);
-      if (!weightName)
+      if (!weightName || isEmbeddingFactor(factorA))
         continue;
       auto weightGrad = resultOf.find(("grad/" + weightName.getValue()).str());
       if (weightGrad == resultOf.end())
@@ -545,6 +608,22 @@ struct KFACPreconditionPass
         results[biasGrad->second] = biasUpdate;
         updates.push_back({biasGrad->second, biasUpdate, gradB});
       }
+      ++layers;
+    }
+    for (const Layer &layer : embeddingLayers(module)) {
+      auto weightGrad = resultOf.find("grad/" + layer.weight);
+      if (weightGrad == resultOf.end())
+        continue;
+      Value gradW = results[weightGrad->second];
+      auto [outcome, update] = emitEmbedding(builder, symbols, layer, step, gradW);
+      issues = issues ? AddOp::create(builder, layer.loc, issues, outcome).getResult() : outcome;
+      results[weightGrad->second] = update;
+      updates.push_back({weightGrad->second, update, gradW});
+      if (exportFactors)
+        for (StringRef suffix : {"A", "B", "A_inv", "B_inv"})
+          exported.push_back(
+              {("kfac/" + suffix + "/" + layer.weight).str(),
+               factorRef(builder, symbols, layer.loc, layer.weight + ".kfac." + suffix.str())});
       ++layers;
     }
     for (ParamOp factor : layerNormFactors(module)) {

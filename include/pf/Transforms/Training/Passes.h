@@ -90,6 +90,12 @@ struct TrainingOptions {
                "Fisher of (scale, shift), solved with the damping) or diagonal (the blocks' "
                "diagonal); single-process only",
                kfacLayerNormValues());
+    binder.opt("kfac-embeddings", insertKFAC.embeddings,
+               "K-FAC for the embedding tables: none, word (the word embedding; a tied "
+               "decoder's share of its gradient is preconditioned with the embedding's "
+               "factors) or word-and-position (also the position embedding); factor A is "
+               "diagonal (token counts); single-process only",
+               kfacEmbeddingsValues());
     binder.opt("kfac-optimizer", optimizer.kfacOptimizer,
                "Update rule of the K-FAC layers' parameters", kfacOptimizerValues());
     binder.opt("kfac-window", kfacWindow,

@@ -88,6 +88,18 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
     gradient rule updates F from the LayerNorm's input and output gradient;
     pf-kfac-precondition then solves (F_j + λI) u_j = (∇γ_j, ∇β_j).
 
+    With `embeddings=word` (or `word-and-position`) the word (and position)
+    embedding's `pf.gather` of rows of a [vocab, h] table is a K-FAC layer
+    on one-hot inputs: `pf.kfac.update_embedding_factor` keeps factor A
+    `<table>.kfac.A` [vocab], the running average of each row's token count
+    per id (its diagonal), and a `pf.kfac.capture_output` on the gathered
+    rows updates B [h, h] in the backward pass. A position embedding
+    broadcast over the batch by a `pf.add` is captured on the add's result,
+    whose gradient is the per-token one. pf-kfac-precondition then refreshes
+    A⁻¹ = 1 / (A + √λ·π) and B⁻¹ with the others and replaces the table's
+    gradient by diag(A⁻¹)·∇W·B⁻¹, the whole gradient of a tied weight
+    included (the decoder's share too).
+
     The factor updates take the step number: the pass adds an i64 argument
     `step` when the function has none. The state parameters carry
     `pf.kfac_weight` (the weight they belong to); the gradient rule of
@@ -143,6 +155,15 @@ def PFInsertKFAC : Pass<"pf-insert-kfac", "::mlir::ModuleOp"> {
            "the per-token gradients, pf.kfac.capture_layer_norm) or diagonal ([h, 2], the "
            "blocks' diagonal) (default: none)",
            [{::mlir::pf::kfacLayerNormValues()}]>,
+    Option<"embeddings", "embeddings", "::mlir::pf::KfacEmbeddings",
+           /*default=*/"::mlir::pf::KfacEmbeddings::None",
+           "Embedding tables as K-FAC layers: none, word (the pf.gather of the table named "
+           "'*word_embeddings*', or of the tied decoder's weight) or word-and-position (also "
+           "'*position_embeddings*'): state <table>.kfac.A [vocab] (the diagonal: token "
+           "counts), .kfac.B [h, h] from the per-token output gradient (after a broadcast "
+           "over the batch), .kfac.A_inv, .kfac.B_inv; a tied decoder's share of the "
+           "gradient is preconditioned with the embedding's factors (default: none)",
+           [{::mlir::pf::kfacEmbeddingsValues()}]>,
   ];
 }
 

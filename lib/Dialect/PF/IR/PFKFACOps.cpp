@@ -197,7 +197,31 @@ LogicalResult KFACUpdateFactorOp::verifySymbolUses(SymbolTableCollection &symbol
                      "factor");
 }
 
+/// An embedding's diagonal factor A and its inverse: 1-D pf.params of one
+/// size, without an eigenbasis.
+static LogicalResult checkDiagonalFactorA(KFACRefreshInversesOp op,
+                                          SymbolTableCollection &symbols) {
+  auto inverse = symbols.lookupNearestSymbolFrom<ParamOp>(op, op.getAInverseAttr());
+  if (!inverse)
+    return op.emitOpError("a_inverse '") << op.getAInverse() << "' does not name a pf.param";
+  auto factorType = cast<RankedTensorType>(
+      symbols.lookupNearestSymbolFrom<ParamOp>(op, op.getFactorAAttr()).getType());
+  if (inverse.getType() != factorType)
+    return op.emitOpError("a_inverse '")
+           << op.getAInverse() << "' must be " << factorType << " as the diagonal factor_a '"
+           << op.getFactorA() << "', got " << inverse.getType();
+  if (op.getAValuesAttr())
+    return op.emitOpError("a diagonal factor_a '")
+           << op.getFactorA() << "' (an embedding's) has no eigenbasis (values)";
+  if (failed(checkFactor(op, symbols, op.getFactorBAttr(), -1, "factor_b")))
+    return failure();
+  return checkFactor(op, symbols, op.getBInverseAttr(), -1, "b_inverse");
+}
+
 LogicalResult KFACRefreshInversesOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto factorA = symbols.lookupNearestSymbolFrom<ParamOp>(*this, getFactorAAttr());
+  if (factorA && cast<RankedTensorType>(factorA.getType()).getRank() == 1)
+    return checkDiagonalFactorA(*this, symbols);
   if (failed(checkFactor(*this, symbols, getFactorAAttr(), -1, "factor_a")) ||
       failed(checkFactor(*this, symbols, getFactorBAttr(), -1, "factor_b")) ||
       failed(checkFactor(*this, symbols, getAInverseAttr(), -1, "a_inverse")) ||
@@ -371,5 +395,51 @@ LogicalResult KFACCaptureLayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value
                                       getDecayAttr(), getEveryAttr());
   // The LayerNorm's input is only read: its gradient comes from the LayerNorm.
   operandGrads[0] = grad;
+  return success();
+}
+
+//===--- Embeddings ------------------------------------------------------------===//
+
+LogicalResult KFACUpdateEmbeddingFactorOp::verify() {
+  double decay = getDecay().convertToDouble();
+  if (!(decay >= 0 && decay < 1))
+    return emitOpError("decay must be in [0, 1), got ") << decay;
+  return success();
+}
+
+LogicalResult KFACUpdateEmbeddingFactorOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto param = symbols.lookupNearestSymbolFrom<ParamOp>(*this, getFactorAttr());
+  if (!param)
+    return emitOpError("factor '") << getFactor() << "' does not name a pf.param";
+  auto type = cast<RankedTensorType>(param.getType());
+  if (type.getRank() != 1)
+    return emitOpError("factor '")
+           << getFactor() << "' must be 1-D [vocab] (the diagonal of A), got " << type;
+  return success();
+}
+
+LogicalResult KFACPreconditionEmbeddingOp::inferReturnTypes(MLIRContext *, OptLoc loc,
+                                                            Adaptor adaptor, Types &out) {
+  auto grad = dyn_cast<RankedTensorType>(adaptor.getWeightGrad().getType());
+  auto aType = dyn_cast<RankedTensorType>(adaptor.getAInverse().getType());
+  if (aType && aType.getRank() != 1)
+    return emitOptionalError(loc,
+                             "kfac.precondition_embedding: A inverse must be 1-D [vocab] "
+                             "(the diagonal), got ",
+                             aType);
+  if (failed(checkSquare(loc, adaptor.getBInverse(), "B inverse")))
+    return failure();
+  auto bType = dyn_cast<RankedTensorType>(adaptor.getBInverse().getType());
+  if (grad && grad.getRank() != 2)
+    return emitOptionalError(loc,
+                             "kfac.precondition_embedding: weight gradient must be 2-D "
+                             "[vocab, h], got ",
+                             grad);
+  if (grad && grad.hasStaticShape() && aType && aType.hasStaticShape() && bType &&
+      bType.hasStaticShape() &&
+      (grad.getDimSize(0) != aType.getDimSize(0) || grad.getDimSize(1) != bType.getDimSize(0)))
+    return emitOptionalError(loc, "kfac.precondition_embedding: weight gradient ", grad,
+                             " does not match A inverse ", aType, " and B inverse ", bType);
+  out.push_back(adaptor.getWeightGrad().getType());
   return success();
 }

@@ -216,6 +216,42 @@ def PF_KFACPreconditionLayerNormOp : PF_TensorOp<"kfac.precondition_layer_norm">
   let results = (outs TensorOf<[AnyFloat]>:$scale_update, TensorOf<[AnyFloat]>:$bias_update);
 }
 
+def PF_KFACUpdateEmbeddingFactorOp : PF_Op<"kfac.update_embedding_factor", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "running average of an embedding's diagonal factor A (token counts), in place";
+  let description = [{
+    An embedding lookup (`pf.gather` of rows of a [vocab, h] table) is a
+    linear layer on one-hot inputs, so its factor A = E[a aᵀ] is diagonal:
+    new_v = scale · count_v / n, count_v the number of the n `ids` that pick
+    row v. `factor` names a pf.param [vocab] (`<table>.kfac.A`). The running
+    average, `every`, `due` and several updates of one factor
+    (micro-batches) are pf.kfac.update_factor's.
+  }];
+  let arguments = (ins TensorOf<[I32, I64]>:$ids, 0DTensorOf<[I64]>:$step,
+                   Optional<0DTensorOf<[I64]>>:$due, FlatSymbolRefAttr:$factor,
+                   DefaultValuedAttr<F64Attr, "1.0">:$scale,
+                   DefaultValuedAttr<F64Attr, "0.95">:$decay,
+                   DefaultValuedAttr<PF_PositiveI64Attr, "1">:$every);
+  let assemblyFormat = [{
+    $factor `from` $ids `step` $step (`due` `(` $due^ `:` type($due) `)`)? attr-dict `:`
+    type($ids) `,` type($step)
+  }];
+  let hasVerifier = 1;
+}
+
+def PF_KFACPreconditionEmbeddingOp : PF_TensorOp<"kfac.precondition_embedding"> {
+  let summary = "ΔW = diag(A⁻¹) · ∇W · B⁻¹ of an embedding table [vocab, h]";
+  let description = [{
+    `a_inverse` [vocab] is the diagonal of the damped A⁻¹ (token counts),
+    `b_inverse` [h, h] the damped B⁻¹ (`pf.kfac.refresh_inverses` with a
+    1-D factor A): the rows of ∇W scaled, then one GEMM. The update has ∇W's
+    type.
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$weight_grad, TensorOf<[AnyFloat]>:$a_inverse,
+                   TensorOf<[AnyFloat]>:$b_inverse);
+  let results = (outs TensorOf<[AnyFloat]>:$weight_update);
+}
+
 def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead, MemWrite]>,
     AttrSizedOperandSegments]> {
@@ -234,6 +270,11 @@ def PF_KFACRefreshInversesOp : PF_Op<"kfac.refresh_inverses", [
 
     With `damping_value` (the host's per-step `kfac_damping`, a damping
     schedule) λ is that value instead of the `damping` attribute.
+
+    A 1-D `factor_a` (and `a_inverse`) is an embedding's diagonal factor A
+    (token counts, pf.kfac.update_embedding_factor): π uses its sum, A⁻¹ is
+    1 / (a + √λ·π) per entry, and B is inverted as above
+    (`pfrt_kfac_embedding_inverses`); not with `values`.
 
     With `values` the refresh is an eigendecomposition instead (K-FAC in the
     eigenbasis, for pf.kfac.precondition_eigen): `a_inverse` and
