@@ -60,6 +60,9 @@ OPTIMIZERS = {
     # Without grafting (the default before the early-spike fix): --only it.
     "kfac+adamw/ungrafted": (["--optimizer", "adamw", "--kfac", "--kfac-graft", "none"],
                              [1e-3]),
+    # Levenberg-Marquardt damping from the default λ (docs/training.md, "Damping schedules").
+    "kfac+adamw/adaptive": (["--optimizer", "adamw", "--kfac", "--kfac-damping-schedule",
+                             "adaptive"], [5e-4, 1e-3, 2e-3]),
     # K-FAC in the factors' eigenbasis (damping on the Kronecker product).
     "kfac+adamw/eigen": (["--optimizer", "adamw", "--kfac", "--kfac-basis", "eigen"],
                          [5e-4, 1e-3, 2e-3]),
@@ -109,7 +112,12 @@ def run(model, corpus, flags, lr, seed, steps, batch, eval_every):
     ms = [float(x) for x in re.findall(r"ms/step\s+([0-9.]+)", proc.stdout)]
     evals = [(int(a), float(b))
              for a, b in re.findall(r"eval\s+(\d+)\s+loss\s+([0-9.naninf]+)", proc.stdout)]
+    # The adaptive damping schedule's (step, λ, ρ) at each progress line.
+    damping = [(int(a), float(b), c)
+               for a, b, c in re.findall(r"^step\s+(\d+)\s.*damping\s+(\S+)\s+rho\s+(\S+)$",
+                                         proc.stdout, re.M)]
     return {"lr": lr, "seed": seed, "diverged": proc.returncode != 0, "evals": evals,
+            "damping": damping,
             "stderr": proc.stderr[-2000:] if proc.returncode else "",
             "ms_per_step": statistics.median(ms[1:] or ms) if ms else float("nan")}
 

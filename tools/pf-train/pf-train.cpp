@@ -25,6 +25,8 @@
 #include "pf/Transforms/Passes.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 
+#include "KfacDampingAdaptation.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -74,7 +76,7 @@ namespace {
 /// The learning rate after the warm-up.
 enum class LRSchedule { Linear, Constant };
 /// K-FAC's damping λ over the steps (--kfac-damping is its final value).
-enum class DampingSchedule { Constant, Warmup, Step };
+enum class DampingSchedule { Constant, Warmup, Step, Adaptive };
 enum class IntervalSchedule { Constant, Step };
 } // namespace
 PF_CHOICE_PARSER(LRSchedule)
@@ -97,6 +99,8 @@ static LRSchedule schedule = LRSchedule::Linear;
 static DampingSchedule dampingSchedule = DampingSchedule::Constant;
 static double dampingStart = 1e-3, dampingDecay = 0.5;
 static int64_t dampingWarmup = 50, dampingEvery = 100;
+/// --kfac-damping-schedule adaptive: T, the decay (ω = decay^T) and λ's range.
+static drv::DampingAdaptation dampingAdaptation;
 static IntervalSchedule intervalSchedule = IntervalSchedule::Constant;
 static int64_t intervalGrowth = 2, intervalEvery = 500, intervalMax = 64;
 
@@ -109,22 +113,38 @@ static void bindLoopOptions(mlir::pf::FlagBinder &flags) {
   flags.opt("schedule", schedule, "Learning rate after the warm-up",
             cl::values(clEnumValN(LRSchedule::Linear, "linear", "Linear decay to 0 at --steps"),
                        clEnumValN(LRSchedule::Constant, "constant", "Constant")));
-  flags.opt("kfac-damping-schedule", dampingSchedule,
-            "K-FAC damping λ over the steps, fed to the step as its kfac_damping input "
-            "(docs/training.md, \"Damping schedules\")",
-            cl::values(clEnumValN(DampingSchedule::Constant, "constant",
-                                  "--kfac-damping at every step"),
-                       clEnumValN(DampingSchedule::Warmup, "warmup",
-                                  "Geometric from --kfac-damping-start at step 1 to "
-                                  "--kfac-damping at step --kfac-damping-warmup + 1, then "
-                                  "constant"),
-                       clEnumValN(DampingSchedule::Step, "step",
-                                  "--kfac-damping times --kfac-damping-decay every "
-                                  "--kfac-damping-every steps")));
+  flags.opt(
+      "kfac-damping-schedule", dampingSchedule,
+      "K-FAC damping λ over the steps, fed to the step as its kfac_damping input "
+      "(docs/training.md, \"Damping schedules\")",
+      cl::values(clEnumValN(DampingSchedule::Constant, "constant", "--kfac-damping at every step"),
+                 clEnumValN(DampingSchedule::Warmup, "warmup",
+                            "Geometric from --kfac-damping-start at step 1 to "
+                            "--kfac-damping at step --kfac-damping-warmup + 1, then "
+                            "constant"),
+                 clEnumValN(DampingSchedule::Step, "step",
+                            "--kfac-damping times --kfac-damping-decay every "
+                            "--kfac-damping-every steps"),
+                 clEnumValN(DampingSchedule::Adaptive, "adaptive",
+                            "Levenberg-Marquardt: from --kfac-damping, every "
+                            "--kfac-damping-interval steps ρ = (loss change the K-FAC "
+                            "layers' update made on the step's batch) / (K-FAC's "
+                            "quadratic model of it); λ / ω when ρ < 1/4, λ · ω when "
+                            "ρ > 3/4 (ω = --kfac-damping-adaptation-decay ^ T), within "
+                            "[--kfac-damping-min, --kfac-damping-max]; one more forward "
+                            "pass every T steps")));
   flags.opt("kfac-damping-start", dampingStart, "λ at step 1 of the warmup damping schedule");
   flags.opt("kfac-damping-warmup", dampingWarmup, "Steps of the warmup damping schedule");
   flags.opt("kfac-damping-decay", dampingDecay, "Factor of the step damping schedule");
   flags.opt("kfac-damping-every", dampingEvery, "Steps between the step schedule's decays");
+  flags.opt("kfac-damping-interval", dampingAdaptation.interval,
+            "Steps T between the adaptive damping schedule's adaptations (kfac-jax's "
+            "damping_adaptation_interval)");
+  flags.opt("kfac-damping-adaptation-decay", dampingAdaptation.decay,
+            "Adaptive damping schedule: λ changes by ω = decay^T per adaptation (kfac-jax's "
+            "damping_adaptation_decay; 0.95 is Martens and Grosse's 19/20)");
+  flags.opt("kfac-damping-min", dampingAdaptation.min, "Smallest λ of the adaptive schedule");
+  flags.opt("kfac-damping-max", dampingAdaptation.max, "Largest λ of the adaptive schedule");
   flags.opt("kfac-interval-schedule", intervalSchedule,
             "K-FAC's factor-update and inverse-refresh intervals after the refresh warm-up "
             "(docs/training.md, \"Interval schedules\")",
@@ -375,9 +395,10 @@ void gatherPredictions(std::map<std::string, drv::NpyArray> &inputs, int64_t pre
   inputs["labels"] = int64Array(shape, gathered);
 }
 
-/// The batch of `step`: rows from a per-epoch permutation of the training
-/// rows. Pure function of (seed, step) so resuming needs only the step.
-std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
+/// The batch of `step` with labels at every position ([batch, sequence], as
+/// the evaluation model takes them): rows from a per-epoch permutation of the
+/// training rows. Pure function of (seed, step) so resuming needs only the step.
+std::map<std::string, drv::NpyArray> makeMaskedBatch(const Corpus &c, int64_t step) {
   int64_t perEpoch = std::max<int64_t>(1, c.trainRows / batch);
   int64_t epoch = (step - 1) / perEpoch, slot = (step - 1) % perEpoch;
   const std::vector<int64_t> &order = epochOrder(c, epoch);
@@ -385,10 +406,15 @@ std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
   for (int64_t b = 0; b < batch; ++b)
     rows[b] = order[(slot * batch + b) % c.trainRows];
   std::mt19937_64 rng(seed * 7919ULL + uint64_t(step) * 104729ULL);
-  const int64_t predictions = training.loss.predictions;
-  auto inputs = maskRows(c, rows, rng, predictions);
-  if (predictions > 0)
-    gatherPredictions(inputs, predictions);
+  return maskRows(c, rows, rng, training.loss.predictions);
+}
+
+/// The training step's batch of `step` (with --predictions, the labels
+/// gathered at the predicted positions).
+std::map<std::string, drv::NpyArray> makeBatch(const Corpus &c, int64_t step) {
+  auto inputs = makeMaskedBatch(c, step);
+  if (training.loss.predictions > 0)
+    gatherPredictions(inputs, training.loss.predictions);
   return inputs;
 }
 
@@ -405,10 +431,8 @@ std::map<std::string, drv::NpyArray> makeEvalBatch(const Corpus &c, int64_t inde
 /// arrays gathered from every rank.
 using WeightLookup = std::function<std::pair<const void *, int64_t>(const std::string &)>;
 
-/// Loads the current weights into the evaluation model and returns the
-/// mean loss over the held-out tokens.
-llvm::Expected<double> evaluate(const Corpus &c, const WeightLookup &current,
-                                drv::CompiledModel &eval) {
+/// Loads the weights `current` names into the evaluation model.
+llvm::Error loadEvaluationWeights(const WeightLookup &current, drv::CompiledModel &eval) {
   for (auto &p : eval.parameters()) {
     auto [data, bytes] = current(p.name);
     if (!data || bytes != p.bytes)
@@ -417,7 +441,14 @@ llvm::Expected<double> evaluate(const Corpus &c, const WeightLookup &current,
                                          p.name + "' of the same size");
     std::memcpy(p.data, data, p.bytes);
   }
-  if (auto err = eval.copyParametersToBackend())
+  return eval.copyParametersToBackend();
+}
+
+/// Loads the current weights into the evaluation model and returns the
+/// mean loss over the held-out tokens.
+llvm::Expected<double> evaluate(const Corpus &c, const WeightLookup &current,
+                                drv::CompiledModel &eval) {
+  if (auto err = loadEvaluationWeights(current, eval))
     return std::move(err);
   double weighted = 0;
   int64_t counted = 0;
@@ -437,12 +468,25 @@ llvm::Expected<double> evaluate(const Corpus &c, const WeightLookup &current,
   return counted ? weighted / double(counted) : 0.0;
 }
 
+/// --kfac-damping-schedule adaptive: λ now, what the last adaptation
+/// measured, and what the adaptations cost.
+struct AdaptiveDamping {
+  double damping = 0;        ///< λ for the next step (--kfac-damping, or the checkpoint's)
+  double stepDamping = 0;    ///< λ the last step ran with
+  double rho = std::nan(""); ///< ρ of the last adaptation (NaN: none yet)
+  int64_t adaptations = 0;
+  double forwardSeconds = 0, modelSeconds = 0; ///< the loss after the update; M(Δ) and copies
+};
+AdaptiveDamping adaptive;
+
 /// K-FAC's λ at `step` (1-based) under --kfac-damping-schedule.
 double kfacDamping(int64_t step) {
   const double final = training.precondition.damping;
   switch (dampingSchedule) {
   case DampingSchedule::Constant:
     return final;
+  case DampingSchedule::Adaptive:
+    return adaptive.damping;
   case DampingSchedule::Warmup:
     if (step > dampingWarmup)
       return final;
@@ -457,6 +501,11 @@ double kfacDamping(int64_t step) {
 std::string dampingColumn(int64_t step) {
   if (dampingSchedule == DampingSchedule::Constant)
     return "";
+  if (dampingSchedule == DampingSchedule::Adaptive)
+    return llvm::formatv("  damping {0:E2}  rho {1}", adaptive.stepDamping,
+                         std::isnan(adaptive.rho) ? std::string("-")
+                                                  : llvm::formatv("{0:F3}", adaptive.rho).str())
+        .str();
   return llvm::formatv("  damping {0:E2}", kfacDamping(step)).str();
 }
 
@@ -485,6 +534,23 @@ llvm::Error prepareDampingSchedule(bool inBubbles) {
     return error(llvm::formatv("--kfac-damping-schedule step needs --kfac-damping-decay in "
                                "(0, 1] and --kfac-damping-every >= 1 (got {0} and {1})",
                                dampingDecay, dampingEvery));
+  if (dampingSchedule == DampingSchedule::Adaptive) {
+    const drv::DampingAdaptation &rule = dampingAdaptation;
+    if (!(rule.interval >= 1 && rule.decay > 0 && rule.decay < 1))
+      return error(llvm::formatv("--kfac-damping-schedule adaptive needs "
+                                 "--kfac-damping-interval >= 1 and "
+                                 "--kfac-damping-adaptation-decay in (0, 1) (got {0} and {1})",
+                                 rule.interval, rule.decay));
+    const double initial = training.precondition.damping;
+    if (!(rule.min > 0 && rule.min <= initial && initial <= rule.max && std::isfinite(rule.max)))
+      return error(llvm::formatv("--kfac-damping-schedule adaptive needs 0 < --kfac-damping-min "
+                                 "<= --kfac-damping <= --kfac-damping-max < inf (got {0}, {1} "
+                                 "and {2})",
+                                 rule.min, initial, rule.max));
+    adaptive.damping = adaptive.stepDamping = initial;
+    // The gradient term of the quadratic model: each K-FAC layer's raw gradient.
+    training.precondition.rawGradients = true;
+  }
   training.precondition.dampingInput = true;
   return llvm::Error::success();
 }
@@ -670,6 +736,9 @@ llvm::Error writeCheckpoint(std::map<std::string, drv::NpyArray> arrays, const C
   arrays["meta/train_rows"] = scalar<int64_t>(7, c.trainRows);
   arrays["meta/corpus_hash"] = scalar<int64_t>(7, int64_t(c.hash));
   arrays["meta/kfac"] = scalar<int64_t>(7, training.kfac ? 1 : 0);
+  // The adaptive schedule's λ depends on the run's history, not on the step.
+  if (training.kfac && dampingSchedule == DampingSchedule::Adaptive)
+    arrays["meta/kfac_damping"] = scalar<double>(PFRT_F64, adaptive.damping);
   // writeNpz writes a temporary file and renames it: a crash mid-write
   // leaves the previous checkpoint.
   if (checkpointKfacWindow > 0)
@@ -791,6 +860,25 @@ llvm::Expected<int64_t> loadCheckpoint(const Parameters &parameters, const Corpu
                                "(0: none; give the same --kfac-window or refresh=)",
                                savedWindow, checkpointKfacWindow)
                      .str());
+  if (training.kfac && dampingSchedule == DampingSchedule::Adaptive) {
+    auto saved = arrays->find("meta/kfac_damping");
+    if (saved == arrays->end()) {
+      llvm::outs() << resumeFile << " holds no adaptive damping (meta/kfac_damping): λ starts "
+                   << "from --kfac-damping\n";
+    } else if (saved->second.dtype != PFRT_F64 || saved->second.numElements() != 1) {
+      return error(llvm::Twine("meta/kfac_damping must be one float64 value, not ") +
+                   drv::dtypeName(saved->second.dtype) + " of shape " +
+                   drv::shapeText(saved->second.shape));
+    } else {
+      double damping;
+      std::memcpy(&damping, saved->second.data.data(), sizeof(double));
+      if (!(damping > 0) || !std::isfinite(damping))
+        return error(llvm::formatv("meta/kfac_damping is {0}, not a damping", damping).str());
+      // Within this run's bounds, as every adaptation keeps it.
+      adaptive.damping = adaptive.stepDamping =
+          std::clamp(damping, dampingAdaptation.min, dampingAdaptation.max);
+    }
+  }
   for (const auto &p : parameters) {
     if (isPendingInverse(p.name))
       continue;
@@ -1071,6 +1159,126 @@ llvm::Error gatherTimeline(const RankJob &job, drv::RankRunner &runner,
 
 int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::FlagBinder &stepFlags,
                         const mlir::pf::PipelineRunOptions &pipeline, int argc, char **argv);
+
+//===----------------------------------------------------------------------===//
+// --kfac-damping-schedule adaptive (docs/training.md, "Damping schedules")
+//===----------------------------------------------------------------------===//
+
+/// A parameter's bytes before a step.
+struct WeightCopy {
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+  std::vector<char> bytes;
+};
+using WeightCopies = std::map<std::string, WeightCopy>;
+using TrainedWeights = std::map<std::string, drv::CompiledModel::Parameter>;
+
+/// Copies of the weights the evaluation model reads (every K-FAC layer's
+/// among them), taken before an adapting step updates them.
+llvm::Expected<WeightCopies> copyEvaluationWeights(drv::CompiledModel &model,
+                                                   const TrainedWeights &trained,
+                                                   drv::CompiledModel &eval) {
+  if (auto err = model.copyParametersToHost())
+    return std::move(err);
+  WeightCopies copies;
+  for (const auto &p : eval.parameters()) {
+    auto it = trained.find(p.name);
+    if (it == trained.end())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "adaptive damping: the training step has no parameter '" +
+                                         p.name + "'");
+    const auto *data = static_cast<const char *>(it->second.data);
+    copies[p.name] = {it->second.dtype, it->second.shape,
+                      std::vector<char>(data, data + it->second.bytes)};
+  }
+  return copies;
+}
+
+/// One adaptation after `step`, whose loss on its batch before the update
+/// was `lossBefore`: the evaluation model computes the loss on the same
+/// batch with the K-FAC layers updated and every other weight as before the
+/// step (`before`), so that ρ compares the change that λ shapes with K-FAC's
+/// quadratic model of it; then λ for the next steps. `print`: the detail line.
+llvm::Error adaptDamping(int64_t step, double lossBefore, const Corpus &c,
+                         drv::CompiledModel &model, const TrainedWeights &trained,
+                         drv::CompiledModel &eval, llvm::ArrayRef<drv::KfacModelLayer> layers,
+                         const WeightCopies &before,
+                         const std::map<std::string, drv::NpyArray> &outputs, bool print) {
+  auto start = std::chrono::steady_clock::now();
+  if (auto err = model.copyParametersToHost())
+    return err;
+  auto floatTensor = [](int32_t dtype, const void *data, const std::vector<int64_t> &shape) {
+    return dtype == PFRT_F32 ? drv::FloatTensor{static_cast<const float *>(data), shape}
+                             : drv::FloatTensor{};
+  };
+  drv::FloatTensorLookup current = [&](const std::string &name) {
+    auto it = trained.find(name);
+    return it == trained.end() ? drv::FloatTensor{}
+                               : floatTensor(it->second.dtype, it->second.data, it->second.shape);
+  };
+  drv::FloatTensorLookup previous = [&](const std::string &name) {
+    auto it = before.find(name);
+    return it == before.end()
+               ? drv::FloatTensor{}
+               : floatTensor(it->second.dtype, it->second.bytes.data(), it->second.shape);
+  };
+  drv::FloatTensorLookup gradients = [&](const std::string &name) {
+    auto it = outputs.find("kfac/gradient/" + name);
+    return it == outputs.end()
+               ? drv::FloatTensor{}
+               : floatTensor(it->second.dtype, it->second.data.data(), it->second.shape);
+  };
+  auto quadratic = drv::evaluateQuadraticModel(layers, previous, current, gradients, current);
+  if (!quadratic)
+    return quadratic.takeError();
+  std::set<std::string> moved;
+  for (const drv::KfacModelLayer &layer : layers)
+    moved.insert({layer.weight, layer.bias});
+  WeightLookup updatedKfacLayers =
+      [&](const std::string &name) -> std::pair<const void *, int64_t> {
+    if (moved.count(name)) {
+      auto it = trained.find(name);
+      if (it == trained.end())
+        return {nullptr, 0};
+      return {it->second.data, it->second.bytes};
+    }
+    auto it = before.find(name);
+    if (it == before.end())
+      return {nullptr, 0};
+    return {it->second.bytes.data(), int64_t(it->second.bytes.size())};
+  };
+  if (auto err = loadEvaluationWeights(updatedKfacLayers, eval))
+    return err;
+  auto forwardStart = std::chrono::steady_clock::now();
+  std::map<std::string, drv::NpyArray> evalOutputs;
+  if (auto err = eval.run(makeMaskedBatch(c, step), evalOutputs))
+    return err;
+  float lossAfter;
+  std::memcpy(&lossAfter, evalOutputs["loss"].data.data(), sizeof(float));
+  auto end = std::chrono::steady_clock::now();
+
+  const double lambda = adaptive.stepDamping;
+  const double predicted = quadratic->change(lambda);
+  const double actual = double(lossAfter) - lossBefore;
+  // ρ needs a predicted decrease; a model that predicts none (the update is
+  // no descent direction for this batch's gradient, e.g. from momentum)
+  // says nothing about λ, which stays.
+  adaptive.rho = predicted < 0 ? actual / predicted : std::nan("");
+  if (predicted < 0)
+    adaptive.damping = dampingAdaptation.next(lambda, adaptive.rho);
+  ++adaptive.adaptations;
+  adaptive.forwardSeconds += std::chrono::duration<double>(end - forwardStart).count();
+  adaptive.modelSeconds += std::chrono::duration<double>(forwardStart - start).count();
+  if (print)
+    llvm::outs() << llvm::formatv("step {0}: K-FAC damping: loss {1:E9} -> {2:E9}, model "
+                                  "{3:E9} (gradient {4:E9}, curvature {5:E9}, norm2 {6:E9}), "
+                                  "rho {7:F4}, damping {8:E9} -> {9:E9}\n",
+                                  step, lossBefore, double(lossAfter), predicted,
+                                  quadratic->gradient, quadratic->curvature, quadratic->squaredNorm,
+                                  adaptive.rho, lambda, adaptive.damping)
+                        .str();
+  return llvm::Error::success();
+}
 
 /// Single-process pf-train's line about K-FAC refreshes that needed more
 /// damping or kept the previous inverse, with the ranks they happened on.
@@ -1754,6 +1962,10 @@ int main(int argc, char **argv) {
   if (auto err = prepareIntervalSchedule())
     return fail(llvm::toString(std::move(err)));
   if (!pipelineSpec.empty()) {
+    if (training.kfac && dampingSchedule == DampingSchedule::Adaptive)
+      return fail("--kfac-damping-schedule adaptive is single-process K-FAC for now: its "
+                  "quadratic model needs every K-FAC layer's update, gradient and factors in "
+                  "one process (give a fixed schedule with --pipeline)");
     if (training.kfacWindow > 0)
       return fail("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
                   "pipelined run takes --pipeline \"... kfac=bubbles refresh=K\"");
@@ -1804,6 +2016,15 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return fail("building the training step failed");
   recordOnnxNames(*module);
+  // The K-FAC layers whose update the adaptive damping schedule measures
+  // (read before compiling, which lowers the parameters away).
+  const bool adaptiveDamping = training.kfac && dampingSchedule == DampingSchedule::Adaptive;
+  std::vector<drv::KfacModelLayer> modelLayers;
+  if (adaptiveDamping) {
+    modelLayers = drv::kfacModelLayers(*module);
+    if (modelLayers.empty())
+      return fail("--kfac-damping-schedule adaptive: the training step has no K-FAC layer");
+  }
   if (!emitStepFile.empty())
     if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
       return fail(llvm::toString(std::move(err)));
@@ -1817,7 +2038,7 @@ int main(int argc, char **argv) {
     return fail(llvm::toString(compiled.takeError()));
   drv::CompiledModel &model = **compiled;
   std::unique_ptr<drv::CompiledModel> evalModel;
-  if (evalEvery > 0) {
+  if (evalEvery > 0 || adaptiveDamping) {
     auto built = compileEvaluation(context, corpus->seqLen);
     if (!built)
       return fail(llvm::toString(built.takeError()));
@@ -1825,7 +2046,7 @@ int main(int argc, char **argv) {
   }
   double buildSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::map<std::string, drv::CompiledModel::Parameter> trainedWeights;
+  TrainedWeights trainedWeights;
   for (const auto &p : model.parameters())
     trainedWeights[p.name] = p;
   WeightLookup fromModel = [&](const std::string &name) -> std::pair<const void *, int64_t> {
@@ -1873,13 +2094,26 @@ int main(int argc, char **argv) {
   auto windowStart = std::chrono::steady_clock::now();
   int64_t windowTokens = 0, windowSteps = 0, last = first - 1;
   std::set<std::string> nonFiniteFactors; // named once (reportNonFiniteFactors)
-  if (evalModel && !evaluateAt(first - 1))
+  if (evalEvery > 0 && !evaluateAt(first - 1))
     return 1;
   for (int64_t step = first; step <= steps && !drv::stopRequested(); ++step) {
     auto inputs = makeBatch(*corpus, step);
     inputs["lr"] = scalar<double>(11, learningRate(step));
     if (training.precondition.dampingInput)
       inputs["kfac_damping"] = scalar<double>(11, kfacDamping(step));
+    adaptive.stepDamping = kfacDamping(step);
+    // Adaptive damping: the weights before an adapting step's update.
+    const bool adapts = adaptiveDamping && step % dampingAdaptation.interval == 0;
+    WeightCopies before;
+    if (adapts) {
+      auto start = std::chrono::steady_clock::now();
+      auto copies = copyEvaluationWeights(model, trainedWeights, *evalModel);
+      if (!copies)
+        return fail(llvm::formatv("step {0}: {1}", step, llvm::toString(copies.takeError())));
+      before = std::move(*copies);
+      adaptive.modelSeconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     inputs["step"] = scalar<int64_t>(7, step);
     if (window.steps > 0) {
       inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
@@ -1899,6 +2133,10 @@ int main(int argc, char **argv) {
     ++windowSteps;
     if (!std::isfinite(loss))
       return fail(llvm::formatv("step {0}: the loss is {1}; lower --lr", step, loss));
+    if (adapts)
+      if (auto err = adaptDamping(step, loss, *corpus, model, trainedWeights, *evalModel,
+                                  modelLayers, before, outputs, step % logEvery == 0))
+        return fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
     if (auto issues = outputs.find("kfac/issues"); issues != outputs.end()) {
       int32_t count;
       std::memcpy(&count, issues->second.data.data(), sizeof(count));
@@ -1924,12 +2162,21 @@ int main(int argc, char **argv) {
       windowStart = std::chrono::steady_clock::now();
       windowTokens = windowSteps = 0;
     }
-    if (evalModel && (step % evalEvery == 0 || step == steps) && !evaluateAt(step))
+    if (evalEvery > 0 && (step % evalEvery == 0 || step == steps) && !evaluateAt(step))
       return 1;
     if (!checkpointFile.empty() && checkpointEvery > 0 && step % checkpointEvery == 0)
       if (auto err = saveCheckpoint(model, *corpus, step))
         return fail(llvm::toString(std::move(err)));
   }
+  if (adaptive.adaptations > 0)
+    llvm::outs() << llvm::formatv(
+        "K-FAC adaptive damping: {0} adaptation(s), {1:F1} ms each "
+        "({2:F1} ms the forward pass on the step's batch, {3:F1} ms "
+        "weight copies and the quadratic model); damping now {4:E3}\n",
+        adaptive.adaptations,
+        1e3 * (adaptive.forwardSeconds + adaptive.modelSeconds) / double(adaptive.adaptations),
+        1e3 * adaptive.forwardSeconds / double(adaptive.adaptations),
+        1e3 * adaptive.modelSeconds / double(adaptive.adaptations), adaptive.damping);
   const bool interrupted = last < steps && drv::stopRequested();
   if (interrupted && checkpointFile.empty())
     checkpointFile = "pf-train.checkpoint.npz";
