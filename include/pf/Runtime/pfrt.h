@@ -389,6 +389,20 @@ PFRT_API pfrt_status pfrt_linear(pfrt_context *ctx, const pfrt_tensor *x,
                                  const pfrt_tensor *w, const pfrt_tensor *bias,
                                  int32_t w_transposed, const pfrt_tensor *out);
 
+/* A batched matmul read through permutations (f32, f64), attention's head
+ * split and merge without copies: with A = transpose(a, a_perm) and B =
+ * transpose(b, b_perm) (NULL: the identity; each of rank a->rank), C = A . B
+ * over the leading (batch) dimensions, which must be equal, and out =
+ * transpose(C, out_perm): out.shape[i] = C.shape[out_perm[i]]. a, b and out
+ * have the same rank (>= 2). Each matrix of A and B needs one dimension of
+ * unit stride in its tensor and out's matrices unit-stride columns
+ * (PFRT_UNSUPPORTED otherwise): BERT's [B,S,H,D] read as [B,H,S,D] (perm
+ * 0,2,1,3) or as [B,H,D,S] (0,2,3,1) qualify. */
+PFRT_API pfrt_status pfrt_matmul_permuted(pfrt_context *ctx, const pfrt_tensor *a,
+                                          const int64_t *a_perm, const pfrt_tensor *b,
+                                          const int64_t *b_perm, const int64_t *out_perm,
+                                          const pfrt_tensor *out);
+
 /*===--------------------- Normalization and reductions -----------------===*/
 
 /* ONNX LayerNormalization (f32, f64): normalizes x over the dimensions
@@ -410,6 +424,26 @@ PFRT_API pfrt_status pfrt_layer_norm(pfrt_context *ctx, const pfrt_tensor *x,
  * -inf gives NaN, as in ONNX Runtime. out has x's shape. */
 PFRT_API pfrt_status pfrt_softmax(pfrt_context *ctx, const pfrt_tensor *x,
                                   int64_t axis, const pfrt_tensor *out);
+
+/* Attention's softmax in one pass over the scores (f32, f64): out =
+ * softmax(scale * x + mask) along the last axis of x. mask (NULL: none) has
+ * x's dtype and broadcasts to x's shape (NumPy, right-aligned): BERT's
+ * additive [batch, 1, 1, seq] mask against [batch, heads, seq, seq] scores.
+ * The row is built as the unfused mul (or div by 1/scale) and add would
+ * build it and then normalized as pfrt_softmax does. scale must be finite.
+ * out has x's shape and must not overlap x or mask. */
+PFRT_API pfrt_status pfrt_softmax_scaled_masked(pfrt_context *ctx, const pfrt_tensor *x,
+                                                const pfrt_tensor *mask, double scale,
+                                                const pfrt_tensor *out);
+
+/* LayerNorm of a residual sum in one pass (f32, f64): out = layer_norm(x +
+ * residual) with pfrt_layer_norm's arguments and arithmetic (the sum is
+ * rounded to x's dtype first, as the unfused add does); residual has x's
+ * shape. No statistics outputs. out may be x or residual. */
+PFRT_API pfrt_status pfrt_add_layer_norm(pfrt_context *ctx, const pfrt_tensor *x,
+                                         const pfrt_tensor *residual, const pfrt_tensor *scale,
+                                         const pfrt_tensor *bias, int64_t axis, double epsilon,
+                                         const pfrt_tensor *out);
 
 /* Sum / mean over the given axes (f32, f64, i32, i64; the mean of integers
  * truncates). num_axes == 0 reduces over all axes (axes may then be NULL);

@@ -87,6 +87,82 @@ void runMatmul(const pfrt_context *ctx, const Gemm &g, const MatmulOperand &lhs,
   batchedMatmul(ctx, g, plan, a, b, out);
 }
 
+//===------------------------- matmul_permuted -----------------------------===//
+//
+// Attention's head split and merge are transposes around batched matmuls
+// ([B,S,H,D] -> [B,H,S,D] and back). Read through the permutation, each
+// (batch, head) matrix is still a BLAS matrix with a leading dimension (its
+// rows H*D apart), so the product runs on the tensors as they lie and no
+// transpose is copied.
+
+/// A matmul operand seen through a permutation of a row-major tensor: the
+/// logical shape and the element stride of each logical dimension.
+struct PermutedOperand {
+  Shape dims;
+  int64_t strides[PFRT_MAX_RANK] = {};
+};
+
+/// `t` read as transpose(t, perm) (perm null: the identity).
+pfrt_status permuteOperand(const Call &call, const char *name, const pfrt_tensor &t,
+                           const int64_t *perm, PermutedOperand &out) {
+  int64_t physical[PFRT_MAX_RANK];
+  contiguousStrides(Shape::of(t), physical);
+  bool seen[PFRT_MAX_RANK] = {};
+  out.dims.rank = 0;
+  for (int32_t i = 0; i < t.rank; ++i) {
+    const int64_t p = perm ? perm[i] : i;
+    if (p < 0 || p >= t.rank || seen[p])
+      return call.fail(PFRT_INVALID_ARGUMENT, "%s is not a permutation of %d axes", name, t.rank);
+    seen[p] = true;
+    out.dims.push(t.shape[p]);
+    out.strides[i] = physical[p];
+  }
+  return PFRT_OK;
+}
+
+/// The BLAS view of the last two logical dimensions: row-major with a
+/// leading dimension (trans = false) or column-major (trans = true); false
+/// when neither has unit stride.
+bool blasMatrix(const PermutedOperand &op, bool &trans, int64_t &ld) {
+  const int32_t r = op.dims.rank - 2, c = op.dims.rank - 1;
+  const int64_t rows = op.dims.dims[r], cols = op.dims.dims[c];
+  if (op.strides[c] == 1 || cols == 1) {
+    trans = false;
+    ld = op.strides[r] > cols ? op.strides[r] : cols;
+    return op.strides[r] >= cols || rows == 1;
+  }
+  if (op.strides[r] == 1 || rows == 1) {
+    trans = true;
+    ld = op.strides[c] > rows ? op.strides[c] : rows;
+    return op.strides[c] >= rows || cols == 1;
+  }
+  return false;
+}
+
+template <class T>
+void permutedMatmul(const pfrt_context *ctx, const Gemm &g, const StridedIndex &aBatch,
+                    const StridedIndex &bBatch, const StridedIndex &outBatch, const T *a,
+                    const T *b, T *out) {
+  const int64_t count = outBatch.count();
+  auto one = [&](int64_t i, int threads) {
+    gemmWith(threads, g, a + aBatch.offset(i), b + bBatch.offset(i), out + outBatch.offset(i));
+  };
+  const int threads = ctx->numThreads;
+  if (threads > 1 && count > 1 && g.m * g.n * g.k < kSmallGemm) {
+    setBlasThreads(1);
+#pragma omp parallel num_threads(threads)
+    {
+      DenormalsAreZero ftz;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < count; ++i)
+        one(i, 0);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    one(i, threads);
+}
+
 } // namespace
 
 extern "C" {
@@ -217,6 +293,87 @@ pfrt_status pfrt_linear_cpu(pfrt_context *ctx, const pfrt_tensor *x,
     using T = typename decltype(tag)::type;
     gemm(ctx, g, static_cast<const T *>(x->data),
          static_cast<const T *>(w->data), static_cast<T *>(out->data));
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_matmul_permuted_cpu(pfrt_context *ctx, const pfrt_tensor *a, const int64_t *a_perm,
+                                     const pfrt_tensor *b, const int64_t *b_perm,
+                                     const int64_t *out_perm, const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_matmul_permuted");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.tensor("b", b));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, a->dtype));
+  PFRT_TRY(call.rankIn("a", a, 2, PFRT_MAX_RANK));
+  PFRT_TRY(call.rankIn("b", b, a->rank, a->rank));
+  PFRT_TRY(call.rankIn("out", out, a->rank, a->rank));
+  PermutedOperand lhs, rhs, product;
+  PFRT_TRY(permuteOperand(call, "a_perm", *a, a_perm, lhs));
+  PFRT_TRY(permuteOperand(call, "b_perm", *b, b_perm, rhs));
+  const int32_t rank = a->rank;
+  Shape batch;
+  for (int32_t i = 0; i + 2 < rank; ++i)
+    batch.push(lhs.dims.dims[i]);
+  for (int32_t i = 0; i + 2 < rank; ++i)
+    if (rhs.dims.dims[i] != batch.dims[i])
+      return call.fail(PFRT_INVALID_ARGUMENT,
+                       "batch dimensions differ: a_perm(a) %s, "
+                       "b_perm(b) %s",
+                       ShapeStr(lhs.dims).c_str(), ShapeStr(rhs.dims).c_str());
+  Gemm g;
+  g.m = lhs.dims.dims[rank - 2];
+  g.k = lhs.dims.dims[rank - 1];
+  g.n = rhs.dims.dims[rank - 1];
+  if (rhs.dims.dims[rank - 2] != g.k)
+    return call.fail(PFRT_INVALID_ARGUMENT,
+                     "contraction dimensions differ: a_perm(a) %s, "
+                     "b_perm(b) %s",
+                     ShapeStr(lhs.dims).c_str(), ShapeStr(rhs.dims).c_str());
+  // out = out_perm(C): out's axis i is C's axis out_perm[i].
+  Shape logical = batch;
+  logical.push(g.m);
+  logical.push(g.n);
+  Shape expected;
+  int64_t physical[PFRT_MAX_RANK];
+  contiguousStrides(Shape::of(*out), physical);
+  bool seen[PFRT_MAX_RANK] = {};
+  product.dims = logical;
+  for (int32_t i = 0; i < rank; ++i) {
+    const int64_t p = out_perm ? out_perm[i] : i;
+    if (p < 0 || p >= rank || seen[p])
+      return call.fail(PFRT_INVALID_ARGUMENT, "out_perm is not a permutation of %d axes", rank);
+    seen[p] = true;
+    expected.push(logical.dims[p]);
+    product.strides[p] = physical[i];
+  }
+  PFRT_TRY(call.shapeIs("out", out, expected));
+  bool outTrans = false;
+  int64_t ldc = 0;
+  if (!blasMatrix(lhs, g.transA, g.lda) || !blasMatrix(rhs, g.transB, g.ldb) ||
+      !blasMatrix(product, outTrans, ldc) || outTrans)
+    return call.fail(PFRT_UNSUPPORTED,
+                     "the permutations leave a matrix without a unit-stride "
+                     "dimension (a_perm(a) or b_perm(b)) or the product's columns strided");
+  g.ldc = ldc;
+  PFRT_TRY(checkBlasDims(call, g));
+  if (exceedsBlasInt(g.lda, g.ldb, g.ldc))
+    return call.fail(PFRT_UNSUPPORTED, "leading dimensions exceed the BLAS int range");
+  if (expected.numel() == 0)
+    return PFRT_OK;
+  StridedIndex aBatch, bBatch, outBatch;
+  for (int32_t i = 0; i + 2 < rank; ++i) {
+    aBatch.push(batch.dims[i], lhs.strides[i]);
+    bBatch.push(batch.dims[i], rhs.strides[i]);
+    outBatch.push(batch.dims[i], product.strides[i]);
+  }
+  visitFloat(a->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    permutedMatmul(ctx, g, aBatch, bBatch, outBatch, static_cast<const T *>(a->data),
+                   static_cast<const T *>(b->data), static_cast<T *>(out->data));
   });
   return PFRT_OK;
 }

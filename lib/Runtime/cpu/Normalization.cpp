@@ -8,6 +8,7 @@
 
 #include "../common/Call.h"
 #include "../common/Dtype.h"
+#include "../common/Shape.h"
 #include "FastMath.h"
 #include "Parallel.h"
 
@@ -170,6 +171,107 @@ void softmax(const pfrt_context *ctx, const T *x, T *y, int64_t outer,
   });
 }
 
+//===------------------- fused inference kernels ---------------------===//
+//
+// The attention softmax with its scaling and mask, and LayerNorm of a
+// residual sum, each one pass over the data (the graph's fusions for
+// inference, lib/Transforms/Graph). Each row is built in the output row
+// first (in cache) and then normalized there by the unfused kernels' row
+// functions, so the arithmetic is theirs: with a scale whose product is
+// exact (1/8 for 64-wide heads) the results equal the unfused ones bit for
+// bit. The f32 rows are compiled for AVX-512 and AVX2 too
+// (PFRT_VECTOR_CLONES): these loops are bound by the exp and the row
+// statistics, not by memory.
+
+/// One row of softmax(scale * x + mask); maskStep is 1 (a mask row), 0 (one
+/// value for the row) or the mask is null.
+template <class T>
+inline void scaledMaskedSoftmaxRow(const T *x, const T *mask, int64_t maskStep, T scale, T *y,
+                                   int64_t n) {
+  if (!mask) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] * scale;
+  } else if (maskStep == 1) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] * scale + mask[i];
+  } else {
+    const T m = mask[0];
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = x[i] * scale + m;
+  }
+  softmaxLine(y, y, n);
+}
+
+PFRT_VECTOR_CLONES void scaledMaskedSoftmaxRowF32(const float *x, const float *mask,
+                                                  int64_t maskStep, float scale, float *y,
+                                                  int64_t n) {
+  scaledMaskedSoftmaxRow(x, mask, maskStep, scale, y, n);
+}
+
+void scaledMaskedSoftmaxRowOf(const float *x, const float *mask, int64_t maskStep, float scale,
+                              float *y, int64_t n) {
+  scaledMaskedSoftmaxRowF32(x, mask, maskStep, scale, y, n);
+}
+void scaledMaskedSoftmaxRowOf(const double *x, const double *mask, int64_t maskStep, double scale,
+                              double *y, int64_t n) {
+  scaledMaskedSoftmaxRow(x, mask, maskStep, scale, y, n);
+}
+
+/// Rows of x (all dimensions but the last) and where each row's mask row
+/// starts (mask broadcast to x's shape, right-aligned).
+struct MaskRows {
+  StridedIndex rows; ///< over x's leading dims, strides into the mask
+  int64_t step = 0;  ///< 1: the mask varies along the row; 0: it does not
+};
+
+MaskRows planMaskRows(const Shape &x, const Shape &mask) {
+  MaskRows plan;
+  const int32_t offset = x.rank - mask.rank;
+  int64_t maskStrides[PFRT_MAX_RANK];
+  contiguousStrides(mask, maskStrides);
+  for (int32_t d = 0; d + 1 < x.rank; ++d) {
+    const int32_t md = d - offset;
+    const bool broadcast = md < 0 || mask.dims[md] == 1;
+    plan.rows.push(x.dims[d], broadcast ? 0 : maskStrides[md]);
+  }
+  plan.step = mask.rank > 0 && mask.dims[mask.rank - 1] != 1 ? 1 : 0;
+  return plan;
+}
+
+template <class T>
+void scaledMaskedSoftmax(const pfrt_context *ctx, const T *x, const T *mask,
+                         const MaskRows &maskRows, int64_t rows, int64_t n, T scale, T *y) {
+  parallelFor(ctx, rows, 4 * n, [&](int64_t r) {
+    const T *maskRow = mask ? mask + maskRows.rows.offset(r) : nullptr;
+    scaledMaskedSoftmaxRowOf(x + r * n, maskRow, maskRows.step, scale, y + r * n, n);
+  });
+}
+
+/// LayerNorm of one row of x + residual, the sum built in y first.
+template <class T>
+inline void addLayerNormRow(const LayerNormArgs &args, const T *x, const T *residual,
+                            const T *scale, const T *bias, T *y) {
+  for (int64_t j = 0; j < args.cols; ++j)
+    y[j] = x[j] + residual[j];
+  T mean, invStd;
+  layerNormRow(args, y, scale, bias, y, mean, invStd);
+}
+
+PFRT_VECTOR_CLONES void addLayerNormRowF32(const LayerNormArgs &args, const float *x,
+                                           const float *residual, const float *scale,
+                                           const float *bias, float *y) {
+  addLayerNormRow(args, x, residual, scale, bias, y);
+}
+
+void addLayerNormRowOf(const LayerNormArgs &args, const float *x, const float *residual,
+                       const float *scale, const float *bias, float *y) {
+  addLayerNormRowF32(args, x, residual, scale, bias, y);
+}
+void addLayerNormRowOf(const LayerNormArgs &args, const double *x, const double *residual,
+                       const double *scale, const double *bias, double *y) {
+  addLayerNormRow(args, x, residual, scale, bias, y);
+}
+
 } // namespace
 
 extern "C" {
@@ -242,6 +344,91 @@ pfrt_status pfrt_softmax_cpu(pfrt_context *ctx, const pfrt_tensor *x, int64_t ax
     using T = typename decltype(tag)::type;
     softmax(ctx, static_cast<const T *>(x->data), static_cast<T *>(out->data),
             outer, n, inner);
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_softmax_scaled_masked_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                           const pfrt_tensor *mask, double scale,
+                                           const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_softmax_scaled_masked");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.optionalTensor("mask", mask));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  const Shape shape = Shape::of(*x);
+  PFRT_TRY(call.shapeIs("out", out, shape));
+  if (!std::isfinite(scale))
+    return call.fail(PFRT_INVALID_ARGUMENT, "scale %g is not finite", scale);
+  MaskRows maskRows;
+  if (mask) {
+    PFRT_TRY(call.dtypeIs("mask", mask, x->dtype));
+    const Shape maskShape = Shape::of(*mask);
+    if (!broadcastsTo(maskShape, shape))
+      return call.fail(PFRT_INVALID_ARGUMENT, "mask %s does not broadcast to x %s",
+                       ShapeStr(maskShape).c_str(), ShapeStr(shape).c_str());
+    maskRows = planMaskRows(shape, maskShape);
+  }
+  const int64_t n = shape.dims[shape.rank - 1], rows = product(shape, 0, shape.rank - 1);
+  if (shape.numel() == 0)
+    return PFRT_OK;
+  visitFloat(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scaledMaskedSoftmax(ctx, static_cast<const T *>(x->data),
+                        mask ? static_cast<const T *>(mask->data) : nullptr, maskRows, rows, n,
+                        T(scale), static_cast<T *>(out->data));
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_add_layer_norm_cpu(pfrt_context *ctx, const pfrt_tensor *x,
+                                    const pfrt_tensor *residual, const pfrt_tensor *scale,
+                                    const pfrt_tensor *bias, int64_t axis, double epsilon,
+                                    const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_add_layer_norm");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("residual", residual));
+  PFRT_TRY(call.tensor("scale", scale));
+  PFRT_TRY(call.optionalTensor("bias", bias));
+  PFRT_TRY(call.tensor("out", out));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("residual", residual, x->dtype));
+  PFRT_TRY(call.dtypeIs("scale", scale, x->dtype));
+  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  int32_t ax;
+  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
+  if (!(epsilon >= 0))
+    return call.fail(PFRT_INVALID_ARGUMENT, "epsilon %g is negative or NaN", epsilon);
+  const Shape xShape = Shape::of(*x);
+  Shape normalized;
+  for (int32_t i = ax; i < x->rank; ++i)
+    normalized.push(x->shape[i]);
+  PFRT_TRY(call.shapeIs("residual", residual, xShape));
+  PFRT_TRY(call.shapeIs("scale", scale, normalized));
+  if (bias) {
+    PFRT_TRY(call.dtypeIs("bias", bias, x->dtype));
+    PFRT_TRY(call.shapeIs("bias", bias, normalized));
+  }
+  PFRT_TRY(call.shapeIs("out", out, xShape));
+  LayerNormArgs args;
+  args.rows = product(xShape, 0, ax);
+  args.cols = normalized.numel();
+  args.epsilon = epsilon;
+  visitFloat(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *xs = static_cast<const T *>(x->data), *rs = static_cast<const T *>(residual->data);
+    const T *g = static_cast<const T *>(scale->data);
+    const T *b = bias ? static_cast<const T *>(bias->data) : nullptr;
+    T *y = static_cast<T *>(out->data);
+    parallelFor(ctx, args.rows, 2 * args.cols, [&](int64_t r) {
+      const int64_t at = r * args.cols;
+      addLayerNormRowOf(args, xs + at, rs + at, g, b, y + at);
+    });
   });
   return PFRT_OK;
 }
