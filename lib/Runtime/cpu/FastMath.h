@@ -24,10 +24,10 @@ namespace pfrt::cpu {
 /// On a function: also compile it for AVX-512 and AVX2 and pick the widest
 /// the processor has when the library is loaded (an ifunc). The library's
 /// baseline is x86-64-v2 (SSE4.2, 4 floats); the exp/erf/tanh polynomials
-/// and row statistics are compute-bound there. Neither target enables FMA
-/// (GCC's -mavx512f and -mavx2 do not imply it), so no multiply-add is
-/// contracted: elementwise loops give the baseline's results bit for bit,
-/// and only vectorized reductions may sum in another order.
+/// and row statistics are compute-bound there. The runtime is compiled with
+/// -ffp-contract=off (AVX-512F has FMA instructions), so no multiply-add is
+/// fused: elementwise loops give the baseline's results bit for bit, and
+/// only vectorized reductions may sum in another order.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define PFRT_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
