@@ -142,6 +142,7 @@ FailureOr<BufferPlan> mlir::pf::planBuffers(func::FuncOp func) {
         PlannedBuffer b;
         b.bytes = byteSize(*type);
         b.firstUse = b.lastUse = time;
+        b.producer = &op;
         buffer = addBuffer(b);
       }
       plan.tensorOf[result] = plan.addTensor(buffer, *type);

@@ -27,6 +27,8 @@ struct PlannedBuffer {
   int64_t bytes = 0;
   int64_t offset = 0; ///< arena offset
   int64_t firstUse = 0, lastUse = 0;
+  /// Arena buffers: the op whose result it holds (views of it share it).
+  Operation *producer = nullptr;
 };
 
 struct PlannedTensor {

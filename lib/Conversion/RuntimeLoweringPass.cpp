@@ -23,6 +23,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::pf {
 #define GEN_PASS_DEF_PFLOWERTORUNTIME
@@ -52,6 +53,31 @@ bool hasPattern(const FrozenRewritePatternSet &patterns, Operation *op) {
     std::optional<TypeID> id = p.getRootInterfaceID();
     return id && op->getName().hasInterface(*id);
   });
+}
+
+/// Which outputs the host must zero before a run (#pf.io's zero_fill). An
+/// output is written whole when it is an output copy (pfrt_copy) or when its
+/// buffer's producer is free of memory effects and all of that op's calls
+/// run unconditionally: such an op's kernels write every element of their
+/// results (intermediates in the arena, never zeroed and reused from run to
+/// run, already rely on it). Kept zeroed: outputs of ops that write in place
+/// or whose kernels run under a condition (K-FAC refreshes not due).
+/// `writers` holds each output's producer index (-1: none or not free of
+/// effects; -2: a copy), `calls` the emitted calls inside pf_main `entry`.
+SmallVector<bool> outputsToZero(ArrayRef<int64_t> writers,
+                                ArrayRef<std::pair<func::CallOp, int64_t>> calls,
+                                func::FuncOp entry) {
+  DenseMap<int64_t, bool> unconditional; // op index -> every call at the top level
+  for (auto [call, index] : calls) {
+    bool top = call->getParentOp() == entry.getOperation();
+    auto [it, inserted] = unconditional.try_emplace(index, top);
+    if (!top)
+      it->second = false;
+  }
+  SmallVector<bool> zero;
+  for (int64_t writer : writers)
+    zero.push_back(writer != -2 && !(writer >= 0 && unconditional.lookup(writer)));
+  return zero;
 }
 
 /// Branches to `failBlock` with ((op index + 1) << 32 | status) after every
@@ -110,8 +136,8 @@ struct LowerToRuntimePass : public mlir::pf::impl::PFLowerToRuntimeBase<LowerToR
   void runOnOperation() override;
 
   func::FuncOp findFunction(ModuleOp module);
-  RuntimePlanAttr buildPlan(func::FuncOp func, const BufferPlan &plan,
-                            ArrayRef<Attribute> opNames, ArrayRef<int32_t> dtypes);
+  RuntimePlanAttr buildPlan(func::FuncOp func, const BufferPlan &plan, ArrayRef<Attribute> opNames,
+                            ArrayRef<int32_t> dtypes, ArrayRef<bool> outputZeroFill);
 };
 
 func::FuncOp LowerToRuntimePass::findFunction(ModuleOp module) {
@@ -186,6 +212,17 @@ void LowerToRuntimePass::runOnOperation() {
       return signalPassFailure();
     }
   }
+  // Each output's writer, read before the conversion erases the ops.
+  SmallVector<int64_t> outputWriters;
+  for (int64_t tensor : plan->outputTensors) {
+    if (llvm::any_of(plan->outputCopies, [&](auto copy) { return copy.second == tensor; })) {
+      outputWriters.push_back(-2);
+      continue;
+    }
+    Operation *producer = plan->buffers[plan->tensors[tensor].buffer].producer;
+    outputWriters.push_back(
+        producer && isMemoryEffectFree(producer) ? lowering.opIndex.lookup(producer) : -1);
+  }
   // Arguments become their table entries (cast back to tensors until the
   // conversion has replaced their users).
   builder.setInsertionPointToStart(entry);
@@ -233,6 +270,8 @@ void LowerToRuntimePass::runOnOperation() {
   for (LLVM::GEPOp gep : unused)
     gep.erase();
 
+  SmallVector<bool> outputZeroFill = outputsToZero(outputWriters, lowering.calls, entryFunc);
+
   // Conditional kernels (scf.if) to branches, then the status checks.
   ConversionTarget cfTarget(*ctx);
   cfTarget.addIllegalOp<scf::IfOp>();
@@ -246,7 +285,8 @@ void LowerToRuntimePass::runOnOperation() {
   // Contiguous views added by the patterns get their dtypes too.
   for (size_t t = dtypes.size(); t < plan->tensors.size(); ++t)
     dtypes.push_back(dtypeCode(plan->tensors[t].type.getElementType()));
-  entryFunc->setAttr(RuntimePlanAttr::kAttrName, buildPlan(func, *plan, opNames, dtypes));
+  entryFunc->setAttr(RuntimePlanAttr::kAttrName,
+                     buildPlan(func, *plan, opNames, dtypes, outputZeroFill));
   entryFunc->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
   func.erase();
   // A lowered module runs one function: drop the other pf functions (e.g.
@@ -257,8 +297,8 @@ void LowerToRuntimePass::runOnOperation() {
 }
 
 RuntimePlanAttr LowerToRuntimePass::buildPlan(func::FuncOp func, const BufferPlan &plan,
-                                              ArrayRef<Attribute> opNames,
-                                              ArrayRef<int32_t> dtypes) {
+                                              ArrayRef<Attribute> opNames, ArrayRef<int32_t> dtypes,
+                                              ArrayRef<bool> outputZeroFill) {
   MLIRContext *ctx = &getContext();
   Builder b(ctx);
   SmallVector<Attribute> buffers, tensors, inputs, outputs;
@@ -279,15 +319,15 @@ RuntimePlanAttr LowerToRuntimePass::buildPlan(func::FuncOp func, const BufferPla
   for (auto [t, dtype] : llvm::zip_equal(plan.tensors, dtypes))
     tensors.push_back(PlannedTensorAttr::get(ctx, t.buffer, dtype,
                                              b.getDenseI64ArrayAttr(t.type.getShape())));
-  auto io = [&](StringAttr name, const Twine &fallback, int64_t tensor) {
-    return PlanIOAttr::get(ctx, name ? name : b.getStringAttr(fallback), tensor);
+  auto io = [&](StringAttr name, const Twine &fallback, int64_t tensor, bool zeroFill = false) {
+    return PlanIOAttr::get(ctx, name ? name : b.getStringAttr(fallback), tensor, zeroFill);
   };
   for (BlockArgument arg : func.getArguments())
     inputs.push_back(io(func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttrName),
                         "input" + Twine(arg.getArgNumber()), plan.tensorOf.lookup(arg)));
   for (auto [i, tensor] : llvm::enumerate(plan.outputTensors))
     outputs.push_back(io(func.getResultAttrOfType<StringAttr>(i, kNameAttrName),
-                         "output" + Twine(i), tensor));
+                         "output" + Twine(i), tensor, outputZeroFill[i]));
   return RuntimePlanAttr::get(ctx, plan.arenaBytes, b.getArrayAttr(buffers),
                               b.getArrayAttr(inputs), b.getArrayAttr(opNames),
                               b.getArrayAttr(outputs), plan.peakLiveBytes,

@@ -56,7 +56,15 @@ def PF_PlannedTensorAttr : PF_Attr<"PlannedTensor", "tensor"> {
 
 def PF_PlanIOAttr : PF_Attr<"PlanIO", "io"> {
   let summary = "a graph input or output and its table entry";
-  let parameters = (ins "::mlir::StringAttr":$name, "int64_t":$tensor);
+  let description = [{
+    `zero_fill` (outputs only): the host zeroes the output's buffer before
+    each run, because the program may leave some of it unwritten (a kernel
+    under a condition, an update in place). Outputs without it are written
+    whole by their kernel or copy before anything reads them, so the host
+    hands over its buffer as it is.
+  }];
+  let parameters = (ins "::mlir::StringAttr":$name, "int64_t":$tensor,
+                        DefaultValuedParameter<"bool", "false">:$zero_fill);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
