@@ -84,40 +84,56 @@ def test_raw_gradients_are_the_unclipped_gradients(tmp_path):
 
 
 def _kfac_layers(step_ir: str, checkpoint):
-    """(weight, bias or None, in_out) of each K-FAC linear layer of the step."""
+    """(factor kind "A" or "F", weight, bias or None, in_out) of each K-FAC
+    layer of the step: linears and embeddings (.kfac.A), LayerNorms (.kfac.F)."""
     layers = []
-    for match in re.finditer(r'pf\.param @"?([^"\s]+)\.kfac\.A"? : [^\n]*', step_ir):
-        weight = match.group(1)
+    for match in re.finditer(r'pf\.param @"?([^"\s]+)\.kfac\.([AF])"? : [^\n]*', step_ir):
+        weight, kind = match.groups()
         bias = re.search(r'pf\.kfac_bias = "([^"]+)"', match.group(0))
-        layers.append((weight, bias.group(1) if bias else None,
+        layers.append((kind, weight, bias.group(1) if bias else None,
                        "pf.kfac_weight_in_out" in match.group(0)))
-    assert layers and all(f"param/{w}" in checkpoint for w, _, _ in layers)
+    assert layers and all(f"param/{w}" in checkpoint for _, w, _, _ in layers)
     return layers
 
 
 def _numpy_curvature_and_norm(layers, before, after):
-    """Σ tr(Dᵀ B D A) (+ Δbᵀ B Δb) and ‖Δ‖² in float64, the factors after the step."""
+    """Σ ΔᵀFΔ and ‖Δ‖² in float64, the factors after the step: tr(Dᵀ B D A)
+    (+ Δbᵀ B Δb) for a linear, Σ_v A_v Δ_vᵀ B Δ_v for an embedding's diagonal
+    A, the 2x2 blocks (γγ, γβ, ββ) of a LayerNorm."""
     curvature = norm2 = 0.0
-    for weight, bias, in_out in layers:
-        d = after[f"param/{weight}"].astype(np.float64) - before[f"param/{weight}"]
-        if in_out:
-            d = d.T
+
+    def delta(name):
+        return after[f"param/{name}"].astype(np.float64) - before[f"param/{name}"]
+
+    for kind, weight, bias, in_out in layers:
+        d = delta(weight)
+        norm2 += np.sum(d * d) + (np.sum(delta(bias) ** 2) if bias else 0.0)
+        if kind == "F":
+            F = after[f"param/{weight}.kfac.F"].astype(np.float64)
+            db = delta(bias)
+            curvature += np.sum(F[:, 0] * d * d + 2 * F[:, 1] * d * db + F[:, 2] * db * db)
+            continue
         A = after[f"param/{weight}.kfac.A"].astype(np.float64)
         B = after[f"param/{weight}.kfac.B"].astype(np.float64)
+        if A.ndim == 1:  # an embedding table [vocab, h]: F = diag(A) (x) B
+            curvature += np.sum(A * np.einsum("vi,ij,vj->v", d, B, d))
+            continue
+        if in_out:
+            d = d.T
         curvature += np.sum((B @ d) * (d @ A))
-        norm2 += np.sum(d * d)
         if bias:
-            db = after[f"param/{bias}"].astype(np.float64) - before[f"param/{bias}"]
-            curvature += db @ B @ db
-            norm2 += db @ db
+            curvature += delta(bias) @ B @ delta(bias)
     return curvature, norm2
 
 
-def test_quadratic_model_matches_numpy(tiny, tmp_path):
+@pytest.mark.parametrize("layers", [(), ("--kfac-embeddings", "word-and-position"),
+                                    ("--kfac-layer-norm", "blocks")])
+def test_quadratic_model_matches_numpy(tiny, tmp_path, layers):
     """The curvature and norm terms at an adapting step against NumPy from the
-    checkpoints before and after it; M and ρ are the formulas of the printed
-    terms; the loss before is the step's."""
-    common = ("--kfac-damping", "1e-3", "--kfac-damping-interval", 2, "--lr", "1e-3")
+    checkpoints before and after it (the encoder's linears, and with the
+    embedding tables' diagonal-A layers); M and ρ are the formulas of the
+    printed terms; the loss before is the step's."""
+    common = ("--kfac-damping", "1e-3", "--kfac-damping-interval", 2, "--lr", "1e-3", *layers)
     _train(tiny, *common, "--steps", 1, "--checkpoint", tmp_path / "c1.npz")
     proc = _train(tiny, *common, "--steps", 2, "--checkpoint", tmp_path / "c2.npz",
                   "--emit-step", tmp_path / "step.mlir")

@@ -615,6 +615,7 @@ struct KFACPreconditionPass
       if (weightGrad == resultOf.end())
         continue;
       Value gradW = results[weightGrad->second];
+      keepRaw(layer.weight, gradW);
       auto [outcome, update] = emitEmbedding(builder, symbols, layer, step, gradW);
       issues = issues ? AddOp::create(builder, layer.loc, issues, outcome).getResult() : outcome;
       results[weightGrad->second] = update;
