@@ -40,11 +40,31 @@ struct LinearPattern : RuntimePattern<LinearOp> {
     return success();
   }
 };
+/// The permutations go as constant arrays of the operands' rank; an absent
+/// one (the identity) as a null pointer.
+struct PermutedMatMulPattern : RuntimePattern<PermutedMatMulOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(PermutedMatMulOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    auto perm = [&](std::optional<ArrayRef<int64_t>> p) {
+      return p ? l.intArray(rewriter, loc, *p) : l.nullPtr(rewriter, loc);
+    };
+    Value out = l.entryOf(rewriter, loc, op.getOutput());
+    if (failed(l.call(rewriter, op, "pfrt_matmul_permuted",
+                      {adaptor.getLhs(), perm(op.getLhsPerm()), adaptor.getRhs(),
+                       perm(op.getRhsPerm()), perm(op.getResultPerm()), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
 } // namespace
 
 void mlir::pf::populateLinalgPatterns(const TypeConverter &converter, RuntimeLowering &lowering,
                                       RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<KernelCallPattern<MatMulOp>>(converter, ctx, lowering, "pfrt_matmul");
-  patterns.add<GemmPattern, LinearPattern>(converter, ctx, lowering);
+  patterns.add<GemmPattern, LinearPattern, PermutedMatMulPattern>(converter, ctx, lowering);
 }

@@ -45,6 +45,41 @@ struct SoftmaxPattern : RuntimePattern<SoftmaxOp> {
   }
 };
 
+/// softmax(scale * x + mask) over the last axis; no mask is a null pointer.
+struct ScaledMaskedSoftmaxPattern : RuntimePattern<ScaledMaskedSoftmaxOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(ScaledMaskedSoftmaxOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value out = l.entryOf(rewriter, loc, op.getOutput());
+    if (failed(l.call(rewriter, op, "pfrt_softmax_scaled_masked",
+                      {adaptor.getInput(), l.orNull(rewriter, loc, adaptor.getMask()),
+                       l.constF64(rewriter, loc, op.getScale().convertToDouble()), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
+struct AddLayerNormPattern : RuntimePattern<AddLayerNormOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(AddLayerNormOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value out = l.entryOf(rewriter, loc, op.getOutput());
+    if (failed(l.call(rewriter, op, "pfrt_add_layer_norm",
+                      {adaptor.getInput(), adaptor.getResidual(), adaptor.getScale(),
+                       l.orNull(rewriter, loc, adaptor.getBias()),
+                       l.constI64(rewriter, loc, int64_t(op.getAxis())),
+                       l.constF64(rewriter, loc, op.getEpsilon().convertToDouble()), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
 /// ONNX axes semantics resolved here: no axes means all of them unless
 /// noop_with_empty_axes, where the reduction is a copy.
 template <typename OpTy>
@@ -88,7 +123,8 @@ void mlir::pf::populateNormalizationPatterns(const TypeConverter &converter,
                                              RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<LayerNormPattern<LayerNormOp>, LayerNormPattern<LayerNormalizationOp>,
-               SoftmaxPattern>(converter, ctx, lowering);
+               SoftmaxPattern, ScaledMaskedSoftmaxPattern, AddLayerNormPattern>(converter, ctx,
+                                                                                lowering);
   patterns.add<ReducePattern<ReduceMeanOp>>(converter, ctx, lowering, "pfrt_reduce_mean");
   patterns.add<ReducePattern<ReduceSumOp>>(converter, ctx, lowering, "pfrt_reduce_sum");
   patterns.add<ReducePattern<ReduceMaxOp>>(converter, ctx, lowering, "pfrt_reduce_max");

@@ -134,6 +134,12 @@ static cl::opt<bool> deviceBuffers(
     cl::Hidden, cl::cat(category));
 static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and outputs"),
                               cl::cat(category));
+static cl::opt<bool> inferenceFusions(
+    "inference-fusions",
+    cl::desc("A forward pass on the CPU: run pf-inference-fusions first (attention's scaled "
+             "and masked softmax, transposes folded into the batched matmuls, residual add + "
+             "LayerNorm); =false runs the graph as imported"),
+    cl::init(true), cl::cat(category));
 /// --pipeline, parsed in main.
 static mlir::pf::PipelineRunOptions pipeline;
 
@@ -342,6 +348,15 @@ int main(int argc, char **argv) {
   }
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
+  // The fused ops have no gradient and no CUDA kernel yet, and an --aot
+  // object may run on either backend: only a forward pass JIT-run on the CPU
+  // takes them.
+  if (inferenceFusions && !trainingStep && !onCuda && aotDirectory.empty()) {
+    PassManager pm(&context);
+    mlir::pf::buildInferenceFusionPipeline(pm);
+    if (failed(pm.run(*module)))
+      return fail("the inference fusions failed");
+  }
   if (!emitStepFile.empty())
     if (auto err = drv::writeModuleFile(*module, emitStepFile, "--emit-step"))
       return fail(llvm::toString(std::move(err)));

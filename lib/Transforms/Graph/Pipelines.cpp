@@ -41,6 +41,14 @@ void mlir::pf::buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool re
     pm.addPass(createPFInferShapes(PFInferShapesOptions{requireStatic}));
 }
 
+void mlir::pf::buildInferenceFusionPipeline(OpPassManager &pm) {
+  pm.addPass(createPFFoldMatmulTransposes());
+  pm.addPass(createPFFuseAttentionSoftmax());
+  pm.addPass(createPFFuseAddLayerNorm());
+  // The transposes, scalings and sums the fused ops read past.
+  pm.addPass(createPFDeadCodeElimination());
+}
+
 namespace {
 struct GraphOptPipelineOptions : public PassPipelineOptions<GraphOptPipelineOptions> {
   Option<bool> fuse{*this, "fuse", llvm::cl::desc("Run the fusion passes"),
@@ -66,4 +74,9 @@ void mlir::pf::registerGraphPipelines() {
       [](OpPassManager &pm, const GraphOptPipelineOptions &opts) {
         buildGraphOptPipeline(pm, GraphOptOptions{opts.fuse, opts.untie, opts.requireStatic, opts.retie});
       });
+  PassPipelineRegistration<>(
+      "pf-inference-fusions",
+      "The fusions for a forward pass only (no gradients): attention's scaled and masked "
+      "softmax, the head transposes folded into the batched matmuls, residual add + LayerNorm",
+      [](OpPassManager &pm) { buildInferenceFusionPipeline(pm); });
 }

@@ -38,7 +38,12 @@ void buildGraphOptPipeline(OpPassManager &pm, const GraphOptOptions &options = {
 void buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool requireStatic,
                              bool retie = true);
 
-/// Registers `pf-graph-opt`.
+/// The fusions for inference only (their ops have no gradient): attention's
+/// scaled and masked softmax, transposes folded into the batched matmuls,
+/// residual add + LayerNorm. pf-run runs them on a forward pass for the CPU.
+void buildInferenceFusionPipeline(OpPassManager &pm);
+
+/// Registers `pf-graph-opt` and `pf-inference-fusions`.
 void registerGraphPipelines();
 
 } // namespace mlir::pf

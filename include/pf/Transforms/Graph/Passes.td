@@ -295,4 +295,71 @@ def PFPrintSummary : Pass<"pf-print-summary", "::mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Fusions for inference (pf-inference-fusions). Their ops have no gradient:
+// the training step is built from the graph before them.
+//===----------------------------------------------------------------------===//
+
+def PFFuseAttentionSoftmax : Pass<"pf-fuse-attention-softmax"> {
+  let summary = "Fold attention's scaling and additive mask into its softmax";
+  let description = [{
+    softmax(x / c + mask) or softmax(x · c + mask) over the last axis, with c
+    a splat constant and the mask broadcasting to x (BERT's [B, 1, 1, S]
+    against [B, H, S, S]), becomes one pf.scaled_masked_softmax (scale 1/c
+    or c); either part alone fuses too. The scaled and the masked scores
+    must have no other user.
+
+    ```mlir
+    // Before
+    %c = pf.constant dense<8.0> : tensor<f32>
+    %d = pf.div %x, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+    %a = pf.add %d, %mask : (tensor<2x4x16x16xf32>, tensor<2x1x1x16xf32>) -> tensor<2x4x16x16xf32>
+    %p = pf.softmax %a {axis = -1 : i64} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+    // After
+    %p = pf.scaled_masked_softmax %x, %mask {scale = 1.250000e-01 : f64}
+        : (tensor<2x4x16x16xf32>, tensor<2x1x1x16xf32>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+}
+
+def PFFoldMatmulTransposes : Pass<"pf-fold-matmul-transposes"> {
+  let summary = "Read the transposes around batched matmuls as strides";
+  let description = [{
+    A pf.matmul of two operands of one rank >= 3 whose operands come from
+    pf.transpose, or whose only user is one, becomes a pf.permuted_matmul
+    that carries the permutations: the runtime passes leading dimensions to
+    its GEMMs and no transpose is copied. A permutation is taken only when
+    each matrix keeps a unit-stride dimension (the runtime's requirement);
+    an operand's transpose stays when it has other users.
+
+    ```mlir
+    // Before: attention's head split, [B,S,H,D] read as [B,H,S,D] and [B,H,D,S]
+    %qt = pf.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x16x8xf32>
+    %kt = pf.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x8x16xf32>
+    %s = pf.matmul %qt, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+    // After
+    %s = pf.permuted_matmul %q, %k {lhs_perm = array<i64: 0, 2, 1, 3>, rhs_perm = array<i64: 0, 2, 3, 1>}
+        : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+}
+
+def PFFuseAddLayerNorm : Pass<"pf-fuse-add-layer-norm"> {
+  let summary = "Fuse a residual add into the LayerNorm after it";
+  let description = [{
+    pf.layer_norm(pf.add(x, r)) with x and r of the result's shape and the
+    sum used only by the LayerNorm becomes pf.add_layer_norm(x, r).
+
+    ```mlir
+    // Before
+    %s = pf.add %x, %r : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    %y = pf.layer_norm %s, %g, %b {axis = -1 : i64, epsilon = 9.99999996E-13 : f32}
+        : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    // After
+    %y = pf.add_layer_norm %x, %r, %g, %b {axis = -1 : i64, epsilon = 9.99999996E-13 : f32}
+        : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+}
+
 #endif // PF_TRANSFORMS_GRAPH_PASSES_TD

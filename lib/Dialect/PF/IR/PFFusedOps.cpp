@@ -1,4 +1,4 @@
-//===- PFFusedOps.cpp - pf.linear ---------------------------------------===//
+//===- PFFusedOps.cpp - ops created by the graph passes ----------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFShapeUtils.h"
 
@@ -77,4 +77,147 @@ double LinearOp::getForwardFlops() {
   if (!out || !out.hasStaticShape() || ShapedType::isDynamic(in))
     return 0;
   return 2.0 * out.getNumElements() * in;
+}
+
+//===--- Fusions for inference ---------------------------------------------===//
+
+static std::optional<ArrayRef<int64_t>> rankedShape(Value value) {
+  if (auto type = dyn_cast<RankedTensorType>(value.getType()))
+    return type.getShape();
+  return std::nullopt;
+}
+
+static Type elementTypeOf(Value value) {
+  return cast<ShapedType>(value.getType()).getElementType();
+}
+
+LogicalResult ScaledMaskedSoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                      Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Value input = adaptor.getInput(), mask = adaptor.getMask();
+  auto shape = rankedShape(input);
+  if (shape && shape->empty())
+    return emitOptionalError(loc, "scaled_masked_softmax: input must have rank >= 1");
+  if (mask) {
+    if (elementTypeOf(mask) != elementTypeOf(input))
+      return emitOptionalError(loc, "scaled_masked_softmax: mask and input have different "
+                                    "element types");
+    auto maskShape = rankedShape(mask);
+    if (shape && maskShape) {
+      auto merged = broadcastShapes(*shape, *maskShape);
+      if (!merged || merged->size() != shape->size() ||
+          llvm::any_of(llvm::zip(*merged, *shape), [](auto pair) {
+            auto [m, s] = pair;
+            return !ShapedType::isDynamic(s) && !ShapedType::isDynamic(m) && m != s;
+          }))
+        return emitOptionalError(loc, "scaled_masked_softmax: mask ", shapeText(*maskShape),
+                                 " does not broadcast to the input ", shapeText(*shape));
+    }
+  }
+  out.push_back(input.getType());
+  return success();
+}
+
+double ScaledMaskedSoftmaxOp::getForwardFlops() {
+  auto type = dyn_cast<RankedTensorType>(getOutput().getType());
+  return type && type.hasStaticShape() ? 7.0 * type.getNumElements() : 0;
+}
+
+LogicalResult AddLayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                               Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Value input = adaptor.getInput(), residual = adaptor.getResidual();
+  if (input.getType() != residual.getType())
+    return emitOptionalError(loc, "add_layer_norm: input ", input.getType(), " and residual ",
+                             residual.getType(), " differ");
+  if (auto shape = rankedShape(input)) {
+    auto axis = normalizeAxis(adaptor.getAxis(), shape->size());
+    if (!axis)
+      return emitOptionalError(loc, "add_layer_norm: axis out of range");
+    ArrayRef<int64_t> normalized = shape->drop_front(*axis);
+    for (Value param : {adaptor.getScale(), adaptor.getBias()}) {
+      if (!param)
+        continue;
+      auto paramShape = rankedShape(param);
+      if (paramShape && *paramShape != normalized)
+        return emitOptionalError(loc,
+                                 "add_layer_norm: scale and bias must have the "
+                                 "normalized shape ",
+                                 shapeText(normalized), ", got ", shapeText(*paramShape));
+    }
+  }
+  out.push_back(input.getType());
+  return success();
+}
+
+double AddLayerNormOp::getForwardFlops() {
+  auto type = dyn_cast<RankedTensorType>(getOutput().getType());
+  return type && type.hasStaticShape() ? 9.0 * type.getNumElements() : 0;
+}
+
+/// `shape` read through `perm` (absent: the identity); fails unless perm is
+/// a permutation of shape's axes.
+static FailureOr<SmallVector<int64_t>> permuted(std::optional<Location> loc, StringRef name,
+                                                ArrayRef<int64_t> shape,
+                                                std::optional<ArrayRef<int64_t>> perm) {
+  if (!perm)
+    return SmallVector<int64_t>(shape);
+  if (perm->size() != shape.size())
+    return emitOptionalError(loc, "permuted_matmul: ", name, " has ", perm->size(),
+                             " entries for rank ", shape.size());
+  SmallVector<bool> seen(shape.size(), false);
+  SmallVector<int64_t> result;
+  for (int64_t p : *perm) {
+    if (p < 0 || p >= int64_t(shape.size()) || seen[p])
+      return emitOptionalError(loc, "permuted_matmul: ", name, " is not a permutation");
+    seen[p] = true;
+    result.push_back(shape[p]);
+  }
+  return result;
+}
+
+LogicalResult PermutedMatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+  Type element = elementTypeOf(lhs);
+  if (elementTypeOf(rhs) != element)
+    return emitOptionalError(loc, "permuted_matmul: operands have different element types");
+  auto lhsShape = rankedShape(lhs), rhsShape = rankedShape(rhs);
+  if (!lhsShape || !rhsShape)
+    return out.push_back(UnrankedTensorType::get(element)), success();
+  if (lhsShape->size() < 2 || lhsShape->size() != rhsShape->size())
+    return emitOptionalError(loc, "permuted_matmul: operands must have one rank >= 2, got ",
+                             lhsShape->size(), " and ", rhsShape->size());
+  auto a = permuted(loc, "lhs_perm", *lhsShape, adaptor.getLhsPerm());
+  auto b = permuted(loc, "rhs_perm", *rhsShape, adaptor.getRhsPerm());
+  if (failed(a) || failed(b))
+    return failure();
+  size_t rank = a->size();
+  auto differ = [](int64_t x, int64_t y) {
+    return !ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y;
+  };
+  for (size_t i = 0; i + 2 < rank; ++i)
+    if (differ((*a)[i], (*b)[i]))
+      return emitOptionalError(loc, "permuted_matmul: batch dimensions differ: ", shapeText(*a),
+                               " and ", shapeText(*b));
+  if (differ((*a)[rank - 1], (*b)[rank - 2]))
+    return emitOptionalError(loc, "permuted_matmul: contraction dimensions differ: ", shapeText(*a),
+                             " and ", shapeText(*b));
+  SmallVector<int64_t> product(ArrayRef<int64_t>(*a).drop_back(2));
+  product.push_back((*a)[rank - 2]);
+  product.push_back((*b)[rank - 1]);
+  auto result = permuted(loc, "result_perm", product, adaptor.getResultPerm());
+  if (failed(result))
+    return failure();
+  out.push_back(RankedTensorType::get(*result, element));
+  return success();
+}
+
+double PermutedMatMulOp::getForwardFlops() {
+  auto out = dyn_cast<RankedTensorType>(getOutput().getType());
+  auto lhs = dyn_cast<RankedTensorType>(getLhs().getType());
+  if (!out || !lhs || !out.hasStaticShape() || !lhs.hasStaticShape())
+    return 0;
+  // The contraction is lhs's last logical dimension.
+  int64_t last = lhs.getRank() - 1;
+  int64_t k = lhs.getDimSize(getLhsPerm() ? (*getLhsPerm())[last] : last);
+  return 2.0 * out.getNumElements() * k;
 }
