@@ -176,15 +176,18 @@ void softmax(const pfrt_context *ctx, const T *x, T *y, int64_t outer,
 // The attention softmax with its scaling and mask, and LayerNorm of a
 // residual sum, each one pass over the data (the graph's fusions for
 // inference, lib/Transforms/Graph). Each row is built in the output row
-// first (in cache) and then normalized there by the unfused kernels' row
-// functions, so the arithmetic is theirs: with a scale whose product is
-// exact (1/8 for 64-wide heads) the results equal the unfused ones bit for
-// bit. The f32 rows are compiled for AVX-512 and AVX2 too
-// (PFRT_VECTOR_CLONES): these loops are bound by the exp and the row
-// statistics, not by memory.
+// first (in cache) and then normalized there with the unfused kernels'
+// arithmetic (LayerNorm by its own row function): with a scale whose product
+// is exact (1/8 for 64-wide heads) the results differ from the unfused ones
+// only by the order of the vectorized row sums. The f32 rows are compiled
+// for AVX-512 and AVX2 too (PFRT_VECTOR_CLONES): these loops are bound by
+// the exp and the row statistics, not by memory.
 
 /// One row of softmax(scale * x + mask); maskStep is 1 (a mask row), 0 (one
-/// value for the row) or the mask is null.
+/// value for the row) or the mask is null. softmaxLine's arithmetic (max,
+/// exp of the difference, sum in double, one reciprocal), with the exp in a
+/// loop of its own: a loop that also sums into a double is not vectorized,
+/// and the scalar exp was most of pfrt_softmax's time.
 template <class T>
 inline void scaledMaskedSoftmaxRow(const T *x, const T *mask, int64_t maskStep, T scale, T *y,
                                    int64_t n) {
@@ -199,7 +202,19 @@ inline void scaledMaskedSoftmaxRow(const T *x, const T *mask, int64_t maskStep, 
     for (int64_t i = 0; i < n; ++i)
       y[i] = x[i] * scale + m;
   }
-  softmaxLine(y, y, n);
+  T maximum = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : maximum)
+  for (int64_t i = 0; i < n; ++i)
+    maximum = y[i] > maximum ? y[i] : maximum;
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = expOf(y[i] - maximum);
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i)
+    sum += y[i];
+  const T inv = T(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] *= inv;
 }
 
 PFRT_VECTOR_CLONES void scaledMaskedSoftmaxRowF32(const float *x, const float *mask,
