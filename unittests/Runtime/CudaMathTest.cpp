@@ -850,6 +850,20 @@ TEST_F(CudaMath, DeviceErrorsGiveTheCpuMessages) {
   cu::recordReal(clip, PFRT_INVALID_ARGUMENT, cu::DeviceCheck::GatherIndex, 0);
   EXPECT_EQ(cu::clipCoefficient(clip.real, 1.0), 1.0); // left unscaled
   expectSameError(ctx, st, clip);
+  // Cross-entropy: the first row whose label is out of range and not
+  // ignored (i32 labels).
+  Tensor<float> logits({4, 3}), ceLoss(Dims{});
+  Tensor<int32_t> labels({4}, {2, -100, 3, -1});
+  auto tl = logits.desc(), tlab = labels.desc(), tloss = ceLoss.desc();
+  st = pfrt_softmax_cross_entropy(ctx, &tl, &tlab, -100, 1.0, &tloss, nullptr, nullptr);
+  ASSERT_EQ(st, PFRT_INVALID_ARGUMENT);
+  cu::DeviceError ce{};
+  for (int64_t r = 3; r >= 0; --r)
+    if (labels[r] != -100 && (labels[r] < 0 || labels[r] >= 3))
+      ce.pending = std::max(ce.pending, cu::pendingKey(r));
+  cu::settlePending(ce, PFRT_INVALID_ARGUMENT, cu::DeviceCheck::CrossEntropyLabel,
+                    labels[cu::pendingElement(ce.pending)], -100, 3);
+  expectSameError(ctx, st, ce);
   // Nothing recorded: no error.
   EXPECT_EQ(cu::reportDeviceError(ctx, cu::DeviceError{}), PFRT_OK);
 }

@@ -251,9 +251,10 @@ PFRT_API pfrt_status pfrt_read_scalar(pfrt_context *ctx, const pfrt_tensor *x, d
  * a no-op on the CPU, whose kernels return when done. Errors of
  * asynchronous kernels surface here (and in pfrt_copy_to_host), among them
  * the checks the CUDA backend does on the device instead of waiting in the
- * call: an index out of range in pfrt_gather / pfrt_gather_backward, an
- * integer pfrt_div by zero and a non-finite norm in pfrt_clip_by_global_norm
- * without a norm output. They fail here with the CPU backend's status and
+ * call: an index out of range in pfrt_gather / pfrt_gather_backward, a
+ * label out of range in pfrt_softmax_cross_entropy, an integer pfrt_div by
+ * zero and a non-finite norm in pfrt_clip_by_global_norm without a norm
+ * output. They fail here with the CPU backend's status and
  * message (naming that kernel); the call itself returned PFRT_OK and its
  * outputs are unspecified. */
 PFRT_API pfrt_status pfrt_synchronize(pfrt_context *ctx);

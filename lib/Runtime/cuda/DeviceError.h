@@ -1,7 +1,8 @@
 //===- DeviceError.h - Errors kernels find, reported at the next host wait -*- C++ -*-===//
 //
 // Some argument checks need the data: gather's indices in range, integer
-// divisors non-zero, a finite norm for gradient clipping. The CPU backend
+// divisors non-zero, a finite norm for gradient clipping, cross-entropy
+// labels in range. The CPU backend
 // checks before it writes; the CUDA backend doing the same would wait for
 // the GPU in every such call. Instead the kernels note the first bad element
 // in the context's DeviceError (one record in device memory), carry on
@@ -31,6 +32,8 @@ enum class DeviceCheck : int32_t {
   GatherBackwardIndex, ///< pfrt_gather_backward: element, value, axis, size
   IntegerDivision,     ///< pfrt_div: element of b
   ClipNorm,            ///< pfrt_clip_by_global_norm: the norm in `real`
+  CrossEntropyLabel,   ///< pfrt_softmax_cross_entropy: row (element), label
+                       ///< (value), vocabulary (size), ignore_index (axis)
 };
 
 /// Zero-initialized = nothing recorded.
@@ -97,6 +100,10 @@ inline pfrt_status reportDeviceError(pfrt_context *ctx, const DeviceError &e) {
   case DeviceCheck::IntegerDivision:
     return Call(ctx, "pfrt_div")
         .fail(code, "integer division by zero (element %lld of b)", element);
+  case DeviceCheck::CrossEntropyLabel:
+    return Call(ctx, "pfrt_softmax_cross_entropy")
+        .fail(code, "label %lld (row %lld) is outside [0, %lld) and is not the ignore_index %lld",
+              value, element, size, static_cast<long long>(e.axis));
   case DeviceCheck::ClipNorm:
     return Call(ctx, "pfrt_clip_by_global_norm")
         .fail(code, "the global gradient norm is %g; the gradients were left unscaled", e.real);

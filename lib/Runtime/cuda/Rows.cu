@@ -369,22 +369,24 @@ pfrt_status layerNormBackwardEntry(
 
 //===------------------------ Masked-LM cross-entropy --------------------===//
 
-/// Counts the rows whose label is not ignored, and the labels out of range.
+/// Counts the rows whose label is counted (not ignored, in range) and
+/// notes the first label out of range in the context's DeviceError.
 template <class L>
-__global__ void labelCheckKernel(int64_t rows, int64_t v, int64_t ignore,
-                                 const L *labels, unsigned long long *counts) {
+__global__ void labelCheckKernel(int64_t rows, int64_t v, int64_t ignore, const L *labels,
+                                 unsigned long long *count, DeviceError *error) {
   PFRT_GRID_STRIDE(r, rows) {
     const int64_t label = labels[r];
     if (label == ignore)
       continue;
     if (label < 0 || label >= v)
-      atomicAdd(&counts[1], 1ull);
+      noteBadElement(error, r);
     else
-      atomicAdd(&counts[0], 1ull);
+      atomicAdd(count, 1ull);
   }
 }
 
-/// Per-row loss into rowLoss (0 for ignored rows) and the gradient.
+/// Per-row loss into rowLoss and the gradient; 0 for ignored rows and for
+/// labels out of range (reported through the DeviceError).
 template <class T, class L>
 __global__ void crossEntropyKernel(int64_t rows, int64_t v, int64_t ignore,
                                    double gradScale, const T *logits,
@@ -395,7 +397,7 @@ __global__ void crossEntropyKernel(int64_t rows, int64_t v, int64_t ignore,
   PFRT_BLOCK_STRIDE(row, rows) {
     const T *x = logits + row * v;
     const int64_t label = labels[row];
-    const bool counted = label != ignore;
+    const bool counted = label != ignore && label >= 0 && label < v;
     if (!counted) {
       for (int64_t j = threadIdx.x; grad && j < v; j += blockDim.x)
         grad[row * v + j] = T(0);
@@ -466,9 +468,11 @@ pfrt_status crossEntropyEntry(pfrt_context *ctx, const pfrt_tensor *logits,
     PFRT_TRY(call.shapeIs("grad_logits", grad_logits, shape));
   }
   if (count_out) {
-    PFRT_TRY(call.dtypeIs("count_out", count_out, PFRT_I64));
-    PFRT_TRY(call.shapeIs("count_out", count_out, Shape()));
+    PFRT_TRY(call.dtypeIs("count", count_out, PFRT_I64));
+    PFRT_TRY(call.shapeIs("count", count_out, Shape()));
   }
+  if (!isfinite(grad_scale))
+    return call.fail(PFRT_INVALID_ARGUMENT, "grad_scale %g is not finite", grad_scale);
   const int64_t v = shape.dims[shape.rank - 1];
   const int64_t rows = labelShape.numel();
   // Workspace: two counters, then one double per row.
@@ -477,25 +481,21 @@ pfrt_status crossEntropyEntry(pfrt_context *ctx, const pfrt_tensor *logits,
   auto *counts = static_cast<unsigned long long *>(ws);
   auto *rowLoss = reinterpret_cast<double *>(counts + 2);
   cudaStream_t s = streamOf(ctx);
+  DeviceError *error = stateOf(ctx).deviceError;
   PFRT_TRY(check(call, cudaMemsetAsync(counts, 0, 16, s), "cudaMemsetAsync"));
   auto run = [&](auto tag, auto labelTag) -> pfrt_status {
     using T = decltype(tag);
     using L = decltype(labelTag);
+    // A label out of range is reported with the CPU's message at the next
+    // host wait (DeviceError.h) instead of waiting for the GPU here.
     if (rows > 0) {
-      labelCheckKernel<<<blocksFor(rows), kThreads, 0, s>>>(
-          rows, v, ignore_index, dataAs<const L>(labels), counts);
+      labelCheckKernel<<<blocksFor(rows), kThreads, 0, s>>>(rows, v, ignore_index,
+                                                            dataAs<const L>(labels), counts, error);
+      settleCheckKernel<<<1, 1, 0, s>>>(error, PFRT_INVALID_ARGUMENT,
+                                        DeviceCheck::CrossEntropyLabel, dataAs<const L>(labels),
+                                        ignore_index, v);
       PFRT_TRY(launched(call, "labelCheckKernel"));
     }
-    // Labels are validated before anything is written (as on the CPU).
-    unsigned long long host[2] = {0, 0};
-    PFRT_TRY(check(call, cudaMemcpyAsync(host, counts, 16, cudaMemcpyDeviceToHost, s),
-                   "cudaMemcpyAsync"));
-    PFRT_TRY(check(call, cudaStreamSynchronize(s), "cudaStreamSynchronize"));
-    if (host[1] != 0)
-      return call.fail(PFRT_INVALID_ARGUMENT, "%llu label(s) lie outside [0, "
-                       "%lld) and are not ignore_index %lld", host[1],
-                       static_cast<long long>(v),
-                       static_cast<long long>(ignore_index));
     if (rows > 0 && v > 0) {
       crossEntropyKernel<<<blocksForRows(rows), kThreads, 0, s>>>(
           rows, v, ignore_index, grad_scale, dataAs<const T>(logits),
