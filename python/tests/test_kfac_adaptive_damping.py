@@ -191,6 +191,15 @@ def test_overshooting_step_raises_damping_within_bounds(tiny):
     assert clamped[2]["rho"] < 0.25 and clamped[2]["next"] == pytest.approx(1.05e-3, rel=1e-9)
 
 
+def test_unmeasurable_step_keeps_damping(tiny):
+    """A step whose predicted change is below the f32 loss' resolution (lr
+    1e-12) measures nothing: ρ is not computed and λ stays."""
+    details = _details(_train(tiny, "--steps", 2, "--lr", "1e-12", "--kfac-damping", "1e-3",
+                              "--kfac-damping-interval", 2))
+    assert abs(details[2]["model"]) < 1e-9 and np.isnan(details[2]["rho"])
+    assert details[2]["next"] == details[2]["damping"] == 1e-3
+
+
 def test_resume_continues_with_the_saved_damping(tiny, tmp_path):
     """The checkpoint holds λ (meta/kfac_damping); 4 steps, then a resume to 8,
     end bit for bit as 8 steps in one run, λ included."""

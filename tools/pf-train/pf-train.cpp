@@ -47,6 +47,7 @@
 #include <csignal>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <set>
@@ -1260,11 +1261,14 @@ llvm::Error adaptDamping(int64_t step, double lossBefore, const Corpus &c,
   const double lambda = adaptive.stepDamping;
   const double predicted = quadratic->change(lambda);
   const double actual = double(lossAfter) - lossBefore;
-  // ρ needs a predicted decrease; a model that predicts none (the update is
-  // no descent direction for this batch's gradient, e.g. from momentum)
-  // says nothing about λ, which stays.
-  adaptive.rho = predicted < 0 ? actual / predicted : std::nan("");
-  if (predicted < 0)
+  // ρ needs a predicted decrease that the f32 loss can resolve; a model
+  // that predicts none (the update is no descent direction for this batch's
+  // gradient, e.g. from momentum) or less than a few ulps of the loss says
+  // nothing about λ, which stays.
+  const double resolution = 4 * std::numeric_limits<float>::epsilon() * std::abs(lossBefore);
+  const bool measurable = predicted < -resolution;
+  adaptive.rho = measurable ? actual / predicted : std::nan("");
+  if (measurable)
     adaptive.damping = dampingAdaptation.next(lambda, adaptive.rho);
   ++adaptive.adaptations;
   adaptive.forwardSeconds += std::chrono::duration<double>(end - forwardStart).count();
