@@ -1,6 +1,7 @@
 //===- LinalgPatterns.cpp - matmul, gemm, linear ---------------------------===//
 #include "RuntimeLowering.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Runtime/pfrt.h"
 
 using namespace mlir;
 using namespace mlir::pf;
@@ -40,6 +41,25 @@ struct LinearPattern : RuntimePattern<LinearOp> {
     return success();
   }
 };
+struct LinearGeluPattern : RuntimePattern<LinearGeluOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(LinearGeluOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    Value out = l.entryOf(rewriter, loc, op.getOutput());
+    int64_t approximation = op.getApproximate() == "tanh" ? PFRT_GELU_TANH : PFRT_GELU_EXACT;
+    if (failed(l.call(rewriter, op, "pfrt_linear_gelu",
+                      {adaptor.getInput(), adaptor.getWeight(),
+                       l.orNull(rewriter, loc, adaptor.getBias()),
+                       l.constI32(rewriter, loc, op.getTransposeWeight()),
+                       l.constI32(rewriter, loc, approximation), out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
 /// The permutations go as constant arrays of the operands' rank; an absent
 /// one (the identity) as a null pointer.
 struct PermutedMatMulPattern : RuntimePattern<PermutedMatMulOp> {
@@ -66,5 +86,6 @@ void mlir::pf::populateLinalgPatterns(const TypeConverter &converter, RuntimeLow
                                       RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<KernelCallPattern<MatMulOp>>(converter, ctx, lowering, "pfrt_matmul");
-  patterns.add<GemmPattern, LinearPattern, PermutedMatMulPattern>(converter, ctx, lowering);
+  patterns.add<GemmPattern, LinearPattern, LinearGeluPattern, PermutedMatMulPattern>(converter, ctx,
+                                                                                     lowering);
 }

@@ -1,6 +1,6 @@
 """pf-run's inference fusions (pf-inference-fusions): attention's scaled and
 masked softmax, the head transposes read as strides of the batched matmuls,
-residual add + LayerNorm. The fused forward gives the unfused forward's logits
+residual add + LayerNorm, linear + GELU. The fused forward gives the unfused forward's logits
 (--inference-fusions=false) to within float rounding, and ONNX Runtime's to
 1e-4; the profile shows the fused kernels ran and the ones they replace did
 not; the training step is built from the unfused graph."""
@@ -56,11 +56,12 @@ def test_fused_forward_matches_unfused_and_onnxruntime(tmp_path, config, style, 
     fused, fused_ops = _pf_run(tmp_path, path, "fused")
     unfused, unfused_ops = _pf_run(tmp_path, path, "unfused", "--inference-fusions=false")
 
-    assert {"pf.scaled_masked_softmax", "pf.permuted_matmul", "pf.add_layer_norm"} <= fused_ops
-    assert not fused_ops & {"pf.softmax", "pf.transpose", "pf.div", "pf.matmul"}
-    assert {"pf.softmax", "pf.transpose", "pf.matmul"} <= unfused_ops
-    assert not unfused_ops & {"pf.scaled_masked_softmax", "pf.permuted_matmul",
-                              "pf.add_layer_norm"}
+    fused_kinds = {"pf.scaled_masked_softmax", "pf.permuted_matmul", "pf.add_layer_norm",
+                   "pf.linear_gelu"}
+    assert fused_kinds <= fused_ops
+    assert not fused_ops & {"pf.softmax", "pf.transpose", "pf.div", "pf.matmul", "pf.gelu"}
+    assert {"pf.softmax", "pf.transpose", "pf.matmul", "pf.gelu"} <= unfused_ops
+    assert not unfused_ops & fused_kinds
 
     assert np.std(fused) > 1e-3
     assert np.abs(fused - unfused).max() < 2e-5
@@ -78,5 +79,6 @@ def test_training_step_is_built_from_the_unfused_graph(tmp_path):
              "--emit-step", str(tmp_path / "step.mlir"))
     step = (tmp_path / "step.mlir").read_text()
     assert "pf.softmax_grad" in step
-    for fused in ("pf.scaled_masked_softmax", "pf.permuted_matmul", "pf.add_layer_norm"):
+    for fused in ("pf.scaled_masked_softmax", "pf.permuted_matmul", "pf.add_layer_norm",
+                  "pf.linear_gelu"):
         assert fused not in step

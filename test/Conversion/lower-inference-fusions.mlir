@@ -54,3 +54,20 @@ func.func @main(%p: tensor<2x4x16x16xf32>, %v: tensor<2x16x4x8xf32>) -> tensor<2
 // CHECK: %[[RP:.*]] = llvm.mlir.addressof @[[PERM]] : !llvm.ptr
 // CHECK: %[[OP:.*]] = llvm.mlir.addressof @[[PERM]] : !llvm.ptr
 // CHECK: call @pfrt_matmul_permuted(%[[CTX]], %[[P]], %[[IDENTITY]], %[[V]], %[[RP]], %[[OP]], %[[C]]) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+
+// -----
+
+// linear_gelu: (ctx, x, w, bias, w_transposed, approximation, out); tanh is 1.
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
+  %y = pf.linear_gelu %x, %w, %b {approximate = "tanh", transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+// CHECK-LABEL: func.func @pf_main
+// CHECK-SAME: (%[[CTX:[^:]*]]: !llvm.ptr, %[[T:[^:]*]]: !llvm.ptr) -> i64
+// CHECK: %[[X:.*]] = llvm.getelementptr %[[T]][0]
+// CHECK: %[[W:.*]] = llvm.getelementptr %[[T]][1]
+// CHECK: %[[B:.*]] = llvm.getelementptr %[[T]][2]
+// CHECK: %[[Y:.*]] = llvm.getelementptr %[[T]][3]
+// CHECK: %[[TRANSPOSED:.*]] = arith.constant 1 : i32
+// CHECK: %[[TANH:.*]] = arith.constant 1 : i32
+// CHECK: call @pfrt_linear_gelu(%[[CTX]], %[[X]], %[[W]], %[[B]], %[[TRANSPOSED]], %[[TANH]], %[[Y]]) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, !llvm.ptr) -> i32

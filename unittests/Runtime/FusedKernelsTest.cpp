@@ -1,9 +1,9 @@
 //===- FusedKernelsTest.cpp - the inference fusions against unfused kernels ===//
 //
-// pfrt_softmax_scaled_masked, pfrt_add_layer_norm and pfrt_matmul_permuted
-// are checked against the kernel sequences they replace (div/mul + add +
-// softmax, add + layer_norm, transposes + matmul + transpose), at BERT's
-// attention shapes and at odd ones.
+// pfrt_softmax_scaled_masked, pfrt_add_layer_norm, pfrt_matmul_permuted and
+// pfrt_linear_gelu are checked against the kernel sequences they replace
+// (div/mul + add + softmax, add + layer_norm, transposes + matmul +
+// transpose, linear + gelu), at BERT's shapes and at odd ones.
 //
 //===----------------------------------------------------------------------===//
 
@@ -169,6 +169,40 @@ TEST_F(FusedKernelsTest, PermutedMatmulSmallDoubleAndRefusals) {
   pfrt_tensor tw = wrong.desc();
   fails(pfrt_matmul_permuted(ctx, &tx, nullptr, &ty, nullptr, nullptr, &tw), PFRT_INVALID_ARGUMENT,
         "pfrt_matmul_permuted");
+}
+
+TEST_F(FusedKernelsTest, LinearGeluMatchesLinearThenGelu) {
+  // BERT's intermediate layer at 64 tokens: [64, 768] x W[3072, 768]^T + b.
+  Tensor<float> x = random<float>({2, 32, 768}, -1, 1, 19);
+  Tensor<float> w = random<float>({3072, 768}, -0.05, 0.05, 20);
+  Tensor<float> b = random<float>({3072}, -1, 1, 21);
+  for (int32_t approximation : {PFRT_GELU_EXACT, PFRT_GELU_TANH}) {
+    Tensor<float> out({2, 32, 3072}), linear({2, 32, 3072}), ref({2, 32, 3072});
+    pfrt_tensor tx = x.desc(), tw = w.desc(), tb = b.desc(), to = out.desc(), tl = linear.desc(),
+                tr = ref.desc();
+    ok(pfrt_linear_gelu(ctx, &tx, &tw, &tb, 1, approximation, &to));
+    ok(pfrt_linear(ctx, &tx, &tw, &tb, 1, &tl));
+    ok(pfrt_gelu(ctx, &tl, approximation, &tr));
+    // The bias joins the product at another point of the GEMM's sum.
+    EXPECT_LT(maxAbsDiff(out.data, ref.data), 1e-5) << approximation;
+  }
+  // f64, no bias, [in, out] weight: exactly the unfused result.
+  Tensor<double> xd = random<double>({5, 7}, -2, 2, 22), wd = random<double>({7, 3}, -1, 1, 23);
+  Tensor<double> outd({5, 3}), refd({5, 3});
+  pfrt_tensor txd = xd.desc(), twd = wd.desc(), tod = outd.desc(), trd = refd.desc();
+  ok(pfrt_linear_gelu(ctx, &txd, &twd, nullptr, 0, PFRT_GELU_EXACT, &tod));
+  ok(pfrt_linear(ctx, &txd, &twd, nullptr, 0, &trd));
+  ok(pfrt_gelu(ctx, &trd, PFRT_GELU_EXACT, &trd));
+  EXPECT_EQ(maxAbsDiff(outd.data, refd.data), 0.0);
+  // A bias of the wrong size, an unknown approximation.
+  Tensor<float> shortBias({3071});
+  pfrt_tensor tsb = shortBias.desc(), tx2 = x.desc(), tw2 = w.desc(), tb2 = b.desc();
+  Tensor<float> out2({2, 32, 3072});
+  pfrt_tensor to2 = out2.desc();
+  fails(pfrt_linear_gelu(ctx, &tx2, &tw2, &tsb, 1, PFRT_GELU_EXACT, &to2), PFRT_INVALID_ARGUMENT,
+        "pfrt_linear_gelu");
+  fails(pfrt_linear_gelu(ctx, &tx2, &tw2, &tb2, 1, 7, &to2), PFRT_INVALID_ARGUMENT,
+        "pfrt_linear_gelu");
 }
 
 } // namespace

@@ -390,6 +390,13 @@ PFRT_API pfrt_status pfrt_linear(pfrt_context *ctx, const pfrt_tensor *x,
                                  const pfrt_tensor *w, const pfrt_tensor *bias,
                                  int32_t w_transposed, const pfrt_tensor *out);
 
+/* out = gelu(x . W + bias) (f32, f64): pfrt_linear's arguments and
+ * pfrt_gelu's approximation (PFRT_GELU_EXACT or _TANH); the bias and the GELU
+ * in one pass over the product's rows. */
+PFRT_API pfrt_status pfrt_linear_gelu(pfrt_context *ctx, const pfrt_tensor *x, const pfrt_tensor *w,
+                                      const pfrt_tensor *bias, int32_t w_transposed,
+                                      int32_t approximation, const pfrt_tensor *out);
+
 /* A batched matmul read through permutations (f32, f64), attention's head
  * split and merge without copies: with A = transpose(a, a_perm) and B =
  * transpose(b, b_perm) (NULL: the identity; each of rank a->rank), C = A . B

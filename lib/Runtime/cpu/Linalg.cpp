@@ -12,6 +12,7 @@
 #include "../common/Call.h"
 #include "../common/Dtype.h"
 #include "Blas.h"
+#include "FastMath.h"
 #include "Kernels.h"
 #include "Matmul.h"
 #include "Parallel.h"
@@ -161,6 +162,39 @@ void permutedMatmul(const pfrt_context *ctx, const Gemm &g, const StridedIndex &
   }
   for (int64_t i = 0; i < count; ++i)
     one(i, threads);
+}
+
+//===----------------------------- linear_gelu -----------------------------===//
+
+/// One row of gelu(y + bias), in place: pfrt_gelu's arithmetic on the sum
+/// (which is rounded as the unfused linear's beta = 1 GEMM rounds it, up to
+/// where the GEMM adds C).
+template <class T>
+inline void biasGeluRow(T *y, const T *bias, int64_t n, bool exact) {
+  const T half = T(0.5), invSqrt2 = T(0.70710678118654752440);
+  const T sqrt2OverPi = T(0.79788456080286535588), cubic = T(0.044715);
+  if (exact) {
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = bias ? y[i] + bias[i] : y[i];
+      y[i] = half * v * (T(1) + erfOf(v * invSqrt2));
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = bias ? y[i] + bias[i] : y[i];
+    y[i] = half * v * (T(1) + tanhOf(sqrt2OverPi * (v + cubic * v * v * v)));
+  }
+}
+
+PFRT_VECTOR_CLONES void biasGeluRowF32(float *y, const float *bias, int64_t n, bool exact) {
+  biasGeluRow(y, bias, n, exact);
+}
+
+void biasGeluRowOf(float *y, const float *bias, int64_t n, bool exact) {
+  biasGeluRowF32(y, bias, n, exact);
+}
+void biasGeluRowOf(double *y, const double *bias, int64_t n, bool exact) {
+  biasGeluRow(y, bias, n, exact);
 }
 
 } // namespace
@@ -374,6 +408,40 @@ pfrt_status pfrt_matmul_permuted_cpu(pfrt_context *ctx, const pfrt_tensor *a, co
     using T = typename decltype(tag)::type;
     permutedMatmul(ctx, g, aBatch, bBatch, outBatch, static_cast<const T *>(a->data),
                    static_cast<const T *>(b->data), static_cast<T *>(out->data));
+  });
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_linear_gelu_cpu(pfrt_context *ctx, const pfrt_tensor *x, const pfrt_tensor *w,
+                                 const pfrt_tensor *bias, int32_t w_transposed,
+                                 int32_t approximation, const pfrt_tensor *out) {
+  if (approximation != PFRT_GELU_EXACT && approximation != PFRT_GELU_TANH) {
+    Call call(ctx, "pfrt_linear_gelu");
+    PFRT_TRY(call.begin());
+    return call.fail(PFRT_INVALID_ARGUMENT, "unknown GELU approximation %d", approximation);
+  }
+  // The product alone (pfrt_linear checks every argument), then the bias
+  // and the GELU in one pass over each row.
+  if (bias) {
+    Call call(ctx, "pfrt_linear_gelu");
+    PFRT_TRY(call.begin());
+    PFRT_TRY(call.tensor("bias", bias));
+    PFRT_TRY(call.tensor("w", w));
+    PFRT_TRY(call.rankIn("w", w, 2, 2));
+    PFRT_TRY(call.dtypeIs("bias", bias, w->dtype));
+    Shape biasShape;
+    biasShape.push(w->shape[w_transposed ? 0 : 1]);
+    PFRT_TRY(call.shapeIs("bias", bias, biasShape));
+  }
+  PFRT_TRY(pfrt_linear_cpu(ctx, x, w, nullptr, w_transposed, out));
+  const int64_t n = out->shape[out->rank - 1];
+  const int64_t rows = n ? Shape::of(*out).numel() / n : 0;
+  const bool exact = approximation == PFRT_GELU_EXACT;
+  visitFloat(out->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *y = static_cast<T *>(out->data);
+    const T *b = bias ? static_cast<const T *>(bias->data) : nullptr;
+    parallelFor(ctx, rows, 8 * n, [&](int64_t r) { biasGeluRowOf(y + r * n, b, n, exact); });
   });
   return PFRT_OK;
 }

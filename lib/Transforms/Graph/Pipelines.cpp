@@ -45,6 +45,7 @@ void mlir::pf::buildInferenceFusionPipeline(OpPassManager &pm) {
   pm.addPass(createPFFoldMatmulTransposes());
   pm.addPass(createPFFuseAttentionSoftmax());
   pm.addPass(createPFFuseAddLayerNorm());
+  pm.addPass(createPFFuseLinearGelu());
   // The transposes, scalings and sums the fused ops read past.
   pm.addPass(createPFDeadCodeElimination());
 }
@@ -77,6 +78,7 @@ void mlir::pf::registerGraphPipelines() {
   PassPipelineRegistration<>(
       "pf-inference-fusions",
       "The fusions for a forward pass only (no gradients): attention's scaled and masked "
-      "softmax, the head transposes folded into the batched matmuls, residual add + LayerNorm",
+      "softmax, the head transposes folded into the batched matmuls, residual add + LayerNorm, "
+      "linear + GELU",
       [](OpPassManager &pm) { buildInferenceFusionPipeline(pm); });
 }

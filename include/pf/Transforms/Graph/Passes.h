@@ -40,7 +40,8 @@ void buildPostImportPipeline(OpPassManager &pm, bool graphOpt, bool requireStati
 
 /// The fusions for inference only (their ops have no gradient): attention's
 /// scaled and masked softmax, transposes folded into the batched matmuls,
-/// residual add + LayerNorm. pf-run runs them on a forward pass for the CPU.
+/// residual add + LayerNorm, linear + GELU. pf-run runs them on a forward
+/// pass for the CPU.
 void buildInferenceFusionPipeline(OpPassManager &pm);
 
 /// Registers `pf-graph-opt` and `pf-inference-fusions`.

@@ -362,4 +362,21 @@ def PFFuseAddLayerNorm : Pass<"pf-fuse-add-layer-norm"> {
   }];
 }
 
+def PFFuseLinearGelu : Pass<"pf-fuse-linear-gelu"> {
+  let summary = "Fuse a linear layer and the GELU after it";
+  let description = [{
+    pf.gelu(pf.linear(x, W, b)) with the product used only by the GELU
+    becomes pf.linear_gelu: the bias and the GELU in one pass over the
+    product (BERT's intermediate dense layers).
+
+    ```mlir
+    // Before
+    %h = pf.linear %x, %w, %b {transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    %y = pf.gelu %h : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    // After
+    %y = pf.linear_gelu %x, %w, %b {transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+}
+
 #endif // PF_TRANSFORMS_GRAPH_PASSES_TD

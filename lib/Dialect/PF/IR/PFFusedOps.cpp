@@ -221,3 +221,22 @@ double PermutedMatMulOp::getForwardFlops() {
   int64_t k = lhs.getDimSize(getLhsPerm() ? (*getLhsPerm())[last] : last);
   return 2.0 * out.getNumElements() * k;
 }
+
+LogicalResult LinearGeluOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &out) {
+  // A linear layer's result: pf.linear's rules.
+  LinearOp::Properties linearProperties;
+  linearProperties.transpose_weight = adaptor.getTransposeWeightAttr();
+  LinearOp::Adaptor linear(adaptor.getOperands(), DictionaryAttr(), linearProperties);
+  return LinearOp::inferReturnTypes(ctx, loc, linear, out);
+}
+
+LogicalResult LinearGeluOp::verify() { return verifyGeluApproximation(*this, getApproximate()); }
+
+double LinearGeluOp::getForwardFlops() {
+  auto out = dyn_cast<RankedTensorType>(getOutput().getType());
+  int64_t in = dimOrDynamic(getWeight(), getTransposeWeight() ? 1 : 0);
+  if (!out || !out.hasStaticShape() || ShapedType::isDynamic(in))
+    return 0;
+  return (2.0 * in + 8.0) * out.getNumElements();
+}

@@ -113,4 +113,20 @@ def PF_PermutedMatMulOp : PF_TensorOp<"permuted_matmul", [
   let results = (outs TensorOf<[AnyFloat]>:$output);
 }
 
+def PF_LinearGeluOp : PF_TensorOp<"linear_gelu", [
+    DeclareOpInterfaceMethods<PF_CostOpInterface, ["getForwardFlops"]>]> {
+  let summary = "gelu(x · W + b): a linear layer and the GELU after it";
+  let description = [{
+    pf.linear's operands and `transpose_weight`, pf.gelu's `approximate`. The
+    bias and the GELU are applied in one pass over the product (pf.linear
+    alone copies the bias into the output before the GEMM, and pf.gelu reads
+    and writes it again).
+  }];
+  let arguments = (ins TensorOf<[AnyFloat]>:$input, TensorOf<[AnyFloat]>:$weight,
+                   Optional<TensorOf<[AnyFloat]>>:$bias, UnitAttr:$transpose_weight,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs TensorOf<[AnyFloat]>:$output);
+  let hasVerifier = 1;
+}
+
 #endif // PF_FUSED_OPS_TD
