@@ -382,10 +382,74 @@ private:
   /// must live until the step ends.
   struct PendingRecv {
     int64_t request, op;
+    void *block = nullptr; ///< on backend memory: where the value arrives
   };
   std::map<std::pair<int64_t, std::string>, PendingRecv> pendingRecvs;
   std::vector<std::pair<int64_t, NpyArray>> pendingSends;
+  /// On backend memory: the blocks the posted sends read, freed at the end
+  /// of the step.
+  std::vector<void *> sendBlocks;
   int64_t currentOp = 0;
+
+  //===--- Stage values in backend memory ---------------------------------===//
+  // On backend memory (RankRunner::Options::deviceBuffers, CUDA) a stage
+  // value is sent from and received into a block of the stage functions'
+  // context, on the transfer communicator; the executor keeps its host copy
+  // (the stage calls copy their inputs and outputs).
+
+  pfrt_context *transferContext() const { return r.transferComm ? r.transferContext : r.ctx; }
+  pfrt_comm *transferComm() const { return r.transferComm ? r.transferComm : r.world; }
+  llvm::Error transferError(const llvm::Twine &what) {
+    return error(what + ": " + pfrt_last_error(transferContext()));
+  }
+
+  void freeBlock(void *block) {
+    if (block)
+      pfrt_free(r.transferContext, block);
+  }
+
+  /// A block of the value's size on the backend, holding `value` when
+  /// `copyIn`; `t` describes it.
+  llvm::Expected<void *> blockFor(const NpyArray &value, bool copyIn, pfrt_tensor &t) {
+    auto host = descriptor(const_cast<NpyArray &>(value));
+    if (!host)
+      return host.takeError();
+    void *block = nullptr;
+    if (pfrt_alloc(r.transferContext, int64_t(value.data.size()), &block) != PFRT_OK)
+      return transferError(llvm::formatv("allocating {0} bytes of backend memory for a transfer",
+                                         value.data.size()));
+    t = *host;
+    t.data = block;
+    if (copyIn && !value.data.empty() &&
+        pfrt_copy_from_host(r.transferContext, value.data.data(), &t) != PFRT_OK) {
+      pfrt_free(r.transferContext, block);
+      return transferError("copying a value to send into backend memory");
+    }
+    return block;
+  }
+
+  /// Copies a received block into its value (micro-batch m's `name`) and
+  /// frees it.
+  llvm::Error takeFromBlock(void *block, int64_t m, const std::string &name) {
+    auto it = handed[m].find(name);
+    if (it == handed[m].end()) {
+      freeBlock(block);
+      return error("received '" + name + "' has no value on this rank to land in");
+    }
+    auto t = descriptor(it->second);
+    if (!t) {
+      freeBlock(block);
+      return t.takeError();
+    }
+    void *host = t->data;
+    t->data = block;
+    pfrt_status status =
+        it->second.data.empty() ? PFRT_OK : pfrt_copy_to_host(r.transferContext, &*t, host);
+    freeBlock(block);
+    if (status != PFRT_OK)
+      return transferError("copying '" + name + "' from backend memory");
+    return llvm::Error::success();
+  }
 
   /// Waits for the posted recvs of the stage values `function` reads.
   llvm::Error waitForInputs(const std::string &function, int64_t m) {
@@ -402,10 +466,15 @@ private:
   llvm::Error waitForRecv(std::map<std::pair<int64_t, std::string>, PendingRecv>::iterator it) {
     double start = r.options.recordTimes ? now() : 0;
     PendingRecv pending = it->second;
-    std::string name = it->first.second;
+    auto [m, name] = it->first;
     pendingRecvs.erase(it);
-    if (pfrt_comm_wait(r.ctx, r.world, pending.request) != PFRT_OK)
-      return commError(llvm::formatv("receiving '{0}' (op {1})", name, pending.op));
+    if (pfrt_comm_wait(transferContext(), transferComm(), pending.request) != PFRT_OK) {
+      freeBlock(pending.block);
+      return transferError(llvm::formatv("receiving '{0}' (op {1})", name, pending.op));
+    }
+    if (pending.block)
+      if (auto err = takeFromBlock(pending.block, m, name))
+        return err;
     if (r.options.recordTimes)
       r.executedOps.push_back({stepIndex, pending.op, r.windowStepOf(stepIndex), start, now()});
     return llvm::Error::success();
@@ -422,11 +491,14 @@ private:
       requests.push_back(request);
     pfrt_status status = requests.empty()
                              ? PFRT_OK
-                             : pfrt_comm_wait_all(r.ctx, r.world, requests.data(),
-                                                  int32_t(requests.size()));
+                             : pfrt_comm_wait_all(transferContext(), transferComm(),
+                                                  requests.data(), int32_t(requests.size()));
     pendingSends.clear();
+    for (void *block : sendBlocks)
+      freeBlock(block);
+    sendBlocks.clear();
     if (status != PFRT_OK)
-      return commError("completing the step's sends");
+      return transferError("completing the step's sends");
     for (auto &[group, request, buffer] : pendingGroupSends)
       if (pfrt_comm_wait(r.ctx, group, request) != PFRT_OK)
         status = PFRT_INTERNAL;
@@ -783,17 +855,31 @@ private:
     auto t = descriptor(sent);
     if (!t)
       return t.takeError();
+    void *block = nullptr;
+    if (r.transferComm) {
+      auto made = blockFor(sent, /*copyIn=*/true, *t);
+      if (!made)
+        return made.takeError();
+      block = *made;
+    }
     int32_t to = int32_t(peer), tag = int32_t(tagValue);
     if (r.options.overlapTransfers) {
       // The buffer moves (its heap storage stays put) into the step's
       // pending sends, completed at the end of the step.
       int64_t request = 0;
-      if (pfrt_comm_isend(r.ctx, r.world, &*t, to, tag, &request) != PFRT_OK)
-        return commError(llvm::formatv("sending '{0}' to rank {1}", name, to));
+      if (pfrt_comm_isend(transferContext(), transferComm(), &*t, to, tag, &request) != PFRT_OK) {
+        freeBlock(block);
+        return transferError(llvm::formatv("sending '{0}' to rank {1}", name, to));
+      }
       pendingSends.emplace_back(request, std::move(sent));
-    } else if (pfrt_comm_send(r.ctx, r.world, &*t, to, tag) != PFRT_OK) {
-      return commError(llvm::formatv("sending '{0}' to rank {1}", name, to));
+      if (block)
+        sendBlocks.push_back(block);
+      return llvm::Error::success();
     }
+    pfrt_status status = pfrt_comm_send(transferContext(), transferComm(), &*t, to, tag);
+    freeBlock(block);
+    if (status != PFRT_OK)
+      return transferError(llvm::formatv("sending '{0}' to rank {1}", name, to));
     return llvm::Error::success();
   }
 
@@ -808,22 +894,39 @@ private:
     auto t = descriptor(value);
     if (!t)
       return t.takeError();
+    void *block = nullptr;
+    if (r.transferComm) {
+      auto made = blockFor(value, /*copyIn=*/false, *t);
+      if (!made)
+        return made.takeError();
+      block = *made;
+    }
     int32_t from = int32_t(peer), tag = int32_t(tagValue);
     if (r.options.overlapTransfers) {
       // Posted here, waited for right before the first call reading it: the
       // transfer overlaps whatever this rank computes in between.
-      if (pendingRecvs.count({m, name}))
+      if (pendingRecvs.count({m, name})) {
+        freeBlock(block);
         return error(llvm::formatv("'{0}' of micro-batch {1} is already being received", name,
                                    m));
+      }
       int64_t request = 0;
-      if (pfrt_comm_irecv(r.ctx, r.world, &*t, from, tag, &request) != PFRT_OK)
-        return commError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
-      pendingRecvs[{m, name}] = {request, currentOp};
-    } else if (pfrt_comm_recv(r.ctx, r.world, &*t, from, tag) != PFRT_OK) {
-      return commError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
+      if (pfrt_comm_irecv(transferContext(), transferComm(), &*t, from, tag, &request) != PFRT_OK) {
+        freeBlock(block);
+        return transferError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
+      }
+      pendingRecvs[{m, name}] = {request, currentOp, block};
+      // The vector's heap buffer (where the recv writes) moves with it.
+      handed[m][name] = std::move(value);
+      return llvm::Error::success();
     }
-    // The vector's heap buffer (where the recv writes) moves with it.
+    if (pfrt_comm_recv(transferContext(), transferComm(), &*t, from, tag) != PFRT_OK) {
+      freeBlock(block);
+      return transferError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
+    }
     handed[m][name] = std::move(value);
+    if (block)
+      return takeFromBlock(block, m, name);
     return llvm::Error::success();
   }
 
@@ -1572,10 +1675,26 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
   CompiledProgram::Options compileOptions;
   compileOptions.threads = options.threads;
   compileOptions.functions = runner->functionNames;
+  compileOptions.backend = options.backend;
+  compileOptions.device = options.device;
+  compileOptions.gemmPrecision = options.gemmPrecision;
+  compileOptions.deviceBuffers = options.deviceBuffers;
   auto program = CompiledProgram::compile(module, compileOptions);
   if (!program)
     return program.takeError();
   runner->compiledProgram = std::move(*program);
+  if (runner->compiledProgram->onBackendMemory()) {
+    // Collective: every rank creates its runner at the same point.
+    pfrt_context *programContext = runner->compiledProgram->runtimeContext();
+    pfrt_comm_options commOptions;
+    pfrt_comm_options_init(&commOptions);
+    commOptions.backend = options.transferBackend;
+    if (pfrt_comm_create(programContext, &commOptions, &runner->transferComm) != PFRT_OK)
+      return error(llvm::Twine("creating the communicator of the stage values on the ") +
+                   pfrt_backend_name(programContext) +
+                   " backend: " + pfrt_last_error(programContext));
+    runner->transferContext = programContext;
+  }
   for (pf::ParamOp param : module.getOps<pf::ParamOp>())
     if (param->hasAttr(pf::kKfacPendingAttrName) &&
         runner->compiledProgram->parameter(param.getSymName().str()))
@@ -1623,6 +1742,13 @@ llvm::Error RankRunner::allReduceParameter(const std::string &name,
   auto group = groupOf(members);
   if (!group)
     return group.takeError();
+  return withHostParameters([&] { return allReduceHostParameter(*param, *group); });
+}
+
+llvm::Error RankRunner::allReduceHostParameter(const CompiledModel::Parameter &parameter,
+                                               pfrt_comm *group) {
+  const CompiledModel::Parameter *param = &parameter;
+  const std::string &name = param->name;
   if (pending.count(name) && !ownedPending.count(name)) {
     if (param->dtype != PFRT_F32 && param->dtype != PFRT_F64)
       return error("all_reduce of the pending inverse '" + name + "': not f32 or f64");
@@ -1637,7 +1763,7 @@ llvm::Error RankRunner::allReduceParameter(const std::string &name,
   for (size_t i = 0; i < param->shape.size(); ++i)
     t.shape[i] = param->shape[i];
   t.data = param->data;
-  if (pfrt_comm_all_reduce_sum(ctx, *group, &t) != PFRT_OK)
+  if (pfrt_comm_all_reduce_sum(ctx, group, &t) != PFRT_OK)
     return error("all-reducing the parameter '" + name + "': " + pfrt_last_error(ctx));
   return llvm::Error::success();
 }
@@ -1727,6 +1853,11 @@ llvm::Error RankRunner::startReplicaFactors(const Values &graph, Operation *prog
   std::set<std::string> summed; // the factors this step's program all-reduces
   for (auto reduce : cast<pf::RankProgramOp>(program).getBody().front().getOps<pf::AllReduceOp>())
     summed.insert(reduce.getValue().str());
+  return withHostParameters([&] { return zeroReplicaFactors(step, curvature, summed); });
+}
+
+llvm::Error RankRunner::zeroReplicaFactors(int64_t step, int64_t curvature,
+                                           const std::set<std::string> &summed) {
   for (const ReplicaFactor &factor : replicaFactors) {
     const CompiledModel::Parameter *param = compiledProgram->parameter(factor.name);
     if (factor.hostDecided && curvature == 0) {
@@ -1793,6 +1924,17 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
 RankRunner::~RankRunner() {
   for (auto &[ranks, comm] : groups)
     pfrt_comm_destroy(comm);
+  pfrt_comm_destroy(transferComm); // before the program's context
+}
+
+llvm::Error RankRunner::withHostParameters(llvm::function_ref<llvm::Error()> body) {
+  if (!compiledProgram->onBackendMemory())
+    return body();
+  if (auto err = compiledProgram->copyParametersToHost())
+    return err;
+  if (auto err = body())
+    return err;
+  return compiledProgram->copyParametersToBackend();
 }
 
 pf::RankProgramOp RankRunner::program() const { return cast<pf::RankProgramOp>(programOp); }
@@ -1888,6 +2030,10 @@ static std::string inverseInUse(llvm::StringRef pending) {
 }
 
 llvm::Error RankRunner::promoteInverses() {
+  return withHostParameters([&] { return promoteHostInverses(); });
+}
+
+llvm::Error RankRunner::promoteHostInverses() {
   for (const std::string &name : pending) {
     const CompiledModel::Parameter *from = compiledProgram->parameter(name);
     const CompiledModel::Parameter *to = compiledProgram->parameter(inverseInUse(name));
@@ -1908,12 +2054,16 @@ llvm::Error RankRunner::recomputePendingInverses(const Values &graph, int64_t st
   if (k < 0)
     return llvm::Error::success();
   // The pending inverses equal the ones in use after a promotion.
-  for (const std::string &name : pending) {
-    const CompiledModel::Parameter *from = compiledProgram->parameter(inverseInUse(name));
-    const CompiledModel::Parameter *to = compiledProgram->parameter(name);
-    if (from && to && from->bytes == to->bytes)
-      std::memcpy(to->data, from->data, size_t(from->bytes));
-  }
+  if (auto err = withHostParameters([&] {
+        for (const std::string &name : pending) {
+          const CompiledModel::Parameter *from = compiledProgram->parameter(inverseInUse(name));
+          const CompiledModel::Parameter *to = compiledProgram->parameter(name);
+          if (from && to && from->bytes == to->bytes)
+            std::memcpy(to->data, from->data, size_t(from->bytes));
+        }
+        return llvm::Error::success();
+      }))
+    return err;
   bool windowStart = k == 0 && step > kfacWarmup + 1;
   for (int64_t j = 0; j < (windowStart ? int64_t(windowPrograms.size()) : k); ++j)
     for (pf::RunStageOp call : cast<pf::RankProgramOp>(windowPrograms[size_t(j)])

@@ -186,11 +186,13 @@ void stripPFAttributes(ModuleOp module) {
     module->removeAttr(name);
 }
 
-llvm::Expected<pfrt_context *> createContext(int threads, int32_t backend = PFRT_BACKEND_CPU) {
+llvm::Expected<pfrt_context *> createContext(int threads, int32_t backend = PFRT_BACKEND_CPU,
+                                             int32_t device = 0) {
   pfrt_context_options contextOptions;
   pfrt_context_options_init(&contextOptions);
   contextOptions.backend = backend;
   contextOptions.num_threads = threads;
+  contextOptions.device = device;
   pfrt_context *context = pfrt_context_create(&contextOptions);
   if (!context)
     return error(std::string("cannot create the runtime context: ") + pfrt_last_error(nullptr));
@@ -287,15 +289,25 @@ struct DeviceBuffers {
   }
 
   /// Allocates everything `entry` binds and copies its parameters and
-  /// constants in.
-  static llvm::Expected<std::unique_ptr<DeviceBuffers>> create(pfrt_context *context,
-                                                               const LoweredEntry &entry) {
+  /// constants in. Several entries of one program (CompiledProgram) pass
+  /// the program's backend parameters by name and its one arena instead.
+  static llvm::Expected<std::unique_ptr<DeviceBuffers>>
+  create(pfrt_context *context, const LoweredEntry &entry,
+         const std::map<std::string, void *> *sharedParameters = nullptr,
+         void *sharedArena = nullptr) {
     auto device = std::make_unique<DeviceBuffers>();
     device->context = context;
     device->buffer.assign(entry.buffers.size(), nullptr);
     for (auto [i, b] : llvm::enumerate(entry.buffers)) {
       if (!b.hostData)
         continue;
+      if (b.kind == mlir::pf::BufferKind::Param && sharedParameters) {
+        auto shared = sharedParameters->find(b.name);
+        if (shared == sharedParameters->end())
+          return error("parameter '" + b.name + "' has no backend copy");
+        device->buffer[i] = shared->second;
+        continue;
+      }
       std::string what = b.name.empty() ? "a constant" : "parameter '" + b.name + "'";
       auto data = device->allocate(b.bytes, what);
       if (!data)
@@ -319,6 +331,10 @@ struct DeviceBuffers {
       return std::move(err);
     if (auto err = specBlocks(entry.outputSpecs, device->outputs, "output"))
       return std::move(err);
+    if (sharedArena) {
+      device->arena = sharedArena;
+      return device;
+    }
     auto arena = device->allocate(entry.arenaBytes, "the arena");
     if (!arena)
       return arena.takeError();
@@ -866,6 +882,7 @@ llvm::Error CompiledModel::copyParametersToBackend() { return copyParameters(/*t
 CompiledProgram::CompiledProgram() = default;
 CompiledProgram::~CompiledProgram() {
   std::free(arena.data);
+  device.clear(); // before its context
   if (context)
     pfrt_context_destroy(context);
 }
@@ -992,16 +1009,69 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
       return symbol.takeError();
     entry->function = reinterpret_cast<int64_t (*)(void *, void *)>(*symbol);
   }
-  auto context = createContext(options.threads);
+  auto context = createContext(options.threads, options.backend, options.device);
   if (!context)
     return context.takeError();
   program->context = *context;
+  if (pfrt_context_set_gemm_precision(program->context, options.gemmPrecision) != PFRT_OK)
+    return error(pfrt_last_error(program->context));
+  if (options.deviceBuffers || options.backend != PFRT_BACKEND_CPU) {
+    if (auto err = program->placeOnBackend())
+      return std::move(err);
+    return program;
+  }
   auto arenaData = allocateArena(program->arena.bytes);
   if (!arenaData)
     return arenaData.takeError();
   program->arena.data = *arenaData;
   return program;
 }
+
+/// device[0] owns the backend copy of every parameter (copied in once) and
+/// the arena sized for the largest entry; device[1 + i] holds entry i's
+/// constants, inputs and outputs and points at device[0]'s parameters.
+llvm::Error CompiledProgram::placeOnBackend() {
+  auto owner = std::make_unique<DeviceBuffers>();
+  owner->context = context;
+  auto arenaBlock = owner->allocate(arena.bytes, "the arena");
+  if (!arenaBlock)
+    return arenaBlock.takeError();
+  for (const CompiledModel::Parameter &p : params) {
+    std::string what = "parameter '" + p.name + "'";
+    auto block = owner->allocate(p.bytes, what);
+    if (!block)
+      return block.takeError();
+    if (auto err = owner->copyIn(*block, p.data, p.bytes, what))
+      return err;
+    backendParameters[p.name] = *block;
+  }
+  device.push_back(std::move(owner));
+  for (const auto &entry : lowered) {
+    auto buffers = DeviceBuffers::create(context, *entry, &backendParameters, *arenaBlock);
+    if (!buffers)
+      return buffers.takeError();
+    device.push_back(std::move(*buffers));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CompiledProgram::copyParameters(bool toHost) {
+  if (device.empty())
+    return llvm::Error::success();
+  DeviceBuffers &owner = *device.front();
+  for (const CompiledModel::Parameter &p : params) {
+    std::string what = "parameter '" + p.name + "'";
+    void *block = backendParameters.at(p.name);
+    if (auto err = toHost ? owner.copyOut(p.data, block, p.bytes, what)
+                          : owner.copyIn(block, p.data, p.bytes, what))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error CompiledProgram::copyParametersToHost() { return copyParameters(/*toHost=*/true); }
+
+llvm::Error CompiledProgram::copyParametersToBackend() { return copyParameters(/*toHost=*/false); }
 
 LoweredEntry *CompiledProgram::find(const std::string &function) const {
   for (auto [name, entry] : llvm::zip_equal(entryNames, lowered))
@@ -1034,10 +1104,13 @@ const CompiledModel::Parameter *CompiledProgram::parameter(const std::string &na
 llvm::Error CompiledProgram::run(const std::string &function,
                                  const std::map<std::string, NpyArray> &inputs,
                                  std::map<std::string, NpyArray> &outputs) {
-  LoweredEntry *entry = find(function);
-  if (!entry)
+  auto at = llvm::find(entryNames, function);
+  if (at == entryNames.end())
     return error("no compiled function named '" + function + "'");
-  return bindAndCall(*entry, context, arena.data, inputs, outputs, " of '" + function + "'");
+  size_t index = size_t(at - entryNames.begin());
+  DeviceBuffers *buffers = device.empty() ? nullptr : device[1 + index].get();
+  return bindAndCall(*lowered[index], context, arena.data, inputs, outputs,
+                     " of '" + function + "'", buffers);
 }
 
 void mlir::pf::driver::detail::initializeJit(MLIRContext *ctx) {

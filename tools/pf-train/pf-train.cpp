@@ -51,6 +51,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -205,6 +206,22 @@ static cl::opt<std::string> pipelineSpec(
         "scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
         "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
     cl::value_desc("OPTIONS"), cl::cat(category));
+/// --comm: how the ranks of --pipeline move their stage values.
+enum class CommChoice { Auto, Mpi, Nccl };
+static cl::opt<CommChoice> commChoice(
+    "comm",
+    cl::desc("With --pipeline: the library that moves the stage values (activations and their "
+             "gradients) between ranks; the step's other exchanges (loss, gradient sums, "
+             "checkpoints) always use MPI"),
+    cl::values(clEnumValN(CommChoice::Auto, "auto",
+                          "NCCL with --device cuda when every rank has a GPU of its own, "
+                          "else MPI"),
+               clEnumValN(CommChoice::Mpi, "mpi",
+                          "MPI; from device memory (--device cuda, --device-buffers) staged "
+                          "through host buffers"),
+               clEnumValN(CommChoice::Nccl, "nccl",
+                          "NCCL between GPUs: needs --device cuda and one GPU per rank")),
+    cl::init(CommChoice::Auto), cl::cat(category));
 static cl::opt<std::string> traceFile(
     "trace", cl::desc("With --pipeline: write the measured timeline of every rank's executed "
                       "ops as a Chrome/Perfetto trace (rank 0 writes it at the end)"),
@@ -935,6 +952,11 @@ struct RankJob {
   pfrt_context *ctx = nullptr;
   pfrt_comm *world = nullptr;
   int32_t rank = 0, size = 1;
+  /// Where this rank's stage functions run (chooseRankDevice): backend,
+  /// GPU, on backend memory, and the communicator of their stage values.
+  int32_t backend = PFRT_BACKEND_CPU, device = 0;
+  bool onBackendMemory = false;
+  int32_t transferBackend = PFRT_COMM_MPI;
 
   int fail(const llvm::Twine &message) const {
     llvm::outs().flush();
@@ -1064,6 +1086,8 @@ std::string startupLine(const RankJob &job, drv::RankRunner &runner, ModuleOp mo
 /// both.
 llvm::Expected<std::map<std::string, drv::NpyArray>> gatherState(const RankJob &job,
                                                                  drv::CompiledProgram &program) {
+  if (auto err = program.copyParametersToHost())
+    return std::move(err);
   std::map<std::string, drv::NpyArray> mine = stateArrays(program.parameters());
   if (job.rank != 0) {
     if (auto err = drv::sendValues(job.ctx, job.world, mine, 0))
@@ -1476,6 +1500,67 @@ llvm::Error writeMeasuredTimeline(ModuleOp module,
   return llvm::Error::success();
 }
 
+/// FNV-1a of this machine's name (62 bits: sums over ranks stay exact).
+int64_t hostNameHash() {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  uint64_t h = 1469598103934665603ULL;
+  for (const char *c = name; *c; ++c)
+    h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ULL;
+  return int64_t(h >> 2);
+}
+
+/// --device, --device-buffers and --comm for this rank: on CUDA, the i-th
+/// rank of a host takes GPU i (modulo the host's GPUs); the stage values
+/// travel on NCCL when every rank of the job has a GPU of its own (--comm
+/// auto) or when asked (--comm nccl: the communicator refuses shared GPUs),
+/// else on MPI staged through host memory. On the CPU with --device-buffers
+/// they are staged too: the check of that path.
+llvm::Error chooseRankDevice(RankJob &job) {
+  const bool onCuda = device == "cuda";
+  job.onBackendMemory = onCuda || deviceBuffers;
+  if (!job.onBackendMemory)
+    return llvm::Error::success();
+  job.backend = onCuda ? PFRT_BACKEND_CUDA : PFRT_BACKEND_CPU;
+  job.transferBackend = PFRT_COMM_MPI_STAGED;
+  if (onCuda) {
+    // Every rank's host; its place among the ranks of its host.
+    std::vector<double> hosts(job.size, 0.0);
+    int64_t hash = hostNameHash();
+    hosts[job.rank] = double(hash >> 31); // 31 bits: exact in a double
+    if (auto err = job.sum(hosts))
+      return err;
+    int32_t localRank = 0, localSize = 0;
+    for (int32_t r = 0; r < job.size; ++r)
+      if (hosts[r] == hosts[job.rank]) {
+        localRank += r < job.rank;
+        ++localSize;
+      }
+    int32_t gpus = pfrt_backend_device_count(PFRT_BACKEND_CUDA);
+    if (gpus < 1)
+      return llvm::createStringError("--device cuda: no CUDA device on this rank's host");
+    job.device = localRank % gpus;
+    std::vector<double> shared{localSize > gpus ? 1.0 : 0.0};
+    if (auto err = job.sum(shared))
+      return err;
+    bool ownGpus = shared[0] == 0;
+    job.transferBackend =
+        commChoice == CommChoice::Nccl || (commChoice == CommChoice::Auto && ownGpus)
+            ? PFRT_COMM_NCCL
+            : PFRT_COMM_MPI;
+  }
+  std::string how = "NCCL";
+  if (job.transferBackend != PFRT_COMM_NCCL)
+    how = onCuda ? "MPI, staged through host memory"
+                 : "MPI, staged through host buffers (the CPU check of that path)";
+  std::string where = onCuda ? "GPU " + std::to_string(job.device) : "CPU backend memory";
+  llvm::outs() << llvm::formatv("rank {0}: stage functions on {1}, stage values over {2}\n",
+                                job.rank, where, how)
+                      .str(); // one write: mpirun interleaves by write
+  llvm::outs().flush();
+  return llvm::Error::success();
+}
+
 int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int argc,
                   char **argv) {
   mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
@@ -1538,6 +1623,8 @@ int trainPipeline(Corpus &corpus, const mlir::pf::FlagBinder &stepFlags, int arg
     return fail(llvm::Twine("--pipeline: ") + pfrt_last_error(job.ctx));
   job.rank = pfrt_comm_rank(job.world);
   job.size = pfrt_comm_size(job.world);
+  if (auto err = chooseRankDevice(job))
+    return job.fail(llvm::toString(std::move(err)));
   int code = trainPipelineOnRank(job, corpus, stepFlags, pipeline, argc, argv);
   if (code != 0 && code != 130)
     return code; // aborted the job already
@@ -1702,6 +1789,11 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
   // K-FAC in the bubbles measures the warm-up steps to place the inverses.
   runnerOptions.recordTimes = !traceFile.empty() || !svgFile.empty() || bubbles;
   runnerOptions.overlapTransfers = pipeline.overlap;
+  runnerOptions.backend = job.backend;
+  runnerOptions.device = job.device;
+  runnerOptions.deviceBuffers = job.onBackendMemory;
+  runnerOptions.gemmPrecision = int32_t(gemmPrecision);
+  runnerOptions.transferBackend = job.transferBackend;
   auto created = drv::RankRunner::create(*module, job.ctx, job.world, runnerOptions);
   if (!created)
     return job.fail(llvm::toString(created.takeError()));
@@ -1726,6 +1818,8 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     auto resumed = loadCheckpoint(runner.compiled().parameters(), corpus);
     if (!resumed)
       return job.fail(llvm::toString(resumed.takeError()));
+    if (auto err = runner.compiled().copyParametersToBackend())
+      return job.fail(llvm::toString(std::move(err)));
     first = *resumed + 1;
     if (job.rank == 0) {
       // One write per line: mpirun interleaves the ranks' output by write.
@@ -1818,9 +1912,12 @@ int trainPipelineOnRank(const RankJob &job, Corpus &corpus, const mlir::pf::Flag
     }
     if (auto err = job.sum(figures))
       return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
-    if (runner.lastKfacIssues() != 0)
+    if (runner.lastKfacIssues() != 0) {
+      if (auto err = runner.compiled().copyParametersToHost())
+        return job.fail(llvm::formatv("step {0}: {1}", step, llvm::toString(std::move(err))));
       reportNonFiniteFactors(step, runner.compiled().parameters(), nonFiniteFactors,
                              llvm::formatv("rank {0}: ", job.rank).str());
+    }
     double loss = figures[0];
     stopped = figures[1] > 0;
     stoppedBySigterm = figures[2] > 0;
@@ -1915,9 +2012,12 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
   if (auto err = drv::checkDevice(device, "pf-train", /*runsOnCuda=*/true))
     return fail(llvm::toString(std::move(err)));
-  if ((device == "cuda" || deviceBuffers) && !pipelineSpec.empty())
-    return fail("--device cuda trains in one process; the ranks of --pipeline run on the CPU "
-                "only for now");
+  if (commChoice != CommChoice::Auto && pipelineSpec.empty())
+    return fail("--comm chooses how the ranks of --pipeline exchange their stage values: it "
+                "needs --pipeline");
+  if (commChoice == CommChoice::Nccl && device != "cuda")
+    return fail("--comm nccl moves CUDA device memory between GPUs: it needs --device cuda (on "
+                "the CPU, give --comm mpi or leave --comm out)");
   const int64_t microbatches = training.microbatches;
   if (batch < 1 || steps < 1 || lr <= 0 || warmup < 0 || logEvery < 1 || checkpointEvery < 0 ||
       training.clipNorm < 0 ||

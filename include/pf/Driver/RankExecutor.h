@@ -18,6 +18,8 @@
 
 #include "pf/Driver/Runner.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <memory>
 #include <set>
 
@@ -59,6 +61,19 @@ public:
     /// its op and completed at the end of the step (its buffer kept until
     /// then). Off: blocking send and recv at their ops.
     bool overlapTransfers = true;
+    /// The stage functions' context: backend (PFRT_BACKEND_*), device
+    /// ordinal, GEMM precision, and whether they run on backend memory
+    /// (always so on CUDA; on the CPU the check of that path). On backend
+    /// memory, the stage values a rank sends or receives (activations and
+    /// their gradients) travel in backend memory, on a communicator of
+    /// `transferBackend` (PFRT_COMM_*) created on that context: NCCL, or MPI
+    /// staged through host buffers. The step's other exchanges (loss,
+    /// gradient sums, norms) stay on `world`, from host memory.
+    int32_t backend = 0;
+    int32_t device = 0;
+    int32_t gemmPrecision = 0;
+    bool deviceBuffers = false;
+    int32_t transferBackend = 0;
   };
   /// Checks that the module has one verified program per rank of `world`
   /// and compiles the stage functions this rank's program calls.
@@ -131,6 +146,13 @@ private:
   class Step;
   pfrt_context *ctx = nullptr;
   pfrt_comm *world = nullptr;
+  /// On backend memory: the stage values' communicator and its context (the
+  /// compiled program's); else null (they travel on `world` from `ctx`).
+  pfrt_comm *transferComm = nullptr;
+  pfrt_context *transferContext = nullptr;
+  /// On backend memory, `body` reads or writes parameters on the host: their
+  /// backend copies come to the host before and go back after.
+  llvm::Error withHostParameters(llvm::function_ref<llvm::Error()> body);
   int32_t rankIndex = 0;
   mlir::Operation *programOp = nullptr;
   /// K-FAC window programs by window step, once useKfacWindow ran.
@@ -166,6 +188,10 @@ private:
   llvm::Error findReplicaFactors(mlir::ModuleOp module);
   llvm::Error startReplicaFactors(const Values &graph, mlir::Operation *program);
   llvm::Error promoteInverses();
+  llvm::Error promoteHostInverses();
+  llvm::Error zeroReplicaFactors(int64_t step, int64_t curvature,
+                                 const std::set<std::string> &summed);
+  llvm::Error allReduceHostParameter(const CompiledModel::Parameter &param, pfrt_comm *group);
   llvm::Error runInverse(const std::string &function, const Values &graph, bool reports = true);
   llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members);
   /// Sums parameter `name` over `members` in place (a pending inverse that

@@ -30,6 +30,7 @@ namespace mlir::pf::driver {
 
 namespace detail {
 struct LoweredEntry;
+struct DeviceBuffers;
 /// Targets and translations the JIT needs (idempotent).
 void initializeJit(mlir::MLIRContext *ctx);
 /// Binds every kernel of pfrt_abi.def in `engine` to its address in the
@@ -182,6 +183,14 @@ public:
   struct Options {
     int threads = 0;                    ///< runtime threads; 0 = the runtime's default
     std::vector<std::string> functions; ///< functions to compile (at least one)
+    /// As CompiledModel::Options: the context's backend, its device ordinal
+    /// (CUDA), the GEMM precision, and whether the entries run on backend
+    /// memory (always so on CUDA): one backend copy per parameter shared by
+    /// every entry, one arena, inputs and outputs copied at every run.
+    int32_t backend = 0;
+    int32_t device = 0;
+    bool deviceBuffers = false;
+    int32_t gemmPrecision = 0;
   };
   static llvm::Expected<std::unique_ptr<CompiledProgram>> compile(mlir::ModuleOp module,
                                                                   const Options &options);
@@ -198,8 +207,18 @@ public:
                   std::map<std::string, NpyArray> &outputs);
 
   /// The shared parameters (every one some entry reads), sorted by name;
-  /// `data` is the single copy every entry reads and writes.
+  /// `data` is the single copy every entry reads and writes, or with
+  /// Options::deviceBuffers the host side of the backend copy, brought up to
+  /// date by copyParametersToHost() and sent by copyParametersToBackend()
+  /// (both no-ops without device buffers).
   const std::vector<CompiledModel::Parameter> &parameters() const { return params; }
+  llvm::Error copyParametersToHost();
+  llvm::Error copyParametersToBackend();
+  /// Whether the entries run on backend memory (Options::deviceBuffers or a
+  /// non-CPU backend).
+  bool onBackendMemory() const { return !device.empty(); }
+  /// The context the entries run on (its backend's memory for transfers).
+  pfrt_context *runtimeContext() const { return context; }
   /// nullptr for a name no entry reads.
   const CompiledModel::Parameter *parameter(const std::string &name) const;
   /// The one arena: the largest entry's.
@@ -211,6 +230,8 @@ private:
     int64_t bytes = 0;
   };
   CompiledProgram();
+  llvm::Error copyParameters(bool toHost);
+  llvm::Error placeOnBackend();
   std::vector<std::string> entryNames;
   std::vector<std::unique_ptr<detail::LoweredEntry>> lowered;
   std::vector<std::vector<char>> constants, parameterData;
@@ -218,6 +239,10 @@ private:
   std::unique_ptr<mlir::ExecutionEngine> engine;
   pfrt_context *context = nullptr;
   Arena arena;
+  /// With device buffers: [0] owns the backend copy of every parameter and
+  /// the arena; [1 + i] holds entry i's constants, inputs and outputs.
+  std::vector<std::unique_ptr<detail::DeviceBuffers>> device;
+  std::map<std::string, void *> backendParameters;
   detail::LoweredEntry *find(const std::string &function) const;
 };
 
