@@ -136,9 +136,10 @@ static cl::opt<bool> describe("describe", cl::desc("Print the model's inputs and
                               cl::cat(category));
 static cl::opt<bool> inferenceFusions(
     "inference-fusions",
-    cl::desc("A forward pass on the CPU: run pf-inference-fusions first (attention's scaled "
-             "and masked softmax, transposes folded into the batched matmuls, residual add + "
-             "LayerNorm); =false runs the graph as imported"),
+    cl::desc("An ONNX model's forward pass on the CPU: run pf-inference-fusions first "
+             "(attention's scaled and masked softmax, transposes folded into the batched "
+             "matmuls, residual add + LayerNorm, linear + GELU); =false runs the graph as "
+             "imported. pf IR runs as given (pf-opt --pf-inference-fusions fuses it)"),
     cl::init(true), cl::cat(category));
 /// --pipeline, parsed in main.
 static mlir::pf::PipelineRunOptions pipeline;
@@ -349,9 +350,12 @@ int main(int argc, char **argv) {
   if (trainingStep && failed(buildTrainingStep(*module)))
     return fail("building the training step failed");
   // The fused ops have no gradient and no CUDA kernel yet, and an --aot
-  // object may run on either backend: only a forward pass JIT-run on the CPU
-  // takes them.
-  if (inferenceFusions && !trainingStep && !onCuda && aotDirectory.empty()) {
+  // object may run on either backend: only an ONNX model's forward pass
+  // JIT-run on the CPU takes them (pf IR may hold a step built by pf-opt,
+  // whose results are compared bit for bit with other schedules).
+  StringRef modelExt = llvm::sys::path::extension(modelFile);
+  bool onnxForward = (modelExt == ".onnx" || modelExt == ".onnxtext") && !trainingStep;
+  if (inferenceFusions && onnxForward && !onCuda && aotDirectory.empty()) {
     PassManager pm(&context);
     mlir::pf::buildInferenceFusionPipeline(pm);
     if (failed(pm.run(*module)))
