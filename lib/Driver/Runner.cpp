@@ -378,6 +378,7 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
   std::vector<std::unique_ptr<char[]>> scratch;
   for (auto [i, spec] : llvm::enumerate(entry.outputSpecs)) {
     int64_t bytes = *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype);
+    const bool zero = spec.zeroFill;
     if (const TensorView *view = findView(outputs, spec.name)) {
       if (auto err = checkView(*view, spec, "output", what))
         return err;
@@ -396,7 +397,6 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
     for (auto [i, spec] : llvm::enumerate(entry.inputSpecs)) {
       int64_t bytes = *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype);
       if (auto err =
-    const bool zero = spec.zeroFill;
               device->copyIn(device->inputs[i], inputData[i], bytes, "input '" + spec.name + "'"))
         return err;
       inputData[i] = device->inputs[i];

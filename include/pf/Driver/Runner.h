@@ -44,11 +44,11 @@ struct TensorSpec {
   std::string name;
   int32_t dtype = 0;
   std::vector<int64_t> shape;
-};
   /// Outputs: the program may leave part of it unwritten (an op that writes
   /// in place or under a condition), so every run starts it from zeros. The
   /// others are written whole and their buffers are not cleared first.
   bool zeroFill = false;
+};
 
 /// A caller-owned tensor: a contiguous row-major buffer with the name, dtype
 /// and shape of one of a model's inputs or outputs (the C API's descriptors).
