@@ -1022,6 +1022,60 @@ TEST_F(CudaKernels, KfacLayerNorm) {
       }
 }
 
+TEST_F(CudaKernels, KfacEmbedding) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64}) {
+    const double tol = dtype == PFRT_F32 ? 1e-5 : 1e-11;
+    // Ids of both widths, negative ones counting from the end.
+    for (int32_t idType : {PFRT_I32, PFRT_I64})
+      for (int32_t mode : {PFRT_KFAC_OVERWRITE, PFRT_KFAC_ACCUMULATE, PFRT_KFAC_RUNNING_AVERAGE}) {
+        Pair &ids = make(idType, {4, 97}, -300, 299, 65);
+        Pair &a = make(dtype, {300}, 0, 1, 66);
+        both([&](pfrt_context *c, bool d) {
+          return pfrt_kfac_embedding_factor(c, on(ids, d), 2.0, mode, 0.5, on(a, d));
+        });
+        expectClose(a, tol, tol * maxAbs(a), "kfac_embedding_factor");
+      }
+    // An id out of range: the CPU's status and message, the factor unchanged.
+    Pair &bad = make(PFRT_I64, {5}, 300, 300, 67), &keep = make(dtype, {300}, 0, 1, 68);
+    expectSameError(pfrt_kfac_embedding_factor(gCpu, &bad.cpu, 1.0, 0, 0, &keep.cpu),
+                    pfrt_kfac_embedding_factor(gGpu, &bad.dev, 1.0, 0, 0, &keep.dev),
+                    PFRT_INVALID_ARGUMENT);
+    expectClose(keep, 0, 0, "factor unchanged");
+    // The refresh: A's diagonal (one entry 0: retried at damping 0) and B.
+    Pair &a = make(dtype, {300}, 0, 1, 69);
+    if (dtype == PFRT_F32)
+      set<float>(a, 7, 0.0f);
+    else
+      set<double>(a, 7, 0.0);
+    Pair &b = factorOf(dtype, 97, 37, 0, 70);
+    Pair &ai = make(dtype, {300}), &bi = make(dtype, {37, 37});
+    for (double damping : {1e-3, 0.0}) {
+      int32_t oc = -1, og = -1;
+      ASSERT_EQ(
+          pfrt_kfac_embedding_inverses(gCpu, &a.cpu, &b.cpu, damping, 3, &ai.cpu, &bi.cpu, &oc),
+          PFRT_OK);
+      ASSERT_EQ(
+          pfrt_kfac_embedding_inverses(gGpu, &a.dev, &b.dev, damping, 3, &ai.dev, &bi.dev, &og),
+          PFRT_OK)
+          << pfrt_last_error(gGpu);
+      EXPECT_EQ(og, oc);
+      expectClose(ai, tol, 0, "embedding a_inv");
+      expectClose(bi, dtype == PFRT_F32 ? 1e-3 : 1e-9, 1e-4 * maxAbs(bi), "embedding b_inv");
+    }
+    // The preconditioning in both layouts, in place for [h, vocab].
+    Pair &g = make(dtype, {300, 37}, -1, 1, 71), &out = make(dtype, {300, 37});
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_kfac_precondition_embedding(c, on(ai, d), on(bi, d), on(g, d), 0, on(out, d));
+    });
+    expectClose(out, tol * 10, tol * 10 * maxAbs(out), "precondition_embedding");
+    Pair &gt = make(dtype, {37, 300}, -1, 1, 72);
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_kfac_precondition_embedding(c, on(ai, d), on(bi, d), on(gt, d), 1, on(gt, d));
+    });
+    expectClose(gt, tol * 10, tol * 10 * maxAbs(gt), "precondition_embedding [h, vocab]");
+  }
+}
+
 TEST_F(CudaKernels, KfacEigen) {
   // Full-rank factors with and without the ones column, and a rank-5 one
   // whose zero eigenvalues come out of syevd as +-round-off (clamped to 0).
