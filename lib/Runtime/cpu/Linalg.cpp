@@ -26,6 +26,26 @@ namespace {
 
 //===----------------------------- matmul ---------------------------------===//
 
+/// Runs `one(i, threads)` for the `count` GEMMs of shape `g`: small ones one
+/// per OpenMP thread (threads == 0: single-threaded BLAS inside the team),
+/// larger ones one after the other with every thread.
+template <class One>
+void forEachGemm(const pfrt_context *ctx, const Gemm &g, int64_t count, One &&one) {
+  const int threads = ctx->numThreads;
+  if (threads > 1 && count > 1 && g.m * g.n * g.k < kSmallGemm) {
+    setBlasThreads(1);
+#pragma omp parallel num_threads(threads)
+    {
+      DenormalsAreZero ftz;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < count; ++i)
+        one(i, 0);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    one(i, threads);
+}
 
 template <class T>
 void batchedMatmul(const pfrt_context *ctx, const Gemm &g,
@@ -54,20 +74,7 @@ void batchedMatmul(const pfrt_context *ctx, const Gemm &g,
     gemmWith(threads, g, a + ia * aSize, b + ib * bSize,
              out + index * outSize);
   };
-  const int threads = ctx->numThreads;
-  if (threads > 1 && count > 1 && g.m * g.n * g.k < kSmallGemm) {
-    setBlasThreads(1);
-#pragma omp parallel num_threads(threads)
-    {
-      DenormalsAreZero ftz;
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < count; ++i)
-        one(i, 0);
-    }
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i)
-    one(i, threads);
+  forEachGemm(ctx, g, count, one);
 }
 
 template <class T>
@@ -148,20 +155,7 @@ void permutedMatmul(const pfrt_context *ctx, const Gemm &g, const StridedIndex &
   auto one = [&](int64_t i, int threads) {
     gemmWith(threads, g, a + aBatch.offset(i), b + bBatch.offset(i), out + outBatch.offset(i));
   };
-  const int threads = ctx->numThreads;
-  if (threads > 1 && count > 1 && g.m * g.n * g.k < kSmallGemm) {
-    setBlasThreads(1);
-#pragma omp parallel num_threads(threads)
-    {
-      DenormalsAreZero ftz;
-#pragma omp for schedule(static)
-      for (int64_t i = 0; i < count; ++i)
-        one(i, 0);
-    }
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i)
-    one(i, threads);
+  forEachGemm(ctx, g, count, one);
 }
 
 //===----------------------------- linear_gelu -----------------------------===//
