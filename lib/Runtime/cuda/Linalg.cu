@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../common/TensorChecks.h"
+#include "GemmPrecision.h"
 #include "KfacMath.h"
 #include "Launch.h"
 
@@ -28,18 +29,7 @@ enum class GemmUse { Model, Exact };
 
 /// cuBLAS's compute type of an f32 model GEMM, or none: exact f32.
 bool fastCompute(const Call &call, GemmUse use, cublasComputeType_t &type) {
-  if (use != GemmUse::Model)
-    return false;
-  switch (call.context()->gemmPrecision) {
-  case PFRT_GEMM_TF32:
-    type = CUBLAS_COMPUTE_32F_FAST_TF32;
-    return true;
-  case PFRT_GEMM_BF16:
-    type = CUBLAS_COMPUTE_32F_FAST_16BF;
-    return true;
-  default:
-    return false;
-  }
+  return use == GemmUse::Model && modelGemmCompute(call, type);
 }
 
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta,

@@ -16,6 +16,7 @@
 
 #include "../common/TensorChecks.h"
 #include "../cpu/Matmul.h"
+#include "GemmPrecision.h"
 #include "Launch.h"
 
 #include <type_traits>
@@ -24,22 +25,6 @@ namespace pfrt::cuda {
 namespace {
 
 using cpu::MatmulOperand;
-
-/// cuBLAS's compute type of an f32 model GEMM at the context's precision
-/// (pfrt_context_set_gemm_precision), or false for exact f32 (Linalg.cu's
-/// rule for matmul, gemm and linear).
-bool fastCompute(const Call &call, cublasComputeType_t &type) {
-  switch (call.context()->gemmPrecision) {
-  case PFRT_GEMM_TF32:
-    type = CUBLAS_COMPUTE_32F_FAST_TF32;
-    return true;
-  case PFRT_GEMM_BF16:
-    type = CUBLAS_COMPUTE_32F_FAST_16BF;
-    return true;
-  default:
-    return false;
-  }
-}
 
 /// One row-major GEMM operand: its data, row length and the elements from
 /// one batch to the next (0: one matrix for every batch).
@@ -64,7 +49,7 @@ pfrt_status batchedGemm(const Call &call, bool transA, bool transB, int64_t m, i
   if constexpr (std::is_same_v<T, float>) {
     const float one = 1, fb = float(beta);
     cublasComputeType_t compute;
-    if (fastCompute(call, compute))
+    if (modelGemmCompute(call, compute))
       return check(call,
                    lib().cublasGemmStridedBatchedEx(
                        h, opB, opA, int(n), int(m), int(k), &one, b.data, CUDA_R_32F, ld(b.ld),
