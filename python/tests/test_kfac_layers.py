@@ -11,6 +11,8 @@ import pytest
 
 from pipefisher.tools import run_tool
 
+from kfac_support import kfac_bert_step, make_tiny_bert
+
 ROWS, HIDDEN = 6, 4
 HEAD = "cls.predictions.transform.dense"
 
@@ -82,25 +84,10 @@ def test_head_transform_matches_numpy(tmp_path):
 
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory):
-    from pipefisher import make_bert_model, save_model
-    from pipefisher.sample_inputs import make_inputs
-
-    tmp = tmp_path_factory.mktemp("kfac_layers")
-    save_model(make_bert_model("tiny", vocab_size=50, num_hidden_layers=2, seed=3),
-               tmp / "m.onnx")
-    inputs = make_inputs(2, 8, vocab=50)
-    labels = np.where(np.arange(8) % 3 == 0, inputs["input_ids"], -100).astype(np.int64)
-    np.savez(tmp / "in.npz", **inputs, labels=labels, lr=np.float64(1e-3), step=np.int64(1))
-    return tmp
+    return make_tiny_bert(tmp_path_factory.mktemp("kfac_layers"))
 
 
-def _step(bert, name, *args):
-    out = bert / f"{name}.npz"
-    run_tool("pf-run", str(bert / "m.onnx"), "--dim", "batch=2", "--dim", "sequence=8",
-             "--training-step", "--kfac", "--kfac-kl-clip", "0", "--kfac-graft", "none",
-             "--clip-norm", "0", "--kfac-damping", "1e-3", *args, "--inputs",
-             str(bert / "in.npz"), "--outputs", str(out))
-    return dict(np.load(out))
+_step = kfac_bert_step
 
 
 def test_bert_head_transform(bert):
