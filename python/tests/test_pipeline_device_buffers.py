@@ -30,6 +30,10 @@ from pipefisher import make_bert_model, save_model
 from pipefisher.corpus import make_corpus
 from pipefisher.tools import tool
 
+from pipeline_support import assert_same_checkpoint as _assert_same_checkpoint
+from pipeline_support import load_npz as _load
+from pipeline_support import losses as _losses
+
 MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 
@@ -71,24 +75,8 @@ def _pipeline(setup, spec, *args, **kwargs):
                  *_train_cmd(setup, "--pipeline", spec, *args)], **kwargs)
 
 
-def _losses(stdout):
-    return re.findall(r"^step\s+(\d+)\s+loss\s+(\S+)\s+lr\s+(\S+)", stdout, re.M)
-
-
 def _evals(stdout):
     return re.findall(r"^eval\s+(\d+)\s+loss\s+(\S+)", stdout, re.M)
-
-
-def _load(path):
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
-
-
-def _assert_same_checkpoint(got, want):
-    assert sorted(got) == sorted(want)
-    for key in want:
-        assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape, key
-        assert np.array_equal(got[key], want[key]), key
 
 
 def _host_and_device_runs(setup, tmp_path, spec, *args):

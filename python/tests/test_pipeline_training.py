@@ -41,6 +41,10 @@ from pipefisher import make_bert_model, save_model
 from pipefisher.corpus import make_corpus
 from pipefisher.tools import tool
 
+from pipeline_support import assert_same_checkpoint as _assert_same_checkpoint
+from pipeline_support import load_npz as _load
+from pipeline_support import losses as _losses
+
 MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
 
@@ -108,23 +112,6 @@ def _single(setup, model, *args, **kwargs):
 
 def _pipeline(setup, ranks, model, spec, *args, **kwargs):
     return _run(_mpirun_cmd(setup, ranks, model, spec, *args), **kwargs)
-
-
-def _losses(stdout):
-    """(step, loss, lr) of every progress line, as printed."""
-    return re.findall(r"^step\s+(\d+)\s+loss\s+(\S+)\s+lr\s+(\S+)", stdout, re.M)
-
-
-def _load(path):
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
-
-
-def _assert_same_checkpoint(got, want):
-    assert sorted(got) == sorted(want)
-    for key in want:
-        assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape, key
-        assert np.array_equal(got[key], want[key]), key
 
 
 def _parameters(checkpoint):
