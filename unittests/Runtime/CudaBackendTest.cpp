@@ -143,7 +143,10 @@ TEST(CudaBackend, EveryKernelDispatchesToCudaOrSaysNotImplemented) {
   EXPECT_EQ(commKernels, cudaBuilt() ? 10 : 0);
   std::string list;
   for (const std::string &name : missing) {
-    EXPECT_NE(name.rfind("pfrt_comm_", 0), 0u) << name << " is not implemented on CUDA";
+    // Without the CUDA backend (e.g. the sanitized build) every kernel says
+    // "not implemented", the communication ones included.
+    if (cudaBuilt())
+      EXPECT_NE(name.rfind("pfrt_comm_", 0), 0u) << name << " is not implemented on CUDA";
     list += " " + name;
   }
   std::printf("CUDA backend: %zu kernels implemented, %zu not yet:%s\n",
