@@ -17,6 +17,13 @@ namespace pfrt {
 pfrt_status floatLike(const Call &call, const char *name, const pfrt_tensor *t,
                       int32_t dtype, const Shape &shape);
 
+/// pfrt_binary_backward's arguments after Call::begin: the kind, the
+/// tensors, f32/f64 alike, grad_out of the operands' broadcast shape and each
+/// requested gradient of its operand's shape.
+pfrt_status checkBinaryBackward(const Call &call, int32_t kind, const pfrt_tensor *a,
+                                const pfrt_tensor *b, const pfrt_tensor *grad_out,
+                                const pfrt_tensor *grad_a, const pfrt_tensor *grad_b);
+
 /// pfrt_read_scalar's tensor: one element of f32, f64, i8, i32, i64 or bool.
 pfrt_status checkReadScalar(const Call &call, const pfrt_tensor *x);
 

@@ -451,26 +451,7 @@ pfrt_status pfrt_binary_backward_cpu(pfrt_context *ctx, int32_t kind,
                                      const pfrt_tensor *grad_b) {
   Call call(ctx, "pfrt_binary_backward");
   PFRT_TRY(call.begin());
-  if (kind < PFRT_BINARY_ADD || kind > PFRT_BINARY_POW)
-    return call.fail(PFRT_INVALID_ARGUMENT, "unknown kind %d", kind);
-  PFRT_TRY(call.tensor("a", a));
-  PFRT_TRY(call.tensor("b", b));
-  PFRT_TRY(call.tensor("grad_out", grad_out));
-  PFRT_TRY(call.optionalTensor("grad_a", grad_a));
-  PFRT_TRY(call.optionalTensor("grad_b", grad_b));
-  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
-  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
-  PFRT_TRY(call.dtypeIs("grad_out", grad_out, a->dtype));
-  Shape full;
-  if (!broadcastShapes(Shape::of(*a), Shape::of(*b), full))
-    return call.fail(PFRT_INVALID_ARGUMENT, "shapes %s and %s do not "
-                     "broadcast", ShapeStr(Shape::of(*a)).c_str(),
-                     ShapeStr(Shape::of(*b)).c_str());
-  PFRT_TRY(call.shapeIs("grad_out", grad_out, full));
-  if (grad_a)
-    PFRT_TRY(floatLike(call, "grad_a", grad_a, a->dtype, Shape::of(*a)));
-  if (grad_b)
-    PFRT_TRY(floatLike(call, "grad_b", grad_b, a->dtype, Shape::of(*b)));
+  PFRT_TRY(checkBinaryBackward(call, kind, a, b, grad_out, grad_a, grad_b));
   return visitFloat(a->dtype, [&](auto tag) -> pfrt_status {
     using T = typename decltype(tag)::type;
     if (grad_a)
