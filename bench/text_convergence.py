@@ -27,6 +27,16 @@ the median steps to the first-order optimizers' final held-out loss):
 
     PYTHONPATH=python python3 bench/text_convergence.py [--seeds 3] [--steps 300]
         [--only adamw,kfac+adamw] [--config mini] [--jobs 2] [--json out.json]
+        [--tune-seeds 1] [--predictions 20] [--workdir DIR] [--runs-dir DIR]
+        [--lr NAME=LR ...]
+
+--tune-seeds K tunes in two stages: the grid on seeds 0..K-1, then the other
+seeds at each optimizer's best learning rate (the full grid costs
+len(grid) times more). --runs-dir keeps each run's result and reuses it, so
+a table can be built up over several invocations (keys: config, optimizer,
+lr, seed, steps, batch, predictions, model vocabulary). Time to a target is
+the steps to it times the run's median ms/step (pf-train leaves the held-out
+evaluations out of ms/step).
 
 Not a test. Each run uses one runtime thread; --jobs runs at once.
 """
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import shutil
 import statistics
@@ -54,9 +65,9 @@ from pipefisher.tools import tool  # noqa: E402
 # pf-train's K-FAC defaults (damping, decay, refresh, KL-clip, warm-ups).
 OPTIMIZERS = {
     "adamw": (["--optimizer", "adamw"], [5e-4, 1e-3, 2e-3]),
-    "lamb": (["--optimizer", "lamb"], [5e-3, 1e-2, 2e-2]),
+    "lamb": (["--optimizer", "lamb"], [2.5e-3, 5e-3, 1e-2]),
     "kfac+adamw": (["--optimizer", "adamw", "--kfac"], [5e-4, 1e-3, 2e-3]),
-    "kfac+lamb": (["--optimizer", "lamb", "--kfac"], [5e-3, 1e-2, 2e-2]),
+    "kfac+lamb": (["--optimizer", "lamb", "--kfac"], [2.5e-3, 5e-3, 1e-2]),
     # Without grafting (the default before the early-spike fix): --only it.
     "kfac+adamw/ungrafted": (["--optimizer", "adamw", "--kfac", "--kfac-graft", "none"],
                              [1e-3]),
@@ -104,10 +115,12 @@ def make_corpus(tmp: Path, texts: list[str], vocab: str | None, vocab_size: int)
     return out
 
 
-def run(model, corpus, flags, lr, seed, steps, batch, eval_every):
+def run(model, corpus, flags, lr, seed, steps, batch, eval_every, predictions):
     cmd = [str(tool("pf-train")), str(model), "--corpus", str(corpus), "--batch", str(batch),
            "--steps", str(steps), "--lr", str(lr), "--seed", str(seed), "--log-every", "10",
            "--num-threads", "1", "--eval-every", str(eval_every), *flags]
+    if predictions:
+        cmd += ["--predictions", str(predictions)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     ms = [float(x) for x in re.findall(r"ms/step\s+([0-9.]+)", proc.stdout)]
     evals = [(int(a), float(b))
@@ -147,6 +160,24 @@ def median_or_inf(values):
     return statistics.median(v if v is not None else float("inf") for v in values)
 
 
+def final_loss(result):
+    return result["evals"][-1][1] if result["evals"] and not result["diverged"] else float("inf")
+
+
+def targets_from(runs, given):
+    """--targets, or the runs' median held-out loss at steps/3, 2 steps/3 and the end."""
+    if given:
+        return [float(t) for t in given.split(",")]
+    curve = {}
+    for r in runs:
+        for step, loss in r["evals"]:
+            curve.setdefault(step, []).append(loss)
+    steps = sorted(curve)
+    picks = [steps[min(len(steps) - 1, round(len(steps) * f / 3))] for f in (1, 2, 3)]
+    # Rounded up, so the run whose median it is reaches it.
+    return [math.ceil(statistics.median(curve[s]) * 1e3) / 1e3 for s in picks]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -158,8 +189,14 @@ def main() -> int:
                         help="the model's vocabulary (0: the corpus')")
     parser.add_argument("--config", default="mini")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--tune-seeds", type=int, default=0,
+                        help="tune the learning rate on the first K seeds only, then run the "
+                             "others at the best one (0: the grid on every seed)")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--predictions", type=int, default=0,
+                        help="pf-train --predictions P: the decoder at P positions per "
+                             "sequence (0: everywhere)")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--spike-after", type=int, default=20)
     parser.add_argument("--targets", default="",
@@ -169,6 +206,11 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated optimizer names to run")
     parser.add_argument("--lrs", help="comma-separated learning rates for every optimizer "
                                       "(instead of each one's grid)")
+    parser.add_argument("--lr", action="append", default=[], metavar="NAME=LR[,LR...]",
+                        help="one optimizer's learning rates (instead of its grid); repeatable")
+    parser.add_argument("--workdir", help="where the text, corpus and model are kept and "
+                                          "reused (default: a temporary directory)")
+    parser.add_argument("--runs-dir", help="keep each run's result here and reuse it")
     parser.add_argument("--json")
     args = parser.parse_args()
     names = args.only.split(",") if args.only else DEFAULT_RUN
@@ -177,81 +219,111 @@ def main() -> int:
         parser.error(f"--only: unknown {', '.join(unknown)} (known: {', '.join(OPTIMIZERS)})")
     grids = {n: ([float(x) for x in args.lrs.split(",")] if args.lrs else OPTIMIZERS[n][1])
              for n in names}
+    for item in args.lr:
+        name, _, lrs = item.partition("=")
+        if name not in grids:
+            parser.error(f"--lr {item}: {name!r} is not among the optimizers run")
+        grids[name] = [float(x) for x in lrs.split(",")]
+    tune_seeds = args.tune_seeds if 0 < args.tune_seeds < args.seeds else args.seeds
 
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        texts = args.text or [str(kjv_text(tmp / "kjv.txt"))]
-        corpus = make_corpus(tmp, texts, args.vocab, args.vocab_size)
+        work = Path(args.workdir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        corpus = work / "corpus.npz"
+        if not corpus.exists():
+            texts = args.text or [str(kjv_text(work / "kjv.txt"))]
+            corpus = make_corpus(work, texts, args.vocab, args.vocab_size)
         vocab = int(np.load(corpus)["vocab_size"])
         model_vocab = max(args.model_vocab, vocab)
-        save_model(make_bert_model(args.config, vocab_size=model_vocab, seed=0),
-                   tmp / "model.onnx")
-        jobs = [(name, lr, seed) for name in names for lr in grids[name]
-                for seed in range(args.seeds)]
-        print(f"{len(jobs)} runs of {args.steps} steps, {args.jobs} at a time", flush=True)
+        model = work / f"{args.config}-{model_vocab}.onnx"
+        if not model.exists():
+            save_model(make_bert_model(args.config, vocab_size=model_vocab, seed=0), model)
+        runs_dir = Path(args.runs_dir) if args.runs_dir else None
+        if runs_dir:
+            runs_dir.mkdir(parents=True, exist_ok=True)
 
         def one(job):
             name, lr, seed = job
-            result = run(tmp / "model.onnx", corpus, OPTIMIZERS[name][0], lr, seed,
-                         args.steps, args.batch, args.eval_every)
-            last = result["evals"][-1][1] if result["evals"] else float("nan")
-            print(f"  {name} lr {lr:g} seed {seed}: held-out {last:.4f}"
-                  f"{' (failed)' if result['diverged'] else ''}", flush=True)
+            key = (f"{args.config}-v{model_vocab}-{name.replace('/', '_')}-lr{lr:g}-s{seed}"
+                   f"-n{args.steps}-b{args.batch}-p{args.predictions}-e{args.eval_every}")
+            cached = runs_dir / f"{key}.json" if runs_dir else None
+            if cached and cached.exists():
+                return job, json.loads(cached.read_text())
+            result = run(model, corpus, OPTIMIZERS[name][0], lr, seed, args.steps, args.batch,
+                         args.eval_every, args.predictions)
+            if cached and not result["diverged"]:
+                cached.write_text(json.dumps(result))
+            print(f"  {name} lr {lr:g} seed {seed}: held-out {final_loss(result):.4f}"
+                  f"{' (failed)' if result['diverged'] else ''}, "
+                  f"{result['ms_per_step']:.0f} ms/step", flush=True)
             return job, result
 
-        with ThreadPoolExecutor(args.jobs) as pool:
-            done = list(pool.map(one, jobs))
+        def run_all(jobs):
+            print(f"{len(jobs)} runs of {args.steps} steps, {args.jobs} at a time", flush=True)
+            with ThreadPoolExecutor(args.jobs) as pool:
+                return list(pool.map(one, jobs))
 
-    def runs_of(name, lr):
-        return [r for (n, l, _), r in done if n == name and l == lr]
+        # Stage 1: every learning rate of each grid on the tuning seeds.
+        done = run_all([(name, lr, seed) for name in names for lr in grids[name]
+                        for seed in range(tune_seeds)])
 
-    first_order = [n for n in names if not n.startswith("kfac")] or names
-    # The reference: the first-order (name, lr) with the lowest median final loss.
-    ref_name, ref_lr = min(((n, lr) for n in first_order for lr in grids[n]),
-                           key=lambda k: statistics.median(
-                               r["evals"][-1][1] if r["evals"] else float("inf")
-                               for r in runs_of(*k)))
+        def runs_of(name, lr):
+            return sorted((r for (n, l, _), r in done if n == name and l == lr),
+                          key=lambda r: r["seed"])
+
+        first_order = [n for n in names if not n.startswith("kfac")] or names
+        # The reference: the first-order (name, lr) with the lowest median final loss.
+        ref_name, ref_lr = min(((n, lr) for n in first_order for lr in grids[n]),
+                               key=lambda k: statistics.median(map(final_loss, runs_of(*k))))
+        tune_targets = targets_from(runs_of(ref_name, ref_lr), args.targets)
+
+        def score(name, lr):
+            """Median steps to the last target, then median final loss."""
+            runs = runs_of(name, lr)
+            return (median_or_inf(None if r["diverged"] else evals_to_target(r["evals"],
+                                                                             tune_targets[-1])
+                                  for r in runs),
+                    statistics.median(map(final_loss, runs)))
+
+        chosen = {n: ref_lr if n == ref_name else min(grids[n], key=lambda lr: score(n, lr))
+                  for n in names}
+        # Stage 2: the other seeds at each optimizer's chosen learning rate.
+        done += run_all([(name, chosen[name], seed) for name in names
+                         for seed in range(tune_seeds, args.seeds)])
+
     ref_runs = runs_of(ref_name, ref_lr)
-    if args.targets:
-        targets = [float(t) for t in args.targets.split(",")]
-    else:
-        curve = {}
-        for r in ref_runs:
-            for step, loss in r["evals"]:
-                curve.setdefault(step, []).append(loss)
-        steps = sorted(curve)
-        picks = [steps[min(len(steps) - 1, round(len(steps) * f / 3))] for f in (1, 2, 3)]
-        targets = [round(statistics.median(curve[s]), 3) for s in picks]
+    targets = targets_from(ref_runs, args.targets)
     primary = targets[-1]
     ref_by_seed = {r["seed"]: r["evals"] for r in ref_runs}
+    for (name, lr, seed), r in done:
+        r["evals_to"] = {t: None if r["diverged"] else evals_to_target(r["evals"], t)
+                         for t in targets}
+        r["spike"] = largest_spike(r["evals"], args.spike_after)
+        r["excess"] = excess_over(r["evals"], ref_by_seed.get(r["seed"], []), args.spike_after)
+    results = {name: {"lr": chosen[name], "runs": runs_of(name, chosen[name]),
+                      "grid": {lr: runs_of(name, lr) for lr in grids[name]}} for name in names}
+    for r in results.values():
+        r["median"] = {t: median_or_inf([x["evals_to"][t] for x in r["runs"]]) for t in targets}
 
-    results = {}
+    print(f"\n{args.config} (vocabulary {model_vocab}), batch {args.batch} x 64"
+          f"{f', decoder at {args.predictions} positions' if args.predictions else ''}, "
+          f"{args.steps} steps; learning rates tuned on {tune_seeds} seed(s), "
+          f"{args.seeds} seeds at the chosen one")
+    print("grid (tuning seeds): held-out at the end / steps to "
+          f"{tune_targets[-1]} (the tuning target), median")
     for name in names:
-        best = None
-        for lr in grids[name]:
-            runs = runs_of(name, lr)
-            for r in runs:
-                r["evals_to"] = {t: None if r["diverged"] else evals_to_target(r["evals"], t)
-                                 for t in targets}
-                r["spike"] = largest_spike(r["evals"], args.spike_after)
-                r["excess"] = excess_over(r["evals"], ref_by_seed.get(r["seed"], []),
-                                          args.spike_after)
-            entry = {"lr": lr, "runs": runs,
-                     "median": {t: median_or_inf([r["evals_to"][t] for r in runs])
-                                for t in targets}}
-            if best is None or entry["median"][primary] < best["median"][primary]:
-                best = entry
-        results[name] = best
-
-    print(f"\n{args.config}, batch {args.batch} x 64, {args.seeds} seeds, {args.steps} steps; "
-          f"targets from {ref_name} at lr {ref_lr:g}; held-out loss every {args.eval_every} "
-          f"steps")
+        print(f"  {name:<12} " + "   ".join(
+            f"lr {lr:g}: {statistics.median(map(final_loss, runs_of(name, lr))):.3f} / "
+            f"{score(name, lr)[0]}" for lr in grids[name]))
+    print(f"\ntargets from {ref_name} at lr {ref_lr:g}; held-out loss every {args.eval_every} "
+          f"steps; time = steps x the run's ms/step")
     header = f"{'optimizer':<12} {'lr':>7}"
     for t in targets:
         header += f" {'to ' + str(t):>9} {'ratio':>6}"
-    header += f" {'spike':>7} {'excess':>7} {'ms/step':>8}"
+    header += f" {'s to ' + str(primary):>10} {'spike':>7} {'excess':>7} {'ms/step':>8}"
     print(header)
     base = {t: results[ref_name]["median"][t] for t in targets}
+    ref_ms = statistics.median(x["ms_per_step"] for x in results[ref_name]["runs"])
     for name in names:
         r = results[name]
         line = f"{name:<12} {r['lr']:>7.0e}"
@@ -261,12 +333,16 @@ def main() -> int:
         spikes = [x["spike"] for x in r["runs"]]
         excess = [x["excess"] for x in r["runs"]]
         ms = statistics.median(x["ms_per_step"] for x in r["runs"])
-        line += f" {max(spikes):>7.3f} {100 * statistics.median(excess):>6.1f}% {ms:>8.1f}"
+        seconds = r["median"][primary] * ms / 1e3
+        line += (f" {seconds:>10.0f} {max(spikes):>7.3f} {100 * statistics.median(excess):>6.1f}%"
+                 f" {ms:>8.1f}")
         print(line)
         print(f"{'':<12} per seed: to {primary} "
               + ", ".join(str(x["evals_to"][primary] or "-") for x in r["runs"])
+              + "; held-out " + ", ".join(f"{final_loss(x):.3f}" for x in r["runs"])
               + "; spike " + ", ".join(f"{x['spike']:.3f}" for x in r["runs"])
-              + "; excess " + ", ".join(f"{100 * x['excess']:.1f}%" for x in r["runs"]))
+              + "; excess " + ", ".join(f"{100 * x['excess']:.1f}%" for x in r["runs"])
+              + f"; time ratio {seconds / (base[primary] * ref_ms / 1e3):.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"targets": targets, "reference": [ref_name, ref_lr],
                                                "results": results}, indent=1, default=float))
