@@ -14,6 +14,105 @@ pfrt_status floatLike(const Call &call, const char *name, const pfrt_tensor *t,
   return call.shapeIs(name, t, shape);
 }
 
+pfrt_status checkLayerNormStatistic(const Call &call, const char *name, const pfrt_tensor *stat,
+                                    const pfrt_tensor &x, int32_t axis) {
+  PFRT_TRY(call.tensor(name, stat));
+  PFRT_TRY(call.dtypeIs(name, stat, x.dtype));
+  Shape lead;
+  for (int32_t i = 0; i < axis; ++i)
+    lead.push(x.shape[i]);
+  Shape onnx = lead;
+  for (int32_t i = axis; i < x.rank; ++i)
+    onnx.push(1);
+  const Shape actual = Shape::of(*stat);
+  if (actual == lead || actual == onnx)
+    return PFRT_OK;
+  return call.fail(PFRT_INVALID_ARGUMENT, "%s has shape %s, expected %s or %s", name,
+                   ShapeStr(actual).c_str(), ShapeStr(onnx).c_str(), ShapeStr(lead).c_str());
+}
+
+namespace {
+
+/// x f32/f64 of rank >= 1 and its blocks around `axis`.
+pfrt_status normBlocks(const Call &call, const pfrt_tensor *x, int64_t axis, int32_t &ax,
+                       NormBlocks &blocks) {
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
+  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
+  blocks.normalized = Shape();
+  for (int32_t i = ax; i < x->rank; ++i)
+    blocks.normalized.push(x->shape[i]);
+  blocks.rows = product(Shape::of(*x), 0, ax);
+  blocks.cols = blocks.normalized.numel();
+  return PFRT_OK;
+}
+
+pfrt_status checkEpsilon(const Call &call, double epsilon) {
+  if (!(epsilon >= 0))
+    return call.fail(PFRT_INVALID_ARGUMENT, "epsilon %g is negative or NaN", epsilon);
+  return PFRT_OK;
+}
+
+} // namespace
+
+pfrt_status checkLayerNorm(const Call &call, const pfrt_tensor *x, const pfrt_tensor *residual,
+                           const pfrt_tensor *scale, const pfrt_tensor *bias, int64_t axis,
+                           double epsilon, const pfrt_tensor *out, const pfrt_tensor *mean,
+                           const pfrt_tensor *inv_std_dev, NormBlocks &blocks) {
+  PFRT_TRY(call.tensor("x", x));
+  if (residual)
+    PFRT_TRY(call.tensor("residual", residual));
+  PFRT_TRY(call.tensor("scale", scale));
+  PFRT_TRY(call.optionalTensor("bias", bias));
+  PFRT_TRY(call.tensor("out", out));
+  int32_t ax;
+  PFRT_TRY(normBlocks(call, x, axis, ax, blocks));
+  PFRT_TRY(checkEpsilon(call, epsilon));
+  const Shape xShape = Shape::of(*x);
+  if (residual)
+    PFRT_TRY(floatLike(call, "residual", residual, x->dtype, xShape));
+  PFRT_TRY(floatLike(call, "scale", scale, x->dtype, blocks.normalized));
+  if (bias)
+    PFRT_TRY(floatLike(call, "bias", bias, x->dtype, blocks.normalized));
+  PFRT_TRY(floatLike(call, "out", out, x->dtype, xShape));
+  if (mean)
+    PFRT_TRY(checkLayerNormStatistic(call, "mean", mean, *x, ax));
+  if (inv_std_dev)
+    PFRT_TRY(checkLayerNormStatistic(call, "inv_std_dev", inv_std_dev, *x, ax));
+  return PFRT_OK;
+}
+
+pfrt_status checkLayerNormBackward(const Call &call, const pfrt_tensor *x, const pfrt_tensor *scale,
+                                   const pfrt_tensor *mean, const pfrt_tensor *inv_std_dev,
+                                   const pfrt_tensor *grad_out, int64_t axis, double epsilon,
+                                   const pfrt_tensor *grad_x, const pfrt_tensor *grad_scale,
+                                   const pfrt_tensor *grad_bias, NormBlocks &blocks) {
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.tensor("scale", scale));
+  PFRT_TRY(call.tensor("grad_out", grad_out));
+  int32_t ax;
+  PFRT_TRY(normBlocks(call, x, axis, ax, blocks));
+  const Shape xShape = Shape::of(*x);
+  PFRT_TRY(floatLike(call, "scale", scale, x->dtype, blocks.normalized));
+  PFRT_TRY(floatLike(call, "grad_out", grad_out, x->dtype, xShape));
+  if ((mean == nullptr) != (inv_std_dev == nullptr))
+    return call.fail(PFRT_INVALID_ARGUMENT, "mean and inv_std_dev must both "
+                                            "be given or both be NULL");
+  if (mean) {
+    PFRT_TRY(checkLayerNormStatistic(call, "mean", mean, *x, ax));
+    PFRT_TRY(checkLayerNormStatistic(call, "inv_std_dev", inv_std_dev, *x, ax));
+  } else {
+    PFRT_TRY(checkEpsilon(call, epsilon));
+  }
+  if (grad_x)
+    PFRT_TRY(floatLike(call, "grad_x", grad_x, x->dtype, xShape));
+  if (grad_scale)
+    PFRT_TRY(floatLike(call, "grad_scale", grad_scale, x->dtype, blocks.normalized));
+  if (grad_bias)
+    PFRT_TRY(floatLike(call, "grad_bias", grad_bias, x->dtype, blocks.normalized));
+  return PFRT_OK;
+}
+
 pfrt_status checkReadScalar(const Call &call, const pfrt_tensor *x) {
   PFRT_TRY(call.tensor("x", x));
   PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64, PFRT_I8, PFRT_I32, PFRT_I64, PFRT_BOOL}));

@@ -24,6 +24,37 @@ pfrt_status checkBinaryBackward(const Call &call, int32_t kind, const pfrt_tenso
                                 const pfrt_tensor *b, const pfrt_tensor *grad_out,
                                 const pfrt_tensor *grad_a, const pfrt_tensor *grad_b);
 
+/// A LayerNorm's rows (x's dimensions before `axis`) and the normalized
+/// block (x's dimensions from `axis` on: the scale's and bias' shape).
+struct NormBlocks {
+  int64_t rows = 0, cols = 0;
+  Shape normalized;
+};
+
+/// pfrt_layer_norm's arguments after Call::begin, and pfrt_add_layer_norm's
+/// with its residual (nullptr for pfrt_layer_norm): f32/f64 alike, a valid
+/// axis, epsilon >= 0, scale and the optional bias of the normalized shape,
+/// out and the residual of x's shape, the optional statistics as
+/// checkLayerNormStatistic.
+pfrt_status checkLayerNorm(const Call &call, const pfrt_tensor *x, const pfrt_tensor *residual,
+                           const pfrt_tensor *scale, const pfrt_tensor *bias, int64_t axis,
+                           double epsilon, const pfrt_tensor *out, const pfrt_tensor *mean,
+                           const pfrt_tensor *inv_std_dev, NormBlocks &blocks);
+
+/// pfrt_layer_norm_backward's arguments after Call::begin: as the forward,
+/// mean and inv_std_dev given together (else epsilon >= 0 to recompute
+/// them), each requested gradient of its operand's shape.
+pfrt_status checkLayerNormBackward(const Call &call, const pfrt_tensor *x, const pfrt_tensor *scale,
+                                   const pfrt_tensor *mean, const pfrt_tensor *inv_std_dev,
+                                   const pfrt_tensor *grad_out, int64_t axis, double epsilon,
+                                   const pfrt_tensor *grad_x, const pfrt_tensor *grad_scale,
+                                   const pfrt_tensor *grad_bias, NormBlocks &blocks);
+
+/// A LayerNorm statistic (mean, inv_std_dev) of x's dtype, shaped
+/// x.shape[:axis] + ones (ONNX) or x.shape[:axis].
+pfrt_status checkLayerNormStatistic(const Call &call, const char *name, const pfrt_tensor *stat,
+                                    const pfrt_tensor &x, int32_t axis);
+
 /// pfrt_read_scalar's tensor: one element of f32, f64, i8, i32, i64 or bool.
 pfrt_status checkReadScalar(const Call &call, const pfrt_tensor *x);
 

@@ -14,6 +14,7 @@
 
 #include "../common/Call.h"
 #include "../common/Dtype.h"
+#include "../common/TensorChecks.h"
 #include "BroadcastLoop.h"
 #include "FastMath.h"
 #include "Kernels.h"
@@ -280,26 +281,6 @@ void softmaxGrad(const pfrt_context *ctx, const T *y, const T *dy, T *dx,
 
 //===---------------------------- Layer norm ------------------------------===//
 
-/// mean / inv_std_dev: shape x.shape[:axis] + ones (ONNX) or x.shape[:axis].
-pfrt_status checkStatistic(const Call &call, const char *name,
-                           const pfrt_tensor *stat, const pfrt_tensor &x,
-                           int32_t axis) {
-  PFRT_TRY(call.tensor(name, stat));
-  PFRT_TRY(call.dtypeIs(name, stat, x.dtype));
-  Shape lead;
-  for (int32_t i = 0; i < axis; ++i)
-    lead.push(x.shape[i]);
-  Shape onnx = lead;
-  for (int32_t i = axis; i < x.rank; ++i)
-    onnx.push(1);
-  const Shape actual = Shape::of(*stat);
-  if (actual == lead || actual == onnx)
-    return PFRT_OK;
-  return call.fail(PFRT_INVALID_ARGUMENT, "%s has shape %s, expected %s or %s",
-                   name, ShapeStr(actual).c_str(), ShapeStr(onnx).c_str(),
-                   ShapeStr(lead).c_str());
-}
-
 struct LayerNormGrad {
   int64_t rows = 0, cols = 0;
   bool accX = false, accParams = false;
@@ -530,38 +511,12 @@ pfrt_status pfrt_layer_norm_backward_cpu(
     const pfrt_tensor *grad_scale, const pfrt_tensor *grad_bias) {
   Call call(ctx, "pfrt_layer_norm_backward");
   PFRT_TRY(call.begin());
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("scale", scale));
-  PFRT_TRY(call.tensor("grad_out", grad_out));
-  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
-  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
-  int32_t ax;
-  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
-  const Shape xShape = Shape::of(*x);
-  Shape normalized;
-  for (int32_t i = ax; i < x->rank; ++i)
-    normalized.push(x->shape[i]);
-  PFRT_TRY(floatLike(call, "scale", scale, x->dtype, normalized));
-  PFRT_TRY(floatLike(call, "grad_out", grad_out, x->dtype, xShape));
-  if ((mean == nullptr) != (inv_std_dev == nullptr))
-    return call.fail(PFRT_INVALID_ARGUMENT, "mean and inv_std_dev must both "
-                     "be given or both be NULL");
-  if (mean) {
-    PFRT_TRY(checkStatistic(call, "mean", mean, *x, ax));
-    PFRT_TRY(checkStatistic(call, "inv_std_dev", inv_std_dev, *x, ax));
-  } else if (!(epsilon >= 0)) {
-    return call.fail(PFRT_INVALID_ARGUMENT, "epsilon %g is negative or NaN",
-                     epsilon);
-  }
-  if (grad_x)
-    PFRT_TRY(floatLike(call, "grad_x", grad_x, x->dtype, xShape));
-  if (grad_scale)
-    PFRT_TRY(floatLike(call, "grad_scale", grad_scale, x->dtype, normalized));
-  if (grad_bias)
-    PFRT_TRY(floatLike(call, "grad_bias", grad_bias, x->dtype, normalized));
+  NormBlocks blocks;
+  PFRT_TRY(checkLayerNormBackward(call, x, scale, mean, inv_std_dev, grad_out, axis, epsilon,
+                                  grad_x, grad_scale, grad_bias, blocks));
   LayerNormGrad args;
-  args.rows = product(xShape, 0, ax);
-  args.cols = normalized.numel();
+  args.rows = blocks.rows;
+  args.cols = blocks.cols;
   args.accX = accumulate_x != 0;
   args.accParams = accumulate_params != 0;
   if (args.cols == 0)

@@ -239,25 +239,10 @@ pfrt_status pfrt_matmul_backward_cpu(pfrt_context *ctx, const pfrt_tensor *a,
                                      const pfrt_tensor *grad_b) {
   Call call(ctx, "pfrt_matmul_backward");
   PFRT_TRY(call.begin());
-  PFRT_TRY(call.tensor("a", a));
-  PFRT_TRY(call.tensor("b", b));
-  PFRT_TRY(call.tensor("grad_out", grad_out));
-  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
-  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
-  PFRT_TRY(call.dtypeIs("grad_out", grad_out, a->dtype));
-  PFRT_TRY(call.rankIn("a", a, 1, PFRT_MAX_RANK));
-  PFRT_TRY(call.rankIn("b", b, 1, PFRT_MAX_RANK));
-  const MatmulOperand lhs = splitMatmulOperand(*a, true), rhs = splitMatmulOperand(*b, false);
-  Shape batch, dyShape;
-  PFRT_TRY(matmulShapes(call, *a, *b, lhs, rhs, batch, dyShape));
-  PFRT_TRY(call.shapeIs("grad_out", grad_out, dyShape));
-  if (grad_a)
-    PFRT_TRY(floatLike(call, "grad_a", grad_a, a->dtype, Shape::of(*a)));
-  if (grad_b)
-    PFRT_TRY(floatLike(call, "grad_b", grad_b, a->dtype, Shape::of(*b)));
-  if (exceedsBlasInt(lhs.rows * batch.numel(), rhs.cols, lhs.cols))
-    return call.fail(PFRT_UNSUPPORTED, "GEMM dimensions exceed the BLAS int "
-                     "range");
+  MatmulBackwardShapes shapes;
+  PFRT_TRY(checkMatmulBackward(call, a, b, grad_out, grad_a, grad_b, shapes));
+  const MatmulOperand &lhs = shapes.lhs, &rhs = shapes.rhs;
+  const Shape &batch = shapes.batch;
   visitFloat(a->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     matmulGrads(ctx, lhs, rhs, batch, static_cast<const T *>(a->data),

@@ -4,6 +4,9 @@
 
 #include "../common/Call.h"
 #include "../common/Shape.h"
+#include "../common/TensorChecks.h"
+
+#include <climits>
 
 namespace pfrt::cpu {
 
@@ -54,6 +57,42 @@ inline pfrt_status matmulShapes(const Call &call, const pfrt_tensor &a, const pf
     result.push(lhs.rows);
   if (b.rank >= 2)
     result.push(rhs.cols);
+  return PFRT_OK;
+}
+
+/// pfrt_matmul_backward's operands after the call began: the CPU and the
+/// CUDA kernel share these checks and messages.
+struct MatmulBackwardShapes {
+  MatmulOperand lhs, rhs;
+  Shape batch; // the output's batch dimensions
+};
+
+/// Checks a, b and grad_out (f32/f64 alike, contracting, grad_out of the
+/// product's shape), each requested gradient of its operand's shape, and
+/// that the flattened GEMM dimensions fit the BLAS int.
+inline pfrt_status checkMatmulBackward(const Call &call, const pfrt_tensor *a, const pfrt_tensor *b,
+                                       const pfrt_tensor *grad_out, const pfrt_tensor *grad_a,
+                                       const pfrt_tensor *grad_b, MatmulBackwardShapes &shapes) {
+  PFRT_TRY(call.tensor("a", a));
+  PFRT_TRY(call.tensor("b", b));
+  PFRT_TRY(call.tensor("grad_out", grad_out));
+  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
+  PFRT_TRY(call.dtypeIs("grad_out", grad_out, a->dtype));
+  PFRT_TRY(call.rankIn("a", a, 1, PFRT_MAX_RANK));
+  PFRT_TRY(call.rankIn("b", b, 1, PFRT_MAX_RANK));
+  shapes.lhs = splitMatmulOperand(*a, true);
+  shapes.rhs = splitMatmulOperand(*b, false);
+  Shape dyShape;
+  PFRT_TRY(matmulShapes(call, *a, *b, shapes.lhs, shapes.rhs, shapes.batch, dyShape));
+  PFRT_TRY(call.shapeIs("grad_out", grad_out, dyShape));
+  if (grad_a)
+    PFRT_TRY(floatLike(call, "grad_a", grad_a, a->dtype, Shape::of(*a)));
+  if (grad_b)
+    PFRT_TRY(floatLike(call, "grad_b", grad_b, a->dtype, Shape::of(*b)));
+  if (shapes.lhs.rows * shapes.batch.numel() > INT_MAX || shapes.rhs.cols > INT_MAX ||
+      shapes.lhs.cols > INT_MAX)
+    return call.fail(PFRT_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
   return PFRT_OK;
 }
 

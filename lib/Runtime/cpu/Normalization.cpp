@@ -9,6 +9,7 @@
 #include "../common/Call.h"
 #include "../common/Dtype.h"
 #include "../common/Shape.h"
+#include "../common/TensorChecks.h"
 #include "FastMath.h"
 #include "Parallel.h"
 
@@ -70,28 +71,6 @@ void layerNorm(const pfrt_context *ctx, const LayerNormArgs &args, const T *x,
     if (invStd)
       invStd[r] = inv;
   });
-}
-
-/// mean / inv_std_dev: shape x.shape[:axis] + ones (ONNX) or x.shape[:axis].
-pfrt_status checkStatistic(const Call &call, const char *name,
-                           const pfrt_tensor *stat, const pfrt_tensor &x,
-                           int32_t axis) {
-  if (!stat)
-    return PFRT_OK;
-  PFRT_TRY(call.tensor(name, stat));
-  PFRT_TRY(call.dtypeIs(name, stat, x.dtype));
-  Shape lead;
-  for (int32_t i = 0; i < axis; ++i)
-    lead.push(x.shape[i]);
-  Shape onnx = lead;
-  for (int32_t i = axis; i < x.rank; ++i)
-    onnx.push(1);
-  Shape actual = Shape::of(*stat);
-  if (actual == lead || actual == onnx)
-    return PFRT_OK;
-  return call.fail(PFRT_INVALID_ARGUMENT, "%s has shape %s, expected %s or %s",
-                   name, ShapeStr(actual).c_str(), ShapeStr(onnx).c_str(),
-                   ShapeStr(lead).c_str());
 }
 
 //===----------------------------- softmax --------------------------------===//
@@ -298,33 +277,12 @@ pfrt_status pfrt_layer_norm_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                                 const pfrt_tensor *inv_std_dev) {
   Call call(ctx, "pfrt_layer_norm");
   PFRT_TRY(call.begin());
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("scale", scale));
-  PFRT_TRY(call.optionalTensor("bias", bias));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
-  PFRT_TRY(call.dtypeIs("scale", scale, x->dtype));
-  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
-  int32_t ax;
-  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
-  if (!(epsilon >= 0))
-    return call.fail(PFRT_INVALID_ARGUMENT, "epsilon %g is negative or NaN",
-                     epsilon);
-  Shape xShape = Shape::of(*x), normalized;
-  for (int32_t i = ax; i < x->rank; ++i)
-    normalized.push(x->shape[i]);
-  PFRT_TRY(call.shapeIs("scale", scale, normalized));
-  if (bias) {
-    PFRT_TRY(call.dtypeIs("bias", bias, x->dtype));
-    PFRT_TRY(call.shapeIs("bias", bias, normalized));
-  }
-  PFRT_TRY(call.shapeIs("out", out, xShape));
-  PFRT_TRY(checkStatistic(call, "mean", mean, *x, ax));
-  PFRT_TRY(checkStatistic(call, "inv_std_dev", inv_std_dev, *x, ax));
+  NormBlocks blocks;
+  PFRT_TRY(
+      checkLayerNorm(call, x, nullptr, scale, bias, axis, epsilon, out, mean, inv_std_dev, blocks));
   LayerNormArgs args;
-  args.rows = product(xShape, 0, ax);
-  args.cols = normalized.numel();
+  args.rows = blocks.rows;
+  args.cols = blocks.cols;
   args.epsilon = epsilon;
   visitFloat(x->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -405,34 +363,12 @@ pfrt_status pfrt_add_layer_norm_cpu(pfrt_context *ctx, const pfrt_tensor *x,
                                     const pfrt_tensor *out) {
   Call call(ctx, "pfrt_add_layer_norm");
   PFRT_TRY(call.begin());
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("residual", residual));
-  PFRT_TRY(call.tensor("scale", scale));
-  PFRT_TRY(call.optionalTensor("bias", bias));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
-  PFRT_TRY(call.dtypeIs("residual", residual, x->dtype));
-  PFRT_TRY(call.dtypeIs("scale", scale, x->dtype));
-  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  PFRT_TRY(call.rankIn("x", x, 1, PFRT_MAX_RANK));
-  int32_t ax;
-  PFRT_TRY(call.axis("axis", axis, x->rank, ax));
-  if (!(epsilon >= 0))
-    return call.fail(PFRT_INVALID_ARGUMENT, "epsilon %g is negative or NaN", epsilon);
-  const Shape xShape = Shape::of(*x);
-  Shape normalized;
-  for (int32_t i = ax; i < x->rank; ++i)
-    normalized.push(x->shape[i]);
-  PFRT_TRY(call.shapeIs("residual", residual, xShape));
-  PFRT_TRY(call.shapeIs("scale", scale, normalized));
-  if (bias) {
-    PFRT_TRY(call.dtypeIs("bias", bias, x->dtype));
-    PFRT_TRY(call.shapeIs("bias", bias, normalized));
-  }
-  PFRT_TRY(call.shapeIs("out", out, xShape));
+  NormBlocks blocks;
+  PFRT_TRY(
+      checkLayerNorm(call, x, residual, scale, bias, axis, epsilon, out, nullptr, nullptr, blocks));
   LayerNormArgs args;
-  args.rows = product(xShape, 0, ax);
-  args.cols = normalized.numel();
+  args.rows = blocks.rows;
+  args.cols = blocks.cols;
   args.epsilon = epsilon;
   visitFloat(x->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

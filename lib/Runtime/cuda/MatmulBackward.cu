@@ -222,25 +222,10 @@ pfrt_status matmulBackwardEntry(pfrt_context *ctx, const pfrt_tensor *a, const p
   // The CPU backend's checks, in its order and with its messages.
   Call call(ctx, "pfrt_matmul_backward");
   PFRT_TRY(beginCuda(call));
-  PFRT_TRY(call.tensor("a", a));
-  PFRT_TRY(call.tensor("b", b));
-  PFRT_TRY(call.tensor("grad_out", grad_out));
-  PFRT_TRY(call.dtypeIn("a", a, {PFRT_F32, PFRT_F64}));
-  PFRT_TRY(call.dtypeIs("b", b, a->dtype));
-  PFRT_TRY(call.dtypeIs("grad_out", grad_out, a->dtype));
-  PFRT_TRY(call.rankIn("a", a, 1, PFRT_MAX_RANK));
-  PFRT_TRY(call.rankIn("b", b, 1, PFRT_MAX_RANK));
-  const MatmulOperand lhs = cpu::splitMatmulOperand(*a, true);
-  const MatmulOperand rhs = cpu::splitMatmulOperand(*b, false);
-  Shape batch, dyShape;
-  PFRT_TRY(cpu::matmulShapes(call, *a, *b, lhs, rhs, batch, dyShape));
-  PFRT_TRY(call.shapeIs("grad_out", grad_out, dyShape));
-  if (grad_a)
-    PFRT_TRY(floatLike(call, "grad_a", grad_a, a->dtype, Shape::of(*a)));
-  if (grad_b)
-    PFRT_TRY(floatLike(call, "grad_b", grad_b, a->dtype, Shape::of(*b)));
-  if (!fitsInt({lhs.rows * batch.numel(), rhs.cols, lhs.cols}))
-    return call.fail(PFRT_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
+  cpu::MatmulBackwardShapes shapes;
+  PFRT_TRY(cpu::checkMatmulBackward(call, a, b, grad_out, grad_a, grad_b, shapes));
+  const cpu::MatmulOperand &lhs = shapes.lhs, &rhs = shapes.rhs;
+  const Shape &batch = shapes.batch;
   auto run = [&](auto tag) {
     using T = decltype(tag);
     return matmulGrads<T>(call, lhs, rhs, batch, dataAs<const T>(a), dataAs<const T>(b),

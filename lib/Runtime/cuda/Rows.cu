@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/TensorChecks.h"
 #include "ElementwiseMath.h"
 #include "Launch.h"
 #include "RowMath.h"
@@ -210,34 +211,6 @@ __global__ void layerNormParamGradKernel(int64_t rows, int64_t n,
   }
 }
 
-/// Checks a LayerNorm statistics tensor (mean / inv_std_dev): x's dtype and
-/// one element per block.
-pfrt_status checkStats(const Call &call, const char *name,
-                       const pfrt_tensor *t, const pfrt_tensor *x,
-                       int64_t rows) {
-  PFRT_TRY(call.tensor(name, t));
-  PFRT_TRY(call.dtypeIs(name, t, x->dtype));
-  if (Shape::of(*t).numel() != rows)
-    return call.fail(PFRT_INVALID_ARGUMENT, "%s has %lld elements, expected "
-                     "one per normalized block (%lld)", name,
-                     static_cast<long long>(Shape::of(*t).numel()),
-                     static_cast<long long>(rows));
-  return PFRT_OK;
-}
-
-/// x's blocks [axis:] as rows x n, and the parameter shape x.shape[axis:].
-pfrt_status normBlocks(const Call &call, const pfrt_tensor *x, int64_t axis,
-                       int64_t &rows, int64_t &n, Shape &paramShape) {
-  const Shape shape = Shape::of(*x);
-  int32_t ax;
-  PFRT_TRY(call.axis("axis", axis, shape.rank, ax));
-  rows = product(shape, 0, ax);
-  n = product(shape, ax, shape.rank);
-  for (int32_t d = ax; d < shape.rank; ++d)
-    paramShape.push(shape.dims[d]);
-  return PFRT_OK;
-}
-
 pfrt_status layerNormEntry(pfrt_context *ctx, const pfrt_tensor *x,
                            const pfrt_tensor *scale, const pfrt_tensor *bias,
                            int64_t axis, double epsilon, const pfrt_tensor *out,
@@ -245,28 +218,10 @@ pfrt_status layerNormEntry(pfrt_context *ctx, const pfrt_tensor *x,
                            const pfrt_tensor *inv_std_dev) {
   Call call(ctx, "pfrt_layer_norm");
   PFRT_TRY(beginCuda(call));
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("scale", scale));
-  PFRT_TRY(call.optionalTensor("bias", bias));
-  PFRT_TRY(call.tensor("out", out));
-  PFRT_TRY(floatDtype(call, "x", x));
-  if (!(epsilon >= 0))
-    return call.fail(PFRT_INVALID_ARGUMENT, "epsilon must be >= 0");
-  int64_t rows, n;
-  Shape paramShape;
-  PFRT_TRY(normBlocks(call, x, axis, rows, n, paramShape));
-  PFRT_TRY(call.dtypeIs("scale", scale, x->dtype));
-  PFRT_TRY(call.shapeIs("scale", scale, paramShape));
-  if (bias) {
-    PFRT_TRY(call.dtypeIs("bias", bias, x->dtype));
-    PFRT_TRY(call.shapeIs("bias", bias, paramShape));
-  }
-  PFRT_TRY(call.dtypeIs("out", out, x->dtype));
-  PFRT_TRY(call.shapeIs("out", out, Shape::of(*x)));
-  if (mean)
-    PFRT_TRY(checkStats(call, "mean", mean, x, rows));
-  if (inv_std_dev)
-    PFRT_TRY(checkStats(call, "inv_std_dev", inv_std_dev, x, rows));
+  NormBlocks blocks;
+  PFRT_TRY(checkLayerNorm(call, x, nullptr, scale, bias, axis, epsilon, out, mean, inv_std_dev,
+                          blocks));
+  const int64_t rows = blocks.rows, n = blocks.cols;
   if (rows == 0 || n == 0)
     return PFRT_OK;
   auto launch = [&](auto tag) {
@@ -292,36 +247,10 @@ pfrt_status layerNormBackwardEntry(
     const pfrt_tensor *grad_scale, const pfrt_tensor *grad_bias) {
   Call call(ctx, "pfrt_layer_norm_backward");
   PFRT_TRY(beginCuda(call));
-  PFRT_TRY(call.tensor("x", x));
-  PFRT_TRY(call.tensor("scale", scale));
-  PFRT_TRY(call.tensor("grad_out", grad_out));
-  PFRT_TRY(floatDtype(call, "x", x));
-  if (!mean != !inv_std_dev)
-    return call.fail(PFRT_INVALID_ARGUMENT, "mean and inv_std_dev must be "
-                     "given together or both be NULL");
-  int64_t rows, n;
-  Shape paramShape;
-  PFRT_TRY(normBlocks(call, x, axis, rows, n, paramShape));
-  PFRT_TRY(call.dtypeIs("scale", scale, x->dtype));
-  PFRT_TRY(call.shapeIs("scale", scale, paramShape));
-  PFRT_TRY(call.dtypeIs("grad_out", grad_out, x->dtype));
-  PFRT_TRY(call.shapeIs("grad_out", grad_out, Shape::of(*x)));
-  if (mean) {
-    PFRT_TRY(checkStats(call, "mean", mean, x, rows));
-    PFRT_TRY(checkStats(call, "inv_std_dev", inv_std_dev, x, rows));
-  }
-  if (grad_x) {
-    PFRT_TRY(call.tensor("grad_x", grad_x));
-    PFRT_TRY(call.dtypeIs("grad_x", grad_x, x->dtype));
-    PFRT_TRY(call.shapeIs("grad_x", grad_x, Shape::of(*x)));
-  }
-  for (auto [name, t] : {std::pair{"grad_scale", grad_scale},
-                         std::pair{"grad_bias", grad_bias}})
-    if (t) {
-      PFRT_TRY(call.tensor(name, t));
-      PFRT_TRY(call.dtypeIs(name, t, x->dtype));
-      PFRT_TRY(call.shapeIs(name, t, paramShape));
-    }
+  NormBlocks blocks;
+  PFRT_TRY(checkLayerNormBackward(call, x, scale, mean, inv_std_dev, grad_out, axis, epsilon,
+                                  grad_x, grad_scale, grad_bias, blocks));
+  const int64_t rows = blocks.rows, n = blocks.cols;
   if (rows == 0 || n == 0)
     return PFRT_OK;
   const size_t elem = x->dtype == PFRT_F32 ? sizeof(float) : sizeof(double);
