@@ -5,6 +5,7 @@
 // tables.
 //
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFShapeUtils.h"
 #include "pf/Transforms/Utils.h"
 #include "pf/Transforms/Training/Passes.h"
 
@@ -170,7 +171,8 @@ struct InsertKFACPass : public mlir::pf::impl::PFInsertKFACBase<InsertKFACPass> 
       if (!scale || !bias || !type || !type.hasStaticShape() || type.getRank() < 1 ||
           !type.getElementType().isF32())
         return;
-      int64_t axis = norm.getAxis() < 0 ? norm.getAxis() + type.getRank() : norm.getAxis();
+      // The axis is stored as a signed i64 (ONNX's default is -1).
+      std::optional<int64_t> axis = normalizeAxis(int64_t(norm.getAxis()), type.getRank());
       if (axis == type.getRank() - 1 && (skip.empty() || !skipPattern.match(scale.getName())))
         norms.push_back(norm);
     });

@@ -5,6 +5,8 @@
 // feature's damped block; the lowering calls the two runtime kernels.
 // RUN: pf-opt %s --pf-insert-kfac=layer-norm=blocks | FileCheck %s --check-prefix=INSERT
 // RUN: pf-opt %s --pf-insert-kfac=layer-norm=diagonal | FileCheck %s --check-prefix=DIAG
+// ONNX's default axis -1 names the same last dimension:
+// RUN: sed 's/axis = 1 : i64/axis = -1 : i64/' %s | pf-opt --pf-insert-kfac=layer-norm=blocks | FileCheck %s --check-prefix=INSERT
 // RUN: pf-opt %s --pf-insert-kfac | FileCheck %s --check-prefix=OFF
 // RUN: not pf-opt %s --pf-insert-kfac="layer-norm=blocks skip=LayerNorm" 2>&1 | FileCheck %s --check-prefix=SKIP
 // RUN: pf-opt %s --pf-insert-kfac=layer-norm=blocks --pf-build-gradients | FileCheck %s --check-prefix=GRAD
