@@ -270,6 +270,25 @@ def test_bert_layer_norm_micro_batches(bert):
                                    atol=1e-5 * np.abs(whole[key]).max(), err_msg=key)
 
 
+def test_bert_layer_norm_op_axis_minus_one(bert, tmp_path):
+    """A model with ONNX LayerNormalization ops (opset 17, axis -1, as torch
+    exports them) gets the same LayerNorm factors and updates as the
+    decomposed model of the same weights."""
+    from pipefisher import make_bert_model, save_model
+
+    save_model(make_bert_model("tiny", vocab_size=50, num_hidden_layers=2, seed=3, opset=17,
+                               layernorm_op=True), tmp_path / "m.onnx")
+    (tmp_path / "in.npz").write_bytes((bert / "in.npz").read_bytes())
+    decomposed = _step(bert, "ln_decomposed", "--kfac-layer-norm", "blocks")
+    fused = _step(tmp_path, "ln_op", "--kfac-layer-norm", "blocks")
+    factors = sorted(k for k in fused if k.startswith("kfac/F/"))
+    assert factors == sorted(k for k in decomposed if k.startswith("kfac/F/"))
+    assert len(factors) == 6, factors
+    for key in factors + [k for k in fused if k.startswith("grad/") and "LayerNorm" in k]:
+        np.testing.assert_allclose(fused[key], decomposed[key], rtol=1e-3,
+                                   atol=1e-5 * np.abs(decomposed[key]).max(), err_msg=key)
+
+
 @pytest.mark.parametrize("args,message", [
     (("--kfac-layers", "encoder-and-head"),
      "--kfac-layers encoder-and-head is single-process K-FAC for now"),
