@@ -201,7 +201,8 @@ static cl::opt<std::string> pipelineSpec(
         "\"stages=D schedule=gpipe|1f1b|zb-h1|zb-h2|interleaved|chimera|zb-v|dualpipe|dualpipev "
         "microbatches=N [chunks=C] "
         "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] [max-refresh=K] "
-        "[split-precondition=false] [tied-per-microbatch=false]\" (stages 0 or D: "
+        "[split-precondition=false] [tied-per-microbatch=false] [deterministic=true]\" "
+        "(stages 0 or D: "
         "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles at the "
         "scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
         "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
