@@ -955,6 +955,14 @@ private:
     if (it == gradients.end())
       return error("no backward on this rank returned '" + name + "'");
     std::vector<NpyArray> &pieces = it->second;
+    auto group = groupOf(members);
+    if (!group)
+      return group.takeError();
+    if (order == pf::ReductionOrder::Library) {
+      if (auto err = allReduceWeighted(name, type, members, *group))
+        return err;
+      return reportedByLowestMember(name, members);
+    }
     std::vector<bool> absent(M, false);
     for (int64_t m = 0; m < M; ++m) {
       // Chimera: a micro-batch another replica ran contributes nothing. -0.0
@@ -966,17 +974,18 @@ private:
       if (auto err = checkType(pieces[m], type, name))
         return err;
     }
-    auto group = groupOf(members);
-    if (!group)
-      return group.takeError();
     bool isFloat = pieces[0].dtype == PFRT_F32 || pieces[0].dtype == PFRT_F64;
-    llvm::Error err = order == pf::ReductionOrder::Library && isFloat
-                          ? allReduceWeighted(name, pieces, *group)
-                      : pfrt_comm_size(*group) == 2 && isFloat
+    llvm::Error err = pfrt_comm_size(*group) == 2 && isFloat
                           ? exchangeCombined(name, pieces, absent, *group)
                           : allReduceStacked(name, pieces, *group);
     if (err)
       return err;
+    return reportedByLowestMember(name, members);
+  }
+
+  /// A summed gradient is written (checkpoint, outputs) by its lowest member.
+  llvm::Error reportedByLowestMember(const std::string &name,
+                                     const std::vector<int64_t> &members) {
     if (r.rankIndex != *llvm::min_element(members))
       notReported.insert(name);
     return llvm::Error::success();
@@ -1141,16 +1150,36 @@ private:
     return r.allReduceParameter(param.name, members);
   }
 
-  /// order(library): this member's Σ_m c_m·x_m / Σ_m c_m over the step's
-  /// micro-batches (those it did not run are -0.0: c·(-0.0) adds nothing),
+  /// order(library): this member's Σ_m c_m·x_m / Σ_m c_m over the
+  /// micro-batches it ran (the divisor counts every micro-batch of the step),
   /// then one all-reduce of that one gradient over the members. Two members
   /// get the same bits (IEEE addition commutes); the association of more is
   /// the library's.
-  llvm::Error allReduceWeighted(const std::string &name, std::vector<NpyArray> &pieces,
-                                pfrt_comm *group) {
-    auto partial = combinePieces(name, pieces);
+  llvm::Error allReduceWeighted(const std::string &name, const ValueType &type,
+                                const std::vector<int64_t> &members, pfrt_comm *group) {
+    std::vector<NpyArray> &pieces = gradients.at(name);
+    std::vector<const NpyArray *> present;
+    for (const NpyArray &piece : pieces) {
+      if (!piece.data.empty())
+        if (auto err = checkType(piece, type, name))
+          return err;
+      present.push_back(piece.data.empty() ? nullptr : &piece);
+    }
+    if (!llvm::any_of(present, [](const NpyArray *p) { return p != nullptr; }))
+      return error(llvm::formatv("no backward on this rank returned '{0}' for any micro-batch "
+                                 "(a member of its all_reduce over ranks [{1}])",
+                                 name, llvm::make_range(members.begin(), members.end())));
+    llvm::Expected<NpyArray> partial = [&]() -> llvm::Expected<NpyArray> {
+      if (M == 1)
+        return std::move(pieces[0]);
+      if (auto err = countTokens())
+        return std::move(err);
+      return weightedMicrobatchSum(name, present, tokenCounts);
+    }();
     if (!partial)
       return partial.takeError();
+    if (partial->dtype != PFRT_F32 && partial->dtype != PFRT_F64)
+      return error("'" + name + "' is summed by the library but is not f32 or f64");
     auto t = descriptor(*partial);
     if (!t)
       return t.takeError();

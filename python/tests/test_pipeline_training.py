@@ -708,8 +708,12 @@ def test_trace_and_svg_of_every_rank(setup, tmp_path):
         assert sum(e["cat"] == "update" for e in compute) == steps
         assert {"send", "recv"} <= {e["cat"] for e in comm}, rank
         assert all(e["dur"] >= 0 for e in compute + comm)
+    # One steady step (of the steps after the first) above its simulation
+    # fed with the measured durations.
     text = svg.read_text()
-    assert text.startswith("<svg") and text.count("<rect") >= len(events)
+    assert text.startswith("<svg") and text.count("<rect") >= len(events) // steps
+    assert "rank 1 measured<" in text and "rank 1 simulated<" in text, text[:800]
+    assert "median of 2 steps" in text
 
 
 @pytest.mark.parametrize("model,schedule,stages", [

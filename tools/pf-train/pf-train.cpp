@@ -1482,7 +1482,7 @@ llvm::Error writeMeasuredTimeline(ModuleOp module,
     llvm::outs() << "measured trace: " << traceFile << "\n";
   }
   if (!svgFile.empty()) {
-    if (auto err = drv::writeMeasuredSvg(run, svgFile, from))
+    if (auto err = drv::writeMeasuredSvg(run, svgFile, from, simulation))
       return err;
     llvm::outs() << "measured timeline: " << svgFile << "\n";
   }
