@@ -158,8 +158,9 @@ int train::runTrainingLoop(TrainingRun &run, TrainingStep &step) {
   if (!checkpointFile.empty()) {
     if (auto err = saveCheckpoint(last, checkpointFile))
       return step.fail(llvm::toString(std::move(err)));
-    if (step.reports())
-      llvm::outs() << "checkpoint after step " << last << ": " << checkpointFile << "\n";
+    if (step.reports()) // one write: mpirun interleaves the ranks' output by write
+      llvm::outs() << ("checkpoint after step " + std::to_string(last) + ": " + checkpointFile +
+                       "\n");
   }
   if (auto err = step.finish(last, stopped, stoppedBySigterm))
     return step.fail(llvm::toString(std::move(err)));

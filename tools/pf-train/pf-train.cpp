@@ -31,30 +31,26 @@ PF_CHOICE_PARSER(::mlir::pf::train::DampingSchedule)
 PF_CHOICE_PARSER(::mlir::pf::train::IntervalSchedule)
 
 namespace {
-cl::OptionCategory category("pf-train options");
-cl::OptionCategory stepCategory("pf-train training-step options (those of pf-run "
-                                "--training-step and pf-opt --pf-training)");
+/// pf-train's flags, bound to the fields of a TrainConfig (whose defaults
+/// --help shows). Held by main, so no flag state outlives the run.
+struct Flags {
+  explicit Flags(train::TrainConfig &config);
 
-/// The run's configuration, which the flags below write (and whose
-/// defaults --help shows).
-train::TrainConfig config;
-
-cl::opt<std::string, /*ExternalStorage=*/true>
-    modelFile(cl::Positional, cl::desc("<model.onnx>"), cl::Required,
-              cl::location(config.modelFile), cl::cat(category));
-cl::opt<std::string, true> corpusFile("corpus",
-                                      cl::desc("Token corpus (.npz from "
-                                               "python -m pipefisher.corpus)"),
-                                      cl::Required, cl::location(config.corpusFile),
-                                      cl::cat(category));
-cl::opt<bool, true> noRetie(
-    "no-retie",
-    cl::desc("Keep an exporter's folded transposed copy of a parameter (the tied decoder of "
-             "PyTorch's TorchScript export) as a separate parameter, trained on its own"),
-    cl::location(config.noRetie), cl::cat(category));
+  cl::OptionCategory category{"pf-train options"};
+  cl::OptionCategory stepCategory{"pf-train training-step options (those of pf-run "
+                                  "--training-step and pf-opt --pf-training)"};
+  mlir::pf::FlagBinder loopFlags{category}, stepFlags{stepCategory};
+  cl::opt<std::string, /*ExternalStorage=*/true> modelFile, corpusFile;
+  cl::opt<bool, true> noRetie;
+  cl::opt<std::string, true> checkpointFile;
+  cl::opt<bool, true> deviceBuffers;
+  cl::opt<std::string, true> resumeFile, emitStepFile, pipelineSpec;
+  cl::opt<train::CommChoice, true> comm;
+  cl::opt<std::string, true> traceFile, svgFile;
+};
 
 /// pf-train's own options (the loop around the step), with their defaults.
-void bindLoopOptions(mlir::pf::FlagBinder &flags) {
+void bindLoopOptions(mlir::pf::FlagBinder &flags, train::TrainConfig &config) {
   using train::DampingSchedule;
   using train::IntervalSchedule;
   using train::LRSchedule;
@@ -137,69 +133,81 @@ void bindLoopOptions(mlir::pf::FlagBinder &flags) {
             "and evaluated with fixed masks, in batches of --batch");
 }
 
-cl::opt<std::string, true> checkpointFile(
-    "checkpoint",
-    cl::desc("Write a checkpoint (.npz) here at the end and when SIGINT (Ctrl-C) or SIGTERM "
-             "stops the run"),
-    cl::location(config.checkpointFile), cl::cat(category));
-cl::opt<bool, true> deviceBuffers(
-    "device-buffers",
-    cl::desc("Hold the step's weights, inputs, outputs and intermediates in backend memory, "
-             "as --device cuda does (on the CPU: a check of that path)"),
-    cl::location(config.deviceBuffers), cl::Hidden, cl::cat(category));
-cl::opt<std::string, true> resumeFile("resume", cl::desc("Resume from this checkpoint"),
-                                      cl::location(config.resumeFile), cl::cat(category));
-cl::opt<std::string, true> emitStepFile(
-    "emit-step",
-    cl::desc("Also write the training step (pf IR after the pf-training pipeline, before "
-             "lowering) to this file"),
-    cl::value_desc("FILE.mlir"), cl::location(config.emitStepFile), cl::cat(category));
-cl::opt<std::string, true> pipelineSpec(
-    "pipeline",
-    cl::desc(
-        "Train pipeline-parallel, one stage per rank of an mpirun job: "
-        "\"stages=D schedule=gpipe|1f1b|zb-h1|zb-h2|interleaved|chimera|zb-v|dualpipe|dualpipev "
-        "microbatches=N [chunks=C] "
-        "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] [max-refresh=K] "
-        "[split-precondition=false] [tied-per-microbatch=false]\" (stages 0 or D: "
-        "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles at the "
-        "scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx --corpus c.npz --pipeline "
-        "\"schedule=1f1b microbatches=4\"; see docs/pipeline-execution.md"),
-    cl::value_desc("OPTIONS"), cl::location(config.pipelineSpec), cl::cat(category));
-cl::opt<train::CommChoice, true> commChoice(
-    "comm",
-    cl::desc("With --pipeline: the library that moves the stage values (activations and their "
-             "gradients) between ranks; the step's other exchanges (loss, gradient sums, "
-             "checkpoints) always use MPI"),
-    cl::values(clEnumValN(train::CommChoice::Auto, "auto",
-                          "NCCL with --device cuda when every rank has a GPU of its own, "
-                          "else MPI"),
-               clEnumValN(train::CommChoice::Mpi, "mpi",
-                          "MPI; from device memory (--device cuda, --device-buffers) staged "
-                          "through host buffers"),
-               clEnumValN(train::CommChoice::Nccl, "nccl",
-                          "NCCL between GPUs: needs --device cuda and one GPU per rank")),
-    cl::location(config.comm), cl::init(train::CommChoice::Auto), cl::cat(category));
-cl::opt<std::string, true> traceFile(
-    "trace", cl::desc("With --pipeline: write the measured timeline of every rank's executed "
-                      "ops as a Chrome/Perfetto trace (rank 0 writes it at the end)"),
-    cl::value_desc("FILE.json"), cl::location(config.traceFile), cl::cat(category));
-cl::opt<std::string, true> svgFile(
-    "svg", cl::desc("With --pipeline: write the measured timeline as an SVG in the style of "
-                    "pf-schedule's simulated one"),
-    cl::value_desc("FILE.svg"), cl::location(config.svgFile), cl::cat(category));
+Flags::Flags(train::TrainConfig &config)
+    : modelFile(cl::Positional, cl::desc("<model.onnx>"), cl::Required,
+                cl::location(config.modelFile), cl::cat(category)),
+      corpusFile("corpus", cl::desc("Token corpus (.npz from python -m pipefisher.corpus)"),
+                 cl::Required, cl::location(config.corpusFile), cl::cat(category)),
+      noRetie("no-retie",
+              cl::desc("Keep an exporter's folded transposed copy of a parameter (the tied "
+                       "decoder of PyTorch's TorchScript export) as a separate parameter, "
+                       "trained on its own"),
+              cl::location(config.noRetie), cl::cat(category)),
+      checkpointFile("checkpoint",
+                     cl::desc("Write a checkpoint (.npz) here at the end and when SIGINT "
+                              "(Ctrl-C) or SIGTERM stops the run"),
+                     cl::location(config.checkpointFile), cl::cat(category)),
+      deviceBuffers("device-buffers",
+                    cl::desc("Hold the step's weights, inputs, outputs and intermediates in "
+                             "backend memory, as --device cuda does (on the CPU: a check of "
+                             "that path)"),
+                    cl::location(config.deviceBuffers), cl::Hidden, cl::cat(category)),
+      resumeFile("resume", cl::desc("Resume from this checkpoint"),
+                 cl::location(config.resumeFile), cl::cat(category)),
+      emitStepFile("emit-step",
+                   cl::desc("Also write the training step (pf IR after the pf-training "
+                            "pipeline, before lowering) to this file"),
+                   cl::value_desc("FILE.mlir"), cl::location(config.emitStepFile),
+                   cl::cat(category)),
+      pipelineSpec(
+          "pipeline",
+          cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "
+                   "\"stages=D "
+                   "schedule=gpipe|1f1b|zb-h1|zb-h2|interleaved|chimera|zb-v|dualpipe|dualpipev "
+                   "microbatches=N [chunks=C] "
+                   "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] "
+                   "[max-refresh=K] "
+                   "[split-precondition=false] [tied-per-microbatch=false]\" (stages 0 or D: "
+                   "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles "
+                   "at the scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx "
+                   "--corpus c.npz --pipeline \"schedule=1f1b microbatches=4\"; see "
+                   "docs/pipeline-execution.md"),
+          cl::value_desc("OPTIONS"), cl::location(config.pipelineSpec), cl::cat(category)),
+      comm("comm",
+           cl::desc("With --pipeline: the library that moves the stage values (activations and "
+                    "their gradients) between ranks; the step's other exchanges (loss, gradient "
+                    "sums, checkpoints) always use MPI"),
+           cl::values(clEnumValN(train::CommChoice::Auto, "auto",
+                                 "NCCL with --device cuda when every rank has a GPU of its "
+                                 "own, else MPI"),
+                      clEnumValN(train::CommChoice::Mpi, "mpi",
+                                 "MPI; from device memory (--device cuda, --device-buffers) "
+                                 "staged through host buffers"),
+                      clEnumValN(train::CommChoice::Nccl, "nccl",
+                                 "NCCL between GPUs: needs --device cuda and one GPU per rank")),
+           cl::location(config.comm), cl::init(train::CommChoice::Auto), cl::cat(category)),
+      traceFile("trace",
+                cl::desc("With --pipeline: write the measured timeline of every rank's "
+                         "executed ops as a Chrome/Perfetto trace (rank 0 writes it at the "
+                         "end)"),
+                cl::value_desc("FILE.json"), cl::location(config.traceFile), cl::cat(category)),
+      svgFile("svg",
+              cl::desc("With --pipeline: write the measured timeline as an SVG in the style of "
+                       "pf-schedule's simulated one"),
+              cl::value_desc("FILE.svg"), cl::location(config.svgFile), cl::cat(category)) {
+  bindLoopOptions(loopFlags, config);
+  config.training.bindOptions(stepFlags);
+}
 } // namespace
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // Before any library starts a thread (see StopSignals.h).
   drv::routeStopSignals();
-  mlir::pf::FlagBinder loopFlags(category);
-  bindLoopOptions(loopFlags);
-  mlir::pf::FlagBinder stepFlags(stepCategory);
-  config.training.bindOptions(stepFlags);
-  cl::HideUnrelatedOptions({&category, &stepCategory});
+  train::TrainConfig config;
+  Flags flags(config);
+  cl::HideUnrelatedOptions({&flags.category, &flags.stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
-  config.optimizerName = stepFlags.valueText("optimizer");
+  config.optimizerName = flags.stepFlags.valueText("optimizer");
   return train::train(config, argc, argv);
 }
