@@ -46,7 +46,8 @@ public:
   std::string column(int64_t step) const;
   bool adaptive() const { return kind == DampingSchedule::Adaptive; }
 
-  double damping = 0;        ///< adaptive: λ for the next step (--kfac-damping, or the checkpoint's)
+  /// adaptive: λ for the next step (--kfac-damping, or the checkpoint's)
+  double damping = 0;
   double stepDamping = 0;    ///< adaptive: λ the last step ran with
   double rho = std::nan(""); ///< ρ of the last adaptation (NaN: none yet)
   int64_t adaptations = 0;

@@ -52,7 +52,9 @@ public:
   virtual Parameters stateParameters() = 0;
   virtual llvm::Error copyStateToBackend() = 0;
   /// Before the first step `first` (after --resume, if `resumed`).
-  virtual llvm::Error beforeFirstStep(int64_t first, bool resumed) { return llvm::Error::success(); }
+  virtual llvm::Error beforeFirstStep(int64_t first, bool resumed) {
+    return llvm::Error::success();
+  }
   /// The line that starts the run ("training ...").
   virtual void printStart() = 0;
 
@@ -68,15 +70,19 @@ public:
   /// K-FAC reports (refresh issues; the adaptive damping).
   virtual llvm::Error reportStep(int64_t step, const StepResult &result) = 0;
   /// After the step's progress line and evaluation (a pipeline places its
-  /// K-FAC windows after the warm-up); `stopping`: no step follows.
-  virtual llvm::Error endStep(int64_t step, bool stopping) { return llvm::Error::success(); }
+  /// K-FAC windows after the warm-up); `stopping`: a signal ends the run
+  /// after this step.
+  virtual llvm::Error endStep(int64_t step, bool stopping) {
+    return llvm::Error::success();
+  }
 
   /// The evaluation model, built on first use; null on processes that do
   /// not evaluate.
   virtual llvm::Expected<driver::CompiledModel *> evaluationModel() = 0;
   /// Calls `use` with the current weights on the process that reports
   /// (gathered from every rank of a pipeline).
-  virtual llvm::Error withCurrentWeights(llvm::function_ref<llvm::Error(const WeightLookup &)> use) = 0;
+  virtual llvm::Error
+  withCurrentWeights(llvm::function_ref<llvm::Error(const WeightLookup &)> use) = 0;
   /// The state a checkpoint holds (`param/<name>`), on the process that
   /// reports; std::nullopt on the others.
   virtual llvm::Expected<std::optional<Batch>> checkpointState() = 0;
