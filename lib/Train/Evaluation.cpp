@@ -25,13 +25,6 @@ void train::useDevice(const TrainConfig &config, drv::CompiledModel::Options &op
   options.gemmPrecision = int32_t(config.gemmPrecision);
 }
 
-int train::printError(const llvm::Twine &message) {
-  // One write: under mpirun every rank may print the same error, and the
-  // job's output interleaves the ranks' writes.
-  llvm::errs() << ("pf-train: error: " + message + "\n").str();
-  return 1;
-}
-
 llvm::Expected<std::unique_ptr<drv::CompiledModel>>
 train::compileEvaluation(MLIRContext &context, const TrainConfig &config, int64_t seqLen) {
   ONNXImportOptions importOptions;

@@ -9,8 +9,9 @@
 #define PF_TRAIN_PIPELINETIMELINE_H
 
 #include "pf/Driver/MeasuredTimeline.h"
+#include "RankJob.h"
+
 #include "pf/Driver/RankExecutor.h"
-#include "pf/Runtime/pfrt.h"
 #include "pf/Train/Schedules.h"
 #include "pf/Train/TrainConfig.h"
 #include "pf/Transforms/Pipeline/Passes.h"
@@ -20,25 +21,6 @@
 #include <vector>
 
 namespace mlir::pf::train {
-
-/// This process's place in the job, and how it fails: one line naming the
-/// rank, then the whole job ends (a rank returning would leave the others
-/// waiting in a transfer with it).
-struct RankJob {
-  pfrt_context *ctx = nullptr;
-  pfrt_comm *world = nullptr;
-  int32_t rank = 0, size = 1;
-  /// Where this rank's stage functions run (chooseRankDevice): backend,
-  /// GPU, on backend memory, and the communicator of their stage values.
-  int32_t backend = PFRT_BACKEND_CPU, device = 0;
-  bool onBackendMemory = false;
-  int32_t transferBackend = PFRT_COMM_MPI;
-
-  int fail(const llvm::Twine &message) const;
-  llvm::Error commError(const llvm::Twine &what) const;
-  /// Sums `values` (f64) over all ranks in place.
-  llvm::Error sum(std::vector<double> &values) const;
-};
 
 /// Rank 0 collects every rank's executed ops (step, op, window step, start,
 /// end) in `byRank`.

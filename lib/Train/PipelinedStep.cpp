@@ -18,6 +18,7 @@
 #include "pf/Driver/StopSignals.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Train/KfacReports.h"
+#include "pf/Train/Train.h"
 #include "pf/Train/TrainingLoop.h"
 #include "pf/Train/TrainingStep.h"
 #include "pf/Transforms/OptionBinder.h"

@@ -15,6 +15,7 @@
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Train/AdaptiveDamping.h"
 #include "pf/Train/KfacReports.h"
+#include "pf/Train/Train.h"
 #include "pf/Train/TrainingLoop.h"
 #include "pf/Transforms/Passes.h"
 

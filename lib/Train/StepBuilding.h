@@ -12,8 +12,6 @@
 #include "pf/Train/TrainConfig.h"
 #include "pf/Transforms/Graph/Passes.h"
 
-#include "llvm/ADT/Twine.h"
-
 namespace mlir::pf::train {
 
 /// The graph passes run on the imported model.
@@ -23,9 +21,6 @@ inline GraphOptOptions graphOptions(const TrainConfig &config) {
 
 /// --device, --device-buffers and --gemm-precision into a model's options.
 void useDevice(const TrainConfig &config, driver::CompiledModel::Options &options);
-
-/// Prints "pf-train: error: <message>" and returns 1, the exit status.
-int printError(const llvm::Twine &message);
 
 } // namespace mlir::pf::train
 

@@ -1,7 +1,6 @@
 //===- Train.cpp - Run a training run -------------------------------------===//
 #include "pf/Train/Train.h"
 
-#include "StepBuilding.h"
 
 #include "pf/Runtime/pfrt.h"
 #include "pf/Train/PipelinedStep.h"
@@ -10,9 +9,17 @@
 #include "pf/Train/TrainingStep.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir::pf;
 using namespace mlir::pf::train;
+
+int train::printError(const llvm::Twine &message) {
+  // One write: under mpirun every rank may print the same error, and the
+  // job's output interleaves the ranks' writes.
+  llvm::errs() << ("pf-train: error: " + message + "\n").str();
+  return 1;
+}
 
 int train::train(TrainConfig &config, int argc, char **argv) {
   TrainingOptions &training = config.training;

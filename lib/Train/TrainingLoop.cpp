@@ -1,10 +1,9 @@
 //===- TrainingLoop.cpp - The training loop -------------------------------===//
 #include "pf/Train/TrainingLoop.h"
 
-#include "StepBuilding.h"
-
 #include "pf/Driver/StopSignals.h"
 #include "pf/Train/Evaluation.h"
+#include "pf/Train/Train.h"
 #include "pf/Train/TrainingStep.h"
 
 #include "llvm/Support/FormatVariadic.h"

@@ -9,6 +9,8 @@
 
 #include "pf/Train/TrainConfig.h"
 
+#include "llvm/ADT/Twine.h"
+
 namespace mlir::pf::train {
 
 /// Checks `config`, reads the corpus and trains: single-process, or with
@@ -17,6 +19,10 @@ namespace mlir::pf::train {
 /// "pf-train: error: ..."; returns the exit status (0, 1, or 130 when
 /// SIGINT or SIGTERM stopped the run after a checkpoint).
 int train(TrainConfig &config, int argc, char **argv);
+
+/// Prints "pf-train: error: <message>" (one write) and returns 1, the exit
+/// status.
+int printError(const llvm::Twine &message);
 
 } // namespace mlir::pf::train
 
