@@ -13,8 +13,10 @@ For every (model, predictions, grain) it
    (`python -m pipefisher.corpus --seq-len S`) once;
 2. runs `pf-translate` + `pf-opt --pf-graph-opt --pf-add-masked-lm-loss
    --pf-build-gradients=tag-origin=true --pf-split-stages="stages=D grain=G
-   print-costs=true"` on the micro-batch's shapes: the units, their stages and
-   the modelled stage times (analytic a100 roofline, the pass's default);
+   microbatches=N print-costs=true"` on the micro-batch's shapes, as pf-train
+   builds it: the units, their stages and the modelled stage times (analytic
+   a100 roofline plus the per-parameter accumulation and update, the pass's
+   default);
 3. runs `mpirun -np D pf-train M.onnx --corpus C --batch B --num-threads 1
    --pipeline "stages=D schedule=1f1b microbatches=4 grain=G" [--predictions P]
    --steps N --trace T` and sums, per rank and step (step 0, the warm-up, left
@@ -70,7 +72,7 @@ def imbalance(values):
     return max(values) / (sum(values) / len(values))
 
 
-def predicted(work, model, ranks, grain, predictions, micro_batch, seq_len):
+def predicted(work, model, ranks, grain, predictions, microbatches, micro_batch, seq_len):
     ir = work / f"{model}-mb{micro_batch}.mlirbc"
     if not ir.exists():
         run([BIN / "pf-translate", "--import-onnx", work / f"{model}.onnx", "--dim",
@@ -78,7 +80,8 @@ def predicted(work, model, ranks, grain, predictions, micro_batch, seq_len):
     proc = run([BIN / "pf-opt", ir, "--pf-graph-opt",
                 f"--pf-add-masked-lm-loss=predictions={predictions}",
                 "--pf-build-gradients=tag-origin=true",
-                f"--pf-split-stages=stages={ranks} grain={grain} print-costs=true",
+                f"--pf-split-stages=stages={ranks} grain={grain} microbatches={microbatches} "
+                "print-costs=true",
                 "-o", os.devnull])
     line = next(l for l in proc.stderr.splitlines() if l.startswith("pf-split-stages costs"))
     units = re.findall(r"([\w.]+) ([\d.e+-]+) -> (\d+)", line.split("): ", 1)[1])
@@ -114,7 +117,7 @@ def main():
                  work / f"{model}.onnx"], env=env)
         for p in args.predictions:
             for grain in args.grains:
-                units, stages = predicted(work, model, args.ranks, grain, p,
+                units, stages = predicted(work, model, args.ranks, grain, p, args.microbatches,
                                           args.batch // args.microbatches, args.seq_len)
                 trace = work / f"{model}-p{p}-{grain}.trace.json"
                 cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", args.ranks,
@@ -127,7 +130,7 @@ def main():
                 run(cmd)
                 passes, busy, n = measured(trace)
                 share_model = [s / sum(stages) for s in stages]
-                share_measured = [x / sum(passes) for x in passes]
+                share_measured = [x / sum(busy) for x in busy]
                 row = {
                     "model": model, "predictions": p, "grain": grain,
                     "stages": [[u for u, _, s in units if int(s) == r]
@@ -145,7 +148,7 @@ def main():
                       f"{'/'.join(f'{x:.0f}' for x in passes)} ms -> "
                       f"{row['passes_imbalance']:.3f}  busy "
                       f"{'/'.join(f'{x:.0f}' for x in busy)} ms -> {row['busy_imbalance']:.3f}  "
-                      f"share last model/measured {share_model[-1]:.3f}/{share_measured[-1]:.3f}",
+                      f"last rank's share modelled/busy {share_model[-1]:.3f}/{share_measured[-1]:.3f}",
                       flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

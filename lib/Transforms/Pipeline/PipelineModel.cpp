@@ -2,6 +2,7 @@
 #include "PipelineModel.h"
 
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Regex.h"
 
 using namespace mlir;
@@ -256,7 +257,11 @@ double rowsOf(LinearOp linear) {
 }
 
 /// Roofline: compute-bound ops at the GEMM efficiency, the rest memory-bound.
-sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::DeviceSpec &dev) {
+/// `rowGathers`: a gather (pf.gather, pf.gather_nd) reads the rows it
+/// gathers, not its whole table, and its gradient writes the table (zeroed,
+/// then scattered into); otherwise both count every operand and result.
+sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::DeviceSpec &dev,
+                               bool rowGathers = false) {
   double flopRate = dev.fp32Tflops * 1e12 * dev.gemmEfficiency;     // FLOP/s
   double solverRate = dev.fp32Tflops * 1e12 * dev.solverEfficiency; // FLOP/s
   double byteRate = dev.memoryGBs * 1e9 * dev.memoryEfficiency;     // B/s
@@ -273,6 +278,17 @@ sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::Devic
     sched::LayerCost &layer = model.layers[it->second];
     double flops = flopsOf(op);
     double seconds = flops > 0 ? flops / flopRate : bytesOf(op) / byteRate;
+    if (rowGathers && isa<GatherOp, GatherNDOp>(op)) {
+      double out = tensorBytes(op->getResult(0).getType());
+      double indices = tensorBytes(op->getOperand(1).getType());
+      double table = tensorBytes(op->getOperand(0).getType());
+      layer.forward += ms((2 * out + indices) / byteRate);
+      layer.backwardWeight += ms((table + out + indices) / byteRate);
+      for (Value operand : op->getOperands())
+        if (operand.getDefiningOp<ParamRefOp>())
+          paramBytes[it->second] += tensorBytes(operand.getType());
+      continue;
+    }
     layer.forward += ms(seconds);
     // Backward: input gradient and weight gradient each cost about a forward.
     layer.backwardInput += ms(seconds);
@@ -326,16 +342,63 @@ FailureOr<sched::CostModel> mlir::pf::buildCostModel(func::FuncOp func,
   return profile.take();
 }
 
+namespace {
+/// The work a stage does per parameter besides its passes, spread over the
+/// micro-batches (in backwardWeight, after the passes): each micro-batch adds
+/// its weighted gradient to the step's sum (pf-build-rank-programs'
+/// `stage<s>_accumulate_*`: a multiply, 2 tensors of traffic, and an add, 3),
+/// and the step's update reads and writes the parameter and two moments
+/// (AdamW: 7 tensors) once. A parameter read by several units (the tied word embedding in the
+/// embeddings and the decoder) is held and updated by each; its gradient
+/// pieces are summed on the stage of its last reader (pf-build-rank-programs'
+/// tied-per-microbatch), which adds the piece it receives too.
+void addParameterWork(sched::CostModel &model, ModuleOp module, const UnitAssignment &units,
+                      const sched::DeviceSpec &dev, int64_t microbatches) {
+  double byteRate = dev.memoryGBs * 1e9 * dev.memoryEfficiency;
+  llvm::MapVector<Operation *, SmallVector<int64_t>> readers; // pf.param -> units
+  llvm::DenseMap<Operation *, double> bytes;
+  SymbolTable symbols(module);
+  for (Operation *op : units.ops.ops) {
+    auto it = units.ops.blockOf.find(op);
+    if (it == units.ops.blockOf.end())
+      continue;
+    for (Value operand : op->getOperands())
+      if (auto ref = operand.getDefiningOp<ParamRefOp>()) {
+        Operation *param = symbols.lookup(ref.getName());
+        if (!param)
+          continue;
+        SmallVector<int64_t> &list = readers[param];
+        if (!llvm::is_contained(list, it->second))
+          list.push_back(it->second);
+        bytes[param] = tensorBytes(operand.getType());
+      }
+  }
+  double n = double(std::max<int64_t>(microbatches, 1));
+  for (auto &[param, list] : readers) {
+    double b = bytes[param];
+    int64_t first = *llvm::min_element(list), last = *llvm::max_element(list);
+    bool tied = first != last;
+    // Accumulation on the last reader (twice when tied: its own piece and
+    // the one it receives), the update on the first and the last reader.
+    model.layers[last].backwardWeight += 1e3 * (tied ? 10 : 5) * b / byteRate;
+    model.layers[last].backwardWeight += 1e3 * 7 * b / byteRate / n;
+    if (tied)
+      model.layers[first].backwardWeight += 1e3 * 7 * b / byteRate / n;
+  }
+}
+} // namespace
+
 FailureOr<sched::CostModel> mlir::pf::buildUnitCostModel(func::FuncOp func,
                                                          const UnitAssignment &units,
                                                          CostSource cost, StringRef profilePath,
-                                                         StringRef device) {
+                                                         StringRef device, int64_t microbatches) {
   auto dev = sched::findDevice(device.str());
   if (!dev)
     return func.emitError() << dev.error(); // names the device and the known ones
-  sched::CostModel analytic = analyticCosts(units.ops, *dev);
+  sched::CostModel analytic = analyticCosts(units.ops, *dev, /*rowGathers=*/true);
   for (auto [u, unit] : llvm::enumerate(units.units))
     analytic.layers[u].name = unit.name;
+  addParameterWork(analytic, func->getParentOfType<ModuleOp>(), units, *dev, microbatches);
   if (cost == CostSource::Analytic)
     return analytic;
   auto profile = sched::loadProfile(profilePath.str());

@@ -71,15 +71,20 @@ struct UnitAssignment {
 /// that holds no op is left out. Fails as assignBlocks does.
 FailureOr<UnitAssignment> assignUnits(func::FuncOp func, StageGrain grain);
 
-/// Per-unit costs. Analytic: the ops' FLOPs and bytes on `device`. Profile:
-/// each profiled block's times divided among its units (the embeddings
-/// belong to block 0 and the head to the last block, as
-/// pipefisher.profile_convert sums them) in proportion to their analytic
-/// costs on `device`; one unit per block keeps the profile's numbers.
+/// Per-unit costs (ms per micro-batch). Analytic: the ops' FLOPs and bytes
+/// on `device` (a gather reading its rows, its gradient writing its table),
+/// plus the work per parameter besides the passes: each micro-batch's
+/// gradient accumulation and 1/`microbatches` of the AdamW update (a tied
+/// parameter's pieces summed on its last reader's stage, updated on every
+/// stage that reads it). Profile: each profiled block's times divided among
+/// its units (the embeddings belong to block 0 and the head to the last
+/// block, as pipefisher.profile_convert sums them) in proportion to their
+/// analytic costs on `device`; one unit per block keeps the profile's
+/// numbers.
 FailureOr<::pf::sched::CostModel> buildUnitCostModel(func::FuncOp func,
                                                      const UnitAssignment &units,
                                                      CostSource cost, StringRef profilePath,
-                                                     StringRef device);
+                                                     StringRef device, int64_t microbatches);
 
 /// Per-block costs: analytic (on `device`) or from the profile at
 /// `profilePath`, whose layers are the encoder blocks.

@@ -703,7 +703,7 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
       return failure();
     auto costs = grain == StageGrain::Block
                      ? buildCostModel(func, units.ops, cost, profile, device)
-                     : buildUnitCostModel(func, units, cost, profile, device);
+                     : buildUnitCostModel(func, units, cost, profile, device, microbatches);
     if (failed(costs))
       return failure();
     std::vector<double> work;
