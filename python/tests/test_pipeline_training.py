@@ -504,7 +504,7 @@ def test_wrong_number_of_ranks_is_refused(setup):
     ("schedule=interleaved chunks=4 microbatches=4", (),
      "pf-split-stages: cannot cut 7 units of grain=half into 8 stages (more stages than "
      "units)"),
-    ("grain=linear microbatches=2", (), "grain"),
+    ("grain=linear microbatches=2", (), "grain must be block, ends or half, got 'linear'"),
     ("schedule=dualpipe microbatches=2", (),
      "pf-build-rank-programs: dualpipe needs at least 2 x 2 = 4 micro-batches (got 2)"),
 ], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks",
