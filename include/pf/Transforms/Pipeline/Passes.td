@@ -168,10 +168,13 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     besides, each block cut after its first LayerNorm into its attention and
     FFN halves, and the head after its transform's LayerNorm into the
     transform and the decoder with the loss), and the units are cut into
-    contiguous stages by the min-max partition of their forward + backward
-    cost (analytic on `device`, or a profile's blocks divided among their
-    units by the analytic shares); each
-    gradient op goes to the stage of the forward op it differentiates
+    contiguous stages by the min-max partition of their cost per
+    micro-batch (analytic on `device`: forward + backward, and with
+    grain=ends|half each parameter's gradient accumulation and 1/`microbatches`
+    of its update, the tied embedding's pieces summed on the decoder's stage;
+    or a profile's blocks divided among their units by the analytic shares;
+    `print-costs=true` prints them). Each gradient op goes to the stage of
+    the forward op it differentiates
     (`pf.grad_of`), each sum of partial gradients to the earliest stage whose
     backward computes a part of it. The entry function is replaced by
     `@stage<s>_forward` and `@stage<s>_backward` for every stage s, whose
@@ -193,8 +196,8 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     the input half computed for it, which the input half returns as
     `wsaved/<id>`. Stage 0 sends no gradient, so its input half is empty.
 
-    Each stage function carries `pf.stage`, `pf.units` (the names of its
-    units: `embeddings`, `block<b>`, `block<b>.attn`, `block<b>.ffn`, `head`,
+    Each stage function carries `pf.stage`, `pf.units` (grain=ends|half: the
+    names of its units: `embeddings`, `block<b>`, `block<b>.attn`, `block<b>.ffn`, `head`,
     `head.transform`, `head.decoder`) and `pf.blocks` (the encoder blocks
     with a unit on it; absent on a stage of the embeddings or the head
     alone); a saved value
@@ -267,8 +270,9 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Calls of each stage function per step, for the K-FAC factor updates (a step "
            "with pf-insert-kfac): each becomes the update of micro-batch `microbatch` (a new "
-           "i64 graph input) of that many, with its loss count the graph input `loss_count` "
-           "(default: 1)">,
+           "i64 graph input) of that many, with its loss count the graph input `loss_count`; "
+           "with grain=ends|half the cost model spreads each update over that many "
+           "micro-batches (default: 1)">,
   ];
 }
 
