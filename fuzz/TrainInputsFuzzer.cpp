@@ -1,10 +1,7 @@
 //===- TrainInputsFuzzer.cpp - pf-train's checkpoint and corpus loaders ---===//
 //
-// pf-train's loaders (loadCorpus, loadCheckpoint, makeBatch) live in the
-// tool's own source file and read its command-line globals; this file
-// includes that source (its main renamed) so the fuzzer runs exactly the
-// code pf-train runs, without moving it. If the loaders move into a library,
-// call them there instead.
+// The training library's loaders (loadCorpus, Checkpoints::load,
+// BatchMaker), as pf-train calls them, with pf-train's default options.
 //
 // The input is not the .npz itself but its entries, which this file packs
 // into a valid archive: each entry is a name line and the .npy bytes, and
@@ -13,13 +10,20 @@
 // target fuzzes the archive level.)
 //
 //===----------------------------------------------------------------------===//
-#define main pfTrainMain
-#include "../tools/pf-train/pf-train.cpp"
-#undef main
-
 #include "FuzzTargets.h"
 
+#include "pf/Train/Checkpoint.h"
+#include "pf/Train/Corpus.h"
+#include "pf/Train/Masking.h"
+#include "pf/Train/Schedules.h"
+#include "pf/Train/TrainConfig.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include <zip.h>
+
+using namespace mlir::pf::train;
 
 namespace pf::fuzz {
 namespace {
@@ -57,14 +61,17 @@ std::string packEntries(const std::string &fileName, const uint8_t *data, size_t
 /// The model a fuzzed checkpoint is loaded into: the parameters of the seed
 /// checkpoints (scripts/fuzz-seeds.py), trained on 4 corpus rows.
 int fuzzCheckpoint(const uint8_t *data, size_t size) {
-  resumeFile = packEntries("checkpoint.npz", data, size);
+  TrainConfig config;
+  config.resumeFile = packEntries("checkpoint.npz", data, size);
   std::vector<float> weight(6), bias(3);
   Parameters parameters(2);
   parameters[0] = {"w", 1, {2, 3}, weight.data(), int64_t(weight.size() * sizeof(float))};
   parameters[1] = {"b", 1, {3}, bias.data(), int64_t(bias.size() * sizeof(float))};
   Corpus corpus;
   corpus.rows = corpus.trainRows = 4;
-  auto step = loadCheckpoint(parameters, corpus);
+  KfacDampingSchedule damping(config);
+  Checkpoints checkpoints(config, corpus, damping);
+  auto step = checkpoints.load(parameters);
   if (!step) {
     std::string message = llvm::toString(step.takeError());
     if (verbose())
@@ -78,8 +85,7 @@ int fuzzCheckpoint(const uint8_t *data, size_t size) {
 /// Loads the corpus and, when it is small, draws the first batch from it as
 /// the training loop would (batch 2, the default masking).
 int fuzzCorpus(const uint8_t *data, size_t size) {
-  corpusFile = packEntries("corpus.npz", data, size);
-  auto corpus = loadCorpus();
+  auto corpus = loadCorpus(packEntries("corpus.npz", data, size));
   if (!corpus) {
     std::string message = llvm::toString(corpus.takeError());
     if (verbose())
@@ -92,11 +98,10 @@ int fuzzCorpus(const uint8_t *data, size_t size) {
   int64_t elements;
   if (__builtin_mul_overflow(corpus->rows, corpus->seqLen, &elements) || elements > (1 << 16))
     return 0; // large but well-formed: nothing more to learn, only time
-  batch = 2;
-  // epochOrder caches one epoch's order per process, whichever corpus made
-  // it; pf-train has one corpus, the fuzzer a new one per input.
-  epochOrder(*corpus, -1);
-  auto inputs = makeBatch(*corpus, 1);
+  TrainConfig config;
+  BatchMaker batches(*corpus, /*batch=*/2, config.seed, config.maskProbability,
+                     config.training.loss.predictions);
+  auto inputs = batches.training(1);
   (void)inputs;
   return 0;
 }

@@ -60,4 +60,5 @@ mpirun --oversubscribe "${MPIRUN_ROOT[@]}" -np 2 "$BIN/pf-train" "$MODEL" \
   --checkpoint "$OUT/pipeline-checkpoint.npz" \
   --svg "$OUT/pipeline-measured.svg" --trace "$OUT/pipeline-measured.trace.json"
 # The simulated picture of the same schedule is the one written above.
-echo "   measured timeline: $OUT/pipeline-measured.svg (simulated: $OUT/timeline.svg)"
+echo "   measured timeline: $OUT/pipeline-measured.svg (one steady step above its simulation with the"
+echo "   durations measured in this run; every step: $OUT/pipeline-measured.trace.json in Perfetto)"

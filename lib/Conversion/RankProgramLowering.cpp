@@ -213,6 +213,8 @@ struct MemberCollectivePattern : RankCallPattern<OpT> {
     args.push_back(s.constants.string(b, loc, op.getValue()));
     constexpr bool isBroadcast = std::is_same_v<OpT, BroadcastOp>;
     constexpr bool isReduce = std::is_same_v<OpT, ReduceMicrobatchOp>;
+    if constexpr (std::is_same_v<OpT, AllReduceOp>)
+      args.push_back(s.i32(b, loc, int32_t(op.getOrder())));
     if constexpr (isReduce)
       args.push_back(s.i64(b, loc, int64_t(op.getMicrobatch())));
     if constexpr (isBroadcast || isReduce)

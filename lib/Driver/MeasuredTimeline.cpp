@@ -627,6 +627,7 @@ simulateFromMeasured(const MeasuredRun &run, int64_t firstStep, int64_t lastStep
   c.costs = std::move(costs->costs);
   c.simulated = result->report;
   c.simulated.costModel = c.costs.name;
+  c.simulatedTimeline = result->timeline;
   const double K = std::max(1, result->timeline.steps);
   for (const sched::DeviceReport &d : c.simulated.perDevice)
     c.simulatedBusyMs.push_back(d.pipelineBusyMs + d.kfacBusyMs / K);
@@ -953,9 +954,99 @@ llvm::Error writeMeasuredTrace(const MeasuredRun &run, const std::string &path,
   return writeRendered(run, path, firstStep, &sched::timelineToChromeTrace);
 }
 
+llvm::Expected<SteadyStepPicture> steadyStepPicture(const MeasuredRun &run, int64_t firstStep,
+                                                    const SimulationOptions &simulation) {
+  auto all = measuredPicture(run, firstStep);
+  if (!all)
+    return all.takeError();
+  const sched::Timeline &measured = all->timeline;
+  // The steps summarized (firstStep.., those with events), by length; the
+  // median one is drawn.
+  std::vector<std::pair<double, int>> lengths;
+  std::vector<bool> hasEvents(measured.stepStart.size(), false);
+  for (const sched::TimelineItem &it : measured.kfacItems)
+    hasEvents[size_t(it.step)] = true;
+  for (size_t k = 0; k < measured.stepStart.size(); ++k)
+    if (int64_t(k) >= firstStep && hasEvents[k])
+      lengths.push_back({measured.stepTime[k], int(k)});
+  if (lengths.empty())
+    for (size_t k = 0; k < measured.stepStart.size(); ++k)
+      if (hasEvents[k])
+        lengths.push_back({measured.stepTime[k], int(k)});
+  llvm::sort(lengths);
+  SteadyStepPicture p;
+  const auto [stepMs, step] = lengths[lengths.size() / 2];
+  p.step = step;
+  p.measuredStepMs = stepMs;
+  const int ranks = run.ranks;
+  sched::Timeline &tl = p.timeline;
+  tl.steps = 1;
+  tl.stepStart = {0};
+  for (sched::TimelineItem it : measured.kfacItems) {
+    if (it.step != step)
+      continue;
+    it.start -= measured.stepStart[size_t(step)];
+    it.end -= measured.stepStart[size_t(step)];
+    it.step = 0;
+    tl.kfacItems.push_back(it);
+  }
+  auto comparison = simulateFromMeasured(run, firstStep, -1, simulation);
+  std::string simulatedText;
+  if (comparison) {
+    // The simulation's first step: its bare pipeline and the K-FAC work of
+    // window step 0, on the rows below the measured ones.
+    const sched::Timeline &sim = comparison->simulatedTimeline;
+    const double start = sim.stepStart.empty() ? 0 : sim.stepStart[0];
+    p.simulatedStepMs = sim.stepTime.empty() ? 0 : sim.stepTime[0];
+    auto add = [&](sched::TimelineItem it, double shift) {
+      it.device += ranks;
+      it.start += shift;
+      it.end += shift;
+      it.step = 0;
+      tl.kfacItems.push_back(it);
+    };
+    for (const sched::TimelineItem &it : sim.stepItems)
+      add(it, 0);
+    for (const sched::TimelineItem &it : sim.kfacItems)
+      if (it.step == 0)
+        add(it, -start);
+    char text[192];
+    std::snprintf(text, sizeof text,
+                  "; below, simulated with the measured durations: step %.1f ms, "
+                  "T_pipe %.1f ms, utilization %.1f%%",
+                  p.simulatedStepMs, comparison->simulated.pipelineStepMs,
+                  100 * comparison->simulated.utilizationWithKfac);
+    simulatedText = text;
+  } else {
+    simulatedText = "; no simulation: " + llvm::toString(comparison.takeError());
+  }
+  tl.devices = comparison ? 2 * ranks : ranks;
+  for (int r = 0; r < tl.devices; ++r)
+    tl.rowLabels.push_back("rank " + std::to_string(r % ranks) +
+                           (r < ranks ? " measured" : " simulated"));
+  tl.stepTime = {std::max(p.measuredStepMs, p.simulatedStepMs)};
+  tl.pipelineStep = measured.pipelineStep;
+  p.report = all->report;
+  char title[256];
+  std::snprintf(title, sizeof title,
+                "measured %s, D=%d, N=%lld: step %d (median of %zu steps) %.1f ms, "
+                "utilization %.1f%% with K-FAC over the run",
+                run.schedule.c_str(), ranks, static_cast<long long>(run.microbatches), step,
+                lengths.size(), p.measuredStepMs, 100 * all->report.utilizationWithKfac);
+  p.report.title = std::string(title) + simulatedText;
+  return p;
+}
+
 llvm::Error writeMeasuredSvg(const MeasuredRun &run, const std::string &path,
-                             int64_t firstStep) {
-  return writeRendered(run, path, firstStep, &sched::timelineToSvg);
+                             int64_t firstStep, const SimulationOptions &simulation) {
+  auto picture = steadyStepPicture(run, firstStep, simulation);
+  if (!picture)
+    return picture.takeError();
+  sched::Status written =
+      sched::writeTextFile(path, sched::timelineToSvg(picture->timeline, picture->report));
+  if (!written.ok())
+    return error(written.message());
+  return llvm::Error::success();
 }
 
 } // namespace mlir::pf::driver

@@ -94,8 +94,8 @@ struct pfrt_rank_host {
                            int64_t microbatch, int64_t layer) = 0;
   virtual int32_t transfer(int64_t op, bool sending, const char *value, int64_t microbatch,
                            int64_t peer, int64_t tag, ValueType type) = 0;
-  virtual int32_t allReduce(int64_t op, const char *value, std::vector<int64_t> ranks,
-                            ValueType type) = 0;
+  virtual int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
+                            std::vector<int64_t> ranks, ValueType type) = 0;
   virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
                             std::vector<int64_t> ranks, ValueType type) = 0;
   virtual int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
@@ -121,10 +121,11 @@ int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, const char *value, int6
   return host->transfer(op, false, value, microbatch, from, tag,
                         valueType(dtype, rank, shape));
 }
-int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value, int64_t count,
-                             const int64_t *ranks, int32_t dtype, int64_t rank,
+int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value, int32_t order,
+                             int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
                              const int64_t *shape) {
-  return host->allReduce(op, value, std::vector<int64_t>(ranks, ranks + count),
+  return host->allReduce(op, value, pf::ReductionOrder(order),
+                         std::vector<int64_t>(ranks, ranks + count),
                          valueType(dtype, rank, shape));
 }
 int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op, const char *value, int64_t root,
@@ -294,10 +295,10 @@ public:
         },
         posted);
   }
-  int32_t allReduce(int64_t op, const char *value, std::vector<int64_t> ranks,
-                    ValueType type) override {
+  int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
+                    std::vector<int64_t> ranks, ValueType type) override {
     return execute(op, "pf.all_reduce", std::nullopt, std::nullopt,
-                   [&] { return allReduceValue(value, ranks, type); });
+                   [&] { return allReduceValue(value, order, ranks, type); });
   }
   int32_t broadcast(int64_t op, const char *value, int64_t root, std::vector<int64_t> ranks,
                     ValueType type) override {
@@ -934,13 +935,16 @@ private:
     return r.groupOf(members);
   }
 
-  /// Sums a gradient over its member ranks. Two members (the tied word
-  /// embedding on the first and the last stage) exchange it asymmetrically
-  /// and combine it once (exchangeCombined); more members all-reduce every
-  /// micro-batch's value (allReduceStacked). Either way each micro-batch's
-  /// sum is the a + b that runStages forms before weighting.
-  llvm::Error allReduceValue(const std::string &name, const std::vector<int64_t> &members,
-                             const ValueType &type) {
+  /// Sums a gradient over its member ranks. order(library): each member
+  /// weights its own pieces (the micro-batches it did not run add -0.0, the
+  /// identity) and the library's all-reduce adds the partial sums
+  /// (allReduceWeighted). order(microbatch): two members (the tied word
+  /// embedding on the first and the last stage, Chimera's replicas) exchange
+  /// it asymmetrically and combine it once (exchangeCombined); more members
+  /// all-reduce every micro-batch's value (allReduceStacked). Either way each
+  /// micro-batch's sum is the a + b that runStages forms before weighting.
+  llvm::Error allReduceValue(const std::string &name, pf::ReductionOrder order,
+                             const std::vector<int64_t> &members, const ValueType &type) {
     if (const CompiledModel::Parameter *param = program.parameter(name))
       return allReduceParameter(members, type, *param);
     if (isCombined)
@@ -951,6 +955,14 @@ private:
     if (it == gradients.end())
       return error("no backward on this rank returned '" + name + "'");
     std::vector<NpyArray> &pieces = it->second;
+    auto group = groupOf(members);
+    if (!group)
+      return group.takeError();
+    if (order == pf::ReductionOrder::Library) {
+      if (auto err = allReduceWeighted(name, type, members, *group))
+        return err;
+      return reportedByLowestMember(name, members);
+    }
     std::vector<bool> absent(M, false);
     for (int64_t m = 0; m < M; ++m) {
       // Chimera: a micro-batch another replica ran contributes nothing. -0.0
@@ -962,15 +974,18 @@ private:
       if (auto err = checkType(pieces[m], type, name))
         return err;
     }
-    auto group = groupOf(members);
-    if (!group)
-      return group.takeError();
     bool isFloat = pieces[0].dtype == PFRT_F32 || pieces[0].dtype == PFRT_F64;
     llvm::Error err = pfrt_comm_size(*group) == 2 && isFloat
                           ? exchangeCombined(name, pieces, absent, *group)
                           : allReduceStacked(name, pieces, *group);
     if (err)
       return err;
+    return reportedByLowestMember(name, members);
+  }
+
+  /// A summed gradient is written (checkpoint, outputs) by its lowest member.
+  llvm::Error reportedByLowestMember(const std::string &name,
+                                     const std::vector<int64_t> &members) {
     if (r.rankIndex != *llvm::min_element(members))
       notReported.insert(name);
     return llvm::Error::success();
@@ -1133,6 +1148,46 @@ private:
                                  param.name, typeText(type.dtype, type.shape),
                                  typeText(param.dtype, param.shape)));
     return r.allReduceParameter(param.name, members);
+  }
+
+  /// order(library): this member's Σ_m c_m·x_m / Σ_m c_m over the
+  /// micro-batches it ran (the divisor counts every micro-batch of the step),
+  /// then one all-reduce of that one gradient over the members. Two members
+  /// get the same bits (IEEE addition commutes); the association of more is
+  /// the library's.
+  llvm::Error allReduceWeighted(const std::string &name, const ValueType &type,
+                                const std::vector<int64_t> &members, pfrt_comm *group) {
+    std::vector<NpyArray> &pieces = gradients.at(name);
+    std::vector<const NpyArray *> present;
+    for (const NpyArray &piece : pieces) {
+      if (!piece.data.empty())
+        if (auto err = checkType(piece, type, name))
+          return err;
+      present.push_back(piece.data.empty() ? nullptr : &piece);
+    }
+    if (!llvm::any_of(present, [](const NpyArray *p) { return p != nullptr; }))
+      return error(llvm::formatv("no backward on this rank returned '{0}' for any micro-batch "
+                                 "(a member of its all_reduce over ranks [{1}])",
+                                 name, llvm::make_range(members.begin(), members.end())));
+    llvm::Expected<NpyArray> partial = [&]() -> llvm::Expected<NpyArray> {
+      if (M == 1)
+        return std::move(pieces[0]);
+      if (auto err = countTokens())
+        return std::move(err);
+      return weightedMicrobatchSum(name, present, tokenCounts);
+    }();
+    if (!partial)
+      return partial.takeError();
+    if (partial->dtype != PFRT_F32 && partial->dtype != PFRT_F64)
+      return error("'" + name + "' is summed by the library but is not f32 or f64");
+    auto t = descriptor(*partial);
+    if (!t)
+      return t.takeError();
+    if (pfrt_comm_all_reduce_sum(r.ctx, group, &*t) != PFRT_OK)
+      return commError("all-reducing '" + name + "'");
+    combined[name] = std::move(*partial);
+    gradients.erase(name);
+    return llvm::Error::success();
   }
 
   /// Every micro-batch's value summed over the members in one call on the

@@ -57,13 +57,20 @@ template <typename T> void addInto(NpyArray &acc, const NpyArray &part) {
 
 /// acc (+)= c·x; the product is rounded before the sum, as the
 /// pf.mul + pf.add of pf-split-microbatches (no contraction into an FMA).
+/// acc = c·x (first) or acc + c·x, the product rounded before the sum
+/// (this file is compiled with -ffp-contract=off: no FMA), as
+/// pf-split-microbatches' mul then add.
 template <typename T> void addScaled(NpyArray &acc, const NpyArray &x, T c, bool first) {
   T *a = reinterpret_cast<T *>(acc.data.data());
   const T *v = reinterpret_cast<const T *>(x.data.data());
-  for (int64_t i = 0, n = acc.numElements(); i < n; ++i) {
-    volatile T term = v[i] * c;
-    a[i] = first ? T(term) : a[i] + T(term);
+  const int64_t n = acc.numElements();
+  if (first) {
+    for (int64_t i = 0; i < n; ++i)
+      a[i] = v[i] * c;
+    return;
   }
+  for (int64_t i = 0; i < n; ++i)
+    a[i] = a[i] + v[i] * c;
 }
 
 template <typename T> void divideBy(NpyArray &acc, T d) {
@@ -184,17 +191,24 @@ mlir::pf::driver::weightedMicrobatchSum(const std::string &name,
     total += c;
   if (total == 0)
     total = 1;
-  NpyArray acc = *pieces[0];
+  auto present = llvm::find_if(pieces, [](const NpyArray *piece) { return piece != nullptr; });
+  if (present == pieces.end())
+    return error("'" + name + "': no micro-batch's value to sum");
+  NpyArray acc = **present;
   if (!isFloat(acc))
     return error("'" + name + "' is " + dtypeName(acc.dtype) + ", not a float tensor");
   bool f32 = isF32(acc);
+  bool first = true;
   for (auto [m, piece] : llvm::enumerate(pieces)) {
+    if (!piece)
+      continue;
     if (piece->shape != acc.shape || piece->dtype != acc.dtype)
       return error("micro-batches return '" + name + "' with different shapes");
     if (f32)
-      addScaled<float>(acc, *piece, float(counts[m]), m == 0);
+      addScaled<float>(acc, *piece, float(counts[m]), first);
     else
-      addScaled<double>(acc, *piece, double(counts[m]), m == 0);
+      addScaled<double>(acc, *piece, double(counts[m]), first);
+    first = false;
   }
   if (f32)
     divideBy<float>(acc, float(total));

@@ -12,6 +12,7 @@
 
 #include "pf/Schedule/Report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -98,6 +99,9 @@ double tickSpacing(double span, int target) {
 class SvgBuilder {
 public:
   SvgBuilder(const Timeline &tl, const Report &r) : tl_(tl), r_(r) {
+    // Wide enough for the longest row label (about 6.5 px a character).
+    for (const std::string &label : tl.rowLabels)
+      left_ = std::max(left_, 16 + 6.5 * double(label.size()));
     window_ = tl.windowTime() > 0 ? tl.windowTime() : 1;
     scale_ = kPlotWidth / window_;
     height_ = kTop + tl.devices * kRowPitch + kAxis;
@@ -106,7 +110,7 @@ public:
   std::string build() {
     os_.precision(6);
     os_ << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\""
-        << kLeft + kPlotWidth + kRight << "\" height=\"" << height_
+        << left_ + kPlotWidth + kRight << "\" height=\"" << height_
         << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
     os_ << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
     title();
@@ -120,16 +124,16 @@ public:
   }
 
 private:
-  static constexpr double kLeft = 70, kRight = 20, kPlotWidth = 1400;
+  static constexpr double kRight = 20, kPlotWidth = 1400;
   static constexpr double kTop = 58, kLane = 16, kCommLane = 5, kRowPitch = 26;
   static constexpr double kAxis = 34;
 
-  double x(double t) const { return kLeft + t * scale_; }
+  double x(double t) const { return left_ + t * scale_; }
   double rowY(int device) const { return kTop + device * kRowPitch; }
 
   void title() {
     if (!r_.title.empty()) {
-      os_ << "<text x=\"" << kLeft << "\" y=\"16\" font-size=\"13\">"
+      os_ << "<text x=\"" << left_ << "\" y=\"16\" font-size=\"13\">"
           << escapeXml(r_.title) << "</text>\n";
       return;
     }
@@ -145,7 +149,7 @@ private:
                   "%.1f%% -> %.1f%%",
                   r_.schedule.c_str(), r_.devices, r_.microbatches, r_.policy.c_str(), refresh,
                   r_.stepTimeMs, 100 * r_.utilizationWithoutKfac, 100 * r_.utilizationWithKfac);
-    os_ << "<text x=\"" << kLeft << "\" y=\"16\" font-size=\"13\">" << buffer
+    os_ << "<text x=\"" << left_ << "\" y=\"16\" font-size=\"13\">" << buffer
         << "</text>\n";
   }
 
@@ -163,7 +167,7 @@ private:
     for (int i = 0; i < 3; ++i)
       if (present[i])
         shown.insert(shown.end() - 2, extra[i]);
-    double lx = kLeft;
+    double lx = left_;
     for (const Category *c : shown) {
       os_ << "<rect x=\"" << lx << "\" y=\"26\" width=\"12\" height=\"12\" fill=\""
           << c->colour << "\" stroke=\"#555\" stroke-width=\"0.5\"/>"
@@ -176,9 +180,11 @@ private:
 
   void rows() {
     for (int d = 0; d < tl_.devices; ++d) {
-      os_ << "<text x=\"" << kLeft - 8 << "\" y=\"" << rowY(d) + 12
-          << "\" text-anchor=\"end\">GPU " << d << "</text>"
-          << "<rect x=\"" << kLeft << "\" y=\"" << rowY(d) << "\" width=\""
+      std::string label = size_t(d) < tl_.rowLabels.size() ? escapeXml(tl_.rowLabels[d])
+                                                            : "GPU " + std::to_string(d);
+      os_ << "<text x=\"" << left_ - 8 << "\" y=\"" << rowY(d) + 12
+          << "\" text-anchor=\"end\">" << label << "</text>"
+          << "<rect x=\"" << left_ << "\" y=\"" << rowY(d) << "\" width=\""
           << kPlotWidth << "\" height=\"" << kLane << "\" fill=\""
           << kIdle.colour << "\"/>\n";
     }
@@ -224,20 +230,20 @@ private:
   void axis() {
     double y = kTop + tl_.devices * kRowPitch + 4;
     double tick = tickSpacing(window_, 10);
-    os_ << "<line x1=\"" << kLeft << "\" y1=\"" << y << "\" x2=\""
-        << kLeft + kPlotWidth << "\" y2=\"" << y << "\" stroke=\"black\"/>\n";
+    os_ << "<line x1=\"" << left_ << "\" y1=\"" << y << "\" x2=\""
+        << left_ + kPlotWidth << "\" y2=\"" << y << "\" stroke=\"black\"/>\n";
     for (double t = 0; t <= window_ + 1e-9; t += tick)
       os_ << "<line x1=\"" << x(t) << "\" y1=\"" << y << "\" x2=\"" << x(t)
           << "\" y2=\"" << y + 4 << "\" stroke=\"black\"/><text x=\"" << x(t)
           << "\" y=\"" << y + 16 << "\" text-anchor=\"middle\">" << t
           << "</text>\n";
-    os_ << "<text x=\"" << kLeft + kPlotWidth << "\" y=\"" << y + 28
+    os_ << "<text x=\"" << left_ + kPlotWidth << "\" y=\"" << y + 28
         << "\" text-anchor=\"end\">time (ms)</text>\n";
   }
 
   const Timeline &tl_;
   const Report &r_;
-  double window_ = 1, scale_ = 1, height_ = 0;
+  double left_ = 70, window_ = 1, scale_ = 1, height_ = 0;
   std::ostringstream os_;
 };
 

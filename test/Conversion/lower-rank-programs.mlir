@@ -40,8 +40,11 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK: %[[DIMS:.*]] = llvm.mlir.addressof @[[SHAPE]]
 // CHECK: call @pfrt_rank_send(%[[HOST]], %{{.*}}, %[[NAME]], %{{.*}}, %{{.*}}, %{{.*}}, %[[DTYPE]], %[[RANK]], %[[DIMS]])
 // CHECK: call @pfrt_rank_recv(
-// CHECK: llvm.mlir.addressof @[[RANKS]]
-// CHECK: call @pfrt_rank_all_reduce(
+// The all_reduce's order (ReductionOrder: 1 = library) after the value's name.
+// CHECK: %[[LIBRARY:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[MEMBERS2:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: llvm.mlir.addressof @[[RANKS]]
+// CHECK: call @pfrt_rank_all_reduce(%[[HOST]], %{{.*}}, %{{.*}}, %[[LIBRARY]], %[[MEMBERS2]],
 // CHECK: arith.constant 1.000000e+00 : f64
 // CHECK: call @pfrt_rank_clip_gradients(
 // CHECK: call @pfrt_rank_run_stage(
@@ -69,7 +72,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward microbatch(0)
   pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4x16xf32>
   pf.recv_act "grad_act/7" microbatch(0) from(1) tag(2) : tensor<4x16xf32>
-  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
+  pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.run_stage precondition @stage0_precondition
   pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>
@@ -87,7 +90,7 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.run_stage forward @stage1_forward microbatch(0)
   pf.run_stage backward @stage1_backward microbatch(0)
   pf.send_act "grad_act/7" microbatch(0) to(0) tag(2) : tensor<4x16xf32>
-  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
+  pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>
   pf.kfac_kl_clip kappa(1.0e-3) order(["grad/w0"])

@@ -143,6 +143,8 @@ struct MeasuredComparison {
   /// writes it in the profile format.
   ::pf::sched::CostModel costs;
   ::pf::sched::Report simulated;
+  /// The simulated refresh window (its steps' items for a picture).
+  ::pf::sched::Timeline simulatedTimeline;
   /// Per rank, simulated busy ms per step: pipeline + K-FAC work / K.
   std::vector<double> simulatedBusyMs;
 
@@ -222,10 +224,24 @@ llvm::Expected<MeasuredPicture> measuredPicture(const MeasuredRun &run,
 /// thread. Written atomically (a failure leaves an existing file intact).
 llvm::Error writeMeasuredTrace(const MeasuredRun &run, const std::string &path,
                                int64_t firstStep = 0);
-/// SVG (::pf::sched::timelineToSvg): one row per rank, one rect per event.
-/// Written atomically.
+/// One steady-state step for people to look at: the step of median length
+/// among steps firstStep.. (one row per rank, one rect per event, times from
+/// the step's start) above the simulation of the same schedule fed with the
+/// durations measured in the run (simulateFromMeasured with `simulation`;
+/// its first window step), on one time axis. A schedule the simulator cannot
+/// replay draws the measured step alone and says so in the title.
+struct SteadyStepPicture {
+  ::pf::sched::Timeline timeline;
+  ::pf::sched::Report report;
+  int64_t step = 0;           ///< the measured step drawn
+  double measuredStepMs = 0;  ///< its length
+  double simulatedStepMs = 0; ///< the simulated step drawn (0: none)
+};
+llvm::Expected<SteadyStepPicture> steadyStepPicture(const MeasuredRun &run, int64_t firstStep,
+                                                    const SimulationOptions &simulation = {});
+/// SVG (::pf::sched::timelineToSvg) of steadyStepPicture. Written atomically.
 llvm::Error writeMeasuredSvg(const MeasuredRun &run, const std::string &path,
-                             int64_t firstStep = 0);
+                             int64_t firstStep = 0, const SimulationOptions &simulation = {});
 
 } // namespace mlir::pf::driver
 

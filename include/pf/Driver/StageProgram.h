@@ -76,7 +76,10 @@ microbatchTokenCounts(const std::map<std::string, NpyArray> &graph, int64_t micr
 
 /// Σ_m c_m·x_m / Σ_m c_m in micro-batch order, each product rounded before
 /// the sum (pf-split-microbatches' weighted sum); Σ c_m = 0 counts as 1.
-/// `pieces[m]` is x_m (f32 or f64, all of one shape).
+/// `pieces[m]` is x_m (f32 or f64, all of one shape); a null piece (a
+/// micro-batch another replica ran) is left out of the sum but its c_m
+/// still counts in the divisor, so the members' results add up to the
+/// whole; at least one piece must be there.
 llvm::Expected<NpyArray> weightedMicrobatchSum(const std::string &name,
                                                const std::vector<const NpyArray *> &pieces,
                                                const std::vector<int64_t> &counts);

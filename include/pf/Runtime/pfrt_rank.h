@@ -42,9 +42,12 @@ int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, const char *value,
                        int64_t microbatch, int64_t from, int64_t tag,
                        int32_t dtype, int64_t rank, const int64_t *shape);
 /* The sum of a named value (a gradient, or a parameter: Chimera's K-FAC
- * factors) over `count` member ranks. */
+ * factors) over `count` member ranks; `order` is pf's ReductionOrder (0:
+ * every micro-batch's pieces, weighted in micro-batch order as one process
+ * does; 1: each member's weighted partial sum, added by the library's
+ * all-reduce). */
 int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op,
-                             const char *value, int64_t count,
+                             const char *value, int32_t order, int64_t count,
                              const int64_t *ranks, int32_t dtype, int64_t rank,
                              const int64_t *shape);
 /* The value of rank `root` (a step-end result: a preconditioned gradient)

@@ -145,6 +145,9 @@ struct Timeline {
   /// Chimera's preconditioning split (empty: default).
   std::vector<std::vector<int>> refreshSteps;
   std::vector<double> preconditionDownShare;
+  /// The SVG's row labels by device (empty: "GPU <d>"); a measured step
+  /// drawn above its simulation labels its rows "rank r measured" / "... simulated".
+  std::vector<std::string> rowLabels;
 
   double windowTime() const;
   size_t numItems() const { return steps * stepItems.size() + kfacItems.size(); }

@@ -125,6 +125,14 @@ struct BuildRankProgramsPass
 
   ModuleOp module;
   sched::ScheduleKind scheduleKind = sched::ScheduleKind::OneFOneB;
+
+  /// How a step-end pf.all_reduce of `name` adds the members' values: a
+  /// gradient by the library unless `deterministic`; a parameter (Chimera's
+  /// K-FAC factors) is one value per member, whose sum of two is exact.
+  ReductionOrder reductionOrder(StringRef name) const {
+    return !deterministic && name.starts_with("grad/") ? ReductionOrder::Library
+                                                       : ReductionOrder::Microbatch;
+  }
   SmallVector<StageFunctions> stages;
   /// forwardOut[s]: the act/* results of stage s's forward (sent to s+1);
   /// backwardOut[s]: the grad_act/* results of its backward (sent to s-1).
@@ -862,7 +870,7 @@ struct BuildRankProgramsPass
         if (entry.perMicrobatch)
           BroadcastOp::create(body, loc, name, uint64_t(entry.root()), entry.ranks, entry.type);
         else
-          AllReduceOp::create(body, loc, name, entry.ranks, entry.type);
+          AllReduceOp::create(body, loc, name, entry.ranks, reductionOrder(name), entry.type);
       }
       emitStepEnd(body, loc, held);
     }

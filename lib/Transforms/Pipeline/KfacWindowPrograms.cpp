@@ -324,7 +324,7 @@ LogicalResult mlir::pf::addKfacWindowPrograms(ModuleOp module, int64_t steps,
               module, StringAttr::get(module.getContext(), name));
           if (!param)
             return module.emitError("K-FAC window: no pf.param '") << name << "'";
-          AllReduceOp::create(at, program.getLoc(), name, ranks,
+          AllReduceOp::create(at, program.getLoc(), name, ranks, ReductionOrder::Microbatch,
                               cast<RankedTensorType>(param.getType()));
         }
       }

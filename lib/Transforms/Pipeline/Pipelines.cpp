@@ -69,6 +69,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   programs.clipNorm = training.clipNorm;
   programs.splitPrecondition = pipeline.splitPrecondition;
   programs.tiedPerMicrobatch = pipeline.tiedPerMicrobatch;
+  programs.deterministic = pipeline.deterministic;
   pm.addPass(createPFBuildRankPrograms(programs));
 }
 
@@ -107,6 +108,7 @@ struct PipelinedTrainingOptions {
     binder.opt("tied-per-microbatch", pipeline.tiedPerMicrobatch,
                "the tied embedding's gradient handed to the last stage's rank and accumulated "
                "there per micro-batch (false: one step-end all-reduce of every piece)");
+    binder.opt("deterministic", pipeline.deterministic, kDeterministicHelp);
   }
 };
 } // namespace

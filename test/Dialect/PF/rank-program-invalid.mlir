@@ -108,6 +108,21 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 
 // -----
 
+// Only a gradient has micro-batch weights to apply before the library's sum.
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.all_reduce' op order(library) sums gradients (grad/*), not 'w.kfac.A'}}
+  pf.all_reduce "w.kfac.A" ranks([0, 1]) order(library) : tensor<4x4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'order' [microbatch, library]}}
+  pf.all_reduce "grad/emb" ranks([0, 1]) order(fastest) : tensor<4xf32>
+}
+
+// -----
+
 func.func @f() {
   // expected-error@+1 {{'pf.send_act' op expects parent op 'pf.rank_program'}}
   pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>

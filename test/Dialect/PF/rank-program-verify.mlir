@@ -256,12 +256,33 @@ func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward microbatch(0)
   pf.run_stage backward @stage0_backward microbatch(0)
-  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks and type on rank 1}}
+  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
   pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.run_stage forward @stage1_forward microbatch(0)
   pf.run_stage backward @stage1_backward microbatch(0)
+}
+
+// -----
+
+// The members of an all_reduce disagree on its order: one would send its
+// weighted partial sum, the other every micro-batch's piece.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage backward @stage0_backward microbatch(0)
+  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
+  pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<4xf32>
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage backward @stage1_backward microbatch(0)
+  // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 0}}
+  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
 }
 
 // -----

@@ -6,6 +6,7 @@
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block" | FileCheck %s
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=zb-h1 micro-batches=2 grain=block clip-norm=0 optimizer=sgd" | FileCheck %s --check-prefix=ZB
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block" | FileCheck %s --check-prefix=CHIMERA
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block deterministic=true" | FileCheck %s --check-prefix=CHIMERA-EXACT
 // RUN: not pf-opt %s --pf-pipelined-training="stages=3 schedule=chimera micro-batches=2 grain=block" 2>&1 | FileCheck %s --check-prefix=CHIMERA-ODD
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true" | FileCheck %s --check-prefix=KFAC
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block kfac=true" | FileCheck %s --check-prefix=CHIMERA-KFAC
@@ -141,8 +142,14 @@
 // CHIMERA-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1]) microbatches(2)
 // CHIMERA-DAG: pf.run_stage forward @stage0_forward microbatch(0)
 // CHIMERA-DAG: pf.run_stage forward @stage1_forward microbatch(1)
-// CHIMERA: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
-// CHIMERA: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1])
+// The replicas' gradients: by default each replica's weighted partial sum,
+// added by the library's all-reduce; deterministic=true: every micro-batch's
+// pieces in micro-batch order (the default order, not printed).
+// CHIMERA: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) order(library) : tensor<
+// CHIMERA: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) order(library) : tensor<
+// CHIMERA-EXACT-LABEL: pf.rank_program @rank0
+// CHIMERA-EXACT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<
+// CHIMERA-EXACT: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) : tensor<
 // CHIMERA-NEXT: pf.clip_gradients
 // CHIMERA-NEXT: pf.run_stage update @rank0_update
 // CHIMERA-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1])

@@ -66,6 +66,14 @@ struct PipelineOptions {
   }
 };
 
+/// The help of the pipeline's `deterministic` option (pf-train --pipeline,
+/// pf-pipelined-training).
+inline constexpr const char *kDeterministicHelp =
+    "gradients that several ranks return (chimera's and dualpipe's replicas) summed "
+    "micro-batch by micro-batch in one process's order, bit for bit single-process training "
+    "(false: each rank's weighted partial sum added by MPI's or NCCL's all-reduce, within "
+    "rounding of it)";
+
 /// The executable pipeline of `pf-train --pipeline` (and
 /// `--pf-pipelined-training`): the training step cut into `stages` stage
 /// functions, one per rank, run in `schedule` order over `microbatches`.
@@ -98,6 +106,10 @@ struct PipelineRunOptions {
   /// stage's rank (pf.reduce_microbatch) and accumulated there (false: every
   /// piece kept to a step-end pf.all_reduce).
   bool tiedPerMicrobatch = true;
+  /// Gradients summed over ranks at the step end (pf.all_reduce) in
+  /// micro-batch order, bit for bit one process's sum; false: the library's
+  /// all-reduce of each member's weighted partial sum.
+  bool deterministic = false;
   /// The units pf-split-stages cuts into stages (default: the embeddings,
   /// the blocks' attention and FFN halves and the head's parts, each costed).
   StageGrain grain = StageGrain::Half;
@@ -139,6 +151,7 @@ struct PipelineRunOptions {
                "the tied embedding's gradient handed to the last stage's rank and accumulated "
                "there per micro-batch (false: every micro-batch's piece kept on both ranks to "
                "one step-end all-reduce)");
+    binder.opt("deterministic", deterministic, kDeterministicHelp);
   }
 };
 

@@ -403,6 +403,13 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
            "stage's rank (pf.reduce_microbatch), which accumulates the sum and broadcasts "
            "the step's gradient back; false: both keep every piece to one step-end "
            "pf.all_reduce (default: true)">,
+    Option<"deterministic", "deterministic", "bool", /*default=*/"false",
+           "The step-end pf.all_reduce of a gradient several ranks return (chimera's and "
+           "dualpipe's replicas, a tied embedding without pf.reduce_microbatch) adds every "
+           "micro-batch's pieces in micro-batch order, bit for bit one process's sum "
+           "(order(microbatch)); false: each member's weighted partial sum, added by the "
+           "communication library's all-reduce (order(library): one gradient's bytes instead "
+           "of every piece, the association the library's) (default: false)">,
   ];
 }
 

@@ -134,7 +134,11 @@ static LogicalResult verifyMembers(OpT op) {
   return success();
 }
 
-LogicalResult AllReduceOp::verify() { return verifyMembers(*this); }
+LogicalResult AllReduceOp::verify() {
+  if (getOrder() == ReductionOrder::Library && !getValue().starts_with("grad/"))
+    return emitOpError("order(library) sums gradients (grad/*), not '") << getValue() << "'";
+  return verifyMembers(*this);
+}
 
 /// A collective with a root: its members, the root among them.
 template <typename OpT>
@@ -387,6 +391,8 @@ private:
         return peer.getRoot() == op.getRoot();
       if constexpr (std::is_same_v<OpT, ReduceMicrobatchOp>)
         return peer.getRoot() == op.getRoot() && peer.getMicrobatch() == op.getMicrobatch();
+      if constexpr (std::is_same_v<OpT, AllReduceOp>)
+        return peer.getOrder() == op.getOrder();
       return true;
     });
   }
@@ -413,9 +419,11 @@ private:
     return success(ok);
   }
 
-  /// Every member of an all_reduce runs one of the same value, ranks and type.
+  /// Every member of an all_reduce runs one of the same value, ranks, order
+  /// and type.
   LogicalResult checkAllReduces() {
-    return checkMembers<AllReduceOp>("ranks and type", [](AllReduceOp, Position) { return true; });
+    return checkMembers<AllReduceOp>("ranks, order and type",
+                                     [](AllReduceOp, Position) { return true; });
   }
 
   /// Every member of a broadcast runs one of the same value, root, ranks and

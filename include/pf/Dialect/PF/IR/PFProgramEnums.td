@@ -21,4 +21,18 @@ def PF_StageTaskKind : I32EnumAttr<"StageTaskKind", "the work a pf.run_stage doe
   let cppNamespace = "::mlir::pf";
 }
 
+def PF_ReductionOrder : I32EnumAttr<"ReductionOrder",
+    "how a pf.all_reduce of a gradient adds the members' values", [
+    // The members' pieces of every micro-batch, summed per micro-batch and
+    // weighted in micro-batch order: one process's sum bit for bit
+    // (pf-build-rank-programs{deterministic=true}).
+    I32EnumAttrCase<"Microbatch", 0, "microbatch">,
+    // Each member's count-weighted partial sum over the micro-batches it ran,
+    // added by the communication library's all-reduce (MPI_Allreduce,
+    // ncclAllReduce) in the association it picks: one gradient's bytes
+    // through the collective instead of every micro-batch's piece.
+    I32EnumAttrCase<"Library", 1, "library">]> {
+  let cppNamespace = "::mlir::pf";
+}
+
 #endif // PF_PROGRAM_ENUMS_TD

@@ -124,10 +124,27 @@ def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
     K-FAC factors) sums the members' copies in place; the member that does
     not run micro-batch 0 of the stage starts each due factor update from
     zero, so the sum holds every micro-batch's curvature once.
+
+    `order` says how a gradient's sum is formed. `microbatch` (the default,
+    and `pf-build-rank-programs{deterministic=true}`): the members' pieces
+    of every micro-batch are added per micro-batch and weighted in
+    micro-batch order, bit for bit the sum of one process. `library`: each
+    member weights the micro-batches it ran (Σ c_m·x_m / Σ c over the
+    step's micro-batches) and the communication library's all-reduce adds
+    these partial sums in the association it picks; only a gradient
+    (`grad/*`) may be summed so.
+
+    ```mlir
+    pf.all_reduce "grad/w" ranks([0, 1]) order(library) : tensor<16x16xf32>
+    ```
   }];
   let arguments = (ins StrAttr:$value, DenseI64ArrayAttr:$ranks,
+                   DefaultValuedAttr<PF_ReductionOrder,
+                                     "::mlir::pf::ReductionOrder::Microbatch">:$order,
                    TypeAttrOf<AnyRankedTensor>:$type);
-  let assemblyFormat = "$value `ranks` `(` $ranks `)` attr-dict `:` $type";
+  let assemblyFormat = [{
+    $value `ranks` `(` $ranks `)` (`order` `(` $order^ `)`)? attr-dict `:` $type
+  }];
   let hasVerifier = 1;
 }
 

@@ -1,4 +1,4 @@
-//===- KfacDampingAdaptation.h - Levenberg-Marquardt K-FAC damping -*- C++ -*-===//
+//===- DampingAdaptation.h - Levenberg-Marquardt K-FAC damping --*- C++ -*-===//
 //
 // Adaptive (Levenberg-Marquardt) damping for K-FAC, as in Martens & Grosse
 // (2015, section 6.5) and kfac-jax: every T steps the host compares the loss
@@ -16,10 +16,9 @@
 // and shrinks by ω when ρ > 3/4, with ω = decay^T, clamped to [min, max].
 //
 //===----------------------------------------------------------------------===//
-#ifndef PF_DRIVER_KFACDAMPINGADAPTATION_H
-#define PF_DRIVER_KFACDAMPINGADAPTATION_H
+#ifndef PF_TRAIN_DAMPINGADAPTATION_H
+#define PF_TRAIN_DAMPINGADAPTATION_H
 
-#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
@@ -28,7 +27,11 @@
 #include <string>
 #include <vector>
 
-namespace mlir::pf::driver {
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace mlir::pf::train {
 
 /// One K-FAC layer of a training step, as the quadratic model reads it.
 struct KfacModelLayer {
@@ -87,6 +90,6 @@ struct DampingAdaptation {
   double next(double damping, double rho) const;
 };
 
-} // namespace mlir::pf::driver
+} // namespace mlir::pf::train
 
-#endif // PF_DRIVER_KFACDAMPINGADAPTATION_H
+#endif // PF_TRAIN_DAMPINGADAPTATION_H

@@ -1,11 +1,11 @@
-//===- KfacDampingAdaptation.cpp - Levenberg-Marquardt K-FAC damping -------===//
+//===- DampingAdaptation.cpp - Levenberg-Marquardt K-FAC damping -----------===//
 //
 // The host side of pf-train --kfac-damping-schedule adaptive: K-FAC's
 // quadratic model of the loss change along the step's update, in float64
 // (the terms nearly cancel against the loss change they are compared with).
 //
 //===----------------------------------------------------------------------===//
-#include "KfacDampingAdaptation.h"
+#include "pf/Train/DampingAdaptation.h"
 
 #include "pf/Dialect/PF/IR/PFAttrNames.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
@@ -20,9 +20,9 @@
 
 using namespace mlir;
 using namespace mlir::pf;
-using namespace mlir::pf::driver;
+using namespace mlir::pf::train;
 
-std::vector<KfacModelLayer> mlir::pf::driver::kfacModelLayers(ModuleOp module) {
+std::vector<KfacModelLayer> mlir::pf::train::kfacModelLayers(ModuleOp module) {
   std::vector<KfacModelLayer> layers;
   for (auto param : module.getOps<ParamOp>()) {
     auto weight = param->getAttrOfType<StringAttr>(kKfacWeightAttrName);
@@ -209,7 +209,7 @@ llvm::Expected<double> layerNormCurvature(const KfacModelLayer &layer, const Par
 }
 } // namespace
 
-llvm::Expected<QuadraticModel> mlir::pf::driver::evaluateQuadraticModel(
+llvm::Expected<QuadraticModel> mlir::pf::train::evaluateQuadraticModel(
     llvm::ArrayRef<KfacModelLayer> layers, const FloatTensorLookup &before,
     const FloatTensorLookup &after, const FloatTensorLookup &gradients,
     const FloatTensorLookup &state) {

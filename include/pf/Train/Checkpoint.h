@@ -1,0 +1,90 @@
+//===- Checkpoint.h - A run's checkpoints -----------------------*- C++ -*-===//
+//
+// A checkpoint (.npz) holds `param/<name>` for every parameter and
+// optimizer or K-FAC state tensor and `meta/*`: the step, what the batches
+// depend on (seed, training rows, corpus hash), K-FAC's window and
+// placement, the adaptive damping and the ONNX names of the parameters.
+// Both kinds of run write the same format, so either can resume the other's.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_TRAIN_CHECKPOINT_H
+#define PF_TRAIN_CHECKPOINT_H
+
+#include "pf/Driver/Runner.h"
+#include "pf/Train/Corpus.h"
+#include "pf/Train/Masking.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace mlir::pf::train {
+
+struct TrainConfig;
+class KfacDampingSchedule;
+
+using Parameters = std::vector<driver::CompiledModel::Parameter>;
+
+/// The layout of a checkpoint's arrays (`param/*`, `meta/*`); bumped when it
+/// changes, and a checkpoint of another version is refused.
+constexpr int64_t kCheckpointFormatVersion = 1;
+
+/// The inverses a pipeline computes in its bubbles for the next refresh
+/// window (pf.kfac_pending): not training state, recomputed on resume.
+bool isPendingInverse(llvm::StringRef name);
+
+/// A checkpoint's arrays of `parameters`: `param/<name>`, pending inverses
+/// left out.
+Batch stateArrays(const Parameters &parameters);
+
+/// The run's checkpoints: what they record beside the state, and writing
+/// and reading them.
+class Checkpoints {
+public:
+  Checkpoints(const TrainConfig &config, const Corpus &corpus, KfacDampingSchedule &damping)
+      : config(config), corpus(corpus), damping(damping) {}
+
+  /// Records the entries (`meta/<kind>/<key>` -> a name) that map pf's
+  /// parameters back to the ONNX file's initializers, for
+  /// pipefisher.export_onnx: `onnx_name/<param>` (the initializer a
+  /// parameter pf renamed came from) and `transposed_copy/<initializer>`
+  /// (the parameter whose transpose an initializer tied back by
+  /// pf-retie-weights holds).
+  void recordOnnxNames(ModuleOp module);
+
+  /// Writes `arrays` (the state) and the run's `meta/*` after `step` to `path`.
+  llvm::Error write(Batch arrays, int64_t step, const std::string &path) const;
+
+  /// Reads --resume into `parameters` (each must be in the file with its
+  /// dtype and shape; a pipelined rank passes only its own) and the adaptive
+  /// damping; returns the step.
+  llvm::Expected<int64_t> load(const Parameters &parameters);
+
+  /// The K-FAC window and placement a pipelined checkpoint (--resume) recorded.
+  llvm::Expected<std::vector<int64_t>> savedKfacPlacement(int64_t &steps) const;
+
+  /// What checkpoints record of K-FAC in the bubbles: the window's steps
+  /// (both kinds of run; -1 while loading: take the checkpoint's) and,
+  /// pipelined, where each inverse runs (rank, layer, window step, passes
+  /// before it), so a resumed run places them the same.
+  int64_t kfacWindow = 0;
+  std::vector<int64_t> kfacPlacement;
+
+private:
+  const TrainConfig &config;
+  const Corpus &corpus;
+  KfacDampingSchedule &damping;
+  std::map<std::string, std::string> onnxNameEntries;
+};
+
+} // namespace mlir::pf::train
+
+#endif // PF_TRAIN_CHECKPOINT_H

@@ -1,0 +1,46 @@
+//===- TrainingLoop.h - The training loop -----------------------*- C++ -*-===//
+//
+// The one training loop of pf-train, for both kinds of step: resume, the
+// steps with their batches, learning rate and K-FAC schedules, progress
+// lines, held-out evaluation, checkpoints, and SIGINT/SIGTERM (a checkpoint,
+// then exit status 130).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_TRAIN_TRAININGLOOP_H
+#define PF_TRAIN_TRAININGLOOP_H
+
+#include "pf/Train/Checkpoint.h"
+#include "pf/Train/Corpus.h"
+#include "pf/Train/Masking.h"
+#include "pf/Train/Schedules.h"
+#include "pf/Train/TrainConfig.h"
+
+namespace mlir::pf::train {
+
+class TrainingStep;
+
+/// What the loop and a step share during one run.
+struct TrainingRun {
+  TrainingRun(TrainConfig &config, Corpus corpusRead)
+      : config(config), corpus(std::move(corpusRead)),
+        batches(corpus, config.batch, config.seed, config.maskProbability,
+                config.training.loss.predictions),
+        damping(config), intervals(config), checkpoints(config, corpus, damping) {}
+  TrainingRun(const TrainingRun &) = delete;
+  TrainingRun &operator=(const TrainingRun &) = delete;
+
+  TrainConfig &config;
+  const Corpus corpus;
+  BatchMaker batches;
+  KfacDampingSchedule damping;
+  KfacIntervalSchedule intervals;
+  Checkpoints checkpoints;
+};
+
+/// Trains with `step` from --resume's step (or the first) to --steps;
+/// returns the exit status (130: stopped by a signal).
+int runTrainingLoop(TrainingRun &run, TrainingStep &step);
+
+} // namespace mlir::pf::train
+
+#endif // PF_TRAIN_TRAININGLOOP_H

@@ -1,0 +1,229 @@
+//===- SingleProcessStep.cpp - The training step in one process -----------===//
+//
+// One JIT-compiled function runs the whole step (forward, loss, backward,
+// K-FAC, optimizer) on the batch and updates the parameters it owns.
+//
+//===----------------------------------------------------------------------===//
+#include "pf/Train/SingleProcessStep.h"
+
+#include "StepBuilding.h"
+
+#include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Driver/Diagnostics.h"
+#include "pf/Driver/ModuleFile.h"
+#include "pf/Driver/StopSignals.h"
+#include "pf/Import/ONNXImporter.h"
+#include "pf/Train/AdaptiveDamping.h"
+#include "pf/Train/KfacReports.h"
+#include "pf/Train/Train.h"
+#include "pf/Train/TrainingLoop.h"
+#include "pf/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cstring>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::pf;
+using namespace mlir::pf::train;
+namespace drv = mlir::pf::driver;
+
+namespace {
+class SingleProcessStep final : public TrainingStep {
+public:
+  explicit SingleProcessStep(TrainingRun &run)
+      : trainingRun(run), config(run.config), training(run.config.training),
+        window{training.precondition.refreshWarmup, training.kfacWindow} {}
+
+  /// See createSingleProcessStep; false after printing the error.
+  bool build();
+
+  bool reports() const override { return true; }
+  int fail(const llvm::Twine &message) override { return printError(message); }
+
+  Parameters stateParameters() override { return model->parameters(); }
+  llvm::Error copyStateToBackend() override { return model->copyParametersToBackend(); }
+  void printStart() override {
+    llvm::outs() << llvm::formatv("training {0}: {1} parameters tensors, batch {2} x {3}, "
+                                  "optimizer {4}{5}, step built in {6:F2} s\n",
+                                  config.modelFile, model->parameters().size(), config.batch,
+                                  trainingRun.corpus.seqLen, config.optimizerName,
+                                  training.kfac ? " + K-FAC" : "", buildSeconds)
+                        .str();
+  }
+
+  bool stopsBefore(int64_t) override { return drv::stopRequested(); }
+  bool addKfacWindowInputs(int64_t step, Batch &inputs) override {
+    if (window.steps <= 0)
+      return false;
+    inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
+    inputs["kfac_refresh"] = scalar<int64_t>(7, window.refreshesPrevious(step));
+    return true;
+  }
+  llvm::Expected<StepResult> run(int64_t step, Batch &inputs) override;
+  llvm::Error reportStep(int64_t step, const StepResult &result) override;
+
+  llvm::Expected<drv::CompiledModel *> evaluationModel() override { return evalModel.get(); }
+  llvm::Error
+  withCurrentWeights(llvm::function_ref<llvm::Error(const WeightLookup &)> use) override {
+    if (auto err = model->copyParametersToHost())
+      return err;
+    return use(fromModel);
+  }
+  llvm::Expected<std::optional<Batch>> checkpointState() override {
+    if (auto err = model->copyParametersToHost())
+      return std::move(err);
+    return std::optional<Batch>(stateArrays(model->parameters()));
+  }
+
+private:
+  TrainingRun &trainingRun;
+  const TrainConfig &config;
+  const TrainingOptions &training;
+  const KfacWindowRule window;
+
+  std::unique_ptr<MLIRContext> context;
+  std::unique_ptr<ScopedDiagnosticHandler> diagnostics;
+  OwningOpRef<ModuleOp> module;
+  std::unique_ptr<drv::CompiledModel> model, evalModel;
+  double buildSeconds = 0;
+  TrainedWeights trainedWeights;
+  WeightLookup fromModel;
+
+  /// The adaptive damping schedule: the K-FAC layers whose update it
+  /// measures, and for an adapting step the weights before it.
+  bool adaptiveDamping = false;
+  std::vector<KfacModelLayer> modelLayers;
+  bool adapts = false;
+  WeightCopies before;
+
+  Batch outputs;
+  std::set<std::string> nonFiniteFactors; // named once (reportNonFiniteFactors)
+};
+} // namespace
+
+bool SingleProcessStep::build() {
+  DialectRegistry registry;
+  registry.insert<PFDialect, func::FuncDialect, arith::ArithDialect, cf::ControlFlowDialect,
+                  LLVM::LLVMDialect>();
+  context = std::make_unique<MLIRContext>(registry);
+  context->printOpOnDiagnostic(false);
+  diagnostics = std::make_unique<ScopedDiagnosticHandler>(
+      context.get(),
+      [modelFile = config.modelFile](Diagnostic &diag) {
+        return drv::printDiagnostic(diag, modelFile);
+      });
+  ONNXImportOptions importOptions;
+  importOptions.dimValues["batch"] = config.batch / training.microbatches;
+  importOptions.dimValues["sequence"] = trainingRun.corpus.seqLen;
+  module = importONNXFile(config.modelFile, context.get(), importOptions);
+  if (!module)
+    return false; // the diagnostics said why
+
+  auto start = std::chrono::steady_clock::now();
+  PassManager pm(context.get());
+  buildGraphOptPipeline(pm, graphOptions(config));
+  buildTrainingPipeline(pm, training);
+  if (failed(pm.run(*module)))
+    return fail("building the training step failed"), false;
+  trainingRun.checkpoints.recordOnnxNames(*module);
+  // The K-FAC layers whose update the adaptive damping schedule measures
+  // (read before compiling, which lowers the parameters away).
+  adaptiveDamping = training.kfac && trainingRun.damping.adaptive();
+  if (adaptiveDamping) {
+    modelLayers = kfacModelLayers(*module);
+    if (modelLayers.empty())
+      return fail("--kfac-damping-schedule adaptive: the training step has no K-FAC layer"),
+             false;
+  }
+  if (!config.emitStepFile.empty())
+    if (auto err = drv::writeModuleFile(*module, config.emitStepFile, "--emit-step"))
+      return fail(llvm::toString(std::move(err))), false;
+
+  drv::CompiledModel::Options options;
+  options.threads = config.threads;
+  options.ownParameters = true;
+  useDevice(config, options);
+  auto compiled = drv::CompiledModel::compile(*module, options);
+  if (!compiled)
+    return fail(llvm::toString(compiled.takeError())), false;
+  model = std::move(*compiled);
+  if (config.evalEvery > 0 || adaptiveDamping) {
+    auto built = compileEvaluation(*context, config, trainingRun.corpus.seqLen);
+    if (!built)
+      return fail(llvm::toString(built.takeError())), false;
+    evalModel = std::move(*built);
+  }
+  buildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const auto &p : model->parameters())
+    trainedWeights[p.name] = p;
+  fromModel = [this](const std::string &name) -> std::pair<const void *, int64_t> {
+    auto it = trainedWeights.find(name);
+    if (it == trainedWeights.end())
+      return {nullptr, 0};
+    return {it->second.data, it->second.bytes};
+  };
+  trainingRun.checkpoints.kfacWindow = training.kfacWindow;
+  return true;
+}
+
+llvm::Expected<StepResult> SingleProcessStep::run(int64_t step, Batch &inputs) {
+  // Adaptive damping: the weights before an adapting step's update.
+  adapts = adaptiveDamping && step % config.dampingAdaptation.interval == 0;
+  if (adapts) {
+    auto start = std::chrono::steady_clock::now();
+    auto copies = copyEvaluationWeights(*model, trainedWeights, *evalModel);
+    if (!copies)
+      return copies.takeError();
+    before = std::move(*copies);
+    trainingRun.damping.modelSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (auto err = model->run(inputs, outputs))
+    return std::move(err);
+  float loss;
+  std::memcpy(&loss, outputs["loss"].data.data(), sizeof(float));
+  StepResult result;
+  result.loss = loss;
+  return result;
+}
+
+llvm::Error SingleProcessStep::reportStep(int64_t step, const StepResult &result) {
+  if (adapts)
+    if (auto err = adaptDamping(step, result.loss, trainingRun.batches.masked(step), *model,
+                                trainedWeights, *evalModel, modelLayers, before, outputs,
+                                config.dampingAdaptation, trainingRun.damping,
+                                step % config.logEvery == 0))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     llvm::formatv("step {0}: {1}", step,
+                                                   llvm::toString(std::move(err))));
+  if (auto issues = outputs.find("kfac/issues"); issues != outputs.end()) {
+    int32_t count;
+    std::memcpy(&count, issues->second.data.data(), sizeof(count));
+    if (count != 0) {
+      llvm::outs() << llvm::formatv("step {0}: K-FAC: {1} inverse refresh(es) needed more "
+                                    "damping or kept the previous inverse\n",
+                                    step, count);
+      if (auto err = model->copyParametersToHost())
+        return err;
+      reportNonFiniteFactors(step, model->parameters(), nonFiniteFactors);
+    }
+  }
+  return llvm::Error::success();
+}
+
+std::unique_ptr<TrainingStep> train::createSingleProcessStep(TrainingRun &run) {
+  auto step = std::make_unique<SingleProcessStep>(run);
+  if (!step->build())
+    return nullptr;
+  return step;
+}

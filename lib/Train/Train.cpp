@@ -1,0 +1,121 @@
+//===- Train.cpp - Run a training run -------------------------------------===//
+#include "pf/Train/Train.h"
+
+
+#include "pf/Runtime/pfrt.h"
+#include "pf/Train/PipelinedStep.h"
+#include "pf/Train/SingleProcessStep.h"
+#include "pf/Train/TrainingLoop.h"
+#include "pf/Train/TrainingStep.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir::pf;
+using namespace mlir::pf::train;
+
+int train::printError(const llvm::Twine &message) {
+  // One write: under mpirun every rank may print the same error, and the
+  // job's output interleaves the ranks' writes.
+  llvm::errs() << ("pf-train: error: " + message + "\n").str();
+  return 1;
+}
+
+int train::train(TrainConfig &config, int argc, char **argv) {
+  TrainingOptions &training = config.training;
+  if (auto err = driver::checkDevice(config.device, "pf-train", /*runsOnCuda=*/true))
+    return printError(llvm::toString(std::move(err)));
+  const bool pipelined = !config.pipelineSpec.empty();
+  if (config.comm != CommChoice::Auto && !pipelined)
+    return printError("--comm chooses how the ranks of --pipeline exchange their stage values: "
+                      "it needs --pipeline");
+  if (config.comm == CommChoice::Nccl && config.device != "cuda")
+    return printError("--comm nccl moves CUDA device memory between GPUs: it needs --device "
+                      "cuda (on the CPU, give --comm mpi or leave --comm out)");
+  const int batch = config.batch;
+  const int64_t microbatches = training.microbatches;
+  if (batch < 1 || config.steps < 1 || config.lr <= 0 || config.warmup < 0 ||
+      config.logEvery < 1 || config.checkpointEvery < 0 || training.clipNorm < 0 ||
+      config.maskProbability <= 0 || config.maskProbability > 1)
+    return printError("--batch, --steps, --lr, --log-every and --mask-prob must be positive "
+                      "(--mask-prob at most 1); --warmup, --checkpoint-every and --clip-norm "
+                      "must be non-negative");
+  if (batch > kMaxBatch)
+    return printError(llvm::formatv("--batch {0} exceeds the limit of {1} sequences (kMaxBatch)",
+                                    batch, kMaxBatch));
+  if (microbatches < 1 || batch % microbatches != 0)
+    return printError(llvm::formatv("--micro-batches must be >= 1 and divide --batch ({0}), got "
+                                    "{1}",
+                                    batch, microbatches));
+  if (config.evalEvery < 0 || config.evalSequences < 1)
+    return printError("--eval-every must be >= 0 and --eval-sequences >= 1");
+  if (config.threads < 0 || config.threads > PFRT_MAX_THREADS)
+    return printError(llvm::formatv("--num-threads {0} must be in [0, {1}] (PFRT_MAX_THREADS)",
+                                    config.threads, PFRT_MAX_THREADS));
+  auto corpus = loadCorpus(config.corpusFile);
+  if (!corpus)
+    return printError(llvm::toString(corpus.takeError()));
+  if (!pipelined && (!config.traceFile.empty() || !config.svgFile.empty()))
+    return printError("--trace and --svg record a pipelined run: they need --pipeline");
+  if (training.kfacWindow < 0 ||
+      (training.kfacWindow > 0 && (!training.kfac || training.precondition.refreshWarmup < 1)))
+    return printError(llvm::formatv("--kfac-window {0}: needs --kfac, a window of >= 1 step and "
+                                    "--kfac-refresh-warmup >= 1 (the warm-up steps invert every "
+                                    "step; got {1})",
+                                    training.kfacWindow, training.precondition.refreshWarmup));
+  if (training.kfacFactorEvery < 1 ||
+      (training.kfacFactorEvery > 1 && (!training.kfac || training.kfacWindow > 0)))
+    return printError(llvm::formatv("--kfac-factor-every {0}: needs >= 1 and, above 1, --kfac "
+                                    "without --kfac-window (whose windows decide the factor "
+                                    "steps)",
+                                    training.kfacFactorEvery));
+  if (config.evalEvery > 0) {
+    if (config.evalSequences < batch || config.evalSequences + batch > corpus->rows)
+      return printError(llvm::formatv("--eval-sequences {0} must hold at least one batch ({1}) "
+                                      "and leave at least one batch of the corpus' {2} "
+                                      "sequences to train on",
+                                      config.evalSequences, batch, corpus->rows));
+    corpus->trainRows = corpus->rows - config.evalSequences;
+  }
+  if (!pipelined)
+    if (auto err = prepareDampingSchedule(config, training.kfacWindow > 0))
+      return printError(llvm::toString(std::move(err)));
+  if (auto err = prepareIntervalSchedule(config))
+    return printError(llvm::toString(std::move(err)));
+  if (pipelined) {
+    if (training.kfac && config.dampingSchedule == DampingSchedule::Adaptive)
+      return printError("--kfac-damping-schedule adaptive is single-process K-FAC for now: its "
+                        "quadratic model needs every K-FAC layer's update, gradient and factors "
+                        "in one process (give a fixed schedule with --pipeline)");
+    if (training.kfacWindow > 0)
+      return printError("--kfac-window is single-process K-FAC with a pipeline's arithmetic; a "
+                        "pipelined run takes --pipeline \"... kfac=bubbles refresh=K\"");
+    // The head's and the LayerNorms' factors are no encoder block's linear,
+    // the unit the stages and the K-FAC placements split by.
+    if (training.kfac && training.insertKFAC.layers != KfacLayers::Encoder)
+      return printError("--kfac-layers encoder-and-head is single-process K-FAC for now: a "
+                        "pipelined run (--pipeline) preconditions the encoder blocks only (give "
+                        "--kfac-layers encoder)");
+    if (training.kfac && training.insertKFAC.layerNorm != KfacLayerNorm::None)
+      return printError(
+          llvm::Twine("--kfac-layer-norm ") +
+          (training.insertKFAC.layerNorm == KfacLayerNorm::Diagonal ? "diagonal" : "blocks") +
+          " is single-process K-FAC for now: a pipelined run (--pipeline) "
+          "preconditions the encoder blocks' linears only (give --kfac-layer-norm none)");
+    if (training.kfac && training.insertKFAC.embeddings != KfacEmbeddings::None)
+      return printError(llvm::Twine("--kfac-embeddings ") +
+                        (training.insertKFAC.embeddings == KfacEmbeddings::Word
+                             ? "word"
+                             : "word-and-position") +
+                        " is single-process K-FAC for now: a pipelined run (--pipeline) "
+                        "preconditions the encoder blocks' linears only (give --kfac-embeddings "
+                        "none)");
+  }
+  TrainingRun run(config, std::move(*corpus));
+  if (pipelined)
+    return trainPipelined(run, argc, argv);
+  std::unique_ptr<TrainingStep> step = createSingleProcessStep(run);
+  if (!step)
+    return 1; // printed already
+  return runTrainingLoop(run, *step);
+}
