@@ -160,6 +160,11 @@ PARITY = [(model, ranks, schedule, 4, ())
     # DualPipe: two pipes as Chimera's, split backwards (N >= 2D).
     ("tiny", 2, "dualpipe", 4, ()),
     ("mini", 4, "dualpipe", 8, ()),
+    # --predictions P: the decoder at the masked positions only (a gather of
+    # the head transform's rows on the decoder's stage, the mlm_positions input).
+    ("mini", 2, "1f1b", 4, ("--predictions", "4")),
+    ("tiny", 2, "zb-h1", 4, ("--predictions", "4")),
+    ("mini", 4, "gpipe", 4, ("--predictions", "4")),
 ]
 
 
@@ -206,6 +211,40 @@ def test_pipeline_equals_single_process_bitwise(setup, reference, tmp_path, mode
     if microbatches == 1 or "--clip-norm" in extra:
         other, _ = reference(model, 4)
         assert any(not np.array_equal(want[k], other[k]) for k in want if k.startswith("param/"))
+
+
+# The stage units (pf-split-stages grain=, default half): whole blocks as
+# before (the embeddings and the head folded in), whole blocks with the ends on
+# their own, and halves where the cost model cuts inside a block: BERT-mini on
+# 3 ranks (block 1's halves on stages 0 and 1), BERT-tiny interleaved (4
+# stages on 2 ranks: one half-block each, the head with the last).
+UNITS = [("mini", 2, "1f1b", "block", False), ("mini", 2, "zb-h1", "ends", False),
+         ("mini", 3, "1f1b", "half", True), ("tiny", 2, "interleaved", "half", True)]
+
+
+@pytest.mark.parametrize("model,ranks,schedule,grain,inside", UNITS,
+                         ids=[f"{m}-D{d}-{s}-{g}" for m, d, s, g, _ in UNITS])
+def test_stage_units_equal_single_process_bitwise(setup, reference, tmp_path, model, ranks,
+                                                  schedule, grain, inside):
+    want, want_losses = reference(model, 4)
+    got_path, step_file = tmp_path / "pipeline.npz", tmp_path / "step.mlir"
+    proc = _pipeline(setup, ranks, model,
+                     f"stages={ranks} schedule={schedule} microbatches=4 grain={grain}",
+                     "--steps", "20", "--log-every", "1", "--checkpoint", got_path,
+                     "--emit-step", step_file, timeout=180)
+    assert _losses(proc.stdout) == want_losses
+    _assert_same_checkpoint(_load(got_path), want)
+    heads = re.findall(r"func\.func @stage(\d+)_forward\((.*)", step_file.read_text())
+    units = {int(s): re.search(r"pf\.units = \[([^\]]*)\]", h) for s, h in heads}
+    if grain == "block":
+        assert not any(units.values())
+        return
+    stage_of = {u: s for s, m in units.items() for u in re.findall(r'"([^"]+)"', m.group(1))}
+    assert stage_of["embeddings"] == 0 and max(stage_of.values()) == max(units)
+    # A stage boundary inside an encoder block: its halves on two stages.
+    split_blocks = [b for b in range(4) if f"block{b}.attn" in stage_of
+                    and stage_of[f"block{b}.attn"] != stage_of[f"block{b}.ffn"]]
+    assert bool(split_blocks) == inside, stage_of
 
 
 def _relative_difference(got, want):
@@ -518,13 +557,20 @@ def test_wrong_number_of_ranks_is_refused(setup):
      "--micro-batches 2 but --pipeline has microbatches=4"),
     ("microbatches=2", ("--eval-every", "5", "--eval-sequences", "4"),
      "--eval-sequences 4 must hold at least one batch (8)"),
-    # zb-v cuts 2D stages: BERT-tiny's 2 blocks do not make 4.
-    ("schedule=zb-v microbatches=4", (),
+    # zb-v cuts 2D stages: BERT-tiny's 2 blocks do not make 4 (grain=block) ...
+    ("schedule=zb-v microbatches=4 grain=block", (),
      "pf-split-stages: cannot cut 2 encoder blocks into 4 stages (more stages than blocks)"),
+    # ... and interleaved with 4 chunks cuts 8: more than its 7 units of grain=half
+    # (the embeddings, two halves of each block, the head's transform and decoder).
+    ("schedule=interleaved chunks=4 microbatches=4", (),
+     "pf-split-stages: cannot cut 7 units of grain=half into 8 stages (more stages than "
+     "units)"),
+    ("grain=linear microbatches=2", (), "grain must be block, ends or half, got 'linear'"),
     ("schedule=dualpipe microbatches=2", (),
      "pf-build-rank-programs: dualpipe needs at least 2 x 2 = 4 micro-batches (got 2)"),
 ], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks",
-        "micro-batches", "eval-sequences", "v-stages", "dualpipe-microbatches"])
+        "micro-batches", "eval-sequences", "v-stages", "interleaved-units", "grain",
+        "dualpipe-microbatches"])
 def test_bad_pipeline_options_are_refused(setup, spec, args, message):
     proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)
     assert proc.returncode != 0
@@ -601,8 +647,8 @@ STARTUP = re.compile(r"^rank (\d+): stage (\d+) \(encoder blocks ([\d ]*)\), (\d
 @pytest.mark.parametrize("optimizer,state_per_parameter", [("adamw", 2), ("sgd", 1)])
 def test_startup_lines_add_up_to_the_model(setup, short_checkpoint, optimizer,
                                            state_per_parameter):
-    proc = _pipeline(setup, 2, "tiny", "schedule=gpipe microbatches=2", "--steps", "1",
-                     "--optimizer", optimizer, timeout=60)
+    proc = _pipeline(setup, 2, "tiny", "schedule=gpipe microbatches=2 grain=block", "--steps",
+                     "1", "--optimizer", optimizer, timeout=60)
     lines = STARTUP.findall(proc.stdout)
     assert sorted(int(line[0]) for line in lines) == [0, 1], proc.stdout
     parameters = _parameters(_load(short_checkpoint))

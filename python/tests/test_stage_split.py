@@ -131,3 +131,67 @@ def test_encoder_gradients_stay_on_their_stage(steps):
             assert blocks <= {str(s)}, (name, blocks)
         grads = set(re.findall(r'"grad/bert\.encoder\.layer\.(\d+)\.', funcs[f"stage{s}_backward"]))
         assert grads == {str(s)}
+
+
+# --- units of their own: the embeddings, block halves, the head's parts ------------
+
+HALVES = ["embeddings", "block0.attn", "block0.ffn", "block1.attn", "block1.ffn",
+          "head.transform", "head.decoder"]
+
+
+@pytest.fixture(scope="module")
+def fused_step(tmp_path_factory):
+    """BERT-tiny after pf-train's graph passes: its LayerNorms are pf.layer_norm
+    ops, where grain=half cuts a block (and the head)."""
+    tmp = tmp_path_factory.mktemp("stage_units")
+    ir = import_step(tmp, 2)[0]
+    plain, tagged = tmp / "fused_step.mlir", tmp / "fused_step_tagged.mlir"
+    run_tool("pf-opt", str(ir), "--pf-graph-opt", "--pf-add-masked-lm-loss",
+             "--pf-build-gradients", "-o", str(plain))
+    run_tool("pf-opt", str(ir), "--pf-graph-opt", "--pf-add-masked-lm-loss",
+             "--pf-build-gradients=tag-origin=true", "-o", str(tagged))
+    return tmp, plain, tagged
+
+
+def _units(text, stages):
+    """pf.units of every stage's forward, in stage order."""
+    units = []
+    for s in range(stages):
+        head = re.search(rf"func\.func @stage{s}_forward\(.*", text).group(0)
+        listed = re.search(r"pf\.units = \[([^\]]*)\]", head)
+        assert listed, head
+        units.append(re.findall(r'"([^"]+)"', listed.group(1)))
+    return units
+
+
+@pytest.mark.parametrize("grain,stages", [("half", 7), ("half", 3), ("half", 2), ("ends", 4)])
+def test_units_equal_the_unsplit_step(fused_step, grain, stages):
+    """Cuts inside an encoder block (between its attention and FFN halves) and
+    between the last block and the head, or between the head's transform and
+    its decoder, keep the stage functions bitwise equal to the unsplit step."""
+    tmp, plain, tagged = fused_step
+    work = tmp / f"{grain}_d{stages}"
+    work.mkdir()
+    split = work / "split.mlir"
+    run_tool("pf-opt", str(tagged), f"--pf-split-stages=stages={stages} grain={grain}",
+             "-o", str(split))
+    units = _units(split.read_text(), stages)
+    # The units in model order, each on one stage, every stage holding some.
+    flat = [u for stage in units for u in stage]
+    if grain == "half":
+        assert flat == HALVES
+    else:
+        assert flat == ["embeddings", "block0", "block1", "head"]
+    assert all(units)
+    if stages == 7:
+        assert units == [[u] for u in HALVES]  # a cut inside every block and the head
+
+    inputs = stage_inputs()
+    want = _run(work, plain, inputs)
+    got, stages_of = _run_pipeline(work, split, stages, inputs)
+    assert set(got) == set(want)
+    assert stages_of[TIED] == [stages - 1, 0]
+    assert all(len(v) == 1 for k, v in stages_of.items() if k != TIED)
+    for name in want:
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape, name
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)

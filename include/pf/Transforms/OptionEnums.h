@@ -65,6 +65,13 @@ enum class KfacWork { Step, Bubbles };
 /// Where the pipeline passes take per-block costs from.
 enum class CostSource { Analytic, Profile };
 
+/// The units pf-split-stages cuts into contiguous stages: whole encoder
+/// blocks with the embeddings in the first and the heads in the last (as
+/// pf-partition), whole blocks with the embeddings and the head as units of
+/// their own, or those with every block cut into its attention and FFN halves
+/// and the head into its transform and its decoder (with the loss).
+enum class StageGrain { Block, Ends, Half };
+
 inline llvm::cl::ValuesClass optimizerValues() {
   return llvm::cl::values(clEnumValN(Optimizer::SGD, "sgd", "SGD with momentum"),
                           clEnumValN(Optimizer::AdamW, "adamw", "AdamW"),
@@ -145,6 +152,18 @@ inline llvm::cl::ValuesClass costSourceValues() {
                  "FLOPs and bytes of the ops on the analytic device (device=)"),
       clEnumValN(CostSource::Profile, "profile",
                  "Measured per-block times from a profile JSON (profile=PATH)"));
+}
+
+inline llvm::cl::ValuesClass stageGrainValues() {
+  return llvm::cl::values(
+      clEnumValN(StageGrain::Block, "block",
+                 "Whole encoder blocks; the embeddings join the first, the heads the last"),
+      clEnumValN(StageGrain::Ends, "ends",
+                 "Whole encoder blocks, the embeddings and the masked-LM head as units of their "
+                 "own"),
+      clEnumValN(StageGrain::Half, "half",
+                 "The embeddings, each block's attention and FFN halves (cut after the block's "
+                 "first LayerNorm), the head's transform and its decoder with the loss"));
 }
 
 /// The schedule library's names (sched::parseScheduleKind accepts the same;
@@ -257,6 +276,7 @@ PF_CHOICE_PARSER(::mlir::pf::KfacLayerNorm)
 PF_CHOICE_PARSER(::mlir::pf::KfacEmbeddings)
 PF_CHOICE_PARSER(::mlir::pf::KfacMode)
 PF_CHOICE_PARSER(::mlir::pf::CostSource)
+PF_CHOICE_PARSER(::mlir::pf::StageGrain)
 PF_CHOICE_PARSER(::mlir::pf::KfacWork)
 PF_CHOICE_PARSER(::pf::sched::ScheduleKind)
 PF_CHOICE_PARSER(::pf::sched::Policy)

@@ -2,6 +2,7 @@
 #include "PipelineModel.h"
 
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Regex.h"
 
 using namespace mlir;
@@ -62,6 +63,108 @@ FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
     // PipeFisher preconditions the linears of the encoder blocks only.
     if (auto linear = dyn_cast<LinearOp>(op); linear && layer >= 1 && layer <= numBlocks)
       result.kfacLinears[block].push_back(linear);
+  }
+  return result;
+}
+
+namespace {
+/// The op whose result ends a block's attention half (or the head's
+/// transform): its first LayerNorm.
+bool endsHalf(Operation *op) {
+  return isa<LayerNormOp, AddLayerNormOp, LayerNormalizationOp>(op) &&
+         !op->hasAttr(kGradOfAttrName) && !op->hasAttr(kGradSumAttrName);
+}
+} // namespace
+
+FailureOr<UnitAssignment> mlir::pf::assignUnits(func::FuncOp func, StageGrain grain) {
+  auto blocks = assignBlocks(func);
+  if (failed(blocks))
+    return failure();
+  UnitAssignment result;
+  const int64_t n = result.numBlocks = blocks->numBlocks;
+  if (grain == StageGrain::Block) {
+    result.ops = std::move(*blocks);
+    for (int64_t b = 0; b < n; ++b)
+      result.units.push_back({"block" + std::to_string(b), b});
+    return result;
+  }
+  // Fine position of every op: 0 the embeddings, 2b+1 and 2b+2 the attention
+  // and FFN halves of block b, 2n+1 and 2n+2 the head's transform and
+  // decoder. Like assignBlocks, an op goes to the latest position among its
+  // inputs and parameters; the result of an attention half's (or the head
+  // transform's) first LayerNorm starts the next position.
+  SymbolTable symbols(func->getParentOfType<ModuleOp>());
+  auto fineOfParam = [&](StringRef name) {
+    int64_t raw = rawLayerOfParam(symbols, name, n);
+    return raw == 0 ? int64_t(0) : 2 * raw - 1;
+  };
+  llvm::DenseMap<Value, int64_t> fineOfValue;
+  llvm::DenseMap<Operation *, int64_t> fineOfOp;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    int64_t fine = 0;
+    if (auto ref = dyn_cast<ParamRefOp>(op)) {
+      fine = fineOfParam(ref.getName());
+    } else if (!isa<ConstantOp>(op)) {
+      for (Value operand : op.getOperands())
+        fine = std::max(fine, fineOfValue.lookup(operand));
+      if (auto update = dyn_cast<KFACUpdateFactorOp>(op))
+        fine = std::max(fine, fineOfParam(update.getFactor()));
+    }
+    fineOfOp[&op] = fine;
+    int64_t out = fine;
+    if (grain == StageGrain::Half && fine % 2 == 1 && endsHalf(&op))
+      out = fine + 1;
+    for (Value res : op.getResults())
+      fineOfValue[res] = out;
+  }
+  // Fine positions to the grain's units, then the units that hold ops.
+  const int64_t positions = 2 * n + 3;
+  auto coarse = [&](int64_t fine) -> int64_t {
+    if (grain == StageGrain::Half)
+      return fine;
+    if (fine == 0)
+      return 0;
+    return fine >= 2 * n + 1 ? n + 1 : 1 + (fine - 1) / 2;
+  };
+  SmallVector<int64_t> unitOfCoarse(positions, -1);
+  SmallVector<bool> used(positions, false);
+  for (Operation *op : blocks->ops)
+    if (!BlockAssignment::isFree(op))
+      used[coarse(fineOfOp[op])] = true;
+  // A block (or head) that was not cut, having no LayerNorm (say, one
+  // decomposed into its arithmetic), keeps its whole name.
+  auto nameOf = [&](int64_t fine) -> StageUnit {
+    if (fine == 0)
+      return {"embeddings", -1};
+    bool half = grain == StageGrain::Half;
+    bool cut = half && (fine % 2 == 0 || used[fine + 1]);
+    if (fine >= 2 * n + 1)
+      return {cut ? (fine == 2 * n + 1 ? "head.transform" : "head.decoder") : "head", -1};
+    int64_t b = (fine - 1) / 2;
+    std::string name = "block" + std::to_string(b);
+    if (cut)
+      name += fine % 2 == 1 ? ".attn" : ".ffn";
+    return {name, b};
+  };
+  for (int64_t fine = 0; fine < positions; ++fine) {
+    int64_t c = coarse(fine);
+    if (!used[c] || unitOfCoarse[c] >= 0)
+      continue;
+    unitOfCoarse[c] = result.units.size();
+    result.units.push_back(nameOf(fine));
+  }
+  result.ops.numBlocks = result.units.size();
+  result.ops.kfacLinears.resize(result.units.size());
+  for (Operation *op : blocks->ops) {
+    result.ops.ops.push_back(op);
+    if (BlockAssignment::isFree(op))
+      continue;
+    int64_t fine = fineOfOp[op];
+    int64_t unit = unitOfCoarse[coarse(fine)];
+    result.ops.blockOf[op] = unit;
+    // PipeFisher preconditions the linears of the encoder blocks only.
+    if (auto linear = dyn_cast<LinearOp>(op); linear && fine >= 1 && fine <= 2 * n)
+      result.ops.kfacLinears[unit].push_back(linear);
   }
   return result;
 }
@@ -154,7 +257,11 @@ double rowsOf(LinearOp linear) {
 }
 
 /// Roofline: compute-bound ops at the GEMM efficiency, the rest memory-bound.
-sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::DeviceSpec &dev) {
+/// `rowGathers`: a gather (pf.gather, pf.gather_nd) reads the rows it
+/// gathers, not its whole table, and its gradient writes the table (zeroed,
+/// then scattered into); otherwise both count every operand and result.
+sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::DeviceSpec &dev,
+                               bool rowGathers = false) {
   double flopRate = dev.fp32Tflops * 1e12 * dev.gemmEfficiency;     // FLOP/s
   double solverRate = dev.fp32Tflops * 1e12 * dev.solverEfficiency; // FLOP/s
   double byteRate = dev.memoryGBs * 1e9 * dev.memoryEfficiency;     // B/s
@@ -171,6 +278,17 @@ sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::Devic
     sched::LayerCost &layer = model.layers[it->second];
     double flops = flopsOf(op);
     double seconds = flops > 0 ? flops / flopRate : bytesOf(op) / byteRate;
+    if (rowGathers && isa<GatherOp, GatherNDOp>(op)) {
+      double out = tensorBytes(op->getResult(0).getType());
+      double indices = tensorBytes(op->getOperand(1).getType());
+      double table = tensorBytes(op->getOperand(0).getType());
+      layer.forward += ms((2 * out + indices) / byteRate);
+      layer.backwardWeight += ms((table + out + indices) / byteRate);
+      for (Value operand : op->getOperands())
+        if (operand.getDefiningOp<ParamRefOp>())
+          paramBytes[it->second] += tensorBytes(operand.getType());
+      continue;
+    }
     layer.forward += ms(seconds);
     // Backward: input gradient and weight gradient each cost about a forward.
     layer.backwardInput += ms(seconds);
@@ -222,6 +340,113 @@ FailureOr<sched::CostModel> mlir::pf::buildCostModel(func::FuncOp func,
            << profilePath << "' has " << profile->layers.size() << " layers but the model has "
            << blocks.numBlocks << " encoder blocks";
   return profile.take();
+}
+
+namespace {
+/// The work a stage does per parameter besides its passes, spread over the
+/// micro-batches (in backwardWeight, after the passes): each micro-batch adds
+/// its weighted gradient to the step's sum (pf-build-rank-programs'
+/// `stage<s>_accumulate_*`: a multiply, 2 tensors of traffic, and an add, 3),
+/// and the step's update reads and writes the parameter and two moments
+/// (AdamW: 7 tensors) once. A parameter read by several units (the tied word embedding in the
+/// embeddings and the decoder) is held and updated by each; its gradient
+/// pieces are summed on the stage of its last reader (pf-build-rank-programs'
+/// tied-per-microbatch), which adds the piece it receives too.
+void addParameterWork(sched::CostModel &model, ModuleOp module, const UnitAssignment &units,
+                      const sched::DeviceSpec &dev, int64_t microbatches) {
+  double byteRate = dev.memoryGBs * 1e9 * dev.memoryEfficiency;
+  llvm::MapVector<Operation *, SmallVector<int64_t>> readers; // pf.param -> units
+  llvm::DenseMap<Operation *, double> bytes;
+  SymbolTable symbols(module);
+  for (Operation *op : units.ops.ops) {
+    auto it = units.ops.blockOf.find(op);
+    if (it == units.ops.blockOf.end())
+      continue;
+    for (Value operand : op->getOperands())
+      if (auto ref = operand.getDefiningOp<ParamRefOp>()) {
+        Operation *param = symbols.lookup(ref.getName());
+        if (!param)
+          continue;
+        SmallVector<int64_t> &list = readers[param];
+        if (!llvm::is_contained(list, it->second))
+          list.push_back(it->second);
+        bytes[param] = tensorBytes(operand.getType());
+      }
+  }
+  double n = double(std::max<int64_t>(microbatches, 1));
+  for (auto &[param, list] : readers) {
+    double b = bytes[param];
+    int64_t first = *llvm::min_element(list), last = *llvm::max_element(list);
+    bool tied = first != last;
+    // Accumulation on the last reader (twice when tied: its own piece and
+    // the one it receives), the update on the first and the last reader.
+    model.layers[last].backwardWeight += 1e3 * (tied ? 10 : 5) * b / byteRate;
+    model.layers[last].backwardWeight += 1e3 * 7 * b / byteRate / n;
+    if (tied)
+      model.layers[first].backwardWeight += 1e3 * 7 * b / byteRate / n;
+  }
+}
+} // namespace
+
+FailureOr<sched::CostModel> mlir::pf::buildUnitCostModel(func::FuncOp func,
+                                                         const UnitAssignment &units,
+                                                         CostSource cost, StringRef profilePath,
+                                                         StringRef device, int64_t microbatches) {
+  auto dev = sched::findDevice(device.str());
+  if (!dev)
+    return func.emitError() << dev.error(); // names the device and the known ones
+  sched::CostModel analytic = analyticCosts(units.ops, *dev, /*rowGathers=*/true);
+  for (auto [u, unit] : llvm::enumerate(units.units))
+    analytic.layers[u].name = unit.name;
+  addParameterWork(analytic, func->getParentOfType<ModuleOp>(), units, *dev, microbatches);
+  if (cost == CostSource::Analytic)
+    return analytic;
+  auto profile = sched::loadProfile(profilePath.str());
+  if (!profile)
+    return func.emitError("cannot use profile '") << profilePath << "': " << profile.error();
+  if (int64_t(profile->layers.size()) != units.numBlocks)
+    return func.emitError("profile '")
+           << profilePath << "' has " << profile->layers.size() << " layers but the model has "
+           << units.numBlocks << " encoder blocks";
+  // Each unit's profiled block: the embeddings count in block 0, the head in
+  // the last block (as pipefisher.profile_convert sums an op profile).
+  SmallVector<int64_t> blockOfUnit;
+  for (const StageUnit &unit : units.units)
+    blockOfUnit.push_back(unit.block >= 0               ? unit.block
+                          : unit.name == "embeddings" ? 0
+                                                      : units.numBlocks - 1);
+  using Field = double sched::LayerCost::*;
+  static constexpr Field fields[] = {
+      &sched::LayerCost::forward,      &sched::LayerCost::backwardInput,
+      &sched::LayerCost::backwardWeight, &sched::LayerCost::curvatureA,
+      &sched::LayerCost::curvatureB,   &sched::LayerCost::inversionA,
+      &sched::LayerCost::inversionB,   &sched::LayerCost::precondition,
+      &sched::LayerCost::allreduce,    &sched::LayerCost::factorAllreduce};
+  sched::CostModel model = *profile;
+  model.layers.clear();
+  for (size_t u = 0; u < units.units.size(); ++u) {
+    int64_t b = blockOfUnit[u];
+    const sched::LayerCost &block = profile->layers[b];
+    sched::LayerCost layer;
+    layer.name = units.units[u].name;
+    auto shareOf = [&](Field field) -> double {
+      double part = analytic.layers[u].*field, total = 0;
+      int64_t members = 0;
+      for (size_t v = 0; v < units.units.size(); ++v)
+        if (blockOfUnit[v] == b) {
+          total += analytic.layers[v].*field;
+          ++members;
+        }
+      if (members == 1)
+        return 1;
+      return total > 0 ? part / total : 0;
+    };
+    for (Field field : fields)
+      layer.*field = block.*field * shareOf(field);
+    model.layers.push_back(layer);
+  }
+  model.name = profile->name + " (per unit, divided by the analytic " + dev->name + " model)";
+  return model;
 }
 
 LogicalResult mlir::pf::verifyCostOptions(Operation *op, StringRef pass, CostSource cost,

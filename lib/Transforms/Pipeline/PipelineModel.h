@@ -45,6 +45,47 @@ FailureOr<BlockAssignment> readStageBlocks(PipelineOp pipeline);
 /// parameters name no encoder blocks.
 FailureOr<BlockAssignment> assignBlocks(func::FuncOp func);
 
+/// One unit of pf-split-stages' partition: the embeddings, an encoder block
+/// or one of its halves, the head or one of its parts.
+struct StageUnit {
+  std::string name;   ///< "embeddings", "block<b>", "block<b>.attn|ffn", "head", "head.transform|decoder"
+  int64_t block = -1; ///< its encoder block; -1 for the embeddings and the head
+};
+
+/// The ops of an entry function grouped into the units of `grain`, in model
+/// order. `ops` is a BlockAssignment whose "blocks" are the units (so
+/// `ops.numBlocks` = units.size(), `ops.blockOf` maps each op to its unit,
+/// `ops.kfacLinears` lists each unit's encoder linears).
+struct UnitAssignment {
+  BlockAssignment ops;
+  SmallVector<StageUnit> units;
+  int64_t numBlocks = 0; ///< encoder blocks of the model
+};
+
+/// Assigns the ops of `func` to the units of `grain`. Block: assignBlocks'
+/// blocks. Ends: the ops of the embeddings (before block 0) and of the head
+/// (after the last block) become units of their own. Half: besides, an op
+/// reading the result of a block's first LayerNorm (pf.layer_norm,
+/// pf.add_layer_norm, pf.layer_normalization) goes to the block's FFN half,
+/// and one reading the head's first LayerNorm to the head's decoder. A unit
+/// that holds no op is left out. Fails as assignBlocks does.
+FailureOr<UnitAssignment> assignUnits(func::FuncOp func, StageGrain grain);
+
+/// Per-unit costs (ms per micro-batch). Analytic: the ops' FLOPs and bytes
+/// on `device` (a gather reading its rows, its gradient writing its table),
+/// plus the work per parameter besides the passes: each micro-batch's
+/// gradient accumulation and 1/`microbatches` of the AdamW update (a tied
+/// parameter's pieces summed on its last reader's stage, updated on every
+/// stage that reads it). Profile: each profiled block's times divided among
+/// its units (the embeddings belong to block 0 and the head to the last
+/// block, as pipefisher.profile_convert sums them) in proportion to their
+/// analytic costs on `device`; one unit per block keeps the profile's
+/// numbers.
+FailureOr<::pf::sched::CostModel> buildUnitCostModel(func::FuncOp func,
+                                                     const UnitAssignment &units,
+                                                     CostSource cost, StringRef profilePath,
+                                                     StringRef device, int64_t microbatches);
+
 /// Per-block costs: analytic (on `device`) or from the profile at
 /// `profilePath`, whose layers are the encoder blocks.
 FailureOr<::pf::sched::CostModel> buildCostModel(func::FuncOp func,

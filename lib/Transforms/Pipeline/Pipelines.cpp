@@ -46,6 +46,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   split.splitBackward = ::pf::sched::splitsBackward(pipeline.schedule);
   // K-FAC factor updates: one per call, 1/N of the step's running average each.
   split.microbatches = pipeline.microbatches;
+  split.grain = pipeline.grain;
   pm.addPass(createPFSplitStages(split));
   // Per-stage inverses and preconditioning; the KL-clip across ranks is the
   // programs' pf.kfac_kl_clip.
@@ -100,6 +101,10 @@ struct PipelinedTrainingOptions {
         "split-precondition", pipeline.splitPrecondition,
         "chimera and dualpipe with kfac=true: each layer's preconditioning on one replica, its "
         "result broadcast to the other (false: both replicas precondition every layer)");
+    binder.opt("grain", pipeline.grain,
+               "Units the stages are cut from: half (default), ends or block "
+               "(pf-split-stages grain=)",
+               stageGrainValues());
     binder.opt("tied-per-microbatch", pipeline.tiedPerMicrobatch,
                "the tied embedding's gradient handed to the last stage's rank and accumulated "
                "there per micro-batch (false: one step-end all-reduce of every piece)");

@@ -2,9 +2,12 @@
 //
 // Splits the one-micro-batch first-order training step (loss + gradients) into
 // `@stage<s>_forward` and `@stage<s>_backward` for every pipeline stage, so a
-// schedule can call them in any order. Forward ops are placed by encoder block
-// (the cut of pf-partition), gradient ops with the forward op they
-// differentiate (pf-build-gradients{tag-origin} tags them). Everything that
+// schedule can call them in any order. Forward ops are placed by unit (`grain`:
+// encoder blocks as pf-partition cuts them, or the embeddings, the blocks or
+// their attention and FFN halves, and the head's parts as units of their own),
+// cut into contiguous stages by a min-max partition of the units' costs;
+// gradient ops go with the forward op they differentiate
+// (pf-build-gradients{tag-origin} tags them). Everything that
 // crosses stages becomes a named argument/result; see
 // docs/pipeline-execution.md for the contract. With split-backward, each
 // backward is written as two functions instead, `_backward_input` (the slice
@@ -22,6 +25,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Format.h"
 
 #include <functional>
 #include <limits>
@@ -82,7 +86,10 @@ public:
 
   LogicalResult place(const BlockAssignment &blocks, ArrayRef<int64_t> stageOfBlock);
   void buildInterfaces();
-  void emit(ModuleOp module, ArrayRef<int64_t> stageOfBlock);
+  /// With `listUnits` every function gets pf.units (grain=block: pf.blocks
+  /// names the units).
+  void emit(ModuleOp module, ArrayRef<int64_t> stageOfUnit, ArrayRef<StageUnit> units,
+            bool listUnits);
 
 private:
   LogicalResult placeBackward(Operation *op);
@@ -103,7 +110,7 @@ private:
   SmallVector<std::pair<unsigned, Value>> originalResultsOf(Placement at);
   void splitBackwardOf(int64_t stage);
   func::FuncOp buildFunction(OpBuilder &builder, Placement at, Part part,
-                             ArrayRef<int64_t> blocks);
+                             ArrayRef<int64_t> blocks, ArrayRef<StringRef> unitNames);
 
   func::FuncOp func;
   int64_t numStages;
@@ -422,7 +429,8 @@ SmallVector<std::pair<unsigned, Value>> StageSplitter::originalResultsOf(Placeme
 }
 
 func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at, Part part,
-                                          ArrayRef<int64_t> blocks) {
+                                          ArrayRef<int64_t> blocks,
+                                          ArrayRef<StringRef> unitNames) {
   StageInterface &iface = interfaceOf(at, part);
   Location loc = func.getLoc();
   MLIRContext *ctx = func.getContext();
@@ -471,7 +479,11 @@ func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at, Part
   stageFunc.setAllArgAttrs(argAttrs);
   stageFunc.setAllResultAttrs(resultAttrs);
   stageFunc->setAttr(kStageAttrName, builder.getI64IntegerAttr(at.stage));
-  stageFunc->setAttr(kStageBlocksAttrName, builder.getDenseI64ArrayAttr(blocks));
+  // A stage of the embeddings or the head alone holds no encoder block.
+  if (!blocks.empty())
+    stageFunc->setAttr(kStageBlocksAttrName, builder.getDenseI64ArrayAttr(blocks));
+  if (!unitNames.empty())
+    stageFunc->setAttr(kStageUnitsAttrName, builder.getStrArrayAttr(unitNames));
   Block *body = stageFunc.addEntryBlock();
 
   IRMapping mapping;
@@ -520,21 +532,30 @@ func::FuncOp StageSplitter::buildFunction(OpBuilder &builder, Placement at, Part
   return stageFunc;
 }
 
-void StageSplitter::emit(ModuleOp module, ArrayRef<int64_t> stageOfBlock) {
+void StageSplitter::emit(ModuleOp module, ArrayRef<int64_t> stageOfUnit,
+                         ArrayRef<StageUnit> units, bool listUnits) {
   OpBuilder builder(module.getContext());
   builder.setInsertionPointAfter(func);
   for (int64_t s = 0; s < numStages; ++s) {
+    // The encoder blocks with a unit on the stage (a block cut in its halves
+    // is listed by both stages) and the units' names.
     SmallVector<int64_t> blocks;
-    for (auto [b, stage] : llvm::enumerate(stageOfBlock))
-      if (stage == s)
-        blocks.push_back(b);
-    buildFunction(builder, {Phase::Forward, s}, Part::Whole, blocks);
+    SmallVector<StringRef> unitNames;
+    for (auto [u, stage] : llvm::enumerate(stageOfUnit)) {
+      if (stage != s)
+        continue;
+      if (listUnits)
+        unitNames.push_back(units[u].name);
+      if (units[u].block >= 0 && !llvm::is_contained(blocks, units[u].block))
+        blocks.push_back(units[u].block);
+    }
+    buildFunction(builder, {Phase::Forward, s}, Part::Whole, blocks, unitNames);
     if (!splitBackward) {
-      buildFunction(builder, {Phase::Backward, s}, Part::Whole, blocks);
+      buildFunction(builder, {Phase::Backward, s}, Part::Whole, blocks, unitNames);
       continue;
     }
     for (Part half : {Part::Input, Part::Weight})
-      buildFunction(builder, {Phase::Backward, s}, half, blocks);
+      buildFunction(builder, {Phase::Backward, s}, half, blocks, unitNames);
   }
   func.erase();
 }
@@ -605,26 +626,31 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
     }
     if (failed(makeFactorUpdatesPerCall(func, microbatches)))
       return signalPassFailure();
-    auto all = assignBlocks(func);
+    auto all = assignUnits(func, grain);
     if (failed(all))
       return signalPassFailure();
-    if (stages < 1 || stages > all->numBlocks) {
-      func.emitError("pf-split-stages: cannot cut ")
-          << all->numBlocks << " encoder blocks into " << int64_t(stages) << " stages"
-          << (stages > all->numBlocks ? " (more stages than blocks)" : "");
+    int64_t numUnits = all->units.size();
+    if (stages < 1 || stages > numUnits) {
+      auto diag = func.emitError("pf-split-stages: cannot cut ");
+      if (grain == StageGrain::Block)
+        diag << all->numBlocks << " encoder blocks into " << int64_t(stages) << " stages"
+             << (stages > numUnits ? " (more stages than blocks)" : "");
+      else
+        diag << numUnits << " units of grain=" << grainName() << " into " << int64_t(stages)
+             << " stages" << (stages > numUnits ? " (more stages than units)" : "");
       return signalPassFailure();
     }
-    BlockAssignment forward = forwardOnly(*all);
-    auto stageOfBlock = cut(func, forward);
-    if (failed(stageOfBlock))
+    UnitAssignment forward = forwardOnly(*all);
+    auto stageOfUnit = cut(func, forward);
+    if (failed(stageOfUnit))
       return signalPassFailure();
 
     StageSplitter splitter(func, stages, splitBackward);
-    if (failed(splitter.place(forward, *stageOfBlock)))
+    if (failed(splitter.place(forward.ops, *stageOfUnit)))
       return signalPassFailure();
     splitter.buildInterfaces();
     recordGradientOrder(module, func);
-    splitter.emit(module, *stageOfBlock);
+    splitter.emit(module, *stageOfUnit, forward.units, grain != StageGrain::Block);
   }
 
   /// The step's `grad/<param>` results in its result order: the order in
@@ -640,27 +666,44 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
       module->setAttr(kStepGradientsAttrName, ArrayAttr::get(module.getContext(), names));
   }
 
-  /// The block assignment of the forward ops (the cost model counts the
+  StringRef grainName() const {
+    switch (grain) {
+    case StageGrain::Block:
+      return "block";
+    case StageGrain::Ends:
+      return "ends";
+    case StageGrain::Half:
+      return "half";
+    }
+    return "?";
+  }
+
+  /// The unit assignment of the forward ops (the cost model counts the
   /// backward itself from each forward op).
-  static BlockAssignment forwardOnly(const BlockAssignment &all) {
-    BlockAssignment forward;
+  static UnitAssignment forwardOnly(const UnitAssignment &all) {
+    UnitAssignment forward;
+    forward.units = all.units;
     forward.numBlocks = all.numBlocks;
-    forward.kfacLinears = all.kfacLinears;
-    for (Operation *op : all.ops) {
+    forward.ops.numBlocks = all.ops.numBlocks;
+    forward.ops.kfacLinears = all.ops.kfacLinears;
+    for (Operation *op : all.ops.ops) {
       if (isBackwardOp(op))
         continue;
-      forward.ops.push_back(op);
-      if (auto it = all.blockOf.find(op); it != all.blockOf.end())
-        forward.blockOf[op] = it->second;
+      forward.ops.ops.push_back(op);
+      if (auto it = all.ops.blockOf.find(op); it != all.ops.blockOf.end())
+        forward.ops.blockOf[op] = it->second;
     }
     return forward;
   }
 
-  /// Stage of every block: pf-partition's contiguous min-max cut.
-  FailureOr<SmallVector<int64_t>> cut(func::FuncOp func, const BlockAssignment &blocks) {
+  /// Stage of every unit: the contiguous min-max cut of the units' forward +
+  /// backward costs (grain=block: pf-partition's cut of the blocks).
+  FailureOr<SmallVector<int64_t>> cut(func::FuncOp func, const UnitAssignment &units) {
     if (failed(verifyCostOptions(func, "pf-split-stages", cost, profile)))
       return failure();
-    auto costs = buildCostModel(func, blocks, cost, profile, device);
+    auto costs = grain == StageGrain::Block
+                     ? buildCostModel(func, units.ops, cost, profile, device)
+                     : buildUnitCostModel(func, units, cost, profile, device, microbatches);
     if (failed(costs))
       return failure();
     std::vector<double> work;
@@ -670,11 +713,33 @@ struct SplitStagesPass : public mlir::pf::impl::PFSplitStagesBase<SplitStagesPas
                                             std::numeric_limits<double>::infinity());
     if (!partition)
       return func.emitError("pf-split-stages: ") << partition.error();
-    SmallVector<int64_t> stageOfBlock(blocks.numBlocks);
+    SmallVector<int64_t> stageOfUnit(units.ops.numBlocks);
     for (int s = 0; s < partition->numStages(); ++s)
-      for (int b = partition->firstLayer[s]; b < partition->firstLayer[s + 1]; ++b)
-        stageOfBlock[b] = s;
-    return stageOfBlock;
+      for (int u = partition->firstLayer[s]; u < partition->firstLayer[s + 1]; ++u)
+        stageOfUnit[u] = s;
+    if (printCosts) {
+      // "pf-split-stages costs (analytic a100 ...): embeddings 0.012 -> 0, ...;
+      // stages 1.234 1.301 (max/mean 1.03)"
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "pf-split-stages costs (" << costs->name << ", ms per micro-batch, forward + "
+         << "backward): ";
+      for (auto [u, unit] : llvm::enumerate(units.units))
+        os << (u ? ", " : "") << unit.name << " " << llvm::format("%.4g", work[u]) << " -> "
+           << stageOfUnit[u];
+      double total = 0;
+      for (double c : partition->stageCost)
+        total += c;
+      os << "; stages";
+      for (double c : partition->stageCost)
+        os << " " << llvm::format("%.4g", c);
+      os << " (max/mean "
+         << llvm::format("%.3f", partition->maxStageCost * double(int64_t(stages)) / total)
+         << ")";
+      // Not a diagnostic: MLIR would print the whole step function with it.
+      llvm::errs() << text << "\n";
+    }
+    return stageOfUnit;
   }
 };
 

@@ -255,3 +255,18 @@ func.func @grad_sum_not_unit(%x: tensor<2xf32>) -> tensor<2xf32> {
   %e = pf.exp %x {pf.grad_sum = 1 : i64} : (tensor<2xf32>) -> tensor<2xf32>
   return %e : tensor<2xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' op attribute 'pf.units' must be a non-empty array of non-empty strings, got []}}
+func.func @no_units() attributes {pf.stage = 0 : i64, pf.units = []} {
+  return
+}
+
+// -----
+
+func.func @units_off_function(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'pf.gelu' op may not carry 'pf.units': it belongs on a function}}
+  %0 = pf.gelu %x {pf.units = ["block0.attn"]} : (tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

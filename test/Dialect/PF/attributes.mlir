@@ -49,4 +49,13 @@ module attributes {pf.source = "bert.onnx", pf.onnx_opset = 14 : i64, pf.onnx_pr
     %n = pf.neg %e {pf.grad_of = 3 : i64, pf.grad_sum} : (tensor<2xf32>) -> tensor<2xf32>
     return %n : tensor<2xf32>
   }
+
+  // A stage function of pf-split-stages{grain=half}: its units, no encoder
+  // block (the head's decoder alone).
+  // CHECK-LABEL: func.func @stage1_forward
+  // CHECK-SAME: attributes {pf.stage = 1 : i64, pf.units = ["head.decoder"]}
+  func.func @stage1_forward(%x: tensor<2xf32>) -> tensor<2xf32>
+      attributes {pf.stage = 1 : i64, pf.units = ["head.decoder"]} {
+    return %x : tensor<2xf32>
+  }
 }

@@ -7,14 +7,14 @@
 // (Chimera).
 //
 // 1F1B, N = 2: rank 1's passes are F0 B0 F1 B1; rank 0's F0 F1 B0 B1.
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4,1,2,0,4,1,2,-2,4" | FileCheck %s
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4,1,2,0,4,1,2,-2,4" | FileCheck %s
 // Chimera, N = 2 (both replicas on both ranks): the inverse of layer 2 on
 // rank 0 after every pass, layers 0 and 1 on rank 1.
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=1 placement=0,2,0,99,1,0,0,99,1,1,0,99" | FileCheck %s --check-prefix=CHIMERA
-// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1" 2>&1 | FileCheck %s --check-prefix=SIZE
-// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,-3" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
-// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4" 2>&1 | FileCheck %s --check-prefix=UNPLACED
-// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,2,1,0,1,0,4,1,2,0,4" 2>&1 | FileCheck %s --check-prefix=STEP
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=1 placement=0,2,0,99,1,0,0,99,1,1,0,99" | FileCheck %s --check-prefix=CHIMERA
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1" 2>&1 | FileCheck %s --check-prefix=SIZE
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,-3" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4" 2>&1 | FileCheck %s --check-prefix=UNPLACED
+// RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,2,1,0,1,0,4,1,2,0,4" 2>&1 | FileCheck %s --check-prefix=STEP
 
 // Rank 0: layer 1 inverted in window step 0 after its 4 passes, before the
 // tied gradient's broadcast (its reduce_microbatch does not wait); layer 0 in

@@ -3,16 +3,16 @@
 // function per stage (pf-add-optimizer on a split module; the tied word
 // embedding is updated on both of its stages with one shared state), and the
 // rank programs ending in the clipping over all ranks and the update.
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2" | FileCheck %s
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=zb-h1 micro-batches=2 clip-norm=0 optimizer=sgd" | FileCheck %s --check-prefix=ZB
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2" | FileCheck %s --check-prefix=CHIMERA
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 deterministic=true" | FileCheck %s --check-prefix=CHIMERA-EXACT
-// RUN: not pf-opt %s --pf-pipelined-training="stages=3 schedule=chimera micro-batches=2" 2>&1 | FileCheck %s --check-prefix=CHIMERA-ODD
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true" | FileCheck %s --check-prefix=KFAC
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true" | FileCheck %s --check-prefix=CHIMERA-KFAC
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=CHIMERA-BUBBLES
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 kfac=true kfac-work=bubbles split-precondition=false" | FileCheck %s --check-prefix=CHIMERA-BOTH --implicit-check-not=pf.broadcast
-// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=BUBBLES
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block" | FileCheck %s
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=zb-h1 micro-batches=2 grain=block clip-norm=0 optimizer=sgd" | FileCheck %s --check-prefix=ZB
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block" | FileCheck %s --check-prefix=CHIMERA
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block deterministic=true" | FileCheck %s --check-prefix=CHIMERA-EXACT
+// RUN: not pf-opt %s --pf-pipelined-training="stages=3 schedule=chimera micro-batches=2 grain=block" 2>&1 | FileCheck %s --check-prefix=CHIMERA-ODD
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true" | FileCheck %s --check-prefix=KFAC
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block kfac=true" | FileCheck %s --check-prefix=CHIMERA-KFAC
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=CHIMERA-BUBBLES
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block kfac=true kfac-work=bubbles split-precondition=false" | FileCheck %s --check-prefix=CHIMERA-BOTH --implicit-check-not=pf.broadcast
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" | FileCheck %s --check-prefix=BUBBLES
 // RUN: not pf-opt %s --pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 microbatches=2" --pf-build-rank-programs="microbatches=4" 2>&1 | FileCheck %s --check-prefix=KFAC-N
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-insert-kfac --pf-build-gradients=tag-origin=true --pf-split-stages="stages=2 microbatches=2" --pf-kfac-precondition="refresh-input=true damping-input=true" | FileCheck %s --check-prefix=REFRESH-INPUT
 

@@ -110,6 +110,9 @@ struct PipelineRunOptions {
   /// micro-batch order, bit for bit one process's sum; false: the library's
   /// all-reduce of each member's weighted partial sum.
   bool deterministic = false;
+  /// The units pf-split-stages cuts into stages (default: the embeddings,
+  /// the blocks' attention and FFN halves and the head's parts, each costed).
+  StageGrain grain = StageGrain::Half;
 
   template <typename Binder>
   void bindOptions(Binder &binder) {
@@ -138,6 +141,12 @@ struct PipelineRunOptions {
         "split-precondition", splitPrecondition,
         "chimera and dualpipe with --kfac: each layer's preconditioning on one replica, its result "
         "broadcast to the other (false: both replicas precondition every layer)");
+    binder.opt("grain", grain,
+               "Units the stages are cut from (pf-split-stages grain=): half (the embeddings, "
+               "each block's attention and FFN halves, the head's transform and decoder), ends "
+               "(whole blocks, the embeddings and the head on their own) or block (whole "
+               "blocks with the embeddings and the head folded in)",
+               stageGrainValues());
     binder.opt("tied-per-microbatch", tiedPerMicrobatch,
                "the tied embedding's gradient handed to the last stage's rank and accumulated "
                "there per micro-batch (false: every micro-batch's piece kept on both ranks to "

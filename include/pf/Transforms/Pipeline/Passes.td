@@ -161,9 +161,20 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
   let description = [{
     Input: the entry function built by pf-add-masked-lm-loss and
     `pf-build-gradients{tag-origin=true}` (loss and `grad/<param>` results,
-    first order, one micro-batch). Forward ops go to stages by encoder block
-    (the contiguous min-max cut of pf-partition over the cost model); each
-    gradient op goes to the stage of the forward op it differentiates
+    first order, one micro-batch). Forward ops go to stages by unit: `grain`
+    picks the units (`block`: encoder blocks, the embeddings joining the
+    first and the heads the last, as pf-partition; `ends`: the embeddings and
+    the masked-LM head as units of their own besides the blocks; `half`:
+    besides, each block cut after its first LayerNorm into its attention and
+    FFN halves, and the head after its transform's LayerNorm into the
+    transform and the decoder with the loss), and the units are cut into
+    contiguous stages by the min-max partition of their cost per
+    micro-batch (analytic on `device`: forward + backward, and with
+    grain=ends|half each parameter's gradient accumulation and 1/`microbatches`
+    of its update, the tied embedding's pieces summed on the decoder's stage;
+    or a profile's blocks divided among their units by the analytic shares;
+    `print-costs=true` prints them). Each gradient op goes to the stage of
+    the forward op it differentiates
     (`pf.grad_of`), each sum of partial gradients to the earliest stage whose
     backward computes a part of it. The entry function is replaced by
     `@stage<s>_forward` and `@stage<s>_backward` for every stage s, whose
@@ -185,7 +196,11 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     the input half computed for it, which the input half returns as
     `wsaved/<id>`. Stage 0 sends no gradient, so its input half is empty.
 
-    Each stage function carries `pf.stage` and `pf.blocks`; a saved value
+    Each stage function carries `pf.stage`, `pf.units` (grain=ends|half: the
+    names of its units: `embeddings`, `block<b>`, `block<b>.attn`, `block<b>.ffn`, `head`,
+    `head.transform`, `head.decoder`) and `pf.blocks` (the encoder blocks
+    with a unit on it; absent on a stage of the embeddings or the head
+    alone); a saved value
     that is not an op's first result is named `saved/<id>#<result>`. Two
     blocks of one linear each, after pf-add-masked-lm-loss and
     `pf-build-gradients{tag-origin=true}`, with `stages=2` (constants elided):
@@ -236,6 +251,16 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
            "With cost=profile: the profile JSON (docs/profile-format.md)">,
     Option<"device", "device", "std::string", /*default=*/"\"a100\"",
            "Device of the analytic cost model (p100, v100, a100, h100, h200; default: a100)">,
+    Option<"grain", "grain", "::mlir::pf::StageGrain",
+           /*default=*/"::mlir::pf::StageGrain::Block",
+           "Units the stages are cut from: block (encoder blocks; the embeddings join the "
+           "first, the heads the last), ends (blocks, the embeddings and the masked-LM head as "
+           "units of their own), half (the embeddings, each block's attention and FFN halves, "
+           "the head's transform and its decoder with the loss) (default: block)",
+           [{::mlir::pf::stageGrainValues()}]>,
+    Option<"printCosts", "print-costs", "bool", /*default=*/"false",
+           "Print each unit's modelled forward + backward time, its stage and each "
+           "stage's sum (ms, one micro-batch) to stderr (default: false)">,
     Option<"splitBackward", "split-backward", "bool", /*default=*/"false",
            "Write each backward as @stage<s>_backward_input (the slice its grad_act/* "
            "results need) and @stage<s>_backward_weight (the rest: grad/*; reads the "
@@ -245,8 +270,9 @@ def PFSplitStages : Pass<"pf-split-stages", "::mlir::ModuleOp"> {
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Calls of each stage function per step, for the K-FAC factor updates (a step "
            "with pf-insert-kfac): each becomes the update of micro-batch `microbatch` (a new "
-           "i64 graph input) of that many, with its loss count the graph input `loss_count` "
-           "(default: 1)">,
+           "i64 graph input) of that many, with its loss count the graph input `loss_count`; "
+           "with grain=ends|half the cost model spreads each update over that many "
+           "micro-batches (default: 1)">,
   ];
 }
 

@@ -115,6 +115,8 @@ const AttrRule kOpAttrRules[] = {
      isFunction, "a function"},
     {kStageBlocksAttrName, isBlockList, "a non-empty array<i64> of non-negative blocks",
      isFunction, "a function"},
+    {kStageUnitsAttrName, isStringList, "a non-empty array of non-empty strings", isFunction,
+     "a function"},
     {kStepGradientsAttrName, isStringList, "a non-empty array of non-empty strings", isModule,
      "a module"},
     {kKfacKLClipAttrName, isPositiveF64, "a positive f64", isModule, "a module"},

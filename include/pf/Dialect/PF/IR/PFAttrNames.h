@@ -76,9 +76,14 @@ inline constexpr llvm::StringLiteral kGradOfAttrName = "pf.grad_of";
 inline constexpr llvm::StringLiteral kGradSumAttrName = "pf.grad_sum";
 
 /// On a stage function of pf-split-stages: its stage (non-negative i64) and
-/// the encoder blocks it holds (non-empty i64 array).
+/// the encoder blocks it holds (non-empty i64 array; absent on a stage of the
+/// embeddings or the head alone).
 inline constexpr llvm::StringLiteral kStageAttrName = "pf.stage";
 inline constexpr llvm::StringLiteral kStageBlocksAttrName = "pf.blocks";
+/// On a stage function of pf-split-stages: the names of the units it holds
+/// ("embeddings", "block<b>", "block<b>.attn", "block<b>.ffn", "head",
+/// "head.transform", "head.decoder"; non-empty array of strings).
+inline constexpr llvm::StringLiteral kStageUnitsAttrName = "pf.units";
 /// On a K-FAC factor function of pf-outline-kfac-factors
 /// (`stage<s>_kfac_factor_{a,b}_<l>`): the pass function (its name) whose
 /// call of micro-batch m produces what the factor call of m reads; the
