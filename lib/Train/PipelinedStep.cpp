@@ -319,20 +319,8 @@ bool PipelinedStep::build(int argc, char **argv) {
     return job.fail(llvm::toString(std::move(err))), false;
 
   auto start = std::chrono::steady_clock::now();
-  DialectRegistry registry;
-  registry.insert<PFDialect, func::FuncDialect, arith::ArithDialect, cf::ControlFlowDialect,
-                  LLVM::LLVMDialect>();
-  context = std::make_unique<MLIRContext>(registry);
-  context->printOpOnDiagnostic(false);
-  diagnostics = std::make_unique<ScopedDiagnosticHandler>(
-      context.get(),
-      [modelFile = config.modelFile](Diagnostic &diag) {
-        return drv::printDiagnostic(diag, modelFile);
-      });
-  ONNXImportOptions importOptions;
-  importOptions.dimValues["batch"] = config.batch / pipeline.microbatches;
-  importOptions.dimValues["sequence"] = trainingRun.corpus.seqLen;
-  module = importONNXFile(config.modelFile, context.get(), importOptions);
+  module = importStepModel(config, config.batch / pipeline.microbatches,
+                           trainingRun.corpus.seqLen, context, diagnostics);
   if (!module)
     return job.fail("importing " + config.modelFile + " failed"), false;
   PassManager pm(context.get());

@@ -112,20 +112,8 @@ private:
 } // namespace
 
 bool SingleProcessStep::build() {
-  DialectRegistry registry;
-  registry.insert<PFDialect, func::FuncDialect, arith::ArithDialect, cf::ControlFlowDialect,
-                  LLVM::LLVMDialect>();
-  context = std::make_unique<MLIRContext>(registry);
-  context->printOpOnDiagnostic(false);
-  diagnostics = std::make_unique<ScopedDiagnosticHandler>(
-      context.get(),
-      [modelFile = config.modelFile](Diagnostic &diag) {
-        return drv::printDiagnostic(diag, modelFile);
-      });
-  ONNXImportOptions importOptions;
-  importOptions.dimValues["batch"] = config.batch / training.microbatches;
-  importOptions.dimValues["sequence"] = trainingRun.corpus.seqLen;
-  module = importONNXFile(config.modelFile, context.get(), importOptions);
+  module = importStepModel(config, config.batch / training.microbatches,
+                           trainingRun.corpus.seqLen, context, diagnostics);
   if (!module)
     return false; // the diagnostics said why
 

@@ -12,6 +12,13 @@
 #include "pf/Train/TrainConfig.h"
 #include "pf/Transforms/Graph/Passes.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <memory>
+
 namespace mlir::pf::train {
 
 /// The graph passes run on the imported model.
@@ -21,6 +28,14 @@ inline GraphOptOptions graphOptions(const TrainConfig &config) {
 
 /// --device, --device-buffers and --gemm-precision into a model's options.
 void useDevice(const TrainConfig &config, driver::CompiledModel::Options &options);
+
+/// The model of config.modelFile imported for `rows` rows of `sequence`
+/// tokens (one micro-batch), into a new `context` with the dialects a step
+/// lowers through; `diagnostics` prints the context's diagnostics against
+/// the model file. Null when the import failed (the diagnostics said why).
+OwningOpRef<ModuleOp> importStepModel(const TrainConfig &config, int64_t rows, int64_t sequence,
+                                      std::unique_ptr<MLIRContext> &context,
+                                      std::unique_ptr<ScopedDiagnosticHandler> &diagnostics);
 
 } // namespace mlir::pf::train
 
