@@ -168,7 +168,7 @@ Flags::Flags(train::TrainConfig &config)
                    "[overlap=false] [kfac=step|bubbles] [refresh=K] [max-overhead=X] "
                    "[max-refresh=K] "
                    "[split-precondition=false] [tied-per-microbatch=false] "
-                   "[deterministic=true]\" (stages 0 or D: "
+                   "[deterministic=true] [grain=half|ends|block]\" (stages 0 or D: "
                    "the job's ranks; with --kfac, kfac=bubbles runs the inverses in the bubbles "
                    "at the scheduler's K or refresh=K), e.g. mpirun -np 2 pf-train m.onnx "
                    "--corpus c.npz --pipeline \"schedule=1f1b microbatches=4\"; see "
