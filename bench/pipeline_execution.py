@@ -285,6 +285,8 @@ def parse_programs(path: Path) -> list[dict]:
             if s == "}":
                 current = None
                 continue
+            # An op with results: "%a, %b = pf.run_stage ...".
+            s = re.sub(r"^%[^=]*=\s*", "", s)
             if s.startswith("pf.run_stage"):
                 current["stage_calls"] += 1
                 continue

@@ -1,10 +1,15 @@
 //===- RankProgramLowering.cpp - pf-lower-rank-programs --------------------===//
 //
 // 1. Moves each selected pf.rank_program's ops into
-//    func.func @pf_<program>(%host: !llvm.ptr) -> i32.
-// 2. Converts every op (a dialect conversion) into the func.call of its
-//    pfrt_rank_abi.def function: constants for the scalars, constant globals
-//    for names, rank lists, shapes and orders, the op's index first.
+//    func.func @pf_<program>(%host: !llvm.ptr) -> i32, and plans its values:
+//    each SSA stage value (a pf.run_stage output, a pf.recv_act result) is a
+//    slot of the host, numbered in program order, released after its last
+//    use.
+// 2. Converts every op (a dialect conversion; a value becomes its i64 slot)
+//    into the func.call of its pfrt_rank_abi.def function: constants for the
+//    scalars, constant globals for names, slot lists, rank lists, shapes and
+//    orders, the op's index first; then a pfrt_rank_release of each slot
+//    whose last use it was.
 // 3. Returns the first non-zero status after each call, 0 at the end.
 //
 //===----------------------------------------------------------------------===//
@@ -86,11 +91,22 @@ private:
 };
 
 /// What every pattern shares: the constants, each op's index in its
-/// program, the callee declarations.
+/// program, the slots of the values and what each op releases, the callee
+/// declarations.
 struct LoweringState {
   ModuleOp module;
   RankConstants constants;
   DenseMap<Operation *, int64_t> opIndex;
+  DenseMap<Value, int64_t> slot;
+  /// The slots whose last use (or, unused, whose making) an op is.
+  DenseMap<Operation *, SmallVector<int64_t>> releasedAfter;
+
+  SmallVector<int64_t> slotsOf(ValueRange values) const {
+    SmallVector<int64_t> slots;
+    for (Value value : values)
+      slots.push_back(slot.lookup(value));
+    return slots;
+  }
 
   explicit LoweringState(ModuleOp module) : module(module), constants(module) {}
 
@@ -145,8 +161,8 @@ private:
 
 template <typename OpT>
 struct RankCallPattern : OpConversionPattern<OpT> {
-  RankCallPattern(MLIRContext *ctx, LoweringState &state)
-      : OpConversionPattern<OpT>(ctx), state(state) {}
+  RankCallPattern(const TypeConverter &converter, MLIRContext *ctx, LoweringState &state)
+      : OpConversionPattern<OpT>(converter, ctx), state(state) {}
   LoweringState &state;
 
   /// The arguments after the op index.
@@ -160,7 +176,16 @@ struct RankCallPattern : OpConversionPattern<OpT> {
     if (failed(lower(op, rewriter, args, callee)) ||
         failed(state.call(rewriter, op, callee, args)))
       return failure();
-    rewriter.eraseOp(op);
+    Location loc = op->getLoc();
+    for (int64_t slot : state.releasedAfter.lookup(op))
+      if (failed(state.call(rewriter, op, "pfrt_rank_release",
+                            {state.index(rewriter, op), state.i64(rewriter, loc, slot)})))
+        return failure();
+    // Each result becomes its slot.
+    SmallVector<Value> slots;
+    for (Value result : op->getResults())
+      slots.push_back(state.i64(rewriter, loc, state.slot.lookup(result)));
+    rewriter.replaceOp(op, slots);
     return success();
   }
 };
@@ -174,6 +199,10 @@ struct RunStagePattern : RankCallPattern<RunStageOp> {
     args.push_back(state.constants.string(b, loc, op.getStage()));
     args.push_back(state.i64(b, loc, op.getMicrobatch() ? int64_t(*op.getMicrobatch()) : -1));
     args.push_back(state.i64(b, loc, op.getLayer() ? int64_t(*op.getLayer()) : -1));
+    args.push_back(state.i64(b, loc, int64_t(op.getInputs().size())));
+    args.push_back(state.constants.i64Array(b, loc, state.slotsOf(op.getInputs())));
+    args.push_back(state.i64(b, loc, int64_t(op.getOutputs().size())));
+    args.push_back(state.constants.i64Array(b, loc, state.slotsOf(op.getOutputs())));
     callee = "pfrt_rank_run_stage";
     return success();
   }
@@ -186,7 +215,7 @@ struct TransferPattern : RankCallPattern<OpT> {
                       StringRef &callee) const override {
     LoweringState &s = this->state;
     Location loc = op.getLoc();
-    args.push_back(s.constants.string(b, loc, op.getValue()));
+    args.push_back(s.i64(b, loc, s.slot.lookup(op.getValue())));
     args.push_back(s.i64(b, loc, int64_t(op.getMicrobatch())));
     if constexpr (std::is_same_v<OpT, SendActOp>) {
       args.push_back(s.i64(b, loc, int64_t(op.getTo())));
@@ -196,7 +225,7 @@ struct TransferPattern : RankCallPattern<OpT> {
       callee = "pfrt_rank_recv";
     }
     args.push_back(s.i64(b, loc, int64_t(op.getTag())));
-    llvm::append_range(args, s.type(b, loc, op.getType()));
+    llvm::append_range(args, s.type(b, loc, cast<RankedTensorType>(op.getValue().getType())));
     return success();
   }
 };
@@ -268,8 +297,21 @@ func::FuncOp moveIntoFunction(RankProgramOp program, LoweringState &state) {
       func::FuncOp::create(b, program.getLoc(), ("pf_" + program.getSymName()).str(), type);
   Block *entry = func.addEntryBlock();
   Block &body = program.getBody().front();
-  for (auto [index, op] : llvm::enumerate(body))
+  int64_t slots = 0;
+  for (auto [index, op] : llvm::enumerate(body)) {
     state.opIndex[&op] = int64_t(index);
+    for (Value result : op.getResults()) {
+      int64_t slot = slots++;
+      state.slot[result] = slot;
+      // Released after its last user in the block (all of them are: the
+      // body is one block), or at once when nothing reads it.
+      Operation *last = &op;
+      for (Operation *user : result.getUsers())
+        if (last->isBeforeInBlock(user))
+          last = user;
+      state.releasedAfter[last].push_back(slot);
+    }
+  }
   entry->getOperations().splice(entry->end(), body.getOperations());
   b.setInsertionPointToEnd(entry);
   func::ReturnOp::create(b, program.getLoc(), ValueRange{state.i32(b, program.getLoc(), 0)});
@@ -328,6 +370,11 @@ struct LowerRankProgramsPass
       lowered.push_back(moveIntoFunction(program, state));
     }
 
+    // A stage value becomes the i64 slot the host holds it in.
+    TypeConverter slots;
+    slots.addConversion([](Type type) { return type; });
+    slots.addConversion(
+        [](RankedTensorType type) -> Type { return IntegerType::get(type.getContext(), 64); });
     ConversionTarget target(getContext());
     target.addLegalDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect>();
     target.addIllegalOp<RunStageOp, SendActOp, RecvActOp, AllReduceOp, BroadcastOp,
@@ -337,7 +384,8 @@ struct LowerRankProgramsPass
         .add<RunStagePattern, TransferPattern<SendActOp>, TransferPattern<RecvActOp>,
              MemberCollectivePattern<AllReduceOp>, MemberCollectivePattern<BroadcastOp>,
              MemberCollectivePattern<ReduceMicrobatchOp>, OrderedCollectivePattern<ClipGradientsOp>,
-             OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern>(&getContext(), state);
+             OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern>(slots, &getContext(),
+                                                                              state);
     // The stage functions' pf ops are neither legal nor illegal: left as
     // they are (pf-lower-to-runtime lowers each of them).
     if (failed(applyPartialConversion(module, target, std::move(patterns))))

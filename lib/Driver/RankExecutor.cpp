@@ -2,6 +2,7 @@
 #include "pf/Driver/RankExecutor.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Conversion/Passes.h"
 #include "pf/Driver/StageProgram.h"
 #include "pf/Runtime/pfrt_rank.h"
@@ -91,9 +92,11 @@ NpyArray zeros(int32_t dtype, std::vector<int64_t> shape) {
 struct pfrt_rank_host {
   virtual ~pfrt_rank_host() = default;
   virtual int32_t runStage(int64_t op, pf::StageTaskKind kind, const char *function,
-                           int64_t microbatch, int64_t layer) = 0;
-  virtual int32_t transfer(int64_t op, bool sending, const char *value, int64_t microbatch,
+                           int64_t microbatch, int64_t layer, std::vector<int64_t> inputs,
+                           std::vector<int64_t> outputs) = 0;
+  virtual int32_t transfer(int64_t op, bool sending, int64_t slot, int64_t microbatch,
                            int64_t peer, int64_t tag, ValueType type) = 0;
+  virtual int32_t release(int64_t op, int64_t slot) = 0;
   virtual int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
                             std::vector<int64_t> ranks, ValueType type) = 0;
   virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
@@ -107,19 +110,25 @@ struct pfrt_rank_host {
 
 extern "C" {
 int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
-                            const char *function, int64_t microbatch, int64_t layer) {
-  return host->runStage(op, pf::StageTaskKind(kind), function, microbatch, layer);
+                            const char *function, int64_t microbatch, int64_t layer,
+                            int64_t input_count, const int64_t *inputs, int64_t output_count,
+                            const int64_t *outputs) {
+  return host->runStage(op, pf::StageTaskKind(kind), function, microbatch, layer,
+                        std::vector<int64_t>(inputs, inputs + input_count),
+                        std::vector<int64_t>(outputs, outputs + output_count));
 }
-int32_t pfrt_rank_send(pfrt_rank_host *host, int64_t op, const char *value, int64_t microbatch,
+int32_t pfrt_rank_send(pfrt_rank_host *host, int64_t op, int64_t slot, int64_t microbatch,
                        int64_t to, int64_t tag, int32_t dtype, int64_t rank,
                        const int64_t *shape) {
-  return host->transfer(op, true, value, microbatch, to, tag, valueType(dtype, rank, shape));
+  return host->transfer(op, true, slot, microbatch, to, tag, valueType(dtype, rank, shape));
 }
-int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, const char *value, int64_t microbatch,
+int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, int64_t slot, int64_t microbatch,
                        int64_t from, int64_t tag, int32_t dtype, int64_t rank,
                        const int64_t *shape) {
-  return host->transfer(op, false, value, microbatch, from, tag,
-                        valueType(dtype, rank, shape));
+  return host->transfer(op, false, slot, microbatch, from, tag, valueType(dtype, rank, shape));
+}
+int32_t pfrt_rank_release(pfrt_rank_host *host, int64_t op, int64_t slot) {
+  return host->release(op, slot);
 }
 int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value, int32_t order,
                              int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
@@ -155,87 +164,65 @@ int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
 
 namespace {
 
-/// (micro-batch, stage value) → the last call of `rankProgram` that reads
-/// it (a backward_weight reads saved/* and grad_act/* values that its
-/// backward_input read before it).
-std::map<std::pair<int64_t, std::string>, int64_t>
-lastReaders(pf::RankProgramOp rankProgram, const CompiledProgram &program) {
-  std::map<std::pair<int64_t, std::string>, int64_t> last;
-  for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
-    auto call = dyn_cast<pf::RunStageOp>(op);
-    if (call && call.getMicrobatch() && program.hasEntry(call.getStage().str()))
-      for (const TensorSpec &spec : program.inputs(call.getStage().str()))
-        if (isStageValue(spec.name))
-          last[{int64_t(*call.getMicrobatch()), spec.name}] = int64_t(index);
-  }
-  return last;
+/// Whether `op` is the last reader of `value` (the lowering releases the
+/// value's slot right after it).
+bool isLastUse(Value value, Operation *op) {
+  for (Operation *user : value.getUsers())
+    if (op->isBeforeInBlock(user))
+      return false;
+  return true;
 }
 
-/// An activation a forward saves for its backward (saved/*, and a
-/// backward_input's wsaved/* for its weight half).
-bool isSavedActivation(llvm::StringRef name) {
-  return name.starts_with("saved/") || name.starts_with("wsaved/");
+int64_t bytesOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() * int64_t(tensor.getElementTypeBitWidth() / 8);
 }
 
-int64_t bytesOf(const TensorSpec &spec) {
-  int64_t n = 1;
-  for (int64_t d : spec.shape)
-    n *= d;
-  return n * int64_t(dtypeBytes(spec.dtype));
-}
-
-/// The executor's value lifetimes over one program, without running it.
-RankRunner::ActivationFigures planProgram(pf::RankProgramOp rankProgram,
-                                          const CompiledProgram &program, bool overlap) {
-  auto last = lastReaders(rankProgram, program);
-  std::map<std::pair<int64_t, std::string>, int64_t> live; // → bytes
+/// The executor's value lifetimes over one program, without running it: a
+/// stage value lives from the op making it to its last use (where the
+/// lowered program releases its slot).
+RankRunner::ActivationFigures planProgram(pf::RankProgramOp rankProgram, bool overlap) {
+  llvm::DenseMap<Value, int64_t> live; // → bytes
+  llvm::DenseMap<Value, bool> saved;   // an activation slot's value
   int64_t held = 0, inFlight = 0;
   RankRunner::ActivationFigures peak;
   auto note = [&](int64_t extra) {
     peak.bytes = std::max(peak.bytes, held + inFlight + extra);
     std::set<int64_t> saving;
-    for (const auto &[key, bytes] : live)
-      if (isSavedActivation(key.second))
-        saving.insert(key.first);
+    for (const auto &[value, bytes] : live)
+      if (saved.lookup(value))
+        saving.insert(*pf::microbatchOfStageValue(value));
     peak.slots = std::max(peak.slots, int64_t(saving.size()));
   };
-  auto put = [&](std::pair<int64_t, std::string> key, int64_t bytes) {
-    if (auto it = live.find(key); it != live.end())
+  auto drop = [&](Value value) {
+    if (auto it = live.find(value); it != live.end()) {
       held -= it->second;
-    live[key] = bytes;
-    held += bytes;
+      live.erase(it);
+    }
   };
-  for (auto [index, op] : llvm::enumerate(rankProgram.getBody().front())) {
-    if (auto call = dyn_cast<pf::RunStageOp>(op);
-        call && call.getMicrobatch() && program.hasEntry(call.getStage().str())) {
-      std::string function = call.getStage().str();
-      int64_t m = int64_t(*call.getMicrobatch()), made = 0;
-      for (const TensorSpec &spec : program.outputs(function))
-        if (isStageValue(spec.name))
-          made += bytesOf(spec);
+  for (Operation &op : rankProgram.getBody().front()) {
+    if (auto call = dyn_cast<pf::RunStageOp>(op)) {
+      int64_t made = 0;
+      for (Value output : call.getOutputs())
+        made += bytesOf(output.getType());
       note(made);
-      for (const TensorSpec &spec : program.inputs(function))
-        if (isStageValue(spec.name) && last[{m, spec.name}] == int64_t(index))
-          if (auto it = live.find({m, spec.name}); it != live.end()) {
-            held -= it->second;
-            live.erase(it);
-          }
-      for (const TensorSpec &spec : program.outputs(function))
-        if (isStageValue(spec.name))
-          put({m, spec.name}, bytesOf(spec));
-    } else if (auto recv = dyn_cast<pf::RecvActOp>(op)) {
-      auto type = cast<RankedTensorType>(recv.getType());
-      put({int64_t(recv.getMicrobatch()), recv.getValue().str()},
-          type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8));
-    } else if (auto send = dyn_cast<pf::SendActOp>(op)) {
-      std::pair<int64_t, std::string> key{int64_t(send.getMicrobatch()), send.getValue().str()};
-      auto it = live.find(key);
-      int64_t bytes = it == live.end() ? 0 : it->second;
-      auto reader = last.find(key);
-      if (it != live.end() && !(reader != last.end() && reader->second > int64_t(index))) {
-        held -= bytes;
-        live.erase(it);
+      for (Value input : call.getInputs())
+        if (isLastUse(input, call))
+          drop(input);
+      for (Value output : call.getOutputs()) {
+        saved[output] = mlir::pf::isSavedActivationName(pf::stageValueName(output));
+        live[output] = bytesOf(output.getType());
+        held += live[output];
+        if (output.use_empty())
+          drop(output);
       }
+    } else if (auto recv = dyn_cast<pf::RecvActOp>(op)) {
+      live[recv.getValue()] = bytesOf(recv.getType());
+      held += live[recv.getValue()];
+    } else if (auto send = dyn_cast<pf::SendActOp>(op)) {
+      int64_t bytes = live.lookup(send.getValue());
+      if (isLastUse(send.getValue(), send))
+        drop(send.getValue());
       if (overlap)
         inFlight += bytes;
     }
@@ -252,7 +239,7 @@ class RankRunner::Step : public pfrt_rank_host {
 public:
   Step(RankRunner &runner, const Values &graph, int64_t step)
       : r(runner), program(*runner.compiledProgram), graph(graph), stepIndex(step),
-        M(runner.microbatches()), handed(M), losses(M) {}
+        M(runner.microbatches()), losses(M) {}
 
   /// Runs the step's lowered program (each op calls back into the services
   /// below), then completes the transfers and combines the micro-batches.
@@ -260,7 +247,7 @@ public:
     mlir::Operation *programOp = r.programForStep(stepIndex);
     if (auto err = r.startReplicaFactors(graph, programOp))
       return err;
-    findLastReaders(cast<pf::RankProgramOp>(programOp));
+    findBroadcasts(cast<pf::RankProgramOp>(programOp));
     auto function = r.loweredPrograms.find(programOp);
     if (function == r.loweredPrograms.end())
       return error("the rank program was not compiled");
@@ -276,50 +263,60 @@ public:
 
   // pfrt_rank_host: each service runs one op of the program.
   int32_t runStage(int64_t op, pf::StageTaskKind kind, const char *function, int64_t microbatch,
-                   int64_t layer) override {
+                   int64_t layer, std::vector<int64_t> inputs,
+                   std::vector<int64_t> outputs) override {
     std::optional<int64_t> m;
     if (microbatch >= 0)
       m = microbatch;
-    return execute(op, "pf.run_stage", m ? std::optional<std::string>(function) : std::nullopt,
-                   m, [&] { return runStageOp(op, kind, function, m); });
+    return execute(op, "pf.run_stage", &inputs,
+                   [&] { return runStageOp(op, kind, function, m, inputs, outputs); });
   }
-  int32_t transfer(int64_t op, bool sending, const char *value, int64_t microbatch, int64_t peer,
+  int32_t transfer(int64_t op, bool sending, int64_t slot, int64_t microbatch, int64_t peer,
                    int64_t tag, ValueType type) override {
     // An overlapped recv is recorded where it is waited for.
     bool posted = !sending && r.options.overlapTransfers;
     return execute(
-        op, sending ? "pf.send_act" : "pf.recv_act", std::nullopt, std::nullopt,
+        op, sending ? "pf.send_act" : "pf.recv_act", nullptr,
         [&] {
-          return sending ? send(value, microbatch, peer, tag, type)
-                         : recv(value, microbatch, peer, tag, type);
+          return sending ? send(slot, microbatch, peer, tag, type)
+                         : recv(slot, microbatch, peer, tag, type);
         },
         posted);
   }
+  int32_t release(int64_t op, int64_t slot) override {
+    currentOp = op;
+    if (auto err = releaseSlot(slot)) {
+      failure = error(llvm::formatv("op {0} (release of slot {1}): {2}", op, slot,
+                                    llvm::toString(std::move(err))));
+      return int32_t(PFRT_INTERNAL);
+    }
+    return 0;
+  }
   int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
                     std::vector<int64_t> ranks, ValueType type) override {
-    return execute(op, "pf.all_reduce", std::nullopt, std::nullopt,
+    return execute(op, "pf.all_reduce", nullptr,
                    [&] { return allReduceValue(value, order, ranks, type); });
   }
   int32_t broadcast(int64_t op, const char *value, int64_t root, std::vector<int64_t> ranks,
                     ValueType type) override {
-    return execute(op, "pf.broadcast", std::nullopt, std::nullopt,
+    return execute(op, "pf.broadcast", nullptr,
                    [&] { return broadcastValue(value, root, ranks, type); });
   }
   int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
                  std::vector<int64_t> ranks, ValueType type) override {
-    return execute(op, "pf.reduce_microbatch", std::nullopt, std::nullopt,
+    return execute(op, "pf.reduce_microbatch", nullptr,
                    [&] { return reduceValue(value, microbatch, root, ranks, type); });
   }
   int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) override {
-    return execute(op, "pf.clip_gradients", std::nullopt, std::nullopt,
+    return execute(op, "pf.clip_gradients", nullptr,
                    [&] { return clipGradients(maxNorm, order); });
   }
   int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) override {
-    return execute(op, "pf.kfac_kl_clip", std::nullopt, std::nullopt,
+    return execute(op, "pf.kfac_kl_clip", nullptr,
                    [&] { return kfacKLClip(kappa, order); });
   }
   int32_t promoteInverses(int64_t op) override {
-    return execute(op, "pf.kfac_promote_inverses", std::nullopt, std::nullopt,
+    return execute(op, "pf.kfac_promote_inverses", nullptr,
                    [&] { return r.promoteInverses(); });
   }
 
@@ -342,17 +339,16 @@ private:
   /// One op: a micro-batch call first waits for its received inputs (that
   /// wait is the recv's time on the timeline, not the call's), then `body`
   /// runs, timed unless `posted`. A failure is kept, named by op index.
-  int32_t execute(int64_t index, llvm::StringRef opName, std::optional<std::string> call,
-                  std::optional<int64_t> microbatch, llvm::function_ref<llvm::Error()> body,
-                  bool posted = false) {
+  int32_t execute(int64_t index, llvm::StringRef opName, const std::vector<int64_t> *inputs,
+                  llvm::function_ref<llvm::Error()> body, bool posted = false) {
     currentOp = index;
     auto fail = [&](llvm::Error err) {
       failure = error(llvm::formatv("op {0} ({1}): {2}", index, opName,
                                     llvm::toString(std::move(err))));
       return int32_t(PFRT_INTERNAL);
     };
-    if (call && microbatch)
-      if (auto err = waitForInputs(*call, *microbatch))
+    if (inputs)
+      if (auto err = waitForInputs(*inputs))
         return fail(std::move(err));
     double start = r.options.recordTimes ? now() : 0;
     if (auto err = body())
@@ -368,7 +364,14 @@ private:
   const Values &graph;
   int64_t stepIndex, M;
   /// Per micro-batch: the act/*, grad_act/* and saved/* values on this rank.
-  std::vector<Values> handed;
+  /// The program's stage values by the slot the lowering gave each, until
+  /// it releases them. A posted send shares its value's storage.
+  struct Slot {
+    std::shared_ptr<NpyArray> value;
+    int64_t microbatch = -1;
+    bool saved = false; ///< an activation a forward keeps for its backward
+  };
+  std::vector<Slot> slots;
   std::vector<NpyArray> losses;
   /// grad/<param> → its value of each micro-batch (one backward per stage).
   std::map<std::string, std::vector<NpyArray>> gradients;
@@ -378,15 +381,15 @@ private:
   Values combined;
   /// All-reduced gradients that a lower member rank reports instead.
   std::set<std::string> notReported;
-  /// Overlapped transfers: a posted recv by (micro-batch, value), with the
-  /// index of its op (for the timeline); the buffers of posted sends, which
-  /// must live until the step ends.
+  /// Overlapped transfers: a posted recv by slot, with the index of its op
+  /// (for the timeline); the buffers of posted sends, which must live until
+  /// the step ends.
   struct PendingRecv {
     int64_t request, op;
     void *block = nullptr; ///< on backend memory: where the value arrives
   };
-  std::map<std::pair<int64_t, std::string>, PendingRecv> pendingRecvs;
-  std::vector<std::pair<int64_t, NpyArray>> pendingSends;
+  std::map<int64_t, PendingRecv> pendingRecvs;
+  std::vector<std::pair<int64_t, std::shared_ptr<NpyArray>>> pendingSends;
   /// On backend memory: the blocks the posted sends read, freed at the end
   /// of the step.
   std::vector<void *> sendBlocks;
@@ -429,15 +432,14 @@ private:
     return block;
   }
 
-  /// Copies a received block into its value (micro-batch m's `name`) and
-  /// frees it.
-  llvm::Error takeFromBlock(void *block, int64_t m, const std::string &name) {
-    auto it = handed[m].find(name);
-    if (it == handed[m].end()) {
+  /// Copies a received block into the value of `slot` and frees it.
+  llvm::Error takeFromBlock(void *block, int64_t slot) {
+    auto value = valueOf(slot);
+    if (!value) {
       freeBlock(block);
-      return error("received '" + name + "' has no value on this rank to land in");
+      return value.takeError();
     }
-    auto t = descriptor(it->second);
+    auto t = descriptor(**value);
     if (!t) {
       freeBlock(block);
       return t.takeError();
@@ -445,36 +447,33 @@ private:
     void *host = t->data;
     t->data = block;
     pfrt_status status =
-        it->second.data.empty() ? PFRT_OK : pfrt_copy_to_host(r.transferContext, &*t, host);
+        (*value)->data.empty() ? PFRT_OK : pfrt_copy_to_host(r.transferContext, &*t, host);
     freeBlock(block);
     if (status != PFRT_OK)
-      return transferError("copying '" + name + "' from backend memory");
+      return transferError(llvm::formatv("copying slot {0} from backend memory", slot));
     return llvm::Error::success();
   }
 
-  /// Waits for the posted recvs of the stage values `function` reads.
-  llvm::Error waitForInputs(const std::string &function, int64_t m) {
-    for (const TensorSpec &spec : program.inputs(function)) {
-      auto it = pendingRecvs.find({m, spec.name});
-      if (it == pendingRecvs.end())
-        continue;
-      if (auto err = waitForRecv(it))
-        return err;
-    }
+  /// Waits for the posted recvs of `inputs`.
+  llvm::Error waitForInputs(const std::vector<int64_t> &inputs) {
+    for (int64_t slot : inputs)
+      if (auto it = pendingRecvs.find(slot); it != pendingRecvs.end())
+        if (auto err = waitForRecv(it))
+          return err;
     return llvm::Error::success();
   }
 
-  llvm::Error waitForRecv(std::map<std::pair<int64_t, std::string>, PendingRecv>::iterator it) {
+  llvm::Error waitForRecv(std::map<int64_t, PendingRecv>::iterator it) {
     double start = r.options.recordTimes ? now() : 0;
     PendingRecv pending = it->second;
-    auto [m, name] = it->first;
+    int64_t slot = it->first;
     pendingRecvs.erase(it);
     if (pfrt_comm_wait(transferContext(), transferComm(), pending.request) != PFRT_OK) {
       freeBlock(pending.block);
-      return transferError(llvm::formatv("receiving '{0}' (op {1})", name, pending.op));
+      return transferError(llvm::formatv("receiving slot {0} (op {1})", slot, pending.op));
     }
     if (pending.block)
-      if (auto err = takeFromBlock(pending.block, m, name))
+      if (auto err = takeFromBlock(pending.block, slot))
         return err;
     if (r.options.recordTimes)
       r.executedOps.push_back({stepIndex, pending.op, r.windowStepOf(stepIndex), start, now()});
@@ -522,12 +521,7 @@ private:
     return t;
   }
 
-  /// (micro-batch, stage value) → the last call on this rank that reads it.
-  std::map<std::pair<int64_t, std::string>, int64_t> lastReader;
-
-  /// A value is dropped after its last reader.
-  void findLastReaders(pf::RankProgramOp rankProgram) {
-    lastReader = lastReaders(rankProgram, program);
+  void findBroadcasts(pf::RankProgramOp rankProgram) {
     std::set<std::string> reducedValues;
     for (auto reduce : rankProgram.getBody().front().getOps<pf::ReduceMicrobatchOp>())
       reducedValues.insert(reduce.getValue().str());
@@ -545,19 +539,22 @@ private:
   /// Updates the runner's measured activation peak with what the step holds
   /// now plus `extra` bytes (a call's results, while its arguments live).
   void noteActivations(int64_t extra = 0) {
-    int64_t bytes = extra, slots = 0;
-    for (const Values &values : handed) {
-      bool saving = false;
-      for (const auto &[name, value] : values) {
-        bytes += int64_t(value.data.size());
-        saving |= isSavedActivation(name);
-      }
-      slots += saving;
+    int64_t bytes = extra;
+    std::set<const NpyArray *> counted;
+    std::set<int64_t> saving;
+    for (const Slot &slot : slots) {
+      if (!slot.value)
+        continue;
+      if (counted.insert(slot.value.get()).second)
+        bytes += int64_t(slot.value->data.size());
+      if (slot.saved)
+        saving.insert(slot.microbatch);
     }
     for (const auto &[request, buffer] : pendingSends)
-      bytes += int64_t(buffer.data.size());
+      if (counted.insert(buffer.get()).second)
+        bytes += int64_t(buffer->data.size());
     r.activationPeak.bytes = std::max(r.activationPeak.bytes, bytes);
-    r.activationPeak.slots = std::max(r.activationPeak.slots, slots);
+    r.activationPeak.slots = std::max(r.activationPeak.slots, int64_t(saving.size()));
     int64_t gradientBytes = 0;
     for (const auto &[name, pieces] : gradients)
       for (const NpyArray &piece : pieces)
@@ -582,8 +579,44 @@ private:
     return int64_t(*m);
   }
 
+  /// The value in `slot`, or an error when the program has put none there.
+  llvm::Expected<NpyArray *> valueOf(int64_t slot) {
+    if (slot < 0 || slot >= int64_t(slots.size()) || !slots[size_t(slot)].value)
+      return error(llvm::formatv("slot {0} holds no value", slot));
+    return slots[size_t(slot)].value.get();
+  }
+
+  /// Puts `value` (micro-batch m's `name`) into `slot`.
+  llvm::Error put(int64_t slot, NpyArray value, int64_t m, llvm::StringRef name) {
+    if (slot < 0)
+      return error(llvm::formatv("slot {0}", slot));
+    if (slot >= int64_t(slots.size()))
+      slots.resize(size_t(slot) + 1);
+    Slot &s = slots[size_t(slot)];
+    if (s.value)
+      return error(llvm::formatv("slot {0} already holds a value", slot));
+    s.value = std::make_shared<NpyArray>(std::move(value));
+    s.microbatch = m;
+    s.saved = mlir::pf::isSavedActivationName(name);
+    return llvm::Error::success();
+  }
+
+  /// The end of a value's last use: a recv still in flight completes first.
+  llvm::Error releaseSlot(int64_t slot) {
+    if (auto it = pendingRecvs.find(slot); it != pendingRecvs.end())
+      if (auto err = waitForRecv(it))
+        return err;
+    if (slot < 0 || slot >= int64_t(slots.size()) || !slots[size_t(slot)].value)
+      return error(llvm::formatv("slot {0} holds no value to release", slot));
+    slots[size_t(slot)] = Slot();
+    return llvm::Error::success();
+  }
+
   llvm::Error runStageOp(int64_t index, pf::StageTaskKind kind, std::string function,
-                         std::optional<int64_t> microbatch) {
+                         std::optional<int64_t> microbatch, const std::vector<int64_t> &inputs,
+                         const std::vector<int64_t> &outputs) {
+    if (!inputs.empty() && !microbatch)
+      return error("'" + function + "' runs once per step but takes stage values");
     if (kind == pf::StageTaskKind::Update)
       return update(function);
     if (kind == pf::StageTaskKind::Precondition)
@@ -607,12 +640,36 @@ private:
     auto m = microbatchOf(microbatch, function);
     if (!m)
       return m.takeError();
-    if (auto err = waitForInputs(function, *m))
-      return err;
-    Values &mine = handed[*m];
-    auto args = stageCallInputs(program, function, graph, mine, *m, M, r.options.ignoreIndex);
+    // The function's stage-value arguments and results bind to the call's
+    // slots in order (the verifier checked them against its signature).
+    auto bind = [&](const std::vector<TensorSpec> &specs, const std::vector<int64_t> &bound,
+                    const char *what) -> llvm::Expected<std::vector<std::string>> {
+      std::vector<std::string> names;
+      for (const TensorSpec &spec : specs)
+        if (isStageValue(spec.name))
+          names.push_back(spec.name);
+      if (names.size() != bound.size())
+        return error(llvm::formatv("'{0}' has {1} stage-value {2} but the call binds {3}",
+                                   function, names.size(), what, bound.size()));
+      return names;
+    };
+    auto argumentNames = bind(program.inputs(function), inputs, "arguments");
+    if (!argumentNames)
+      return argumentNames.takeError();
+    auto resultNames = bind(program.outputs(function), outputs, "results");
+    if (!resultNames)
+      return resultNames.takeError();
+    Values handed;
+    for (auto [name, slot] : llvm::zip_equal(*argumentNames, inputs)) {
+      auto value = valueOf(slot);
+      if (!value)
+        return value.takeError();
+      handed[name] = **value;
+    }
+    auto args = stageCallInputs(program, function, graph, handed, *m, M, r.options.ignoreIndex);
     if (!args)
       return args.takeError();
+    handed.clear();
     Values results;
     if (auto err = program.run(function, *args, results))
       return err;
@@ -621,19 +678,17 @@ private:
       if (isStageValue(name))
         made += int64_t(value.data.size());
     noteActivations(made);
-    // Received and saved values end with their last reader: a forward's
-    // act/* (relayed ones come back as results), a backward's saved/* and
-    // grad_act/* (the end of micro-batch m's activation slot), with split
-    // halves the backward_weight's (it reads saved/* and grad_act/* of its
-    // backward_input, and the wsaved/* it returned).
-    for (const auto &[name, value] : *args)
-      if (isStageValue(name) && lastReader[{*m, name}] == index)
-        mine.erase(name);
+    for (auto [name, slot] : llvm::zip_equal(*resultNames, outputs)) {
+      auto it = results.find(name);
+      if (it == results.end())
+        return error("'" + function + "' did not return '" + name + "'");
+      if (auto err = put(slot, std::move(it->second), *m, name))
+        return err;
+      results.erase(it);
+    }
     for (auto &[name, value] : results) {
       StringRef n(name);
-      if (isStageValue(n)) {
-        mine[name] = std::move(value);
-      } else if (n == "loss") {
+      if (n == "loss") {
         losses[*m] = std::move(value);
       } else if (n.starts_with("grad/") || n.starts_with("grad_part/")) {
         // grad_part/<p>: the first stage's piece of a gradient two stages of
@@ -829,36 +884,28 @@ private:
                                typeText(type.dtype, type.shape)));
   }
 
-  llvm::Error send(const std::string &name, int64_t m, int64_t peer, int64_t tagValue,
+  llvm::Error send(int64_t slot, int64_t m, int64_t peer, int64_t tagValue,
                    const ValueType &type) {
     if (m >= M)
       return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
-    if (auto pending = pendingRecvs.find({m, name}); pending != pendingRecvs.end())
+    if (auto pending = pendingRecvs.find(slot); pending != pendingRecvs.end())
       if (auto err = waitForRecv(pending))
         return err;
-    auto it = handed[m].find(name);
-    if (it == handed[m].end())
-      return error(llvm::formatv("no value '{0}' of micro-batch {1} to send", name, m));
-    if (auto err = checkType(it->second, type, name))
+    auto value = valueOf(slot);
+    if (!value)
+      return value.takeError();
+    std::string name = llvm::formatv("slot {0}", slot).str();
+    if (auto err = checkType(**value, type, name))
       return err;
-    // A relayed or forwarded activation is not read again on this rank
-    // unless its backward saved it (a saved/* value) or a later call reads it
-    // (a K-FAC factor call): then the send takes a copy.
-    auto reader = lastReader.find({m, name});
-    bool readLater = reader != lastReader.end() && reader->second > currentOp;
-    NpyArray sent;
-    if (readLater) {
-      sent = it->second;
-    } else {
-      sent = std::move(it->second);
-      handed[m].erase(it);
-    }
-    auto t = descriptor(sent);
+    // A posted send shares the slot's storage: the program may release the
+    // slot (its last use) before the send completes.
+    std::shared_ptr<NpyArray> sent = slots[size_t(slot)].value;
+    auto t = descriptor(*sent);
     if (!t)
       return t.takeError();
     void *block = nullptr;
     if (r.transferComm) {
-      auto made = blockFor(sent, /*copyIn=*/true, *t);
+      auto made = blockFor(*sent, /*copyIn=*/true, *t);
       if (!made)
         return made.takeError();
       block = *made;
@@ -884,10 +931,11 @@ private:
     return llvm::Error::success();
   }
 
-  llvm::Error recv(const std::string &name, int64_t m, int64_t peer, int64_t tagValue,
+  llvm::Error recv(int64_t slot, int64_t m, int64_t peer, int64_t tagValue,
                    const ValueType &type) {
     if (m >= M)
       return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
+    std::string name = llvm::formatv("slot {0}", slot).str();
     if (!type.dtype)
       return error(llvm::formatv("'{0}' has an element type the runtime has no dtype for",
                                  name));
@@ -906,7 +954,7 @@ private:
     if (r.options.overlapTransfers) {
       // Posted here, waited for right before the first call reading it: the
       // transfer overlaps whatever this rank computes in between.
-      if (pendingRecvs.count({m, name})) {
+      if (pendingRecvs.count(slot)) {
         freeBlock(block);
         return error(llvm::formatv("'{0}' of micro-batch {1} is already being received", name,
                                    m));
@@ -916,18 +964,24 @@ private:
         freeBlock(block);
         return transferError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
       }
-      pendingRecvs[{m, name}] = {request, currentOp, block};
       // The vector's heap buffer (where the recv writes) moves with it.
-      handed[m][name] = std::move(value);
+      if (auto err = put(slot, std::move(value), m, name)) {
+        freeBlock(block);
+        return err;
+      }
+      pendingRecvs[slot] = {request, currentOp, block};
       return llvm::Error::success();
     }
     if (pfrt_comm_recv(transferContext(), transferComm(), &*t, from, tag) != PFRT_OK) {
       freeBlock(block);
       return transferError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
     }
-    handed[m][name] = std::move(value);
+    if (auto err = put(slot, std::move(value), m, name)) {
+      freeBlock(block);
+      return err;
+    }
     if (block)
-      return takeFromBlock(block, m, name);
+      return takeFromBlock(block, slot);
     return llvm::Error::success();
   }
 
@@ -1839,7 +1893,7 @@ RankRunner::ActivationFigures RankRunner::plannedActivations() const {
   std::vector<Operation *> programs{programOp};
   programs.insert(programs.end(), windowPrograms.begin(), windowPrograms.end());
   for (Operation *program : programs) {
-    ActivationFigures plan = planProgram(cast<pf::RankProgramOp>(program), *compiledProgram,
+    ActivationFigures plan = planProgram(cast<pf::RankProgramOp>(program),
                                          options.overlapTransfers);
     most.slots = std::max(most.slots, plan.slots);
     most.bytes = std::max(most.bytes, plan.bytes);
@@ -1954,15 +2008,9 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
       map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(function),
                              llvm::JITSymbolFlags::Exported};
     };
-    add("pfrt_rank_run_stage", &pfrt_rank_run_stage);
-    add("pfrt_rank_send", &pfrt_rank_send);
-    add("pfrt_rank_recv", &pfrt_rank_recv);
-    add("pfrt_rank_all_reduce", &pfrt_rank_all_reduce);
-    add("pfrt_rank_broadcast", &pfrt_rank_broadcast);
-    add("pfrt_rank_reduce", &pfrt_rank_reduce);
-    add("pfrt_rank_clip_gradients", &pfrt_rank_clip_gradients);
-    add("pfrt_rank_kfac_kl_clip", &pfrt_rank_kfac_kl_clip);
-    add("pfrt_rank_kfac_promote_inverses", &pfrt_rank_kfac_promote_inverses);
+    // Every function of the table the lowering calls, so none can be left out.
+#define PFRT_RANK_CALL(name, ...) add(#name, &name);
+#include "pf/Runtime/pfrt_rank_abi.def"
     return map;
   });
   for (Operation *program : programs) {

@@ -1,5 +1,6 @@
 //===- StageProgram.cpp - run a module's pipeline stages in one process ----===//
 #include "pf/Driver/StageProgram.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Runtime/pfrt.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -94,11 +95,7 @@ llvm::Expected<int64_t> countTokens(const NpyArray &labels, int64_t ignoreIndex)
 }
 } // namespace
 
-bool mlir::pf::driver::isStageValue(StringRef name) {
-  return name.starts_with("act/") || name.starts_with("saved/") ||
-         name.starts_with("grad_act/") || name.starts_with("wsaved/") ||
-         name.starts_with("kfac_in/");
-}
+bool mlir::pf::driver::isStageValue(StringRef name) { return mlir::pf::isStageValueName(name); }
 
 NpyArray mlir::pf::driver::scalarI64(int64_t value) {
   NpyArray a;
@@ -359,14 +356,14 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
     const std::vector<TensorSpec> &args = program.inputs(forwardName(s));
     for (const TensorSpec &spec : program.outputs(forwardName(s))) {
       StringRef name(spec.name);
-      if (!name.consume_front("saved/"))
+      if (!name.consume_front(mlir::pf::kSavedPrefix))
         continue;
       int64_t n = 1;
       for (int64_t d : spec.shape)
         n *= d;
       bytes += n * dtypeBytes(spec.dtype);
       // saved/<id> of an act/<id> argument is that argument's value.
-      std::string act = ("act/" + name).str();
+      std::string act = (mlir::pf::kActivationPrefix + name).str();
       if (llvm::any_of(args, [&](const TensorSpec &a) { return a.name == act; }))
         relayed += n * dtypeBytes(spec.dtype);
     }
@@ -392,9 +389,9 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
       acts.clear();
       for (auto &[name, value] : results) {
         StringRef n(name);
-        if (n.starts_with("act/"))
+        if (n.starts_with(mlir::pf::kActivationPrefix))
           acts[name] = std::move(value);
-        else if (n.starts_with("saved/"))
+        else if (n.starts_with(mlir::pf::kSavedPrefix))
           saved[m][s][name] = std::move(value);
         else if (n == "loss" && s == D - 1)
           losses[m] = std::move(value);
@@ -428,9 +425,9 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
           return err;
         for (auto &[name, value] : results) {
           StringRef n(name);
-          if (n.starts_with("grad_act/") && s > 0)
+          if (n.starts_with(mlir::pf::kActivationGradientPrefix) && s > 0)
             gradActs[name] = std::move(value);
-          else if (n.starts_with("wsaved/") && inputHalf)
+          else if (n.starts_with(mlir::pf::kWeightSavedPrefix) && inputHalf)
             handed[name] = std::move(value);
           else if (n.starts_with("grad/") && isFloat(value))
             parts[s][name] = std::move(value);

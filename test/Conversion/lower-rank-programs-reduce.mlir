@@ -3,12 +3,20 @@
 // like every other call's.
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank0 | FileCheck %s
 
-func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
-func.func private @stage0_backward() -> (tensor<100x16xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_forward() -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward(tensor<4x16xf32> {pf.name = "saved/0"}) -> (tensor<100x16xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 
 // CHECK-DAG: llvm.mlir.global internal constant @[[EMB:.*]]("grad/emb\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:.*]](dense<[0, 2]> : tensor<2xi64>)
 // CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr) -> i32
+// A stage value nothing reads (act/1, slot 0) is released right after the
+// call that makes it; saved/0 (slot 1) after the backward reading it, before
+// the reduce (op 2).
+// CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c0_i64{{[_0-9]*}},
+// CHECK: call @pfrt_rank_release(%[[HOST]], %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}})
+// CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},
+// CHECK: call @pfrt_rank_release(%[[HOST]], %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}})
+// CHECK-NOT: call @pfrt_rank_release
 // CHECK: %[[OP:.*]] = arith.constant 2 : i64
 // CHECK: %[[NAME:.*]] = llvm.mlir.addressof @[[EMB]]
 // CHECK: %[[MICRO:.*]] = arith.constant 1 : i64
@@ -17,9 +25,10 @@ func.func private @stage0_backward() -> (tensor<100x16xf32> {pf.name = "grad/emb
 // CHECK: %[[MEMBERS:.*]] = llvm.mlir.addressof @[[RANKS]]
 // CHECK: %[[STATUS:.*]] = call @pfrt_rank_reduce(%[[HOST]], %[[OP]], %[[NAME]], %[[MICRO]], %[[ROOT]], %[[COUNT]], %[[MEMBERS]], %{{.*}}, %{{.*}}, %{{.*}})
 // CHECK: cf.cond_br
+// CHECK-NOT: call @pfrt_rank_release
 // CHECK-DAG: func.func private @pfrt_rank_reduce(!llvm.ptr, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
 pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  %act, %saved = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  pf.run_stage backward @stage0_backward(%saved) microbatch(1) : (tensor<4x16xf32>) -> ()
   pf.reduce_microbatch "grad/emb" microbatch(1) root(2) ranks([0, 2]) : tensor<100x16xf32>
 }

@@ -1,9 +1,14 @@
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank0 | FileCheck %s
+// RUN: pf-opt %s --pf-lower-rank-programs=program=rank1 | FileCheck %s --check-prefix=RANK1
 // RUN: pf-opt %s --pf-lower-rank-programs | FileCheck %s --check-prefix=ALL
 // RUN: not pf-opt %s --pf-lower-rank-programs=program=rank7 2>&1 | FileCheck %s --check-prefix=MISSING
 
 // Each op of a rank program becomes the call of its pfrt_rank_abi.def
 // function, with the op's index first; a non-zero status returns at once.
+// Each stage value (a pf.run_stage output, a pf.recv_act result) is an i64
+// slot of the host, numbered from 0 in program order: a call passes its
+// inputs' and outputs' slots as constant lists, a send or recv its value's
+// slot, and pfrt_rank_release frees a slot right after the value's last use.
 
 func.func private @stage0_forward(tensor<4x8xi64> {pf.name = "input_ids"})
     -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"})
@@ -20,26 +25,68 @@ func.func private @stage1_backward(tensor<4x16xf32> {pf.name = "saved/1"})
     attributes {pf.stage = 1 : i64}
 func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 
-// The constants: value and function names NUL-terminated, orders back to back.
-// CHECK-DAG: llvm.mlir.global internal constant @[[ACT:__pf_rank_str_[0-9]+]]("act/1\00")
+// The constants: function and value names NUL-terminated, orders back to
+// back, slot lists like rank lists (the forward's output slots [0, 1] and the
+// members [0, 1] are one constant).
+// CHECK-DAG: llvm.mlir.global internal constant @[[FORWARD:__pf_rank_str_[0-9]+]]("stage0_forward\00")
+// CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD:__pf_rank_str_[0-9]+]]("stage0_backward\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[SHAPE:__pf_rank_i64_[0-9]+]](dense<[4, 16]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:__pf_rank_i64_[0-9]+]](dense<[0, 1]> : tensor<2xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD_IN:__pf_rank_i64_[0-9]+]](dense<[1, 2]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[ORDER:__pf_rank_str_[0-9]+]]("grad/emb\00grad/w0\00")
 // CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr) -> i32
+// The forward (op 0) takes no stage values and makes slots 0 (act/1) and 1
+// (saved/0): (host, op, kind, function, micro-batch, layer, #in, in slots,
+// #out, out slots); an empty list is a null pointer.
 // CHECK: %[[OP0:.*]] = arith.constant 0 : i64
-// CHECK: %[[KIND:.*]] = arith.constant 0 : i32
-// CHECK: %[[M:.*]] = arith.constant 0 : i64
-// CHECK: %[[NONE:.*]] = arith.constant -1 : i64
-// CHECK: %[[S0:.*]] = call @pfrt_rank_run_stage(%[[HOST]], %[[OP0]], %[[KIND]], %{{.*}}, %[[M]], %[[NONE]])
+// CHECK-NEXT: %[[KIND:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: %[[FN0:.*]] = llvm.mlir.addressof @[[FORWARD]] : !llvm.ptr
+// CHECK-NEXT: %[[M:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[NONE:.*]] = arith.constant -1 : i64
+// CHECK-NEXT: %[[NIN0:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[IN0:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[NOUT0:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[OUT0:.*]] = llvm.mlir.addressof @[[RANKS]] : !llvm.ptr
+// CHECK-NEXT: %[[S0:.*]] = call @pfrt_rank_run_stage(%[[HOST]], %[[OP0]], %[[KIND]], %[[FN0]], %[[M]], %[[NONE]], %[[NIN0]], %[[IN0]], %[[NOUT0]], %[[OUT0]])
 // CHECK: %[[BAD0:.*]] = arith.cmpi ne, %[[S0]], %{{.*}} : i32
 // CHECK: cf.cond_br %[[BAD0]], ^[[EXIT:bb[0-9]+]](%[[S0]] : i32), ^bb1
+// The send (op 1) of act/1 passes its slot, 0 (an arith.constant's name
+// says its value): (host, op, slot, micro-batch, to, tag, dtype, rank, shape).
 // CHECK: ^bb1:
-// CHECK: %[[NAME:.*]] = llvm.mlir.addressof @[[ACT]]
 // CHECK: %[[DTYPE:.*]] = arith.constant 1 : i32
-// CHECK: %[[RANK:.*]] = arith.constant 2 : i64
-// CHECK: %[[DIMS:.*]] = llvm.mlir.addressof @[[SHAPE]]
-// CHECK: call @pfrt_rank_send(%[[HOST]], %{{.*}}, %[[NAME]], %{{.*}}, %{{.*}}, %{{.*}}, %[[DTYPE]], %[[RANK]], %[[DIMS]])
-// CHECK: call @pfrt_rank_recv(
+// CHECK-NEXT: %[[RANK:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[DIMS:.*]] = llvm.mlir.addressof @[[SHAPE]]
+// CHECK-NEXT: call @pfrt_rank_send(%[[HOST]], %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %[[DTYPE]], %[[RANK]], %[[DIMS]])
+// Nothing reads act/1 after the send: its slot is released right after it
+// (the release carries the send's index).
+// CHECK: ^bb2:
+// CHECK-NEXT: %[[OP1:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[SLOT0:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[R0:.*]] = call @pfrt_rank_release(%[[HOST]], %[[OP1]], %[[SLOT0]])
+// CHECK: %[[BADR0:.*]] = arith.cmpi ne, %[[R0]], %{{.*}} : i32
+// CHECK-NEXT: cf.cond_br %[[BADR0]], ^[[EXIT]](%[[R0]] : i32), ^bb3
+// The recv (op 2) of grad_act/7 makes slot 2.
+// CHECK: ^bb3:
+// CHECK: call @pfrt_rank_recv(%[[HOST]], %c2_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// The backward (op 3) reads saved/0 and grad_act/7 (slots [1, 2]) and makes
+// no stage value; it is the last use of both, released right after it.
+// CHECK: %[[FN3:.*]] = llvm.mlir.addressof @[[BACKWARD]] : !llvm.ptr
+// CHECK-NEXT: arith.constant 0 : i64
+// CHECK-NEXT: arith.constant -1 : i64
+// CHECK-NEXT: %[[NIN3:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[IN3:.*]] = llvm.mlir.addressof @[[BACKWARD_IN]] : !llvm.ptr
+// CHECK-NEXT: %[[NOUT3:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[OUT3:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c3_i64{{[_0-9]*}}, %{{.*}}, %[[FN3]], %{{.*}}, %{{.*}}, %[[NIN3]], %[[IN3]], %[[NOUT3]], %[[OUT3]])
+// CHECK: ^bb5:
+// CHECK-NEXT: %[[OP3:.*]] = arith.constant 3 : i64
+// CHECK-NEXT: %[[SLOT1:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: call @pfrt_rank_release(%[[HOST]], %[[OP3]], %[[SLOT1]])
+// CHECK: ^bb6:
+// CHECK-NEXT: %[[OP3B:.*]] = arith.constant 3 : i64
+// CHECK-NEXT: %[[SLOT2:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: call @pfrt_rank_release(%[[HOST]], %[[OP3B]], %[[SLOT2]])
+// CHECK-NOT: pfrt_rank_release
 // The all_reduce's order (ReductionOrder: 1 = library) after the value's name.
 // CHECK: %[[LIBRARY:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[MEMBERS2:.*]] = arith.constant 2 : i64
@@ -47,7 +94,11 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK: call @pfrt_rank_all_reduce(%[[HOST]], %{{.*}}, %{{.*}}, %[[LIBRARY]], %[[MEMBERS2]],
 // CHECK: arith.constant 1.000000e+00 : f64
 // CHECK: call @pfrt_rank_clip_gradients(
-// CHECK: call @pfrt_rank_run_stage(
+// A per-step call: no stage values in or out.
+// CHECK: %[[NOIN:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: arith.constant 0 : i64
+// CHECK-NEXT: %[[NOOUT:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[NOIN]], %{{.*}}, %[[NOOUT]])
 // CHECK: %[[ROOT:.*]] = arith.constant 0 : i64
 // CHECK: %[[COUNT:.*]] = arith.constant 2 : i64
 // CHECK: %[[MEMBERS:.*]] = llvm.mlir.addressof @[[RANKS]]
@@ -58,38 +109,68 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK: call @pfrt_rank_kfac_promote_inverses(
 // CHECK: call @pfrt_rank_run_stage(
 // CHECK: cf.cond_br
-// CHECK-NEXT: ^bb10:
+// CHECK-NEXT: ^bb14:
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : i32
 // CHECK-NEXT: return %[[ZERO]] : i32
 // CHECK: ^[[EXIT]](%[[STATUS:.*]]: i32):
 // CHECK-NEXT: return %[[STATUS]] : i32
 // CHECK-NOT: pf.rank_program
 // CHECK-NOT: @pf_rank1
-// CHECK-DAG: func.func private @pfrt_rank_run_stage(!llvm.ptr, i64, i32, !llvm.ptr, i64, i64) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_send(!llvm.ptr, i64, !llvm.ptr, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_run_stage(!llvm.ptr, i64, i32, !llvm.ptr, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_send(!llvm.ptr, i64, i64, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_recv(!llvm.ptr, i64, i64, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_release(!llvm.ptr, i64, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_broadcast(!llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4x16xf32>
-  pf.recv_act "grad_act/7" microbatch(0) from(1) tag(2) : tensor<4x16xf32>
+  %act, %saved = pf.run_stage forward @stage0_forward() microbatch(0) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4x16xf32>
+  %grad = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
+  pf.run_stage backward @stage0_backward(%saved, %grad) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
-  pf.run_stage precondition @stage0_precondition
+  pf.run_stage precondition @stage0_precondition() : () -> ()
   pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>
   pf.kfac_kl_clip kappa(1.0e-3) order(["grad/w0"])
   pf.kfac_promote_inverses
-  pf.run_stage update @stage0_update
+  pf.run_stage update @stage0_update() : () -> ()
 }
 
 // ALL-DAG: func.func @pf_rank0(
 // ALL-DAG: func.func @pf_rank1(
 // The stage functions stay.
 // ALL-DAG: func.func private @stage1_backward(
+// Rank 1: the received act/1 is slot 0, the forward's saved/1 slot 1, the
+// backward's grad_act/7 slot 2; each is released after the call or send
+// that reads it last.
+// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS0:__pf_rank_i64_[0-9]+]](dense<0> : tensor<1xi64>)
+// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
+// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS2:__pf_rank_i64_[0-9]+]](dense<2> : tensor<1xi64>)
+// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr) -> i32
+// RANK1: call @pfrt_rank_recv(%[[HOST]], %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}},
+// RANK1: %[[FIN:.*]] = llvm.mlir.addressof @[[SLOTS0]]
+// RANK1-NEXT: arith.constant 1 : i64
+// RANK1-NEXT: %[[FOUT:.*]] = llvm.mlir.addressof @[[SLOTS1]]
+// RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[FIN]], %c1_i64{{[_0-9]*}}, %[[FOUT]])
+// RANK1: call @pfrt_rank_release(%[[HOST]], %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}})
+// RANK1: %[[BIN:.*]] = llvm.mlir.addressof @[[SLOTS1]]
+// RANK1-NEXT: arith.constant 1 : i64
+// RANK1-NEXT: %[[BOUT:.*]] = llvm.mlir.addressof @[[SLOTS2]]
+// RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[BIN]], %c1_i64{{[_0-9]*}}, %[[BOUT]])
+// RANK1: call @pfrt_rank_release(%[[HOST]], %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}})
+// RANK1: call @pfrt_rank_send(%[[HOST]], %c3_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}},
+// RANK1-NEXT: arith.constant 0 : i32
+// RANK1-NEXT: arith.cmpi
+// RANK1-NEXT: cf.cond_br
+// RANK1-NEXT: ^bb{{[0-9]+}}:
+// RANK1-NEXT: arith.constant 3 : i64
+// RANK1-NEXT: arith.constant 2 : i64
+// RANK1-NEXT: call @pfrt_rank_release(%[[HOST]], %c3_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}})
+// RANK1-NOT: call @pfrt_rank_release
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4x16xf32>
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  pf.send_act "grad_act/7" microbatch(0) to(0) tag(2) : tensor<4x16xf32>
+  %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
+  %saved = pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %grad = pf.run_stage backward @stage1_backward(%saved) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  pf.send_act %grad microbatch(0) to(0) tag(2) : tensor<4x16xf32>
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>

@@ -7,8 +7,8 @@
 |* that runs the rank (lib/Driver/RankExecutor.cpp for pf-train and pf-run, *|
 |* on pfrt kernels and pfrt_comm_*): the stage functions are separately     *|
 |* compiled entries whose buffers the host owns, so a stage call, a         *|
-|* transfer of a named value or a collective is a service of the host, as  *|
-|* a command of a HAL is. The table of argument kinds is                    *|
+|* transfer of a stage value's slot or a collective is a service of the    *|
+|* host, as a command of a HAL is. The table of argument kinds is           *|
 |* pfrt_rank_abi.def (unittests/Runtime/AbiTableTest.cpp checks it against  *|
 |* this header).                                                            *|
 |*                                                                          *|
@@ -29,18 +29,27 @@ extern "C" {
 
 typedef struct pfrt_rank_host pfrt_rank_host;
 
-/* The kind of a pfrt_rank_run_stage: the values of pf's StageTaskKind. */
+/* The kind of a pfrt_rank_run_stage: the values of pf's StageTaskKind. The
+ * call reads the stage values in `inputs` (the function's stage-value
+ * arguments, in order) and writes its stage-value results into `outputs`.
+ * Stage values live in slots of the host, numbered by the lowering. */
 int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
                             const char *function, int64_t microbatch,
-                            int64_t layer);
-/* A named stage value (act/*, grad_act/*) of `microbatch` to / from a peer
- * rank with a tag; non-blocking where the host overlaps transfers. */
-int32_t pfrt_rank_send(pfrt_rank_host *host, int64_t op, const char *value,
+                            int64_t layer, int64_t input_count,
+                            const int64_t *inputs, int64_t output_count,
+                            const int64_t *outputs);
+/* The stage value in `slot` (act/*, grad_act/*) of `microbatch` to a peer
+ * rank with a tag, or a peer's into `slot`; non-blocking where the host
+ * overlaps transfers. */
+int32_t pfrt_rank_send(pfrt_rank_host *host, int64_t op, int64_t slot,
                        int64_t microbatch, int64_t to, int64_t tag,
                        int32_t dtype, int64_t rank, const int64_t *shape);
-int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, const char *value,
+int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, int64_t slot,
                        int64_t microbatch, int64_t from, int64_t tag,
                        int32_t dtype, int64_t rank, const int64_t *shape);
+/* After op `op`, the last use of the value in `slot`: its memory may go (a
+ * posted send keeps what it reads until it completes). */
+int32_t pfrt_rank_release(pfrt_rank_host *host, int64_t op, int64_t slot);
 /* The sum of a named value (a gradient, or a parameter: Chimera's K-FAC
  * factors) over `count` member ranks; `order` is pf's ReductionOrder (0:
  * every micro-batch's pieces, weighted in micro-batch order as one process

@@ -34,6 +34,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
 #include "pf/Schedule/Limits.h"
 #include "pf/Schedule/Pipeline.h"
@@ -44,6 +45,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <limits>
 #include <map>
@@ -179,6 +181,9 @@ struct BuildRankProgramsPass
       return failure();
     buildAccumulateFunctions(*reductions);
     emitPrograms(*events, *reductions);
+    if (!missingValue.empty())
+      return fail() << "a call or send needs " << missingValue
+                    << ", which no earlier call or recv on its rank makes";
     return verifyRankPrograms(module);
   }
 
@@ -244,9 +249,9 @@ struct BuildRankProgramsPass
     std::set<std::string> names;
     for (int s = 0; s < numStages; ++s) {
       if (s + 1 < numStages)
-        forwardOut[s] = namedResults(stages[s].forward, "act/");
+        forwardOut[s] = namedResults(stages[s].forward, kActivationPrefix);
       if (s > 0)
-        backwardOut[s] = namedResults(stages[s].gradientSender(), "grad_act/");
+        backwardOut[s] = namedResults(stages[s].gradientSender(), kActivationGradientPrefix);
       for (const NamedValue &value : forwardOut[s]) {
         if (!hasArgument(stages[s + 1].forward, value.name))
           return fail() << "@" << stages[s].forward.getSymName() << " returns '" << value.name
@@ -748,6 +753,7 @@ struct BuildRankProgramsPass
                                            uint64_t(rank), uint64_t(numRanks), held,
                                            uint64_t(microbatches), IntegerAttr(), IntegerAttr());
       OpBuilder body = OpBuilder::atBlockEnd(&program.getBody().emplaceBlock());
+      stageValues.clear();
       // A pass's K-FAC factor calls (pf-outline-kfac-factors) follow its
       // sends, right before the rank's next pass: the next stage gets its
       // activations first. Window programs move them into bubbles.
@@ -779,9 +785,8 @@ struct BuildRankProgramsPass
                                    entry.ranks, entry.type);
       };
       auto emitAccumulate = [&](const Accumulation &functions, int64_t m) {
-        RunStageOp::create(body, loc, StageTaskKind::Accumulate,
-                           functions.at(m, int64_t(microbatches)).getSymName(),
-                           body.getI64IntegerAttr(m), IntegerAttr());
+        emitCall(body, loc, StageTaskKind::Accumulate, functions.at(m, int64_t(microbatches)),
+                 body.getI64IntegerAttr(m), IntegerAttr());
       };
       // The stage's own gradients once its pass returned them; the reduced
       // ones once every reduce of the micro-batch ran (each in micro-batch
@@ -934,8 +939,8 @@ struct BuildRankProgramsPass
     bool inverted = false;
     for (int64_t stage : held)
       for (auto [layer, inverse] : layerFunctions(stage, "kfac_inverse")) {
-        RunStageOp::create(body, loc, StageTaskKind::KfacInverse, inverse.getSymName(),
-                           IntegerAttr(), body.getI64IntegerAttr(layer));
+        emitCall(body, loc, StageTaskKind::KfacInverse, inverse, IntegerAttr(),
+                 body.getI64IntegerAttr(layer));
         inverted = true;
       }
     if (inverted)
@@ -946,8 +951,8 @@ struct BuildRankProgramsPass
         auto owner = preconditionOwner.find({stage, layer});
         if (owner != preconditionOwner.end() && owner->second != rank)
           continue;
-        RunStageOp::create(body, loc, StageTaskKind::Precondition, precondition.getSymName(),
-                           IntegerAttr(), body.getI64IntegerAttr(layer));
+        emitCall(body, loc, StageTaskKind::Precondition, precondition, IntegerAttr(),
+                 body.getI64IntegerAttr(layer));
       }
     // Each split layer's owner hands its preconditioned gradients to the
     // other replica, in one order on every rank.
@@ -975,8 +980,7 @@ struct BuildRankProgramsPass
     if (updatesShareAParameter(updates))
       updates = {mergeUpdates(updates, body.getBlock()->getParentOp())};
     for (func::FuncOp update : updates)
-      RunStageOp::create(body, loc, StageTaskKind::Update, update.getSymName(), IntegerAttr(),
-                         IntegerAttr());
+      emitCall(body, loc, StageTaskKind::Update, update, IntegerAttr(), IntegerAttr());
   }
 
   /// The parameter an optimizer update op writes (pf.sgd_update,
@@ -1081,16 +1085,57 @@ struct BuildRankProgramsPass
     if (it == factorFunctions.end())
       return;
     for (auto [layer, isB, func] : it->second)
-      RunStageOp::create(builder, loc, isB ? StageTaskKind::KfacFactorB : StageTaskKind::KfacFactorA,
-                         func.getSymName(), builder.getI64IntegerAttr(pass.micro),
-                         builder.getI64IntegerAttr(layer));
+      emitCall(builder, loc, isB ? StageTaskKind::KfacFactorB : StageTaskKind::KfacFactorA, func,
+               builder.getI64IntegerAttr(pass.micro), builder.getI64IntegerAttr(layer));
+  }
+
+  /// The rank program being written: its stage values by (micro-batch,
+  /// pf.name), the latest of each (a forward relaying a value returns it
+  /// anew).
+  std::map<std::pair<int64_t, std::string>, Value> stageValues;
+  /// The first value a call or send needed that was not there (a schedule
+  /// the events got wrong): the pass fails with it.
+  std::string missingValue;
+  void noteMissing(StringRef name, int64_t m) {
+    if (missingValue.empty())
+      missingValue = llvm::formatv("'{0}' of micro-batch {1}", name, m).str();
+  }
+
+  /// A pf.run_stage of `function` on the rank's values of micro-batch
+  /// `micro` (none for a per-step call), its outputs recorded.
+  void emitCall(OpBuilder &builder, Location loc, StageTaskKind kind, func::FuncOp function,
+                IntegerAttr micro, IntegerAttr layer) {
+    int64_t m = micro ? micro.getInt() : -1;
+    auto nameAt = [&](unsigned i, bool result) {
+      return (result ? function.getResultAttrOfType<StringAttr>(i, kNameAttrName)
+                     : function.getArgAttrOfType<StringAttr>(i, kNameAttrName))
+          .str();
+    };
+    SmallVector<Value> inputs;
+    for (unsigned i : stageValuePositions(function, false)) {
+      auto found = stageValues.find({m, nameAt(i, false)});
+      Value value = found == stageValues.end() ? Value() : found->second;
+      if (!value) {
+        noteMissing(nameAt(i, false), m);
+        return;
+      }
+      inputs.push_back(value);
+    }
+    SmallVector<unsigned> outputs = stageValuePositions(function, true);
+    SmallVector<Type> types;
+    for (unsigned i : outputs)
+      types.push_back(function.getResultTypes()[i]);
+    auto call = RunStageOp::create(builder, loc, types, kind, function.getSymName(), inputs,
+                                   micro, layer);
+    for (auto [result, i] : llvm::zip_equal(call.getOutputs(), outputs))
+      stageValues[{m, nameAt(i, true)}] = result;
   }
 
   void emitEvent(OpBuilder &builder, Location loc, const Event &event) {
     if (event.kind == Event::Call) {
       auto [kind, function] = callOf(event.pass);
-      RunStageOp::create(builder, loc, kind, function.getSymName(),
-                         builder.getI64IntegerAttr(event.pass.micro), IntegerAttr());
+      emitCall(builder, loc, kind, function, builder.getI64IntegerAttr(event.pass.micro),
+               IntegerAttr());
       return;
     }
     // A value relayed through every stage (the attention mask) crosses the
@@ -1099,12 +1144,19 @@ struct BuildRankProgramsPass
     int64_t tag = (event.chunk * int64_t(nameIndex.size()) + nameIndex.lookup(event.value->name)) *
                       microbatches +
                   event.micro;
-    if (event.kind == Event::Send)
-      SendActOp::create(builder, loc, event.value->name, uint64_t(event.micro),
-                        uint64_t(event.peer), uint64_t(tag), event.value->type);
-    else
-      RecvActOp::create(builder, loc, event.value->name, uint64_t(event.micro),
-                        uint64_t(event.peer), uint64_t(tag), event.value->type);
+    std::pair<int64_t, std::string> key{event.micro, event.value->name};
+    if (event.kind == Event::Send) {
+      auto found = stageValues.find(key);
+      Value value = found == stageValues.end() ? Value() : found->second;
+      if (!value)
+        return noteMissing(key.second, key.first);
+      SendActOp::create(builder, loc, value, uint64_t(event.micro), uint64_t(event.peer),
+                        uint64_t(tag));
+    } else {
+      stageValues[key] = RecvActOp::create(builder, loc, event.value->type,
+                                           uint64_t(event.micro), uint64_t(event.peer),
+                                           uint64_t(tag));
+    }
   }
 };
 

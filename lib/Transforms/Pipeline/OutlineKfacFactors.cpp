@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFAttrNames.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 
@@ -101,7 +102,7 @@ private:
       auto name = pass.getResultAttrOfType<StringAttr>(unsigned(i), kNameAttrName);
       if (operand != value || !name)
         continue;
-      if (name.getValue().starts_with("saved/"))
+      if (name.getValue().starts_with(kSavedPrefix))
         return name;
       if (!found)
         found = name;
@@ -141,7 +142,7 @@ private:
     if (!inputName)
       inputName = resultName(pass, input);
     if (!inputName) {
-      inputName = StringAttr::get(&getContext(), "kfac_in/" + factor);
+      inputName = StringAttr::get(&getContext(), kKfacInputPrefix + factor);
       addResult(pass, input, inputName);
     }
     operands.push_back(input);

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "PipelineModel.h"
 #include "pf/Schedule/Limits.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Schedule/Partition.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 #include "pf/Transforms/Utils.h"
@@ -285,24 +286,24 @@ void StageSplitter::buildInterfaces() {
   for (auto [v, last] : sorted(lastForwardUse)) {
     int64_t from = placeOf[v.getDefiningOp()].stage;
     for (int64_t s = from; s < last; ++s) {
-      interfaceOf({Phase::Forward, s}).outputs.push_back({"act/" + valueId(v), v});
-      interfaceOf({Phase::Forward, s + 1}).inputs.push_back({"act/" + valueId(v), v});
+      interfaceOf({Phase::Forward, s}).outputs.push_back({kActivationPrefix.str() + valueId(v), v});
+      interfaceOf({Phase::Forward, s + 1}).inputs.push_back({kActivationPrefix.str() + valueId(v), v});
     }
   }
   for (int64_t s = 0; s < numStages; ++s) {
     SmallVector<Value> saved(savedOf[s].begin(), savedOf[s].end());
     llvm::sort(saved, byProgramOrder);
     for (Value v : saved) {
-      interfaceOf({Phase::Forward, s}).outputs.push_back({"saved/" + valueId(v), v});
-      interfaceOf({Phase::Backward, s}).inputs.push_back({"saved/" + valueId(v), v});
+      interfaceOf({Phase::Forward, s}).outputs.push_back({kSavedPrefix.str() + valueId(v), v});
+      interfaceOf({Phase::Backward, s}).inputs.push_back({kSavedPrefix.str() + valueId(v), v});
     }
   }
   // Gradients of activations flow the other way, also stage by stage.
   for (auto [g, first] : sorted(firstBackwardUse)) {
     int64_t from = placeOf[g.getDefiningOp()].stage;
     for (int64_t s = from; s > first; --s) {
-      interfaceOf({Phase::Backward, s}).outputs.push_back({"grad_act/" + valueId(g), g});
-      interfaceOf({Phase::Backward, s - 1}).inputs.push_back({"grad_act/" + valueId(g), g});
+      interfaceOf({Phase::Backward, s}).outputs.push_back({kActivationGradientPrefix.str() + valueId(g), g});
+      interfaceOf({Phase::Backward, s - 1}).inputs.push_back({kActivationGradientPrefix.str() + valueId(g), g});
     }
   }
   for (BlockArgument arg : func.getBody().front().getArguments())
@@ -403,8 +404,8 @@ void StageSplitter::splitBackwardOf(int64_t s) {
       computed.push_back(v);
   llvm::sort(computed, [&](Value a, Value b) { return byProgramOrder(a, b); });
   for (Value v : computed) {
-    input.outputs.push_back({"wsaved/" + valueId(v), v});
-    weight.inputs.push_back({"wsaved/" + valueId(v), v});
+    input.outputs.push_back({kWeightSavedPrefix.str() + valueId(v), v});
+    weight.inputs.push_back({kWeightSavedPrefix.str() + valueId(v), v});
   }
 }
 

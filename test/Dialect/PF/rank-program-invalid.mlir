@@ -1,5 +1,6 @@
 // The verifiers of the per-rank program's own ops: ranges, peers, the task
-// kind's micro-batch and the stage function a pf.run_stage names.
+// kind's micro-batch, the stage function a pf.run_stage names and the stage
+// values (SSA values) it takes and makes.
 // RUN: pf-opt %s -split-input-file -verify-diagnostics
 
 // expected-error@+1 {{'pf.rank_program' op rank 2 is not in [0, 2)}}
@@ -20,30 +21,36 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0, 0]) microbatches(1) {
 
 // -----
 
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
   // expected-error@+1 {{'pf.send_act' op to rank 0 is its own rank}}
-  pf.send_act "act/1" microbatch(0) to(0) tag(0) : tensor<4xf32>
+  pf.send_act %act microbatch(0) to(0) tag(0) : tensor<4xf32>
 }
 
 // -----
 
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.recv_act' op from rank 5 is not in [0, 2)}}
-  pf.recv_act "act/1" microbatch(0) from(5) tag(0) : tensor<4xf32>
+  %act = pf.recv_act microbatch(0) from(5) tag(0) : tensor<4xf32>
 }
 
 // -----
 
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
   // expected-error@+1 {{'pf.send_act' op attribute 'tag' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
-  pf.send_act "act/1" microbatch(0) to(1) tag(-1) : tensor<4xf32>
+  pf.send_act %act microbatch(0) to(1) tag(-1) : tensor<4xf32>
 }
 
 // -----
 
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  %act = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<4xf32>
   // expected-error@+1 {{'pf.send_act' op microbatch 2 is not in [0, 2)}}
-  pf.send_act "act/1" microbatch(2) to(1) tag(0) : tensor<4xf32>
+  pf.send_act %act microbatch(2) to(1) tag(0) : tensor<4xf32>
 }
 
 // -----
@@ -51,7 +58,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.run_stage' op a forward needs a microbatch}}
-  pf.run_stage forward @stage0_forward
+  pf.run_stage forward @stage0_forward() : () -> ()
 }
 
 // -----
@@ -59,14 +66,24 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.run_stage' op a update runs once per step and takes no microbatch}}
-  pf.run_stage update @stage0_update microbatch(0)
+  pf.run_stage update @stage0_update() microbatch(0) : () -> ()
+}
+
+// -----
+
+// A per-step call takes and makes no stage values (they belong to one
+// micro-batch).
+func.func private @stage0_update() -> (tensor<4xf32> {pf.name = "saved/0"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op a update runs once per step and takes or makes no stage values}}
+  %saved = pf.run_stage update @stage0_update() : () -> tensor<4xf32>
 }
 
 // -----
 
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.run_stage' op references @stage0_forward, which is not a function}}
-  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
 }
 
 // -----
@@ -74,7 +91,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage0_forward()
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.run_stage' op references @stage0_forward, which has no pf.stage (not a stage function)}}
-  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
 }
 
 // -----
@@ -82,14 +99,57 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.run_stage' op runs @stage1_forward of stage 1, but rank 0 holds stages array<i64: 0>}}
-  pf.run_stage forward @stage1_forward microbatch(0)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
 }
 
 // -----
 
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [forward, backward, backward_input, backward_weight, kfac_factor_a, kfac_factor_b, kfac_inverse, precondition, accumulate, update]}}
-  pf.run_stage sideways @stage0_forward microbatch(0)
+  pf.run_stage sideways @stage0_forward() microbatch(0) : () -> ()
+}
+
+// -----
+
+// The operands are the function's stage-value arguments, with their types;
+// other named arguments (graph inputs such as labels) are the host's.
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}, tensor<4xi64> {pf.name = "labels"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf16>
+  // expected-error@+1 {{'pf.run_stage' op has inputs ('tensor<4xf16>') but @stage1_forward's stage-value arguments are ('tensor<4xf32>')}}
+  pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4xf16>) -> ()
+}
+
+// -----
+
+// The results are the function's stage-value results; the loss is not one.
+func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op has results ('tensor<4xf32>', 'tensor<f32>') but @stage1_forward's stage-value results are ('tensor<4xf32>')}}
+  %saved, %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>)
+}
+
+// -----
+
+// A call reads the stage values of its own micro-batch.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "saved/0"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward(tensor<4xf32> {pf.name = "saved/0"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  %saved0 = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  %saved1 = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.run_stage' op input #0 is a value of micro-batch 1, but the call is of micro-batch 0}}
+  pf.run_stage backward @stage0_backward(%saved1) microbatch(0) : (tensor<4xf32>) -> ()
+}
+
+// -----
+
+// A send sends a value of its own micro-batch.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  %act0 = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  %act1 = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.send_act' op sends a value of micro-batch 1 as micro-batch 0}}
+  pf.send_act %act1 microbatch(0) to(1) tag(0) : tensor<4xf32>
 }
 
 // -----
@@ -123,9 +183,9 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 
 // -----
 
-func.func @f() {
+func.func @f(%act: tensor<4xf32>) {
   // expected-error@+1 {{'pf.send_act' op expects parent op 'pf.rank_program'}}
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4xf32>
   return
 }
 

@@ -19,45 +19,45 @@ func.func @stage0_kfac_inverse_0(%step: tensor<i64>) -> tensor<i32> attributes {
   return %0 : tensor<i32>
 }
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   pf.all_reduce "w.kfac.A" ranks([0, 1]) : tensor<2x2xf32>
   pf.all_reduce "w.kfac.B" ranks([0, 1]) : tensor<2x2xf32>
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
   pf.kfac_promote_inverses
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
   pf.all_reduce "w.kfac.A" ranks([0, 1]) : tensor<2x2xf32>
   pf.all_reduce "w.kfac.B" ranks([0, 1]) : tensor<2x2xf32>
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
   pf.kfac_promote_inverses
 }
 pf.rank_program @rank0_window0 rank(0) ranks(2) stages([0]) microbatches(2) attributes {window_step = 0 : i64, window_steps = 2 : i64} {
   pf.kfac_promote_inverses
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   pf.all_reduce "w.kfac.A" ranks([0, 1]) : tensor<2x2xf32>
   pf.all_reduce "w.kfac.B" ranks([0, 1]) : tensor<2x2xf32>
 }
 pf.rank_program @rank1_window0 rank(1) ranks(2) stages([0]) microbatches(2) attributes {window_step = 0 : i64, window_steps = 2 : i64} {
   pf.kfac_promote_inverses
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
   pf.all_reduce "w.kfac.A" ranks([0, 1]) : tensor<2x2xf32>
   pf.all_reduce "w.kfac.B" ranks([0, 1]) : tensor<2x2xf32>
 }
 pf.rank_program @rank0_window1 rank(0) ranks(2) stages([0]) microbatches(2) attributes {window_step = 1 : i64, window_steps = 2 : i64} {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   pf.all_reduce "w.kfac.A_inv_next" ranks([0, 1]) : tensor<2x2xf32>
   pf.all_reduce "w.kfac.B_inv_next" ranks([0, 1]) : tensor<2x2xf32>
 }
 pf.rank_program @rank1_window1 rank(1) ranks(2) stages([0]) microbatches(2) attributes {window_step = 1 : i64, window_steps = 2 : i64} {
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
   pf.all_reduce "w.kfac.A_inv_next" ranks([0, 1]) : tensor<2x2xf32>
   pf.all_reduce "w.kfac.B_inv_next" ranks([0, 1]) : tensor<2x2xf32>
 }
@@ -76,20 +76,20 @@ func.func @stage0_kfac_inverse_0(%step: tensor<i64>) -> tensor<i32> attributes {
   return %0 : tensor<i32>
 }
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   pf.all_reduce "w.kfac.A" ranks([0, 1]) : tensor<2x2xf32>
   // expected-error@+1 {{rank 0, op 3: kfac_inverse @stage0_kfac_inverse_0 inverts 'w.kfac.B' before its all_reduce (op 4)}}
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
   pf.all_reduce "w.kfac.B" ranks([0, 1]) : tensor<2x2xf32>
   pf.kfac_promote_inverses
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
   pf.all_reduce "w.kfac.A" ranks([0, 1]) : tensor<2x2xf32>
   pf.all_reduce "w.kfac.B" ranks([0, 1]) : tensor<2x2xf32>
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
   pf.kfac_promote_inverses
 }
 
@@ -107,29 +107,29 @@ func.func @stage0_kfac_inverse_0(%step: tensor<i64>) -> tensor<i32> attributes {
   return %0 : tensor<i32>
 }
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
   pf.kfac_promote_inverses
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(1)
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
   pf.kfac_promote_inverses
 }
 pf.rank_program @rank0_window0 rank(0) ranks(2) stages([0]) microbatches(2) attributes {window_step = 0 : i64, window_steps = 1 : i64} {
   pf.kfac_promote_inverses
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
 }
 // expected-error@+1 {{layer 0 is inverted twice in a window (rank 0 in window step 0, rank 1 in window step 0)}}
 pf.rank_program @rank1_window0 rank(1) ranks(2) stages([0]) microbatches(2) attributes {window_step = 0 : i64, window_steps = 1 : i64} {
   pf.kfac_promote_inverses
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(1)
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
 }
 
 // -----
@@ -147,25 +147,25 @@ func.func @stage0_kfac_inverse_0(%step: tensor<i64>) -> tensor<i32> attributes {
 }
 // expected-error@+1 {{rank 0: layer 0 is inverted on ranks [0, 1] in the warm-up step, so window step 0 must all-reduce 'w.kfac.A_inv_next' over them}}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
   pf.kfac_promote_inverses
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(1)
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
   pf.kfac_promote_inverses
 }
 pf.rank_program @rank0_window0 rank(0) ranks(2) stages([0]) microbatches(2) attributes {window_step = 0 : i64, window_steps = 1 : i64} {
   pf.kfac_promote_inverses
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+  pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
 }
 pf.rank_program @rank1_window0 rank(1) ranks(2) stages([0]) microbatches(2) attributes {window_step = 0 : i64, window_steps = 1 : i64} {
   pf.kfac_promote_inverses
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
 }

@@ -14,24 +14,24 @@ func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_accumulate(tensor<4x2xf32> {pf.name = "grad/emb"}, tensor<4x2xf32> {pf.name = "grad_sum/emb"}) -> (tensor<4x2xf32> {pf.name = "grad_sum/emb"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
   pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb"])
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  pf.run_stage forward @stage1_forward microbatch(1)
-  pf.run_stage backward @stage1_backward microbatch(1)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage1_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(1) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.run_stage accumulate @stage1_accumulate microbatch(0)
+  pf.run_stage accumulate @stage1_accumulate() microbatch(0) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.run_stage accumulate @stage1_accumulate microbatch(1)
+  pf.run_stage accumulate @stage1_accumulate() microbatch(1) : () -> ()
   pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb"])
 }
@@ -66,18 +66,18 @@ func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
 // expected-error@+1 {{rank 0 reduces 'grad/emb' in micro-batch order [0] but its root, rank 1, in [1] (the root takes the pieces in the order they are posted)}}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
   // expected-error@+1 {{rank 0, op 4: reduce of 'grad/emb' (micro-batch 0) to rank 1 over ranks array<i64: 0, 1> : 'tensor<4x2xf32>' has no counterpart of the same micro-batch, root, ranks and type on rank 1}}
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  pf.run_stage forward @stage1_forward microbatch(1)
-  pf.run_stage backward @stage1_backward microbatch(1)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage1_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(1) : () -> ()
   // expected-error@+1 {{rank 1, op 4: reduce of 'grad/emb' (micro-batch 1) to rank 1 over ranks array<i64: 0, 1> : 'tensor<4x2xf32>' has no counterpart of the same micro-batch, root, ranks and type on rank 0}}
   pf.reduce_microbatch "grad/emb" microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
 }
@@ -90,18 +90,18 @@ func.func private @stage0_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"})
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 0, op 3: reduce of 'grad/emb' (micro-batch 1) to rank 1 over ranks array<i64: 0, 1>: no call of micro-batch 1 on this rank returns it before the reduce}}
   pf.reduce_microbatch "grad/emb" microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  pf.run_stage forward @stage1_forward microbatch(1)
-  pf.run_stage backward @stage1_backward microbatch(1)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage1_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(1) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
 }
 
@@ -116,16 +116,16 @@ func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_accumulate(tensor<4x2xf32> {pf.name = "grad/emb"}, tensor<4x2xf32> {pf.name = "grad_sum/emb"}) -> (tensor<4x2xf32> {pf.name = "grad_sum/emb"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 0, op 2: reduce of 'grad/emb' (micro-batch 0) to rank 1 over ranks array<i64: 0, 1>: this rank hands its piece to the root but accumulate @stage0_accumulate (op 3) accumulates it}}
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.run_stage accumulate @stage0_accumulate microbatch(0)
+  pf.run_stage accumulate @stage0_accumulate() microbatch(0) : () -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  pf.run_stage accumulate @stage1_accumulate microbatch(0)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+  pf.run_stage accumulate @stage1_accumulate() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 1, op 3: reduce of 'grad/emb' (micro-batch 0) to rank 1 over ranks array<i64: 0, 1> comes after accumulate @stage1_accumulate (op 2), which accumulates the micro-batch's sum}}
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
 }
@@ -138,16 +138,16 @@ func.func private @stage0_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"})
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb"])
   // expected-error@+1 {{rank 0, op 4: broadcast of 'grad/emb' from rank 1 over ranks array<i64: 0, 1> comes after clip_gradients (op 3), which needs the summed gradient on every member}}
   pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
   pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb"])
@@ -159,22 +159,22 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
 // that rank 0's backward of micro-batch 0 receives. (The other member never
 // waits at a reduce: it posts its piece.)
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
-func.func private @stage0_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward(tensor<4x2xf32> {pf.name = "grad_act/1"}) -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}, tensor<4x2xf32> {pf.name = "grad_act/1"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 0, op 1: deadlock: no rank can progress (a send and its recv block until both ranks reach them); blocked: rank 0 at op 1 (recv of 'grad_act/1' (micro-batch 0) from rank 1, tag 0), rank 1 at op 2 (reduce of 'grad/emb' (micro-batch 0) to rank 1 over ranks array<i64: 0, 1>)}}
-  pf.recv_act "grad_act/1" microbatch(0) from(1) tag(0) : tensor<4x2xf32>
-  pf.run_stage backward @stage0_backward microbatch(0)
+  %ga = pf.recv_act microbatch(0) from(1) tag(0) : tensor<4x2xf32>
+  pf.run_stage backward @stage0_backward(%ga) microbatch(0) : (tensor<4x2xf32>) -> ()
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  %ga = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4x2xf32>
   // expected-note@+1 {{rank 1 is blocked here (op 2)}}
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.send_act "grad_act/1" microbatch(0) to(0) tag(0) : tensor<4x2xf32>
+  pf.send_act %ga microbatch(0) to(0) tag(0) : tensor<4x2xf32>
 }
 
 // -----
@@ -187,18 +187,18 @@ func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
 // expected-error@+1 {{rank 0 reduces 'grad/emb' in micro-batch order [0, 1] but its root, rank 1, in [1, 0]}}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  pf.run_stage forward @stage1_forward microbatch(1)
-  pf.run_stage backward @stage1_backward microbatch(1)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage1_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(1) : () -> ()
   pf.reduce_microbatch "grad/emb" microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
   pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
 }

@@ -1,5 +1,7 @@
 // The checks across ranks of verifyRankPrograms (pf-verify-rank-programs):
-// each error names the rank and the op index in its program.
+// each error names the rank and the op index in its program. A transferred
+// value is described by its pf.name where the program says it (the function
+// result a send's value is, the argument a received value is passed to).
 // RUN: pf-opt %s -split-input-file --pf-verify-rank-programs -verify-diagnostics
 
 // A send without its recv.
@@ -8,14 +10,14 @@ func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
   // expected-error@+1 {{rank 0, op 1: send of 'act/1' (micro-batch 0) to rank 1, tag 0 has no matching recv on rank 1}}
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
 }
 
 // -----
@@ -23,37 +25,105 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
 // A recv without its send.
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
-func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   // expected-error@+1 {{rank 1, op 0: recv of 'act/1' (micro-batch 0) from rank 0, tag 3 has no matching send on rank 0}}
-  pf.recv_act "act/1" microbatch(0) from(0) tag(3) : tensor<4xf32>
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+  %act = pf.recv_act microbatch(0) from(0) tag(3) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4xf32>) -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
 }
 
 // -----
 
-// Same peers and tag, different types.
+// A recv without its send, of a value no call reads: its name is unknown.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{rank 1, op 0: recv of (micro-batch 0) from rank 0, tag 3 has no matching send on rank 0}}
+  %act = pf.recv_act microbatch(0) from(0) tag(3) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+}
+
+// -----
+
+// Same peers and tag, different types (the stage functions disagree on the
+// activation's type).
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward(tensor<4xf16> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  // expected-note@+1 {{the send (rank 0, op 1)}}
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{rank 1, op 0: recv of 'act/1' (micro-batch 0) from rank 0, tag 0 expects 'tensor<4xf16>' but rank 0 sends 'tensor<4xf32>'}}
+  %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf16>
+  pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4xf16>) -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+}
+
+// -----
+
+// Same peers, tag and type, but the receiving call takes another value than
+// the one sent.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/2"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  // expected-note@+1 {{the send (rank 0, op 1)}}
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{rank 1, op 0: recv of 'act/2' (micro-batch 0) from rank 0, tag 0 matches the send of 'act/1' (micro-batch 0) to rank 1, tag 0 of another value}}
+  %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4xf32>) -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+}
+
+// -----
+
+// Same peers, tag and type, but another micro-batch.
 func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
-pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  %act0 = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
   // expected-note@+1 {{the send (rank 0, op 1)}}
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.send_act %act0 microbatch(0) to(1) tag(0) : tensor<4xf32>
+  %act1 = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<4xf32>
+  // expected-note@+1 {{the send (rank 0, op 3)}}
+  pf.send_act %act1 microbatch(1) to(1) tag(1) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
 }
-pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  // expected-error@+1 {{rank 1, op 0: recv of 'act/1' (micro-batch 0) from rank 0, tag 0 expects 'tensor<4xf16>' but rank 0 sends 'tensor<4xf32>'}}
-  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf16>
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+  // expected-error@+1 {{rank 1, op 0: recv of 'act/1' (micro-batch 1) from rank 0, tag 0 matches the send of 'act/1' (micro-batch 0) to rank 1, tag 0 of another value}}
+  %act1 = pf.recv_act microbatch(1) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act1) microbatch(1) : (tensor<4xf32>) -> ()
+  pf.run_stage backward @stage1_backward() microbatch(1) : () -> ()
+  // expected-error@+1 {{rank 1, op 3: recv of 'act/1' (micro-batch 0) from rank 0, tag 1 matches the send of 'act/1' (micro-batch 1) to rank 1, tag 1 of another value}}
+  %act0 = pf.recv_act microbatch(0) from(0) tag(1) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act0) microbatch(0) : (tensor<4xf32>) -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
 }
 
 // -----
@@ -64,20 +134,20 @@ func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
-  pf.run_stage forward @stage0_forward microbatch(1)
+  %act0 = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  pf.send_act %act0 microbatch(0) to(1) tag(0) : tensor<4xf32>
+  %act1 = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<4xf32>
   // expected-error@+1 {{rank 0, op 3: a second send to rank 1 with tag 0 (the first is op 1): tags must identify messages}}
-  pf.send_act "act/1" microbatch(1) to(1) tag(0) : tensor<4xf32>
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.send_act %act1 microbatch(1) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  pf.run_stage forward @stage1_forward microbatch(1)
-  pf.run_stage backward @stage1_backward microbatch(1)
+  %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage1_forward() microbatch(1) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(1) : () -> ()
 }
 
 // -----
@@ -86,11 +156,11 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 0, op 2: backward of stage 0 micro-batch 1 runs before its forward (op 3)}}
-  pf.run_stage backward @stage0_backward microbatch(1)
-  pf.run_stage forward @stage0_forward microbatch(1)
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
 }
 
 // -----
@@ -100,9 +170,9 @@ func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 // expected-error@+1 {{stage 0 micro-batch 1 has no forward on any rank}}
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
 }
 
 // -----
@@ -111,70 +181,96 @@ pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 0, op 1: forward of stage 0 micro-batch 0 runs a second time (first: rank 0, op 0)}}
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
 }
 
 // -----
 
-// An input that is received only after the call that reads it.
+// An input that is received only after the call that reads it: the value
+// does not dominate its use (MLIR's verifier rejects the program before the
+// checks across ranks run).
 func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
-  pf.run_stage backward @stage0_backward microbatch(0)
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  // expected-error@+1 {{rank 1, op 0: forward @stage1_forward of micro-batch 0 reads 'act/1', which is neither received nor computed on this rank before it}}
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
-  pf.run_stage backward @stage1_backward microbatch(0)
+  // expected-error@+1 {{operand #0 does not dominate this use}}
+  pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4xf32>) -> ()
+  // expected-note@+1 {{operand defined here (op in the same block)}}
+  %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
 }
 
 // -----
 
-// A value sent before it is computed.
+// A call that does not pass the input its function reads (here received but
+// left unused): its operands do not match the function's stage-value
+// arguments.
 func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
-func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  // expected-error@+1 {{rank 0, op 0: send of 'act/1' (micro-batch 0) to rank 1, tag 0 comes before any call on this rank computes it}}
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+  %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf32>
+  // expected-error@+1 {{'pf.run_stage' op has inputs () but @stage1_forward's stage-value arguments are ('tensor<4xf32>')}}
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
 }
 
 // -----
 
-// Deadlock: both ranks receive first.
-func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
-func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad_act/2"}) attributes {pf.stage = 0 : i64}
-func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
-func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 1 : i64}
+// A value sent before it is computed: it does not dominate the send.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
-  // expected-error@+1 {{rank 0, op 2: deadlock: no rank can progress (a send and its recv block until both ranks reach them); blocked: rank 0 at op 2 (recv of 'grad_act/3' (micro-batch 0) from rank 1, tag 1), rank 1 at op 2 (recv of 'grad_act/2' (micro-batch 0) from rank 0, tag 0)}}
-  pf.recv_act "grad_act/3" microbatch(0) from(1) tag(1) : tensor<4xf32>
-  pf.send_act "grad_act/2" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  // expected-error@+1 {{operand #0 does not dominate this use}}
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4xf32>
+  // expected-note@+1 {{operand defined here (op in the same block)}}
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  // expected-note@+1 {{rank 1 is blocked here (op 2)}}
-  pf.recv_act "grad_act/2" microbatch(0) from(0) tag(0) : tensor<4xf32>
-  pf.send_act "grad_act/3" microbatch(0) to(0) tag(1) : tensor<4xf32>
+  %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4xf32>) -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
+}
+
+// -----
+
+// Deadlock: both ranks receive first (rank 0 waits for the gradient of the
+// activation it has not sent yet).
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward(tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  // expected-error@+1 {{rank 0, op 1: deadlock: no rank can progress (a send and its recv block until both ranks reach them); blocked: rank 0 at op 1 (recv of 'grad_act/3' (micro-batch 0) from rank 1, tag 1), rank 1 at op 0 (recv of 'act/1' (micro-batch 0) from rank 0, tag 0)}}
+  %grad = pf.recv_act microbatch(0) from(1) tag(1) : tensor<4xf32>
+  pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward(%grad) microbatch(0) : (tensor<4xf32>) -> ()
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-note@+1 {{rank 1 is blocked here (op 0)}}
+  %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4xf32>) -> ()
+  %grad = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4xf32>
+  pf.send_act %grad microbatch(0) to(0) tag(1) : tensor<4xf32>
 }
 
 // -----
@@ -182,30 +278,30 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
 // Deadlock with rendezvous sends: both ranks send first (an eager, buffered
 // transport would get through; a large tensor over MPI would not).
 func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
-func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
-func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage0_backward(tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
-  pf.run_stage forward @stage0_forward microbatch(1)
+  %act0 = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  pf.send_act %act0 microbatch(0) to(1) tag(0) : tensor<4xf32>
+  %act1 = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<4xf32>
   // expected-error@+1 {{rank 0, op 3: deadlock: no rank can progress (a send and its recv block until both ranks reach them); blocked: rank 0 at op 3 (send of 'act/1' (micro-batch 1) to rank 1, tag 1), rank 1 at op 3 (send of 'grad_act/3' (micro-batch 0) to rank 0, tag 2)}}
-  pf.send_act "act/1" microbatch(1) to(1) tag(1) : tensor<4xf32>
-  pf.recv_act "grad_act/3" microbatch(0) from(1) tag(2) : tensor<4xf32>
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.recv_act "grad_act/3" microbatch(1) from(1) tag(3) : tensor<4xf32>
-  pf.run_stage backward @stage0_backward microbatch(1)
+  pf.send_act %act1 microbatch(1) to(1) tag(1) : tensor<4xf32>
+  %grad0 = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward(%grad0) microbatch(0) : (tensor<4xf32>) -> ()
+  %grad1 = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4xf32>
+  pf.run_stage backward @stage0_backward(%grad1) microbatch(1) : (tensor<4xf32>) -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+  %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act0) microbatch(0) : (tensor<4xf32>) -> ()
+  %grad0 = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4xf32>
   // expected-note@+1 {{rank 1 is blocked here (op 3)}}
-  pf.send_act "grad_act/3" microbatch(0) to(0) tag(2) : tensor<4xf32>
-  pf.recv_act "act/1" microbatch(1) from(0) tag(1) : tensor<4xf32>
-  pf.run_stage forward @stage1_forward microbatch(1)
-  pf.run_stage backward @stage1_backward microbatch(1)
-  pf.send_act "grad_act/3" microbatch(1) to(0) tag(3) : tensor<4xf32>
+  pf.send_act %grad0 microbatch(0) to(0) tag(2) : tensor<4xf32>
+  %act1 = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act1) microbatch(1) : (tensor<4xf32>) -> ()
+  %grad1 = pf.run_stage backward @stage1_backward() microbatch(1) : () -> tensor<4xf32>
+  pf.send_act %grad1 microbatch(1) to(0) tag(3) : tensor<4xf32>
 }
 
 // -----
@@ -220,30 +316,30 @@ func.func private @stage1_forward(tensor<4xf32> {pf.name = "act/1"}) attributes 
 func.func private @stage1_backward_input() -> (tensor<4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward_weight() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4xf32>
+  %act0 = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  pf.send_act %act0 microbatch(0) to(1) tag(0) : tensor<4xf32>
   // expected-error@+1 {{rank 0, op 2: deadlock: no rank can progress (a send and its recv block until both ranks reach them); blocked: rank 0 at op 2 (recv of 'grad_act/3' (micro-batch 0) from rank 1, tag 2), rank 1 at op 4 (recv of 'act/1' (micro-batch 1) from rank 0, tag 1)}}
-  pf.recv_act "grad_act/3" microbatch(0) from(1) tag(2) : tensor<4xf32>
-  pf.run_stage backward_input @stage0_backward_input microbatch(0)
-  pf.run_stage backward_weight @stage0_backward_weight microbatch(0)
-  pf.run_stage forward @stage0_forward microbatch(1)
-  pf.send_act "act/1" microbatch(1) to(1) tag(1) : tensor<4xf32>
-  pf.recv_act "grad_act/3" microbatch(1) from(1) tag(3) : tensor<4xf32>
-  pf.run_stage backward_input @stage0_backward_input microbatch(1)
-  pf.run_stage backward_weight @stage0_backward_weight microbatch(1)
+  %grad0 = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4xf32>
+  pf.run_stage backward_input @stage0_backward_input() microbatch(0) : () -> ()
+  pf.run_stage backward_weight @stage0_backward_weight(%grad0) microbatch(0) : (tensor<4xf32>) -> ()
+  %act1 = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<4xf32>
+  pf.send_act %act1 microbatch(1) to(1) tag(1) : tensor<4xf32>
+  %grad1 = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4xf32>
+  pf.run_stage backward_input @stage0_backward_input() microbatch(1) : () -> ()
+  pf.run_stage backward_weight @stage0_backward_weight(%grad1) microbatch(1) : (tensor<4xf32>) -> ()
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4xf32>
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward_input @stage1_backward_input microbatch(0)
-  pf.run_stage backward_weight @stage1_backward_weight microbatch(0)
+  %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act0) microbatch(0) : (tensor<4xf32>) -> ()
+  %grad0 = pf.run_stage backward_input @stage1_backward_input() microbatch(0) : () -> tensor<4xf32>
+  pf.run_stage backward_weight @stage1_backward_weight() microbatch(0) : () -> ()
   // expected-note@+1 {{rank 1 is blocked here (op 4)}}
-  pf.recv_act "act/1" microbatch(1) from(0) tag(1) : tensor<4xf32>
-  pf.send_act "grad_act/3" microbatch(0) to(0) tag(2) : tensor<4xf32>
-  pf.run_stage forward @stage1_forward microbatch(1)
-  pf.run_stage backward_input @stage1_backward_input microbatch(1)
-  pf.send_act "grad_act/3" microbatch(1) to(0) tag(3) : tensor<4xf32>
-  pf.run_stage backward_weight @stage1_backward_weight microbatch(1)
+  %act1 = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4xf32>
+  pf.send_act %grad0 microbatch(0) to(0) tag(2) : tensor<4xf32>
+  pf.run_stage forward @stage1_forward(%act1) microbatch(1) : (tensor<4xf32>) -> ()
+  %grad1 = pf.run_stage backward_input @stage1_backward_input() microbatch(1) : () -> tensor<4xf32>
+  pf.send_act %grad1 microbatch(1) to(0) tag(3) : tensor<4xf32>
+  pf.run_stage backward_weight @stage1_backward_weight() microbatch(1) : () -> ()
 }
 
 // -----
@@ -254,14 +350,14 @@ func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
   pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
 }
 
 // -----
@@ -273,14 +369,14 @@ func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.run_stage backward @stage0_backward microbatch(0)
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
   // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 0}}
   pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
 }
@@ -293,7 +389,7 @@ module {
   func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
   func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
   pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-    pf.run_stage forward @stage0_forward microbatch(0)
-    pf.run_stage backward @stage0_backward microbatch(0)
+    pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+    pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   }
 }

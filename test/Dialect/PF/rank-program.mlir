@@ -4,7 +4,11 @@
 // A hand-written two-rank 1F1B step with one micro-batch in flight: the
 // per-rank program round-trips and passes the checks across ranks. The task
 // kind is an enum attribute printed as a keyword, as is the all_reduce's
-// order (elided when it is the default, microbatch).
+// order (elided when it is the default, microbatch). The stage values
+// (act/*, saved/*, grad_act/*) are SSA values of the program: a call's
+// operands are its function's stage-value arguments and its results the
+// stage-value results, in order; graph inputs (input_ids), the loss and
+// gradients (grad/*) are not.
 
 func.func private @stage0_forward(tensor<4x8xi64> {pf.name = "input_ids"})
     -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"})
@@ -21,39 +25,59 @@ func.func private @stage1_backward(tensor<4x16xf32> {pf.name = "saved/1"})
 func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
-// CHECK-NEXT: pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4x16xf32>
-// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
-// CHECK-NEXT: pf.recv_act "grad_act/7" microbatch(0) from(1) tag(2) : tensor<4x16xf32>
-// CHECK-NEXT: pf.send_act "act/1" microbatch(1) to(1) tag(1) : tensor<4x16xf32>
-// CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(0)
-// CHECK: pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage update @stage0_update
+// CHECK-NEXT: %[[F0:.*]]:2 = pf.run_stage forward @stage0_forward() microbatch(0) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+// CHECK-NEXT: pf.send_act %[[F0]]#0 microbatch(0) to(1) tag(0) : tensor<4x16xf32>
+// CHECK-NEXT: %[[F1:.*]]:2 = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+// CHECK-NEXT: %[[G0:.*]] = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
+// CHECK-NEXT: pf.send_act %[[F1]]#0 microbatch(1) to(1) tag(1) : tensor<4x16xf32>
+// CHECK-NEXT: pf.run_stage backward @stage0_backward(%[[F0]]#1, %[[G0]]) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
+// CHECK-NEXT: %[[G1:.*]] = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4x16xf32>
+// CHECK-NEXT: pf.run_stage backward @stage0_backward(%[[F1]]#1, %[[G1]]) microbatch(1) : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
+// CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
+// CHECK-NEXT: pf.run_stage update @stage0_update() : () -> ()
 // CHECK-NEXT: }
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  pf.run_stage forward @stage0_forward microbatch(0)
-  pf.send_act "act/1" microbatch(0) to(1) tag(0) : tensor<4x16xf32>
-  pf.run_stage forward @stage0_forward microbatch(1)
+  %act0, %saved0 = pf.run_stage forward @stage0_forward() microbatch(0)
+      : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  pf.send_act %act0 microbatch(0) to(1) tag(0) : tensor<4x16xf32>
+  %act1, %saved1 = pf.run_stage forward @stage0_forward() microbatch(1)
+      : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   // Receive before sending: rank 1 sends this gradient before it receives
   // micro-batch 1 (a send waits for its recv).
-  pf.recv_act "grad_act/7" microbatch(0) from(1) tag(2) : tensor<4x16xf32>
-  pf.send_act "act/1" microbatch(1) to(1) tag(1) : tensor<4x16xf32>
-  pf.run_stage backward @stage0_backward microbatch(0)
-  pf.recv_act "grad_act/7" microbatch(1) from(1) tag(3) : tensor<4x16xf32>
-  pf.run_stage backward @stage0_backward microbatch(1)
+  %grad0 = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
+  pf.send_act %act1 microbatch(1) to(1) tag(1) : tensor<4x16xf32>
+  pf.run_stage backward @stage0_backward(%saved0, %grad0) microbatch(0)
+      : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
+  %grad1 = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4x16xf32>
+  pf.run_stage backward @stage0_backward(%saved1, %grad1) microbatch(1)
+      : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
-  pf.run_stage update @stage0_update
+  pf.run_stage update @stage0_update() : () -> ()
 }
 
-// CHECK-LABEL: pf.rank_program @rank1 rank(1)
+// CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
+// CHECK-NEXT: %[[A0:.*]] = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
+// CHECK-NEXT: %[[S0:.*]] = pf.run_stage forward @stage1_forward(%[[A0]]) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: %[[B0:.*]] = pf.run_stage backward @stage1_backward(%[[S0]]) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: pf.send_act %[[B0]] microbatch(0) to(0) tag(2) : tensor<4x16xf32>
+// CHECK-NEXT: %[[A1:.*]] = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x16xf32>
+// CHECK-NEXT: %[[S1:.*]] = pf.run_stage forward @stage1_forward(%[[A1]]) microbatch(1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: %[[B1:.*]] = pf.run_stage backward @stage1_backward(%[[S1]]) microbatch(1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: pf.send_act %[[B1]] microbatch(1) to(0) tag(3) : tensor<4x16xf32>
+// CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
+// CHECK-NEXT: }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-  pf.recv_act "act/1" microbatch(0) from(0) tag(0) : tensor<4x16xf32>
-  pf.run_stage forward @stage1_forward microbatch(0)
-  pf.run_stage backward @stage1_backward microbatch(0)
-  pf.send_act "grad_act/7" microbatch(0) to(0) tag(2) : tensor<4x16xf32>
-  pf.recv_act "act/1" microbatch(1) from(0) tag(1) : tensor<4x16xf32>
-  pf.run_stage forward @stage1_forward microbatch(1)
-  pf.run_stage backward @stage1_backward microbatch(1)
-  pf.send_act "grad_act/7" microbatch(1) to(0) tag(3) : tensor<4x16xf32>
+  %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
+  %saved0 = pf.run_stage forward @stage1_forward(%act0) microbatch(0)
+      : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %grad0 = pf.run_stage backward @stage1_backward(%saved0) microbatch(0)
+      : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  pf.send_act %grad0 microbatch(0) to(0) tag(2) : tensor<4x16xf32>
+  %act1 = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x16xf32>
+  %saved1 = pf.run_stage forward @stage1_forward(%act1) microbatch(1)
+      : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %grad1 = pf.run_stage backward @stage1_backward(%saved1) microbatch(1)
+      : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  pf.send_act %grad1 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
 }

@@ -87,8 +87,8 @@ module {
   func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
   func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
   pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
-    pf.run_stage forward @stage0_forward microbatch(0)
-    pf.run_stage backward @stage0_backward microbatch(0)
+    pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+    pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
   }
 }
 
@@ -101,4 +101,17 @@ module {
   func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
   func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
   func.func private @stage1_backward() -> (tensor<8xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
+}
+
+// -----
+
+// A call reads a stage value that no earlier call or recv on its rank makes
+// (here a saved/* the forward does not return): the programs' values are SSA
+// values, so the pass cannot write the call.
+// expected-error@+1 {{pf-build-rank-programs: a call or send needs 'saved/9' of micro-batch 0, which no earlier call or recv on its rank makes}}
+module {
+  func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+  func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+  func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+  func.func private @stage1_backward(tensor<4xf32> {pf.name = "saved/9"}) attributes {pf.stage = 1 : i64}
 }

@@ -69,159 +69,162 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D = 2, 1F1B, N = 2, in full. Stage 0 sends act/3 and act/5 (tags: index of
 // the name * N + micro-batch), stage 1 returns grad_act/15 and grad_act/22.
 // Each recv comes before the call that reads it and each send right after the
-// call that computes it. The tied embedding's gradient: rank 0 hands each
+// call that computes it; each backward reads its micro-batch's saved values
+// (its forward's results #2 and #3) and received gradients. The tied embedding's gradient: rank 0 hands each
 // micro-batch's piece to rank 1 right after its backward; rank 1 takes it
 // before its first pass that starts after that backward ends in the timed
 // run (here after its last pass: rank 0's backwards end later), sums and
 // accumulates it, and broadcasts the step's gradient back.
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
-// CHECK-NEXT: pf.send_act "act/3" microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.send_act "act/5" microbatch(0) to(1) tag(2) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
-// CHECK-NEXT: pf.send_act "act/3" microbatch(1) to(1) tag(1) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.send_act "act/5" microbatch(1) to(1) tag(3) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(0) from(1) tag(4) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(0) from(1) tag(6) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(0)
+// CHECK-NEXT: %[[F0_0:[0-9]+]]:4 = pf.run_stage forward @stage0_forward() microbatch(0)
+// CHECK-NEXT: pf.send_act %[[F0_0]]#0 microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act %[[F0_0]]#1 microbatch(0) to(1) tag(2) : tensor<4x8x16xf32>
+// CHECK-NEXT: %[[F0_1:[0-9]+]]:4 = pf.run_stage forward @stage0_forward() microbatch(1)
+// CHECK-NEXT: pf.send_act %[[F0_1]]#0 microbatch(1) to(1) tag(1) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act %[[F0_1]]#1 microbatch(1) to(1) tag(3) : tensor<4x8x16xf32>
+// CHECK-NEXT: %[[GA15_0:[0-9]+]] = pf.recv_act microbatch(0) from(1) tag(4) : tensor<4x8x16xf32>
+// CHECK-NEXT: %[[GA22_0:[0-9]+]] = pf.recv_act microbatch(0) from(1) tag(6) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage backward @stage0_backward(%[[F0_0]]#2, %[[F0_0]]#3, %[[GA15_0]], %[[GA22_0]]) microbatch(0)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.recv_act "grad_act/15" microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.recv_act "grad_act/22" microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_first microbatch(0)
-// CHECK-NEXT: pf.run_stage backward @stage0_backward microbatch(1)
+// CHECK-NEXT: %[[GA15_1:[0-9]+]] = pf.recv_act microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
+// CHECK-NEXT: %[[GA22_1:[0-9]+]] = pf.recv_act microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_first() microbatch(0)
+// CHECK-NEXT: pf.run_stage backward @stage0_backward(%[[F0_1]]#2, %[[F0_1]]#3, %[[GA15_1]], %[[GA22_1]]) microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last() microbatch(1)
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-// CHECK-NEXT: pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.recv_act "act/5" microbatch(0) from(0) tag(2) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
-// CHECK-NEXT: pf.recv_act "act/3" microbatch(1) from(0) tag(1) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.recv_act "act/5" microbatch(1) from(0) tag(3) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage backward @stage1_backward microbatch(0)
-// CHECK-NEXT: pf.send_act "grad_act/15" microbatch(0) to(0) tag(4) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.send_act "grad_act/22" microbatch(0) to(0) tag(6) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_first microbatch(0)
-// CHECK-NEXT: pf.run_stage forward @stage1_forward microbatch(1)
-// CHECK-NEXT: pf.run_stage backward @stage1_backward microbatch(1)
-// CHECK-NEXT: pf.send_act "grad_act/15" microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.send_act "grad_act/22" microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_last microbatch(1)
+// CHECK-NEXT: %[[A3_0:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
+// CHECK-NEXT: %[[A5_0:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(2) : tensor<4x8x16xf32>
+// CHECK-NEXT: %[[F1_0:[0-9]+]]:3 = pf.run_stage forward @stage1_forward(%[[A3_0]], %[[A5_0]]) microbatch(0)
+// CHECK-NEXT: %[[A3_1:[0-9]+]] = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x8x16xf32>
+// CHECK-NEXT: %[[A5_1:[0-9]+]] = pf.recv_act microbatch(1) from(0) tag(3) : tensor<4x8x16xf32>
+// CHECK-NEXT: %[[B1_0:[0-9]+]]:2 = pf.run_stage backward @stage1_backward(%[[F1_0]]#0, %[[F1_0]]#1, %[[F1_0]]#2) microbatch(0)
+// CHECK-NEXT: pf.send_act %[[B1_0]]#0 microbatch(0) to(0) tag(4) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act %[[B1_0]]#1 microbatch(0) to(0) tag(6) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_first() microbatch(0)
+// CHECK-NEXT: %[[F1_1:[0-9]+]]:3 = pf.run_stage forward @stage1_forward(%[[A3_1]], %[[A5_1]]) microbatch(1)
+// CHECK-NEXT: %[[B1_1:[0-9]+]]:2 = pf.run_stage backward @stage1_backward(%[[F1_1]]#0, %[[F1_1]]#1, %[[F1_1]]#2) microbatch(1)
+// CHECK-NEXT: pf.send_act %[[B1_1]]#0 microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.send_act %[[B1_1]]#1 microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_last() microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first() microbatch(0)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last() microbatch(1)
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 
 // 1F1B, D = 2, N = 4: one warm-up forward on stage 0, then alternating.
 // D2-1F1B-N4: pf.rank_program @rank0
-// D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(0)
-// D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(1)
-// D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(0)
-// D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(2)
-// D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(1)
-// D2-1F1B-N4-NEXT: forward @stage0_forward microbatch(3)
-// D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(2)
-// D2-1F1B-N4-NEXT: backward @stage0_backward microbatch(3)
+// D2-1F1B-N4-NEXT: forward @stage0_forward() microbatch(0)
+// D2-1F1B-N4-NEXT: forward @stage0_forward() microbatch(1)
+// D2-1F1B-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(0)
+// D2-1F1B-N4-NEXT: forward @stage0_forward() microbatch(2)
+// D2-1F1B-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(1)
+// D2-1F1B-N4-NEXT: forward @stage0_forward() microbatch(3)
+// D2-1F1B-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(2)
+// D2-1F1B-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(3)
 // D2-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 // D2-1F1B-N4-NEXT: pf.rank_program @rank1
-// D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(0)
-// D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(0)
-// D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(1)
-// D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(1)
-// D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(2)
-// D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(2)
-// D2-1F1B-N4-NEXT: forward @stage1_forward microbatch(3)
-// D2-1F1B-N4-NEXT: backward @stage1_backward microbatch(3)
+// D2-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(0)
+// D2-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(0)
+// D2-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(1)
+// D2-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(1)
+// D2-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(2)
+// D2-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(2)
+// D2-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(3)
+// D2-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(3)
 // D2-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 
 // GPipe, D = 2, N = 4: all forwards, then all backwards, on both ranks.
 // D2-GPIPE-N4: pf.rank_program @rank0
-// D2-GPIPE-N4-NEXT: forward @stage0_forward microbatch(0)
-// D2-GPIPE-N4-NEXT: forward @stage0_forward microbatch(1)
-// D2-GPIPE-N4-NEXT: forward @stage0_forward microbatch(2)
-// D2-GPIPE-N4-NEXT: forward @stage0_forward microbatch(3)
-// D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(0)
-// D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(1)
-// D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(2)
-// D2-GPIPE-N4-NEXT: backward @stage0_backward microbatch(3)
+// D2-GPIPE-N4-NEXT: forward @stage0_forward() microbatch(0)
+// D2-GPIPE-N4-NEXT: forward @stage0_forward() microbatch(1)
+// D2-GPIPE-N4-NEXT: forward @stage0_forward() microbatch(2)
+// D2-GPIPE-N4-NEXT: forward @stage0_forward() microbatch(3)
+// D2-GPIPE-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(0)
+// D2-GPIPE-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(1)
+// D2-GPIPE-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(2)
+// D2-GPIPE-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(3)
 // D2-GPIPE-N4-NEXT: pf.broadcast
 // D2-GPIPE-N4-NEXT: pf.rank_program @rank1
-// D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(0)
-// D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(1)
-// D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(2)
-// D2-GPIPE-N4-NEXT: forward @stage1_forward microbatch(3)
-// D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(0)
-// D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(1)
-// D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(2)
-// D2-GPIPE-N4-NEXT: backward @stage1_backward microbatch(3)
+// D2-GPIPE-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(0)
+// D2-GPIPE-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(1)
+// D2-GPIPE-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(2)
+// D2-GPIPE-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(3)
+// D2-GPIPE-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(0)
+// D2-GPIPE-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(1)
+// D2-GPIPE-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(2)
+// D2-GPIPE-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(3)
 // D2-GPIPE-N4-NEXT: pf.broadcast
 
 // 1F1B, D = 3, N = 4: D-1-s warm-up forwards on stage s. The tied embedding
 // lives on stages 0 and 2: the middle rank has no broadcast.
 // D3-1F1B-N4: pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(4)
-// D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(0)
-// D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(1)
-// D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(2)
-// D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(0)
-// D3-1F1B-N4-NEXT: forward @stage0_forward microbatch(3)
-// D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(1)
-// D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(2)
-// D3-1F1B-N4-NEXT: backward @stage0_backward microbatch(3)
+// D3-1F1B-N4-NEXT: forward @stage0_forward() microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage0_forward() microbatch(1)
+// D3-1F1B-N4-NEXT: forward @stage0_forward() microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage0_forward() microbatch(3)
+// D3-1F1B-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(1)
+// D3-1F1B-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage0_backward({{.*}}) microbatch(3)
 // D3-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 // D3-1F1B-N4-NEXT: pf.rank_program @rank1 rank(1) ranks(3) stages([1]) microbatches(4)
-// D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(0)
-// D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(1)
-// D3-1F1B-N4-NEXT: backward @stage1_backward microbatch(0)
-// D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(2)
-// D3-1F1B-N4-NEXT: backward @stage1_backward microbatch(1)
-// D3-1F1B-N4-NEXT: forward @stage1_forward microbatch(3)
-// D3-1F1B-N4-NEXT: backward @stage1_backward microbatch(2)
-// D3-1F1B-N4-NEXT: backward @stage1_backward microbatch(3)
+// D3-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(1)
+// D3-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(1)
+// D3-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(3)
+// D3-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(3)
 // D3-1F1B-N4-NEXT: pf.rank_program @rank2 rank(2) ranks(3) stages([2]) microbatches(4)
-// D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(0)
-// D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(0)
-// D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(1)
-// D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(1)
-// D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(2)
-// D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(2)
-// D3-1F1B-N4-NEXT: forward @stage2_forward microbatch(3)
-// D3-1F1B-N4-NEXT: backward @stage2_backward microbatch(3)
+// D3-1F1B-N4-NEXT: forward @stage2_forward({{.*}}) microbatch(0)
+// D3-1F1B-N4-NEXT: backward @stage2_backward({{.*}}) microbatch(0)
+// D3-1F1B-N4-NEXT: forward @stage2_forward({{.*}}) microbatch(1)
+// D3-1F1B-N4-NEXT: backward @stage2_backward({{.*}}) microbatch(1)
+// D3-1F1B-N4-NEXT: forward @stage2_forward({{.*}}) microbatch(2)
+// D3-1F1B-N4-NEXT: backward @stage2_backward({{.*}}) microbatch(2)
+// D3-1F1B-N4-NEXT: forward @stage2_forward({{.*}}) microbatch(3)
+// D3-1F1B-N4-NEXT: backward @stage2_backward({{.*}}) microbatch(3)
 // D3-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
 
 // GPipe, D = 3, N = 2.
 // D3-GPIPE-N2: pf.rank_program @rank0
-// D3-GPIPE-N2-NEXT: forward @stage0_forward microbatch(0)
-// D3-GPIPE-N2-NEXT: forward @stage0_forward microbatch(1)
-// D3-GPIPE-N2-NEXT: backward @stage0_backward microbatch(0)
-// D3-GPIPE-N2-NEXT: backward @stage0_backward microbatch(1)
+// D3-GPIPE-N2-NEXT: forward @stage0_forward() microbatch(0)
+// D3-GPIPE-N2-NEXT: forward @stage0_forward() microbatch(1)
+// D3-GPIPE-N2-NEXT: backward @stage0_backward({{.*}}) microbatch(0)
+// D3-GPIPE-N2-NEXT: backward @stage0_backward({{.*}}) microbatch(1)
 // D3-GPIPE-N2-NEXT: pf.broadcast
 // D3-GPIPE-N2-NEXT: pf.rank_program @rank1
-// D3-GPIPE-N2-NEXT: forward @stage1_forward microbatch(0)
-// D3-GPIPE-N2-NEXT: forward @stage1_forward microbatch(1)
-// D3-GPIPE-N2-NEXT: backward @stage1_backward microbatch(0)
-// D3-GPIPE-N2-NEXT: backward @stage1_backward microbatch(1)
+// D3-GPIPE-N2-NEXT: forward @stage1_forward({{.*}}) microbatch(0)
+// D3-GPIPE-N2-NEXT: forward @stage1_forward({{.*}}) microbatch(1)
+// D3-GPIPE-N2-NEXT: backward @stage1_backward({{.*}}) microbatch(0)
+// D3-GPIPE-N2-NEXT: backward @stage1_backward({{.*}}) microbatch(1)
 // D3-GPIPE-N2-NEXT: pf.rank_program @rank2
-// D3-GPIPE-N2-NEXT: forward @stage2_forward microbatch(0)
-// D3-GPIPE-N2-NEXT: forward @stage2_forward microbatch(1)
-// D3-GPIPE-N2-NEXT: backward @stage2_backward microbatch(0)
-// D3-GPIPE-N2-NEXT: backward @stage2_backward microbatch(1)
+// D3-GPIPE-N2-NEXT: forward @stage2_forward({{.*}}) microbatch(0)
+// D3-GPIPE-N2-NEXT: forward @stage2_forward({{.*}}) microbatch(1)
+// D3-GPIPE-N2-NEXT: backward @stage2_backward({{.*}}) microbatch(0)
+// D3-GPIPE-N2-NEXT: backward @stage2_backward({{.*}}) microbatch(1)
 // D3-GPIPE-N2-NEXT: pf.broadcast
 
 // D = 3: the middle rank relays act/3 (the residual) from rank 0 to rank 2,
-// with the same tag on each hop (the peers differ), and sends the summed
-// gradient grad_act/34 back to rank 0.
+// with the same tag on each hop (the peers differ): its forward takes the
+// received act/3 and returns it anew (result #0), and that is what it sends.
+// It sends the summed gradient grad_act/34 (its backward's only stage value)
+// back to rank 0.
 // D3-COMM-LABEL: pf.rank_program @rank1
-// D3-COMM-NEXT: pf.recv_act "act/3" microbatch(0) from(0) tag(0)
-// D3-COMM-NEXT: pf.run_stage forward @stage1_forward microbatch(0)
-// D3-COMM-NEXT: pf.send_act "act/3" microbatch(0) to(2) tag(0)
-// D3-COMM-NEXT: pf.send_act "act/5" microbatch(0) to(2) tag(2)
-// D3-COMM: pf.recv_act "grad_act/15" microbatch(0) from(2) tag(4)
-// D3-COMM-NEXT: pf.recv_act "grad_act/22" microbatch(0) from(2) tag(6)
-// D3-COMM-NEXT: pf.run_stage backward @stage1_backward microbatch(0)
-// D3-COMM-NEXT: pf.send_act "grad_act/34" microbatch(0) to(0) tag(8)
+// D3-COMM-NEXT: %[[A3:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(0)
+// D3-COMM-NEXT: %[[F1:[0-9]+]]:3 = pf.run_stage forward @stage1_forward(%[[A3]]) microbatch(0)
+// D3-COMM-NEXT: pf.send_act %[[F1]]#0 microbatch(0) to(2) tag(0)
+// D3-COMM-NEXT: pf.send_act %[[F1]]#1 microbatch(0) to(2) tag(2)
+// D3-COMM: %[[GA15:[0-9]+]] = pf.recv_act microbatch(0) from(2) tag(4)
+// D3-COMM-NEXT: %[[GA22:[0-9]+]] = pf.recv_act microbatch(0) from(2) tag(6)
+// D3-COMM-NEXT: %[[B1:[0-9]+]] = pf.run_stage backward @stage1_backward(%[[F1]]#2, %[[GA15]], %[[GA22]]) microbatch(0)
+// D3-COMM-NEXT: pf.send_act %[[B1]] microbatch(0) to(0) tag(8)
 
 // 1F1B, D = 3, N = 4, the tied embedding (stages 0 and 2): rank 0 hands each
 // micro-batch's piece over right after its backward. Rank 2 takes micro-batch
@@ -231,32 +234,32 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // three pieces, and accumulates each sum right after its reduce (its own
 // gradients right after its backward).
 // D3-REDUCE-LABEL: pf.rank_program @rank0
-// D3-REDUCE: backward @stage0_backward microbatch(0)
+// D3-REDUCE: backward @stage0_backward({{.*}}) microbatch(0)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage0_accumulate_first microbatch(0)
+// D3-REDUCE-NEXT: accumulate @stage0_accumulate_first() microbatch(0)
 // D3-REDUCE-LABEL: pf.rank_program @rank1
 // D3-REDUCE-NOT: reduce_microbatch
 // D3-REDUCE-LABEL: pf.rank_program @rank2
-// D3-REDUCE-NEXT: forward @stage2_forward microbatch(0)
-// D3-REDUCE-NEXT: backward @stage2_backward microbatch(0)
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_first microbatch(0)
-// D3-REDUCE-NEXT: forward @stage2_forward microbatch(1)
-// D3-REDUCE-NEXT: backward @stage2_backward microbatch(1)
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(1)
-// D3-REDUCE-NEXT: forward @stage2_forward microbatch(2)
+// D3-REDUCE-NEXT: forward @stage2_forward({{.*}}) microbatch(0)
+// D3-REDUCE-NEXT: backward @stage2_backward({{.*}}) microbatch(0)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_first() microbatch(0)
+// D3-REDUCE-NEXT: forward @stage2_forward({{.*}}) microbatch(1)
+// D3-REDUCE-NEXT: backward @stage2_backward({{.*}}) microbatch(1)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate() microbatch(1)
+// D3-REDUCE-NEXT: forward @stage2_forward({{.*}}) microbatch(2)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_first microbatch(0)
-// D3-REDUCE-NEXT: backward @stage2_backward microbatch(2)
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate microbatch(2)
-// D3-REDUCE-NEXT: forward @stage2_forward microbatch(3)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_first() microbatch(0)
+// D3-REDUCE-NEXT: backward @stage2_backward({{.*}}) microbatch(2)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate() microbatch(2)
+// D3-REDUCE-NEXT: forward @stage2_forward({{.*}}) microbatch(3)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(1)
-// D3-REDUCE-NEXT: backward @stage2_backward microbatch(3)
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_last microbatch(3)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced() microbatch(1)
+// D3-REDUCE-NEXT: backward @stage2_backward({{.*}}) microbatch(3)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_last() microbatch(3)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(2) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced microbatch(2)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced() microbatch(2)
 // D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(3) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_last microbatch(3)
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_last() microbatch(3)
 
 // N = 4: the middle micro-batches' function adds the term to the running sum
 // (no select, no divide).

@@ -20,54 +20,54 @@
 // tied gradient's broadcast (its reduce_microbatch does not wait); layer 0 in
 // window step 1 before its second pass (F1).
 // CHECK-LABEL: pf.rank_program @rank0_window0
-// CHECK: pf.run_stage backward @stage0_backward microbatch(1)
+// CHECK: pf.run_stage backward @stage0_backward({{.*}}) microbatch(1) :
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
-// CHECK: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_1 microbatch(1) layer(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last microbatch(1)
-// CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
+// CHECK: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_1({{.*}}) microbatch(1) layer(1) :
+// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last() microbatch(1) : () -> ()
+// CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1) : () -> ()
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
 // CHECK-LABEL: pf.rank_program @rank0_window1
-// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(0)
-// CHECK: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
-// CHECK-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
+// CHECK-NEXT: pf.run_stage forward @stage0_forward() microbatch(0) :
+// CHECK: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
+// CHECK-NEXT: pf.run_stage forward @stage0_forward() microbatch(1) :
 
 // Window step 0 of rank 1: factor B of micro-batch 0 moved from after B0 to
-// the tail (micro-batch 1's follows it), then the inverse of layer 2, all
-// before the tied gradient's first reduce_microbatch (which waits for rank
-// 0's backward).
+// the tail (micro-batch 1's follows it), still reading B0's activation
+// gradient, then the inverse of layer 2, all before the tied gradient's
+// first reduce_microbatch (which waits for rank 0's backward).
 // CHECK-LABEL: pf.rank_program @rank1_window0
 // CHECK-NEXT: pf.kfac_promote_inverses
-// CHECK: pf.run_stage backward @stage1_backward microbatch(0)
+// CHECK: [[B0:%[0-9]+]]:2 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(0) :
 // CHECK-NOT: kfac_factor_b
-// CHECK: pf.run_stage backward @stage1_backward microbatch(1)
-// CHECK-NEXT: pf.send_act "grad_act/21" microbatch(1)
-// CHECK-NEXT: pf.send_act "grad_act/29" microbatch(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_last microbatch(1)
-// CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(0) layer(2)
-// CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2 microbatch(1) layer(2)
-// CHECK-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
+// CHECK: [[B1:%[0-9]+]]:2 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1) :
+// CHECK-NEXT: pf.send_act [[B1]]#0 microbatch(1)
+// CHECK-NEXT: pf.send_act [[B1]]#1 microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_last() microbatch(1) : () -> ()
+// CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2([[B0]]#0) microbatch(0) layer(2) : (tensor<4x8x16xf32>) -> ()
+// CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2([[B1]]#0) microbatch(1) layer(2) : (tensor<4x8x16xf32>) -> ()
+// CHECK-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2) : () -> ()
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first microbatch(0)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first() microbatch(0) : () -> ()
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last microbatch(1)
+// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last() microbatch(1) : () -> ()
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
 // CHECK-NEXT: pf.clip_gradients
-// CHECK-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHECK-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2) : () -> ()
 // Window step 1 of rank 1: no factor calls, no inverse.
 // CHECK-LABEL: pf.rank_program @rank1_window1
 // CHECK-NOT: kfac_factor
 // CHECK-NOT: kfac_inverse
-// CHECK: pf.run_stage update @stage1_update
+// CHECK: pf.run_stage update @stage1_update() : () -> ()
 // Chimera: the sums of the replicas' factors come first after the last
 // pass; the inverse goes after them and before the gradients' all-reduces.
 // CHIMERA-LABEL: pf.rank_program @rank0_window0
 // CHIMERA: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B"
-// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
+// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2) : () -> ()
 // CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
 // CHIMERA-LABEL: pf.rank_program @rank1_window0
 // CHIMERA: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B"
-// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
-// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
+// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
+// CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1) : () -> ()
 // CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
 
 // SIZE: error: pf-kfac-window-programs: the placement has 3 numbers, not 4 per row

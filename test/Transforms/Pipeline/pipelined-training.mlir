@@ -34,11 +34,11 @@
 // CHECK-LABEL: pf.rank_program @rank0
 // CHECK: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
 // CHECK-NEXT: pf.clip_gradients max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"])
-// CHECK-NEXT: pf.run_stage update @stage0_update
+// CHECK-NEXT: pf.run_stage update @stage0_update()
 // CHECK-NEXT: }
 // CHECK-LABEL: pf.rank_program @rank1
 // CHECK: pf.clip_gradients
-// CHECK-NEXT: pf.run_stage update @stage1_update
+// CHECK-NEXT: pf.run_stage update @stage1_update()
 // CHECK-NEXT: }
 
 // zb-h1 takes the updates' gradients from the weight halves; no clipping.
@@ -46,7 +46,7 @@
 // ZB: func.func @stage0_update(
 // ZB: pf.sgd_update @bert.encoder.layer.0.dense.weight
 // ZB-NOT: pf.clip_gradients
-// ZB: pf.run_stage update @stage0_update
+// ZB: pf.run_stage update @stage0_update()
 
 // With K-FAC: κ and the single-process order of the KL-clip's sum; each
 // factor update is one of 2 per-call updates (micro-batch and loss count are
@@ -75,15 +75,15 @@
 // KFAC-LABEL: func.func @stage1_kfac_precondition_2(
 // KFAC-LABEL: pf.rank_program @rank0
 // KFAC: pf.clip_gradients
-// KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
-// KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
+// KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
 // KFAC-NEXT: pf.kfac_kl_clip kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"])
-// KFAC-NEXT: pf.run_stage update @stage0_update
+// KFAC-NEXT: pf.run_stage update @stage0_update()
 // KFAC-LABEL: pf.rank_program @rank1
 // KFAC: pf.clip_gradients
-// KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
 // KFAC-NEXT: pf.kfac_kl_clip
-// KFAC-NEXT: pf.run_stage update @stage1_update
+// KFAC-NEXT: pf.run_stage update @stage1_update()
 
 // K-FAC for the bubbles: pending inverses, one inverse function per layer,
 // factor updates gated by the host (kfac_curvature), preconditioning only in
@@ -114,23 +114,27 @@
 // BUBBLES-NEXT: pf.kfac.graft
 // BUBBLES-NEXT: return
 // BUBBLES-LABEL: func.func @stage1_kfac_inverse_2(
+// The factor calls read the pass's stage values: layer 0's A the forward's
+// saved/1 (#2, which the backward reads too), layer 1's A its saved/5 (#3),
+// layer 0's B the kfac_in/* the backward returns.
 // BUBBLES-LABEL: pf.rank_program @rank0
-// BUBBLES: pf.run_stage forward @stage0_forward microbatch(0)
-// BUBBLES: pf.send_act
-// BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0 microbatch(0) layer(0)
-// BUBBLES-NEXT: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_1 microbatch(0) layer(1)
-// BUBBLES-NEXT: pf.run_stage forward @stage0_forward microbatch(1)
-// BUBBLES: pf.run_stage backward @stage0_backward microbatch(1)
+// BUBBLES: %[[F0:[0-9]+]]:4 = pf.run_stage forward @stage0_forward() microbatch(0)
+// BUBBLES: pf.send_act %[[F0]]#0
+// BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0(%[[F0]]#2) microbatch(0) layer(0)
+// BUBBLES-NEXT: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_1(%[[F0]]#3) microbatch(0) layer(1)
+// BUBBLES-NEXT: pf.run_stage forward @stage0_forward() microbatch(1)
+// BUBBLES: pf.run_stage backward @stage0_backward(%[[F0]]#2, %[[F0]]#3, {{.*}}) microbatch(0)
+// BUBBLES: %[[B1:[0-9]+]] = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1)
 // BUBBLES-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
-// BUBBLES-NEXT: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0 microbatch(1) layer(0)
+// BUBBLES-NEXT: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0(%[[B1]]) microbatch(1) layer(0)
 // BUBBLES: pf.clip_gradients
-// BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
-// BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1 layer(1)
+// BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0)
+// BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1)
 // BUBBLES-NEXT: pf.kfac_promote_inverses
-// BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
-// BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
+// BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
 // BUBBLES-LABEL: pf.rank_program @rank1
-// BUBBLES: pf.run_stage kfac_inverse @stage1_kfac_inverse_2 layer(2)
+// BUBBLES: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2)
 // BUBBLES-NEXT: pf.kfac_promote_inverses
 
 // Chimera: both ranks hold both stages (down pipe: stage s on rank s, up: on
@@ -140,8 +144,8 @@
 // CHIMERA-COUNT-1: pf.adamw_update @bert.embeddings.word_embeddings.weight(
 // CHIMERA: return
 // CHIMERA-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1]) microbatches(2)
-// CHIMERA-DAG: pf.run_stage forward @stage0_forward microbatch(0)
-// CHIMERA-DAG: pf.run_stage forward @stage1_forward microbatch(1)
+// CHIMERA-DAG: pf.run_stage forward @stage0_forward() microbatch(0)
+// CHIMERA-DAG: pf.run_stage forward @stage1_forward({{.*}}) microbatch(1)
 // The replicas' gradients: by default each replica's weighted partial sum,
 // added by the library's all-reduce; deterministic=true: every micro-batch's
 // pieces in micro-batch order (the default order, not printed).
@@ -151,11 +155,11 @@
 // CHIMERA-EXACT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<
 // CHIMERA-EXACT: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) : tensor<
 // CHIMERA-NEXT: pf.clip_gradients
-// CHIMERA-NEXT: pf.run_stage update @rank0_update
+// CHIMERA-NEXT: pf.run_stage update @rank0_update()
 // CHIMERA-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1])
-// CHIMERA-DAG: pf.run_stage forward @stage1_forward microbatch(0)
-// CHIMERA-DAG: pf.run_stage forward @stage0_forward microbatch(1)
-// CHIMERA: pf.run_stage update @rank1_update
+// CHIMERA-DAG: pf.run_stage forward @stage1_forward({{.*}}) microbatch(0)
+// CHIMERA-DAG: pf.run_stage forward @stage0_forward() microbatch(1)
+// CHIMERA: pf.run_stage update @rank1_update()
 // Chimera with K-FAC: both replicas' copies of each factor are summed after
 // the passes (with the gradients, before the clipping), then the replicas
 // split the preconditioning layer by layer.
@@ -166,8 +170,8 @@
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B" ranks([0, 1])
 // CHIMERA-KFAC: pf.clip_gradients
 // Each layer's preconditioning (with its inverse refresh) on one replica.
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
 // CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1])
 // CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1])
 // CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1])
@@ -175,48 +179,48 @@
 // CHIMERA-KFAC-LABEL: pf.rank_program @rank1 rank(1)
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
 // CHIMERA-KFAC: pf.clip_gradients
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
 // CHIMERA-KFAC-NEXT: pf.broadcast
 // Chimera with K-FAC in the bubbles: each replica's factor calls (outlined,
 // after their passes) update its copy; the warm-up program sums the copies
 // before both replicas invert (the window programs, added by pf-train after
 // the warm-up, give each layer to one replica).
 // CHIMERA-BUBBLES-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1])
-// CHIMERA-BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0 microbatch(0) layer(0)
-// CHIMERA-BUBBLES: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0 microbatch(0) layer(0)
+// CHIMERA-BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0({{.*}}) microbatch(0) layer(0)
+// CHIMERA-BUBBLES: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0({{.*}}) microbatch(0) layer(0)
 // CHIMERA-BUBBLES: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-BUBBLES: pf.clip_gradients
-// CHIMERA-BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+// CHIMERA-BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0)
 // CHIMERA-BUBBLES: pf.kfac_promote_inverses
 // The replicas split the preconditioning (it writes no state here): each
 // layer on the member with less work so far, its result broadcast.
-// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
-// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
+// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
 // CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1])
 // CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1])
 // CHIMERA-BUBBLES-NEXT: pf.kfac_kl_clip
 // CHIMERA-BUBBLES-LABEL: pf.rank_program @rank1 rank(1)
-// CHIMERA-BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0 microbatch(1) layer(0)
+// CHIMERA-BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0({{.*}}) microbatch(1) layer(0)
 // CHIMERA-BUBBLES: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
-// CHIMERA-BUBBLES: pf.run_stage kfac_inverse @stage0_kfac_inverse_0 layer(0)
+// CHIMERA-BUBBLES: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0)
 // CHIMERA-BUBBLES: pf.kfac_promote_inverses
-// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
+// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
 // CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0)
 // CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1)
 // CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0)
 // split-precondition=false: both replicas precondition every layer.
 // CHIMERA-BOTH-LABEL: pf.rank_program @rank0 rank(0)
 // CHIMERA-BOTH: pf.kfac_promote_inverses
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
 // CHIMERA-BOTH-NEXT: pf.kfac_kl_clip
 // CHIMERA-BOTH-LABEL: pf.rank_program @rank1 rank(1)
 // CHIMERA-BOTH: pf.kfac_promote_inverses
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0 layer(0)
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1 layer(1)
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2 layer(2)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
+// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
 // CHIMERA-BOTH-NEXT: pf.kfac_kl_clip
 // CHIMERA-ODD: error: pf-build-rank-programs: chimera needs an even number of stages (got 3)
 

@@ -169,11 +169,16 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // embedding's pieces meet on rank 1. The programs verify.
 // TRAINING: func.func @stage1_forward(%arg0: tensor<4x8xi64> {pf.name = "labels"}, %arg1: tensor<4x8x16xf32> {pf.name = "act/37"})
 // TRAINING-SAME: pf.units = ["head.decoder"]
+// TRAINING: func.func @stage1_backward(
+// TRAINING-SAME: -> (tensor<4x8x16xf32> {pf.name = "grad_act/44"},
 // TRAINING: pf.rank_program @rank0
-// TRAINING: pf.send_act "act/37" microbatch(0) to(1)
-// TRAINING: pf.recv_act "grad_act/44" microbatch(0) from(1)
+// TRAINING: %[[F0:[0-9]+]]:{{[0-9]+}} = pf.run_stage forward @stage0_forward() microbatch(0)
+// TRAINING-NEXT: pf.send_act %[[F0]]#0 microbatch(0) to(1)
+// TRAINING: %[[GA44:[0-9]+]] = pf.recv_act microbatch(0) from(1)
+// TRAINING-NEXT: pf.run_stage backward @stage0_backward(%[[F0]]#1, {{.*}}, %[[GA44]]) microbatch(0)
 // TRAINING: pf.rank_program @rank1
-// TRAINING: pf.recv_act "act/37" microbatch(0) from(0)
+// TRAINING: %[[A37:[0-9]+]] = pf.recv_act microbatch(0) from(0)
+// TRAINING-NEXT: pf.run_stage forward @stage1_forward(%[[A37]]) microbatch(0)
 // TRAINING: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1])
 
 // A measured profile of the two blocks (3 and 30 ms; the embeddings counted

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/SmallSet.h"
@@ -65,7 +66,64 @@ LogicalResult RunStageOp::verify() {
   if (getMicrobatch() && int64_t(*getMicrobatch()) >= program.getNumMicrobatches())
     return emitOpError("microbatch ") << *getMicrobatch() << " is not in [0, "
                                       << program.getNumMicrobatches() << ")";
+  if (!perMicrobatch && (!getInputs().empty() || !getOutputs().empty()))
+    return emitOpError("a ") << stringifyStageTaskKind(getKind())
+                             << " runs once per step and takes or makes no stage values";
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    std::optional<int64_t> from = microbatchOfStageValue(input);
+    if (from && getMicrobatch() && *from != int64_t(*getMicrobatch()))
+      return emitOpError("input #") << i << " is a value of micro-batch " << *from
+                                    << ", but the call is of micro-batch " << *getMicrobatch();
+  }
   return success();
+}
+
+std::optional<int64_t> mlir::pf::microbatchOfStageValue(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (auto run = dyn_cast_or_null<RunStageOp>(def); run && run.getMicrobatch())
+    return int64_t(*run.getMicrobatch());
+  if (auto recv = dyn_cast_or_null<RecvActOp>(def))
+    return int64_t(recv.getMicrobatch());
+  return std::nullopt;
+}
+
+SmallVector<unsigned> mlir::pf::stageValuePositions(Operation *function, bool results) {
+  SmallVector<unsigned> positions;
+  auto func = dyn_cast_or_null<FunctionOpInterface>(function);
+  if (!func)
+    return positions;
+  unsigned count = results ? func.getNumResults() : func.getNumArguments();
+  for (unsigned i = 0; i < count; ++i)
+    if (auto name = results ? func.getResultAttrOfType<StringAttr>(i, kNameAttrName)
+                            : func.getArgAttrOfType<StringAttr>(i, kNameAttrName);
+        name && isStageValueName(name.getValue()))
+      positions.push_back(i);
+  return positions;
+}
+
+StringRef mlir::pf::stageValueName(Value value) {
+  auto nameOf = [](RunStageOp run, unsigned index, bool result) -> StringRef {
+    Operation *function = SymbolTable::lookupNearestSymbolFrom(run, run.getStageAttr());
+    SmallVector<unsigned> positions = stageValuePositions(function, result);
+    if (index >= positions.size())
+      return {};
+    auto func = cast<FunctionOpInterface>(function);
+    auto name = result ? func.getResultAttrOfType<StringAttr>(positions[index], kNameAttrName)
+                       : func.getArgAttrOfType<StringAttr>(positions[index], kNameAttrName);
+    return name ? name.getValue() : StringRef();
+  };
+  if (auto result = dyn_cast<OpResult>(value))
+    if (auto run = dyn_cast<RunStageOp>(result.getOwner()))
+      return nameOf(run, result.getResultNumber(), true);
+  // A received value: as the first call reading it (in program order; the
+  // use list is not in that order) names it.
+  OpOperand *first = nullptr;
+  for (OpOperand &use : value.getUses())
+    if (isa<RunStageOp>(use.getOwner()) &&
+        (!first || use.getOwner()->isBeforeInBlock(first->getOwner())))
+      first = &use;
+  return first ? nameOf(cast<RunStageOp>(first->getOwner()), first->getOperandNumber(), false)
+               : StringRef();
 }
 
 /// The `pf.stage` of a stage function, or failure (with a diagnostic on `user`).
@@ -90,6 +148,24 @@ LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
     return emitOpError("runs ") << getStageAttr() << " of stage " << *stage << ", but rank "
                                 << program.getRankValue() << " holds stages "
                                 << program.getStagesAttr();
+  auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(*this, getStageAttr());
+  auto check = [&](bool results, TypeRange types) -> LogicalResult {
+    SmallVector<unsigned> positions = stageValuePositions(func, results);
+    ArrayRef<Type> declared = results ? func.getResultTypes() : func.getArgumentTypes();
+    SmallVector<Type> expected;
+    for (unsigned i : positions)
+      expected.push_back(declared[i]);
+    if (TypeRange(expected) == types)
+      return success();
+    InFlightDiagnostic diag = emitOpError("has ")
+                              << (results ? "results " : "inputs ") << "(" << types << ") but "
+                              << getStageAttr() << "'s stage-value "
+                              << (results ? "results" : "arguments") << " are (";
+    llvm::interleaveComma(expected, diag);
+    return diag << ")";
+  };
+  if (failed(check(false, getInputs().getTypes())) || failed(check(true, getOutputs().getTypes())))
+    return failure();
   return success();
 }
 
@@ -108,7 +184,13 @@ static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t microba
 }
 
 LogicalResult SendActOp::verify() {
-  return verifyTransfer(*this, int64_t(getTo()), int64_t(getMicrobatch()), "to");
+  if (failed(verifyTransfer(*this, int64_t(getTo()), int64_t(getMicrobatch()), "to")))
+    return failure();
+  std::optional<int64_t> from = microbatchOfStageValue(getValue());
+  if (from && *from != int64_t(getMicrobatch()))
+    return emitOpError("sends a value of micro-batch ")
+           << *from << " as micro-batch " << getMicrobatch();
+  return success();
 }
 
 LogicalResult RecvActOp::verify() {
@@ -218,11 +300,15 @@ struct Position {
 std::string describe(Operation *op) {
   std::string text;
   llvm::raw_string_ostream os(text);
+  auto named = [](Value value) {
+    StringRef name = stageValueName(value);
+    return name.empty() ? std::string() : "'" + name.str() + "' ";
+  };
   if (auto send = dyn_cast<SendActOp>(op))
-    os << "send of '" << send.getValue() << "' (micro-batch " << send.getMicrobatch()
+    os << "send of " << named(send.getValue()) << "(micro-batch " << send.getMicrobatch()
        << ") to rank " << send.getTo() << ", tag " << send.getTag();
   else if (auto recv = dyn_cast<RecvActOp>(op))
-    os << "recv of '" << recv.getValue() << "' (micro-batch " << recv.getMicrobatch()
+    os << "recv of " << named(recv.getValue()) << "(micro-batch " << recv.getMicrobatch()
        << ") from rank " << recv.getFrom() << ", tag " << recv.getTag();
   else if (auto reduce = dyn_cast<AllReduceOp>(op))
     os << "all_reduce of '" << reduce.getValue() << "' over ranks " << reduce.getRanksAttr();
@@ -255,7 +341,6 @@ public:
     ok &= succeeded(checkReduces());
     ok &= succeeded(checkAccumulates());
     ok &= succeeded(checkStagePasses());
-    ok &= succeeded(checkDataflow());
     ok &= succeeded(checkStepEnd());
     ok &= succeeded(checkKfacStepEnd());
     ok &= succeeded(checkKfacInverses());
@@ -361,15 +446,18 @@ private:
   LogicalResult checkPair(Position sendAt, Position recvAt) {
     auto send = cast<SendActOp>(opAt(sendAt));
     auto recv = cast<RecvActOp>(opAt(recvAt));
-    if (send.getType() != recv.getType()) {
+    if (send.getValue().getType() != recv.getType()) {
       InFlightDiagnostic diag = error(recvAt)
                                 << describe(recv) << " expects " << recv.getType()
-                                << " but rank " << sendAt.rank << " sends " << send.getType();
+                                << " but rank " << sendAt.rank << " sends "
+                                << send.getValue().getType();
       diag.attachNote(send.getLoc()) << "the send (rank " << sendAt.rank << ", op "
                                      << sendAt.index << ")";
       return failure();
     }
-    if (send.getValue() != recv.getValue() || send.getMicrobatch() != recv.getMicrobatch()) {
+    StringRef sent = stageValueName(send.getValue()), received = stageValueName(recv.getValue());
+    if (send.getMicrobatch() != recv.getMicrobatch() ||
+        (!sent.empty() && !received.empty() && sent != received)) {
       InFlightDiagnostic diag = error(recvAt) << describe(recv) << " matches the "
                                               << describe(send) << " of another value";
       diag.attachNote(send.getLoc()) << "the send (rank " << sendAt.rank << ", op "
@@ -740,56 +828,6 @@ private:
       return error(later) << laterKind << " of stage " << stage << " micro-batch " << micro
                           << " runs before " << firstName << " (op " << first.index << ")";
     return success();
-  }
-
-  /// `act/*` and `grad_act/*` are what crosses stages.
-  static bool isTransferredName(StringRef name) {
-    return name.starts_with("act/") || name.starts_with("grad_act/");
-  }
-
-  /// Each call's act/grad_act arguments were received or computed earlier on
-  /// this rank (same micro-batch); each send follows the call computing it.
-  LogicalResult checkDataflow() {
-    bool ok = true;
-    for (auto [rank, program] : llvm::enumerate(programs)) {
-      std::set<std::pair<std::string, int64_t>> available;
-      for (auto [index, op] : llvm::enumerate(program.ops)) {
-        Position at{int64_t(rank), index};
-        if (auto recv = dyn_cast<RecvActOp>(op)) {
-          available.insert({recv.getValue().str(), int64_t(recv.getMicrobatch())});
-        } else if (auto send = dyn_cast<SendActOp>(op)) {
-          if (available.count({send.getValue().str(), int64_t(send.getMicrobatch())}))
-            continue;
-          ok = false;
-          error(at) << describe(send) << " comes before any call on this rank computes it";
-        } else if (auto run = dyn_cast<RunStageOp>(op); run && run.getMicrobatch()) {
-          ok &= succeeded(checkCallInputs(run, at, available));
-        }
-      }
-    }
-    return success(ok);
-  }
-
-  LogicalResult checkCallInputs(RunStageOp run, Position at,
-                                std::set<std::pair<std::string, int64_t>> &available) {
-    auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(run, run.getStageAttr());
-    int64_t micro = int64_t(*run.getMicrobatch());
-    bool ok = true;
-    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-      auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttrName);
-      if (!name || !isTransferredName(name.getValue()) ||
-          available.count({name.str(), micro}))
-        continue;
-      ok = false;
-      error(at) << describe(run) << " of micro-batch " << micro << " reads '"
-                << name.getValue()
-                << "', which is neither received nor computed on this rank before it";
-    }
-    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-      if (auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
-          name && isTransferredName(name.getValue()))
-        available.insert({name.str(), micro});
-    return success(ok);
   }
 
   /// The end of the step: every rank runs the same clip_gradients (or none),

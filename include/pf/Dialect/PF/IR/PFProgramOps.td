@@ -33,8 +33,9 @@ def PF_RankProgramOp : PF_Op<"rank_program", [Symbol, IsolatedFromAbove,
 
     ```mlir
     pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
-      pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
-      pf.run_stage forward @stage1_forward microbatch(0)
+      %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
+      %saved = pf.run_stage forward @stage1_forward(%act) microbatch(0)
+          : (tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
       ...
     }
     ```
@@ -71,47 +72,71 @@ def PF_RunStageOp : PF_RankProgramBodyOp<"run_stage",
     backward, backward_input, backward_weight, kfac_factor_a, kfac_factor_b,
     accumulate) need a `microbatch`, the per-step ones (kfac_inverse,
     precondition, update) have none. `layer` is the K-FAC layer, if any.
-    Arguments named `act/*` / `grad_act/*` come from an earlier call on this
-    rank or a `pf.recv_act` of the same name and micro-batch; other named
-    arguments (graph inputs, `saved/*`) are the host's.
+
+    The stage values the call reads and makes are SSA values of the
+    program: `inputs` are the function's arguments whose `pf.name` is a
+    stage value (`act/*`, `saved/*`, `grad_act/*`, `wsaved/*`, `kfac_in/*`;
+    PFStageValues.h), in argument order, each made by an earlier call or
+    `pf.recv_act` of the same micro-batch; `outputs` are the function's
+    stage-value results, in result order. The function's other arguments
+    (graph inputs, per-call scalars, gradients) are the host's.
+
+    ```mlir
+    %act, %saved = pf.run_stage forward @stage0_forward() microbatch(0)
+        : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+    ```
   }];
   let arguments = (ins PF_StageTaskKind:$kind, FlatSymbolRefAttr:$stage,
+                   Variadic<AnyRankedTensor>:$inputs,
                    OptionalAttr<PF_NonNegativeI64Attr>:$microbatch,
                    OptionalAttr<PF_NonNegativeI64Attr>:$layer);
+  let results = (outs Variadic<AnyRankedTensor>:$outputs);
   let assemblyFormat = [{
-    $kind $stage (`microbatch` `(` $microbatch^ `)`)? (`layer` `(` $layer^ `)`)?
-    attr-dict
+    $kind $stage `(` $inputs `)` (`microbatch` `(` $microbatch^ `)`)?
+    (`layer` `(` $layer^ `)`)? attr-dict `:` functional-type($inputs, $outputs)
   }];
   let hasVerifier = 1;
 }
 
-class PF_TransferOp<string mnemonic, string peerName>
-    : PF_RankProgramBodyOp<mnemonic> {
-  let arguments = !con((ins StrAttr:$value, PF_NonNegativeI64Attr:$microbatch),
-                       !dag(ins, [I64Attr], [peerName]),
-                       (ins PF_NonNegativeI64Attr:$tag,
-                            TypeAttrOf<AnyRankedTensor>:$type));
-  let assemblyFormat = "$value `microbatch` `(` $microbatch `)` `" # peerName #
-      "` `(` $" # peerName # " `)` `tag` `(` $tag `)` attr-dict `:` $type";
-  let hasVerifier = 1;
-}
-
-def PF_SendActOp : PF_TransferOp<"send_act", "to"> {
+def PF_SendActOp : PF_RankProgramBodyOp<"send_act"> {
   let summary = "sends an activation or activation gradient to a neighbour rank";
   let description = [{
-    Sends the value named `value` (an `act/*` or `grad_act/*` result of an
-    earlier call on this rank) of micro-batch `microbatch` to rank `to`. The
-    rank `to` has exactly one `pf.recv_act` from this rank with the same tag
-    and type.
+    Sends `value` (an `act/*` or `grad_act/*` result of an earlier call on
+    this rank, or one it received) of micro-batch `microbatch` to rank `to`.
+    The rank `to` has exactly one `pf.recv_act` from this rank with the same
+    tag, micro-batch and type.
+
+    ```mlir
+    pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4x16xf32>
+    ```
   }];
+  let arguments = (ins AnyRankedTensor:$value, PF_NonNegativeI64Attr:$microbatch,
+                       I64Attr:$to, PF_NonNegativeI64Attr:$tag);
+  let assemblyFormat = [{
+    $value `microbatch` `(` $microbatch `)` `to` `(` $to `)` `tag` `(` $tag `)` attr-dict
+    `:` type($value)
+  }];
+  let hasVerifier = 1;
 }
 
-def PF_RecvActOp : PF_TransferOp<"recv_act", "from"> {
+def PF_RecvActOp : PF_RankProgramBodyOp<"recv_act"> {
   let summary = "receives an activation or activation gradient from a neighbour rank";
   let description = [{
-    Receives the value named `value` of micro-batch `microbatch` from rank
-    `from`, for a later call on this rank that takes an argument of that name.
+    Receives micro-batch `microbatch`'s value sent by rank `from` with
+    `tag`, for later calls of that micro-batch on this rank.
+
+    ```mlir
+    %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
+    ```
   }];
+  let arguments = (ins PF_NonNegativeI64Attr:$microbatch, I64Attr:$from,
+                       PF_NonNegativeI64Attr:$tag);
+  let results = (outs AnyRankedTensor:$value);
+  let assemblyFormat = [{
+    `microbatch` `(` $microbatch `)` `from` `(` $from `)` `tag` `(` $tag `)` attr-dict
+    `:` type($value)
+  }];
+  let hasVerifier = 1;
 }
 
 def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {

@@ -15,12 +15,26 @@
 namespace mlir::pf {
 
 /// Checks the module's pf.rank_program ops together: one program per rank,
-/// every send matched by exactly one recv (peers, tag, type, value), each
-/// micro-batch's forward and backward run exactly once per stage with the
-/// forward first, every act/grad_act argument received or computed before the
-/// call that reads it, and no deadlock when sends and recvs block until both
-/// sides meet (rendezvous). Emits one diagnostic per violation.
+/// every send matched by exactly one recv (peers, tag, type, micro-batch),
+/// each micro-batch's forward and backward run exactly once per stage with
+/// the forward first, and no deadlock when sends and recvs block until both
+/// sides meet (rendezvous). That a call's stage values were received or
+/// computed before it is SSA dominance. Emits one diagnostic per violation.
 LogicalResult verifyRankPrograms(ModuleOp module);
+
+/// The positions of a stage function's arguments (or results) that are
+/// stage values (PFStageValues.h): what a pf.run_stage of it takes as
+/// `inputs` (or makes as `outputs`), in that order.
+llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool results);
+
+/// The micro-batch of a value made by a pf.run_stage or pf.recv_act.
+std::optional<int64_t> microbatchOfStageValue(Value value);
+
+/// The `pf.name` of a rank program's value: the function result a
+/// pf.run_stage output is, or the argument a received value is to the
+/// first call reading it; empty when neither says. For diagnostics and
+/// traces only.
+StringRef stageValueName(Value value);
 
 /// The K-FAC parameters a stage function's pf.kfac.refresh_inverses ops read
 /// (the factors) and write (the inverses, or eigenvectors and eigenvalues):

@@ -1,0 +1,50 @@
+//===- PFStageValues.h - the names of a stage function's values -*- C++ -*-===//
+//
+// pf-split-stages names each argument and result of a stage function with a
+// `pf.name`. The values handed from one stage call to another (the stage
+// values) are SSA values of a pf.rank_program; their names remain only to
+// bind a call's operands and results to the function's arguments and results,
+// and for diagnostics, traces and the single-process stage runner. This
+// header is the one list of those prefixes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_DIALECT_PF_IR_PFSTAGEVALUES_H
+#define PF_DIALECT_PF_IR_PFSTAGEVALUES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::pf {
+
+/// A forward's activation for the next stage.
+inline constexpr llvm::StringLiteral kActivationPrefix = "act/";
+/// A forward's activation kept for its own backward.
+inline constexpr llvm::StringLiteral kSavedPrefix = "saved/";
+/// A backward's activation gradient for the previous stage.
+inline constexpr llvm::StringLiteral kActivationGradientPrefix = "grad_act/";
+/// A backward_input's value for its backward_weight half.
+inline constexpr llvm::StringLiteral kWeightSavedPrefix = "wsaved/";
+/// A pass's layer input for its K-FAC factor calls.
+inline constexpr llvm::StringLiteral kKfacInputPrefix = "kfac_in/";
+
+/// Whether `name` is a stage value: an operand or result of pf.run_stage.
+inline bool isStageValueName(llvm::StringRef name) {
+  return name.starts_with(kActivationPrefix) || name.starts_with(kSavedPrefix) ||
+         name.starts_with(kActivationGradientPrefix) || name.starts_with(kWeightSavedPrefix) ||
+         name.starts_with(kKfacInputPrefix);
+}
+
+/// What crosses ranks (pf.send_act / pf.recv_act).
+inline bool isTransferredName(llvm::StringRef name) {
+  return name.starts_with(kActivationPrefix) || name.starts_with(kActivationGradientPrefix);
+}
+
+/// An activation a forward keeps for its backward (a saved/*, or a
+/// backward_input's wsaved/* for its weight half): what occupies a
+/// micro-batch's activation slot.
+inline bool isSavedActivationName(llvm::StringRef name) {
+  return name.starts_with(kSavedPrefix) || name.starts_with(kWeightSavedPrefix);
+}
+
+} // namespace mlir::pf
+
+#endif // PF_DIALECT_PF_IR_PFSTAGEVALUES_H
