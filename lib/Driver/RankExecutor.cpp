@@ -366,8 +366,30 @@ private:
   /// Per micro-batch: the act/*, grad_act/* and saved/* values on this rank.
   /// The program's stage values by the slot the lowering gave each, until
   /// it releases them. A posted send shares its value's storage.
+  /// A stage value's memory: in the stage functions' backend memory when
+  /// they run there (a call binds it in place, a transfer sends it as it
+  /// is: no host copy), else on the host.
+  struct SlotBuffer {
+    pfrt_context *context = nullptr; ///< owns `block`
+    void *block = nullptr;
+    std::vector<char> host;
+    pfrt_tensor tensor{};
+    SlotBuffer() = default;
+    SlotBuffer(const SlotBuffer &) = delete;
+    SlotBuffer &operator=(const SlotBuffer &) = delete;
+    ~SlotBuffer() {
+      if (block)
+        pfrt_free(context, block);
+    }
+    int64_t bytes() const {
+      int64_t n = dtypeBytes(tensor.dtype);
+      for (int32_t d = 0; d < tensor.rank; ++d)
+        n *= tensor.shape[d];
+      return n;
+    }
+  };
   struct Slot {
-    std::shared_ptr<NpyArray> value;
+    std::shared_ptr<SlotBuffer> value;
     int64_t microbatch = -1;
     bool saved = false; ///< an activation a forward keeps for its backward
   };
@@ -386,72 +408,20 @@ private:
   /// the step ends.
   struct PendingRecv {
     int64_t request, op;
-    void *block = nullptr; ///< on backend memory: where the value arrives
   };
   std::map<int64_t, PendingRecv> pendingRecvs;
-  std::vector<std::pair<int64_t, std::shared_ptr<NpyArray>>> pendingSends;
-  /// On backend memory: the blocks the posted sends read, freed at the end
-  /// of the step.
-  std::vector<void *> sendBlocks;
+  std::vector<std::pair<int64_t, std::shared_ptr<SlotBuffer>>> pendingSends;
   int64_t currentOp = 0;
 
   //===--- Stage values in backend memory ---------------------------------===//
-  // On backend memory (RankRunner::Options::deviceBuffers, CUDA) a stage
-  // value is sent from and received into a block of the stage functions'
-  // context, on the transfer communicator; the executor keeps its host copy
-  // (the stage calls copy their inputs and outputs).
+  // On backend memory (RankRunner::Options::deviceBuffers, CUDA) the slots
+  // are blocks of the stage functions' context, sent and received on the
+  // transfer communicator of that context.
 
   pfrt_context *transferContext() const { return r.transferComm ? r.transferContext : r.ctx; }
   pfrt_comm *transferComm() const { return r.transferComm ? r.transferComm : r.world; }
   llvm::Error transferError(const llvm::Twine &what) {
     return error(what + ": " + pfrt_last_error(transferContext()));
-  }
-
-  void freeBlock(void *block) {
-    if (block)
-      pfrt_free(r.transferContext, block);
-  }
-
-  /// A block of the value's size on the backend, holding `value` when
-  /// `copyIn`; `t` describes it.
-  llvm::Expected<void *> blockFor(const NpyArray &value, bool copyIn, pfrt_tensor &t) {
-    auto host = descriptor(const_cast<NpyArray &>(value));
-    if (!host)
-      return host.takeError();
-    void *block = nullptr;
-    if (pfrt_alloc(r.transferContext, int64_t(value.data.size()), &block) != PFRT_OK)
-      return transferError(llvm::formatv("allocating {0} bytes of backend memory for a transfer",
-                                         value.data.size()));
-    t = *host;
-    t.data = block;
-    if (copyIn && !value.data.empty() &&
-        pfrt_copy_from_host(r.transferContext, value.data.data(), &t) != PFRT_OK) {
-      pfrt_free(r.transferContext, block);
-      return transferError("copying a value to send into backend memory");
-    }
-    return block;
-  }
-
-  /// Copies a received block into the value of `slot` and frees it.
-  llvm::Error takeFromBlock(void *block, int64_t slot) {
-    auto value = valueOf(slot);
-    if (!value) {
-      freeBlock(block);
-      return value.takeError();
-    }
-    auto t = descriptor(**value);
-    if (!t) {
-      freeBlock(block);
-      return t.takeError();
-    }
-    void *host = t->data;
-    t->data = block;
-    pfrt_status status =
-        (*value)->data.empty() ? PFRT_OK : pfrt_copy_to_host(r.transferContext, &*t, host);
-    freeBlock(block);
-    if (status != PFRT_OK)
-      return transferError(llvm::formatv("copying slot {0} from backend memory", slot));
-    return llvm::Error::success();
   }
 
   /// Waits for the posted recvs of `inputs`.
@@ -468,13 +438,8 @@ private:
     PendingRecv pending = it->second;
     int64_t slot = it->first;
     pendingRecvs.erase(it);
-    if (pfrt_comm_wait(transferContext(), transferComm(), pending.request) != PFRT_OK) {
-      freeBlock(pending.block);
+    if (pfrt_comm_wait(transferContext(), transferComm(), pending.request) != PFRT_OK)
       return transferError(llvm::formatv("receiving slot {0} (op {1})", slot, pending.op));
-    }
-    if (pending.block)
-      if (auto err = takeFromBlock(pending.block, slot))
-        return err;
     if (r.options.recordTimes)
       r.executedOps.push_back({stepIndex, pending.op, r.windowStepOf(stepIndex), start, now()});
     return llvm::Error::success();
@@ -494,9 +459,6 @@ private:
                              : pfrt_comm_wait_all(transferContext(), transferComm(),
                                                   requests.data(), int32_t(requests.size()));
     pendingSends.clear();
-    for (void *block : sendBlocks)
-      freeBlock(block);
-    sendBlocks.clear();
     if (status != PFRT_OK)
       return transferError("completing the step's sends");
     for (auto &[group, request, buffer] : pendingGroupSends)
@@ -540,19 +502,19 @@ private:
   /// now plus `extra` bytes (a call's results, while its arguments live).
   void noteActivations(int64_t extra = 0) {
     int64_t bytes = extra;
-    std::set<const NpyArray *> counted;
+    std::set<const SlotBuffer *> counted;
     std::set<int64_t> saving;
     for (const Slot &slot : slots) {
       if (!slot.value)
         continue;
       if (counted.insert(slot.value.get()).second)
-        bytes += int64_t(slot.value->data.size());
+        bytes += slot.value->bytes();
       if (slot.saved)
         saving.insert(slot.microbatch);
     }
     for (const auto &[request, buffer] : pendingSends)
       if (counted.insert(buffer.get()).second)
-        bytes += int64_t(buffer->data.size());
+        bytes += buffer->bytes();
     r.activationPeak.bytes = std::max(r.activationPeak.bytes, bytes);
     r.activationPeak.slots = std::max(r.activationPeak.slots, int64_t(saving.size()));
     int64_t gradientBytes = 0;
@@ -579,26 +541,55 @@ private:
     return int64_t(*m);
   }
 
-  /// The value in `slot`, or an error when the program has put none there.
-  llvm::Expected<NpyArray *> valueOf(int64_t slot) {
+  /// The buffer of `slot`, or an error when the program has put none there.
+  llvm::Expected<SlotBuffer *> valueOf(int64_t slot) {
     if (slot < 0 || slot >= int64_t(slots.size()) || !slots[size_t(slot)].value)
       return error(llvm::formatv("slot {0} holds no value", slot));
     return slots[size_t(slot)].value.get();
   }
 
-  /// Puts `value` (micro-batch m's `name`) into `slot`.
-  llvm::Error put(int64_t slot, NpyArray value, int64_t m, llvm::StringRef name) {
+  /// A new buffer of (dtype, shape) in `slot` for micro-batch m's `name`,
+  /// in the memory the stage functions run on.
+  llvm::Expected<SlotBuffer *> allocate(int64_t slot, int32_t dtype,
+                                        const std::vector<int64_t> &shape, int64_t m,
+                                        llvm::StringRef name) {
     if (slot < 0)
       return error(llvm::formatv("slot {0}", slot));
+    if (shape.size() > size_t(PFRT_MAX_RANK))
+      return error(llvm::formatv("'{0}' has rank {1} (at most {2})", name, shape.size(),
+                                 PFRT_MAX_RANK));
     if (slot >= int64_t(slots.size()))
       slots.resize(size_t(slot) + 1);
     Slot &s = slots[size_t(slot)];
     if (s.value)
       return error(llvm::formatv("slot {0} already holds a value", slot));
-    s.value = std::make_shared<NpyArray>(std::move(value));
+    auto buffer = std::make_shared<SlotBuffer>();
+    buffer->tensor.dtype = dtype;
+    buffer->tensor.rank = int32_t(shape.size());
+    for (auto [i, d] : llvm::enumerate(shape))
+      buffer->tensor.shape[i] = d;
+    int64_t bytes = buffer->bytes();
+    if (program.onBackendMemory()) {
+      buffer->context = program.runtimeContext();
+      if (pfrt_alloc(buffer->context, bytes, &buffer->block) != PFRT_OK)
+        return error(llvm::formatv("allocating {0} bytes of backend memory for '{1}': {2}", bytes,
+                                   name, pfrt_last_error(buffer->context)));
+      buffer->tensor.data = buffer->block;
+    } else {
+      buffer->host.assign(size_t(bytes), 0);
+      buffer->tensor.data = buffer->host.data();
+    }
+    s.value = std::move(buffer);
     s.microbatch = m;
     s.saved = mlir::pf::isSavedActivationName(name);
-    return llvm::Error::success();
+    return s.value.get();
+  }
+
+  /// A view of a slot's buffer for a stage call.
+  TensorView viewOf(SlotBuffer &buffer, llvm::StringRef name) const {
+    return {name, buffer.tensor.dtype,
+            llvm::ArrayRef<int64_t>(buffer.tensor.shape, size_t(buffer.tensor.rank)),
+            buffer.tensor.data, program.onBackendMemory()};
   }
 
   /// The end of a value's last use: a recv still in flight completes first.
@@ -659,33 +650,38 @@ private:
     auto resultNames = bind(program.outputs(function), outputs, "results");
     if (!resultNames)
       return resultNames.takeError();
-    Values handed;
+    // Stage values are bound in place from and to their slots; the graph
+    // inputs and per-call scalars are the host's.
+    auto hostInputs = stageCallInputs(program, function, graph, {}, *m, M, r.options.ignoreIndex,
+                                      /*withStageValues=*/false);
+    if (!hostInputs)
+      return hostInputs.takeError();
+    std::vector<TensorView> inputViews, outputViews;
+    for (auto &[name, value] : *hostInputs)
+      inputViews.push_back({name, value.dtype, value.shape, value.data.data()});
     for (auto [name, slot] : llvm::zip_equal(*argumentNames, inputs)) {
       auto value = valueOf(slot);
       if (!value)
         return value.takeError();
-      handed[name] = **value;
+      inputViews.push_back(viewOf(**value, name));
     }
-    auto args = stageCallInputs(program, function, graph, handed, *m, M, r.options.ignoreIndex);
-    if (!args)
-      return args.takeError();
-    handed.clear();
     Values results;
-    if (auto err = program.run(function, *args, results))
-      return err;
-    int64_t made = 0;
-    for (const auto &[name, value] : results)
-      if (isStageValue(name))
-        made += int64_t(value.data.size());
-    noteActivations(made);
-    for (auto [name, slot] : llvm::zip_equal(*resultNames, outputs)) {
-      auto it = results.find(name);
-      if (it == results.end())
-        return error("'" + function + "' did not return '" + name + "'");
-      if (auto err = put(slot, std::move(it->second), *m, name))
-        return err;
-      results.erase(it);
+    size_t next = 0;
+    for (const TensorSpec &spec : program.outputs(function)) {
+      if (isStageValue(spec.name)) {
+        auto buffer = allocate(outputs[next++], spec.dtype, spec.shape, *m, spec.name);
+        if (!buffer)
+          return buffer.takeError();
+        outputViews.push_back(viewOf(**buffer, spec.name));
+        continue;
+      }
+      NpyArray &array = results[spec.name];
+      array = zeros(spec.dtype, spec.shape);
+      outputViews.push_back({spec.name, array.dtype, array.shape, array.data.data()});
     }
+    noteActivations();
+    if (auto err = program.run(function, inputViews, outputViews))
+      return err;
     for (auto &[name, value] : results) {
       StringRef n(name);
       if (n == "loss") {
@@ -884,6 +880,18 @@ private:
                                typeText(type.dtype, type.shape)));
   }
 
+  /// A slot's type against the one the op says.
+  llvm::Error checkSlotType(const SlotBuffer &buffer, const ValueType &type, int64_t slot) {
+    std::vector<int64_t> shape(buffer.tensor.shape, buffer.tensor.shape + buffer.tensor.rank);
+    if (buffer.tensor.dtype == type.dtype && shape == type.shape)
+      return llvm::Error::success();
+    return error(llvm::formatv("slot {0} is {1} but the op says {2}", slot,
+                               typeText(buffer.tensor.dtype, shape),
+                               typeText(type.dtype, type.shape)));
+  }
+
+  /// Sends the slot's buffer as it is (backend memory on the transfer
+  /// communicator when the stage functions run there).
   llvm::Error send(int64_t slot, int64_t m, int64_t peer, int64_t tagValue,
                    const ValueType &type) {
     if (m >= M)
@@ -894,94 +902,53 @@ private:
     auto value = valueOf(slot);
     if (!value)
       return value.takeError();
-    std::string name = llvm::formatv("slot {0}", slot).str();
-    if (auto err = checkType(**value, type, name))
+    if (auto err = checkSlotType(**value, type, slot))
       return err;
-    // A posted send shares the slot's storage: the program may release the
-    // slot (its last use) before the send completes.
-    std::shared_ptr<NpyArray> sent = slots[size_t(slot)].value;
-    auto t = descriptor(*sent);
-    if (!t)
-      return t.takeError();
-    void *block = nullptr;
-    if (r.transferComm) {
-      auto made = blockFor(*sent, /*copyIn=*/true, *t);
-      if (!made)
-        return made.takeError();
-      block = *made;
-    }
     int32_t to = int32_t(peer), tag = int32_t(tagValue);
+    const pfrt_tensor *t = &(*value)->tensor;
     if (r.options.overlapTransfers) {
-      // The buffer moves (its heap storage stays put) into the step's
-      // pending sends, completed at the end of the step.
+      // A posted send shares the slot's buffer: the program may release the
+      // slot (its last use) before the send completes at the step end.
       int64_t request = 0;
-      if (pfrt_comm_isend(transferContext(), transferComm(), &*t, to, tag, &request) != PFRT_OK) {
-        freeBlock(block);
-        return transferError(llvm::formatv("sending '{0}' to rank {1}", name, to));
-      }
-      pendingSends.emplace_back(request, std::move(sent));
-      if (block)
-        sendBlocks.push_back(block);
+      if (pfrt_comm_isend(transferContext(), transferComm(), t, to, tag, &request) != PFRT_OK)
+        return transferError(llvm::formatv("sending slot {0} to rank {1}", slot, to));
+      pendingSends.emplace_back(request, slots[size_t(slot)].value);
       return llvm::Error::success();
     }
-    pfrt_status status = pfrt_comm_send(transferContext(), transferComm(), &*t, to, tag);
-    freeBlock(block);
-    if (status != PFRT_OK)
-      return transferError(llvm::formatv("sending '{0}' to rank {1}", name, to));
+    if (pfrt_comm_send(transferContext(), transferComm(), t, to, tag) != PFRT_OK)
+      return transferError(llvm::formatv("sending slot {0} to rank {1}", slot, to));
     return llvm::Error::success();
   }
 
+  /// Receives into a new buffer of the slot.
   llvm::Error recv(int64_t slot, int64_t m, int64_t peer, int64_t tagValue,
                    const ValueType &type) {
     if (m >= M)
       return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
-    std::string name = llvm::formatv("slot {0}", slot).str();
     if (!type.dtype)
-      return error(llvm::formatv("'{0}' has an element type the runtime has no dtype for",
-                                 name));
-    NpyArray value = zeros(type.dtype, type.shape);
-    auto t = descriptor(value);
-    if (!t)
-      return t.takeError();
-    void *block = nullptr;
-    if (r.transferComm) {
-      auto made = blockFor(value, /*copyIn=*/false, *t);
-      if (!made)
-        return made.takeError();
-      block = *made;
-    }
+      return error(llvm::formatv("slot {0} has an element type the runtime has no dtype for",
+                                 slot));
+    if (pendingRecvs.count(slot))
+      return error(llvm::formatv("slot {0} of micro-batch {1} is already being received", slot,
+                                 m));
+    auto buffer = allocate(slot, type.dtype, type.shape, m, "");
+    if (!buffer)
+      return buffer.takeError();
+    const pfrt_tensor *t = &(*buffer)->tensor;
     int32_t from = int32_t(peer), tag = int32_t(tagValue);
     if (r.options.overlapTransfers) {
       // Posted here, waited for right before the first call reading it: the
       // transfer overlaps whatever this rank computes in between.
-      if (pendingRecvs.count(slot)) {
-        freeBlock(block);
-        return error(llvm::formatv("'{0}' of micro-batch {1} is already being received", name,
-                                   m));
-      }
       int64_t request = 0;
-      if (pfrt_comm_irecv(transferContext(), transferComm(), &*t, from, tag, &request) != PFRT_OK) {
-        freeBlock(block);
-        return transferError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
-      }
-      // The vector's heap buffer (where the recv writes) moves with it.
-      if (auto err = put(slot, std::move(value), m, name)) {
-        freeBlock(block);
-        return err;
-      }
-      pendingRecvs[slot] = {request, currentOp, block};
+      if (pfrt_comm_irecv(transferContext(), transferComm(), const_cast<pfrt_tensor *>(t), from,
+                          tag, &request) != PFRT_OK)
+        return transferError(llvm::formatv("receiving slot {0} from rank {1}", slot, from));
+      pendingRecvs[slot] = {request, currentOp};
       return llvm::Error::success();
     }
-    if (pfrt_comm_recv(transferContext(), transferComm(), &*t, from, tag) != PFRT_OK) {
-      freeBlock(block);
-      return transferError(llvm::formatv("receiving '{0}' from rank {1}", name, from));
-    }
-    if (auto err = put(slot, std::move(value), m, name)) {
-      freeBlock(block);
-      return err;
-    }
-    if (block)
-      return takeFromBlock(block, slot);
+    if (pfrt_comm_recv(transferContext(), transferComm(), const_cast<pfrt_tensor *>(t), from,
+                       tag) != PFRT_OK)
+      return transferError(llvm::formatv("receiving slot {0} from rank {1}", slot, from));
     return llvm::Error::success();
   }
 
@@ -2039,6 +2006,10 @@ llvm::Error RankRunner::withHostParameters(llvm::function_ref<llvm::Error()> bod
     return err;
   return compiledProgram->copyParametersToBackend();
 }
+
+bool RankRunner::onBackendMemory() const { return compiledProgram->onBackendMemory(); }
+
+int64_t RankRunner::stageValueCopies() const { return compiledProgram->stageValueCopies(); }
 
 pf::RankProgramOp RankRunner::program() const { return cast<pf::RankProgramOp>(programOp); }
 

@@ -1,5 +1,6 @@
 //===- Runner.cpp - compile a pf module and run it on the runtime ----------===//
 #include "pf/Driver/Runner.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Conversion/Passes.h"
 #include "pf/Dialect/PF/IR/PFAttrs.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
@@ -360,16 +361,26 @@ namespace {
 llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
                         ArrayRef<TensorView> inputs, ArrayRef<TensorView> outputs,
                         llvm::StringRef what, bool outputsZeroed = false,
-                        DeviceBuffers *device = nullptr) {
+                        DeviceBuffers *device = nullptr, int64_t *stageValueCopies = nullptr) {
   std::vector<const void *> inputData(entry.inputSpecs.size());
+  // Views already in backend memory are bound as they are.
+  std::vector<bool> inputInPlace(entry.inputSpecs.size()), outputInPlace(entry.outputSpecs.size());
   for (auto [i, spec] : llvm::enumerate(entry.inputSpecs)) {
     const TensorView *view = findView(inputs, spec.name);
     if (!view)
       return error("missing input '" + spec.name + "'" + what);
     if (auto err = checkView(*view, spec, "input", what))
       return err;
+    if (view->onBackend && !device)
+      return error("input '" + spec.name + "'" + what +
+                   " is in backend memory but the entries run on host memory");
     inputData[i] = view->data;
+    inputInPlace[i] = view->onBackend;
   }
+  auto countCopy = [&](const TensorSpec &spec) {
+    if (stageValueCopies && mlir::pf::isStageValueName(spec.name))
+      ++*stageValueCopies;
+  };
   if (auto err = checkViewNames(inputs, entry.inputSpecs, "input", what))
     return err;
   if (auto err = checkViewNames(outputs, entry.outputSpecs, "output", what))
@@ -382,8 +393,12 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
     if (const TensorView *view = findView(outputs, spec.name)) {
       if (auto err = checkView(*view, spec, "output", what))
         return err;
+      if (view->onBackend && !device)
+        return error("output '" + spec.name + "'" + what +
+                     " is in backend memory but the entries run on host memory");
       outputData[i] = view->data;
-      if (bytes > 0 && zero && !outputsZeroed)
+      outputInPlace[i] = view->onBackend;
+      if (bytes > 0 && zero && !outputsZeroed && !view->onBackend)
         std::memset(view->data, 0, bytes);
     } else {
       // Value-initialized (zeros) only where the program may not write it all.
@@ -395,18 +410,22 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
   std::vector<void *> hostOutputs = outputData;
   if (device) {
     for (auto [i, spec] : llvm::enumerate(entry.inputSpecs)) {
+      if (inputInPlace[i])
+        continue;
       int64_t bytes = *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype);
       if (auto err =
               device->copyIn(device->inputs[i], inputData[i], bytes, "input '" + spec.name + "'"))
         return err;
+      countCopy(spec);
       inputData[i] = device->inputs[i];
     }
     for (auto [i, spec] : llvm::enumerate(entry.outputSpecs)) {
-      pfrt_tensor view = pf_aot_byte_view(device->outputs[i], *checkedElementCount(spec.shape) *
-                                                                  dtypeBytes(spec.dtype));
+      void *where = outputInPlace[i] ? outputData[i] : device->outputs[i];
+      pfrt_tensor view =
+          pf_aot_byte_view(where, *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype));
       if (spec.zeroFill && view.shape[0] > 0 && pfrt_fill(context, &view, 0.0) != PFRT_OK)
         return error("zeroing output '" + spec.name + "': " + pfrt_last_error(context));
-      outputData[i] = device->outputs[i];
+      outputData[i] = where;
     }
     arena = device->arena;
   }
@@ -440,11 +459,15 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
                                pfrt_status_string(int32_t(result & 0xffffffff)), what));
   }
   if (device)
-    for (auto [i, spec] : llvm::enumerate(entry.outputSpecs))
+    for (auto [i, spec] : llvm::enumerate(entry.outputSpecs)) {
+      if (outputInPlace[i])
+        continue;
       if (auto err = device->copyOut(hostOutputs[i], device->outputs[i],
                                      *checkedElementCount(spec.shape) * dtypeBytes(spec.dtype),
                                      "output '" + spec.name + "'"))
         return err;
+      countCopy(spec);
+    }
   return llvm::Error::success();
 }
 
@@ -452,7 +475,7 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
 llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
                         const std::map<std::string, NpyArray> &inputs,
                         std::map<std::string, NpyArray> &outputs, llvm::StringRef what,
-                        DeviceBuffers *device = nullptr) {
+                        DeviceBuffers *device = nullptr, int64_t *stageValueCopies = nullptr) {
   std::vector<TensorView> inputViews;
   for (const auto &[name, array] : inputs)
     inputViews.push_back(
@@ -472,7 +495,7 @@ llvm::Error bindAndCall(LoweredEntry &entry, pfrt_context *context, void *arena,
     outputViews.push_back({spec.name, array.dtype, array.shape, array.data.data()});
   }
   return bindAndCall(entry, context, arena, inputViews, outputViews, what,
-                     /*outputsZeroed=*/true, device);
+                     /*outputsZeroed=*/true, device, stageValueCopies);
 }
 } // namespace
 
@@ -1110,7 +1133,22 @@ llvm::Error CompiledProgram::run(const std::string &function,
   size_t index = size_t(at - entryNames.begin());
   DeviceBuffers *buffers = device.empty() ? nullptr : device[1 + index].get();
   return bindAndCall(*lowered[index], context, arena.data, inputs, outputs,
-                     " of '" + function + "'", buffers);
+                     " of '" + function + "'", buffers, &stageValueCopyCount);
+}
+
+llvm::Error CompiledProgram::run(const std::string &function, ArrayRef<TensorView> inputs,
+                                 ArrayRef<TensorView> outputs) {
+  auto at = llvm::find(entryNames, function);
+  if (at == entryNames.end())
+    return error("no compiled function named '" + function + "'");
+  size_t index = size_t(at - entryNames.begin());
+  DeviceBuffers *buffers = device.empty() ? nullptr : device[1 + index].get();
+  for (const TensorSpec &spec : lowered[index]->outputSpecs)
+    if (!findView(outputs, spec.name))
+      return error("missing output '" + spec.name + "' of '" + function + "'");
+  return bindAndCall(*lowered[index], context, arena.data, inputs, outputs,
+                     " of '" + function + "'", /*outputsZeroed=*/false, buffers,
+                     &stageValueCopyCount);
 }
 
 void mlir::pf::driver::detail::initializeJit(MLIRContext *ctx) {

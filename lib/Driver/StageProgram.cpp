@@ -123,7 +123,8 @@ llvm::Expected<Values> mlir::pf::driver::stageCallInputs(CompiledProgram &progra
                                                         const std::string &function,
                                                         const Values &graph, const Values &handed,
                                                         int64_t m, int64_t microbatches,
-                                                        int64_t ignoreIndex) {
+                                                        int64_t ignoreIndex,
+                                                        bool withStageValues) {
   Values inputs;
   for (const TensorSpec &spec : program.inputs(function)) {
     if (auto scalar = perCallScalar(spec, graph, m, microbatches, ignoreIndex)) {
@@ -133,6 +134,8 @@ llvm::Expected<Values> mlir::pf::driver::stageCallInputs(CompiledProgram &progra
       continue;
     }
     if (isStageValue(spec.name)) {
+      if (!withStageValues)
+        continue;
       auto it = handed.find(spec.name);
       if (it == handed.end())
         return error("'" + spec.name + "' of " + function +

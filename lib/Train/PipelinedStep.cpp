@@ -577,6 +577,11 @@ llvm::Error PipelinedStep::finish(int64_t last, bool stopped, bool bySigterm) {
                                 "combination)\n",
                                 job.rank, runner->measuredGradientBytes())
                       .str();
+  if (runner->onBackendMemory())
+    llvm::outs() << llvm::formatv("rank {0}: stage values copied between host and backend "
+                                  "memory by the stage calls: {1}\n",
+                                  job.rank, runner->stageValueCopies())
+                        .str();
   llvm::outs().flush();
   if (job.rank == 0 && stopped)
     llvm::outs() << "stopped by " << (bySigterm ? "SIGTERM" : "SIGINT")

@@ -1,7 +1,9 @@
 """`mpirun -np 2 pf-train --pipeline ... --device-buffers`: the ranks' path
 for GPUs, run on the CPU. Each rank's stage functions run on backend memory
-(one backend copy of every parameter, inputs and outputs copied at each
-call, as `--device cuda` does), and the stage values a rank sends or
+(one backend copy of every parameter, as `--device cuda` does); the stage
+values live in slots of backend memory that the calls read and write in
+place (counted: no copy through the host), while graph inputs, the loss and
+gradients are copied at each call; the stage values a rank sends or
 receives travel from and into backend memory on MPI staged through host
 buffers (PFRT_COMM_MPI_STAGED: what MPI does with a CUDA context's tensors,
 here with memcpys). None of that may change a bit: losses, held-out losses
@@ -109,6 +111,11 @@ def test_device_buffers_equal_the_host_pipeline_bitwise(setup, tmp_path, spec, e
     assert STAGED_LINE not in host.stdout
     for rank in (0, 1):
         assert f"rank {rank}: {STAGED_LINE}" in device.stdout, device.stdout
+        # The slots are in backend memory and the calls bind them in place:
+        # no activation or activation gradient goes through the host.
+        assert f"rank {rank}: stage values copied between host and backend memory by the " \
+               f"stage calls: 0" in device.stdout, device.stdout
+    assert "stage values copied" not in host.stdout
     losses = _losses(device.stdout)
     assert [int(step) for step, _, _ in losses] == list(range(1, 9)), device.stdout
     assert losses == _losses(host.stdout)

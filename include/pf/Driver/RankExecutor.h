@@ -137,6 +137,13 @@ public:
   /// micro-batches were combined: each call's micro-batch pieces, the running
   /// sums of the accumulate calls and pieces posted to another rank.
   int64_t measuredGradientBytes() const { return gradientPeakBytes; }
+  /// Whether the stage functions (and so the stage values' slots) are in
+  /// backend memory (--device-buffers, CUDA).
+  bool onBackendMemory() const;
+  /// Copies of stage values between host and backend memory the stage calls
+  /// made so far: 0 when every slot is bound in place (what the slots in
+  /// backend memory are for).
+  int64_t stageValueCopies() const;
   /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
   double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }

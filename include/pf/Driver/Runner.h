@@ -58,6 +58,9 @@ struct TensorView {
   int32_t dtype = 0;
   llvm::ArrayRef<int64_t> shape;
   void *data = nullptr;
+  /// `data` is in the backend memory of the program's context (a
+  /// pipeline's stage value): bound in place, never copied to the host.
+  bool onBackend = false;
 };
 
 struct CompileStats {
@@ -205,6 +208,15 @@ public:
   /// Runs `function` once; `inputs` are checked by name, dtype and shape.
   llvm::Error run(const std::string &function, const std::map<std::string, NpyArray> &inputs,
                   std::map<std::string, NpyArray> &outputs);
+  /// Runs `function` on caller-owned buffers, every input and output given
+  /// by name: a view `onBackend` (only when onBackendMemory()) is bound in
+  /// place, a host view is copied in (out) when the entries run on backend
+  /// memory.
+  llvm::Error run(const std::string &function, llvm::ArrayRef<TensorView> inputs,
+                  llvm::ArrayRef<TensorView> outputs);
+  /// Host↔backend copies of stage values (PFStageValues.h) the runs made:
+  /// what a pipeline on backend memory must keep at 0.
+  int64_t stageValueCopies() const { return stageValueCopyCount; }
 
   /// The shared parameters (every one some entry reads), sorted by name;
   /// `data` is the single copy every entry reads and writes, or with
@@ -243,6 +255,7 @@ private:
   /// the arena; [1 + i] holds entry i's constants, inputs and outputs.
   std::vector<std::unique_ptr<detail::DeviceBuffers>> device;
   std::map<std::string, void *> backendParameters;
+  int64_t stageValueCopyCount = 0;
   detail::LoweredEntry *find(const std::string &function) const;
 };
 

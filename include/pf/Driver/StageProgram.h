@@ -58,7 +58,8 @@ inline constexpr const char *kLossTotalInput = "loss_total";
 /// A 0-d int64 array.
 NpyArray scalarI64(int64_t value);
 
-/// The inputs `function` of `program` takes: stage values from `handed`,
+/// The inputs `function` of `program` takes: stage values from `handed`
+/// (left out unless `withStageValues`: a caller binding them itself),
 /// graph inputs from `graph` sliced to rows [m·r, (m+1)·r) of dimension 0
 /// (r: the function's rows; `graph` holds `microbatches` × r), and the
 /// per-call scalars `microbatch` (m) and `loss_count` (c_m, from `labels`).
@@ -66,7 +67,7 @@ llvm::Expected<std::map<std::string, NpyArray>>
 stageCallInputs(CompiledProgram &program, const std::string &function,
                 const std::map<std::string, NpyArray> &graph,
                 const std::map<std::string, NpyArray> &handed, int64_t m, int64_t microbatches,
-                int64_t ignoreIndex = -100);
+                int64_t ignoreIndex = -100, bool withStageValues = true);
 
 /// c_m for m = 0..microbatches-1: the labels of micro-batch m (rows of the
 /// `labels` input) not equal to `ignoreIndex`.
