@@ -1,21 +1,26 @@
 //===- RankProgramLowering.cpp - pf-lower-rank-programs --------------------===//
 //
 // 1. Moves each selected pf.rank_program's ops into
-//    func.func @pf_<program>(%host: !llvm.ptr) -> i32, and plans its values:
-//    each SSA stage value (a pf.run_stage output, a pf.recv_act result) is a
-//    slot of the host, numbered in program order, released after its last
-//    use.
-// 2. Converts every op (a dialect conversion; a value becomes its i64 slot)
-//    into the func.call of its pfrt_rank_abi.def function: constants for the
-//    scalars, constant globals for names, slot lists, rank lists, shapes and
-//    orders, the op's index first; then a pfrt_rank_release of each slot
-//    whose last use it was.
+//    func.func @pf_<program>(%host, %ctx, %comm, %slots: !llvm.ptr) -> i32,
+//    and plans its values: each SSA stage value (a pf.run_stage output, a
+//    pf.recv_act result) is a descriptor of %slots (stageValueSlots), released
+//    after its last use; posted transfers get request words on the stack.
+// 2. Converts every op (a dialect conversion; a value becomes its i64 slot):
+//    a send or recv into pfrt_comm_* calls of pfrt_abi.def on the slot's
+//    descriptor (posted, the recv waited for right before its first reader,
+//    the sends at the end; or blocking), the other ops into the func.call of
+//    their pfrt_rank_abi.def function (constants for the scalars, constant
+//    globals for names, slot lists, rank lists, shapes and orders, the op's
+//    index first); then a pfrt_rank_release of each slot whose last use it
+//    was.
 // 3. Returns the first non-zero status after each call, 0 at the end.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeABI.h"
 #include "pf/Conversion/Passes.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFRankProgram.h"
+#include "pf/Runtime/pfrt.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -36,6 +41,7 @@ using namespace mlir::pf;
 
 namespace {
 constexpr llvm::StringLiteral kRankCallPrefix = "pfrt_rank_";
+constexpr llvm::StringLiteral kCommCallPrefix = "pfrt_comm_";
 
 /// The constant globals of the lowered programs, one per distinct content.
 class RankConstants {
@@ -108,7 +114,71 @@ struct LoweringState {
     return slots;
   }
 
-  explicit LoweringState(ModuleOp module) : module(module), constants(module) {}
+  /// Posted transfers (overlap): each send's and recv's word in its
+  /// program's request array, the arrays by program function, and per op
+  /// the recvs to wait for right before it runs.
+  bool overlap = true;
+  DenseMap<Operation *, int64_t> requestIndex;
+  DenseMap<Operation *, std::pair<Value, Value>> requestArrays; // (sends, recvs)
+  DenseMap<Operation *, SmallVector<Operation *>> waitsBefore;
+  Type tensorType;
+
+  explicit LoweringState(ModuleOp module) : module(module), constants(module) {
+    MLIRContext *ctx = module.getContext();
+    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    // struct pfrt_tensor { void *data; int32_t dtype, rank; int64_t shape[MAX_RANK]; }
+    tensorType = LLVM::LLVMStructType::getLiteral(
+        ctx, {ptr, IntegerType::get(ctx, 32), IntegerType::get(ctx, 32),
+              LLVM::LLVMArrayType::get(IntegerType::get(ctx, 64), PFRT_MAX_RANK)});
+  }
+
+  /// Calls `name` of pfrt_abi.def (a pfrt_comm_* kernel) with the program's
+  /// context and `args`.
+  LogicalResult kernel(OpBuilder &b, Operation *op, StringRef name, ArrayRef<Value> args) {
+    const abi::Kernel *callee = abi::lookupKernel(name);
+    if (!callee)
+      return op->emitOpError("pf-lower-rank-programs: '") << name << "' is not in pfrt_abi.def";
+    FunctionType type = abi::kernelType(b.getContext(), *callee);
+    SmallVector<Value> all{functionArgument(op, 1)};
+    llvm::append_range(all, args);
+    if (TypeRange(ValueRange(all)) != type.getInputs())
+      return op->emitOpError("pf-lower-rank-programs: the arguments of '")
+             << name << "' do not match pfrt_abi.def";
+    declare(b, name, type);
+    func::CallOp::create(b, op->getLoc(), name, type.getResults(), all);
+    return success();
+  }
+
+  Value comm(Operation *op) { return functionArgument(op, 2); }
+  /// The descriptor of `slot` in the program's %slots.
+  Value slotTensor(OpBuilder &b, Operation *op, int64_t slot) {
+    return LLVM::GEPOp::create(b, op->getLoc(), LLVM::LLVMPointerType::get(b.getContext()),
+                               tensorType, functionArgument(op, 3),
+                               ArrayRef<LLVM::GEPArg>{int32_t(slot)});
+  }
+  /// The request word of a posted send or recv.
+  Value requestOf(OpBuilder &b, Operation *transfer) {
+    auto [sends, recvs] = requestArrays.lookup(transfer->getParentOfType<func::FuncOp>());
+    return LLVM::GEPOp::create(b, transfer->getLoc(), LLVM::LLVMPointerType::get(b.getContext()),
+                               b.getI64Type(), isa<SendActOp>(transfer) ? sends : recvs,
+                               ArrayRef<LLVM::GEPArg>{int32_t(requestIndex.lookup(transfer))});
+  }
+  /// The host's timeline marks around a communication of op `transfer`.
+  LogicalResult mark(OpBuilder &b, Operation *at, Operation *transfer, int32_t phase) {
+    Location loc = at->getLoc();
+    return call(b, at, "pfrt_rank_mark",
+                {i64(b, loc, opIndex.lookup(transfer)), i32(b, loc, phase)});
+  }
+  /// Waits for the posted recv `recv` (emitted at `at`).
+  LogicalResult waitFor(OpBuilder &b, Operation *at, Operation *recv) {
+    Location loc = at->getLoc();
+    if (failed(mark(b, at, recv, 0)))
+      return failure();
+    Value request = LLVM::LoadOp::create(b, loc, b.getI64Type(), requestOf(b, recv));
+    if (failed(kernel(b, at, "pfrt_comm_wait", {comm(at), request})))
+      return failure();
+    return mark(b, at, recv, 1);
+  }
 
   /// Calls `name` of pfrt_rank_abi.def with the host and `args`, declaring
   /// it on first use; fails when the table does not have it or the
@@ -146,9 +216,11 @@ struct LoweringState {
   }
 
 private:
-  static Value hostOf(Operation *op) {
-    return op->getParentOfType<func::FuncOp>().getArgument(0);
+  static Value functionArgument(Operation *op, unsigned i) {
+    auto func = dyn_cast<func::FuncOp>(op);
+    return (func ? func : op->getParentOfType<func::FuncOp>()).getArgument(i);
   }
+  static Value hostOf(Operation *op) { return functionArgument(op, 0); }
   void declare(OpBuilder &b, StringRef name, FunctionType type) {
     if (module.lookupSymbol(name))
       return;
@@ -171,10 +243,16 @@ struct RankCallPattern : OpConversionPattern<OpT> {
 
   LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor,
                                 ConversionPatternRewriter &rewriter) const final {
+    // The posted recvs this op is the first reader of.
+    for (Operation *recv : state.waitsBefore.lookup(op))
+      if (failed(state.waitFor(rewriter, op, recv)))
+        return failure();
     SmallVector<Value> args{state.index(rewriter, op)};
     StringRef callee;
-    if (failed(lower(op, rewriter, args, callee)) ||
-        failed(state.call(rewriter, op, callee, args)))
+    if (failed(lower(op, rewriter, args, callee)))
+      return failure();
+    // An empty callee: `lower` emitted its calls itself.
+    if (!callee.empty() && failed(state.call(rewriter, op, callee, args)))
       return failure();
     Location loc = op->getLoc();
     for (int64_t slot : state.releasedAfter.lookup(op))
@@ -208,6 +286,9 @@ struct RunStagePattern : RankCallPattern<RunStageOp> {
   }
 };
 
+/// pf.send_act and pf.recv_act: pfrt_comm_* on the value's slot, posted
+/// (the recv waited for before its first reader, the send at the end) or
+/// blocking; a recv first has the host allocate the slot.
 template <typename OpT>
 struct TransferPattern : RankCallPattern<OpT> {
   using RankCallPattern<OpT>::RankCallPattern;
@@ -215,17 +296,36 @@ struct TransferPattern : RankCallPattern<OpT> {
                       StringRef &callee) const override {
     LoweringState &s = this->state;
     Location loc = op.getLoc();
-    args.push_back(s.i64(b, loc, s.slot.lookup(op.getValue())));
-    args.push_back(s.i64(b, loc, int64_t(op.getMicrobatch())));
-    if constexpr (std::is_same_v<OpT, SendActOp>) {
-      args.push_back(s.i64(b, loc, int64_t(op.getTo())));
-      callee = "pfrt_rank_send";
-    } else {
-      args.push_back(s.i64(b, loc, int64_t(op.getFrom())));
-      callee = "pfrt_rank_recv";
+    constexpr bool isSend = std::is_same_v<OpT, SendActOp>;
+    int64_t slot = s.slot.lookup(op.getValue());
+    if constexpr (!isSend) {
+      SmallVector<Value> alloc{args.front(), s.i64(b, loc, slot),
+                               s.i64(b, loc, int64_t(op.getMicrobatch()))};
+      llvm::append_range(alloc, s.type(b, loc, cast<RankedTensorType>(op.getType())));
+      if (failed(s.call(b, op, "pfrt_rank_alloc", alloc)))
+        return failure();
     }
-    args.push_back(s.i64(b, loc, int64_t(op.getTag())));
-    llvm::append_range(args, s.type(b, loc, cast<RankedTensorType>(op.getValue().getType())));
+    Value tensor = s.slotTensor(b, op, slot);
+    int64_t peer;
+    if constexpr (isSend)
+      peer = int64_t(op.getTo());
+    else
+      peer = int64_t(op.getFrom());
+    SmallVector<Value> comm{s.comm(op), tensor, s.i32(b, loc, peer),
+                            s.i32(b, loc, int64_t(op.getTag()))};
+    StringRef kernel;
+    if (s.overlap) {
+      comm.push_back(s.requestOf(b, op));
+      kernel = isSend ? "pfrt_comm_isend" : "pfrt_comm_irecv";
+    } else {
+      kernel = isSend ? "pfrt_comm_send" : "pfrt_comm_recv";
+    }
+    // A posted recv is on the timeline where it is waited for.
+    bool timed = isSend || !s.overlap;
+    if ((timed && failed(s.mark(b, op, op, 0))) || failed(s.kernel(b, op, kernel, comm)) ||
+        (timed && failed(s.mark(b, op, op, 1))))
+      return failure();
+    callee = "";
     return success();
   }
 };
@@ -287,34 +387,86 @@ struct PromoteInversesPattern : RankCallPattern<KfacPromoteInversesOp> {
   }
 };
 
-/// Step 1: @pf_<program>(%host) -> i32 holding the program's ops, ending in
-/// `return 0`.
-func::FuncOp moveIntoFunction(RankProgramOp program, LoweringState &state) {
+/// Step 1: @pf_<program>(%host, %ctx, %comm, %slots) -> i32 holding the
+/// program's ops and the plan of their values, ending (with posted
+/// transfers) in the waits for the sends and recvs nobody read, the
+/// releases that had to wait for them, and `return 0`.
+FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &state) {
   OpBuilder b(program);
   MLIRContext *ctx = program.getContext();
-  auto type = FunctionType::get(ctx, {LLVM::LLVMPointerType::get(ctx)}, {b.getI32Type()});
-  auto func =
-      func::FuncOp::create(b, program.getLoc(), ("pf_" + program.getSymName()).str(), type);
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  Location loc = program.getLoc();
+  auto type = FunctionType::get(ctx, {ptr, ptr, ptr, ptr}, {b.getI32Type()});
+  auto func = func::FuncOp::create(b, loc, ("pf_" + program.getSymName()).str(), type);
   Block *entry = func.addEntryBlock();
   Block &body = program.getBody().front();
-  int64_t slots = 0;
+  llvm::DenseMap<Value, int64_t> slots = stageValueSlots(program);
+  int64_t sends = 0, recvs = 0;
+  // Posted: a sent value is released after the sends complete (at the end),
+  // a recv nobody reads is waited for there.
+  SmallVector<std::pair<Operation *, int64_t>> releasedAtEnd;
+  SmallVector<Operation *> unreadRecvs;
   for (auto [index, op] : llvm::enumerate(body)) {
     state.opIndex[&op] = int64_t(index);
+    if (isa<SendActOp>(op))
+      state.requestIndex[&op] = sends++;
+    if (auto recv = dyn_cast<RecvActOp>(op)) {
+      state.requestIndex[&op] = recvs++;
+      Operation *first = nullptr;
+      for (Operation *user : recv.getValue().getUsers())
+        if (!first || user->isBeforeInBlock(first))
+          first = user;
+      if (state.overlap && first)
+        state.waitsBefore[first].push_back(recv);
+      else if (state.overlap)
+        unreadRecvs.push_back(recv);
+    }
     for (Value result : op.getResults()) {
-      int64_t slot = slots++;
+      int64_t slot = slots.lookup(result);
       state.slot[result] = slot;
       // Released after its last user in the block (all of them are: the
       // body is one block), or at once when nothing reads it.
       Operation *last = &op;
-      for (Operation *user : result.getUsers())
+      bool sent = false;
+      for (Operation *user : result.getUsers()) {
+        sent |= isa<SendActOp>(user);
         if (last->isBeforeInBlock(user))
           last = user;
-      state.releasedAfter[last].push_back(slot);
+      }
+      bool unreadRecv = isa<RecvActOp>(op) && result.use_empty();
+      if (state.overlap && (sent || unreadRecv))
+        releasedAtEnd.push_back({last, slot});
+      else
+        state.releasedAfter[last].push_back(slot);
     }
   }
   entry->getOperations().splice(entry->end(), body.getOperations());
+  // The request words, one per posted send and recv.
+  OpBuilder start = OpBuilder::atBlockBegin(entry);
+  auto words = [&](int64_t count) -> Value {
+    if (!state.overlap || count == 0)
+      return Value();
+    return LLVM::AllocaOp::create(start, loc, ptr, start.getI64Type(),
+                                  state.i64(start, loc, count));
+  };
+  state.requestArrays[func] = {words(sends), words(recvs)};
   b.setInsertionPointToEnd(entry);
-  func::ReturnOp::create(b, program.getLoc(), ValueRange{state.i32(b, program.getLoc(), 0)});
+  auto end = func::ReturnOp::create(b, loc, ValueRange{state.i32(b, loc, 0)});
+  b.setInsertionPoint(end);
+  for (Operation *recv : unreadRecvs)
+    if (failed(state.waitFor(b, end, recv)))
+      return failure();
+  if (sends > 0 && state.overlap) {
+    Value requests = state.requestArrays[func].first;
+    if (failed(state.kernel(b, end, "pfrt_comm_wait_all",
+                            {state.comm(end), requests, state.i32(b, loc, sends)})))
+      return failure();
+  }
+  for (auto [last, slot] : releasedAtEnd)
+    if (failed(state.call(b, end, "pfrt_rank_release",
+                          {state.i64(b, loc, state.opIndex.lookup(last)),
+                           state.i64(b, loc, slot)})))
+      return failure();
   program.erase();
   return func;
 }
@@ -323,7 +475,8 @@ func::FuncOp moveIntoFunction(RankProgramOp program, LoweringState &state) {
 void returnOnFailure(func::FuncOp func) {
   SmallVector<func::CallOp> calls;
   func.walk([&](func::CallOp call) {
-    if (call.getCallee().starts_with(kRankCallPrefix))
+    if (call.getCallee().starts_with(kRankCallPrefix) ||
+        call.getCallee().starts_with(kCommCallPrefix))
       calls.push_back(call);
   });
   if (calls.empty())
@@ -361,13 +514,17 @@ struct LowerRankProgramsPass
       return signalPassFailure();
     }
     LoweringState state(module);
+    state.overlap = overlap;
     SmallVector<func::FuncOp> lowered;
     for (RankProgramOp program : programs) {
       if (!programName.empty() && program.getSymName() != programName) {
         program.erase();
         continue;
       }
-      lowered.push_back(moveIntoFunction(program, state));
+      FailureOr<func::FuncOp> func = moveIntoFunction(program, state);
+      if (failed(func))
+        return signalPassFailure();
+      lowered.push_back(*func);
     }
 
     // A stage value becomes the i64 slot the host holds it in.

@@ -94,9 +94,9 @@ struct pfrt_rank_host {
   virtual int32_t runStage(int64_t op, pf::StageTaskKind kind, const char *function,
                            int64_t microbatch, int64_t layer, std::vector<int64_t> inputs,
                            std::vector<int64_t> outputs) = 0;
-  virtual int32_t transfer(int64_t op, bool sending, int64_t slot, int64_t microbatch,
-                           int64_t peer, int64_t tag, ValueType type) = 0;
+  virtual int32_t allocate(int64_t op, int64_t slot, int64_t microbatch, ValueType type) = 0;
   virtual int32_t release(int64_t op, int64_t slot) = 0;
+  virtual int32_t mark(int64_t op, int32_t phase) = 0;
   virtual int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
                             std::vector<int64_t> ranks, ValueType type) = 0;
   virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
@@ -117,15 +117,12 @@ int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
                         std::vector<int64_t>(inputs, inputs + input_count),
                         std::vector<int64_t>(outputs, outputs + output_count));
 }
-int32_t pfrt_rank_send(pfrt_rank_host *host, int64_t op, int64_t slot, int64_t microbatch,
-                       int64_t to, int64_t tag, int32_t dtype, int64_t rank,
-                       const int64_t *shape) {
-  return host->transfer(op, true, slot, microbatch, to, tag, valueType(dtype, rank, shape));
+int32_t pfrt_rank_alloc(pfrt_rank_host *host, int64_t op, int64_t slot, int64_t microbatch,
+                        int32_t dtype, int64_t rank, const int64_t *shape) {
+  return host->allocate(op, slot, microbatch, valueType(dtype, rank, shape));
 }
-int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, int64_t slot, int64_t microbatch,
-                       int64_t from, int64_t tag, int32_t dtype, int64_t rank,
-                       const int64_t *shape) {
-  return host->transfer(op, false, slot, microbatch, from, tag, valueType(dtype, rank, shape));
+int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase) {
+  return host->mark(op, phase);
 }
 int32_t pfrt_rank_release(pfrt_rank_host *host, int64_t op, int64_t slot) {
   return host->release(op, slot);
@@ -164,8 +161,7 @@ int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
 
 namespace {
 
-/// Whether `op` is the last reader of `value` (the lowering releases the
-/// value's slot right after it).
+/// Whether `op` is the last reader of `value`.
 bool isLastUse(Value value, Operation *op) {
   for (Operation *user : value.getUsers())
     if (op->isBeforeInBlock(user))
@@ -179,54 +175,48 @@ int64_t bytesOf(Type type) {
 }
 
 /// The executor's value lifetimes over one program, without running it: a
-/// stage value lives from the op making it to its last use (where the
-/// lowered program releases its slot).
+/// stage value lives from the op making it to where the lowered program
+/// releases it: after its last use, or, posted sends, at the program's end
+/// (pf-lower-rank-programs' rule).
 RankRunner::ActivationFigures planProgram(pf::RankProgramOp rankProgram, bool overlap) {
   llvm::DenseMap<Value, int64_t> live; // → bytes
   llvm::DenseMap<Value, bool> saved;   // an activation slot's value
-  int64_t held = 0, inFlight = 0;
+  int64_t held = 0;
   RankRunner::ActivationFigures peak;
-  auto note = [&](int64_t extra) {
-    peak.bytes = std::max(peak.bytes, held + inFlight + extra);
+  auto note = [&] {
+    peak.bytes = std::max(peak.bytes, held);
     std::set<int64_t> saving;
     for (const auto &[value, bytes] : live)
       if (saved.lookup(value))
         saving.insert(*pf::microbatchOfStageValue(value));
     peak.slots = std::max(peak.slots, int64_t(saving.size()));
   };
-  auto drop = [&](Value value) {
+  auto heldToTheEnd = [&](Value value) {
+    return overlap && (llvm::any_of(value.getUsers(), llvm::IsaPred<pf::SendActOp>) ||
+                       (isa<pf::RecvActOp>(value.getDefiningOp()) && value.use_empty()));
+  };
+  auto dropAfter = [&](Value value, Operation *op) {
+    if (heldToTheEnd(value) || !isLastUse(value, op))
+      return;
     if (auto it = live.find(value); it != live.end()) {
       held -= it->second;
       live.erase(it);
     }
   };
   for (Operation &op : rankProgram.getBody().front()) {
-    if (auto call = dyn_cast<pf::RunStageOp>(op)) {
-      int64_t made = 0;
-      for (Value output : call.getOutputs())
-        made += bytesOf(output.getType());
-      note(made);
-      for (Value input : call.getInputs())
-        if (isLastUse(input, call))
-          drop(input);
-      for (Value output : call.getOutputs()) {
-        saved[output] = mlir::pf::isSavedActivationName(pf::stageValueName(output));
-        live[output] = bytesOf(output.getType());
-        held += live[output];
-        if (output.use_empty())
-          drop(output);
-      }
-    } else if (auto recv = dyn_cast<pf::RecvActOp>(op)) {
-      live[recv.getValue()] = bytesOf(recv.getType());
-      held += live[recv.getValue()];
-    } else if (auto send = dyn_cast<pf::SendActOp>(op)) {
-      int64_t bytes = live.lookup(send.getValue());
-      if (isLastUse(send.getValue(), send))
-        drop(send.getValue());
-      if (overlap)
-        inFlight += bytes;
+    for (Value result : op.getResults()) {
+      if (auto call = dyn_cast<pf::RunStageOp>(op))
+        saved[result] = mlir::pf::isSavedActivationName(pf::stageValueName(result));
+      live[result] = bytesOf(result.getType());
+      held += live[result];
     }
-    note(0);
+    // During a call its inputs and outputs are both held.
+    note();
+    for (Value input : op.getOperands())
+      dropAfter(input, &op);
+    for (Value result : op.getResults())
+      if (result.use_empty())
+        dropAfter(result, &op);
   }
   return peak;
 }
@@ -251,11 +241,16 @@ public:
     auto function = r.loweredPrograms.find(programOp);
     if (function == r.loweredPrograms.end())
       return error("the rank program was not compiled");
-    int32_t status = function->second(this);
+    // The program's stage values: one descriptor per slot, filled as the
+    // host allocates them.
+    descriptors.assign(r.slotCounts.lookup(programOp), pfrt_tensor{});
+    int32_t status = function->second(this, transferContext(), transferComm(), descriptors.data());
     if (failure)
       return std::move(failure);
     if (status != 0)
-      return error(llvm::formatv("the rank program returned status {0}", status));
+      return error(llvm::formatv("the rank program's communication after op {0} failed: {1} ({2})",
+                                 currentOp, pfrt_last_error(transferContext()),
+                                 pfrt_status_string(status)));
     if (auto err = waitForSends())
       return err;
     return combine();
@@ -268,20 +263,37 @@ public:
     std::optional<int64_t> m;
     if (microbatch >= 0)
       m = microbatch;
-    return execute(op, "pf.run_stage", &inputs,
+    return execute(op, "pf.run_stage",
                    [&] { return runStageOp(op, kind, function, m, inputs, outputs); });
   }
-  int32_t transfer(int64_t op, bool sending, int64_t slot, int64_t microbatch, int64_t peer,
-                   int64_t tag, ValueType type) override {
-    // An overlapped recv is recorded where it is waited for.
-    bool posted = !sending && r.options.overlapTransfers;
-    return execute(
-        op, sending ? "pf.send_act" : "pf.recv_act", nullptr,
-        [&] {
-          return sending ? send(slot, microbatch, peer, tag, type)
-                         : recv(slot, microbatch, peer, tag, type);
-        },
-        posted);
+  int32_t allocate(int64_t op, int64_t slot, int64_t microbatch, ValueType type) override {
+    currentOp = op;
+    auto fail = [&](llvm::Error err) {
+      failure = error(llvm::formatv("op {0} (pf.recv_act): {1}", op,
+                                    llvm::toString(std::move(err))));
+      return int32_t(PFRT_INTERNAL);
+    };
+    if (microbatch < 0 || microbatch >= M)
+      return fail(error(llvm::formatv("micro-batch {0} but the step has {1}", microbatch, M)));
+    if (!type.dtype)
+      return fail(error(llvm::formatv(
+          "slot {0} has an element type the runtime has no dtype for", slot)));
+    if (auto buffer = allocate(slot, type.dtype, type.shape, microbatch, ""); !buffer)
+      return fail(buffer.takeError());
+    noteActivations();
+    return 0;
+  }
+  /// The program's own communication, timed between its marks.
+  int32_t mark(int64_t op, int32_t phase) override {
+    currentOp = op;
+    if (!r.options.recordTimes)
+      return 0;
+    if (phase == 0) {
+      markStart = now();
+    } else {
+      r.executedOps.push_back({stepIndex, op, r.windowStepOf(stepIndex), markStart, now()});
+    }
+    return 0;
   }
   int32_t release(int64_t op, int64_t slot) override {
     currentOp = op;
@@ -294,29 +306,29 @@ public:
   }
   int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
                     std::vector<int64_t> ranks, ValueType type) override {
-    return execute(op, "pf.all_reduce", nullptr,
+    return execute(op, "pf.all_reduce",
                    [&] { return allReduceValue(value, order, ranks, type); });
   }
   int32_t broadcast(int64_t op, const char *value, int64_t root, std::vector<int64_t> ranks,
                     ValueType type) override {
-    return execute(op, "pf.broadcast", nullptr,
+    return execute(op, "pf.broadcast",
                    [&] { return broadcastValue(value, root, ranks, type); });
   }
   int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
                  std::vector<int64_t> ranks, ValueType type) override {
-    return execute(op, "pf.reduce_microbatch", nullptr,
+    return execute(op, "pf.reduce_microbatch",
                    [&] { return reduceValue(value, microbatch, root, ranks, type); });
   }
   int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) override {
-    return execute(op, "pf.clip_gradients", nullptr,
+    return execute(op, "pf.clip_gradients",
                    [&] { return clipGradients(maxNorm, order); });
   }
   int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) override {
-    return execute(op, "pf.kfac_kl_clip", nullptr,
+    return execute(op, "pf.kfac_kl_clip",
                    [&] { return kfacKLClip(kappa, order); });
   }
   int32_t promoteInverses(int64_t op) override {
-    return execute(op, "pf.kfac_promote_inverses", nullptr,
+    return execute(op, "pf.kfac_promote_inverses",
                    [&] { return r.promoteInverses(); });
   }
 
@@ -336,24 +348,18 @@ private:
   /// The first failure of the program's ops; the program returns at once.
   llvm::Error failure = llvm::Error::success();
 
-  /// One op: a micro-batch call first waits for its received inputs (that
-  /// wait is the recv's time on the timeline, not the call's), then `body`
-  /// runs, timed unless `posted`. A failure is kept, named by op index.
-  int32_t execute(int64_t index, llvm::StringRef opName, const std::vector<int64_t> *inputs,
-                  llvm::function_ref<llvm::Error()> body, bool posted = false) {
+  /// One op: `body` runs, timed. A failure is kept, named by op index.
+  int32_t execute(int64_t index, llvm::StringRef opName, llvm::function_ref<llvm::Error()> body) {
     currentOp = index;
     auto fail = [&](llvm::Error err) {
       failure = error(llvm::formatv("op {0} ({1}): {2}", index, opName,
                                     llvm::toString(std::move(err))));
       return int32_t(PFRT_INTERNAL);
     };
-    if (inputs)
-      if (auto err = waitForInputs(*inputs))
-        return fail(std::move(err));
     double start = r.options.recordTimes ? now() : 0;
     if (auto err = body())
       return fail(std::move(err));
-    if (r.options.recordTimes && !posted)
+    if (r.options.recordTimes)
       r.executedOps.push_back({stepIndex, index, r.windowStepOf(stepIndex), start, now()});
     noteActivations();
     return 0;
@@ -363,9 +369,9 @@ private:
   CompiledProgram &program;
   const Values &graph;
   int64_t stepIndex, M;
-  /// Per micro-batch: the act/*, grad_act/* and saved/* values on this rank.
   /// The program's stage values by the slot the lowering gave each, until
-  /// it releases them. A posted send shares its value's storage.
+  /// it releases them, and their descriptors, which the program reads (its
+  /// sends and recvs).
   /// A stage value's memory: in the stage functions' backend memory when
   /// they run there (a call binds it in place, a transfer sends it as it
   /// is: no host copy), else on the host.
@@ -394,6 +400,8 @@ private:
     bool saved = false; ///< an activation a forward keeps for its backward
   };
   std::vector<Slot> slots;
+  std::vector<pfrt_tensor> descriptors;
+  double markStart = 0;
   std::vector<NpyArray> losses;
   /// grad/<param> → its value of each micro-batch (one backward per stage).
   std::map<std::string, std::vector<NpyArray>> gradients;
@@ -403,14 +411,6 @@ private:
   Values combined;
   /// All-reduced gradients that a lower member rank reports instead.
   std::set<std::string> notReported;
-  /// Overlapped transfers: a posted recv by slot, with the index of its op
-  /// (for the timeline); the buffers of posted sends, which must live until
-  /// the step ends.
-  struct PendingRecv {
-    int64_t request, op;
-  };
-  std::map<int64_t, PendingRecv> pendingRecvs;
-  std::vector<std::pair<int64_t, std::shared_ptr<SlotBuffer>>> pendingSends;
   int64_t currentOp = 0;
 
   //===--- Stage values in backend memory ---------------------------------===//
@@ -424,43 +424,10 @@ private:
     return error(what + ": " + pfrt_last_error(transferContext()));
   }
 
-  /// Waits for the posted recvs of `inputs`.
-  llvm::Error waitForInputs(const std::vector<int64_t> &inputs) {
-    for (int64_t slot : inputs)
-      if (auto it = pendingRecvs.find(slot); it != pendingRecvs.end())
-        if (auto err = waitForRecv(it))
-          return err;
-    return llvm::Error::success();
-  }
-
-  llvm::Error waitForRecv(std::map<int64_t, PendingRecv>::iterator it) {
-    double start = r.options.recordTimes ? now() : 0;
-    PendingRecv pending = it->second;
-    int64_t slot = it->first;
-    pendingRecvs.erase(it);
-    if (pfrt_comm_wait(transferContext(), transferComm(), pending.request) != PFRT_OK)
-      return transferError(llvm::formatv("receiving slot {0} (op {1})", slot, pending.op));
-    if (r.options.recordTimes)
-      r.executedOps.push_back({stepIndex, pending.op, r.windowStepOf(stepIndex), start, now()});
-    return llvm::Error::success();
-  }
-
-  /// The end of the step's transfers: every posted send completed (and, for
-  /// a program that received something nobody read, every recv).
+  /// The end of the step's reduce messages (the program completes its own
+  /// sends and recvs).
   llvm::Error waitForSends() {
-    while (!pendingRecvs.empty())
-      if (auto err = waitForRecv(pendingRecvs.begin()))
-        return err;
-    std::vector<int64_t> requests;
-    for (const auto &[request, buffer] : pendingSends)
-      requests.push_back(request);
-    pfrt_status status = requests.empty()
-                             ? PFRT_OK
-                             : pfrt_comm_wait_all(transferContext(), transferComm(),
-                                                  requests.data(), int32_t(requests.size()));
-    pendingSends.clear();
-    if (status != PFRT_OK)
-      return transferError("completing the step's sends");
+    pfrt_status status = PFRT_OK;
     for (auto &[group, request, buffer] : pendingGroupSends)
       if (pfrt_comm_wait(r.ctx, group, request) != PFRT_OK)
         status = PFRT_INTERNAL;
@@ -512,9 +479,6 @@ private:
       if (slot.saved)
         saving.insert(slot.microbatch);
     }
-    for (const auto &[request, buffer] : pendingSends)
-      if (counted.insert(buffer.get()).second)
-        bytes += buffer->bytes();
     r.activationPeak.bytes = std::max(r.activationPeak.bytes, bytes);
     r.activationPeak.slots = std::max(r.activationPeak.slots, int64_t(saving.size()));
     int64_t gradientBytes = 0;
@@ -579,6 +543,9 @@ private:
       buffer->host.assign(size_t(bytes), 0);
       buffer->tensor.data = buffer->host.data();
     }
+    if (slot >= int64_t(descriptors.size()))
+      return error(llvm::formatv("slot {0} but the program has {1}", slot, descriptors.size()));
+    descriptors[size_t(slot)] = buffer->tensor;
     s.value = std::move(buffer);
     s.microbatch = m;
     s.saved = mlir::pf::isSavedActivationName(name);
@@ -592,14 +559,13 @@ private:
             buffer.tensor.data, program.onBackendMemory()};
   }
 
-  /// The end of a value's last use: a recv still in flight completes first.
+  /// The end of a value's last use (the program completed any transfer of
+  /// it first).
   llvm::Error releaseSlot(int64_t slot) {
-    if (auto it = pendingRecvs.find(slot); it != pendingRecvs.end())
-      if (auto err = waitForRecv(it))
-        return err;
     if (slot < 0 || slot >= int64_t(slots.size()) || !slots[size_t(slot)].value)
       return error(llvm::formatv("slot {0} holds no value to release", slot));
     slots[size_t(slot)] = Slot();
+    descriptors[size_t(slot)] = pfrt_tensor{};
     return llvm::Error::success();
   }
 
@@ -878,78 +844,6 @@ private:
     return error(llvm::formatv("'{0}' is {1} but the op says {2}", name,
                                typeText(value.dtype, value.shape),
                                typeText(type.dtype, type.shape)));
-  }
-
-  /// A slot's type against the one the op says.
-  llvm::Error checkSlotType(const SlotBuffer &buffer, const ValueType &type, int64_t slot) {
-    std::vector<int64_t> shape(buffer.tensor.shape, buffer.tensor.shape + buffer.tensor.rank);
-    if (buffer.tensor.dtype == type.dtype && shape == type.shape)
-      return llvm::Error::success();
-    return error(llvm::formatv("slot {0} is {1} but the op says {2}", slot,
-                               typeText(buffer.tensor.dtype, shape),
-                               typeText(type.dtype, type.shape)));
-  }
-
-  /// Sends the slot's buffer as it is (backend memory on the transfer
-  /// communicator when the stage functions run there).
-  llvm::Error send(int64_t slot, int64_t m, int64_t peer, int64_t tagValue,
-                   const ValueType &type) {
-    if (m >= M)
-      return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
-    if (auto pending = pendingRecvs.find(slot); pending != pendingRecvs.end())
-      if (auto err = waitForRecv(pending))
-        return err;
-    auto value = valueOf(slot);
-    if (!value)
-      return value.takeError();
-    if (auto err = checkSlotType(**value, type, slot))
-      return err;
-    int32_t to = int32_t(peer), tag = int32_t(tagValue);
-    const pfrt_tensor *t = &(*value)->tensor;
-    if (r.options.overlapTransfers) {
-      // A posted send shares the slot's buffer: the program may release the
-      // slot (its last use) before the send completes at the step end.
-      int64_t request = 0;
-      if (pfrt_comm_isend(transferContext(), transferComm(), t, to, tag, &request) != PFRT_OK)
-        return transferError(llvm::formatv("sending slot {0} to rank {1}", slot, to));
-      pendingSends.emplace_back(request, slots[size_t(slot)].value);
-      return llvm::Error::success();
-    }
-    if (pfrt_comm_send(transferContext(), transferComm(), t, to, tag) != PFRT_OK)
-      return transferError(llvm::formatv("sending slot {0} to rank {1}", slot, to));
-    return llvm::Error::success();
-  }
-
-  /// Receives into a new buffer of the slot.
-  llvm::Error recv(int64_t slot, int64_t m, int64_t peer, int64_t tagValue,
-                   const ValueType &type) {
-    if (m >= M)
-      return error(llvm::formatv("micro-batch {0} but the step has {1}", m, M));
-    if (!type.dtype)
-      return error(llvm::formatv("slot {0} has an element type the runtime has no dtype for",
-                                 slot));
-    if (pendingRecvs.count(slot))
-      return error(llvm::formatv("slot {0} of micro-batch {1} is already being received", slot,
-                                 m));
-    auto buffer = allocate(slot, type.dtype, type.shape, m, "");
-    if (!buffer)
-      return buffer.takeError();
-    const pfrt_tensor *t = &(*buffer)->tensor;
-    int32_t from = int32_t(peer), tag = int32_t(tagValue);
-    if (r.options.overlapTransfers) {
-      // Posted here, waited for right before the first call reading it: the
-      // transfer overlaps whatever this rank computes in between.
-      int64_t request = 0;
-      if (pfrt_comm_irecv(transferContext(), transferComm(), const_cast<pfrt_tensor *>(t), from,
-                          tag, &request) != PFRT_OK)
-        return transferError(llvm::formatv("receiving slot {0} from rank {1}", slot, from));
-      pendingRecvs[slot] = {request, currentOp};
-      return llvm::Error::success();
-    }
-    if (pfrt_comm_recv(transferContext(), transferComm(), const_cast<pfrt_tensor *>(t), from,
-                       tag) != PFRT_OK)
-      return transferError(llvm::formatv("receiving slot {0} from rank {1}", slot, from));
-    return llvm::Error::success();
   }
 
   llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members) {
@@ -1960,7 +1854,9 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
   for (Operation *program : programs)
     module->getBody()->push_back(program->clone());
   PassManager lower(ctx);
-  lower.addPass(pf::createPFLowerRankPrograms());
+  pf::PFLowerRankProgramsOptions lowering;
+  lowering.overlap = options.overlapTransfers;
+  lower.addPass(pf::createPFLowerRankPrograms(lowering));
   pf::buildStandardLLVMLoweringPipeline(lower);
   if (failed(lower.run(*module)))
     return error("lowering the rank program to runtime calls failed (see the diagnostics above)");
@@ -1985,7 +1881,10 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
     auto symbol = (*engine)->lookup(name);
     if (!symbol)
       return symbol.takeError();
-    loweredPrograms[program] = reinterpret_cast<int32_t (*)(pfrt_rank_host *)>(*symbol);
+    loweredPrograms[program] =
+        reinterpret_cast<int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *,
+                                     pfrt_tensor *)>(*symbol);
+    slotCounts[program] = int64_t(pf::stageValueSlots(program).size());
   }
   programEngines.push_back(std::move(*engine));
   return llvm::Error::success();

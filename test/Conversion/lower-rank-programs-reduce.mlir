@@ -8,7 +8,7 @@ func.func private @stage0_backward(tensor<4x16xf32> {pf.name = "saved/0"}) -> (t
 
 // CHECK-DAG: llvm.mlir.global internal constant @[[EMB:.*]]("grad/emb\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:.*]](dense<[0, 2]> : tensor<2xi64>)
-// CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr) -> i32
+// CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
 // A stage value nothing reads (act/1, slot 0) is released right after the
 // call that makes it; saved/0 (slot 1) after the backward reading it, before
 // the reduce (op 2).

@@ -1,14 +1,18 @@
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank0 | FileCheck %s
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank1 | FileCheck %s --check-prefix=RANK1
+// RUN: pf-opt %s --pf-lower-rank-programs=program=rank0\ overlap=false | FileCheck %s --check-prefix=BLOCKING
 // RUN: pf-opt %s --pf-lower-rank-programs | FileCheck %s --check-prefix=ALL
 // RUN: not pf-opt %s --pf-lower-rank-programs=program=rank7 2>&1 | FileCheck %s --check-prefix=MISSING
 
 // Each op of a rank program becomes the call of its pfrt_rank_abi.def
 // function, with the op's index first; a non-zero status returns at once.
-// Each stage value (a pf.run_stage output, a pf.recv_act result) is an i64
-// slot of the host, numbered from 0 in program order: a call passes its
-// inputs' and outputs' slots as constant lists, a send or recv its value's
-// slot, and pfrt_rank_release frees a slot right after the value's last use.
+// Each stage value (a pf.run_stage output, a pf.recv_act result) is a slot,
+// numbered from 0 in program order: a descriptor of the program's %slots. A
+// call passes its inputs' and outputs' slots as constant lists;
+// pfrt_rank_release frees a slot after the value's last use. Sends and recvs
+// are the program's own pfrt_comm_* calls on the slot's descriptor: posted,
+// the recv waited for before its first reader, the sends at the end (after
+// which the sent slots are released); or blocking with overlap=false.
 
 func.func private @stage0_forward(tensor<4x8xi64> {pf.name = "input_ids"})
     -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"})
@@ -34,7 +38,10 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:__pf_rank_i64_[0-9]+]](dense<[0, 1]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD_IN:__pf_rank_i64_[0-9]+]](dense<[1, 2]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[ORDER:__pf_rank_str_[0-9]+]]("grad/emb\00grad/w0\00")
-// CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr) -> i32
+// CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr) -> i32
+// One request word per posted send, one per posted recv.
+// CHECK: %[[SENDS:.*]] = llvm.alloca %{{.*}} x i64
+// CHECK: %[[RECVS:.*]] = llvm.alloca %{{.*}} x i64
 // The forward (op 0) takes no stage values and makes slots 0 (act/1) and 1
 // (saved/0): (host, op, kind, function, micro-batch, layer, #in, in slots,
 // #out, out slots); an empty list is a null pointer.
@@ -50,24 +57,34 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: %[[S0:.*]] = call @pfrt_rank_run_stage(%[[HOST]], %[[OP0]], %[[KIND]], %[[FN0]], %[[M]], %[[NONE]], %[[NIN0]], %[[IN0]], %[[NOUT0]], %[[OUT0]])
 // CHECK: %[[BAD0:.*]] = arith.cmpi ne, %[[S0]], %{{.*}} : i32
 // CHECK: cf.cond_br %[[BAD0]], ^[[EXIT:bb[0-9]+]](%[[S0]] : i32), ^bb1
-// The send (op 1) of act/1 passes its slot, 0 (an arith.constant's name
-// says its value): (host, op, slot, micro-batch, to, tag, dtype, rank, shape).
+// The send (op 1) of act/1 (slot 0) to rank 1 with tag 0, posted into
+// the first send word, between the host's timeline marks.
 // CHECK: ^bb1:
+// CHECK: %[[ACT:.*]] = llvm.getelementptr %[[SLOTS]][0] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
+// CHECK-NEXT: %[[TO:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[TAG0:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: %[[SEND0:.*]] = llvm.getelementptr %[[SENDS]][0] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c1_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}})
+// CHECK: call @pfrt_comm_isend(%[[CTX]], %[[COMM]], %[[ACT]], %[[TO]], %[[TAG0]], %[[SEND0]])
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c1_i64{{[_0-9]*}}, %c1_i32{{[_0-9]*}})
+// The recv (op 2) of grad_act/7: the host allocates slot 2 (op, slot,
+// micro-batch, dtype, rank, shape), the program posts the recv into it.
 // CHECK: %[[DTYPE:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[RANK:.*]] = arith.constant 2 : i64
 // CHECK-NEXT: %[[DIMS:.*]] = llvm.mlir.addressof @[[SHAPE]]
-// CHECK-NEXT: call @pfrt_rank_send(%[[HOST]], %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %[[DTYPE]], %[[RANK]], %[[DIMS]])
-// Nothing reads act/1 after the send: its slot is released right after it
-// (the release carries the send's index).
-// CHECK: ^bb2:
-// CHECK-NEXT: %[[OP1:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: %[[SLOT0:.*]] = arith.constant 0 : i64
-// CHECK-NEXT: %[[R0:.*]] = call @pfrt_rank_release(%[[HOST]], %[[OP1]], %[[SLOT0]])
-// CHECK: %[[BADR0:.*]] = arith.cmpi ne, %[[R0]], %{{.*}} : i32
-// CHECK-NEXT: cf.cond_br %[[BADR0]], ^[[EXIT]](%[[R0]] : i32), ^bb3
-// The recv (op 2) of grad_act/7 makes slot 2.
-// CHECK: ^bb3:
-// CHECK: call @pfrt_rank_recv(%[[HOST]], %c2_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NEXT: call @pfrt_rank_alloc(%[[HOST]], %c2_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %[[DTYPE]], %[[RANK]], %[[DIMS]])
+// CHECK: %[[GRAD:.*]] = llvm.getelementptr %[[SLOTS]][2] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
+// CHECK-NEXT: %[[FROM:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[TAG2:.*]] = arith.constant 2 : i32
+// CHECK-NEXT: %[[RECV0:.*]] = llvm.getelementptr %[[RECVS]][0] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT: call @pfrt_comm_irecv(%[[CTX]], %[[COMM]], %[[GRAD]], %[[FROM]], %[[TAG2]], %[[RECV0]])
+// Right before the backward, its first reader, the program waits for it
+// (marked as op 2's time).
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c2_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}})
+// CHECK: %[[WORD:.*]] = llvm.getelementptr %[[RECVS]][0]
+// CHECK-NEXT: %[[REQUEST:.*]] = llvm.load %[[WORD]] : !llvm.ptr -> i64
+// CHECK-NEXT: call @pfrt_comm_wait(%[[CTX]], %[[COMM]], %[[REQUEST]])
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c2_i64{{[_0-9]*}}, %c1_i32{{[_0-9]*}})
 // The backward (op 3) reads saved/0 and grad_act/7 (slots [1, 2]) and makes
 // no stage value; it is the last use of both, released right after it.
 // CHECK: %[[FN3:.*]] = llvm.mlir.addressof @[[BACKWARD]] : !llvm.ptr
@@ -78,11 +95,11 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: %[[NOUT3:.*]] = arith.constant 0 : i64
 // CHECK-NEXT: %[[OUT3:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c3_i64{{[_0-9]*}}, %{{.*}}, %[[FN3]], %{{.*}}, %{{.*}}, %[[NIN3]], %[[IN3]], %[[NOUT3]], %[[OUT3]])
-// CHECK: ^bb5:
+// CHECK: ^bb10:
 // CHECK-NEXT: %[[OP3:.*]] = arith.constant 3 : i64
 // CHECK-NEXT: %[[SLOT1:.*]] = arith.constant 1 : i64
 // CHECK-NEXT: call @pfrt_rank_release(%[[HOST]], %[[OP3]], %[[SLOT1]])
-// CHECK: ^bb6:
+// CHECK: ^bb11:
 // CHECK-NEXT: %[[OP3B:.*]] = arith.constant 3 : i64
 // CHECK-NEXT: %[[SLOT2:.*]] = arith.constant 2 : i64
 // CHECK-NEXT: call @pfrt_rank_release(%[[HOST]], %[[OP3B]], %[[SLOT2]])
@@ -108,19 +125,34 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK: call @pfrt_rank_kfac_kl_clip(
 // CHECK: call @pfrt_rank_kfac_promote_inverses(
 // CHECK: call @pfrt_rank_run_stage(
+// At the end: the posted send completes, then act/1's slot goes (the
+// release carries the send's index, 1).
 // CHECK: cf.cond_br
-// CHECK-NEXT: ^bb14:
+// CHECK-NEXT: ^bb19:
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: %[[NSENDS:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: call @pfrt_comm_wait_all(%[[CTX]], %[[COMM]], %[[SENDS]], %[[NSENDS]])
+// CHECK: ^bb20:
+// CHECK-NEXT: %[[OPSEND:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[ACTSLOT:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: call @pfrt_rank_release(%[[HOST]], %[[OPSEND]], %[[ACTSLOT]])
+// CHECK: ^bb21:
 // CHECK-NEXT: return %[[ZERO]] : i32
 // CHECK: ^[[EXIT]](%[[STATUS:.*]]: i32):
 // CHECK-NEXT: return %[[STATUS]] : i32
 // CHECK-NOT: pf.rank_program
 // CHECK-NOT: @pf_rank1
 // CHECK-DAG: func.func private @pfrt_rank_run_stage(!llvm.ptr, i64, i32, !llvm.ptr, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_send(!llvm.ptr, i64, i64, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_recv(!llvm.ptr, i64, i64, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_alloc(!llvm.ptr, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_mark(!llvm.ptr, i64, i32) -> i32
+// CHECK-DAG: func.func private @pfrt_comm_isend(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_comm_irecv(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_comm_wait(!llvm.ptr, !llvm.ptr, i64) -> i32
+// CHECK-DAG: func.func private @pfrt_comm_wait_all(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_release(!llvm.ptr, i64, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_broadcast(!llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
+// CHECK-NOT: pfrt_rank_send
+// CHECK-NOT: pfrt_rank_recv
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(0) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4x16xf32>
@@ -135,6 +167,22 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage update @stage0_update() : () -> ()
 }
 
+// overlap=false: blocking transfers where the ops are, no request words,
+// and the sent value released right after its send (its last use).
+// BLOCKING: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr) -> i32
+// BLOCKING-NOT: llvm.alloca
+// BLOCKING: %[[ACT:.*]] = llvm.getelementptr %[[SLOTS]][0]
+// BLOCKING: call @pfrt_comm_send(%[[CTX]], %[[COMM]], %[[ACT]], %{{.*}}, %{{.*}})
+// BLOCKING: call @pfrt_rank_mark(
+// BLOCKING: call @pfrt_rank_release(%[[HOST]], %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}})
+// BLOCKING: call @pfrt_rank_alloc(
+// BLOCKING: %[[GRAD:.*]] = llvm.getelementptr %[[SLOTS]][2]
+// BLOCKING: call @pfrt_comm_recv(%[[CTX]], %[[COMM]], %[[GRAD]], %{{.*}}, %{{.*}})
+// BLOCKING-NOT: pfrt_comm_wait
+// BLOCKING: call @pfrt_rank_run_stage(
+// BLOCKING-NOT: pfrt_comm_wait
+// BLOCKING: return
+
 // ALL-DAG: func.func @pf_rank0(
 // ALL-DAG: func.func @pf_rank1(
 // The stage functions stay.
@@ -145,8 +193,11 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS0:__pf_rank_i64_[0-9]+]](dense<0> : tensor<1xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS2:__pf_rank_i64_[0-9]+]](dense<2> : tensor<1xi64>)
-// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr) -> i32
-// RANK1: call @pfrt_rank_recv(%[[HOST]], %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}},
+// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr) -> i32
+// RANK1: call @pfrt_rank_alloc(%[[HOST]], %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}},
+// RANK1: llvm.getelementptr %[[SLOTS]][0]
+// RANK1: call @pfrt_comm_irecv(
+// RANK1: call @pfrt_comm_wait(
 // RANK1: %[[FIN:.*]] = llvm.mlir.addressof @[[SLOTS0]]
 // RANK1-NEXT: arith.constant 1 : i64
 // RANK1-NEXT: %[[FOUT:.*]] = llvm.mlir.addressof @[[SLOTS1]]
@@ -157,14 +208,12 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-NEXT: %[[BOUT:.*]] = llvm.mlir.addressof @[[SLOTS2]]
 // RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[BIN]], %c1_i64{{[_0-9]*}}, %[[BOUT]])
 // RANK1: call @pfrt_rank_release(%[[HOST]], %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}})
-// RANK1: call @pfrt_rank_send(%[[HOST]], %c3_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}},
-// RANK1-NEXT: arith.constant 0 : i32
-// RANK1-NEXT: arith.cmpi
-// RANK1-NEXT: cf.cond_br
-// RANK1-NEXT: ^bb{{[0-9]+}}:
-// RANK1-NEXT: arith.constant 3 : i64
-// RANK1-NEXT: arith.constant 2 : i64
-// RANK1-NEXT: call @pfrt_rank_release(%[[HOST]], %c3_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}})
+// The sent grad_act/7 (slot 2) stays until the send completed at the end.
+// RANK1: llvm.getelementptr %[[SLOTS]][2]
+// RANK1: call @pfrt_comm_isend(
+// RANK1-NOT: call @pfrt_rank_release
+// RANK1: call @pfrt_comm_wait_all(
+// RANK1: call @pfrt_rank_release(%[[HOST]], %c3_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}})
 // RANK1-NOT: call @pfrt_rank_release
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>

@@ -70,34 +70,48 @@ def PFLowerRankPrograms : Pass<"pf-lower-rank-programs", "::mlir::ModuleOp"> {
   let summary = "Lower pf.rank_program ops to calls of the rank host ABI";
   let description = [{
     Replaces each `pf.rank_program @P` (or only the one named by `program`)
-    by `func.func @pf_P(%host: !llvm.ptr) -> i32`, whose body calls, in the
-    program's order, the functions of `include/pf/Runtime/pfrt_rank.h`
-    (declared from `pfrt_rank_abi.def`): `pf.run_stage` becomes
-    `pfrt_rank_run_stage`, `pf.send_act`/`pf.recv_act` `pfrt_rank_send`/
-    `pfrt_rank_recv`, `pf.all_reduce` `pfrt_rank_all_reduce`, `pf.broadcast`
-    `pfrt_rank_broadcast`, the clipping
-    ops and `pf.kfac_promote_inverses` theirs. Names, rank lists, shapes and
-    orders become constant globals; every call passes the op's index in its
+    by `func.func @pf_P(%host, %ctx, %comm, %slots: !llvm.ptr) -> i32`. Its
+    stage values are the descriptors of `%slots` (`stageValueSlots`: the
+    values in program order), which the host fills. The program moves them
+    itself: `pf.recv_act` has the host allocate the slot
+    (`pfrt_rank_alloc`) and calls `pfrt_comm_irecv` on `%ctx`/`%comm`,
+    waited for (`pfrt_comm_wait`) right before the value's first reader;
+    `pf.send_act` calls `pfrt_comm_isend`, and the sends are waited for
+    (`pfrt_comm_wait_all`) at the end, after which the sent slots are
+    released (`overlap=false`: blocking `pfrt_comm_send`/`recv` where the
+    op is). The other ops call, in the program's order, the functions of
+    `include/pf/Runtime/pfrt_rank.h` (declared from `pfrt_rank_abi.def`):
+    `pf.run_stage` `pfrt_rank_run_stage` with its operands' and results'
+    slots, `pf.all_reduce`, `pf.broadcast`, `pf.reduce_microbatch`, the
+    clipping ops and `pf.kfac_promote_inverses` theirs; `pfrt_rank_release`
+    follows a value's last use, `pfrt_rank_mark` brackets each transfer for
+    the host's timeline. Names, slot lists, rank lists, shapes and orders
+    become constant globals; every call passes the op's index in its
     program. After each call a non-zero status returns from the function at
-    once; the result is 0 when every op ran. The host provides the functions
-    (lib/Driver/RankExecutor.cpp runs the stage entries, the transfers and
-    collectives on pfrt_comm_*); the stage functions stay as they are (each
-    lowers with pf-lower-to-runtime). The rest lowers with the standard MLIR
-    passes to LLVM.
+    once; the result is 0 when every op ran. The stage functions stay as
+    they are (each lowers with pf-lower-to-runtime). The rest lowers with
+    the standard MLIR passes to LLVM.
 
     ```mlir
     // Before
     pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-      pf.recv_act "act/3" microbatch(0) from(0) tag(0) : tensor<4x16xf32>
-      pf.run_stage forward @stage1_forward microbatch(0)
+      %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
+      %saved = pf.run_stage forward @stage1_forward(%act) microbatch(0)
+          : (tensor<4x16xf32>) -> tensor<4x16xf32>
+      ...
     }
     // After
-    func.func @pf_rank1(%host: !llvm.ptr) -> i32 {
-      %name = llvm.mlir.addressof @__pf_rank_str_0 : !llvm.ptr   // "act/3"
-      %shape = llvm.mlir.addressof @__pf_rank_i64_0 : !llvm.ptr  // [4, 16]
-      %0 = call @pfrt_rank_recv(%host, %c0, %name, %c0, %c0, %c0, %c1_i32, %c2, %shape)
+    func.func @pf_rank1(%host: !llvm.ptr, %ctx: !llvm.ptr, %comm: !llvm.ptr,
+                        %slots: !llvm.ptr) -> i32 {
+      %requests = llvm.alloca %c1 x i64 : (i64) -> !llvm.ptr
+      %0 = call @pfrt_rank_alloc(%host, %c0, %c0, %c0, %c1_i32, %c2, %shape)
       ... cf.cond_br on %0 != 0 to the exit
-      %1 = call @pfrt_rank_run_stage(%host, %c1, %c0_i32, %fn, %c0, %c-1)
+      %t = llvm.getelementptr %slots[0] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<...>
+      %1 = call @pfrt_comm_irecv(%ctx, %comm, %t, %c0_i32, %c0_i32, %requests)
+      ...
+      %2 = call @pfrt_comm_wait(%ctx, %comm, %request)
+      %3 = call @pfrt_rank_run_stage(%host, %c1, %c0_i32, %fn, %c0, %c-1, %c1, %ins,
+                                     %c1, %outs)
       ...
     }
     ```
@@ -108,6 +122,10 @@ def PFLowerRankPrograms : Pass<"pf-lower-rank-programs", "::mlir::ModuleOp"> {
   let options = [
     Option<"programName", "program", "std::string", /*default=*/"\"\"",
            "The pf.rank_program to lower (default: every one); the others are erased">,
+    Option<"overlap", "overlap", "bool", /*default=*/"true",
+           "Post sends and recvs (pfrt_comm_isend/irecv): a recv is waited for right "
+           "before its first reader, the sends at the program's end; false: blocking "
+           "pfrt_comm_send/recv where the op is">,
   ];
 }
 

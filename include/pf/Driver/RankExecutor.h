@@ -18,12 +18,14 @@
 
 #include "pf/Driver/Runner.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <memory>
 #include <set>
 
 typedef struct pfrt_comm pfrt_comm;
+typedef struct pfrt_tensor pfrt_tensor;
 struct pfrt_rank_host;
 
 namespace mlir {
@@ -169,7 +171,11 @@ private:
   mlir::Operation *programForStep(int64_t step) const;
   /// The programs as compiled code (pf-lower-rank-programs, JIT-compiled):
   /// each op calls back into the step's services (pfrt_rank.h).
-  std::map<mlir::Operation *, int32_t (*)(pfrt_rank_host *)> loweredPrograms;
+  std::map<mlir::Operation *,
+           int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *, pfrt_tensor *)>
+      loweredPrograms;
+  /// Each program's number of stage-value slots (stageValueSlots).
+  llvm::DenseMap<mlir::Operation *, int64_t> slotCounts;
   std::vector<std::unique_ptr<mlir::ExecutionEngine>> programEngines;
   llvm::Error compilePrograms(const std::vector<mlir::Operation *> &programs);
   /// Chimera with K-FAC: the factors this rank's replica updates without

@@ -1,16 +1,20 @@
 /*===- pfrt_rank.h - what a lowered pipeline rank program calls ---*- C -*-===*\
 |*                                                                          *|
 |* pf-lower-rank-programs turns each pf.rank_program into                   *|
-|*   int32_t pf_<program>(pfrt_rank_host *host)                             *|
-|* that calls these functions in the program's order and returns the first *|
-|* non-zero status (0 when every op ran). They are provided by the host     *|
-|* that runs the rank (lib/Driver/RankExecutor.cpp for pf-train and pf-run, *|
-|* on pfrt kernels and pfrt_comm_*): the stage functions are separately     *|
-|* compiled entries whose buffers the host owns, so a stage call, a         *|
-|* transfer of a stage value's slot or a collective is a service of the    *|
-|* host, as a command of a HAL is. The table of argument kinds is           *|
-|* pfrt_rank_abi.def (unittests/Runtime/AbiTableTest.cpp checks it against  *|
-|* this header).                                                            *|
+|*   int32_t pf_<program>(pfrt_rank_host *host, pfrt_context *ctx,          *|
+|*                        pfrt_comm *comm, pfrt_tensor *slots)              *|
+|* that runs the program's ops in order and returns the first non-zero     *|
+|* status (0 when every op ran). Its stage values live in `slots`, one     *|
+|* descriptor per value (numbered by stageValueSlots, PFRankProgram.h),    *|
+|* filled by the host; the program moves them between ranks itself, with  *|
+|* pfrt_comm_* of pfrt.h on `ctx` and `comm` (the memory the slots are in  *|
+|* and the communicator the host picked for it). The other ops call the    *|
+|* functions below, provided by the host that runs the rank                *|
+|* (lib/Driver/RankExecutor.cpp for pf-train and pf-run): the stage        *|
+|* functions are separately compiled entries, so a stage call or a        *|
+|* collective of the step end is a service of the host, as a command of a  *|
+|* HAL is. The table of argument kinds is pfrt_rank_abi.def                *|
+|* (unittests/Runtime/AbiTableTest.cpp checks it against this header).     *|
 |*                                                                          *|
 |* Common arguments: `op` is the op's index in its program (diagnostics and *|
 |* the measured timeline); `microbatch` and `layer` are -1 when the op has  *|
@@ -30,26 +34,28 @@ extern "C" {
 typedef struct pfrt_rank_host pfrt_rank_host;
 
 /* The kind of a pfrt_rank_run_stage: the values of pf's StageTaskKind. The
- * call reads the stage values in `inputs` (the function's stage-value
- * arguments, in order) and writes its stage-value results into `outputs`.
- * Stage values live in slots of the host, numbered by the lowering. */
+ * call reads the stage values in the slots `inputs` (the function's
+ * stage-value arguments, in order) and writes its stage-value results into
+ * new buffers of the slots `outputs`. */
 int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
                             const char *function, int64_t microbatch,
                             int64_t layer, int64_t input_count,
                             const int64_t *inputs, int64_t output_count,
                             const int64_t *outputs);
-/* The stage value in `slot` (act/*, grad_act/*) of `microbatch` to a peer
- * rank with a tag, or a peer's into `slot`; non-blocking where the host
- * overlaps transfers. */
-int32_t pfrt_rank_send(pfrt_rank_host *host, int64_t op, int64_t slot,
-                       int64_t microbatch, int64_t to, int64_t tag,
-                       int32_t dtype, int64_t rank, const int64_t *shape);
-int32_t pfrt_rank_recv(pfrt_rank_host *host, int64_t op, int64_t slot,
-                       int64_t microbatch, int64_t from, int64_t tag,
-                       int32_t dtype, int64_t rank, const int64_t *shape);
-/* After op `op`, the last use of the value in `slot`: its memory may go (a
- * posted send keeps what it reads until it completes). */
+/* A buffer of (dtype, rank, shape) for micro-batch `microbatch`'s value in
+ * `slot`, in the memory of the program's `ctx`, described in slots[slot]
+ * (what a received value arrives in). */
+int32_t pfrt_rank_alloc(pfrt_rank_host *host, int64_t op, int64_t slot,
+                        int64_t microbatch, int32_t dtype, int64_t rank,
+                        const int64_t *shape);
+/* After op `op`, the last use of the value in `slot`: its memory may go
+ * (the program releases a value it posted a send of after the send
+ * completed). */
 int32_t pfrt_rank_release(pfrt_rank_host *host, int64_t op, int64_t slot);
+/* The start (`phase` 0) and end (1) of op `op`'s communication the program
+ * runs itself (a blocking transfer, a posted send, the wait for a posted
+ * recv): the host's measured timeline. */
+int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase);
 /* The sum of a named value (a gradient, or a parameter: Chimera's K-FAC
  * factors) over `count` member ranks; `order` is pf's ReductionOrder (0:
  * every micro-batch's pieces, weighted in micro-batch order as one process

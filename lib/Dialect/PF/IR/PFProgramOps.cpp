@@ -78,6 +78,14 @@ LogicalResult RunStageOp::verify() {
   return success();
 }
 
+llvm::DenseMap<Value, int64_t> mlir::pf::stageValueSlots(Operation *program) {
+  llvm::DenseMap<Value, int64_t> slots;
+  for (Operation &op : cast<RankProgramOp>(program).getBody().front())
+    for (Value result : op.getResults())
+      slots.try_emplace(result, int64_t(slots.size()));
+  return slots;
+}
+
 std::optional<int64_t> mlir::pf::microbatchOfStageValue(Value value) {
   Operation *def = value.getDefiningOp();
   if (auto run = dyn_cast_or_null<RunStageOp>(def); run && run.getMicrobatch())

@@ -10,6 +10,7 @@
 #define PF_DIALECT_PF_IR_PFRANKPROGRAM_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace mlir::pf {
@@ -26,6 +27,11 @@ LogicalResult verifyRankPrograms(ModuleOp module);
 /// stage values (PFStageValues.h): what a pf.run_stage of it takes as
 /// `inputs` (or makes as `outputs`), in that order.
 llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool results);
+
+/// The slot of each stage value of a pf.rank_program (`program`): its
+/// values numbered 0, 1, ... in the order the ops making them run. The
+/// lowering and the host that runs the lowered program agree on it.
+llvm::DenseMap<Value, int64_t> stageValueSlots(Operation *program);
 
 /// The micro-batch of a value made by a pf.run_stage or pf.recv_act.
 std::optional<int64_t> microbatchOfStageValue(Value value);
