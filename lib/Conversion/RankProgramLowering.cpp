@@ -1,18 +1,19 @@
 //===- RankProgramLowering.cpp - pf-lower-rank-programs --------------------===//
 //
 // 1. Moves each selected pf.rank_program's ops into
-//    func.func @pf_<program>(%host, %ctx, %comm, %slots: !llvm.ptr) -> i32,
-//    and plans its values: each SSA stage value (a pf.run_stage output, a
-//    pf.recv_act result) is a descriptor of %slots (stageValueSlots), released
-//    after its last use; posted transfers get request words on the stack.
+//    func.func @pf_<program>(%host, %ctx, %comm, %slots, %arena: !llvm.ptr)
+//    -> i32, and plans its values (planStageValues): each SSA stage value (a
+//    pf.run_stage output, a pf.recv_act result) is a descriptor of %slots
+//    pointing at its planned offset of %arena, which the program writes
+//    right before the op making the value; posted transfers get request
+//    words on the stack.
 // 2. Converts every op (a dialect conversion; a value becomes its i64 slot):
 //    a send or recv into pfrt_comm_* calls of pfrt_abi.def on the slot's
 //    descriptor (posted, the recv waited for right before its first reader,
 //    the sends at the end; or blocking), the other ops into the func.call of
 //    their pfrt_rank_abi.def function (constants for the scalars, constant
 //    globals for names, slot lists, rank lists, shapes and orders, the op's
-//    index first); then a pfrt_rank_release of each slot whose last use it
-//    was.
+//    index first).
 // 3. Returns the first non-zero status after each call, 0 at the end.
 //
 //===----------------------------------------------------------------------===//
@@ -104,8 +105,8 @@ struct LoweringState {
   RankConstants constants;
   DenseMap<Operation *, int64_t> opIndex;
   DenseMap<Value, int64_t> slot;
-  /// The slots whose last use (or, unused, whose making) an op is.
-  DenseMap<Operation *, SmallVector<int64_t>> releasedAfter;
+  /// Each value's byte offset in its program's arena.
+  DenseMap<Value, int64_t> offset;
 
   SmallVector<int64_t> slotsOf(ValueRange values) const {
     SmallVector<int64_t> slots;
@@ -138,15 +139,8 @@ struct LoweringState {
     const abi::Kernel *callee = abi::lookupKernel(name);
     if (!callee)
       return op->emitOpError("pf-lower-rank-programs: '") << name << "' is not in pfrt_abi.def";
-    FunctionType type = abi::kernelType(b.getContext(), *callee);
-    SmallVector<Value> all{functionArgument(op, 1)};
-    llvm::append_range(all, args);
-    if (TypeRange(ValueRange(all)) != type.getInputs())
-      return op->emitOpError("pf-lower-rank-programs: the arguments of '")
-             << name << "' do not match pfrt_abi.def";
-    declare(b, name, type);
-    func::CallOp::create(b, op->getLoc(), name, type.getResults(), all);
-    return success();
+    return emitCall(b, op, name, abi::kernelType(b.getContext(), *callee),
+                    functionArgument(op, 1), args, "pfrt_abi.def");
   }
 
   Value comm(Operation *op) { return functionArgument(op, 2); }
@@ -155,6 +149,27 @@ struct LoweringState {
     return LLVM::GEPOp::create(b, op->getLoc(), LLVM::LLVMPointerType::get(b.getContext()),
                                tensorType, functionArgument(op, 3),
                                ArrayRef<LLVM::GEPArg>{int32_t(slot)});
+  }
+  /// Points `value`'s descriptor at its planned bytes of the arena and
+  /// writes its dtype, rank and shape: the program lays out its own values.
+  void describe(OpBuilder &b, Operation *op, Value value) {
+    Location loc = op->getLoc();
+    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+    auto type = cast<RankedTensorType>(value.getType());
+    int64_t slot = this->slot.lookup(value);
+    Value tensor = slotTensor(b, op, slot);
+    auto field = [&](ArrayRef<LLVM::GEPArg> path) {
+      return LLVM::GEPOp::create(b, loc, ptr, tensorType, tensor, path);
+    };
+    Value at = i64(b, loc, offset.lookup(value));
+    Value data = LLVM::GEPOp::create(b, loc, ptr, b.getI8Type(), functionArgument(op, 4),
+                                     ArrayRef<LLVM::GEPArg>{at});
+    LLVM::StoreOp::create(b, loc, data, field({0, 0}));
+    LLVM::StoreOp::create(b, loc, i32(b, loc, abi::dtypeCode(type.getElementType())),
+                          field({0, 1}));
+    LLVM::StoreOp::create(b, loc, i32(b, loc, type.getRank()), field({0, 2}));
+    for (auto [i, dim] : llvm::enumerate(type.getShape()))
+      LLVM::StoreOp::create(b, loc, i64(b, loc, dim), field({0, 3, int32_t(i)}));
   }
   /// The request word of a posted send or recv.
   Value requestOf(OpBuilder &b, Operation *transfer) {
@@ -188,15 +203,8 @@ struct LoweringState {
     if (!callee)
       return op->emitOpError("pf-lower-rank-programs: '") << name
                                                           << "' is not in pfrt_rank_abi.def";
-    FunctionType type = abi::rankCallType(b.getContext(), *callee);
-    SmallVector<Value> all{hostOf(op)};
-    llvm::append_range(all, args);
-    if (TypeRange(ValueRange(all)) != type.getInputs())
-      return op->emitOpError("pf-lower-rank-programs: the arguments of '")
-             << name << "' do not match pfrt_rank_abi.def";
-    declare(b, name, type);
-    func::CallOp::create(b, op->getLoc(), name, type.getResults(), all);
-    return success();
+    return emitCall(b, op, name, abi::rankCallType(b.getContext(), *callee), hostOf(op), args,
+                    "pfrt_rank_abi.def");
   }
 
   Value index(OpBuilder &b, Operation *op) { return i64(b, op->getLoc(), opIndex.lookup(op)); }
@@ -216,6 +224,19 @@ struct LoweringState {
   }
 
 private:
+  /// func.call of `name` (declared on first use) with `first` (the host or
+  /// the context) and `args`, whose types must be the table's.
+  LogicalResult emitCall(OpBuilder &b, Operation *op, StringRef name, FunctionType type,
+                         Value first, ArrayRef<Value> args, StringRef table) {
+    SmallVector<Value> all{first};
+    llvm::append_range(all, args);
+    if (TypeRange(ValueRange(all)) != type.getInputs())
+      return op->emitOpError("pf-lower-rank-programs: the arguments of '")
+             << name << "' do not match " << table;
+    declare(b, name, type);
+    func::CallOp::create(b, op->getLoc(), name, type.getResults(), all);
+    return success();
+  }
   static Value functionArgument(Operation *op, unsigned i) {
     auto func = dyn_cast<func::FuncOp>(op);
     return (func ? func : op->getParentOfType<func::FuncOp>()).getArgument(i);
@@ -247,6 +268,9 @@ struct RankCallPattern : OpConversionPattern<OpT> {
     for (Operation *recv : state.waitsBefore.lookup(op))
       if (failed(state.waitFor(rewriter, op, recv)))
         return failure();
+    // The op's results get their places before it runs.
+    for (Value result : op->getResults())
+      state.describe(rewriter, op, result);
     SmallVector<Value> args{state.index(rewriter, op)};
     StringRef callee;
     if (failed(lower(op, rewriter, args, callee)))
@@ -255,10 +279,6 @@ struct RankCallPattern : OpConversionPattern<OpT> {
     if (!callee.empty() && failed(state.call(rewriter, op, callee, args)))
       return failure();
     Location loc = op->getLoc();
-    for (int64_t slot : state.releasedAfter.lookup(op))
-      if (failed(state.call(rewriter, op, "pfrt_rank_release",
-                            {state.index(rewriter, op), state.i64(rewriter, loc, slot)})))
-        return failure();
     // Each result becomes its slot.
     SmallVector<Value> slots;
     for (Value result : op->getResults())
@@ -288,7 +308,7 @@ struct RunStagePattern : RankCallPattern<RunStageOp> {
 
 /// pf.send_act and pf.recv_act: pfrt_comm_* on the value's slot, posted
 /// (the recv waited for before its first reader, the send at the end) or
-/// blocking; a recv first has the host allocate the slot.
+/// blocking.
 template <typename OpT>
 struct TransferPattern : RankCallPattern<OpT> {
   using RankCallPattern<OpT>::RankCallPattern;
@@ -298,13 +318,6 @@ struct TransferPattern : RankCallPattern<OpT> {
     Location loc = op.getLoc();
     constexpr bool isSend = std::is_same_v<OpT, SendActOp>;
     int64_t slot = s.slot.lookup(op.getValue());
-    if constexpr (!isSend) {
-      SmallVector<Value> alloc{args.front(), s.i64(b, loc, slot),
-                               s.i64(b, loc, int64_t(op.getMicrobatch()))};
-      llvm::append_range(alloc, s.type(b, loc, cast<RankedTensorType>(op.getType())));
-      if (failed(s.call(b, op, "pfrt_rank_alloc", alloc)))
-        return failure();
-    }
     Value tensor = s.slotTensor(b, op, slot);
     int64_t peer;
     if constexpr (isSend)
@@ -387,24 +400,26 @@ struct PromoteInversesPattern : RankCallPattern<KfacPromoteInversesOp> {
   }
 };
 
-/// Step 1: @pf_<program>(%host, %ctx, %comm, %slots) -> i32 holding the
-/// program's ops and the plan of their values, ending (with posted
-/// transfers) in the waits for the sends and recvs nobody read, the
-/// releases that had to wait for them, and `return 0`.
+/// Step 1: @pf_<program>(%host, %ctx, %comm, %slots, %arena) -> i32
+/// holding the program's ops and the plan of their values, ending (with
+/// posted transfers) in the waits for the sends and the recvs nobody read,
+/// and `return 0`.
 FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &state) {
   OpBuilder b(program);
   MLIRContext *ctx = program.getContext();
   Type ptr = LLVM::LLVMPointerType::get(ctx);
   Location loc = program.getLoc();
-  auto type = FunctionType::get(ctx, {ptr, ptr, ptr, ptr}, {b.getI32Type()});
+  auto type = FunctionType::get(ctx, {ptr, ptr, ptr, ptr, ptr}, {b.getI32Type()});
   auto func = func::FuncOp::create(b, loc, ("pf_" + program.getSymName()).str(), type);
   Block *entry = func.addEntryBlock();
   Block &body = program.getBody().front();
-  llvm::DenseMap<Value, int64_t> slots = stageValueSlots(program);
+  StageValuePlan plan = planStageValues(program, state.overlap);
+  for (auto [value, slot] : plan.slot) {
+    state.slot[value] = slot;
+    state.offset[value] = plan.offset[slot];
+  }
   int64_t sends = 0, recvs = 0;
-  // Posted: a sent value is released after the sends complete (at the end),
-  // a recv nobody reads is waited for there.
-  SmallVector<std::pair<Operation *, int64_t>> releasedAtEnd;
+  // Posted: a recv nobody reads is waited for at the end.
   SmallVector<Operation *> unreadRecvs;
   for (auto [index, op] : llvm::enumerate(body)) {
     state.opIndex[&op] = int64_t(index);
@@ -420,24 +435,6 @@ FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &s
         state.waitsBefore[first].push_back(recv);
       else if (state.overlap)
         unreadRecvs.push_back(recv);
-    }
-    for (Value result : op.getResults()) {
-      int64_t slot = slots.lookup(result);
-      state.slot[result] = slot;
-      // Released after its last user in the block (all of them are: the
-      // body is one block), or at once when nothing reads it.
-      Operation *last = &op;
-      bool sent = false;
-      for (Operation *user : result.getUsers()) {
-        sent |= isa<SendActOp>(user);
-        if (last->isBeforeInBlock(user))
-          last = user;
-      }
-      bool unreadRecv = isa<RecvActOp>(op) && result.use_empty();
-      if (state.overlap && (sent || unreadRecv))
-        releasedAtEnd.push_back({last, slot});
-      else
-        state.releasedAfter[last].push_back(slot);
     }
   }
   entry->getOperations().splice(entry->end(), body.getOperations());
@@ -462,11 +459,6 @@ FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &s
                             {state.comm(end), requests, state.i32(b, loc, sends)})))
       return failure();
   }
-  for (auto [last, slot] : releasedAtEnd)
-    if (failed(state.call(b, end, "pfrt_rank_release",
-                          {state.i64(b, loc, state.opIndex.lookup(last)),
-                           state.i64(b, loc, slot)})))
-      return failure();
   program.erase();
   return func;
 }

@@ -94,8 +94,6 @@ struct pfrt_rank_host {
   virtual int32_t runStage(int64_t op, pf::StageTaskKind kind, const char *function,
                            int64_t microbatch, int64_t layer, std::vector<int64_t> inputs,
                            std::vector<int64_t> outputs) = 0;
-  virtual int32_t allocate(int64_t op, int64_t slot, int64_t microbatch, ValueType type) = 0;
-  virtual int32_t release(int64_t op, int64_t slot) = 0;
   virtual int32_t mark(int64_t op, int32_t phase) = 0;
   virtual int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
                             std::vector<int64_t> ranks, ValueType type) = 0;
@@ -117,15 +115,8 @@ int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
                         std::vector<int64_t>(inputs, inputs + input_count),
                         std::vector<int64_t>(outputs, outputs + output_count));
 }
-int32_t pfrt_rank_alloc(pfrt_rank_host *host, int64_t op, int64_t slot, int64_t microbatch,
-                        int32_t dtype, int64_t rank, const int64_t *shape) {
-  return host->allocate(op, slot, microbatch, valueType(dtype, rank, shape));
-}
 int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase) {
   return host->mark(op, phase);
-}
-int32_t pfrt_rank_release(pfrt_rank_host *host, int64_t op, int64_t slot) {
-  return host->release(op, slot);
 }
 int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value, int32_t order,
                              int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
@@ -161,66 +152,6 @@ int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
 
 namespace {
 
-/// Whether `op` is the last reader of `value`.
-bool isLastUse(Value value, Operation *op) {
-  for (Operation *user : value.getUsers())
-    if (op->isBeforeInBlock(user))
-      return false;
-  return true;
-}
-
-int64_t bytesOf(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return tensor.getNumElements() * int64_t(tensor.getElementTypeBitWidth() / 8);
-}
-
-/// The executor's value lifetimes over one program, without running it: a
-/// stage value lives from the op making it to where the lowered program
-/// releases it: after its last use, or, posted sends, at the program's end
-/// (pf-lower-rank-programs' rule).
-RankRunner::ActivationFigures planProgram(pf::RankProgramOp rankProgram, bool overlap) {
-  llvm::DenseMap<Value, int64_t> live; // → bytes
-  llvm::DenseMap<Value, bool> saved;   // an activation slot's value
-  int64_t held = 0;
-  RankRunner::ActivationFigures peak;
-  auto note = [&] {
-    peak.bytes = std::max(peak.bytes, held);
-    std::set<int64_t> saving;
-    for (const auto &[value, bytes] : live)
-      if (saved.lookup(value))
-        saving.insert(*pf::microbatchOfStageValue(value));
-    peak.slots = std::max(peak.slots, int64_t(saving.size()));
-  };
-  auto heldToTheEnd = [&](Value value) {
-    return overlap && (llvm::any_of(value.getUsers(), llvm::IsaPred<pf::SendActOp>) ||
-                       (isa<pf::RecvActOp>(value.getDefiningOp()) && value.use_empty()));
-  };
-  auto dropAfter = [&](Value value, Operation *op) {
-    if (heldToTheEnd(value) || !isLastUse(value, op))
-      return;
-    if (auto it = live.find(value); it != live.end()) {
-      held -= it->second;
-      live.erase(it);
-    }
-  };
-  for (Operation &op : rankProgram.getBody().front()) {
-    for (Value result : op.getResults()) {
-      if (auto call = dyn_cast<pf::RunStageOp>(op))
-        saved[result] = mlir::pf::isSavedActivationName(pf::stageValueName(result));
-      live[result] = bytesOf(result.getType());
-      held += live[result];
-    }
-    // During a call its inputs and outputs are both held.
-    note();
-    for (Value input : op.getOperands())
-      dropAfter(input, &op);
-    for (Value result : op.getResults())
-      if (result.use_empty())
-        dropAfter(result, &op);
-  }
-  return peak;
-}
-
 } // namespace
 
 /// The state of one run of the program: values per micro-batch, losses and
@@ -241,10 +172,11 @@ public:
     auto function = r.loweredPrograms.find(programOp);
     if (function == r.loweredPrograms.end())
       return error("the rank program was not compiled");
-    // The program's stage values: one descriptor per slot, filled as the
-    // host allocates them.
+    // The program's stage values: one descriptor per slot, which the program
+    // writes (pointing into the arena) before the op making the value.
     descriptors.assign(r.slotCounts.lookup(programOp), pfrt_tensor{});
-    int32_t status = function->second(this, transferContext(), transferComm(), descriptors.data());
+    int32_t status =
+        function->second(this, transferContext(), transferComm(), descriptors.data(), r.arena);
     if (failure)
       return std::move(failure);
     if (status != 0)
@@ -266,23 +198,6 @@ public:
     return execute(op, "pf.run_stage",
                    [&] { return runStageOp(op, kind, function, m, inputs, outputs); });
   }
-  int32_t allocate(int64_t op, int64_t slot, int64_t microbatch, ValueType type) override {
-    currentOp = op;
-    auto fail = [&](llvm::Error err) {
-      failure = error(llvm::formatv("op {0} (pf.recv_act): {1}", op,
-                                    llvm::toString(std::move(err))));
-      return int32_t(PFRT_INTERNAL);
-    };
-    if (microbatch < 0 || microbatch >= M)
-      return fail(error(llvm::formatv("micro-batch {0} but the step has {1}", microbatch, M)));
-    if (!type.dtype)
-      return fail(error(llvm::formatv(
-          "slot {0} has an element type the runtime has no dtype for", slot)));
-    if (auto buffer = allocate(slot, type.dtype, type.shape, microbatch, ""); !buffer)
-      return fail(buffer.takeError());
-    noteActivations();
-    return 0;
-  }
   /// The program's own communication, timed between its marks.
   int32_t mark(int64_t op, int32_t phase) override {
     currentOp = op;
@@ -292,15 +207,6 @@ public:
       markStart = now();
     } else {
       r.executedOps.push_back({stepIndex, op, r.windowStepOf(stepIndex), markStart, now()});
-    }
-    return 0;
-  }
-  int32_t release(int64_t op, int64_t slot) override {
-    currentOp = op;
-    if (auto err = releaseSlot(slot)) {
-      failure = error(llvm::formatv("op {0} (release of slot {1}): {2}", op, slot,
-                                    llvm::toString(std::move(err))));
-      return int32_t(PFRT_INTERNAL);
     }
     return 0;
   }
@@ -361,7 +267,7 @@ private:
       return fail(std::move(err));
     if (r.options.recordTimes)
       r.executedOps.push_back({stepIndex, index, r.windowStepOf(stepIndex), start, now()});
-    noteActivations();
+    noteGradients();
     return 0;
   }
 
@@ -369,37 +275,8 @@ private:
   CompiledProgram &program;
   const Values &graph;
   int64_t stepIndex, M;
-  /// The program's stage values by the slot the lowering gave each, until
-  /// it releases them, and their descriptors, which the program reads (its
-  /// sends and recvs).
-  /// A stage value's memory: in the stage functions' backend memory when
-  /// they run there (a call binds it in place, a transfer sends it as it
-  /// is: no host copy), else on the host.
-  struct SlotBuffer {
-    pfrt_context *context = nullptr; ///< owns `block`
-    void *block = nullptr;
-    std::vector<char> host;
-    pfrt_tensor tensor{};
-    SlotBuffer() = default;
-    SlotBuffer(const SlotBuffer &) = delete;
-    SlotBuffer &operator=(const SlotBuffer &) = delete;
-    ~SlotBuffer() {
-      if (block)
-        pfrt_free(context, block);
-    }
-    int64_t bytes() const {
-      int64_t n = dtypeBytes(tensor.dtype);
-      for (int32_t d = 0; d < tensor.rank; ++d)
-        n *= tensor.shape[d];
-      return n;
-    }
-  };
-  struct Slot {
-    std::shared_ptr<SlotBuffer> value;
-    int64_t microbatch = -1;
-    bool saved = false; ///< an activation a forward keeps for its backward
-  };
-  std::vector<Slot> slots;
+  /// The program's stage values: the descriptors it writes into (pointing
+  /// into the runner's arena) by the slot the lowering gave each value.
   std::vector<pfrt_tensor> descriptors;
   double markStart = 0;
   std::vector<NpyArray> losses;
@@ -465,22 +342,9 @@ private:
   /// after a pf.reduce_microbatch).
   std::set<std::string> broadcastHere;
 
-  /// Updates the runner's measured activation peak with what the step holds
-  /// now plus `extra` bytes (a call's results, while its arguments live).
-  void noteActivations(int64_t extra = 0) {
-    int64_t bytes = extra;
-    std::set<const SlotBuffer *> counted;
-    std::set<int64_t> saving;
-    for (const Slot &slot : slots) {
-      if (!slot.value)
-        continue;
-      if (counted.insert(slot.value.get()).second)
-        bytes += slot.value->bytes();
-      if (slot.saved)
-        saving.insert(slot.microbatch);
-    }
-    r.activationPeak.bytes = std::max(r.activationPeak.bytes, bytes);
-    r.activationPeak.slots = std::max(r.activationPeak.slots, int64_t(saving.size()));
+  /// Updates the runner's measured peak of gradient bytes (the stage
+  /// values' bytes are the program's plan, planStageValues).
+  void noteGradients() {
     int64_t gradientBytes = 0;
     for (const auto &[name, pieces] : gradients)
       for (const NpyArray &piece : pieces)
@@ -505,68 +369,18 @@ private:
     return int64_t(*m);
   }
 
-  /// The buffer of `slot`, or an error when the program has put none there.
-  llvm::Expected<SlotBuffer *> valueOf(int64_t slot) {
-    if (slot < 0 || slot >= int64_t(slots.size()) || !slots[size_t(slot)].value)
-      return error(llvm::formatv("slot {0} holds no value", slot));
-    return slots[size_t(slot)].value.get();
-  }
-
-  /// A new buffer of (dtype, shape) in `slot` for micro-batch m's `name`,
-  /// in the memory the stage functions run on.
-  llvm::Expected<SlotBuffer *> allocate(int64_t slot, int32_t dtype,
-                                        const std::vector<int64_t> &shape, int64_t m,
-                                        llvm::StringRef name) {
-    if (slot < 0)
-      return error(llvm::formatv("slot {0}", slot));
-    if (shape.size() > size_t(PFRT_MAX_RANK))
-      return error(llvm::formatv("'{0}' has rank {1} (at most {2})", name, shape.size(),
-                                 PFRT_MAX_RANK));
-    if (slot >= int64_t(slots.size()))
-      slots.resize(size_t(slot) + 1);
-    Slot &s = slots[size_t(slot)];
-    if (s.value)
-      return error(llvm::formatv("slot {0} already holds a value", slot));
-    auto buffer = std::make_shared<SlotBuffer>();
-    buffer->tensor.dtype = dtype;
-    buffer->tensor.rank = int32_t(shape.size());
-    for (auto [i, d] : llvm::enumerate(shape))
-      buffer->tensor.shape[i] = d;
-    int64_t bytes = buffer->bytes();
-    if (program.onBackendMemory()) {
-      buffer->context = program.runtimeContext();
-      if (pfrt_alloc(buffer->context, bytes, &buffer->block) != PFRT_OK)
-        return error(llvm::formatv("allocating {0} bytes of backend memory for '{1}': {2}", bytes,
-                                   name, pfrt_last_error(buffer->context)));
-      buffer->tensor.data = buffer->block;
-    } else {
-      buffer->host.assign(size_t(bytes), 0);
-      buffer->tensor.data = buffer->host.data();
-    }
-    if (slot >= int64_t(descriptors.size()))
-      return error(llvm::formatv("slot {0} but the program has {1}", slot, descriptors.size()));
-    descriptors[size_t(slot)] = buffer->tensor;
-    s.value = std::move(buffer);
-    s.microbatch = m;
-    s.saved = mlir::pf::isSavedActivationName(name);
-    return s.value.get();
-  }
-
-  /// A view of a slot's buffer for a stage call.
-  TensorView viewOf(SlotBuffer &buffer, llvm::StringRef name) const {
-    return {name, buffer.tensor.dtype,
-            llvm::ArrayRef<int64_t>(buffer.tensor.shape, size_t(buffer.tensor.rank)),
-            buffer.tensor.data, program.onBackendMemory()};
-  }
-
-  /// The end of a value's last use (the program completed any transfer of
-  /// it first).
-  llvm::Error releaseSlot(int64_t slot) {
-    if (slot < 0 || slot >= int64_t(slots.size()) || !slots[size_t(slot)].value)
-      return error(llvm::formatv("slot {0} holds no value to release", slot));
-    slots[size_t(slot)] = Slot();
-    descriptors[size_t(slot)] = pfrt_tensor{};
-    return llvm::Error::success();
+  /// A view of the value in `slot` for a stage call, checked against the
+  /// function's `spec` (the program wrote the descriptor before the op).
+  llvm::Expected<TensorView> viewOf(int64_t slot, const TensorSpec &spec) const {
+    if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
+      return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, spec.name));
+    const pfrt_tensor &t = descriptors[size_t(slot)];
+    llvm::ArrayRef<int64_t> shape(t.shape, size_t(std::max(t.rank, 0)));
+    if (t.dtype != spec.dtype || shape != llvm::ArrayRef<int64_t>(spec.shape))
+      return error(llvm::formatv("slot {0} is {1} but '{2}' is {3}", slot,
+                                 typeText(t.dtype, shape.vec()), spec.name,
+                                 typeText(spec.dtype, spec.shape)));
+    return TensorView{spec.name, t.dtype, shape, t.data, program.onBackendMemory()};
   }
 
   llvm::Error runStageOp(int64_t index, pf::StageTaskKind kind, std::string function,
@@ -625,27 +439,30 @@ private:
     std::vector<TensorView> inputViews, outputViews;
     for (auto &[name, value] : *hostInputs)
       inputViews.push_back({name, value.dtype, value.shape, value.data.data()});
-    for (auto [name, slot] : llvm::zip_equal(*argumentNames, inputs)) {
-      auto value = valueOf(slot);
-      if (!value)
-        return value.takeError();
-      inputViews.push_back(viewOf(**value, name));
+    size_t next = 0;
+    for (const TensorSpec &spec : program.inputs(function)) {
+      if (!isStageValue(spec.name))
+        continue;
+      auto view = viewOf(inputs[next++], spec);
+      if (!view)
+        return view.takeError();
+      inputViews.push_back(*view);
     }
     Values results;
-    size_t next = 0;
+    next = 0;
     for (const TensorSpec &spec : program.outputs(function)) {
       if (isStageValue(spec.name)) {
-        auto buffer = allocate(outputs[next++], spec.dtype, spec.shape, *m, spec.name);
-        if (!buffer)
-          return buffer.takeError();
-        outputViews.push_back(viewOf(**buffer, spec.name));
+        auto view = viewOf(outputs[next++], spec);
+        if (!view)
+          return view.takeError();
+        outputViews.push_back(*view);
         continue;
       }
       NpyArray &array = results[spec.name];
       array = zeros(spec.dtype, spec.shape);
       outputViews.push_back({spec.name, array.dtype, array.shape, array.data.data()});
     }
-    noteActivations();
+    noteGradients();
     if (auto err = program.run(function, inputViews, outputViews))
       return err;
     for (auto &[name, value] : results) {
@@ -1754,11 +1571,11 @@ RankRunner::ActivationFigures RankRunner::plannedActivations() const {
   std::vector<Operation *> programs{programOp};
   programs.insert(programs.end(), windowPrograms.begin(), windowPrograms.end());
   for (Operation *program : programs) {
-    ActivationFigures plan = planProgram(cast<pf::RankProgramOp>(program),
-                                         options.overlapTransfers);
-    most.slots = std::max(most.slots, plan.slots);
-    most.bytes = std::max(most.bytes, plan.bytes);
+    pf::StageValuePlan plan = pf::planStageValues(program, options.overlapTransfers);
+    most.slots = std::max(most.slots, plan.savedMicrobatches);
+    most.bytes = std::max(most.bytes, plan.liveBytes);
   }
+  most.arenaBytes = arenaBytes;
   return most;
 }
 
@@ -1853,6 +1670,7 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(ctx));
   for (Operation *program : programs)
     module->getBody()->push_back(program->clone());
+  int64_t needed = arenaBytes;
   PassManager lower(ctx);
   pf::PFLowerRankProgramsOptions lowering;
   lowering.overlap = options.overlapTransfers;
@@ -1883,14 +1701,31 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
       return symbol.takeError();
     loweredPrograms[program] =
         reinterpret_cast<int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *,
-                                     pfrt_tensor *)>(*symbol);
-    slotCounts[program] = int64_t(pf::stageValueSlots(program).size());
+                                     pfrt_tensor *, void *)>(*symbol);
+    pf::StageValuePlan plan = pf::planStageValues(program, options.overlapTransfers);
+    slotCounts[program] = int64_t(plan.slot.size());
+    needed = std::max(needed, plan.arenaBytes);
   }
   programEngines.push_back(std::move(*engine));
+  // One arena for every program (a step runs one), where the stage
+  // functions run: the programs lay their values out in it.
+  if (needed > arenaBytes || !arena) {
+    arenaContext = transferComm ? transferContext : this->ctx;
+    void *grown = nullptr;
+    if (pfrt_alloc(arenaContext, std::max<int64_t>(needed, 1), &grown) != PFRT_OK)
+      return error(llvm::formatv("allocating the {0}-byte arena of the stage values: {1}", needed,
+                                 pfrt_last_error(arenaContext)));
+    if (arena)
+      pfrt_free(arenaContext, arena);
+    arena = grown;
+    arenaBytes = needed;
+  }
   return llvm::Error::success();
 }
 
 RankRunner::~RankRunner() {
+  if (arena)
+    pfrt_free(arenaContext, arena);
   for (auto &[ranks, comm] : groups)
     pfrt_comm_destroy(comm);
   pfrt_comm_destroy(transferComm); // before the program's context

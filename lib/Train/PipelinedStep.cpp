@@ -354,9 +354,10 @@ bool PipelinedStep::build(int argc, char **argv) {
   llvm::outs() << startupLine(job, *runner, *module);
   drv::RankRunner::ActivationFigures planned = runner->plannedActivations();
   llvm::outs() << llvm::formatv("rank {0}: activations: up to {1} micro-batches' saved "
-                                "activations in flight, at most {2} bytes held (the step's "
-                                "received, computed and in-flight values)\n",
-                                job.rank, planned.slots, planned.bytes)
+                                "activations in flight, at most {2} bytes live (the step's "
+                                "received, computed and in-flight values), laid out in an "
+                                "arena of {3} bytes\n",
+                                job.rank, planned.slots, planned.bytes, planned.arenaBytes)
                       .str();
   llvm::outs().flush();
   // The checkpoint's window is checked in beforeFirstStep (refresh=0 takes it).
@@ -564,13 +565,13 @@ llvm::Error PipelinedStep::finish(int64_t last, bool stopped, bool bySigterm) {
       if (auto err = writeMeasuredTimeline(config, *module, byRank, pipeline, first, window))
         return err;
   }
-  drv::RankRunner::ActivationFigures held = runner->measuredActivations();
   drv::RankRunner::ActivationFigures planned = runner->plannedActivations(); // with the windows
   // One write (see the start-up lines).
   llvm::outs().flush();
-  llvm::outs() << llvm::formatv("rank {0}: activations held at most: {1} micro-batches' saved "
-                                "activations, {2} bytes (planned {3} and {4} bytes)\n",
-                                job.rank, held.slots, held.bytes, planned.slots, planned.bytes)
+  llvm::outs() << llvm::formatv("rank {0}: activations of every program run: up to {1} "
+                                "micro-batches' saved activations in flight, at most {2} bytes "
+                                "live, in one arena of {3} bytes\n",
+                                job.rank, planned.slots, planned.bytes, planned.arenaBytes)
                       .str()
                << llvm::formatv("rank {0}: gradients held at most: {1} bytes (micro-batch "
                                 "pieces, running sums and pieces in flight, before the step's "

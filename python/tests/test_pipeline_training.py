@@ -666,10 +666,20 @@ def test_startup_lines_add_up_to_the_model(setup, short_checkpoint, optimizer,
 
 
 ACTIVATIONS_PLANNED = re.compile(r"^rank (\d+): activations: up to (\d+) micro-batches' saved "
-                                 r"activations in flight, at most (\d+) bytes held", re.M)
-ACTIVATIONS_HELD = re.compile(r"^rank (\d+): activations held at most: (\d+) micro-batches' "
-                              r"saved activations, (\d+) bytes \(planned (\d+) and (\d+) bytes\)$",
-                              re.M)
+                                 r"activations in flight, at most (\d+) bytes live .*, laid out "
+                                 r"in an arena of (\d+) bytes$", re.M)
+ACTIVATIONS_RUN = re.compile(r"^rank (\d+): activations of every program run: up to (\d+) "
+                             r"micro-batches' saved activations in flight, at most (\d+) bytes "
+                             r"live, in one arena of (\d+) bytes$", re.M)
+
+
+def _activation_plans(proc):
+    """Per rank: (slots, live bytes, arena bytes) at start-up (the warm-up
+    program) and after the run (with the window programs)."""
+    start = {int(r): tuple(map(int, rest)) for r, *rest in ACTIVATIONS_PLANNED.findall(proc.stdout)}
+    run = {int(r): tuple(map(int, rest)) for r, *rest in ACTIVATIONS_RUN.findall(proc.stdout)}
+    assert sorted(start) == [0, 1] and sorted(run) == [0, 1], proc.stdout
+    return start, run
 
 
 # The saved activations in flight: all N for GPipe, D - r on rank r for 1F1B.
@@ -681,20 +691,35 @@ ACTIVATIONS_HELD = re.compile(r"^rank (\d+): activations held at most: (\d+) mic
     ("schedule=1f1b microbatches=4 kfac=bubbles refresh=2",
      ("--kfac", "--kfac-refresh-warmup", "1"), None),
 ], ids=["gpipe", "1f1b", "zb-h1", "zb-h2", "1f1b-kfac-bubbles"])
-def test_activation_plan_is_what_the_steps_hold(setup, spec, args, slots):
-    """Each rank plans the bytes of its in-flight stage values from its
-    programs and measures what its steps hold: the two agree exactly."""
+def test_activation_plan_is_the_arena_the_steps_run_in(setup, spec, args, slots):
+    """Each rank plans its in-flight stage values from its programs
+    (planStageValues: the lowering's offsets) and allocates that arena once:
+    it holds at least the most bytes live at once, the steps run in it (the
+    run trains), and the windows' programs (kfac=bubbles) only move factor
+    calls, not passes."""
     proc = _pipeline(setup, 2, "tiny", spec, *args, "--steps", "4", timeout=120)
-    planned = {int(r): (int(n), int(b)) for r, n, b in ACTIVATIONS_PLANNED.findall(proc.stdout)}
-    held = ACTIVATIONS_HELD.findall(proc.stdout)
-    assert sorted(planned) == [0, 1] and len(held) == 2, proc.stdout
-    for rank, slots_held, bytes_held, slots_planned, bytes_planned in held:
-        assert (slots_held, bytes_held) == (slots_planned, bytes_planned), proc.stdout
-        assert int(bytes_held) > 0
+    start, run = _activation_plans(proc)
+    for rank in (0, 1):
+        slots_start, live_start, arena_start = start[rank]
+        slots_run, live_run, arena_run = run[rank]
+        assert 0 < live_start <= arena_start, proc.stdout
+        assert 0 < live_run <= arena_run and arena_run >= arena_start, proc.stdout
         if slots:
-            assert int(slots_held) == slots[int(rank)], proc.stdout
-        # The window programs (kfac=bubbles) move factor calls, not passes.
-        assert int(slots_planned) >= planned[int(rank)][0]
+            assert slots_run == slots_start == slots[rank], proc.stdout
+        assert slots_run >= slots_start
+
+
+def test_arena_follows_the_schedules_in_flight_count(setup):
+    """The arena is sized by what the schedule keeps in flight: 1F1B's
+    last rank keeps one micro-batch's saved activations where GPipe keeps
+    all four, so its arena is smaller."""
+    arenas = {}
+    for schedule in ("gpipe", "1f1b"):
+        proc = _pipeline(setup, 2, "tiny", f"schedule={schedule} microbatches=4", "--steps", "1",
+                         timeout=120)
+        arenas[schedule] = _activation_plans(proc)[1]
+    assert arenas["1f1b"][1][2] < arenas["gpipe"][1][2], arenas
+    assert arenas["1f1b"][1][0] == 1 and arenas["gpipe"][1][0] == 4, arenas
 
 
 GRADIENTS_HELD = re.compile(r"^rank (\d+): gradients held at most: (\d+) bytes", re.M)

@@ -7,12 +7,14 @@
 // Each op of a rank program becomes the call of its pfrt_rank_abi.def
 // function, with the op's index first; a non-zero status returns at once.
 // Each stage value (a pf.run_stage output, a pf.recv_act result) is a slot,
-// numbered from 0 in program order: a descriptor of the program's %slots. A
-// call passes its inputs' and outputs' slots as constant lists;
-// pfrt_rank_release frees a slot after the value's last use. Sends and recvs
-// are the program's own pfrt_comm_* calls on the slot's descriptor: posted,
-// the recv waited for before its first reader, the sends at the end (after
-// which the sent slots are released); or blocking with overlap=false.
+// numbered from 0 in program order: a descriptor of the program's %slots,
+// which the program points at the value's planned offset of its %arena
+// (planStageValues: two values living at once never share bytes) right
+// before the op making it. A call passes its inputs' and outputs' slots as
+// constant lists. Sends and recvs are the program's own pfrt_comm_* calls
+// on the slot's descriptor: posted, the recv waited for before its first
+// reader, the sends at the end (a sent value lives until then); or blocking
+// with overlap=false.
 
 func.func private @stage0_forward(tensor<4x8xi64> {pf.name = "input_ids"})
     -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"})
@@ -34,14 +36,35 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // members [0, 1] are one constant).
 // CHECK-DAG: llvm.mlir.global internal constant @[[FORWARD:__pf_rank_str_[0-9]+]]("stage0_forward\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD:__pf_rank_str_[0-9]+]]("stage0_backward\00")
-// CHECK-DAG: llvm.mlir.global internal constant @[[SHAPE:__pf_rank_i64_[0-9]+]](dense<[4, 16]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:__pf_rank_i64_[0-9]+]](dense<[0, 1]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD_IN:__pf_rank_i64_[0-9]+]](dense<[1, 2]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[ORDER:__pf_rank_str_[0-9]+]]("grad/emb\00grad/w0\00")
-// CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr) -> i32
+// CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
 // One request word per posted send, one per posted recv.
 // CHECK: %[[SENDS:.*]] = llvm.alloca %{{.*}} x i64
 // CHECK: %[[RECVS:.*]] = llvm.alloca %{{.*}} x i64
+// Before the forward: act/1 (slot 0) at byte 0 of the arena, f32 (dtype 1),
+// rank 2, 4x16; saved/0 (slot 1) right after it, at 256.
+// CHECK: %[[D0:.*]] = llvm.getelementptr %[[SLOTS]][0] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
+// CHECK-NEXT: %[[AT0:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[P0:.*]] = llvm.getelementptr %[[ARENA]][%[[AT0]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK-NEXT: %[[F0:.*]] = llvm.getelementptr %[[D0]][0, 0]
+// CHECK-NEXT: llvm.store %[[P0]], %[[F0]] : !llvm.ptr, !llvm.ptr
+// CHECK-NEXT: %[[F1:.*]] = llvm.getelementptr %[[D0]][0, 1]
+// CHECK-NEXT: %[[F32:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: llvm.store %[[F32]], %[[F1]] : i32, !llvm.ptr
+// CHECK-NEXT: %[[F2:.*]] = llvm.getelementptr %[[D0]][0, 2]
+// CHECK-NEXT: %[[RANK2:.*]] = arith.constant 2 : i32
+// CHECK-NEXT: llvm.store %[[RANK2]], %[[F2]] : i32, !llvm.ptr
+// CHECK-NEXT: %[[DIM0:.*]] = llvm.getelementptr %[[D0]][0, 3, 0]
+// CHECK-NEXT: %[[FOUR:.*]] = arith.constant 4 : i64
+// CHECK-NEXT: llvm.store %[[FOUR]], %[[DIM0]] : i64, !llvm.ptr
+// CHECK-NEXT: %[[DIM1:.*]] = llvm.getelementptr %[[D0]][0, 3, 1]
+// CHECK-NEXT: %[[SIXTEEN:.*]] = arith.constant 16 : i64
+// CHECK-NEXT: llvm.store %[[SIXTEEN]], %[[DIM1]] : i64, !llvm.ptr
+// CHECK-NEXT: %[[D1:.*]] = llvm.getelementptr %[[SLOTS]][1]
+// CHECK-NEXT: %[[AT256:.*]] = arith.constant 256 : i64
+// CHECK-NEXT: llvm.getelementptr %[[ARENA]][%[[AT256]]]
 // The forward (op 0) takes no stage values and makes slots 0 (act/1) and 1
 // (saved/0): (host, op, kind, function, micro-batch, layer, #in, in slots,
 // #out, out slots); an empty list is a null pointer.
@@ -67,12 +90,11 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c1_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}})
 // CHECK: call @pfrt_comm_isend(%[[CTX]], %[[COMM]], %[[ACT]], %[[TO]], %[[TAG0]], %[[SEND0]])
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c1_i64{{[_0-9]*}}, %c1_i32{{[_0-9]*}})
-// The recv (op 2) of grad_act/7: the host allocates slot 2 (op, slot,
-// micro-batch, dtype, rank, shape), the program posts the recv into it.
-// CHECK: %[[DTYPE:.*]] = arith.constant 1 : i32
-// CHECK-NEXT: %[[RANK:.*]] = arith.constant 2 : i64
-// CHECK-NEXT: %[[DIMS:.*]] = llvm.mlir.addressof @[[SHAPE]]
-// CHECK-NEXT: call @pfrt_rank_alloc(%[[HOST]], %c2_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %[[DTYPE]], %[[RANK]], %[[DIMS]])
+// The recv (op 2) of grad_act/7: slot 2 at byte 512 (act/1, being sent,
+// and saved/0, read by the backward, are both live), posted into.
+// CHECK: %[[D2:.*]] = llvm.getelementptr %[[SLOTS]][2]
+// CHECK-NEXT: %[[AT512:.*]] = arith.constant 512 : i64
+// CHECK-NEXT: llvm.getelementptr %[[ARENA]][%[[AT512]]]
 // CHECK: %[[GRAD:.*]] = llvm.getelementptr %[[SLOTS]][2] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
 // CHECK-NEXT: %[[FROM:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[TAG2:.*]] = arith.constant 2 : i32
@@ -86,7 +108,7 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: call @pfrt_comm_wait(%[[CTX]], %[[COMM]], %[[REQUEST]])
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c2_i64{{[_0-9]*}}, %c1_i32{{[_0-9]*}})
 // The backward (op 3) reads saved/0 and grad_act/7 (slots [1, 2]) and makes
-// no stage value; it is the last use of both, released right after it.
+// no stage value.
 // CHECK: %[[FN3:.*]] = llvm.mlir.addressof @[[BACKWARD]] : !llvm.ptr
 // CHECK-NEXT: arith.constant 0 : i64
 // CHECK-NEXT: arith.constant -1 : i64
@@ -95,14 +117,7 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: %[[NOUT3:.*]] = arith.constant 0 : i64
 // CHECK-NEXT: %[[OUT3:.*]] = llvm.mlir.zero : !llvm.ptr
 // CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c3_i64{{[_0-9]*}}, %{{.*}}, %[[FN3]], %{{.*}}, %{{.*}}, %[[NIN3]], %[[IN3]], %[[NOUT3]], %[[OUT3]])
-// CHECK: ^bb10:
-// CHECK-NEXT: %[[OP3:.*]] = arith.constant 3 : i64
-// CHECK-NEXT: %[[SLOT1:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: call @pfrt_rank_release(%[[HOST]], %[[OP3]], %[[SLOT1]])
-// CHECK: ^bb11:
-// CHECK-NEXT: %[[OP3B:.*]] = arith.constant 3 : i64
-// CHECK-NEXT: %[[SLOT2:.*]] = arith.constant 2 : i64
-// CHECK-NEXT: call @pfrt_rank_release(%[[HOST]], %[[OP3B]], %[[SLOT2]])
+// The host frees nothing: the arena is the program's.
 // CHECK-NOT: pfrt_rank_release
 // The all_reduce's order (ReductionOrder: 1 = library) after the value's name.
 // CHECK: %[[LIBRARY:.*]] = arith.constant 1 : i32
@@ -125,34 +140,28 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK: call @pfrt_rank_kfac_kl_clip(
 // CHECK: call @pfrt_rank_kfac_promote_inverses(
 // CHECK: call @pfrt_rank_run_stage(
-// At the end: the posted send completes, then act/1's slot goes (the
-// release carries the send's index, 1).
+// At the end: the posted send completes.
 // CHECK: cf.cond_br
-// CHECK-NEXT: ^bb19:
+// CHECK-NEXT: ^bb16:
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : i32
 // CHECK-NEXT: %[[NSENDS:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: call @pfrt_comm_wait_all(%[[CTX]], %[[COMM]], %[[SENDS]], %[[NSENDS]])
-// CHECK: ^bb20:
-// CHECK-NEXT: %[[OPSEND:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: %[[ACTSLOT:.*]] = arith.constant 0 : i64
-// CHECK-NEXT: call @pfrt_rank_release(%[[HOST]], %[[OPSEND]], %[[ACTSLOT]])
-// CHECK: ^bb21:
+// CHECK: ^bb17:
 // CHECK-NEXT: return %[[ZERO]] : i32
 // CHECK: ^[[EXIT]](%[[STATUS:.*]]: i32):
 // CHECK-NEXT: return %[[STATUS]] : i32
 // CHECK-NOT: pf.rank_program
 // CHECK-NOT: @pf_rank1
 // CHECK-DAG: func.func private @pfrt_rank_run_stage(!llvm.ptr, i64, i32, !llvm.ptr, i64, i64, i64, !llvm.ptr, i64, !llvm.ptr) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_alloc(!llvm.ptr, i64, i64, i64, i32, i64, !llvm.ptr) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_mark(!llvm.ptr, i64, i32) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_isend(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, !llvm.ptr) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_irecv(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, !llvm.ptr) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_wait(!llvm.ptr, !llvm.ptr, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_wait_all(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_release(!llvm.ptr, i64, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_broadcast(!llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
 // CHECK-NOT: pfrt_rank_send
 // CHECK-NOT: pfrt_rank_recv
+// CHECK-NOT: pfrt_rank_release
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(0) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4x16xf32>
@@ -167,15 +176,18 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage update @stage0_update() : () -> ()
 }
 
-// overlap=false: blocking transfers where the ops are, no request words,
-// and the sent value released right after its send (its last use).
-// BLOCKING: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr) -> i32
+// overlap=false: blocking transfers where the ops are, no request words;
+// act/1's life ends at its send (its last use), so grad_act/7 takes its
+// bytes: slot 2 at offset 0.
+// BLOCKING: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
 // BLOCKING-NOT: llvm.alloca
-// BLOCKING: %[[ACT:.*]] = llvm.getelementptr %[[SLOTS]][0]
+// BLOCKING: call @pfrt_rank_run_stage(
+// BLOCKING: %[[ACT:.*]] = llvm.getelementptr %[[SLOTS]][0] :
 // BLOCKING: call @pfrt_comm_send(%[[CTX]], %[[COMM]], %[[ACT]], %{{.*}}, %{{.*}})
 // BLOCKING: call @pfrt_rank_mark(
-// BLOCKING: call @pfrt_rank_release(%[[HOST]], %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}})
-// BLOCKING: call @pfrt_rank_alloc(
+// BLOCKING: llvm.getelementptr %[[SLOTS]][2] :
+// BLOCKING-NEXT: %[[AT:.*]] = arith.constant 0 : i64
+// BLOCKING-NEXT: llvm.getelementptr %[[ARENA]][%[[AT]]]
 // BLOCKING: %[[GRAD:.*]] = llvm.getelementptr %[[SLOTS]][2]
 // BLOCKING: call @pfrt_comm_recv(%[[CTX]], %[[COMM]], %[[GRAD]], %{{.*}}, %{{.*}})
 // BLOCKING-NOT: pfrt_comm_wait
@@ -187,34 +199,35 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // ALL-DAG: func.func @pf_rank1(
 // The stage functions stay.
 // ALL-DAG: func.func private @stage1_backward(
-// Rank 1: the received act/1 is slot 0, the forward's saved/1 slot 1, the
-// backward's grad_act/7 slot 2; each is released after the call or send
-// that reads it last.
+// Rank 1: the received act/1 is slot 0 (byte 0), the forward's saved/1
+// slot 1 (byte 256: act/1 is read by that forward), the backward's
+// grad_act/7 slot 2, back at byte 0 (act/1's life ended at the forward).
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS0:__pf_rank_i64_[0-9]+]](dense<0> : tensor<1xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS2:__pf_rank_i64_[0-9]+]](dense<2> : tensor<1xi64>)
-// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr) -> i32
-// RANK1: call @pfrt_rank_alloc(%[[HOST]], %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}},
-// RANK1: llvm.getelementptr %[[SLOTS]][0]
+// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
+// RANK1: llvm.getelementptr %[[SLOTS]][0] :
+// RANK1-NEXT: %[[AT0:.*]] = arith.constant 0 : i64
+// RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AT0]]]
 // RANK1: call @pfrt_comm_irecv(
 // RANK1: call @pfrt_comm_wait(
+// RANK1: llvm.getelementptr %[[SLOTS]][1] :
+// RANK1-NEXT: %[[AT256:.*]] = arith.constant 256 : i64
+// RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AT256]]]
 // RANK1: %[[FIN:.*]] = llvm.mlir.addressof @[[SLOTS0]]
 // RANK1-NEXT: arith.constant 1 : i64
 // RANK1-NEXT: %[[FOUT:.*]] = llvm.mlir.addressof @[[SLOTS1]]
 // RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[FIN]], %c1_i64{{[_0-9]*}}, %[[FOUT]])
-// RANK1: call @pfrt_rank_release(%[[HOST]], %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}})
+// RANK1: llvm.getelementptr %[[SLOTS]][2] :
+// RANK1-NEXT: %[[AGAIN0:.*]] = arith.constant 0 : i64
+// RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AGAIN0]]]
 // RANK1: %[[BIN:.*]] = llvm.mlir.addressof @[[SLOTS1]]
 // RANK1-NEXT: arith.constant 1 : i64
 // RANK1-NEXT: %[[BOUT:.*]] = llvm.mlir.addressof @[[SLOTS2]]
 // RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[BIN]], %c1_i64{{[_0-9]*}}, %[[BOUT]])
-// RANK1: call @pfrt_rank_release(%[[HOST]], %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}})
-// The sent grad_act/7 (slot 2) stays until the send completed at the end.
-// RANK1: llvm.getelementptr %[[SLOTS]][2]
+// RANK1: llvm.getelementptr %[[SLOTS]][2] :
 // RANK1: call @pfrt_comm_isend(
-// RANK1-NOT: call @pfrt_rank_release
 // RANK1: call @pfrt_comm_wait_all(
-// RANK1: call @pfrt_rank_release(%[[HOST]], %c3_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}})
-// RANK1-NOT: call @pfrt_rank_release
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
   %saved = pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>

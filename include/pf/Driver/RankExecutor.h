@@ -121,20 +121,18 @@ public:
   /// The names of the pending K-FAC inverses (pf.kfac_pending), which
   /// checkpoints leave out.
   const std::set<std::string> &pendingParameters() const { return pending; }
-  /// The per-micro-batch stage values (act/*, grad_act/*, saved/*, …) a
-  /// step holds: the received and computed ones and the buffers of sends in
-  /// flight (held to the step's end when transfers overlap).
+  /// The per-micro-batch stage values (act/*, grad_act/*, saved/*, …) of a
+  /// step: the received and computed ones, a sent one until its send
+  /// completed (planStageValues, PFRankProgram.h).
   struct ActivationFigures {
-    int64_t slots = 0; ///< most micro-batches with saved activations at once
-    int64_t bytes = 0; ///< most bytes held at once
+    int64_t slots = 0;      ///< most micro-batches with saved activations at once
+    int64_t bytes = 0;      ///< most bytes live at once
+    int64_t arenaBytes = 0; ///< the arena the programs lay them out in
   };
-  /// The plan over the rank's programs (the warm-up one and, once they
-  /// exist, the window ones): a value lives from the call or recv that makes
-  /// it to its last reader on the rank, or to its send when none reads it
-  /// later; during a call its arguments and results both live.
+  /// The plans of the rank's programs (the warm-up one and, once they
+  /// exist, the window ones), the largest of each figure; `arenaBytes` is
+  /// what the runner allocated, once, for all of them.
   ActivationFigures plannedActivations() const;
-  /// The most any step run so far held (measured at each op).
-  ActivationFigures measuredActivations() const { return activationPeak; }
   /// The most bytes of gradients any step run so far held at once before its
   /// micro-batches were combined: each call's micro-batch pieces, the running
   /// sums of the accumulate calls and pieces posted to another rank.
@@ -172,7 +170,7 @@ private:
   /// The programs as compiled code (pf-lower-rank-programs, JIT-compiled):
   /// each op calls back into the step's services (pfrt_rank.h).
   std::map<mlir::Operation *,
-           int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *, pfrt_tensor *)>
+           int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *, pfrt_tensor *, void *)>
       loweredPrograms;
   /// Each program's number of stage-value slots (stageValueSlots).
   llvm::DenseMap<mlir::Operation *, int64_t> slotCounts;
@@ -224,7 +222,11 @@ private:
   int64_t kfacIssues = 0;
   double klClipFactor = 0;
   std::vector<ExecutedOp> executedOps;
-  ActivationFigures activationPeak;
+  /// The stage values' arena (planStageValues of each program, the
+  /// largest), in the memory the stage functions run on.
+  void *arena = nullptr;
+  int64_t arenaBytes = 0;
+  pfrt_context *arenaContext = nullptr;
   int64_t gradientPeakBytes = 0;
 };
 

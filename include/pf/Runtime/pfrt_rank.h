@@ -2,13 +2,14 @@
 |*                                                                          *|
 |* pf-lower-rank-programs turns each pf.rank_program into                   *|
 |*   int32_t pf_<program>(pfrt_rank_host *host, pfrt_context *ctx,          *|
-|*                        pfrt_comm *comm, pfrt_tensor *slots)              *|
+|*                        pfrt_comm *comm, pfrt_tensor *slots, void *arena) *|
 |* that runs the program's ops in order and returns the first non-zero     *|
-|* status (0 when every op ran). Its stage values live in `slots`, one     *|
-|* descriptor per value (numbered by stageValueSlots, PFRankProgram.h),    *|
-|* filled by the host; the program moves them between ranks itself, with  *|
-|* pfrt_comm_* of pfrt.h on `ctx` and `comm` (the memory the slots are in  *|
-|* and the communicator the host picked for it). The other ops call the    *|
+|* status (0 when every op ran). Its stage values live in `arena`, memory  *|
+|* of `ctx` of planStageValues' size (PFRankProgram.h), at offsets the     *|
+|* program plans; `slots` holds one descriptor per value (stageValueSlots),*|
+|* which the program writes before the op making the value. It moves them  *|
+|* between ranks itself, with pfrt_comm_* of pfrt.h on `ctx` and `comm`   *|
+|* (the communicator the host picked for that memory). The other ops call  *|
 |* functions below, provided by the host that runs the rank                *|
 |* (lib/Driver/RankExecutor.cpp for pf-train and pf-run): the stage        *|
 |* functions are separately compiled entries, so a stage call or a        *|
@@ -42,16 +43,6 @@ int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
                             int64_t layer, int64_t input_count,
                             const int64_t *inputs, int64_t output_count,
                             const int64_t *outputs);
-/* A buffer of (dtype, rank, shape) for micro-batch `microbatch`'s value in
- * `slot`, in the memory of the program's `ctx`, described in slots[slot]
- * (what a received value arrives in). */
-int32_t pfrt_rank_alloc(pfrt_rank_host *host, int64_t op, int64_t slot,
-                        int64_t microbatch, int32_t dtype, int64_t rank,
-                        const int64_t *shape);
-/* After op `op`, the last use of the value in `slot`: its memory may go
- * (the program releases a value it posted a send of after the send
- * completed). */
-int32_t pfrt_rank_release(pfrt_rank_host *host, int64_t op, int64_t slot);
 /* The start (`phase` 0) and end (1) of op `op`'s communication the program
  * runs itself (a blocking transfer, a posted send, the wait for a posted
  * recv): the host's measured timeline. */

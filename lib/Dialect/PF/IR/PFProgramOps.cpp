@@ -12,6 +12,7 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 #include <cmath>
 
 #include <map>
@@ -84,6 +85,73 @@ llvm::DenseMap<Value, int64_t> mlir::pf::stageValueSlots(Operation *program) {
     for (Value result : op.getResults())
       slots.try_emplace(result, int64_t(slots.size()));
   return slots;
+}
+
+StageValuePlan mlir::pf::planStageValues(Operation *program, bool overlap) {
+  constexpr int64_t kAlignment = 64; // PFRT_DEFAULT_ALIGNMENT
+  StageValuePlan plan;
+  plan.slot = stageValueSlots(program);
+  Block &body = cast<RankProgramOp>(program).getBody().front();
+  DenseMap<Operation *, int64_t> position;
+  for (auto [index, op] : llvm::enumerate(body))
+    position[&op] = int64_t(index);
+  const int64_t end = int64_t(position.size());
+  size_t count = plan.slot.size();
+  plan.values.resize(count);
+  plan.offset.assign(count, 0);
+  plan.bytes.assign(count, 0);
+  plan.releasedAfter.assign(count, nullptr);
+  SmallVector<std::pair<int64_t, int64_t>> lifetime(count); // [made, released]
+  SmallVector<bool> saved(count, false);
+  for (auto [value, slot] : plan.slot) {
+    plan.values[slot] = value;
+    auto type = cast<RankedTensorType>(value.getType());
+    plan.bytes[slot] = type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
+    Operation *last = value.getDefiningOp();
+    bool sent = false;
+    for (Operation *user : value.getUsers()) {
+      sent |= isa<SendActOp>(user);
+      if (last->isBeforeInBlock(user))
+        last = user;
+    }
+    bool unreadRecv = isa<RecvActOp>(value.getDefiningOp()) && value.use_empty();
+    bool toTheEnd = overlap && (sent || unreadRecv);
+    plan.releasedAfter[slot] = toTheEnd ? nullptr : last;
+    lifetime[slot] = {position[value.getDefiningOp()], toTheEnd ? end : position[last]};
+    saved[slot] = isa<RunStageOp>(value.getDefiningOp()) &&
+                  isSavedActivationName(stageValueName(value));
+  }
+  // First fit, in program order: the lowest aligned offset whose bytes no
+  // value living at the same time holds.
+  for (size_t s = 0; s < count; ++s) {
+    SmallVector<std::pair<int64_t, int64_t>> taken; // [begin, end) of overlapping lives
+    for (size_t t = 0; t < s; ++t)
+      if (lifetime[t].first <= lifetime[s].second && lifetime[s].first <= lifetime[t].second)
+        taken.push_back({plan.offset[t], plan.offset[t] + plan.bytes[t]});
+    llvm::sort(taken);
+    int64_t offset = 0;
+    for (auto [begin, stop] : taken) {
+      if (offset + plan.bytes[s] <= begin)
+        break;
+      offset = std::max(offset, int64_t(llvm::alignTo(stop, kAlignment)));
+    }
+    plan.offset[s] = offset;
+    plan.arenaBytes = std::max(plan.arenaBytes, offset + plan.bytes[s]);
+  }
+  // The peaks, at each op (its inputs and outputs both live).
+  for (int64_t at = 0; at <= end; ++at) {
+    int64_t live = 0;
+    std::set<int64_t> microbatches;
+    for (size_t s = 0; s < count; ++s)
+      if (lifetime[s].first <= at && at <= lifetime[s].second) {
+        live += plan.bytes[s];
+        if (saved[s])
+          microbatches.insert(*microbatchOfStageValue(plan.values[s]));
+      }
+    plan.liveBytes = std::max(plan.liveBytes, live);
+    plan.savedMicrobatches = std::max(plan.savedMicrobatches, int64_t(microbatches.size()));
+  }
+  return plan;
 }
 
 std::optional<int64_t> mlir::pf::microbatchOfStageValue(Value value) {

@@ -33,6 +33,27 @@ llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool result
 /// lowering and the host that runs the lowered program agree on it.
 llvm::DenseMap<Value, int64_t> stageValueSlots(Operation *program);
 
+/// Where a pf.rank_program's stage values live: one arena the program
+/// owns, each value at an offset for its lifetime, from the op making it to
+/// the op after which it is released (its last use; with posted transfers a
+/// sent value, or a received one nobody reads, at the program's end, when
+/// the transfer completed). Two values whose lifetimes meet (an op's inputs
+/// and outputs included) never share bytes. pf-lower-rank-programs lays the
+/// program out so and the host allocates `arenaBytes`: the one copy of the
+/// rule.
+struct StageValuePlan {
+  llvm::DenseMap<Value, int64_t> slot;   ///< stageValueSlots
+  llvm::SmallVector<Value> values;       ///< by slot
+  llvm::SmallVector<int64_t> offset, bytes;
+  /// By slot: the op after which the value is released; null: at the end.
+  llvm::SmallVector<Operation *> releasedAfter;
+  int64_t arenaBytes = 0;
+  /// The most bytes live at once, and the most micro-batches whose saved
+  /// activations (saved/*, wsaved/*) are live at once.
+  int64_t liveBytes = 0, savedMicrobatches = 0;
+};
+StageValuePlan planStageValues(Operation *program, bool overlap);
+
 /// The micro-batch of a value made by a pf.run_stage or pf.recv_act.
 std::optional<int64_t> microbatchOfStageValue(Value value);
 
