@@ -3,9 +3,11 @@
 // The MPI executor of pf-build-rank-programs' output: every rank of an
 // `mpirun -np D` job compiles the stage functions its own `pf.rank_program`
 // calls (a CompiledProgram over them: only their parameters), lowers its
-// program with pf-lower-rank-programs and runs that compiled code, whose
-// calls (pfrt_rank.h) this executor serves: stage calls, transfers and
-// all-reduces through pfrt_comm_*.
+// program with pf-lower-rank-programs and runs that compiled code: the
+// program moves its stage values itself (pfrt_comm_* on the descriptors of
+// its arena, which this executor allocates once); the executor serves its
+// other calls (pfrt_rank.h): stage calls on those descriptors, and the step
+// end's collectives on named gradients.
 // Loss and gradients are combined over micro-batches exactly as
 // `pf-run --run-stages` does in one process (StageProgram.h); a program that
 // ends in pf.clip_gradients / an update clips and applies them, which makes a
@@ -58,10 +60,10 @@ public:
     int threads = 0;            ///< runtime threads; 0 = the runtime's default
     int64_t ignoreIndex = -100; ///< labels that do not count (pf-add-masked-lm-loss's)
     bool recordTimes = false;   ///< keep an ExecutedOp per executed op
-    /// Non-blocking transfers: a recv is posted at its op and waited for
-    /// right before the first call that reads the value; a send is posted at
-    /// its op and completed at the end of the step (its buffer kept until
-    /// then). Off: blocking send and recv at their ops.
+    /// The lowering's `overlap`: a recv is posted at its op and waited for
+    /// right before the first op that reads the value; a send is posted at
+    /// its op and completed at the end of the step (its bytes of the arena
+    /// kept until then). Off: blocking send and recv at their ops.
     bool overlapTransfers = true;
     /// The stage functions' context: backend (PFRT_BACKEND_*), device
     /// ordinal, GEMM precision, and whether they run on backend memory
