@@ -50,26 +50,35 @@ namespace {
 /// FNV-1a over what must be the same on every rank: the model's and the
 /// corpus' bytes, the command line and this build of pf-train (the bytes of
 /// its executable: equal builds on several machines agree).
-uint64_t startupHash(const TrainConfig &config, int argc, char **argv) {
+/// FNV-1a of byte strings, each followed by a separator.
+struct Digest {
   uint64_t h = 1469598103934665603ULL;
-  auto add = [&](llvm::StringRef bytes) {
+  void add(llvm::StringRef bytes) {
     for (unsigned char c : bytes)
       h = (h ^ c) * 1099511628211ULL;
     h = (h ^ 0xff) * 1099511628211ULL; // separator
-  };
-  for (const std::string &file :
-       {config.modelFile, config.corpusFile, std::string("/proc/self/exe")}) {
+  }
+  void addFile(const std::string &file) {
     auto buffer = llvm::MemoryBuffer::getFile(file);
     add(buffer ? (*buffer)->getBuffer() : llvm::StringRef("<unreadable>"));
   }
+};
+
+uint64_t startupHash(const TrainConfig &config, int argc, char **argv) {
+  Digest digest;
+  for (const std::string &file :
+       {config.modelFile, config.corpusFile, std::string("/proc/self/exe")})
+    digest.addFile(file);
   for (int i = 1; i < argc; ++i)
-    add(argv[i]);
-  return h;
+    digest.add(argv[i]);
+  return digest.h;
 }
 
-/// Every rank's start-up hash; an error naming the ranks that differ from
-/// rank 0. The slots are exchanged as 32-bit halves in doubles (exact).
-llvm::Error checkSameStart(const RankJob &job, uint64_t hash) {
+/// Every rank's hash of `what`; an error naming the ranks that differ from
+/// rank 0 (`problem` says what differs, `fix` what to do). The slots are
+/// exchanged as 32-bit halves in doubles (exact).
+llvm::Error checkSameOnEveryRank(const RankJob &job, uint64_t hash, llvm::StringRef problem,
+                                 llvm::StringRef fix) {
   std::vector<double> slots(2 * job.size, 0.0);
   slots[2 * job.rank] = double(hash >> 32);
   slots[2 * job.rank + 1] = double(hash & 0xffffffffULL);
@@ -84,11 +93,29 @@ llvm::Error checkSameStart(const RankJob &job, uint64_t hash) {
       differing.push_back(std::to_string(r));
   if (differing.empty())
     return llvm::Error::success();
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
-      "rank(s) " + llvm::join(differing, ", ") +
-          " were started with another model, corpus, command line or pf-train build than "
-          "rank 0 (start-up hashes differ): start every rank with the same command");
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "rank(s) " + llvm::join(differing, ", ") + " " + problem +
+                                     ": " + fix);
+}
+
+llvm::Error checkSameStart(const RankJob &job, uint64_t hash) {
+  return checkSameOnEveryRank(job, hash,
+                              "were started with another model, corpus, command line or "
+                              "pf-train build than rank 0 (start-up hashes differ)",
+                              "start every rank with the same command");
+}
+
+/// Every rank reads --resume on its own (on several hosts, each its own
+/// copy): the ranks must resume one state, or their step numbers part and
+/// their transfers never meet (a hang). The digest of the file's bytes
+/// covers the step it holds and every array.
+llvm::Error checkSameResume(const RankJob &job, const std::string &resumeFile) {
+  Digest digest;
+  digest.addFile(resumeFile);
+  return checkSameOnEveryRank(
+      job, digest.h,
+      "resumed from another checkpoint than rank 0 (the digests of " + resumeFile + " differ)",
+      "give every rank the same checkpoint");
 }
 
 /// Bytes of this rank's state by kind: parameters, optimizer state, K-FAC
@@ -317,6 +344,9 @@ private:
 bool PipelinedStep::build(int argc, char **argv) {
   if (auto err = checkSameStart(job, startupHash(config, argc, argv)))
     return job.fail(llvm::toString(std::move(err))), false;
+  if (!config.resumeFile.empty())
+    if (auto err = checkSameResume(job, config.resumeFile))
+      return job.fail(llvm::toString(std::move(err))), false;
 
   auto start = std::chrono::steady_clock::now();
   module = importStepModel(config, config.batch / pipeline.microbatches,

@@ -13,7 +13,8 @@ pipelined training (one stage per rank) against single-process
 - Stopping: SIGTERM/SIGINT sent to mpirun or to one rank stops every rank
   after the same step, with the checkpoint of that step; `kill -9` of a rank
   ends the job (non-zero) instead of hanging.
-- Start-up: ranks started differently, the wrong number of ranks, bad
+- Start-up: ranks started differently or resumed from different checkpoints,
+  the wrong number of ranks, bad
   --pipeline text, options that do not go with it and damaged checkpoints
   are refused with a message; each rank's state line adds up to the model.
 - --trace/--svg: the measured timeline of every rank.
@@ -533,6 +534,34 @@ def test_ranks_started_differently_are_refused(setup):
     assert "rank(s) 1 were started with another model, corpus, command line or pf-train build " \
            "than rank 0 (start-up hashes differ)" in proc.stderr, proc.stderr
     assert _losses(proc.stdout) == []
+
+
+def test_ranks_resumed_from_different_checkpoints_are_refused(setup, tmp_path):
+    """The same command on every rank, but `--resume` names a file whose
+    copies differ (each rank in its own directory, as on two hosts with a
+    stale copy on one): refused at start-up naming the rank, before any
+    step (without the check the ranks resume at different steps and hang)."""
+    first, later = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    later.mkdir()
+    _pipeline_resumable(setup, 2, "--checkpoint", first / "ckpt.npz")
+    _pipeline_resumable(setup, 4, "--checkpoint", later / "ckpt.npz")
+
+    def rank(directory):
+        return ["-np", "1", "--wdir", directory,
+                *_train_cmd(setup, "tiny", "--pipeline", RESUME_SPEC, "--steps", "6",
+                            *RESUME_ARGS, "--resume", "ckpt.npz")]
+
+    proc = _run([MPIRUN, "--oversubscribe", "--allow-run-as-root", *rank(first), ":",
+                 *rank(later)], timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "rank(s) 1 resumed from another checkpoint than rank 0 (the digests of ckpt.npz " \
+           "differ): give every rank the same checkpoint" in proc.stderr, proc.stderr
+    assert _losses(proc.stdout) == []
+    # The same copies on both ranks: resumed as one.
+    proc = _run([MPIRUN, "--oversubscribe", "--allow-run-as-root", *rank(later), ":",
+                 *rank(later)], timeout=120)
+    assert "resumed from ckpt.npz after step 4" in proc.stdout, proc.stdout
 
 
 def test_wrong_number_of_ranks_is_refused(setup):
