@@ -1,7 +1,7 @@
 //===- Train.cpp - Run a training run -------------------------------------===//
 #include "pf/Train/Train.h"
 
-
+#include "pf/Driver/OutputFiles.h"
 #include "pf/Runtime/pfrt.h"
 #include "pf/Train/PipelinedStep.h"
 #include "pf/Train/SingleProcessStep.h"
@@ -52,6 +52,17 @@ int train::train(TrainConfig &config, int argc, char **argv) {
   if (config.threads < 0 || config.threads > PFRT_MAX_THREADS)
     return printError(llvm::formatv("--num-threads {0} must be in [0, {1}] (PFRT_MAX_THREADS)",
                                     config.threads, PFRT_MAX_THREADS));
+  // Before any long work: no output over an input or another output, every
+  // destination writable. --resume may name the --checkpoint: continuing a
+  // run into its own checkpoint is what resuming is for (the write replaces
+  // it whole or not at all).
+  if (auto err = driver::checkOutputs({{"--checkpoint", config.checkpointFile},
+                                       {"--trace", config.traceFile},
+                                       {"--svg", config.svgFile},
+                                       {"--emit-step", config.emitStepFile}},
+                                      {{"model", config.modelFile},
+                                       {"--corpus", config.corpusFile}}))
+    return printError(llvm::toString(std::move(err)));
   auto corpus = loadCorpus(config.corpusFile);
   if (!corpus)
     return printError(llvm::toString(corpus.takeError()));

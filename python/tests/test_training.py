@@ -24,9 +24,9 @@ def setup(tmp_path_factory):
     return tmp
 
 
-def _train(setup, *args):
+def _train(setup, *args, check=True):
     proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(setup / "corpus.npz"),
-                    "--batch", "8", "--num-threads", "2", *args)
+                    "--batch", "8", "--num-threads", "2", *args, check=check)
     losses = [float(m) for m in re.findall(r"loss\s+([0-9.]+)", proc.stdout)]
     return proc, losses
 
@@ -86,6 +86,39 @@ def test_bad_inputs(setup, tmp_path):
                     "--batch", "8", "--micro-batches", "3", check=False)
     assert proc.returncode != 0 and "--micro-batches must be >= 1 and divide --batch (8)" \
         in proc.stderr
+
+
+def test_outputs_never_replace_inputs_and_are_checked_first(setup, tmp_path):
+    """An output over an input or over another output, a destination that is
+    a directory or whose directory is missing: refused before the first step
+    (no progress line), the input untouched (issue 39, classes 2 and 3)."""
+    model, corpus = setup / "model.onnx", setup / "corpus.npz"
+    before = corpus.read_bytes()
+    link = tmp_path / "corpus-link.npz"
+    link.symlink_to(corpus)
+    cases = [
+        (("--checkpoint", corpus), f"--checkpoint {corpus} is the --corpus file"),
+        (("--checkpoint", link), f"--checkpoint {link} is the --corpus file"),
+        (("--checkpoint", model), f"--checkpoint {model} is the model file"),
+        (("--emit-step", tmp_path / "x", "--checkpoint", tmp_path / "x"),
+         "--emit-step and --checkpoint name one file"),
+        (("--checkpoint", tmp_path), f"--checkpoint {tmp_path} is a directory"),
+        (("--checkpoint", tmp_path / "missing" / "c.npz"),
+         f"--checkpoint {tmp_path / 'missing' / 'c.npz'}: cannot write into "
+         f"{tmp_path / 'missing'}: No such file or directory"),
+    ]
+    for args, message in cases:
+        proc, losses = _train(setup, "--steps", "2", "--log-every", "1", *map(str, args),
+                              check=False)
+        assert proc.returncode == 1, (args, proc.stdout)
+        assert message in proc.stderr, (args, proc.stderr)
+        assert losses == [], (args, proc.stdout)
+    assert corpus.read_bytes() == before
+    assert not list(tmp_path.glob(".pf-write-probe-*"))
+    # A good destination is probed and left as it was: the run writes it.
+    proc, losses = _train(setup, "--steps", "1", "--checkpoint", str(tmp_path / "ok.npz"))
+    assert (tmp_path / "ok.npz").exists() and len(losses) == 1
+    assert not list(tmp_path.glob(".pf-write-probe-*"))
 
 
 def test_micro_batches_follow_the_whole_batch(setup):
