@@ -412,26 +412,30 @@ private:
     if (!m)
       return m.takeError();
     // The function's stage-value arguments and results bind to the call's
-    // slots in order (the verifier checked them against its signature).
-    auto bind = [&](const std::vector<TensorSpec> &specs, const std::vector<int64_t> &bound,
-                    const char *what) -> llvm::Expected<std::vector<std::string>> {
-      std::vector<std::string> names;
-      for (const TensorSpec &spec : specs)
-        if (isStageValue(spec.name))
-          names.push_back(spec.name);
-      if (names.size() != bound.size())
+    // slots in order (the verifier checked them against its signature), in
+    // place; `other` takes the rest.
+    auto bindSlots = [&](const std::vector<TensorSpec> &specs, const std::vector<int64_t> &bound,
+                         const char *what, std::vector<TensorView> &views,
+                         llvm::function_ref<void(const TensorSpec &)> other) -> llvm::Error {
+      size_t count = 0;
+      for (const TensorSpec &spec : specs) {
+        if (!isStageValue(spec.name)) {
+          other(spec);
+          continue;
+        }
+        if (count++ >= bound.size())
+          continue; // counted for the error below
+        auto view = viewOf(bound[count - 1], spec);
+        if (!view)
+          return view.takeError();
+        views.push_back(*view);
+      }
+      if (count != bound.size())
         return error(llvm::formatv("'{0}' has {1} stage-value {2} but the call binds {3}",
-                                   function, names.size(), what, bound.size()));
-      return names;
+                                   function, count, what, bound.size()));
+      return llvm::Error::success();
     };
-    auto argumentNames = bind(program.inputs(function), inputs, "arguments");
-    if (!argumentNames)
-      return argumentNames.takeError();
-    auto resultNames = bind(program.outputs(function), outputs, "results");
-    if (!resultNames)
-      return resultNames.takeError();
-    // Stage values are bound in place from and to their slots; the graph
-    // inputs and per-call scalars are the host's.
+    // The graph inputs and per-call scalars are the host's.
     auto hostInputs = stageCallInputs(program, function, graph, {}, *m, M, r.options.ignoreIndex,
                                       /*withStageValues=*/false);
     if (!hostInputs)
@@ -439,29 +443,19 @@ private:
     std::vector<TensorView> inputViews, outputViews;
     for (auto &[name, value] : *hostInputs)
       inputViews.push_back({name, value.dtype, value.shape, value.data.data()});
-    size_t next = 0;
-    for (const TensorSpec &spec : program.inputs(function)) {
-      if (!isStageValue(spec.name))
-        continue;
-      auto view = viewOf(inputs[next++], spec);
-      if (!view)
-        return view.takeError();
-      inputViews.push_back(*view);
-    }
+    if (auto err = bindSlots(program.inputs(function), inputs, "arguments", inputViews,
+                             [](const TensorSpec &) {}))
+      return err;
+    // The loss and gradients come back to the host.
     Values results;
-    next = 0;
-    for (const TensorSpec &spec : program.outputs(function)) {
-      if (isStageValue(spec.name)) {
-        auto view = viewOf(outputs[next++], spec);
-        if (!view)
-          return view.takeError();
-        outputViews.push_back(*view);
-        continue;
-      }
-      NpyArray &array = results[spec.name];
-      array = zeros(spec.dtype, spec.shape);
-      outputViews.push_back({spec.name, array.dtype, array.shape, array.data.data()});
-    }
+    if (auto err = bindSlots(program.outputs(function), outputs, "results", outputViews,
+                             [&](const TensorSpec &spec) {
+                               NpyArray &array = results[spec.name];
+                               array = zeros(spec.dtype, spec.shape);
+                               outputViews.push_back(
+                                   {spec.name, array.dtype, array.shape, array.data.data()});
+                             }))
+      return err;
     noteGradients();
     if (auto err = program.run(function, inputViews, outputViews))
       return err;

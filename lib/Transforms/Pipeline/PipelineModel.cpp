@@ -260,6 +260,20 @@ double rowsOf(LinearOp linear) {
 /// `rowGathers`: a gather (pf.gather, pf.gather_nd) reads the rows it
 /// gathers, not its whole table, and its gradient writes the table (zeroed,
 /// then scattered into); otherwise both count every operand and result.
+/// The measured per-block costs of `profilePath`, one layer per encoder
+/// block of the model (`numBlocks`).
+FailureOr<sched::CostModel> loadBlockProfile(func::FuncOp func, StringRef profilePath,
+                                             int64_t numBlocks) {
+  auto profile = sched::loadProfile(profilePath.str());
+  if (!profile)
+    return func.emitError("cannot use profile '") << profilePath << "': " << profile.error();
+  if (int64_t(profile->layers.size()) != numBlocks)
+    return func.emitError("profile '")
+           << profilePath << "' has " << profile->layers.size() << " layers but the model has "
+           << numBlocks << " encoder blocks";
+  return profile.take();
+}
+
 sched::CostModel analyticCosts(const BlockAssignment &blocks, const sched::DeviceSpec &dev,
                                bool rowGathers = false) {
   double flopRate = dev.fp32Tflops * 1e12 * dev.gemmEfficiency;     // FLOP/s
@@ -332,14 +346,7 @@ FailureOr<sched::CostModel> mlir::pf::buildCostModel(func::FuncOp func,
       return func.emitError() << dev.error(); // names the device and the known ones
     return analyticCosts(blocks, *dev);
   }
-  auto profile = sched::loadProfile(profilePath.str());
-  if (!profile)
-    return func.emitError("cannot use profile '") << profilePath << "': " << profile.error();
-  if (int64_t(profile->layers.size()) != blocks.numBlocks)
-    return func.emitError("profile '")
-           << profilePath << "' has " << profile->layers.size() << " layers but the model has "
-           << blocks.numBlocks << " encoder blocks";
-  return profile.take();
+  return loadBlockProfile(func, profilePath, blocks.numBlocks);
 }
 
 namespace {
@@ -401,13 +408,9 @@ FailureOr<sched::CostModel> mlir::pf::buildUnitCostModel(func::FuncOp func,
   addParameterWork(analytic, func->getParentOfType<ModuleOp>(), units, *dev, microbatches);
   if (cost == CostSource::Analytic)
     return analytic;
-  auto profile = sched::loadProfile(profilePath.str());
-  if (!profile)
-    return func.emitError("cannot use profile '") << profilePath << "': " << profile.error();
-  if (int64_t(profile->layers.size()) != units.numBlocks)
-    return func.emitError("profile '")
-           << profilePath << "' has " << profile->layers.size() << " layers but the model has "
-           << units.numBlocks << " encoder blocks";
+  FailureOr<sched::CostModel> profile = loadBlockProfile(func, profilePath, units.numBlocks);
+  if (failed(profile))
+    return failure();
   // Each unit's profiled block: the embeddings count in block 0, the head in
   // the last block (as pipefisher.profile_convert sums an op profile).
   SmallVector<int64_t> blockOfUnit;
