@@ -19,6 +19,12 @@ The .npz holds `tokens` (int64 [sequences, seq_len]), `vocab_size` (int64)
 and `special` ([PAD], [UNK], [CLS], [SEP], [MASK] ids); the words, one per line
 in id order, go to `<out>.vocab.txt` (the .npz stays numeric so C++ readers
 need no string support).
+
+Before any work the outputs are checked (pipefisher/outputs.py): neither
+OUT nor OUT.vocab.txt may be a --text or --vocab file (links resolved) or a
+directory, and their folder must take a new file. Both are written to
+temporary files and renamed into place together, the .npz last
+(pipefisher/atomic.py): a failed run leaves the previous pair whole.
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ import argparse
 import sys
 
 import numpy as np
+
+from .text_corpus import MAX_SEQ_LEN
+
+#: The most sequences of the generated corpus (16M; at 64 tokens 8 GiB).
+MAX_SEQUENCES = 1 << 24
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -70,9 +81,21 @@ def build_vocab() -> list[str]:
     return SPECIAL + sorted(words)
 
 
-def make_corpus(sequences: int, seq_len: int, seed: int = 0) -> dict:
+def check_sizes(sequences: int, seq_len: int) -> None:
+    """Raises ValueError for a generated corpus' size out of bounds (before
+    numpy meets a negative or absurd shape)."""
     if seq_len < 8:
         raise ValueError("seq_len must be at least 8")
+    if seq_len > MAX_SEQ_LEN:
+        raise ValueError(f"seq_len must be at most {MAX_SEQ_LEN}")
+    if sequences < 1:
+        raise ValueError("--sequences must be positive")
+    if sequences > MAX_SEQUENCES:
+        raise ValueError(f"--sequences must be at most {MAX_SEQUENCES}")
+
+
+def make_corpus(sequences: int, seq_len: int, seed: int = 0) -> dict:
+    check_sizes(sequences, seq_len)
     rng = np.random.default_rng(seed)
     vocab = build_vocab()
     ids = {w: i for i, w in enumerate(vocab)}
@@ -93,15 +116,23 @@ def make_corpus(sequences: int, seq_len: int, seed: int = 0) -> dict:
             "special": np.array([ids[s] for s in SPECIAL], np.int64)}
 
 
+def vocab_path(out: str) -> str:
+    """The vocabulary written beside the corpus `out`."""
+    return f"{out}.vocab.txt"
+
+
 def write_corpus(out: str, corpus: dict) -> None:
-    """The .npz and <out>.vocab.txt, each written atomically: a failed or
-    interrupted write leaves the previous files as they were."""
-    from .atomic import atomic_write
+    """The .npz and <out>.vocab.txt, written as a set (atomic_write_set): both
+    are written in full before either is renamed into place, the .npz (what
+    pf-train reads) last, so a failed or interrupted write leaves the
+    previous pair as it was."""
+    from .atomic import atomic_write_set
 
     arrays = {k: corpus[k] for k in ("tokens", "vocab_size", "special")}
-    with atomic_write(out) as npz, atomic_write(f"{out}.vocab.txt", "w") as vocab:
-        np.savez(npz, **arrays)  # to a file object: no ".npz" appended
-        vocab.write("\n".join(corpus["vocab"]) + "\n")
+    with atomic_write_set(vocab_path(out), out) as (vocab_tmp, npz_tmp):
+        vocab_tmp.write_text("\n".join(corpus["vocab"]) + "\n", encoding="utf-8")
+        with open(npz_tmp, "wb") as npz:
+            np.savez(npz, **arrays)  # to a file object: no ".npz" appended
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -136,21 +167,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _generated(args, parser) -> dict:
+def _check_generated(args, parser) -> None:
     if args.vocab or args.train_vocab is not None:
         parser.error("--vocab and --train-vocab go with --text (the generated corpus has "
                      "its own words)")
-    sequences = 20000 if args.sequences is None else args.sequences
-    if sequences < 1:
-        parser.error("--sequences must be positive")
     try:
-        return make_corpus(sequences, args.seq_len, 0 if args.seed is None else args.seed)
+        check_sizes(20000 if args.sequences is None else args.sequences, args.seq_len)
     except ValueError as err:
         parser.error(str(err))
+    if args.seed is not None and args.seed < 0:
+        parser.error("--seed must be non-negative")  # numpy's generators take no other
 
 
-def _from_text(args, parser) -> dict:
-    from .text_corpus import make_text_corpus, make_trained_text_corpus
+def _generated(args) -> dict:
+    sequences = 20000 if args.sequences is None else args.sequences
+    return make_corpus(sequences, args.seq_len, 0 if args.seed is None else args.seed)
+
+
+def _check_text(args, parser) -> None:
+    """The arguments of --text; raises CorpusError for a number out of bounds."""
+    from .text_corpus import check_seq_len, check_train_vocab_size
 
     if args.vocab and args.train_vocab is not None:
         parser.error("--vocab and --train-vocab exclude each other: use a vocabulary or "
@@ -161,12 +197,32 @@ def _from_text(args, parser) -> dict:
     if args.sequences is not None or args.seed is not None:
         parser.error("--sequences and --seed are for the generated corpus; --text uses all "
                      "of the text")
+    check_seq_len(args.seq_len)
+    if args.train_vocab is not None:
+        check_train_vocab_size(args.train_vocab)
+
+
+def _from_text(args) -> dict:
+    from .text_corpus import make_text_corpus, make_trained_text_corpus
+
     if args.train_vocab is not None:
         return make_trained_text_corpus(args.text, args.train_vocab, args.seq_len,
                                         lowercase=args.lowercase,
                                         split_sentences=args.split_sentences)
     return make_text_corpus(args.text, args.vocab, args.seq_len, lowercase=args.lowercase,
                             split_sentences=args.split_sentences)
+
+
+def check_corpus_outputs(args) -> None:
+    """Neither output over an input or the other, each one writable: before
+    the text is read (pipefisher/outputs.py); raises OutputError."""
+    from .outputs import NamedPath, check_outputs
+
+    inputs = [NamedPath("--text", t) for t in args.text or []]
+    if args.vocab:
+        inputs.append(NamedPath("--vocab", args.vocab))
+    check_outputs([NamedPath("--out", args.out),
+                   NamedPath("--out's vocabulary", vocab_path(args.out))], inputs)
 
 
 def _summary(out: str, corpus: dict) -> str:
@@ -188,13 +244,23 @@ def _summary(out: str, corpus: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    from .outputs import OutputError
     from .text_corpus import CorpusError
 
     try:
-        corpus = _from_text(args, parser) if args.text else _generated(args, parser)
+        if args.text:
+            _check_text(args, parser)
+        else:
+            _check_generated(args, parser)
+        check_corpus_outputs(args)
+        corpus = _from_text(args) if args.text else _generated(args)
         write_corpus(args.out, corpus)
-    except CorpusError as err:
+    except (CorpusError, OutputError) as err:
         print(f"corpus: error: {err}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("corpus: error: out of memory for the corpus (fewer --sequences, a shorter "
+              "--seq-len or less text)", file=sys.stderr)
         return 1
     except OSError as err:
         print(f"corpus: error: cannot write {err.filename or args.out}: {err.strerror}",

@@ -29,9 +29,18 @@ Refused, with a message and exit status 1 (nothing is written):
   * another shape or dtype than the initializer's;
   * NaN or infinite values (a diverged run), unless ``--allow-non-finite``.
 
+  * damaged checkpoint metadata (``meta/step`` or ``meta/format_version``
+    not one int64, a name entry not UTF-8 bytes);
+  * an output that is an input (MODEL.onnx, its external data file,
+    CHECKPOINT.npz, also through links) or a directory, or whose folder
+    takes no new file: checked before the model is read
+    (pipefisher/outputs.py).
+
 The output is written to a temporary file and renamed, so a failed export
 never replaces a good file. ``--external-data`` puts the weights in
-``<out>.data`` beside it (needed for models past protobuf's 2 GiB limit).
+``<out>.data`` beside it (needed for models past protobuf's 2 GiB limit);
+both files are written in full before either is renamed, the model last
+(pipefisher/atomic.py: a failure leaves the previous pair whole).
 """
 
 from __future__ import annotations
@@ -41,14 +50,14 @@ import os
 import shutil
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .atomic import atomic_write
+from .atomic import atomic_write, replace_together
+from .outputs import NamedPath, OutputError, check_outputs
 
 #: The checkpoint layout this reads (pf-train's kCheckpointFormatVersion).
 CHECKPOINT_FORMAT_VERSION = 1
@@ -61,13 +70,48 @@ class ExportError(Exception):
     """Why the export was refused: printed as one message, no traceback."""
 
 
-def load_model(path: str | os.PathLike) -> onnx.ModelProto:
+def _reason(err: Exception) -> str:
+    """An exception's text on one line (a library's message may have several)."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def load_model(path: str | os.PathLike) -> tuple[onnx.ModelProto, list[Path]]:
+    """The model with its weights, and the external data files they came from."""
     if not Path(path).is_file():
         raise ExportError(f"{path}: no such model file")
     try:
-        return onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
+        locations = {entry.value for t in model.graph.initializer
+                     if t.data_location == onnx.TensorProto.EXTERNAL
+                     for entry in t.external_data if entry.key == "location"}
+        onnx.load_external_data_for_model(model, str(Path(path).parent))
     except Exception as err:  # protobuf's DecodeError, missing external data, ...
-        raise ExportError(f"{path}: not a readable ONNX model ({err})")
+        raise ExportError(f"{path}: not a readable ONNX model ({_reason(err)})")
+    return model, [Path(path).parent / location for location in sorted(locations)]
+
+
+def _meta_int(arrays: dict[str, np.ndarray], key: str, path) -> int:
+    # pf-train writes one int64; anything else is a damaged or foreign file.
+    a = arrays[key]
+    if a.dtype != np.int64 or a.size != 1:
+        raise ExportError(f"{path}: {key} must be one int64 value, not {a.dtype} of shape "
+                          f"{list(a.shape)}")
+    return int(a.reshape(()))
+
+
+def _check_names(arrays: dict[str, np.ndarray], path) -> None:
+    """meta/onnx_name/* and meta/transposed_copy/* are UTF-8 bytes (int8)."""
+    for key, a in arrays.items():
+        if not key.startswith(("meta/onnx_name/", "meta/transposed_copy/")):
+            continue
+        if a.ndim != 1 or a.dtype not in (np.int8, np.uint8):
+            raise ExportError(f"{path}: {key} must be a name as int8 bytes, not {a.dtype} of "
+                              f"shape {list(a.shape)}")
+        try:
+            a.astype(np.uint8).tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise ExportError(f"{path}: {key} is not UTF-8 text")
 
 
 def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], int]:
@@ -75,19 +119,27 @@ def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], int
     if not Path(path).is_file():
         raise ExportError(f"{path}: no such checkpoint file")
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("one .npy array, not an .npz archive")
+        with data:
             arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise ExportError(f"{path}: not a readable .npz ({err})")
+    # BadZipFile, zlib.error (a damaged entry), ValueError (pickled data), ...
+    except Exception as err:
+        raise ExportError(f"{path}: not a readable .npz ({_reason(err)})")
     if "meta/step" not in arrays or "meta/format_version" not in arrays:
         raise ExportError(f"{path}: not a pf-train checkpoint (no meta/step or "
                           "meta/format_version)")
-    version = int(arrays["meta/format_version"])
+    version = _meta_int(arrays, "meta/format_version", path)
     if version != CHECKPOINT_FORMAT_VERSION:
         raise ExportError(f"{path}: checkpoint format version {version}; this reads version "
                           f"{CHECKPOINT_FORMAT_VERSION}")
+    step = _meta_int(arrays, "meta/step", path)
+    if step < 0:
+        raise ExportError(f"{path}: meta/step is {step}, not a step count")
+    _check_names(arrays, path)
     params = {key[len("param/"):]: a for key, a in arrays.items() if key.startswith("param/")}
-    return to_onnx_names(params, arrays), int(arrays["meta/step"])
+    return to_onnx_names(params, arrays), step
 
 
 def _entries(arrays: dict[str, np.ndarray], kind: str) -> dict[str, str]:
@@ -201,25 +253,35 @@ def with_weights(model: onnx.ModelProto, weights: dict[str, np.ndarray],
     return out, len(split)
 
 
+def data_path(out: str | os.PathLike) -> Path:
+    """The external data file written beside the model `out`."""
+    return Path(f"{out}.data")
+
+
 def save(model: onnx.ModelProto, out: str | os.PathLike, external_data: bool) -> None:
-    """Writes `model` atomically (with its data file, for external data)."""
+    """Writes `model` atomically; for external data, the model and its data
+    file as a set: both written in full to a staging folder beside them,
+    then renamed into place, the data first and the model that names it
+    last, with the old pair put back if a rename fails (replace_together)."""
     out = Path(out)
     if not external_data:
         if model.ByteSize() > _PROTOBUF_LIMIT:
             raise ExportError("the model is over protobuf's 2 GiB limit: use --external-data")
-        onnx.checker.check_model(model)
+        try:
+            onnx.checker.check_model(model)
+        except onnx.checker.ValidationError as err:
+            raise ExportError(f"the trained model fails ONNX's checker: {_reason(err)}")
         with atomic_write(out) as f:
             f.write(model.SerializeToString())
         return
     out.parent.mkdir(parents=True, exist_ok=True)
-    data_name = out.name + ".data"
+    data_name = data_path(out).name
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         onnx.save_model(model, str(staging / out.name), save_as_external_data=True,
                         all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
-        # The data first: the model that names it appears last.
-        os.replace(staging / data_name, out.parent / data_name)
-        os.replace(staging / out.name, out)
+        replace_together([(staging / data_name, out.parent / data_name),
+                          (staging / out.name, out)])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -227,7 +289,19 @@ def save(model: onnx.ModelProto, out: str | os.PathLike, external_data: bool) ->
 def export(model_path, checkpoint_path, out, external_data=False,
            allow_non_finite=False) -> str:
     """The whole command; returns its summary line."""
-    model = load_model(model_path)
+    outputs = [NamedPath("--out", out)]
+    if external_data:
+        outputs.append(NamedPath("--out's data file", data_path(out)))
+    try:
+        check_outputs(outputs, [NamedPath("MODEL.onnx", model_path),
+                                NamedPath("CHECKPOINT.npz", checkpoint_path)])
+        model, model_data = load_model(model_path)
+        # The data files the model names are inputs too (their weights are
+        # in memory now, but the original model needs them).
+        check_outputs(outputs, [NamedPath("model's external data", f) for f in model_data],
+                      probe=False)
+    except OutputError as err:
+        raise ExportError(str(err))
     params, step = load_checkpoint(checkpoint_path)
     weights = match_weights(model, params, str(checkpoint_path), allow_non_finite)
     trained, split = with_weights(model, weights, str(checkpoint_path), step)

@@ -60,7 +60,9 @@ class CorpusError(Exception):
 
 
 def read_vocab(path: str | os.PathLike) -> list[str]:
-    """The tokens of a BERT vocab.txt, one per line, id = line number."""
+    """The tokens of a BERT vocab.txt, one per line, id = line number; a
+    UTF-8 byte-order mark before the first is dropped (editors on Windows
+    write one)."""
     raw = _read_bytes(path, "vocab")
     tokens: list[str] = []
     seen: dict[str, int] = {}
@@ -94,7 +96,7 @@ def special_ids(vocab: list[str], path: str | os.PathLike) -> list[int]:
     return [ids[s] for s in SPECIAL]
 
 
-def make_tokenizer(vocab_path: str | os.PathLike, vocab: list[str], lowercase: bool):
+def make_tokenizer(vocab: list[str], lowercase: bool):
     """BERT's WordPiece tokenizer (BertTokenizerFast's pipeline) without the
     [CLS]/[SEP] post-processor: packing adds those."""
     try:
@@ -102,21 +104,34 @@ def make_tokenizer(vocab_path: str | os.PathLike, vocab: list[str], lowercase: b
     except ImportError:
         raise CorpusError("--text needs the Hugging Face 'tokenizers' package: "
                           "pip install -r python/requirements.txt (or ./scripts/setup.sh)")
-    model = models.WordPiece.from_file(str(vocab_path), unk_token="[UNK]",
-                                       max_input_chars_per_word=100)
+    # The ids read_vocab gave (line numbers; a byte-order mark and trailing
+    # spaces dropped), not the library's own reading of the file, which keeps
+    # a BOM as part of the first token.
+    model = models.WordPiece(vocab={token: i for i, token in enumerate(vocab)},
+                             unk_token="[UNK]", max_input_chars_per_word=100)
     tokenizer = Tokenizer(model)
     # strip_accents=None: strip exactly when lower-casing, as BERT does.
     tokenizer.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    # Our ids are line numbers; make sure the library read the file the same way.
-    if tokenizer.get_vocab() != {token: i for i, token in enumerate(vocab)}:
-        raise CorpusError(f"{vocab_path}: the tokenizer reads other ids than the line numbers")
     return tokenizer
 
 
 #: The smallest --train-vocab: the special tokens plus some words.
 MIN_TRAINED_VOCAB = 64
+#: The largest --train-vocab: 4M tokens, over 100 times BERT's 30522; a
+#: larger request is a typo, and the trainer would take it as its budget.
+MAX_TRAINED_VOCAB = 1 << 22
+#: The longest --seq-len: far past any model's position table (BERT has
+#: 512), and a padded row stays at 512 KiB.
+MAX_SEQ_LEN = 1 << 16
+
+
+def check_train_vocab_size(size: int) -> None:
+    if size < MIN_TRAINED_VOCAB:
+        raise CorpusError(f"--train-vocab {size}: at least {MIN_TRAINED_VOCAB} tokens")
+    if size > MAX_TRAINED_VOCAB:
+        raise CorpusError(f"--train-vocab {size}: at most {MAX_TRAINED_VOCAB} tokens")
 
 
 def train_vocab(texts: list[str | os.PathLike], size: int, lowercase: bool,
@@ -127,8 +142,7 @@ def train_vocab(texts: list[str | os.PathLike], size: int, lowercase: bool,
     first, in SPECIAL's order, then the alphabet and the learnt pieces. The
     trainer stops below `size` when the text has fewer distinct pieces worth
     a token (pieces seen at least twice)."""
-    if size < MIN_TRAINED_VOCAB:
-        raise CorpusError(f"--train-vocab {size}: at least {MIN_TRAINED_VOCAB} tokens")
+    check_train_vocab_size(size)
     try:
         from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
     except ImportError:
@@ -164,6 +178,7 @@ def make_trained_text_corpus(texts: list[str | os.PathLike], vocab_size: int, se
     (train_vocab); the corpus' `vocab` is the trained one."""
     import tempfile
 
+    check_seq_len(seq_len)  # before the training
     vocab = train_vocab(texts, vocab_size, lowercase, split_sentences)
     with tempfile.TemporaryDirectory(prefix="pf-vocab-") as scratch:
         path = Path(scratch) / "vocab.txt"
@@ -340,16 +355,22 @@ class Progress:
                   flush=True)
 
 
+def check_seq_len(seq_len: int) -> None:
+    if seq_len < 3:
+        raise CorpusError(f"--seq-len {seq_len}: a sequence needs [CLS], a token and [SEP]")
+    if seq_len > MAX_SEQ_LEN:
+        raise CorpusError(f"--seq-len {seq_len}: at most {MAX_SEQ_LEN} tokens")
+
+
 def make_text_corpus(texts: list[str | os.PathLike], vocab_path: str | os.PathLike,
                      seq_len: int, lowercase: bool = True,
                      split_sentences: bool = False) -> dict:
     """The corpus arrays (as make_corpus returns them) and packing figures."""
-    if seq_len < 3:
-        raise CorpusError(f"--seq-len {seq_len}: a sequence needs [CLS], a token and [SEP]")
+    check_seq_len(seq_len)
     vocab = read_vocab(vocab_path)
     special = special_ids(vocab, vocab_path)
     sizes = [check_text_file(t) for t in texts]
-    tokenizer = make_tokenizer(vocab_path, vocab, lowercase)
+    tokenizer = make_tokenizer(vocab, lowercase)
     pad, unk, cls, sep, _ = special
     packer = Packer(seq_len, cls=cls, sep=sep, pad=pad)
     progress = Progress(sum(sizes), packer)

@@ -267,3 +267,130 @@ def test_bad_files_are_refused(trained, tmp_path, capsys):
         assert re.search(message, err), err
     assert not (tmp_path / "out.onnx").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.onnx"]  # no temporaries
+
+
+# Issue 39: nothing the user made is lost, a bad destination fails first.
+
+def test_an_output_never_replaces_an_input(trained, tmp_path, capsys):
+    model, checkpoint = trained["model"], trained["checkpoint"]
+    (tmp_path / "ckpt-link.npz").symlink_to(checkpoint)
+    (tmp_path / "c.onnx.data").symlink_to(checkpoint)
+    # A model whose weights live in the data file that --external-data writes.
+    with_data = tmp_path / "ext.onnx"
+    onnx.save_model(onnx.load(model), with_data, save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="ext-trained.onnx.data",
+                    size_threshold=1024)
+    inputs = [model, checkpoint, with_data, tmp_path / "ext-trained.onnx.data"]
+    before = [p.read_bytes() for p in inputs]
+    cases = [  # (MODEL.onnx, --out and options, the error's words)
+        (model, [model], f"--out '{model}' is the MODEL.onnx file '{model}'"),
+        (model, [model.parent / "." / model.name], "is the MODEL.onnx file"),
+        (model, [tmp_path / "ckpt-link.npz"],
+         f"--out '{tmp_path}/ckpt-link.npz' is the CHECKPOINT.npz file '{checkpoint}'"),
+        (model, [tmp_path / "c.onnx", "--external-data"],
+         f"--out's data file '{tmp_path}/c.onnx.data' is the CHECKPOINT.npz file"),
+        (with_data, [tmp_path / "ext-trained.onnx", "--external-data"],
+         f"--out's data file '{tmp_path}/ext-trained.onnx.data' is the model's external "
+         "data file"),
+    ]
+    for source, out, message in cases:
+        err = _refused(capsys, source, checkpoint, "--out", *out)
+        assert message in err and "an output never replaces an input" in err, err
+    assert [p.read_bytes() for p in inputs] == before
+    assert not (tmp_path / "ext-trained.onnx").exists()
+
+
+def test_the_destination_is_checked_before_the_model_is_read(trained, tmp_path, monkeypatch,
+                                                             capsys):
+    def must_not_run(*args):
+        raise AssertionError("the model was read before the destination was checked")
+
+    monkeypatch.setattr(export_onnx, "load_model", must_not_run)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cases = [(blocker / "t.onnx", f"cannot write '{blocker}/t.onnx': '{blocker}' is not a "
+                                  "directory"),
+             (tmp_path, f"--out '{tmp_path}' is a directory, not a file to write")]
+    if os.geteuid() != 0:  # root writes into read-only folders
+        read_only = tmp_path / "read-only"
+        read_only.mkdir(mode=0o555)
+        cases.append((read_only / "t.onnx", f"cannot write '{read_only}/t.onnx': Permission "
+                                            "denied"))
+    for out, message in cases:
+        err = _refused(capsys, trained["model"], trained["checkpoint"], "--out", out)
+        assert err.strip() == f"export_onnx: error: {message}", err
+    # With external data, the data file's destination too.
+    (tmp_path / "t.onnx.data").mkdir()
+    err = _refused(capsys, trained["model"], trained["checkpoint"], "--out", tmp_path / "t.onnx",
+                   "--external-data")
+    assert f"--out's data file '{tmp_path}/t.onnx.data' is a directory" in err, err
+
+
+def _failing_on_call(function, number):
+    """`function`, except that its `number`-th call raises ENOSPC."""
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == number:
+            raise OSError(28, "No space left on device")
+        return function(*args, **kwargs)
+    return wrapped
+
+
+@pytest.mark.parametrize("failing", ["fsync", "replace"])
+def test_a_failed_export_leaves_the_old_model_and_data_whole(trained, tmp_path, monkeypatch,
+                                                             capsys, failing):
+    # The model fails after its data file was written (flushing it to disk),
+    # or after the data file was renamed into place (renaming the model).
+    out = tmp_path / "t.onnx"
+    args = [str(trained["model"]), str(trained["checkpoint"]), "--out", str(out),
+            "--external-data"]
+    assert export_onnx.main(args) == 0
+    old = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert sorted(old) == ["t.onnx", "t.onnx.data"]
+
+    def doubled(arrays):
+        arrays[Q] = arrays[Q] * 2  # other weights: another data file
+    args[1] = str(_edited_checkpoint(trained, doubled))
+    monkeypatch.setattr(os, failing, _failing_on_call(getattr(os, failing), 2))
+    assert export_onnx.main(args) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old  # no temporaries either
+
+
+def _meta(key, value):
+    def edit(arrays):
+        arrays[key] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit,message", [
+    (_meta("meta/format_version", np.float64(1)),
+     r"meta/format_version must be one int64 value, not float64 of shape \[\]"),
+    (_meta("meta/step", np.array([3, 4], np.int64)),
+     r"meta/step must be one int64 value, not int64 of shape \[2\]"),
+    (_meta("meta/step", np.array("3")), r"meta/step must be one int64 value, not <U1"),
+    (_meta("meta/step", np.int64(-1)), r"meta/step is -1, not a step count"),
+    (_meta("meta/onnx_name/bert.pooler.dense.weight", np.array([-1, -2], np.int8)),
+     r"meta/onnx_name/bert.pooler.dense.weight is not UTF-8 text"),
+    (_meta("meta/transposed_copy/x", np.array([1.5], np.float32)),
+     r"meta/transposed_copy/x must be a name as int8 bytes, not float32 of shape \[1\]"),
+])
+def test_damaged_checkpoint_metadata_is_refused(trained, edit, message, capsys):
+    err = _refused(capsys, trained["model"], _edited_checkpoint(trained, edit), "--out",
+                   trained["tmp"] / "damaged.onnx")
+    assert re.search(message, err), err
+    assert not (trained["tmp"] / "damaged.onnx").exists()
+
+
+def test_files_that_are_no_checkpoint_are_refused(trained, tmp_path, capsys):
+    one_array = tmp_path / "one.npy"
+    np.save(one_array, np.zeros(3))
+    half = tmp_path / "half.npz"
+    half.write_bytes(trained["checkpoint"].read_bytes()[:5000])
+    for checkpoint, message in [(one_array, r"one.npy: not a readable .npz \(one .npy array"),
+                                (half, r"half.npz: not a readable .npz")]:
+        err = _refused(capsys, trained["model"], checkpoint, "--out", tmp_path / "t.onnx")
+        assert re.search(message, err), err
+    assert not (tmp_path / "t.onnx").exists()
