@@ -709,35 +709,39 @@ private:
     return true;
   }
 
-  /// Each accumulation of a stage (pf-build-rank-programs' count-weighted
-  /// sum of its gradients: the accumulate calls returning the same running
-  /// sums, one function per position) runs on one rank, once per
-  /// micro-batch in micro-batch order (the order of the single-process sum),
-  /// each after that micro-batch's backward (its weight half when split) on
-  /// the same rank; after the first micro-batch each call takes the running
-  /// sums it continues. A rank holds one piece of a gradient per micro-batch:
-  /// no two of its calls return the same `grad/*` (or a same-rank
-  /// `grad_part/*`) of one micro-batch, and an accumulate call takes only
-  /// pieces a call of its micro-batch returned before it.
+  /// Each accumulation of a rank (pf-build-rank-programs' count-weighted
+  /// sum of gradients: the accumulate calls returning the same running sums,
+  /// one function per position) runs once per micro-batch whose pieces it
+  /// takes, in micro-batch order (the order of the single-process sum), and
+  /// takes every such piece the rank returns: all micro-batches of a stage
+  /// only this rank runs; a replica's own micro-batches, whose partial sum a
+  /// pf.all_reduce order(library) completes. After its first call each one
+  /// takes the running sums it continues. A rank holds one piece of a
+  /// gradient per micro-batch: no two of its calls return the same `grad/*`
+  /// (or a same-rank `grad_part/*`) of one micro-batch, and an accumulate
+  /// call takes only pieces a call of its micro-batch returned before it.
   LogicalResult checkAccumulates() {
     bool ok = true;
-    // (stage, the sums it returns) -> (rank, next micro-batch): a stage may
-    // sum its own gradients and, on a reduce's root, the reduced ones apart.
-    std::map<std::pair<int64_t, std::string>, std::pair<int64_t, int64_t>> next;
     auto isPiece = [](StringRef name) {
-      return name.starts_with("grad/") || name.starts_with("grad_part/");
+      return name.starts_with(kGradientPrefix) || name.starts_with(kGradientPartPrefix);
     };
     for (auto [rank, program] : llvm::enumerate(programs)) {
-      std::set<std::pair<int64_t, int64_t>> backwardDone; // (stage, micro-batch)
       std::set<std::pair<std::string, int64_t>> returned; // (piece, micro-batch)
+      /// The sums it returns -> the micro-batches accumulated, the pieces
+      /// taken, and its first call.
+      struct Accumulation {
+        std::set<int64_t> micros;
+        std::set<std::string> pieces;
+        size_t first = 0;
+      };
+      std::map<std::string, Accumulation> accumulations;
       for (auto [index, op] : llvm::enumerate(program.ops)) {
         auto run = dyn_cast<RunStageOp>(op);
         if (!run || !run.getMicrobatch())
           continue;
-        int64_t stage = stageOf(run), micro = int64_t(*run.getMicrobatch());
-        StageTaskKind kind = run.getKind();
+        int64_t micro = int64_t(*run.getMicrobatch());
         Position at{int64_t(rank), index};
-        if (kind != StageTaskKind::Accumulate)
+        if (run.getKind() != StageTaskKind::Accumulate) {
           for (const std::string &name : resultNames(run))
             if (isPiece(name) && !returned.insert({name, micro}).second) {
               ok = false;
@@ -746,56 +750,55 @@ private:
                            "micro-batch: two stages of one rank sum theirs by an accumulate "
                            "call taking the first's as grad_part/*)";
             }
-        if (kind == StageTaskKind::Backward || kind == StageTaskKind::BackwardWeight) {
-          backwardDone.insert({stage, micro});
           continue;
         }
-        if (kind != StageTaskKind::Accumulate)
-          continue;
-        for (const std::string &name : namesOf(run, false))
-          if (isPiece(name) && !returned.count({name, micro})) {
+        SmallVector<std::string> sums = resultNames(run);
+        auto [it, fresh] = accumulations.try_emplace(llvm::join(sums, ","));
+        Accumulation &sum = it->second;
+        if (fresh)
+          sum.first = index;
+        for (const std::string &name : namesOf(run, false)) {
+          if (!isPiece(name))
+            continue;
+          sum.pieces.insert(name);
+          if (!returned.count({name, micro})) {
             ok = false;
             error(at) << describe(run) << " of micro-batch " << micro << " takes '" << name
                       << "', which no call of that micro-batch returned on this rank before it";
           }
-        SmallVector<std::string> sums = resultNames(run);
-        auto [it, fresh] = next.try_emplace({stage, llvm::join(sums, ",")}, int64_t(rank), 0);
-        if (!fresh && it->second.first != int64_t(rank)) {
+        }
+        if (!sum.micros.empty() && micro <= *sum.micros.rbegin()) {
           ok = false;
           error(at) << describe(run) << " of micro-batch " << micro
-                    << " runs on another rank than the stage's other accumulate calls (rank "
-                    << it->second.first << ")";
+                    << " out of order: micro-batch " << *sum.micros.rbegin()
+                    << " was accumulated before it (the sum runs in micro-batch order)";
           continue;
         }
-        if (micro != it->second.second) {
-          ok = false;
-          error(at) << describe(run) << " of micro-batch " << micro
-                    << " out of order: micro-batch " << it->second.second
-                    << " comes first (the sum runs in micro-batch order)";
+        sum.micros.insert(micro);
+        if (!fresh)
+          for (const std::string &name : sums)
+            if (StringRef(name).starts_with(kGradientSumPrefix) && !takes(run, name)) {
+              ok = false;
+              error(at) << describe(run) << " of micro-batch " << micro
+                        << " does not take the running sum '" << name << "' it continues";
+            }
+      }
+      // Every piece of an accumulated gradient this rank returns is added.
+      for (auto &[sums, sum] : accumulations) {
+        std::set<int64_t> missing;
+        for (const auto &[name, micro] : returned)
+          if (sum.pieces.count(name) && !sum.micros.count(micro))
+            missing.insert(micro);
+        if (missing.empty())
           continue;
-        }
-        ++it->second.second;
-        for (const std::string &sum : sums)
-          if (micro > 0 && StringRef(sum).starts_with("grad_sum/") && !takes(run, sum)) {
-            ok = false;
-            error(at) << describe(run) << " of micro-batch " << micro
-                      << " does not take the running sum '" << sum << "' it continues";
-          }
-        if (!backwardDone.count({stage, micro})) {
-          ok = false;
-          error(at) << describe(run) << " of micro-batch " << micro
-                    << " comes before that micro-batch's backward on this rank";
-        }
+        ok = false;
+        auto diag = error({int64_t(rank), sum.first});
+        diag << "the accumulation of " << sums << " adds " << sum.micros.size()
+             << " micro-batches but not micro-batch(es) [";
+        llvm::interleaveComma(missing, diag);
+        diag << "], whose pieces this rank returns";
       }
     }
-    for (auto &[key, where] : next)
-      if (where.second != numMicrobatches) {
-        ok = false;
-        programs[where.first].op.emitError("rank ")
-            << where.first << ": stage " << key.first << " accumulates " << where.second << " of "
-            << numMicrobatches << " micro-batches"
-            << (key.second.empty() ? "" : " (of " + key.second + ")");
-      }
     return success(ok);
   }
 

@@ -12,6 +12,9 @@
 #define PF_DIALECT_PF_IR_PFSTAGEVALUES_H
 
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+
+#include <string>
 
 namespace mlir::pf {
 
@@ -43,6 +46,26 @@ inline bool isTransferredName(llvm::StringRef name) {
 /// micro-batch's activation slot.
 inline bool isSavedActivationName(llvm::StringRef name) {
   return name.starts_with(kSavedPrefix) || name.starts_with(kWeightSavedPrefix);
+}
+
+/// A backward's gradient of a parameter, one piece per micro-batch:
+/// `grad/<parameter>`.
+inline constexpr llvm::StringLiteral kGradientPrefix = "grad/";
+/// The running count-weighted sum of a gradient's pieces that the
+/// accumulate calls of pf-build-rank-programs return: `grad_sum/<parameter>`.
+inline constexpr llvm::StringLiteral kGradientSumPrefix = "grad_sum/";
+/// The first of two same-rank stages' pieces of one gradient (the V's tied
+/// embedding), which the last stage's accumulate call adds:
+/// `grad_part/<parameter>`.
+inline constexpr llvm::StringLiteral kGradientPartPrefix = "grad_part/";
+
+/// `grad_sum/<p>` of `grad/<p>`.
+inline std::string gradientSumName(llvm::StringRef gradient) {
+  return (kGradientSumPrefix + gradient.drop_front(kGradientPrefix.size())).str();
+}
+/// `grad_part/<p>` of `grad/<p>`.
+inline std::string gradientPartName(llvm::StringRef gradient) {
+  return (kGradientPartPrefix + gradient.drop_front(kGradientPrefix.size())).str();
 }
 
 } // namespace mlir::pf
