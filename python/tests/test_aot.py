@@ -220,3 +220,34 @@ def test_aot_run_profile_gives_the_schedulers_layer_profile(tmp_path):
                     str(tmp_path / "x.json"), check=False)
     assert proc.returncode == 1 and "--aot-profile" in proc.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_aot_run_never_writes_over_the_model_and_checks_outputs_first(tmp_path):
+    """pf-aot-run refuses, before loading anything, an output that is the
+    model library (also through a link), two outputs on one file, and an
+    output into a missing folder; --weights-out may be --weights (a loop
+    stepping one file, replaced atomically)."""
+    model = tmp_path / "model.so"
+    model.write_bytes(b"not loaded: the check comes first")
+    weights = tmp_path / "model.weights"
+    weights.write_bytes(b"\0" * 16)
+    (tmp_path / "link.so").symlink_to(model)
+    cases = [
+        (["--weights-out", str(tmp_path / "link.so")], "is the MODEL.so file"),
+        (["--json", str(model)], "is the MODEL.so file"),
+        (["--json", str(weights)], "is the --weights file"),
+        (["--json", str(tmp_path / "t.json"), "--profile", str(tmp_path / "t.json")],
+         "name one file"),
+        (["--json", str(tmp_path / "missing" / "t.json")], "No such file or directory"),
+    ]
+    for extra, message in cases:
+        proc = run_tool("pf-aot-run", str(model), "--weights", str(weights), *extra, check=False)
+        assert proc.returncode == 1, (extra, proc.stderr)
+        assert message in proc.stderr, (extra, proc.stderr)
+        assert "cannot load" not in proc.stderr
+    assert model.read_bytes() == b"not loaded: the check comes first"
+    # --weights-out = --weights passes the check (and then fails to load the
+    # fake library, which shows the check let it through).
+    proc = run_tool("pf-aot-run", str(model), "--weights", str(weights),
+                    "--weights-out", str(weights), check=False)
+    assert proc.returncode == 1 and "cannot load" in proc.stderr, proc.stderr

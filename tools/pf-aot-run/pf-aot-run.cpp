@@ -11,6 +11,7 @@
 
 #include "pf/Runtime/pf_aot.h"
 #include "pf/Runtime/pfrt.h"
+#include "pf/Support/OutputFiles.h"
 
 #include <dlfcn.h>
 
@@ -511,5 +512,18 @@ int main(int argc, char **argv) {
   Options o;
   if (int usage = parseOptions(argc, argv, o))
     return usage;
+  // Before the model is loaded and run: no output over the model, over
+  // another output, or into a directory that cannot take it. --weights-out
+  // may be --weights (a training loop stepping one file; it is read before
+  // and replaced atomically after the runs); --json and --profile may not.
+  if (std::string err = pf::checkOutputFiles(
+          {{"--weights-out", o.weightsOut}, {"--json", o.json}, {"--profile", o.profile}},
+          {{"MODEL.so", o.model}});
+      !err.empty())
+    return fail(err);
+  if (std::string err = pf::checkOutputFiles({{"--json", o.json}, {"--profile", o.profile}},
+                                             {{"--weights", o.weights}});
+      !err.empty())
+    return fail(err);
   return run(o);
 }

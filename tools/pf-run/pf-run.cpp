@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Driver/OutputFiles.h"
 #include "pf/Driver/Device.h"
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
@@ -279,6 +280,12 @@ int main(int argc, char **argv) {
   }
   if (training.microbatches < 1)
     return fail("--micro-batches must be >= 1");
+  // Before the model is compiled and run: no output over the model, the
+  // inputs or another output, every destination writable.
+  if (auto err = drv::checkOutputs(
+          {{"--outputs", outputsFile}, {"--profile", profileFile}, {"--emit-step", emitStepFile}},
+          {{"MODEL", modelFile}, {"--inputs", inputsFile}}))
+    return fail(llvm::toString(std::move(err)));
   if (!pipelineSpec.empty()) {
     mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
     if (failed(parsed.parseFromString(pipelineSpec)))

@@ -11,6 +11,7 @@
 #include "pf/Schedule/Scheduler.h"
 #include "pf/Schedule/TorchCsv.h"
 #include "pf/Schedule/Verify.h"
+#include "pf/Support/OutputFiles.h"
 
 #include <cerrno>
 #include <cmath>
@@ -415,6 +416,17 @@ int main(int argc, char **argv) {
     std::cout << kHelp;
     return 0;
   }
+  // Before the schedule is searched (minutes with --refresh throughput): no
+  // output over an input or another output, every destination writable.
+  auto given = [&](const char *key) {
+    return pf::NamedPath{std::string("--") + key, stringOption(*options, key, "")};
+  };
+  if (std::string err = pf::checkOutputFiles(
+          {given("report-json"), given("trace"), given("svg"), given("export-profile"),
+           given("export-torch-csv")},
+          {given("profile"), given("schedule-csv")});
+      !err.empty())
+    return fail(err);
   auto costs = grainedCostModel(*options);
   if (!costs)
     return fail(costs.error());

@@ -10,6 +10,8 @@
 #ifndef PF_DRIVER_OUTPUTFILES_H
 #define PF_DRIVER_OUTPUTFILES_H
 
+#include "pf/Support/OutputFiles.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -19,16 +21,9 @@
 namespace mlir::pf::driver {
 
 /// A file a tool reads or writes, with the option that names it.
-struct NamedPath {
-  std::string option; ///< e.g. "--checkpoint"
-  std::string path;   ///< empty: not given; "-": stdout/stdin (never checked)
-};
+using NamedPath = ::pf::NamedPath;
 
-/// Every output against every input and every other output (refused when
-/// they are the same file), then each output's destination (refused when it
-/// is a directory, or when its directory cannot take a new file: a probe
-/// file is created beside it and removed). The error names the options and
-/// the path.
+/// ::pf::checkOutputFiles as an llvm::Error.
 llvm::Error checkOutputs(llvm::ArrayRef<NamedPath> outputs, llvm::ArrayRef<NamedPath> inputs);
 
 } // namespace mlir::pf::driver
