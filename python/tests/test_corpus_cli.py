@@ -16,6 +16,7 @@ import pytest
 
 from pipefisher import corpus as corpus_cli
 from pipefisher.corpus import SPECIAL, make_corpus
+from failure_support import failing_on_call
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 
@@ -116,18 +117,6 @@ def test_the_destination_is_checked_before_the_corpus_is_built(tmp_path, monkeyp
         ["read-only"] if os.geteuid() != 0 else [])  # no probe files left
 
 
-def _failing_on_call(function, number):
-    """`function`, except that its `number`-th call raises ENOSPC."""
-    calls = []
-
-    def wrapped(*args, **kwargs):
-        calls.append(args)
-        if len(calls) == number:
-            raise OSError(28, "No space left on device")
-        return function(*args, **kwargs)
-    return wrapped
-
-
 @pytest.mark.parametrize("failing", ["fsync", "replace"])
 def test_a_failed_write_leaves_the_old_pair_whole(tmp_path, monkeypatch, capsys, failing):
     # The second file of the pair fails: flushed to disk (the vocabulary's
@@ -136,14 +125,14 @@ def test_a_failed_write_leaves_the_old_pair_whole(tmp_path, monkeypatch, capsys,
     out.write_bytes(b"an old corpus")
     Path(f"{out}.vocab.txt").write_text("its vocabulary\n")  # the generator's words differ
     old = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    monkeypatch.setattr(os, failing, _failing_on_call(getattr(os, failing), 2))
+    monkeypatch.setattr(os, failing, failing_on_call(getattr(os, failing), 2))
     assert corpus_cli.main(["--out", str(out), "--sequences", "9", "--seq-len", "12",
                             "--seed", "3"]) == 1
     assert "No space left on device" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old  # no temporaries either
     # Without an old pair, none is left half made.
     fresh = tmp_path / "fresh.npz"
-    monkeypatch.setattr(os, failing, _failing_on_call(getattr(os, failing), 2))
+    monkeypatch.setattr(os, failing, failing_on_call(getattr(os, failing), 2))
     assert corpus_cli.main(["--out", str(fresh), "--sequences", "9", "--seq-len", "12"]) == 1
     assert {p.name for p in tmp_path.iterdir()} == set(old)
 

@@ -21,6 +21,7 @@ from pipefisher.corpus import make_corpus
 from pipefisher import export_onnx
 from pipefisher.export_onnx import model_parameters
 from pipefisher.tools import run_tool
+from failure_support import failing_on_call
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 BATCH, SEQ, STEPS = 4, 16, 3
@@ -326,18 +327,6 @@ def test_the_destination_is_checked_before_the_model_is_read(trained, tmp_path, 
     assert f"--out's data file '{tmp_path}/t.onnx.data' is a directory" in err, err
 
 
-def _failing_on_call(function, number):
-    """`function`, except that its `number`-th call raises ENOSPC."""
-    calls = []
-
-    def wrapped(*args, **kwargs):
-        calls.append(args)
-        if len(calls) == number:
-            raise OSError(28, "No space left on device")
-        return function(*args, **kwargs)
-    return wrapped
-
-
 @pytest.mark.parametrize("failing", ["fsync", "replace"])
 def test_a_failed_export_leaves_the_old_model_and_data_whole(trained, tmp_path, monkeypatch,
                                                              capsys, failing):
@@ -353,7 +342,7 @@ def test_a_failed_export_leaves_the_old_model_and_data_whole(trained, tmp_path, 
     def doubled(arrays):
         arrays[Q] = arrays[Q] * 2  # other weights: another data file
     args[1] = str(_edited_checkpoint(trained, doubled))
-    monkeypatch.setattr(os, failing, _failing_on_call(getattr(os, failing), 2))
+    monkeypatch.setattr(os, failing, failing_on_call(getattr(os, failing), 2))
     assert export_onnx.main(args) == 1
     assert "No space left on device" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old  # no temporaries either
