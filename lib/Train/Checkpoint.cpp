@@ -7,6 +7,8 @@
 #include "pf/Train/Schedules.h"
 #include "pf/Train/TrainConfig.h"
 
+#include "llvm/ADT/StringSet.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -100,7 +102,7 @@ static std::optional<std::string> otherKfacBasis(const Batch &arrays, llvm::Stri
   return std::nullopt;
 }
 
-llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters) {
+llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters, bool wholeState) {
   const std::string &resumeFile = config.resumeFile;
   const TrainingOptions &training = config.training;
   auto arrays = drv::readNpz(resumeFile);
@@ -216,6 +218,22 @@ llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters) {
     if (it->second.dtype != p.dtype || it->second.shape != p.shape)
       return error("parameter '" + p.name + "' has another dtype or shape than the model's");
     std::memcpy(p.data, it->second.data.data(), p.bytes);
+  }
+  // A state entry this run does not have: the checkpoint belongs to another
+  // model (another parameter) or another optimizer (another state, e.g.
+  // AdamW's moments resumed into SGD), whose training this run would not
+  // continue. (A pipeline's rank holds its share of the state only.)
+  if (wholeState) {
+    llvm::StringSet<> names;
+    for (const auto &p : parameters)
+      names.insert(p.name);
+    for (const auto &[key, value] : *arrays) {
+      llvm::StringRef name(key);
+      if (name.consume_front("param/") && !names.contains(name) && !isPendingInverse(name))
+        return error("holds '" + name + "', which this run does not have: it was written by " +
+                     "another model, optimizer or K-FAC configuration (" +
+                     llvm::Twine(names.size()) + " state tensors here)");
+    }
   }
   return *step;
 }

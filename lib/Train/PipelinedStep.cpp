@@ -273,6 +273,7 @@ public:
   int fail(const llvm::Twine &message) override { return job.fail(message); }
 
   Parameters stateParameters() override { return runner->compiled().parameters(); }
+  bool holdsWholeState() const override { return job.size == 1; }
   llvm::Error copyStateToBackend() override {
     return runner->compiled().copyParametersToBackend();
   }
@@ -625,7 +626,7 @@ int train::trainPipelined(TrainingRun &run, int argc, char **argv) {
   TrainConfig &config = run.config;
   TrainingOptions &training = config.training;
   BoundPipelineOptions<PipelineRunOptions> parsed;
-  if (failed(parsed.parseFromString(config.pipelineSpec)))
+  if (failed(parsed.parseOnce(config.pipelineSpec)))
     return printError(
         "--pipeline \"" + config.pipelineSpec +
         "\": see the messages above; it takes "
@@ -633,10 +634,8 @@ int train::trainPipelined(TrainingRun &run, int argc, char **argv) {
         "microbatches=N chunks=C "
         "overlap=true|false kfac=step|bubbles refresh=K max-overhead=X max-refresh=K");
   PipelineRunOptions pipeline = parsed.get();
-  using ::pf::sched::ScheduleKind;
-  if (pipeline.schedule == ScheduleKind::Interleaved && pipeline.chunks < 2)
-    return printError(llvm::formatv("--pipeline: interleaved needs chunks >= 2, got {0}",
-                                    pipeline.chunks));
+  if (std::string err = checkPipelineRunOptions(pipeline, parsed.given()); !err.empty())
+    return printError("--pipeline: " + err);
   if (pipeline.microbatches < 1 || config.batch % pipeline.microbatches != 0)
     return printError(llvm::formatv("--pipeline: microbatches must be >= 1 and divide --batch "
                                     "({0}), got {1}",
@@ -661,21 +660,7 @@ int train::trainPipelined(TrainingRun &run, int argc, char **argv) {
       return printError("--pipeline \"kfac=bubbles\" needs --kfac-refresh-warmup >= 1: the "
                         "warm-up steps invert every step and measure the durations the "
                         "placement uses");
-    if (pipeline.refresh < 0)
-      return printError(llvm::formatv("--pipeline: refresh must be >= 0 (0: the scheduler's "
-                                      "K), got {0}",
-                                      pipeline.refresh));
-    if (pipeline.maxRefresh < 1 || pipeline.maxRefresh > 512)
-      return printError(llvm::formatv("--pipeline: max-refresh must be in [1, 512], got {0}",
-                                      pipeline.maxRefresh));
-    if (!(pipeline.maxOverhead >= 0 && pipeline.maxOverhead <= 10))
-      return printError(llvm::formatv("--pipeline: max-overhead must be in [0, 10], got {0}",
-                                      pipeline.maxOverhead));
-  } else if (pipeline.refresh != 0) {
-    return printError("--pipeline: refresh= applies to kfac=bubbles");
   }
-  if (pipeline.stages < 0)
-    return printError("--pipeline: stages must be >= 0");
 
   RankJob job;
   job.ctx = pfrt_context_create(nullptr);

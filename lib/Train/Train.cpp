@@ -8,6 +8,7 @@
 #include "pf/Train/TrainingLoop.h"
 #include "pf/Train/TrainingStep.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -21,11 +22,30 @@ int train::printError(const llvm::Twine &message) {
   return 1;
 }
 
+/// The job size an MPI launcher announces in the environment (Open MPI,
+/// MPICH/Hydra and PMIx set one of these in every rank), 1 without one.
+static int launcherRanks() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *value = std::getenv(name)) {
+      int ranks = 0;
+      if (llvm::to_integer(llvm::StringRef(value).trim(), ranks) && ranks > 1)
+        return ranks;
+    }
+  return 1;
+}
+
 int train::train(TrainConfig &config, int argc, char **argv) {
   TrainingOptions &training = config.training;
   if (auto err = driver::checkDevice(config.device, "pf-train", /*runsOnCuda=*/true))
     return printError(llvm::toString(std::move(err)));
-  const bool pipelined = !config.pipelineSpec.empty();
+  const bool pipelined = config.pipelined || !config.pipelineSpec.empty();
+  // Started as one of several MPI ranks without --pipeline, every rank
+  // would train the whole model alone and write the same checkpoint.
+  if (int ranks = launcherRanks(); !pipelined && ranks > 1)
+    return printError(llvm::formatv("started as one of {0} MPI ranks without --pipeline: each "
+                                    "rank would train alone and write the same outputs; give "
+                                    "--pipeline (\"\" for its defaults) or start one process",
+                                    ranks));
   if (config.comm != CommChoice::Auto && !pipelined)
     return printError("--comm chooses how the ranks of --pipeline exchange their stage values: "
                       "it needs --pipeline");

@@ -28,7 +28,7 @@ int train::runTrainingLoop(TrainingRun &run, TrainingStep &step) {
   int64_t first = 1;
   const bool resuming = !config.resumeFile.empty();
   if (resuming) {
-    auto resumed = run.checkpoints.load(step.stateParameters());
+    auto resumed = run.checkpoints.load(step.stateParameters(), step.holdsWholeState());
     if (!resumed)
       return step.fail(llvm::toString(resumed.takeError()));
     if (auto err = step.copyStateToBackend())

@@ -597,14 +597,42 @@ def test_wrong_number_of_ranks_is_refused(setup):
     ("grain=linear microbatches=2", (), "grain must be block, ends or half, got 'linear'"),
     ("schedule=dualpipe microbatches=2", (),
      "pf-build-rank-programs: dualpipe needs at least 2 x 2 = 4 micro-batches (got 2)"),
+    # Issue 39, class 7: nothing silently accepted. A key given twice (the
+    # parser kept the last); a count beyond the limits before its narrowing
+    # to int (2^32 + 2 chunks ran as 2); an option the schedule ignores.
+    ("microbatches=2 microbatches=4", (), "'microbatches' is given twice"),
+    ("schedule=interleaved chunks=4294967298 microbatches=4", (),
+     "--pipeline: chunks 4294967298 exceeds the limit of 1024 (kMaxStages)"),
+    ("schedule=1f1b chunks=3 microbatches=4", (),
+     "--pipeline: chunks= applies to schedule=interleaved, not 1f1b"),
+    ("schedule=1f1b microbatches=4 split-precondition=false", (),
+     "--pipeline: split-precondition= applies to schedule=chimera and dualpipe, not 1f1b"),
+    ("schedule=chimera microbatches=4 tied-per-microbatch=false", (),
+     "--pipeline: tied-per-microbatch= does not apply to chimera"),
 ], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks",
         "micro-batches", "eval-sequences", "v-stages", "interleaved-units", "grain",
-        "dualpipe-microbatches"])
+        "dualpipe-microbatches", "twice", "chunks-limit", "chunks-not-interleaved",
+        "split-precondition-not-chimera", "tied-per-microbatch-chimera"])
 def test_bad_pipeline_options_are_refused(setup, spec, args, message):
     proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr
     assert _losses(proc.stdout) == []
+
+
+def test_mpi_ranks_without_the_pipeline_are_refused(setup, tmp_path):
+    """Two ranks started without --pipeline would each train the whole model
+    and write one checkpoint: refused before any work. `--pipeline ""` is
+    the pipeline with its defaults (stages = the job's ranks)."""
+    checkpoint = tmp_path / "c.npz"
+    cmd = [MPIRUN, "--oversubscribe", "--allow-run-as-root", "-np", 2,
+           *_train_cmd(setup, "tiny", "--steps", "1", "--checkpoint", checkpoint)]
+    proc = _run(cmd, timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "started as one of 2 MPI ranks without --pipeline" in proc.stderr, proc.stderr
+    assert not checkpoint.exists()
+    proc = _pipeline(setup, 2, "tiny", "", "--steps", "1", "--log-every", "1", timeout=120)
+    assert "rank 1:" in proc.stdout and len(_losses(proc.stdout)) == 1, proc.stdout
 
 
 def test_trace_and_svg_need_the_pipeline(setup, tmp_path):

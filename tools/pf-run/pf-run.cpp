@@ -288,9 +288,12 @@ int main(int argc, char **argv) {
     return fail(llvm::toString(std::move(err)));
   if (!pipelineSpec.empty()) {
     mlir::pf::BoundPipelineOptions<mlir::pf::PipelineRunOptions> parsed;
-    if (failed(parsed.parseFromString(pipelineSpec)))
+    if (failed(parsed.parseOnce(pipelineSpec)))
       return fail("--pipeline \"" + pipelineSpec + "\": see the messages above");
     pipeline = parsed.get();
+    if (std::string err = mlir::pf::checkPipelineRunOptions(pipeline, parsed.given());
+        !err.empty())
+      return fail("--pipeline: " + err);
     if (!trainingStep)
       return fail("--pipeline needs --training-step");
     if (pipeline.stages < 1)

@@ -210,5 +210,6 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions({&flags.category, &flags.stepCategory});
   cl::ParseCommandLineOptions(argc, argv, "pf-train: masked-LM training on the pf runtime\n");
   config.optimizerName = flags.stepFlags.valueText("optimizer");
+  config.pipelined = flags.pipelineSpec.getNumOccurrences() > 0;
   return train::train(config, argc, argv);
 }

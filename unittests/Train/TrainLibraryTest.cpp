@@ -173,14 +173,32 @@ TEST(Checkpoints, ReadBackWhatTheyWrote) {
   std::vector<float> loaded(6, 0);
   Parameters into(1);
   into[0] = {"w", 1, {2, 3}, loaded.data(), int64_t(loaded.size() * sizeof(float))};
-  auto step = checkpoints.load(into);
+  auto step = checkpoints.load(into, /*wholeState=*/true);
   ASSERT_TRUE(bool(step)) << llvm::toString(step.takeError());
   EXPECT_EQ(*step, 4);
   EXPECT_EQ(loaded, weight);
 
+  // A state this run does not have: another model or optimizer. A rank of
+  // a pipeline holds its share of the state only, and takes its part.
+  std::vector<float> moment(6, 0);
+  Parameters another(1);
+  another[0] = {"w.adam_m", 1, {2, 3}, moment.data(), int64_t(moment.size() * sizeof(float))};
+  TempFile other;
+  ASSERT_FALSE(llvm::errorToBool(
+      checkpoints.write(stateArrays({saved[0], another[0]}), 4, other.path)));
+  config.resumeFile = other.path;
+  auto extra = checkpoints.load(into, /*wholeState=*/true);
+  ASSERT_FALSE(bool(extra));
+  EXPECT_EQ(llvm::toString(extra.takeError()),
+            other.path + ": holds 'w.adam_m', which this run does not have: it was written by "
+                         "another model, optimizer or K-FAC configuration (1 state tensors "
+                         "here)");
+  EXPECT_TRUE(bool(checkpoints.load(into, /*wholeState=*/false)));
+  config.resumeFile = file.path;
+
   // Another seed would train another run.
   config.seed = 8;
-  auto refused = checkpoints.load(into);
+  auto refused = checkpoints.load(into, /*wholeState=*/true);
   ASSERT_FALSE(bool(refused));
   EXPECT_EQ(llvm::toString(refused.takeError()),
             file.path + ": was trained with --seed 7, this run has --seed 8");

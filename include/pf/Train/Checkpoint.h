@@ -66,7 +66,7 @@ public:
   /// Reads --resume into `parameters` (each must be in the file with its
   /// dtype and shape; a pipelined rank passes only its own) and the adaptive
   /// damping; returns the step.
-  llvm::Expected<int64_t> load(const Parameters &parameters);
+  llvm::Expected<int64_t> load(const Parameters &parameters, bool wholeState);
 
   /// The K-FAC window and placement a pipelined checkpoint (--resume) recorded.
   llvm::Expected<std::vector<int64_t>> savedKfacPlacement(int64_t &steps) const;

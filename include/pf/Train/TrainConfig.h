@@ -58,6 +58,8 @@ struct TrainConfig {
   std::string checkpointFile, resumeFile, emitStepFile;
 
   // --pipeline and what only a pipelined run uses.
+  /// --pipeline was given (its options may be empty: every default).
+  bool pipelined = false;
   std::string pipelineSpec;
   CommChoice comm = CommChoice::Auto;
   std::string traceFile, svgFile;

@@ -20,9 +20,12 @@
 #include "pf/Transforms/OptionEnums.h"
 
 #include "mlir/Pass/PassOptions.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <deque>
@@ -135,6 +138,39 @@ private:
   llvm::StringMap<std::function<std::string()>> texts;
 };
 
+/// The keys of a pass-options string ("a=1 b={x y} c='d e' f"), in order:
+/// each whitespace-separated entry's text up to its '=' (quotes and braces
+/// keep their spaces, as MLIR's parser reads them).
+inline std::vector<std::string> optionKeys(llvm::StringRef spec) {
+  std::vector<std::string> keys;
+  size_t i = 0, n = spec.size();
+  while (i < n) {
+    while (i < n && llvm::isSpace(spec[i]))
+      ++i;
+    if (i >= n)
+      break;
+    size_t start = i, equals = llvm::StringRef::npos;
+    int depth = 0;
+    char quote = 0;
+    for (; i < n && (depth > 0 || quote || !llvm::isSpace(spec[i])); ++i) {
+      char c = spec[i];
+      if (quote) {
+        quote = c == quote ? 0 : quote;
+      } else if (c == '\'' || c == '"') {
+        quote = c;
+      } else if (c == '{') {
+        ++depth;
+      } else if (c == '}') {
+        depth = std::max(depth - 1, 0);
+      } else if (c == '=' && equals == llvm::StringRef::npos && depth == 0) {
+        equals = i;
+      }
+    }
+    keys.push_back(spec.slice(start, equals == llvm::StringRef::npos ? i : equals).str());
+  }
+  return keys;
+}
+
 /// The options of a registered pass pipeline, declared by
 /// `Values::bindOptions`; `get()` returns them as a `Values`.
 template <typename Values>
@@ -179,7 +215,23 @@ public:
     return values;
   }
 
+  /// parseFromString, refusing a key given twice (the parser would keep the
+  /// last and drop the first silently); given() then lists the keys.
+  LogicalResult parseOnce(llvm::StringRef spec, llvm::raw_ostream &errors = llvm::errs()) {
+    keys = optionKeys(spec);
+    llvm::StringSet<> seen;
+    for (const std::string &key : keys)
+      if (!seen.insert(key).second) {
+        errors << "'" << key << "' is given twice (one value per option)\n";
+        return failure();
+      }
+    return this->parseFromString(spec, errors);
+  }
+  /// The keys of the string parseOnce read, in order.
+  const std::vector<std::string> &given() const { return keys; }
+
 private:
+  std::vector<std::string> keys;
   std::vector<std::unique_ptr<llvm::cl::Option>> options;
   std::deque<std::string> descriptions;
 };

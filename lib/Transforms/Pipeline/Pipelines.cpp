@@ -1,5 +1,6 @@
 //===- Pipelines.cpp - the pf-pipeline pipeline --------------------------------===//
 #include "pf/Transforms/Pipeline/Passes.h"
+#include "pf/Schedule/Limits.h"
 #include "pf/Schedule/Pipeline.h"
 #include "pf/Transforms/Graph/Passes.h"
 #include "pf/Transforms/OptionBinder.h"
@@ -8,6 +9,7 @@
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::pf;
@@ -71,6 +73,57 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   programs.tiedPerMicrobatch = pipeline.tiedPerMicrobatch;
   programs.deterministic = pipeline.deterministic;
   pm.addPass(createPFBuildRankPrograms(programs));
+}
+
+std::string mlir::pf::checkPipelineRunOptions(const PipelineRunOptions &options,
+                                              llvm::ArrayRef<std::string> given) {
+  using ::pf::sched::ScheduleKind;
+  auto isGiven = [&](llvm::StringRef key) { return llvm::is_contained(given, key); };
+  auto limit = [](const char *what, int64_t value, int64_t max, const char *name) {
+    ::pf::sched::Status s = ::pf::sched::checkLimit(what, value, max, name);
+    return s.ok() ? std::string() : s.message();
+  };
+  // The counts, checked on their 64-bit values (the scheduler narrows them
+  // to int: 2^32 + 2 chunks would be 2).
+  if (options.stages < 0)
+    return "stages must be >= 0";
+  for (const std::string &err :
+       {limit("stages", options.stages, ::pf::sched::kMaxStages, "kMaxStages"),
+        limit("microbatches", options.microbatches, ::pf::sched::kMaxMicrobatches,
+              "kMaxMicrobatches"),
+        limit("chunks", options.chunks, ::pf::sched::kMaxStages, "kMaxStages"),
+        limit("refresh", options.refresh, ::pf::sched::kMaxRefreshSteps, "kMaxRefreshSteps")})
+    if (!err.empty())
+      return err;
+  const bool interleaved = options.schedule == ScheduleKind::Interleaved;
+  if (interleaved && options.chunks < 2)
+    return llvm::formatv("interleaved needs chunks >= 2, got {0}", options.chunks).str();
+  const std::string schedule = ::pf::sched::scheduleKindName(options.schedule);
+  // An option the run would ignore is refused, so that a user who gives it
+  // learns that it does nothing here.
+  if (!interleaved && isGiven("chunks"))
+    return "chunks= applies to schedule=interleaved, not " + schedule;
+  const bool twoPipes =
+      options.schedule == ScheduleKind::Chimera || options.schedule == ScheduleKind::DualPipe;
+  if (!twoPipes && isGiven("split-precondition"))
+    return "split-precondition= applies to schedule=chimera and dualpipe, not " + schedule;
+  if (twoPipes && isGiven("tied-per-microbatch"))
+    return "tied-per-microbatch= does not apply to " + schedule +
+           " (its replicas sum the tied gradient at the step end)";
+  if (options.kfac != KfacWork::Bubbles) {
+    for (const char *key : {"refresh", "max-overhead", "max-refresh"})
+      if (isGiven(key))
+        return std::string(key) + "= applies to kfac=bubbles";
+    return "";
+  }
+  if (options.refresh < 0)
+    return llvm::formatv("refresh must be >= 0 (0: the scheduler's K), got {0}", options.refresh)
+        .str();
+  if (options.maxRefresh < 1 || options.maxRefresh > 512)
+    return llvm::formatv("max-refresh must be in [1, 512], got {0}", options.maxRefresh).str();
+  if (!(options.maxOverhead >= 0 && options.maxOverhead <= 10))
+    return llvm::formatv("max-overhead must be in [0, 10], got {0}", options.maxOverhead).str();
+  return "";
 }
 
 namespace {

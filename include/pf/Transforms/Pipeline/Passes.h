@@ -155,6 +155,14 @@ struct PipelineRunOptions {
   }
 };
 
+/// The checks of a pipeline's run options that every surface shares
+/// (pf-train --pipeline, pf-run --pipeline): each count within the
+/// scheduler's limits (before any narrowing to int), and no option `given`
+/// (BoundPipelineOptions::given) that the chosen schedule or K-FAC placement
+/// ignores. Returns the error ("" when none), which names the option.
+std::string checkPipelineRunOptions(const PipelineRunOptions &options,
+                                    llvm::ArrayRef<std::string> given);
+
 /// The per-rank training step: masked-LM loss, gradients (tagged), the
 /// stage split, one update function per stage (pf-add-optimizer) and the
 /// rank programs with clipping over all ranks (`training.clipNorm`). The
