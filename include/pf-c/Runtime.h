@@ -82,7 +82,9 @@ MLIR_CAPI_EXPORTED PfCompileOptions pfCompileOptionsGetDefault(void);
  *  (a training step) gets its own copies of them; others read the weights
  *  in place from the module's context, so destroy the executable before the
  *  context. `options` NULL means the defaults. On failure returns a null
- *  executable and hands the messages to `onError` (which may be NULL). */
+ *  executable and hands the messages to `onError` (which may be NULL), also
+ *  for a null module. Run and CopyParameters fail the same way on a null
+ *  executable; Destroy ignores one. */
 MLIR_CAPI_EXPORTED PfExecutable pfCompile(MlirModule module, const PfCompileOptions *options,
                                           MlirStringCallback onError, void *userData);
 
@@ -93,8 +95,9 @@ MLIR_CAPI_EXPORTED void pfExecutableDestroy(PfExecutable executable);
 /** The model's inputs, outputs and parameters, each a PfTensor with its
  *  name, dtype, rank and shape, valid as long as the executable; `data` is
  *  NULL for inputs and outputs and, for parameters, points at the copy the
- *  model reads (and, for a training step, updates). `pos` must be below the
- *  count. Parameters are sorted by name. */
+ *  model reads (and, for a training step, updates). A `pos` outside
+ *  [0, count) or a null executable gives a tensor whose name is NULL (and
+ *  counts of 0). Parameters are sorted by name. */
 MLIR_CAPI_EXPORTED intptr_t pfExecutableGetNumInputs(PfExecutable executable);
 MLIR_CAPI_EXPORTED PfTensor pfExecutableGetInput(PfExecutable executable, intptr_t pos);
 MLIR_CAPI_EXPORTED intptr_t pfExecutableGetNumOutputs(PfExecutable executable);

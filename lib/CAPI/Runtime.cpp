@@ -78,8 +78,20 @@ PfCompileOptions pfCompileOptionsGetDefault(void) {
   return options;
 }
 
+/// Hands "error: <message>" to `onError` (which may be null).
+static void reportError(const llvm::Twine &message, MlirStringCallback onError, void *userData) {
+  std::string text = ("error: " + message + "\n").str();
+  if (onError)
+    onError(MlirStringRef{text.data(), text.size()}, userData);
+}
+
 PfExecutable pfCompile(MlirModule module, const PfCompileOptions *options,
                        MlirStringCallback onError, void *userData) {
+  if (mlirModuleIsNull(module)) {
+    reportError("pfCompile: the module is null (a failed import or parse returns one)", onError,
+                userData);
+    return PfExecutable{nullptr};
+  }
   ModuleOp source = unwrap(module);
   pf::capi::DiagnosticCapture diagnostics(source.getContext(), "<module>");
   if (!pf::capi::checkSharedTypeIDs(source.getContext(), diagnostics)) {
@@ -122,37 +134,52 @@ PfExecutable pfCompile(MlirModule module, const PfCompileOptions *options,
 
 void pfExecutableDestroy(PfExecutable executable) { delete unwrap(executable); }
 
+/// The tensor at `pos` of one of an executable's lists; a tensor with a
+/// null name for a null executable or a position outside the list.
+static PfTensor tensorAt(PfExecutable executable,
+                         std::vector<PfTensor> Executable::*list, intptr_t pos) {
+  if (!executable.ptr || pos < 0 || pos >= intptr_t((unwrap(executable)->*list).size()))
+    return PfTensor{nullptr, 0, 0, nullptr, nullptr};
+  return (unwrap(executable)->*list)[size_t(pos)];
+}
+
+static intptr_t countOf(PfExecutable executable, std::vector<PfTensor> Executable::*list) {
+  return executable.ptr ? intptr_t((unwrap(executable)->*list).size()) : 0;
+}
+
 intptr_t pfExecutableGetNumInputs(PfExecutable executable) {
-  return intptr_t(unwrap(executable)->inputs.size());
+  return countOf(executable, &Executable::inputs);
 }
 
 PfTensor pfExecutableGetInput(PfExecutable executable, intptr_t pos) {
-  return unwrap(executable)->inputs[pos];
+  return tensorAt(executable, &Executable::inputs, pos);
 }
 
 intptr_t pfExecutableGetNumOutputs(PfExecutable executable) {
-  return intptr_t(unwrap(executable)->outputs.size());
+  return countOf(executable, &Executable::outputs);
 }
 
 PfTensor pfExecutableGetOutput(PfExecutable executable, intptr_t pos) {
-  return unwrap(executable)->outputs[pos];
+  return tensorAt(executable, &Executable::outputs, pos);
 }
 
 intptr_t pfExecutableGetNumParameters(PfExecutable executable) {
-  return intptr_t(unwrap(executable)->parameterTensors.size());
+  return countOf(executable, &Executable::parameterTensors);
 }
 
 PfTensor pfExecutableGetParameter(PfExecutable executable, intptr_t pos) {
-  return unwrap(executable)->parameterTensors[pos];
+  return tensorAt(executable, &Executable::parameterTensors, pos);
 }
 
 MlirLogicalResult pfExecutableCopyParameters(PfExecutable executable, bool toHost,
                                              MlirStringCallback onError, void *userData) {
+  if (!executable.ptr) {
+    reportError("pfExecutableCopyParameters: the executable is null", onError, userData);
+    return mlirLogicalResultFailure();
+  }
   drv::CompiledModel &model = *unwrap(executable)->model;
   if (auto err = toHost ? model.copyParametersToHost() : model.copyParametersToBackend()) {
-    std::string text = "error: " + llvm::toString(std::move(err)) + "\n";
-    if (onError)
-      onError(MlirStringRef{text.data(), text.size()}, userData);
+    reportError(llvm::toString(std::move(err)), onError, userData);
     return mlirLogicalResultFailure();
   }
   return mlirLogicalResultSuccess();
@@ -163,11 +190,11 @@ MlirLogicalResult pfExecutableRun(PfExecutable executable, const PfTensor *input
                                   intptr_t numOutputs, MlirStringCallback onError,
                                   void *userData) {
   auto fail = [&](llvm::Error err) {
-    std::string text = "error: " + llvm::toString(std::move(err)) + "\n";
-    if (onError)
-      onError(MlirStringRef{text.data(), text.size()}, userData);
+    reportError(llvm::toString(std::move(err)), onError, userData);
     return mlirLogicalResultFailure();
   };
+  if (!executable.ptr)
+    return fail(llvm::createStringError("pfExecutableRun: the executable is null"));
   auto inputViews = viewsOf(inputs, numInputs, "input");
   if (!inputViews)
     return fail(inputViews.takeError());

@@ -211,7 +211,32 @@ static void compileAndRun(MlirModule module) {
   check(mlirLogicalResultIsFailure(pfExecutableRun(exe, NULL, 0, NULL, 0, append, &errors)),
         "run without inputs fails");
   printError("missing input", &errors);
+  /* Positions outside the lists: a tensor without a name, never a read
+   * outside them. */
+  check(pfExecutableGetInput(exe, -1).name == NULL, "input -1 has no name");
+  check(pfExecutableGetOutput(exe, pfExecutableGetNumOutputs(exe)).name == NULL,
+        "output past the end has no name");
+  check(pfExecutableGetParameter(exe, -7).name == NULL, "parameter -7 has no name");
   pfExecutableDestroy(exe);
+
+  /* A null executable and a null module: messages, never a crash. */
+  PfExecutable none = {NULL};
+  check(pfExecutableGetNumInputs(none) == 0 && pfExecutableGetInput(none, 0).name == NULL,
+        "a null executable has no inputs");
+  clear(&errors);
+  check(mlirLogicalResultIsFailure(pfExecutableRun(none, NULL, 0, NULL, 0, append, &errors)),
+        "running a null executable fails");
+  printError("null executable", &errors);
+  clear(&errors);
+  check(mlirLogicalResultIsFailure(pfExecutableCopyParameters(none, true, append, &errors)),
+        "copying a null executable's parameters fails");
+  printError("null executable parameters", &errors);
+  pfExecutableDestroy(none);
+  MlirModule nullModule = {NULL};
+  clear(&errors);
+  check(pfExecutableIsNull(pfCompile(nullModule, NULL, append, &errors)),
+        "compiling a null module fails");
+  printError("null module", &errors);
 
   /* A function the module does not have. */
   options.function = "nope";
