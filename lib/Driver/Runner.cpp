@@ -1,5 +1,7 @@
 //===- Runner.cpp - compile a pf module and run it on the runtime ----------===//
 #include "pf/Driver/Runner.h"
+
+#include "pf/Driver/OutputFiles.h"
 #include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Conversion/Passes.h"
 #include "pf/Dialect/PF/IR/PFAttrs.h"
@@ -693,7 +695,7 @@ const std::vector<CompiledModel::OpTiming> &CompiledModel::profile() const {
 //===--- Ahead-of-time output -----------------------------------------------===//
 
 namespace {
-llvm::Error emitObject(ModuleOp module, StringRef path) {
+llvm::Error emitObject(ModuleOp module, StringRef path, OutputFileSet &files) {
   MLIRContext *ctx = module.getContext();
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
@@ -716,14 +718,17 @@ llvm::Error emitObject(ModuleOp module, StringRef path) {
   llvmModule->setTargetTriple((*machine)->getTargetTriple());
   if (auto err = makeOptimizingTransformer(2, 0, machine->get())(llvmModule.get()))
     return err;
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return error("cannot write '" + path + "': " + ec.message());
-  llvm::legacy::PassManager pm;
-  if ((*machine)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+  bool canEmit = true;
+  if (auto err = files.add(path, "", [&](llvm::raw_pwrite_stream &os) {
+        llvm::legacy::PassManager pm;
+        canEmit =
+            !(*machine)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile);
+        if (canEmit)
+          pm.run(*llvmModule);
+      }))
+    return err;
+  if (!canEmit)
     return error("the host target cannot emit object files");
-  pm.run(*llvmModule);
   return llvm::Error::success();
 }
 
@@ -751,7 +756,10 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
     llvm::sys::path::append(path, name);
     return std::string(path);
   };
-  if (auto err = emitObject(module, file("model.o")))
+  // The three files are one set: written beside, then renamed together,
+  // so a failure (a full disk) leaves the previous set whole.
+  OutputFileSet files;
+  if (auto err = emitObject(module, file("model.o"), files))
     return err;
 
   // Weights: every parameter and constant, 64-byte aligned, in buffer order.
@@ -764,13 +772,9 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
     weightOffset[i] = int64_t(weights.size());
     weights.append(static_cast<const char *>(b.hostData), b.bytes);
   }
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(file("model.weights"), ec, llvm::sys::fs::OF_None);
-    if (ec)
-      return error("cannot write model.weights: " + ec.message());
-    os << weights;
-  }
+  if (auto err = files.add(file("model.weights"), "",
+                           [&](llvm::raw_pwrite_stream &os) { os << weights; }))
+    return err;
 
   std::string h;
   llvm::raw_string_ostream os(h);
@@ -842,12 +846,10 @@ static inline void pf_model_bind(pfrt_tensor *table, void *arena, const void *we
 
 #endif /* PF_MODEL_PLAN_H */
 )";
-  std::error_code ec;
-  llvm::raw_fd_ostream header(file("model_plan.h"), ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return error("cannot write model_plan.h: " + ec.message());
-  header << h;
-  return llvm::Error::success();
+  if (auto err =
+          files.add(file("model_plan.h"), "", [&](llvm::raw_pwrite_stream &header) { header << h; }))
+    return err;
+  return files.commit();
 }
 
 llvm::Expected<std::unique_ptr<CompiledModel>>

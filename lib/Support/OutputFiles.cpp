@@ -23,8 +23,15 @@ std::string canonical(const std::string &path) {
 /// A new file can be made beside `output` (created and removed at once).
 std::string probe(const pf::NamedPath &output) {
   std::error_code ec;
-  if (fs::is_directory(output.path, ec))
+  fs::file_status status = fs::status(output.path, ec);
+  if (fs::is_directory(status))
     return output.option + " " + output.path + " is a directory, not a file to write";
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    // A device (/dev/null, a pipe) is written in place, not replaced.
+    if (access(output.path.c_str(), W_OK) != 0)
+      return output.option + " " + output.path + ": cannot write: " + std::strerror(errno);
+    return "";
+  }
   std::string parent = fs::path(output.path).parent_path().string();
   if (parent.empty())
     parent = ".";

@@ -180,12 +180,9 @@ llvm::Error writeProfile(const drv::CompiledModel &model, const std::vector<doub
                           {"run_median_ms", median(runs) * 1e3},
                           {"kernel_sum_ms", kernels},
                           {"ops", std::move(ops)}};
-  std::error_code ec;
-  llvm::raw_fd_ostream os(profileFile, ec);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write '" + profileFile + "': " + ec.message());
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
-  return llvm::Error::success();
+  return drv::writeOutputFile(profileFile, "--profile", [&](llvm::raw_pwrite_stream &os) {
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  });
 }
 
 /// The passes pf-train uses (by default keeping the gradients and K-FAC

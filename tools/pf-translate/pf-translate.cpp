@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFDialect.h"
 #include "pf/Driver/Diagnostics.h"
+#include "pf/Driver/OutputFiles.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Transforms/Passes.h"
 
@@ -152,19 +153,18 @@ int main(int argc, char **argv) {
   bool writeIR = !(summary || summaryJson) || outputFile != "-";
   if (!writeIR)
     return 0;
-  std::string error;
-  auto output = openOutputFile(outputFile, &error);
-  if (!output) {
-    llvm::errs() << "pf-translate: error: " << error << "\n";
+  bool written = true;
+  if (auto err = mlir::pf::driver::writeOutputFile(
+          outputFile, "-o", [&](llvm::raw_pwrite_stream &os) {
+            if (emitBytecode) {
+              written = succeeded(writeBytecodeToFile(*module, os));
+            } else {
+              module->print(os);
+              os << "\n";
+            }
+          })) {
+    llvm::errs() << "pf-translate: error: " << llvm::toString(std::move(err)) << "\n";
     return 1;
   }
-  if (emitBytecode) {
-    if (failed(writeBytecodeToFile(*module, output->os())))
-      return 1;
-  } else {
-    module->print(output->os());
-    output->os() << "\n";
-  }
-  output->keep();
-  return 0;
+  return written ? 0 : 1;
 }
