@@ -440,8 +440,8 @@ Status writeTextFile(const std::string &path, const std::string &text) {
     if (fd < 0 && errno != EEXIST)
       break;
   }
-  if (fd < 0) // the message callers and tests know, without errno's text
-    return Status::error(path + ": cannot open for writing");
+  if (fd < 0) // with the reason: a missing folder reads otherwise like a read-only one
+    return Status::error(path + ": cannot open for writing: " + std::strerror(errno));
   const char *data = text.data();
   size_t left = text.size();
   while (left > 0) {

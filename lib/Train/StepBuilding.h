@@ -37,6 +37,10 @@ OwningOpRef<ModuleOp> importStepModel(const TrainConfig &config, int64_t rows, i
                                       std::unique_ptr<MLIRContext> &context,
                                       std::unique_ptr<ScopedDiagnosticHandler> &diagnostics);
 
+/// After a failed import of `modelFile` for sequences of `sequence` tokens:
+/// an error line when the model's position table is shorter.
+void explainSequenceLength(llvm::StringRef modelFile, int64_t sequence);
+
 } // namespace mlir::pf::train
 
 #endif // PF_TRAIN_STEPBUILDING_H

@@ -328,3 +328,17 @@ def test_kfac_interval_schedule_errors(setup):
                                              "--kfac-interval-schedule", "step")
     assert "must be >= 1" in fails("--kfac", "--kfac-interval-schedule", "step",
                                    "--kfac-interval-growth", "0")
+
+
+def test_sequences_longer_than_the_models_positions_are_named(setup, tmp_path):
+    """A corpus of 600-token sequences for a model of 512 positions: the
+    importer sees shapes that do not broadcast; pf-train says why."""
+    corpus = make_corpus(8, 600)
+    corpus.pop("vocab")
+    np.savez(tmp_path / "long.npz", **corpus)
+    proc = run_tool("pf-train", str(setup / "model.onnx"), "--corpus", str(tmp_path / "long.npz"),
+                    "--batch", "4", "--steps", "1", check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert ("the corpus' sequences have 600 tokens but the model has 512 positions "
+            "('bert.embeddings.position_embeddings.weight' is 512x") in proc.stderr, proc.stderr
+    assert "build the corpus with --seq-len 512 or less" in proc.stderr

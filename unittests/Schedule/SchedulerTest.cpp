@@ -161,5 +161,6 @@ TEST(Scheduler, WritesTheRequestedOutputsOnly) {
   outputs.chromeTrace = dir + "/no-such-directory/trace.json";
   Status failed = writeScheduleOutputs(*result, outputs);
   ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(failed.message(), outputs.chromeTrace + ": cannot open for writing");
+  EXPECT_EQ(failed.message(),
+            outputs.chromeTrace + ": cannot open for writing: No such file or directory");
 }
