@@ -244,7 +244,7 @@ def _summary(out: str, corpus: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    from .outputs import OutputError
+    from .outputs import OutputError, os_error_message
     from .text_corpus import CorpusError
 
     try:
@@ -263,8 +263,7 @@ def main(argv: list[str] | None = None) -> int:
               "--seq-len or less text)", file=sys.stderr)
         return 1
     except OSError as err:
-        print(f"corpus: error: cannot write {err.filename or args.out}: {err.strerror}",
-              file=sys.stderr)
+        print(f"corpus: error: {os_error_message(err, args.out)}", file=sys.stderr)
         return 1
     print(_summary(args.out, corpus))
     return 0

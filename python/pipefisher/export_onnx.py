@@ -57,7 +57,7 @@ import onnx
 from onnx import numpy_helper
 
 from .atomic import atomic_write, replace_together
-from .outputs import NamedPath, OutputError, check_outputs
+from .outputs import NamedPath, OutputError, check_outputs, os_error_message
 
 #: The checkpoint layout this reads (pf-train's kCheckpointFormatVersion).
 CHECKPOINT_FORMAT_VERSION = 1
@@ -333,8 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"export_onnx: error: {err}", file=sys.stderr)
         return 1
     except OSError as err:
-        print(f"export_onnx: error: cannot write {err.filename or args.out}: {err.strerror}",
-              file=sys.stderr)
+        print(f"export_onnx: error: {os_error_message(err, args.out)}", file=sys.stderr)
         return 1
     return 0
 

@@ -81,3 +81,23 @@ def check_outputs(outputs: list[NamedPath], inputs: list[NamedPath], probe: bool
                     f"'{os.fspath(other.path)}' are one file: give each output its own path")
     for output in outputs if probe else []:
         _probe(output)
+
+
+def os_error_message(err: OSError, target: str | os.PathLike) -> str:
+    """One line for an OSError met while writing `target`: the target's name
+    where the error names a temporary file written beside it (atomic.py's
+    `.NAME.*.tmp`) or no file, else the file the error names."""
+    name = os.fspath(err.filename) if err.filename is not None else None
+    reason = err.strerror or str(err)
+    if name is None or _is_temporary_beside(name, target):
+        return f"cannot write {os.fspath(target)}: {reason}"
+    return f"{name}: {reason}"
+
+
+def _is_temporary_beside(name: str, target: str | os.PathLike) -> bool:
+    # atomic.py writes `.NAME.*.tmp` files, and the ONNX writer a hidden
+    # folder of them, in the target's folder.
+    folder = os.path.dirname(os.path.abspath(target))
+    relative = os.path.relpath(os.path.abspath(name), folder)
+    parts = relative.split(os.sep)
+    return parts[0] != ".." and any(p.startswith(".") and p not in (".", "..") for p in parts)
