@@ -8,10 +8,10 @@
 #ifndef PF_TRAIN_PIPELINETIMELINE_H
 #define PF_TRAIN_PIPELINETIMELINE_H
 
-#include "pf/Driver/MeasuredTimeline.h"
+#include "pf/PipelineRuntime/MeasuredTimeline.h"
 #include "RankJob.h"
 
-#include "pf/Driver/RankExecutor.h"
+#include "pf/PipelineRuntime/RankExecutor.h"
 #include "pf/Train/Schedules.h"
 #include "pf/Train/TrainConfig.h"
 #include "pf/Transforms/Pipeline/Passes.h"

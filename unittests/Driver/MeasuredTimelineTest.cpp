@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pf/Driver/MeasuredTimeline.h"
+#include "pf/PipelineRuntime/MeasuredTimeline.h"
 
 #include "llvm/Support/JSON.h"
 

@@ -4,7 +4,7 @@
 // bit: the pipelined run's tied word-embedding gradient depends on it.
 //
 //===----------------------------------------------------------------------===//
-#include "pf/Driver/StageProgram.h"
+#include "pf/PipelineRuntime/StageProgram.h"
 #include "pf/Runtime/pfrt.h"
 
 #include <gtest/gtest.h>

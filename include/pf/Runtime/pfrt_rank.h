@@ -11,8 +11,8 @@
 |* between ranks itself, with pfrt_comm_* of pfrt.h on `ctx` and `comm`   *|
 |* (the communicator the host picked for that memory). The other ops call  *|
 |* functions below, provided by the host that runs the rank                *|
-|* (lib/Driver/RankExecutor.cpp for pf-train and pf-run): the stage        *|
-|* functions are separately compiled entries, so a stage call or a        *|
+|* (lib/PipelineRuntime/RankExecutor.cpp for pf-train and pf-run): the    *|
+|* stage functions are separately compiled entries, so a stage call or a  *|
 |* collective of the step end is a service of the host, as a command of a  *|
 |* HAL is. The table of argument kinds is pfrt_rank_abi.def                *|
 |* (unittests/Runtime/AbiTableTest.cpp checks it against this header).     *|

@@ -35,7 +35,7 @@ enum class ItemKind : unsigned char {
   AllReduce,     ///< gradient all-reduce between Chimera replicas
   FactorSync,    ///< K-FAC factor all-reduce between Chimera replicas
   PrecondSync,   ///< preconditioned gradient sent to the other replica
-  // Kinds only measured timelines have (lib/Driver/MeasuredTimeline.cpp); the
+  // Kinds only measured timelines have (lib/PipelineRuntime/MeasuredTimeline.cpp); the
   // scheduler never produces them.
   Inversion,     ///< damped inverses of both factors of a layer (one call)
   Update,        ///< optimizer update of a stage

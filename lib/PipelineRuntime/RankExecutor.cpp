@@ -1,10 +1,10 @@
 //===- RankExecutor.cpp - run a module's per-rank programs on MPI ranks ----===//
-#include "pf/Driver/RankExecutor.h"
+#include "pf/PipelineRuntime/RankExecutor.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
 #include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Conversion/Passes.h"
-#include "pf/Driver/StageProgram.h"
+#include "pf/PipelineRuntime/StageProgram.h"
 #include "pf/Runtime/pfrt_rank.h"
 #include "pf/Runtime/pfrt.h"
 

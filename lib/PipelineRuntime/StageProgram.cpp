@@ -1,5 +1,5 @@
 //===- StageProgram.cpp - run a module's pipeline stages in one process ----===//
-#include "pf/Driver/StageProgram.h"
+#include "pf/PipelineRuntime/StageProgram.h"
 #include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Runtime/pfrt.h"
 

@@ -4,11 +4,11 @@
 // absolute times, so the writers' per-step replay is not used) and the
 // scheduler's trace and SVG writers draw it; the simulation goes through
 // schedulePipeline with a cost model built from the measured durations. See
-// include/pf/Driver/MeasuredTimeline.h.
+// include/pf/PipelineRuntime/MeasuredTimeline.h.
 //
 //===----------------------------------------------------------------------===//
 
-#include "pf/Driver/MeasuredTimeline.h"
+#include "pf/PipelineRuntime/MeasuredTimeline.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
