@@ -6,8 +6,17 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// The sanitizers' runtime, when linked: where their reports go.
+extern "C" void __sanitizer_set_report_fd(void *fd) __attribute__((weak));
 
 // LLVM's headers poison and unpoison BumpPtrAllocator memory when they see
 // ASan (LLVM_ADDRESS_SANITIZER_BUILD: clang's __has_feature, which no flag
@@ -33,7 +42,8 @@ struct NamedTarget {
 constexpr NamedTarget kTargets[] = {
     {"onnx", fuzzONNX},         {"onnxtext", fuzzONNXText}, {"profile", fuzzProfile},
     {"npz", fuzzNpz},           {"checkpoint", fuzzCheckpoint}, {"corpus", fuzzCorpus},
-    {"ir", fuzzIR},
+    {"ir", fuzzIR},             {"torchcsv", fuzzTorchCsv}, {"pipeline", fuzzPipelineOptions},
+    {"aotplan", fuzzAotPlan},
 };
 
 /// The bytes of the external-data file every fuzzed model directory holds.
@@ -94,6 +104,65 @@ Target findTarget(const std::string &name) {
   return nullptr;
 }
 
-const char *targetNames() { return "onnx, onnxtext, profile, npz, checkpoint, corpus, ir"; }
+const char *targetNames() {
+  return "onnx, onnxtext, profile, npz, checkpoint, corpus, ir, torchcsv, pipeline, aotplan";
+}
+
+namespace {
+/// Whether stderr may go to /dev/null for a while without losing a
+/// sanitizer's report. Without a sanitizer, yes. With one runtime (clang's
+/// ASan and UBSan), yes: its reports go to a copy of stderr from now on, as
+/// libFuzzer's -close_fd_mask=2 does it. GCC's UBSan is a runtime of its own
+/// (libubsan) beside libasan, and redirecting their reports loses them
+/// (seen with GCC 12): there nothing is silenced, and only the replays of a
+/// GCC sanitized build (./scripts/test.sh --sanitize) print the noise.
+bool canSilenceStderr() {
+  static const bool can = [] {
+    if (!&__sanitizer_set_report_fd)
+      return true;
+    // Already /dev/null (libFuzzer's -close_fd_mask=2, which sent the
+    // reports to its own copy of stderr): nothing to do.
+    struct stat err, null;
+    if (fstat(STDERR_FILENO, &err) == 0 && stat("/dev/null", &null) == 0 &&
+        S_ISCHR(err.st_mode) && err.st_rdev == null.st_rdev)
+      return true;
+    if (void *ubsan = dlopen("libubsan.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+      dlclose(ubsan);
+      return false;
+    }
+    int copy = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (copy < 0)
+      return false;
+    __sanitizer_set_report_fd(reinterpret_cast<void *>(static_cast<intptr_t>(copy)));
+    return true;
+  }();
+  return can;
+}
+} // namespace
+
+QuietStderr::QuietStderr() {
+  if (verbose() || !canSilenceStderr())
+    return;
+  int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null < 0)
+    return;
+  std::fflush(stderr);
+  llvm::errs().flush();
+  saved = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (saved >= 0 && dup2(null, STDERR_FILENO) < 0) {
+    close(saved);
+    saved = -1;
+  }
+  close(null);
+}
+
+QuietStderr::~QuietStderr() {
+  if (saved < 0)
+    return;
+  std::fflush(stderr);
+  llvm::errs().flush();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+}
 
 } // namespace pf::fuzz

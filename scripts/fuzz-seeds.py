@@ -4,13 +4,21 @@
     python3 scripts/fuzz-seeds.py OUT_DIR
 
 OUT_DIR/<target>/ gets small valid inputs taken from the test suite (the
-.onnxtext and .mlir tests, the schedule profiles) or generated here the way
-the tools' own inputs are made (binary ONNX from the text tests and a tiny
-BERT, .npz arrays, pf-train checkpoints and corpora). Nothing is committed:
-scripts/fuzz.sh regenerates them on every run.
+.onnxtext and .mlir tests, the schedule profiles, the PyTorch schedule CSVs,
+the --pipeline strings) or generated here the way the tools' own inputs are
+made (binary ONNX from the text tests and a tiny BERT, .npz arrays, pf-train
+checkpoints and corpora, pf-aot-run model descriptions). Nothing is
+committed: scripts/fuzz.sh regenerates them on every run.
+
+    python3 scripts/fuzz-seeds.py --aot-plan DIR/model_plan.h OUT
+
+writes the aotplan target's input for the description a `pf-run --aot DIR`
+plan header gives (how test/Fuzz/Regressions/aotplan/valid-* were made).
 """
 import io
+import re
 import shutil
+import struct
 import sys
 import zipfile
 from pathlib import Path
@@ -155,12 +163,186 @@ def ir_seeds(out: Path) -> None:
         shutil.copy(path, d / name)
 
 
+def split_file_sections(path: Path, suffix: str) -> dict:
+    """The `//--- NAME` sections (lit's split-file) of a test whose NAME ends
+    in `suffix`: {NAME: text}."""
+    sections, name, lines = {}, None, []
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith("//--- "):
+            if name and name.endswith(suffix):
+                sections[name] = "".join(lines)
+            name, lines = line[len("//--- "):].strip(), []
+        elif name is not None:
+            lines.append(line)
+    if name and name.endswith(suffix):
+        sections[name] = "".join(lines)
+    return sections
+
+
+def torchcsv_seeds(out: Path) -> None:
+    """PyTorch's schedule CSVs of the pf-sched tests (the golden orders and
+    the bad files of schedule-errors.test)."""
+    d = out / "torchcsv"
+    d.mkdir(parents=True, exist_ok=True)
+    for path in sorted((ROOT / "test" / "pf-sched" / "Inputs" / "torch").glob("*.csv")):
+        shutil.copy(path, d / path.name)
+    for test in sorted((ROOT / "test" / "pf-sched").glob("*.test")):
+        for name, text in split_file_sections(test, ".csv").items():
+            (d / f"{test.stem}_{name}").write_text(text)
+    # An overlapped pair on one rank; a whole backward beside split ones.
+    (d / "pair.csv").write_text("0F0,(0F1;0B0)OVERLAP_F_B,0B1\n")
+    (d / "mixed-backward.csv").write_text("0F0,0F1,0I0,0W0,0B1\n")
+
+
+#: --pipeline strings of the tests and docs (each once), beside these.
+PIPELINE_STRINGS = [
+    "stages=2 schedule=1f1b microbatches=4",
+    "stages=4 schedule=interleaved chunks=2 microbatches=8 overlap=false",
+    "stages=2 schedule=chimera microbatches=4 kfac=bubbles refresh=0 max-overhead=0.01 "
+    "max-refresh=10 split-precondition=false",
+    "stages=2 schedule=zb-v microbatches=4 grain=ends tied-per-microbatch=false "
+    "deterministic=true",
+    "schedule=dualpipev microbatches=8 grain=block kfac=step",
+    "stages={2} schedule='zb-h2' microbatches=\"6\"",
+]
+
+
+def pipeline_seeds(out: Path) -> None:
+    """The option strings of pf-train/pf-run --pipeline: those the tests,
+    docs and examples give (`--pipeline "..."`, `"--pipeline", "..."`) and
+    PIPELINE_STRINGS."""
+    d = out / "pipeline"
+    d.mkdir(parents=True, exist_ok=True)
+    found = set(PIPELINE_STRINGS)
+    pattern = re.compile(r"""--pipeline(?:[ =]|", *f?)(["'])(.*?)\1""")
+    for folder in ("test", "python", "docs", "examples", "scripts"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".test", ".py", ".md", ".sh", ".mlir") or not path.is_file():
+                continue
+            for match in pattern.finditer(path.read_text(errors="replace")):
+                found.add(match.group(2))
+    for i, spec in enumerate(sorted(found)):
+        (d / f"spec-{i:03d}").write_text(spec)
+
+
+#: pf_aot.h's PF_AOT_MODEL_VERSION and pfrt.h's PFRT_ABI_VERSION.
+AOT_MODEL_VERSION, PFRT_ABI_VERSION = 2, 1
+#: pfrt dtypes (ONNX numbers) and their sizes.
+DTYPE_SIZE = {1: 4, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8}
+
+
+def aot_plan_bytes(tensors, inputs, outputs, ops, arena_bytes, weights_bytes,
+                   counts=None, version=AOT_MODEL_VERSION, abi=PFRT_ABI_VERSION,
+                   profile_hooks=0, nulls=0) -> bytes:
+    """The aotplan target's input (fuzz/AotPlanFuzzer.cpp): a tensor is
+    (kind, where, dtype, shape), an input or output (name, tensor), an op its
+    name; `counts` (tensors, inputs, outputs, ops) overrides the declared
+    counts."""
+    counts = counts or (len(tensors), len(inputs), len(outputs), len(ops))
+    data = struct.pack("<ii4qqqiB", version, abi, *counts, arena_bytes, weights_bytes,
+                       profile_hooks, nulls)
+    for kind, where, dtype, shape in tensors:
+        dims = list(shape) + [0] * (8 - len(shape))
+        data += struct.pack("<iqii8q", kind, where, dtype, len(shape), *dims)
+    for name, tensor in [*inputs, *outputs]:
+        data += struct.pack("<q", tensor) + name.encode() + b"\0"
+    for name in ops:
+        data += name.encode() + b"\0"
+    return data
+
+
+def aot_plan_from_header(text: str) -> bytes:
+    """aot_plan_bytes of the description a pf-run --aot model_plan.h gives
+    (lib/Driver/Runner.cpp, writeAot, writes it)."""
+    define = {k: int(v) for k, v in re.findall(r"#define PF_MODEL_(\w+) (-?\d+)", text)}
+    body = text.split("pf_model_tensors[PF_MODEL_NUM_TENSORS] = {")[1].split("};")[0]
+    tensors = []
+    for m in re.finditer(r"\{(-?\d+), (-?\d+), (-?\d+), (-?\d+), \{([^}]*)\}\}", body):
+        kind, where, dtype, rank = map(int, m.groups()[:4])
+        tensors.append((kind, where, dtype, [int(x) for x in m.group(5).split(",")][:rank]))
+    c_string = r'"((?:[^"\\]|\\.)*)"'
+
+    def unquote(s: str) -> str:
+        return re.sub(r"\\(.)", r"\1", s)
+
+    def io_table(name: str):
+        table = text.split(f"pf_model_{name}[")[1].split("};")[0]
+        return [(unquote(n), int(t)) for n, t in re.findall(r"\{" + c_string + r", (\d+)\}", table)]
+
+    ops_table = text.split("pf_model_op_names[PF_MODEL_NUM_OPS + 1] = {")[1].split("};")[0]
+    ops = [unquote(n) for n in re.findall(c_string, ops_table)]
+    inputs, outputs = io_table("inputs"), io_table("outputs")
+    assert (len(tensors), len(inputs), len(outputs), len(ops)) == (
+        define["NUM_TENSORS"], define["NUM_INPUTS"], define["NUM_OUTPUTS"], define["NUM_OPS"])
+    return aot_plan_bytes(tensors, inputs, outputs, ops, define["ARENA_BYTES"],
+                          define["WEIGHTS_BYTES"], profile_hooks=define["PROFILE_HOOKS"])
+
+
+def aotplan_seeds(out: Path) -> None:
+    """Model descriptions: a small valid one made here, its near misses, and
+    the real ones of test/Fuzz/Regressions/aotplan/valid-* (pf-run --aot's
+    plans of BERT-tiny, converted with --aot-plan)."""
+    d = out / "aotplan"
+    d.mkdir(parents=True, exist_ok=True)
+    INPUT, OUTPUT, WEIGHTS, ARENA = range(4)
+    F32, I64 = 1, 7
+    tensors = [
+        (INPUT, 0, F32, [2, 3]),    # x
+        (INPUT, 1, I64, [2]),       # ids
+        (INPUT, 0, F32, [6]),       # x as a vector
+        (WEIGHTS, 0, F32, [3, 3]),  # w
+        (WEIGHTS, 64, F32, [3]),    # b
+        (ARENA, 0, F32, [2, 3]),    # x @ w
+        (ARENA, 64, I64, []),       # a scalar
+        (OUTPUT, 0, F32, [2, 3]),   # y
+    ]
+    inputs, outputs = [("x", 0), ("ids", 1)], [("out/y", 7)]
+    ops = ["pf.matmul (node 'MatMul')", "pf.add", "pf.copy"]
+    plan = dict(tensors=tensors, inputs=inputs, outputs=outputs, ops=ops,
+                arena_bytes=128, weights_bytes=128)
+    (d / "small").write_bytes(aot_plan_bytes(**plan))
+    (d / "small-no-ops").write_bytes(aot_plan_bytes(**{**plan, "ops": []}))
+    (d / "small-profiled").write_bytes(aot_plan_bytes(**plan, profile_hooks=1))
+    near = {
+        "arena-overrun": [*tensors[:5], (ARENA, 120, F32, [2, 3]), *tensors[6:]],
+        "huge-dimension": [*tensors[:5], (ARENA, 0, F32, [1 << 40, 1 << 40]), *tensors[6:]],
+        "input-view-larger": [*tensors[:2], (INPUT, 0, F32, [7]), *tensors[3:]],
+        "bad-dtype": [*tensors[:3], (WEIGHTS, 0, 2, [3, 3]), *tensors[4:]],
+    }
+    for name, changed in near.items():
+        (d / name).write_bytes(aot_plan_bytes(**{**plan, "tensors": changed}))
+    (d / "output-names-input").write_bytes(
+        aot_plan_bytes(**{**plan, "outputs": [("y", 0)]}))
+    (d / "same-file-name").write_bytes(
+        aot_plan_bytes(**{**plan, "inputs": [("a/b", 0), ("a__b", 1)]}))
+    (d / "negative-count").write_bytes(aot_plan_bytes(**plan, counts=(8, -1, 1, 3)))
+    (d / "null-tables").write_bytes(aot_plan_bytes(**plan, nulls=0b1111))
+    for path in sorted((ROOT / "test" / "Fuzz" / "Regressions" / "aotplan").glob("valid-*")):
+        shutil.copy(path, d / path.name)
+
+
+def corpustext_seeds(out: Path) -> None:
+    """The Python target's seeds (fuzz/corpus_text_fuzzer.py --seeds): the
+    vocabularies and texts of the corpus builder's tests."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "corpus_text_fuzzer", ROOT / "fuzz" / "corpus_text_fuzzer.py")
+    fuzzer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzzer)
+    fuzzer.write_seeds(str(out / "corpustext"))
+
+
 def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--aot-plan":
+        Path(sys.argv[3]).write_bytes(aot_plan_from_header(Path(sys.argv[2]).read_text()))
+        return 0
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(sys.argv[1])
-    for make in (onnx_seeds, profile_seeds, npz_seeds, train_seeds, ir_seeds):
+    for make in (onnx_seeds, profile_seeds, npz_seeds, train_seeds, ir_seeds, torchcsv_seeds,
+                 pipeline_seeds, aotplan_seeds, corpustext_seeds):
         make(out)
     for target in sorted(p for p in out.iterdir() if p.is_dir()):
         print(f"seeds: {target.name}: {len(list(target.iterdir()))} inputs")

@@ -4,6 +4,7 @@
 #
 #   ./scripts/fuzz.sh [SECONDS] [TARGET...]     targets: onnx onnxtext profile
 #                                               npz checkpoint corpus ir
+#                                               torchcsv pipeline aotplan
 #
 # Each target starts from its seed corpus (scripts/fuzz-seeds.py, made from
 # the test inputs) plus what earlier runs found (build-fuzz/fuzz/corpus/,
@@ -13,12 +14,18 @@
 # it (pf-fuzz-replay) and fails until the bug is fixed; commit it with the
 # fix. Environment: PF_FUZZ_BUILD_DIR (build-fuzz), PF_JOBS (2),
 # PF_FUZZ_RSS_MB (2048, a worker's memory limit).
+#
+# The text corpus builder (python/pipefisher/corpus.py) has a Python target
+# of its own, with atheris (which setup.sh --fuzz installs), not built here:
+#   python3 fuzz/corpus_text_fuzzer.py -max_total_time=600 CORPUS_DIR
+# (fuzz/corpus_text_fuzzer.py --help; its regression inputs are
+# test/Fuzz/Regressions/corpustext, replayed by pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 SECONDS_EACH=${1:-60}
 shift || true
-ALL_TARGETS=(onnx onnxtext profile npz checkpoint corpus ir)
+ALL_TARGETS=(onnx onnxtext profile npz checkpoint corpus ir torchcsv pipeline aotplan)
 TARGETS=("$@")
 ((${#TARGETS[@]})) || TARGETS=("${ALL_TARGETS[@]}")
 BUILD_DIR=${PF_FUZZ_BUILD_DIR:-build-fuzz}
@@ -52,9 +59,12 @@ export ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-/usr/lib/llvm-22/bin/llvm-sy
 # libFuzzer's name for what happened and the innermost frame in pf's own
 # code (lib/ or tools/, else fuzz/); "no-repro" when the input alone does
 # not fail (fork mode's OOMs can come from memory earlier inputs held).
+# PF_FUZZ_VERBOSE=1: no target silences stderr (QuietStderr), so all that
+# the crash printed is in the report.
 describe() {
   local binary=$1 input=$2 report kind frame
-  report=$("$binary" -rss_limit_mb="$RSS_MB" -timeout=30 "$input" 2>&1 || true)
+  report=$(PF_FUZZ_VERBOSE=1 "$binary" -rss_limit_mb="$RSS_MB" -timeout=30 "$input" 2>&1 ||
+           true)
   if ! grep -qE 'ERROR: (AddressSanitizer|libFuzzer)|runtime error' <<<"$report"; then
     echo "no-repro" # fork mode's memory or timing, not this input alone
     return

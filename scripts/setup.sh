@@ -56,3 +56,14 @@ then
   echo "setup: installing Python packages from python/requirements.txt"
   "$PYTHON" -m pip install -q --disable-pip-version-check -r python/requirements.txt
 fi
+
+# --fuzz: atheris for the Python fuzz target (fuzz/corpus_text_fuzzer.py);
+# 3.0.0 is its newest release with a prebuilt wheel for CPython 3.11. Not
+# fatal: the libFuzzer targets need none of it.
+if ((FUZZ)) && ! "$PYTHON" -c 'import importlib.metadata as md, sys
+sys.exit(md.version("atheris") != "3.0.0")' 2>/dev/null; then
+  echo "setup: installing atheris 3.0.0 (the Python fuzz target)"
+  "$PYTHON" -m pip install -q --disable-pip-version-check --only-binary=:all: atheris==3.0.0 ||
+    echo "setup: atheris not installed (no wheel for this Python?): only" \
+      "fuzz/corpus_text_fuzzer.py --mutate runs"
+fi

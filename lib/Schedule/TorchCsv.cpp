@@ -14,6 +14,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -123,8 +126,18 @@ Status parseCell(const std::string &raw, const Cell &cell,
   if (close == std::string::npos || text.substr(close + 1) != kOverlap)
     return Status::error(cell.where() + ": malformed overlapped pair '" + text +
                          "' (expected (<F action>;<B action>)" + kOverlap + ")");
+  // A pair, as pf's simulator runs it (the second pass overlapsPrevious)
+  // and as the writer writes it back: a group of one, three or more passes
+  // would read as chained pairs and export as nested groups that no reader
+  // takes (test/Fuzz/Regressions/torchcsv/overlap-group-of-three).
+  std::vector<std::string> parts = splitOn(text.substr(1, close - 1), ';');
+  if (parts.size() != 2)
+    return Status::error(cell.where() + ": overlapped pair '" + text + "' holds " +
+                         std::to_string(parts.size()) + " action" +
+                         (parts.size() == 1 ? "" : "s") + " (expected (<F action>;<B action>)" +
+                         kOverlap + ")");
   bool first = true;
-  for (const std::string &part : splitOn(text.substr(1, close - 1), ';')) {
+  for (const std::string &part : parts) {
     auto op = parseAction(trim(part), cell);
     if (!op)
       return op.status();
@@ -244,9 +257,13 @@ Expected<ImportedSchedule> parseTorchCsv(const std::string &text,
 }
 
 Expected<ImportedSchedule> loadTorchCsv(const std::string &path) {
+  // A folder opens as a stream that reads nothing ("empty schedule").
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::error("cannot open schedule '" + path + "': it is a directory, not a CSV file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    return Status::error("cannot open schedule '" + path + "'");
+    return Status::error("cannot open schedule '" + path + "': " + std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   return parseTorchCsv(text.str(), path);

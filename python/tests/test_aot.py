@@ -159,6 +159,18 @@ def test_aot_run_rejects_bad_input(tmp_path):
     assert "has no pf_aot_model_describe" in fails(
         str(build_dir() / "lib" / "libpfrt.so"), "--weights", weights)
     assert "cannot load" in fails(str(tmp_path / "w"), "--weights", weights)
+    # A truncated library: refused before dlopen maps it (a touch of a page
+    # past its end would be SIGBUS).
+    truncated = tmp_path / "truncated.so"
+    truncated.write_bytes((out / "model.so").read_bytes()[:4096])
+    err = fails(str(truncated), "--weights", weights)
+    assert "cannot load" in err and "truncated" in err, err
+    # Named relative to the working directory (dlopen would search the
+    # library path for a name without a '/').
+    relative = subprocess.run([str(build_dir() / "bin" / "pf-aot-run"), "model.so", "--weights",
+                               "model.weights", "--inputs", str(tmp_path / "in"), "--describe"],
+                              cwd=out, capture_output=True, text=True)
+    assert relative.returncode == 0, relative.stderr
     # Bad options are usage errors.
     assert "unknown --device" in fails(model, "--weights", weights, "--device", "tpu", code=2)
     assert "unknown --gemm-precision 'fp16'" in fails(model, "--weights", weights,

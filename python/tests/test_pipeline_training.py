@@ -601,6 +601,7 @@ def test_wrong_number_of_ranks_is_refused(setup):
     # parser kept the last); a count beyond the limits before its narrowing
     # to int (2^32 + 2 chunks ran as 2); an option the schedule ignores.
     ("microbatches=2 microbatches=4", (), "'microbatches' is given twice"),
+    ("stages=2 =4 microbatches=4", (), "an entry names no option"),
     ("schedule=interleaved chunks=4294967298 microbatches=4", (),
      "--pipeline: chunks 4294967298 exceeds the limit of 1024 (kMaxStages)"),
     ("schedule=1f1b chunks=3 microbatches=4", (),
@@ -611,7 +612,7 @@ def test_wrong_number_of_ranks_is_refused(setup):
      "--pipeline: tied-per-microbatch= does not apply to chimera"),
 ], ids=["schedule", "indivisible", "zero", "unknown-key", "negative-stages", "chunks",
         "micro-batches", "eval-sequences", "v-stages", "interleaved-units", "grain",
-        "dualpipe-microbatches", "twice", "chunks-limit", "chunks-not-interleaved",
+        "dualpipe-microbatches", "twice", "no-key", "chunks-limit", "chunks-not-interleaved",
         "split-precondition-not-chimera", "tied-per-microbatch-chimera"])
 def test_bad_pipeline_options_are_refused(setup, spec, args, message):
     proc = _pipeline(setup, 2, "tiny", spec, "--steps", "2", *args, timeout=60, check=False)
