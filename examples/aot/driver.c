@@ -36,7 +36,14 @@ static void *read_file(const char *path, int64_t expected) {
   return data;
 }
 
+/* model.o's fingerprint of the pf-run --aot run that wrote it. */
+extern const uint64_t pf_model_fingerprint;
+
 int main(int argc, char **argv) {
+  if (pf_model_fingerprint != PF_MODEL_FINGERPRINT) {
+    fprintf(stderr, "driver: model.o and model_plan.h come from different pf-run --aot runs\n");
+    return 1;
+  }
   if (argc != 3 + PF_MODEL_NUM_INPUTS + PF_MODEL_NUM_OUTPUTS) {
     fprintf(stderr, "usage: %s model.weights <%d inputs> -- <%d outputs>\n", argv[0],
             PF_MODEL_NUM_INPUTS, PF_MODEL_NUM_OUTPUTS);

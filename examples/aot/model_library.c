@@ -23,6 +23,7 @@ __attribute__((visibility("default"))) const pf_aot_model *pf_aot_model_describe
                                      pf_main,
                                      PF_MODEL_NUM_OPS,
                                      pf_model_op_names,
-                                     PF_MODEL_PROFILE_HOOKS};
+                                     PF_MODEL_PROFILE_HOOKS,
+                                     PF_MODEL_FINGERPRINT};
   return &model;
 }

@@ -22,6 +22,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/FileSystem.h"
@@ -32,6 +34,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <memory>
 
 using namespace mlir::pf::driver;
@@ -695,7 +698,14 @@ const std::vector<CompiledModel::OpTiming> &CompiledModel::profile() const {
 //===--- Ahead-of-time output -----------------------------------------------===//
 
 namespace {
-llvm::Error emitObject(ModuleOp module, StringRef path, OutputFileSet &files) {
+/// The symbol of model.o that holds its --aot run's fingerprint, which
+/// model_plan.h repeats (PF_MODEL_FINGERPRINT): pf-aot-run compares the two,
+/// so that an object and a plan of different runs are never linked together
+/// unnoticed.
+constexpr llvm::StringLiteral kFingerprintSymbol = "pf_model_fingerprint";
+
+llvm::Error emitObject(ModuleOp module, StringRef path, OutputFileSet &files,
+                       uint64_t fingerprint) {
   MLIRContext *ctx = module.getContext();
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
@@ -703,6 +713,10 @@ llvm::Error emitObject(ModuleOp module, StringRef path, OutputFileSet &files) {
   std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(module, llvmContext);
   if (!llvmModule)
     return error("translation to LLVM IR failed");
+  auto *i64 = llvm::Type::getInt64Ty(llvmContext);
+  new llvm::GlobalVariable(*llvmModule, i64, /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(i64, fingerprint), kFingerprintSymbol);
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -759,7 +773,11 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
   // The three files are one set: written beside, then renamed together,
   // so a failure (a full disk) leaves the previous set whole.
   OutputFileSet files;
-  if (auto err = emitObject(module, file("model.o"), files))
+  // One number per --aot run, in model.o and in model_plan.h.
+  std::random_device entropy;
+  const uint64_t fingerprint = (uint64_t(entropy()) << 32) ^ uint64_t(entropy()) ^
+                               uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (auto err = emitObject(module, file("model.o"), files, fingerprint))
     return err;
 
   // Weights: every parameter and constant, 64-byte aligned, in buffer order.
@@ -789,7 +807,9 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
      << "#define PF_MODEL_NUM_OPS " << impl.entry.opNames.size() << "\n"
      << "/* 1: every kernel call is wrapped in pf_profile_begin/end(op), which the\n"
      << "   driver defines (pf-aot-run --profile). */\n"
-     << "#define PF_MODEL_PROFILE_HOOKS " << (profileHooks ? 1 : 0) << "\n\n"
+     << "#define PF_MODEL_PROFILE_HOOKS " << (profileHooks ? 1 : 0) << "\n"
+     << "/* model.o of the same run holds it as " << kFingerprintSymbol << ". */\n"
+     << "#define PF_MODEL_FINGERPRINT " << fingerprint << "ULL\n\n"
      << "/* Where each descriptor's data lives (pf_aot.h). */\n"
      << "static const pf_model_tensor_info pf_model_tensors[PF_MODEL_NUM_TENSORS] = {\n";
   for (auto [t, desc] : llvm::enumerate(impl.entry.table)) {

@@ -263,3 +263,24 @@ def test_aot_run_never_writes_over_the_model_and_checks_outputs_first(tmp_path):
     proc = run_tool("pf-aot-run", str(model), "--weights", str(weights),
                     "--weights-out", str(weights), check=False)
     assert proc.returncode == 1 and "cannot load" in proc.stderr, proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_aot_run_refuses_an_object_and_a_plan_of_different_runs(tmp_path):
+    """model.o of one pf-run --aot run linked with model_plan.h of another
+    (the same model, even): refused by their fingerprints before anything
+    is bound."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    a, b = _model_library(first), _model_library(second)
+    assert run_tool("pf-aot-run", str(a / "model.so"), "--weights", str(a / "model.weights"),
+                    "--describe").returncode == 0
+    mixed = tmp_path / "mixed.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-std=c11", "-I", str(REPO_ROOT / "include"),
+                    "-I", str(b), str(REPO_ROOT / "examples/aot/model_library.c"),
+                    str(a / "model.o"), "-o", str(mixed)], check=True)
+    proc = run_tool("pf-aot-run", str(mixed), "--weights", str(a / "model.weights"), "--describe",
+                    check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "its model.o and model_plan.h come from different pf-run --aot runs" in proc.stderr

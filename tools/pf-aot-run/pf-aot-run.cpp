@@ -360,6 +360,16 @@ int run(const Options &o) {
   // checked: counts, descriptors, tables, byte ranges, names.
   if (std::string err = pf::aot::checkAotModel(described); !err.empty())
     return fail(o.model + ": inconsistent model description: " + err);
+  // The plan (model_plan.h, compiled into the description) and the code
+  // (model.o) of one pf-run --aot run: a library linked from two runs would
+  // bind one model's tensors to another's kernels.
+  const auto *objectFingerprint =
+      static_cast<const uint64_t *>(dlsym(library, "pf_model_fingerprint"));
+  if (!objectFingerprint || *objectFingerprint != m.fingerprint)
+    return fail(o.model + ": its model.o and model_plan.h come from different pf-run --aot runs "
+                          "(fingerprints " +
+                (objectFingerprint ? std::to_string(*objectFingerprint) : std::string("missing")) +
+                " and " + std::to_string(m.fingerprint) + "): build it from one DIR");
   if (o.describe) {
     for (int64_t i = 0; i < m.num_inputs; ++i) {
       const pf_model_tensor_info &t = m.tensors[m.inputs[i].tensor];

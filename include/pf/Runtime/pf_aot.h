@@ -42,7 +42,7 @@ typedef struct {
    failing kernel. */
 typedef int64_t (*pf_model_main_fn)(pfrt_context *ctx, pfrt_tensor *table);
 
-#define PF_AOT_MODEL_VERSION 2
+#define PF_AOT_MODEL_VERSION 3
 
 /* Everything a driver needs to run a model built as a shared library. */
 typedef struct pf_aot_model {
@@ -57,6 +57,10 @@ typedef struct pf_aot_model {
   int64_t num_ops;             /* ops of the step */
   const char *const *op_names; /* num_ops names (op and ONNX node) */
   int32_t profile_hooks;       /* 1: compiled with pf-run --aot-profile */
+  /* PF_MODEL_FINGERPRINT of model_plan.h: the --aot run that wrote the plan,
+     which the object's `pf_model_fingerprint` must equal (the plan and the
+     code of one run). */
+  uint64_t fingerprint;
 } pf_aot_model;
 
 /* A whole buffer of `bytes` at `data` as one i8 descriptor: how drivers
