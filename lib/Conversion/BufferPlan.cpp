@@ -1,5 +1,7 @@
 //===- BufferPlan.cpp - static buffers of a pf function --------------------===//
 #include "BufferPlan.h"
+
+#include "pf/Dialect/PF/IR/PFShapeUtils.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -12,11 +14,7 @@ constexpr int64_t kAlignment = 64;
 
 int64_t alignUp(int64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
 
-int64_t byteSize(RankedTensorType type) {
-  Type element = type.getElementType();
-  int64_t bytes = element.isInteger(1) ? 1 : (element.getIntOrFloatBitWidth() + 7) / 8;
-  return type.getNumElements() * bytes;
-}
+int64_t byteSize(RankedTensorType type) { return storageBytes(type); }
 
 /// Places arena buffers, largest first, at the lowest offset that does not
 /// overlap a placed buffer alive at the same time (greedy best-fit by size,

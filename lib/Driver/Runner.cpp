@@ -6,6 +6,7 @@
 #include "pf/Conversion/Passes.h"
 #include "pf/Dialect/PF/IR/PFAttrs.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFShapeUtils.h"
 #include "pf/Runtime/pf_aot.h"
 #include "pf/Runtime/pfrt.h"
 
@@ -54,7 +55,7 @@ std::vector<char> materialize(ElementsAttr attr) {
   auto type = cast<ShapedType>(attr.getType());
   Type element = type.getElementType();
   int64_t n = type.getNumElements();
-  int64_t width = element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8;
+  int64_t width = mlir::pf::storageBytesPerElement(element);
   std::vector<char> bytes(n * width);
   // An empty constant (Shape with start past end): nothing to copy, and
   // memcpy must not see the empty vector's null data.

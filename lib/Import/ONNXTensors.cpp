@@ -1,6 +1,8 @@
 //===- ONNXTensors.cpp - TensorProto -> elements attributes ---------------===//
 #include "ImportContext.h"
 
+#include "pf/Dialect/PF/IR/PFShapeUtils.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/BuiltinDialect.h"
@@ -42,9 +44,7 @@ std::string onnx_import::dataTypeName(int32_t dataType) {
 
 namespace {
 /// Bytes per element in ONNX raw data (bool: one byte).
-size_t rawElementBytes(Type element) {
-  return element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8;
-}
+size_t rawElementBytes(Type element) { return size_t(storageBytesPerElement(element)); }
 
 template <typename T, typename Field>
 void appendAs(std::string &bytes, const Field &field) {

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFShapeUtils.h"
 #include "pf/Dialect/PF/IR/PFStageValues.h"
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -106,7 +107,7 @@ StageValuePlan mlir::pf::planStageValues(Operation *program, bool overlap) {
   for (auto [value, slot] : plan.slot) {
     plan.values[slot] = value;
     auto type = cast<RankedTensorType>(value.getType());
-    plan.bytes[slot] = type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
+    plan.bytes[slot] = storageBytes(type);
     Operation *last = value.getDefiningOp();
     bool sent = false;
     for (Operation *user : value.getUsers()) {

@@ -23,6 +23,19 @@ constexpr int64_t kMaxTensorElements = int64_t(1) << 36;
 /// kMaxTensorElements. Dynamic dimensions are skipped.
 std::string shapeLimitError(ArrayRef<int64_t> shape);
 
+/// Bytes of one element in the runtime's layout (pfrt's dtypes): a bool
+/// (i1) takes a byte, every other integer or float its width rounded up to
+/// bytes. The one copy of the rule: arena plans, stage-value plans and
+/// constants size buffers by it (an i1 value sized as width / 8 = 0 bytes
+/// shared its memory with others).
+inline int64_t storageBytesPerElement(Type element) {
+  return element.isInteger(1) ? 1 : (int64_t(element.getIntOrFloatBitWidth()) + 7) / 8;
+}
+/// Bytes of a static tensor of `type` in the runtime's layout.
+inline int64_t storageBytes(ShapedType type) {
+  return type.getNumElements() * storageBytesPerElement(type.getElementType());
+}
+
 /// "[2, ?, 16]": a shape as diagnostics print it.
 std::string shapeText(ArrayRef<int64_t> shape);
 
