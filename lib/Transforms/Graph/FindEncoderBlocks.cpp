@@ -50,8 +50,9 @@ struct FindEncoderBlocksPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp func = getEntryFunction(module);
-    if (!func || namesGiveBlocks(func))
+    if (!func)
       return;
+    bool named = namesGiveBlocks(func);
     SmallVector<Segment> segments = segmentsOf(func);
     // Each segment's block (kOutside: none), then each parameter's (kMixed:
     // read in two blocks, or in a block and outside).
@@ -74,6 +75,10 @@ struct FindEncoderBlocksPass
       }
     SymbolTable symbols(module);
     Builder builder(&getContext());
+    if (named) {
+      placeUnnamed(func, symbols, segments, segmentBlock, blocks, blockOf);
+      return;
+    }
     for (auto [name, block] : blockOf)
       if (Operation *param = symbols.lookup(name); param && block >= 0)
         param->setAttr(kEncoderBlockAttrName, builder.getI64IntegerAttr(block));
@@ -82,6 +87,50 @@ struct FindEncoderBlocksPass
                               << blocks
                               << " from the graph's structure (attention and feed-forward, "
                                  "each closed by a residual LayerNorm)";
+  }
+
+  /// Names give the blocks, but an exporter-named parameter inside a block
+  /// (`onnx::MatMul_N`, the folded weight of a linear without a bias, which
+  /// pf-name-weights cannot name after its bias) says nothing: when the
+  /// structure's blocks are the named ones (the named parameters read in
+  /// each structural block all name one block, in order), such a parameter
+  /// read in one structural block only gets that block's number.
+  void placeUnnamed(func::FuncOp func, SymbolTable &symbols, ArrayRef<Segment> segments,
+                    ArrayRef<int64_t> segmentBlock, int64_t blocks,
+                    const llvm::MapVector<StringRef, int64_t> &blockOf) {
+    constexpr int64_t kNone = -1;
+    SmallVector<int64_t> namedBlock(blocks, kNone);
+    for (auto [segment, block] : llvm::zip(segments, segmentBlock)) {
+      if (block < 0)
+        continue;
+      for (StringRef param : segment.params) {
+        std::optional<int64_t> named = encoderBlockOfName(param);
+        if (!named)
+          continue;
+        if (namedBlock[block] != kNone && namedBlock[block] != *named)
+          return; // the structure's blocks are not the named ones
+        namedBlock[block] = *named;
+      }
+    }
+    for (int64_t b = 0; b < blocks; ++b)
+      if (namedBlock[b] == kNone || (b > 0 && namedBlock[b] <= namedBlock[b - 1]))
+        return;
+    Builder builder(&getContext());
+    int64_t placed = 0;
+    for (auto [name, block] : blockOf) {
+      if (block < 0 || !isExporterGeneratedName(name) || encoderBlockOfName(name))
+        continue;
+      Operation *param = symbols.lookup(name);
+      if (!param || param->hasAttr(kEncoderBlockAttrName))
+        continue;
+      param->setAttr(kEncoderBlockAttrName, builder.getI64IntegerAttr(namedBlock[block]));
+      ++placed;
+    }
+    if (placed > 0)
+      emitRemark(func.getLoc())
+          << "pf-find-encoder-blocks: " << placed
+          << " exporter-named parameter(s) read inside the named encoder blocks placed in "
+             "their block from the graph's structure";
   }
 
   static bool namesGiveBlocks(func::FuncOp func) {

@@ -3,6 +3,8 @@
 
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Regex.h"
 
 using namespace mlir;
@@ -10,15 +12,66 @@ using namespace mlir::pf;
 namespace sched = ::pf::sched;
 
 namespace {
-/// Raw position of a parameter in the model: 0 embeddings, b+1 encoder block
-/// b, numBlocks+1 heads.
-int64_t rawLayerOfParam(SymbolTable &symbols, StringRef name, int64_t numBlocks) {
-  if (auto block = encoderBlockOfParam(symbols, name))
-    return *block + 1;
-  if (name.contains("embed"))
-    return 0;
-  return numBlocks + 1;
+bool isForwardOp(Operation *op) {
+  return !op->hasAttr(kGradOfAttrName) && !op->hasAttr(kGradSumAttrName);
 }
+
+/// Raw position of each parameter of a function in the model, for placing
+/// the ops that read it: b+1 for a parameter of encoder block b (its
+/// `pf.encoder_block`, or a name such as `encoder.layer.N.`), numBlocks+1 for
+/// a parameter of the heads, 0 for the rest.
+///
+/// Only the blocks come from names. Whether a parameter without a block is
+/// the heads' comes from where it is read: an exporter names a parameter
+/// after its module (`tok.weight`, `wte`, `ln_emb.bias` of a plain
+/// PyTorch model), after nothing (`onnx::MatMul_N`: the folded weight of a
+/// linear without a bias, a folded constant), so a name that lacks
+/// `embed` does not make a head. A parameter without a block is the heads'
+/// when the first forward op that reads it comes after every forward op
+/// that reads a block's parameter (program order is the graph's); any other
+/// one (the embeddings' tables, a weight inside the blocks that no name or
+/// structure placed) adds nothing to its readers' position, which their
+/// inputs give. Taking such a parameter for the heads would pull its readers
+/// and everything computed from them to the end of the model: the
+/// embeddings (and the blocks after the parameter) would leave the first
+/// stages with only the parameter-free ops (the attention mask, the position
+/// ids), a stage without a parameter to update.
+class ParamPositions {
+public:
+  ParamPositions(func::FuncOp func, SymbolTable &symbols, int64_t numBlocks)
+      : symbols(symbols), numBlocks(numBlocks) {
+    int64_t index = 0, lastBlockReader = -1;
+    llvm::StringMap<int64_t> firstReader;
+    for (Operation &op : func.getBody().front().without_terminator()) {
+      ++index;
+      if (BlockAssignment::isFree(&op) || !isForwardOp(&op))
+        continue;
+      for (Value operand : op.getOperands()) {
+        auto ref = operand.getDefiningOp<ParamRefOp>();
+        if (!ref)
+          continue;
+        if (encoderBlockOfParam(symbols, ref.getName()))
+          lastBlockReader = index;
+        else
+          firstReader.try_emplace(ref.getName(), index);
+      }
+    }
+    for (auto &entry : firstReader)
+      if (lastBlockReader >= 0 && entry.second > lastBlockReader)
+        heads.insert(entry.first());
+  }
+
+  int64_t operator()(StringRef name) const {
+    if (auto block = encoderBlockOfParam(symbols, name))
+      return *block + 1;
+    return heads.contains(name) ? numBlocks + 1 : 0;
+  }
+
+private:
+  SymbolTable &symbols;
+  int64_t numBlocks;
+  llvm::StringSet<> heads;
+};
 } // namespace
 
 FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
@@ -35,13 +88,14 @@ FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
                           "structure (pf-find-encoder-blocks; an imported BERT model)");
   int64_t numBlocks = maxBlock + 1;
   result.numBlocks = numBlocks;
+  ParamPositions rawLayerOf(func, symbols, numBlocks);
   result.kfacLinears.resize(numBlocks);
 
   llvm::DenseMap<Value, int64_t> raw;
   for (Operation &op : func.getBody().front().without_terminator()) {
     int64_t layer = 0;
     if (auto ref = dyn_cast<ParamRefOp>(op)) {
-      layer = rawLayerOfParam(symbols, ref.getName(), numBlocks);
+      layer = rawLayerOf(ref.getName());
     } else if (!isa<ConstantOp>(op)) {
       for (Value operand : op.getOperands()) {
         auto it = raw.find(operand);
@@ -51,7 +105,7 @@ FailureOr<BlockAssignment> mlir::pf::assignBlocks(func::FuncOp func) {
       // A K-FAC factor update goes with the layer whose factor it writes (the
       // state lives there), not with the earlier block computing its input.
       if (auto update = dyn_cast<KFACUpdateFactorOp>(op))
-        layer = std::max(layer, rawLayerOfParam(symbols, update.getFactor(), numBlocks));
+        layer = std::max(layer, rawLayerOf(update.getFactor()));
     }
     for (Value res : op.getResults())
       raw[res] = layer;
@@ -94,8 +148,9 @@ FailureOr<UnitAssignment> mlir::pf::assignUnits(func::FuncOp func, StageGrain gr
   // inputs and parameters; the result of an attention half's (or the head
   // transform's) first LayerNorm starts the next position.
   SymbolTable symbols(func->getParentOfType<ModuleOp>());
+  ParamPositions rawLayerOf(func, symbols, n);
   auto fineOfParam = [&](StringRef name) {
-    int64_t raw = rawLayerOfParam(symbols, name, n);
+    int64_t raw = rawLayerOf(name);
     return raw == 0 ? int64_t(0) : 2 * raw - 1;
   };
   llvm::DenseMap<Value, int64_t> fineOfValue;

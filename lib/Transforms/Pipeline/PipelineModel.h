@@ -41,8 +41,12 @@ FailureOr<BlockAssignment> readStageBlocks(PipelineOp pipeline);
 
 /// Assigns the ops of `func` to encoder blocks: an op belongs to the latest
 /// block among its inputs and the parameters it reads; the embeddings join
-/// block 0 and the heads the last block. Fails (with a diagnostic) when the
-/// parameters name no encoder blocks.
+/// block 0 and the heads the last block. A parameter's block comes from its
+/// name or `pf.encoder_block`; one without a block is the heads' when the
+/// first forward op reading it follows every op reading a block's parameter,
+/// and otherwise places nothing (names do not say embeddings or head: a
+/// plain-PyTorch export names its tables `tok.weight`). Fails (with a
+/// diagnostic) when the parameters name no encoder blocks.
 FailureOr<BlockAssignment> assignBlocks(func::FuncOp func);
 
 /// One unit of pf-split-stages' partition: the embeddings, an encoder block

@@ -67,9 +67,17 @@ struct AddOptimizerPass : public mlir::pf::impl::PFAddOptimizerBase<AddOptimizer
     SymbolTable symbols(module);
     SmallVector<func::FuncOp> backwards = stageGradientFunctions(module);
     if (!backwards.empty()) {
-      for (func::FuncOp backward : backwards)
-        if (failed(addUpdates(module, symbols, buildStageUpdate(module, symbols, backward))))
+      for (func::FuncOp backward : backwards) {
+        func::FuncOp update = buildStageUpdate(module, symbols, backward);
+        // A stage of parameter-free ops only: the cut, not the step, is wrong.
+        if (update.getNumArguments() == 0)
+          return backward.emitError("pf-add-optimizer: stage ")
+                 << backward->getAttrOfType<IntegerAttr>(kStageAttrName).getInt()
+                 << " has no parameter to update (its backward returns no "
+                    "grad/<parameter>): pf-split-stages gave it only parameter-free ops";
+        if (failed(addUpdates(module, symbols, update)))
           return failure();
+      }
       return success();
     }
     func::FuncOp func = getEntryFunction(module);

@@ -21,3 +21,16 @@ func.func @no_gradients(%g: tensor<5x4xf32>) -> (tensor<5x4xf32> {pf.name = "gra
   return %g : tensor<5x4xf32>
 }
 
+
+// -----
+
+// A split step (pf-split-stages) whose stage 0 computes no parameter's
+// gradient: a cut that left it only parameter-free ops.
+pf.param @w : tensor<5x4xf32>
+// expected-error @+1 {{pf-add-optimizer: stage 0 has no parameter to update (its backward returns no grad/<parameter>): pf-split-stages gave it only parameter-free ops}}
+func.func @stage0_backward(%g: tensor<5x4xf32>) -> (tensor<5x4xf32> {pf.name = "grad_act/3"}) attributes {pf.stage = 0 : i64} {
+  return %g : tensor<5x4xf32>
+}
+func.func @stage1_backward(%g: tensor<5x4xf32>) -> (tensor<5x4xf32> {pf.name = "grad_act/3"}, tensor<5x4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 1 : i64} {
+  return %g, %g : tensor<5x4xf32>, tensor<5x4xf32>
+}

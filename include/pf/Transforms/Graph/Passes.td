@@ -232,7 +232,12 @@ def PFFindEncoderBlocks : Pass<"pf-find-encoder-blocks", "::mlir::ModuleOp"> {
     (its linears' weights and biases, its LayerNorms' scale and shift) gets
     `pf.encoder_block`, and a remark says how many blocks were found. A
     parameter read in two blocks is left unmarked. With names that give
-    blocks, or without such a pattern, the module is unchanged.
+    blocks, only the exporter-named parameters read in one block
+    (`onnx::MatMul_N`: the folded weight of a linear without a bias, which
+    pf-name-weights cannot name after its bias) get its `pf.encoder_block`,
+    and only when every block found reads the named parameters of one named
+    block, in order (a remark counts them). Without such a pattern the
+    module is unchanged.
   }];
 }
 
