@@ -39,7 +39,6 @@
 #include <csignal>
 #include <cstring>
 #include <set>
-#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::pf;
@@ -197,16 +196,6 @@ llvm::Expected<Batch> gatherState(const RankJob &job, drv::CompiledProgram &prog
   return mine;
 }
 
-/// FNV-1a of this machine's name (62 bits: sums over ranks stay exact).
-int64_t hostNameHash() {
-  char name[256] = {0};
-  gethostname(name, sizeof name - 1);
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *c = name; *c; ++c)
-    h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ULL;
-  return int64_t(h >> 2);
-}
-
 /// --device, --device-buffers and --comm for this rank: on CUDA, the i-th
 /// rank of a host takes GPU i (modulo the host's GPUs); the stage values
 /// travel on NCCL when every rank of the job has a GPU of its own (--comm
@@ -221,18 +210,10 @@ llvm::Error chooseRankDevice(const TrainConfig &config, RankJob &job) {
   job.backend = onCuda ? PFRT_BACKEND_CUDA : PFRT_BACKEND_CPU;
   job.transferBackend = PFRT_COMM_MPI_STAGED;
   if (onCuda) {
-    // Every rank's host; its place among the ranks of its host.
-    std::vector<double> hosts(job.size, 0.0);
-    int64_t hash = hostNameHash();
-    hosts[job.rank] = double(hash >> 31); // 31 bits: exact in a double
-    if (auto err = job.sum(hosts))
-      return err;
+    // Its place among the ranks of its host.
     int32_t localRank = 0, localSize = 0;
-    for (int32_t r = 0; r < job.size; ++r)
-      if (hosts[r] == hosts[job.rank]) {
-        localRank += r < job.rank;
-        ++localSize;
-      }
+    if (pfrt_comm_local_rank(job.ctx, job.world, &localRank, &localSize) != PFRT_OK)
+      return llvm::createStringError(llvm::Twine("--device cuda: ") + pfrt_last_error(job.ctx));
     int32_t gpus = pfrt_backend_device_count(PFRT_BACKEND_CUDA);
     if (gpus < 1)
       return llvm::createStringError("--device cuda: no CUDA device on this rank's host");

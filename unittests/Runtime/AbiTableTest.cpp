@@ -91,6 +91,7 @@ const std::set<std::string> kHostOnly = {
     // Communicators are made, queried and ended by the host.
     "pfrt_comm_options_init", "pfrt_comm_create", "pfrt_comm_create_group", "pfrt_comm_destroy",
     "pfrt_comm_rank", "pfrt_comm_size", "pfrt_comm_max_tag", "pfrt_comm_align_clock",
+    "pfrt_comm_local_rank",
     "pfrt_comm_finalize"};
 
 /// The names of the functions pfrt.h declares (PFRT_API ... pfrt_x(), or

@@ -70,6 +70,18 @@ TEST_F(CommTest, RanksAreDistinctAndCoverTheJob) {
   EXPECT_EQ(sums[1], (n - 1) * n * (2 * n - 1) / 6);
 }
 
+TEST_F(CommTest, LocalRanksFollowTheLaunchersOnOneHost) {
+  // mpirun starts every rank on this machine: one host, ranks in order, as
+  // Open MPI numbers them (OMPI_COMM_WORLD_LOCAL_RANK).
+  int32_t localRank = -1, localSize = -1;
+  ok(pfrt_comm_local_rank(ctx, comm, &localRank, &localSize));
+  EXPECT_EQ(localSize, size);
+  EXPECT_EQ(localRank, rank);
+  if (const char *launcher = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+    EXPECT_EQ(localRank, std::atoi(launcher));
+  EXPECT_EQ(pfrt_comm_local_rank(ctx, comm, nullptr, &localSize), PFRT_INVALID_ARGUMENT);
+}
+
 TEST_F(CommTest, SendRecvF32AndI64BetweenPairs) {
   // Pairs (0, 1), (2, 3), ...: the even rank sends f32 and i64 tensors, the
   // odd one checks them and answers with its own.

@@ -1149,6 +1149,12 @@ PFRT_API pfrt_status pfrt_comm_barrier(pfrt_context *ctx, pfrt_comm *comm);
 PFRT_API pfrt_status pfrt_comm_wall_time(pfrt_context *ctx, pfrt_comm *comm,
                                          double *seconds);
 
+/* Collective: this rank's place among the communicator's ranks on its host
+ * (by host name; ranks below it on the same host) and how many ranks share
+ * the host: which of a host's GPUs a rank takes. */
+PFRT_API pfrt_status pfrt_comm_local_rank(pfrt_context *ctx, pfrt_comm *comm,
+                                          int32_t *local_rank, int32_t *local_size);
+
 /* Collective: re-measures the clock offset of every rank against rank 0's
  * aligned clock (8 ping-pongs each; the one with the shortest round trip
  * wins), then a barrier; against drift in long runs. pfrt_comm_create did

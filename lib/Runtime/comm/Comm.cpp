@@ -20,6 +20,8 @@
 #include <new>
 #include <vector>
 
+#include <unistd.h>
+
 using namespace pfrt;
 using namespace pfrt::comm;
 
@@ -61,6 +63,15 @@ pfrt_status createWorld(const Call &call, Backend backend,
   return call.fail(PFRT_UNSUPPORTED, "the %s communication backend is not "
                    "built into this library", backendName(backend));
 #endif
+}
+
+int64_t hostNameHash() {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = name; *c; ++c)
+    h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  return static_cast<int64_t>(h >> 2);
 }
 
 } // namespace comm
@@ -293,6 +304,32 @@ pfrt_status pfrt_comm_wall_time_cpu(pfrt_context *ctx, pfrt_comm *comm,
   PFRT_TRY(checkComm(call, comm));
   PFRT_TRY(call.pointer("seconds", seconds));
   *seconds = comm->impl->wallTime();
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_comm_local_rank(pfrt_context *ctx, pfrt_comm *comm, int32_t *local_rank,
+                                 int32_t *local_size) {
+  Call call(ctx, "pfrt_comm_local_rank");
+  PFRT_TRY(checkComm(call, comm));
+  PFRT_TRY(call.pointer("local_rank", local_rank));
+  PFRT_TRY(call.pointer("local_size", local_size));
+  // Every rank's host, one slot each (one non-zero term per slot: exact).
+  const int32_t n = comm->impl->size(), me = comm->impl->rank();
+  std::vector<int64_t> hosts(static_cast<size_t>(n), 0);
+  hosts[static_cast<size_t>(me)] = pfrt::comm::hostNameHash();
+  pfrt_tensor t{};
+  t.data = hosts.data();
+  t.dtype = PFRT_I64;
+  t.rank = 1;
+  t.shape[0] = n;
+  PFRT_TRY(comm->impl->allReduceSum(call, t));
+  *local_rank = 0;
+  *local_size = 0;
+  for (int32_t r = 0; r < n; ++r)
+    if (hosts[static_cast<size_t>(r)] == hosts[static_cast<size_t>(me)]) {
+      *local_rank += r < me;
+      ++*local_size;
+    }
   return PFRT_OK;
 }
 

@@ -78,6 +78,11 @@ public:
 pfrt_status createWorld(const Call &call, Backend backend,
                         std::unique_ptr<Communicator> &out);
 
+/// FNV-1a of this machine's name, below 2^62 so that sums of one non-zero
+/// term per rank stay exact: which ranks share a host (pfrt_comm_local_rank,
+/// NCCL's one-GPU-per-rank check).
+int64_t hostNameHash();
+
 } // namespace comm
 } // namespace pfrt
 

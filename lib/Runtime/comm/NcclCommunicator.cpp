@@ -68,16 +68,6 @@ pfrt_status ncclCheck(const Call &call, ncclResult_t result, const char *what) {
 
 int64_t tensorBytes(const pfrt_tensor &t) { return Shape::of(t).numel() * dtypeSize(t.dtype); }
 
-/// FNV-1a of the host name, below 2^62 so that sums stay exact.
-int64_t hostHash() {
-  char name[256] = {0};
-  gethostname(name, sizeof name - 1);
-  uint64_t h = 1469598103934665603ull;
-  for (const char *c = name; *c; ++c)
-    h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
-  return static_cast<int64_t>(h >> 2);
-}
-
 pfrt_tensor int64Tensor(int64_t *data, int64_t count) {
   pfrt_tensor t{};
   t.data = data;
@@ -225,7 +215,7 @@ pfrt_status NcclCommunicator::create(const Call &call, std::unique_ptr<Communica
 pfrt_status NcclCommunicator::checkOneGpuPerRank(const Call &call) {
   const int32_t n = size(), me = rank();
   std::vector<int64_t> slots(2 * static_cast<size_t>(n), 0);
-  slots[2 * me] = hostHash();
+  slots[2 * me] = hostNameHash();
   slots[2 * me + 1] = device;
   pfrt_tensor t = int64Tensor(slots.data(), 2 * n);
   PFRT_TRY(control->allReduceSum(call, t));
