@@ -578,7 +578,7 @@ def test_wrong_number_of_ranks_is_refused(setup):
      "dualpipev, got 'foo'"),
     ("microbatches=3", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 3"),
     ("microbatches=0", (), "--pipeline: microbatches must be >= 1 and divide --batch (8), got 0"),
-    ("bogus=1", (), "no such option bogus"),
+    ("bogus=1", (), "no such option 'bogus'"),
     ("stages=-1", (), "--pipeline: stages must be >= 0"),
     ("schedule=interleaved chunks=1 microbatches=4", (),
      "--pipeline: interleaved needs chunks >= 2, got 1"),

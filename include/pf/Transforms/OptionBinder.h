@@ -216,14 +216,18 @@ public:
   }
 
   /// parseFromString, refusing a key given twice (the parser would keep the
-  /// last and drop the first silently) and an entry without a key ("=4",
-  /// which the parser skips silently); given() then lists the keys.
+  /// last and drop the first silently) and an entry whose key is no option
+  /// of these ("=4" or "''=4", which the parser skips silently); given()
+  /// then lists the keys.
   LogicalResult parseOnce(llvm::StringRef spec, llvm::raw_ostream &errors = llvm::errs()) {
     keys = optionKeys(spec);
     llvm::StringSet<> seen;
     for (const std::string &key : keys)
       if (key.empty()) {
         errors << "an entry names no option ('=' without a name before it)\n";
+        return failure();
+      } else if (!llvm::any_of(options, [&](const auto &o) { return o->ArgStr == key; })) {
+        errors << "no such option '" << key << "'\n";
         return failure();
       } else if (!seen.insert(key).second) {
         errors << "'" << key << "' is given twice (one value per option)\n";
