@@ -878,37 +878,40 @@ private:
 
   /// order(library): this member's Σ_m c_m·x_m / Σ_m c_m over the
   /// micro-batches it ran (the divisor counts every micro-batch of the step),
-  /// which its accumulate calls formed (pf-build-rank-programs' replica
-  /// accumulations; with one micro-batch, its piece), then one all-reduce of
-  /// that one gradient over the members. Two members get the same bits (IEEE
-  /// addition commutes); the association of more is the library's.
+  /// then one all-reduce of that one gradient over the members. Two members
+  /// get the same bits (IEEE addition commutes); the association of more is
+  /// the library's.
   llvm::Error allReduceWeighted(const std::string &name, const ValueType &type,
                                 const std::vector<int64_t> &members, pfrt_comm *group) {
-    NpyArray partial;
-    if (auto count = summed.find(name); count != summed.end()) {
-      auto sum = sums.find(gradientSumName(name));
-      if (sum == sums.end())
-        return error("no accumulate call returned the sum of '" + name + "'");
-      partial = std::move(sum->second);
-      sums.erase(sum);
-      summed.erase(count);
-    } else if (M == 1 && !gradients.at(name)[0].data.empty()) {
-      partial = std::move(gradients.at(name)[0]);
-    } else {
-      return error(llvm::formatv("no accumulate call on this rank weighted '{0}' (a member of "
-                                 "its all_reduce over ranks [{1}])",
-                                 name, llvm::make_range(members.begin(), members.end())));
+    std::vector<NpyArray> &pieces = gradients.at(name);
+    std::vector<const NpyArray *> present;
+    for (const NpyArray &piece : pieces) {
+      if (!piece.data.empty())
+        if (auto err = checkType(piece, type, name))
+          return err;
+      present.push_back(piece.data.empty() ? nullptr : &piece);
     }
-    if (auto err = checkType(partial, type, name))
-      return err;
-    if (partial.dtype != PFRT_F32 && partial.dtype != PFRT_F64)
+    if (!llvm::any_of(present, [](const NpyArray *p) { return p != nullptr; }))
+      return error(llvm::formatv("no backward on this rank returned '{0}' for any micro-batch "
+                                 "(a member of its all_reduce over ranks [{1}])",
+                                 name, llvm::make_range(members.begin(), members.end())));
+    llvm::Expected<NpyArray> partial = [&]() -> llvm::Expected<NpyArray> {
+      if (M == 1)
+        return std::move(pieces[0]);
+      if (auto err = countTokens())
+        return std::move(err);
+      return weightedMicrobatchSum(name, present, tokenCounts);
+    }();
+    if (!partial)
+      return partial.takeError();
+    if (partial->dtype != PFRT_F32 && partial->dtype != PFRT_F64)
       return error("'" + name + "' is summed by the library but is not f32 or f64");
-    auto t = descriptor(partial);
+    auto t = descriptor(*partial);
     if (!t)
       return t.takeError();
     if (pfrt_comm_all_reduce_sum(r.ctx, group, &*t) != PFRT_OK)
       return commError("all-reducing '" + name + "'");
-    combined[name] = std::move(partial);
+    combined[name] = std::move(*partial);
     gradients.erase(name);
     return llvm::Error::success();
   }
