@@ -269,13 +269,19 @@ def _export_torch(path, vocab, attn_bias=True, own_layer_norm=False):
         for p in model.parameters():
             if p.dim() == 1:
                 p.add_(torch.randn(p.shape) * 0.05)
-    model.eval()
+    _torch_export(model.eval(), path)
+
+
+def _torch_export(module, path):
+    """torch.onnx.export with folded weights, BERT's three inputs and the
+    logits, batch and sequence dynamic: what a user's plain export does."""
+    torch = pytest.importorskip("torch")
     names = ["input_ids", "attention_mask", "token_type_ids"]
     args = (torch.zeros(2, 16, dtype=torch.long), torch.ones(2, 16, dtype=torch.long),
             torch.zeros(2, 16, dtype=torch.long))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, str(path), dynamo=False, opset_version=14,
+        torch.onnx.export(module, args, str(path), dynamo=False, opset_version=14,
                           input_names=names, output_names=["logits"], do_constant_folding=True,
                           dynamic_axes={n: {0: "batch", 1: "sequence"}
                                         for n in [*names, "logits"]})
@@ -308,16 +314,7 @@ def _export_transformers(path, vocab):
         for p in model.parameters():
             if p.dim() == 1:
                 p.add_(torch.randn(p.shape) * 0.05)
-    wrapper = Logits(model).eval()
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    args = (torch.zeros(2, 16, dtype=torch.long), torch.ones(2, 16, dtype=torch.long),
-            torch.zeros(2, 16, dtype=torch.long))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, args, str(path), dynamo=False, opset_version=14,
-                          input_names=names, output_names=["logits"], do_constant_folding=True,
-                          dynamic_axes={n: {0: "batch", 1: "sequence"}
-                                        for n in [*names, "logits"]})
+    _torch_export(Logits(model).eval(), path)
 
 
 STYLES = ["transpose", "pytorch", "anonymous", "bool-mask", "plain", "plain-no-bias",
