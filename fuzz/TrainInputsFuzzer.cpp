@@ -71,7 +71,8 @@ int fuzzCheckpoint(const uint8_t *data, size_t size) {
   corpus.rows = corpus.trainRows = 4;
   KfacDampingSchedule damping(config);
   Checkpoints checkpoints(config, corpus, damping);
-  auto step = checkpoints.load(parameters, /*wholeState=*/true);
+  Checkpoints::Coverage coverage;
+  auto step = checkpoints.load(parameters, coverage);
   if (!step) {
     std::string message = llvm::toString(step.takeError());
     if (verbose())

@@ -102,7 +102,7 @@ static std::optional<std::string> otherKfacBasis(const Batch &arrays, llvm::Stri
   return std::nullopt;
 }
 
-llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters, bool wholeState) {
+llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters, Coverage &coverage) {
   const std::string &resumeFile = config.resumeFile;
   const TrainingOptions &training = config.training;
   auto arrays = drv::readNpz(resumeFile);
@@ -219,23 +219,34 @@ llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters, bool who
       return error("parameter '" + p.name + "' has another dtype or shape than the model's");
     std::memcpy(p.data, it->second.data.data(), p.bytes);
   }
-  // A state entry this run does not have: the checkpoint belongs to another
-  // model (another parameter) or another optimizer (another state, e.g.
-  // AdamW's moments resumed into SGD), whose training this run would not
-  // continue. (A pipeline's rank holds its share of the state only.)
-  if (wholeState) {
-    llvm::StringSet<> names;
-    for (const auto &p : parameters)
-      names.insert(p.name);
-    for (const auto &[key, value] : *arrays) {
-      llvm::StringRef name(key);
-      if (name.consume_front("param/") && !names.contains(name) && !isPendingInverse(name))
-        return error("holds '" + name + "', which this run does not have: it was written by " +
-                     "another model, optimizer or K-FAC configuration (" +
-                     llvm::Twine(names.size()) + " state tensors here)");
-    }
+  // Which state entries this process read: one a run does not have at all
+  // means the checkpoint belongs to another model (another parameter) or
+  // another optimizer (another state, e.g. AdamW's moments resumed into
+  // SGD), whose training this run would not continue (checkCovered, after
+  // the ranks of a pipeline added theirs).
+  llvm::StringSet<> names;
+  for (const auto &p : parameters)
+    names.insert(p.name);
+  coverage = Coverage{};
+  for (const auto &[key, value] : *arrays) { // std::map: name order
+    llvm::StringRef name(key);
+    if (!name.consume_front("param/") || isPendingInverse(name))
+      continue;
+    coverage.names.push_back(name.str());
+    coverage.loaded.push_back(names.contains(name) ? 1.0 : 0.0);
   }
   return *step;
+}
+
+llvm::Error Checkpoints::checkCovered(const Coverage &coverage) const {
+  for (size_t i = 0; i < coverage.names.size(); ++i)
+    if (coverage.loaded[i] == 0)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          config.resumeFile + ": holds '" + coverage.names[i] +
+              "', which this run does not have: it was written by another model, optimizer "
+              "or K-FAC configuration");
+  return llvm::Error::success();
 }
 
 llvm::Expected<std::vector<int64_t>> Checkpoints::savedKfacPlacement(int64_t &steps) const {

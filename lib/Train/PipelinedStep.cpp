@@ -254,7 +254,7 @@ public:
   int fail(const llvm::Twine &message) override { return job.fail(message); }
 
   Parameters stateParameters() override { return runner->compiled().parameters(); }
-  bool holdsWholeState() const override { return job.size == 1; }
+  llvm::Error sumOverProcesses(std::vector<double> &values) override { return job.sum(values); }
   llvm::Error copyStateToBackend() override {
     return runner->compiled().copyParametersToBackend();
   }

@@ -28,9 +28,14 @@ int train::runTrainingLoop(TrainingRun &run, TrainingStep &step) {
   int64_t first = 1;
   const bool resuming = !config.resumeFile.empty();
   if (resuming) {
-    auto resumed = run.checkpoints.load(step.stateParameters(), step.holdsWholeState());
+    Checkpoints::Coverage coverage;
+    auto resumed = run.checkpoints.load(step.stateParameters(), coverage);
     if (!resumed)
       return step.fail(llvm::toString(resumed.takeError()));
+    if (auto err = step.sumOverProcesses(coverage.loaded))
+      return step.fail(llvm::toString(std::move(err)));
+    if (auto err = run.checkpoints.checkCovered(coverage))
+      return step.fail(llvm::toString(std::move(err)));
     if (auto err = step.copyStateToBackend())
       return step.fail(llvm::toString(std::move(err)));
     first = *resumed + 1;

@@ -677,6 +677,25 @@ def test_damaged_checkpoint_is_refused(setup, short_checkpoint, tmp_path, how, m
     assert _losses(proc.stdout) == []
 
 
+def test_checkpoint_of_another_model_or_optimizer_is_refused(setup, short_checkpoint, tmp_path):
+    """A state entry no rank loads (each loads its share): another model's
+    parameter, or another optimizer's state. The single-process checkpoint
+    itself resumes on the pipeline (the ranks' shares cover it)."""
+    data = _load(short_checkpoint)
+    data["param/bert.encoder.layer.9.output.dense.weight"] = np.zeros((4, 4), np.float32)
+    path = tmp_path / "extra.npz"
+    np.savez(path, **data)
+    proc = _pipeline(setup, 2, "tiny", "microbatches=2", "--steps", "4", "--resume", path,
+                     timeout=60, check=False)
+    assert proc.returncode != 0
+    assert (f"{path}: holds 'bert.encoder.layer.9.output.dense.weight', which this run does "
+            "not have") in proc.stderr, proc.stderr
+    assert _losses(proc.stdout) == []
+    proc = _pipeline(setup, 2, "tiny", "microbatches=2", "--steps", "3", "--log-every", "1",
+                     "--resume", short_checkpoint, timeout=120)
+    assert len(_losses(proc.stdout)) == 1
+
+
 def test_checkpoint_without_a_parameter_is_refused(setup, short_checkpoint, tmp_path):
     data = _load(short_checkpoint)
     # A parameter of the last stage: rank 1 finds it missing.

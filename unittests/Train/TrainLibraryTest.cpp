@@ -173,7 +173,8 @@ TEST(Checkpoints, ReadBackWhatTheyWrote) {
   std::vector<float> loaded(6, 0);
   Parameters into(1);
   into[0] = {"w", 1, {2, 3}, loaded.data(), int64_t(loaded.size() * sizeof(float))};
-  auto step = checkpoints.load(into, /*wholeState=*/true);
+  Checkpoints::Coverage coverage;
+  auto step = checkpoints.load(into, coverage);
   ASSERT_TRUE(bool(step)) << llvm::toString(step.takeError());
   EXPECT_EQ(*step, 4);
   EXPECT_EQ(loaded, weight);
@@ -187,18 +188,21 @@ TEST(Checkpoints, ReadBackWhatTheyWrote) {
   ASSERT_FALSE(llvm::errorToBool(
       checkpoints.write(stateArrays({saved[0], another[0]}), 4, other.path)));
   config.resumeFile = other.path;
-  auto extra = checkpoints.load(into, /*wholeState=*/true);
-  ASSERT_FALSE(bool(extra));
-  EXPECT_EQ(llvm::toString(extra.takeError()),
+  auto extra = checkpoints.load(into, coverage);
+  ASSERT_TRUE(bool(extra)) << llvm::toString(extra.takeError());
+  EXPECT_EQ(coverage.names, (std::vector<std::string>{"w", "w.adam_m"}));
+  EXPECT_EQ(coverage.loaded, (std::vector<double>{1, 0}));
+  EXPECT_EQ(llvm::toString(checkpoints.checkCovered(coverage)),
             other.path + ": holds 'w.adam_m', which this run does not have: it was written by "
-                         "another model, optimizer or K-FAC configuration (1 state tensors "
-                         "here)");
-  EXPECT_TRUE(bool(checkpoints.load(into, /*wholeState=*/false)));
+                         "another model, optimizer or K-FAC configuration");
+  // Another rank that loaded it (summed over the ranks): covered.
+  coverage.loaded[1] += 1;
+  EXPECT_FALSE(llvm::errorToBool(checkpoints.checkCovered(coverage)));
   config.resumeFile = file.path;
 
   // Another seed would train another run.
   config.seed = 8;
-  auto refused = checkpoints.load(into, /*wholeState=*/true);
+  auto refused = checkpoints.load(into, coverage);
   ASSERT_FALSE(bool(refused));
   EXPECT_EQ(llvm::toString(refused.takeError()),
             file.path + ": was trained with --seed 7, this run has --seed 8");

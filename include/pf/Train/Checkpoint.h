@@ -63,10 +63,22 @@ public:
   /// Writes `arrays` (the state) and the run's `meta/*` after `step` to `path`.
   llvm::Error write(Batch arrays, int64_t step, const std::string &path) const;
 
+  /// The checkpoint's state entries (`param/<name>`, pending inverses left
+  /// out) in name order, and per entry whether load() read it (1) or not
+  /// (0): summed over a pipeline's ranks (each loads its share), an entry
+  /// still 0 belongs to another model, optimizer or K-FAC configuration.
+  struct Coverage {
+    std::vector<std::string> names;
+    std::vector<double> loaded;
+  };
+
   /// Reads --resume into `parameters` (each must be in the file with its
   /// dtype and shape; a pipelined rank passes only its own) and the adaptive
-  /// damping; returns the step.
-  llvm::Expected<int64_t> load(const Parameters &parameters, bool wholeState);
+  /// damping, and fills `coverage`; returns the step.
+  llvm::Expected<int64_t> load(const Parameters &parameters, Coverage &coverage);
+
+  /// The error for the first entry of `coverage` that no process loaded.
+  llvm::Error checkCovered(const Coverage &coverage) const;
 
   /// The K-FAC window and placement a pipelined checkpoint (--resume) recorded.
   llvm::Expected<std::vector<int64_t>> savedKfacPlacement(int64_t &steps) const;

@@ -51,10 +51,11 @@ public:
   /// which --resume loads on the host, and its copy to the step's memory.
   virtual Parameters stateParameters() = 0;
   virtual llvm::Error copyStateToBackend() = 0;
-  /// Whether stateParameters() is the whole run's state (false: this rank's
-  /// share of a pipeline's), so that a checkpoint holding more was written
-  /// by another model or optimizer.
-  virtual bool holdsWholeState() const { return true; }
+  /// Adds `values` over the processes of the run (a pipeline's ranks, each
+  /// holding its share of the state); one process has nothing to add.
+  virtual llvm::Error sumOverProcesses(std::vector<double> &values) {
+    return llvm::Error::success();
+  }
   /// Before the first step `first` (after --resume, if `resumed`).
   virtual llvm::Error beforeFirstStep(int64_t first, bool resumed) {
     return llvm::Error::success();
