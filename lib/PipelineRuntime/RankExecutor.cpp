@@ -486,8 +486,13 @@ private:
   Values sums;
   std::map<std::string, int64_t> summed;
 
-  /// `stage<s>_accumulate` of micro-batch m: takes (and frees) the
-  /// micro-batch's gradient pieces and returns the running sums.
+  /// `stage<s>_accumulate` of micro-batch m: takes the micro-batch's
+  /// gradient pieces and returns the running sums, in place. The accumulate
+  /// functions are elementwise (pf-build-rank-programs' buildAccumulate:
+  /// each element of a result reads only the same element of its inputs), so
+  /// a result may take the buffer of an input it replaces: the running sum it
+  /// continues, or in a first call the piece it weights. No buffer is
+  /// allocated or zeroed per call.
   llvm::Error accumulate(const std::string &function, int64_t m) {
     if (auto err = countTokens())
       return err;
@@ -495,7 +500,7 @@ private:
     std::vector<std::string> taken;
     for (const TensorSpec &spec : program.inputs(function)) {
       StringRef n(spec.name);
-      if (n.starts_with("grad/") || n.starts_with("grad_part/")) {
+      if (n.starts_with(pf::kGradientPrefix) || n.starts_with(pf::kGradientPartPrefix)) {
         auto it = gradients.find(spec.name);
         if (it == gradients.end() || it->second.size() != size_t(M) ||
             it->second[m].data.empty())
@@ -503,9 +508,13 @@ private:
                                      spec.name, m, function));
         args[spec.name] = std::move(it->second[m]);
         taken.push_back(spec.name);
-      } else if (n.starts_with("grad_sum/")) {
+      } else if (n.starts_with(pf::kGradientSumPrefix)) {
         auto it = sums.find(spec.name);
-        args[spec.name] = it != sums.end() ? std::move(it->second) : zeros(spec.dtype, spec.shape);
+        if (it == sums.end())
+          return error(llvm::formatv("'{0}' has no running sum before {1} (micro-batch {2})",
+                                     spec.name, function, m));
+        args[spec.name] = std::move(it->second);
+        sums.erase(it);
       } else if (n == kLossCountInput) {
         args[spec.name] = scalarI64(tokenCounts.empty() ? 1 : tokenCounts[size_t(m)]);
       } else if (n == kLossTotalInput) {
@@ -519,14 +528,34 @@ private:
         return error("unexpected input '" + spec.name + "' of " + function);
       }
     }
-    Values results;
-    if (auto err = program.run(function, args, results))
-      return err;
-    for (auto &[name, value] : results) {
-      if (!StringRef(name).starts_with("grad_sum/"))
-        return error("unexpected result '" + name + "' of " + function);
-      sums[name] = std::move(value);
+    std::vector<TensorView> inputs, outputs;
+    for (auto &[name, value] : args)
+      inputs.push_back({name, value.dtype, value.shape, value.data.data()});
+    // grad_sum/<p>'s buffer: the running sum's, else grad/<p>'s piece.
+    std::vector<std::pair<std::string, std::string>> resultBuffers;
+    for (const TensorSpec &spec : program.outputs(function)) {
+      StringRef n(spec.name);
+      if (!n.starts_with(pf::kGradientSumPrefix))
+        return error("unexpected result '" + spec.name + "' of " + function);
+      if (spec.zeroFill)
+        return error("'" + spec.name + "' of " + function +
+                     " may be written in part, so it cannot take an input's place");
+      std::string owner = spec.name;
+      if (!args.count(owner))
+        owner = (pf::kGradientPrefix + n.drop_front(pf::kGradientSumPrefix.size())).str();
+      auto buffer = args.find(owner);
+      if (buffer == args.end() || buffer->second.dtype != spec.dtype ||
+          buffer->second.shape != spec.shape)
+        return error(llvm::formatv("'{0}' of {1} has no input of its type to take the place of",
+                                   spec.name, function));
+      outputs.push_back(
+          {spec.name, spec.dtype, buffer->second.shape, buffer->second.data.data()});
+      resultBuffers.emplace_back(spec.name, owner);
     }
+    if (auto err = program.run(function, inputs, outputs))
+      return err;
+    for (auto &[name, owner] : resultBuffers)
+      sums[name] = std::move(args[owner]);
     for (const std::string &name : taken)
       ++summed[name];
     return llvm::Error::success();
@@ -878,40 +907,37 @@ private:
 
   /// order(library): this member's Σ_m c_m·x_m / Σ_m c_m over the
   /// micro-batches it ran (the divisor counts every micro-batch of the step),
-  /// then one all-reduce of that one gradient over the members. Two members
-  /// get the same bits (IEEE addition commutes); the association of more is
-  /// the library's.
+  /// which its accumulate calls formed (pf-build-rank-programs' replica
+  /// accumulations; with one micro-batch, its piece), then one all-reduce of
+  /// that one gradient over the members. Two members get the same bits (IEEE
+  /// addition commutes); the association of more is the library's.
   llvm::Error allReduceWeighted(const std::string &name, const ValueType &type,
                                 const std::vector<int64_t> &members, pfrt_comm *group) {
-    std::vector<NpyArray> &pieces = gradients.at(name);
-    std::vector<const NpyArray *> present;
-    for (const NpyArray &piece : pieces) {
-      if (!piece.data.empty())
-        if (auto err = checkType(piece, type, name))
-          return err;
-      present.push_back(piece.data.empty() ? nullptr : &piece);
-    }
-    if (!llvm::any_of(present, [](const NpyArray *p) { return p != nullptr; }))
-      return error(llvm::formatv("no backward on this rank returned '{0}' for any micro-batch "
-                                 "(a member of its all_reduce over ranks [{1}])",
+    NpyArray partial;
+    if (auto count = summed.find(name); count != summed.end()) {
+      auto sum = sums.find(gradientSumName(name));
+      if (sum == sums.end())
+        return error("no accumulate call returned the sum of '" + name + "'");
+      partial = std::move(sum->second);
+      sums.erase(sum);
+      summed.erase(count);
+    } else if (M == 1 && !gradients.at(name)[0].data.empty()) {
+      partial = std::move(gradients.at(name)[0]);
+    } else {
+      return error(llvm::formatv("no accumulate call on this rank weighted '{0}' (a member of "
+                                 "its all_reduce over ranks [{1}])",
                                  name, llvm::make_range(members.begin(), members.end())));
-    llvm::Expected<NpyArray> partial = [&]() -> llvm::Expected<NpyArray> {
-      if (M == 1)
-        return std::move(pieces[0]);
-      if (auto err = countTokens())
-        return std::move(err);
-      return weightedMicrobatchSum(name, present, tokenCounts);
-    }();
-    if (!partial)
-      return partial.takeError();
-    if (partial->dtype != PFRT_F32 && partial->dtype != PFRT_F64)
+    }
+    if (auto err = checkType(partial, type, name))
+      return err;
+    if (partial.dtype != PFRT_F32 && partial.dtype != PFRT_F64)
       return error("'" + name + "' is summed by the library but is not f32 or f64");
-    auto t = descriptor(*partial);
+    auto t = descriptor(partial);
     if (!t)
       return t.takeError();
     if (pfrt_comm_all_reduce_sum(r.ctx, group, &*t) != PFRT_OK)
       return commError("all-reducing '" + name + "'");
-    combined[name] = std::move(*partial);
+    combined[name] = std::move(partial);
     gradients.erase(name);
     return llvm::Error::success();
   }

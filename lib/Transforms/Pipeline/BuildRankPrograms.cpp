@@ -638,8 +638,10 @@ struct BuildRankProgramsPass
     return functions;
   }
 
-  /// Only: the step's one micro-batch, nothing weighted.
-  enum class Position { First, Middle, Last, Only };
+  /// Only: the step's one micro-batch, nothing weighted. Single: a member's
+  /// one piece of a gradient the library sums (replicaAccumulations): its
+  /// term divided by the step's total at once.
+  enum class Position { First, Middle, Last, Only, Single };
 
   /// With `parts`, each grad/<p> has a same-rank `grad_part/<p>` added first.
   func::FuncOp buildAccumulate(int64_t stage, const std::string &name, ArrayRef<NamedValue> grads,
@@ -668,7 +670,8 @@ struct BuildRankProgramsPass
       inputs.push_back(scalarI64);
       inputNames.push_back("loss_count");
     }
-    if (position == Position::Last) {
+    const bool divides = position == Position::Last || position == Position::Single;
+    if (divides) {
       inputs.push_back(scalarI64);
       inputNames.push_back("loss_total");
     }
@@ -693,8 +696,12 @@ struct BuildRankProgramsPass
         continue;
       }
       Value term = MulOp::create(b, loc, grad.type, piece, CastOp::create(b, loc, count, to));
+      Value total = divides ? entry->getArgument(perGrad * grads.size() + 1) : Value();
       if (!continues) {
-        sums.push_back(term);
+        sums.push_back(position == Position::Single
+                           ? DivOp::create(b, loc, grad.type, term,
+                                           CastOp::create(b, loc, total, to))
+                           : term);
         continue;
       }
       Value added =
@@ -703,12 +710,89 @@ struct BuildRankProgramsPass
         sums.push_back(added);
         continue;
       }
-      Value total = entry->getArgument(perGrad * grads.size() + 1);
       sums.push_back(
           DivOp::create(b, loc, grad.type, added, CastOp::create(b, loc, total, to)));
     }
     func::ReturnOp::create(b, loc, sums);
     return func;
+  }
+
+  /// A gradient whose members' values a step-end pf.all_reduce
+  /// order(library) adds (Chimera's and DualPipe's replicas; a tied
+  /// gradient summed at the step end) with more than one micro-batch: each
+  /// member weights the pieces it returns itself, in micro-batch order as
+  /// they come out, by accumulate calls (first: the term, then the running
+  /// sum, the last one divided by the step's token total; a single piece:
+  /// its term over the total), and the library adds the members' partial
+  /// sums of Σ_m c_m·x_m / Σ_m c_m. Grouped by the pieces a rank returns
+  /// (which micro-batches, from which stage): one call per micro-batch
+  /// covers the group.
+  struct ReplicaAccumulation {
+    /// (micro-batch, the stage returning its piece on this rank), ascending.
+    SmallVector<std::pair<int64_t, int64_t>> pieces;
+    SmallVector<NamedValue> grads;
+    /// The next piece to accumulate.
+    size_t next = 0;
+  };
+
+  bool isSummedByTheLibrary(const std::string &name, const TiedGradient &entry) const {
+    return microbatches >= 2 && !entry.perMicrobatch && !entry.sameRank &&
+           reductionOrder(name) == ReductionOrder::Library &&
+           isa<FloatType>(entry.type.getElementType());
+  }
+
+  /// This rank's replica accumulations, from its calls in `events`.
+  std::vector<ReplicaAccumulation>
+  replicaAccumulations(ArrayRef<Event> events, const std::map<std::string, TiedGradient> &tied) {
+    std::map<std::string, SmallVector<std::pair<int64_t, int64_t>>> piecesOf;
+    for (const Event &event : events) {
+      if (event.kind != Event::Call ||
+          callOf(event.pass).second != stages[event.pass.stage].gradientReturner())
+        continue;
+      for (const NamedValue &grad :
+           namedResults(stages[event.pass.stage].gradientReturner(), "grad/"))
+        if (auto it = tied.find(grad.name);
+            it != tied.end() && isSummedByTheLibrary(grad.name, it->second))
+          piecesOf[grad.name].push_back({event.pass.micro, event.pass.stage});
+    }
+    std::map<SmallVector<std::pair<int64_t, int64_t>>, ReplicaAccumulation> groups;
+    for (auto &[name, pieces] : piecesOf) {
+      llvm::sort(pieces);
+      ReplicaAccumulation &group = groups[pieces];
+      group.pieces = pieces;
+      group.grads.push_back({name, tied.at(name).type});
+    }
+    std::vector<ReplicaAccumulation> result;
+    for (auto &[pieces, group] : groups)
+      result.push_back(std::move(group));
+    return result;
+  }
+
+  /// The function of a replica accumulation's i-th of n calls, one per
+  /// (stage, gradients, position) over the module.
+  std::map<std::tuple<int64_t, std::string, Position>, func::FuncOp> replicaFunctions;
+  std::map<std::pair<int64_t, std::string>, int64_t> replicaGroupIds;
+
+  func::FuncOp replicaAccumulateFunction(const ReplicaAccumulation &group, size_t i) {
+    const size_t n = group.pieces.size();
+    Position position = n == 1       ? Position::Single
+                        : i == 0     ? Position::First
+                        : i + 1 == n ? Position::Last
+                                     : Position::Middle;
+    int64_t stage = group.pieces.front().second;
+    std::string names;
+    for (const NamedValue &grad : group.grads)
+      names += grad.name + ",";
+    func::FuncOp &function = replicaFunctions[{stage, names, position}];
+    if (!function) {
+      auto id = replicaGroupIds.try_emplace({stage, names}, int64_t(replicaGroupIds.size()))
+                    .first->second;
+      static const char *suffix[] = {"_first", "", "_last", "", "_single"};
+      std::string name = "stage" + std::to_string(stage) + "_accumulate_replica" +
+                         std::to_string(id) + suffix[int(position)];
+      function = buildAccumulate(stage, name, group.grads, position);
+    }
+    return function;
   }
 
   static std::string sumName(StringRef grad) { return gradientSumName(grad); }
@@ -780,6 +864,8 @@ struct BuildRankProgramsPass
         ReduceMicrobatchOp::create(body, loc, name, uint64_t(m), uint64_t(entry.root()),
                                    entry.ranks, entry.type);
       };
+      std::vector<ReplicaAccumulation> replicaSums =
+          replicaAccumulations(events[rank], tied);
       auto emitAccumulate = [&](const Accumulation &functions, int64_t m) {
         emitCall(body, loc, StageTaskKind::Accumulate, functions.at(m, int64_t(microbatches)),
                  body.getI64IntegerAttr(m), IntegerAttr());
@@ -797,6 +883,14 @@ struct BuildRankProgramsPass
           for (int64_t &next = nextReducedToAccumulate[stage];
                reducesDone[stage][next] == reducesPerMicrobatch[stage]; ++next)
             emitAccumulate(reduced->second, next);
+        for (ReplicaAccumulation &group : replicaSums)
+          for (; group.next < group.pieces.size() &&
+                 gradientsOut[group.pieces[group.next].second].count(
+                     group.pieces[group.next].first);
+               ++group.next)
+            emitCall(body, loc, StageTaskKind::Accumulate,
+                     replicaAccumulateFunction(group, group.next),
+                     body.getI64IntegerAttr(group.pieces[group.next].first), IntegerAttr());
         // A same-rank tied gradient once both of its stages returned the
         // micro-batch's pieces.
         for (const auto &[last, firstAndFunctions] : partAccumulateFunctions) {

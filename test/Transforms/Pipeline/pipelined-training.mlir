@@ -146,12 +146,21 @@
 // CHIMERA-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1]) microbatches(2)
 // CHIMERA-DAG: pf.run_stage forward @stage0_forward() microbatch(0)
 // CHIMERA-DAG: pf.run_stage forward @stage1_forward({{.*}}) microbatch(1)
-// The replicas' gradients: by default each replica's weighted partial sum,
-// added by the library's all-reduce; deterministic=true: every micro-batch's
-// pieces in micro-batch order (the default order, not printed).
+// The replicas' gradients: by default each replica weights the pieces it
+// returns by accumulate calls as they come out (micro-batch 1's stage 1 and
+// micro-batch 0's stage 0 here; the tied embedding from both stages, its
+// first and last piece), and the library's all-reduce adds the partial sums;
+// deterministic=true: every micro-batch's pieces in micro-batch order (the
+// default order, not printed), combined at the step end.
+// CHIMERA: pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single() microbatch(1)
+// CHIMERA: pf.run_stage backward @stage0_backward(
+// CHIMERA-DAG: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_single() microbatch(0)
+// CHIMERA-DAG: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_first() microbatch(0)
+// CHIMERA: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_last() microbatch(1)
 // CHIMERA: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) order(library) : tensor<
 // CHIMERA: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) order(library) : tensor<
 // CHIMERA-EXACT-LABEL: pf.rank_program @rank0
+// CHIMERA-EXACT-NOT: accumulate
 // CHIMERA-EXACT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<
 // CHIMERA-EXACT: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) : tensor<
 // CHIMERA-NEXT: pf.clip_gradients
