@@ -49,9 +49,10 @@ warm-up; the trace holds every step):
                 calls: passes, K-FAC, update, other) per step; imbalance = the
                 largest rank's over the mean ("imb passes": forward/backward
                 only).
-  all-reduce    the comm lane's all-reduce events (pf.all_reduce, broadcast,
-                reduce_microbatch, clip_gradients, kfac_kl_clip: pf-train
-                traces all of them as all-reduce), ms per step: the rank mean,
+  all-reduce    the comm lane's collective events (pf.all_reduce, broadcast,
+                reduce_microbatch, clip_gradients, kfac_kl_clip; pf-train
+                traces them as all-reduce, broadcast, reduce and clip), ms per
+                step: the rank mean,
                 waits for the peer included. The rank programs (--emit-step)
                 say which op each event is: the k-th collective event of a
                 rank in a step is the k-th collective op of its program (ops
@@ -116,6 +117,8 @@ KFAC = {"curvature-A", "curvature-B", "inversion", "inversion-A", "inversion-B",
         "precondition"}
 COLLECTIVE_OPS = ("pf.all_reduce", "pf.broadcast", "pf.reduce_microbatch",
                   "pf.clip_gradients", "pf.kfac_kl_clip")
+# Their trace categories (pf-train's measured timeline).
+COLLECTIVE_CATS = {"all-reduce", "broadcast", "reduce", "clip"}
 DTYPE_BYTES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i8": 1, "i1": 1}
 
 
@@ -391,13 +394,14 @@ def analyse_trace(path: Path, first: int, last: int, programs: list[dict] | None
                 "passes_ms": dur(lambda e: e["cat"] in PASSES),
                 "kfac_ms": dur(lambda e: e["cat"] in KFAC),
                 "update_ms": dur(lambda e: e["cat"] == "update"),
-                "other_compute_ms": dur(lambda e: not e["comm"] and e["cat"] == "other"),
-                "all_reduce_ms": dur(lambda e: e["cat"] == "all-reduce"),
+                "other_compute_ms": dur(lambda e: not e["comm"] and
+                                        e["cat"] in ("other", "accumulate")),
+                "all_reduce_ms": dur(lambda e: e["cat"] in COLLECTIVE_CATS),
                 "recv_ms": dur(lambda e: e["cat"] == "recv"),
                 "send_ms": dur(lambda e: e["cat"] == "send"),
                 "host_gap_ms": gaps,
                 "between_steps_ms": between,
-                "collectives": [e for e in mine if e["cat"] == "all-reduce"],
+                "collectives": [e for e in mine if e["cat"] in COLLECTIVE_CATS],
             })
         per_step.append({"step": k, "t_pipe": t_pipe, "span": span, "period": period,
                          "ranks": ranks_out})

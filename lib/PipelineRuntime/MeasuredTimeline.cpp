@@ -39,6 +39,10 @@ const char *measuredKindName(MeasuredKind kind) {
   case MeasuredKind::Send: return "send";
   case MeasuredKind::Recv: return "recv";
   case MeasuredKind::AllReduce: return "all_reduce";
+  case MeasuredKind::Accumulate: return "accumulate";
+  case MeasuredKind::Broadcast: return "broadcast";
+  case MeasuredKind::Reduce: return "reduce";
+  case MeasuredKind::Clip: return "clip";
   case MeasuredKind::Other: return "other";
   }
   return "other";
@@ -57,7 +61,8 @@ bool isKfacWork(MeasuredKind kind) {
 
 bool isCommunication(MeasuredKind kind) {
   return kind == MeasuredKind::Send || kind == MeasuredKind::Recv ||
-         kind == MeasuredKind::AllReduce;
+         kind == MeasuredKind::AllReduce || kind == MeasuredKind::Broadcast ||
+         kind == MeasuredKind::Reduce || kind == MeasuredKind::Clip;
 }
 
 namespace {
@@ -102,6 +107,10 @@ sched::ItemKind itemKindOf(MeasuredKind kind) {
   case MeasuredKind::Send: return sched::ItemKind::Send;
   case MeasuredKind::Recv: return sched::ItemKind::Recv;
   case MeasuredKind::AllReduce: return sched::ItemKind::AllReduce;
+  case MeasuredKind::Accumulate: return sched::ItemKind::Accumulate;
+  case MeasuredKind::Broadcast: return sched::ItemKind::Broadcast;
+  case MeasuredKind::Reduce: return sched::ItemKind::Reduce;
+  case MeasuredKind::Clip: return sched::ItemKind::Clip;
   case MeasuredKind::Other: return sched::ItemKind::Other;
   }
   return sched::ItemKind::Other;

@@ -367,6 +367,14 @@ const char *itemKindName(ItemKind kind) {
     return "send";
   case ItemKind::Recv:
     return "recv";
+  case ItemKind::Accumulate:
+    return "accumulate";
+  case ItemKind::Broadcast:
+    return "broadcast";
+  case ItemKind::Reduce:
+    return "reduce";
+  case ItemKind::Clip:
+    return "clip";
   case ItemKind::Other:
     return "other";
   }
@@ -387,7 +395,8 @@ bool isKfac(ItemKind kind) {
 bool isCommunication(ItemKind kind) {
   return kind == ItemKind::SendRecv || kind == ItemKind::AllReduce ||
          kind == ItemKind::FactorSync || kind == ItemKind::PrecondSync ||
-         kind == ItemKind::Send || kind == ItemKind::Recv;
+         kind == ItemKind::Send || kind == ItemKind::Recv || kind == ItemKind::Broadcast ||
+         kind == ItemKind::Reduce || kind == ItemKind::Clip;
 }
 
 std::vector<TimelineItem> Timeline::allItems() const {

@@ -42,6 +42,7 @@ const Category kIdle{"idle", "#e8e8e8"};
 const Category kInversion{"inversion", "#b07aa1"};
 const Category kUpdate{"update", "#76b7b2"};
 const Category kOther{"other", "#9c755f"};
+const Category kAccumulate{"accumulate", "#bab0ac"};
 
 const Category &categoryOf(ItemKind kind) {
   switch (kind) {
@@ -68,6 +69,8 @@ const Category &categoryOf(ItemKind kind) {
     return kUpdate;
   case ItemKind::Other:
     return kOther;
+  case ItemKind::Accumulate:
+    return kAccumulate;
   default:
     return kComm;
   }
@@ -157,14 +160,15 @@ private:
     std::vector<const Category *> shown = {
         &kForward,    &kBackward,    &kBackwardWeight, &kCurvatureA, &kCurvatureB,
         &kInversionA, &kInversionB, &kPrecondition,   &kComm,       &kIdle};
-    bool present[3] = {false, false, false};
+    bool present[4] = {false, false, false, false};
     tl_.forEachItem([&](const TimelineItem &it) {
       present[0] |= it.kind == ItemKind::Inversion;
       present[1] |= it.kind == ItemKind::Update;
-      present[2] |= it.kind == ItemKind::Other;
+      present[2] |= it.kind == ItemKind::Accumulate;
+      present[3] |= it.kind == ItemKind::Other;
     });
-    const Category *extra[3] = {&kInversion, &kUpdate, &kOther};
-    for (int i = 0; i < 3; ++i)
+    const Category *extra[4] = {&kInversion, &kUpdate, &kAccumulate, &kOther};
+    for (int i = 0; i < 4; ++i)
       if (present[i])
         shown.insert(shown.end() - 2, extra[i]);
     double lx = left_;

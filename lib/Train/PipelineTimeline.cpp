@@ -63,6 +63,7 @@ static drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t ran
     case StageTaskKind::KfacInverse: event.kind = drv::MeasuredKind::KfacInverse; break;
     case StageTaskKind::KfacFactorA: event.kind = drv::MeasuredKind::KfacFactorA; break;
     case StageTaskKind::KfacFactorB: event.kind = drv::MeasuredKind::KfacFactorB; break;
+    case StageTaskKind::Accumulate: event.kind = drv::MeasuredKind::Accumulate; break;
     default: event.kind = drv::MeasuredKind::Other; break;
     }
     if (run.getMicrobatch())
@@ -79,14 +80,16 @@ static drv::MeasuredEvent describeOp(Operation *op, ModuleOp module, int32_t ran
     event.kind = drv::MeasuredKind::Recv;
     event.microbatch = int64_t(recv.getMicrobatch());
   } else if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op)) {
-    event.kind = drv::MeasuredKind::AllReduce;
+    event.kind = drv::MeasuredKind::Reduce;
     event.microbatch = int64_t(reduce.getMicrobatch());
-  } else if (isa<KfacPromoteInversesOp>(op)) {
-    event.kind = drv::MeasuredKind::Other;
-  } else {
-    // The tied gradient's all-reduce or broadcast and the clipping's norm
-    // exchange.
+  } else if (isa<AllReduceOp>(op)) {
     event.kind = drv::MeasuredKind::AllReduce;
+  } else if (isa<BroadcastOp>(op)) {
+    event.kind = drv::MeasuredKind::Broadcast;
+  } else if (isa<ClipGradientsOp, KfacKLClipOp>(op)) {
+    event.kind = drv::MeasuredKind::Clip;
+  } else {
+    event.kind = drv::MeasuredKind::Other;
   }
   return event;
 }

@@ -857,7 +857,15 @@ def test_trace_and_svg_of_every_rank(setup, tmp_path):
             assert {e["args"]["stage"] for e in passes} == {rank}
             assert {e["args"]["step"] for e in passes} == set(range(steps))
         assert sum(e["cat"] == "update" for e in compute) == steps
-        assert {"send", "recv"} <= {e["cat"] for e in comm}, rank
+        # Each micro-batch's gradients added to their running sums (the
+        # accumulate calls), on the compute lane under their own name.
+        assert sum(e["cat"] == "accumulate" for e in compute) >= steps * microbatches, rank
+        # Each collective under its op's name: the tied embedding's reduce
+        # per micro-batch and its broadcast, the clipping's norm exchange.
+        assert {"send", "recv", "reduce", "broadcast", "clip"} <= {e["cat"] for e in comm}, rank
+        assert sum(e["cat"] == "reduce" for e in comm) == steps * microbatches, rank
+        assert {e["cat"] for e in comm} <= {"send", "recv", "reduce", "broadcast", "clip",
+                                           "all-reduce"}, rank
         assert all(e["dur"] >= 0 for e in compute + comm)
     # One steady step (of the steps after the first) above its simulation
     # fed with the measured durations.

@@ -41,6 +41,10 @@ enum class MeasuredKind : uint8_t {
   Send,
   Recv,
   AllReduce,
+  Accumulate,
+  Broadcast,
+  Reduce,
+  Clip,
   Other,
 };
 

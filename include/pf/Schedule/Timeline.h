@@ -41,6 +41,10 @@ enum class ItemKind : unsigned char {
   Update,        ///< optimizer update of a stage
   Send,          ///< one blocking send (the simulator's SendRecv is a transfer)
   Recv,          ///< one blocking receive, waiting included
+  Accumulate,    ///< a micro-batch's gradients added to their running sums
+  Broadcast,     ///< a value sent from its root to the other members
+  Reduce,        ///< a micro-batch's tied-gradient piece summed on its root
+  Clip,          ///< the global-norm or KL clipping's exchange and scaling
   Other,         ///< recorded work of no other kind
 };
 

@@ -38,6 +38,10 @@ std::string taskKind(sched::ItemKind kind) {
   case sched::ItemKind::Update: return "update";
   case sched::ItemKind::Send: return "send";
   case sched::ItemKind::Recv: return "recv";
+  case sched::ItemKind::Accumulate: return "accumulate";
+  case sched::ItemKind::Broadcast: return "broadcast";
+  case sched::ItemKind::Reduce: return "reduce";
+  case sched::ItemKind::Clip: return "clip";
   case sched::ItemKind::Other: return "other";
   }
   return "forward";
