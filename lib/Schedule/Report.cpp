@@ -7,13 +7,11 @@
 
 #include "pf/Schedule/Report.h"
 
+#include "pf/Support/OutputFiles.h"
+
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
@@ -427,47 +425,8 @@ std::string reportToJson(const Report &r) {
 }
 
 Status writeTextFile(const std::string &path, const std::string &text) {
-  // The temporary file is in the same directory so that rename() replaces
-  // `path` in one step; O_EXCL keeps two writers from sharing it, and 0666
-  // (less the umask) gives it the mode a plain create would have.
-  static std::atomic<unsigned> counter{0};
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
-    tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-          std::to_string(counter++);
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST)
-      break;
-  }
-  if (fd < 0) // with the reason: a missing folder reads otherwise like a read-only one
-    return Status::error(path + ": cannot open for writing: " + std::strerror(errno));
-  const char *data = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, data, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      std::string why = n < 0 ? std::strerror(errno) : "no progress";
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::error(path + ": write failed: " + why);
-    }
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::error(path + ": write failed: " + why);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::error(path + ": cannot replace: " + why);
-  }
-  return Status::success();
+  std::string why = ::pf::writeFileAtomically(path, text.data(), text.size());
+  return why.empty() ? Status::success() : Status::error(why);
 }
 
 } // namespace pf::sched

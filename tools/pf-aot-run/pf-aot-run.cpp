@@ -191,23 +191,14 @@ bool readFile(const std::string &path, std::vector<char> &data, std::string &why
   return true;
 }
 
-/// Writes `path` through a temporary file and a rename, so a failed write
-/// never replaces a good file.
+/// Writes `path` atomically (pf::writeFileAtomically): a failed write never
+/// replaces a good file.
 bool writeFile(const std::string &path, const void *data, size_t bytes, std::string &why) {
-  std::string tmp = path + ".tmp";
-  std::FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f) {
-    why = "cannot write " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  bool ok = std::fwrite(data, 1, bytes, f) == bytes;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    why = "cannot write " + path + ": " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  std::string error = pf::writeFileAtomically(path, data, bytes);
+  if (error.empty())
+    return true;
+  why = "cannot write " + error;
+  return false;
 }
 
 /// A block of backend memory (host memory on the CPU) and its byte view.

@@ -12,6 +12,7 @@
 #ifndef PF_SUPPORT_OUTPUTFILES_H
 #define PF_SUPPORT_OUTPUTFILES_H
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,16 @@ struct NamedPath {
 /// options and the path; empty when every output may be written.
 std::string checkOutputFiles(const std::vector<NamedPath> &outputs,
                              const std::vector<NamedPath> &inputs);
+
+/// Writes `bytes` bytes at `data` to `path` so that a failure never replaces
+/// a good file: into a new temporary file beside it (O_EXCL, the mode a plain
+/// create would give), renamed over `path` once written and closed. A path
+/// naming a device (/dev/null, /dev/stdout) is written directly: renaming
+/// over it would replace the device. Returns the error, naming the path and
+/// the reason; empty on success. The one atomic writer of the tools that
+/// link no LLVM (pf-sched's reports and traces, pf-aot-run's weights and
+/// JSON; pf::driver::OutputFileSet is the LLVM-stream one, for sets).
+std::string writeFileAtomically(const std::string &path, const void *data, size_t bytes);
 
 } // namespace pf
 
