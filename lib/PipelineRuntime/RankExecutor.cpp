@@ -485,6 +485,8 @@ private:
   /// gradient.
   Values sums;
   std::map<std::string, int64_t> summed;
+  /// The micro-batches' losses the accumulate calls took (`loss_sum`).
+  int64_t lossesSummed = 0;
 
   /// `stage<s>_accumulate` of micro-batch m: takes the micro-batch's
   /// gradient pieces and returns the running sums, in place. The accumulate
@@ -508,7 +510,15 @@ private:
                                      spec.name, m, function));
         args[spec.name] = std::move(it->second[m]);
         taken.push_back(spec.name);
-      } else if (n.starts_with(pf::kGradientSumPrefix)) {
+      } else if (n == pf::kLossName) {
+        // The forward's loss of micro-batch m, weighted with the gradients.
+        if (losses[size_t(m)].data.empty())
+          return error(llvm::formatv("no forward on this rank returned 'loss' of micro-batch "
+                                     "{0} before {1}",
+                                     m, function));
+        args[spec.name] = std::move(losses[size_t(m)]);
+        ++lossesSummed;
+      } else if (n.starts_with(pf::kGradientSumPrefix) || n == pf::kLossSumName) {
         auto it = sums.find(spec.name);
         if (it == sums.end())
           return error(llvm::formatv("'{0}' has no running sum before {1} (micro-batch {2})",
@@ -535,14 +545,14 @@ private:
     std::vector<std::pair<std::string, std::string>> resultBuffers;
     for (const TensorSpec &spec : program.outputs(function)) {
       StringRef n(spec.name);
-      if (!n.starts_with(pf::kGradientSumPrefix))
+      if (!n.starts_with(pf::kGradientSumPrefix) && n != pf::kLossSumName)
         return error("unexpected result '" + spec.name + "' of " + function);
       if (spec.zeroFill)
         return error("'" + spec.name + "' of " + function +
                      " may be written in part, so it cannot take an input's place");
       std::string owner = spec.name;
       if (!args.count(owner))
-        owner = (pf::kGradientPrefix + n.drop_front(pf::kGradientSumPrefix.size())).str();
+        owner = pf::pieceOfRunningSum(n);
       auto buffer = args.find(owner);
       if (buffer == args.end() || buffer->second.dtype != spec.dtype ||
           buffer->second.shape != spec.shape)
@@ -1241,7 +1251,17 @@ private:
     auto combineOne = [&](const std::string &name, std::vector<NpyArray> &pieces) {
       return combinePieces(name, pieces);
     };
+    if (auto lossSum = sums.find(pf::kLossSumName.str()); lossSum != sums.end()) {
+      // Weighted by the accumulate calls.
+      if (lossesSummed != M)
+        return error(llvm::formatv("the loss was accumulated over {0} of {1} micro-batches",
+                                   lossesSummed, M));
+      loss = std::move(lossSum->second);
+      sums.erase(lossSum);
+    }
     bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
+    if (!loss.data.empty() && (holdsLoss || r.lossReporter >= 0))
+      return error("the loss is both accumulated and returned for the step end");
     if (r.lossReporter >= 0) {
       if (auto err = gatherLosses())
         return err;

@@ -589,6 +589,15 @@ struct BuildRankProgramsPass
         else if (it->second.perMicrobatch && it->second.lastStage == int64_t(s))
           reduced.push_back(grad);
       }
+      // The loss is weighted as a gradient is (the same term, running sum and
+      // mean, so one process's bits) by the calls of the stage computing it,
+      // where one rank runs all of its micro-batches. A stage on two ranks
+      // (Chimera's, DualPipe's pipes) has each replica's losses gathered
+      // and weighted at the step end.
+      if (ranksOfStage(int(s)).size() == 1)
+        for (const NamedValue &loss : namedResults(functions.forward, kLossName))
+          if (loss.name == kLossName)
+            own.push_back(loss);
       std::string name = "stage" + std::to_string(s) + "_accumulate";
       if (!own.empty())
         accumulateFunctions[int64_t(s)] = buildAccumulation(int64_t(s), name, own);
@@ -795,7 +804,7 @@ struct BuildRankProgramsPass
     return function;
   }
 
-  static std::string sumName(StringRef grad) { return gradientSumName(grad); }
+  static std::string sumName(StringRef piece) { return runningSumName(piece); }
   static std::string partName(StringRef grad) { return gradientPartName(grad); }
 
   /// Per pf.reduce_microbatch'd gradient, by micro-batch: when the first

@@ -56,11 +56,22 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK: %[[TF:.*]] = pf.cast %[[T]]
 // CHECK: %[[MEAN:.*]] = pf.div %[[ADDED]], %[[TF]]
 // CHECK: return %[[MEAN]], %{{.*}} :
+// The last stage weights the loss with its gradients (one rank runs all of
+// its micro-batches): the same term, running sum and mean.
 // CHECK-LABEL: func.func @stage1_accumulate_first(
 // CHECK-SAME: {pf.name = "grad/bert.encoder.layer.2.dense.weight"}
-// CHECK-SAME: {pf.name = "grad/cls.predictions.bias"}
-// CHECK-SAME: {pf.name = "loss_count"})
+// CHECK-SAME: {pf.name = "grad/cls.predictions.bias"}, %[[L0:arg2]]: tensor<f32> {pf.name = "loss"}, %{{.*}}: tensor<i64> {pf.name = "loss_count"})
+// CHECK-SAME: tensor<f32> {pf.name = "loss_sum"})
+// CHECK: %[[LTERM0:.*]] = pf.mul %[[L0]], %{{.*}}
+// CHECK: return %{{.*}}, %{{.*}}, %[[LTERM0]] :
 // CHECK-LABEL: func.func @stage1_accumulate_last(
+// CHECK-SAME: %[[L:arg4]]: tensor<f32> {pf.name = "loss"}, %[[LS:arg5]]: tensor<f32> {pf.name = "loss_sum"}, %[[LC:arg6]]: tensor<i64> {pf.name = "loss_count"}, %[[LT:arg7]]: tensor<i64> {pf.name = "loss_total"})
+// CHECK-SAME: tensor<f32> {pf.name = "loss_sum"})
+// CHECK: %[[LTERM:.*]] = pf.mul %[[L]], %{{.*}}
+// CHECK-NEXT: %[[LADDED:.*]] = pf.add %[[LS]], %[[LTERM]]
+// CHECK-NEXT: %[[LTF:.*]] = pf.cast %[[LT]]
+// CHECK-NEXT: %[[LMEAN:.*]] = pf.div %[[LADDED]], %[[LTF]]
+// CHECK: return %{{.*}}, %{{.*}}, %[[LMEAN]] :
 // CHECK-LABEL: func.func @stage1_accumulate_reduced_first(
 // CHECK-SAME: {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<i64> {pf.name = "loss_count"}
 // CHECK-LABEL: func.func @stage1_accumulate_reduced_last(

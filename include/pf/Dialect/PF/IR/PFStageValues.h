@@ -59,9 +59,26 @@ inline constexpr llvm::StringLiteral kGradientSumPrefix = "grad_sum/";
 /// `grad_part/<parameter>`.
 inline constexpr llvm::StringLiteral kGradientPartPrefix = "grad_part/";
 
+/// A forward's loss of its micro-batch (an f32 scalar), and its running
+/// count-weighted sum, which the last stage's accumulate calls return where
+/// one rank runs every micro-batch of that stage.
+inline constexpr llvm::StringLiteral kLossName = "loss";
+inline constexpr llvm::StringLiteral kLossSumName = "loss_sum";
+
 /// `grad_sum/<p>` of `grad/<p>`.
 inline std::string gradientSumName(llvm::StringRef gradient) {
   return (kGradientSumPrefix + gradient.drop_front(kGradientPrefix.size())).str();
+}
+/// The running sum an accumulate call returns for one of its pieces:
+/// `grad_sum/<p>` of `grad/<p>`, `loss_sum` of `loss`.
+inline std::string runningSumName(llvm::StringRef piece) {
+  return piece == kLossName ? kLossSumName.str() : gradientSumName(piece);
+}
+/// The piece whose running sum `sum` is (runningSumName's inverse).
+inline std::string pieceOfRunningSum(llvm::StringRef sum) {
+  if (sum == kLossSumName)
+    return kLossName.str();
+  return (kGradientPrefix + sum.drop_front(kGradientSumPrefix.size())).str();
 }
 /// `grad_part/<p>` of `grad/<p>`.
 inline std::string gradientPartName(llvm::StringRef gradient) {
