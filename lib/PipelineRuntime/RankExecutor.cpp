@@ -239,14 +239,17 @@ public:
   }
 
   /// `loss` (on the rank holding the last stage) and the `grad/*` this rank
-  /// reports, combined over the micro-batches as runStages does.
-  Values results() {
+  /// reports, combined over the micro-batches as runStages does: moved out
+  /// of the finished step (a copy was a pass over every gradient per step,
+  /// between the steps, for a caller that mostly reads the loss).
+  Values takeResults() {
     Values out;
     if (!loss.data.empty())
-      out["loss"] = loss;
-    for (const auto &[name, value] : combined)
+      out["loss"] = std::move(loss);
+    for (auto &[name, value] : combined)
       if (!notReported.count(name))
-        out[name] = value;
+        out[name] = std::move(value);
+    combined.clear();
     return out;
   }
 
@@ -576,20 +579,32 @@ private:
   llvm::Error update(const std::string &function) {
     if (auto err = combine())
       return err;
-    Values args;
-    for (const TensorSpec &spec : program.inputs(function)) {
-      auto grad = combined.find(spec.name);
-      if (grad != combined.end()) {
-        args[spec.name] = grad->second;
-        continue;
-      }
-      auto input = graph.find(spec.name);
-      if (input == graph.end())
-        return error("missing input '" + spec.name + "' (read by " + function + ")");
-      args[spec.name] = input->second;
-    }
     Values results;
-    return program.run(function, args, results);
+    return runOnStepValues(function, results);
+  }
+
+  /// Runs a once-per-step call (update, precondition) on the step's combined
+  /// gradients and the graph inputs, bound in place (no copy of a gradient);
+  /// its results are new arrays in `results`.
+  llvm::Error runOnStepValues(const std::string &function, Values &results) {
+    std::vector<TensorView> inputs, outputs;
+    for (const TensorSpec &spec : program.inputs(function)) {
+      const NpyArray *value = nullptr;
+      if (auto grad = combined.find(spec.name); grad != combined.end())
+        value = &grad->second;
+      else if (auto input = graph.find(spec.name); input != graph.end())
+        value = &input->second;
+      else
+        return error("missing input '" + spec.name + "' (read by " + function + ")");
+      inputs.push_back({spec.name, value->dtype, value->shape,
+                        const_cast<char *>(value->data.data())});
+    }
+    for (const TensorSpec &spec : program.outputs(function)) {
+      NpyArray &array = results[spec.name];
+      array = zeros(spec.dtype, spec.shape);
+      outputs.push_back({spec.name, array.dtype, array.shape, array.data.data()});
+    }
+    return program.run(function, inputs, outputs);
   }
 
   /// The clipped gradients of the K-FAC layers before preconditioning, for
@@ -601,21 +616,15 @@ private:
   llvm::Error precondition(const std::string &function) {
     if (auto err = combine())
       return err;
-    Values args;
-    for (const TensorSpec &spec : program.inputs(function)) {
-      if (auto grad = combined.find(spec.name); grad != combined.end()) {
-        args[spec.name] = grad->second;
-        rawGradients[spec.name] = grad->second;
-        continue;
-      }
-      auto input = graph.find(spec.name);
-      if (input == graph.end())
-        return error("missing input '" + spec.name + "' (read by " + function + ")");
-      args[spec.name] = input->second;
-    }
     Values results;
-    if (auto err = program.run(function, args, results))
+    if (auto err = runOnStepValues(function, results))
       return err;
+    // The gradients it took, kept for the KL-clip: the arrays themselves
+    // where its results replace them below (a copy of one it only reads).
+    for (const TensorSpec &spec : program.inputs(function))
+      if (auto grad = combined.find(spec.name); grad != combined.end())
+        rawGradients[spec.name] =
+            results.count(spec.name) ? std::move(grad->second) : grad->second;
     int32_t issues = 0;
     // Chimera: a layer both replicas precondition reports its refresh issues
     // on the rank reporting its gradients; one only its owner preconditions
@@ -1936,7 +1945,7 @@ llvm::Error RankRunner::runStep(const Values &graph, Values &results, int64_t st
   Step run(*this, graph, step);
   if (auto err = run.run())
     return err;
-  results = run.results();
+  results = run.takeResults();
   return llvm::Error::success();
 }
 
