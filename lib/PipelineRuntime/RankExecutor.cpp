@@ -651,26 +651,19 @@ private:
   /// from 0, then min(1, sqrt(κ / (lr²·Σ))) (1 when lr²·Σ ≤ 0), applied by
   /// pfrt_scale as the lowering does.
   llvm::Error kfacKLClip(double kappa, const std::vector<std::string> &order) {
-    NpyArray dots = zeros(PFRT_F64, {int64_t(order.size())});
-    double *slot = reinterpret_cast<double *>(dots.data.data());
-    for (auto [i, name] : llvm::enumerate(order)) {
-      auto raw = rawGradients.find(name);
-      // A layer preconditioned on two replicas (Chimera) counts once.
-      if (raw == rawGradients.end() || notReported.count(name))
-        continue;
-      auto u = descriptor(combined.at(name));
-      auto g = descriptor(raw->second);
-      if (!u)
-        return u.takeError();
-      if (!g)
-        return g.takeError();
-      if (pfrt_dot(r.ctx, &*u, &*g, &slot[i]) != PFRT_OK)
-        return commError("⟨update, gradient⟩ of '" + name + "'");
-    }
     for (const auto &[name, value] : rawGradients)
       if (!isInOrder(order, name))
         return error("'" + name + "' is preconditioned but not in the KL-clip order");
-    auto summed = sumSlotsInOrder(dots, "exchanging the K-FAC updates' inner products");
+    auto summed = orderedDotSum(
+        order,
+        [&](const std::string &name) -> DotTerm {
+          auto raw = rawGradients.find(name);
+          // A layer preconditioned on two replicas (Chimera) counts once.
+          if (raw == rawGradients.end() || notReported.count(name))
+            return {};
+          return {&combined.at(name), &raw->second};
+        },
+        "⟨update, gradient⟩", "exchanging the K-FAC updates' inner products");
     if (!summed)
       return summed.takeError();
     double total = *summed;
@@ -1149,6 +1142,37 @@ private:
     return llvm::is_contained(order, name);
   }
 
+  /// The two arrays of one term ⟨a, b⟩ of orderedDotSum; null where this
+  /// rank does not report the term.
+  struct DotTerm {
+    NpyArray *a = nullptr, *b = nullptr;
+  };
+
+  /// Σ over `order` of ⟨a, b⟩ as the single-process lowering forms it: each
+  /// term by pfrt_dot (a deterministic sum) on the rank reporting it, one
+  /// f64 slot per term, then sumSlotsInOrder. The global norm's squares and
+  /// the KL-clip's inner products.
+  llvm::Expected<double> orderedDotSum(const std::vector<std::string> &order,
+                                       llvm::function_ref<DotTerm(const std::string &)> termOf,
+                                       const char *term, const char *exchange) {
+    NpyArray slots = zeros(PFRT_F64, {int64_t(order.size())});
+    double *slot = reinterpret_cast<double *>(slots.data.data());
+    for (auto [i, name] : llvm::enumerate(order)) {
+      DotTerm t = termOf(name);
+      if (!t.a)
+        continue;
+      auto a = descriptor(*t.a);
+      if (!a)
+        return a.takeError();
+      auto b = descriptor(*t.b);
+      if (!b)
+        return b.takeError();
+      if (pfrt_dot(r.ctx, &*a, &*b, &slot[i]) != PFRT_OK)
+        return commError(llvm::Twine(term) + " of '" + name + "'");
+    }
+    return sumSlotsInOrder(slots, exchange);
+  }
+
   /// The exact cross-rank sum of per-term slots (f64; each slot has one
   /// non-zero contribution, so the all-reduce is exact whatever its
   /// association), then added in slot order from 0: the single-process order
@@ -1186,22 +1210,18 @@ private:
   llvm::Error clipGradients(double maxNorm, const std::vector<std::string> &order) {
     if (auto err = combine())
       return err;
-    NpyArray squares = zeros(PFRT_F64, {int64_t(order.size())});
-    double *slot = reinterpret_cast<double *>(squares.data.data());
-    for (auto [i, name] : llvm::enumerate(order)) {
-      auto it = combined.find(name);
-      if (it == combined.end() || notReported.count(name))
-        continue;
-      auto t = descriptor(it->second);
-      if (!t)
-        return t.takeError();
-      if (pfrt_dot(r.ctx, &*t, &*t, &slot[i]) != PFRT_OK)
-        return commError("the squared norm of '" + name + "'");
-    }
     for (const auto &[name, value] : combined)
       if (!isInOrder(order, name))
         return error("'" + name + "' is not in the clipping order");
-    auto summed = sumSlotsInOrder(squares, "exchanging the gradients' squared norms");
+    auto summed = orderedDotSum(
+        order,
+        [&](const std::string &name) -> DotTerm {
+          auto it = combined.find(name);
+          if (it == combined.end() || notReported.count(name))
+            return {};
+          return {&it->second, &it->second};
+        },
+        "the squared norm", "exchanging the gradients' squared norms");
     if (!summed)
       return summed.takeError();
     double total = *summed;
