@@ -127,6 +127,12 @@ def test_aot_run_kfac_training_step_matches_jit(tmp_path):
     import json
     timing = json.loads((tmp_path / "t.json").read_text())
     assert timing["repeat"] == 1 and timing["device"] == "cpu" and timing["median_ms"] > 0
+    # A device is written, not replaced by a renamed file (pf::writeFileAtomically).
+    import os
+    import stat
+    run_tool("pf-aot-run", str(out / "model.so"), "--weights", str(out / "model.weights"),
+             "--inputs", str(tmp_path / "in"), "--repeat", "1", "--json", "/dev/null")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
