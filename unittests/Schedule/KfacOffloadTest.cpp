@@ -69,8 +69,9 @@ TEST(KfacOffload, MovesWorkFromTheBusiestDevicesOnly) {
     EXPECT_NE(std::find(own.begin(), own.end(), m.layer), own.end());
     EXPECT_NE(m.from, m.to);
     EXPECT_GT(m.returnMs, 0);
-    if (i < 4)
+    if (i < 4) {
       EXPECT_GE(m.from, 4);
+    }
   }
   // The capacity bound of the busiest device falls (2.11 -> 1.17).
   auto bare = run(costs, ScheduleKind::OneFOneB, 8, 8, false);
@@ -103,8 +104,9 @@ void expectTransfersRespected(const ScheduleResult &r) {
       if (it.kind == inversion && it.layer == m.layer) {
         EXPECT_EQ(it.device, m.to);
         ++pieces;
-        if (it.refreshLag == 0)
+        if (it.refreshLag == 0) {
           EXPECT_GE(it.start, factorReady[it.refresh] - 1e-6);
+        }
       }
       if (it.kind == ItemKind::FactorSync && it.device == m.to && it.layer == m.layer)
         returned += it.duration();

@@ -131,8 +131,9 @@ TEST(RefreshThroughput, StaggeredRefreshStepsSpreadOverThePeriod) {
     for (size_t j = 0; j < steps.size(); ++j) {
       EXPECT_GE(steps[j], 0);
       EXPECT_LT(steps[j], r.refreshSteps);
-      if (j > 0)
+      if (j > 0) {
         EXPECT_GT(steps[j], steps[j - 1]);
+      }
     }
     refreshes += steps.size();
     firstSteps.insert(steps.front());
@@ -140,9 +141,11 @@ TEST(RefreshThroughput, StaggeredRefreshStepsSpreadOverThePeriod) {
   EXPECT_EQ(firstSteps.size(), 3u); // one phase per layer of a stage
   EXPECT_NEAR(r.meanRefreshInterval, 24 * r.refreshSteps / refreshes, 1e-9);
   // Every refresh's inversions are in the window, each layer's in order.
-  for (const TimelineItem &it : result->timeline.kfacItems)
-    if (it.kind == ItemKind::InversionA && it.refreshLag == 0)
+  for (const TimelineItem &it : result->timeline.kfacItems) {
+    if (it.kind == ItemKind::InversionA && it.refreshLag == 0) {
       EXPECT_LT(it.refresh, static_cast<int>(r.layerRefreshSteps[it.layer].size()));
+    }
+  }
 }
 
 // The check rebuilds the tasks from the timeline's refresh steps: a window
