@@ -13,9 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <sstream>
 
