@@ -364,6 +364,11 @@ struct MemberCollectivePattern : RankCallPattern<OpT> {
     args.push_back(s.i64(b, loc, int64_t(op.getRanks().size())));
     args.push_back(s.constants.i64Array(b, loc, op.getRanks()));
     llvm::append_range(args, s.type(b, loc, op.getType()));
+    // A value of the program: its slot and its sum's (-1, -1 for a name).
+    if constexpr (std::is_same_v<OpT, AllReduceOp>) {
+      args.push_back(s.i64(b, loc, op.getInput() ? s.slot.lookup(op.getInput()) : -1));
+      args.push_back(s.i64(b, loc, op.getSum() ? s.slot.lookup(op.getSum()) : -1));
+    }
     callee = isReduce      ? "pfrt_rank_reduce"
              : isBroadcast ? "pfrt_rank_broadcast"
                            : "pfrt_rank_all_reduce";
@@ -396,6 +401,21 @@ struct PromoteInversesPattern : RankCallPattern<KfacPromoteInversesOp> {
   LogicalResult lower(KfacPromoteInversesOp, ConversionPatternRewriter &,
                       SmallVectorImpl<Value> &, StringRef &callee) const override {
     callee = "pfrt_rank_kfac_promote_inverses";
+    return success();
+  }
+};
+
+/// pf.step_result: the name, the micro-batch (-1: the step's) and the
+/// value's slot, which the host reads after the step.
+struct StepResultPattern : RankCallPattern<StepResultOp> {
+  using RankCallPattern::RankCallPattern;
+  LogicalResult lower(StepResultOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
+                      StringRef &callee) const override {
+    Location loc = op.getLoc();
+    args.push_back(state.constants.string(b, loc, op.getName()));
+    args.push_back(state.i64(b, loc, op.getMicrobatch() ? int64_t(*op.getMicrobatch()) : -1));
+    args.push_back(state.i64(b, loc, state.slot.lookup(op.getValue())));
+    callee = "pfrt_rank_step_result";
     return success();
   }
 };
@@ -527,14 +547,15 @@ struct LowerRankProgramsPass
     ConversionTarget target(getContext());
     target.addLegalDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect>();
     target.addIllegalOp<RunStageOp, SendActOp, RecvActOp, AllReduceOp, BroadcastOp,
-                        ReduceMicrobatchOp, ClipGradientsOp, KfacKLClipOp, KfacPromoteInversesOp>();
+                        ReduceMicrobatchOp, ClipGradientsOp, KfacKLClipOp, KfacPromoteInversesOp,
+                        StepResultOp>();
     RewritePatternSet patterns(&getContext());
     patterns
         .add<RunStagePattern, TransferPattern<SendActOp>, TransferPattern<RecvActOp>,
              MemberCollectivePattern<AllReduceOp>, MemberCollectivePattern<BroadcastOp>,
              MemberCollectivePattern<ReduceMicrobatchOp>, OrderedCollectivePattern<ClipGradientsOp>,
-             OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern>(slots, &getContext(),
-                                                                              state);
+             OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern, StepResultPattern>(
+            slots, &getContext(), state);
     // The stage functions' pf ops are neither legal nor illegal: left as
     // they are (pf-lower-to-runtime lowers each of them).
     if (failed(applyPartialConversion(module, target, std::move(patterns))))

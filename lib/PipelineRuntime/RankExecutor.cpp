@@ -96,7 +96,8 @@ struct pfrt_rank_host {
                            std::vector<int64_t> outputs) = 0;
   virtual int32_t mark(int64_t op, int32_t phase) = 0;
   virtual int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
-                            std::vector<int64_t> ranks, ValueType type) = 0;
+                            std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
+                            int64_t outputSlot) = 0;
   virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
                             std::vector<int64_t> ranks, ValueType type) = 0;
   virtual int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
@@ -104,6 +105,7 @@ struct pfrt_rank_host {
   virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) = 0;
   virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
+  virtual int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) = 0;
 };
 
 extern "C" {
@@ -120,10 +122,10 @@ int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase) {
 }
 int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value, int32_t order,
                              int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
-                             const int64_t *shape) {
+                             const int64_t *shape, int64_t input_slot, int64_t output_slot) {
   return host->allReduce(op, value, pf::ReductionOrder(order),
                          std::vector<int64_t>(ranks, ranks + count),
-                         valueType(dtype, rank, shape));
+                         valueType(dtype, rank, shape), input_slot, output_slot);
 }
 int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op, const char *value, int64_t root,
                             int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
@@ -147,6 +149,10 @@ int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa, i
 }
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
   return host->promoteInverses(op);
+}
+int32_t pfrt_rank_step_result(pfrt_rank_host *host, int64_t op, const char *name,
+                              int64_t microbatch, int64_t slot) {
+  return host->stepResult(op, name, microbatch, slot);
 }
 }
 
@@ -211,9 +217,12 @@ public:
     return 0;
   }
   int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
-                    std::vector<int64_t> ranks, ValueType type) override {
-    return execute(op, "pf.all_reduce",
-                   [&] { return allReduceValue(value, order, ranks, type); });
+                    std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
+                    int64_t outputSlot) override {
+    return execute(op, "pf.all_reduce", [&] {
+      return inputSlot >= 0 ? allReduceSlot(value, ranks, type, inputSlot, outputSlot)
+                            : allReduceValue(value, order, ranks, type);
+    });
   }
   int32_t broadcast(int64_t op, const char *value, int64_t root, std::vector<int64_t> ranks,
                     ValueType type) override {
@@ -236,6 +245,10 @@ public:
   int32_t promoteInverses(int64_t op) override {
     return execute(op, "pf.kfac_promote_inverses",
                    [&] { return r.promoteInverses(); });
+  }
+  int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) override {
+    return execute(op, "pf.step_result",
+                   [&] { return takeStepResult(name, microbatch, slot); });
   }
 
   /// `loss` (on the rank holding the last stage) and the `grad/*` this rank
@@ -402,7 +415,7 @@ private:
       auto m = microbatchOf(microbatch, function);
       if (!m)
         return m.takeError();
-      return accumulate(function, *m);
+      return accumulate(function, *m, inputs, outputs);
     }
     if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward &&
         kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight &&
@@ -464,9 +477,7 @@ private:
       return err;
     for (auto &[name, value] : results) {
       StringRef n(name);
-      if (n == "loss") {
-        losses[*m] = std::move(value);
-      } else if (n.starts_with("grad/") || n.starts_with("grad_part/")) {
+      if (n.starts_with("grad/") || n.starts_with("grad_part/")) {
         // grad_part/<p>: the first stage's piece of a gradient two stages of
         // this rank return, which an accumulate call adds to the other's.
         std::vector<NpyArray> &pieces = gradients[name];
@@ -488,8 +499,6 @@ private:
   /// gradient.
   Values sums;
   std::map<std::string, int64_t> summed;
-  /// The micro-batches' losses the accumulate calls took (`loss_sum`).
-  int64_t lossesSummed = 0;
 
   /// `stage<s>_accumulate` of micro-batch m: takes the micro-batch's
   /// gradient pieces and returns the running sums, in place. The accumulate
@@ -498,14 +507,35 @@ private:
   /// a result may take the buffer of an input it replaces: the running sum it
   /// continues, or in a first call the piece it weights. No buffer is
   /// allocated or zeroed per call.
-  llvm::Error accumulate(const std::string &function, int64_t m) {
+  ///
+  /// The loss and its running sum are values of the program (in `slots`,
+  /// bound like any stage call's).
+  llvm::Error accumulate(const std::string &function, int64_t m,
+                         const std::vector<int64_t> &inputSlots,
+                         const std::vector<int64_t> &outputSlots) {
     if (auto err = countTokens())
       return err;
     Values args;
     std::vector<std::string> taken;
+    std::vector<TensorView> inputs, outputs;
+    auto bindSlot = [&](const TensorSpec &spec, const std::vector<int64_t> &slots, size_t &next,
+                        std::vector<TensorView> &views) -> llvm::Error {
+      if (next >= slots.size())
+        return error(llvm::formatv("'{0}' binds {1} stage values, but {2} has more", function,
+                                   slots.size(), spec.name));
+      auto view = viewOf(slots[next++], spec);
+      if (!view)
+        return view.takeError();
+      views.push_back(*view);
+      return llvm::Error::success();
+    };
+    size_t nextInput = 0, nextOutput = 0;
     for (const TensorSpec &spec : program.inputs(function)) {
       StringRef n(spec.name);
-      if (n.starts_with(pf::kGradientPrefix) || n.starts_with(pf::kGradientPartPrefix)) {
+      if (isStageValue(n)) {
+        if (auto err = bindSlot(spec, inputSlots, nextInput, inputs))
+          return err;
+      } else if (n.starts_with(pf::kGradientPrefix) || n.starts_with(pf::kGradientPartPrefix)) {
         auto it = gradients.find(spec.name);
         if (it == gradients.end() || it->second.size() != size_t(M) ||
             it->second[m].data.empty())
@@ -513,15 +543,7 @@ private:
                                      spec.name, m, function));
         args[spec.name] = std::move(it->second[m]);
         taken.push_back(spec.name);
-      } else if (n == pf::kLossName) {
-        // The forward's loss of micro-batch m, weighted with the gradients.
-        if (losses[size_t(m)].data.empty())
-          return error(llvm::formatv("no forward on this rank returned 'loss' of micro-batch "
-                                     "{0} before {1}",
-                                     m, function));
-        args[spec.name] = std::move(losses[size_t(m)]);
-        ++lossesSummed;
-      } else if (n.starts_with(pf::kGradientSumPrefix) || n == pf::kLossSumName) {
+      } else if (n.starts_with(pf::kGradientSumPrefix)) {
         auto it = sums.find(spec.name);
         if (it == sums.end())
           return error(llvm::formatv("'{0}' has no running sum before {1} (micro-batch {2})",
@@ -541,14 +563,21 @@ private:
         return error("unexpected input '" + spec.name + "' of " + function);
       }
     }
-    std::vector<TensorView> inputs, outputs;
+    if (nextInput != inputSlots.size())
+      return error(llvm::formatv("'{0}' has {1} stage-value arguments but the call binds {2}",
+                                 function, nextInput, inputSlots.size()));
     for (auto &[name, value] : args)
       inputs.push_back({name, value.dtype, value.shape, value.data.data()});
     // grad_sum/<p>'s buffer: the running sum's, else grad/<p>'s piece.
     std::vector<std::pair<std::string, std::string>> resultBuffers;
     for (const TensorSpec &spec : program.outputs(function)) {
       StringRef n(spec.name);
-      if (!n.starts_with(pf::kGradientSumPrefix) && n != pf::kLossSumName)
+      if (isStageValue(n)) {
+        if (auto err = bindSlot(spec, outputSlots, nextOutput, outputs))
+          return err;
+        continue;
+      }
+      if (!n.starts_with(pf::kGradientSumPrefix))
         return error("unexpected result '" + spec.name + "' of " + function);
       if (spec.zeroFill)
         return error("'" + spec.name + "' of " + function +
@@ -565,6 +594,9 @@ private:
           {spec.name, spec.dtype, buffer->second.shape, buffer->second.data.data()});
       resultBuffers.emplace_back(spec.name, owner);
     }
+    if (nextOutput != outputSlots.size())
+      return error(llvm::formatv("'{0}' has {1} stage-value results but the call binds {2}",
+                                 function, nextOutput, outputSlots.size()));
     if (auto err = program.run(function, inputs, outputs))
       return err;
     for (auto &[name, owner] : resultBuffers)
@@ -690,6 +722,31 @@ private:
     return llvm::Error::success();
   }
 
+  /// pf.step_result: the loss in `slot`, the step's (microbatch -1) or one
+  /// micro-batch's (weighted by combine()), read into host memory.
+  llvm::Error takeStepResult(llvm::StringRef name, int64_t m, int64_t slot) {
+    if (name != pf::kLossName)
+      return error("'" + name + "' is not a result of the step (only 'loss' is)");
+    if (isCombined)
+      return error("'loss' is reported after the step's values were combined");
+    if (m >= M)
+      return error(llvm::formatv("the loss of micro-batch {0}, but the step has {1}", m, M));
+    if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
+      return error(llvm::formatv("slot {0} ('loss') holds no value", slot));
+    const pfrt_tensor &t = descriptors[size_t(slot)];
+    if (t.dtype != PFRT_F32 || t.rank != 0)
+      return error(llvm::formatv("slot {0} ('loss') is not an f32 scalar", slot));
+    NpyArray &result = m < 0 ? loss : losses[size_t(m)];
+    if (!result.data.empty())
+      return error(m < 0 ? std::string("the step's loss is reported twice")
+                         : llvm::formatv("the loss of micro-batch {0} is reported twice", m).str());
+    NpyArray value = zeros(PFRT_F32, {});
+    if (pfrt_copy_to_host(r.arenaContext, &t, value.data.data()) != PFRT_OK)
+      return error(llvm::Twine("reading the loss: ") + pfrt_last_error(r.arenaContext));
+    result = std::move(value);
+    return llvm::Error::success();
+  }
+
   llvm::Error checkType(const NpyArray &value, const ValueType &type, const std::string &name) {
     if (value.dtype == type.dtype && value.shape == type.shape)
       return llvm::Error::success();
@@ -748,6 +805,46 @@ private:
     if (err)
       return err;
     return reportedByLowestMember(name, members);
+  }
+
+  /// A value of the program summed over its members by the library (the
+  /// loss's partial sums of a last stage on two ranks): the input's bytes,
+  /// through host memory (a scalar), all-reduced into the output's slot.
+  llvm::Error allReduceSlot(const std::string &name, const std::vector<int64_t> &members,
+                            const ValueType &type, int64_t inputSlot, int64_t outputSlot) {
+    auto slotOf = [&](int64_t slot) -> llvm::Expected<const pfrt_tensor *> {
+      if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
+        return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, name));
+      const pfrt_tensor &t = descriptors[size_t(slot)];
+      if (t.dtype != type.dtype ||
+          llvm::ArrayRef<int64_t>(t.shape, size_t(std::max(t.rank, 0))) !=
+              llvm::ArrayRef<int64_t>(type.shape))
+        return error(llvm::formatv("slot {0} ('{1}') is not {2}", slot, name,
+                                   typeText(type.dtype, type.shape)));
+      return &t;
+    };
+    auto input = slotOf(inputSlot);
+    if (!input)
+      return input.takeError();
+    auto output = slotOf(outputSlot);
+    if (!output)
+      return output.takeError();
+    if (type.dtype != PFRT_F32 && type.dtype != PFRT_F64)
+      return error("'" + name + "' is summed by the library but is not f32 or f64");
+    auto group = groupOf(members);
+    if (!group)
+      return group.takeError();
+    NpyArray value = zeros(type.dtype, type.shape);
+    auto host = descriptor(value);
+    if (!host)
+      return host.takeError();
+    if (pfrt_copy_to_host(r.arenaContext, *input, value.data.data()) != PFRT_OK)
+      return error("reading '" + name + "': " + pfrt_last_error(r.arenaContext));
+    if (pfrt_comm_all_reduce_sum(r.ctx, *group, &*host) != PFRT_OK)
+      return commError("all-reducing '" + name + "'");
+    if (pfrt_copy_from_host(r.arenaContext, value.data.data(), *output) != PFRT_OK)
+      return error("writing '" + name + "': " + pfrt_last_error(r.arenaContext));
+    return llvm::Error::success();
   }
 
   /// A summed gradient is written (checkpoint, outputs) by its lowest member.
@@ -1280,17 +1377,9 @@ private:
     auto combineOne = [&](const std::string &name, std::vector<NpyArray> &pieces) {
       return combinePieces(name, pieces);
     };
-    if (auto lossSum = sums.find(pf::kLossSumName.str()); lossSum != sums.end()) {
-      // Weighted by the accumulate calls.
-      if (lossesSummed != M)
-        return error(llvm::formatv("the loss was accumulated over {0} of {1} micro-batches",
-                                   lossesSummed, M));
-      loss = std::move(lossSum->second);
-      sums.erase(lossSum);
-    }
     bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
     if (!loss.data.empty() && (holdsLoss || r.lossReporter >= 0))
-      return error("the loss is both accumulated and returned for the step end");
+      return error("the step's loss and the losses of micro-batches are both reported");
     if (r.lossReporter >= 0) {
       if (auto err = gatherLosses())
         return err;
@@ -1559,18 +1648,14 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
     return std::move(err);
   if (auto err = runner->compilePrograms({runner->programOp}))
     return std::move(err);
-  // Where the loss comes from: the last stage's rank, or (Chimera: that stage
-  // on several ranks) the lowest of them after an exchange.
-  int64_t lastStage = -1;
-  std::vector<int64_t> holders;
+  // Where the loss comes from: the rank reporting the step's (pf.step_result),
+  // or, where ranks report their micro-batches' losses (Chimera: the last
+  // stage on two ranks), the lowest of them after an exchange of all ranks.
   for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>())
-    for (int64_t stage : other.getStages())
-      lastStage = std::max(lastStage, stage);
-  for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>())
-    if (other.holdsStage(lastStage))
-      holders.push_back(other.getRankValue());
-  if (holders.size() > 1)
-    runner->lossReporter = int32_t(*llvm::min_element(holders));
+    for (auto result : other.getBody().front().getOps<pf::StepResultOp>())
+      if (result.getMicrobatch() && !other.getWindowStep() &&
+          (runner->lossReporter < 0 || other.getRankValue() < runner->lossReporter))
+        runner->lossReporter = int32_t(other.getRankValue());
   return runner;
 }
 

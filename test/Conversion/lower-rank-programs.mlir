@@ -199,12 +199,16 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // ALL-DAG: func.func @pf_rank1(
 // The stage functions stay.
 // ALL-DAG: func.func private @stage1_backward(
-// Rank 1: the received act/1 is slot 0 (byte 0), the forward's saved/1
-// slot 1 (byte 256: act/1 is read by that forward), the backward's
-// grad_act/7 slot 2, back at byte 0 (act/1's life ended at the forward).
+// Rank 1: the received act/1 is slot 0 (byte 0), the forward's saved/1 and
+// loss slots 1 and 2 (bytes 256 and 512: act/1 is read by that forward, the
+// loss lives until pf.step_result), the backward's grad_act/7 slot 3, back
+// at byte 0 (act/1's life ended at the forward). pf.step_result hands the
+// loss's slot to the host: its name, micro-batch -1 (the step's) and slot.
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS0:__pf_rank_i64_[0-9]+]](dense<0> : tensor<1xi64>)
+// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS12:__pf_rank_i64_[0-9]+]](dense<[1, 2]> : tensor<2xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
-// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS2:__pf_rank_i64_[0-9]+]](dense<2> : tensor<1xi64>)
+// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS3:__pf_rank_i64_[0-9]+]](dense<3> : tensor<1xi64>)
+// RANK1-DAG: llvm.mlir.global internal constant @[[LOSS:__pf_rank_str_[0-9]+]]("loss\00")
 // RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
 // RANK1: llvm.getelementptr %[[SLOTS]][0] :
 // RANK1-NEXT: %[[AT0:.*]] = arith.constant 0 : i64
@@ -214,25 +218,33 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1: llvm.getelementptr %[[SLOTS]][1] :
 // RANK1-NEXT: %[[AT256:.*]] = arith.constant 256 : i64
 // RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AT256]]]
-// RANK1: %[[FIN:.*]] = llvm.mlir.addressof @[[SLOTS0]]
-// RANK1-NEXT: arith.constant 1 : i64
-// RANK1-NEXT: %[[FOUT:.*]] = llvm.mlir.addressof @[[SLOTS1]]
-// RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[FIN]], %c1_i64{{[_0-9]*}}, %[[FOUT]])
 // RANK1: llvm.getelementptr %[[SLOTS]][2] :
+// RANK1-NEXT: %[[AT512:.*]] = arith.constant 512 : i64
+// RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AT512]]]
+// RANK1: %[[FIN:.*]] = llvm.mlir.addressof @[[SLOTS0]]
+// RANK1-NEXT: arith.constant 2 : i64
+// RANK1-NEXT: %[[FOUT:.*]] = llvm.mlir.addressof @[[SLOTS12]]
+// RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[FIN]], %c2_i64{{[_0-9]*}}, %[[FOUT]])
+// RANK1: llvm.getelementptr %[[SLOTS]][3] :
 // RANK1-NEXT: %[[AGAIN0:.*]] = arith.constant 0 : i64
 // RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AGAIN0]]]
 // RANK1: %[[BIN:.*]] = llvm.mlir.addressof @[[SLOTS1]]
 // RANK1-NEXT: arith.constant 1 : i64
-// RANK1-NEXT: %[[BOUT:.*]] = llvm.mlir.addressof @[[SLOTS2]]
+// RANK1-NEXT: %[[BOUT:.*]] = llvm.mlir.addressof @[[SLOTS3]]
 // RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[BIN]], %c1_i64{{[_0-9]*}}, %[[BOUT]])
-// RANK1: llvm.getelementptr %[[SLOTS]][2] :
+// RANK1: llvm.getelementptr %[[SLOTS]][3] :
 // RANK1: call @pfrt_comm_isend(
+// RANK1: %[[NAME:.*]] = llvm.mlir.addressof @[[LOSS]]
+// RANK1-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
+// RANK1-NEXT: %[[SLOT2:.*]] = arith.constant 2 : i64
+// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[NAME]], %[[STEP]], %[[SLOT2]])
 // RANK1: call @pfrt_comm_wait_all(
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
-  %saved = pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %saved, %loss = pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
   %grad = pf.run_stage backward @stage1_backward(%saved) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
   pf.send_act %grad microbatch(0) to(0) tag(2) : tensor<4x16xf32>
+  pf.step_result "loss" %loss : tensor<f32>
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>

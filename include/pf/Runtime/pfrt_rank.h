@@ -51,11 +51,14 @@ int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase);
  * factors) over `count` member ranks; `order` is pf's ReductionOrder (0:
  * every micro-batch's pieces, weighted in micro-batch order as one process
  * does; 1: each member's weighted partial sum, added by the library's
- * all-reduce). */
+ * all-reduce). A value of the program (`input_slot` >= 0: the loss's
+ * partial sum) is summed into the value in `output_slot`; both are -1 for
+ * a named value. */
 int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op,
                              const char *value, int32_t order, int64_t count,
                              const int64_t *ranks, int32_t dtype, int64_t rank,
-                             const int64_t *shape);
+                             const int64_t *shape, int64_t input_slot,
+                             int64_t output_slot);
 /* The value of rank `root` (a step-end result: a preconditioned gradient)
  * replaces the named value on the other `count` - 1 member ranks. */
 int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op,
@@ -78,6 +81,12 @@ int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa,
                                int64_t count, const char *order);
 /* The pending K-FAC inverses become the ones in use. */
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op);
+/* The value in slot `slot` is the step's result `name` (the loss; of
+ * micro-batch `microbatch`, or of the whole step when it is -1): the host
+ * reads it after the step. */
+int32_t pfrt_rank_step_result(pfrt_rank_host *host, int64_t op,
+                              const char *name, int64_t microbatch,
+                              int64_t slot);
 
 #ifdef __cplusplus
 }

@@ -750,10 +750,25 @@ struct BuildRankProgramsPass
            isa<FloatType>(entry.type.getElementType());
   }
 
+  /// The loss of a last stage that two ranks run (Chimera's, DualPipe's
+  /// pipes), where the library adds the replicas' partial sums: each rank
+  /// weights the losses of the micro-batches it ran with that stage's
+  /// gradients, and pf.all_reduce sums the two `loss_sum`s (emitStepResults).
+  std::optional<NamedValue> replicatedLoss() {
+    const int64_t last = int64_t(stages.size()) - 1;
+    if (deterministic || microbatches < 2 || ranksOfStage(int(last)).size() != 2)
+      return std::nullopt;
+    for (const NamedValue &loss : namedResults(stages[last].forward, kLossName))
+      if (loss.name == kLossName)
+        return loss;
+    return std::nullopt;
+  }
+
   /// This rank's replica accumulations, from its calls in `events`.
   std::vector<ReplicaAccumulation>
   replicaAccumulations(ArrayRef<Event> events, const std::map<std::string, TiedGradient> &tied) {
     std::map<std::string, SmallVector<std::pair<int64_t, int64_t>>> piecesOf;
+    std::optional<NamedValue> loss = replicatedLoss();
     for (const Event &event : events) {
       if (event.kind != Event::Call ||
           callOf(event.pass).second != stages[event.pass.stage].gradientReturner())
@@ -763,13 +778,17 @@ struct BuildRankProgramsPass
         if (auto it = tied.find(grad.name);
             it != tied.end() && isSummedByTheLibrary(grad.name, it->second))
           piecesOf[grad.name].push_back({event.pass.micro, event.pass.stage});
+      // The loss with the pieces its stage's backward returned (the forward
+      // of that micro-batch ran before).
+      if (loss && event.pass.stage + 1 == int64_t(stages.size()))
+        piecesOf[loss->name].push_back({event.pass.micro, event.pass.stage});
     }
     std::map<SmallVector<std::pair<int64_t, int64_t>>, ReplicaAccumulation> groups;
     for (auto &[name, pieces] : piecesOf) {
       llvm::sort(pieces);
       ReplicaAccumulation &group = groups[pieces];
       group.pieces = pieces;
-      group.grads.push_back({name, tied.at(name).type});
+      group.grads.push_back({name, name == kLossName ? loss->type : tied.at(name).type});
     }
     std::vector<ReplicaAccumulation> result;
     for (auto &[pieces, group] : groups)
@@ -968,6 +987,9 @@ struct BuildRankProgramsPass
       flushHandOvers();
       emitFactors();
       emitRootReduces(std::numeric_limits<int64_t>::max());
+      // The loss is final once the passes and accumulate calls ran; the
+      // step-end collectives come after (the host combines no loss later).
+      emitStepResults(body, loc);
       for (const auto &[name, entry] : tied) {
         if (entry.sameRank || !llvm::is_contained(entry.ranks, rank))
           continue;
@@ -976,6 +998,7 @@ struct BuildRankProgramsPass
         else
           AllReduceOp::create(body, loc, name, entry.ranks, reductionOrder(name), entry.type);
       }
+      emitReplicatedLoss(body, loc);
       emitStepEnd(body, loc, held);
     }
   }
@@ -1210,9 +1233,13 @@ struct BuildRankProgramsPass
                      : function.getArgAttrOfType<StringAttr>(i, kNameAttrName))
           .str();
     };
+    // A running sum is the step's, continued from call to call.
+    auto keyOf = [&](std::string name) {
+      return std::make_pair(isRunningSumName(name) ? int64_t(-1) : m, std::move(name));
+    };
     SmallVector<Value> inputs;
     for (unsigned i : stageValuePositions(function, false)) {
-      auto found = stageValues.find({m, nameAt(i, false)});
+      auto found = stageValues.find(keyOf(nameAt(i, false)));
       Value value = found == stageValues.end() ? Value() : found->second;
       if (!value) {
         noteMissing(nameAt(i, false), m);
@@ -1227,7 +1254,46 @@ struct BuildRankProgramsPass
     auto call = RunStageOp::create(builder, loc, types, kind, function.getSymName(), inputs,
                                    micro, layer);
     for (auto [result, i] : llvm::zip_equal(call.getOutputs(), outputs))
-      stageValues[{m, nameAt(i, true)}] = result;
+      stageValues[keyOf(nameAt(i, true))] = result;
+  }
+
+  /// The replicas' partial sums of the loss (replicatedLoss), added by the
+  /// library after the gradients' all-reduces (K-FAC work placed in a tail
+  /// bubble goes before the first of those); the lower rank reports the
+  /// step's loss.
+  void emitReplicatedLoss(OpBuilder &body, Location loc) {
+    auto sum = stageValues.find({-1, kLossSumName.str()});
+    if (sum == stageValues.end() || !replicatedLoss())
+      return;
+    SmallVector<int64_t> members = ranksOfStage(int(stages.size()) - 1);
+    llvm::sort(members);
+    Value partial = sum->second;
+    Value loss = AllReduceOp::create(body, loc, partial.getType(), kLossSumName, partial, members,
+                                     ReductionOrder::Library,
+                                     cast<RankedTensorType>(partial.getType()))
+                     .getSum();
+    if (cast<RankProgramOp>(body.getBlock()->getParentOp()).getRankValue() == members.front())
+      StepResultOp::create(body, loc, body.getStringAttr(kLossName), loss, IntegerAttr());
+  }
+
+  /// The rank's loss, if it runs the last stage: the step's (its
+  /// accumulate calls' running sum, or the one micro-batch's), or each
+  /// micro-batch's it ran where two ranks run the last stage.
+  void emitStepResults(OpBuilder &body, Location loc) {
+    StringAttr name = body.getStringAttr(kLossName);
+    if (auto sum = stageValues.find({-1, kLossSumName.str()}); sum != stageValues.end()) {
+      if (!replicatedLoss())
+        StepResultOp::create(body, loc, name, sum->second, IntegerAttr());
+      return;
+    }
+    if (auto loss = stageValues.find({0, kLossName.str()});
+        microbatches == 1 && loss != stageValues.end()) {
+      StepResultOp::create(body, loc, name, loss->second, IntegerAttr());
+      return;
+    }
+    for (int64_t m = 0; m < int64_t(microbatches); ++m)
+      if (auto loss = stageValues.find({m, kLossName.str()}); loss != stageValues.end())
+        StepResultOp::create(body, loc, name, loss->second, body.getI64IntegerAttr(m));
   }
 
   void emitEvent(OpBuilder &builder, Location loc, const Event &event) {

@@ -122,11 +122,40 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
 
 // -----
 
-// The results are the function's stage-value results; the loss is not one.
+// The results are the function's stage-value results (the loss is one);
+// gradients are not.
+func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}, tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op has results ('tensor<4xf32>', 'tensor<f32>', 'tensor<4xf32>') but @stage1_forward's stage-value results are ('tensor<4xf32>', 'tensor<f32>')}}
+  %saved, %loss, %grad = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>, tensor<4xf32>)
+}
+
+// -----
+
+// The step's only result is the loss, an f32 scalar.
 func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  // expected-error@+1 {{'pf.run_stage' op has results ('tensor<4xf32>', 'tensor<f32>') but @stage1_forward's stage-value results are ('tensor<4xf32>')}}
   %saved, %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>)
+  // expected-error@+1 {{'pf.step_result' op reports 'grad/w', but the step's only result is 'loss'}}
+  pf.step_result "grad/w" %loss : tensor<f32>
+}
+
+// -----
+
+func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  %saved, %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>)
+  // expected-error@+1 {{'pf.step_result' op 'loss' is an f32 scalar (tensor<f32>), got 'tensor<4xf32>'}}
+  pf.step_result "loss" %saved : tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  %saved, %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>)
+  // expected-error@+1 {{'pf.step_result' op microbatch 1 is not in [0, 1)}}
+  pf.step_result "loss" %loss microbatch(1) : tensor<f32>
 }
 
 // -----
@@ -179,6 +208,44 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'order' [microbatch, library]}}
   pf.all_reduce "grad/emb" ranks([0, 1]) order(fastest) : tensor<4xf32>
+}
+
+// -----
+
+// A value of the program is summed into a result: the loss's partial sums
+// (of a last stage two ranks run), added by the library.
+func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
+  // expected-error@+1 {{'pf.all_reduce' op sums an operand into a result, or a named value with neither}}
+  "pf.all_reduce"(%loss) <{value = "loss_sum", ranks = array<i64: 0, 1>, order = 1 : i32, type = tensor<f32>}> : (tensor<f32>) -> ()
+}
+
+// -----
+
+func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
+  // expected-error@+1 {{'pf.all_reduce' op sums the operand 'grad/w', but only 'loss_sum' is summed as a value}}
+  %sum = pf.all_reduce "grad/w"(%loss : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
+}
+
+// -----
+
+func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
+  // expected-error@+1 {{'pf.all_reduce' op sums its operand as the library adds it: order(library)}}
+  %sum = pf.all_reduce "loss_sum"(%loss : tensor<f32>) ranks([0, 1]) : tensor<f32> -> tensor<f32>
+}
+
+// -----
+
+func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
+  // expected-error@+1 {{'pf.all_reduce' op operand and result are 'tensor<f64>' (the op's type), got 'tensor<f32>' and 'tensor<f32>'}}
+  %sum = pf.all_reduce "loss_sum"(%loss : tensor<f32>) ranks([0, 1]) order(library) : tensor<f64> -> tensor<f32>
 }
 
 // -----

@@ -57,27 +57,31 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 
 // CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 // CHECK-NEXT: %[[A0:.*]] = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
-// CHECK-NEXT: %[[S0:.*]] = pf.run_stage forward @stage1_forward(%[[A0]]) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-// CHECK-NEXT: %[[B0:.*]] = pf.run_stage backward @stage1_backward(%[[S0]]) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: %[[S0:.*]]:2 = pf.run_stage forward @stage1_forward(%[[A0]]) microbatch(0) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
+// CHECK-NEXT: %[[B0:.*]] = pf.run_stage backward @stage1_backward(%[[S0]]#0) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
 // CHECK-NEXT: pf.send_act %[[B0]] microbatch(0) to(0) tag(2) : tensor<4x16xf32>
 // CHECK-NEXT: %[[A1:.*]] = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x16xf32>
-// CHECK-NEXT: %[[S1:.*]] = pf.run_stage forward @stage1_forward(%[[A1]]) microbatch(1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-// CHECK-NEXT: %[[B1:.*]] = pf.run_stage backward @stage1_backward(%[[S1]]) microbatch(1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: %[[S1:.*]]:2 = pf.run_stage forward @stage1_forward(%[[A1]]) microbatch(1) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
+// CHECK-NEXT: %[[B1:.*]] = pf.run_stage backward @stage1_backward(%[[S1]]#0) microbatch(1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
 // CHECK-NEXT: pf.send_act %[[B1]] microbatch(1) to(0) tag(3) : tensor<4x16xf32>
+// CHECK-NEXT: pf.step_result "loss" %[[S0]]#1 microbatch(0) : tensor<f32>
+// CHECK-NEXT: pf.step_result "loss" %[[S1]]#1 microbatch(1) : tensor<f32>
 // CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
 // CHECK-NEXT: }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
-  %saved0 = pf.run_stage forward @stage1_forward(%act0) microbatch(0)
-      : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %saved0, %loss0 = pf.run_stage forward @stage1_forward(%act0) microbatch(0)
+      : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
   %grad0 = pf.run_stage backward @stage1_backward(%saved0) microbatch(0)
       : (tensor<4x16xf32>) -> tensor<4x16xf32>
   pf.send_act %grad0 microbatch(0) to(0) tag(2) : tensor<4x16xf32>
   %act1 = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x16xf32>
-  %saved1 = pf.run_stage forward @stage1_forward(%act1) microbatch(1)
-      : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %saved1, %loss1 = pf.run_stage forward @stage1_forward(%act1) microbatch(1)
+      : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
   %grad1 = pf.run_stage backward @stage1_backward(%saved1) microbatch(1)
       : (tensor<4x16xf32>) -> tensor<4x16xf32>
   pf.send_act %grad1 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
+  pf.step_result "loss" %loss0 microbatch(0) : tensor<f32>
+  pf.step_result "loss" %loss1 microbatch(1) : tensor<f32>
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
 }

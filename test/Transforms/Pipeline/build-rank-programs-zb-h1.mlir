@@ -66,24 +66,25 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 // CHECK-NEXT: %[[A3_0:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[A5_0:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(2) : tensor<4x8x16xf32>
-// CHECK-NEXT: %[[F1_0:[0-9]+]]:3 = pf.run_stage forward @stage1_forward(%[[A3_0]], %[[A5_0]]) microbatch(0)
+// CHECK-NEXT: %[[F1_0:[0-9]+]]:4 = pf.run_stage forward @stage1_forward(%[[A3_0]], %[[A5_0]]) microbatch(0)
 // CHECK-NEXT: %[[A3_1:[0-9]+]] = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[A5_1:[0-9]+]] = pf.recv_act microbatch(1) from(0) tag(3) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[BI1_0:[0-9]+]]:4 = pf.run_stage backward_input @stage1_backward_input(%[[F1_0]]#2) microbatch(0)
 // CHECK-NEXT: pf.send_act %[[BI1_0]]#0 microbatch(0) to(0) tag(4) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act %[[BI1_0]]#1 microbatch(0) to(0) tag(6) : tensor<4x8x16xf32>
-// CHECK-NEXT: %[[F1_1:[0-9]+]]:3 = pf.run_stage forward @stage1_forward(%[[A3_1]], %[[A5_1]]) microbatch(1)
+// CHECK-NEXT: %[[F1_1:[0-9]+]]:4 = pf.run_stage forward @stage1_forward(%[[A3_1]], %[[A5_1]]) microbatch(1)
 // CHECK-NEXT: %[[BI1_1:[0-9]+]]:4 = pf.run_stage backward_input @stage1_backward_input(%[[F1_1]]#2) microbatch(1)
 // CHECK-NEXT: pf.send_act %[[BI1_1]]#0 microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act %[[BI1_1]]#1 microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight(%[[F1_0]]#0, %[[F1_0]]#1, %[[BI1_0]]#2, %[[BI1_0]]#3) microbatch(0)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_first() microbatch(0)
+// CHECK-NEXT: %[[LS0:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_first(%[[F1_0]]#3) microbatch(0)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first() microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight(%[[F1_1]]#0, %[[F1_1]]#1, %[[BI1_1]]#2, %[[BI1_1]]#3) microbatch(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_last() microbatch(1)
+// CHECK-NEXT: %[[LS1:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_last(%[[F1_1]]#3, %[[LS0]]) microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last() microbatch(1)
+// CHECK-NEXT: pf.step_result "loss" %[[LS1]] : tensor<f32>
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 

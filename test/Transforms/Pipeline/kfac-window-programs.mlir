@@ -42,7 +42,7 @@
 // CHECK: [[B1:%[0-9]+]]:2 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1) :
 // CHECK-NEXT: pf.send_act [[B1]]#0 microbatch(1)
 // CHECK-NEXT: pf.send_act [[B1]]#1 microbatch(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_last() microbatch(1) : () -> ()
+// CHECK-NEXT: [[LOSS:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_last({{.*}}) microbatch(1) : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2([[B0]]#0) microbatch(0) layer(2) : (tensor<4x8x16xf32>) -> ()
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2([[B1]]#0) microbatch(1) layer(2) : (tensor<4x8x16xf32>) -> ()
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2) : () -> ()
@@ -50,6 +50,7 @@
 // CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first() microbatch(0) : () -> ()
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
 // CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last() microbatch(1) : () -> ()
+// CHECK-NEXT: pf.step_result "loss" [[LOSS]] : tensor<f32>
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
 // CHECK-NEXT: pf.clip_gradients
 // CHECK-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2) : () -> ()

@@ -152,15 +152,23 @@
 // first and last piece), and the library's all-reduce adds the partial sums;
 // deterministic=true: every micro-batch's pieces in micro-batch order (the
 // default order, not printed), combined at the step end.
-// CHIMERA: pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single() microbatch(1)
+// The replicas weight the losses of their own micro-batches with the last
+// stage's gradients and the library adds the two partial sums; rank 0, the
+// lower, reports the step's loss.
+// CHIMERA: %[[PARTIAL:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single(%{{[0-9]+}}#3) microbatch(1) : (tensor<f32>) -> tensor<f32>
 // CHIMERA: pf.run_stage backward @stage0_backward(
 // CHIMERA-DAG: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_single() microbatch(0)
 // CHIMERA-DAG: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_first() microbatch(0)
 // CHIMERA: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_last() microbatch(1)
 // CHIMERA: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) order(library) : tensor<
 // CHIMERA: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) order(library) : tensor<
+// CHIMERA-NEXT: %[[LOSS:[0-9]+]] = pf.all_reduce "loss_sum"(%[[PARTIAL]] : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
+// CHIMERA-NEXT: pf.step_result "loss" %[[LOSS]] : tensor<f32>
 // CHIMERA-EXACT-LABEL: pf.rank_program @rank0
 // CHIMERA-EXACT-NOT: accumulate
+// The bitwise mode: each rank reports the losses of its micro-batches, which
+// the host gathers and weights as one process does.
+// CHIMERA-EXACT: pf.step_result "loss" %{{[0-9]+}}#3 microbatch(1) : tensor<f32>
 // CHIMERA-EXACT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<
 // CHIMERA-EXACT: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) : tensor<
 // CHIMERA-NEXT: pf.clip_gradients
@@ -168,6 +176,8 @@
 // CHIMERA-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1])
 // CHIMERA-DAG: pf.run_stage forward @stage1_forward({{.*}}) microbatch(0)
 // CHIMERA-DAG: pf.run_stage forward @stage0_forward() microbatch(1)
+// CHIMERA: pf.all_reduce "loss_sum"
+// CHIMERA-NOT: pf.step_result
 // CHIMERA: pf.run_stage update @rank1_update()
 // Chimera with K-FAC: both replicas' copies of each factor are summed after
 // the passes (with the gradients, before the clipping), then the replicas

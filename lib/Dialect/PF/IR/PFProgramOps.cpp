@@ -72,6 +72,11 @@ LogicalResult RunStageOp::verify() {
     return emitOpError("a ") << stringifyStageTaskKind(getKind())
                              << " runs once per step and takes or makes no stage values";
   for (auto [i, input] : llvm::enumerate(getInputs())) {
+    // An accumulate call continues the running sum of the previous one.
+    auto producer = dyn_cast_or_null<RunStageOp>(input.getDefiningOp());
+    if (getKind() == StageTaskKind::Accumulate && producer &&
+        producer.getKind() == StageTaskKind::Accumulate)
+      continue;
     std::optional<int64_t> from = microbatchOfStageValue(input);
     if (from && getMicrobatch() && *from != int64_t(*getMicrobatch()))
       return emitOpError("input #") << i << " is a value of micro-batch " << *from
@@ -294,8 +299,21 @@ static LogicalResult verifyMembers(OpT op) {
 }
 
 LogicalResult AllReduceOp::verify() {
-  if (getOrder() == ReductionOrder::Library && !getValue().starts_with("grad/"))
+  if (bool(getInput()) != bool(getSum()))
+    return emitOpError("sums an operand into a result, or a named value with neither");
+  if (getInput()) {
+    if (getValue() != kLossSumName)
+      return emitOpError("sums the operand '")
+             << getValue() << "', but only '" << kLossSumName << "' is summed as a value";
+    if (getInput().getType() != getType() || getSum().getType() != getType())
+      return emitOpError("operand and result are ")
+             << getType() << " (the op's type), got " << getInput().getType() << " and "
+             << getSum().getType();
+    if (getOrder() != ReductionOrder::Library)
+      return emitOpError("sums its operand as the library adds it: order(library)");
+  } else if (getOrder() == ReductionOrder::Library && !getValue().starts_with("grad/")) {
     return emitOpError("order(library) sums gradients (grad/*), not '") << getValue() << "'";
+  }
   return verifyMembers(*this);
 }
 
@@ -322,6 +340,20 @@ LogicalResult ReduceMicrobatchOp::verify() {
   if (int64_t(getMicrobatch()) >= program.getNumMicrobatches())
     return emitOpError("microbatch ")
            << getMicrobatch() << " is not in [0, " << program.getNumMicrobatches() << ")";
+  return success();
+}
+
+LogicalResult StepResultOp::verify() {
+  if (getName() != kLossName)
+    return emitOpError("reports '") << getName() << "', but the step's only result is '"
+                                    << kLossName << "'";
+  auto type = cast<RankedTensorType>(getValue().getType());
+  if (type.getRank() != 0 || !type.getElementType().isF32())
+    return emitOpError("'") << getName() << "' is an f32 scalar (tensor<f32>), got " << type;
+  auto program = (*this)->getParentOfType<RankProgramOp>();
+  if (getMicrobatch() && int64_t(*getMicrobatch()) >= program.getNumMicrobatches())
+    return emitOpError("microbatch ")
+           << *getMicrobatch() << " is not in [0, " << program.getNumMicrobatches() << ")";
   return success();
 }
 
@@ -399,6 +431,8 @@ std::string describe(Operation *op) {
     os << stringifyStageTaskKind(run.getKind()) << " " << run.getStageAttr();
   else if (isa<ClipGradientsOp, KfacKLClipOp>(op))
     os << op->getName().stripDialect();
+  else if (auto result = dyn_cast<StepResultOp>(op))
+    os << "step_result '" << result.getName() << "'";
   return text;
 }
 
@@ -417,6 +451,7 @@ public:
     ok &= succeeded(checkBroadcasts());
     ok &= succeeded(checkReduces());
     ok &= succeeded(checkAccumulates());
+    ok &= succeeded(checkStepResults());
     ok &= succeeded(checkStagePasses());
     ok &= succeeded(checkStepEnd());
     ok &= succeeded(checkKfacStepEnd());
@@ -801,6 +836,53 @@ private:
       }
     }
     return success(ok);
+  }
+
+  /// The loss leaves the step once: one rank reports the step's loss, or
+  /// each micro-batch's loss is reported by one rank (the host weights
+  /// them); a program without any report makes no loss.
+  LogicalResult checkStepResults() {
+    std::optional<Position> whole;
+    std::map<int64_t, Position> perMicrobatch;
+    bool ok = true;
+    for (auto [rank, program] : llvm::enumerate(programs))
+      for (auto [index, op] : llvm::enumerate(program.ops)) {
+        auto result = dyn_cast<StepResultOp>(op);
+        if (!result)
+          continue;
+        Position at{int64_t(rank), index};
+        std::optional<Position> earlier;
+        if (result.getMicrobatch()) {
+          auto [it, fresh] = perMicrobatch.try_emplace(int64_t(*result.getMicrobatch()), at);
+          if (!fresh)
+            earlier = it->second;
+        } else if (whole) {
+          earlier = whole;
+        } else {
+          whole = at;
+        }
+        if (earlier) {
+          ok = false;
+          error(at) << describe(op) << " is reported a second time (rank " << earlier->rank
+                    << ", op " << earlier->index << " reports it)";
+        }
+      }
+    if (!ok)
+      return failure();
+    if (whole && !perMicrobatch.empty()) {
+      error(perMicrobatch.begin()->second)
+          << "reports the loss of a micro-batch, but rank " << whole->rank << " reports the step's";
+      return failure();
+    }
+    if (!perMicrobatch.empty())
+      for (int64_t m = 0; m < numMicrobatches; ++m)
+        if (!perMicrobatch.count(m)) {
+          error(perMicrobatch.begin()->second)
+              << "the losses of the micro-batches are reported, but no rank reports micro-batch "
+              << m << "'s";
+          return failure();
+        }
+    return success();
   }
 
   /// The `pf.name`s of the call's function's arguments or results, sorted.
@@ -1206,7 +1288,7 @@ private:
       return pc[rank] < programs[rank].ops.size() ? programs[rank].ops[pc[rank]] : nullptr;
     };
     auto meets = [&](int64_t rank, Operation *op) -> SmallVector<int64_t> {
-      if (isa<RunStageOp, KfacPromoteInversesOp>(op)) // local work
+      if (isa<RunStageOp, KfacPromoteInversesOp, StepResultOp>(op)) // local work
         return {rank};
       if (auto send = dyn_cast<SendActOp>(op)) {
         auto recv = dyn_cast_or_null<RecvActOp>(current(send.getTo()));

@@ -159,17 +159,34 @@ def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
     these partial sums in the association it picks; only a gradient
     (`grad/*`) may be summed so.
 
+    A value of the program is summed as an operand: `input` (each member's
+    partial sum) in, `sum` out, order(library). So far the loss's running
+    sum (`loss_sum`) of a last stage that two ranks run, each weighting the
+    micro-batches it ran; a named value has neither.
+
     ```mlir
     pf.all_reduce "grad/w" ranks([0, 1]) order(library) : tensor<16x16xf32>
+    %loss = pf.all_reduce "loss_sum"(%partial : tensor<f32>) ranks([0, 1]) order(library)
+        : tensor<f32> -> tensor<f32>
     ```
   }];
-  let arguments = (ins StrAttr:$value, DenseI64ArrayAttr:$ranks,
+  let arguments = (ins StrAttr:$value, Optional<AnyRankedTensor>:$input,
+                   DenseI64ArrayAttr:$ranks,
                    DefaultValuedAttr<PF_ReductionOrder,
                                      "::mlir::pf::ReductionOrder::Microbatch">:$order,
                    TypeAttrOf<AnyRankedTensor>:$type);
+  let results = (outs Optional<AnyRankedTensor>:$sum);
   let assemblyFormat = [{
-    $value `ranks` `(` $ranks `)` (`order` `(` $order^ `)`)? attr-dict `:` $type
+    $value (`(` $input^ `:` type($input) `)`)? `ranks` `(` $ranks `)` (`order` `(` $order^ `)`)?
+    attr-dict `:` $type (`->` type($sum)^)?
   }];
+  let builders = [
+    // A named value (no operand, no result).
+    OpBuilder<(ins "::llvm::StringRef":$value, "::llvm::ArrayRef<int64_t>":$ranks,
+                   "::mlir::pf::ReductionOrder":$order, "::mlir::RankedTensorType":$type), [{
+      build($_builder, $_state, ::mlir::Type(), value, ::mlir::Value(), ranks, order, type);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -263,6 +280,33 @@ def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip"> {
   }];
   let arguments = (ins F64Attr:$kappa, StrArrayAttr:$order);
   let assemblyFormat = "`kappa` `(` $kappa `)` `order` `(` $order `)` attr-dict";
+  let hasVerifier = 1;
+}
+
+def PF_StepResultOp : PF_RankProgramBodyOp<"step_result"> {
+  let summary = "hands a value of the step to the host (the loss)";
+  let description = [{
+    The host reads `value` after the step as its result `name` — the only
+    stage value whose contents leave the program. `loss` without a
+    `microbatch` is the step's loss, the count-weighted mean over the
+    micro-batches that the last stage's accumulate calls formed (or the
+    forward's loss with one micro-batch), reported by the one rank running
+    every micro-batch of the last stage. With `microbatch(m)` it is
+    micro-batch m's loss, reported by the rank that ran it where two ranks
+    run the last stage (Chimera, DualPipe); the host weights those. Over
+    all programs the loss is reported once: by one rank for the step, or
+    once for each micro-batch.
+
+    ```mlir
+    pf.step_result "loss" %sum : tensor<f32>
+    pf.step_result "loss" %loss microbatch(2) : tensor<f32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, AnyRankedTensor:$value,
+                   OptionalAttr<PF_NonNegativeI64Attr>:$microbatch);
+  let assemblyFormat = [{
+    $name $value (`microbatch` `(` $microbatch^ `)`)? attr-dict `:` type($value)
+  }];
   let hasVerifier = 1;
 }
 

@@ -29,12 +29,23 @@ inline constexpr llvm::StringLiteral kWeightSavedPrefix = "wsaved/";
 /// A pass's layer input for its K-FAC factor calls.
 inline constexpr llvm::StringLiteral kKfacInputPrefix = "kfac_in/";
 
+/// A forward's loss of its micro-batch (an f32 scalar), and its running
+/// count-weighted sum, which the last stage's accumulate calls return where
+/// one rank runs every micro-batch of that stage.
+inline constexpr llvm::StringLiteral kLossName = "loss";
+inline constexpr llvm::StringLiteral kLossSumName = "loss_sum";
+
 /// Whether `name` is a stage value: an operand or result of pf.run_stage.
 inline bool isStageValueName(llvm::StringRef name) {
   return name.starts_with(kActivationPrefix) || name.starts_with(kSavedPrefix) ||
          name.starts_with(kActivationGradientPrefix) || name.starts_with(kWeightSavedPrefix) ||
-         name.starts_with(kKfacInputPrefix);
+         name.starts_with(kKfacInputPrefix) || name == kLossName || name == kLossSumName;
 }
+
+/// A stage value that continues from one micro-batch's accumulate call to
+/// the next (its operand is the previous call's result, not a value of the
+/// call's own micro-batch).
+inline bool isRunningSumName(llvm::StringRef name) { return name == kLossSumName; }
 
 /// What crosses ranks (pf.send_act / pf.recv_act).
 inline bool isTransferredName(llvm::StringRef name) {
@@ -58,12 +69,6 @@ inline constexpr llvm::StringLiteral kGradientSumPrefix = "grad_sum/";
 /// embedding), which the last stage's accumulate call adds:
 /// `grad_part/<parameter>`.
 inline constexpr llvm::StringLiteral kGradientPartPrefix = "grad_part/";
-
-/// A forward's loss of its micro-batch (an f32 scalar), and its running
-/// count-weighted sum, which the last stage's accumulate calls return where
-/// one rank runs every micro-batch of that stage.
-inline constexpr llvm::StringLiteral kLossName = "loss";
-inline constexpr llvm::StringLiteral kLossSumName = "loss_sum";
 
 /// `grad_sum/<p>` of `grad/<p>`.
 inline std::string gradientSumName(llvm::StringRef gradient) {
