@@ -123,6 +123,35 @@ struct ClipByGlobalNormPattern : RuntimePattern<ClipByGlobalNormOp> {
   }
 };
 
+/// pfrt_weighted_add(sum, input, count, total or 1, out): the counts read
+/// as i64 (dividing by 1 is exact, so no total divides by nothing).
+struct WeightedAddPattern : RuntimePattern<WeightedAddOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(WeightedAddOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    RuntimeLowering &l = lowering;
+    Location loc = op.getLoc();
+    FailureOr<Value> count =
+        l.readScalar(rewriter, op, op.getCount(), adaptor.getCount(), rewriter.getI64Type());
+    if (failed(count))
+      return failure();
+    Value total = l.constI64(rewriter, loc, 1);
+    if (op.getTotal()) {
+      FailureOr<Value> read =
+          l.readScalar(rewriter, op, op.getTotal(), adaptor.getTotal(), rewriter.getI64Type());
+      if (failed(read))
+        return failure();
+      total = *read;
+    }
+    Value out = l.entryOf(rewriter, loc, op.getOutput());
+    if (failed(l.call(rewriter, op, "pfrt_weighted_add",
+                      {adaptor.getSum(), adaptor.getInput(), *count, total, out})))
+      return failure();
+    replaceByEntries(rewriter, op, out);
+    return success();
+  }
+};
+
 struct SGDUpdatePattern : RuntimePattern<SGDUpdateOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(SGDUpdateOp op, OpAdaptor adaptor,
@@ -204,7 +233,7 @@ void mlir::pf::populateTrainingPatterns(const TypeConverter &converter,
                                         RuntimeLowering &lowering,
                                         RewritePatternSet &patterns) {
   patterns.add<LayerNormGradPattern, GeluGradPattern, SoftmaxGradPattern, GatherGradPattern,
-               SoftmaxCrossEntropyPattern, ClipByGlobalNormPattern, SGDUpdatePattern,
-               AdamWUpdatePattern, LAMBUpdatePattern>(converter, patterns.getContext(),
-                                                      lowering);
+               SoftmaxCrossEntropyPattern, ClipByGlobalNormPattern, WeightedAddPattern,
+               SGDUpdatePattern, AdamWUpdatePattern, LAMBUpdatePattern>(
+      converter, patterns.getContext(), lowering);
 }

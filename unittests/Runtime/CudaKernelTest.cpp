@@ -379,6 +379,22 @@ TEST_F(CudaKernels, BinaryLargeAndInPlace) {
   expectClose(a, 0, 0, "in-place mul");
 }
 
+// The accumulate functions' one pass: the CPU's bits (mul, add, div each
+// rounded, no fused multiply-add), in place on the running sum.
+TEST_F(CudaKernels, WeightedAddInPlace) {
+  for (int32_t dtype : {PFRT_F32, PFRT_F64}) {
+    Pair &sum = make(dtype, {100003}, -3, 3, 80), &x = make(dtype, {100003}, -1e3, 1e3, 81);
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_weighted_add(c, on(sum, d), on(x, d), 37, 1, on(sum, d));
+    });
+    expectClose(sum, 0, 0, "running sum");
+    both([&](pfrt_context *c, bool d) {
+      return pfrt_weighted_add(c, on(sum, d), on(x, d), 41, 151, on(sum, d));
+    });
+    expectClose(sum, 0, 0, "divided by the total");
+  }
+}
+
 TEST_F(CudaKernels, UnaryOpsAndGelu) {
   for (int32_t dtype : {PFRT_F32, PFRT_F64}) {
     const double rtol = dtype == PFRT_F32 ? 4e-6 : 1e-13, atol = dtype == PFRT_F32 ? 1e-6 : 1e-15;

@@ -165,6 +165,48 @@ TEST_F(OptimizerTest, Lamb) {
   }
 }
 
+/// pfrt_weighted_add's bits are pfrt_cast's, pfrt_mul's, pfrt_add's and
+/// pfrt_div's one after the other (what the unfused accumulate functions
+/// computed), in place too: a fused multiply-add would differ in the last
+/// bit of many elements.
+TEST_F(OptimizerTest, WeightedAddIsMulAddDivBitForBit) {
+  auto check = [&](auto zero) {
+    using T = decltype(zero);
+    const Dims dims{257, 33};
+    Tensor<T> sum = random<T>(dims, -3, 3, 500), x = random<T>(dims, -1e3, 1e3, 501);
+    const int64_t count = 37, total = 151;
+    Tensor<T> cf(Dims{}), tf(Dims{}), term(dims), added(dims), expect(dims), out(dims);
+    Tensor<int64_t> ci(Dims{}), ti(Dims{});
+    ci[0] = count;
+    ti[0] = total;
+    pfrt_tensor tci = ci.desc(), tti = ti.desc(), tcf = cf.desc(), ttf = tf.desc();
+    ok(pfrt_cast(ctx, &tci, &tcf));
+    ok(pfrt_cast(ctx, &tti, &ttf));
+    pfrt_tensor ts = sum.desc(), tx = x.desc(), tterm = term.desc(), tadded = added.desc(),
+                texpect = expect.desc(), tout = out.desc();
+    ok(pfrt_mul(ctx, &tx, &tcf, &tterm));
+    ok(pfrt_add(ctx, &ts, &tterm, &tadded));
+    // Without a total (1): the running sum.
+    ok(pfrt_weighted_add(ctx, &ts, &tx, count, 1, &tout));
+    EXPECT_EQ(out.data, added.data);
+    ok(pfrt_div(ctx, &tadded, &ttf, &texpect));
+    ok(pfrt_weighted_add(ctx, &ts, &tx, count, total, &tout));
+    EXPECT_EQ(out.data, expect.data);
+    // In place on the running sum.
+    ok(pfrt_weighted_add(ctx, &ts, &tx, count, total, &ts));
+    EXPECT_EQ(sum.data, expect.data);
+  };
+  check(0.0f);
+  check(0.0);
+  // Mismatched shapes are refused, an integer dtype unsupported.
+  Tensor<float> a({4}), b({5});
+  pfrt_tensor ta = a.desc(), tb = b.desc();
+  fails(pfrt_weighted_add(ctx, &ta, &tb, 1, 1, &ta), PFRT_INVALID_ARGUMENT, "pfrt_weighted_add");
+  Tensor<int64_t> i({4});
+  pfrt_tensor ti = i.desc();
+  fails(pfrt_weighted_add(ctx, &ti, &ti, 1, 1, &ti), PFRT_UNSUPPORTED, "pfrt_weighted_add");
+}
+
 TEST_F(OptimizerTest, GlobalNormClipScaleDot) {
   Tensor<float> a = random<float>({100, 70}, -1, 1, 400);
   Tensor<double> b = random<double>({33}, -2, 2, 401);

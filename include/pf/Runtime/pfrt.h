@@ -811,6 +811,16 @@ PFRT_API pfrt_status pfrt_clip_by_global_norm(pfrt_context *ctx,
                                               int32_t n, double max_norm,
                                               double *norm);
 
+/* out = (sum + x * count) / total elementwise, count and total converted to
+ * the dtype and each of the multiply, add and divide rounded to it (as
+ * pfrt_mul, pfrt_add and pfrt_div one after the other give, never a fused
+ * multiply-add), in one pass: a running count-weighted sum of gradient
+ * pieces (total 1 divides by nothing). f32, f64; sum, x and out of one
+ * shape and dtype; out may be sum or x. */
+PFRT_API pfrt_status pfrt_weighted_add(pfrt_context *ctx, const pfrt_tensor *sum,
+                                       const pfrt_tensor *x, int64_t count,
+                                       int64_t total, const pfrt_tensor *out);
+
 /* out = alpha * x (f32, f64; same shape and dtype); out may be x. */
 PFRT_API pfrt_status pfrt_scale(pfrt_context *ctx, const pfrt_tensor *x,
                                 double alpha, const pfrt_tensor *out);

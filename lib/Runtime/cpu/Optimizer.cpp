@@ -296,6 +296,34 @@ pfrt_status pfrt_clip_by_global_norm_cpu(pfrt_context *ctx,
   return PFRT_OK;
 }
 
+pfrt_status pfrt_weighted_add_cpu(pfrt_context *ctx, const pfrt_tensor *sum,
+                                  const pfrt_tensor *x, int64_t count, int64_t total,
+                                  const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_weighted_add");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(call.dtypeIn("x", x, {PFRT_F32, PFRT_F64}));
+  PFRT_TRY(floatLike(call, "sum", sum, x->dtype, Shape::of(*x)));
+  PFRT_TRY(floatLike(call, "out", out, x->dtype, Shape::of(*x)));
+  visitFloat(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T c = T(count), t = T(total);
+    const T *s = static_cast<const T *>(sum->data);
+    const T *g = static_cast<const T *>(x->data);
+    T *o = static_cast<T *>(out->data);
+    // Built with -ffp-contract=off: s + g * c is two roundings, as
+    // pfrt_mul then pfrt_add.
+    parallelChunks(ctx, Shape::of(*x).numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T term = g[i] * c;
+        const T added = s[i] + term;
+        o[i] = added / t;
+      }
+    });
+  });
+  return PFRT_OK;
+}
+
 pfrt_status pfrt_scale_cpu(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
                            const pfrt_tensor *out) {
   Call call(ctx, "pfrt_scale");

@@ -39,6 +39,21 @@ __global__ void scaleKernel(int64_t n, double alpha, const T *x, T *out) {
   PFRT_GRID_STRIDE(i, n) { out[i] = x[i] * a; }
 }
 
+/// out = (sum + x * count) / total, each step rounded to T: the _rn
+/// intrinsics are never contracted into a fused multiply-add, so the bits are
+/// pfrt_mul's, then pfrt_add's, then pfrt_div's.
+__device__ inline float mulRn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mulRn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float addRn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double addRn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float divRn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline double divRn(double a, double b) { return __ddiv_rn(a, b); }
+template <class T>
+__global__ void weightedAddKernel(int64_t n, const T *sum, const T *x, T count, T total,
+                                  T *out) {
+  PFRT_GRID_STRIDE(i, n) { out[i] = divRn(addRn(sum[i], mulRn(x[i], count)), total); }
+}
+
 /// partials[block] = this block's share of sum a[i] * b[i] (b == a for a
 /// sum of squares).
 template <class T>
@@ -292,6 +307,30 @@ pfrt_status queueScale(const Call &call, const pfrt_tensor *x, double alpha,
   return launched(call, "scaleKernel");
 }
 
+pfrt_status weightedAddEntry(pfrt_context *ctx, const pfrt_tensor *sum,
+                             const pfrt_tensor *x, int64_t count, int64_t total,
+                             const pfrt_tensor *out) {
+  Call call(ctx, "pfrt_weighted_add");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(call.tensor("x", x));
+  PFRT_TRY(floatDtype(call, "x", x));
+  PFRT_TRY(floatLike(call, "sum", sum, x->dtype, Shape::of(*x)));
+  PFRT_TRY(floatLike(call, "out", out, x->dtype, Shape::of(*x)));
+  const int64_t n = Shape::of(*x).numel();
+  if (n == 0)
+    return PFRT_OK;
+  cudaStream_t s = streamOf(call.context());
+  if (x->dtype == PFRT_F32)
+    weightedAddKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        n, dataAs<const float>(sum), dataAs<const float>(x), float(count), float(total),
+        dataAs<float>(out));
+  else
+    weightedAddKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        n, dataAs<const double>(sum), dataAs<const double>(x), double(count), double(total),
+        dataAs<double>(out));
+  return launched(call, "weightedAddKernel");
+}
+
 pfrt_status scaleEntry(pfrt_context *ctx, const pfrt_tensor *x, double alpha,
                        const pfrt_tensor *out) {
   Call call(ctx, "pfrt_scale");
@@ -424,6 +463,7 @@ void registerOptimizer(KernelTable &t) {
   t.pfrt_adamw_step = adamwEntry;
   t.pfrt_lamb_step = lambEntry;
   t.pfrt_scale = scaleEntry;
+  t.pfrt_weighted_add = weightedAddEntry;
   t.pfrt_dot = dotEntry;
   t.pfrt_global_norm = globalNormEntry;
   t.pfrt_clip_by_global_norm = clipEntry;

@@ -704,23 +704,20 @@ struct BuildRankProgramsPass
         sums.push_back(piece);
         continue;
       }
-      Value term = MulOp::create(b, loc, grad.type, piece, CastOp::create(b, loc, count, to));
       Value total = divides ? entry->getArgument(perGrad * grads.size() + 1) : Value();
       if (!continues) {
+        Value term = MulOp::create(b, loc, grad.type, piece, CastOp::create(b, loc, count, to));
         sums.push_back(position == Position::Single
                            ? DivOp::create(b, loc, grad.type, term,
                                            CastOp::create(b, loc, total, to))
                            : term);
         continue;
       }
-      Value added =
-          AddOp::create(b, loc, entry->getArgument(perGrad * i + unsigned(parts) + 1), term);
-      if (position == Position::Middle) {
-        sums.push_back(added);
-        continue;
-      }
-      sums.push_back(
-          DivOp::create(b, loc, grad.type, added, CastOp::create(b, loc, total, to)));
+      // sum + piece·c (then / the total): pf.mul, pf.add and pf.div's bits
+      // in one pass over the gradient.
+      sums.push_back(WeightedAddOp::create(
+          b, loc, grad.type, entry->getArgument(perGrad * i + unsigned(parts) + 1), piece, count,
+          total));
     }
     func::ReturnOp::create(b, loc, sums);
     return func;

@@ -50,11 +50,10 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-LABEL: func.func @stage0_accumulate_last(
 // CHECK-SAME: %[[G:arg0]]: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %[[S:arg1]]: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, %arg2: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.1.dense.weight"}, %arg3: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"}, %[[C:arg4]]: tensor<i64> {pf.name = "loss_count"}, %[[T:arg5]]: tensor<i64> {pf.name = "loss_total"})
 // CHECK-SAME: -> (tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}, tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.1.dense.weight"})
-// CHECK: %[[CF:.*]] = pf.cast %[[C]]
-// CHECK: %[[TERM:.*]] = pf.mul %[[G]], %[[CF]]
-// CHECK: %[[ADDED:.*]] = pf.add %[[S]], %[[TERM]]
-// CHECK: %[[TF:.*]] = pf.cast %[[T]]
-// CHECK: %[[MEAN:.*]] = pf.div %[[ADDED]], %[[TF]]
+// The running sum continues in one pass: (sum + piece·c) / total, the bits
+// of pf.mul, pf.add and pf.div (a middle call divides by nothing).
+// CHECK-NOT: pf.mul
+// CHECK: %[[MEAN:.*]] = pf.weighted_add %[[S]], %[[G]], %[[C]], %[[T]] : tensor<16x16xf32>
 // CHECK: return %[[MEAN]], %{{.*}} :
 // The last stage weights the loss with its gradients (one rank runs all of
 // its micro-batches): the same term, running sum and mean.
@@ -67,10 +66,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-LABEL: func.func @stage1_accumulate_last(
 // CHECK-SAME: %[[L:arg4]]: tensor<f32> {pf.name = "loss"}, %[[LS:arg5]]: tensor<f32> {pf.name = "loss_sum"}, %[[LC:arg6]]: tensor<i64> {pf.name = "loss_count"}, %[[LT:arg7]]: tensor<i64> {pf.name = "loss_total"})
 // CHECK-SAME: tensor<f32> {pf.name = "loss_sum"})
-// CHECK: %[[LTERM:.*]] = pf.mul %[[L]], %{{.*}}
-// CHECK-NEXT: %[[LADDED:.*]] = pf.add %[[LS]], %[[LTERM]]
-// CHECK-NEXT: %[[LTF:.*]] = pf.cast %[[LT]]
-// CHECK-NEXT: %[[LMEAN:.*]] = pf.div %[[LADDED]], %[[LTF]]
+// CHECK: %[[LMEAN:.*]] = pf.weighted_add %[[LS]], %[[L]], %[[LC]], %[[LT]] : tensor<f32>
 // CHECK: return %{{.*}}, %{{.*}}, %[[LMEAN]] :
 // CHECK-LABEL: func.func @stage1_accumulate_reduced_first(
 // CHECK-SAME: {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %{{.*}}: tensor<i64> {pf.name = "loss_count"}
@@ -281,7 +277,5 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-MIDDLE-LABEL: func.func @stage0_accumulate(
 // D3-MIDDLE-SAME: %[[G:arg0]]: tensor<16x16xf32> {pf.name = "grad/bert.encoder.layer.0.dense.weight"}, %[[S:arg1]]: tensor<16x16xf32> {pf.name = "grad_sum/bert.encoder.layer.0.dense.weight"}
 // D3-MIDDLE-SAME: %[[C:arg2]]: tensor<i64> {pf.name = "loss_count"})
-// D3-MIDDLE-NEXT: %[[CF:.*]] = pf.cast %[[C]]
-// D3-MIDDLE-NEXT: %[[TERM:.*]] = pf.mul %[[G]], %[[CF]]
-// D3-MIDDLE-NEXT: %[[ADDED:.*]] = pf.add %[[S]], %[[TERM]]
+// D3-MIDDLE-NEXT: %[[ADDED:.*]] = pf.weighted_add %[[S]], %[[G]], %[[C]] : tensor<16x16xf32>
 // D3-MIDDLE-NEXT: return %[[ADDED]] :

@@ -90,6 +90,36 @@ def PF_ClipByGlobalNormOp : PF_Op<"clip_by_global_norm", [Pure,
   let hasVerifier = 1;
 }
 
+/// A 0-d i64 tensor (a count), which the assembly format need not spell.
+def PF_I64Scalar : 0DTensorOf<[I64]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))";
+}
+
+def PF_WeightedAddOp : PF_Op<"weighted_add", [Pure,
+    AllTypesMatch<["sum", "input", "output"]>]> {
+  let summary = "a running count-weighted sum: (sum + input · count) / total, in one pass";
+  let description = [{
+    Elementwise `(sum + input · count) / total`, `count` and `total` (0-d
+    i64) converted to the element type and each multiply, add and divide
+    rounded to it, so the bits are those of pf.mul, pf.add and pf.div (and
+    pf.cast of the counts) one after the other, never a fused multiply-add;
+    without `total` nothing is divided. pf-build-rank-programs' accumulate
+    functions continue a gradient's micro-batch sum with it (one pass over
+    the gradient instead of three); lowered to pfrt_weighted_add.
+
+    ```mlir
+    %next = pf.weighted_add %sum, %piece, %count : tensor<16x16xf32>
+    %mean = pf.weighted_add %sum, %piece, %count, %total : tensor<16x16xf32>
+    ```
+  }];
+  let arguments = (ins TensorOf<[F32, F64]>:$sum, TensorOf<[F32, F64]>:$input,
+                   PF_I64Scalar:$count, Optional<PF_I64Scalar>:$total);
+  let results = (outs TensorOf<[F32, F64]>:$output);
+  let assemblyFormat = [{
+    $sum `,` $input `,` $count (`,` $total^)? attr-dict `:` type($output)
+  }];
+}
+
 class PF_OptimizerOp<string mnemonic> : PF_Op<mnemonic, [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     MemoryEffects<[MemRead, MemWrite]>]> {
