@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PipeFisher's claim, measured (issue 38, item 1): time to a target held-out
 loss on real text with K-FAC in the bubbles of a running pipeline, against
-AdamW on the same pipeline.
+AdamW on the same pipeline; and the staleness study (item 2): single-process
+steps to AdamW's final held-out loss with stale inverses.
 
 Every run is `mpirun -np D pf-train MODEL --corpus C --pipeline "stages=D
 schedule=S microbatches=N ..."` (one rank per stage, one runtime thread per
@@ -26,6 +27,30 @@ rank) to --steps on the same text, with the same batches and masks (the same
 K-FAC uses pf-train's defaults otherwise (grafted, damping 1e-5, decay 0.5,
 KL-clip 1e-3). Schedules gpipe, 1f1b and chimera by default.
 
+The staleness study (`--only staleness`, which stands for all six; not run
+by default): single-process `pf-train --micro-batches N` runs, the same
+batches and masks, independent of the schedule (key schedule "single",
+d1), the K-FAC ones with `--kfac-refresh-warmup W` (--refresh-warmup, 50:
+inverses refreshed at every one of the first W steps; -wW in their keys):
+  * adamw-single    AdamW, single process: the study's target per seed
+                    (the default pipeline mode is its arithmetic within
+                    rounding: seed 0's held-out losses equal gpipe's and
+                    1f1b's pipelined AdamW's to 4 decimals at every
+                    evaluation; Chimera's end 0.0045 lower);
+  * kfac-single     as above, a refresh at every step (`--kfac-refresh 1`);
+  * kfac-refresh4   `--kfac-refresh 4`: after W, factors every step, the
+                    inverses refreshed from them every 4 steps;
+  * kfac-refresh16  `--kfac-refresh 16`: every 16 steps;
+  * kfac-window2    `--kfac-window 2`: the bubbles' arithmetic with K = 2
+                    (kfac-bubbles' K on gpipe and 1f1b, D = 2, N = 4, BERT-
+                    mini): after W, windows of K steps, the factors updated
+                    at a window's first step only, their inverses used in
+                    the next window (so the first window's preconditioning
+                    uses the warm-up's last inverses);
+  * kfac-window10   `--kfac-window 10`: K = 10 (kfac-bubbles' K on chimera).
+The report's "Staleness" section checks the kept kfac-bubbles runs' K
+against these.
+
 Text: the King James Bible as bench/text_convergence.py builds it (Debian's
 bible-kjv, installed by `scripts/setup.sh --bench`; a chapter per document,
 a WordPiece vocabulary learnt from it), or --text FILE... with a vocabulary
@@ -41,9 +66,9 @@ the fewest steps (then the lowest final loss).
 
     PYTHONPATH=python python3 bench/pipefisher_e2e.py [--config mini] [--ranks 2]
         [--microbatches 4] [--steps 200] [--seeds 3] [--schedules gpipe,1f1b,chimera]
-        [--only adamw,kfac-bubbles,kfac-step,kfac-single] [--lr NAME=LR ...] [--grid]
+        [--only adamw,kfac-bubbles,kfac-step,kfac-single|staleness|NAME,...] [--lr NAME=LR ...] [--grid]
         [--text FILE ...] [--workdir DIR] [--runs-dir DIR] [--max-hours H]
-        [--report-md OUT.md] [--plots DIR] [--json OUT.json] [--dry-run]
+        [--report-md OUT.md] [--plots DIR] [--json OUT.json] [--contended] [--dry-run]
 
 The whole table (3 schedules x 3 pipelined configurations x 3 seeds, and the
 single-process reference) takes many hours on the 2-core machine: build it
@@ -73,7 +98,19 @@ schedule (median of its seeds):
   * K: kfac-bubbles' window (steps per refresh) as pf-train's plan line
     gives it, per seed.
 Each run also keeps its elapsed wall time (with the evaluations and the
-compilation) in its JSON. A plot per schedule (SVG, next to --report-md or
+compilation) in its JSON. --contended marks the runs of an invocation on a
+shared machine (their JSON's "contended"): the tables leave their times out
+("–") and the plots' seconds panels their lines.
+
+The "Staleness" section (when any staleness run is kept), per seed the target
+being that seed's adamw-single final held-out loss (one source for every
+seed; the section also gives seed 0's pipelined AdamW final losses): per
+configuration, final held-out loss, steps to target (interpolated, as
+above), their ratio to adamw-single's steps (to its own final loss: the
+full run, unless its loss was lower before), median of the seeds (per
+seed), and the largest spike; no times. Its plot, pipefisher-e2e-staleness-
+s<seed>.svg (the lowest seed kept): held-out loss against steps, all of them
+and from step W on, a line per configuration. A plot per schedule (SVG, next to --report-md or
 in --plots): held-out loss against steps and against seconds (step x the
 run's median ms/step), a line per run.
 
@@ -117,6 +154,7 @@ class Optimizer:
     pipeline: str | None    # --pipeline's K-FAC option; None: single process
     grid: str               # the bench/text_convergence.py entry --grid takes
     label: str
+    warmup: bool = False    # takes --kfac-refresh-warmup W (and -wW in its key)
 
 
 OPTIMIZERS = {
@@ -128,10 +166,25 @@ OPTIMIZERS = {
                            "K-FAC every step"),
     "kfac-single": Optimizer(("--optimizer", "adamw", "--kfac"), None, "kfac+adamw",
                              "K-FAC every step, single process"),
+    # The staleness study (issue 38 item 2): single process, schedule-independent.
+    "adamw-single": Optimizer(("--optimizer", "adamw"), None, "adamw", "AdamW, single process"),
+    "kfac-refresh4": Optimizer(("--optimizer", "adamw", "--kfac", "--kfac-refresh", "4"), None,
+                               "kfac+adamw", "K-FAC, refresh every 4 steps", warmup=True),
+    "kfac-refresh16": Optimizer(("--optimizer", "adamw", "--kfac", "--kfac-refresh", "16"), None,
+                                "kfac+adamw", "K-FAC, refresh every 16 steps", warmup=True),
+    "kfac-window2": Optimizer(("--optimizer", "adamw", "--kfac", "--kfac-window", "2"), None,
+                              "kfac+adamw", "K-FAC, bubbles' window K = 2", warmup=True),
+    "kfac-window10": Optimizer(("--optimizer", "adamw", "--kfac", "--kfac-window", "10"), None,
+                               "kfac+adamw", "K-FAC, bubbles' window K = 10", warmup=True),
 }
+# The per-schedule tables' configurations (item 1), and the staleness study's (item 2).
+E2E = ("adamw", "kfac-bubbles", "kfac-step", "kfac-single")
+STALENESS = ("adamw-single", "kfac-single", "kfac-refresh4", "kfac-refresh16", "kfac-window2",
+             "kfac-window10")
 SINGLE = "single"  # the schedule of the single-process runs
 COLORS = {"adamw": "#1f77b4", "kfac-bubbles": "#d62728", "kfac-step": "#2ca02c",
-          "kfac-single": "#7f7f7f"}
+          "kfac-single": "#7f7f7f", "adamw-single": "#17becf", "kfac-refresh4": "#ff7f0e",
+          "kfac-refresh16": "#9467bd", "kfac-window2": "#8c564b", "kfac-window10": "#e377c2"}
 
 
 @dataclass(frozen=True)
@@ -202,7 +255,7 @@ def run_key(args, text: str, job: Job) -> str:
     key = (f"{args.config}-v{args.model_vocab}-{text}-{job.name}-{job.schedule}-d{ranks}"
            f"-m{args.microbatches}-lr{job.lr:g}-s{job.seed}-n{args.steps}-b{args.batch}"
            f"-e{args.eval_every}-p{args.predictions}")
-    if job.name == "kfac-bubbles":
+    if job.name == "kfac-bubbles" or OPTIMIZERS[job.name].warmup:
         key += f"-w{args.refresh_warmup}"
     return key
 
@@ -214,6 +267,8 @@ def command(args, inputs: Inputs, job: Job) -> list[str]:
            "--seed", str(job.seed), "--log-every", "10", "--num-threads", "1",
            "--eval-every", str(args.eval_every), "--predictions", str(args.predictions),
            *opt.flags]
+    if opt.warmup:
+        cmd += ["--kfac-refresh-warmup", str(args.refresh_warmup)]
     if opt.pipeline is None:
         return [*cmd, "--micro-batches", str(args.microbatches)]
     if opt.pipeline == "kfac=bubbles":
@@ -242,7 +297,7 @@ def execute(cmd: list[str], timeout: float) -> tuple[str, str, int | None]:
         return out, err + f"\ntimed out after {timeout:.0f} s", None
 
 
-def train(cmd: list[str], job: Job, timeout: float) -> dict:
+def train(cmd: list[str], job: Job, timeout: float, contended: bool = False) -> dict:
     """One run: held-out losses by step, median ms/step, wall time (the
     progress and eval lines parsed as bench/text_convergence.py's run())."""
     start = time.monotonic()
@@ -257,7 +312,7 @@ def train(cmd: list[str], job: Job, timeout: float) -> dict:
             "nonfinite": "the loss is" in err, "evals": sorted(evals.items()),
             "ms_per_step": statistics.median(ms[1:] or ms) if ms else float("nan"),
             "wall_s": wall, "window": int(window.group(1)) if window else None,
-            "stderr": err[-2000:] if rc != 0 else ""}
+            "contended": contended, "stderr": err[-2000:] if rc != 0 else ""}
 
 
 def steps_to(evals, target: float) -> float | None:
@@ -281,16 +336,21 @@ def summarize(runs: list[dict], target: float | None, spike_after: int) -> dict:
             steps = float("nan")
         else:
             steps = None if r["diverged"] else steps_to(r["evals"], target)
+        # A contended run's time (--contended) is left out: nan, shown as "–".
+        contended = bool(r.get("contended"))
+        ms = float("nan") if contended else r["ms_per_step"]
         per.append({"seed": r["seed"], "final": final_loss(r), "steps": steps,
-                    "seconds": None if steps is None else steps * r["ms_per_step"] / 1e3,
+                    "seconds": None if steps is None else steps * ms / 1e3,
                     "spike": largest_spike(r["evals"], spike_after),
-                    "ms": r["ms_per_step"], "window": r["window"], "wall_s": r["wall_s"]})
+                    "ms": ms, "window": r["window"], "wall_s": r["wall_s"],
+                    "contended": contended})
+    timed = [p for p in per if not p["contended"]]
     return {"lr": runs[0]["lr"], "seeds": per,
             "final": statistics.median(p["final"] for p in per),
             "steps": median_or_inf(p["steps"] for p in per),
-            "seconds": median_or_inf(p["seconds"] for p in per),
+            "seconds": median_or_inf(p["seconds"] for p in timed) if timed else float("nan"),
             "spike": max(p["spike"] for p in per),
-            "ms": statistics.median(p["ms"] for p in per)}
+            "ms": statistics.median(p["ms"] for p in timed) if timed else float("nan")}
 
 
 def choose(by_lr: dict[float, list[dict]], target: float | None, spike_after: int) -> dict:
@@ -316,7 +376,7 @@ def schedule_summary(schedule: str, results: dict[Job, dict], spike_after: int) 
         best = choose(adamw, None, spike_after)
         target = best["final"] if math.isfinite(best["final"]) else None
         rows["adamw"] = summarize(adamw[best["lr"]], target, spike_after)
-    for name in OPTIMIZERS:
+    for name in E2E:
         if name != "adamw" and by_lr(name):
             rows[name] = choose(by_lr(name), target, spike_after)
     return {"target": target, "rows": rows}
@@ -364,8 +424,151 @@ def markdown(schedule: str, args, summary: dict) -> str:
             f"{ratio(s['steps'], base['steps']) if base else '–'} | "
             f"{cell(s['seconds'], [p['seconds'] for p in per], '.0f', 'not reached')} | "
             f"{ratio(s['seconds'], base['seconds']) if base else '–'} | "
-            f"{cell(s['spike'], [p['spike'] for p in per], '.3f')} | {s['ms']:.1f} | "
+            f"{cell(s['spike'], [p['spike'] for p in per], '.3f')} | "
+            f"{fmt(s['ms'], '.1f', '–')} | "
             f"{ratio(s['ms'], base['ms']) if base else '–'} | {windows} |")
+    if any(p["contended"] for s in rows.values() for p in s["seeds"]):
+        lines += ["", "–: a run on a shared machine (`--contended`), its time left out of "
+                      "the medians."]
+    return "\n".join(lines) + "\n"
+
+
+def staleness_summary(results: dict[Job, dict], spike_after: int, early: int) -> dict:
+    """The staleness study: per seed, the target is that seed's adamw-single
+    final held-out loss; per configuration (the learning rate reaching it in
+    the fewest median steps, adamw-single's the lowest median final loss),
+    its steps to the target, their ratio to adamw-single's, the final
+    held-out loss and the largest spike."""
+    def by_lr(name):
+        grouped: dict[float, list[dict]] = {}
+        for job, r in sorted(results.items(), key=lambda item: item[0].seed):
+            if job.name == name and job.schedule == SINGLE:
+                grouped.setdefault(job.lr, []).append(r)
+        return grouped
+
+    def rows_of(runs, targets, base):
+        per = []
+        for r in runs:
+            target = targets.get(r["seed"])
+            steps = (float("nan") if target is None else
+                     None if r["diverged"] else steps_to(r["evals"], target))
+            base_steps = base.get(r["seed"])
+            per.append({"seed": r["seed"], "final": final_loss(r), "steps": steps,
+                        "ratio": (steps / base_steps if steps is not None and base_steps
+                                  and math.isfinite(steps) else
+                                  float("inf") if steps is None else float("nan")),
+                        "spike": largest_spike(r["evals"], spike_after)})
+        with_target = [p for p in per if not (p["steps"] is not None and math.isnan(p["steps"]))]
+        return {"lr": runs[0]["lr"], "seeds": per,
+                "final": statistics.median(p["final"] for p in per),
+                "steps": (median_or_inf(p["steps"] for p in with_target) if with_target
+                          else float("nan")),
+                "ratio": (statistics.median(p["ratio"] for p in with_target) if with_target
+                          else float("nan")),
+                "spike": max(p["spike"] for p in per)}
+
+    targets, base, rows = {}, {}, {}
+    adamw = by_lr("adamw-single")
+    if adamw:
+        lr = min(adamw, key=lambda lr: statistics.median(final_loss(r) for r in adamw[lr]))
+        targets = {r["seed"]: final_loss(r) for r in adamw[lr]
+                   if math.isfinite(final_loss(r))}
+        base = {r["seed"]: steps_to(r["evals"], targets[r["seed"]]) for r in adamw[lr]
+                if r["seed"] in targets}
+        rows["adamw-single"] = rows_of(adamw[lr], targets, base)
+    for name in STALENESS:
+        if name != "adamw-single" and by_lr(name):
+            rows[name] = min((rows_of(runs, targets, base) for runs in by_lr(name).values()),
+                             key=lambda s: (s["steps"] if targets else 0, s["final"]))
+    # Each final loss, and the held-out loss at step `early` (the first
+    # evaluation with stale inverses), against the same seed's kfac-single's
+    # (a refresh at every step).
+    runs_by = {(job.name, job.lr, job.seed): r for job, r in results.items()
+               if job.schedule == SINGLE}
+
+    def at(name, lr, seed, step):
+        r = runs_by.get((name, lr, seed))
+        return dict(r["evals"]).get(step, float("nan")) if r and not r["diverged"] else float("nan")
+
+    fresh = rows.get("kfac-single")
+    for name, s in rows.items():
+        for p in s["seeds"]:
+            if fresh and any(q["seed"] == p["seed"] for q in fresh["seeds"]):
+                p["vs_fresh"] = p["final"] - next(q["final"] for q in fresh["seeds"]
+                                                  if q["seed"] == p["seed"])
+                p["early_vs_fresh"] = (at(name, s["lr"], p["seed"], early)
+                                       - at("kfac-single", fresh["lr"], p["seed"], early))
+            else:
+                p["vs_fresh"] = p["early_vs_fresh"] = float("nan")
+        for field in ("vs_fresh", "early_vs_fresh"):
+            paired = [p[field] for p in s["seeds"] if math.isfinite(p[field])]
+            s[field] = statistics.median(paired) if paired else float("nan")
+    return {"targets": targets, "rows": rows, "early": early}
+
+
+STALENESS_NOTES = {
+    "adamw-single": "– (first order)",
+    "kfac-single": "refreshed every step (`--kfac-refresh 1`)",
+    "kfac-refresh4": "every step to W, then every 4 steps (`--kfac-refresh 4`)",
+    "kfac-refresh16": "every step to W, then every 16 steps (`--kfac-refresh 16`)",
+    "kfac-window2": "every step to W, then windows of 2 steps: factors at a window's first "
+                    "step, used in the next window (`--kfac-window 2`)",
+    "kfac-window10": "every step to W, then windows of 10 steps (`--kfac-window 10`)",
+}
+
+
+def staleness_markdown(args, summary: dict, results: dict[Job, dict]) -> str:
+    rows, targets = summary["rows"], summary["targets"]
+    lines = [f"### Staleness (single process, `--micro-batches {args.microbatches}`, "
+             f"W = `--kfac-refresh-warmup` {args.refresh_warmup}): steps to AdamW's final "
+             "held-out loss", ""]
+    if targets:
+        lines.append("Target per seed: the final held-out loss of single-process AdamW "
+                     "(adamw-single) of that seed, for every seed (" +
+                     ", ".join(f"seed {s}: {t:.4f}" for s, t in sorted(targets.items())) +
+                     "); AdamW's steps are those to its own final loss (the full run).")
+    else:
+        lines.append("No target: no finished single-process AdamW (adamw-single) run.")
+    pipe = {job.schedule: r for job, r in results.items()
+            if job.name == "adamw" and job.seed == 0 and not r["diverged"]}
+    if 0 in targets and pipe:
+        lines.append("Seed 0's target against the pipeline's AdamW (D = "
+                     f"{args.ranks}) final held-out loss: " + ", ".join(
+                         f"{sched} {final_loss(r):.4f} ({targets[0] - final_loss(r):+.4f})"
+                         for sched, r in sorted(pipe.items())) + ".")
+    windows = {}
+    for job, r in results.items():
+        if job.name == "kfac-bubbles" and r["window"] is not None:
+            windows.setdefault(job.schedule, set()).add(r["window"])
+    if windows:
+        lines.append("K of the kept kfac-bubbles runs (the scheduler's window, which "
+                     "kfac-window2 and kfac-window10 reproduce): " + ", ".join(
+                         f"{sched} {'/'.join(map(str, sorted(ks)))}"
+                         for sched, ks in sorted(windows.items())) + ".")
+    lines += ["", "| configuration | inverses | lr | seeds | final held-out (per seed) | "
+                  "steps to target (per seed) | ratio to AdamW (per seed) | final − refresh-1's "
+                  f"(per seed) | at step {summary['early']} − refresh-1's (per seed) | "
+                  "spike (per seed) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, s in rows.items():
+        per = s["seeds"]
+        lines.append(
+            f"| {OPTIMIZERS[name].label} | {STALENESS_NOTES[name]} | {s['lr']:g} | {len(per)} | "
+            f"{cell(s['final'], [p['final'] for p in per], '.4f')} | "
+            f"{cell(s['steps'], [p['steps'] for p in per], '.1f', 'not reached')} | "
+            f"{cell(s['ratio'], [p['ratio'] for p in per], '.3f', 'not reached')} | "
+            f"{cell(s['vs_fresh'], [p['vs_fresh'] for p in per], '+.4f')} | "
+            f"{cell(s['early_vs_fresh'], [p['early_vs_fresh'] for p in per], '+.4f')} | "
+            f"{cell(s['spike'], [p['spike'] for p in per], '.3f')} |")
+    lines += ["", "Steps interpolated between held-out evaluations (every "
+                  f"{args.eval_every} steps); ratio: the median of the per-seed ratios; "
+                  "final − refresh-1's: the final held-out loss less that of the same seed's "
+                  "K-FAC with a refresh at every step (kfac-single); at step "
+                  f"{summary['early']} − refresh-1's: the same at the first evaluation after "
+                  "the refresh warm-up, where the first stale inverses (the previous window's) "
+                  "have preconditioned. No "
+                  "time columns: these runs' times were not all measured on an idle machine "
+                  "(`--contended`), and the single-process step is not the pipeline's."]
     return "\n".join(lines) + "\n"
 
 
@@ -376,15 +579,17 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return [i * step for i in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
 
 
-def svg_panel(x0: float, series, xlabel: str, ylim, clip: str) -> list[str]:
-    """One 420 x 300 plot at (x0, 40): axes, ticks and a polyline per series."""
+def svg_panel(x0: float, series, xlabel: str, ylim, clip: str,
+              xmin: float = 0.0) -> list[str]:
+    """One 420 x 300 plot at (x0, 40): axes, ticks and a polyline per series
+    (x from `xmin`)."""
     w, h, top = 420, 300, 40
     xs = [x for _, _, pts in series for x, _ in pts]
     xmax = max(xs) or 1.0
     ylo, yhi = ylim
 
     def px(x):
-        return x0 + w * x / xmax
+        return x0 + w * (x - xmin) / (xmax - xmin)
 
     def py(y):
         return top + h * (yhi - y) / (yhi - ylo)
@@ -393,7 +598,7 @@ def svg_panel(x0: float, series, xlabel: str, ylim, clip: str) -> list[str]:
            '</clipPath>',
            f'<rect x="{x0}" y="{top}" width="{w}" height="{h}" fill="none" stroke="black"/>',
            f'<text x="{x0 + w / 2}" y="{top + h + 36}" text-anchor="middle">{xlabel}</text>']
-    for t in nice_ticks(0, xmax):
+    for t in nice_ticks(xmin, xmax):
         out.append(f'<text x="{px(t):.1f}" y="{top + h + 16}" text-anchor="middle">{t:g}</text>')
     for t in nice_ticks(ylo, yhi):
         out.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{py(t):.1f}" y2="{py(t):.1f}" '
@@ -411,7 +616,8 @@ def plot(path: Path, title: str, runs: dict[str, list[dict]]) -> None:
     by_step = [(name, COLORS[name], [(s, loss) for s, loss in r["evals"]])
                for name, rs in runs.items() for r in rs]
     by_time = [(name, COLORS[name], [(s * r["ms_per_step"] / 1e3, loss) for s, loss in r["evals"]])
-               for name, rs in runs.items() for r in rs if math.isfinite(r["ms_per_step"])]
+               for name, rs in runs.items() for r in rs
+               if math.isfinite(r["ms_per_step"]) and not r.get("contended")]
     # The y range leaves out the loss before the first step (about ln(vocab)).
     ys = [y for _, _, pts in by_step for x, y in pts if x > 0 and math.isfinite(y)]
     ys = ys or [y for _, _, pts in by_step for _, y in pts if math.isfinite(y)] or [0.0, 1.0]
@@ -433,6 +639,37 @@ def plot(path: Path, title: str, runs: dict[str, list[dict]]) -> None:
     path.write_text("\n".join([*parts, "</svg>"]) + "\n", encoding="utf-8")
 
 
+def plot_staleness(path: Path, title: str, runs: dict[str, dict], start: int) -> None:
+    """The staleness runs of one seed: held-out loss against steps, all of
+    them and from step `start` (the refresh warm-up's end) on, a line per
+    configuration."""
+    def series(first):
+        return [(name, COLORS[name], [(s, loss) for s, loss in r["evals"] if s >= first])
+                for name, r in runs.items()]
+
+    def ylim(first):
+        ys = [y for _, _, pts in series(first) for x, y in pts
+              if x > 0 and math.isfinite(y)] or [0.0, 1.0]
+        pad = 0.05 * (max(ys) - min(ys) or 1.0)
+        return (min(ys) - pad, max(ys) + pad)
+
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="450" '
+             'font-family="sans-serif" font-size="12">',
+             '<rect width="100%" height="100%" fill="white"/>',
+             f'<text x="500" y="20" text-anchor="middle" font-size="14">{title}</text>',
+             '<text x="20" y="190" transform="rotate(-90 20 190)" text-anchor="middle">'
+             'held-out loss</text>',
+             *svg_panel(70, series(0), "step", ylim(1), "all"),
+             *svg_panel(560, series(start), f"step (from {start})", ylim(start), "late",
+                        xmin=start)]
+    for i, name in enumerate(runs):
+        x, y = 30 + 320 * (i % 3), 400 + 22 * (i // 3)
+        parts.append(f'<line x1="{x}" x2="{x + 24}" y1="{y}" y2="{y}" stroke="{COLORS[name]}" '
+                     'stroke-width="2"/>')
+        parts.append(f'<text x="{x + 30}" y="{y + 4}">{OPTIMIZERS[name].label}</text>')
+    path.write_text("\n".join([*parts, "</svg>"]) + "\n", encoding="utf-8")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -444,8 +681,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--ranks", type=int, default=2, help="pipeline stages D (2)")
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--schedules", default="gpipe,1f1b,chimera")
-    parser.add_argument("--only", help="comma-separated configurations to run (default: all "
-                                       f"of {', '.join(OPTIMIZERS)})")
+    parser.add_argument("--only", help="comma-separated configurations to run (default: "
+                                       f"{', '.join(E2E)}; 'staleness' stands for "
+                                       f"{', '.join(STALENESS)}; known: {', '.join(OPTIMIZERS)})")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch", type=int, default=32)
@@ -469,10 +707,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--report-md", help="also write the report here")
     parser.add_argument("--plots", help="the plots' directory (default: --report-md's)")
     parser.add_argument("--json", help="write the summaries and runs here")
+    parser.add_argument("--contended", action="store_true",
+                        help="the machine is shared with other work: mark this invocation's runs "
+                             "so (their JSON's 'contended'); their times are left out of the "
+                             "tables and the plots' seconds")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the commands that would run; run nothing")
     args = parser.parse_args()
-    args.names = args.only.split(",") if args.only else list(OPTIMIZERS)
+    names = args.only.split(",") if args.only else list(E2E)
+    args.names = list(dict.fromkeys(
+        n for name in names for n in (STALENESS if name == "staleness" else [name])))
     unknown = [n for n in args.names if n not in OPTIMIZERS]
     if unknown:
         parser.error(f"--only: unknown {', '.join(unknown)} (known: {', '.join(OPTIMIZERS)})")
@@ -526,7 +770,7 @@ def run_all(args, inputs: Inputs, work: Path) -> dict[Job, dict]:
             print(f"--max-hours {args.max_hours:g} reached: {len(missing) - i + 1} run(s) left",
                   flush=True)
             break
-        r = train(command(args, inputs, job), job, args.run_timeout)
+        r = train(command(args, inputs, job), job, args.run_timeout, args.contended)
         if kept and (not r["diverged"] or r["nonfinite"]):
             kept.write_text(json.dumps(r))
         results[job] = r
@@ -559,6 +803,23 @@ def report(args, inputs: Inputs, results: dict[Job, dict]) -> None:
             title = (f"{schedule}, D = {args.ranks}, N = {args.microbatches}: "
                      f"BERT-{args.config}, {inputs.text}")
             plot(path, title, chosen)
+            text += f"\nPlot: {path}\n"
+    early = (args.refresh_warmup // args.eval_every + 1) * args.eval_every
+    summaries["staleness"] = staleness_summary(results, args.spike_after, early)
+    if summaries["staleness"]["rows"]:
+        text += "\n" + staleness_markdown(args, summaries["staleness"], results)
+        seed = min(p["seed"] for s in summaries["staleness"]["rows"].values()
+                   for p in s["seeds"])
+        if plots:
+            plots.mkdir(parents=True, exist_ok=True)
+            chosen = {name: r for name, s in summaries["staleness"]["rows"].items()
+                      for job, r in results.items()
+                      if job.name == name and job.schedule == SINGLE and job.lr == s["lr"]
+                      and job.seed == seed}
+            path = plots / f"pipefisher-e2e-staleness-s{seed}.svg"
+            title = (f"Staleness, single process, N = {args.microbatches}, seed {seed}: "
+                     f"BERT-{args.config}, {inputs.text}")
+            plot_staleness(path, title, chosen, args.refresh_warmup)
             text += f"\nPlot: {path}\n"
     print("\n" + text, end="")
     if args.report_md:
