@@ -713,6 +713,10 @@ def parse_args() -> argparse.Namespace:
                              "tables and the plots' seconds")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the commands that would run; run nothing")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: write the report of the kept runs (--runs-dir) of "
+                             "the schedules, seeds and configurations asked for (a piece run "
+                             "with fewer --schedules writes a report of those only)")
     args = parser.parse_args()
     names = args.only.split(",") if args.only else list(E2E)
     args.names = list(dict.fromkeys(
@@ -756,6 +760,10 @@ def run_all(args, inputs: Inputs, work: Path) -> dict[Job, dict]:
         elif job.name in args.names:
             missing.append((job, kept))
     print(f"{len(results)} run(s) kept, {len(missing)} to run", flush=True)
+    if args.report_only:
+        if not runs_dir:
+            raise SystemExit("pipefisher_e2e.py: --report-only needs --runs-dir")
+        return results
     if args.dry_run:
         for job, _ in missing:
             print(shlex.join(command(args, inputs, job)))
