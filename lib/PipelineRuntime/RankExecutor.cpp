@@ -388,15 +388,56 @@ private:
   /// A view of the value in `slot` for a stage call, checked against the
   /// function's `spec` (the program wrote the descriptor before the op).
   llvm::Expected<TensorView> viewOf(int64_t slot, const TensorSpec &spec) const {
+    auto t = slotTensor(slot, spec.dtype, spec.shape, spec.name);
+    if (!t)
+      return t.takeError();
+    const pfrt_tensor &held = **t;
+    return TensorView{spec.name, held.dtype,
+                      llvm::ArrayRef<int64_t>(held.shape, size_t(std::max(held.rank, 0))),
+                      held.data, program.onBackendMemory()};
+  }
+
+  /// The descriptor of the value in `slot` (named `name`), checked to hold a
+  /// value of `dtype` and `shape`.
+  llvm::Expected<const pfrt_tensor *> slotTensor(int64_t slot, int32_t dtype,
+                                                 llvm::ArrayRef<int64_t> shape,
+                                                 llvm::StringRef name) const {
     if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
-      return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, spec.name));
+      return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, name));
     const pfrt_tensor &t = descriptors[size_t(slot)];
-    llvm::ArrayRef<int64_t> shape(t.shape, size_t(std::max(t.rank, 0)));
-    if (t.dtype != spec.dtype || shape != llvm::ArrayRef<int64_t>(spec.shape))
+    llvm::ArrayRef<int64_t> held(t.shape, size_t(std::max(t.rank, 0)));
+    if (t.dtype != dtype || held != shape)
       return error(llvm::formatv("slot {0} is {1} but '{2}' is {3}", slot,
-                                 typeText(t.dtype, shape.vec()), spec.name,
-                                 typeText(spec.dtype, spec.shape)));
-    return TensorView{spec.name, t.dtype, shape, t.data, program.onBackendMemory()};
+                                 typeText(t.dtype, held.vec()), name,
+                                 typeText(dtype, shape.vec())));
+    return &t;
+  }
+
+  /// A call's stage-value arguments or results (`what`) bind to its `slots`
+  /// in order (the verifier checked them against the function's signature),
+  /// in place; `other` takes the rest.
+  llvm::Error bindSlots(const std::string &function, const std::vector<TensorSpec> &specs,
+                        const std::vector<int64_t> &slots, const char *what,
+                        std::vector<TensorView> &views,
+                        llvm::function_ref<llvm::Error(const TensorSpec &)> other) const {
+    size_t count = 0;
+    for (const TensorSpec &spec : specs) {
+      if (!isStageValue(spec.name)) {
+        if (auto err = other(spec))
+          return err;
+        continue;
+      }
+      if (count++ >= slots.size())
+        continue; // counted for the error below
+      auto view = viewOf(slots[count - 1], spec);
+      if (!view)
+        return view.takeError();
+      views.push_back(*view);
+    }
+    if (count != slots.size())
+      return error(llvm::formatv("'{0}' has {1} stage-value {2} but the call binds {3}", function,
+                                 count, what, slots.size()));
+    return llvm::Error::success();
   }
 
   llvm::Error runStageOp(int64_t index, pf::StageTaskKind kind, std::string function,
@@ -427,30 +468,6 @@ private:
     auto m = microbatchOf(microbatch, function);
     if (!m)
       return m.takeError();
-    // The function's stage-value arguments and results bind to the call's
-    // slots in order (the verifier checked them against its signature), in
-    // place; `other` takes the rest.
-    auto bindSlots = [&](const std::vector<TensorSpec> &specs, const std::vector<int64_t> &bound,
-                         const char *what, std::vector<TensorView> &views,
-                         llvm::function_ref<void(const TensorSpec &)> other) -> llvm::Error {
-      size_t count = 0;
-      for (const TensorSpec &spec : specs) {
-        if (!isStageValue(spec.name)) {
-          other(spec);
-          continue;
-        }
-        if (count++ >= bound.size())
-          continue; // counted for the error below
-        auto view = viewOf(bound[count - 1], spec);
-        if (!view)
-          return view.takeError();
-        views.push_back(*view);
-      }
-      if (count != bound.size())
-        return error(llvm::formatv("'{0}' has {1} stage-value {2} but the call binds {3}",
-                                   function, count, what, bound.size()));
-      return llvm::Error::success();
-    };
     // The graph inputs and per-call scalars are the host's.
     auto hostInputs = stageCallInputs(program, function, graph, {}, *m, M, r.options.ignoreIndex,
                                       /*withStageValues=*/false);
@@ -459,17 +476,18 @@ private:
     std::vector<TensorView> inputViews, outputViews;
     for (auto &[name, value] : *hostInputs)
       inputViews.push_back({name, value.dtype, value.shape, value.data.data()});
-    if (auto err = bindSlots(program.inputs(function), inputs, "arguments", inputViews,
-                             [](const TensorSpec &) {}))
+    if (auto err = bindSlots(function, program.inputs(function), inputs, "arguments", inputViews,
+                             [](const TensorSpec &) { return llvm::Error::success(); }))
       return err;
     // The loss and gradients come back to the host.
     Values results;
-    if (auto err = bindSlots(program.outputs(function), outputs, "results", outputViews,
+    if (auto err = bindSlots(function, program.outputs(function), outputs, "results", outputViews,
                              [&](const TensorSpec &spec) {
                                NpyArray &array = results[spec.name];
                                array = zeros(spec.dtype, spec.shape);
                                outputViews.push_back(
                                    {spec.name, array.dtype, array.shape, array.data.data()});
+                               return llvm::Error::success();
                              }))
       return err;
     noteGradients();
@@ -518,24 +536,11 @@ private:
     Values args;
     std::vector<std::string> taken;
     std::vector<TensorView> inputs, outputs;
-    auto bindSlot = [&](const TensorSpec &spec, const std::vector<int64_t> &slots, size_t &next,
-                        std::vector<TensorView> &views) -> llvm::Error {
-      if (next >= slots.size())
-        return error(llvm::formatv("'{0}' binds {1} stage values, but {2} has more", function,
-                                   slots.size(), spec.name));
-      auto view = viewOf(slots[next++], spec);
-      if (!view)
-        return view.takeError();
-      views.push_back(*view);
-      return llvm::Error::success();
-    };
-    size_t nextInput = 0, nextOutput = 0;
-    for (const TensorSpec &spec : program.inputs(function)) {
+    // The loss and its running sum are the program's values (bindSlots); the
+    // gradients' pieces and sums, and the counts, the host's.
+    auto hostInput = [&](const TensorSpec &spec) -> llvm::Error {
       StringRef n(spec.name);
-      if (isStageValue(n)) {
-        if (auto err = bindSlot(spec, inputSlots, nextInput, inputs))
-          return err;
-      } else if (n.starts_with(pf::kGradientPrefix) || n.starts_with(pf::kGradientPartPrefix)) {
+      if (n.starts_with(pf::kGradientPrefix) || n.starts_with(pf::kGradientPartPrefix)) {
         auto it = gradients.find(spec.name);
         if (it == gradients.end() || it->second.size() != size_t(M) ||
             it->second[m].data.empty())
@@ -562,21 +567,17 @@ private:
       } else {
         return error("unexpected input '" + spec.name + "' of " + function);
       }
-    }
-    if (nextInput != inputSlots.size())
-      return error(llvm::formatv("'{0}' has {1} stage-value arguments but the call binds {2}",
-                                 function, nextInput, inputSlots.size()));
+      return llvm::Error::success();
+    };
+    if (auto err =
+            bindSlots(function, program.inputs(function), inputSlots, "arguments", inputs, hostInput))
+      return err;
     for (auto &[name, value] : args)
       inputs.push_back({name, value.dtype, value.shape, value.data.data()});
     // grad_sum/<p>'s buffer: the running sum's, else grad/<p>'s piece.
     std::vector<std::pair<std::string, std::string>> resultBuffers;
-    for (const TensorSpec &spec : program.outputs(function)) {
+    auto sumInPlace = [&](const TensorSpec &spec) -> llvm::Error {
       StringRef n(spec.name);
-      if (isStageValue(n)) {
-        if (auto err = bindSlot(spec, outputSlots, nextOutput, outputs))
-          return err;
-        continue;
-      }
       if (!n.starts_with(pf::kGradientSumPrefix))
         return error("unexpected result '" + spec.name + "' of " + function);
       if (spec.zeroFill)
@@ -590,13 +591,13 @@ private:
           buffer->second.shape != spec.shape)
         return error(llvm::formatv("'{0}' of {1} has no input of its type to take the place of",
                                    spec.name, function));
-      outputs.push_back(
-          {spec.name, spec.dtype, buffer->second.shape, buffer->second.data.data()});
+      outputs.push_back({spec.name, spec.dtype, buffer->second.shape, buffer->second.data.data()});
       resultBuffers.emplace_back(spec.name, owner);
-    }
-    if (nextOutput != outputSlots.size())
-      return error(llvm::formatv("'{0}' has {1} stage-value results but the call binds {2}",
-                                 function, nextOutput, outputSlots.size()));
+      return llvm::Error::success();
+    };
+    if (auto err = bindSlots(function, program.outputs(function), outputSlots, "results", outputs,
+                             sumInPlace))
+      return err;
     if (auto err = program.run(function, inputs, outputs))
       return err;
     for (auto &[name, owner] : resultBuffers)
@@ -731,17 +732,15 @@ private:
       return error("'loss' is reported after the step's values were combined");
     if (m >= M)
       return error(llvm::formatv("the loss of micro-batch {0}, but the step has {1}", m, M));
-    if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
-      return error(llvm::formatv("slot {0} ('loss') holds no value", slot));
-    const pfrt_tensor &t = descriptors[size_t(slot)];
-    if (t.dtype != PFRT_F32 || t.rank != 0)
-      return error(llvm::formatv("slot {0} ('loss') is not an f32 scalar", slot));
+    auto t = slotTensor(slot, PFRT_F32, {}, name);
+    if (!t)
+      return t.takeError();
     NpyArray &result = m < 0 ? loss : losses[size_t(m)];
     if (!result.data.empty())
       return error(m < 0 ? std::string("the step's loss is reported twice")
                          : llvm::formatv("the loss of micro-batch {0} is reported twice", m).str());
     NpyArray value = zeros(PFRT_F32, {});
-    if (pfrt_copy_to_host(r.arenaContext, &t, value.data.data()) != PFRT_OK)
+    if (pfrt_copy_to_host(r.arenaContext, *t, value.data.data()) != PFRT_OK)
       return error(llvm::Twine("reading the loss: ") + pfrt_last_error(r.arenaContext));
     result = std::move(value);
     return llvm::Error::success();
@@ -812,21 +811,10 @@ private:
   /// through host memory (a scalar), all-reduced into the output's slot.
   llvm::Error allReduceSlot(const std::string &name, const std::vector<int64_t> &members,
                             const ValueType &type, int64_t inputSlot, int64_t outputSlot) {
-    auto slotOf = [&](int64_t slot) -> llvm::Expected<const pfrt_tensor *> {
-      if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
-        return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, name));
-      const pfrt_tensor &t = descriptors[size_t(slot)];
-      if (t.dtype != type.dtype ||
-          llvm::ArrayRef<int64_t>(t.shape, size_t(std::max(t.rank, 0))) !=
-              llvm::ArrayRef<int64_t>(type.shape))
-        return error(llvm::formatv("slot {0} ('{1}') is not {2}", slot, name,
-                                   typeText(type.dtype, type.shape)));
-      return &t;
-    };
-    auto input = slotOf(inputSlot);
+    auto input = slotTensor(inputSlot, type.dtype, type.shape, name);
     if (!input)
       return input.takeError();
-    auto output = slotOf(outputSlot);
+    auto output = slotTensor(outputSlot, type.dtype, type.shape, name);
     if (!output)
       return output.takeError();
     if (type.dtype != PFRT_F32 && type.dtype != PFRT_F64)

@@ -750,7 +750,7 @@ struct BuildRankProgramsPass
   /// The loss of a last stage that two ranks run (Chimera's, DualPipe's
   /// pipes), where the library adds the replicas' partial sums: each rank
   /// weights the losses of the micro-batches it ran with that stage's
-  /// gradients, and pf.all_reduce sums the two `loss_sum`s (emitStepResults).
+  /// gradients, and pf.all_reduce sums the two `loss_sum`s (emitReplicatedLoss).
   std::optional<NamedValue> replicatedLoss() {
     const int64_t last = int64_t(stages.size()) - 1;
     if (deterministic || microbatches < 2 || ranksOfStage(int(last)).size() != 2)
