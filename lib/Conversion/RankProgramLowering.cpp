@@ -364,9 +364,14 @@ struct MemberCollectivePattern : RankCallPattern<OpT> {
     args.push_back(s.i64(b, loc, int64_t(op.getRanks().size())));
     args.push_back(s.constants.i64Array(b, loc, op.getRanks()));
     llvm::append_range(args, s.type(b, loc, op.getType()));
-    // A value of the program: its slot and its sum's (-1, -1 for a name).
+    // A value of the program: its slot and its sum's (-1, -1 for a name;
+    // a reduce's sum is -1 on the member handing its piece over).
     if constexpr (std::is_same_v<OpT, AllReduceOp>) {
       args.push_back(s.i64(b, loc, op.getInput() ? s.slot.lookup(op.getInput()) : -1));
+      args.push_back(s.i64(b, loc, op.getSum() ? s.slot.lookup(op.getSum()) : -1));
+    }
+    if constexpr (isReduce) {
+      args.push_back(s.i64(b, loc, s.slot.lookup(op.getPiece())));
       args.push_back(s.i64(b, loc, op.getSum() ? s.slot.lookup(op.getSum()) : -1));
     }
     callee = isReduce      ? "pfrt_rank_reduce"

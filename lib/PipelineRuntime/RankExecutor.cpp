@@ -101,7 +101,8 @@ struct pfrt_rank_host {
   virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
                             std::vector<int64_t> ranks, ValueType type) = 0;
   virtual int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
-                         std::vector<int64_t> ranks, ValueType type) = 0;
+                         std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
+                         int64_t outputSlot) = 0;
   virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) = 0;
   virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
@@ -135,9 +136,10 @@ int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op, const char *value,
 }
 int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value, int64_t microbatch,
                          int64_t root, int64_t count, const int64_t *ranks, int32_t dtype,
-                         int64_t rank, const int64_t *shape) {
+                         int64_t rank, const int64_t *shape, int64_t input_slot,
+                         int64_t output_slot) {
   return host->reduce(op, value, microbatch, root, std::vector<int64_t>(ranks, ranks + count),
-                      valueType(dtype, rank, shape));
+                      valueType(dtype, rank, shape), input_slot, output_slot);
 }
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op, double max_norm,
                                  int64_t count, const char *order) {
@@ -230,9 +232,11 @@ public:
                    [&] { return broadcastValue(value, root, ranks, type); });
   }
   int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
-                 std::vector<int64_t> ranks, ValueType type) override {
-    return execute(op, "pf.reduce_microbatch",
-                   [&] { return reduceValue(value, microbatch, root, ranks, type); });
+                 std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
+                 int64_t outputSlot) override {
+    return execute(op, "pf.reduce_microbatch", [&] {
+      return reduceValue(value, microbatch, root, ranks, type, inputSlot, outputSlot);
+    });
   }
   int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) override {
     return execute(op, "pf.clip_gradients",
@@ -365,8 +369,8 @@ private:
     for (const auto &[name, pieces] : gradients)
       for (const NpyArray &piece : pieces)
         gradientBytes += int64_t(piece.data.size());
-    for (const auto &[name, sum] : sums)
-      gradientBytes += int64_t(sum.data.size());
+    for (const auto &[name, value] : combined)
+      gradientBytes += int64_t(value.data.size());
     for (const auto &[group, request, buffer] : pendingGroupSends)
       gradientBytes += int64_t(buffer.data.size());
     r.gradientPeakBytes = std::max(r.gradientPeakBytes, gradientBytes);
@@ -479,83 +483,31 @@ private:
     if (auto err = bindSlots(function, program.inputs(function), inputs, "arguments", inputViews,
                              [](const TensorSpec &) { return llvm::Error::success(); }))
       return err;
-    // The loss and gradients come back to the host.
-    Values results;
+    // Every result (activations, the loss, the gradients' pieces) is a
+    // value of the program.
     if (auto err = bindSlots(function, program.outputs(function), outputs, "results", outputViews,
                              [&](const TensorSpec &spec) {
-                               NpyArray &array = results[spec.name];
-                               array = zeros(spec.dtype, spec.shape);
-                               outputViews.push_back(
-                                   {spec.name, array.dtype, array.shape, array.data.data()});
-                               return llvm::Error::success();
+                               return error("unexpected result '" + spec.name + "' of " +
+                                            function);
                              }))
       return err;
-    noteGradients();
-    if (auto err = program.run(function, inputViews, outputViews))
-      return err;
-    for (auto &[name, value] : results) {
-      StringRef n(name);
-      if (n.starts_with("grad/") || n.starts_with("grad_part/")) {
-        // grad_part/<p>: the first stage's piece of a gradient two stages of
-        // this rank return, which an accumulate call adds to the other's.
-        std::vector<NpyArray> &pieces = gradients[name];
-        pieces.resize(M);
-        if (!pieces[*m].data.empty())
-          return error("'" + name + "' of micro-batch " + std::to_string(*m) +
-                       " is returned twice on this rank");
-        pieces[*m] = std::move(value);
-      } else {
-        return error("unexpected result '" + name + "' of " + function);
-      }
-    }
-    return llvm::Error::success();
+    return program.run(function, inputViews, outputViews);
   }
 
-  /// Running count-weighted sums of this rank's gradients (`grad_sum/<p>`,
-  /// pf-build-rank-programs' `stage<s>_accumulate`) and how many
-  /// micro-batches each holds; after the last one the sum is the step's
-  /// gradient.
-  Values sums;
-  std::map<std::string, int64_t> summed;
-
-  /// `stage<s>_accumulate` of micro-batch m: takes the micro-batch's
-  /// gradient pieces and returns the running sums, in place. The accumulate
-  /// functions are elementwise (pf-build-rank-programs' buildAccumulate:
-  /// each element of a result reads only the same element of its inputs), so
-  /// a result may take the buffer of an input it replaces: the running sum it
-  /// continues, or in a first call the piece it weights. No buffer is
-  /// allocated or zeroed per call.
-  ///
-  /// The loss and its running sum are values of the program (in `slots`,
-  /// bound like any stage call's).
+  /// `stage<s>_accumulate` of micro-batch m (pf-build-rank-programs'
+  /// count-weighted running sums `grad_sum/<p>` and `loss_sum`): its pieces
+  /// and running sums are values of the program, bound like any stage
+  /// call's; the host gives the micro-batch's weight and the step's total.
   llvm::Error accumulate(const std::string &function, int64_t m,
                          const std::vector<int64_t> &inputSlots,
                          const std::vector<int64_t> &outputSlots) {
     if (auto err = countTokens())
       return err;
     Values args;
-    std::vector<std::string> taken;
     std::vector<TensorView> inputs, outputs;
-    // The loss and its running sum are the program's values (bindSlots); the
-    // gradients' pieces and sums, and the counts, the host's.
     auto hostInput = [&](const TensorSpec &spec) -> llvm::Error {
       StringRef n(spec.name);
-      if (n.starts_with(pf::kGradientPrefix) || n.starts_with(pf::kGradientPartPrefix)) {
-        auto it = gradients.find(spec.name);
-        if (it == gradients.end() || it->second.size() != size_t(M) ||
-            it->second[m].data.empty())
-          return error(llvm::formatv("'{0}' of micro-batch {1} is not on this rank before {2}",
-                                     spec.name, m, function));
-        args[spec.name] = std::move(it->second[m]);
-        taken.push_back(spec.name);
-      } else if (n.starts_with(pf::kGradientSumPrefix)) {
-        auto it = sums.find(spec.name);
-        if (it == sums.end())
-          return error(llvm::formatv("'{0}' has no running sum before {1} (micro-batch {2})",
-                                     spec.name, function, m));
-        args[spec.name] = std::move(it->second);
-        sums.erase(it);
-      } else if (n == kLossCountInput) {
+      if (n == kLossCountInput) {
         args[spec.name] = scalarI64(tokenCounts.empty() ? 1 : tokenCounts[size_t(m)]);
       } else if (n == kLossTotalInput) {
         int64_t total = 0;
@@ -574,37 +526,13 @@ private:
       return err;
     for (auto &[name, value] : args)
       inputs.push_back({name, value.dtype, value.shape, value.data.data()});
-    // grad_sum/<p>'s buffer: the running sum's, else grad/<p>'s piece.
-    std::vector<std::pair<std::string, std::string>> resultBuffers;
-    auto sumInPlace = [&](const TensorSpec &spec) -> llvm::Error {
-      StringRef n(spec.name);
-      if (!n.starts_with(pf::kGradientSumPrefix))
-        return error("unexpected result '" + spec.name + "' of " + function);
-      if (spec.zeroFill)
-        return error("'" + spec.name + "' of " + function +
-                     " may be written in part, so it cannot take an input's place");
-      std::string owner = spec.name;
-      if (!args.count(owner))
-        owner = pf::pieceOfRunningSum(n);
-      auto buffer = args.find(owner);
-      if (buffer == args.end() || buffer->second.dtype != spec.dtype ||
-          buffer->second.shape != spec.shape)
-        return error(llvm::formatv("'{0}' of {1} has no input of its type to take the place of",
-                                   spec.name, function));
-      outputs.push_back({spec.name, spec.dtype, buffer->second.shape, buffer->second.data.data()});
-      resultBuffers.emplace_back(spec.name, owner);
-      return llvm::Error::success();
-    };
     if (auto err = bindSlots(function, program.outputs(function), outputSlots, "results", outputs,
-                             sumInPlace))
+                             [&](const TensorSpec &spec) {
+                               return error("unexpected result '" + spec.name + "' of " +
+                                            function);
+                             }))
       return err;
-    if (auto err = program.run(function, inputs, outputs))
-      return err;
-    for (auto &[name, owner] : resultBuffers)
-      sums[name] = std::move(args[owner]);
-    for (const std::string &name : taken)
-      ++summed[name];
-    return llvm::Error::success();
+    return program.run(function, inputs, outputs);
   }
 
   /// The once-per-step update: the combined (and clipped) gradients, the
@@ -637,7 +565,12 @@ private:
       array = zeros(spec.dtype, spec.shape);
       outputs.push_back({spec.name, array.dtype, array.shape, array.data.data()});
     }
-    return program.run(function, inputs, outputs);
+    // The step's gradients come from the host's step end (pf.step_result),
+    // counted apart from the stage calls' copies.
+    const int64_t copiesBefore = program.stageValueCopies();
+    auto err = program.run(function, inputs, outputs);
+    r.stepEndCopies += program.stageValueCopies() - copiesBefore;
+    return err;
   }
 
   /// The clipped gradients of the K-FAC layers before preconditioning, for
@@ -723,11 +656,14 @@ private:
     return llvm::Error::success();
   }
 
-  /// pf.step_result: the loss in `slot`, the step's (microbatch -1) or one
-  /// micro-batch's (weighted by combine()), read into host memory.
+  /// pf.step_result: the loss or a gradient in `slot`, the step's
+  /// (microbatch -1) or one micro-batch's (weighted by combine()), read into
+  /// host memory for the step-end work the host does.
   llvm::Error takeStepResult(llvm::StringRef name, int64_t m, int64_t slot) {
+    if (name.starts_with(pf::kGradientPrefix))
+      return takeGradient(name.str(), m, slot);
     if (name != pf::kLossName)
-      return error("'" + name + "' is not a result of the step (only 'loss' is)");
+      return error("'" + name + "' is not a result of the step (the loss and grad/* are)");
     if (isCombined)
       return error("'loss' is reported after the step's values were combined");
     if (m >= M)
@@ -743,6 +679,35 @@ private:
     if (pfrt_copy_to_host(r.arenaContext, *t, value.data.data()) != PFRT_OK)
       return error(llvm::Twine("reading the loss: ") + pfrt_last_error(r.arenaContext));
     result = std::move(value);
+    return llvm::Error::success();
+  }
+
+  /// A gradient of the step (into `combined`) or micro-batch m's piece (into
+  /// `gradients`, summed by the host in micro-batch order), copied out of
+  /// the program's slot.
+  llvm::Error takeGradient(const std::string &name, int64_t m, int64_t slot) {
+    if (isCombined)
+      return error("'" + name + "' is reported after the step's gradients were combined");
+    if (m >= M)
+      return error(llvm::formatv("'{0}' of micro-batch {1}, but the step has {2}", name, m, M));
+    if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
+      return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, name));
+    const pfrt_tensor &t = descriptors[size_t(slot)];
+    NpyArray value =
+        zeros(t.dtype, std::vector<int64_t>(t.shape, t.shape + std::max(t.rank, 0)));
+    if (pfrt_copy_to_host(r.arenaContext, &t, value.data.data()) != PFRT_OK)
+      return error("reading '" + name + "': " + pfrt_last_error(r.arenaContext));
+    if (m < 0) {
+      if (!combined.emplace(name, std::move(value)).second || gradients.count(name))
+        return error("'" + name + "' is reported twice on this rank");
+      return llvm::Error::success();
+    }
+    std::vector<NpyArray> &pieces = gradients[name];
+    pieces.resize(M);
+    if (!pieces[m].data.empty() || combined.count(name))
+      return error("'" + name + "' of micro-batch " + std::to_string(m) +
+                   " is reported twice on this rank");
+    pieces[m] = std::move(value);
     return llvm::Error::success();
   }
 
@@ -772,12 +737,8 @@ private:
       return allReduceParameter(members, type, *param);
     if (isCombined)
       return error("'" + name + "' is all-reduced after the gradients were combined");
-    if (combined.count(name))
+    if (!allReduced.insert(name).second)
       return error("'" + name + "' is all-reduced twice");
-    auto it = gradients.find(name);
-    if (it == gradients.end())
-      return error("no backward on this rank returned '" + name + "'");
-    std::vector<NpyArray> &pieces = it->second;
     auto group = groupOf(members);
     if (!group)
       return group.takeError();
@@ -786,6 +747,10 @@ private:
         return err;
       return reportedByLowestMember(name, members);
     }
+    auto it = gradients.find(name);
+    if (it == gradients.end())
+      return error("this rank reported no micro-batch's piece of '" + name + "' (pf.step_result)");
+    std::vector<NpyArray> &pieces = it->second;
     std::vector<bool> absent(M, false);
     for (int64_t m = 0; m < M; ++m) {
       // Chimera: a micro-batch another replica ran contributes nothing. -0.0
@@ -895,51 +860,73 @@ private:
     return llvm::Error::success();
   }
 
-  /// Gradients summed by pf.reduce_microbatch this step (on every member), and those
-  /// this rank handed over (a member other than the root: its pieces are
-  /// gone, the step's gradient comes back by pf.broadcast).
-  std::set<std::string> reduced, handedOver;
+  /// Gradients summed by pf.reduce_microbatch this step (on every member;
+  /// the step's gradient comes back to the other member by pf.broadcast),
+  /// and those all-reduced.
+  std::set<std::string> reduced, allReduced;
 
-  /// Micro-batch m's piece of a gradient summed on the root. The other
-  /// member sends the rows that are not all zero bits (the first stage's
-  /// embedding gather returns +0.0 outside the micro-batch's tokens) and
-  /// frees its piece; the root adds them to its own piece — every element
-  /// a_m + b_m, +0.0 added where no row came, exactly the dense sum (IEEE
-  /// addition is commutative) —, which its accumulate call then weights as
-  /// one process weights the micro-batch's a_m + b_m.
+  /// Micro-batch m's piece of a gradient (in `inputSlot`) summed on the
+  /// root (into `outputSlot`). The other member sends the rows that are not
+  /// all zero bits (the first stage's embedding gather returns +0.0 outside
+  /// the micro-batch's tokens); the root adds them to its own piece in one
+  /// pass — every element a_m + b_m, +0.0 added where no row came, exactly
+  /// the dense sum (IEEE addition is commutative) —, which its accumulate
+  /// call then weights as one process weights the micro-batch's a_m + b_m.
+  /// Slots in backend memory are read and written through host memory.
   llvm::Error reduceValue(const std::string &name, int64_t m, int64_t root,
-                          const std::vector<int64_t> &members, const ValueType &type) {
+                          const std::vector<int64_t> &members, const ValueType &type,
+                          int64_t inputSlot, int64_t outputSlot) {
     if (isCombined)
       return error("'" + name + "' is reduced after the gradients were combined");
     if (m < 0 || m >= M)
       return error(llvm::formatv("micro-batch {0} of '{1}' is not in [0, {2})", m, name, M));
-    auto it = gradients.find(name);
-    if (it == gradients.end() || it->second.size() != size_t(M) || it->second[m].data.empty())
-      return error(
-          llvm::formatv("no backward on this rank returned '{0}' of micro-batch {1}", name, m));
-    NpyArray &piece = it->second[m];
-    if (auto err = checkType(piece, type, name))
-      return err;
-    if (piece.dtype != PFRT_F32 && piece.dtype != PFRT_F64)
+    if (type.dtype != PFRT_F32 && type.dtype != PFRT_F64)
       return error(llvm::formatv("'{0}' has an element type the runtime cannot sum", name));
+    auto piece = slotTensor(inputSlot, type.dtype, type.shape, name);
+    if (!piece)
+      return piece.takeError();
+    const bool isRoot = root == r.rankIndex;
+    const pfrt_tensor *sum = nullptr;
+    if (isRoot) {
+      auto out = slotTensor(outputSlot, type.dtype, type.shape, name);
+      if (!out)
+        return out.takeError();
+      sum = *out;
+    } else if (outputSlot >= 0) {
+      return error("'" + name + "' is summed on the root, not on this rank");
+    }
     auto group = groupOf(members);
     if (!group)
       return group.takeError();
     if (pfrt_comm_size(*group) != 2)
       return error(llvm::formatv("the reduce of '{0}' needs two members", name));
     reduced.insert(name);
-    const int64_t rows = rowCount(piece);
-    const int64_t rowBytes = rows == 0 ? 0 : int64_t(piece.data.size()) / rows;
+    int64_t elements = 1;
+    for (int64_t d : type.shape)
+      elements *= d;
+    const size_t bytes = size_t(elements * dtypeBytes(type.dtype));
+    // The piece's bytes in host memory: the slot's own on a host arena.
+    const bool staged = program.onBackendMemory();
+    NpyArray host;
+    const char *pieceBytes = static_cast<const char *>((*piece)->data);
+    if (staged) {
+      host = zeros(type.dtype, type.shape);
+      if (pfrt_copy_to_host(r.arenaContext, *piece, host.data.data()) != PFRT_OK)
+        return error("reading '" + name + "': " + pfrt_last_error(r.arenaContext));
+      pieceBytes = host.data.data();
+    }
+    const int64_t rows = rowCount(type.shape);
+    const int64_t rowBytes = rows == 0 ? 0 : int64_t(bytes) / rows;
     // The header: the micro-batch (the root checks it is the one it takes)
     // and the number of rows.
     NpyArray count = zeros(PFRT_I64, {2});
     int64_t *header = reinterpret_cast<int64_t *>(count.data.data());
     int64_t &sent = header[1];
-    if (root != r.rankIndex) {
+    if (!isRoot) {
       header[0] = m;
       // Posted, not waited for: the root takes them where its schedule is
       // past this pass (it may be busy with its next passes now).
-      NonZeroRows sparse = nonZeroRows(piece);
+      NonZeroRows sparse = nonZeroRows(pieceBytes, bytes, type.shape);
       const int64_t rowsSent = int64_t(sparse.indices.size());
       sent = rowsSent;
       if (auto err = post(*group, std::move(count), Exchange::RowCounts, name))
@@ -949,16 +936,14 @@ private:
         std::memcpy(indexArray.data.data(), sparse.indices.data(),
                     size_t(rowsSent) * sizeof(int64_t));
         NpyArray rowArray;
-        rowArray.dtype = piece.dtype;
-        rowArray.shape = {int64_t(sparse.data.size()) / dtypeBytes(piece.dtype)};
+        rowArray.dtype = type.dtype;
+        rowArray.shape = {int64_t(sparse.data.size()) / dtypeBytes(type.dtype)};
         rowArray.data = std::move(sparse.data);
         if (auto err = post(*group, std::move(indexArray), Exchange::RowIndices, name))
           return err;
         if (auto err = post(*group, std::move(rowArray), Exchange::Rows, name))
           return err;
       }
-      piece = NpyArray{};
-      handedOver.insert(name);
       return llvm::Error::success();
     }
     if (auto err = transfer(*group, count, Exchange::RowCounts, false, name))
@@ -971,20 +956,23 @@ private:
       return error(llvm::formatv("the other member sends {0} rows of '{1}' (of {2}) for "
                                  "micro-batch {3}",
                                  sent, name, rows, m));
-    if (sent == 0)
-      return llvm::Error::success(); // x + +0.0 = x: the root's piece is the sum
     NpyArray indexArray = zeros(PFRT_I64, {sent});
-    NpyArray rowArray = zeros(piece.dtype, {sent * rowBytes / dtypeBytes(piece.dtype)});
-    if (auto err = transfer(*group, indexArray, Exchange::RowIndices, false, name))
-      return err;
-    if (auto err = transfer(*group, rowArray, Exchange::Rows, false, name))
-      return err;
+    NpyArray rowArray = zeros(type.dtype, {sent * rowBytes / dtypeBytes(type.dtype)});
+    if (sent > 0) {
+      if (auto err = transfer(*group, indexArray, Exchange::RowIndices, false, name))
+        return err;
+      if (auto err = transfer(*group, rowArray, Exchange::Rows, false, name))
+        return err;
+    }
+    char *out = staged ? host.data.data() : static_cast<char *>(sum->data);
     if (auto err = addRows(
-            piece,
+            type.dtype, type.shape, pieceBytes, out,
             llvm::ArrayRef(reinterpret_cast<const int64_t *>(indexArray.data.data()), size_t(sent)),
             llvm::ArrayRef(rowArray.data.data(), rowArray.data.size())))
       return error("'" + name + "' of micro-batch " + std::to_string(m) + ": " +
                    llvm::toString(std::move(err)));
+    if (staged && pfrt_copy_from_host(r.arenaContext, host.data.data(), sum) != PFRT_OK)
+      return error("writing '" + name + "': " + pfrt_last_error(r.arenaContext));
     return llvm::Error::success();
   }
 
@@ -1010,21 +998,12 @@ private:
   /// addition commutes); the association of more is the library's.
   llvm::Error allReduceWeighted(const std::string &name, const ValueType &type,
                                 const std::vector<int64_t> &members, pfrt_comm *group) {
-    NpyArray partial;
-    if (auto count = summed.find(name); count != summed.end()) {
-      auto sum = sums.find(gradientSumName(name));
-      if (sum == sums.end())
-        return error("no accumulate call returned the sum of '" + name + "'");
-      partial = std::move(sum->second);
-      sums.erase(sum);
-      summed.erase(count);
-    } else if (M == 1 && !gradients.at(name)[0].data.empty()) {
-      partial = std::move(gradients.at(name)[0]);
-    } else {
-      return error(llvm::formatv("no accumulate call on this rank weighted '{0}' (a member of "
-                                 "its all_reduce over ranks [{1}])",
+    auto held = combined.find(name);
+    if (held == combined.end())
+      return error(llvm::formatv("this rank reported no weighted sum of '{0}' (pf.step_result) "
+                                 "for its all_reduce over ranks [{1}]",
                                  name, llvm::make_range(members.begin(), members.end())));
-    }
+    NpyArray &partial = held->second;
     if (auto err = checkType(partial, type, name))
       return err;
     if (partial.dtype != PFRT_F32 && partial.dtype != PFRT_F64)
@@ -1034,8 +1013,6 @@ private:
       return t.takeError();
     if (pfrt_comm_all_reduce_sum(r.ctx, group, &*t) != PFRT_OK)
       return commError("all-reducing '" + name + "'");
-    combined[name] = std::move(partial);
-    gradients.erase(name);
     return llvm::Error::success();
   }
 
@@ -1382,35 +1359,12 @@ private:
         return sum.takeError();
       loss = std::move(*sum);
     }
+    // The micro-batches' pieces the program reported (pf.step_result with a
+    // micro-batch), weighted here in micro-batch order.
     for (auto &[name, pieces] : gradients) {
-      if (handedOver.count(name)) {
-        for (int64_t m = 0; m < M; ++m)
-          if (!pieces[m].data.empty())
-            return error("'" + name + "' of micro-batch " + std::to_string(m) +
-                         " was not handed to the rank summing the others");
-        continue;
-      }
-      if (StringRef(name).starts_with("grad_part/")) {
-        // Added to the other stage's piece by an accumulate call per
-        // micro-batch; it has no step gradient of its own.
-        if (summed[name] != M)
-          return error(llvm::formatv("'{0}' was accumulated over {1} of {2} micro-batches", name,
-                                     summed[name], M));
-        continue;
-      }
-      if (auto it = summed.find(name); it != summed.end()) {
-        if (it->second != M)
-          return error(llvm::formatv("'{0}' was accumulated over {1} of {2} micro-batches",
-                                     name, it->second, M));
-        auto sum = sums.find(gradientSumName(name));
-        if (sum == sums.end())
-          return error("no accumulate call returned the sum of '" + name + "'");
-        combined[name] = std::move(sum->second);
-        continue;
-      }
       for (int64_t m = 0; m < M; ++m)
         if (pieces[m].data.empty())
-          return error("no backward returned '" + name + "' of micro-batch " +
+          return error("this rank reported no piece of '" + name + "' for micro-batch " +
                        std::to_string(m));
       auto sum = combineOne(name, pieces);
       if (!sum)
@@ -1641,7 +1595,7 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
   // stage on two ranks), the lowest of them after an exchange of all ranks.
   for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>())
     for (auto result : other.getBody().front().getOps<pf::StepResultOp>())
-      if (result.getMicrobatch() && !other.getWindowStep() &&
+      if (result.getName() == pf::kLossName && result.getMicrobatch() && !other.getWindowStep() &&
           (runner->lossReporter < 0 || other.getRankValue() < runner->lossReporter))
         runner->lossReporter = int32_t(other.getRankValue());
   return runner;
@@ -1885,7 +1839,9 @@ llvm::Error RankRunner::withHostParameters(llvm::function_ref<llvm::Error()> bod
 
 bool RankRunner::onBackendMemory() const { return compiledProgram->onBackendMemory(); }
 
-int64_t RankRunner::stageValueCopies() const { return compiledProgram->stageValueCopies(); }
+int64_t RankRunner::stageValueCopies() const {
+  return compiledProgram->stageValueCopies() - stepEndCopies;
+}
 
 pf::RankProgramOp RankRunner::program() const { return cast<pf::RankProgramOp>(programOp); }
 

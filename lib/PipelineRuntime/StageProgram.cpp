@@ -217,8 +217,10 @@ mlir::pf::driver::weightedMicrobatchSum(const std::string &name,
   return acc;
 }
 
-int64_t mlir::pf::driver::rowCount(const NpyArray &x) {
-  return x.shape.size() < 2 ? 1 : x.shape[0];
+int64_t mlir::pf::driver::rowCount(const NpyArray &x) { return rowCount(x.shape); }
+
+int64_t mlir::pf::driver::rowCount(llvm::ArrayRef<int64_t> shape) {
+  return shape.size() < 2 ? 1 : shape[0];
 }
 
 namespace {
@@ -239,11 +241,16 @@ bool allZeroBytes(const char *p, size_t n) {
 } // namespace
 
 NonZeroRows mlir::pf::driver::nonZeroRows(const NpyArray &x) {
+  return nonZeroRows(x.data.data(), x.data.size(), x.shape);
+}
+
+NonZeroRows mlir::pf::driver::nonZeroRows(const char *data, size_t bytes,
+                                          llvm::ArrayRef<int64_t> shape) {
   NonZeroRows sparse;
-  const int64_t rows = rowCount(x);
-  const size_t rowBytes = rows == 0 ? 0 : x.data.size() / size_t(rows);
+  const int64_t rows = rowCount(shape);
+  const size_t rowBytes = rows == 0 ? 0 : bytes / size_t(rows);
   for (int64_t row = 0; row < rows; ++row) {
-    const char *begin = x.data.data() + size_t(row) * rowBytes;
+    const char *begin = data + size_t(row) * rowBytes;
     if (allZeroBytes(begin, rowBytes))
       continue;
     sparse.indices.push_back(row);
@@ -256,21 +263,22 @@ namespace {
 /// One addition per element: a listed row adds its values, every other row
 /// adds +0.0 (which turns a -0.0 into +0.0, as the dense sum does).
 template <typename T>
-void addRowsOf(NpyArray &dense, llvm::ArrayRef<int64_t> indices, const T *values,
-               int64_t rowElements) {
-  T *d = reinterpret_cast<T *>(dense.data.data());
-  const int64_t rows = rowCount(dense);
+void addRowsOf(const char *dense, char *result, int64_t rows, llvm::ArrayRef<int64_t> indices,
+               const T *values, int64_t rowElements) {
+  const T *d = reinterpret_cast<const T *>(dense);
+  T *r = reinterpret_cast<T *>(result);
   size_t next = 0;
   for (int64_t row = 0; row < rows; ++row) {
-    T *out = d + row * rowElements;
+    const T *a = d + row * rowElements;
+    T *out = r + row * rowElements;
     if (next < indices.size() && indices[next] == row) {
       const T *in = values + next * size_t(rowElements);
       for (int64_t i = 0; i < rowElements; ++i)
-        out[i] = out[i] + in[i];
+        out[i] = a[i] + in[i];
       ++next;
     } else {
       for (int64_t i = 0; i < rowElements; ++i)
-        out[i] = out[i] + T(0);
+        out[i] = a[i] + T(0);
     }
   }
 }
@@ -278,25 +286,35 @@ void addRowsOf(NpyArray &dense, llvm::ArrayRef<int64_t> indices, const T *values
 
 llvm::Error mlir::pf::driver::addRows(NpyArray &dense, llvm::ArrayRef<int64_t> indices,
                                       llvm::ArrayRef<char> data) {
-  if (!isFloat(dense))
-    return error(llvm::Twine("row-sparse addition of a ") + dtypeName(dense.dtype) +
+  return addRows(dense.dtype, dense.shape, dense.data.data(), dense.data.data(), indices, data);
+}
+
+llvm::Error mlir::pf::driver::addRows(int32_t dtype, llvm::ArrayRef<int64_t> shape,
+                                      const char *dense, char *out,
+                                      llvm::ArrayRef<int64_t> indices,
+                                      llvm::ArrayRef<char> data) {
+  if (dtype != PFRT_F32 && dtype != PFRT_F64)
+    return error(llvm::Twine("row-sparse addition of a ") + dtypeName(dtype) +
                  " tensor (f32 or f64 only)");
-  const int64_t rows = rowCount(dense);
-  const int64_t rowElements = rows == 0 ? 0 : dense.numElements() / rows;
+  const int64_t rows = rowCount(shape);
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= d;
+  const int64_t rowElements = rows == 0 ? 0 : elements / rows;
   for (auto [i, row] : llvm::enumerate(indices))
     if (row < 0 || row >= rows || (i > 0 && row <= indices[i - 1]))
       return error(llvm::formatv("row-sparse addition: row index {0} (at {1}) is not "
                                  "ascending within [0, {2})",
                                  row, i, rows));
-  const size_t expected = indices.size() * size_t(rowElements * dtypeBytes(dense.dtype));
+  const size_t expected = indices.size() * size_t(rowElements * dtypeBytes(dtype));
   if (data.size() != expected)
     return error(llvm::formatv("row-sparse addition: {0} bytes for {1} rows of {2} bytes",
-                               data.size(), indices.size(),
-                               rowElements * dtypeBytes(dense.dtype)));
-  if (isF32(dense))
-    addRowsOf<float>(dense, indices, reinterpret_cast<const float *>(data.data()), rowElements);
+                               data.size(), indices.size(), rowElements * dtypeBytes(dtype)));
+  if (dtype == PFRT_F32)
+    addRowsOf<float>(dense, out, rows, indices, reinterpret_cast<const float *>(data.data()),
+                     rowElements);
   else
-    addRowsOf<double>(dense, indices, reinterpret_cast<const double *>(data.data()),
+    addRowsOf<double>(dense, out, rows, indices, reinterpret_cast<const double *>(data.data()),
                       rowElements);
   return llvm::Error::success();
 }

@@ -585,15 +585,20 @@ llvm::Error PipelinedStep::finish(int64_t last, bool stopped, bool bySigterm) {
                                 "live, in one arena of {3} bytes\n",
                                 job.rank, planned.slots, planned.bytes, planned.arenaBytes)
                       .str()
-               << llvm::formatv("rank {0}: gradients held at most: {1} bytes (micro-batch "
-                                "pieces, running sums and pieces in flight, before the step's "
-                                "combination)\n",
+               << llvm::formatv("rank {0}: gradients held at most: {1} bytes (by the host's "
+                                "step end: the step's gradients, micro-batch pieces it sums and "
+                                "rows in flight; the pieces and running sums of the program are "
+                                "in its arena)\n",
                                 job.rank, runner->measuredGradientBytes())
                       .str();
   if (runner->onBackendMemory())
     llvm::outs() << llvm::formatv("rank {0}: stage values copied between host and backend "
                                   "memory by the stage calls: {1}\n",
                                   job.rank, runner->stageValueCopies())
+                        .str()
+                 << llvm::formatv("rank {0}: step gradients copied between host and backend "
+                                  "memory by the once-per-step calls: {1}\n",
+                                  job.rank, runner->stepEndGradientCopies())
                         .str();
   llvm::outs().flush();
   if (job.rank == 0 && stopped)

@@ -189,13 +189,14 @@ def test_a_kind_that_is_not_the_functions_is_refused(steps, tmp_path):
     that a kind matches the function) but the executor refuses it, naming
     the input an accumulate call cannot supply."""
     def add_accumulate(text):
-        # The first stage's backward makes no stage values (no `%r = `), so
-        # the copy needs no result names of its own.
-        fused = re.search(r"^( *)(pf\.run_stage backward @stage0_backward\(.*microbatch\(0\).*)$",
+        # The first stage's backward returns its gradients' pieces: the copy
+        # names its results anew.
+        fused = re.search(r"^( *)%[0-9]+((?::[0-9]+)? = )"
+                          r"(pf\.run_stage backward @stage0_backward\(.*microbatch\(0\).*)$",
                           text, re.M)
         assert fused, text
-        indent, call = fused.group(1), fused.group(2)
-        return text.replace(fused.group(0), fused.group(0) + "\n" + indent +
+        indent, arity, call = fused.group(1), fused.group(2), fused.group(3)
+        return text.replace(fused.group(0), fused.group(0) + "\n" + indent + "%copy" + arity +
                             call.replace("backward @", "accumulate @"), 1)
 
     programs = _edited(steps, "accumulate.mlir", add_accumulate)

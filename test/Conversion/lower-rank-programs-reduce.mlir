@@ -1,7 +1,9 @@
 // pf.reduce_microbatch lowers to pfrt_rank_reduce(host, op, value,
-// microbatch, root, count, ranks, dtype, rank, shape), its status checked
-// like every other call's.
+// microbatch, root, count, ranks, dtype, rank, shape, piece slot, sum slot),
+// its status checked like every other call's; the sum slot is -1 on the
+// member handing its piece over.
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank0 | FileCheck %s
+// RUN: pf-opt %s --pf-lower-rank-programs=program=rank2 | FileCheck %s --check-prefix=RANK2
 
 func.func private @stage0_forward() -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"}) attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward(tensor<4x16xf32> {pf.name = "saved/0"}) -> (tensor<100x16xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
@@ -10,24 +12,55 @@ func.func private @stage0_backward(tensor<4x16xf32> {pf.name = "saved/0"}) -> (t
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:.*]](dense<[0, 2]> : tensor<2xi64>)
 // CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
 // The forward's act/1 (slot 0, read by nothing) and saved/0 (slot 1) take
-// bytes 0 and 256 of the arena; the backward reads slot 1.
+// bytes 0 and 256 of the arena; the backward reads slot 1 and makes the
+// piece grad/emb (slot 2, at byte 512).
 // CHECK: llvm.getelementptr %{{.*}}[0] :
 // CHECK-NEXT: %[[AT0:.*]] = arith.constant 0 : i64
 // CHECK: llvm.getelementptr %{{.*}}[1] :
 // CHECK-NEXT: %[[AT256:.*]] = arith.constant 256 : i64
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c0_i64{{[_0-9]*}},
+// CHECK: llvm.getelementptr %{{.*}}[2] :
+// CHECK-NEXT: %[[AT512:.*]] = arith.constant 512 : i64
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},
-// CHECK: %[[OP:.*]] = arith.constant 2 : i64
-// CHECK: %[[NAME:.*]] = llvm.mlir.addressof @[[EMB]]
+// The backward's result becomes its slot (2) after the call, before the
+// reduce (op 2).
+// CHECK: ^bb2:
+// CHECK-NEXT: arith.constant 2 : i64
+// CHECK-NEXT: %[[OP:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[NAME:.*]] = llvm.mlir.addressof @[[EMB]]
 // CHECK: %[[MICRO:.*]] = arith.constant 1 : i64
 // CHECK: %[[ROOT:.*]] = arith.constant 2 : i64
 // CHECK: %[[COUNT:.*]] = arith.constant 2 : i64
 // CHECK: %[[MEMBERS:.*]] = llvm.mlir.addressof @[[RANKS]]
-// CHECK: %[[STATUS:.*]] = call @pfrt_rank_reduce(%[[HOST]], %[[OP]], %[[NAME]], %[[MICRO]], %[[ROOT]], %[[COUNT]], %[[MEMBERS]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[RANK:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[SHAPE:.*]] = llvm.mlir.addressof
+// CHECK-NEXT: %[[PIECE:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[NOSUM:.*]] = arith.constant -1 : i64
+// CHECK-NEXT: %[[STATUS:.*]] = call @pfrt_rank_reduce(%[[HOST]], %[[OP]], %[[NAME]], %[[MICRO]], %[[ROOT]], %[[COUNT]], %[[MEMBERS]], %[[DTYPE]], %[[RANK]], %[[SHAPE]], %[[PIECE]], %[[NOSUM]])
 // CHECK: cf.cond_br
-// CHECK-DAG: func.func private @pfrt_rank_reduce(!llvm.ptr, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_reduce(!llvm.ptr, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr, i64, i64) -> i32
 pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(2) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
-  pf.run_stage backward @stage0_backward(%saved) microbatch(1) : (tensor<4x16xf32>) -> ()
-  pf.reduce_microbatch "grad/emb" microbatch(1) root(2) ranks([0, 2]) : tensor<100x16xf32>
+  %grad = pf.run_stage backward @stage0_backward(%saved) microbatch(1) : (tensor<4x16xf32>) -> tensor<100x16xf32>
+  pf.reduce_microbatch "grad/emb"(%grad : tensor<100x16xf32>) microbatch(1) root(2) ranks([0, 2]) : tensor<100x16xf32>
+}
+
+// The root: its piece is slot 2 (byte 512), the sum slot 3, right after it
+// at byte 6912 (512 + 100 * 16 * 4: the piece is read by the reduce).
+// RANK2-DAG: llvm.mlir.global internal constant @[[DIMS:.*]](dense<[100, 16]> : tensor<2xi64>)
+// RANK2: func.func @pf_rank2(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
+// RANK2: llvm.getelementptr %{{.*}}[2] :
+// RANK2-NEXT: %[[AT512:.*]] = arith.constant 512 : i64
+// RANK2: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},
+// RANK2: llvm.getelementptr %{{.*}}[3] :
+// RANK2-NEXT: %[[AT6912:.*]] = arith.constant 6912 : i64
+// RANK2: %[[SHAPE:.*]] = llvm.mlir.addressof @[[DIMS]]
+// RANK2-NEXT: %[[PIECE:.*]] = arith.constant 2 : i64
+// RANK2-NEXT: %[[SUM:.*]] = arith.constant 3 : i64
+// RANK2-NEXT: call @pfrt_rank_reduce(%[[HOST]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SHAPE]], %[[PIECE]], %[[SUM]])
+pf.rank_program @rank2 rank(2) ranks(3) stages([0]) microbatches(2) {
+  %act, %saved = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  %grad = pf.run_stage backward @stage0_backward(%saved) microbatch(1) : (tensor<4x16xf32>) -> tensor<100x16xf32>
+  %sum = pf.reduce_microbatch "grad/emb"(%grad : tensor<100x16xf32>) microbatch(1) root(2) ranks([0, 2]) : tensor<100x16xf32> -> tensor<100x16xf32>
 }

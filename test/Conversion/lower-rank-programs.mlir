@@ -38,6 +38,9 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD:__pf_rank_str_[0-9]+]]("stage0_backward\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:__pf_rank_i64_[0-9]+]](dense<[0, 1]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD_IN:__pf_rank_i64_[0-9]+]](dense<[1, 2]> : tensor<2xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD_OUT:__pf_rank_i64_[0-9]+]](dense<[3, 4]> : tensor<2xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[W0:__pf_rank_str_[0-9]+]]("grad/w0\00")
+// CHECK-DAG: llvm.mlir.global internal constant @[[EMB:__pf_rank_str_[0-9]+]]("grad/emb\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[ORDER:__pf_rank_str_[0-9]+]]("grad/emb\00grad/w0\00")
 // CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
 // One request word per posted send, one per posted recv.
@@ -108,15 +111,32 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: call @pfrt_comm_wait(%[[CTX]], %[[COMM]], %[[REQUEST]])
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c2_i64{{[_0-9]*}}, %c1_i32{{[_0-9]*}})
 // The backward (op 3) reads saved/0 and grad_act/7 (slots [1, 2]) and makes
-// no stage value.
+// grad/w0 and grad/emb (slots [3, 4]), at bytes 768 and 1792 (act/1, being
+// sent, and the backward's inputs are live).
+// CHECK: llvm.getelementptr %[[SLOTS]][3] :
+// CHECK-NEXT: %[[AT768:.*]] = arith.constant 768 : i64
+// CHECK-NEXT: llvm.getelementptr %[[ARENA]][%[[AT768]]]
+// CHECK: llvm.getelementptr %[[SLOTS]][4] :
+// CHECK-NEXT: %[[AT1792:.*]] = arith.constant 1792 : i64
+// CHECK-NEXT: llvm.getelementptr %[[ARENA]][%[[AT1792]]]
 // CHECK: %[[FN3:.*]] = llvm.mlir.addressof @[[BACKWARD]] : !llvm.ptr
 // CHECK-NEXT: arith.constant 0 : i64
 // CHECK-NEXT: arith.constant -1 : i64
 // CHECK-NEXT: %[[NIN3:.*]] = arith.constant 2 : i64
 // CHECK-NEXT: %[[IN3:.*]] = llvm.mlir.addressof @[[BACKWARD_IN]] : !llvm.ptr
-// CHECK-NEXT: %[[NOUT3:.*]] = arith.constant 0 : i64
-// CHECK-NEXT: %[[OUT3:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[NOUT3:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[OUT3:.*]] = llvm.mlir.addressof @[[BACKWARD_OUT]] : !llvm.ptr
 // CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c3_i64{{[_0-9]*}}, %{{.*}}, %[[FN3]], %{{.*}}, %{{.*}}, %[[NIN3]], %[[IN3]], %[[NOUT3]], %[[OUT3]])
+// The step's gradients go to the host (ops 4 and 5): the name, micro-batch
+// -1 (the step's) and the slot.
+// CHECK: %[[W0NAME:.*]] = llvm.mlir.addressof @[[W0]] : !llvm.ptr
+// CHECK-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
+// CHECK-NEXT: %[[SLOT3:.*]] = arith.constant 3 : i64
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[W0NAME]], %[[STEP]], %[[SLOT3]])
+// CHECK: %[[EMBNAME:.*]] = llvm.mlir.addressof @[[EMB]] : !llvm.ptr
+// CHECK-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
+// CHECK-NEXT: %[[SLOT4:.*]] = arith.constant 4 : i64
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[EMBNAME]], %[[STEP2]], %[[SLOT4]])
 // The host frees nothing: the arena is the program's.
 // CHECK-NOT: pfrt_rank_release
 // The all_reduce's order (ReductionOrder: 1 = library) after the value's name.
@@ -142,11 +162,11 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK: call @pfrt_rank_run_stage(
 // At the end: the posted send completes.
 // CHECK: cf.cond_br
-// CHECK-NEXT: ^bb16:
+// CHECK-NEXT: ^bb18:
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : i32
 // CHECK-NEXT: %[[NSENDS:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: call @pfrt_comm_wait_all(%[[CTX]], %[[COMM]], %[[SENDS]], %[[NSENDS]])
-// CHECK: ^bb17:
+// CHECK: ^bb19:
 // CHECK-NEXT: return %[[ZERO]] : i32
 // CHECK: ^[[EXIT]](%[[STATUS:.*]]: i32):
 // CHECK-NEXT: return %[[STATUS]] : i32
@@ -158,6 +178,7 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-DAG: func.func private @pfrt_comm_irecv(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, !llvm.ptr) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_wait(!llvm.ptr, !llvm.ptr, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_wait_all(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_broadcast(!llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
 // CHECK-NOT: pfrt_rank_send
 // CHECK-NOT: pfrt_rank_recv
@@ -166,7 +187,9 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(0) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4x16xf32>
   %grad = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
-  pf.run_stage backward @stage0_backward(%saved, %grad) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
+  %w0, %emb = pf.run_stage backward @stage0_backward(%saved, %grad) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
+  pf.step_result "grad/w0" %w0 : tensor<16x16xf32>
+  pf.step_result "grad/emb" %emb : tensor<100x16xf32>
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.run_stage precondition @stage0_precondition() : () -> ()
@@ -202,13 +225,15 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // Rank 1: the received act/1 is slot 0 (byte 0), the forward's saved/1 and
 // loss slots 1 and 2 (bytes 256 and 512: act/1 is read by that forward, the
 // loss lives until pf.step_result), the backward's grad_act/7 slot 3, back
-// at byte 0 (act/1's life ended at the forward). pf.step_result hands the
-// loss's slot to the host: its name, micro-batch -1 (the step's) and slot.
+// at byte 0 (act/1's life ended at the forward), and its grad/emb slot 4, at
+// byte 576 (after the loss). pf.step_result hands the loss's slot to the
+// host: its name, micro-batch -1 (the step's) and slot; then grad/emb's.
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS0:__pf_rank_i64_[0-9]+]](dense<0> : tensor<1xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS12:__pf_rank_i64_[0-9]+]](dense<[1, 2]> : tensor<2xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
-// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS3:__pf_rank_i64_[0-9]+]](dense<3> : tensor<1xi64>)
+// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS34:__pf_rank_i64_[0-9]+]](dense<[3, 4]> : tensor<2xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[LOSS:__pf_rank_str_[0-9]+]]("loss\00")
+// RANK1-DAG: llvm.mlir.global internal constant @[[EMB:__pf_rank_str_[0-9]+]]("grad/emb\00")
 // RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
 // RANK1: llvm.getelementptr %[[SLOTS]][0] :
 // RANK1-NEXT: %[[AT0:.*]] = arith.constant 0 : i64
@@ -228,23 +253,31 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1: llvm.getelementptr %[[SLOTS]][3] :
 // RANK1-NEXT: %[[AGAIN0:.*]] = arith.constant 0 : i64
 // RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AGAIN0]]]
+// RANK1: llvm.getelementptr %[[SLOTS]][4] :
+// RANK1-NEXT: %[[AT576:.*]] = arith.constant 576 : i64
+// RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AT576]]]
 // RANK1: %[[BIN:.*]] = llvm.mlir.addressof @[[SLOTS1]]
-// RANK1-NEXT: arith.constant 1 : i64
-// RANK1-NEXT: %[[BOUT:.*]] = llvm.mlir.addressof @[[SLOTS3]]
-// RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[BIN]], %c1_i64{{[_0-9]*}}, %[[BOUT]])
+// RANK1-NEXT: arith.constant 2 : i64
+// RANK1-NEXT: %[[BOUT:.*]] = llvm.mlir.addressof @[[SLOTS34]]
+// RANK1-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}}, {{.*}}, %c1_i64{{[_0-9]*}}, %[[BIN]], %c2_i64{{[_0-9]*}}, %[[BOUT]])
 // RANK1: llvm.getelementptr %[[SLOTS]][3] :
 // RANK1: call @pfrt_comm_isend(
 // RANK1: %[[NAME:.*]] = llvm.mlir.addressof @[[LOSS]]
 // RANK1-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // RANK1-NEXT: %[[SLOT2:.*]] = arith.constant 2 : i64
 // RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[NAME]], %[[STEP]], %[[SLOT2]])
+// RANK1: %[[EMBNAME:.*]] = llvm.mlir.addressof @[[EMB]]
+// RANK1-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
+// RANK1-NEXT: %[[SLOT4:.*]] = arith.constant 4 : i64
+// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[EMBNAME]], %[[STEP2]], %[[SLOT4]])
 // RANK1: call @pfrt_comm_wait_all(
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
   %saved, %loss = pf.run_stage forward @stage1_forward(%act) microbatch(0) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
-  %grad = pf.run_stage backward @stage1_backward(%saved) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %grad, %emb = pf.run_stage backward @stage1_backward(%saved) microbatch(0) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<100x16xf32>)
   pf.send_act %grad microbatch(0) to(0) tag(2) : tensor<4x16xf32>
   pf.step_result "loss" %loss : tensor<f32>
+  pf.step_result "grad/emb" %emb : tensor<100x16xf32>
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>

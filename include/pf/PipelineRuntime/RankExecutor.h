@@ -135,9 +135,10 @@ public:
   /// exist, the window ones), the largest of each figure; `arenaBytes` is
   /// what the runner allocated, once, for all of them.
   ActivationFigures plannedActivations() const;
-  /// The most bytes of gradients any step run so far held at once before its
-  /// micro-batches were combined: each call's micro-batch pieces, the running
-  /// sums of the accumulate calls and pieces posted to another rank.
+  /// The most bytes of gradients the host's step end held at once in any
+  /// step so far: the step's gradients and micro-batch pieces the program
+  /// reported (pf.step_result) and rows posted to another rank. (The pieces
+  /// and running sums of the program live in its arena.)
   int64_t measuredGradientBytes() const { return gradientPeakBytes; }
   /// Whether the stage functions (and so the stage values' slots) are in
   /// backend memory (--device-buffers, CUDA).
@@ -146,6 +147,10 @@ public:
   /// made so far: 0 when every slot is bound in place (what the slots in
   /// backend memory are for).
   int64_t stageValueCopies() const;
+  /// The step's gradients copied between host and backend memory by the
+  /// once-per-step calls (update, precondition), which take them from the
+  /// host's step end (not counted in stageValueCopies).
+  int64_t stepEndGradientCopies() const { return stepEndCopies; }
   /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
   double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
@@ -230,6 +235,7 @@ private:
   int64_t arenaBytes = 0;
   pfrt_context *arenaContext = nullptr;
   int64_t gradientPeakBytes = 0;
+  int64_t stepEndCopies = 0;
 };
 
 /// Point-to-point hand-over of named arrays (count, then per array a header,

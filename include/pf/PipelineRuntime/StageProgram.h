@@ -95,13 +95,20 @@ struct NonZeroRows {
   std::vector<char> data;       ///< those rows' bytes, in index order
 };
 int64_t rowCount(const NpyArray &x);
+int64_t rowCount(llvm::ArrayRef<int64_t> shape);
 NonZeroRows nonZeroRows(const NpyArray &x);
+/// The same of `bytes` bytes at `data`, of `shape`.
+NonZeroRows nonZeroRows(const char *data, size_t bytes, llvm::ArrayRef<int64_t> shape);
 
 /// dense := dense + x, where x is +0.0 except in the rows `indices` (strictly
 /// ascending, each < rowCount(dense)), whose values are `data` in that order:
 /// every element gets exactly one IEEE addition, dense[i] + 0.0 outside those
 /// rows, so the result is bitwise the elementwise dense sum (f32 or f64).
 llvm::Error addRows(NpyArray &dense, llvm::ArrayRef<int64_t> indices, llvm::ArrayRef<char> data);
+/// out := dense + x for a `dtype` tensor of `shape` at `dense` (`out` may be
+/// `dense`): the same additions in one pass.
+llvm::Error addRows(int32_t dtype, llvm::ArrayRef<int64_t> shape, const char *dense, char *out,
+                    llvm::ArrayRef<int64_t> indices, llvm::ArrayRef<char> data);
 
 /// Runs the stages of `program` (compiled from stageFunctionNames) over
 /// `inputs` (the graph inputs, each with microbatches × the micro-batch's

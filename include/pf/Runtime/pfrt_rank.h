@@ -65,13 +65,15 @@ int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op,
                             const char *value, int64_t root, int64_t count,
                             const int64_t *ranks, int32_t dtype, int64_t rank,
                             const int64_t *shape);
-/* Micro-batch `microbatch`'s piece of a named gradient summed on rank `root`
- * (the two `count` = 2 members' pieces added); the other member's is handed
- * over and freed. */
+/* Micro-batch `microbatch`'s piece of gradient `value` (in `input_slot`)
+ * summed on rank `root` into `output_slot` (the two `count` = 2 members'
+ * pieces added); the other member's piece is handed over (`output_slot`
+ * -1). */
 int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value,
                          int64_t microbatch, int64_t root, int64_t count,
                          const int64_t *ranks, int32_t dtype, int64_t rank,
-                         const int64_t *shape);
+                         const int64_t *shape, int64_t input_slot,
+                         int64_t output_slot);
 /* Global-norm clipping over all ranks, the norm summed in `order`. */
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op,
                                  double max_norm, int64_t count,
@@ -81,9 +83,9 @@ int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa,
                                int64_t count, const char *order);
 /* The pending K-FAC inverses become the ones in use. */
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op);
-/* The value in slot `slot` is the step's result `name` (the loss; of
- * micro-batch `microbatch`, or of the whole step when it is -1): the host
- * reads it after the step. */
+/* The value in slot `slot` is the step's result `name` (the loss, or a
+ * gradient grad/<param> for the host's step-end work; of micro-batch
+ * `microbatch`, or of the whole step when it is -1): the host reads it. */
 int32_t pfrt_rank_step_result(pfrt_rank_host *host, int64_t op,
                               const char *name, int64_t microbatch,
                               int64_t slot);

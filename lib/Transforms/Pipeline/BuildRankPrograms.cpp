@@ -884,10 +884,19 @@ struct BuildRankProgramsPass
           rootReduces.emplace_back(time, name, int64_t(m));
       }
       llvm::sort(rootReduces);
+      // The rank's piece of micro-batch m; on the root the sum takes its
+      // place (the reduced accumulate call takes it).
       auto emitReduce = [&](const std::string &name, int64_t m) {
         const TiedGradient &entry = tied.at(name);
-        ReduceMicrobatchOp::create(body, loc, name, uint64_t(m), uint64_t(entry.root()),
-                                   entry.ranks, entry.type);
+        auto piece = stageValues.find({m, name});
+        if (piece == stageValues.end())
+          return noteMissing(name, m);
+        Type sumType = entry.root() == rank ? Type(entry.type) : Type();
+        auto reduce = ReduceMicrobatchOp::create(body, loc, sumType, name, piece->second,
+                                                 uint64_t(m), uint64_t(entry.root()),
+                                                 entry.ranks, entry.type);
+        if (reduce.getSum())
+          piece->second = reduce.getSum();
       };
       std::vector<ReplicaAccumulation> replicaSums =
           replicaAccumulations(events[rank], tied);
@@ -1235,7 +1244,7 @@ struct BuildRankProgramsPass
       return std::make_pair(isRunningSumName(name) ? int64_t(-1) : m, std::move(name));
     };
     SmallVector<Value> inputs;
-    for (unsigned i : stageValuePositions(function, false)) {
+    for (unsigned i : stageValuePositions(function, false, !micro)) {
       auto found = stageValues.find(keyOf(nameAt(i, false)));
       Value value = found == stageValues.end() ? Value() : found->second;
       if (!value) {
@@ -1244,7 +1253,7 @@ struct BuildRankProgramsPass
       }
       inputs.push_back(value);
     }
-    SmallVector<unsigned> outputs = stageValuePositions(function, true);
+    SmallVector<unsigned> outputs = stageValuePositions(function, true, !micro);
     SmallVector<Type> types;
     for (unsigned i : outputs)
       types.push_back(function.getResultTypes()[i]);
@@ -1276,7 +1285,29 @@ struct BuildRankProgramsPass
   /// The rank's loss, if it runs the last stage: the step's (its
   /// accumulate calls' running sum, or the one micro-batch's), or each
   /// micro-batch's it ran where two ranks run the last stage.
+  ///
+  /// Then the gradients the step-end work takes on the host: each running
+  /// sum's last value (the rank's gradient of the step), and each piece no
+  /// call or reduce of the rank takes (the step's gradient with one
+  /// micro-batch; else a micro-batch's piece, summed by the host in
+  /// micro-batch order).
   void emitStepResults(OpBuilder &body, Location loc) {
+    emitLossResult(body, loc);
+    for (const auto &[key, value] : stageValues) {
+      const auto &[m, valueName] = key;
+      StringRef n(valueName);
+      if (!value.use_empty())
+        continue;
+      if (m < 0 && n.starts_with(kGradientSumPrefix))
+        StepResultOp::create(body, loc, body.getStringAttr(pieceOfRunningSum(n)), value,
+                             IntegerAttr());
+      else if (m >= 0 && n.starts_with(kGradientPrefix))
+        StepResultOp::create(body, loc, body.getStringAttr(n), value,
+                             microbatches == 1 ? IntegerAttr() : body.getI64IntegerAttr(m));
+    }
+  }
+
+  void emitLossResult(OpBuilder &body, Location loc) {
     StringAttr name = body.getStringAttr(kLossName);
     if (auto sum = stageValues.find({-1, kLossSumName.str()}); sum != stageValues.end()) {
       if (!replicatedLoss())

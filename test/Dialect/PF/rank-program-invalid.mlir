@@ -123,21 +123,68 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
 // -----
 
 // The results are the function's stage-value results (the loss is one);
-// gradients are not.
-func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}, tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 1 : i64}
+// other named results (a graph output such as the logits) are the host's.
+func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}, tensor<4xf32> {pf.name = "logits"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   // expected-error@+1 {{'pf.run_stage' op has results ('tensor<4xf32>', 'tensor<f32>', 'tensor<4xf32>') but @stage1_forward's stage-value results are ('tensor<4xf32>', 'tensor<f32>')}}
-  %saved, %loss, %grad = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>, tensor<4xf32>)
+  %saved, %loss, %logits = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>, tensor<4xf32>)
 }
 
 // -----
 
-// The step's only result is the loss, an f32 scalar.
+// A backward's gradients (grad/*) are stage values: the call returns them.
+func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}) attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward(tensor<4xf32> {pf.name = "saved/1"}) -> (tensor<4xf32> {pf.name = "grad_act/1"}, tensor<4x4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  %saved = pf.run_stage forward @stage1_forward() microbatch(0) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.run_stage' op has results ('tensor<4xf32>') but @stage1_backward's stage-value results are ('tensor<4xf32>', 'tensor<4x4xf32>')}}
+  %grad_act = pf.run_stage backward @stage1_backward(%saved) microbatch(0) : (tensor<4xf32>) -> tensor<4xf32>
+}
+
+// -----
+
+// An accumulate call takes its gradient pieces and running sums as operands.
+func.func private @stage1_accumulate(tensor<4x4xf32> {pf.name = "grad/w"}, tensor<4x4xf32> {pf.name = "grad_sum/w"}) -> (tensor<4x4xf32> {pf.name = "grad_sum/w"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op has inputs () but @stage1_accumulate's stage-value arguments are ('tensor<4x4xf32>', 'tensor<4x4xf32>')}}
+  pf.run_stage accumulate @stage1_accumulate() microbatch(0) : () -> tensor<4x4xf32>
+}
+
+// -----
+
+// A once-per-step call's gradients are bound by the host, not as operands.
+func.func private @stage1_update(tensor<4x4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  pf.run_stage update @stage1_update() : () -> ()
+}
+
+// -----
+
+// The step's results are the loss, an f32 scalar, and its gradients
+// (grad/<param>, float tensors); a running sum is not one.
 func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %saved, %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>)
-  // expected-error@+1 {{'pf.step_result' op reports 'grad/w', but the step's only result is 'loss'}}
-  pf.step_result "grad/w" %loss : tensor<f32>
+  // expected-error@+1 {{'pf.step_result' op reports 'loss_sum', but the step's results are 'loss' and its gradients (grad/<param>)}}
+  pf.step_result "loss_sum" %loss : tensor<f32>
+}
+
+// -----
+
+func.func private @stage1_forward() -> (tensor<4xf32> {pf.name = "saved/1"}, tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  %saved, %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> (tensor<4xf32>, tensor<f32>)
+  // expected-error@+1 {{'pf.step_result' op reports 'grad/', but the step's results are 'loss' and its gradients (grad/<param>)}}
+  pf.step_result "grad/" %saved : tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<4xi32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %grad = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xi32>
+  // expected-error@+1 {{'pf.step_result' op gradient 'grad/w' is not a float tensor, got 'tensor<4xi32>'}}
+  pf.step_result "grad/w" %grad microbatch(0) : tensor<4xi32>
 }
 
 // -----

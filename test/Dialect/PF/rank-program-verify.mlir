@@ -344,15 +344,17 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 
 // -----
 
-// An all_reduce that one member never runs.
+// An all_reduce that one member never runs. (A named all_reduce sums the
+// host's copy, which the rank's step_result reports.)
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
-func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
-  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
-  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
+  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  pf.step_result "grad/emb" %g microbatch(0) : tensor<4xf32>
+  // expected-error@+1 {{rank 0, op 3: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
   pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
@@ -365,19 +367,21 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
 // The members of an all_reduce disagree on its order: one would send its
 // weighted partial sum, the other every micro-batch's piece.
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
-func.func private @stage0_backward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
-func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
-  pf.run_stage backward @stage0_backward() microbatch(0) : () -> ()
-  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
+  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  pf.step_result "grad/emb" %g microbatch(0) : tensor<4xf32>
+  // expected-error@+1 {{rank 0, op 3: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
-  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
-  // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 0}}
+  %g = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4xf32>
+  pf.step_result "grad/emb" %g microbatch(0) : tensor<4xf32>
+  // expected-error@+1 {{rank 1, op 3: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 0}}
   pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
 }
 
@@ -408,7 +412,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   %loss = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<f32>
   pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
-  // expected-error@+1 {{rank 1, op 2: step_result 'loss' is reported a second time (rank 0, op 2 reports it)}}
+  // expected-error@+1 {{rank 1, op 2: step_result 'loss' (micro-batch 0) is reported a second time (rank 0, op 2 reports it)}}
   pf.step_result "loss" %loss microbatch(0) : tensor<f32>
 }
 
@@ -446,4 +450,44 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage backward @stage0_backward() microbatch(1) : () -> ()
   // expected-error@+1 {{rank 1, op 2: reports the loss of a micro-batch, but rank 0 reports the step's}}
   pf.step_result "loss" %loss microbatch(1) : tensor<f32>
+}
+
+// -----
+
+// A gradient leaves each rank once. Replicas (Chimera) each report the
+// pieces of the micro-batches they ran (the loss's rule across ranks does not
+// apply), but rank 1 reports micro-batch 1's piece twice.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
+  pf.step_result "grad/w" %g0 microbatch(0) : tensor<2xf32>
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2xf32>
+  pf.step_result "grad/w" %g1 microbatch(1) : tensor<2xf32>
+  // expected-error@+1 {{rank 1, op 3: step_result 'grad/w' (micro-batch 1) is reported a second time on this rank (op 2 reports it)}}
+  pf.step_result "grad/w" %g1 microbatch(1) : tensor<2xf32>
+}
+
+// -----
+
+// A rank reports a gradient for the step or by micro-batch, not both: the
+// step's sum already holds micro-batch 0's piece.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_first(tensor<2xf32> {pf.name = "grad/w"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_last(tensor<2xf32> {pf.name = "grad/w"}, tensor<2xf32> {pf.name = "grad_sum/w"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
+  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2xf32>
+  %s0 = pf.run_stage accumulate @stage0_accumulate_first(%g0) microbatch(0) : (tensor<2xf32>) -> tensor<2xf32>
+  %s1 = pf.run_stage accumulate @stage0_accumulate_last(%g1, %s0) microbatch(1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  pf.step_result "grad/w" %s1 : tensor<2xf32>
+  // expected-error@+1 {{rank 0, op 7: step_result 'grad/w' (micro-batch 0) is reported a second time on this rank (op 6 reports it)}}
+  pf.step_result "grad/w" %g0 microbatch(0) : tensor<2xf32>
 }

@@ -5,10 +5,12 @@
 // per-rank program round-trips and passes the checks across ranks. The task
 // kind is an enum attribute printed as a keyword, as is the all_reduce's
 // order (elided when it is the default, microbatch). The stage values
-// (act/*, saved/*, grad_act/*) are SSA values of the program: a call's
-// operands are its function's stage-value arguments and its results the
-// stage-value results, in order; graph inputs (input_ids), the loss and
-// gradients (grad/*) are not.
+// (act/*, saved/*, grad_act/*, the loss and the gradients grad/*) are SSA
+// values of the program: a call's operands are its function's stage-value
+// arguments and its results the stage-value results, in order; graph inputs
+// (input_ids) are not. Without accumulate calls each rank reports its
+// gradients' micro-batch pieces to the host (pf.step_result ... microbatch),
+// before the all_reduce that reads the host's copy by name.
 
 func.func private @stage0_forward(tensor<4x8xi64> {pf.name = "input_ids"})
     -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"})
@@ -30,9 +32,13 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: %[[F1:.*]]:2 = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
 // CHECK-NEXT: %[[G0:.*]] = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
 // CHECK-NEXT: pf.send_act %[[F1]]#0 microbatch(1) to(1) tag(1) : tensor<4x16xf32>
-// CHECK-NEXT: pf.run_stage backward @stage0_backward(%[[F0]]#1, %[[G0]]) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
+// CHECK-NEXT: %[[W0:.*]]:2 = pf.run_stage backward @stage0_backward(%[[F0]]#1, %[[G0]]) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
 // CHECK-NEXT: %[[G1:.*]] = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4x16xf32>
-// CHECK-NEXT: pf.run_stage backward @stage0_backward(%[[F1]]#1, %[[G1]]) microbatch(1) : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
+// CHECK-NEXT: %[[W1:.*]]:2 = pf.run_stage backward @stage0_backward(%[[F1]]#1, %[[G1]]) microbatch(1) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
+// CHECK-NEXT: pf.step_result "grad/w0" %[[W0]]#0 microbatch(0) : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/emb" %[[W0]]#1 microbatch(0) : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/w0" %[[W1]]#0 microbatch(1) : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/emb" %[[W1]]#1 microbatch(1) : tensor<100x16xf32>
 // CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
 // CHECK-NEXT: pf.run_stage update @stage0_update() : () -> ()
 // CHECK-NEXT: }
@@ -46,11 +52,15 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   // micro-batch 1 (a send waits for its recv).
   %grad0 = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
   pf.send_act %act1 microbatch(1) to(1) tag(1) : tensor<4x16xf32>
-  pf.run_stage backward @stage0_backward(%saved0, %grad0) microbatch(0)
-      : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
+  %w0, %emb0 = pf.run_stage backward @stage0_backward(%saved0, %grad0) microbatch(0)
+      : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
   %grad1 = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4x16xf32>
-  pf.run_stage backward @stage0_backward(%saved1, %grad1) microbatch(1)
-      : (tensor<4x16xf32>, tensor<4x16xf32>) -> ()
+  %w1, %emb1 = pf.run_stage backward @stage0_backward(%saved1, %grad1) microbatch(1)
+      : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
+  pf.step_result "grad/w0" %w0 microbatch(0) : tensor<16x16xf32>
+  pf.step_result "grad/emb" %emb0 microbatch(0) : tensor<100x16xf32>
+  pf.step_result "grad/w0" %w1 microbatch(1) : tensor<16x16xf32>
+  pf.step_result "grad/emb" %emb1 microbatch(1) : tensor<100x16xf32>
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
   pf.run_stage update @stage0_update() : () -> ()
 }
@@ -58,30 +68,34 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 // CHECK-NEXT: %[[A0:.*]] = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
 // CHECK-NEXT: %[[S0:.*]]:2 = pf.run_stage forward @stage1_forward(%[[A0]]) microbatch(0) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
-// CHECK-NEXT: %[[B0:.*]] = pf.run_stage backward @stage1_backward(%[[S0]]#0) microbatch(0) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-// CHECK-NEXT: pf.send_act %[[B0]] microbatch(0) to(0) tag(2) : tensor<4x16xf32>
+// CHECK-NEXT: %[[B0:.*]]:2 = pf.run_stage backward @stage1_backward(%[[S0]]#0) microbatch(0) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<100x16xf32>)
+// CHECK-NEXT: pf.send_act %[[B0]]#0 microbatch(0) to(0) tag(2) : tensor<4x16xf32>
 // CHECK-NEXT: %[[A1:.*]] = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x16xf32>
 // CHECK-NEXT: %[[S1:.*]]:2 = pf.run_stage forward @stage1_forward(%[[A1]]) microbatch(1) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
-// CHECK-NEXT: %[[B1:.*]] = pf.run_stage backward @stage1_backward(%[[S1]]#0) microbatch(1) : (tensor<4x16xf32>) -> tensor<4x16xf32>
-// CHECK-NEXT: pf.send_act %[[B1]] microbatch(1) to(0) tag(3) : tensor<4x16xf32>
+// CHECK-NEXT: %[[B1:.*]]:2 = pf.run_stage backward @stage1_backward(%[[S1]]#0) microbatch(1) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<100x16xf32>)
+// CHECK-NEXT: pf.send_act %[[B1]]#0 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
 // CHECK-NEXT: pf.step_result "loss" %[[S0]]#1 microbatch(0) : tensor<f32>
 // CHECK-NEXT: pf.step_result "loss" %[[S1]]#1 microbatch(1) : tensor<f32>
+// CHECK-NEXT: pf.step_result "grad/emb" %[[B0]]#1 microbatch(0) : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/emb" %[[B1]]#1 microbatch(1) : tensor<100x16xf32>
 // CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
 // CHECK-NEXT: }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
   %saved0, %loss0 = pf.run_stage forward @stage1_forward(%act0) microbatch(0)
       : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
-  %grad0 = pf.run_stage backward @stage1_backward(%saved0) microbatch(0)
-      : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %grad0, %emb0 = pf.run_stage backward @stage1_backward(%saved0) microbatch(0)
+      : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<100x16xf32>)
   pf.send_act %grad0 microbatch(0) to(0) tag(2) : tensor<4x16xf32>
   %act1 = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x16xf32>
   %saved1, %loss1 = pf.run_stage forward @stage1_forward(%act1) microbatch(1)
       : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
-  %grad1 = pf.run_stage backward @stage1_backward(%saved1) microbatch(1)
-      : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  %grad1, %emb1 = pf.run_stage backward @stage1_backward(%saved1) microbatch(1)
+      : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<100x16xf32>)
   pf.send_act %grad1 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
   pf.step_result "loss" %loss0 microbatch(0) : tensor<f32>
   pf.step_result "loss" %loss1 microbatch(1) : tensor<f32>
+  pf.step_result "grad/emb" %emb0 microbatch(0) : tensor<100x16xf32>
+  pf.step_result "grad/emb" %emb1 microbatch(1) : tensor<100x16xf32>
   pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
 }

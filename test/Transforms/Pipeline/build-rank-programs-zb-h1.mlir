@@ -38,10 +38,15 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D = 2, N = 2 in full. Rank 1 (the last stage, d = 1) runs B0 and sends
 // its gradients at once, and defers W0 until after B1; rank 0 (d = 0) runs each
 // W right after its B. The tied embedding's piece of micro-batch m goes from
-// rank 0 after its W(m) to rank 1, which takes it only after its own W(m).
+// rank 0 after its W(m) to rank 1, which takes it only after its own W(m)
+// (each member's reduce takes its W's piece; rank 1's returns the sum, which
+// its accumulate_reduced calls add up).
 // Stage 0's B half has nothing to compute (no stage before it): its W half
 // reads the forward's saved values and the received gradients; rank 1's
 // deferred W(0) reads what its B(0) kept for it (wsaved/*), after B(1).
+// Each accumulate call continues the previous one's running sums; the last
+// ones' results are the step's gradients, which each rank hands the host
+// (rank 1 the loss first) before the broadcast.
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: %[[F0_0:[0-9]+]]:4 = pf.run_stage forward @stage0_forward() microbatch(0)
 // CHECK-NEXT: pf.send_act %[[F0_0]]#0 microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
@@ -52,15 +57,17 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: %[[GA15_0:[0-9]+]] = pf.recv_act microbatch(0) from(1) tag(4) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[GA22_0:[0-9]+]] = pf.recv_act microbatch(0) from(1) tag(6) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.run_stage backward_input @stage0_backward_input() microbatch(0)
-// CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight(%[[F0_0]]#2, %[[F0_0]]#3, %[[GA15_0]], %[[GA22_0]]) microbatch(0)
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: %[[BW0_0:[0-9]+]]:3 = pf.run_stage backward_weight @stage0_backward_weight(%[[F0_0]]#2, %[[F0_0]]#3, %[[GA15_0]], %[[GA22_0]]) microbatch(0)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[BW0_0]]#2 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: %[[GA15_1:[0-9]+]] = pf.recv_act microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[GA22_1:[0-9]+]] = pf.recv_act microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_first() microbatch(0)
+// CHECK-NEXT: %[[ACC0_0:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_first(%[[BW0_0]]#0, %[[BW0_0]]#1) microbatch(0)
 // CHECK-NEXT: pf.run_stage backward_input @stage0_backward_input() microbatch(1)
-// CHECK-NEXT: pf.run_stage backward_weight @stage0_backward_weight(%[[F0_1]]#2, %[[F0_1]]#3, %[[GA15_1]], %[[GA22_1]]) microbatch(1)
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last() microbatch(1)
+// CHECK-NEXT: %[[BW0_1:[0-9]+]]:3 = pf.run_stage backward_weight @stage0_backward_weight(%[[F0_1]]#2, %[[F0_1]]#3, %[[GA15_1]], %[[GA22_1]]) microbatch(1)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[BW0_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: %[[ACC0_1:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last(%[[BW0_1]]#0, %[[ACC0_0]]#0, %[[BW0_1]]#1, %[[ACC0_0]]#1) microbatch(1)
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[ACC0_1]]#0 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[ACC0_1]]#1 : tensor<16x16xf32>
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
@@ -76,15 +83,18 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: %[[BI1_1:[0-9]+]]:4 = pf.run_stage backward_input @stage1_backward_input(%[[F1_1]]#2) microbatch(1)
 // CHECK-NEXT: pf.send_act %[[BI1_1]]#0 microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act %[[BI1_1]]#1 microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight(%[[F1_0]]#0, %[[F1_0]]#1, %[[BI1_0]]#2, %[[BI1_0]]#3) microbatch(0)
-// CHECK-NEXT: %[[LS0:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_first(%[[F1_0]]#3) microbatch(0)
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first() microbatch(0)
-// CHECK-NEXT: pf.run_stage backward_weight @stage1_backward_weight(%[[F1_1]]#0, %[[F1_1]]#1, %[[BI1_1]]#2, %[[BI1_1]]#3) microbatch(1)
-// CHECK-NEXT: %[[LS1:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_last(%[[F1_1]]#3, %[[LS0]]) microbatch(1)
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last() microbatch(1)
-// CHECK-NEXT: pf.step_result "loss" %[[LS1]] : tensor<f32>
+// CHECK-NEXT: %[[BW1_0:[0-9]+]]:3 = pf.run_stage backward_weight @stage1_backward_weight(%[[F1_0]]#0, %[[F1_0]]#1, %[[BI1_0]]#2, %[[BI1_0]]#3) microbatch(0)
+// CHECK-NEXT: %[[ACC1_0:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_first(%[[BW1_0]]#0, %[[BW1_0]]#1, %[[F1_0]]#3) microbatch(0)
+// CHECK-NEXT: %[[EMB0:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[BW1_0]]#2 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %[[RED0:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_first(%[[EMB0]]) microbatch(0)
+// CHECK-NEXT: %[[BW1_1:[0-9]+]]:3 = pf.run_stage backward_weight @stage1_backward_weight(%[[F1_1]]#0, %[[F1_1]]#1, %[[BI1_1]]#2, %[[BI1_1]]#3) microbatch(1)
+// CHECK-NEXT: %[[ACC1_1:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_last(%[[BW1_1]]#0, %[[ACC1_0]]#0, %[[BW1_1]]#1, %[[ACC1_0]]#1, %[[F1_1]]#3, %[[ACC1_0]]#2) microbatch(1)
+// CHECK-NEXT: %[[EMB1:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[BW1_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %[[RED1:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last(%[[EMB1]], %[[RED0]]) microbatch(1)
+// CHECK-NEXT: pf.step_result "loss" %[[ACC1_1]]#2 : tensor<f32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[RED1]] : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[ACC1_1]]#0 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" %[[ACC1_1]]#1 : tensor<100xf32>
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 

@@ -77,11 +77,15 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // the name * N + micro-batch), stage 1 returns grad_act/15 and grad_act/22.
 // Each recv comes before the call that reads it and each send right after the
 // call that computes it; each backward reads its micro-batch's saved values
-// (its forward's results #2 and #3) and received gradients. The tied embedding's gradient: rank 0 hands each
-// micro-batch's piece to rank 1 right after its backward; rank 1 takes it
-// before its first pass that starts after that backward ends in the timed
-// run (here after its last pass: rank 0's backwards end later), sums and
-// accumulates it, and broadcasts the step's gradient back.
+// (its forward's results #2 and #3) and received gradients, and returns its
+// gradients' pieces as values, which the accumulate calls take (with the
+// previous call's running sums) in micro-batch order. The tied embedding's
+// gradient: rank 0 hands each micro-batch's piece to rank 1 right after its
+// backward; rank 1 takes it before its first pass that starts after that
+// backward ends in the timed run (here after its last pass: rank 0's
+// backwards end later), sums it into a value and accumulates that, and
+// broadcasts the step's gradient back. Each rank hands its step gradients
+// (the last running sums) to the host's step end by pf.step_result.
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: %[[F0_0:[0-9]+]]:4 = pf.run_stage forward @stage0_forward() microbatch(0)
 // CHECK-NEXT: pf.send_act %[[F0_0]]#0 microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
@@ -91,14 +95,17 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: pf.send_act %[[F0_1]]#1 microbatch(1) to(1) tag(3) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[GA15_0:[0-9]+]] = pf.recv_act microbatch(0) from(1) tag(4) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[GA22_0:[0-9]+]] = pf.recv_act microbatch(0) from(1) tag(6) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage backward @stage0_backward(%[[F0_0]]#2, %[[F0_0]]#3, %[[GA15_0]], %[[GA22_0]]) microbatch(0)
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: %[[B0_0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward(%[[F0_0]]#2, %[[F0_0]]#3, %[[GA15_0]], %[[GA22_0]]) microbatch(0)
+// CHECK-SAME: -> (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100x16xf32>)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B0_0]]#2 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>{{$}}
 // CHECK-NEXT: %[[GA15_1:[0-9]+]] = pf.recv_act microbatch(1) from(1) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[GA22_1:[0-9]+]] = pf.recv_act microbatch(1) from(1) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_first() microbatch(0)
-// CHECK-NEXT: pf.run_stage backward @stage0_backward(%[[F0_1]]#2, %[[F0_1]]#3, %[[GA15_1]], %[[GA22_1]]) microbatch(1)
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last() microbatch(1)
+// CHECK-NEXT: %[[S0_0:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_first(%[[B0_0]]#0, %[[B0_0]]#1) microbatch(0)
+// CHECK-NEXT: %[[B0_1:[0-9]+]]:3 = pf.run_stage backward @stage0_backward(%[[F0_1]]#2, %[[F0_1]]#3, %[[GA15_1]], %[[GA22_1]]) microbatch(1)
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B0_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>{{$}}
+// CHECK-NEXT: %[[S0_1:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last(%[[B0_1]]#0, %[[S0_0]]#0, %[[B0_1]]#1, %[[S0_0]]#1) microbatch(1)
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[S0_1]]#0 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[S0_1]]#1 : tensor<16x16xf32>
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
@@ -107,23 +114,28 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: %[[F1_0:[0-9]+]]:4 = pf.run_stage forward @stage1_forward(%[[A3_0]], %[[A5_0]]) microbatch(0)
 // CHECK-NEXT: %[[A3_1:[0-9]+]] = pf.recv_act microbatch(1) from(0) tag(1) : tensor<4x8x16xf32>
 // CHECK-NEXT: %[[A5_1:[0-9]+]] = pf.recv_act microbatch(1) from(0) tag(3) : tensor<4x8x16xf32>
-// CHECK-NEXT: %[[B1_0:[0-9]+]]:2 = pf.run_stage backward @stage1_backward(%[[F1_0]]#0, %[[F1_0]]#1, %[[F1_0]]#2) microbatch(0)
+// CHECK-NEXT: %[[B1_0:[0-9]+]]:5 = pf.run_stage backward @stage1_backward(%[[F1_0]]#0, %[[F1_0]]#1, %[[F1_0]]#2) microbatch(0)
 // CHECK-NEXT: pf.send_act %[[B1_0]]#0 microbatch(0) to(0) tag(4) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act %[[B1_0]]#1 microbatch(0) to(0) tag(6) : tensor<4x8x16xf32>
-// The loss is a value of the program: each forward returns its micro-batch's
-// (#3), the accumulate calls weight it with the gradients, the last one's sum
-// is the step's loss, which pf.step_result hands to the host.
-// CHECK-NEXT: %[[LS0:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_first(%[[F1_0]]#3) microbatch(0) : (tensor<f32>) -> tensor<f32>
+// The loss is a value of the program too: each forward returns its
+// micro-batch's (#3), the accumulate calls weight it with the gradients, the
+// last one's sum is the step's loss, which pf.step_result hands to the host.
+// CHECK-NEXT: %[[LS0:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_first(%[[B1_0]]#2, %[[B1_0]]#3, %[[F1_0]]#3) microbatch(0) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHECK-NEXT: %[[F1_1:[0-9]+]]:4 = pf.run_stage forward @stage1_forward(%[[A3_1]], %[[A5_1]]) microbatch(1)
-// CHECK-NEXT: %[[B1_1:[0-9]+]]:2 = pf.run_stage backward @stage1_backward(%[[F1_1]]#0, %[[F1_1]]#1, %[[F1_1]]#2) microbatch(1)
+// CHECK-NEXT: %[[B1_1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward(%[[F1_1]]#0, %[[F1_1]]#1, %[[F1_1]]#2) microbatch(1)
 // CHECK-NEXT: pf.send_act %[[B1_1]]#0 microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>
 // CHECK-NEXT: pf.send_act %[[B1_1]]#1 microbatch(1) to(0) tag(7) : tensor<4x8x16xf32>
-// CHECK-NEXT: %[[LS1:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_last(%[[F1_1]]#3, %[[LS0]]) microbatch(1) : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first() microbatch(0)
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last() microbatch(1)
-// CHECK-NEXT: pf.step_result "loss" %[[LS1]] : tensor<f32>
+// CHECK-NEXT: %[[LS1:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_last(%[[B1_1]]#2, %[[LS0]]#0, %[[B1_1]]#3, %[[LS0]]#1, %[[F1_1]]#3, %[[LS0]]#2) microbatch(1)
+// The root's reduce returns the micro-batch's sum of both pieces, which the
+// reduced accumulate calls weight.
+// CHECK-NEXT: %[[R0:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B1_0]]#4 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %[[RS0:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_first(%[[R0]]) microbatch(0)
+// CHECK-NEXT: %[[R1:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B1_1]]#4 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %[[RS1:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last(%[[R1]], %[[RS0]]) microbatch(1)
+// CHECK-NEXT: pf.step_result "loss" %[[LS1]]#2 : tensor<f32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[RS1]] : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[LS1]]#0 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" %[[LS1]]#1 : tensor<100xf32>
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 
@@ -225,8 +237,8 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D = 3: the middle rank relays act/3 (the residual) from rank 0 to rank 2,
 // with the same tag on each hop (the peers differ): its forward takes the
 // received act/3 and returns it anew (result #0), and that is what it sends.
-// It sends the summed gradient grad_act/34 (its backward's only stage value)
-// back to rank 0.
+// It sends the summed gradient grad_act/34 (its backward's first stage value;
+// the second is its weight's gradient) back to rank 0.
 // D3-COMM-LABEL: pf.rank_program @rank1
 // D3-COMM-NEXT: %[[A3:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(0)
 // D3-COMM-NEXT: %[[F1:[0-9]+]]:3 = pf.run_stage forward @stage1_forward(%[[A3]]) microbatch(0)
@@ -234,8 +246,8 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-COMM-NEXT: pf.send_act %[[F1]]#1 microbatch(0) to(2) tag(2)
 // D3-COMM: %[[GA15:[0-9]+]] = pf.recv_act microbatch(0) from(2) tag(4)
 // D3-COMM-NEXT: %[[GA22:[0-9]+]] = pf.recv_act microbatch(0) from(2) tag(6)
-// D3-COMM-NEXT: %[[B1:[0-9]+]] = pf.run_stage backward @stage1_backward(%[[F1]]#2, %[[GA15]], %[[GA22]]) microbatch(0)
-// D3-COMM-NEXT: pf.send_act %[[B1]] microbatch(0) to(0) tag(8)
+// D3-COMM-NEXT: %[[B1:[0-9]+]]:2 = pf.run_stage backward @stage1_backward(%[[F1]]#2, %[[GA15]], %[[GA22]]) microbatch(0)
+// D3-COMM-NEXT: pf.send_act %[[B1]]#0 microbatch(0) to(0) tag(8)
 
 // 1F1B, D = 3, N = 4, the tied embedding (stages 0 and 2): rank 0 hands each
 // micro-batch's piece over right after its backward. Rank 2 takes micro-batch
@@ -245,32 +257,32 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // three pieces, and accumulates each sum right after its reduce (its own
 // gradients right after its backward).
 // D3-REDUCE-LABEL: pf.rank_program @rank0
-// D3-REDUCE: backward @stage0_backward({{.*}}) microbatch(0)
-// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage0_accumulate_first() microbatch(0)
+// D3-REDUCE: %[[B0:[0-9]+]]:2 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(0)
+// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B0]]#1 : tensor<100x16xf32>) microbatch(0) root(2) ranks([0, 2]) : tensor<100x16xf32>{{$}}
+// D3-REDUCE-NEXT: accumulate @stage0_accumulate_first(%[[B0]]#0) microbatch(0)
 // D3-REDUCE-LABEL: pf.rank_program @rank1
 // D3-REDUCE-NOT: reduce_microbatch
 // D3-REDUCE-LABEL: pf.rank_program @rank2
 // D3-REDUCE-NEXT: forward @stage2_forward({{.*}}) microbatch(0)
-// D3-REDUCE-NEXT: backward @stage2_backward({{.*}}) microbatch(0)
+// D3-REDUCE-NEXT: %[[B2_0:[0-9]+]]:5 = pf.run_stage backward @stage2_backward({{.*}}) microbatch(0)
 // D3-REDUCE-NEXT: accumulate @stage2_accumulate_first({{.*}}) microbatch(0)
 // D3-REDUCE-NEXT: forward @stage2_forward({{.*}}) microbatch(1)
-// D3-REDUCE-NEXT: backward @stage2_backward({{.*}}) microbatch(1)
+// D3-REDUCE-NEXT: %[[B2_1:[0-9]+]]:5 = pf.run_stage backward @stage2_backward({{.*}}) microbatch(1)
 // D3-REDUCE-NEXT: accumulate @stage2_accumulate({{.*}}) microbatch(1)
 // D3-REDUCE-NEXT: forward @stage2_forward({{.*}}) microbatch(2)
-// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_first() microbatch(0)
-// D3-REDUCE-NEXT: backward @stage2_backward({{.*}}) microbatch(2)
+// D3-REDUCE-NEXT: %[[R0:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B2_0]]#4 : tensor<100x16xf32>) microbatch(0) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: %[[RS0:[0-9]+]] = pf.run_stage accumulate @stage2_accumulate_reduced_first(%[[R0]]) microbatch(0)
+// D3-REDUCE-NEXT: %[[B2_2:[0-9]+]]:5 = pf.run_stage backward @stage2_backward({{.*}}) microbatch(2)
 // D3-REDUCE-NEXT: accumulate @stage2_accumulate({{.*}}) microbatch(2)
 // D3-REDUCE-NEXT: forward @stage2_forward({{.*}}) microbatch(3)
-// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced() microbatch(1)
-// D3-REDUCE-NEXT: backward @stage2_backward({{.*}}) microbatch(3)
+// D3-REDUCE-NEXT: %[[R1:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B2_1]]#4 : tensor<100x16xf32>) microbatch(1) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: %[[RS1:[0-9]+]] = pf.run_stage accumulate @stage2_accumulate_reduced(%[[R1]], %[[RS0]]) microbatch(1)
+// D3-REDUCE-NEXT: %[[B2_3:[0-9]+]]:5 = pf.run_stage backward @stage2_backward({{.*}}) microbatch(3)
 // D3-REDUCE-NEXT: accumulate @stage2_accumulate_last({{.*}}) microbatch(3)
-// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(2) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced() microbatch(2)
-// D3-REDUCE-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(3) root(2) ranks([0, 2])
-// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_last() microbatch(3)
+// D3-REDUCE-NEXT: %[[R2:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B2_2]]#4 : tensor<100x16xf32>) microbatch(2) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: %[[RS2:[0-9]+]] = pf.run_stage accumulate @stage2_accumulate_reduced(%[[R2]], %[[RS1]]) microbatch(2)
+// D3-REDUCE-NEXT: %[[R3:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B2_3]]#4 : tensor<100x16xf32>) microbatch(3) root(2) ranks([0, 2])
+// D3-REDUCE-NEXT: accumulate @stage2_accumulate_reduced_last(%[[R3]], %[[RS2]]) microbatch(3)
 
 // N = 4: the middle micro-batches' function adds the term to the running sum
 // (no select, no divide).

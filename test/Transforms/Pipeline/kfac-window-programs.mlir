@@ -16,14 +16,17 @@
 // RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4" 2>&1 | FileCheck %s --check-prefix=UNPLACED
 // RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,2,1,0,1,0,4,1,2,0,4" 2>&1 | FileCheck %s --check-prefix=STEP
 
-// Rank 0: layer 1 inverted in window step 0 after its 4 passes, before the
-// tied gradient's broadcast (its reduce_microbatch does not wait); layer 0 in
-// window step 1 before its second pass (F1).
+// Rank 0: layer 1 inverted in window step 0 after its 4 passes (and the
+// step's gradients handed to the host), before the tied gradient's broadcast
+// (its reduce_microbatch does not wait); layer 0 in window step 1 before its
+// second pass (F1).
 // CHECK-LABEL: pf.rank_program @rank0_window0
-// CHECK: pf.run_stage backward @stage0_backward({{.*}}) microbatch(1) :
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
+// CHECK: [[B0_1:%[0-9]+]]:4 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1) :
+// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B0_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1)
 // CHECK: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_1({{.*}}) microbatch(1) layer(1) :
-// CHECK-NEXT: pf.run_stage accumulate @stage0_accumulate_last() microbatch(1) : () -> ()
+// CHECK-NEXT: [[SUM0:%[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last([[B0_1]]#0, {{%[0-9]+}}#0, [[B0_1]]#1, {{%[0-9]+}}#1) microbatch(1) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> (tensor<16x16xf32>, tensor<16x16xf32>)
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" [[SUM0]]#0 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" [[SUM0]]#1 : tensor<16x16xf32>
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1) : () -> ()
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
 // CHECK-LABEL: pf.rank_program @rank0_window1
@@ -37,20 +40,25 @@
 // first reduce_microbatch (which waits for rank 0's backward).
 // CHECK-LABEL: pf.rank_program @rank1_window0
 // CHECK-NEXT: pf.kfac_promote_inverses
-// CHECK: [[B0:%[0-9]+]]:2 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(0) :
+// CHECK: [[B0:%[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(0) :
 // CHECK-NOT: kfac_factor_b
-// CHECK: [[B1:%[0-9]+]]:2 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1) :
+// CHECK: [[ACC0:%[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_first([[B0]]#2, [[B0]]#3, {{%[0-9]+}}#3) microbatch(0) :
+// CHECK-NOT: kfac_factor_b
+// CHECK: [[B1:%[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1) :
 // CHECK-NEXT: pf.send_act [[B1]]#0 microbatch(1)
 // CHECK-NEXT: pf.send_act [[B1]]#1 microbatch(1)
-// CHECK-NEXT: [[LOSS:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_last({{.*}}) microbatch(1) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT: [[SUM:%[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_last([[B1]]#2, [[ACC0]]#0, [[B1]]#3, [[ACC0]]#1, {{%[0-9]+}}#3, [[ACC0]]#2) microbatch(1) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>, tensor<100xf32>, tensor<f32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2([[B0]]#0) microbatch(0) layer(2) : (tensor<4x8x16xf32>) -> ()
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2([[B1]]#0) microbatch(1) layer(2) : (tensor<4x8x16xf32>) -> ()
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2) : () -> ()
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_first() microbatch(0) : () -> ()
-// CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
-// CHECK-NEXT: pf.run_stage accumulate @stage1_accumulate_reduced_last() microbatch(1) : () -> ()
-// CHECK-NEXT: pf.step_result "loss" [[LOSS]] : tensor<f32>
+// CHECK-NEXT: [[EMB0:%[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B0]]#4 : tensor<100x16xf32>) microbatch(0) root(1)
+// CHECK-NEXT: [[RED0:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_first([[EMB0]]) microbatch(0) : (tensor<100x16xf32>) -> tensor<100x16xf32>
+// CHECK-NEXT: [[EMB1:%[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B1]]#4 : tensor<100x16xf32>) microbatch(1) root(1)
+// CHECK-NEXT: [[RED1:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last([[EMB1]], [[RED0]]) microbatch(1) : (tensor<100x16xf32>, tensor<100x16xf32>) -> tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "loss" [[SUM]]#2 : tensor<f32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" [[RED1]] : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" [[SUM]]#0 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" [[SUM]]#1 : tensor<100xf32>
 // CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
 // CHECK-NEXT: pf.clip_gradients
 // CHECK-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2) : () -> ()

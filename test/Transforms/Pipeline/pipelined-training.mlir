@@ -116,7 +116,7 @@
 // BUBBLES-LABEL: func.func @stage1_kfac_inverse_2(
 // The factor calls read the pass's stage values: layer 0's A the forward's
 // saved/1 (#2, which the backward reads too), layer 1's A its saved/5 (#3),
-// layer 0's B the kfac_in/* the backward returns.
+// layer 0's B the kfac_in/* the backward returns (#3, after its gradients).
 // BUBBLES-LABEL: pf.rank_program @rank0
 // BUBBLES: %[[F0:[0-9]+]]:4 = pf.run_stage forward @stage0_forward() microbatch(0)
 // BUBBLES: pf.send_act %[[F0]]#0
@@ -124,9 +124,9 @@
 // BUBBLES-NEXT: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_1(%[[F0]]#3) microbatch(0) layer(1)
 // BUBBLES-NEXT: pf.run_stage forward @stage0_forward() microbatch(1)
 // BUBBLES: pf.run_stage backward @stage0_backward(%[[F0]]#2, %[[F0]]#3, {{.*}}) microbatch(0)
-// BUBBLES: %[[B1:[0-9]+]] = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1)
-// BUBBLES-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(1) root(1)
-// BUBBLES-NEXT: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0(%[[B1]]) microbatch(1) layer(0)
+// BUBBLES: %[[B1:[0-9]+]]:4 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1)
+// BUBBLES-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B1]]#2 : tensor<100x16xf32>) microbatch(1) root(1)
+// BUBBLES-NEXT: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0(%[[B1]]#3) microbatch(1) layer(0)
 // BUBBLES: pf.clip_gradients
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0)
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1)
@@ -145,7 +145,7 @@
 // CHIMERA: return
 // CHIMERA-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1]) microbatches(2)
 // CHIMERA-DAG: pf.run_stage forward @stage0_forward() microbatch(0)
-// CHIMERA-DAG: pf.run_stage forward @stage1_forward({{.*}}) microbatch(1)
+// CHIMERA-DAG: %[[F1:[0-9]+]]:4 = pf.run_stage forward @stage1_forward({{.*}}) microbatch(1)
 // The replicas' gradients: by default each replica weights the pieces it
 // returns by accumulate calls as they come out (micro-batch 1's stage 1 and
 // micro-batch 0's stage 0 here; the tied embedding from both stages, its
@@ -154,21 +154,39 @@
 // default order, not printed), combined at the step end.
 // The replicas weight the losses of their own micro-batches with the last
 // stage's gradients and the library adds the two partial sums; rank 0, the
-// lower, reports the step's loss.
-// CHIMERA: %[[PARTIAL:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single(%{{[0-9]+}}#3) microbatch(1) : (tensor<f32>) -> tensor<f32>
-// CHIMERA: pf.run_stage backward @stage0_backward(
-// CHIMERA-DAG: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_single() microbatch(0)
-// CHIMERA-DAG: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_first() microbatch(0)
-// CHIMERA: pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_last() microbatch(1)
-// CHIMERA: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) order(library) : tensor<
+// lower, reports the step's loss. Each replica's partial sums of the
+// gradients go to the host (pf.step_result) before the all-reduces.
+// CHIMERA: %[[B1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
+// CHIMERA: %[[PARTIAL:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single(%[[B1]]#2, %[[B1]]#3, %[[F1]]#3) microbatch(1) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
+// CHIMERA: %[[B0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward(
+// CHIMERA-DAG: %[[R0:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_single(%[[B0]]#0, %[[B0]]#1) microbatch(0)
+// CHIMERA-DAG: %[[TIED0:[0-9]+]] = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_first(%[[B0]]#2) microbatch(0)
+// CHIMERA: %[[TIED1:[0-9]+]] = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_last(%[[B1]]#4, %[[TIED0]]) microbatch(1)
+// CHIMERA-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[TIED1]] : tensor<100x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[R0]]#0 : tensor<16x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[R0]]#1 : tensor<16x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[PARTIAL]]#0 : tensor<16x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/cls.predictions.bias" %[[PARTIAL]]#1 : tensor<100xf32>
+// CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) order(library) : tensor<
 // CHIMERA: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) order(library) : tensor<
-// CHIMERA-NEXT: %[[LOSS:[0-9]+]] = pf.all_reduce "loss_sum"(%[[PARTIAL]] : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
+// CHIMERA-NEXT: %[[LOSS:[0-9]+]] = pf.all_reduce "loss_sum"(%[[PARTIAL]]#2 : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
 // CHIMERA-NEXT: pf.step_result "loss" %[[LOSS]] : tensor<f32>
 // CHIMERA-EXACT-LABEL: pf.rank_program @rank0
 // CHIMERA-EXACT-NOT: accumulate
 // The bitwise mode: each rank reports the losses of its micro-batches, which
-// the host gathers and weights as one process does.
+// the host gathers and weights as one process does, and their gradient
+// pieces, which the host sums in micro-batch order.
+// CHIMERA-EXACT: %[[XB1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
+// CHIMERA-EXACT-NOT: accumulate
+// CHIMERA-EXACT: %[[XB0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(0)
+// CHIMERA-EXACT-NOT: accumulate
 // CHIMERA-EXACT: pf.step_result "loss" %{{[0-9]+}}#3 microbatch(1) : tensor<f32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[XB0]]#2 microbatch(0) : tensor<100x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[XB0]]#0 microbatch(0) : tensor<16x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[XB0]]#1 microbatch(0) : tensor<16x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[XB1]]#4 microbatch(1) : tensor<100x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[XB1]]#2 microbatch(1) : tensor<16x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/cls.predictions.bias" %[[XB1]]#3 microbatch(1) : tensor<100xf32>
 // CHIMERA-EXACT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<
 // CHIMERA-EXACT: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) : tensor<
 // CHIMERA-NEXT: pf.clip_gradients

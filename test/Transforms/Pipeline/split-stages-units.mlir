@@ -179,7 +179,8 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // TRAINING: pf.rank_program @rank1
 // TRAINING: %[[A37:[0-9]+]] = pf.recv_act microbatch(0) from(0)
 // TRAINING-NEXT: pf.run_stage forward @stage1_forward(%[[A37]]) microbatch(0)
-// TRAINING: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight" microbatch(0) root(1) ranks([0, 1])
+// TRAINING: %[[B1:[0-9]+]]:3 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(0)
+// TRAINING: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B1]]#2 : tensor<1000x16xf32>) microbatch(0) root(1) ranks([0, 1])
 
 // A measured profile of the two blocks (3 and 30 ms; the embeddings counted
 // in block 0, the head in block 1): each block's time is divided among its

@@ -166,13 +166,16 @@ std::optional<int64_t> mlir::pf::microbatchOfStageValue(Value value) {
     return int64_t(*run.getMicrobatch());
   if (auto recv = dyn_cast_or_null<RecvActOp>(def))
     return int64_t(recv.getMicrobatch());
+  if (auto reduce = dyn_cast_or_null<ReduceMicrobatchOp>(def))
+    return int64_t(reduce.getMicrobatch());
   return std::nullopt;
 }
 
-SmallVector<unsigned> mlir::pf::stageValuePositions(Operation *function, bool results) {
+SmallVector<unsigned> mlir::pf::stageValuePositions(Operation *function, bool results,
+                                                   bool perStep) {
   SmallVector<unsigned> positions;
   auto func = dyn_cast_or_null<FunctionOpInterface>(function);
-  if (!func)
+  if (!func || perStep)
     return positions;
   unsigned count = results ? func.getNumResults() : func.getNumArguments();
   for (unsigned i = 0; i < count; ++i)
@@ -186,7 +189,8 @@ SmallVector<unsigned> mlir::pf::stageValuePositions(Operation *function, bool re
 StringRef mlir::pf::stageValueName(Value value) {
   auto nameOf = [](RunStageOp run, unsigned index, bool result) -> StringRef {
     Operation *function = SymbolTable::lookupNearestSymbolFrom(run, run.getStageAttr());
-    SmallVector<unsigned> positions = stageValuePositions(function, result);
+    SmallVector<unsigned> positions =
+        stageValuePositions(function, result, !isPerMicrobatch(run.getKind()));
     if (index >= positions.size())
       return {};
     auto func = cast<FunctionOpInterface>(function);
@@ -232,7 +236,8 @@ LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
                                 << program.getStagesAttr();
   auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(*this, getStageAttr());
   auto check = [&](bool results, TypeRange types) -> LogicalResult {
-    SmallVector<unsigned> positions = stageValuePositions(func, results);
+    SmallVector<unsigned> positions =
+        stageValuePositions(func, results, !isPerMicrobatch(getKind()));
     ArrayRef<Type> declared = results ? func.getResultTypes() : func.getArgumentTypes();
     SmallVector<Type> expected;
     for (unsigned i : positions)
@@ -248,6 +253,21 @@ LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
   };
   if (failed(check(false, getInputs().getTypes())) || failed(check(true, getOutputs().getTypes())))
     return failure();
+  // Each operand a call made is the value its argument names (a running sum
+  // continues under its own name; a reduce returns the gradient it sums).
+  SmallVector<unsigned> arguments =
+      stageValuePositions(func, false, !isPerMicrobatch(getKind()));
+  for (auto [i, input, position] : llvm::enumerate(getInputs(), arguments)) {
+    auto argument = func.getArgAttrOfType<StringAttr>(position, kNameAttrName);
+    StringRef made;
+    if (auto reduce = input.getDefiningOp<ReduceMicrobatchOp>())
+      made = reduce.getValue();
+    else if (input.getDefiningOp<RunStageOp>())
+      made = stageValueName(input);
+    if (argument && !made.empty() && made != argument.getValue())
+      return emitOpError("input #") << i << " is '" << made << "' but " << getStageAttr()
+                                    << " takes '" << argument.getValue() << "' there";
+  }
   return success();
 }
 
@@ -340,16 +360,31 @@ LogicalResult ReduceMicrobatchOp::verify() {
   if (int64_t(getMicrobatch()) >= program.getNumMicrobatches())
     return emitOpError("microbatch ")
            << getMicrobatch() << " is not in [0, " << program.getNumMicrobatches() << ")";
+  if (getPiece().getType() != getType() || (getSum() && getSum().getType() != getType()))
+    return emitOpError("piece and sum are ") << getType() << " (the op's type)";
+  // The root sums into its result; the other member hands its piece over.
+  bool isRoot = int64_t(getRoot()) == program.getRankValue();
+  if (isRoot != bool(getSum()))
+    return emitOpError(isRoot ? "on the root returns the sum"
+                              : "hands the piece to the root and returns nothing");
+  std::optional<int64_t> from = microbatchOfStageValue(getPiece());
+  if (from && *from != int64_t(getMicrobatch()))
+    return emitOpError("piece is a value of micro-batch ")
+           << *from << ", but the reduce is of micro-batch " << getMicrobatch();
   return success();
 }
 
 LogicalResult StepResultOp::verify() {
-  if (getName() != kLossName)
-    return emitOpError("reports '") << getName() << "', but the step's only result is '"
-                                    << kLossName << "'";
   auto type = cast<RankedTensorType>(getValue().getType());
-  if (type.getRank() != 0 || !type.getElementType().isF32())
+  if (getName().starts_with(kGradientPrefix) && getName().size() > kGradientPrefix.size()) {
+    if (!isa<FloatType>(type.getElementType()))
+      return emitOpError("gradient '") << getName() << "' is not a float tensor, got " << type;
+  } else if (getName() != kLossName) {
+    return emitOpError("reports '") << getName() << "', but the step's results are '"
+                                    << kLossName << "' and its gradients (grad/<param>)";
+  } else if (type.getRank() != 0 || !type.getElementType().isF32()) {
     return emitOpError("'") << getName() << "' is an f32 scalar (tensor<f32>), got " << type;
+  }
   auto program = (*this)->getParentOfType<RankProgramOp>();
   if (getMicrobatch() && int64_t(*getMicrobatch()) >= program.getNumMicrobatches())
     return emitOpError("microbatch ")
@@ -431,8 +466,11 @@ std::string describe(Operation *op) {
     os << stringifyStageTaskKind(run.getKind()) << " " << run.getStageAttr();
   else if (isa<ClipGradientsOp, KfacKLClipOp>(op))
     os << op->getName().stripDialect();
-  else if (auto result = dyn_cast<StepResultOp>(op))
+  else if (auto result = dyn_cast<StepResultOp>(op)) {
     os << "step_result '" << result.getName() << "'";
+    if (result.getMicrobatch())
+      os << " (micro-batch " << *result.getMicrobatch() << ")";
+  }
   return text;
 }
 
@@ -841,16 +879,43 @@ private:
   /// The loss leaves the step once: one rank reports the step's loss, or
   /// each micro-batch's loss is reported by one rank (the host weights
   /// them); a program without any report makes no loss.
+  ///
+  /// A gradient leaves once per rank: the rank's step gradient, or each of
+  /// its micro-batch pieces once (the members of its reduction report it
+  /// each).
   LogicalResult checkStepResults() {
     std::optional<Position> whole;
     std::map<int64_t, Position> perMicrobatch;
     bool ok = true;
-    for (auto [rank, program] : llvm::enumerate(programs))
+    for (auto [rank, program] : llvm::enumerate(programs)) {
+      // gradient -> (the step's report, each micro-batch's)
+      std::map<std::string, std::pair<std::optional<size_t>, std::map<int64_t, size_t>>>
+          gradients;
       for (auto [index, op] : llvm::enumerate(program.ops)) {
         auto result = dyn_cast<StepResultOp>(op);
         if (!result)
           continue;
         Position at{int64_t(rank), index};
+        if (result.getName() != kLossName) {
+          auto &[step, pieces] = gradients[result.getName().str()];
+          std::optional<size_t> earlier;
+          if (result.getMicrobatch()) {
+            auto [it, fresh] = pieces.try_emplace(int64_t(*result.getMicrobatch()), index);
+            if (!fresh)
+              earlier = it->second;
+          } else if (step) {
+            earlier = step;
+          } else {
+            step = index;
+          }
+          if (earlier || (step && !pieces.empty())) {
+            ok = false;
+            error(at) << describe(op) << " is reported a second time on this rank (op "
+                      << (earlier ? *earlier : step ? *step : pieces.begin()->second)
+                      << " reports it)";
+          }
+          continue;
+        }
         std::optional<Position> earlier;
         if (result.getMicrobatch()) {
           auto [it, fresh] = perMicrobatch.try_emplace(int64_t(*result.getMicrobatch()), at);
@@ -867,6 +932,7 @@ private:
                     << ", op " << earlier->index << " reports it)";
         }
       }
+    }
     if (!ok)
       return failure();
     if (whole && !perMicrobatch.empty()) {

@@ -216,24 +216,32 @@ def PF_ReduceMicrobatchOp : PF_RankProgramBodyOp<"reduce_microbatch"> {
   let summary = "hands one micro-batch's piece of a gradient to the rank that sums it";
   let description = [{
     Both ranks in `ranks` run a reduce of the same `value`, `microbatch`,
-    `root`, `ranks` and type, after a call of that micro-batch returned the
-    value on each. Afterwards the root's value of the micro-batch is the sum
-    of both pieces and the other member holds none. The other member posts
-    its piece and goes on (the send completes by the step end); the root
-    waits for it. The tied word embedding:
-    the first stage hands each micro-batch's (row-sparse) embedding gradient
-    to the last stage, whose `accumulate` call then weights the micro-batch's
-    sum as one process does (a + b first), and a `pf.broadcast` of the
-    step's gradient from the root gives it back at the step end.
+    `root`, `ranks` and type, each on its own `piece` of the micro-batch (a
+    result of a call of that micro-batch). The root's `sum` is the sum of
+    both pieces; the other member has no result (its piece is handed over).
+    The other member posts its piece and goes on (the send completes by the
+    step end); the root waits for it. The tied word embedding: the first
+    stage hands each micro-batch's (row-sparse) embedding gradient to the
+    last stage, whose `accumulate` call then weights the micro-batch's sum
+    as one process does (a + b first), and a `pf.broadcast` of the step's
+    gradient from the root gives it back at the step end.
 
     ```mlir
-    pf.reduce_microbatch "grad/emb" microbatch(0) root(1) ranks([0, 1]) : tensor<64x16xf32>
+    // rank 0 (the first stage)
+    pf.reduce_microbatch "grad/emb"(%g0#2 : tensor<64x16xf32>) microbatch(0) root(1)
+        ranks([0, 1]) : tensor<64x16xf32>
+    // rank 1 (the root)
+    %s = pf.reduce_microbatch "grad/emb"(%g1#3 : tensor<64x16xf32>) microbatch(0) root(1)
+        ranks([0, 1]) : tensor<64x16xf32> -> tensor<64x16xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$value, PF_NonNegativeI64Attr:$microbatch, I64Attr:$root,
-                   DenseI64ArrayAttr:$ranks, TypeAttrOf<AnyRankedTensor>:$type);
-  let assemblyFormat = "$value `microbatch` `(` $microbatch `)` `root` `(` $root `)` "
-                       "`ranks` `(` $ranks `)` attr-dict `:` $type";
+  let arguments = (ins StrAttr:$value, AnyRankedTensor:$piece, PF_NonNegativeI64Attr:$microbatch,
+                   I64Attr:$root, DenseI64ArrayAttr:$ranks, TypeAttrOf<AnyRankedTensor>:$type);
+  let results = (outs Optional<AnyRankedTensor>:$sum);
+  let assemblyFormat = [{
+    $value `(` $piece `:` type($piece) `)` `microbatch` `(` $microbatch `)` `root` `(` $root `)`
+    `ranks` `(` $ranks `)` attr-dict `:` $type (`->` type($sum)^)?
+  }];
   let hasVerifier = 1;
 }
 
@@ -284,22 +292,33 @@ def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip"> {
 }
 
 def PF_StepResultOp : PF_RankProgramBodyOp<"step_result"> {
-  let summary = "hands a value of the step to the host (the loss)";
+  let summary = "hands a value of the step to the host (the loss, the step's gradients)";
   let description = [{
-    The host reads `value` after the step as its result `name` — the only
-    stage value whose contents leave the program. `loss` without a
-    `microbatch` is the step's loss, the count-weighted mean over the
-    micro-batches that the last stage's accumulate calls formed (or the
-    forward's loss with one micro-batch), reported by the one rank running
-    every micro-batch of the last stage. With `microbatch(m)` it is
-    micro-batch m's loss, reported by the rank that ran it where two ranks
-    run the last stage (Chimera, DualPipe); the host weights those. Over
-    all programs the loss is reported once: by one rank for the step, or
-    once for each micro-batch.
+    The host reads `value` as the step's `name`: the loss, or a gradient
+    (`grad/<param>`) for the step-end work that still runs on the host
+    (all-reduces and broadcasts by name, clipping, the once-per-step update
+    and precondition calls).
+
+    `loss` without a `microbatch` is the step's loss, the count-weighted
+    mean over the micro-batches that the last stage's accumulate calls
+    formed (or the forward's loss with one micro-batch), reported by the one
+    rank running every micro-batch of the last stage. With `microbatch(m)`
+    it is micro-batch m's loss, reported by the rank that ran it where two
+    ranks run the last stage (Chimera, DualPipe); the host weights those.
+    Over all programs the loss is reported once: by one rank for the step,
+    or once for each micro-batch.
+
+    `grad/<param>` without a `microbatch` is this rank's gradient of the
+    step (its accumulate calls' running sum: over every micro-batch, or over
+    a replica's own, which a pf.all_reduce order(library) completes); with
+    `microbatch(m)` one micro-batch's piece, which the host sums in
+    micro-batch order (the bitwise mode's replica and tied gradients). Each
+    rank reports a gradient once: for the step, or once per micro-batch.
 
     ```mlir
     pf.step_result "loss" %sum : tensor<f32>
     pf.step_result "loss" %loss microbatch(2) : tensor<f32>
+    pf.step_result "grad/w" %s3 : tensor<16x16xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, AnyRankedTensor:$value,

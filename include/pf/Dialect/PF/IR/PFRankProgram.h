@@ -25,8 +25,11 @@ LogicalResult verifyRankPrograms(ModuleOp module);
 
 /// The positions of a stage function's arguments (or results) that are
 /// stage values (PFStageValues.h): what a pf.run_stage of it takes as
-/// `inputs` (or makes as `outputs`), in that order.
-llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool results);
+/// `inputs` (or makes as `outputs`), in that order. A call run once per
+/// step (`perStep`: update, precondition, kfac_inverse) takes and makes
+/// none: its gradients are the step's, which the host holds.
+llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool results,
+                                                bool perStep = false);
 
 /// The slot of each stage value of a pf.rank_program (`program`): its
 /// values numbered 0, 1, ... in the order the ops making them run. The

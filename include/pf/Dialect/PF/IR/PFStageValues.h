@@ -35,17 +35,35 @@ inline constexpr llvm::StringLiteral kKfacInputPrefix = "kfac_in/";
 inline constexpr llvm::StringLiteral kLossName = "loss";
 inline constexpr llvm::StringLiteral kLossSumName = "loss_sum";
 
-/// Whether `name` is a stage value: an operand or result of pf.run_stage.
+/// A backward's gradient of a parameter, one piece per micro-batch:
+/// `grad/<parameter>`.
+inline constexpr llvm::StringLiteral kGradientPrefix = "grad/";
+/// The running count-weighted sum of a gradient's pieces that the
+/// accumulate calls of pf-build-rank-programs return: `grad_sum/<parameter>`.
+inline constexpr llvm::StringLiteral kGradientSumPrefix = "grad_sum/";
+/// The first of two same-rank stages' pieces of one gradient (the V's tied
+/// embedding), which the last stage's accumulate call adds:
+/// `grad_part/<parameter>`.
+inline constexpr llvm::StringLiteral kGradientPartPrefix = "grad_part/";
+
+/// Whether `name` is a stage value: an operand or result of a per-micro-batch
+/// pf.run_stage (forward, backward, accumulate, K-FAC factors). The once-per-
+/// step calls (update, precondition, kfac_inverse) take the step's gradients
+/// from the host, which they reach by pf.step_result.
 inline bool isStageValueName(llvm::StringRef name) {
   return name.starts_with(kActivationPrefix) || name.starts_with(kSavedPrefix) ||
          name.starts_with(kActivationGradientPrefix) || name.starts_with(kWeightSavedPrefix) ||
-         name.starts_with(kKfacInputPrefix) || name == kLossName || name == kLossSumName;
+         name.starts_with(kKfacInputPrefix) || name == kLossName || name == kLossSumName ||
+         name.starts_with(kGradientPrefix) || name.starts_with(kGradientSumPrefix) ||
+         name.starts_with(kGradientPartPrefix);
 }
 
 /// A stage value that continues from one micro-batch's accumulate call to
 /// the next (its operand is the previous call's result, not a value of the
 /// call's own micro-batch).
-inline bool isRunningSumName(llvm::StringRef name) { return name == kLossSumName; }
+inline bool isRunningSumName(llvm::StringRef name) {
+  return name == kLossSumName || name.starts_with(kGradientSumPrefix);
+}
 
 /// What crosses ranks (pf.send_act / pf.recv_act).
 inline bool isTransferredName(llvm::StringRef name) {
@@ -58,17 +76,6 @@ inline bool isTransferredName(llvm::StringRef name) {
 inline bool isSavedActivationName(llvm::StringRef name) {
   return name.starts_with(kSavedPrefix) || name.starts_with(kWeightSavedPrefix);
 }
-
-/// A backward's gradient of a parameter, one piece per micro-batch:
-/// `grad/<parameter>`.
-inline constexpr llvm::StringLiteral kGradientPrefix = "grad/";
-/// The running count-weighted sum of a gradient's pieces that the
-/// accumulate calls of pf-build-rank-programs return: `grad_sum/<parameter>`.
-inline constexpr llvm::StringLiteral kGradientSumPrefix = "grad_sum/";
-/// The first of two same-rank stages' pieces of one gradient (the V's tied
-/// embedding), which the last stage's accumulate call adds:
-/// `grad_part/<parameter>`.
-inline constexpr llvm::StringLiteral kGradientPartPrefix = "grad_part/";
 
 /// `grad_sum/<p>` of `grad/<p>`.
 inline std::string gradientSumName(llvm::StringRef gradient) {
