@@ -532,6 +532,18 @@ private:
                                             function);
                              }))
       return err;
+    // A result the plan put over its operand (writesOverOperands) must not
+    // be zeroed before the call reads that operand.
+    for (const TensorSpec &spec : program.outputs(function)) {
+      if (!spec.zeroFill)
+        continue;
+      for (const TensorView &out : outputs)
+        if (out.name == spec.name)
+          for (const TensorView &in : inputs)
+            if (in.data == out.data)
+              return error("'" + spec.name + "' of " + function + " may be written in part, "
+                           "so it cannot take the bytes of '" + in.name + "'");
+    }
     return program.run(function, inputs, outputs);
   }
 

@@ -4,6 +4,7 @@
 // member handing its piece over.
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank0 | FileCheck %s
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank2 | FileCheck %s --check-prefix=RANK2
+// RUN: pf-opt %s --pf-lower-rank-programs=program=rank1 | FileCheck %s --check-prefix=RANK1
 
 func.func private @stage0_forward() -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"}) attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward(tensor<4x16xf32> {pf.name = "saved/0"}) -> (tensor<100x16xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
@@ -46,21 +47,43 @@ pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(2) {
   pf.reduce_microbatch "grad/emb"(%grad : tensor<100x16xf32>) microbatch(1) root(2) ranks([0, 2]) : tensor<100x16xf32>
 }
 
-// The root: its piece is slot 2 (byte 512), the sum slot 3, right after it
-// at byte 6912 (512 + 100 * 16 * 4: the piece is read by the reduce).
+// The root: its piece is slot 2 (byte 512) and the sum, slot 3, takes the
+// piece's bytes (writesOverOperands: the reduce reads the piece last and
+// adds the rows to it in place); so does the accumulate call's running sum
+// (slot 4), over the sum it weights.
 // RANK2-DAG: llvm.mlir.global internal constant @[[DIMS:.*]](dense<[100, 16]> : tensor<2xi64>)
 // RANK2: func.func @pf_rank2(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
 // RANK2: llvm.getelementptr %{{.*}}[2] :
 // RANK2-NEXT: %[[AT512:.*]] = arith.constant 512 : i64
 // RANK2: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},
 // RANK2: llvm.getelementptr %{{.*}}[3] :
-// RANK2-NEXT: %[[AT6912:.*]] = arith.constant 6912 : i64
+// RANK2-NEXT: arith.constant 512 : i64
 // RANK2: %[[SHAPE:.*]] = llvm.mlir.addressof @[[DIMS]]
 // RANK2-NEXT: %[[PIECE:.*]] = arith.constant 2 : i64
 // RANK2-NEXT: %[[SUM:.*]] = arith.constant 3 : i64
 // RANK2-NEXT: call @pfrt_rank_reduce(%[[HOST]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SHAPE]], %[[PIECE]], %[[SUM]])
+// RANK2: llvm.getelementptr %{{.*}}[4] :
+// RANK2-NEXT: arith.constant 512 : i64
+func.func private @stage0_accumulate_first(tensor<100x16xf32> {pf.name = "grad/emb"}) -> (tensor<100x16xf32> {pf.name = "grad_sum/emb"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank2 rank(2) ranks(3) stages([0]) microbatches(2) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   %grad = pf.run_stage backward @stage0_backward(%saved) microbatch(1) : (tensor<4x16xf32>) -> tensor<100x16xf32>
   %sum = pf.reduce_microbatch "grad/emb"(%grad : tensor<100x16xf32>) microbatch(1) root(2) ranks([0, 2]) : tensor<100x16xf32> -> tensor<100x16xf32>
+  %first = pf.run_stage accumulate @stage0_accumulate_first(%sum) microbatch(1) in_place([0]) : (tensor<100x16xf32>) -> tensor<100x16xf32>
+  pf.step_result "grad/emb" %first : tensor<100x16xf32>
+}
+
+// A piece read after its accumulate call (here reported too) keeps its
+// bytes: the running sum (slot 3) lies past it (512 + 6400).
+// RANK1: func.func @pf_rank1(
+// RANK1: llvm.getelementptr %{{.*}}[2] :
+// RANK1-NEXT: arith.constant 512 : i64
+// RANK1: llvm.getelementptr %{{.*}}[3] :
+// RANK1-NEXT: arith.constant 6912 : i64
+pf.rank_program @rank1 rank(1) ranks(3) stages([0]) microbatches(2) {
+  %act, %saved = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  %grad = pf.run_stage backward @stage0_backward(%saved) microbatch(1) : (tensor<4x16xf32>) -> tensor<100x16xf32>
+  %first = pf.run_stage accumulate @stage0_accumulate_first(%grad) microbatch(1) in_place([0]) : (tensor<100x16xf32>) -> tensor<100x16xf32>
+  pf.step_result "grad/emb" %grad microbatch(1) : tensor<100x16xf32>
+  pf.step_result "grad/emb" %first : tensor<100x16xf32>
 }

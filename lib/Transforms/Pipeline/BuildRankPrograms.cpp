@@ -1244,7 +1244,9 @@ struct BuildRankProgramsPass
       return std::make_pair(isRunningSumName(name) ? int64_t(-1) : m, std::move(name));
     };
     SmallVector<Value> inputs;
+    SmallVector<std::string> inputNames;
     for (unsigned i : stageValuePositions(function, false, !micro)) {
+      inputNames.push_back(nameAt(i, false));
       auto found = stageValues.find(keyOf(nameAt(i, false)));
       Value value = found == stageValues.end() ? Value() : found->second;
       if (!value) {
@@ -1257,8 +1259,22 @@ struct BuildRankProgramsPass
     SmallVector<Type> types;
     for (unsigned i : outputs)
       types.push_back(function.getResultTypes()[i]);
+    // An accumulate call's result may go over the running sum it continues,
+    // else the piece it weights (its function is elementwise).
+    DenseI64ArrayAttr inPlace;
+    if (kind == StageTaskKind::Accumulate) {
+      SmallVector<int64_t> over;
+      for (unsigned i : outputs) {
+        std::string sum = nameAt(i, true);
+        auto at = llvm::find(inputNames, sum);
+        if (at == inputNames.end())
+          at = llvm::find(inputNames, pieceOfRunningSum(sum));
+        over.push_back(at == inputNames.end() ? -1 : int64_t(at - inputNames.begin()));
+      }
+      inPlace = builder.getDenseI64ArrayAttr(over);
+    }
     auto call = RunStageOp::create(builder, loc, types, kind, function.getSymName(), inputs,
-                                   micro, layer);
+                                   micro, layer, inPlace);
     for (auto [result, i] : llvm::zip_equal(call.getOutputs(), outputs))
       stageValues[keyOf(nameAt(i, true))] = result;
   }

@@ -326,3 +326,55 @@ pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.clip_gradients' op order entry 'act/3' is not a grad/<parameter> name}}
   pf.clip_gradients max_norm(1.0) order(["act/3"])
 }
+
+// -----
+
+// in_place: which input an accumulate call's result may be written over.
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}, tensor<3xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_first(tensor<2xf32> {pf.name = "grad/w"}, tensor<3xf32> {pf.name = "grad/b"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}, tensor<3xf32> {pf.name = "grad_sum/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op a backward writes no result over an input (in_place is for accumulate calls, whose functions are elementwise)}}
+  %w, %b = pf.run_stage backward @stage0_backward() microbatch(0) in_place([-1, -1]) : () -> (tensor<2xf32>, tensor<3xf32>)
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}, tensor<3xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_first(tensor<2xf32> {pf.name = "grad/w"}, tensor<3xf32> {pf.name = "grad/b"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}, tensor<3xf32> {pf.name = "grad_sum/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %w, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
+  // expected-error@+1 {{'pf.run_stage' op in_place names 1 results, but the call makes 2}}
+  %sw, %sb = pf.run_stage accumulate @stage0_accumulate_first(%w, %b) microbatch(0) in_place([0]) : (tensor<2xf32>, tensor<3xf32>) -> (tensor<2xf32>, tensor<3xf32>)
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}, tensor<3xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_first(tensor<2xf32> {pf.name = "grad/w"}, tensor<3xf32> {pf.name = "grad/b"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}, tensor<3xf32> {pf.name = "grad_sum/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %w, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
+  // expected-error@+1 {{'pf.run_stage' op in_place: result #1 over input #2, but the call takes 2}}
+  %sw, %sb = pf.run_stage accumulate @stage0_accumulate_first(%w, %b) microbatch(0) in_place([0, 2]) : (tensor<2xf32>, tensor<3xf32>) -> (tensor<2xf32>, tensor<3xf32>)
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}, tensor<3xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_first(tensor<2xf32> {pf.name = "grad/w"}, tensor<3xf32> {pf.name = "grad/b"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}, tensor<3xf32> {pf.name = "grad_sum/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %w, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
+  // expected-error@+1 {{'pf.run_stage' op in_place: result #1 is 'tensor<3xf32>' but input #0 is 'tensor<2xf32>'}}
+  %sw, %sb = pf.run_stage accumulate @stage0_accumulate_first(%w, %b) microbatch(0) in_place([-1, 0]) : (tensor<2xf32>, tensor<3xf32>) -> (tensor<2xf32>, tensor<3xf32>)
+}
+
+// -----
+
+// A result over an input it is not computed from (another parameter's piece
+// of the same type).
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}, tensor<2xf32> {pf.name = "grad/v"}) attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_first(tensor<2xf32> {pf.name = "grad/w"}, tensor<2xf32> {pf.name = "grad/v"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}, tensor<2xf32> {pf.name = "grad_sum/v"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %w, %v = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<2xf32>)
+  // expected-error@+1 {{'pf.run_stage' op in_place: result #0 'grad_sum/w' over input #1 'grad/v', which it is not computed from}}
+  %sw, %sv = pf.run_stage accumulate @stage0_accumulate_first(%w, %v) microbatch(0) in_place([1, 0]) : (tensor<2xf32>, tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>)
+}

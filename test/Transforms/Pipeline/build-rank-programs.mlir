@@ -120,7 +120,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // The loss is a value of the program too: each forward returns its
 // micro-batch's (#3), the accumulate calls weight it with the gradients, the
 // last one's sum is the step's loss, which pf.step_result hands to the host.
-// CHECK-NEXT: %[[LS0:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_first(%[[B1_0]]#2, %[[B1_0]]#3, %[[F1_0]]#3) microbatch(0) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
+// CHECK-NEXT: %[[LS0:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_first(%[[B1_0]]#2, %[[B1_0]]#3, %[[F1_0]]#3) microbatch(0) in_place([0, 1, 2]) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHECK-NEXT: %[[F1_1:[0-9]+]]:4 = pf.run_stage forward @stage1_forward(%[[A3_1]], %[[A5_1]]) microbatch(1)
 // CHECK-NEXT: %[[B1_1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward(%[[F1_1]]#0, %[[F1_1]]#1, %[[F1_1]]#2) microbatch(1)
 // CHECK-NEXT: pf.send_act %[[B1_1]]#0 microbatch(1) to(0) tag(5) : tensor<4x8x16xf32>

@@ -24,7 +24,7 @@
 // CHECK: [[B0_1:%[0-9]+]]:4 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1) :
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B0_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1)
 // CHECK: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_1({{.*}}) microbatch(1) layer(1) :
-// CHECK-NEXT: [[SUM0:%[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last([[B0_1]]#0, {{%[0-9]+}}#0, [[B0_1]]#1, {{%[0-9]+}}#1) microbatch(1) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> (tensor<16x16xf32>, tensor<16x16xf32>)
+// CHECK-NEXT: [[SUM0:%[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last([[B0_1]]#0, {{%[0-9]+}}#0, [[B0_1]]#1, {{%[0-9]+}}#1) microbatch(1) in_place([1, 3]) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> (tensor<16x16xf32>, tensor<16x16xf32>)
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" [[SUM0]]#0 : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" [[SUM0]]#1 : tensor<16x16xf32>
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1) : () -> ()
@@ -42,19 +42,19 @@
 // CHECK-NEXT: pf.kfac_promote_inverses
 // CHECK: [[B0:%[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(0) :
 // CHECK-NOT: kfac_factor_b
-// CHECK: [[ACC0:%[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_first([[B0]]#2, [[B0]]#3, {{%[0-9]+}}#3) microbatch(0) :
+// CHECK: [[ACC0:%[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_first([[B0]]#2, [[B0]]#3, {{%[0-9]+}}#3) microbatch(0) in_place([0, 1, 2]) :
 // CHECK-NOT: kfac_factor_b
 // CHECK: [[B1:%[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1) :
 // CHECK-NEXT: pf.send_act [[B1]]#0 microbatch(1)
 // CHECK-NEXT: pf.send_act [[B1]]#1 microbatch(1)
-// CHECK-NEXT: [[SUM:%[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_last([[B1]]#2, [[ACC0]]#0, [[B1]]#3, [[ACC0]]#1, {{%[0-9]+}}#3, [[ACC0]]#2) microbatch(1) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>, tensor<100xf32>, tensor<f32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
+// CHECK-NEXT: [[SUM:%[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_last([[B1]]#2, [[ACC0]]#0, [[B1]]#3, [[ACC0]]#1, {{%[0-9]+}}#3, [[ACC0]]#2) microbatch(1) in_place([1, 3, 5]) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>, tensor<100xf32>, tensor<f32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2([[B0]]#0) microbatch(0) layer(2) : (tensor<4x8x16xf32>) -> ()
 // CHECK-NEXT: pf.run_stage kfac_factor_b @stage1_kfac_factor_b_2([[B1]]#0) microbatch(1) layer(2) : (tensor<4x8x16xf32>) -> ()
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2) : () -> ()
 // CHECK-NEXT: [[EMB0:%[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B0]]#4 : tensor<100x16xf32>) microbatch(0) root(1)
-// CHECK-NEXT: [[RED0:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_first([[EMB0]]) microbatch(0) : (tensor<100x16xf32>) -> tensor<100x16xf32>
+// CHECK-NEXT: [[RED0:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_first([[EMB0]]) microbatch(0) in_place([0]) : (tensor<100x16xf32>) -> tensor<100x16xf32>
 // CHECK-NEXT: [[EMB1:%[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B1]]#4 : tensor<100x16xf32>) microbatch(1) root(1)
-// CHECK-NEXT: [[RED1:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last([[EMB1]], [[RED0]]) microbatch(1) : (tensor<100x16xf32>, tensor<100x16xf32>) -> tensor<100x16xf32>
+// CHECK-NEXT: [[RED1:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last([[EMB1]], [[RED0]]) microbatch(1) in_place([1]) : (tensor<100x16xf32>, tensor<100x16xf32>) -> tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "loss" [[SUM]]#2 : tensor<f32>
 // CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" [[RED1]] : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" [[SUM]]#0 : tensor<16x16xf32>

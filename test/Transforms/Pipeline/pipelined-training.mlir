@@ -157,7 +157,7 @@
 // lower, reports the step's loss. Each replica's partial sums of the
 // gradients go to the host (pf.step_result) before the all-reduces.
 // CHIMERA: %[[B1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
-// CHIMERA: %[[PARTIAL:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single(%[[B1]]#2, %[[B1]]#3, %[[F1]]#3) microbatch(1) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
+// CHIMERA: %[[PARTIAL:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single(%[[B1]]#2, %[[B1]]#3, %[[F1]]#3) microbatch(1) in_place([0, 1, 2]) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHIMERA: %[[B0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward(
 // CHIMERA-DAG: %[[R0:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_single(%[[B0]]#0, %[[B0]]#1) microbatch(0)
 // CHIMERA-DAG: %[[TIED0:[0-9]+]] = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_first(%[[B0]]#2) microbatch(0)

@@ -71,6 +71,29 @@ LogicalResult RunStageOp::verify() {
   if (!perMicrobatch && (!getInputs().empty() || !getOutputs().empty()))
     return emitOpError("a ") << stringifyStageTaskKind(getKind())
                              << " runs once per step and takes or makes no stage values";
+  if (auto inPlace = getInPlace()) {
+    if (getKind() != StageTaskKind::Accumulate)
+      return emitOpError("a ") << stringifyStageTaskKind(getKind())
+                               << " writes no result over an input (in_place is for accumulate "
+                                  "calls, whose functions are elementwise)";
+    if (inPlace->size() != getOutputs().size())
+      return emitOpError("in_place names ")
+             << inPlace->size() << " results, but the call makes " << getOutputs().size();
+    llvm::SmallSet<int64_t, 8> taken;
+    for (auto [i, over] : llvm::enumerate(*inPlace)) {
+      if (over == -1)
+        continue;
+      if (over < 0 || over >= int64_t(getInputs().size()))
+        return emitOpError("in_place: result #")
+               << i << " over input #" << over << ", but the call takes " << getInputs().size();
+      if (!taken.insert(over).second)
+        return emitOpError("in_place: input #") << over << " under two results";
+      if (getInputs()[over].getType() != getOutputs()[i].getType())
+        return emitOpError("in_place: result #")
+               << i << " is " << getOutputs()[i].getType() << " but input #" << over << " is "
+               << getInputs()[over].getType();
+    }
+  }
   for (auto [i, input] : llvm::enumerate(getInputs())) {
     // An accumulate call continues the running sum of the previous one.
     auto producer = dyn_cast_or_null<RunStageOp>(input.getDefiningOp());
@@ -91,6 +114,21 @@ llvm::DenseMap<Value, int64_t> mlir::pf::stageValueSlots(Operation *program) {
     for (Value result : op.getResults())
       slots.try_emplace(result, int64_t(slots.size()));
   return slots;
+}
+
+Value mlir::pf::inPlaceOperand(Operation *op, unsigned result) {
+  // An accumulate call as its in_place says (its functions are elementwise:
+  // pf-build-rank-programs' buildAccumulate); the root's reduce adds the
+  // other member's rows to its piece row by row (addRows).
+  if (auto run = dyn_cast<RunStageOp>(op)) {
+    auto inPlace = run.getInPlace();
+    if (!inPlace || result >= inPlace->size() || (*inPlace)[result] < 0)
+      return Value();
+    return run.getInputs()[size_t((*inPlace)[result])];
+  }
+  if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op))
+    return reduce.getPiece();
+  return Value();
 }
 
 StageValuePlan mlir::pf::planStageValues(Operation *program, bool overlap) {
@@ -127,9 +165,29 @@ StageValuePlan mlir::pf::planStageValues(Operation *program, bool overlap) {
     saved[slot] = isa<RunStageOp>(value.getDefiningOp()) &&
                   isSavedActivationName(stageValueName(value));
   }
+  // A result written over an operand (inPlaceOperand): the operand's
+  // bytes, where that op is the operand's last reader and the sizes agree.
+  // Any value placed before it that lives past the op overlaps the operand's
+  // life too, so it holds none of those bytes; later values avoid both.
+  SmallVector<std::optional<size_t>> inPlaceOf(count);
+  for (Operation &op : body) {
+    for (auto [index, result] : llvm::enumerate(op.getResults())) {
+      Value operand = inPlaceOperand(&op, unsigned(index));
+      auto found = operand ? plan.slot.find(operand) : plan.slot.end();
+      if (found == plan.slot.end())
+        continue;
+      size_t o = size_t(found->second);
+      if (plan.releasedAfter[o] == &op && operand.getType() == result.getType())
+        inPlaceOf[size_t(plan.slot.lookup(result))] = o;
+    }
+  }
   // First fit, in program order: the lowest aligned offset whose bytes no
   // value living at the same time holds.
   for (size_t s = 0; s < count; ++s) {
+    if (inPlaceOf[s]) {
+      plan.offset[s] = plan.offset[*inPlaceOf[s]];
+      continue;
+    }
     SmallVector<std::pair<int64_t, int64_t>> taken; // [begin, end) of overlapping lives
     for (size_t t = 0; t < s; ++t)
       if (lifetime[t].first <= lifetime[s].second && lifetime[s].first <= lifetime[t].second)
@@ -144,13 +202,15 @@ StageValuePlan mlir::pf::planStageValues(Operation *program, bool overlap) {
     plan.offset[s] = offset;
     plan.arenaBytes = std::max(plan.arenaBytes, offset + plan.bytes[s]);
   }
-  // The peaks, at each op (its inputs and outputs both live).
+  // The peaks, at each op (its inputs and outputs both live, a result in
+  // its operand's bytes counted once).
   for (int64_t at = 0; at <= end; ++at) {
     int64_t live = 0;
     std::set<int64_t> microbatches;
     for (size_t s = 0; s < count; ++s)
       if (lifetime[s].first <= at && at <= lifetime[s].second) {
-        live += plan.bytes[s];
+        if (!(inPlaceOf[s] && lifetime[s].first == at))
+          live += plan.bytes[s];
         if (saved[s])
           microbatches.insert(*microbatchOfStageValue(plan.values[s]));
       }
@@ -267,6 +327,24 @@ LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
     if (argument && !made.empty() && made != argument.getValue())
       return emitOpError("input #") << i << " is '" << made << "' but " << getStageAttr()
                                     << " takes '" << argument.getValue() << "' there";
+  }
+  // A result goes over what it is computed from: the running sum it
+  // continues, or the piece it weights.
+  if (auto inPlace = getInPlace()) {
+    SmallVector<unsigned> results = stageValuePositions(func, true, false);
+    for (auto [i, over] : llvm::enumerate(*inPlace)) {
+      if (over < 0)
+        continue;
+      auto result = func.getResultAttrOfType<StringAttr>(results[i], kNameAttrName);
+      auto input = func.getArgAttrOfType<StringAttr>(arguments[size_t(over)], kNameAttrName);
+      if (!result || !input)
+        continue;
+      if (input.getValue() != result.getValue() &&
+          input.getValue() != pieceOfRunningSum(result.getValue()))
+        return emitOpError("in_place: result #")
+               << i << " '" << result.getValue() << "' over input #" << over << " '"
+               << input.getValue() << "', which it is not computed from";
+    }
   }
   return success();
 }
@@ -898,16 +976,8 @@ private:
         Position at{int64_t(rank), index};
         if (result.getName() != kLossName) {
           auto &[step, pieces] = gradients[result.getName().str()];
-          std::optional<size_t> earlier;
-          if (result.getMicrobatch()) {
-            auto [it, fresh] = pieces.try_emplace(int64_t(*result.getMicrobatch()), index);
-            if (!fresh)
-              earlier = it->second;
-          } else if (step) {
-            earlier = step;
-          } else {
-            step = index;
-          }
+          std::optional<size_t> earlier =
+              recordReport(step, pieces, result.getMicrobatch(), size_t(index));
           if (earlier || (step && !pieces.empty())) {
             ok = false;
             error(at) << describe(op) << " is reported a second time on this rank (op "
@@ -916,16 +986,8 @@ private:
           }
           continue;
         }
-        std::optional<Position> earlier;
-        if (result.getMicrobatch()) {
-          auto [it, fresh] = perMicrobatch.try_emplace(int64_t(*result.getMicrobatch()), at);
-          if (!fresh)
-            earlier = it->second;
-        } else if (whole) {
-          earlier = whole;
-        } else {
-          whole = at;
-        }
+        std::optional<Position> earlier =
+            recordReport(whole, perMicrobatch, result.getMicrobatch(), at);
         if (earlier) {
           ok = false;
           error(at) << describe(op) << " is reported a second time (rank " << earlier->rank
@@ -949,6 +1011,22 @@ private:
           return failure();
         }
     return success();
+  }
+
+  /// Records one report of a step result: the step's (`whole`) or
+  /// micro-batch m's; returns the earlier same report, if any.
+  template <typename At>
+  static std::optional<At> recordReport(std::optional<At> &whole,
+                                        std::map<int64_t, At> &perMicrobatch,
+                                        std::optional<uint64_t> m, At at) {
+    if (m) {
+      auto [it, fresh] = perMicrobatch.try_emplace(int64_t(*m), at);
+      return fresh ? std::nullopt : std::optional<At>(it->second);
+    }
+    if (whole)
+      return whole;
+    whole = at;
+    return std::nullopt;
   }
 
   /// The `pf.name`s of the call's function's arguments or results, sorted.

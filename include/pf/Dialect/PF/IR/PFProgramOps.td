@@ -75,25 +75,37 @@ def PF_RunStageOp : PF_RankProgramBodyOp<"run_stage",
 
     The stage values the call reads and makes are SSA values of the
     program: `inputs` are the function's arguments whose `pf.name` is a
-    stage value (`act/*`, `saved/*`, `grad_act/*`, `wsaved/*`, `kfac_in/*`;
+    stage value (`act/*`, `saved/*`, `grad_act/*`, `wsaved/*`, `kfac_in/*`,
+    `loss`, the gradients' `grad/*`, `grad_part/*` and running sums;
     PFStageValues.h), in argument order, each made by an earlier call or
-    `pf.recv_act` of the same micro-batch; `outputs` are the function's
+    `pf.recv_act` of the same micro-batch (an accumulate call's running sums:
+    by the previous accumulate call); `outputs` are the function's
     stage-value results, in result order. The function's other arguments
-    (graph inputs, per-call scalars, gradients) are the host's.
+    (graph inputs, per-call scalars; a once-per-step call's gradients) are
+    the host's.
+
+    `in_place` (accumulate calls, whose functions are elementwise): result i
+    may be written over input `in_place[i]` (-1: not), the running sum it
+    continues or the piece it weights; the program's plan gives it that
+    input's bytes where the call is the input's last reader.
 
     ```mlir
     %act, %saved = pf.run_stage forward @stage0_forward() microbatch(0)
         : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
+    %s1 = pf.run_stage accumulate @stage0_accumulate_last(%g1, %s0) microbatch(1)
+        in_place([1]) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
     ```
   }];
   let arguments = (ins PF_StageTaskKind:$kind, FlatSymbolRefAttr:$stage,
                    Variadic<AnyRankedTensor>:$inputs,
                    OptionalAttr<PF_NonNegativeI64Attr>:$microbatch,
-                   OptionalAttr<PF_NonNegativeI64Attr>:$layer);
+                   OptionalAttr<PF_NonNegativeI64Attr>:$layer,
+                   OptionalAttr<DenseI64ArrayAttr>:$in_place);
   let results = (outs Variadic<AnyRankedTensor>:$outputs);
   let assemblyFormat = [{
     $kind $stage `(` $inputs `)` (`microbatch` `(` $microbatch^ `)`)?
-    (`layer` `(` $layer^ `)`)? attr-dict `:` functional-type($inputs, $outputs)
+    (`layer` `(` $layer^ `)`)? (`in_place` `(` $in_place^ `)`)? attr-dict `:`
+    functional-type($inputs, $outputs)
   }];
   let hasVerifier = 1;
 }

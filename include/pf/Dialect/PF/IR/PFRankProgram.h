@@ -36,12 +36,19 @@ llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool result
 /// lowering and the host that runs the lowered program agree on it.
 llvm::DenseMap<Value, int64_t> stageValueSlots(Operation *program);
 
+/// The operand result #`result` of `op` may be written over (null: none):
+/// an accumulate call's per its `in_place`, the root reduce's piece.
+/// planStageValues gives the result that operand's bytes where `op` reads it
+/// last; the host refuses a call whose result there would be zeroed first.
+Value inPlaceOperand(Operation *op, unsigned result);
+
 /// Where a pf.rank_program's stage values live: one arena the program
 /// owns, each value at an offset for its lifetime, from the op making it to
 /// the op after which it is released (its last use; with posted transfers a
 /// sent value, or a received one nobody reads, at the program's end, when
 /// the transfer completed). Two values whose lifetimes meet (an op's inputs
-/// and outputs included) never share bytes. pf-lower-rank-programs lays the
+/// and outputs included) never share bytes, but for a result written over
+/// an operand whose last reader is its op (inPlaceOperand). pf-lower-rank-programs lays the
 /// program out so and the host allocates `arenaBytes`: the one copy of the
 /// rule.
 struct StageValuePlan {
