@@ -783,9 +783,11 @@ private:
     return reportedByLowestMember(name, members);
   }
 
-  /// A value of the program summed over its members by the library (the
-  /// loss's partial sums of a last stage on two ranks): the input's bytes,
-  /// through host memory (a scalar), all-reduced into the output's slot.
+  /// A value of the program summed over its members by the library: the
+  /// loss's partial sums of a last stage on two ranks, a gradient's weighted
+  /// sums (order(library)), which the lowest member reports. On a host arena
+  /// the sum is formed in the output's slot (the plan puts it over the
+  /// input); slots in backend memory go through host memory.
   llvm::Error allReduceSlot(const std::string &name, const std::vector<int64_t> &members,
                             const ValueType &type, int64_t inputSlot, int64_t outputSlot) {
     auto input = slotTensor(inputSlot, type.dtype, type.shape, name);
@@ -799,6 +801,26 @@ private:
     auto group = groupOf(members);
     if (!group)
       return group.takeError();
+    if (StringRef(name).starts_with(pf::kGradientPrefix)) {
+      if (isCombined)
+        return error("'" + name + "' is all-reduced after the gradients were combined");
+      if (!allReduced.insert(name).second)
+        return error("'" + name + "' is all-reduced twice");
+      if (auto err = reportedByLowestMember(name, members))
+        return err;
+    }
+    if (!program.onBackendMemory()) {
+      pfrt_tensor sum = **output;
+      if ((*input)->data != sum.data) {
+        int64_t elements = 1;
+        for (int64_t d : type.shape)
+          elements *= d;
+        std::memcpy(sum.data, (*input)->data, size_t(elements * dtypeBytes(type.dtype)));
+      }
+      if (pfrt_comm_all_reduce_sum(r.ctx, *group, &sum) != PFRT_OK)
+        return commError("all-reducing '" + name + "'");
+      return llvm::Error::success();
+    }
     NpyArray value = zeros(type.dtype, type.shape);
     auto host = descriptor(value);
     if (!host)

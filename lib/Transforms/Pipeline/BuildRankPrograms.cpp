@@ -995,12 +995,21 @@ struct BuildRankProgramsPass
       emitRootReduces(std::numeric_limits<int64_t>::max());
       // The loss is final once the passes and accumulate calls ran; the
       // step-end collectives come after (the host combines no loss later).
-      emitStepResults(body, loc);
+      // A gradient the library sums over its members goes in as this rank's
+      // value and its sum is the one reported.
+      std::set<std::string> summedAsValues;
+      for (const auto &[name, entry] : tied)
+        if (!entry.sameRank && !entry.perMicrobatch && llvm::is_contained(entry.ranks, rank) &&
+            reductionOrder(name) == ReductionOrder::Library)
+          summedAsValues.insert(name);
+      emitStepResults(body, loc, summedAsValues);
       for (const auto &[name, entry] : tied) {
         if (entry.sameRank || !llvm::is_contained(entry.ranks, rank))
           continue;
         if (entry.perMicrobatch)
           BroadcastOp::create(body, loc, name, uint64_t(entry.root()), entry.ranks, entry.type);
+        else if (summedAsValues.count(name))
+          emitLibrarySum(body, loc, name, entry);
         else
           AllReduceOp::create(body, loc, name, entry.ranks, reductionOrder(name), entry.type);
       }
@@ -1307,12 +1316,14 @@ struct BuildRankProgramsPass
   /// call or reduce of the rank takes (the step's gradient with one
   /// micro-batch; else a micro-batch's piece, summed by the host in
   /// micro-batch order).
-  void emitStepResults(OpBuilder &body, Location loc) {
+  void emitStepResults(OpBuilder &body, Location loc,
+                       const std::set<std::string> &summedAsValues) {
     emitLossResult(body, loc);
     for (const auto &[key, value] : stageValues) {
       const auto &[m, valueName] = key;
       StringRef n(valueName);
-      if (!value.use_empty())
+      if (!value.use_empty() ||
+          summedAsValues.count(m < 0 ? pieceOfRunningSum(n) : valueName))
         continue;
       if (m < 0 && n.starts_with(kGradientSumPrefix))
         StepResultOp::create(body, loc, body.getStringAttr(pieceOfRunningSum(n)), value,
@@ -1321,6 +1332,22 @@ struct BuildRankProgramsPass
         StepResultOp::create(body, loc, body.getStringAttr(n), value,
                              microbatches == 1 ? IntegerAttr() : body.getI64IntegerAttr(m));
     }
+  }
+
+  /// `%sum = pf.all_reduce "grad/<p>"(%partial) order(library)` of this
+  /// rank's weighted sum of the gradient (its accumulate calls' last running
+  /// sum, or its one micro-batch's piece), and the sum to the host.
+  void emitLibrarySum(OpBuilder &body, Location loc, const std::string &name,
+                      const TiedGradient &entry) {
+    auto partial = stageValues.find({-1, gradientSumName(name)});
+    if (partial == stageValues.end() && microbatches == 1)
+      partial = stageValues.find({0, name});
+    if (partial == stageValues.end())
+      return noteMissing(gradientSumName(name), -1);
+    Value sum = AllReduceOp::create(body, loc, partial->second.getType(), name, partial->second,
+                                    entry.ranks, ReductionOrder::Library, entry.type)
+                    .getSum();
+    StepResultOp::create(body, loc, body.getStringAttr(name), sum, IntegerAttr());
   }
 
   void emitLossResult(OpBuilder &body, Location loc) {

@@ -273,8 +273,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
-  // expected-error@+1 {{'pf.all_reduce' op sums the operand 'grad/w', but only 'loss_sum' is summed as a value}}
-  %sum = pf.all_reduce "grad/w"(%loss : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
+  // expected-error@+1 {{'pf.all_reduce' op sums the operand 'act/1', but only 'loss_sum' and gradients (grad/*) are summed as values}}
+  %sum = pf.all_reduce "act/1"(%loss : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
 }
 
 // -----

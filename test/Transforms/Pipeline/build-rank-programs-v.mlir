@@ -274,8 +274,8 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // DUALPIPE-NEXT: %[[A3:[0-9]+]] = pf.recv_act microbatch(2) from(1)
 // DUALPIPE-NEXT: %[[A7:[0-9]+]] = pf.recv_act microbatch(2) from(1)
 // DUALPIPE-NEXT: pf.run_stage forward @stage1_forward(%[[A3]], %[[A7]]) microbatch(2)
-// DUALPIPE: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1])
-// DUALPIPE: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1])
+// DUALPIPE: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"({{%[0-9]+}} : tensor<{{.*}}>) ranks([0, 1])
+// DUALPIPE: pf.all_reduce "grad/cls.predictions.bias"({{%[0-9]+(#[0-9]+)?}} : tensor<{{.*}}>) ranks([0, 1])
 // DUALPIPE-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1]) microbatches(4) {
 // DUALPIPE-NEXT: %[[A3:[0-9]+]] = pf.recv_act microbatch(0) from(0)
 // DUALPIPE-NEXT: %[[A7:[0-9]+]] = pf.recv_act microbatch(0) from(0)

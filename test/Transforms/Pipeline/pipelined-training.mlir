@@ -154,21 +154,25 @@
 // default order, not printed), combined at the step end.
 // The replicas weight the losses of their own micro-batches with the last
 // stage's gradients and the library adds the two partial sums; rank 0, the
-// lower, reports the step's loss. Each replica's partial sums of the
-// gradients go to the host (pf.step_result) before the all-reduces.
+// lower, reports the step's loss. The library adds each replica's partial
+// sums of the gradients as values (pf.all_reduce of the operand), and the
+// sums go to the host (pf.step_result).
 // CHIMERA: %[[B1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
 // CHIMERA: %[[PARTIAL:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single(%[[B1]]#2, %[[B1]]#3, %[[F1]]#3) microbatch(1) in_place([0, 1, 2]) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHIMERA: %[[B0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward(
 // CHIMERA-DAG: %[[R0:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_single(%[[B0]]#0, %[[B0]]#1) microbatch(0)
 // CHIMERA-DAG: %[[TIED0:[0-9]+]] = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_first(%[[B0]]#2) microbatch(0)
 // CHIMERA: %[[TIED1:[0-9]+]] = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_last(%[[B1]]#4, %[[TIED0]]) microbatch(1)
-// CHIMERA-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[TIED1]] : tensor<100x16xf32>
-// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[R0]]#0 : tensor<16x16xf32>
-// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[R0]]#1 : tensor<16x16xf32>
-// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[PARTIAL]]#0 : tensor<16x16xf32>
-// CHIMERA-NEXT: pf.step_result "grad/cls.predictions.bias" %[[PARTIAL]]#1 : tensor<100xf32>
-// CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) order(library) : tensor<
-// CHIMERA: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) order(library) : tensor<
+// CHIMERA-NEXT: %[[ETIED:[0-9]+]] = pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(%[[TIED1]] : tensor<100x16xf32>) ranks([0, 1]) order(library) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[ETIED]] : tensor<100x16xf32>
+// CHIMERA-NEXT: %[[E0:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.0.dense.weight"(%[[R0]]#0 : tensor<16x16xf32>) ranks([0, 1]) order(library)
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[E0]] : tensor<16x16xf32>
+// CHIMERA-NEXT: %[[E1:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.1.dense.weight"(%[[R0]]#1 : tensor<16x16xf32>) ranks([0, 1]) order(library)
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[E1]] : tensor<16x16xf32>
+// CHIMERA-NEXT: %[[E2:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.2.dense.weight"(%[[PARTIAL]]#0 : tensor<16x16xf32>) ranks([0, 1]) order(library)
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[E2]] : tensor<16x16xf32>
+// CHIMERA-NEXT: %[[EB:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"(%[[PARTIAL]]#1 : tensor<100xf32>) ranks([0, 1]) order(library)
+// CHIMERA-NEXT: pf.step_result "grad/cls.predictions.bias" %[[EB]] : tensor<100xf32>
 // CHIMERA-NEXT: %[[LOSS:[0-9]+]] = pf.all_reduce "loss_sum"(%[[PARTIAL]]#2 : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
 // CHIMERA-NEXT: pf.step_result "loss" %[[LOSS]] : tensor<f32>
 // CHIMERA-EXACT-LABEL: pf.rank_program @rank0

@@ -119,7 +119,8 @@ llvm::DenseMap<Value, int64_t> mlir::pf::stageValueSlots(Operation *program) {
 Value mlir::pf::inPlaceOperand(Operation *op, unsigned result) {
   // An accumulate call as its in_place says (its functions are elementwise:
   // pf-build-rank-programs' buildAccumulate); the root's reduce adds the
-  // other member's rows to its piece row by row (addRows).
+  // other member's rows to its piece row by row (addRows); an all-reduce of
+  // a value sums it where it is.
   if (auto run = dyn_cast<RunStageOp>(op)) {
     auto inPlace = run.getInPlace();
     if (!inPlace || result >= inPlace->size() || (*inPlace)[result] < 0)
@@ -128,6 +129,9 @@ Value mlir::pf::inPlaceOperand(Operation *op, unsigned result) {
   }
   if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op))
     return reduce.getPiece();
+  // The library sums a value in place.
+  if (auto sum = dyn_cast<AllReduceOp>(op))
+    return sum.getInput();
   return Value();
 }
 
@@ -400,9 +404,10 @@ LogicalResult AllReduceOp::verify() {
   if (bool(getInput()) != bool(getSum()))
     return emitOpError("sums an operand into a result, or a named value with neither");
   if (getInput()) {
-    if (getValue() != kLossSumName)
+    if (getValue() != kLossSumName && !getValue().starts_with(kGradientPrefix))
       return emitOpError("sums the operand '")
-             << getValue() << "', but only '" << kLossSumName << "' is summed as a value";
+             << getValue() << "', but only '" << kLossSumName
+             << "' and gradients (grad/*) are summed as values";
     if (getInput().getType() != getType() || getSum().getType() != getType())
       return emitOpError("operand and result are ")
              << getType() << " (the op's type), got " << getInput().getType() << " and "

@@ -172,14 +172,19 @@ def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
     (`grad/*`) may be summed so.
 
     A value of the program is summed as an operand: `input` (each member's
-    partial sum) in, `sum` out, order(library). So far the loss's running
-    sum (`loss_sum`) of a last stage that two ranks run, each weighting the
-    micro-batches it ran; a named value has neither.
+    partial sum) in, `sum` out, order(library): a gradient's weighted sums
+    over the micro-batches each member ran (the default mode's replica and
+    tied gradients; the lowest member reports the sum), and the loss's
+    running sum (`loss_sum`) of a last stage that two ranks run. A named
+    value has neither: the bitwise mode's `order(microbatch)` sums of the
+    pieces the host holds, and parameters.
 
     ```mlir
-    pf.all_reduce "grad/w" ranks([0, 1]) order(library) : tensor<16x16xf32>
+    %w = pf.all_reduce "grad/w"(%s : tensor<16x16xf32>) ranks([0, 1]) order(library)
+        : tensor<16x16xf32> -> tensor<16x16xf32>
     %loss = pf.all_reduce "loss_sum"(%partial : tensor<f32>) ranks([0, 1]) order(library)
         : tensor<f32> -> tensor<f32>
+    pf.all_reduce "grad/w" ranks([0, 1]) : tensor<16x16xf32>
     ```
   }];
   let arguments = (ins StrAttr:$value, Optional<AnyRankedTensor>:$input,

@@ -37,7 +37,8 @@ llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool result
 llvm::DenseMap<Value, int64_t> stageValueSlots(Operation *program);
 
 /// The operand result #`result` of `op` may be written over (null: none):
-/// an accumulate call's per its `in_place`, the root reduce's piece.
+/// an accumulate call's per its `in_place`, the root reduce's piece, a
+/// value all-reduce's input.
 /// planStageValues gives the result that operand's bytes where `op` reads it
 /// last; the host refuses a call whose result there would be zeroed first.
 Value inPlaceOperand(Operation *op, unsigned result);
