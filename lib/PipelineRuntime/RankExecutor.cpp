@@ -532,7 +532,7 @@ private:
                                             function);
                              }))
       return err;
-    // A result the plan put over its operand (writesOverOperands) must not
+    // A result the plan put over its operand (inPlaceOperand) must not
     // be zeroed before the call reads that operand.
     for (const TensorSpec &spec : program.outputs(function)) {
       if (!spec.zeroFill)

@@ -48,7 +48,7 @@ pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(2) {
 }
 
 // The root: its piece is slot 2 (byte 512) and the sum, slot 3, takes the
-// piece's bytes (writesOverOperands: the reduce reads the piece last and
+// piece's bytes (inPlaceOperand: the reduce reads the piece last and
 // adds the rows to it in place); so does the accumulate call's running sum
 // (slot 4), over the sum it weights.
 // RANK2-DAG: llvm.mlir.global internal constant @[[DIMS:.*]](dense<[100, 16]> : tensor<2xi64>)
