@@ -1315,7 +1315,8 @@ struct BuildRankProgramsPass
   /// sum's last value (the rank's gradient of the step), and each piece no
   /// call or reduce of the rank takes (the step's gradient with one
   /// micro-batch; else a micro-batch's piece, summed by the host in
-  /// micro-batch order).
+  /// micro-batch order), but those in `summedAsValues`, whose sums
+  /// emitLibrarySum reports.
   void emitStepResults(OpBuilder &body, Location loc,
                        const std::set<std::string> &summedAsValues) {
     emitLossResult(body, loc);
@@ -1350,6 +1351,7 @@ struct BuildRankProgramsPass
     StepResultOp::create(body, loc, body.getStringAttr(name), sum, IntegerAttr());
   }
 
+  /// The loss's pf.step_result (emitStepResults).
   void emitLossResult(OpBuilder &body, Location loc) {
     StringAttr name = body.getStringAttr(kLossName);
     if (auto sum = stageValues.find({-1, kLossSumName.str()}); sum != stageValues.end()) {
