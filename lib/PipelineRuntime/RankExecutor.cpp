@@ -735,14 +735,13 @@ private:
     return r.groupOf(members);
   }
 
-  /// Sums a gradient over its member ranks. order(library): each member
-  /// weights its own pieces (the micro-batches it did not run add -0.0, the
-  /// identity) and the library's all-reduce adds the partial sums
-  /// (allReduceWeighted). order(microbatch): two members (the tied word
-  /// embedding on the first and the last stage, Chimera's replicas) exchange
-  /// it asymmetrically and combine it once (exchangeCombined); more members
-  /// all-reduce every micro-batch's value (allReduceStacked). Either way each
-  /// micro-batch's sum is the a + b that runStages forms before weighting.
+  /// Sums a named gradient over its member ranks in order(microbatch) (the
+  /// library's sums of weighted partial sums take values: allReduceSlot):
+  /// two members (the tied word embedding on the first and the last stage,
+  /// Chimera's replicas) exchange it asymmetrically and combine it once
+  /// (exchangeCombined); more members all-reduce every micro-batch's value
+  /// (allReduceStacked). Either way each micro-batch's sum is the a + b that
+  /// runStages forms before weighting.
   llvm::Error allReduceValue(const std::string &name, pf::ReductionOrder order,
                              const std::vector<int64_t> &members, const ValueType &type) {
     if (const CompiledModel::Parameter *param = program.parameter(name))
@@ -754,11 +753,9 @@ private:
     auto group = groupOf(members);
     if (!group)
       return group.takeError();
-    if (order == pf::ReductionOrder::Library) {
-      if (auto err = allReduceWeighted(name, type, members, *group))
-        return err;
-      return reportedByLowestMember(name, members);
-    }
+    if (order == pf::ReductionOrder::Library)
+      return error("'" + name + "' is summed by the library by name; its partial sum must be "
+                   "the all-reduce's operand");
     auto it = gradients.find(name);
     if (it == gradients.end())
       return error("this rank reported no micro-batch's piece of '" + name + "' (pf.step_result)");
@@ -1022,32 +1019,6 @@ private:
                                  param.name, typeText(type.dtype, type.shape),
                                  typeText(param.dtype, param.shape)));
     return r.allReduceParameter(param.name, members);
-  }
-
-  /// order(library): this member's Σ_m c_m·x_m / Σ_m c_m over the
-  /// micro-batches it ran (the divisor counts every micro-batch of the step),
-  /// which its accumulate calls formed (pf-build-rank-programs' replica
-  /// accumulations; with one micro-batch, its piece), then one all-reduce of
-  /// that one gradient over the members. Two members get the same bits (IEEE
-  /// addition commutes); the association of more is the library's.
-  llvm::Error allReduceWeighted(const std::string &name, const ValueType &type,
-                                const std::vector<int64_t> &members, pfrt_comm *group) {
-    auto held = combined.find(name);
-    if (held == combined.end())
-      return error(llvm::formatv("this rank reported no weighted sum of '{0}' (pf.step_result) "
-                                 "for its all_reduce over ranks [{1}]",
-                                 name, llvm::make_range(members.begin(), members.end())));
-    NpyArray &partial = held->second;
-    if (auto err = checkType(partial, type, name))
-      return err;
-    if (partial.dtype != PFRT_F32 && partial.dtype != PFRT_F64)
-      return error("'" + name + "' is summed by the library but is not f32 or f64");
-    auto t = descriptor(partial);
-    if (!t)
-      return t.takeError();
-    if (pfrt_comm_all_reduce_sum(r.ctx, group, &*t) != PFRT_OK)
-      return commError("all-reducing '" + name + "'");
-    return llvm::Error::success();
   }
 
   /// Every micro-batch's value summed over the members in one call on the

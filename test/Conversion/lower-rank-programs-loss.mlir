@@ -44,5 +44,5 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([1]) microbatches(2) {
   %partial = pf.run_stage accumulate @stage1_accumulate_replica0_single(%loss) microbatch(1) : (tensor<f32>) -> tensor<f32>
   %sum = pf.all_reduce "loss_sum"(%partial : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
   pf.step_result "loss" %sum : tensor<f32>
-  pf.all_reduce "grad/w" ranks([0, 1]) order(library) : tensor<4xf32>
+  pf.all_reduce "grad/w" ranks([0, 1]) : tensor<4xf32>
 }

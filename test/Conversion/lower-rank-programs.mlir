@@ -127,23 +127,28 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: %[[NOUT3:.*]] = arith.constant 2 : i64
 // CHECK-NEXT: %[[OUT3:.*]] = llvm.mlir.addressof @[[BACKWARD_OUT]] : !llvm.ptr
 // CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c3_i64{{[_0-9]*}}, %{{.*}}, %[[FN3]], %{{.*}}, %{{.*}}, %[[NIN3]], %[[IN3]], %[[NOUT3]], %[[OUT3]])
-// The step's gradients go to the host (ops 4 and 5): the name, micro-batch
-// -1 (the step's) and the slot.
+// The step's gradients go to the host (ops 4 and 6): the name, micro-batch
+// -1 (the step's) and the slot; grad/emb's is the all-reduce's sum (op 5,
+// slot 5, over slot 4's bytes).
 // CHECK: %[[W0NAME:.*]] = llvm.mlir.addressof @[[W0]] : !llvm.ptr
 // CHECK-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[SLOT3:.*]] = arith.constant 3 : i64
 // CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[W0NAME]], %[[STEP]], %[[SLOT3]])
-// CHECK: %[[EMBNAME:.*]] = llvm.mlir.addressof @[[EMB]] : !llvm.ptr
-// CHECK-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
-// CHECK-NEXT: %[[SLOT4:.*]] = arith.constant 4 : i64
-// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[EMBNAME]], %[[STEP2]], %[[SLOT4]])
 // The host frees nothing: the arena is the program's.
 // CHECK-NOT: pfrt_rank_release
-// The all_reduce's order (ReductionOrder: 1 = library) after the value's name.
-// CHECK: %[[LIBRARY:.*]] = arith.constant 1 : i32
+// The all_reduce's order (ReductionOrder: 1 = library) after the value's
+// name, and its operand's and result's slots.
+// CHECK: llvm.mlir.addressof @[[EMB]] : !llvm.ptr
+// CHECK-NEXT: %[[LIBRARY:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[MEMBERS2:.*]] = arith.constant 2 : i64
 // CHECK-NEXT: llvm.mlir.addressof @[[RANKS]]
-// CHECK: call @pfrt_rank_all_reduce(%[[HOST]], %{{.*}}, %{{.*}}, %[[LIBRARY]], %[[MEMBERS2]],
+// CHECK: %[[PARTIAL:.*]] = arith.constant 4 : i64
+// CHECK-NEXT: %[[SUMSLOT:.*]] = arith.constant 5 : i64
+// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %{{.*}}, %{{.*}}, %[[LIBRARY]], %[[MEMBERS2]], {{.*}}, %[[PARTIAL]], %[[SUMSLOT]])
+// CHECK: %[[EMBNAME:.*]] = llvm.mlir.addressof @[[EMB]] : !llvm.ptr
+// CHECK-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
+// CHECK-NEXT: %[[SLOT5:.*]] = arith.constant 5 : i64
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[EMBNAME]], %[[STEP2]], %[[SLOT5]])
 // CHECK: arith.constant 1.000000e+00 : f64
 // CHECK: call @pfrt_rank_clip_gradients(
 // A per-step call: no stage values in or out.
@@ -189,8 +194,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %grad = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
   %w0, %emb = pf.run_stage backward @stage0_backward(%saved, %grad) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
   pf.step_result "grad/w0" %w0 : tensor<16x16xf32>
-  pf.step_result "grad/emb" %emb : tensor<100x16xf32>
-  pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
+  %embsum = pf.all_reduce "grad/emb"(%emb : tensor<100x16xf32>) ranks([0, 1]) order(library) : tensor<100x16xf32> -> tensor<100x16xf32>
+  pf.step_result "grad/emb" %embsum : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.run_stage precondition @stage0_precondition() : () -> ()
   pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>
@@ -266,10 +271,11 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // RANK1-NEXT: %[[SLOT2:.*]] = arith.constant 2 : i64
 // RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[NAME]], %[[STEP]], %[[SLOT2]])
+// RANK1: call @pfrt_rank_all_reduce(
 // RANK1: %[[EMBNAME:.*]] = llvm.mlir.addressof @[[EMB]]
 // RANK1-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
-// RANK1-NEXT: %[[SLOT4:.*]] = arith.constant 4 : i64
-// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[EMBNAME]], %[[STEP2]], %[[SLOT4]])
+// RANK1-NEXT: %[[SLOT5:.*]] = arith.constant 5 : i64
+// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[EMBNAME]], %[[STEP2]], %[[SLOT5]])
 // RANK1: call @pfrt_comm_wait_all(
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
@@ -277,8 +283,8 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %grad, %emb = pf.run_stage backward @stage1_backward(%saved) microbatch(0) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<100x16xf32>)
   pf.send_act %grad microbatch(0) to(0) tag(2) : tensor<4x16xf32>
   pf.step_result "loss" %loss : tensor<f32>
-  pf.step_result "grad/emb" %emb : tensor<100x16xf32>
-  pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
+  %embsum = pf.all_reduce "grad/emb"(%emb : tensor<100x16xf32>) ranks([0, 1]) order(library) : tensor<100x16xf32> -> tensor<100x16xf32>
+  pf.step_result "grad/emb" %embsum : tensor<100x16xf32>
   pf.clip_gradients max_norm(1.0) order(["grad/emb", "grad/w0"])
   pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32>
   pf.kfac_kl_clip kappa(1.0e-3) order(["grad/w0"])

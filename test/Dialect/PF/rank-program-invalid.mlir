@@ -244,10 +244,18 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 
 // -----
 
-// Only a gradient has micro-batch weights to apply before the library's sum.
+// The library adds the members' partial sums, values of their programs: a
+// named value (the host's) is not summed so.
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  // expected-error@+1 {{'pf.all_reduce' op order(library) sums gradients (grad/*), not 'w.kfac.A'}}
+  // expected-error@+1 {{'pf.all_reduce' op order(library) sums an operand (a partial sum), not the named 'w.kfac.A'}}
   pf.all_reduce "w.kfac.A" ranks([0, 1]) order(library) : tensor<4x4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.all_reduce' op order(library) sums an operand (a partial sum), not the named 'grad/w'}}
+  pf.all_reduce "grad/w" ranks([0, 1]) order(library) : tensor<4x4xf32>
 }
 
 // -----

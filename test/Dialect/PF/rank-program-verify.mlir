@@ -373,9 +373,9 @@ func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) a
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
-  pf.step_result "grad/emb" %g microbatch(0) : tensor<4xf32>
-  // expected-error@+1 {{rank 0, op 3: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
-  pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<4xf32>
+  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
+  %e = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
+  pf.step_result "grad/emb" %e : tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()

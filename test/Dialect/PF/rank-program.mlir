@@ -39,7 +39,7 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: pf.step_result "grad/emb" %[[W0]]#1 microbatch(0) : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/w0" %[[W1]]#0 microbatch(1) : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/emb" %[[W1]]#1 microbatch(1) : tensor<100x16xf32>
-// CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
+// CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: pf.run_stage update @stage0_update() : () -> ()
 // CHECK-NEXT: }
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
@@ -61,7 +61,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.step_result "grad/emb" %emb0 microbatch(0) : tensor<100x16xf32>
   pf.step_result "grad/w0" %w1 microbatch(1) : tensor<16x16xf32>
   pf.step_result "grad/emb" %emb1 microbatch(1) : tensor<100x16xf32>
-  pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
+  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
   pf.run_stage update @stage0_update() : () -> ()
 }
 
@@ -78,7 +78,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: pf.step_result "loss" %[[S1]]#1 microbatch(1) : tensor<f32>
 // CHECK-NEXT: pf.step_result "grad/emb" %[[B0]]#1 microbatch(0) : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/emb" %[[B1]]#1 microbatch(1) : tensor<100x16xf32>
-// CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
+// CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
@@ -97,5 +97,5 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   pf.step_result "loss" %loss1 microbatch(1) : tensor<f32>
   pf.step_result "grad/emb" %emb0 microbatch(0) : tensor<100x16xf32>
   pf.step_result "grad/emb" %emb1 microbatch(1) : tensor<100x16xf32>
-  pf.all_reduce "grad/emb" ranks([0, 1]) order(library) : tensor<100x16xf32>
+  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
 }

@@ -414,8 +414,10 @@ LogicalResult AllReduceOp::verify() {
              << getSum().getType();
     if (getOrder() != ReductionOrder::Library)
       return emitOpError("sums its operand as the library adds it: order(library)");
-  } else if (getOrder() == ReductionOrder::Library && !getValue().starts_with("grad/")) {
-    return emitOpError("order(library) sums gradients (grad/*), not '") << getValue() << "'";
+  } else if (getOrder() == ReductionOrder::Library) {
+    // The library adds each member's partial sum, a value of its program.
+    return emitOpError("order(library) sums an operand (a partial sum), not the named '")
+           << getValue() << "'";
   }
   return verifyMembers(*this);
 }

@@ -168,8 +168,8 @@ def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
     micro-batch order, bit for bit the sum of one process. `library`: each
     member weights the micro-batches it ran (Σ c_m·x_m / Σ c over the
     step's micro-batches) and the communication library's all-reduce adds
-    these partial sums in the association it picks; only a gradient
-    (`grad/*`) may be summed so.
+    these partial sums in the association it picks; the partial sum is the
+    op's operand.
 
     A value of the program is summed as an operand: `input` (each member's
     partial sum) in, `sum` out, order(library): a gradient's weighted sums
