@@ -63,6 +63,8 @@ public:
   }
   /// `count` strings back to back, each NUL-terminated.
   Value stringList(OpBuilder &b, Location loc, ArrayAttr names) {
+    if (names.empty())
+      return LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()));
     std::string joined;
     for (Attribute name : names)
       joined += cast<StringAttr>(name).getValue().str() + '\0';
@@ -364,15 +366,24 @@ struct MemberCollectivePattern : RankCallPattern<OpT> {
     args.push_back(s.i64(b, loc, int64_t(op.getRanks().size())));
     args.push_back(s.constants.i64Array(b, loc, op.getRanks()));
     llvm::append_range(args, s.type(b, loc, op.getType()));
-    // A value of the program: its slot and its sum's (-1, -1 for a name;
-    // a reduce's sum is -1 on the member handing its piece over).
+    // Values of the program: the operands' slots and the result's (-1 for
+    // none: a named value, a reduce's piece handed over, a broadcast's
+    // operand off the root).
+    auto slotOf = [&](Value value) { return s.i64(b, loc, value ? s.slot.lookup(value) : -1); };
     if constexpr (std::is_same_v<OpT, AllReduceOp>) {
-      args.push_back(s.i64(b, loc, op.getInput() ? s.slot.lookup(op.getInput()) : -1));
-      args.push_back(s.i64(b, loc, op.getSum() ? s.slot.lookup(op.getSum()) : -1));
+      args.push_back(s.i64(b, loc, int64_t(op.getInputs().size())));
+      args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getInputs())));
+      args.push_back(s.constants.i64Array(
+          b, loc, op.getMicrobatches() ? *op.getMicrobatches() : ArrayRef<int64_t>()));
+      args.push_back(slotOf(op.getSum()));
+    }
+    if constexpr (isBroadcast) {
+      args.push_back(slotOf(op.getInput()));
+      args.push_back(slotOf(op.getResult()));
     }
     if constexpr (isReduce) {
-      args.push_back(s.i64(b, loc, s.slot.lookup(op.getPiece())));
-      args.push_back(s.i64(b, loc, op.getSum() ? s.slot.lookup(op.getSum()) : -1));
+      args.push_back(slotOf(op.getPiece()));
+      args.push_back(slotOf(op.getSum()));
     }
     callee = isReduce      ? "pfrt_rank_reduce"
              : isBroadcast ? "pfrt_rank_broadcast"
@@ -381,6 +392,9 @@ struct MemberCollectivePattern : RankCallPattern<OpT> {
   }
 };
 
+/// pf.clip_gradients and pf.kfac_kl_clip: the scalar, the order, the
+/// operands' names and their slots (a KL-clip's updates, then their
+/// gradients), the results' slots.
 template <typename OpT>
 struct OrderedCollectivePattern : RankCallPattern<OpT> {
   using RankCallPattern<OpT>::RankCallPattern;
@@ -388,7 +402,8 @@ struct OrderedCollectivePattern : RankCallPattern<OpT> {
                       StringRef &callee) const override {
     LoweringState &s = this->state;
     Location loc = op.getLoc();
-    if constexpr (std::is_same_v<OpT, ClipGradientsOp>) {
+    constexpr bool isClip = std::is_same_v<OpT, ClipGradientsOp>;
+    if constexpr (isClip) {
       args.push_back(s.f64(b, loc, op.getMaxNorm().convertToDouble()));
       callee = "pfrt_rank_clip_gradients";
     } else {
@@ -397,6 +412,15 @@ struct OrderedCollectivePattern : RankCallPattern<OpT> {
     }
     args.push_back(s.i64(b, loc, int64_t(op.getOrder().size())));
     args.push_back(s.constants.stringList(b, loc, op.getOrder()));
+    args.push_back(s.i64(b, loc, int64_t(op.getNames().size())));
+    args.push_back(s.constants.stringList(b, loc, op.getNames()));
+    if constexpr (isClip) {
+      args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getGradients())));
+    } else {
+      args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getUpdates())));
+      args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getGradients())));
+    }
+    args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getClipped())));
     return success();
   }
 };

@@ -38,6 +38,14 @@ struct ValueType {
   std::vector<int64_t> shape;
 };
 
+/// The bytes of a dense value of `type`.
+int64_t valueBytes(const ValueType &type) {
+  int64_t elements = 1;
+  for (int64_t d : type.shape)
+    elements *= d;
+  return elements * dtypeBytes(type.dtype);
+}
+
 ValueType valueType(int32_t dtype, int64_t rank, const int64_t *shape) {
   return {dtype, std::vector<int64_t>(shape, shape + std::max<int64_t>(rank, 0))};
 }
@@ -96,15 +104,21 @@ struct pfrt_rank_host {
                            std::vector<int64_t> outputs) = 0;
   virtual int32_t mark(int64_t op, int32_t phase) = 0;
   virtual int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
-                            std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
-                            int64_t outputSlot) = 0;
+                            std::vector<int64_t> ranks, ValueType type,
+                            std::vector<int64_t> inputs, std::vector<int64_t> microbatches,
+                            int64_t output) = 0;
   virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
-                            std::vector<int64_t> ranks, ValueType type) = 0;
+                            std::vector<int64_t> ranks, ValueType type, int64_t input,
+                            int64_t output) = 0;
   virtual int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
                          std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
                          int64_t outputSlot) = 0;
-  virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) = 0;
-  virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) = 0;
+  virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order,
+                       std::vector<std::string> names, std::vector<int64_t> inputs,
+                       std::vector<int64_t> outputs) = 0;
+  virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order,
+                         std::vector<std::string> names, std::vector<int64_t> updates,
+                         std::vector<int64_t> gradients, std::vector<int64_t> outputs) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
   virtual int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) = 0;
 };
@@ -123,16 +137,22 @@ int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase) {
 }
 int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value, int32_t order,
                              int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
-                             const int64_t *shape, int64_t input_slot, int64_t output_slot) {
+                             const int64_t *shape, int64_t input_count, const int64_t *inputs,
+                             const int64_t *microbatches, int64_t output) {
   return host->allReduce(op, value, pf::ReductionOrder(order),
                          std::vector<int64_t>(ranks, ranks + count),
-                         valueType(dtype, rank, shape), input_slot, output_slot);
+                         valueType(dtype, rank, shape),
+                         std::vector<int64_t>(inputs, inputs + input_count),
+                         microbatches ? std::vector<int64_t>(microbatches,
+                                                             microbatches + input_count)
+                                      : std::vector<int64_t>(),
+                         output);
 }
 int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op, const char *value, int64_t root,
                             int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
-                            const int64_t *shape) {
+                            const int64_t *shape, int64_t input, int64_t output) {
   return host->broadcast(op, value, root, std::vector<int64_t>(ranks, ranks + count),
-                         valueType(dtype, rank, shape));
+                         valueType(dtype, rank, shape), input, output);
 }
 int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value, int64_t microbatch,
                          int64_t root, int64_t count, const int64_t *ranks, int32_t dtype,
@@ -142,12 +162,21 @@ int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value, in
                       valueType(dtype, rank, shape), input_slot, output_slot);
 }
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op, double max_norm,
-                                 int64_t count, const char *order) {
-  return host->clip(op, max_norm, stringList(order, count));
+                                 int64_t order_count, const char *order, int64_t count,
+                                 const char *names, const int64_t *inputs,
+                                 const int64_t *outputs) {
+  return host->clip(op, max_norm, stringList(order, order_count), stringList(names, count),
+                    std::vector<int64_t>(inputs, inputs + count),
+                    std::vector<int64_t>(outputs, outputs + count));
 }
-int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa, int64_t count,
-                               const char *order) {
-  return host->klClip(op, kappa, stringList(order, count));
+int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa,
+                               int64_t order_count, const char *order, int64_t count,
+                               const char *names, const int64_t *updates,
+                               const int64_t *gradients, const int64_t *outputs) {
+  return host->klClip(op, kappa, stringList(order, order_count), stringList(names, count),
+                      std::vector<int64_t>(updates, updates + count),
+                      std::vector<int64_t>(gradients, gradients + count),
+                      std::vector<int64_t>(outputs, outputs + count));
 }
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
   return host->promoteInverses(op);
@@ -219,17 +248,25 @@ public:
     return 0;
   }
   int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
-                    std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
-                    int64_t outputSlot) override {
-    return execute(op, "pf.all_reduce", [&] {
-      return inputSlot >= 0 ? allReduceSlot(value, ranks, type, inputSlot, outputSlot)
-                            : allReduceValue(value, order, ranks, type);
+                    std::vector<int64_t> ranks, ValueType type, std::vector<int64_t> inputs,
+                    std::vector<int64_t> microbatches, int64_t output) override {
+    return execute(op, "pf.all_reduce", [&]() -> llvm::Error {
+      if (inputs.empty())
+        return allReduceParameter(value, ranks, type);
+      if (order == pf::ReductionOrder::Library) {
+        if (inputs.size() != 1)
+          return error(llvm::formatv("'{0}' is summed by the library from one partial sum, "
+                                     "got {1} operands",
+                                     value, inputs.size()));
+        return allReduceSlot(value, ranks, type, inputs.front(), output);
+      }
+      return allReducePieces(value, ranks, type, inputs, microbatches, output);
     });
   }
   int32_t broadcast(int64_t op, const char *value, int64_t root, std::vector<int64_t> ranks,
-                    ValueType type) override {
+                    ValueType type, int64_t input, int64_t output) override {
     return execute(op, "pf.broadcast",
-                   [&] { return broadcastValue(value, root, ranks, type); });
+                   [&] { return broadcastSlot(value, root, ranks, type, input, output); });
   }
   int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
                  std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
@@ -238,13 +275,18 @@ public:
       return reduceValue(value, microbatch, root, ranks, type, inputSlot, outputSlot);
     });
   }
-  int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order) override {
+  int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order,
+               std::vector<std::string> names, std::vector<int64_t> inputs,
+               std::vector<int64_t> outputs) override {
     return execute(op, "pf.clip_gradients",
-                   [&] { return clipGradients(maxNorm, order); });
+                   [&] { return clipGradients(maxNorm, order, names, inputs, outputs); });
   }
-  int32_t klClip(int64_t op, double kappa, std::vector<std::string> order) override {
-    return execute(op, "pf.kfac_kl_clip",
-                   [&] { return kfacKLClip(kappa, order); });
+  int32_t klClip(int64_t op, double kappa, std::vector<std::string> order,
+                 std::vector<std::string> names, std::vector<int64_t> updates,
+                 std::vector<int64_t> gradients, std::vector<int64_t> outputs) override {
+    return execute(op, "pf.kfac_kl_clip", [&] {
+      return kfacKLClip(kappa, order, names, updates, gradients, outputs);
+    });
   }
   int32_t promoteInverses(int64_t op) override {
     return execute(op, "pf.kfac_promote_inverses",
@@ -300,9 +342,8 @@ private:
   std::vector<pfrt_tensor> descriptors;
   double markStart = 0;
   std::vector<NpyArray> losses;
-  /// grad/<param> → its value of each micro-batch (one backward per stage).
-  std::map<std::string, std::vector<NpyArray>> gradients;
-  /// After combine(): the loss and each gradient over the whole step.
+  /// After combine(): the loss over the whole step; each gradient of the
+  /// step (pf.step_result).
   bool isCombined = false;
   NpyArray loss;
   Values combined;
@@ -348,27 +389,23 @@ private:
   }
 
   void findBroadcasts(pf::RankProgramOp rankProgram) {
-    std::set<std::string> reducedValues;
-    for (auto reduce : rankProgram.getBody().front().getOps<pf::ReduceMicrobatchOp>())
-      reducedValues.insert(reduce.getValue().str());
-    for (auto broadcast : rankProgram.getBody().front().getOps<pf::BroadcastOp>())
-      if (int64_t(broadcast.getRoot()) == r.rankIndex &&
-          !reducedValues.count(broadcast.getValue().str()))
+    for (auto broadcast : rankProgram.getBody().front().getOps<pf::BroadcastOp>()) {
+      auto call = broadcast.getInput() ? broadcast.getInput().getDefiningOp<pf::RunStageOp>()
+                                       : pf::RunStageOp();
+      if (call && call.getKind() == pf::StageTaskKind::Precondition)
         broadcastHere.insert(broadcast.getValue().str());
+    }
   }
 
-  /// The values this rank's program broadcasts to the other replica (the
-  /// layers whose preconditioning it owns; not the tied gradients handed back
-  /// after a pf.reduce_microbatch).
+  /// The preconditioned gradients this rank's program broadcasts to the
+  /// other replica (the layers whose preconditioning it owns; not the tied
+  /// gradients handed back after a pf.reduce_microbatch).
   std::set<std::string> broadcastHere;
 
   /// Updates the runner's measured peak of gradient bytes (the stage
   /// values' bytes are the program's plan, planStageValues).
   void noteGradients() {
     int64_t gradientBytes = 0;
-    for (const auto &[name, pieces] : gradients)
-      for (const NpyArray &piece : pieces)
-        gradientBytes += int64_t(piece.data.size());
     for (const auto &[name, value] : combined)
       gradientBytes += int64_t(value.data.size());
     for (const auto &[group, request, buffer] : pendingGroupSends)
@@ -447,12 +484,8 @@ private:
   llvm::Error runStageOp(int64_t index, pf::StageTaskKind kind, std::string function,
                          std::optional<int64_t> microbatch, const std::vector<int64_t> &inputs,
                          const std::vector<int64_t> &outputs) {
-    if (!inputs.empty() && !microbatch)
-      return error("'" + function + "' runs once per step but takes stage values");
-    if (kind == pf::StageTaskKind::Update)
-      return update(function);
-    if (kind == pf::StageTaskKind::Precondition)
-      return precondition(function);
+    if (kind == pf::StageTaskKind::Update || kind == pf::StageTaskKind::Precondition)
+      return runStepCall(kind, function, inputs, outputs);
     if (kind == pf::StageTaskKind::KfacInverse)
       return r.runInverse(function, graph,
                           r.windowStepOf(stepIndex) >= 0 || !r.unreportedInverses.count(function));
@@ -547,101 +580,93 @@ private:
     return program.run(function, inputs, outputs);
   }
 
-  /// The once-per-step update: the combined (and clipped) gradients, the
-  /// scalars (lr, step) from the graph inputs.
-  llvm::Error update(const std::string &function) {
-    if (auto err = combine())
-      return err;
-    Values results;
-    return runOnStepValues(function, results);
-  }
-
-  /// Runs a once-per-step call (update, precondition) on the step's combined
-  /// gradients and the graph inputs, bound in place (no copy of a gradient);
-  /// its results are new arrays in `results`.
-  llvm::Error runOnStepValues(const std::string &function, Values &results) {
+  /// A once-per-step call (update, precondition): the step's gradients (and
+  /// a precondition call's results) are values of the program, bound like
+  /// any stage call's; the graph inputs (lr, step) are the host's, as is a
+  /// precondition call's `kfac/issues`.
+  llvm::Error runStepCall(pf::StageTaskKind kind, const std::string &function,
+                          const std::vector<int64_t> &inputSlots,
+                          const std::vector<int64_t> &outputSlots) {
     std::vector<TensorView> inputs, outputs;
-    for (const TensorSpec &spec : program.inputs(function)) {
-      const NpyArray *value = nullptr;
-      if (auto grad = combined.find(spec.name); grad != combined.end())
-        value = &grad->second;
-      else if (auto input = graph.find(spec.name); input != graph.end())
-        value = &input->second;
-      else
-        return error("missing input '" + spec.name + "' (read by " + function + ")");
-      inputs.push_back({spec.name, value->dtype, value->shape,
-                        const_cast<char *>(value->data.data())});
-    }
-    for (const TensorSpec &spec : program.outputs(function)) {
-      NpyArray &array = results[spec.name];
-      array = zeros(spec.dtype, spec.shape);
-      outputs.push_back({spec.name, array.dtype, array.shape, array.data.data()});
-    }
-    // The step's gradients come from the host's step end (pf.step_result),
-    // counted apart from the stage calls' copies.
-    const int64_t copiesBefore = program.stageValueCopies();
-    auto err = program.run(function, inputs, outputs);
-    r.stepEndCopies += program.stageValueCopies() - copiesBefore;
-    return err;
-  }
-
-  /// The clipped gradients of the K-FAC layers before preconditioning, for
-  /// the KL-clip's ⟨update, gradient⟩.
-  Values rawGradients;
-
-  /// The once-per-step K-FAC call: inverses and B⁻¹∇WA⁻¹ of this stage's
-  /// layers on the combined (clipped) gradients, which its results replace.
-  llvm::Error precondition(const std::string &function) {
-    if (auto err = combine())
+    if (auto err = bindSlots(function, program.inputs(function), inputSlots, "arguments", inputs,
+                             [&](const TensorSpec &spec) -> llvm::Error {
+                               auto input = graph.find(spec.name);
+                               if (input == graph.end())
+                                 return error("missing input '" + spec.name + "' (read by " +
+                                              function + ")");
+                               const NpyArray &value = input->second;
+                               inputs.push_back({spec.name, value.dtype, value.shape,
+                                                 const_cast<char *>(value.data.data())});
+                               return llvm::Error::success();
+                             }))
       return err;
-    Values results;
-    if (auto err = runOnStepValues(function, results))
+    Values hostResults;
+    std::vector<std::string> gradientNames;
+    if (auto err = bindSlots(function, program.outputs(function), outputSlots, "results", outputs,
+                             [&](const TensorSpec &spec) -> llvm::Error {
+                               if (kind != pf::StageTaskKind::Precondition ||
+                                   spec.name != pf::kKfacIssuesName)
+                                 return error("unexpected result '" + spec.name + "' of " +
+                                              function);
+                               NpyArray &value = hostResults[spec.name];
+                               value = zeros(spec.dtype, spec.shape);
+                               outputs.push_back(
+                                   {spec.name, value.dtype, value.shape, value.data.data()});
+                               return llvm::Error::success();
+                             }))
       return err;
-    // The gradients it took, kept for the KL-clip: the arrays themselves
-    // where its results replace them below (a copy of one it only reads).
-    for (const TensorSpec &spec : program.inputs(function))
-      if (auto grad = combined.find(spec.name); grad != combined.end())
-        rawGradients[spec.name] =
-            results.count(spec.name) ? std::move(grad->second) : grad->second;
-    int32_t issues = 0;
+    if (auto err = program.run(function, inputs, outputs))
+      return err;
+    if (kind != pf::StageTaskKind::Precondition)
+      return llvm::Error::success();
     // Chimera: a layer both replicas precondition reports its refresh issues
     // on the rank reporting its gradients; one only its owner preconditions
     // (and broadcasts), on the owner.
     bool reports = true;
-    for (auto &[name, value] : results) {
-      if (name == "kfac/issues" && value.dtype == PFRT_I32 && value.numElements() == 1) {
-        std::memcpy(&issues, value.data.data(), sizeof(issues));
-      } else if (combined.count(name)) {
-        reports = reports && (!notReported.count(name) || broadcastHere.count(name));
-        combined[name] = std::move(value);
-      } else {
-        return error("unexpected result '" + name + "' of " + function);
-      }
+    for (const TensorSpec &spec : program.outputs(function))
+      if (isStageValue(spec.name))
+        reports = reports && (!notReported.count(spec.name) || broadcastHere.count(spec.name));
+    auto issues = hostResults.find(pf::kKfacIssuesName.str());
+    if (reports && issues != hostResults.end() && issues->second.dtype == PFRT_I32 &&
+        issues->second.numElements() == 1) {
+      int32_t count = 0;
+      std::memcpy(&count, issues->second.data.data(), sizeof(count));
+      r.kfacIssues += count;
     }
-    if (reports)
-      r.kfacIssues += issues;
     return llvm::Error::success();
   }
 
   /// ν of the single-process pf.kfac.kl_clip lowering: each ⟨update,
-  /// gradient⟩ by pfrt_dot on the rank holding the layer, exchanged in one
+  /// gradient⟩ by pfrt_dot on the rank reporting the layer, exchanged in one
   /// all-reduce with one non-zero term per slot (exact), summed in `order`
   /// from 0, then min(1, sqrt(κ / (lr²·Σ))) (1 when lr²·Σ ≤ 0), applied by
-  /// pfrt_scale as the lowering does.
-  llvm::Error kfacKLClip(double kappa, const std::vector<std::string> &order) {
-    for (const auto &[name, value] : rawGradients)
+  /// pfrt_scale as the lowering does, each update scaled into its output.
+  llvm::Error kfacKLClip(double kappa, const std::vector<std::string> &order,
+                         const std::vector<std::string> &names,
+                         const std::vector<int64_t> &updates,
+                         const std::vector<int64_t> &gradients,
+                         const std::vector<int64_t> &outputs) {
+    if (names.size() != updates.size() || names.size() != gradients.size() ||
+        names.size() != outputs.size())
+      return error("kfac_kl_clip binds a different number of names, updates, gradients and "
+                   "results");
+    std::map<std::string, DotTerm> terms;
+    for (auto [i, name] : llvm::enumerate(names)) {
       if (!isInOrder(order, name))
         return error("'" + name + "' is preconditioned but not in the KL-clip order");
-    auto summed = orderedDotSum(
-        order,
-        [&](const std::string &name) -> DotTerm {
-          auto raw = rawGradients.find(name);
-          // A layer preconditioned on two replicas (Chimera) counts once.
-          if (raw == rawGradients.end() || notReported.count(name))
-            return {};
-          return {&combined.at(name), &raw->second};
-        },
-        "⟨update, gradient⟩", "exchanging the K-FAC updates' inner products");
+      // A layer preconditioned on two replicas (Chimera) counts once.
+      if (notReported.count(name))
+        continue;
+      auto u = slotOf(updates[i], name);
+      if (!u)
+        return u.takeError();
+      auto g = slotOf(gradients[i], name);
+      if (!g)
+        return g.takeError();
+      terms[name] = {*u, *g};
+    }
+    auto summed = orderedDotSum(order, terms, "⟨update, gradient⟩",
+                                "exchanging the K-FAC updates' inner products");
     if (!summed)
       return summed.takeError();
     double total = *summed;
@@ -658,14 +683,34 @@ private:
     const double capped = std::isnan(root) ? root : std::min(root, 1.0);
     const double nu = denom > 0 ? capped : 1.0;
     r.klClipFactor = nu;
-    for (const auto &[name, value] : rawGradients) {
-      auto u = descriptor(combined.at(name));
-      if (!u)
-        return u.takeError();
-      if (pfrt_scale(r.ctx, &*u, nu, &*u) != PFRT_OK)
-        return commError("KL-clipping '" + name + "'");
+    return scaleInto(nu, names, updates, outputs, "KL-clipping");
+  }
+
+  /// pfrt_scale of each value in `inputs` by `c` into its output (its own
+  /// bytes where the plan put it over the input), on the arena's backend.
+  llvm::Error scaleInto(double c, const std::vector<std::string> &names,
+                        const std::vector<int64_t> &inputs, const std::vector<int64_t> &outputs,
+                        const char *what) {
+    for (auto [name, in, out] : llvm::zip_equal(names, inputs, outputs)) {
+      auto x = slotOf(in, name);
+      if (!x)
+        return x.takeError();
+      auto y = slotTensor(out, (*x)->dtype,
+                          llvm::ArrayRef<int64_t>((*x)->shape, size_t(std::max((*x)->rank, 0))),
+                          name);
+      if (!y)
+        return y.takeError();
+      if (pfrt_scale(r.arenaContext, *x, c, *y) != PFRT_OK)
+        return error(llvm::Twine(what) + " '" + name + "': " + pfrt_last_error(r.arenaContext));
     }
     return llvm::Error::success();
+  }
+
+  /// The descriptor of the value in `slot`, whatever its type.
+  llvm::Expected<const pfrt_tensor *> slotOf(int64_t slot, const std::string &name) const {
+    if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
+      return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, name));
+    return &descriptors[size_t(slot)];
   }
 
   /// pf.step_result: the loss or a gradient in `slot`, the step's
@@ -694,32 +739,46 @@ private:
     return llvm::Error::success();
   }
 
-  /// A gradient of the step (into `combined`) or micro-batch m's piece (into
-  /// `gradients`, summed by the host in micro-batch order), copied out of
-  /// the program's slot.
+  /// The rank's gradient of the step (into `combined`), copied out of the
+  /// program's slot.
   llvm::Error takeGradient(const std::string &name, int64_t m, int64_t slot) {
     if (isCombined)
       return error("'" + name + "' is reported after the step's gradients were combined");
-    if (m >= M)
-      return error(llvm::formatv("'{0}' of micro-batch {1}, but the step has {2}", name, m, M));
+    if (m >= 0)
+      return error(llvm::formatv("'{0}' is reported for micro-batch {1}, but a gradient leaves "
+                                 "as the step's",
+                                 name, m));
     if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
       return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, name));
     const pfrt_tensor &t = descriptors[size_t(slot)];
-    NpyArray value =
-        zeros(t.dtype, std::vector<int64_t>(t.shape, t.shape + std::max(t.rank, 0)));
-    if (pfrt_copy_to_host(r.arenaContext, &t, value.data.data()) != PFRT_OK)
+    ValueType type{t.dtype, std::vector<int64_t>(t.shape, t.shape + std::max(t.rank, 0))};
+    auto value = readSlot(slot, type, name);
+    if (!value)
+      return value.takeError();
+    if (!combined.emplace(name, std::move(*value)).second)
+      return error("'" + name + "' is reported twice on this rank");
+    return llvm::Error::success();
+  }
+
+  /// A copy in host memory of the value in `slot`.
+  llvm::Expected<NpyArray> readSlot(int64_t slot, const ValueType &type,
+                                    const std::string &name) {
+    auto t = slotTensor(slot, type.dtype, type.shape, name);
+    if (!t)
+      return t.takeError();
+    NpyArray value = zeros(type.dtype, type.shape);
+    if (pfrt_copy_to_host(r.arenaContext, *t, value.data.data()) != PFRT_OK)
       return error("reading '" + name + "': " + pfrt_last_error(r.arenaContext));
-    if (m < 0) {
-      if (!combined.emplace(name, std::move(value)).second || gradients.count(name))
-        return error("'" + name + "' is reported twice on this rank");
-      return llvm::Error::success();
-    }
-    std::vector<NpyArray> &pieces = gradients[name];
-    pieces.resize(M);
-    if (!pieces[m].data.empty() || combined.count(name))
-      return error("'" + name + "' of micro-batch " + std::to_string(m) +
-                   " is reported twice on this rank");
-    pieces[m] = std::move(value);
+    return value;
+  }
+
+  /// `value` written into the value in `slot`.
+  llvm::Error writeSlot(const NpyArray &value, int64_t slot, const std::string &name) {
+    auto t = slotTensor(slot, value.dtype, value.shape, name);
+    if (!t)
+      return t.takeError();
+    if (pfrt_copy_from_host(r.arenaContext, value.data.data(), *t) != PFRT_OK)
+      return error("writing '" + name + "': " + pfrt_last_error(r.arenaContext));
     return llvm::Error::success();
   }
 
@@ -735,49 +794,88 @@ private:
     return r.groupOf(members);
   }
 
-  /// Sums a named gradient over its member ranks in order(microbatch) (the
-  /// library's sums of weighted partial sums take values: allReduceSlot):
-  /// two members (the tied word embedding on the first and the last stage,
-  /// Chimera's replicas) exchange it asymmetrically and combine it once
-  /// (exchangeCombined); more members all-reduce every micro-batch's value
-  /// (allReduceStacked). Either way each micro-batch's sum is the a + b that
-  /// runStages forms before weighting.
-  llvm::Error allReduceValue(const std::string &name, pf::ReductionOrder order,
-                             const std::vector<int64_t> &members, const ValueType &type) {
-    if (const CompiledModel::Parameter *param = program.parameter(name))
-      return allReduceParameter(members, type, *param);
-    if (isCombined)
-      return error("'" + name + "' is all-reduced after the gradients were combined");
-    if (!allReduced.insert(name).second)
-      return error("'" + name + "' is all-reduced twice");
+  /// A gradient's pieces (in `inputs`, of `microbatches`) summed over its
+  /// member ranks in order(microbatch) into `output` (the library's sums of
+  /// weighted partial sums: allReduceSlot): two members (the tied word
+  /// embedding on the first and the last stage, Chimera's replicas)
+  /// exchange them asymmetrically and combine them once (exchangeCombined);
+  /// more members all-reduce every micro-batch's value (allReduceStacked).
+  /// Either way each micro-batch's sum is the a + b that runStages forms
+  /// before weighting. The pieces are read into host memory (the bitwise
+  /// mode's exact sums).
+  llvm::Error allReducePieces(const std::string &name, const std::vector<int64_t> &members,
+                              const ValueType &type, const std::vector<int64_t> &inputs,
+                              const std::vector<int64_t> &microbatches, int64_t output) {
+    if (microbatches.size() != inputs.size())
+      return error(llvm::formatv("'{0}': {1} pieces but {2} micro-batches", name, inputs.size(),
+                                 microbatches.size()));
+    if (auto err = startSum(name, members))
+      return err;
     auto group = groupOf(members);
     if (!group)
       return group.takeError();
-    if (order == pf::ReductionOrder::Library)
-      return error("'" + name + "' is summed by the library by name; its partial sum must be "
-                   "the all-reduce's operand");
-    auto it = gradients.find(name);
-    if (it == gradients.end())
-      return error("this rank reported no micro-batch's piece of '" + name + "' (pf.step_result)");
-    std::vector<NpyArray> &pieces = it->second;
-    std::vector<bool> absent(M, false);
-    for (int64_t m = 0; m < M; ++m) {
-      // Chimera: a micro-batch another replica ran contributes nothing. -0.0
-      // is IEEE addition's identity (x + -0 = x for every x, -0 included),
-      // so the sum stays the other member's value bit for bit.
-      absent[m] = pieces[m].data.empty();
+    std::vector<NpyArray> pieces(M);
+    std::vector<bool> absent(M, true);
+    for (auto [slot, m] : llvm::zip_equal(inputs, microbatches)) {
+      if (m < 0 || m >= M || !absent[m])
+        return error(llvm::formatv("'{0}': micro-batch {1} twice or not in [0, {2})", name, m,
+                                   M));
+      auto piece = readSlot(slot, type, name);
+      if (!piece)
+        return piece.takeError();
+      pieces[m] = std::move(*piece);
+      absent[m] = false;
+    }
+    // Chimera: a micro-batch another replica ran contributes nothing. -0.0
+    // is IEEE addition's identity (x + -0 = x for every x, -0 included), so
+    // the sum stays the other member's value bit for bit.
+    for (int64_t m = 0; m < M; ++m)
       if (absent[m] && !(pieces[m] = negativeZeros(type)).dtype)
         return error(llvm::formatv("'{0}' has an element type the runtime cannot sum", name));
-      if (auto err = checkType(pieces[m], type, name))
+    bool isFloat = type.dtype == PFRT_F32 || type.dtype == PFRT_F64;
+    NpyArray sum;
+    if (pfrt_comm_size(*group) == 2 && isFloat) {
+      if (auto err = exchangeCombined(name, pieces, absent, *group, sum))
         return err;
+    } else {
+      if (auto err = allReduceStacked(name, pieces, *group))
+        return err;
+      auto weighted = combinePieces(name, pieces);
+      if (!weighted)
+        return weighted.takeError();
+      sum = std::move(*weighted);
     }
-    bool isFloat = pieces[0].dtype == PFRT_F32 || pieces[0].dtype == PFRT_F64;
-    llvm::Error err = pfrt_comm_size(*group) == 2 && isFloat
-                          ? exchangeCombined(name, pieces, absent, *group)
-                          : allReduceStacked(name, pieces, *group);
-    if (err)
-      return err;
+    return writeSlot(sum, output, name);
+  }
+
+  /// A gradient is summed over its members once per step; the lowest
+  /// member reports it.
+  llvm::Error startSum(const std::string &name, const std::vector<int64_t> &members) {
+    if (isCombined)
+      return error("'" + name + "' is summed after the gradients were combined");
+    if (!summed.insert(name).second)
+      return error("'" + name + "' is summed twice");
     return reportedByLowestMember(name, members);
+  }
+
+  /// The gradients summed (all-reduced, broadcast) this step.
+  std::set<std::string> summed;
+
+  /// Chimera's K-FAC factors: each member's copy holds its replica's
+  /// curvature of the step (RankRunner::startReplicaFactors); their sum, in
+  /// place on every member (a + b = b + a: the same bits on both). A pending
+  /// inverse (K-FAC in the bubbles): the rank that computed it hands it over.
+  llvm::Error allReduceParameter(const std::string &name, const std::vector<int64_t> &members,
+                                 const ValueType &type) {
+    const CompiledModel::Parameter *param = program.parameter(name);
+    if (!param)
+      return error("'" + name + "' is all-reduced by name but is not a parameter");
+    if (param->dtype != type.dtype || param->shape != type.shape)
+      return error(llvm::formatv("all_reduce of parameter '{0}' expects {1} but the parameter "
+                                 "is {2}",
+                                 param->name, typeText(type.dtype, type.shape),
+                                 typeText(param->dtype, param->shape)));
+    return r.allReduceParameter(param->name, members);
   }
 
   /// A value of the program summed over its members by the library: the
@@ -798,22 +896,13 @@ private:
     auto group = groupOf(members);
     if (!group)
       return group.takeError();
-    if (StringRef(name).starts_with(pf::kGradientPrefix)) {
-      if (isCombined)
-        return error("'" + name + "' is all-reduced after the gradients were combined");
-      if (!allReduced.insert(name).second)
-        return error("'" + name + "' is all-reduced twice");
-      if (auto err = reportedByLowestMember(name, members))
+    if (StringRef(name).starts_with(pf::kGradientPrefix))
+      if (auto err = startSum(name, members))
         return err;
-    }
     if (!program.onBackendMemory()) {
       pfrt_tensor sum = **output;
-      if ((*input)->data != sum.data) {
-        int64_t elements = 1;
-        for (int64_t d : type.shape)
-          elements *= d;
-        std::memcpy(sum.data, (*input)->data, size_t(elements * dtypeBytes(type.dtype)));
-      }
+      if ((*input)->data != sum.data)
+        std::memcpy(sum.data, (*input)->data, size_t(valueBytes(type)));
       if (pfrt_comm_all_reduce_sum(r.ctx, *group, &sum) != PFRT_OK)
         return commError("all-reducing '" + name + "'");
       return llvm::Error::success();
@@ -839,28 +928,56 @@ private:
     return llvm::Error::success();
   }
 
-  /// The root's step-end value (its preconditioned gradient) replaces the
-  /// others' bit for bit; a receiver keeps its own (the clipped gradient) for
-  /// the KL-clip's ⟨update, gradient⟩. Point to point from the root on the
-  /// members' group, in program order (every member runs the same sequence).
-  ///
-  /// A gradient summed by pf.reduce_microbatch: the root's accumulated gradient of the
-  /// step becomes every member's (the others handed their pieces over and
-  /// hold none); the lowest member reports it, as after an all_reduce.
-  llvm::Error broadcastValue(const std::string &name, int64_t root,
-                             const std::vector<int64_t> &members, const ValueType &type) {
-    if (auto err = combine())
+  /// A gradient of the step: the root's `input` becomes every member's
+  /// `output`, bit for bit. The tied word embedding's, summed on the root
+  /// by pf.reduce_microbatch and its accumulate calls (the others handed
+  /// their pieces over and hold none), which the lowest member reports;
+  /// Chimera's split preconditioning (the owner's preconditioned gradient;
+  /// the receiver keeps its clipped one for the KL-clip). In place on a
+  /// host arena; slots in backend memory go through host memory.
+  llvm::Error broadcastSlot(const std::string &name, int64_t root,
+                            const std::vector<int64_t> &members, const ValueType &type,
+                            int64_t input, int64_t output) {
+    if (auto err = reportedByLowestMember(name, members))
       return err;
-    const bool wasReduced = reduced.count(name) > 0;
-    if (wasReduced && r.rankIndex != *llvm::min_element(members))
-      notReported.insert(name);
-    auto own = combined.find(name);
-    if (wasReduced && root != r.rankIndex && own == combined.end())
-      own = combined.emplace(name, NpyArray{}).first;
-    else if (own == combined.end())
-      return error("'" + name + "' is not a gradient of this rank's step");
-    else if (auto err = checkType(own->second, type, name))
+    const bool isRoot = root == r.rankIndex;
+    if (isRoot != (input >= 0))
+      return error("'" + name + "' is broadcast from " +
+                   (isRoot ? "this rank, which gives no value" : "another rank, but this one "
+                                                                 "gives a value too"));
+    auto out = slotTensor(output, type.dtype, type.shape, name);
+    if (!out)
+      return out.takeError();
+    if (!program.onBackendMemory()) {
+      pfrt_tensor t = **out;
+      if (isRoot) {
+        auto in = slotTensor(input, type.dtype, type.shape, name);
+        if (!in)
+          return in.takeError();
+        if ((*in)->data != t.data)
+          std::memcpy(t.data, (*in)->data, size_t(valueBytes(type)));
+      }
+      return broadcastHost(name, root, members, t);
+    }
+    NpyArray value = zeros(type.dtype, type.shape);
+    if (isRoot) {
+      auto read = readSlot(input, type, name);
+      if (!read)
+        return read.takeError();
+      value = std::move(*read);
+    }
+    auto t = descriptor(value);
+    if (!t)
+      return t.takeError();
+    if (auto err = broadcastHost(name, root, members, *t))
       return err;
+    return writeSlot(value, output, name);
+  }
+
+  /// Point to point from the root on the members' group, in program order
+  /// (every member runs the same sequence), on host memory.
+  llvm::Error broadcastHost(const std::string &name, int64_t root,
+                            const std::vector<int64_t> &members, pfrt_tensor &value) {
     auto group = groupOf(members);
     if (!group)
       return group.takeError();
@@ -870,31 +987,17 @@ private:
       return int32_t(llvm::find(sorted, rank) - sorted.begin());
     };
     int32_t tag = pfrt_comm_max_tag(*group) - int32_t(Exchange::Broadcast);
-    if (root == r.rankIndex) {
-      auto t = descriptor(own->second);
-      if (!t)
-        return t.takeError();
-      for (int64_t member : sorted)
-        if (member != root && pfrt_comm_send(r.ctx, *group, &*t, groupRank(member), tag) != PFRT_OK)
-          return commError(llvm::formatv("sending '{0}' to rank {1}", name, member));
+    if (root != r.rankIndex) {
+      if (pfrt_comm_recv(r.ctx, *group, &value, groupRank(root), tag) != PFRT_OK)
+        return commError(llvm::formatv("receiving '{0}' from rank {1}", name, root));
       return llvm::Error::success();
     }
-    NpyArray received = zeros(type.dtype, type.shape);
-    auto t = descriptor(received);
-    if (!t)
-      return t.takeError();
-    if (pfrt_comm_recv(r.ctx, *group, &*t, groupRank(root), tag) != PFRT_OK)
-      return commError(llvm::formatv("receiving '{0}' from rank {1}", name, root));
-    if (!wasReduced)
-      rawGradients[name] = std::move(own->second);
-    own->second = std::move(received);
+    for (int64_t member : sorted)
+      if (member != root &&
+          pfrt_comm_send(r.ctx, *group, &value, groupRank(member), tag) != PFRT_OK)
+        return commError(llvm::formatv("sending '{0}' to rank {1}", name, member));
     return llvm::Error::success();
   }
-
-  /// Gradients summed by pf.reduce_microbatch this step (on every member;
-  /// the step's gradient comes back to the other member by pf.broadcast),
-  /// and those all-reduced.
-  std::set<std::string> reduced, allReduced;
 
   /// Micro-batch m's piece of a gradient (in `inputSlot`) summed on the
   /// root (into `outputSlot`). The other member sends the rows that are not
@@ -931,11 +1034,7 @@ private:
       return group.takeError();
     if (pfrt_comm_size(*group) != 2)
       return error(llvm::formatv("the reduce of '{0}' needs two members", name));
-    reduced.insert(name);
-    int64_t elements = 1;
-    for (int64_t d : type.shape)
-      elements *= d;
-    const size_t bytes = size_t(elements * dtypeBytes(type.dtype));
+    const size_t bytes = size_t(valueBytes(type));
     // The piece's bytes in host memory: the slot's own on a host arena.
     const bool staged = program.onBackendMemory();
     NpyArray host;
@@ -1007,20 +1106,6 @@ private:
     return llvm::Error::success();
   }
 
-  /// Chimera's K-FAC factors: each member's copy holds its replica's
-  /// curvature of the step (RankRunner::startReplicaFactors); their sum, in
-  /// place on every member (a + b = b + a: the same bits on both). A pending
-  /// inverse (K-FAC in the bubbles): the rank that computed it hands it over.
-  llvm::Error allReduceParameter(const std::vector<int64_t> &members, const ValueType &type,
-                                 const CompiledModel::Parameter &param) {
-    if (param.dtype != type.dtype || param.shape != type.shape)
-      return error(llvm::formatv("all_reduce of parameter '{0}' expects {1} but the parameter "
-                                 "is {2}",
-                                 param.name, typeText(type.dtype, type.shape),
-                                 typeText(param.dtype, param.shape)));
-    return r.allReduceParameter(param.name, members);
-  }
-
   /// Every micro-batch's value summed over the members in one call on the
   /// stacked values (M × the gradient's bytes; with three or more members
   /// the library chooses the association).
@@ -1088,14 +1173,14 @@ private:
   /// both updates agree. Traffic: the rows of the tokens plus one gradient,
   /// instead of 2 × M gradients.
   llvm::Error exchangeCombined(const std::string &name, std::vector<NpyArray> &pieces,
-                               const std::vector<bool> &absent, pfrt_comm *group) {
+                               const std::vector<bool> &absent, pfrt_comm *group,
+                               NpyArray &result) {
     const NpyArray &first = pieces[0];
     const int64_t rows = rowCount(first);
     const int64_t rowBytes = rows == 0 ? 0 : int64_t(first.data.size()) / rows;
     const bool isOwner = pfrt_comm_rank(group) == 1;
     NpyArray rowCounts = zeros(PFRT_I64, {M});
     int64_t *perMicrobatch = reinterpret_cast<int64_t *>(rowCounts.data.data());
-    NpyArray result;
     if (!isOwner) {
       std::vector<int64_t> indices;
       std::vector<char> data;
@@ -1172,8 +1257,6 @@ private:
       if (auto err = transfer(group, result, Exchange::Combined, true, name))
         return err;
     }
-    combined[name] = std::move(result);
-    gradients.erase(name);
     return llvm::Error::success();
   }
 
@@ -1209,33 +1292,28 @@ private:
     return llvm::is_contained(order, name);
   }
 
-  /// The two arrays of one term ⟨a, b⟩ of orderedDotSum; null where this
-  /// rank does not report the term.
+  /// The two values of one term ⟨a, b⟩ of orderedDotSum.
   struct DotTerm {
-    NpyArray *a = nullptr, *b = nullptr;
+    const pfrt_tensor *a = nullptr, *b = nullptr;
   };
 
   /// Σ over `order` of ⟨a, b⟩ as the single-process lowering forms it: each
-  /// term by pfrt_dot (a deterministic sum) on the rank reporting it, one
-  /// f64 slot per term, then sumSlotsInOrder. The global norm's squares and
-  /// the KL-clip's inner products.
+  /// term this rank reports (`terms`, by name) by pfrt_dot (a deterministic
+  /// sum) on the arena's backend, one f64 slot per term, then
+  /// sumSlotsInOrder. The global norm's squares and the KL-clip's inner
+  /// products.
   llvm::Expected<double> orderedDotSum(const std::vector<std::string> &order,
-                                       llvm::function_ref<DotTerm(const std::string &)> termOf,
+                                       const std::map<std::string, DotTerm> &terms,
                                        const char *term, const char *exchange) {
     NpyArray slots = zeros(PFRT_F64, {int64_t(order.size())});
     double *slot = reinterpret_cast<double *>(slots.data.data());
     for (auto [i, name] : llvm::enumerate(order)) {
-      DotTerm t = termOf(name);
-      if (!t.a)
+      auto t = terms.find(name);
+      if (t == terms.end())
         continue;
-      auto a = descriptor(*t.a);
-      if (!a)
-        return a.takeError();
-      auto b = descriptor(*t.b);
-      if (!b)
-        return b.takeError();
-      if (pfrt_dot(r.ctx, &*a, &*b, &slot[i]) != PFRT_OK)
-        return commError(llvm::Twine(term) + " of '" + name + "'");
+      if (pfrt_dot(r.arenaContext, t->second.a, t->second.b, &slot[i]) != PFRT_OK)
+        return error(llvm::Twine(term) + " of '" + name + "': " +
+                     pfrt_last_error(r.arenaContext));
     }
     return sumSlotsInOrder(slots, exchange);
   }
@@ -1273,22 +1351,26 @@ private:
   /// each gradient's sum of squares (pfrt_dot, the same deterministic sum) by
   /// its reporting rank, exchanged in one all-reduce where every slot has one
   /// non-zero term (so exact), then added in `order` from 0; the scaling is
-  /// pfrt_scale's x·T(c), the kernel's.
-  llvm::Error clipGradients(double maxNorm, const std::vector<std::string> &order) {
-    if (auto err = combine())
-      return err;
-    for (const auto &[name, value] : combined)
+  /// pfrt_scale's x·T(c), the kernel's, each gradient into its output.
+  llvm::Error clipGradients(double maxNorm, const std::vector<std::string> &order,
+                            const std::vector<std::string> &names,
+                            const std::vector<int64_t> &inputs,
+                            const std::vector<int64_t> &outputs) {
+    if (names.size() != inputs.size() || names.size() != outputs.size())
+      return error("clip_gradients binds a different number of names, gradients and results");
+    std::map<std::string, DotTerm> terms;
+    for (auto [name, slot] : llvm::zip_equal(names, inputs)) {
       if (!isInOrder(order, name))
         return error("'" + name + "' is not in the clipping order");
-    auto summed = orderedDotSum(
-        order,
-        [&](const std::string &name) -> DotTerm {
-          auto it = combined.find(name);
-          if (it == combined.end() || notReported.count(name))
-            return {};
-          return {&it->second, &it->second};
-        },
-        "the squared norm", "exchanging the gradients' squared norms");
+      if (notReported.count(name))
+        continue;
+      auto g = slotOf(slot, name);
+      if (!g)
+        return g.takeError();
+      terms[name] = {*g, *g};
+    }
+    auto summed =
+        orderedDotSum(order, terms, "the squared norm", "exchanging the gradients' squared norms");
     if (!summed)
       return summed.takeError();
     double total = *summed;
@@ -1298,17 +1380,20 @@ private:
       return error(llvm::formatv("the global gradient norm is {0}; the gradients were left "
                                  "unscaled",
                                  norm));
-    if (norm <= maxNorm)
+    // Unclipped: each result is its gradient (in its bytes, or copied).
+    const double coefficient = norm <= maxNorm ? 1.0 : maxNorm / (norm + 1e-6);
+    if (coefficient == 1.0) {
+      for (auto [name, in, out] : llvm::zip_equal(names, inputs, outputs)) {
+        auto x = slotOf(in, name);
+        auto y = slotOf(out, name);
+        if (!x || !y)
+          return llvm::joinErrors(x.takeError(), y.takeError());
+        if ((*x)->data != (*y)->data && pfrt_copy(r.arenaContext, *x, *y) != PFRT_OK)
+          return error("copying '" + name + "': " + pfrt_last_error(r.arenaContext));
+      }
       return llvm::Error::success();
-    const double coefficient = maxNorm / (norm + 1e-6);
-    for (auto &[name, value] : combined) {
-      auto g = descriptor(value);
-      if (!g)
-        return g.takeError();
-      if (pfrt_scale(r.ctx, &*g, coefficient, &*g) != PFRT_OK)
-        return commError("clipping '" + name + "'");
     }
-    return llvm::Error::success();
+    return scaleInto(coefficient, names, inputs, outputs, "clipping");
   }
 
   /// The micro-batches' weights c_m (with M > 1), counted once.
@@ -1335,18 +1420,16 @@ private:
     return weightedMicrobatchSum(name, refs, tokenCounts);
   }
 
-  /// Loss and gradients over the whole step (once): Σ_m c_m·x_m / Σ_m c_m
-  /// as runStages, or the values themselves with one micro-batch.
-  /// Gradients combined by exchangeCombined are already in `combined`.
+  /// The loss over the whole step (once), where the host weights the
+  /// micro-batches' losses (two ranks run the last stage in the bitwise
+  /// mode): Σ_m c_m·x_m / Σ_m c_m as runStages. The program reports the
+  /// step's gradients (pf.step_result); after this, no more.
   llvm::Error combine() {
     if (isCombined)
       return llvm::Error::success();
     isCombined = true;
     if (auto err = countTokens())
       return err;
-    auto combineOne = [&](const std::string &name, std::vector<NpyArray> &pieces) {
-      return combinePieces(name, pieces);
-    };
     bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
     if (!loss.data.empty() && (holdsLoss || r.lossReporter >= 0))
       return error("the step's loss and the losses of micro-batches are both reported");
@@ -1359,24 +1442,11 @@ private:
       if (losses[m].data.empty())
         return error("no forward returned 'loss' of micro-batch " + std::to_string(m));
     if (holdsLoss) {
-      auto sum = combineOne("loss", losses);
+      auto sum = combinePieces("loss", losses);
       if (!sum)
         return sum.takeError();
       loss = std::move(*sum);
     }
-    // The micro-batches' pieces the program reported (pf.step_result with a
-    // micro-batch), weighted here in micro-batch order.
-    for (auto &[name, pieces] : gradients) {
-      for (int64_t m = 0; m < M; ++m)
-        if (pieces[m].data.empty())
-          return error("this rank reported no piece of '" + name + "' for micro-batch " +
-                       std::to_string(m));
-      auto sum = combineOne(name, pieces);
-      if (!sum)
-        return sum.takeError();
-      combined[name] = std::move(*sum);
-    }
-    gradients.clear();
     return llvm::Error::success();
   }
 };
@@ -1845,7 +1915,7 @@ llvm::Error RankRunner::withHostParameters(llvm::function_ref<llvm::Error()> bod
 bool RankRunner::onBackendMemory() const { return compiledProgram->onBackendMemory(); }
 
 int64_t RankRunner::stageValueCopies() const {
-  return compiledProgram->stageValueCopies() - stepEndCopies;
+  return compiledProgram->stageValueCopies();
 }
 
 pf::RankProgramOp RankRunner::program() const { return cast<pf::RankProgramOp>(programOp); }
@@ -1925,7 +1995,7 @@ llvm::Error RankRunner::runInverse(const std::string &function, const Values &gr
   if (auto err = compiledProgram->run(function, args, results))
     return err;
   for (auto &[name, value] : results) {
-    if (name != "kfac/issues" || value.dtype != PFRT_I32 || value.numElements() != 1)
+    if (name != pf::kKfacIssuesName || value.dtype != PFRT_I32 || value.numElements() != 1)
       return error("unexpected result '" + name + "' of " + function);
     int32_t issues;
     std::memcpy(&issues, value.data.data(), sizeof(issues));

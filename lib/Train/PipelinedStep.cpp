@@ -337,7 +337,10 @@ bool PipelinedStep::build(int argc, char **argv) {
     return job.fail("importing " + config.modelFile + " failed"), false;
   PassManager pm(context.get());
   buildGraphOptPipeline(pm, graphOptions(config));
-  buildPipelinedTrainingPipeline(pm, training, pipeline);
+  // The step's gradients stay in the programs: the loop reads the loss.
+  PipelineRunOptions programs = pipeline;
+  programs.gradientResults = false;
+  buildPipelinedTrainingPipeline(pm, training, programs);
   if (failed(pm.run(*module)))
     return job.fail("building the pipelined training step failed"), false;
   trainingRun.checkpoints.recordOnnxNames(*module);
@@ -585,20 +588,15 @@ llvm::Error PipelinedStep::finish(int64_t last, bool stopped, bool bySigterm) {
                                 "live, in one arena of {3} bytes\n",
                                 job.rank, planned.slots, planned.bytes, planned.arenaBytes)
                       .str()
-               << llvm::formatv("rank {0}: gradients held at most: {1} bytes (by the host's "
-                                "step end: the step's gradients, micro-batch pieces it sums and "
-                                "rows in flight; the pieces and running sums of the program are "
-                                "in its arena)\n",
+               << llvm::formatv("rank {0}: gradients held at most: {1} bytes (by the host: "
+                                "the rows of tied-gradient pieces in flight; the gradients are "
+                                "values of the program, in its arena)\n",
                                 job.rank, runner->measuredGradientBytes())
                       .str();
   if (runner->onBackendMemory())
     llvm::outs() << llvm::formatv("rank {0}: stage values copied between host and backend "
                                   "memory by the stage calls: {1}\n",
                                   job.rank, runner->stageValueCopies())
-                        .str()
-                 << llvm::formatv("rank {0}: step gradients copied between host and backend "
-                                  "memory by the once-per-step calls: {1}\n",
-                                  job.rank, runner->stepEndGradientCopies())
                         .str();
   llvm::outs().flush();
   if (job.rank == 0 && stopped)

@@ -9,6 +9,7 @@
 #include "StepBuilding.h"
 
 #include "pf/Dialect/PF/IR/PFDialect.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
 #include "pf/Driver/StopSignals.h"
@@ -194,7 +195,7 @@ llvm::Error SingleProcessStep::reportStep(int64_t step, const StepResult &result
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      llvm::formatv("step {0}: {1}", step,
                                                    llvm::toString(std::move(err))));
-  if (auto issues = outputs.find("kfac/issues"); issues != outputs.end()) {
+  if (auto issues = outputs.find(kKfacIssuesName.str()); issues != outputs.end()) {
     int32_t count;
     std::memcpy(&count, issues->second.data.data(), sizeof(count));
     if (count != 0) {

@@ -1,23 +1,32 @@
 // The loss of a last stage that two ranks run: each rank's accumulate call
 // weights its micro-batches' losses (a running sum in the arena), the
 // all-reduce of that value lowers to pfrt_rank_all_reduce(host, op, value,
-// order, count, ranks, dtype, rank, shape, input slot, output slot), and
-// pf.step_result to pfrt_rank_step_result(host, op, name, microbatch, slot).
-// A named all-reduce passes -1 for both slots.
+// order, count, ranks, dtype, rank, shape, input count, input slots,
+// micro-batches, output slot), and pf.step_result to
+// pfrt_rank_step_result(host, op, name, microbatch, slot). A gradient's
+// pieces are summed as values too (order(microbatch): the pieces' slots and
+// their micro-batches); a named all-reduce (a parameter's) passes no inputs
+// (0, null), no micro-batches (null) and output slot -1.
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank0 | FileCheck %s
 
 func.func private @stage1_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
-func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "loss"}, tensor<i64> {pf.name = "loss_count"}, tensor<i64> {pf.name = "loss_total"}) -> (tensor<f32> {pf.name = "loss_sum"}) attributes {pf.stage = 1 : i64}
 
 // CHECK-DAG: llvm.mlir.global internal constant @[[SUM:.*]]("loss_sum\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[LOSS:.*]]("loss\00")
+// CHECK-DAG: llvm.mlir.global internal constant @[[W:.*]]("grad/w\00")
+// CHECK-DAG: llvm.mlir.global internal constant @[[FACTOR:.*]]("stage1.w.kfac.A\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:.*]](dense<[0, 1]> : tensor<2xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[SLOT1:.*]](dense<1> : tensor<1xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[SLOT2:.*]](dense<2> : tensor<1xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[MICRO0:.*]](dense<0> : tensor<1xi64>)
 // CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr,
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c0_i64{{[_0-9]*}},
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}},
-// The all-reduce (op 3) reads slot 1 (the partial sum) into slot 2.
+// The loss's all-reduce (op 3, order(library)) reads slot 2 (the partial
+// sum) into slot 3; a partial sum has no micro-batch.
 // CHECK: %[[OP:.*]] = arith.constant 3 : i64
 // CHECK-NEXT: %[[NAME:.*]] = llvm.mlir.addressof @[[SUM]]
 // CHECK-NEXT: %[[ORDER:.*]] = arith.constant 1 : i32
@@ -26,23 +35,50 @@ func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "los
 // CHECK-NEXT: %[[F32:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: %[[RANK0:.*]] = arith.constant 0 : i64
 // CHECK-NEXT: %[[SHAPE:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: %[[IN:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: %[[OUT:.*]] = arith.constant 2 : i64
-// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %[[OP]], %[[NAME]], %[[ORDER]], %[[COUNT]], %[[MEMBERS]], %[[F32]], %[[RANK0]], %[[SHAPE]], %[[IN]], %[[OUT]])
+// CHECK-NEXT: %[[NIN:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[IN:.*]] = llvm.mlir.addressof @[[SLOT2]]
+// CHECK-NEXT: %[[NOMICRO:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[OUT:.*]] = arith.constant 3 : i64
+// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %[[OP]], %[[NAME]], %[[ORDER]], %[[COUNT]], %[[MEMBERS]], %[[F32]], %[[RANK0]], %[[SHAPE]], %[[NIN]], %[[IN]], %[[NOMICRO]], %[[OUT]])
 // CHECK: %[[LNAME:.*]] = llvm.mlir.addressof @[[LOSS]]
 // CHECK-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
-// CHECK-NEXT: %[[SLOT:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[SLOT:.*]] = arith.constant 3 : i64
 // CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[LNAME]], %[[STEP]], %[[SLOT]])
-// CHECK: %[[NONE:.*]] = arith.constant -1 : i64
-// CHECK-NEXT: %[[NONE2:.*]] = arith.constant -1 : i64
-// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %c5_i64{{[_0-9]*}}, {{.*}}, %[[NONE]], %[[NONE2]])
-// CHECK-DAG: func.func private @pfrt_rank_all_reduce(!llvm.ptr, i64, !llvm.ptr, i32, i64, !llvm.ptr, i32, i64, !llvm.ptr, i64, i64) -> i32
+// grad/w's all-reduce (op 5, order(microbatch) = 0) reads its piece (slot
+// 1, of micro-batch 0) into slot 4, which the step_result hands over.
+// CHECK: %[[WOP:.*]] = arith.constant 5 : i64
+// CHECK-NEXT: %[[WNAME:.*]] = llvm.mlir.addressof @[[W]]
+// CHECK-NEXT: %[[MICROBATCH:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: arith.constant 2 : i64
+// CHECK-NEXT: llvm.mlir.addressof @[[RANKS]]
+// CHECK-NEXT: arith.constant 1 : i32
+// CHECK-NEXT: arith.constant 1 : i64
+// CHECK-NEXT: llvm.mlir.addressof
+// CHECK-NEXT: %[[NPIECES:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[PIECES:.*]] = llvm.mlir.addressof @[[SLOT1]]
+// CHECK-NEXT: %[[MICROS:.*]] = llvm.mlir.addressof @[[MICRO0]]
+// CHECK-NEXT: %[[WOUT:.*]] = arith.constant 4 : i64
+// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %[[WOP]], %[[WNAME]], %[[MICROBATCH]], {{.*}}, %[[NPIECES]], %[[PIECES]], %[[MICROS]], %[[WOUT]])
+// CHECK: %[[WNAME2:.*]] = llvm.mlir.addressof @[[W]]
+// CHECK-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
+// CHECK-NEXT: %[[WSLOT:.*]] = arith.constant 4 : i64
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[WNAME2]], %[[STEP2]], %[[WSLOT]])
+// The named all-reduce (op 7): no inputs, no micro-batches, no output.
+// CHECK: %[[FNAME:.*]] = llvm.mlir.addressof @[[FACTOR]]
+// CHECK: %[[NONE:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[NOINPUTS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[NOMICROS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NEXT: %[[NOOUT:.*]] = arith.constant -1 : i64
+// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %c7_i64{{[_0-9]*}}, %[[FNAME]], {{.*}}, %[[NONE]], %[[NOINPUTS]], %[[NOMICROS]], %[[NOOUT]])
+// CHECK-DAG: func.func private @pfrt_rank_all_reduce(!llvm.ptr, i64, !llvm.ptr, i32, i64, !llvm.ptr, i32, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64, i64) -> i32
 pf.rank_program @rank0 rank(0) ranks(2) stages([1]) microbatches(2) {
-  %loss = pf.run_stage forward @stage1_forward() microbatch(1) : () -> tensor<f32>
-  pf.run_stage backward @stage1_backward() microbatch(1) : () -> ()
-  %partial = pf.run_stage accumulate @stage1_accumulate_replica0_single(%loss) microbatch(1) : (tensor<f32>) -> tensor<f32>
+  %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> tensor<f32>
+  %piece = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4xf32>
+  %partial = pf.run_stage accumulate @stage1_accumulate_replica0_single(%loss) microbatch(0) : (tensor<f32>) -> tensor<f32>
   %sum = pf.all_reduce "loss_sum"(%partial : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
   pf.step_result "loss" %sum : tensor<f32>
-  pf.all_reduce "grad/w" ranks([0, 1]) : tensor<4xf32>
+  %w = pf.all_reduce "grad/w"(%piece : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  pf.step_result "grad/w" %w : tensor<4xf32>
+  pf.all_reduce "stage1.w.kfac.A" ranks([0, 1]) : tensor<4x4xf32>
 }

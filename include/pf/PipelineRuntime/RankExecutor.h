@@ -147,10 +147,6 @@ public:
   /// made so far: 0 when every slot is bound in place (what the slots in
   /// backend memory are for).
   int64_t stageValueCopies() const;
-  /// The step's gradients copied between host and backend memory by the
-  /// once-per-step calls (update, precondition), which take them from the
-  /// host's step end (not counted in stageValueCopies).
-  int64_t stepEndGradientCopies() const { return stepEndCopies; }
   /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
   double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
@@ -235,7 +231,6 @@ private:
   int64_t arenaBytes = 0;
   pfrt_context *arenaContext = nullptr;
   int64_t gradientPeakBytes = 0;
-  int64_t stepEndCopies = 0;
 };
 
 /// Point-to-point hand-over of named arrays (count, then per array a header,

@@ -47,24 +47,29 @@ int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
  * runs itself (a blocking transfer, a posted send, the wait for a posted
  * recv): the host's measured timeline. */
 int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase);
-/* The sum of a named value (a gradient, or a parameter: Chimera's K-FAC
- * factors) over `count` member ranks; `order` is pf's ReductionOrder (0:
- * every micro-batch's pieces, weighted in micro-batch order as one process
- * does; 1: each member's weighted partial sum, added by the library's
- * all-reduce). A value of the program (`input_slot` >= 0: the loss's
- * partial sum) is summed into the value in `output_slot`; both are -1 for
- * a named value. */
+/* The sum of `value` over `count` member ranks; `order` is pf's
+ * ReductionOrder. A value of the program: the `input_count` values in
+ * `inputs` (slots) summed into the slot `output`: 0 (microbatch), this
+ * member's pieces of the micro-batches `microbatches`, added per
+ * micro-batch over the members and weighted in micro-batch order as one
+ * process does; 1 (library), this member's partial sum (a gradient's
+ * weighted sum over its micro-batches, the loss's), added by the library's
+ * all-reduce. A parameter (Chimera's K-FAC factors) is summed in place by
+ * name: no inputs, `microbatches` null, `output` -1. */
 int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op,
                              const char *value, int32_t order, int64_t count,
                              const int64_t *ranks, int32_t dtype, int64_t rank,
-                             const int64_t *shape, int64_t input_slot,
-                             int64_t output_slot);
-/* The value of rank `root` (a step-end result: a preconditioned gradient)
- * replaces the named value on the other `count` - 1 member ranks. */
+                             const int64_t *shape, int64_t input_count,
+                             const int64_t *inputs, const int64_t *microbatches,
+                             int64_t output);
+/* Rank `root`'s value replaces the others' over the `count` member ranks:
+ * a value of the program (the root's in slot `input`, every member's
+ * result in slot `output`; -1 where it has none), or by name (both -1: a
+ * step-end result the host holds, a preconditioned gradient). */
 int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op,
                             const char *value, int64_t root, int64_t count,
                             const int64_t *ranks, int32_t dtype, int64_t rank,
-                            const int64_t *shape);
+                            const int64_t *shape, int64_t input, int64_t output);
 /* Micro-batch `microbatch`'s piece of gradient `value` (in `input_slot`)
  * summed on rank `root` into `output_slot` (the two `count` = 2 members'
  * pieces added); the other member's piece is handed over (`output_slot`
@@ -74,13 +79,23 @@ int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value,
                          const int64_t *ranks, int32_t dtype, int64_t rank,
                          const int64_t *shape, int64_t input_slot,
                          int64_t output_slot);
-/* Global-norm clipping over all ranks, the norm summed in `order`. */
+/* Global-norm clipping over all ranks, the norm summed in `order`
+ * (`order_count` names): this rank's `count` gradients (named by `names`,
+ * in the slots `inputs`) clipped into the slots `outputs`. */
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op,
-                                 double max_norm, int64_t count,
-                                 const char *order);
-/* K-FAC's KL-clip over all ranks, the inner products summed in `order`. */
+                                 double max_norm, int64_t order_count,
+                                 const char *order, int64_t count,
+                                 const char *names, const int64_t *inputs,
+                                 const int64_t *outputs);
+/* K-FAC's KL-clip over all ranks, the inner products summed in `order`:
+ * this rank's `count` updates (named by `names`, in the slots `updates`)
+ * with their clipped gradients (slots `gradients`), scaled into the slots
+ * `outputs`. */
 int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa,
-                               int64_t count, const char *order);
+                               int64_t order_count, const char *order,
+                               int64_t count, const char *names,
+                               const int64_t *updates, const int64_t *gradients,
+                               const int64_t *outputs);
 /* The pending K-FAC inverses become the ones in use. */
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op);
 /* The value in slot `slot` is the step's result `name` (the loss, or a

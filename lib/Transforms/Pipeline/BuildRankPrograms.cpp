@@ -995,26 +995,17 @@ struct BuildRankProgramsPass
       emitRootReduces(std::numeric_limits<int64_t>::max());
       // The loss is final once the passes and accumulate calls ran; the
       // step-end collectives come after (the host combines no loss later).
-      // A gradient the library sums over its members goes in as this rank's
-      // value and its sum is the one reported.
-      std::set<std::string> summedAsValues;
+      emitLossResult(body, loc);
+      // The gradients several ranks return, summed over them: each rank's
+      // step gradient is then a value of its program.
+      std::map<std::string, Value> summedGradients;
       for (const auto &[name, entry] : tied)
-        if (!entry.sameRank && !entry.perMicrobatch && llvm::is_contained(entry.ranks, rank) &&
-            reductionOrder(name) == ReductionOrder::Library)
-          summedAsValues.insert(name);
-      emitStepResults(body, loc, summedAsValues);
-      for (const auto &[name, entry] : tied) {
-        if (entry.sameRank || !llvm::is_contained(entry.ranks, rank))
-          continue;
-        if (entry.perMicrobatch)
-          BroadcastOp::create(body, loc, name, uint64_t(entry.root()), entry.ranks, entry.type);
-        else if (summedAsValues.count(name))
-          emitLibrarySum(body, loc, name, entry);
-        else
-          AllReduceOp::create(body, loc, name, entry.ranks, reductionOrder(name), entry.type);
-      }
+        if (!entry.sameRank && llvm::is_contained(entry.ranks, rank))
+          if (Value sum = emitGradientSum(body, loc, name, entry))
+            summedGradients[name] = sum;
+      std::map<std::string, Value> gradients = rankStepGradients(summedGradients);
       emitReplicatedLoss(body, loc);
-      emitStepEnd(body, loc, held);
+      emitStepEnd(body, loc, held, std::move(gradients));
     }
   }
 
@@ -1062,14 +1053,41 @@ struct BuildRankProgramsPass
     }
   }
 
-  /// The update of a split module with optimizer (pf-add-optimizer's
-  /// `stage<s>_update`), after the clipping over all ranks; with K-FAC
-  /// (pf-kfac-precondition's `stage<s>_kfac_precondition_<l>`, one call per
-  /// layer) the clipped gradients are preconditioned first and KL-clipped
-  /// over all ranks.
-  void emitStepEnd(OpBuilder &body, Location loc, ArrayRef<int64_t> held) {
-    if (clipNorm > 0)
-      ClipGradientsOp::create(body, loc, body.getF64FloatAttr(clipNorm), stepGradients());
+  /// The step end on the rank's gradients of the step (`gradients`, by
+  /// name), each op taking them as values and returning the next: the
+  /// clipping over all ranks; with K-FAC (pf-kfac-precondition's
+  /// `stage<s>_kfac_precondition_<l>`, one call per layer) the clipped
+  /// gradients preconditioned (Chimera's split layers broadcast by their
+  /// owner) and KL-clipped over all ranks; with `gradient-results` each
+  /// gradient handed to the host; the updates (pf-add-optimizer's
+  /// `stage<s>_update`) taking them.
+  void emitStepEnd(OpBuilder &body, Location loc, ArrayRef<int64_t> held,
+                   std::map<std::string, Value> gradients) {
+    auto named = [&](const std::map<std::string, Value> &values, SmallVector<Value> &operands,
+                     SmallVector<Type> &types) {
+      SmallVector<StringRef> names;
+      for (const auto &[name, value] : values) {
+        names.push_back(name);
+        operands.push_back(value);
+        types.push_back(value.getType());
+      }
+      return body.getStrArrayAttr(names);
+    };
+    if (clipNorm > 0) {
+      SmallVector<Value> operands;
+      SmallVector<Type> types;
+      ArrayAttr names = named(gradients, operands, types);
+      auto clip = ClipGradientsOp::create(body, loc, types, operands, names,
+                                          body.getF64FloatAttr(clipNorm), stepGradients());
+      for (auto [name, clipped] : llvm::zip_equal(names, clip.getClipped()))
+        gradients[cast<StringAttr>(name).str()] = clipped;
+    }
+    // The calls below take the gradients by name (emitCall: the step's, -1).
+    auto publish = [&] {
+      for (const auto &[name, value] : gradients)
+        stageValues[{-1, name}] = value;
+    };
+    publish();
     // K-FAC for the bubbles (pf-kfac-precondition{bubbles}): a warm-up step
     // inverts every layer's factors at its end and promotes the results; the
     // window programs (addKfacWindowPrograms) move these calls into bubbles.
@@ -1083,13 +1101,20 @@ struct BuildRankProgramsPass
     if (inverted)
       KfacPromoteInversesOp::create(body, loc);
     int64_t rank = cast<RankProgramOp>(body.getBlock()->getParentOp()).getRankValue();
+    // The clipped gradients of the preconditioned layers, for the KL-clip.
+    std::map<std::string, Value> raw;
     for (int64_t stage : held)
       for (auto [layer, precondition] : layerFunctions(stage, "kfac_precondition")) {
         auto owner = preconditionOwner.find({stage, layer});
         if (owner != preconditionOwner.end() && owner->second != rank)
           continue;
+        SmallVector<NamedValue> preconditioned = namedResults(precondition, "grad/");
+        for (const NamedValue &grad : preconditioned)
+          raw[grad.name] = gradients[grad.name];
         emitCall(body, loc, StageTaskKind::Precondition, precondition, IntegerAttr(),
                  body.getI64IntegerAttr(layer));
+        for (const NamedValue &grad : preconditioned)
+          gradients[grad.name] = stageValues[{-1, grad.name}];
       }
     // Each split layer's owner hands its preconditioned gradients to the
     // other replica, in one order on every rank.
@@ -1100,13 +1125,37 @@ struct BuildRankProgramsPass
           continue;
         SmallVector<int64_t> members = ranksOfStage(int(stage));
         llvm::sort(members);
-        for (const NamedValue &grad : namedResults(precondition, "grad/"))
-          BroadcastOp::create(body, loc, grad.name, owner->second, members, grad.type);
+        bool isOwner = owner->second == rank;
+        for (const NamedValue &grad : namedResults(precondition, "grad/")) {
+          if (!isOwner)
+            raw[grad.name] = gradients[grad.name];
+          Value input = isOwner ? gradients[grad.name] : Value();
+          gradients[grad.name] = BroadcastOp::create(body, loc, grad.type, grad.name, input,
+                                                     uint64_t(owner->second), members, grad.type)
+                                     .getResult();
+        }
       }
     auto kappa = module->getAttrOfType<FloatAttr>(kKfacKLClipAttrName);
     auto klOrder = module->getAttrOfType<ArrayAttr>(kKfacKLOrderAttrName);
-    if (kappa && klOrder)
-      KfacKLClipOp::create(body, loc, kappa, klOrder);
+    if (kappa && klOrder) {
+      std::map<std::string, Value> updates;
+      SmallVector<Value> rawOperands;
+      for (const auto &[name, value] : raw) {
+        updates[name] = gradients[name];
+        rawOperands.push_back(value);
+      }
+      SmallVector<Value> operands;
+      SmallVector<Type> types;
+      ArrayAttr names = named(updates, operands, types);
+      auto clip = KfacKLClipOp::create(body, loc, types, operands, rawOperands, names, kappa,
+                                       klOrder);
+      for (auto [name, clipped] : llvm::zip_equal(names, clip.getClipped()))
+        gradients[cast<StringAttr>(name).str()] = clipped;
+    }
+    publish();
+    if (gradientResults)
+      for (const auto &[name, value] : gradients)
+        StepResultOp::create(body, loc, body.getStringAttr(name), value, IntegerAttr());
     SmallVector<func::FuncOp> updates;
     for (int64_t stage : held)
       if (auto update =
@@ -1254,7 +1303,7 @@ struct BuildRankProgramsPass
     };
     SmallVector<Value> inputs;
     SmallVector<std::string> inputNames;
-    for (unsigned i : stageValuePositions(function, false, !micro)) {
+    for (unsigned i : stageValuePositions(function, false)) {
       inputNames.push_back(nameAt(i, false));
       auto found = stageValues.find(keyOf(nameAt(i, false)));
       Value value = found == stageValues.end() ? Value() : found->second;
@@ -1264,7 +1313,7 @@ struct BuildRankProgramsPass
       }
       inputs.push_back(value);
     }
-    SmallVector<unsigned> outputs = stageValuePositions(function, true, !micro);
+    SmallVector<unsigned> outputs = stageValuePositions(function, true);
     SmallVector<Type> types;
     for (unsigned i : outputs)
       types.push_back(function.getResultTypes()[i]);
@@ -1299,7 +1348,8 @@ struct BuildRankProgramsPass
     SmallVector<int64_t> members = ranksOfStage(int(stages.size()) - 1);
     llvm::sort(members);
     Value partial = sum->second;
-    Value loss = AllReduceOp::create(body, loc, partial.getType(), kLossSumName, partial, members,
+    Value loss = AllReduceOp::create(body, loc, partial.getType(), kLossSumName,
+                                     ValueRange{partial}, DenseI64ArrayAttr(), members,
                                      ReductionOrder::Library,
                                      cast<RankedTensorType>(partial.getType()))
                      .getSum();
@@ -1307,51 +1357,94 @@ struct BuildRankProgramsPass
       StepResultOp::create(body, loc, body.getStringAttr(kLossName), loss, IntegerAttr());
   }
 
-  /// The rank's loss, if it runs the last stage: the step's (its
-  /// accumulate calls' running sum, or the one micro-batch's), or each
-  /// micro-batch's it ran where two ranks run the last stage.
-  ///
-  /// Then the gradients the step-end work takes on the host: each running
-  /// sum's last value (the rank's gradient of the step), and each piece no
-  /// call or reduce of the rank takes (the step's gradient with one
-  /// micro-batch; else a micro-batch's piece, summed by the host in
-  /// micro-batch order), but those in `summedAsValues`, whose sums
-  /// emitLibrarySum reports.
-  void emitStepResults(OpBuilder &body, Location loc,
-                       const std::set<std::string> &summedAsValues) {
-    emitLossResult(body, loc);
+  /// The rank's step gradient of `name` before any sum over ranks: its
+  /// accumulate calls' last running sum, or its one micro-batch's piece.
+  Value partialGradient(StringRef name) {
+    if (auto sum = stageValues.find({-1, gradientSumName(name)}); sum != stageValues.end())
+      return sum->second;
+    if (auto piece = stageValues.find({0, name.str()});
+        microbatches == 1 && piece != stageValues.end())
+      return piece->second;
+    return Value();
+  }
+
+  /// The sum of a gradient several ranks return, as this rank's value (a
+  /// replica factor's sum in place: none):
+  /// - summed per micro-batch on the root (pf.reduce_microbatch and its
+  ///   accumulate calls): the root's pf.broadcast of its sum, which the
+  ///   other member receives;
+  /// - order(library): `%sum = pf.all_reduce "grad/<p>"(%partial)` of this
+  ///   rank's weighted sum over the micro-batches it ran;
+  /// - order(microbatch): `pf.all_reduce` of this rank's pieces, each
+  ///   micro-batch's added over the members, then weighted in micro-batch
+  ///   order as one process does.
+  Value emitGradientSum(OpBuilder &body, Location loc, const std::string &name,
+                        const TiedGradient &entry) {
+    int64_t rank = cast<RankProgramOp>(body.getBlock()->getParentOp()).getRankValue();
+    Type type = entry.type;
+    // Chimera's K-FAC factors (addReplicaFactors): parameters, summed in place.
+    if (!StringRef(name).starts_with(kGradientPrefix)) {
+      AllReduceOp::create(body, loc, name, entry.ranks, ReductionOrder::Microbatch, entry.type);
+      return Value();
+    }
+    if (entry.perMicrobatch) {
+      Value input;
+      if (entry.root() == rank && !(input = partialGradient(name))) {
+        noteMissing(gradientSumName(name), -1);
+        return Value();
+      }
+      return BroadcastOp::create(body, loc, type, name, input, uint64_t(entry.root()),
+                                 entry.ranks, entry.type)
+          .getResult();
+    }
+    if (reductionOrder(name) == ReductionOrder::Library) {
+      Value partial = partialGradient(name);
+      if (!partial) {
+        noteMissing(gradientSumName(name), -1);
+        return Value();
+      }
+      return AllReduceOp::create(body, loc, type, name, ValueRange{partial},
+                                 DenseI64ArrayAttr(), entry.ranks, ReductionOrder::Library,
+                                 entry.type)
+          .getSum();
+    }
+    SmallVector<Value> pieces;
+    SmallVector<int64_t> held;
+    for (int64_t m = 0; m < int64_t(microbatches); ++m)
+      if (auto piece = stageValues.find({m, name}); piece != stageValues.end()) {
+        pieces.push_back(piece->second);
+        held.push_back(m);
+      }
+    if (pieces.empty()) {
+      noteMissing(name, 0);
+      return Value();
+    }
+    return AllReduceOp::create(body, loc, type, name, pieces, body.getDenseI64ArrayAttr(held),
+                               entry.ranks, ReductionOrder::Microbatch, entry.type)
+        .getSum();
+  }
+
+  /// The rank's gradients of the step, by name: each running sum no call
+  /// takes, each piece with one micro-batch, and the sums over ranks
+  /// (`summed`) in place of their pieces.
+  std::map<std::string, Value> rankStepGradients(const std::map<std::string, Value> &summed) {
+    std::map<std::string, Value> gradients(summed);
     for (const auto &[key, value] : stageValues) {
       const auto &[m, valueName] = key;
       StringRef n(valueName);
-      if (!value.use_empty() ||
-          summedAsValues.count(m < 0 ? pieceOfRunningSum(n) : valueName))
+      if (!value.use_empty())
         continue;
       if (m < 0 && n.starts_with(kGradientSumPrefix))
-        StepResultOp::create(body, loc, body.getStringAttr(pieceOfRunningSum(n)), value,
-                             IntegerAttr());
-      else if (m >= 0 && n.starts_with(kGradientPrefix))
-        StepResultOp::create(body, loc, body.getStringAttr(n), value,
-                             microbatches == 1 ? IntegerAttr() : body.getI64IntegerAttr(m));
+        gradients.try_emplace(pieceOfRunningSum(n), value);
+      else if (m >= 0 && microbatches == 1 && n.starts_with(kGradientPrefix))
+        gradients.try_emplace(valueName, value);
     }
+    return gradients;
   }
 
-  /// `%sum = pf.all_reduce "grad/<p>"(%partial) order(library)` of this
-  /// rank's weighted sum of the gradient (its accumulate calls' last running
-  /// sum, or its one micro-batch's piece), and the sum to the host.
-  void emitLibrarySum(OpBuilder &body, Location loc, const std::string &name,
-                      const TiedGradient &entry) {
-    auto partial = stageValues.find({-1, gradientSumName(name)});
-    if (partial == stageValues.end() && microbatches == 1)
-      partial = stageValues.find({0, name});
-    if (partial == stageValues.end())
-      return noteMissing(gradientSumName(name), -1);
-    Value sum = AllReduceOp::create(body, loc, partial->second.getType(), name, partial->second,
-                                    entry.ranks, ReductionOrder::Library, entry.type)
-                    .getSum();
-    StepResultOp::create(body, loc, body.getStringAttr(name), sum, IntegerAttr());
-  }
-
-  /// The loss's pf.step_result (emitStepResults).
+  /// The loss's pf.step_result: the step's (the last stage's accumulate
+  /// calls' running sum, or the one micro-batch's), or each micro-batch's
+  /// this rank ran where two ranks run the last stage.
   void emitLossResult(OpBuilder &body, Location loc) {
     StringAttr name = body.getStringAttr(kLossName);
     if (auto sum = stageValues.find({-1, kLossSumName.str()}); sum != stageValues.end()) {

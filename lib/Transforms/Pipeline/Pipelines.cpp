@@ -72,6 +72,7 @@ void mlir::pf::buildPipelinedTrainingPipeline(OpPassManager &pm, const TrainingO
   programs.splitPrecondition = pipeline.splitPrecondition;
   programs.tiedPerMicrobatch = pipeline.tiedPerMicrobatch;
   programs.deterministic = pipeline.deterministic;
+  programs.gradientResults = pipeline.gradientResults;
   pm.addPass(createPFBuildRankPrograms(programs));
 }
 

@@ -1,5 +1,6 @@
 //===- KFACPrecondition.cpp - precondition K-FAC layers' gradients ----------===//
 #include "pf/Dialect/PF/IR/PFOps.h"
+#include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Transforms/Utils.h"
 #include "pf/Transforms/Training/Passes.h"
 
@@ -240,7 +241,7 @@ struct KFACPreconditionPass
       func.setArgAttr(gradNames.size() + 1 + unsigned(dampingInput), kNameAttrName,
                       builder.getStringAttr("kfac_refresh_due"));
     if (!bubbles)
-      func.setResultAttr(gradNames.size(), kNameAttrName, builder.getStringAttr("kfac/issues"));
+      func.setResultAttr(gradNames.size(), kNameAttrName, builder.getStringAttr(kKfacIssuesName));
     Block *entry = func.addEntryBlock();
     builder.setInsertionPointToEnd(entry);
     Value gradW = entry->getArgument(0);
@@ -477,7 +478,7 @@ struct KFACPreconditionPass
     func.setArgAttr(0, kNameAttrName, builder.getStringAttr("step"));
     if (dampingInput) // before the body: dampingArgument finds it by name
       func.setArgAttr(1, kNameAttrName, builder.getStringAttr("kfac_damping"));
-    func.setResultAttr(0, kNameAttrName, builder.getStringAttr("kfac/issues"));
+    func.setResultAttr(0, kNameAttrName, builder.getStringAttr(kKfacIssuesName));
     Block *entry = func.addEntryBlock();
     builder.setInsertionPointToEnd(entry);
     Value outcome = emitRefresh(builder, layer, entry->getArgument(0), Value(), "_next");
@@ -674,7 +675,7 @@ struct KFACPreconditionPass
     ret->setOperands(results);
     func.setType(builder.getFunctionType(block.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
-    func.setResultAttr(first, kNameAttrName, builder.getStringAttr("kfac/issues"));
+    func.setResultAttr(first, kNameAttrName, builder.getStringAttr(kKfacIssuesName));
     for (auto [i, entry] : llvm::enumerate(exported))
       func.setResultAttr(first + 1 + i, kNameAttrName, builder.getStringAttr(entry.first));
     return success();

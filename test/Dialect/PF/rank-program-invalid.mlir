@@ -71,16 +71,6 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 
 // -----
 
-// A per-step call takes and makes no stage values (they belong to one
-// micro-batch).
-func.func private @stage0_update() -> (tensor<4xf32> {pf.name = "saved/0"}) attributes {pf.stage = 0 : i64}
-pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  // expected-error@+1 {{'pf.run_stage' op a update runs once per step and takes or makes no stage values}}
-  %saved = pf.run_stage update @stage0_update() : () -> tensor<4xf32>
-}
-
-// -----
-
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.run_stage' op references @stage0_forward, which is not a function}}
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
@@ -152,9 +142,11 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
 
 // -----
 
-// A once-per-step call's gradients are bound by the host, not as operands.
+// A once-per-step call takes the step's gradients (its grad/* arguments) as
+// operands too.
 func.func private @stage1_update(tensor<4x4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  // expected-error@+1 {{'pf.run_stage' op has inputs () but @stage1_update's stage-value arguments are ('tensor<4x4xf32>')}}
   pf.run_stage update @stage1_update() : () -> ()
 }
 
@@ -184,7 +176,18 @@ func.func private @stage0_backward() -> (tensor<4xi32> {pf.name = "grad/w"}) att
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   %grad = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xi32>
   // expected-error@+1 {{'pf.step_result' op gradient 'grad/w' is not a float tensor, got 'tensor<4xi32>'}}
-  pf.step_result "grad/w" %grad microbatch(0) : tensor<4xi32>
+  pf.step_result "grad/w" %grad : tensor<4xi32>
+}
+
+// -----
+
+// A gradient leaves as the step's: the program sums its micro-batches' pieces
+// (accumulate calls, pf.all_reduce); only the loss leaves per micro-batch.
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
+  %grad = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.step_result' op gradient 'grad/w' leaves as the step's, not micro-batch 0's (the program sums the pieces: accumulate calls, pf.all_reduce)}}
+  pf.step_result "grad/w" %grad microbatch(0) : tensor<4xf32>
 }
 
 // -----
@@ -230,22 +233,26 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 
 // -----
 
+// The members of a collective: at least two ranks, this one among them.
+// (A named all_reduce sums a parameter in place, e.g. a K-FAC factor.)
 pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.all_reduce' op ranks array<i64: 1, 2> do not include its own rank 0}}
-  pf.all_reduce "grad/emb" ranks([1, 2]) : tensor<4xf32>
+  pf.all_reduce "w.kfac.A" ranks([1, 2]) : tensor<4x4xf32>
 }
 
 // -----
 
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
   // expected-error@+1 {{'pf.all_reduce' op needs at least two ranks, got array<i64: 0>}}
-  pf.all_reduce "grad/emb" ranks([0]) : tensor<4xf32>
+  %s = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) microbatches([0]) ranks([0]) : tensor<4xf32> -> tensor<4xf32>
 }
 
 // -----
 
 // The library adds the members' partial sums, values of their programs: a
-// named value (the host's) is not summed so.
+// named value (a parameter) is not summed so.
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.all_reduce' op order(library) sums an operand (a partial sum), not the named 'w.kfac.A'}}
   pf.all_reduce "w.kfac.A" ranks([0, 1]) order(library) : tensor<4x4xf32>
@@ -253,16 +260,26 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 
 // -----
 
+// A gradient (or the loss) is no longer summed by name (the host's copy):
+// its pieces go in as operands and the sum comes out.
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  // expected-error@+1 {{'pf.all_reduce' op order(library) sums an operand (a partial sum), not the named 'grad/w'}}
-  pf.all_reduce "grad/w" ranks([0, 1]) order(library) : tensor<4x4xf32>
+  // expected-error@+1 {{'pf.all_reduce' op sums 'grad/w' by name, but gradients and the loss are summed as values of the program (operands in, the sum out)}}
+  pf.all_reduce "grad/w" ranks([0, 1]) : tensor<4x4xf32>
+}
+
+// -----
+
+// A named parameter has no operands, so no micro-batches to name.
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  // expected-error@+1 {{'pf.all_reduce' op microbatches name the operands' micro-batches, but it has none}}
+  pf.all_reduce "w.kfac.A" microbatches([0, 1]) ranks([0, 1]) : tensor<4x4xf32>
 }
 
 // -----
 
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'order' [microbatch, library]}}
-  pf.all_reduce "grad/emb" ranks([0, 1]) order(fastest) : tensor<4xf32>
+  pf.all_reduce "w.kfac.A" ranks([0, 1]) order(fastest) : tensor<4x4xf32>
 }
 
 // -----
@@ -272,7 +289,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
-  // expected-error@+1 {{'pf.all_reduce' op sums an operand into a result, or a named value with neither}}
+  // expected-error@+1 {{'pf.all_reduce' op sums operands into a result, or a named parameter with neither}}
   "pf.all_reduce"(%loss) <{value = "loss_sum", ranks = array<i64: 0, 1>, order = 1 : i32, type = tensor<f32>}> : (tensor<f32>) -> ()
 }
 
@@ -281,7 +298,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
-  // expected-error@+1 {{'pf.all_reduce' op sums the operand 'act/1', but only 'loss_sum' and gradients (grad/*) are summed as values}}
+  // expected-error@+1 {{'pf.all_reduce' op sums the operands 'act/1', but only 'loss_sum' and gradients (grad/*) are summed as values}}
   %sum = pf.all_reduce "act/1"(%loss : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
 }
 
@@ -290,8 +307,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
-  // expected-error@+1 {{'pf.all_reduce' op sums its operand as the library adds it: order(library)}}
-  %sum = pf.all_reduce "loss_sum"(%loss : tensor<f32>) ranks([0, 1]) : tensor<f32> -> tensor<f32>
+  // expected-error@+1 {{'pf.all_reduce' op sums 'loss_sum' as the library adds it: order(library)}}
+  %sum = pf.all_reduce "loss_sum"(%loss : tensor<f32>) microbatches([0]) ranks([0, 1]) : tensor<f32> -> tensor<f32>
 }
 
 // -----
@@ -299,8 +316,111 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
-  // expected-error@+1 {{'pf.all_reduce' op operand and result are 'tensor<f64>' (the op's type), got 'tensor<f32>' and 'tensor<f32>'}}
+  // expected-error@+1 {{'pf.all_reduce' op operands are 'tensor<f64>' (the op's type), got 'tensor<f32>'}}
   %sum = pf.all_reduce "loss_sum"(%loss : tensor<f32>) ranks([0, 1]) order(library) : tensor<f64> -> tensor<f32>
+}
+
+// -----
+
+func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
+  // expected-error@+1 {{'pf.all_reduce' op result is 'tensor<f32>' (the op's type), got 'tensor<f64>'}}
+  %sum = pf.all_reduce "loss_sum"(%loss : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f64>
+}
+
+// -----
+
+// order(library) adds one partial sum per member.
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.all_reduce' op order(library) sums one partial sum per member, got 2 operands}}
+  %s = pf.all_reduce "grad/w"(%g0, %g1 : tensor<4xf32>, tensor<4xf32>) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.all_reduce' op order(library) sums a partial sum, which has no micro-batch}}
+  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
+}
+
+// -----
+
+// order(microbatch) (the default) names each operand's micro-batch.
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.all_reduce' op order(microbatch) names each operand's micro-batch (microbatches), got 1 for 2 operands}}
+  %s = pf.all_reduce "grad/w"(%g0, %g1 : tensor<4xf32>, tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.all_reduce' op microbatches must increase within [0, 2), got array<i64: 1, 0>}}
+  %s = pf.all_reduce "grad/w"(%g1, %g0 : tensor<4xf32>, tensor<4xf32>) microbatches([1, 0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
+  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.all_reduce' op operand #0 is a value of micro-batch 1, but microbatches names 0}}
+  %s = pf.all_reduce "grad/w"(%g1, %g0 : tensor<4xf32>, tensor<4xf32>) microbatches([0, 1]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+}
+
+// -----
+
+// pf.broadcast of a value: the root hands its operand over, every member
+// returns the root's value (there is no named form without a result).
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.broadcast' op returns the root's value on every member}}
+  pf.broadcast "grad/emb"(%g : tensor<4xf32>) root(0) ranks([0, 1]) : tensor<4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.broadcast' op returns the root's value on every member}}
+  pf.broadcast "grad/w" root(1) ranks([0, 1]) : tensor<4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.broadcast' op on the root takes the value it hands over}}
+  %b = pf.broadcast "grad/emb" root(0) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.broadcast' op takes no operand off the root (it receives the root's value)}}
+  %b = pf.broadcast "grad/emb"(%g : tensor<4xf32>) root(1) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.broadcast' op operand and result are 'tensor<8xf32>' (the op's type)}}
+  %b = pf.broadcast "grad/emb"(%g : tensor<4xf32>) root(0) ranks([0, 1]) : tensor<8xf32> -> tensor<4xf32>
 }
 
 // -----
@@ -313,26 +433,81 @@ func.func @f(%act: tensor<4xf32>) {
 
 // -----
 
-func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.clip_gradients' op max_norm must be positive and finite, got 0}}
-  pf.clip_gradients max_norm(0.0) order(["grad/a"])
+  pf.clip_gradients() names([]) max_norm(0.0) order(["grad/a"])
 }
 
 // -----
 
-func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.clip_gradients' op order names 'grad/a' twice}}
-  pf.clip_gradients max_norm(1.0) order(["grad/a", "grad/a"])
+  pf.clip_gradients() names([]) max_norm(1.0) order(["grad/a", "grad/a"])
 }
 
 // -----
 
-func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.clip_gradients' op order entry 'act/3' is not a grad/<parameter> name}}
-  pf.clip_gradients max_norm(1.0) order(["act/3"])
+  pf.clip_gradients() names([]) max_norm(1.0) order(["act/3"])
+}
+
+// -----
+
+// pf.clip_gradients takes the rank's gradients of the step, one name of the
+// order each, and returns them clipped (a result of the same type each).
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, tensor<3xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
+  // expected-error@+1 {{'pf.clip_gradients' op names 1 gradients for 2 operands and 2 results (one each)}}
+  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<3xf32>) names(["grad/a"]) max_norm(1.0) order(["grad/a", "grad/b"]) -> tensor<2xf32>, tensor<3xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, tensor<3xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
+  // expected-error@+1 {{'pf.clip_gradients' op gradient #1 'grad/b' is not in the order}}
+  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<3xf32>) names(["grad/a", "grad/b"]) max_norm(1.0) order(["grad/a"]) -> tensor<2xf32>, tensor<3xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, tensor<2xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<2xf32>)
+  // expected-error@+1 {{'pf.clip_gradients' op names 'grad/a' twice}}
+  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<2xf32>) names(["grad/a", "grad/a"]) max_norm(1.0) order(["grad/a", "grad/b"]) -> tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %a = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
+  // expected-error@+1 {{'pf.clip_gradients' op result #0 is 'tensor<3xf32>' but gradient #0 is 'tensor<2xf32>'}}
+  %c = pf.clip_gradients(%a : tensor<2xf32>) names(["grad/a"]) max_norm(1.0) order(["grad/a"]) -> tensor<3xf32>
+}
+
+// -----
+
+// pf.kfac_kl_clip takes each update with the clipped gradient it was
+// computed from.
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %a = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
+  // expected-error@+1 {{'pf.kfac_kl_clip' op takes the gradient of each update, got 1 updates and 0 gradients}}
+  %u = pf.kfac_kl_clip updates(%a : tensor<2xf32>) gradients() names(["grad/a"]) kappa(1.0e-3) order(["grad/a"]) -> tensor<2xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, tensor<3xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
+  // expected-error@+1 {{'pf.kfac_kl_clip' op update #0 is 'tensor<2xf32>' but its gradient is 'tensor<3xf32>'}}
+  %u = pf.kfac_kl_clip updates(%a : tensor<2xf32>) gradients(%b : tensor<3xf32>) names(["grad/a"]) kappa(1.0e-3) order(["grad/a"]) -> tensor<2xf32>
 }
 
 // -----

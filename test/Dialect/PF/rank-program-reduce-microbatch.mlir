@@ -4,13 +4,17 @@
 // over and takes the step's gradient back by pf.broadcast before the
 // clipping. Both members run a matching reduce on their piece (a result of
 // the call of that micro-batch returning it); the root's reduce returns the
-// sum, which its accumulate call takes. The cross-rank order is simulated
-// for deadlocks.
+// sum, which its accumulate call takes. The broadcast is a value of the
+// program: the root hands its accumulated sum over as the operand, and every
+// member returns the step's gradient, which it clips (pf.clip_gradients takes
+// and returns it) and reports. The cross-rank order is simulated for
+// deadlocks.
 // RUN: pf-opt %s -split-input-file --pf-verify-rank-programs -verify-diagnostics
 
 // Valid: rank 0 (stage 0) hands micro-batch m's piece over after its
-// backward; rank 1 (stage 1) sums and accumulates it, reports the step's
-// gradient, then broadcasts it.
+// backward; rank 1 (stage 1) sums and accumulates it and broadcasts the
+// step's gradient; both clip the broadcast's result and report the clipped
+// gradient.
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
@@ -24,8 +28,9 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.reduce_microbatch "grad/emb"(%p0 : tensor<4x2xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
   %p1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4x2xf32>
   pf.reduce_microbatch "grad/emb"(%p1 : tensor<4x2xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.clip_gradients max_norm(1.0) order(["grad/emb"])
+  %g = pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
+  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
+  pf.step_result "grad/emb" %c : tensor<4x2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
@@ -36,9 +41,9 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   %a0 = pf.run_stage accumulate @stage1_accumulate_first(%s0) microbatch(0) : (tensor<4x2xf32>) -> tensor<4x2xf32>
   %s1 = pf.reduce_microbatch "grad/emb"(%q1 : tensor<4x2xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
   %a1 = pf.run_stage accumulate @stage1_accumulate_last(%s1, %a0) microbatch(1) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
-  pf.step_result "grad/emb" %a1 : tensor<4x2xf32>
-  pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.clip_gradients max_norm(1.0) order(["grad/emb"])
+  %g = pf.broadcast "grad/emb"(%a1 : tensor<4x2xf32>) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
+  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
+  pf.step_result "grad/emb" %c : tensor<4x2xf32>
 }
 
 // -----
@@ -185,7 +190,8 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
 
 // -----
 
-// The summed gradient must be back on every member before the clipping.
+// The summed gradient must be back on every member before the clipping
+// (rank 0 clips without it).
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
@@ -194,17 +200,17 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %p = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4x2xf32>
   pf.reduce_microbatch "grad/emb"(%p : tensor<4x2xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.clip_gradients max_norm(1.0) order(["grad/emb"])
+  pf.clip_gradients() names([]) max_norm(1.0) order(["grad/emb"])
   // expected-error@+1 {{rank 0, op 4: broadcast of 'grad/emb' from rank 1 over ranks array<i64: 0, 1> comes after clip_gradients (op 3), which needs the summed gradient on every member}}
-  pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32>
+  %g = pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
   %q = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4x2xf32>
   %s = pf.reduce_microbatch "grad/emb"(%q : tensor<4x2xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
-  pf.step_result "grad/emb" %s microbatch(0) : tensor<4x2xf32>
-  pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.clip_gradients max_norm(1.0) order(["grad/emb"])
+  %g = pf.broadcast "grad/emb"(%s : tensor<4x2xf32>) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
+  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
+  pf.step_result "grad/emb" %c : tensor<4x2xf32>
 }
 
 // -----
@@ -229,7 +235,7 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   // expected-note@+1 {{rank 1 is blocked here (op 2)}}
   %s = pf.reduce_microbatch "grad/emb"(%q#0 : tensor<4x2xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
   pf.send_act %q#1 microbatch(0) to(0) tag(0) : tensor<4x2xf32>
-  pf.step_result "grad/emb" %s microbatch(0) : tensor<4x2xf32>
+  pf.step_result "grad/emb" %s : tensor<4x2xf32>
 }
 
 // -----

@@ -344,8 +344,8 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 
 // -----
 
-// An all_reduce that one member never runs. (A named all_reduce sums the
-// host's copy, which the rank's step_result reports.)
+// An all_reduce that one member never runs. (It sums the rank's pieces,
+// operands, into the step's gradient, which the rank's step_result reports.)
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
@@ -353,9 +353,9 @@ func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
-  pf.step_result "grad/emb" %g microbatch(0) : tensor<4xf32>
-  // expected-error@+1 {{rank 0, op 3: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
-  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
+  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
+  %e = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  pf.step_result "grad/emb" %e : tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
@@ -380,9 +380,56 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4xf32>
-  pf.step_result "grad/emb" %g microbatch(0) : tensor<4xf32>
-  // expected-error@+1 {{rank 1, op 3: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 0}}
-  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<4xf32>
+  // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 0}}
+  %e = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  pf.step_result "grad/emb" %e : tensor<4xf32>
+}
+
+// -----
+
+// The members' pieces of an order(microbatch) sum hold every micro-batch
+// between them: rank 0 ran micro-batches 0 and 2 but sums only 0's piece.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(3) {
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
+  pf.run_stage forward @stage0_forward() microbatch(2) : () -> ()
+  %g2 = pf.run_stage backward @stage0_backward() microbatch(2) : () -> tensor<2xf32>
+  // expected-error@+1 {{rank 0, op 4: all_reduce of 'grad/w' over ranks array<i64: 0, 1>: no member sums a piece of micro-batch 2}}
+  %s = pf.all_reduce "grad/w"(%g0 : tensor<2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
+  pf.step_result "grad/w" %s : tensor<2xf32>
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(3) {
+  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
+  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2xf32>
+  // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/w' over ranks array<i64: 0, 1>: no member sums a piece of micro-batch 2}}
+  %s = pf.all_reduce "grad/w"(%g1 : tensor<2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
+  pf.step_result "grad/w" %s : tensor<2xf32>
+}
+
+// -----
+
+// The members of a broadcast disagree on its type: rank 0 expects another
+// value than the root hands over.
+func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
+func.func private @stage0_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
+func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
+func.func private @stage1_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
+  %p = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4x2xf32>
+  pf.reduce_microbatch "grad/emb"(%p : tensor<4x2xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
+  // expected-error@+1 {{rank 0, op 3: broadcast of 'grad/emb' from rank 1 over ranks array<i64: 0, 1> : 'tensor<8xf32>' has no counterpart of the same root, ranks and type on rank 1}}
+  %g = pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<8xf32> -> tensor<8xf32>
+}
+pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
+  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
+  %q = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4x2xf32>
+  %s = pf.reduce_microbatch "grad/emb"(%q : tensor<4x2xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
+  // expected-error@+1 {{rank 1, op 3: broadcast of 'grad/emb' from rank 1 over ranks array<i64: 0, 1> : 'tensor<4x2xf32>' has no counterpart of the same root, ranks and type on rank 0}}
+  %g = pf.broadcast "grad/emb"(%s : tensor<4x2xf32>) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
+  pf.step_result "grad/emb" %g : tensor<4x2xf32>
 }
 
 // -----
@@ -455,27 +502,29 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
 // -----
 
 // A gradient leaves each rank once. Replicas (Chimera) each report the
-// pieces of the micro-batches they ran (the loss's rule across ranks does not
-// apply), but rank 1 reports micro-batch 1's piece twice.
+// step's sum of their pieces (the loss's rule across ranks does not apply),
+// but rank 1 reports it twice.
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
-  pf.step_result "grad/w" %g0 microbatch(0) : tensor<2xf32>
+  %s = pf.all_reduce "grad/w"(%g0 : tensor<2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
+  pf.step_result "grad/w" %s : tensor<2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2xf32>
-  pf.step_result "grad/w" %g1 microbatch(1) : tensor<2xf32>
-  // expected-error@+1 {{rank 1, op 3: step_result 'grad/w' (micro-batch 1) is reported a second time on this rank (op 2 reports it)}}
-  pf.step_result "grad/w" %g1 microbatch(1) : tensor<2xf32>
+  %s = pf.all_reduce "grad/w"(%g1 : tensor<2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
+  pf.step_result "grad/w" %s : tensor<2xf32>
+  // expected-error@+1 {{rank 1, op 4: step_result 'grad/w' is reported a second time on this rank (op 3 reports it)}}
+  pf.step_result "grad/w" %s : tensor<2xf32>
 }
 
 // -----
 
-// A rank reports a gradient for the step or by micro-batch, not both: the
-// step's sum already holds micro-batch 0's piece.
+// A rank reports a gradient once, as the step's: not its running sum and
+// also a piece (the sum already holds micro-batch 0's piece).
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
 func.func private @stage0_accumulate_first(tensor<2xf32> {pf.name = "grad/w"}) -> (tensor<2xf32> {pf.name = "grad_sum/w"}) attributes {pf.stage = 0 : i64}
@@ -488,6 +537,6 @@ pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
   %s0 = pf.run_stage accumulate @stage0_accumulate_first(%g0) microbatch(0) : (tensor<2xf32>) -> tensor<2xf32>
   %s1 = pf.run_stage accumulate @stage0_accumulate_last(%g1, %s0) microbatch(1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   pf.step_result "grad/w" %s1 : tensor<2xf32>
-  // expected-error@+1 {{rank 0, op 7: step_result 'grad/w' (micro-batch 0) is reported a second time on this rank (op 6 reports it)}}
-  pf.step_result "grad/w" %g0 microbatch(0) : tensor<2xf32>
+  // expected-error@+1 {{rank 0, op 7: step_result 'grad/w' is reported a second time on this rank (op 6 reports it)}}
+  pf.step_result "grad/w" %g0 : tensor<2xf32>
 }

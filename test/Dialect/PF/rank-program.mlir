@@ -8,9 +8,12 @@
 // (act/*, saved/*, grad_act/*, the loss and the gradients grad/*) are SSA
 // values of the program: a call's operands are its function's stage-value
 // arguments and its results the stage-value results, in order; graph inputs
-// (input_ids) are not. Without accumulate calls each rank reports its
-// gradients' micro-batch pieces to the host (pf.step_result ... microbatch),
-// before the all_reduce that reads the host's copy by name.
+// (input_ids) are not. The gradients leave as the step's (pf.step_result
+// without a micro-batch): rank 0 sums its own grad/w0 by accumulate calls
+// (the running sum grad_sum/w0); the tied grad/emb, which both ranks return,
+// is summed by an all_reduce whose operands are the rank's pieces, one per
+// micro-batch it names (microbatches), and whose result is the step's sum.
+// The loss still leaves per micro-batch.
 
 func.func private @stage0_forward(tensor<4x8xi64> {pf.name = "input_ids"})
     -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"})
@@ -24,6 +27,12 @@ func.func private @stage1_forward(tensor<4x16xf32> {pf.name = "act/1"})
 func.func private @stage1_backward(tensor<4x16xf32> {pf.name = "saved/1"})
     -> (tensor<4x16xf32> {pf.name = "grad_act/7"}, tensor<100x16xf32> {pf.name = "grad/emb"})
     attributes {pf.stage = 1 : i64}
+func.func private @stage0_accumulate_first(tensor<16x16xf32> {pf.name = "grad/w0"})
+    -> (tensor<16x16xf32> {pf.name = "grad_sum/w0"})
+    attributes {pf.stage = 0 : i64}
+func.func private @stage0_accumulate_last(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor<16x16xf32> {pf.name = "grad_sum/w0"})
+    -> (tensor<16x16xf32> {pf.name = "grad_sum/w0"})
+    attributes {pf.stage = 0 : i64}
 func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
@@ -33,13 +42,13 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: %[[G0:.*]] = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
 // CHECK-NEXT: pf.send_act %[[F1]]#0 microbatch(1) to(1) tag(1) : tensor<4x16xf32>
 // CHECK-NEXT: %[[W0:.*]]:2 = pf.run_stage backward @stage0_backward(%[[F0]]#1, %[[G0]]) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
+// CHECK-NEXT: %[[S0:.*]] = pf.run_stage accumulate @stage0_accumulate_first(%[[W0]]#0) microbatch(0) : (tensor<16x16xf32>) -> tensor<16x16xf32>
 // CHECK-NEXT: %[[G1:.*]] = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4x16xf32>
 // CHECK-NEXT: %[[W1:.*]]:2 = pf.run_stage backward @stage0_backward(%[[F1]]#1, %[[G1]]) microbatch(1) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
-// CHECK-NEXT: pf.step_result "grad/w0" %[[W0]]#0 microbatch(0) : tensor<16x16xf32>
-// CHECK-NEXT: pf.step_result "grad/emb" %[[W0]]#1 microbatch(0) : tensor<100x16xf32>
-// CHECK-NEXT: pf.step_result "grad/w0" %[[W1]]#0 microbatch(1) : tensor<16x16xf32>
-// CHECK-NEXT: pf.step_result "grad/emb" %[[W1]]#1 microbatch(1) : tensor<100x16xf32>
-// CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: %[[S1:.*]] = pf.run_stage accumulate @stage0_accumulate_last(%[[W1]]#0, %[[S0]]) microbatch(1) : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+// CHECK-NEXT: %[[E:.*]] = pf.all_reduce "grad/emb"(%[[W0]]#1, %[[W1]]#1 : tensor<100x16xf32>, tensor<100x16xf32>) microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/emb" %[[E]] : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/w0" %[[S1]] : tensor<16x16xf32>
 // CHECK-NEXT: pf.run_stage update @stage0_update() : () -> ()
 // CHECK-NEXT: }
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
@@ -54,14 +63,18 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.send_act %act1 microbatch(1) to(1) tag(1) : tensor<4x16xf32>
   %w0, %emb0 = pf.run_stage backward @stage0_backward(%saved0, %grad0) microbatch(0)
       : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
+  %sum0 = pf.run_stage accumulate @stage0_accumulate_first(%w0) microbatch(0)
+      : (tensor<16x16xf32>) -> tensor<16x16xf32>
   %grad1 = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4x16xf32>
   %w1, %emb1 = pf.run_stage backward @stage0_backward(%saved1, %grad1) microbatch(1)
       : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
-  pf.step_result "grad/w0" %w0 microbatch(0) : tensor<16x16xf32>
-  pf.step_result "grad/emb" %emb0 microbatch(0) : tensor<100x16xf32>
-  pf.step_result "grad/w0" %w1 microbatch(1) : tensor<16x16xf32>
-  pf.step_result "grad/emb" %emb1 microbatch(1) : tensor<100x16xf32>
-  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
+  // The running sum of the previous call continues (a value of micro-batch 0).
+  %sum1 = pf.run_stage accumulate @stage0_accumulate_last(%w1, %sum0) microbatch(1)
+      : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+  %emb = pf.all_reduce "grad/emb"(%emb0, %emb1 : tensor<100x16xf32>, tensor<100x16xf32>)
+      microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+  pf.step_result "grad/emb" %emb : tensor<100x16xf32>
+  pf.step_result "grad/w0" %sum1 : tensor<16x16xf32>
   pf.run_stage update @stage0_update() : () -> ()
 }
 
@@ -76,9 +89,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: pf.send_act %[[B1]]#0 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
 // CHECK-NEXT: pf.step_result "loss" %[[S0]]#1 microbatch(0) : tensor<f32>
 // CHECK-NEXT: pf.step_result "loss" %[[S1]]#1 microbatch(1) : tensor<f32>
-// CHECK-NEXT: pf.step_result "grad/emb" %[[B0]]#1 microbatch(0) : tensor<100x16xf32>
-// CHECK-NEXT: pf.step_result "grad/emb" %[[B1]]#1 microbatch(1) : tensor<100x16xf32>
-// CHECK-NEXT: pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: %[[E1:.*]] = pf.all_reduce "grad/emb"(%[[B0]]#1, %[[B1]]#1 : tensor<100x16xf32>, tensor<100x16xf32>) microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/emb" %[[E1]] : tensor<100x16xf32>
 // CHECK-NEXT: }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
@@ -95,7 +107,7 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   pf.send_act %grad1 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
   pf.step_result "loss" %loss0 microbatch(0) : tensor<f32>
   pf.step_result "loss" %loss1 microbatch(1) : tensor<f32>
-  pf.step_result "grad/emb" %emb0 microbatch(0) : tensor<100x16xf32>
-  pf.step_result "grad/emb" %emb1 microbatch(1) : tensor<100x16xf32>
-  pf.all_reduce "grad/emb" ranks([0, 1]) : tensor<100x16xf32>
+  %emb = pf.all_reduce "grad/emb"(%emb0, %emb1 : tensor<100x16xf32>, tensor<100x16xf32>)
+      microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+  pf.step_result "grad/emb" %emb : tensor<100x16xf32>
 }

@@ -283,18 +283,30 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // DUALPIPE: pf.run_stage forward @stage1_forward(%[[A3]], %[[A7]]) microbatch(0)
 
 // The whole step: rank 0's two stages share the tied embedding, updated once
-// by the merged @rank0_update.
-// TRAINING: func.func @rank0_update(
+// by the merged @rank0_update, which takes the clipped tied sum and bias
+// gradient (its grad/* arguments, in argument order). Each rank clips its
+// step gradients (their running sums) and hands the clipped ones to the
+// host and its updates.
+// TRAINING: func.func @rank0_update(%arg0: tensor<100x16xf32> {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %arg1: tensor<f64> {pf.name = "lr"}, %arg2: tensor<i64> {pf.name = "step"}, %arg3: tensor<100xf32> {pf.name = "grad/cls.predictions.bias"})
 // TRAINING: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 3]) microbatches(2) {
+// TRAINING: %[[LAST3:[0-9]+]]:2 = pf.run_stage accumulate @stage3_accumulate_last({{.*}}) microbatch(1)
 // TRAINING: %[[TSUM:[0-9]+]] = pf.run_stage accumulate @stage3_accumulate_tied_last({{.*}}) microbatch(1)
-// TRAINING: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[TSUM]] : tensor<100x16xf32>
-// TRAINING: pf.clip_gradients
-// TRAINING-NEXT: pf.run_stage update @rank0_update()
+// TRAINING-NEXT: pf.step_result "loss" %[[LAST3]]#1 : tensor<f32>
+// TRAINING-NEXT: %[[CLIP0:[0-9]+]]:2 = pf.clip_gradients(%[[TSUM]], %[[LAST3]]#0 : tensor<100x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/bert.encoder.layer.3.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<100xf32>
+// TRAINING-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[CLIP0]]#0 : tensor<100x16xf32>
+// TRAINING-NEXT: pf.step_result "grad/cls.predictions.bias" %[[CLIP0]]#1 : tensor<100xf32>
+// TRAINING-NEXT: pf.run_stage update @rank0_update(%[[CLIP0]]#0, %[[CLIP0]]#1) : (tensor<100x16xf32>, tensor<100xf32>) -> ()
 // TRAINING-NEXT: }
 // TRAINING: pf.rank_program @rank1 rank(1) ranks(2) stages([1, 2]) microbatches(2) {
-// TRAINING: pf.clip_gradients
-// TRAINING-NEXT: pf.run_stage update @stage1_update()
-// TRAINING-NEXT: pf.run_stage update @stage2_update()
+// TRAINING: %[[SUM2:[0-9]+]]:2 = pf.run_stage accumulate @stage2_accumulate_last(
+// TRAINING: %[[SUM1:[0-9]+]]:2 = pf.run_stage accumulate @stage1_accumulate_last(
+// TRAINING-NEXT: %[[CLIP1:[0-9]+]]:4 = pf.clip_gradients(%[[SUM1]]#0, %[[SUM1]]#1, %[[SUM2]]#0, %[[SUM2]]#1 : {{.*}}) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/bert.encoder.layer.3.dense.weight"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", {{.*}}])
+// TRAINING-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[CLIP1]]#0
+// TRAINING-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[CLIP1]]#1
+// TRAINING-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[CLIP1]]#2
+// TRAINING-NEXT: pf.step_result "grad/bert.encoder.layer.3.dense.weight" %[[CLIP1]]#3
+// TRAINING-NEXT: pf.run_stage update @stage1_update(%[[CLIP1]]#0, %[[CLIP1]]#1) : (tensor<16x16xf32>, tensor<16x16xf32>) -> ()
+// TRAINING-NEXT: pf.run_stage update @stage2_update(%[[CLIP1]]#2, %[[CLIP1]]#3) : (tensor<16x16xf32>, tensor<16x16xf32>) -> ()
 
 // ODD: error: pf-build-rank-programs: zb-v needs two stages on each of at least 2 ranks: the module has 3 stages (run pf-split-stages with stages = 2 × ranks)
 // FUSED: error: pf-build-rank-programs: schedule 'dualpipev' needs @stage0_backward_input and @stage0_backward_weight (run pf-split-stages with split-backward=true)

@@ -46,7 +46,9 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // deferred W(0) reads what its B(0) kept for it (wsaved/*), after B(1).
 // Each accumulate call continues the previous one's running sums; the last
 // ones' results are the step's gradients, which each rank hands the host
-// (rank 1 the loss first) before the broadcast.
+// (rank 1 the loss first): the tied embedding's as the value the broadcast
+// returns (rank 1, the root, broadcasts its last reduced running sum), then
+// the rank's own, sorted by name.
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: %[[F0_0:[0-9]+]]:4 = pf.run_stage forward @stage0_forward() microbatch(0)
 // CHECK-NEXT: pf.send_act %[[F0_0]]#0 microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
@@ -66,9 +68,10 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: %[[BW0_1:[0-9]+]]:3 = pf.run_stage backward_weight @stage0_backward_weight(%[[F0_1]]#2, %[[F0_1]]#3, %[[GA15_1]], %[[GA22_1]]) microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[BW0_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: %[[ACC0_1:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last(%[[BW0_1]]#0, %[[ACC0_0]]#0, %[[BW0_1]]#1, %[[ACC0_0]]#1) microbatch(1)
+// CHECK-NEXT: %[[BC0:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>{{$}}
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[BC0]] : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[ACC0_1]]#0 : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[ACC0_1]]#1 : tensor<16x16xf32>
-// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 // CHECK-NEXT: %[[A3_0:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
@@ -92,10 +95,10 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: %[[EMB1:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[BW1_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
 // CHECK-NEXT: %[[RED1:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last(%[[EMB1]], %[[RED0]]) microbatch(1)
 // CHECK-NEXT: pf.step_result "loss" %[[ACC1_1]]#2 : tensor<f32>
-// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[RED1]] : tensor<100x16xf32>
+// CHECK-NEXT: %[[BC1:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%[[RED1]] : tensor<100x16xf32>) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[BC1]] : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[ACC1_1]]#0 : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" %[[ACC1_1]]#1 : tensor<100xf32>
-// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 
 // D = 2, N = 4.
@@ -126,7 +129,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D2-N4-NEXT: pf.run_stage backward_input @stage1_backward_input({{.*}}) microbatch(3)
 // D2-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight({{.*}}) microbatch(2)
 // D2-N4-NEXT: pf.run_stage backward_weight @stage1_backward_weight({{.*}}) microbatch(3)
-// D2-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
+// D2-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}} : tensor<100x16xf32>) root(1) ranks([0, 1])
 // D2-N4-NOT: pf.run_stage
 
 // D = 3, N = 2: rank 2 defers W by two micro-batches, i.e. to the end.
@@ -152,7 +155,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-N2-NEXT: pf.run_stage backward_input @stage2_backward_input({{.*}}) microbatch(1)
 // D3-N2-NEXT: pf.run_stage backward_weight @stage2_backward_weight({{.*}}) microbatch(0)
 // D3-N2-NEXT: pf.run_stage backward_weight @stage2_backward_weight({{.*}}) microbatch(1)
-// D3-N2-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
+// D3-N2-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}} : tensor<100x16xf32>) root(2) ranks([0, 2])
 // D3-N2-NOT: pf.run_stage
 
 // D = 3, N = 4 (also after a round trip through pf-verify-rank-programs).
@@ -196,7 +199,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight({{.*}}) microbatch(1)
 // D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight({{.*}}) microbatch(2)
 // D3-N4-NEXT: pf.run_stage backward_weight @stage2_backward_weight({{.*}}) microbatch(3)
-// D3-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
+// D3-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}} : tensor<100x16xf32>) root(2) ranks([0, 2])
 // D3-N4-NOT: pf.run_stage
 
 // gpipe and 1f1b over split functions call the halves back to back where
@@ -216,7 +219,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // GPIPE-NEXT: pf.run_stage backward_weight @stage1_backward_weight({{.*}}) microbatch(0)
 // GPIPE-NEXT: pf.run_stage backward_input @stage1_backward_input({{.*}}) microbatch(1)
 // GPIPE-NEXT: pf.run_stage backward_weight @stage1_backward_weight({{.*}}) microbatch(1)
-// GPIPE-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
+// GPIPE-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}} : tensor<100x16xf32>) root(1) ranks([0, 1])
 // GPIPE-NOT: pf.run_stage
 
 // 1F1B-LABEL: pf.rank_program @rank0 rank(0)
@@ -241,7 +244,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // 1F1B-NEXT: pf.run_stage forward @stage2_forward({{.*}}) microbatch(1)
 // 1F1B-NEXT: pf.run_stage backward_input @stage2_backward_input({{.*}}) microbatch(1)
 // 1F1B-NEXT: pf.run_stage backward_weight @stage2_backward_weight({{.*}}) microbatch(1)
-// 1F1B-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
+// 1F1B-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}} : tensor<100x16xf32>) root(2) ranks([0, 2])
 // 1F1B-NOT: pf.run_stage
 
 // ZB-H2, D = 2, N = 4 (its order for uniform passes): rank 0 runs

@@ -8,6 +8,7 @@
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | pf-opt --pf-verify-rank-programs | grep -E "rank_program|run_stage (forward|backward)|all_reduce|pf.broadcast" | FileCheck %s --check-prefix=D3-1F1B-N4
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | grep -E "rank_program|run_stage (forward|backward|accumulate)|reduce_microbatch" | FileCheck %s --check-prefix=D3-REDUCE
 // RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=3 --pf-build-rank-programs="schedule=1f1b microbatches=4" | FileCheck %s --check-prefix=D3-MIDDLE
+// RUN: pf-opt %s --pf-add-masked-lm-loss --pf-build-gradients=tag-origin=true --pf-split-stages=stages=2 --pf-build-rank-programs="schedule=1f1b microbatches=2 gradient-results=false" | FileCheck %s --check-prefix=NO-GRADIENTS
 
 // The toy encoder of split-stages.mlir: embeddings, three blocks of one linear
 // each, a residual from block 0 to block 2 and the tied decoder.
@@ -84,8 +85,9 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // backward; rank 1 takes it before its first pass that starts after that
 // backward ends in the timed run (here after its last pass: rank 0's
 // backwards end later), sums it into a value and accumulates that, and
-// broadcasts the step's gradient back. Each rank hands its step gradients
-// (the last running sums) to the host's step end by pf.step_result.
+// broadcasts the step's gradient back as a value. Each rank hands its step
+// gradients (the last running sums, the broadcast's result) to the host's step
+// end by pf.step_result.
 // CHECK-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: %[[F0_0:[0-9]+]]:4 = pf.run_stage forward @stage0_forward() microbatch(0)
 // CHECK-NEXT: pf.send_act %[[F0_0]]#0 microbatch(0) to(1) tag(0) : tensor<4x8x16xf32>
@@ -104,9 +106,12 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: %[[B0_1:[0-9]+]]:3 = pf.run_stage backward @stage0_backward(%[[F0_1]]#2, %[[F0_1]]#3, %[[GA15_1]], %[[GA22_1]]) microbatch(1)
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B0_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>{{$}}
 // CHECK-NEXT: %[[S0_1:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last(%[[B0_1]]#0, %[[S0_0]]#0, %[[B0_1]]#1, %[[S0_0]]#1) microbatch(1)
+// The non-root member receives the root's sum as a value and hands it to the
+// step end with its own gradients (sorted by name).
+// CHECK-NEXT: %[[BC0:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>{{$}}
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[BC0]] : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[S0_1]]#0 : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[S0_1]]#1 : tensor<16x16xf32>
-// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 // CHECK-NEXT: %[[A3_0:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x8x16xf32>
@@ -133,10 +138,12 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // CHECK-NEXT: %[[R1:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B1_1]]#4 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
 // CHECK-NEXT: %[[RS1:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last(%[[R1]], %[[RS0]]) microbatch(1)
 // CHECK-NEXT: pf.step_result "loss" %[[LS1]]#2 : tensor<f32>
-// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[RS1]] : tensor<100x16xf32>
+// The root broadcasts the step's sum (the last reduced running sum) and
+// reports the value the broadcast returns.
+// CHECK-NEXT: %[[BC1:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%[[RS1]] : tensor<100x16xf32>) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[BC1]] : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[LS1]]#0 : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" %[[LS1]]#1 : tensor<100xf32>
-// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32>
 // CHECK-NEXT: }
 
 // 1F1B, D = 2, N = 4: one warm-up forward on stage 0, then alternating.
@@ -159,7 +166,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D2-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(2)
 // D2-1F1B-N4-NEXT: forward @stage1_forward({{.*}}) microbatch(3)
 // D2-1F1B-N4-NEXT: backward @stage1_backward({{.*}}) microbatch(3)
-// D2-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
+// D2-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}} : tensor<100x16xf32>) root(1) ranks([0, 1])
 
 // GPipe, D = 2, N = 4: all forwards, then all backwards, on both ranks.
 // D2-GPIPE-N4: pf.rank_program @rank0
@@ -213,7 +220,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-1F1B-N4-NEXT: backward @stage2_backward({{.*}}) microbatch(2)
 // D3-1F1B-N4-NEXT: forward @stage2_forward({{.*}}) microbatch(3)
 // D3-1F1B-N4-NEXT: backward @stage2_backward({{.*}}) microbatch(3)
-// D3-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(2) ranks([0, 2])
+// D3-1F1B-N4-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}} : tensor<100x16xf32>) root(2) ranks([0, 2])
 
 // GPipe, D = 3, N = 2.
 // D3-GPIPE-N2: pf.rank_program @rank0
@@ -291,3 +298,14 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // D3-MIDDLE-SAME: %[[C:arg2]]: tensor<i64> {pf.name = "loss_count"})
 // D3-MIDDLE-NEXT: %[[ADDED:.*]] = pf.weighted_add %[[S]], %[[G]], %[[C]] : tensor<16x16xf32>
 // D3-MIDDLE-NEXT: return %[[ADDED]] :
+
+// gradient-results=false (pf-train): only the loss leaves the programs; the
+// gradients end in the program (here, without an optimizer, at their sums).
+// NO-GRADIENTS-LABEL: pf.rank_program @rank0
+// NO-GRADIENTS-NOT: pf.step_result
+// NO-GRADIENTS: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
+// NO-GRADIENTS-NOT: pf.step_result
+// NO-GRADIENTS-LABEL: pf.rank_program @rank1
+// NO-GRADIENTS-NOT: pf.step_result "grad/
+// NO-GRADIENTS: pf.step_result "loss"
+// NO-GRADIENTS-NOT: pf.step_result "grad/

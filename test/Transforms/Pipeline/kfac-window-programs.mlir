@@ -16,19 +16,27 @@
 // RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,1,1,0,1,0,4" 2>&1 | FileCheck %s --check-prefix=UNPLACED
 // RUN: not pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true kfac-work=bubbles" --pf-kfac-window-programs="steps=2 placement=0,0,2,1,0,1,0,4,1,2,0,4" 2>&1 | FileCheck %s --check-prefix=STEP
 
-// Rank 0: layer 1 inverted in window step 0 after its 4 passes (and the
-// step's gradients handed to the host), before the tied gradient's broadcast
-// (its reduce_microbatch does not wait); layer 0 in window step 1 before its
-// second pass (F1).
+// Rank 0: layer 1 inverted in window step 0 after its 4 passes (and its
+// last accumulate call), before the tied gradient's broadcast (its
+// reduce_microbatch does not wait), whose result the step end clips with the
+// rank's own step gradients; the clipped gradients of its K-FAC layers are
+// preconditioned and KL-clipped, and the final values go to the host and the
+// update. Layer 0 is inverted in window step 1 before its second pass (F1).
 // CHECK-LABEL: pf.rank_program @rank0_window0
 // CHECK: [[B0_1:%[0-9]+]]:4 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1) :
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B0_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1)
 // CHECK: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_1({{.*}}) microbatch(1) layer(1) :
 // CHECK-NEXT: [[SUM0:%[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last([[B0_1]]#0, {{%[0-9]+}}#0, [[B0_1]]#1, {{%[0-9]+}}#1) microbatch(1) in_place([1, 3]) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> (tensor<16x16xf32>, tensor<16x16xf32>)
-// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" [[SUM0]]#0 : tensor<16x16xf32>
-// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" [[SUM0]]#1 : tensor<16x16xf32>
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1) : () -> ()
-// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
+// CHECK-NEXT: [[EMB:%[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: [[CLIP0:%[0-9]+]]:3 = pf.clip_gradients([[EMB]], [[SUM0]]#0, [[SUM0]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) max_norm(1.000000e+00) order({{.*}}) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
+// CHECK-NEXT: [[PRE0:%[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0([[CLIP0]]#1) layer(0) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// CHECK-NEXT: [[PRE1:%[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1([[CLIP0]]#2) layer(1) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// CHECK-NEXT: [[KL0:%[0-9]+]]:2 = pf.kfac_kl_clip updates([[PRE0]], [[PRE1]] : tensor<16x16xf32>, tensor<16x16xf32>) gradients([[CLIP0]]#1, [[CLIP0]]#2 : tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) kappa(1.000000e-03) order({{.*}}) -> tensor<16x16xf32>, tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" [[CLIP0]]#0 : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" [[KL0]]#0 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" [[KL0]]#1 : tensor<16x16xf32>
+// CHECK-NEXT: pf.run_stage update @stage0_update([[KL0]]#0, [[KL0]]#1, [[CLIP0]]#0) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100x16xf32>) -> ()
 // CHECK-LABEL: pf.rank_program @rank0_window1
 // CHECK-NEXT: pf.run_stage forward @stage0_forward() microbatch(0) :
 // CHECK: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
@@ -56,28 +64,30 @@
 // CHECK-NEXT: [[EMB1:%[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B1]]#4 : tensor<100x16xf32>) microbatch(1) root(1)
 // CHECK-NEXT: [[RED1:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last([[EMB1]], [[RED0]]) microbatch(1) in_place([1]) : (tensor<100x16xf32>, tensor<100x16xf32>) -> tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "loss" [[SUM]]#2 : tensor<f32>
-// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" [[RED1]] : tensor<100x16xf32>
-// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" [[SUM]]#0 : tensor<16x16xf32>
-// CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" [[SUM]]#1 : tensor<100xf32>
-// CHECK-NEXT: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
-// CHECK-NEXT: pf.clip_gradients
-// CHECK-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2) : () -> ()
+// CHECK-NEXT: [[STEP_EMB:%[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight"([[RED1]] : tensor<100x16xf32>) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: [[CLIP1:%[0-9]+]]:3 = pf.clip_gradients([[STEP_EMB]], [[SUM]]#0, [[SUM]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00) order({{.*}}) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>
+// CHECK-NEXT: [[PRE2:%[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2([[CLIP1]]#1) layer(2) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// CHECK-NEXT: [[KL2:%[0-9]+]] = pf.kfac_kl_clip updates([[PRE2]] : tensor<16x16xf32>) gradients([[CLIP1]]#1 : tensor<16x16xf32>) names(["grad/bert.encoder.layer.2.dense.weight"]) kappa(1.000000e-03) order({{.*}}) -> tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" [[CLIP1]]#0 : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" [[KL2]] : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" [[CLIP1]]#2 : tensor<100xf32>
+// CHECK-NEXT: pf.run_stage update @stage1_update([[KL2]], [[CLIP1]]#2, [[CLIP1]]#0) : (tensor<16x16xf32>, tensor<100xf32>, tensor<100x16xf32>) -> ()
 // Window step 1 of rank 1: no factor calls, no inverse.
 // CHECK-LABEL: pf.rank_program @rank1_window1
 // CHECK-NOT: kfac_factor
 // CHECK-NOT: kfac_inverse
-// CHECK: pf.run_stage update @stage1_update() : () -> ()
+// CHECK: pf.run_stage update @stage1_update({{.*}}) : (tensor<16x16xf32>, tensor<100xf32>, tensor<100x16xf32>) -> ()
 // Chimera: the sums of the replicas' factors come first after the last
 // pass; the inverse goes after them and before the gradients' all-reduces.
 // CHIMERA-LABEL: pf.rank_program @rank0_window0
 // CHIMERA: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B"
 // CHIMERA-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2) : () -> ()
-// CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
+// CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(
 // CHIMERA-LABEL: pf.rank_program @rank1_window0
 // CHIMERA: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B"
 // CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
 // CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1) : () -> ()
-// CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"
+// CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(
 
 // SIZE: error: pf-kfac-window-programs: the placement has 3 numbers, not 4 per row
 // NEGATIVE: error: pf-kfac-window-programs: placement row 0: passes before it -3 is negative

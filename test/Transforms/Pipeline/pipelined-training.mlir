@@ -31,29 +31,50 @@
 // CHECK-LABEL: func.func @stage1_update(
 // CHECK: pf.adamw_update @cls.predictions.bias{{.*}}weight_decay = 0.0
 // CHECK: pf.adamw_update @bert.embeddings.word_embeddings.weight(@bert.embeddings.word_embeddings.weight.exp_avg, @bert.embeddings.word_embeddings.weight.exp_avg_sq)
+// The tied gradient's sum comes back from its root (rank 1) as a value.
+// Each rank clips its step gradients (that value and its own running sums)
+// by the norm over all ranks, hands the clipped ones to the host and updates
+// with them (its update function's grad/* arguments, in argument order).
 // CHECK-LABEL: pf.rank_program @rank0
-// CHECK: pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
-// CHECK-NEXT: pf.clip_gradients max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"])
-// CHECK-NEXT: pf.run_stage update @stage0_update()
+// CHECK: %[[SUM0:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last(
+// CHECK-NEXT: %[[EMB0:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %[[CLIP0:[0-9]+]]:3 = pf.clip_gradients(%[[EMB0]], %[[SUM0]]#0, %[[SUM0]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[CLIP0]]#0 : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[CLIP0]]#1 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[CLIP0]]#2 : tensor<16x16xf32>
+// CHECK-NEXT: pf.run_stage update @stage0_update(%[[CLIP0]]#1, %[[CLIP0]]#2, %[[CLIP0]]#0) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100x16xf32>) -> ()
 // CHECK-NEXT: }
 // CHECK-LABEL: pf.rank_program @rank1
-// CHECK: pf.clip_gradients
-// CHECK-NEXT: pf.run_stage update @stage1_update()
+// CHECK: %[[SUM1:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_last(
+// CHECK: %[[TIED:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last(
+// CHECK-NEXT: pf.step_result "loss" %[[SUM1]]#2 : tensor<f32>
+// CHECK-NEXT: %[[EMB1:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%[[TIED]] : tensor<100x16xf32>) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %[[CLIP1:[0-9]+]]:3 = pf.clip_gradients(%[[EMB1]], %[[SUM1]]#0, %[[SUM1]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[CLIP1]]#0 : tensor<100x16xf32>
+// CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[CLIP1]]#1 : tensor<16x16xf32>
+// CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" %[[CLIP1]]#2 : tensor<100xf32>
+// CHECK-NEXT: pf.run_stage update @stage1_update(%[[CLIP1]]#1, %[[CLIP1]]#2, %[[CLIP1]]#0) : (tensor<16x16xf32>, tensor<100xf32>, tensor<100x16xf32>) -> ()
 // CHECK-NEXT: }
 
-// zb-h1 takes the updates' gradients from the weight halves; no clipping.
+// zb-h1 takes the updates' gradients from the weight halves; no clipping:
+// the update takes the running sums and the tied gradient's broadcast.
 // ZB: func.func @stage0_backward_weight(
 // ZB: func.func @stage0_update(
 // ZB: pf.sgd_update @bert.encoder.layer.0.dense.weight
 // ZB-NOT: pf.clip_gradients
-// ZB: pf.run_stage update @stage0_update()
+// ZB: %[[ZSUM:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last(
+// ZB-NEXT: %[[ZEMB:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1)
+// ZB-NOT: pf.clip_gradients
+// ZB: pf.run_stage update @stage0_update(%[[ZSUM]]#0, %[[ZSUM]]#1, %[[ZEMB]]) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100x16xf32>) -> ()
 
 // With K-FAC: κ and the single-process order of the KL-clip's sum; each
 // factor update is one of 2 per-call updates (micro-batch and loss count are
 // graph inputs), placed with its layer (block 2's A on stage 1, though its
 // input comes from stage 0); each layer has its own precondition function
 // (its inverses' refresh, then B⁻¹∇W·A⁻¹), which the rank holding its stage
-// calls after the clipping; the KL-clip runs on every rank before the update.
+// calls on the clipped gradient after the clipping; the KL-clip runs on every
+// rank before the update, on the preconditioned gradients and the clipped
+// ones they came from, and the update takes its results.
 // KFAC: module attributes {pf.kfac_kl_clip = 1.000000e-03 : f64, pf.kfac_kl_order = ["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]
 // KFAC-N: pf-build-rank-programs: the K-FAC update of 'bert.encoder.layer.0.dense.weight.kfac.A' expects 2 micro-batch calls per step but the programs have 4 (run pf-split-stages with microbatches=4)
 // KFAC-LABEL: func.func @stage0_forward(
@@ -74,16 +95,22 @@
 // KFAC: pf.kfac.update_factor @bert.encoder.layer.2.dense.weight.kfac.A from
 // KFAC-LABEL: func.func @stage1_kfac_precondition_2(
 // KFAC-LABEL: pf.rank_program @rank0
-// KFAC: pf.clip_gradients
-// KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
-// KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
-// KFAC-NEXT: pf.kfac_kl_clip kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"])
-// KFAC-NEXT: pf.run_stage update @stage0_update()
+// KFAC: %[[KCLIP0:[0-9]+]]:3 = pf.clip_gradients(
+// KFAC-NEXT: %[[P0:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0(%[[KCLIP0]]#1) layer(0) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// KFAC-NEXT: %[[P1:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1(%[[KCLIP0]]#2) layer(1) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// KFAC-NEXT: %[[U01:[0-9]+]]:2 = pf.kfac_kl_clip updates(%[[P0]], %[[P1]] : tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KCLIP0]]#1, %[[KCLIP0]]#2 : tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>, tensor<16x16xf32>
+// KFAC-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[KCLIP0]]#0 : tensor<100x16xf32>
+// KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[U01]]#0 : tensor<16x16xf32>
+// KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[U01]]#1 : tensor<16x16xf32>
+// KFAC-NEXT: pf.run_stage update @stage0_update(%[[U01]]#0, %[[U01]]#1, %[[KCLIP0]]#0) :
 // KFAC-LABEL: pf.rank_program @rank1
-// KFAC: pf.clip_gradients
-// KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
-// KFAC-NEXT: pf.kfac_kl_clip
-// KFAC-NEXT: pf.run_stage update @stage1_update()
+// KFAC: %[[KCLIP1:[0-9]+]]:3 = pf.clip_gradients(
+// KFAC-NEXT: %[[P2:[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2(%[[KCLIP1]]#1) layer(2) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// KFAC-NEXT: %[[U2:[0-9]+]] = pf.kfac_kl_clip updates(%[[P2]] : tensor<16x16xf32>) gradients(%[[KCLIP1]]#1 : tensor<16x16xf32>) names(["grad/bert.encoder.layer.2.dense.weight"]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>
+// KFAC-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[KCLIP1]]#0 : tensor<100x16xf32>
+// KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[U2]] : tensor<16x16xf32>
+// KFAC-NEXT: pf.step_result "grad/cls.predictions.bias" %[[KCLIP1]]#2 : tensor<100xf32>
+// KFAC-NEXT: pf.run_stage update @stage1_update(%[[U2]], %[[KCLIP1]]#2, %[[KCLIP1]]#0) :
 
 // K-FAC for the bubbles: pending inverses, one inverse function per layer,
 // factor updates gated by the host (kfac_curvature), preconditioning only in
@@ -127,12 +154,13 @@
 // BUBBLES: %[[B1:[0-9]+]]:4 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1)
 // BUBBLES-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[B1]]#2 : tensor<100x16xf32>) microbatch(1) root(1)
 // BUBBLES-NEXT: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0(%[[B1]]#3) microbatch(1) layer(0)
-// BUBBLES: pf.clip_gradients
+// BUBBLES: %[[BCLIP:[0-9]+]]:3 = pf.clip_gradients(
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0)
 // BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1)
 // BUBBLES-NEXT: pf.kfac_promote_inverses
-// BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
-// BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
+// BUBBLES-NEXT: %[[BP0:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0(%[[BCLIP]]#1) layer(0)
+// BUBBLES-NEXT: %[[BP1:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1(%[[BCLIP]]#2) layer(1)
+// BUBBLES-NEXT: pf.kfac_kl_clip updates(%[[BP0]], %[[BP1]] : tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[BCLIP]]#1, %[[BCLIP]]#2 : tensor<16x16xf32>, tensor<16x16xf32>)
 // BUBBLES-LABEL: pf.rank_program @rank1
 // BUBBLES: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2)
 // BUBBLES-NEXT: pf.kfac_promote_inverses
@@ -155,8 +183,9 @@
 // The replicas weight the losses of their own micro-batches with the last
 // stage's gradients and the library adds the two partial sums; rank 0, the
 // lower, reports the step's loss. The library adds each replica's partial
-// sums of the gradients as values (pf.all_reduce of the operand), and the
-// sums go to the host (pf.step_result).
+// sums of the gradients as values (pf.all_reduce of the operand, in name
+// order); after the loss, the sums are clipped, and the clipped gradients go
+// to the host (pf.step_result, sorted by name) and to the merged update.
 // CHIMERA: %[[B1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
 // CHIMERA: %[[PARTIAL:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single(%[[B1]]#2, %[[B1]]#3, %[[F1]]#3) microbatch(1) in_place([0, 1, 2]) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHIMERA: %[[B0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward(
@@ -164,43 +193,63 @@
 // CHIMERA-DAG: %[[TIED0:[0-9]+]] = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_first(%[[B0]]#2) microbatch(0)
 // CHIMERA: %[[TIED1:[0-9]+]] = pf.run_stage accumulate @stage0_accumulate_replica{{[0-9]+}}_last(%[[B1]]#4, %[[TIED0]]) microbatch(1)
 // CHIMERA-NEXT: %[[ETIED:[0-9]+]] = pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(%[[TIED1]] : tensor<100x16xf32>) ranks([0, 1]) order(library) : tensor<100x16xf32> -> tensor<100x16xf32>
-// CHIMERA-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[ETIED]] : tensor<100x16xf32>
-// CHIMERA-NEXT: %[[E0:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.0.dense.weight"(%[[R0]]#0 : tensor<16x16xf32>) ranks([0, 1]) order(library)
-// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[E0]] : tensor<16x16xf32>
-// CHIMERA-NEXT: %[[E1:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.1.dense.weight"(%[[R0]]#1 : tensor<16x16xf32>) ranks([0, 1]) order(library)
-// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[E1]] : tensor<16x16xf32>
-// CHIMERA-NEXT: %[[E2:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.2.dense.weight"(%[[PARTIAL]]#0 : tensor<16x16xf32>) ranks([0, 1]) order(library)
-// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[E2]] : tensor<16x16xf32>
-// CHIMERA-NEXT: %[[EB:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"(%[[PARTIAL]]#1 : tensor<100xf32>) ranks([0, 1]) order(library)
-// CHIMERA-NEXT: pf.step_result "grad/cls.predictions.bias" %[[EB]] : tensor<100xf32>
+// CHIMERA-NEXT: %[[E0:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.0.dense.weight"(%[[R0]]#0 : tensor<16x16xf32>) ranks([0, 1]) order(library) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-NEXT: %[[E1:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.1.dense.weight"(%[[R0]]#1 : tensor<16x16xf32>) ranks([0, 1]) order(library) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-NEXT: %[[E2:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.2.dense.weight"(%[[PARTIAL]]#0 : tensor<16x16xf32>) ranks([0, 1]) order(library) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-NEXT: %[[EB:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"(%[[PARTIAL]]#1 : tensor<100xf32>) ranks([0, 1]) order(library) : tensor<100xf32> -> tensor<100xf32>
 // CHIMERA-NEXT: %[[LOSS:[0-9]+]] = pf.all_reduce "loss_sum"(%[[PARTIAL]]#2 : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
 // CHIMERA-NEXT: pf.step_result "loss" %[[LOSS]] : tensor<f32>
+// CHIMERA-NEXT: %[[CC:[0-9]+]]:5 = pf.clip_gradients(%[[ETIED]], %[[E0]], %[[E1]], %[[E2]], %[[EB]] : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>
+// CHIMERA-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[CC]]#0 : tensor<100x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[CC]]#1 : tensor<16x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[CC]]#2 : tensor<16x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[CC]]#3 : tensor<16x16xf32>
+// CHIMERA-NEXT: pf.step_result "grad/cls.predictions.bias" %[[CC]]#4 : tensor<100xf32>
+// CHIMERA-NEXT: pf.run_stage update @rank0_update(%[[CC]]#1, %[[CC]]#2, %[[CC]]#0, %[[CC]]#3, %[[CC]]#4) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>) -> ()
 // CHIMERA-EXACT-LABEL: pf.rank_program @rank0
 // CHIMERA-EXACT-NOT: accumulate
 // The bitwise mode: each rank reports the losses of its micro-batches, which
-// the host gathers and weights as one process does, and their gradient
-// pieces, which the host sums in micro-batch order.
+// the host gathers and weights as one process does (no loss all-reduce), and
+// sums its gradient pieces with the other replica's as values: each
+// pf.all_reduce takes the rank's pieces in micro-batch order, naming their
+// micro-batches (the default order, not printed); the sums are clipped, and
+// the clipped gradients go to the host and the update.
 // CHIMERA-EXACT: %[[XB1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
 // CHIMERA-EXACT-NOT: accumulate
 // CHIMERA-EXACT: %[[XB0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(0)
 // CHIMERA-EXACT-NOT: accumulate
 // CHIMERA-EXACT: pf.step_result "loss" %{{[0-9]+}}#3 microbatch(1) : tensor<f32>
-// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[XB0]]#2 microbatch(0) : tensor<100x16xf32>
-// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[XB0]]#0 microbatch(0) : tensor<16x16xf32>
-// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[XB0]]#1 microbatch(0) : tensor<16x16xf32>
-// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[XB1]]#4 microbatch(1) : tensor<100x16xf32>
-// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[XB1]]#2 microbatch(1) : tensor<16x16xf32>
-// CHIMERA-EXACT-NEXT: pf.step_result "grad/cls.predictions.bias" %[[XB1]]#3 microbatch(1) : tensor<100xf32>
-// CHIMERA-EXACT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight" ranks([0, 1]) : tensor<
-// CHIMERA-EXACT: pf.all_reduce "grad/cls.predictions.bias" ranks([0, 1]) : tensor<
-// CHIMERA-NEXT: pf.clip_gradients
-// CHIMERA-NEXT: pf.run_stage update @rank0_update()
+// CHIMERA-EXACT-NEXT: %[[XE:[0-9]+]] = pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(%[[XB0]]#2, %[[XB1]]#4 : tensor<100x16xf32>, tensor<100x16xf32>) microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>{{$}}
+// CHIMERA-EXACT-NEXT: %[[X0:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.0.dense.weight"(%[[XB0]]#0 : tensor<16x16xf32>) microbatches([0]) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>{{$}}
+// CHIMERA-EXACT-NEXT: %[[X1:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.1.dense.weight"(%[[XB0]]#1 : tensor<16x16xf32>) microbatches([0]) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>{{$}}
+// CHIMERA-EXACT-NEXT: %[[X2:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.2.dense.weight"(%[[XB1]]#2 : tensor<16x16xf32>) microbatches([1]) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>{{$}}
+// CHIMERA-EXACT-NEXT: %[[XBIAS:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"(%[[XB1]]#3 : tensor<100xf32>) microbatches([1]) ranks([0, 1]) : tensor<100xf32> -> tensor<100xf32>{{$}}
+// CHIMERA-EXACT-NEXT: %[[XC:[0-9]+]]:5 = pf.clip_gradients(%[[XE]], %[[X0]], %[[X1]], %[[X2]], %[[XBIAS]] : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00)
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[XC]]#0 : tensor<100x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[XC]]#1 : tensor<16x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[XC]]#2 : tensor<16x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[XC]]#3 : tensor<16x16xf32>
+// CHIMERA-EXACT-NEXT: pf.step_result "grad/cls.predictions.bias" %[[XC]]#4 : tensor<100xf32>
+// CHIMERA-EXACT-NEXT: pf.run_stage update @rank0_update(%[[XC]]#1, %[[XC]]#2, %[[XC]]#0, %[[XC]]#3, %[[XC]]#4) :
+// The other replica's pieces: the micro-batches rank 0 does not hold.
+// CHIMERA-EXACT-LABEL: pf.rank_program @rank1
+// CHIMERA-EXACT: pf.step_result "loss" %{{[0-9]+}}#3 microbatch(0) : tensor<f32>
+// CHIMERA-EXACT-NEXT: %[[YE:[0-9]+]] = pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}}#4, %{{[0-9]+}}#2 : tensor<100x16xf32>, tensor<100x16xf32>) microbatches([0, 1]) ranks([0, 1])
+// CHIMERA-EXACT-NEXT: %[[Y0:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.0.dense.weight"(%{{[0-9]+}}#0 : tensor<16x16xf32>) microbatches([1]) ranks([0, 1])
+// CHIMERA-EXACT-NEXT: %[[Y1:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.1.dense.weight"(%{{[0-9]+}}#1 : tensor<16x16xf32>) microbatches([1]) ranks([0, 1])
+// CHIMERA-EXACT-NEXT: %[[Y2:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.2.dense.weight"(%{{[0-9]+}}#2 : tensor<16x16xf32>) microbatches([0]) ranks([0, 1])
+// CHIMERA-EXACT-NEXT: %[[YBIAS:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"(%{{[0-9]+}}#3 : tensor<100xf32>) microbatches([0]) ranks([0, 1])
+// CHIMERA-EXACT-NEXT: %[[YC:[0-9]+]]:5 = pf.clip_gradients(%[[YE]], %[[Y0]], %[[Y1]], %[[Y2]], %[[YBIAS]] :
+// CHIMERA-EXACT-NOT: "loss_sum"
+// CHIMERA-EXACT: pf.run_stage update @rank1_update(%[[YC]]#1, %[[YC]]#2, %[[YC]]#0, %[[YC]]#3, %[[YC]]#4) :
 // CHIMERA-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1])
 // CHIMERA-DAG: pf.run_stage forward @stage1_forward({{.*}}) microbatch(0)
 // CHIMERA-DAG: pf.run_stage forward @stage0_forward() microbatch(1)
 // CHIMERA: pf.all_reduce "loss_sum"
-// CHIMERA-NOT: pf.step_result
-// CHIMERA: pf.run_stage update @rank1_update()
+// CHIMERA-NOT: pf.step_result "loss"
+// CHIMERA: %[[CC1:[0-9]+]]:5 = pf.clip_gradients(
+// CHIMERA-NOT: pf.step_result "loss"
+// CHIMERA: pf.run_stage update @rank1_update(%[[CC1]]#1, %[[CC1]]#2, %[[CC1]]#0, %[[CC1]]#3, %[[CC1]]#4) :
 // Chimera with K-FAC: both replicas' copies of each factor are summed after
 // the passes (with the gradients, before the clipping), then the replicas
 // split the preconditioning layer by layer.
@@ -209,19 +258,33 @@
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.B" ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B" ranks([0, 1])
-// CHIMERA-KFAC: pf.clip_gradients
-// Each layer's preconditioning (with its inverse refresh) on one replica.
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
-// CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1])
-// CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1])
-// CHIMERA-KFAC-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1])
-// CHIMERA-KFAC-NEXT: pf.kfac_kl_clip
+// CHIMERA-KFAC: %[[KC0:[0-9]+]]:5 = pf.clip_gradients(
+// Each layer's preconditioning (with its inverse refresh) on one replica,
+// of its clipped gradient; the owner broadcasts the result and the other
+// replica receives it. Each KL-clip takes the three updates (computed or
+// received) with the replica's own clipped gradients, and the update takes
+// the KL-clipped ones.
+// CHIMERA-KFAC-NEXT: %[[KP0:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0(%[[KC0]]#1) layer(0) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KP2:[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2(%[[KC0]]#3) layer(2) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KB0:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.0.dense.weight"(%[[KP0]] : tensor<16x16xf32>) root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KB1:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KB2:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.2.dense.weight"(%[[KP2]] : tensor<16x16xf32>) root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KU:[0-9]+]]:3 = pf.kfac_kl_clip updates(%[[KB0]], %[[KB1]], %[[KB2]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KC0]]#1, %[[KC0]]#2, %[[KC0]]#3 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[KC0]]#0 : tensor<100x16xf32>
+// CHIMERA-KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[KU]]#0 : tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[KU]]#1 : tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[KU]]#2 : tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: pf.step_result "grad/cls.predictions.bias" %[[KC0]]#4 : tensor<100xf32>
+// CHIMERA-KFAC-NEXT: pf.run_stage update @rank0_update(%[[KU]]#0, %[[KU]]#1, %[[KC0]]#0, %[[KU]]#2, %[[KC0]]#4) :
 // CHIMERA-KFAC-LABEL: pf.rank_program @rank1 rank(1)
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
-// CHIMERA-KFAC: pf.clip_gradients
-// CHIMERA-KFAC-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
-// CHIMERA-KFAC-NEXT: pf.broadcast
+// CHIMERA-KFAC: %[[KC1:[0-9]+]]:5 = pf.clip_gradients(
+// CHIMERA-KFAC-NEXT: %[[KP1:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1(%[[KC1]]#2) layer(1) : (tensor<16x16xf32>) -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KR0:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KR1:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.1.dense.weight"(%[[KP1]] : tensor<16x16xf32>) root(1) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KR2:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KV:[0-9]+]]:3 = pf.kfac_kl_clip updates(%[[KR0]], %[[KR1]], %[[KR2]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KC1]]#1, %[[KC1]]#2, %[[KC1]]#3 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
+// CHIMERA-KFAC: pf.run_stage update @rank1_update(%[[KV]]#0, %[[KV]]#1, %[[KC1]]#0, %[[KV]]#2, %[[KC1]]#4) :
 // Chimera with K-FAC in the bubbles: each replica's factor calls (outlined,
 // after their passes) update its copy; the warm-up program sums the copies
 // before both replicas invert (the window programs, added by pf-train after
@@ -230,39 +293,43 @@
 // CHIMERA-BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0({{.*}}) microbatch(0) layer(0)
 // CHIMERA-BUBBLES: pf.run_stage kfac_factor_b @stage0_kfac_factor_b_0({{.*}}) microbatch(0) layer(0)
 // CHIMERA-BUBBLES: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1]) : tensor<16x16xf32>
-// CHIMERA-BUBBLES: pf.clip_gradients
+// CHIMERA-BUBBLES: %[[CB0:[0-9]+]]:5 = pf.clip_gradients(
 // CHIMERA-BUBBLES-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0)
 // CHIMERA-BUBBLES: pf.kfac_promote_inverses
 // The replicas split the preconditioning (it writes no state here): each
 // layer on the member with less work so far, its result broadcast.
-// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
-// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
-// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32>
-// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1])
-// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1])
-// CHIMERA-BUBBLES-NEXT: pf.kfac_kl_clip
+// CHIMERA-BUBBLES-NEXT: %[[CBP0:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0(%[[CB0]]#1) layer(0)
+// CHIMERA-BUBBLES-NEXT: %[[CBP2:[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2(%[[CB0]]#3) layer(2)
+// CHIMERA-BUBBLES-NEXT: %[[CBB0:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.0.dense.weight"(%[[CBP0]] : tensor<16x16xf32>) root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-BUBBLES-NEXT: %[[CBB1:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-BUBBLES-NEXT: %[[CBB2:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.2.dense.weight"(%[[CBP2]] : tensor<16x16xf32>) root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-BUBBLES-NEXT: pf.kfac_kl_clip updates(%[[CBB0]], %[[CBB1]], %[[CBB2]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[CB0]]#1, %[[CB0]]#2, %[[CB0]]#3 :
 // CHIMERA-BUBBLES-LABEL: pf.rank_program @rank1 rank(1)
 // CHIMERA-BUBBLES: pf.run_stage kfac_factor_a @stage0_kfac_factor_a_0({{.*}}) microbatch(1) layer(0)
 // CHIMERA-BUBBLES: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
+// CHIMERA-BUBBLES: %[[CB1:[0-9]+]]:5 = pf.clip_gradients(
 // CHIMERA-BUBBLES: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0)
 // CHIMERA-BUBBLES: pf.kfac_promote_inverses
-// CHIMERA-BUBBLES-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
-// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0)
-// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1)
-// CHIMERA-BUBBLES-NEXT: pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0)
+// CHIMERA-BUBBLES-NEXT: %[[CBP1:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1(%[[CB1]]#2) layer(1)
+// CHIMERA-BUBBLES-NEXT: %[[CBR0:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-BUBBLES-NEXT: %[[CBR1:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.1.dense.weight"(%[[CBP1]] : tensor<16x16xf32>) root(1) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-BUBBLES-NEXT: %[[CBR2:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
+// CHIMERA-BUBBLES-NEXT: pf.kfac_kl_clip updates(%[[CBR0]], %[[CBR1]], %[[CBR2]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[CB1]]#1, %[[CB1]]#2, %[[CB1]]#3 :
 // split-precondition=false: both replicas precondition every layer.
 // CHIMERA-BOTH-LABEL: pf.rank_program @rank0 rank(0)
+// CHIMERA-BOTH: %[[BC0:[0-9]+]]:5 = pf.clip_gradients(
 // CHIMERA-BOTH: pf.kfac_promote_inverses
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
-// CHIMERA-BOTH-NEXT: pf.kfac_kl_clip
+// CHIMERA-BOTH-NEXT: %[[BP00:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0(%[[BC0]]#1) layer(0)
+// CHIMERA-BOTH-NEXT: %[[BP01:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1(%[[BC0]]#2) layer(1)
+// CHIMERA-BOTH-NEXT: %[[BP02:[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2(%[[BC0]]#3) layer(2)
+// CHIMERA-BOTH-NEXT: pf.kfac_kl_clip updates(%[[BP00]], %[[BP01]], %[[BP02]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[BC0]]#1, %[[BC0]]#2, %[[BC0]]#3 :
 // CHIMERA-BOTH-LABEL: pf.rank_program @rank1 rank(1)
+// CHIMERA-BOTH: %[[BC1:[0-9]+]]:5 = pf.clip_gradients(
 // CHIMERA-BOTH: pf.kfac_promote_inverses
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_0() layer(0)
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage0_kfac_precondition_1() layer(1)
-// CHIMERA-BOTH-NEXT: pf.run_stage precondition @stage1_kfac_precondition_2() layer(2)
-// CHIMERA-BOTH-NEXT: pf.kfac_kl_clip
+// CHIMERA-BOTH-NEXT: %[[BP10:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0(%[[BC1]]#1) layer(0)
+// CHIMERA-BOTH-NEXT: %[[BP11:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1(%[[BC1]]#2) layer(1)
+// CHIMERA-BOTH-NEXT: %[[BP12:[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2(%[[BC1]]#3) layer(2)
+// CHIMERA-BOTH-NEXT: pf.kfac_kl_clip updates(%[[BP10]], %[[BP11]], %[[BP12]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[BC1]]#1, %[[BC1]]#2, %[[BC1]]#3 :
 // CHIMERA-ODD: error: pf-build-rank-programs: chimera needs an even number of stages (got 3)
 
 pf.param @"bert.embeddings.word_embeddings.weight" : tensor<100x16xf32>

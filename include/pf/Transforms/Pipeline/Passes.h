@@ -110,6 +110,9 @@ struct PipelineRunOptions {
   /// micro-batch order, bit for bit one process's sum; false: the library's
   /// all-reduce of each member's weighted partial sum.
   bool deterministic = false;
+  /// Each gradient of the step leaves the programs (pf.step_result) for the
+  /// caller; false (pf-train): only the loss does.
+  bool gradientResults = true;
   /// The units pf-split-stages cuts into stages (default: the embeddings,
   /// the blocks' attention and FFN halves and the head's parts, each costed).
   StageGrain grain = StageGrain::Half;

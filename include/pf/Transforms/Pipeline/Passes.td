@@ -410,6 +410,10 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
            "(order(microbatch)); false: each member's weighted partial sum, added by the "
            "communication library's all-reduce (order(library): one gradient's bytes instead "
            "of every piece, the association the library's) (default: false)">,
+    Option<"gradientResults", "gradient-results", "bool", /*default=*/"true",
+           "Hand each gradient of the step, as the update takes it (summed, clipped, "
+           "preconditioned), to the host by pf.step_result: what pf-run --run-ranks writes; "
+           "false: only the loss leaves the program (pf-train) (default: true)">,
   ];
 }
 

@@ -68,9 +68,6 @@ LogicalResult RunStageOp::verify() {
   if (getMicrobatch() && int64_t(*getMicrobatch()) >= program.getNumMicrobatches())
     return emitOpError("microbatch ") << *getMicrobatch() << " is not in [0, "
                                       << program.getNumMicrobatches() << ")";
-  if (!perMicrobatch && (!getInputs().empty() || !getOutputs().empty()))
-    return emitOpError("a ") << stringifyStageTaskKind(getKind())
-                             << " runs once per step and takes or makes no stage values";
   if (auto inPlace = getInPlace()) {
     if (getKind() != StageTaskKind::Accumulate)
       return emitOpError("a ") << stringifyStageTaskKind(getKind())
@@ -129,9 +126,19 @@ Value mlir::pf::inPlaceOperand(Operation *op, unsigned result) {
   }
   if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op))
     return reduce.getPiece();
-  // The library sums a value in place.
+  // The library sums a partial sum in place (the micro-batches' pieces are
+  // summed into a fresh value); a broadcast sends its operand from there.
   if (auto sum = dyn_cast<AllReduceOp>(op))
-    return sum.getInput();
+    return sum.getOrder() == ReductionOrder::Library && sum.getInputs().size() == 1
+               ? sum.getInputs().front()
+               : Value();
+  if (auto broadcast = dyn_cast<BroadcastOp>(op))
+    return broadcast.getInput();
+  // The clippings scale each gradient (update) where it is.
+  if (auto clip = dyn_cast<ClipGradientsOp>(op))
+    return result < clip.getGradients().size() ? clip.getGradients()[result] : Value();
+  if (auto clip = dyn_cast<KfacKLClipOp>(op))
+    return result < clip.getUpdates().size() ? clip.getUpdates()[result] : Value();
   return Value();
 }
 
@@ -235,11 +242,10 @@ std::optional<int64_t> mlir::pf::microbatchOfStageValue(Value value) {
   return std::nullopt;
 }
 
-SmallVector<unsigned> mlir::pf::stageValuePositions(Operation *function, bool results,
-                                                   bool perStep) {
+SmallVector<unsigned> mlir::pf::stageValuePositions(Operation *function, bool results) {
   SmallVector<unsigned> positions;
   auto func = dyn_cast_or_null<FunctionOpInterface>(function);
-  if (!func || perStep)
+  if (!func)
     return positions;
   unsigned count = results ? func.getNumResults() : func.getNumArguments();
   for (unsigned i = 0; i < count; ++i)
@@ -254,7 +260,7 @@ StringRef mlir::pf::stageValueName(Value value) {
   auto nameOf = [](RunStageOp run, unsigned index, bool result) -> StringRef {
     Operation *function = SymbolTable::lookupNearestSymbolFrom(run, run.getStageAttr());
     SmallVector<unsigned> positions =
-        stageValuePositions(function, result, !isPerMicrobatch(run.getKind()));
+        stageValuePositions(function, result);
     if (index >= positions.size())
       return {};
     auto func = cast<FunctionOpInterface>(function);
@@ -301,7 +307,7 @@ LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto func = symbols.lookupNearestSymbolFrom<FunctionOpInterface>(*this, getStageAttr());
   auto check = [&](bool results, TypeRange types) -> LogicalResult {
     SmallVector<unsigned> positions =
-        stageValuePositions(func, results, !isPerMicrobatch(getKind()));
+        stageValuePositions(func, results);
     ArrayRef<Type> declared = results ? func.getResultTypes() : func.getArgumentTypes();
     SmallVector<Type> expected;
     for (unsigned i : positions)
@@ -318,9 +324,10 @@ LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (failed(check(false, getInputs().getTypes())) || failed(check(true, getOutputs().getTypes())))
     return failure();
   // Each operand a call made is the value its argument names (a running sum
-  // continues under its own name; a reduce returns the gradient it sums).
+  // continues under its own name and is the step's gradient of its piece; a
+  // reduce returns the gradient it sums).
   SmallVector<unsigned> arguments =
-      stageValuePositions(func, false, !isPerMicrobatch(getKind()));
+      stageValuePositions(func, false);
   for (auto [i, input, position] : llvm::enumerate(getInputs(), arguments)) {
     auto argument = func.getArgAttrOfType<StringAttr>(position, kNameAttrName);
     StringRef made;
@@ -328,14 +335,17 @@ LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
       made = reduce.getValue();
     else if (input.getDefiningOp<RunStageOp>())
       made = stageValueName(input);
-    if (argument && !made.empty() && made != argument.getValue())
+    // A once-per-step call takes a step gradient where an accumulate call's
+    // running sum is the last value of it.
+    if (argument && !made.empty() && made != argument.getValue() &&
+        !(!isPerMicrobatch(getKind()) && pieceOfRunningSum(made) == argument.getValue()))
       return emitOpError("input #") << i << " is '" << made << "' but " << getStageAttr()
                                     << " takes '" << argument.getValue() << "' there";
   }
   // A result goes over what it is computed from: the running sum it
   // continues, or the piece it weights.
   if (auto inPlace = getInPlace()) {
-    SmallVector<unsigned> results = stageValuePositions(func, true, false);
+    SmallVector<unsigned> results = stageValuePositions(func, true);
     for (auto [i, over] : llvm::enumerate(*inPlace)) {
       if (over < 0)
         continue;
@@ -401,23 +411,58 @@ static LogicalResult verifyMembers(OpT op) {
 }
 
 LogicalResult AllReduceOp::verify() {
-  if (bool(getInput()) != bool(getSum()))
-    return emitOpError("sums an operand into a result, or a named value with neither");
-  if (getInput()) {
-    if (getValue() != kLossSumName && !getValue().starts_with(kGradientPrefix))
-      return emitOpError("sums the operand '")
-             << getValue() << "', but only '" << kLossSumName
-             << "' and gradients (grad/*) are summed as values";
-    if (getInput().getType() != getType() || getSum().getType() != getType())
-      return emitOpError("operand and result are ")
-             << getType() << " (the op's type), got " << getInput().getType() << " and "
-             << getSum().getType();
-    if (getOrder() != ReductionOrder::Library)
-      return emitOpError("sums its operand as the library adds it: order(library)");
-  } else if (getOrder() == ReductionOrder::Library) {
-    // The library adds each member's partial sum, a value of its program.
-    return emitOpError("order(library) sums an operand (a partial sum), not the named '")
-           << getValue() << "'";
+  if (getInputs().empty() != !getSum())
+    return emitOpError("sums operands into a result, or a named parameter with neither");
+  if (getInputs().empty()) {
+    // A gradient or the loss is a value of the program.
+    if (getValue() == kLossSumName || getValue().starts_with(kGradientPrefix))
+      return emitOpError("sums '") << getValue()
+                                   << "' by name, but gradients and the loss are summed as "
+                                      "values of the program (operands in, the sum out)";
+    if (getOrder() == ReductionOrder::Library)
+      return emitOpError("order(library) sums an operand (a partial sum), not the named '")
+             << getValue() << "'";
+    if (getMicrobatches())
+      return emitOpError("microbatches name the operands' micro-batches, but it has none");
+    return verifyMembers(*this);
+  }
+  if (getValue() != kLossSumName && !getValue().starts_with(kGradientPrefix))
+    return emitOpError("sums the operands '")
+           << getValue() << "', but only '" << kLossSumName
+           << "' and gradients (grad/*) are summed as values";
+  for (Value input : getInputs())
+    if (input.getType() != getType())
+      return emitOpError("operands are ") << getType() << " (the op's type), got "
+                                          << input.getType();
+  if (getSum().getType() != getType())
+    return emitOpError("result is ") << getType() << " (the op's type), got "
+                                     << getSum().getType();
+  if (getOrder() == ReductionOrder::Library) {
+    if (getInputs().size() != 1)
+      return emitOpError("order(library) sums one partial sum per member, got ")
+             << getInputs().size() << " operands";
+    if (getMicrobatches())
+      return emitOpError("order(library) sums a partial sum, which has no micro-batch");
+    return verifyMembers(*this);
+  }
+  // order(microbatch): each operand is the piece of the micro-batch named.
+  if (getValue() == kLossSumName)
+    return emitOpError("sums '") << kLossSumName << "' as the library adds it: order(library)";
+  if (!getMicrobatches() || getMicrobatches()->size() != getInputs().size())
+    return emitOpError("order(microbatch) names each operand's micro-batch (microbatches), got ")
+           << (getMicrobatches() ? int64_t(getMicrobatches()->size()) : 0) << " for "
+           << getInputs().size() << " operands";
+  auto program = (*this)->getParentOfType<RankProgramOp>();
+  int64_t previous = -1;
+  for (auto [i, m] : llvm::enumerate(*getMicrobatches())) {
+    if (m <= previous || m >= program.getNumMicrobatches())
+      return emitOpError("microbatches must increase within [0, ")
+             << program.getNumMicrobatches() << "), got " << getMicrobatchesAttr();
+    previous = m;
+    std::optional<int64_t> from = microbatchOfStageValue(getInputs()[i]);
+    if (from && *from != m)
+      return emitOpError("operand #") << i << " is a value of micro-batch " << *from
+                                      << ", but microbatches names " << m;
   }
   return verifyMembers(*this);
 }
@@ -432,7 +477,20 @@ static LogicalResult verifyRootedMembers(OpT op) {
   return success();
 }
 
-LogicalResult BroadcastOp::verify() { return verifyRootedMembers(*this); }
+LogicalResult BroadcastOp::verify() {
+  if (failed(verifyRootedMembers(*this)))
+    return failure();
+  bool isRoot = int64_t(getRoot()) == (*this)->getParentOfType<RankProgramOp>().getRankValue();
+  if (!getResult())
+    return emitOpError("returns the root's value on every member");
+  // The root hands its operand over; every member returns the root's value.
+  if (isRoot != bool(getInput()))
+    return emitOpError(isRoot ? "on the root takes the value it hands over"
+                              : "takes no operand off the root (it receives the root's value)");
+  if (getResult().getType() != getType() || (getInput() && getInput().getType() != getType()))
+    return emitOpError("operand and result are ") << getType() << " (the op's type)";
+  return success();
+}
 
 LogicalResult ReduceMicrobatchOp::verify() {
   if (failed(verifyRootedMembers(*this)))
@@ -464,6 +522,11 @@ LogicalResult StepResultOp::verify() {
   if (getName().starts_with(kGradientPrefix) && getName().size() > kGradientPrefix.size()) {
     if (!isa<FloatType>(type.getElementType()))
       return emitOpError("gradient '") << getName() << "' is not a float tensor, got " << type;
+    // The program sums the pieces (accumulate calls, pf.all_reduce).
+    if (getMicrobatch())
+      return emitOpError("gradient '")
+             << getName() << "' leaves as the step's, not micro-batch " << *getMicrobatch()
+             << "'s (the program sums the pieces: accumulate calls, pf.all_reduce)";
   } else if (getName() != kLossName) {
     return emitOpError("reports '") << getName() << "', but the step's results are '"
                                     << kLossName << "' and its gradients (grad/<param>)";
@@ -479,11 +542,43 @@ LogicalResult StepResultOp::verify() {
 
 static LogicalResult verifyGradientOrder(Operation *op, ArrayAttr order);
 
+static LogicalResult verifyNamedGradients(Operation *op, ArrayAttr names, ArrayAttr order,
+                                          ValueRange operands, ValueRange results,
+                                          StringRef operandKind);
+
 LogicalResult ClipGradientsOp::verify() {
   double maxNorm = getMaxNorm().convertToDouble();
   if (!(maxNorm > 0) || !std::isfinite(maxNorm))
     return emitOpError("max_norm must be positive and finite, got ") << maxNorm;
-  return verifyGradientOrder(*this, getOrder());
+  if (failed(verifyGradientOrder(*this, getOrder())))
+    return failure();
+  return verifyNamedGradients(*this, getNames(), getOrder(), getGradients(), getClipped(),
+                              "gradient");
+}
+
+/// The operands of a step-end collective on gradients: one distinct name
+/// of `order` each, and a result of the same type each (the operand
+/// scaled in its bytes).
+static LogicalResult verifyNamedGradients(Operation *op, ArrayAttr names, ArrayAttr order,
+                                          ValueRange operands, ValueRange results,
+                                          StringRef operandKind) {
+  if (names.size() != operands.size() || results.size() != operands.size())
+    return op->emitOpError("names ") << names.size() << " " << operandKind << "s for "
+                                     << operands.size() << " operands and " << results.size()
+                                     << " results (one each)";
+  llvm::StringSet<> seen;
+  for (auto [i, entry] : llvm::enumerate(names)) {
+    StringRef name = cast<StringAttr>(entry).getValue();
+    if (!llvm::is_contained(order.getValue(), entry))
+      return op->emitOpError(operandKind) << " #" << i << " '" << name << "' is not in the order";
+    if (!seen.insert(name).second)
+      return op->emitOpError("names '") << name << "' twice";
+    if (operands[i].getType() != results[i].getType())
+      return op->emitOpError("result #") << i << " is " << results[i].getType() << " but "
+                                         << operandKind << " #" << i << " is "
+                                         << operands[i].getType();
+  }
+  return success();
 }
 
 /// `order` of a clipping op: distinct grad/<parameter> names.
@@ -505,7 +600,17 @@ LogicalResult KfacKLClipOp::verify() {
   double kappa = getKappa().convertToDouble();
   if (!(kappa > 0) || !std::isfinite(kappa))
     return emitOpError("kappa must be positive and finite, got ") << kappa;
-  return verifyGradientOrder(*this, getOrder());
+  if (failed(verifyGradientOrder(*this, getOrder())))
+    return failure();
+  if (getGradients().size() != getUpdates().size())
+    return emitOpError("takes the gradient of each update, got ")
+           << getUpdates().size() << " updates and " << getGradients().size() << " gradients";
+  for (auto [i, update, gradient] : llvm::enumerate(getUpdates(), getGradients()))
+    if (update.getType() != gradient.getType())
+      return emitOpError("update #") << i << " is " << update.getType() << " but its gradient is "
+                                     << gradient.getType();
+  return verifyNamedGradients(*this, getNames(), getOrder(), getUpdates(), getClipped(),
+                              "update");
 }
 
 //===----------------------------------------------------------------------===//
@@ -710,12 +815,12 @@ private:
       if (!peer || peer.getValue() != op.getValue() || peer.getRanks() != op.getRanks() ||
           peer.getType() != op.getType())
         return false;
-      if constexpr (std::is_same_v<OpT, BroadcastOp>)
-        return peer.getRoot() == op.getRoot();
       if constexpr (std::is_same_v<OpT, ReduceMicrobatchOp>)
         return peer.getRoot() == op.getRoot() && peer.getMicrobatch() == op.getMicrobatch();
       if constexpr (std::is_same_v<OpT, AllReduceOp>)
-        return peer.getOrder() == op.getOrder();
+        return peer.getOrder() == op.getOrder() && bool(peer.getSum()) == bool(op.getSum());
+      if constexpr (std::is_same_v<OpT, BroadcastOp>)
+        return peer.getRoot() == op.getRoot() && bool(peer.getResult()) == bool(op.getResult());
       return true;
     });
   }
@@ -745,8 +850,28 @@ private:
   /// Every member of an all_reduce runs one of the same value, ranks, order
   /// and type.
   LogicalResult checkAllReduces() {
-    return checkMembers<AllReduceOp>("ranks, order and type",
-                                     [](AllReduceOp, Position) { return true; });
+    return checkMembers<AllReduceOp>(
+        "ranks, order and type",
+        [&](AllReduceOp reduce, Position at) { return checkPiecesCovered(reduce, at); });
+  }
+
+  /// The members of an order(microbatch) sum of pieces hold every
+  /// micro-batch between them (Chimera's replicas half each).
+  bool checkPiecesCovered(AllReduceOp reduce, Position at) {
+    if (!reduce.getMicrobatches())
+      return true;
+    std::set<int64_t> held;
+    for (int64_t member : reduce.getRanks())
+      for (Operation *op : programs[member].ops)
+        if (auto peer = dyn_cast<AllReduceOp>(op);
+            peer && peer.getValue() == reduce.getValue() && peer.getMicrobatches())
+          held.insert(peer.getMicrobatches()->begin(), peer.getMicrobatches()->end());
+    for (int64_t m = 0; m < numMicrobatches; ++m)
+      if (!held.count(m)) {
+        error(at) << describe(reduce) << ": no member sums a piece of micro-batch " << m;
+        return false;
+      }
+    return true;
   }
 
   /// Every member of a broadcast runs one of the same value, root, ranks and
@@ -965,31 +1090,24 @@ private:
   /// each micro-batch's loss is reported by one rank (the host weights
   /// them); a program without any report makes no loss.
   ///
-  /// A gradient leaves once per rank: the rank's step gradient, or each of
-  /// its micro-batch pieces once (the members of its reduction report it
-  /// each).
+  /// A gradient leaves once per rank, as the rank's gradient of the step.
   LogicalResult checkStepResults() {
     std::optional<Position> whole;
     std::map<int64_t, Position> perMicrobatch;
     bool ok = true;
     for (auto [rank, program] : llvm::enumerate(programs)) {
-      // gradient -> (the step's report, each micro-batch's)
-      std::map<std::string, std::pair<std::optional<size_t>, std::map<int64_t, size_t>>>
-          gradients;
+      std::map<std::string, size_t> gradients; // -> its report
       for (auto [index, op] : llvm::enumerate(program.ops)) {
         auto result = dyn_cast<StepResultOp>(op);
         if (!result)
           continue;
         Position at{int64_t(rank), index};
         if (result.getName() != kLossName) {
-          auto &[step, pieces] = gradients[result.getName().str()];
-          std::optional<size_t> earlier =
-              recordReport(step, pieces, result.getMicrobatch(), size_t(index));
-          if (earlier || (step && !pieces.empty())) {
+          auto [earlier, fresh] = gradients.try_emplace(result.getName().str(), size_t(index));
+          if (!fresh) {
             ok = false;
             error(at) << describe(op) << " is reported a second time on this rank (op "
-                      << (earlier ? *earlier : step ? *step : pieces.begin()->second)
-                      << " reports it)";
+                      << earlier->second << " reports it)";
           }
           continue;
         }

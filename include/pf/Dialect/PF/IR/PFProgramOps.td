@@ -152,80 +152,97 @@ def PF_RecvActOp : PF_RankProgramBodyOp<"recv_act"> {
 }
 
 def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
-  let summary = "sums a named value over a group of ranks";
+  let summary = "sums a value over a group of ranks";
   let description = [{
     Every rank in `ranks` (this one included) runs an all_reduce of the same
-    `value`, `ranks` and type; afterwards each holds the sum. Used for the
-    gradient of a parameter held by several stages (the tied word embedding)
-    and for the replicas of Chimera. A `value` naming a parameter (Chimera's
-    K-FAC factors) sums the members' copies in place; the member that does
-    not run micro-batch 0 of the stage starts each due factor update from
-    zero, so the sum holds every micro-batch's curvature once.
+    `value`, `ranks`, order and type; afterwards each holds the sum. Used for
+    the gradient of a parameter held by several stages (the tied word
+    embedding), for the replicas of Chimera and for the loss of a last stage
+    that two ranks run.
 
-    `order` says how a gradient's sum is formed. `microbatch` (the default,
-    and `pf-build-rank-programs{deterministic=true}`): the members' pieces
-    of every micro-batch are added per micro-batch and weighted in
-    micro-batch order, bit for bit the sum of one process. `library`: each
-    member weights the micro-batches it ran (Σ c_m·x_m / Σ c over the
-    step's micro-batches) and the communication library's all-reduce adds
-    these partial sums in the association it picks; the partial sum is the
-    op's operand.
+    A gradient or the loss is summed as values of the program: `inputs` in,
+    `sum` out. `order` says how the sum is formed:
+    - `library`: one input, this member's partial sum (a gradient's
+      count-weighted sum over the micro-batches it ran, Σ c_m·x_m / Σ c over
+      the step's micro-batches; the loss's `loss_sum`), added by the
+      communication library in the association it picks.
+    - `microbatch` (the default; `pf-build-rank-programs{deterministic=true}`):
+      the inputs are this member's pieces of the micro-batches in
+      `microbatches` (one each, increasing); the members' pieces of every
+      micro-batch are added, then weighted in micro-batch order, bit for bit
+      the sum of one process. Together the members hold every micro-batch.
+    The lowest member reports a summed gradient.
 
-    A value of the program is summed as an operand: `input` (each member's
-    partial sum) in, `sum` out, order(library): a gradient's weighted sums
-    over the micro-batches each member ran (the default mode's replica and
-    tied gradients; the lowest member reports the sum), and the loss's
-    running sum (`loss_sum`) of a last stage that two ranks run. A named
-    value has neither: the bitwise mode's `order(microbatch)` sums of the
-    pieces the host holds, and parameters.
+    A named value (no inputs, no result) is a parameter summed in place
+    (Chimera's K-FAC factors; the member that does not run micro-batch 0 of
+    the stage starts each due factor update from zero, so the sum holds every
+    micro-batch's curvature once), or a pending inverse handed over.
 
     ```mlir
     %w = pf.all_reduce "grad/w"(%s : tensor<16x16xf32>) ranks([0, 1]) order(library)
         : tensor<16x16xf32> -> tensor<16x16xf32>
+    %e = pf.all_reduce "grad/emb"(%p0, %p1 : tensor<64x16xf32>, tensor<64x16xf32>)
+        microbatches([0, 1]) ranks([0, 1]) : tensor<64x16xf32> -> tensor<64x16xf32>
     %loss = pf.all_reduce "loss_sum"(%partial : tensor<f32>) ranks([0, 1]) order(library)
         : tensor<f32> -> tensor<f32>
-    pf.all_reduce "grad/w" ranks([0, 1]) : tensor<16x16xf32>
+    pf.all_reduce "stage1.w.kfac.A" ranks([0, 1]) : tensor<16x16xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$value, Optional<AnyRankedTensor>:$input,
+  let arguments = (ins StrAttr:$value, Variadic<AnyRankedTensor>:$inputs,
+                   OptionalAttr<DenseI64ArrayAttr>:$microbatches,
                    DenseI64ArrayAttr:$ranks,
                    DefaultValuedAttr<PF_ReductionOrder,
                                      "::mlir::pf::ReductionOrder::Microbatch">:$order,
                    TypeAttrOf<AnyRankedTensor>:$type);
   let results = (outs Optional<AnyRankedTensor>:$sum);
   let assemblyFormat = [{
-    $value (`(` $input^ `:` type($input) `)`)? `ranks` `(` $ranks `)` (`order` `(` $order^ `)`)?
-    attr-dict `:` $type (`->` type($sum)^)?
+    $value (`(` $inputs^ `:` type($inputs) `)`)? (`microbatches` `(` $microbatches^ `)`)?
+    `ranks` `(` $ranks `)` (`order` `(` $order^ `)`)? attr-dict `:` $type (`->` type($sum)^)?
   }];
   let builders = [
     // A named value (no operand, no result).
     OpBuilder<(ins "::llvm::StringRef":$value, "::llvm::ArrayRef<int64_t>":$ranks,
                    "::mlir::pf::ReductionOrder":$order, "::mlir::RankedTensorType":$type), [{
-      build($_builder, $_state, ::mlir::Type(), value, ::mlir::Value(), ranks, order, type);
+      build($_builder, $_state, ::mlir::Type(), value, ::mlir::ValueRange(),
+            ::mlir::DenseI64ArrayAttr(), ranks, order, type);
     }]>
   ];
   let hasVerifier = 1;
 }
 
 def PF_BroadcastOp : PF_RankProgramBodyOp<"broadcast"> {
-  let summary = "hands a named step-end value from one rank to the others of a group";
+  let summary = "hands a gradient of the step from one rank to the others of a group";
   let description = [{
     Every rank in `ranks` runs a broadcast of the same `value`, `root`,
-    `ranks` and type; afterwards each holds the root's value bit for bit in
-    place of its own. Chimera's replicas split the preconditioning of a
-    stage they both hold: the owner of a layer preconditions its gradient
-    and broadcasts the result (`grad/<param>`), and the other replica, which
-    skipped that call, takes it (keeping its own clipped gradient for the
-    KL-clip's inner product).
+    `ranks` and type; the root passes its value as `input`, and every
+    member's `result` is the root's value bit for bit (the root's in its
+    operand's bytes).
+
+    - The tied word embedding: after the `pf.reduce_microbatch`es, the
+      root's accumulated gradient of the step goes back to the first stage,
+      which handed its pieces over; the lowest member reports it.
+    - Chimera's split preconditioning: the owner of a layer preconditions
+      its gradient and broadcasts the result, and the other replica, which
+      skipped that call, takes it (keeping its own clipped gradient for the
+      KL-clip's inner product).
 
     ```mlir
-    pf.broadcast "grad/w" root(1) ranks([0, 1]) : tensor<16x16xf32>
+    // the root
+    %g = pf.broadcast "grad/emb"(%s : tensor<64x16xf32>) root(1) ranks([0, 1])
+        : tensor<64x16xf32> -> tensor<64x16xf32>
+    // the other member
+    %g = pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<64x16xf32> -> tensor<64x16xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$value, I64Attr:$root, DenseI64ArrayAttr:$ranks,
-                   TypeAttrOf<AnyRankedTensor>:$type);
-  let assemblyFormat =
-      "$value `root` `(` $root `)` `ranks` `(` $ranks `)` attr-dict `:` $type";
+  let arguments = (ins StrAttr:$value, Optional<AnyRankedTensor>:$input, I64Attr:$root,
+                   DenseI64ArrayAttr:$ranks, TypeAttrOf<AnyRankedTensor>:$type);
+  // Optional only so that the accessor of the `type` attribute stays the
+  // op's getType(); the verifier requires the result.
+  let results = (outs Optional<AnyRankedTensor>:$result);
+  let assemblyFormat = [{
+    $value (`(` $input^ `:` type($input) `)`)? `root` `(` $root `)` `ranks` `(` $ranks `)`
+    attr-dict `:` $type (`->` type($result)^)?
+  }];
   let hasVerifier = 1;
 }
 
@@ -265,9 +282,10 @@ def PF_ReduceMicrobatchOp : PF_RankProgramBodyOp<"reduce_microbatch"> {
 def PF_ClipGradientsOp : PF_RankProgramBodyOp<"clip_gradients"> {
   let summary = "clips every rank's gradients by their global norm over all ranks";
   let description = [{
-    A collective of all ranks, after the step's backwards and gradient
-    all-reduces and before the updates. Each rank takes its gradients as
-    combined over the micro-batches; the squared norm of each `grad/<param>`
+    A collective of all ranks, after the step's backwards and gradient sums
+    and before the updates. Each rank passes its gradients of the step
+    (`gradients`, named by `names`) and gets them back clipped (`clipped`,
+    each in its operand's bytes). The squared norm of each `grad/<param>`
     in `order` is computed by the rank that reports it (the lowest rank
     holding it), all ranks exchange these, and every rank sums them in
     `order` — the order of the single-process step's global norm (the
@@ -277,34 +295,53 @@ def PF_ClipGradientsOp : PF_RankProgramBodyOp<"clip_gradients"> {
     `pf.clip_by_global_norm` does.
 
     ```mlir
-    pf.clip_gradients max_norm(1.000000e+00) order(["grad/w0", "grad/w1"])
+    %c:2 = pf.clip_gradients(%w0, %w1 : tensor<16x16xf32>, tensor<16xf32>)
+        names(["grad/w0", "grad/w1"]) max_norm(1.000000e+00) order(["grad/w0", "grad/w1"])
+        -> tensor<16x16xf32>, tensor<16xf32>
     ```
   }];
-  let arguments = (ins F64Attr:$max_norm, StrArrayAttr:$order);
-  let assemblyFormat = "`max_norm` `(` $max_norm `)` `order` `(` $order `)` attr-dict";
+  let arguments = (ins Variadic<AnyRankedTensor>:$gradients, StrArrayAttr:$names,
+                   F64Attr:$max_norm, StrArrayAttr:$order);
+  let results = (outs Variadic<AnyRankedTensor>:$clipped);
+  let assemblyFormat = [{
+    `(` ($gradients^ `:` type($gradients))? `)` `names` `(` $names `)` `max_norm` `(` $max_norm `)`
+    `order` `(` $order `)` attr-dict (`->` type($clipped)^)?
+  }];
   let hasVerifier = 1;
 }
 
-def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip"> {
+def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip", [AttrSizedOperandSegments]> {
   let summary = "KL-clips every rank's K-FAC updates by Σ⟨update, gradient⟩ over all ranks";
   let description = [{
-    A collective of all ranks, after each rank's `precondition` call (which
-    returned the preconditioned `grad/<param>` of its K-FAC layers) and
-    before its update. Each rank computes ⟨update, gradient⟩ (`pfrt_dot` of
-    the preconditioned and the clipped raw gradient, as the single-process
-    `pf.kfac.kl_clip` lowering does) of the entries of `order` it holds; the
-    ranks exchange them in one all-reduce with a slot per entry (one non-zero
-    term each, so exact), and every rank adds the slots in `order` — the
-    single-process sum's order — from 0. ν = min(1, sqrt(κ / (lr²·Σ))) (1
-    when lr²·Σ is not positive) then scales this rank's updates, `lr` being
-    the graph input of the step.
+    A collective of all ranks, after each rank's `precondition` calls (and
+    the broadcasts of Chimera's split preconditioning) and before its
+    update. Each rank passes the preconditioned gradients of its K-FAC
+    layers (`updates`, named by `names`) and the clipped gradients they were
+    computed from (`gradients`, one each), and gets the updates back scaled
+    (`clipped`, each in its update's bytes). Each rank computes ⟨update,
+    gradient⟩ (`pfrt_dot`, as the single-process `pf.kfac.kl_clip` lowering
+    does) of the entries of `order` it reports; the ranks exchange them in
+    one all-reduce with a slot per entry (one non-zero term each, so exact),
+    and every rank adds the slots in `order` — the single-process sum's
+    order — from 0. ν = min(1, sqrt(κ / (lr²·Σ))) (1 when lr²·Σ is not
+    positive) then scales this rank's updates, `lr` being the graph input of
+    the step.
 
     ```mlir
-    pf.kfac_kl_clip kappa(1.000000e-03) order(["grad/w0", "grad/b0"])
+    %u = pf.kfac_kl_clip updates(%p : tensor<16x16xf32>) gradients(%g : tensor<16x16xf32>)
+        names(["grad/w0"]) kappa(1.000000e-03) order(["grad/w0", "grad/b0"])
+        -> tensor<16x16xf32>
     ```
   }];
-  let arguments = (ins F64Attr:$kappa, StrArrayAttr:$order);
-  let assemblyFormat = "`kappa` `(` $kappa `)` `order` `(` $order `)` attr-dict";
+  let arguments = (ins Variadic<AnyRankedTensor>:$updates, Variadic<AnyRankedTensor>:$gradients,
+                   StrArrayAttr:$names, F64Attr:$kappa, StrArrayAttr:$order);
+  let results = (outs Variadic<AnyRankedTensor>:$clipped);
+  let assemblyFormat = [{
+    `updates` `(` ($updates^ `:` type($updates))? `)`
+    `gradients` `(` ($gradients^ `:` type($gradients))? `)`
+    `names` `(` $names `)` `kappa` `(` $kappa `)` `order` `(` $order `)` attr-dict
+    (`->` type($clipped)^)?
+  }];
   let hasVerifier = 1;
 }
 

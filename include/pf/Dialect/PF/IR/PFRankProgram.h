@@ -25,11 +25,10 @@ LogicalResult verifyRankPrograms(ModuleOp module);
 
 /// The positions of a stage function's arguments (or results) that are
 /// stage values (PFStageValues.h): what a pf.run_stage of it takes as
-/// `inputs` (or makes as `outputs`), in that order. A call run once per
-/// step (`perStep`: update, precondition, kfac_inverse) takes and makes
-/// none: its gradients are the step's, which the host holds.
-llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool results,
-                                                bool perStep = false);
+/// `inputs` (or makes as `outputs`), in that order. A once-per-step call
+/// (update, precondition) takes the step's gradients (and a precondition
+/// call returns them preconditioned).
+llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool results);
 
 /// The slot of each stage value of a pf.rank_program (`program`): its
 /// values numbered 0, 1, ... in the order the ops making them run. The
@@ -37,8 +36,8 @@ llvm::SmallVector<unsigned> stageValuePositions(Operation *function, bool result
 llvm::DenseMap<Value, int64_t> stageValueSlots(Operation *program);
 
 /// The operand result #`result` of `op` may be written over (null: none):
-/// an accumulate call's per its `in_place`, the root reduce's piece, a
-/// value all-reduce's input.
+/// an accumulate call's per its `in_place`, the root reduce's piece, an
+/// order(library) all-reduce's partial sum, the root broadcast's operand.
 /// planStageValues gives the result that operand's bytes where `op` reads it
 /// last; the host refuses a call whose result there would be zeroed first.
 Value inPlaceOperand(Operation *op, unsigned result);

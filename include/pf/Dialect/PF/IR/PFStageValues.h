@@ -35,6 +35,10 @@ inline constexpr llvm::StringLiteral kKfacInputPrefix = "kfac_in/";
 inline constexpr llvm::StringLiteral kLossName = "loss";
 inline constexpr llvm::StringLiteral kLossSumName = "loss_sum";
 
+/// Not a stage value: the i32 result of a K-FAC refresh (the inverses that
+/// needed more damping or kept the previous ones), which the host reads.
+inline constexpr llvm::StringLiteral kKfacIssuesName = "kfac/issues";
+
 /// A backward's gradient of a parameter, one piece per micro-batch:
 /// `grad/<parameter>`.
 inline constexpr llvm::StringLiteral kGradientPrefix = "grad/";
