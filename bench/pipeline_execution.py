@@ -293,7 +293,8 @@ def parse_programs(path: Path) -> list[dict]:
             if s.startswith("pf.run_stage"):
                 current["stage_calls"] += 1
                 continue
-            op = s.split(" ", 1)[0]
+            # The op's name ends at a space or its operand list ("pf.clip_gradients(%a, ...").
+            op = re.match(r"[\w.]*", s).group(0)
             if op not in COLLECTIVE_OPS:
                 continue
             value = re.match(r'\S+\s+"([^"]*)"', s)
