@@ -1,8 +1,9 @@
 //===- RankProgramLowering.cpp - pf-lower-rank-programs --------------------===//
 //
 // 1. Moves each selected pf.rank_program's ops into
-//    func.func @pf_<program>(%host, %ctx, %comm, %slots, %arena: !llvm.ptr)
-//    -> i32, and plans its values (planStageValues): each SSA stage value (a
+//    func.func @pf_<program>(%host, %ctx, %comm, %slots, %arena, %groups:
+//    !llvm.ptr) -> i32 (%groups: the communicators of programCommGroups),
+//    and plans its values (planStageValues): each SSA stage value (a
 //    pf.run_stage output, a pf.recv_act result) is a descriptor of %slots
 //    pointing at its planned offset of %arena, which the program writes
 //    right before the op making the value; posted transfers get request
@@ -10,7 +11,9 @@
 // 2. Converts every op (a dialect conversion; a value becomes its i64 slot):
 //    a send or recv into pfrt_comm_* calls of pfrt_abi.def on the slot's
 //    descriptor (posted, the recv waited for right before its first reader,
-//    the sends at the end; or blocking), the other ops into the func.call of
+//    the sends at the end; or blocking), the library's all-reduce of a value
+//    into pfrt_comm_all_reduce_sum on its result's slot (after pfrt_copy of
+//    the operand where the plan put them apart), the other ops into the func.call of
 //    their pfrt_rank_abi.def function (constants for the scalars, constant
 //    globals for names, slot lists, rank lists, shapes and orders, the op's
 //    index first).
@@ -146,6 +149,22 @@ struct LoweringState {
   }
 
   Value comm(Operation *op) { return functionArgument(op, 2); }
+  /// Each program function's member groups (programCommGroups).
+  DenseMap<Operation *, SmallVector<SmallVector<int64_t>>> commGroups;
+  /// The communicator of a collective over `members`: the program's own
+  /// (every rank), else its entry of %groups.
+  Value groupComm(OpBuilder &b, Operation *op, ArrayRef<int64_t> members) {
+    SmallVector<int64_t> sorted(members);
+    llvm::sort(sorted);
+    const auto &groups = commGroups[op->getParentOfType<func::FuncOp>()];
+    auto it = llvm::find(groups, sorted);
+    if (it == groups.end())
+      return comm(op);
+    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+    Value entry = LLVM::GEPOp::create(b, op->getLoc(), ptr, ptr, functionArgument(op, 5),
+                                      ArrayRef<LLVM::GEPArg>{int32_t(it - groups.begin())});
+    return LLVM::LoadOp::create(b, op->getLoc(), ptr, entry);
+  }
   /// The descriptor of `slot` in the program's %slots.
   Value slotTensor(OpBuilder &b, Operation *op, int64_t slot) {
     return LLVM::GEPOp::create(b, op->getLoc(), LLVM::LLVMPointerType::get(b.getContext()),
@@ -354,6 +373,24 @@ struct MemberCollectivePattern : RankCallPattern<OpT> {
                       StringRef &callee) const override {
     LoweringState &s = this->state;
     Location loc = op.getLoc();
+    // The library's sum of a value: the program's own call on its slot.
+    if constexpr (std::is_same_v<OpT, AllReduceOp>) {
+      if (isProgramCollective(op)) {
+        Value input = op.getInputs().front(), sum = op.getSum();
+        if (failed(s.mark(b, op, op, 0)))
+          return failure();
+        Value out = s.slotTensor(b, op, s.slot.lookup(sum));
+        if (s.offset.lookup(input) != s.offset.lookup(sum) &&
+            failed(s.kernel(b, op, "pfrt_copy", {s.slotTensor(b, op, s.slot.lookup(input)), out})))
+          return failure();
+        if (failed(s.kernel(b, op, "pfrt_comm_all_reduce_sum",
+                            {s.groupComm(b, op, op.getRanks()), out})) ||
+            failed(s.mark(b, op, op, 1)))
+          return failure();
+        callee = "";
+        return success();
+      }
+    }
     args.push_back(s.constants.string(b, loc, op.getValue()));
     constexpr bool isBroadcast = std::is_same_v<OpT, BroadcastOp>;
     constexpr bool isReduce = std::is_same_v<OpT, ReduceMicrobatchOp>;
@@ -393,8 +430,8 @@ struct MemberCollectivePattern : RankCallPattern<OpT> {
 };
 
 /// pf.clip_gradients and pf.kfac_kl_clip: the scalar, the order, the
-/// operands' names and their slots (a KL-clip's updates, then their
-/// gradients), the results' slots.
+/// operands' names, which of them this rank counts (1/0), their slots (a
+/// KL-clip's updates, then their gradients), the results' slots.
 template <typename OpT>
 struct OrderedCollectivePattern : RankCallPattern<OpT> {
   using RankCallPattern<OpT>::RankCallPattern;
@@ -414,6 +451,8 @@ struct OrderedCollectivePattern : RankCallPattern<OpT> {
     args.push_back(s.constants.stringList(b, loc, op.getOrder()));
     args.push_back(s.i64(b, loc, int64_t(op.getNames().size())));
     args.push_back(s.constants.stringList(b, loc, op.getNames()));
+    SmallVector<int64_t> counted(op.getCounted().begin(), op.getCounted().end());
+    args.push_back(s.constants.i64Array(b, loc, counted));
     if constexpr (isClip) {
       args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getGradients())));
     } else {
@@ -449,7 +488,7 @@ struct StepResultPattern : RankCallPattern<StepResultOp> {
   }
 };
 
-/// Step 1: @pf_<program>(%host, %ctx, %comm, %slots, %arena) -> i32
+/// Step 1: @pf_<program>(%host, %ctx, %comm, %slots, %arena, %groups) -> i32
 /// holding the program's ops and the plan of their values, ending (with
 /// posted transfers) in the waits for the sends and the recvs nobody read,
 /// and `return 0`.
@@ -458,9 +497,10 @@ FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &s
   MLIRContext *ctx = program.getContext();
   Type ptr = LLVM::LLVMPointerType::get(ctx);
   Location loc = program.getLoc();
-  auto type = FunctionType::get(ctx, {ptr, ptr, ptr, ptr, ptr}, {b.getI32Type()});
+  auto type = FunctionType::get(ctx, {ptr, ptr, ptr, ptr, ptr, ptr}, {b.getI32Type()});
   auto func = func::FuncOp::create(b, loc, ("pf_" + program.getSymName()).str(), type);
   Block *entry = func.addEntryBlock();
+  state.commGroups[func] = programCommGroups(program);
   Block &body = program.getBody().front();
   StageValuePlan plan = planStageValues(program, state.overlap);
   for (auto [value, slot] : plan.slot) {

@@ -114,11 +114,12 @@ struct pfrt_rank_host {
                          std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
                          int64_t outputSlot) = 0;
   virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order,
-                       std::vector<std::string> names, std::vector<int64_t> inputs,
-                       std::vector<int64_t> outputs) = 0;
+                       std::vector<std::string> names, std::vector<int64_t> counted,
+                       std::vector<int64_t> inputs, std::vector<int64_t> outputs) = 0;
   virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order,
-                         std::vector<std::string> names, std::vector<int64_t> updates,
-                         std::vector<int64_t> gradients, std::vector<int64_t> outputs) = 0;
+                         std::vector<std::string> names, std::vector<int64_t> counted,
+                         std::vector<int64_t> updates, std::vector<int64_t> gradients,
+                         std::vector<int64_t> outputs) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
   virtual int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) = 0;
 };
@@ -163,17 +164,20 @@ int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value, in
 }
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op, double max_norm,
                                  int64_t order_count, const char *order, int64_t count,
-                                 const char *names, const int64_t *inputs,
-                                 const int64_t *outputs) {
+                                 const char *names, const int64_t *counted,
+                                 const int64_t *inputs, const int64_t *outputs) {
   return host->clip(op, max_norm, stringList(order, order_count), stringList(names, count),
+                    std::vector<int64_t>(counted, counted + count),
                     std::vector<int64_t>(inputs, inputs + count),
                     std::vector<int64_t>(outputs, outputs + count));
 }
 int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa,
                                int64_t order_count, const char *order, int64_t count,
-                               const char *names, const int64_t *updates,
-                               const int64_t *gradients, const int64_t *outputs) {
+                               const char *names, const int64_t *counted,
+                               const int64_t *updates, const int64_t *gradients,
+                               const int64_t *outputs) {
   return host->klClip(op, kappa, stringList(order, order_count), stringList(names, count),
+                      std::vector<int64_t>(counted, counted + count),
                       std::vector<int64_t>(updates, updates + count),
                       std::vector<int64_t>(gradients, gradients + count),
                       std::vector<int64_t>(outputs, outputs + count));
@@ -205,15 +209,16 @@ public:
     mlir::Operation *programOp = r.programForStep(stepIndex);
     if (auto err = r.startReplicaFactors(graph, programOp))
       return err;
-    findBroadcasts(cast<pf::RankProgramOp>(programOp));
+    findKfacReports(cast<pf::RankProgramOp>(programOp));
     auto function = r.loweredPrograms.find(programOp);
     if (function == r.loweredPrograms.end())
       return error("the rank program was not compiled");
     // The program's stage values: one descriptor per slot, which the program
     // writes (pointing into the arena) before the op making the value.
     descriptors.assign(r.slotCounts.lookup(programOp), pfrt_tensor{});
-    int32_t status =
-        function->second(this, transferContext(), transferComm(), descriptors.data(), r.arena);
+    std::vector<pfrt_comm *> &groups = r.programGroups[programOp];
+    int32_t status = function->second(this, transferContext(), transferComm(),
+                                      descriptors.data(), r.arena, groups.data());
     if (failure)
       return std::move(failure);
     if (status != 0)
@@ -253,13 +258,10 @@ public:
     return execute(op, "pf.all_reduce", [&]() -> llvm::Error {
       if (inputs.empty())
         return allReduceParameter(value, ranks, type);
-      if (order == pf::ReductionOrder::Library) {
-        if (inputs.size() != 1)
-          return error(llvm::formatv("'{0}' is summed by the library from one partial sum, "
-                                     "got {1} operands",
-                                     value, inputs.size()));
-        return allReduceSlot(value, ranks, type, inputs.front(), output);
-      }
+      // The library's sums of values are the program's own calls.
+      if (order == pf::ReductionOrder::Library)
+        return error("'" + std::string(value) + "' is summed by the library: the program's "
+                     "pfrt_comm_all_reduce_sum, not a host service");
       return allReducePieces(value, ranks, type, inputs, microbatches, output);
     });
   }
@@ -276,16 +278,18 @@ public:
     });
   }
   int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order,
-               std::vector<std::string> names, std::vector<int64_t> inputs,
-               std::vector<int64_t> outputs) override {
-    return execute(op, "pf.clip_gradients",
-                   [&] { return clipGradients(maxNorm, order, names, inputs, outputs); });
+               std::vector<std::string> names, std::vector<int64_t> counted,
+               std::vector<int64_t> inputs, std::vector<int64_t> outputs) override {
+    return execute(op, "pf.clip_gradients", [&] {
+      return clipGradients(maxNorm, order, names, counted, inputs, outputs);
+    });
   }
   int32_t klClip(int64_t op, double kappa, std::vector<std::string> order,
-                 std::vector<std::string> names, std::vector<int64_t> updates,
-                 std::vector<int64_t> gradients, std::vector<int64_t> outputs) override {
+                 std::vector<std::string> names, std::vector<int64_t> counted,
+                 std::vector<int64_t> updates, std::vector<int64_t> gradients,
+                 std::vector<int64_t> outputs) override {
     return execute(op, "pf.kfac_kl_clip", [&] {
-      return kfacKLClip(kappa, order, names, updates, gradients, outputs);
+      return kfacKLClip(kappa, order, names, counted, updates, gradients, outputs);
     });
   }
   int32_t promoteInverses(int64_t op) override {
@@ -306,8 +310,7 @@ public:
     if (!loss.data.empty())
       out["loss"] = std::move(loss);
     for (auto &[name, value] : combined)
-      if (!notReported.count(name))
-        out[name] = std::move(value);
+      out[name] = std::move(value);
     combined.clear();
     return out;
   }
@@ -347,8 +350,6 @@ private:
   bool isCombined = false;
   NpyArray loss;
   Values combined;
-  /// All-reduced gradients that a lower member rank reports instead.
-  std::set<std::string> notReported;
   int64_t currentOp = 0;
 
   //===--- Stage values in backend memory ---------------------------------===//
@@ -388,19 +389,35 @@ private:
     return t;
   }
 
-  void findBroadcasts(pf::RankProgramOp rankProgram) {
-    for (auto broadcast : rankProgram.getBody().front().getOps<pf::BroadcastOp>()) {
+  /// Which precondition calls report their refresh issues here: a layer
+  /// both replicas precondition (Chimera) on the lowest member of its
+  /// gradient's sum; one only its owner preconditions (and broadcasts), on
+  /// the owner.
+  void findKfacReports(pf::RankProgramOp rankProgram) {
+    auto lowest = [&](ArrayRef<int64_t> ranks) {
+      return r.rankIndex == *llvm::min_element(ranks);
+    };
+    for (Operation &op : rankProgram.getBody().front()) {
+      if (auto sum = dyn_cast<pf::AllReduceOp>(op);
+          sum && sum.getSum() && StringRef(sum.getValue()).starts_with(pf::kGradientPrefix) &&
+          !lowest(sum.getRanks()))
+        summedElsewhere.insert(sum.getValue().str());
+      auto broadcast = dyn_cast<pf::BroadcastOp>(op);
+      if (!broadcast)
+        continue;
       auto call = broadcast.getInput() ? broadcast.getInput().getDefiningOp<pf::RunStageOp>()
                                        : pf::RunStageOp();
       if (call && call.getKind() == pf::StageTaskKind::Precondition)
         broadcastHere.insert(broadcast.getValue().str());
+      else if (!lowest(broadcast.getRanks())) // the tied gradient's sum
+        summedElsewhere.insert(broadcast.getValue().str());
     }
   }
 
-  /// The preconditioned gradients this rank's program broadcasts to the
-  /// other replica (the layers whose preconditioning it owns; not the tied
-  /// gradients handed back after a pf.reduce_microbatch).
-  std::set<std::string> broadcastHere;
+  /// Gradients this rank sums with lower members (the lowest counts them),
+  /// and the preconditioned gradients it broadcasts to the other replica
+  /// (the layers whose preconditioning it owns).
+  std::set<std::string> summedElsewhere, broadcastHere;
 
   /// Updates the runner's measured peak of gradient bytes (the stage
   /// values' bytes are the program's plan, planStageValues).
@@ -625,7 +642,8 @@ private:
     bool reports = true;
     for (const TensorSpec &spec : program.outputs(function))
       if (isStageValue(spec.name))
-        reports = reports && (!notReported.count(spec.name) || broadcastHere.count(spec.name));
+        reports = reports &&
+                  (!summedElsewhere.count(spec.name) || broadcastHere.count(spec.name));
     auto issues = hostResults.find(pf::kKfacIssuesName.str());
     if (reports && issues != hostResults.end() && issues->second.dtype == PFRT_I32 &&
         issues->second.numElements() == 1) {
@@ -643,11 +661,12 @@ private:
   /// pfrt_scale as the lowering does, each update scaled into its output.
   llvm::Error kfacKLClip(double kappa, const std::vector<std::string> &order,
                          const std::vector<std::string> &names,
+                         const std::vector<int64_t> &counted,
                          const std::vector<int64_t> &updates,
                          const std::vector<int64_t> &gradients,
                          const std::vector<int64_t> &outputs) {
-    if (names.size() != updates.size() || names.size() != gradients.size() ||
-        names.size() != outputs.size())
+    if (names.size() != counted.size() || names.size() != updates.size() ||
+        names.size() != gradients.size() || names.size() != outputs.size())
       return error("kfac_kl_clip binds a different number of names, updates, gradients and "
                    "results");
     std::map<std::string, DotTerm> terms;
@@ -655,7 +674,7 @@ private:
       if (!isInOrder(order, name))
         return error("'" + name + "' is preconditioned but not in the KL-clip order");
       // A layer preconditioned on two replicas (Chimera) counts once.
-      if (notReported.count(name))
+      if (!counted[i])
         continue;
       auto u = slotOf(updates[i], name);
       if (!u)
@@ -796,8 +815,9 @@ private:
 
   /// A gradient's pieces (in `inputs`, of `microbatches`) summed over its
   /// member ranks in order(microbatch) into `output` (the library's sums of
-  /// weighted partial sums: allReduceSlot): two members (the tied word
-  /// embedding on the first and the last stage, Chimera's replicas)
+  /// weighted partial sums are the program's own pfrt_comm_all_reduce_sum):
+  /// two members (the tied word embedding on the first and the last stage,
+  /// Chimera's replicas)
   /// exchange them asymmetrically and combine them once (exchangeCombined);
   /// more members all-reduce every micro-batch's value (allReduceStacked).
   /// Either way each micro-batch's sum is the a + b that runStages forms
@@ -809,8 +829,6 @@ private:
     if (microbatches.size() != inputs.size())
       return error(llvm::formatv("'{0}': {1} pieces but {2} micro-batches", name, inputs.size(),
                                  microbatches.size()));
-    if (auto err = startSum(name, members))
-      return err;
     auto group = groupOf(members);
     if (!group)
       return group.takeError();
@@ -848,19 +866,6 @@ private:
     return writeSlot(sum, output, name);
   }
 
-  /// A gradient is summed over its members once per step; the lowest
-  /// member reports it.
-  llvm::Error startSum(const std::string &name, const std::vector<int64_t> &members) {
-    if (isCombined)
-      return error("'" + name + "' is summed after the gradients were combined");
-    if (!summed.insert(name).second)
-      return error("'" + name + "' is summed twice");
-    return reportedByLowestMember(name, members);
-  }
-
-  /// The gradients summed (all-reduced, broadcast) this step.
-  std::set<std::string> summed;
-
   /// Chimera's K-FAC factors: each member's copy holds its replica's
   /// curvature of the step (RankRunner::startReplicaFactors); their sum, in
   /// place on every member (a + b = b + a: the same bits on both). A pending
@@ -878,56 +883,6 @@ private:
     return r.allReduceParameter(param->name, members);
   }
 
-  /// A value of the program summed over its members by the library: the
-  /// loss's partial sums of a last stage on two ranks, a gradient's weighted
-  /// sums (order(library)), which the lowest member reports. On a host arena
-  /// the sum is formed in the output's slot (the plan puts it over the
-  /// input); slots in backend memory go through host memory.
-  llvm::Error allReduceSlot(const std::string &name, const std::vector<int64_t> &members,
-                            const ValueType &type, int64_t inputSlot, int64_t outputSlot) {
-    auto input = slotTensor(inputSlot, type.dtype, type.shape, name);
-    if (!input)
-      return input.takeError();
-    auto output = slotTensor(outputSlot, type.dtype, type.shape, name);
-    if (!output)
-      return output.takeError();
-    if (type.dtype != PFRT_F32 && type.dtype != PFRT_F64)
-      return error("'" + name + "' is summed by the library but is not f32 or f64");
-    auto group = groupOf(members);
-    if (!group)
-      return group.takeError();
-    if (StringRef(name).starts_with(pf::kGradientPrefix))
-      if (auto err = startSum(name, members))
-        return err;
-    if (!program.onBackendMemory()) {
-      pfrt_tensor sum = **output;
-      if ((*input)->data != sum.data)
-        std::memcpy(sum.data, (*input)->data, size_t(valueBytes(type)));
-      if (pfrt_comm_all_reduce_sum(r.ctx, *group, &sum) != PFRT_OK)
-        return commError("all-reducing '" + name + "'");
-      return llvm::Error::success();
-    }
-    NpyArray value = zeros(type.dtype, type.shape);
-    auto host = descriptor(value);
-    if (!host)
-      return host.takeError();
-    if (pfrt_copy_to_host(r.arenaContext, *input, value.data.data()) != PFRT_OK)
-      return error("reading '" + name + "': " + pfrt_last_error(r.arenaContext));
-    if (pfrt_comm_all_reduce_sum(r.ctx, *group, &*host) != PFRT_OK)
-      return commError("all-reducing '" + name + "'");
-    if (pfrt_copy_from_host(r.arenaContext, value.data.data(), *output) != PFRT_OK)
-      return error("writing '" + name + "': " + pfrt_last_error(r.arenaContext));
-    return llvm::Error::success();
-  }
-
-  /// A summed gradient is written (checkpoint, outputs) by its lowest member.
-  llvm::Error reportedByLowestMember(const std::string &name,
-                                     const std::vector<int64_t> &members) {
-    if (r.rankIndex != *llvm::min_element(members))
-      notReported.insert(name);
-    return llvm::Error::success();
-  }
-
   /// A gradient of the step: the root's `input` becomes every member's
   /// `output`, bit for bit. The tied word embedding's, summed on the root
   /// by pf.reduce_microbatch and its accumulate calls (the others handed
@@ -938,8 +893,6 @@ private:
   llvm::Error broadcastSlot(const std::string &name, int64_t root,
                             const std::vector<int64_t> &members, const ValueType &type,
                             int64_t input, int64_t output) {
-    if (auto err = reportedByLowestMember(name, members))
-      return err;
     const bool isRoot = root == r.rankIndex;
     if (isRoot != (input >= 0))
       return error("'" + name + "' is broadcast from " +
@@ -1354,15 +1307,17 @@ private:
   /// pfrt_scale's x·T(c), the kernel's, each gradient into its output.
   llvm::Error clipGradients(double maxNorm, const std::vector<std::string> &order,
                             const std::vector<std::string> &names,
+                            const std::vector<int64_t> &counted,
                             const std::vector<int64_t> &inputs,
                             const std::vector<int64_t> &outputs) {
-    if (names.size() != inputs.size() || names.size() != outputs.size())
+    if (names.size() != counted.size() || names.size() != inputs.size() ||
+        names.size() != outputs.size())
       return error("clip_gradients binds a different number of names, gradients and results");
     std::map<std::string, DotTerm> terms;
-    for (auto [name, slot] : llvm::zip_equal(names, inputs)) {
+    for (auto [name, counts, slot] : llvm::zip_equal(names, counted, inputs)) {
       if (!isInOrder(order, name))
         return error("'" + name + "' is not in the clipping order");
-      if (notReported.count(name))
+      if (!counts)
         continue;
       auto g = slotOf(slot, name);
       if (!g)
@@ -1692,6 +1647,23 @@ llvm::Expected<pfrt_comm *> RankRunner::groupOf(llvm::ArrayRef<int64_t> members)
   return group;
 }
 
+llvm::Expected<pfrt_comm *> RankRunner::transferGroupOf(llvm::ArrayRef<int64_t> members) {
+  if (!transferComm)
+    return groupOf(members);
+  std::vector<int32_t> ranks(members.begin(), members.end());
+  llvm::sort(ranks);
+  auto it = transferGroups.find(ranks);
+  if (it != transferGroups.end())
+    return it->second;
+  pfrt_comm *group = nullptr;
+  if (pfrt_comm_create_group(transferContext, transferComm, ranks.data(), int32_t(ranks.size()),
+                             &group) != PFRT_OK)
+    return error("creating the group of ranks " + listText(members) +
+                 " on the transfer communicator: " + pfrt_last_error(transferContext));
+  transferGroups[ranks] = group;
+  return group;
+}
+
 llvm::Error RankRunner::allReduceParameter(const std::string &name,
                                            llvm::ArrayRef<int64_t> members) {
   const CompiledModel::Parameter *param = compiledProgram->parameter(name);
@@ -1872,7 +1844,15 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
       return symbol.takeError();
     loweredPrograms[program] =
         reinterpret_cast<int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *,
-                                     pfrt_tensor *, void *)>(*symbol);
+                                     pfrt_tensor *, void *, pfrt_comm **)>(*symbol);
+    // In first-use order on every member, as the programs use them.
+    std::vector<pfrt_comm *> &programComms = programGroups[program];
+    for (const auto &members : pf::programCommGroups(program)) {
+      auto group = transferGroupOf(members);
+      if (!group)
+        return group.takeError();
+      programComms.push_back(*group);
+    }
     pf::StageValuePlan plan = pf::planStageValues(program, options.overlapTransfers);
     slotCounts[program] = int64_t(plan.slot.size());
     needed = std::max(needed, plan.arenaBytes);
@@ -1898,6 +1878,8 @@ RankRunner::~RankRunner() {
   if (arena)
     pfrt_free(arenaContext, arena);
   for (auto &[ranks, comm] : groups)
+    pfrt_comm_destroy(comm);
+  for (auto &[ranks, comm] : transferGroups)
     pfrt_comm_destroy(comm);
   pfrt_comm_destroy(transferComm); // before the program's context
 }

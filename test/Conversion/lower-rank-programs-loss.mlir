@@ -1,19 +1,21 @@
 // The loss of a last stage that two ranks run: each rank's accumulate call
-// weights its micro-batches' losses (a running sum in the arena), the
-// all-reduce of that value lowers to pfrt_rank_all_reduce(host, op, value,
-// order, count, ranks, dtype, rank, shape, input count, input slots,
-// micro-batches, output slot), and pf.step_result to
+// weights its micro-batches' losses (a running sum in the arena), and the
+// library's all-reduce of that value is the program's own
+// pfrt_comm_all_reduce_sum on the sum's slot (the plan puts it over the
+// partial sum, so no pfrt_copy), on the program's communicator (both ranks),
+// between the host's timeline marks; pf.step_result lowers to
 // pfrt_rank_step_result(host, op, name, microbatch, slot). A gradient's
-// pieces are summed as values too (order(microbatch): the pieces' slots and
-// their micro-batches); a named all-reduce (a parameter's) passes no inputs
-// (0, null), no micro-batches (null) and output slot -1.
+// pieces summed in micro-batch order are the host's service
+// pfrt_rank_all_reduce(host, op, value, order, count, ranks, dtype, rank,
+// shape, input count, input slots, micro-batches, output slot); a named
+// all-reduce (a parameter's) passes no inputs (0, null), no micro-batches
+// (null) and output slot -1.
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank0 | FileCheck %s
 
 func.func private @stage1_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 1 : i64}
 func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "loss"}, tensor<i64> {pf.name = "loss_count"}, tensor<i64> {pf.name = "loss_total"}) -> (tensor<f32> {pf.name = "loss_sum"}) attributes {pf.stage = 1 : i64}
 
-// CHECK-DAG: llvm.mlir.global internal constant @[[SUM:.*]]("loss_sum\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[LOSS:.*]]("loss\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[W:.*]]("grad/w\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[FACTOR:.*]]("stage1.w.kfac.A\00")
@@ -21,25 +23,16 @@ func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "los
 // CHECK-DAG: llvm.mlir.global internal constant @[[SLOT1:.*]](dense<1> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[SLOT2:.*]](dense<2> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[MICRO0:.*]](dense<0> : tensor<1xi64>)
-// CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr,
+// CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr) -> i32
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c0_i64{{[_0-9]*}},
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}},
-// The loss's all-reduce (op 3, order(library)) reads slot 2 (the partial
-// sum) into slot 3; a partial sum has no micro-batch.
-// CHECK: %[[OP:.*]] = arith.constant 3 : i64
-// CHECK-NEXT: %[[NAME:.*]] = llvm.mlir.addressof @[[SUM]]
-// CHECK-NEXT: %[[ORDER:.*]] = arith.constant 1 : i32
-// CHECK-NEXT: %[[COUNT:.*]] = arith.constant 2 : i64
-// CHECK-NEXT: %[[MEMBERS:.*]] = llvm.mlir.addressof @[[RANKS]]
-// CHECK-NEXT: %[[F32:.*]] = arith.constant 1 : i32
-// CHECK-NEXT: %[[RANK0:.*]] = arith.constant 0 : i64
-// CHECK-NEXT: %[[SHAPE:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: %[[NIN:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: %[[IN:.*]] = llvm.mlir.addressof @[[SLOT2]]
-// CHECK-NEXT: %[[NOMICRO:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: %[[OUT:.*]] = arith.constant 3 : i64
-// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %[[OP]], %[[NAME]], %[[ORDER]], %[[COUNT]], %[[MEMBERS]], %[[F32]], %[[RANK0]], %[[SHAPE]], %[[NIN]], %[[IN]], %[[NOMICRO]], %[[OUT]])
+// The loss's all-reduce (op 3, order(library)): slot 3, over slot 2.
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c3_i64{{[_0-9]*}}, %c0_i32
+// CHECK: %[[SUMSLOT:.*]] = llvm.getelementptr %[[SLOTS]][3]
+// CHECK-NOT: call @pfrt_copy
+// CHECK: call @pfrt_comm_all_reduce_sum(%[[CTX]], %[[COMM]], %[[SUMSLOT]])
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c3_i64{{[_0-9]*}}, %c1_i32
 // CHECK: %[[LNAME:.*]] = llvm.mlir.addressof @[[LOSS]]
 // CHECK-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[SLOT:.*]] = arith.constant 3 : i64

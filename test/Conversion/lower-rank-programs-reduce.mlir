@@ -14,7 +14,7 @@ func.func private @stage0_backward(tensor<4x16xf32> {pf.name = "saved/0"}) -> (t
 
 // CHECK-DAG: llvm.mlir.global internal constant @[[EMB:.*]]("grad/emb\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:.*]](dense<[0, 2]> : tensor<2xi64>)
-// CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
+// CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
 // The forward's act/1 (slot 0, read by nothing) and saved/0 (slot 1) take
 // bytes 0 and 256 of the arena; the backward reads slot 1 and makes the
 // piece grad/emb (slot 2, at byte 512).
@@ -77,7 +77,7 @@ pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(2) {
 // adds the rows to it in place); so does the accumulate call's running sum
 // (slot 4), over the sum it weights.
 // RANK2-DAG: llvm.mlir.global internal constant @[[DIMS:.*]](dense<[100, 16]> : tensor<2xi64>)
-// RANK2: func.func @pf_rank2(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
+// RANK2: func.func @pf_rank2(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
 // RANK2: llvm.getelementptr %{{.*}}[2] :
 // RANK2-NEXT: %[[AT512:.*]] = arith.constant 512 : i64
 // RANK2: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},

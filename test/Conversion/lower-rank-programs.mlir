@@ -42,12 +42,15 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:__pf_rank_i64_[0-9]+]](dense<[0, 1]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD_IN:__pf_rank_i64_[0-9]+]](dense<[1, 2]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD_OUT:__pf_rank_i64_[0-9]+]](dense<[3, 4]> : tensor<2xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[EMB_IN:__pf_rank_i64_[0-9]+]](dense<4> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[W0:__pf_rank_str_[0-9]+]]("grad/w0\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[EMB:__pf_rank_str_[0-9]+]]("grad/emb\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[ORDER:__pf_rank_str_[0-9]+]]("grad/emb\00grad/w0\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[PRECONDITION:__pf_rank_str_[0-9]+]]("stage0_precondition\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[UPDATE:__pf_rank_str_[0-9]+]]("stage0_update\00")
+// Rank 0 counts both gradients of its clip_gradients (1, 1: the sum's
+// lowest member, grad/w0's only holder) and its KL-clip's one.
+// CHECK-DAG: llvm.mlir.global internal constant @[[COUNTED2:__pf_rank_i64_[0-9]+]](dense<1> : tensor<2xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[COUNTED1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[CLIP_IN:__pf_rank_i64_[0-9]+]](dense<[5, 3]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[CLIP_OUT:__pf_rank_i64_[0-9]+]](dense<[6, 7]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[PRE_IN:__pf_rank_i64_[0-9]+]](dense<7> : tensor<1xi64>)
@@ -55,7 +58,7 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-DAG: llvm.mlir.global internal constant @[[KL_UPDATES:__pf_rank_i64_[0-9]+]](dense<9> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[KL_OUT:__pf_rank_i64_[0-9]+]](dense<10> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[UPDATE_IN:__pf_rank_i64_[0-9]+]](dense<[10, 6]> : tensor<2xi64>)
-// CHECK: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
+// CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr) -> i32
 // One request word per posted send, one per posted recv.
 // CHECK: %[[SENDS:.*]] = llvm.alloca %{{.*}} x i64
 // CHECK: %[[RECVS:.*]] = llvm.alloca %{{.*}} x i64
@@ -140,28 +143,22 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-NEXT: %[[NOUT3:.*]] = arith.constant 2 : i64
 // CHECK-NEXT: %[[OUT3:.*]] = llvm.mlir.addressof @[[BACKWARD_OUT]] : !llvm.ptr
 // CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c3_i64{{[_0-9]*}}, %{{.*}}, %[[FN3]], %{{.*}}, %{{.*}}, %[[NIN3]], %[[IN3]], %[[NOUT3]], %[[OUT3]])
-// The all_reduce (op 4) sums grad/emb: its order (ReductionOrder: 1 =
-// library) after the value's name, then its operands (one: the partial sum,
-// slot 4), no micro-batches (a partial sum has none: null) and its result's
-// slot (5).
-// CHECK: llvm.mlir.addressof @[[EMB]] : !llvm.ptr
-// CHECK-NEXT: %[[LIBRARY:.*]] = arith.constant 1 : i32
-// CHECK-NEXT: %[[MEMBERS2:.*]] = arith.constant 2 : i64
-// CHECK-NEXT: llvm.mlir.addressof @[[RANKS]]
-// CHECK-NEXT: arith.constant 1 : i32
-// CHECK-NEXT: arith.constant 2 : i64
-// CHECK-NEXT: llvm.mlir.addressof
-// CHECK-NEXT: %[[NPARTIAL:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: %[[PARTIAL:.*]] = llvm.mlir.addressof @[[EMB_IN]] : !llvm.ptr
-// CHECK-NEXT: %[[NOMICRO:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: %[[SUMSLOT:.*]] = arith.constant 5 : i64
-// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %c4_i64{{[_0-9]*}}, %{{.*}}, %[[LIBRARY]], %[[MEMBERS2]], {{.*}}, %[[NPARTIAL]], %[[PARTIAL]], %[[NOMICRO]], %[[SUMSLOT]])
+// The all_reduce (op 4) sums grad/emb by the library: the program's own
+// pfrt_comm_all_reduce_sum on its result's slot (5), which the plan put over
+// the partial sum (slot 4: no pfrt_copy), on the program's communicator
+// (both ranks), between the host's timeline marks.
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c4_i64{{[_0-9]*}}, %c0_i32
+// CHECK: %[[SUMSLOT:.*]] = llvm.getelementptr %[[SLOTS]][5]
+// CHECK-NOT: call @pfrt_copy
+// CHECK: call @pfrt_comm_all_reduce_sum(%[[CTX]], %[[COMM]], %[[SUMSLOT]])
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c4_i64{{[_0-9]*}}, %c1_i32
 // The host frees nothing: the arena is the program's.
 // CHECK-NOT: pfrt_rank_release
 // clip_gradients (op 5) takes the rank's gradients of the step, the sum
 // (slot 5) and its own grad/w0 (slot 3), and clips each in its bytes: slots
 // 6 (byte 1792) and 7 (byte 768); then max_norm, the order and the operands'
-// names (both the same string list here), the input and output slots.
+// names (both the same string list here), which of them the rank counts
+// (both: [1, 1]), the input and output slots.
 // CHECK: llvm.getelementptr %[[SLOTS]][6] :
 // CHECK-NEXT: %[[CLIPPED_EMB_AT:.*]] = arith.constant 1792 : i64
 // CHECK: llvm.getelementptr %[[SLOTS]][7] :
@@ -171,9 +168,10 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-NEXT: %[[ORDERLIST:.*]] = llvm.mlir.addressof @[[ORDER]] : !llvm.ptr
 // CHECK-NEXT: %[[NNAMES:.*]] = arith.constant 2 : i64
 // CHECK-NEXT: %[[NAMES:.*]] = llvm.mlir.addressof @[[ORDER]] : !llvm.ptr
+// CHECK-NEXT: %[[COUNTED:.*]] = llvm.mlir.addressof @[[COUNTED2]] : !llvm.ptr
 // CHECK-NEXT: %[[CLIPIN:.*]] = llvm.mlir.addressof @[[CLIP_IN]] : !llvm.ptr
 // CHECK-NEXT: %[[CLIPOUT:.*]] = llvm.mlir.addressof @[[CLIP_OUT]] : !llvm.ptr
-// CHECK-NEXT: call @pfrt_rank_clip_gradients(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[MAXNORM]], %[[NORDER]], %[[ORDERLIST]], %[[NNAMES]], %[[NAMES]], %[[CLIPIN]], %[[CLIPOUT]])
+// CHECK-NEXT: call @pfrt_rank_clip_gradients(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[MAXNORM]], %[[NORDER]], %[[ORDERLIST]], %[[NNAMES]], %[[NAMES]], %[[COUNTED]], %[[CLIPIN]], %[[CLIPOUT]])
 // CHECK: call @pfrt_rank_kfac_promote_inverses(%[[HOST]], %c6_i64{{[_0-9]*}})
 // The precondition call (op 7), once per step (micro-batch and layer -1),
 // takes the clipped grad/w0 (slot 7) and makes its update (slot 8).
@@ -200,19 +198,21 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-NEXT: %[[BINPUT:.*]] = arith.constant 8 : i64
 // CHECK-NEXT: %[[BOUTPUT:.*]] = arith.constant 9 : i64
 // CHECK-NEXT: call @pfrt_rank_broadcast(%[[HOST]], %c8_i64{{[_0-9]*}}, %[[W0BCAST]], %[[ROOT]], %[[COUNT]], %[[MEMBERS]], %{{.*}}, %{{.*}}, %{{.*}}, %[[BINPUT]], %[[BOUTPUT]])
-// The KL-clip (op 9): kappa, the order, the names, the updates' slots (the
-// broadcast's result, 9), their gradients' (the clipped grad/w0, 7: the
-// precondition call's input list) and the results' (10).
+// The KL-clip (op 9): kappa, the order, the names, the counted flags ([1]),
+// the updates' slots (the broadcast's result, 9), their gradients' (the
+// clipped grad/w0, 7: the precondition call's input list) and the results'
+// (10).
 // CHECK: llvm.getelementptr %[[SLOTS]][10] :
 // CHECK: %[[KAPPA:.*]] = arith.constant 1.000000e-03 : f64
 // CHECK-NEXT: %[[NKLORDER:.*]] = arith.constant 1 : i64
 // CHECK-NEXT: %[[KLORDER:.*]] = llvm.mlir.addressof @[[W0]] : !llvm.ptr
 // CHECK-NEXT: %[[NKLNAMES:.*]] = arith.constant 1 : i64
 // CHECK-NEXT: %[[KLNAMES:.*]] = llvm.mlir.addressof @[[W0]] : !llvm.ptr
+// CHECK-NEXT: %[[KLCOUNTED:.*]] = llvm.mlir.addressof @[[COUNTED1]] : !llvm.ptr
 // CHECK-NEXT: %[[UPDATES:.*]] = llvm.mlir.addressof @[[KL_UPDATES]] : !llvm.ptr
 // CHECK-NEXT: %[[KLGRADS:.*]] = llvm.mlir.addressof @[[PRE_IN]] : !llvm.ptr
 // CHECK-NEXT: %[[KLOUT:.*]] = llvm.mlir.addressof @[[KL_OUT]] : !llvm.ptr
-// CHECK-NEXT: call @pfrt_rank_kfac_kl_clip(%[[HOST]], %c9_i64{{[_0-9]*}}, %[[KAPPA]], %[[NKLORDER]], %[[KLORDER]], %[[NKLNAMES]], %[[KLNAMES]], %[[UPDATES]], %[[KLGRADS]], %[[KLOUT]])
+// CHECK-NEXT: call @pfrt_rank_kfac_kl_clip(%[[HOST]], %c9_i64{{[_0-9]*}}, %[[KAPPA]], %[[NKLORDER]], %[[KLORDER]], %[[NKLNAMES]], %[[KLNAMES]], %[[KLCOUNTED]], %[[UPDATES]], %[[KLGRADS]], %[[KLOUT]])
 // The step's gradients go to the host (ops 10 and 11): the name,
 // micro-batch -1 (the step's) and the slot of the final value: grad/emb's
 // clipped sum (6), grad/w0's KL-clipped update (10).
@@ -236,11 +236,11 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c12_i64{{[_0-9]*}}, %{{.*}}, %[[FN12]], %{{.*}}, %{{.*}}, %[[NIN12]], %[[IN12]], %[[NOUT12]], %[[NOOUT12]])
 // At the end: the posted send completes.
 // CHECK: cf.cond_br
-// CHECK-NEXT: ^bb18:
+// CHECK-NEXT: ^bb{{[0-9]+}}:
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : i32
 // CHECK-NEXT: %[[NSENDS:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: call @pfrt_comm_wait_all(%[[CTX]], %[[COMM]], %[[SENDS]], %[[NSENDS]])
-// CHECK: ^bb19:
+// CHECK: ^bb{{[0-9]+}}:
 // CHECK-NEXT: return %[[ZERO]] : i32
 // CHECK: ^[[EXIT]](%[[STATUS:.*]]: i32):
 // CHECK-NEXT: return %[[STATUS]] : i32
@@ -254,9 +254,9 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-DAG: func.func private @pfrt_comm_wait_all(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_broadcast(!llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr, i64, i64) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_all_reduce(!llvm.ptr, i64, !llvm.ptr, i32, i64, !llvm.ptr, i32, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_clip_gradients(!llvm.ptr, i64, f64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_kfac_kl_clip(!llvm.ptr, i64, f64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_comm_all_reduce_sum(!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_clip_gradients(!llvm.ptr, i64, f64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_kfac_kl_clip(!llvm.ptr, i64, f64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-NOT: pfrt_rank_send
 // CHECK-NOT: pfrt_rank_recv
 // CHECK-NOT: pfrt_rank_release
@@ -266,11 +266,11 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %grad = pf.recv_act microbatch(0) from(1) tag(2) : tensor<4x16xf32>
   %w0, %emb = pf.run_stage backward @stage0_backward(%saved, %grad) microbatch(0) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
   %embsum = pf.all_reduce "grad/emb"(%emb : tensor<100x16xf32>) ranks([0, 1]) order(library) : tensor<100x16xf32> -> tensor<100x16xf32>
-  %clipped:2 = pf.clip_gradients(%embsum, %w0 : tensor<100x16xf32>, tensor<16x16xf32>) names(["grad/emb", "grad/w0"]) max_norm(1.0) order(["grad/emb", "grad/w0"]) -> tensor<100x16xf32>, tensor<16x16xf32>
+  %clipped:2 = pf.clip_gradients(%embsum, %w0 : tensor<100x16xf32>, tensor<16x16xf32>) names(["grad/emb", "grad/w0"]) counted([true, true]) max_norm(1.0) order(["grad/emb", "grad/w0"]) -> tensor<100x16xf32>, tensor<16x16xf32>
   pf.kfac_promote_inverses
   %pre = pf.run_stage precondition @stage0_precondition(%clipped#1) : (tensor<16x16xf32>) -> tensor<16x16xf32>
   %owned = pf.broadcast "grad/w0"(%pre : tensor<16x16xf32>) root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
-  %update = pf.kfac_kl_clip updates(%owned : tensor<16x16xf32>) gradients(%clipped#1 : tensor<16x16xf32>) names(["grad/w0"]) kappa(1.0e-3) order(["grad/w0"]) -> tensor<16x16xf32>
+  %update = pf.kfac_kl_clip updates(%owned : tensor<16x16xf32>) gradients(%clipped#1 : tensor<16x16xf32>) names(["grad/w0"]) counted([true]) kappa(1.0e-3) order(["grad/w0"]) -> tensor<16x16xf32>
   pf.step_result "grad/emb" %clipped#0 : tensor<100x16xf32>
   pf.step_result "grad/w0" %update : tensor<16x16xf32>
   pf.run_stage update @stage0_update(%update, %clipped#0) : (tensor<16x16xf32>, tensor<100x16xf32>) -> ()
@@ -279,7 +279,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // overlap=false: blocking transfers where the ops are, no request words;
 // act/1's life ends at its send (its last use), so grad_act/7 takes its
 // bytes: slot 2 at offset 0.
-// BLOCKING: func.func @pf_rank0(%[[HOST:.*]]: !llvm.ptr, %[[CTX:.*]]: !llvm.ptr, %[[COMM:.*]]: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
+// BLOCKING: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr) -> i32
 // BLOCKING-NOT: llvm.alloca
 // BLOCKING: call @pfrt_rank_run_stage(
 // BLOCKING: %[[ACT:.*]] = llvm.getelementptr %[[SLOTS]][0] :
@@ -304,8 +304,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // loss lives until pf.step_result), the backward's grad_act/7 slot 3, back
 // at byte 0 (act/1's life ended at the forward), and its grad/emb slot 4, at
 // byte 576 (after the loss). pf.step_result hands the loss's slot to the
-// host: its name, micro-batch -1 (the step's) and slot; grad/emb's goes at
-// the end, clipped.
+// host: its name, micro-batch -1 (the step's) and slot. grad/emb's sum is
+// rank 0's to count and report: rank 1 reports no gradient.
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS0:__pf_rank_i64_[0-9]+]](dense<0> : tensor<1xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS12:__pf_rank_i64_[0-9]+]](dense<[1, 2]> : tensor<2xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
@@ -316,7 +316,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-DAG: llvm.mlir.global internal constant @[[ORDER:__pf_rank_str_[0-9]+]]("grad/emb\00grad/w0\00")
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS5:__pf_rank_i64_[0-9]+]](dense<5> : tensor<1xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS6:__pf_rank_i64_[0-9]+]](dense<6> : tensor<1xi64>)
-// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:.*]]: !llvm.ptr) -> i32
+// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr) -> i32
 // RANK1: llvm.getelementptr %[[SLOTS]][0] :
 // RANK1-NEXT: %[[AT0:.*]] = arith.constant 0 : i64
 // RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AT0]]]
@@ -348,9 +348,11 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // RANK1-NEXT: %[[SLOT2:.*]] = arith.constant 2 : i64
 // RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[NAME]], %[[STEP]], %[[SLOT2]])
-// RANK1: call @pfrt_rank_all_reduce(
+// RANK1: call @pfrt_comm_all_reduce_sum(
 // Its clip_gradients (op 6) clips its one gradient, the sum (slot 5), into
-// slot 6 (in its bytes, 576), in the order of all gradients.
+// slot 6 (in its bytes, 576), in the order of all gradients; it does not
+// count it (counted [0], the same constant as the slot list [0]): rank 0,
+// the sum's lowest member, does.
 // RANK1: llvm.getelementptr %[[SLOTS]][6] :
 // RANK1-NEXT: %[[CLIPPED_AT:.*]] = arith.constant 576 : i64
 // RANK1: %[[MAXNORM:.*]] = arith.constant 1.000000e+00 : f64
@@ -358,9 +360,10 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-NEXT: %[[ORDERLIST:.*]] = llvm.mlir.addressof @[[ORDER]]
 // RANK1-NEXT: %[[NNAMES:.*]] = arith.constant 1 : i64
 // RANK1-NEXT: %[[NAMES:.*]] = llvm.mlir.addressof @[[EMB]]
+// RANK1-NEXT: %[[NOTCOUNTED:.*]] = llvm.mlir.addressof @[[SLOTS0]]
 // RANK1-NEXT: %[[CLIPIN:.*]] = llvm.mlir.addressof @[[SLOTS5]]
 // RANK1-NEXT: %[[CLIPOUT:.*]] = llvm.mlir.addressof @[[SLOTS6]]
-// RANK1-NEXT: call @pfrt_rank_clip_gradients(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[MAXNORM]], %[[NORDER]], %[[ORDERLIST]], %[[NNAMES]], %[[NAMES]], %[[CLIPIN]], %[[CLIPOUT]])
+// RANK1-NEXT: call @pfrt_rank_clip_gradients(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[MAXNORM]], %[[NORDER]], %[[ORDERLIST]], %[[NNAMES]], %[[NAMES]], %[[NOTCOUNTED]], %[[CLIPIN]], %[[CLIPOUT]])
 // The broadcast's other member (op 7) passes no input (-1) and receives the
 // root's value into slot 7.
 // RANK1: llvm.getelementptr %[[SLOTS]][7] :
@@ -368,21 +371,19 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1: %[[OFFROOT:.*]] = arith.constant -1 : i64
 // RANK1-NEXT: %[[RECEIVED:.*]] = arith.constant 7 : i64
 // RANK1-NEXT: call @pfrt_rank_broadcast(%[[HOST]], %c7_i64{{[_0-9]*}}, %[[W0BCAST]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OFFROOT]], %[[RECEIVED]])
-// Its KL-clip (op 8) has no updates: no names, and the empty name and slot
-// lists are null pointers.
+// Its KL-clip (op 8) has no updates: no names, and the empty name, counted
+// and slot lists are null pointers.
 // RANK1: %[[KAPPA:.*]] = arith.constant 1.000000e-03 : f64
 // RANK1-NEXT: %[[NKLORDER:.*]] = arith.constant 1 : i64
 // RANK1-NEXT: %[[KLORDER:.*]] = llvm.mlir.addressof @[[W0]]
 // RANK1-NEXT: %[[NOUPDATE:.*]] = arith.constant 0 : i64
 // RANK1-NEXT: %[[NONAMES:.*]] = llvm.mlir.zero : !llvm.ptr
+// RANK1-NEXT: %[[NOCOUNTED:.*]] = llvm.mlir.zero : !llvm.ptr
 // RANK1-NEXT: %[[NOUPDATES:.*]] = llvm.mlir.zero : !llvm.ptr
 // RANK1-NEXT: %[[NOGRADIENTS:.*]] = llvm.mlir.zero : !llvm.ptr
 // RANK1-NEXT: %[[NORESULTS:.*]] = llvm.mlir.zero : !llvm.ptr
-// RANK1-NEXT: call @pfrt_rank_kfac_kl_clip(%[[HOST]], %c8_i64{{[_0-9]*}}, %[[KAPPA]], %[[NKLORDER]], %[[KLORDER]], %[[NOUPDATE]], %[[NONAMES]], %[[NOUPDATES]], %[[NOGRADIENTS]], %[[NORESULTS]])
-// RANK1: %[[EMBNAME:.*]] = llvm.mlir.addressof @[[EMB]]
-// RANK1-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
-// RANK1-NEXT: %[[SLOT6:.*]] = arith.constant 6 : i64
-// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c9_i64{{[_0-9]*}}, %[[EMBNAME]], %[[STEP2]], %[[SLOT6]])
+// RANK1-NEXT: call @pfrt_rank_kfac_kl_clip(%[[HOST]], %c8_i64{{[_0-9]*}}, %[[KAPPA]], %[[NKLORDER]], %[[KLORDER]], %[[NOUPDATE]], %[[NONAMES]], %[[NOCOUNTED]], %[[NOUPDATES]], %[[NOGRADIENTS]], %[[NORESULTS]])
+// RANK1-NOT: pfrt_rank_step_result(
 // RANK1: call @pfrt_comm_wait_all(
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %act = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
@@ -391,10 +392,9 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.send_act %grad microbatch(0) to(0) tag(2) : tensor<4x16xf32>
   pf.step_result "loss" %loss : tensor<f32>
   %embsum = pf.all_reduce "grad/emb"(%emb : tensor<100x16xf32>) ranks([0, 1]) order(library) : tensor<100x16xf32> -> tensor<100x16xf32>
-  %clipped = pf.clip_gradients(%embsum : tensor<100x16xf32>) names(["grad/emb"]) max_norm(1.0) order(["grad/emb", "grad/w0"]) -> tensor<100x16xf32>
+  %clipped = pf.clip_gradients(%embsum : tensor<100x16xf32>) names(["grad/emb"]) counted([false]) max_norm(1.0) order(["grad/emb", "grad/w0"]) -> tensor<100x16xf32>
   %owned = pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
-  pf.kfac_kl_clip updates() gradients() names([]) kappa(1.0e-3) order(["grad/w0"])
-  pf.step_result "grad/emb" %clipped : tensor<100x16xf32>
+  pf.kfac_kl_clip updates() gradients() names([]) counted([]) kappa(1.0e-3) order(["grad/w0"])
 }
 
 // MISSING: error: pf-lower-rank-programs: no pf.rank_program @rank7

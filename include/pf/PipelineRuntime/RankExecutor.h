@@ -172,9 +172,12 @@ private:
   mlir::Operation *programForStep(int64_t step) const;
   /// The programs as compiled code (pf-lower-rank-programs, JIT-compiled):
   /// each op calls back into the step's services (pfrt_rank.h).
-  std::map<mlir::Operation *,
-           int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *, pfrt_tensor *, void *)>
+  std::map<mlir::Operation *, int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *,
+                                          pfrt_tensor *, void *, pfrt_comm **)>
       loweredPrograms;
+  /// Each program's `%groups` (programCommGroups): communicators of the
+  /// transfer context over the member groups of its own collectives.
+  std::map<mlir::Operation *, std::vector<pfrt_comm *>> programGroups;
   /// Each program's number of stage-value slots (stageValueSlots).
   llvm::DenseMap<mlir::Operation *, int64_t> slotCounts;
   std::vector<std::unique_ptr<mlir::ExecutionEngine>> programEngines;
@@ -208,6 +211,9 @@ private:
   llvm::Error allReduceHostParameter(const CompiledModel::Parameter &param, pfrt_comm *group);
   llvm::Error runInverse(const std::string &function, const Values &graph, bool reports = true);
   llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members);
+  /// The group of `members` on the communicator the lowered programs run
+  /// their collectives on (the transfer communicator, where there is one).
+  llvm::Expected<pfrt_comm *> transferGroupOf(llvm::ArrayRef<int64_t> members);
   /// Sums parameter `name` over `members` in place (a pending inverse that
   /// this rank does not own contributes -0.0).
   llvm::Error allReduceParameter(const std::string &name, llvm::ArrayRef<int64_t> members);
@@ -217,7 +223,7 @@ private:
   std::vector<std::string> functionNames;
   std::unique_ptr<CompiledProgram> compiledProgram;
   Options options;
-  std::map<std::vector<int32_t>, pfrt_comm *> groups;
+  std::map<std::vector<int32_t>, pfrt_comm *> groups, transferGroups;
   double gradientNorm = 0;
   /// -1: the loss is on the one rank holding the last stage; else (Chimera)
   /// the rank reporting it after the losses are exchanged.

@@ -48,14 +48,13 @@ int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
  * recv): the host's measured timeline. */
 int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase);
 /* The sum of `value` over `count` member ranks; `order` is pf's
- * ReductionOrder. A value of the program: the `input_count` values in
- * `inputs` (slots) summed into the slot `output`: 0 (microbatch), this
- * member's pieces of the micro-batches `microbatches`, added per
+ * ReductionOrder. A gradient: the `input_count` values in `inputs` (slots),
+ * this member's pieces of the micro-batches `microbatches`, added per
  * micro-batch over the members and weighted in micro-batch order as one
- * process does; 1 (library), this member's partial sum (a gradient's
- * weighted sum over its micro-batches, the loss's), added by the library's
- * all-reduce. A parameter (Chimera's K-FAC factors) is summed in place by
- * name: no inputs, `microbatches` null, `output` -1. */
+ * process does (order 0), into the slot `output`. A parameter (Chimera's
+ * K-FAC factors) is summed in place by name: no inputs, `microbatches`
+ * null, `output` -1. (The library's sum of a partial sum, order 1, is the
+ * program's own pfrt_comm_all_reduce_sum on the slot.) */
 int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op,
                              const char *value, int32_t order, int64_t count,
                              const int64_t *ranks, int32_t dtype, int64_t rank,
@@ -81,21 +80,22 @@ int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value,
                          int64_t output_slot);
 /* Global-norm clipping over all ranks, the norm summed in `order`
  * (`order_count` names): this rank's `count` gradients (named by `names`,
- * in the slots `inputs`) clipped into the slots `outputs`. */
+ * in the slots `inputs`; `counted[i]` 1 where this rank's term of the norm
+ * counts) clipped into the slots `outputs`. */
 int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op,
                                  double max_norm, int64_t order_count,
                                  const char *order, int64_t count,
-                                 const char *names, const int64_t *inputs,
-                                 const int64_t *outputs);
+                                 const char *names, const int64_t *counted,
+                                 const int64_t *inputs, const int64_t *outputs);
 /* K-FAC's KL-clip over all ranks, the inner products summed in `order`:
- * this rank's `count` updates (named by `names`, in the slots `updates`)
- * with their clipped gradients (slots `gradients`), scaled into the slots
- * `outputs`. */
+ * this rank's `count` updates (named by `names`, in the slots `updates`;
+ * `counted` as for the clipping) with their clipped gradients (slots
+ * `gradients`), scaled into the slots `outputs`. */
 int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa,
                                int64_t order_count, const char *order,
                                int64_t count, const char *names,
-                               const int64_t *updates, const int64_t *gradients,
-                               const int64_t *outputs);
+                               const int64_t *counted, const int64_t *updates,
+                               const int64_t *gradients, const int64_t *outputs);
 /* The pending K-FAC inverses become the ones in use. */
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op);
 /* The value in slot `slot` is the step's result `name` (the loss, or a

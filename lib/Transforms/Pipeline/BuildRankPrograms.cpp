@@ -1004,8 +1004,15 @@ struct BuildRankProgramsPass
           if (Value sum = emitGradientSum(body, loc, name, entry))
             summedGradients[name] = sum;
       std::map<std::string, Value> gradients = rankStepGradients(summedGradients);
+      // A gradient summed over ranks is counted (clipping, KL-clip) and
+      // reported by its lowest member.
+      std::set<std::string> countedElsewhere;
+      for (const auto &[name, entry] : tied)
+        if (!entry.sameRank && llvm::is_contained(entry.ranks, rank) &&
+            entry.ranks.front() != rank)
+          countedElsewhere.insert(name);
       emitReplicatedLoss(body, loc);
-      emitStepEnd(body, loc, held, std::move(gradients));
+      emitStepEnd(body, loc, held, std::move(gradients), countedElsewhere);
     }
   }
 
@@ -1059,10 +1066,13 @@ struct BuildRankProgramsPass
   /// `stage<s>_kfac_precondition_<l>`, one call per layer) the clipped
   /// gradients preconditioned (Chimera's split layers broadcast by their
   /// owner) and KL-clipped over all ranks; with `gradient-results` each
-  /// gradient handed to the host; the updates (pf-add-optimizer's
+  /// gradient handed to the host (by the rank counting it: not those in
+  /// `countedElsewhere`, summed over ranks and counted by a lower member);
+  /// the updates (pf-add-optimizer's
   /// `stage<s>_update`) taking them.
   void emitStepEnd(OpBuilder &body, Location loc, ArrayRef<int64_t> held,
-                   std::map<std::string, Value> gradients) {
+                   std::map<std::string, Value> gradients,
+                   const std::set<std::string> &countedElsewhere) {
     auto named = [&](const std::map<std::string, Value> &values, SmallVector<Value> &operands,
                      SmallVector<Type> &types) {
       SmallVector<StringRef> names;
@@ -1073,11 +1083,17 @@ struct BuildRankProgramsPass
       }
       return body.getStrArrayAttr(names);
     };
+    auto counted = [&](ArrayAttr names) {
+      SmallVector<bool> flags;
+      for (Attribute name : names)
+        flags.push_back(!countedElsewhere.count(cast<StringAttr>(name).str()));
+      return body.getDenseBoolArrayAttr(flags);
+    };
     if (clipNorm > 0) {
       SmallVector<Value> operands;
       SmallVector<Type> types;
       ArrayAttr names = named(gradients, operands, types);
-      auto clip = ClipGradientsOp::create(body, loc, types, operands, names,
+      auto clip = ClipGradientsOp::create(body, loc, types, operands, names, counted(names),
                                           body.getF64FloatAttr(clipNorm), stepGradients());
       for (auto [name, clipped] : llvm::zip_equal(names, clip.getClipped()))
         gradients[cast<StringAttr>(name).str()] = clipped;
@@ -1147,15 +1163,16 @@ struct BuildRankProgramsPass
       SmallVector<Value> operands;
       SmallVector<Type> types;
       ArrayAttr names = named(updates, operands, types);
-      auto clip = KfacKLClipOp::create(body, loc, types, operands, rawOperands, names, kappa,
-                                       klOrder);
+      auto clip = KfacKLClipOp::create(body, loc, types, operands, rawOperands, names,
+                                       counted(names), kappa, klOrder);
       for (auto [name, clipped] : llvm::zip_equal(names, clip.getClipped()))
         gradients[cast<StringAttr>(name).str()] = clipped;
     }
     publish();
     if (gradientResults)
       for (const auto &[name, value] : gradients)
-        StepResultOp::create(body, loc, body.getStringAttr(name), value, IntegerAttr());
+        if (!countedElsewhere.count(name))
+          StepResultOp::create(body, loc, body.getStringAttr(name), value, IntegerAttr());
     SmallVector<func::FuncOp> updates;
     for (int64_t stage : held)
       if (auto update =

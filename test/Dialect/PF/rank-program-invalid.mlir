@@ -435,21 +435,21 @@ func.func @f(%act: tensor<4xf32>) {
 
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.clip_gradients' op max_norm must be positive and finite, got 0}}
-  pf.clip_gradients() names([]) max_norm(0.0) order(["grad/a"])
+  pf.clip_gradients() names([]) counted([]) max_norm(0.0) order(["grad/a"])
 }
 
 // -----
 
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.clip_gradients' op order names 'grad/a' twice}}
-  pf.clip_gradients() names([]) max_norm(1.0) order(["grad/a", "grad/a"])
+  pf.clip_gradients() names([]) counted([]) max_norm(1.0) order(["grad/a", "grad/a"])
 }
 
 // -----
 
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.clip_gradients' op order entry 'act/3' is not a grad/<parameter> name}}
-  pf.clip_gradients() names([]) max_norm(1.0) order(["act/3"])
+  pf.clip_gradients() names([]) counted([]) max_norm(1.0) order(["act/3"])
 }
 
 // -----
@@ -460,7 +460,7 @@ func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, ten
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
   // expected-error@+1 {{'pf.clip_gradients' op names 1 gradients for 2 operands and 2 results (one each)}}
-  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<3xf32>) names(["grad/a"]) max_norm(1.0) order(["grad/a", "grad/b"]) -> tensor<2xf32>, tensor<3xf32>
+  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<3xf32>) names(["grad/a"]) counted([true]) max_norm(1.0) order(["grad/a", "grad/b"]) -> tensor<2xf32>, tensor<3xf32>
 }
 
 // -----
@@ -469,7 +469,7 @@ func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, ten
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
   // expected-error@+1 {{'pf.clip_gradients' op gradient #1 'grad/b' is not in the order}}
-  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<3xf32>) names(["grad/a", "grad/b"]) max_norm(1.0) order(["grad/a"]) -> tensor<2xf32>, tensor<3xf32>
+  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<3xf32>) names(["grad/a", "grad/b"]) counted([true, true]) max_norm(1.0) order(["grad/a"]) -> tensor<2xf32>, tensor<3xf32>
 }
 
 // -----
@@ -478,7 +478,7 @@ func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, ten
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<2xf32>)
   // expected-error@+1 {{'pf.clip_gradients' op names 'grad/a' twice}}
-  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<2xf32>) names(["grad/a", "grad/a"]) max_norm(1.0) order(["grad/a", "grad/b"]) -> tensor<2xf32>, tensor<2xf32>
+  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<2xf32>) names(["grad/a", "grad/a"]) counted([true, true]) max_norm(1.0) order(["grad/a", "grad/b"]) -> tensor<2xf32>, tensor<2xf32>
 }
 
 // -----
@@ -487,7 +487,17 @@ func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}) att
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   %a = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
   // expected-error@+1 {{'pf.clip_gradients' op result #0 is 'tensor<3xf32>' but gradient #0 is 'tensor<2xf32>'}}
-  %c = pf.clip_gradients(%a : tensor<2xf32>) names(["grad/a"]) max_norm(1.0) order(["grad/a"]) -> tensor<3xf32>
+  %c = pf.clip_gradients(%a : tensor<2xf32>) names(["grad/a"]) counted([true]) max_norm(1.0) order(["grad/a"]) -> tensor<3xf32>
+}
+
+// -----
+
+// counted: one flag per name (whether this rank's term of the norm counts).
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, tensor<3xf32> {pf.name = "grad/b"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
+  // expected-error@+1 {{'pf.clip_gradients' op counted has 1 entries for 2 names}}
+  %c:2 = pf.clip_gradients(%a, %b : tensor<2xf32>, tensor<3xf32>) names(["grad/a", "grad/b"]) counted([true]) max_norm(1.0) order(["grad/a", "grad/b"]) -> tensor<2xf32>, tensor<3xf32>
 }
 
 // -----
@@ -498,7 +508,7 @@ func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}) att
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   %a = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
   // expected-error@+1 {{'pf.kfac_kl_clip' op takes the gradient of each update, got 1 updates and 0 gradients}}
-  %u = pf.kfac_kl_clip updates(%a : tensor<2xf32>) gradients() names(["grad/a"]) kappa(1.0e-3) order(["grad/a"]) -> tensor<2xf32>
+  %u = pf.kfac_kl_clip updates(%a : tensor<2xf32>) gradients() names(["grad/a"]) counted([true]) kappa(1.0e-3) order(["grad/a"]) -> tensor<2xf32>
 }
 
 // -----
@@ -507,7 +517,18 @@ func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}, ten
 pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
   %a, %b = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2xf32>, tensor<3xf32>)
   // expected-error@+1 {{'pf.kfac_kl_clip' op update #0 is 'tensor<2xf32>' but its gradient is 'tensor<3xf32>'}}
-  %u = pf.kfac_kl_clip updates(%a : tensor<2xf32>) gradients(%b : tensor<3xf32>) names(["grad/a"]) kappa(1.0e-3) order(["grad/a"]) -> tensor<2xf32>
+  %u = pf.kfac_kl_clip updates(%a : tensor<2xf32>) gradients(%b : tensor<3xf32>) names(["grad/a"]) counted([true]) kappa(1.0e-3) order(["grad/a"]) -> tensor<2xf32>
+}
+
+// -----
+
+// counted: one flag per name (whether this rank's inner product of the
+// update and its gradient counts).
+func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/a"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(1) {
+  %a = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
+  // expected-error@+1 {{'pf.kfac_kl_clip' op counted has 2 entries for 1 names}}
+  %u = pf.kfac_kl_clip updates(%a : tensor<2xf32>) gradients(%a : tensor<2xf32>) names(["grad/a"]) counted([true, false]) kappa(1.0e-3) order(["grad/a"]) -> tensor<2xf32>
 }
 
 // -----

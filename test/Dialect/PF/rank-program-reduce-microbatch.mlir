@@ -7,14 +7,14 @@
 // sum, which its accumulate call takes. The broadcast is a value of the
 // program: the root hands its accumulated sum over as the operand, and every
 // member returns the step's gradient, which it clips (pf.clip_gradients takes
-// and returns it) and reports. The cross-rank order is simulated for
-// deadlocks.
+// and returns it); the lowest member counts it in the norm and reports it.
+// The cross-rank order is simulated for deadlocks.
 // RUN: pf-opt %s -split-input-file --pf-verify-rank-programs -verify-diagnostics
 
 // Valid: rank 0 (stage 0) hands micro-batch m's piece over after its
 // backward; rank 1 (stage 1) sums and accumulates it and broadcasts the
-// step's gradient; both clip the broadcast's result and report the clipped
-// gradient.
+// step's gradient; both clip the broadcast's result, and rank 0, the lowest
+// member, counts it (counted) and reports the clipped gradient.
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
@@ -29,7 +29,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   %p1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4x2xf32>
   pf.reduce_microbatch "grad/emb"(%p1 : tensor<4x2xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32>
   %g = pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
-  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
+  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) counted([true]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
   pf.step_result "grad/emb" %c : tensor<4x2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
@@ -42,8 +42,7 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   %s1 = pf.reduce_microbatch "grad/emb"(%q1 : tensor<4x2xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
   %a1 = pf.run_stage accumulate @stage1_accumulate_last(%s1, %a0) microbatch(1) : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
   %g = pf.broadcast "grad/emb"(%a1 : tensor<4x2xf32>) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
-  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
-  pf.step_result "grad/emb" %c : tensor<4x2xf32>
+  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) counted([false]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
 }
 
 // -----
@@ -200,7 +199,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %p = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4x2xf32>
   pf.reduce_microbatch "grad/emb"(%p : tensor<4x2xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32>
-  pf.clip_gradients() names([]) max_norm(1.0) order(["grad/emb"])
+  pf.clip_gradients() names([]) counted([]) max_norm(1.0) order(["grad/emb"])
   // expected-error@+1 {{rank 0, op 4: broadcast of 'grad/emb' from rank 1 over ranks array<i64: 0, 1> comes after clip_gradients (op 3), which needs the summed gradient on every member}}
   %g = pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
 }
@@ -209,7 +208,7 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %q = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4x2xf32>
   %s = pf.reduce_microbatch "grad/emb"(%q : tensor<4x2xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
   %g = pf.broadcast "grad/emb"(%s : tensor<4x2xf32>) root(1) ranks([0, 1]) : tensor<4x2xf32> -> tensor<4x2xf32>
-  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
+  %c = pf.clip_gradients(%g : tensor<4x2xf32>) names(["grad/emb"]) counted([true]) max_norm(1.0) order(["grad/emb"]) -> tensor<4x2xf32>
   pf.step_result "grad/emb" %c : tensor<4x2xf32>
 }
 

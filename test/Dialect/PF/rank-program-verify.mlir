@@ -382,7 +382,6 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   %g = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4xf32>
   // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 0}}
   %e = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
-  pf.step_result "grad/emb" %e : tensor<4xf32>
 }
 
 // -----
@@ -405,7 +404,6 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(3) {
   %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2xf32>
   // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/w' over ranks array<i64: 0, 1>: no member sums a piece of micro-batch 2}}
   %s = pf.all_reduce "grad/w"(%g1 : tensor<2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
-  pf.step_result "grad/w" %s : tensor<2xf32>
 }
 
 // -----
@@ -501,9 +499,9 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
 
 // -----
 
-// A gradient leaves each rank once. Replicas (Chimera) each report the
-// step's sum of their pieces (the loss's rule across ranks does not apply),
-// but rank 1 reports it twice.
+// A gradient leaves the step once over all ranks: of a sum over ranks only
+// the lowest member (the one that counts it) reports it. Here both replicas
+// (Chimera) report the step's sum of their pieces.
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
@@ -516,8 +514,7 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2xf32>
   %s = pf.all_reduce "grad/w"(%g1 : tensor<2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
-  pf.step_result "grad/w" %s : tensor<2xf32>
-  // expected-error@+1 {{rank 1, op 4: step_result 'grad/w' is reported a second time on this rank (op 3 reports it)}}
+  // expected-error@+1 {{rank 1, op 3: step_result 'grad/w' is reported a second time (rank 0, op 3 reports it)}}
   pf.step_result "grad/w" %s : tensor<2xf32>
 }
 
@@ -537,6 +534,6 @@ pf.rank_program @rank0 rank(0) ranks(1) stages([0]) microbatches(2) {
   %s0 = pf.run_stage accumulate @stage0_accumulate_first(%g0) microbatch(0) : (tensor<2xf32>) -> tensor<2xf32>
   %s1 = pf.run_stage accumulate @stage0_accumulate_last(%g1, %s0) microbatch(1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   pf.step_result "grad/w" %s1 : tensor<2xf32>
-  // expected-error@+1 {{rank 0, op 7: step_result 'grad/w' is reported a second time on this rank (op 6 reports it)}}
+  // expected-error@+1 {{rank 0, op 7: step_result 'grad/w' is reported a second time (rank 0, op 6 reports it)}}
   pf.step_result "grad/w" %g0 : tensor<2xf32>
 }

@@ -267,6 +267,8 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // dualpipe, D = 2, N = 4: two pipes as Chimera's (micro-batches 0, 1 down:
 // stage s on rank s; 2, 3 up: on rank 1-s), so every rank holds both stages
 // and every gradient is all-reduced over the two replicas at the step end.
+// Only rank 0, the lowest member of each sum, reports the sums (and the
+// loss); rank 1 reports nothing.
 // DUALPIPE-LABEL: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 1]) microbatches(4) {
 // DUALPIPE-NEXT: %[[F0:[0-9]+]]:5 = pf.run_stage forward @stage0_forward() microbatch(0)
 // DUALPIPE-NEXT: pf.send_act %[[F0]]#0 microbatch(0) to(1)
@@ -274,25 +276,31 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // DUALPIPE-NEXT: %[[A3:[0-9]+]] = pf.recv_act microbatch(2) from(1)
 // DUALPIPE-NEXT: %[[A7:[0-9]+]] = pf.recv_act microbatch(2) from(1)
 // DUALPIPE-NEXT: pf.run_stage forward @stage1_forward(%[[A3]], %[[A7]]) microbatch(2)
-// DUALPIPE: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"({{%[0-9]+}} : tensor<{{.*}}>) ranks([0, 1])
-// DUALPIPE: pf.all_reduce "grad/cls.predictions.bias"({{%[0-9]+(#[0-9]+)?}} : tensor<{{.*}}>) ranks([0, 1])
+// DUALPIPE: %[[EMBSUM:[0-9]+]] = pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"({{%[0-9]+}} : tensor<{{.*}}>) ranks([0, 1])
+// DUALPIPE: %[[BIASSUM:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"({{%[0-9]+(#[0-9]+)?}} : tensor<{{.*}}>) ranks([0, 1])
+// DUALPIPE: pf.step_result "loss"
+// DUALPIPE-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[EMBSUM]] :
+// DUALPIPE: pf.step_result "grad/cls.predictions.bias" %[[BIASSUM]] :
 // DUALPIPE-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1]) microbatches(4) {
 // DUALPIPE-NEXT: %[[A3:[0-9]+]] = pf.recv_act microbatch(0) from(0)
 // DUALPIPE-NEXT: %[[A7:[0-9]+]] = pf.recv_act microbatch(0) from(0)
 // DUALPIPE-NEXT: pf.run_stage forward @stage0_forward() microbatch(2)
 // DUALPIPE: pf.run_stage forward @stage1_forward(%[[A3]], %[[A7]]) microbatch(0)
+// DUALPIPE: pf.all_reduce "grad/cls.predictions.bias"({{%[0-9]+(#[0-9]+)?}} : tensor<{{.*}}>) ranks([0, 1])
+// DUALPIPE-NOT: pf.step_result
 
 // The whole step: rank 0's two stages share the tied embedding, updated once
 // by the merged @rank0_update, which takes the clipped tied sum and bias
 // gradient (its grad/* arguments, in argument order). Each rank clips its
 // step gradients (their running sums) and hands the clipped ones to the
-// host and its updates.
+// host and its updates. No gradient is summed over ranks (the tied one is
+// rank 0's alone), so each rank counts all of its own (counted all true).
 // TRAINING: func.func @rank0_update(%arg0: tensor<100x16xf32> {pf.name = "grad/bert.embeddings.word_embeddings.weight"}, %arg1: tensor<f64> {pf.name = "lr"}, %arg2: tensor<i64> {pf.name = "step"}, %arg3: tensor<100xf32> {pf.name = "grad/cls.predictions.bias"})
 // TRAINING: pf.rank_program @rank0 rank(0) ranks(2) stages([0, 3]) microbatches(2) {
 // TRAINING: %[[LAST3:[0-9]+]]:2 = pf.run_stage accumulate @stage3_accumulate_last({{.*}}) microbatch(1)
 // TRAINING: %[[TSUM:[0-9]+]] = pf.run_stage accumulate @stage3_accumulate_tied_last({{.*}}) microbatch(1)
 // TRAINING-NEXT: pf.step_result "loss" %[[LAST3]]#1 : tensor<f32>
-// TRAINING-NEXT: %[[CLIP0:[0-9]+]]:2 = pf.clip_gradients(%[[TSUM]], %[[LAST3]]#0 : tensor<100x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/bert.encoder.layer.3.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<100xf32>
+// TRAINING-NEXT: %[[CLIP0:[0-9]+]]:2 = pf.clip_gradients(%[[TSUM]], %[[LAST3]]#0 : tensor<100x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/cls.predictions.bias"]) counted([true, true]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/bert.encoder.layer.3.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<100xf32>
 // TRAINING-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[CLIP0]]#0 : tensor<100x16xf32>
 // TRAINING-NEXT: pf.step_result "grad/cls.predictions.bias" %[[CLIP0]]#1 : tensor<100xf32>
 // TRAINING-NEXT: pf.run_stage update @rank0_update(%[[CLIP0]]#0, %[[CLIP0]]#1) : (tensor<100x16xf32>, tensor<100xf32>) -> ()
@@ -300,7 +308,7 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // TRAINING: pf.rank_program @rank1 rank(1) ranks(2) stages([1, 2]) microbatches(2) {
 // TRAINING: %[[SUM2:[0-9]+]]:2 = pf.run_stage accumulate @stage2_accumulate_last(
 // TRAINING: %[[SUM1:[0-9]+]]:2 = pf.run_stage accumulate @stage1_accumulate_last(
-// TRAINING-NEXT: %[[CLIP1:[0-9]+]]:4 = pf.clip_gradients(%[[SUM1]]#0, %[[SUM1]]#1, %[[SUM2]]#0, %[[SUM2]]#1 : {{.*}}) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/bert.encoder.layer.3.dense.weight"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", {{.*}}])
+// TRAINING-NEXT: %[[CLIP1:[0-9]+]]:4 = pf.clip_gradients(%[[SUM1]]#0, %[[SUM1]]#1, %[[SUM2]]#0, %[[SUM2]]#1 : {{.*}}) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/bert.encoder.layer.3.dense.weight"]) counted([true, true, true, true]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", {{.*}}])
 // TRAINING-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[CLIP1]]#0
 // TRAINING-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[CLIP1]]#1
 // TRAINING-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[CLIP1]]#2

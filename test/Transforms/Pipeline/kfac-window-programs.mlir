@@ -19,9 +19,10 @@
 // Rank 0: layer 1 inverted in window step 0 after its 4 passes (and its
 // last accumulate call), before the tied gradient's broadcast (its
 // reduce_microbatch does not wait), whose result the step end clips with the
-// rank's own step gradients; the clipped gradients of its K-FAC layers are
-// preconditioned and KL-clipped, and the final values go to the host and the
-// update. Layer 0 is inverted in window step 1 before its second pass (F1).
+// rank's own step gradients, counting all three (rank 0 is the tied sum's
+// lowest member); the clipped gradients of its K-FAC layers are
+// preconditioned and KL-clipped, and the final values go to the host (the
+// tied one from rank 0 only) and the update. Layer 0 is inverted in window step 1 before its second pass (F1).
 // CHECK-LABEL: pf.rank_program @rank0_window0
 // CHECK: [[B0_1:%[0-9]+]]:4 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1) :
 // CHECK-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"([[B0_1]]#2 : tensor<100x16xf32>) microbatch(1) root(1)
@@ -29,10 +30,10 @@
 // CHECK-NEXT: [[SUM0:%[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last([[B0_1]]#0, {{%[0-9]+}}#0, [[B0_1]]#1, {{%[0-9]+}}#1) microbatch(1) in_place([1, 3]) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> (tensor<16x16xf32>, tensor<16x16xf32>)
 // CHECK-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1) : () -> ()
 // CHECK-NEXT: [[EMB:%[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
-// CHECK-NEXT: [[CLIP0:%[0-9]+]]:3 = pf.clip_gradients([[EMB]], [[SUM0]]#0, [[SUM0]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) max_norm(1.000000e+00) order({{.*}}) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
+// CHECK-NEXT: [[CLIP0:%[0-9]+]]:3 = pf.clip_gradients([[EMB]], [[SUM0]]#0, [[SUM0]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) counted([true, true, true]) max_norm(1.000000e+00) order({{.*}}) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
 // CHECK-NEXT: [[PRE0:%[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0([[CLIP0]]#1) layer(0) : (tensor<16x16xf32>) -> tensor<16x16xf32>
 // CHECK-NEXT: [[PRE1:%[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1([[CLIP0]]#2) layer(1) : (tensor<16x16xf32>) -> tensor<16x16xf32>
-// CHECK-NEXT: [[KL0:%[0-9]+]]:2 = pf.kfac_kl_clip updates([[PRE0]], [[PRE1]] : tensor<16x16xf32>, tensor<16x16xf32>) gradients([[CLIP0]]#1, [[CLIP0]]#2 : tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) kappa(1.000000e-03) order({{.*}}) -> tensor<16x16xf32>, tensor<16x16xf32>
+// CHECK-NEXT: [[KL0:%[0-9]+]]:2 = pf.kfac_kl_clip updates([[PRE0]], [[PRE1]] : tensor<16x16xf32>, tensor<16x16xf32>) gradients([[CLIP0]]#1, [[CLIP0]]#2 : tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) counted([true, true]) kappa(1.000000e-03) order({{.*}}) -> tensor<16x16xf32>, tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" [[CLIP0]]#0 : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" [[KL0]]#0 : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" [[KL0]]#1 : tensor<16x16xf32>
@@ -45,7 +46,9 @@
 // Window step 0 of rank 1: factor B of micro-batch 0 moved from after B0 to
 // the tail (micro-batch 1's follows it), still reading B0's activation
 // gradient, then the inverse of layer 2, all before the tied gradient's
-// first reduce_microbatch (which waits for rank 0's backward).
+// first reduce_microbatch (which waits for rank 0's backward). Its step end
+// clips the broadcast tied sum without counting it (rank 0 does) and does
+// not report it.
 // CHECK-LABEL: pf.rank_program @rank1_window0
 // CHECK-NEXT: pf.kfac_promote_inverses
 // CHECK: [[B0:%[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(0) :
@@ -65,10 +68,9 @@
 // CHECK-NEXT: [[RED1:%[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last([[EMB1]], [[RED0]]) microbatch(1) in_place([1]) : (tensor<100x16xf32>, tensor<100x16xf32>) -> tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "loss" [[SUM]]#2 : tensor<f32>
 // CHECK-NEXT: [[STEP_EMB:%[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight"([[RED1]] : tensor<100x16xf32>) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
-// CHECK-NEXT: [[CLIP1:%[0-9]+]]:3 = pf.clip_gradients([[STEP_EMB]], [[SUM]]#0, [[SUM]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00) order({{.*}}) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>
+// CHECK-NEXT: [[CLIP1:%[0-9]+]]:3 = pf.clip_gradients([[STEP_EMB]], [[SUM]]#0, [[SUM]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) counted([false, true, true]) max_norm(1.000000e+00) order({{.*}}) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>
 // CHECK-NEXT: [[PRE2:%[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2([[CLIP1]]#1) layer(2) : (tensor<16x16xf32>) -> tensor<16x16xf32>
-// CHECK-NEXT: [[KL2:%[0-9]+]] = pf.kfac_kl_clip updates([[PRE2]] : tensor<16x16xf32>) gradients([[CLIP1]]#1 : tensor<16x16xf32>) names(["grad/bert.encoder.layer.2.dense.weight"]) kappa(1.000000e-03) order({{.*}}) -> tensor<16x16xf32>
-// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" [[CLIP1]]#0 : tensor<100x16xf32>
+// CHECK-NEXT: [[KL2:%[0-9]+]] = pf.kfac_kl_clip updates([[PRE2]] : tensor<16x16xf32>) gradients([[CLIP1]]#1 : tensor<16x16xf32>) names(["grad/bert.encoder.layer.2.dense.weight"]) counted([true]) kappa(1.000000e-03) order({{.*}}) -> tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" [[KL2]] : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" [[CLIP1]]#2 : tensor<100xf32>
 // CHECK-NEXT: pf.run_stage update @stage1_update([[KL2]], [[CLIP1]]#2, [[CLIP1]]#0) : (tensor<16x16xf32>, tensor<100xf32>, tensor<100x16xf32>) -> ()
@@ -79,15 +81,28 @@
 // CHECK: pf.run_stage update @stage1_update({{.*}}) : (tensor<16x16xf32>, tensor<100xf32>, tensor<100x16xf32>) -> ()
 // Chimera: the sums of the replicas' factors come first after the last
 // pass; the inverse goes after them and before the gradients' all-reduces.
+// Every gradient is summed over both replicas: rank 0, the lowest member,
+// counts all of them (clipping and KL-clip, rank 1's split layer too) and
+// reports them; rank 1 counts and reports none.
 // CHIMERA-LABEL: pf.rank_program @rank0_window0
 // CHIMERA: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B"
 // CHIMERA-NEXT: pf.run_stage kfac_inverse @stage1_kfac_inverse_2() layer(2) : () -> ()
 // CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(
+// CHIMERA: pf.clip_gradients({{.*}}) names({{.*}}) counted([true, true, true, true, true]) max_norm
+// CHIMERA: pf.kfac_kl_clip updates({{.*}}) names({{.*}}) counted([true, true, true]) kappa
+// CHIMERA-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight"
+// CHIMERA: pf.step_result "grad/cls.predictions.bias"
+// CHIMERA-NEXT: pf.run_stage update @rank0_update(
 // CHIMERA-LABEL: pf.rank_program @rank1_window0
 // CHIMERA: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B"
 // CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_0() layer(0) : () -> ()
 // CHIMERA-NEXT: pf.run_stage kfac_inverse @stage0_kfac_inverse_1() layer(1) : () -> ()
 // CHIMERA-NEXT: pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(
+// CHIMERA-NOT: pf.step_result
+// CHIMERA: pf.clip_gradients({{.*}}) names({{.*}}) counted([false, false, false, false, false]) max_norm
+// CHIMERA-NOT: pf.step_result
+// CHIMERA: pf.kfac_kl_clip updates({{.*}}) names({{.*}}) counted([false, false, false]) kappa
+// CHIMERA-NEXT: pf.run_stage update @rank1_update(
 
 // SIZE: error: pf-kfac-window-programs: the placement has 3 numbers, not 4 per row
 // NEGATIVE: error: pf-kfac-window-programs: placement row 0: passes before it -3 is negative

@@ -35,10 +35,12 @@
 // Each rank clips its step gradients (that value and its own running sums)
 // by the norm over all ranks, hands the clipped ones to the host and updates
 // with them (its update function's grad/* arguments, in argument order).
+// The tied sum is counted (its square in the norm) and reported by rank 0,
+// its lowest member, only; each rank counts the gradients only it holds.
 // CHECK-LABEL: pf.rank_program @rank0
 // CHECK: %[[SUM0:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_last(
 // CHECK-NEXT: %[[EMB0:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
-// CHECK-NEXT: %[[CLIP0:[0-9]+]]:3 = pf.clip_gradients(%[[EMB0]], %[[SUM0]]#0, %[[SUM0]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
+// CHECK-NEXT: %[[CLIP0:[0-9]+]]:3 = pf.clip_gradients(%[[EMB0]], %[[SUM0]]#0, %[[SUM0]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) counted([true, true, true]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[CLIP0]]#0 : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[CLIP0]]#1 : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[CLIP0]]#2 : tensor<16x16xf32>
@@ -49,8 +51,7 @@
 // CHECK: %[[TIED:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_reduced_last(
 // CHECK-NEXT: pf.step_result "loss" %[[SUM1]]#2 : tensor<f32>
 // CHECK-NEXT: %[[EMB1:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%[[TIED]] : tensor<100x16xf32>) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
-// CHECK-NEXT: %[[CLIP1:[0-9]+]]:3 = pf.clip_gradients(%[[EMB1]], %[[SUM1]]#0, %[[SUM1]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>
-// CHECK-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[CLIP1]]#0 : tensor<100x16xf32>
+// CHECK-NEXT: %[[CLIP1:[0-9]+]]:3 = pf.clip_gradients(%[[EMB1]], %[[SUM1]]#0, %[[SUM1]]#1 : tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) counted([false, true, true]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>
 // CHECK-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[CLIP1]]#1 : tensor<16x16xf32>
 // CHECK-NEXT: pf.step_result "grad/cls.predictions.bias" %[[CLIP1]]#2 : tensor<100xf32>
 // CHECK-NEXT: pf.run_stage update @stage1_update(%[[CLIP1]]#1, %[[CLIP1]]#2, %[[CLIP1]]#0) : (tensor<16x16xf32>, tensor<100xf32>, tensor<100x16xf32>) -> ()
@@ -74,7 +75,9 @@
 // (its inverses' refresh, then B⁻¹∇W·A⁻¹), which the rank holding its stage
 // calls on the clipped gradient after the clipping; the KL-clip runs on every
 // rank before the update, on the preconditioned gradients and the clipped
-// ones they came from, and the update takes its results.
+// ones they came from, and the update takes its results. Each rank counts
+// the KL terms of its own layers; the tied gradient is counted and reported
+// by rank 0 only.
 // KFAC: module attributes {pf.kfac_kl_clip = 1.000000e-03 : f64, pf.kfac_kl_order = ["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]
 // KFAC-N: pf-build-rank-programs: the K-FAC update of 'bert.encoder.layer.0.dense.weight.kfac.A' expects 2 micro-batch calls per step but the programs have 4 (run pf-split-stages with microbatches=4)
 // KFAC-LABEL: func.func @stage0_forward(
@@ -95,19 +98,18 @@
 // KFAC: pf.kfac.update_factor @bert.encoder.layer.2.dense.weight.kfac.A from
 // KFAC-LABEL: func.func @stage1_kfac_precondition_2(
 // KFAC-LABEL: pf.rank_program @rank0
-// KFAC: %[[KCLIP0:[0-9]+]]:3 = pf.clip_gradients(
+// KFAC: %[[KCLIP0:[0-9]+]]:3 = pf.clip_gradients({{.*}}) counted([true, true, true]) max_norm
 // KFAC-NEXT: %[[P0:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0(%[[KCLIP0]]#1) layer(0) : (tensor<16x16xf32>) -> tensor<16x16xf32>
 // KFAC-NEXT: %[[P1:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1(%[[KCLIP0]]#2) layer(1) : (tensor<16x16xf32>) -> tensor<16x16xf32>
-// KFAC-NEXT: %[[U01:[0-9]+]]:2 = pf.kfac_kl_clip updates(%[[P0]], %[[P1]] : tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KCLIP0]]#1, %[[KCLIP0]]#2 : tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>, tensor<16x16xf32>
+// KFAC-NEXT: %[[U01:[0-9]+]]:2 = pf.kfac_kl_clip updates(%[[P0]], %[[P1]] : tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KCLIP0]]#1, %[[KCLIP0]]#2 : tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight"]) counted([true, true]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>, tensor<16x16xf32>
 // KFAC-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[KCLIP0]]#0 : tensor<100x16xf32>
 // KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[U01]]#0 : tensor<16x16xf32>
 // KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[U01]]#1 : tensor<16x16xf32>
 // KFAC-NEXT: pf.run_stage update @stage0_update(%[[U01]]#0, %[[U01]]#1, %[[KCLIP0]]#0) :
 // KFAC-LABEL: pf.rank_program @rank1
-// KFAC: %[[KCLIP1:[0-9]+]]:3 = pf.clip_gradients(
+// KFAC: %[[KCLIP1:[0-9]+]]:3 = pf.clip_gradients({{.*}}) counted([false, true, true]) max_norm
 // KFAC-NEXT: %[[P2:[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2(%[[KCLIP1]]#1) layer(2) : (tensor<16x16xf32>) -> tensor<16x16xf32>
-// KFAC-NEXT: %[[U2:[0-9]+]] = pf.kfac_kl_clip updates(%[[P2]] : tensor<16x16xf32>) gradients(%[[KCLIP1]]#1 : tensor<16x16xf32>) names(["grad/bert.encoder.layer.2.dense.weight"]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>
-// KFAC-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[KCLIP1]]#0 : tensor<100x16xf32>
+// KFAC-NEXT: %[[U2:[0-9]+]] = pf.kfac_kl_clip updates(%[[P2]] : tensor<16x16xf32>) gradients(%[[KCLIP1]]#1 : tensor<16x16xf32>) names(["grad/bert.encoder.layer.2.dense.weight"]) counted([true]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>
 // KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[U2]] : tensor<16x16xf32>
 // KFAC-NEXT: pf.step_result "grad/cls.predictions.bias" %[[KCLIP1]]#2 : tensor<100xf32>
 // KFAC-NEXT: pf.run_stage update @stage1_update(%[[U2]], %[[KCLIP1]]#2, %[[KCLIP1]]#0) :
@@ -186,6 +188,8 @@
 // sums of the gradients as values (pf.all_reduce of the operand, in name
 // order); after the loss, the sums are clipped, and the clipped gradients go
 // to the host (pf.step_result, sorted by name) and to the merged update.
+// Rank 0, the lowest member of every sum, counts all of them in the norm and
+// reports them; rank 1 counts and reports none.
 // CHIMERA: %[[B1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
 // CHIMERA: %[[PARTIAL:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_replica{{[0-9]+}}_single(%[[B1]]#2, %[[B1]]#3, %[[F1]]#3) microbatch(1) in_place([0, 1, 2]) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>) -> (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHIMERA: %[[B0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward(
@@ -199,7 +203,7 @@
 // CHIMERA-NEXT: %[[EB:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"(%[[PARTIAL]]#1 : tensor<100xf32>) ranks([0, 1]) order(library) : tensor<100xf32> -> tensor<100xf32>
 // CHIMERA-NEXT: %[[LOSS:[0-9]+]] = pf.all_reduce "loss_sum"(%[[PARTIAL]]#2 : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
 // CHIMERA-NEXT: pf.step_result "loss" %[[LOSS]] : tensor<f32>
-// CHIMERA-NEXT: %[[CC:[0-9]+]]:5 = pf.clip_gradients(%[[ETIED]], %[[E0]], %[[E1]], %[[E2]], %[[EB]] : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>
+// CHIMERA-NEXT: %[[CC:[0-9]+]]:5 = pf.clip_gradients(%[[ETIED]], %[[E0]], %[[E1]], %[[E2]], %[[EB]] : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) counted([true, true, true, true, true]) max_norm(1.000000e+00) order(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) -> tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>
 // CHIMERA-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[CC]]#0 : tensor<100x16xf32>
 // CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[CC]]#1 : tensor<16x16xf32>
 // CHIMERA-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[CC]]#2 : tensor<16x16xf32>
@@ -213,7 +217,8 @@
 // sums its gradient pieces with the other replica's as values: each
 // pf.all_reduce takes the rank's pieces in micro-batch order, naming their
 // micro-batches (the default order, not printed); the sums are clipped, and
-// the clipped gradients go to the host and the update.
+// the clipped gradients go to the host (from rank 0, the lowest member of
+// every sum, which counts them all) and the update.
 // CHIMERA-EXACT: %[[XB1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
 // CHIMERA-EXACT-NOT: accumulate
 // CHIMERA-EXACT: %[[XB0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(0)
@@ -224,14 +229,15 @@
 // CHIMERA-EXACT-NEXT: %[[X1:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.1.dense.weight"(%[[XB0]]#1 : tensor<16x16xf32>) microbatches([0]) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>{{$}}
 // CHIMERA-EXACT-NEXT: %[[X2:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.2.dense.weight"(%[[XB1]]#2 : tensor<16x16xf32>) microbatches([1]) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>{{$}}
 // CHIMERA-EXACT-NEXT: %[[XBIAS:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"(%[[XB1]]#3 : tensor<100xf32>) microbatches([1]) ranks([0, 1]) : tensor<100xf32> -> tensor<100xf32>{{$}}
-// CHIMERA-EXACT-NEXT: %[[XC:[0-9]+]]:5 = pf.clip_gradients(%[[XE]], %[[X0]], %[[X1]], %[[X2]], %[[XBIAS]] : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) max_norm(1.000000e+00)
+// CHIMERA-EXACT-NEXT: %[[XC:[0-9]+]]:5 = pf.clip_gradients(%[[XE]], %[[X0]], %[[X1]], %[[X2]], %[[XBIAS]] : tensor<100x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<100xf32>) names(["grad/bert.embeddings.word_embeddings.weight", "grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight", "grad/cls.predictions.bias"]) counted([true, true, true, true, true]) max_norm(1.000000e+00)
 // CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[XC]]#0 : tensor<100x16xf32>
 // CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[XC]]#1 : tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[XC]]#2 : tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: pf.step_result "grad/bert.encoder.layer.2.dense.weight" %[[XC]]#3 : tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: pf.step_result "grad/cls.predictions.bias" %[[XC]]#4 : tensor<100xf32>
 // CHIMERA-EXACT-NEXT: pf.run_stage update @rank0_update(%[[XC]]#1, %[[XC]]#2, %[[XC]]#0, %[[XC]]#3, %[[XC]]#4) :
-// The other replica's pieces: the micro-batches rank 0 does not hold.
+// The other replica's pieces: the micro-batches rank 0 does not hold. It
+// counts and reports none of the sums (only its micro-batch's loss).
 // CHIMERA-EXACT-LABEL: pf.rank_program @rank1
 // CHIMERA-EXACT: pf.step_result "loss" %{{[0-9]+}}#3 microbatch(0) : tensor<f32>
 // CHIMERA-EXACT-NEXT: %[[YE:[0-9]+]] = pf.all_reduce "grad/bert.embeddings.word_embeddings.weight"(%{{[0-9]+}}#4, %{{[0-9]+}}#2 : tensor<100x16xf32>, tensor<100x16xf32>) microbatches([0, 1]) ranks([0, 1])
@@ -239,16 +245,17 @@
 // CHIMERA-EXACT-NEXT: %[[Y1:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.1.dense.weight"(%{{[0-9]+}}#1 : tensor<16x16xf32>) microbatches([1]) ranks([0, 1])
 // CHIMERA-EXACT-NEXT: %[[Y2:[0-9]+]] = pf.all_reduce "grad/bert.encoder.layer.2.dense.weight"(%{{[0-9]+}}#2 : tensor<16x16xf32>) microbatches([0]) ranks([0, 1])
 // CHIMERA-EXACT-NEXT: %[[YBIAS:[0-9]+]] = pf.all_reduce "grad/cls.predictions.bias"(%{{[0-9]+}}#3 : tensor<100xf32>) microbatches([0]) ranks([0, 1])
-// CHIMERA-EXACT-NEXT: %[[YC:[0-9]+]]:5 = pf.clip_gradients(%[[YE]], %[[Y0]], %[[Y1]], %[[Y2]], %[[YBIAS]] :
+// CHIMERA-EXACT-NEXT: %[[YC:[0-9]+]]:5 = pf.clip_gradients(%[[YE]], %[[Y0]], %[[Y1]], %[[Y2]], %[[YBIAS]] : {{.*}}) counted([false, false, false, false, false]) max_norm
 // CHIMERA-EXACT-NOT: "loss_sum"
+// CHIMERA-EXACT-NOT: pf.step_result
 // CHIMERA-EXACT: pf.run_stage update @rank1_update(%[[YC]]#1, %[[YC]]#2, %[[YC]]#0, %[[YC]]#3, %[[YC]]#4) :
 // CHIMERA-LABEL: pf.rank_program @rank1 rank(1) ranks(2) stages([0, 1])
 // CHIMERA-DAG: pf.run_stage forward @stage1_forward({{.*}}) microbatch(0)
 // CHIMERA-DAG: pf.run_stage forward @stage0_forward() microbatch(1)
 // CHIMERA: pf.all_reduce "loss_sum"
-// CHIMERA-NOT: pf.step_result "loss"
-// CHIMERA: %[[CC1:[0-9]+]]:5 = pf.clip_gradients(
-// CHIMERA-NOT: pf.step_result "loss"
+// CHIMERA-NOT: pf.step_result
+// CHIMERA: %[[CC1:[0-9]+]]:5 = pf.clip_gradients({{.*}}) names({{.*}}) counted([false, false, false, false, false]) max_norm
+// CHIMERA-NOT: pf.step_result
 // CHIMERA: pf.run_stage update @rank1_update(%[[CC1]]#1, %[[CC1]]#2, %[[CC1]]#0, %[[CC1]]#3, %[[CC1]]#4) :
 // Chimera with K-FAC: both replicas' copies of each factor are summed after
 // the passes (with the gradients, before the clipping), then the replicas
@@ -258,18 +265,20 @@
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.B" ranks([0, 1]) : tensor<16x16xf32>
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.2.dense.weight.kfac.B" ranks([0, 1])
-// CHIMERA-KFAC: %[[KC0:[0-9]+]]:5 = pf.clip_gradients(
+// CHIMERA-KFAC: %[[KC0:[0-9]+]]:5 = pf.clip_gradients({{.*}}) counted([true, true, true, true, true]) max_norm
 // Each layer's preconditioning (with its inverse refresh) on one replica,
 // of its clipped gradient; the owner broadcasts the result and the other
 // replica receives it. Each KL-clip takes the three updates (computed or
 // received) with the replica's own clipped gradients, and the update takes
-// the KL-clipped ones.
+// the KL-clipped ones. Rank 0 counts every layer's term (rank 1's split
+// layer too: both replicas hold it) and reports the gradients; rank 1
+// counts and reports none.
 // CHIMERA-KFAC-NEXT: %[[KP0:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_0(%[[KC0]]#1) layer(0) : (tensor<16x16xf32>) -> tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: %[[KP2:[0-9]+]] = pf.run_stage precondition @stage1_kfac_precondition_2(%[[KC0]]#3) layer(2) : (tensor<16x16xf32>) -> tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: %[[KB0:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.0.dense.weight"(%[[KP0]] : tensor<16x16xf32>) root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: %[[KB1:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: %[[KB2:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.2.dense.weight"(%[[KP2]] : tensor<16x16xf32>) root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
-// CHIMERA-KFAC-NEXT: %[[KU:[0-9]+]]:3 = pf.kfac_kl_clip updates(%[[KB0]], %[[KB1]], %[[KB2]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KC0]]#1, %[[KC0]]#2, %[[KC0]]#3 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
+// CHIMERA-KFAC-NEXT: %[[KU:[0-9]+]]:3 = pf.kfac_kl_clip updates(%[[KB0]], %[[KB1]], %[[KB2]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KC0]]#1, %[[KC0]]#2, %[[KC0]]#3 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) counted([true, true, true]) kappa(1.000000e-03) order(["grad/bert.encoder.layer.0.dense.weight", "grad/bert.encoder.layer.1.dense.weight", "grad/bert.encoder.layer.2.dense.weight"]) -> tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: pf.step_result "grad/bert.embeddings.word_embeddings.weight" %[[KC0]]#0 : tensor<100x16xf32>
 // CHIMERA-KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.0.dense.weight" %[[KU]]#0 : tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: pf.step_result "grad/bert.encoder.layer.1.dense.weight" %[[KU]]#1 : tensor<16x16xf32>
@@ -278,12 +287,13 @@
 // CHIMERA-KFAC-NEXT: pf.run_stage update @rank0_update(%[[KU]]#0, %[[KU]]#1, %[[KC0]]#0, %[[KU]]#2, %[[KC0]]#4) :
 // CHIMERA-KFAC-LABEL: pf.rank_program @rank1 rank(1)
 // CHIMERA-KFAC: pf.all_reduce "bert.encoder.layer.0.dense.weight.kfac.A" ranks([0, 1])
-// CHIMERA-KFAC: %[[KC1:[0-9]+]]:5 = pf.clip_gradients(
+// CHIMERA-KFAC: %[[KC1:[0-9]+]]:5 = pf.clip_gradients({{.*}}) counted([false, false, false, false, false]) max_norm
 // CHIMERA-KFAC-NEXT: %[[KP1:[0-9]+]] = pf.run_stage precondition @stage0_kfac_precondition_1(%[[KC1]]#2) layer(1) : (tensor<16x16xf32>) -> tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: %[[KR0:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: %[[KR1:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.1.dense.weight"(%[[KP1]] : tensor<16x16xf32>) root(1) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
 // CHIMERA-KFAC-NEXT: %[[KR2:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(0) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
-// CHIMERA-KFAC-NEXT: %[[KV:[0-9]+]]:3 = pf.kfac_kl_clip updates(%[[KR0]], %[[KR1]], %[[KR2]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KC1]]#1, %[[KC1]]#2, %[[KC1]]#3 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
+// CHIMERA-KFAC-NEXT: %[[KV:[0-9]+]]:3 = pf.kfac_kl_clip updates(%[[KR0]], %[[KR1]], %[[KR2]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) gradients(%[[KC1]]#1, %[[KC1]]#2, %[[KC1]]#3 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) names({{.*}}) counted([false, false, false]) kappa
+// CHIMERA-KFAC-NOT: pf.step_result
 // CHIMERA-KFAC: pf.run_stage update @rank1_update(%[[KV]]#0, %[[KV]]#1, %[[KC1]]#0, %[[KV]]#2, %[[KC1]]#4) :
 // Chimera with K-FAC in the bubbles: each replica's factor calls (outlined,
 // after their passes) update its copy; the warm-up program sums the copies

@@ -142,6 +142,25 @@ Value mlir::pf::inPlaceOperand(Operation *op, unsigned result) {
   return Value();
 }
 
+bool mlir::pf::isProgramCollective(Operation *op) {
+  auto sum = dyn_cast<AllReduceOp>(op);
+  return sum && sum.getSum() && sum.getOrder() == ReductionOrder::Library;
+}
+
+SmallVector<SmallVector<int64_t>> mlir::pf::programCommGroups(Operation *program) {
+  auto rankProgram = cast<RankProgramOp>(program);
+  SmallVector<SmallVector<int64_t>> groups;
+  for (Operation &op : rankProgram.getBody().front()) {
+    if (!isProgramCollective(&op))
+      continue;
+    SmallVector<int64_t> members(cast<AllReduceOp>(op).getRanks());
+    llvm::sort(members);
+    if (int64_t(members.size()) != rankProgram.getNumRanks() && !llvm::is_contained(groups, members))
+      groups.push_back(members);
+  }
+  return groups;
+}
+
 StageValuePlan mlir::pf::planStageValues(Operation *program, bool overlap) {
   constexpr int64_t kAlignment = 64; // PFRT_DEFAULT_ALIGNMENT
   StageValuePlan plan;
@@ -552,6 +571,9 @@ LogicalResult ClipGradientsOp::verify() {
     return emitOpError("max_norm must be positive and finite, got ") << maxNorm;
   if (failed(verifyGradientOrder(*this, getOrder())))
     return failure();
+  if (getCounted().size() != getNames().size())
+    return emitOpError("counted has ") << getCounted().size() << " entries for "
+                                       << getNames().size() << " names";
   return verifyNamedGradients(*this, getNames(), getOrder(), getGradients(), getClipped(),
                               "gradient");
 }
@@ -609,6 +631,9 @@ LogicalResult KfacKLClipOp::verify() {
     if (update.getType() != gradient.getType())
       return emitOpError("update #") << i << " is " << update.getType() << " but its gradient is "
                                      << gradient.getType();
+  if (getCounted().size() != getNames().size())
+    return emitOpError("counted has ") << getCounted().size() << " entries for "
+                                       << getNames().size() << " names";
   return verifyNamedGradients(*this, getNames(), getOrder(), getUpdates(), getClipped(),
                               "update");
 }
@@ -683,6 +708,8 @@ public:
     ok &= succeeded(checkStagePasses());
     ok &= succeeded(checkStepEnd());
     ok &= succeeded(checkKfacStepEnd());
+    ok &= succeeded(checkCountedOnce<ClipGradientsOp>());
+    ok &= succeeded(checkCountedOnce<KfacKLClipOp>());
     ok &= succeeded(checkKfacInverses());
     // A deadlock report is only meaningful once every message has its match.
     if (!ok)
@@ -1090,24 +1117,26 @@ private:
   /// each micro-batch's loss is reported by one rank (the host weights
   /// them); a program without any report makes no loss.
   ///
-  /// A gradient leaves once per rank, as the rank's gradient of the step.
+  /// A gradient leaves once, as the step's, from one rank (a gradient
+  /// summed over ranks from the one counting it).
   LogicalResult checkStepResults() {
     std::optional<Position> whole;
     std::map<int64_t, Position> perMicrobatch;
+    std::map<std::string, Position> gradients; // -> its report
     bool ok = true;
     for (auto [rank, program] : llvm::enumerate(programs)) {
-      std::map<std::string, size_t> gradients; // -> its report
       for (auto [index, op] : llvm::enumerate(program.ops)) {
         auto result = dyn_cast<StepResultOp>(op);
         if (!result)
           continue;
         Position at{int64_t(rank), index};
         if (result.getName() != kLossName) {
-          auto [earlier, fresh] = gradients.try_emplace(result.getName().str(), size_t(index));
+          auto [earlier, fresh] = gradients.try_emplace(result.getName().str(), at);
           if (!fresh) {
             ok = false;
-            error(at) << describe(op) << " is reported a second time on this rank (op "
-                      << earlier->second << " reports it)";
+            error(at) << describe(op) << " is reported a second time (rank "
+                      << earlier->second.rank << ", op " << earlier->second.index
+                      << " reports it)";
           }
           continue;
         }
@@ -1329,6 +1358,35 @@ private:
             << rank << " has no clip_gradients but rank " << referenceRank
             << " has one: every rank must take part";
       }
+    return success(ok);
+  }
+
+  /// Each gradient a clipping op takes on some rank is counted (its term
+  /// of the norm or of Σ⟨update, gradient⟩) by exactly one of them.
+  template <typename OpT>
+  LogicalResult checkCountedOnce() {
+    std::map<std::string, SmallVector<Position>> holders, counters;
+    for (auto [rank, program] : llvm::enumerate(programs))
+      for (auto [index, op] : llvm::enumerate(program.ops))
+        if (auto clip = dyn_cast<OpT>(op))
+          for (auto [name, counted] : llvm::zip(clip.getNames(), clip.getCounted())) {
+            std::string n = cast<StringAttr>(name).str();
+            holders[n].push_back({int64_t(rank), index});
+            if (counted)
+              counters[n].push_back({int64_t(rank), index});
+          }
+    bool ok = true;
+    for (auto &[name, held] : holders) {
+      SmallVector<Position> &by = counters[name];
+      if (by.size() == 1)
+        continue;
+      ok = false;
+      InFlightDiagnostic diag = error(by.empty() ? held.front() : by[1]);
+      diag << OpT::getOperationName() << " takes '" << name << "' on ranks [";
+      llvm::interleaveComma(held, diag, [&](Position p) { diag << p.rank; });
+      diag << "] but " << (by.empty() ? "none counts it" : "more than one counts it")
+           << " (exactly one rank counts each gradient)";
+    }
     return success(ok);
   }
 

@@ -286,8 +286,9 @@ def PF_ClipGradientsOp : PF_RankProgramBodyOp<"clip_gradients"> {
     and before the updates. Each rank passes its gradients of the step
     (`gradients`, named by `names`) and gets them back clipped (`clipped`,
     each in its operand's bytes). The squared norm of each `grad/<param>`
-    in `order` is computed by the rank that reports it (the lowest rank
-    holding it), all ranks exchange these, and every rank sums them in
+    in `order` is computed by the one rank that counts it (`counted`: the
+    lowest member of its sum over ranks, or the rank holding it), all ranks
+    exchange these, and every rank sums them in
     `order` — the order of the single-process step's global norm (the
     module's `pf.step_gradients`), so the norm is bit for bit the
     single-process one. When the norm exceeds `max_norm`, every rank scales
@@ -296,15 +297,16 @@ def PF_ClipGradientsOp : PF_RankProgramBodyOp<"clip_gradients"> {
 
     ```mlir
     %c:2 = pf.clip_gradients(%w0, %w1 : tensor<16x16xf32>, tensor<16xf32>)
-        names(["grad/w0", "grad/w1"]) max_norm(1.000000e+00) order(["grad/w0", "grad/w1"])
-        -> tensor<16x16xf32>, tensor<16xf32>
+        names(["grad/w0", "grad/w1"]) counted([true, true]) max_norm(1.000000e+00)
+        order(["grad/w0", "grad/w1"]) -> tensor<16x16xf32>, tensor<16xf32>
     ```
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$gradients, StrArrayAttr:$names,
-                   F64Attr:$max_norm, StrArrayAttr:$order);
+                   DenseBoolArrayAttr:$counted, F64Attr:$max_norm, StrArrayAttr:$order);
   let results = (outs Variadic<AnyRankedTensor>:$clipped);
   let assemblyFormat = [{
-    `(` ($gradients^ `:` type($gradients))? `)` `names` `(` $names `)` `max_norm` `(` $max_norm `)`
+    `(` ($gradients^ `:` type($gradients))? `)` `names` `(` $names `)` `counted` `(` $counted `)`
+    `max_norm` `(` $max_norm `)`
     `order` `(` $order `)` attr-dict (`->` type($clipped)^)?
   }];
   let hasVerifier = 1;
@@ -320,7 +322,8 @@ def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip", [AttrSizedOperandSegm
     computed from (`gradients`, one each), and gets the updates back scaled
     (`clipped`, each in its update's bytes). Each rank computes ⟨update,
     gradient⟩ (`pfrt_dot`, as the single-process `pf.kfac.kl_clip` lowering
-    does) of the entries of `order` it reports; the ranks exchange them in
+    does) of the entries of `order` it counts (`counted`: a layer both
+    replicas hold counts on the lowest); the ranks exchange them in
     one all-reduce with a slot per entry (one non-zero term each, so exact),
     and every rank adds the slots in `order` — the single-process sum's
     order — from 0. ν = min(1, sqrt(κ / (lr²·Σ))) (1 when lr²·Σ is not
@@ -329,17 +332,19 @@ def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip", [AttrSizedOperandSegm
 
     ```mlir
     %u = pf.kfac_kl_clip updates(%p : tensor<16x16xf32>) gradients(%g : tensor<16x16xf32>)
-        names(["grad/w0"]) kappa(1.000000e-03) order(["grad/w0", "grad/b0"])
+        names(["grad/w0"]) counted([true]) kappa(1.000000e-03) order(["grad/w0", "grad/b0"])
         -> tensor<16x16xf32>
     ```
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$updates, Variadic<AnyRankedTensor>:$gradients,
-                   StrArrayAttr:$names, F64Attr:$kappa, StrArrayAttr:$order);
+                   StrArrayAttr:$names, DenseBoolArrayAttr:$counted, F64Attr:$kappa,
+                   StrArrayAttr:$order);
   let results = (outs Variadic<AnyRankedTensor>:$clipped);
   let assemblyFormat = [{
     `updates` `(` ($updates^ `:` type($updates))? `)`
     `gradients` `(` ($gradients^ `:` type($gradients))? `)`
-    `names` `(` $names `)` `kappa` `(` $kappa `)` `order` `(` $order `)` attr-dict
+    `names` `(` $names `)` `counted` `(` $counted `)` `kappa` `(` $kappa `)`
+    `order` `(` $order `)` attr-dict
     (`->` type($clipped)^)?
   }];
   let hasVerifier = 1;

@@ -42,6 +42,17 @@ llvm::DenseMap<Value, int64_t> stageValueSlots(Operation *program);
 /// last; the host refuses a call whose result there would be zeroed first.
 Value inPlaceOperand(Operation *op, unsigned result);
 
+/// Whether the lowered program runs `op` itself on its slots (a
+/// pfrt_comm_* call, no host service): the library's all-reduce of a
+/// value (a partial sum of a gradient or of the loss).
+bool isProgramCollective(Operation *op);
+
+/// The member groups of a pf.rank_program's own collectives
+/// (isProgramCollective) that are not every rank, each sorted, in the order
+/// of their first use: the communicators the host creates for the lowered
+/// program and passes it (`%groups`), index by index.
+llvm::SmallVector<llvm::SmallVector<int64_t>> programCommGroups(Operation *program);
+
 /// Where a pf.rank_program's stage values live: one arena the program
 /// owns, each value at an offset for its lifetime, from the op making it to
 /// the op after which it is released (its last use; with posted transfers a
