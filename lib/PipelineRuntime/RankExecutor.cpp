@@ -195,8 +195,9 @@ namespace {
 
 } // namespace
 
-/// The state of one run of the program: values per micro-batch, losses and
-/// gradients until they are combined.
+/// The state of one run of the program: its slots' descriptors, the
+/// micro-batches' losses the host weights (bitwise mode, two last-stage
+/// ranks) and what the program hands over (pf.step_result).
 class RankRunner::Step : public pfrt_rank_host {
 public:
   Step(RankRunner &runner, const Values &graph, int64_t step)
@@ -801,14 +802,6 @@ private:
     return llvm::Error::success();
   }
 
-  llvm::Error checkType(const NpyArray &value, const ValueType &type, const std::string &name) {
-    if (value.dtype == type.dtype && value.shape == type.shape)
-      return llvm::Error::success();
-    return error(llvm::formatv("'{0}' is {1} but the op says {2}", name,
-                               typeText(value.dtype, value.shape),
-                               typeText(type.dtype, type.shape)));
-  }
-
   llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members) {
     return r.groupOf(members);
   }
@@ -1121,10 +1114,10 @@ private:
   /// the owner (the last stage, holding the decoder's dense part), adds them
   /// to its own part — every element a_m + b_m, +0.0 added where no row came,
   /// exactly the dense sum (IEEE addition is commutative) —, combines the
-  /// micro-batches as combine() does and sends that one tensor back. Both
-  /// then hold the same bits as their combined gradient, so clipping and
-  /// both updates agree. Traffic: the rows of the tokens plus one gradient,
-  /// instead of 2 × M gradients.
+  /// micro-batches in micro-batch order (combinePieces) and sends that one
+  /// tensor back (`result` on both). Both then hold the same bits as their
+  /// step gradient, so clipping and both updates agree. Traffic: the rows
+  /// of the tokens plus one gradient, instead of 2 × M gradients.
   llvm::Error exchangeCombined(const std::string &name, std::vector<NpyArray> &pieces,
                                const std::vector<bool> &absent, pfrt_comm *group,
                                NpyArray &result) {
