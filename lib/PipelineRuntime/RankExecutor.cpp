@@ -619,7 +619,6 @@ private:
                              }))
       return err;
     Values hostResults;
-    std::vector<std::string> gradientNames;
     if (auto err = bindSlots(function, program.outputs(function), outputSlots, "results", outputs,
                              [&](const TensorSpec &spec) -> llvm::Error {
                                if (kind != pf::StageTaskKind::Precondition ||
@@ -733,9 +732,9 @@ private:
     return &descriptors[size_t(slot)];
   }
 
-  /// pf.step_result: the loss or a gradient in `slot`, the step's
-  /// (microbatch -1) or one micro-batch's (weighted by combine()), read into
-  /// host memory for the step-end work the host does.
+  /// pf.step_result: the loss or a gradient in `slot`, read into host
+  /// memory for the caller: the step's (microbatch -1), or one
+  /// micro-batch's loss, which combine() weights.
   llvm::Error takeStepResult(llvm::StringRef name, int64_t m, int64_t slot) {
     if (name.starts_with(pf::kGradientPrefix))
       return takeGradient(name.str(), m, slot);
@@ -768,11 +767,10 @@ private:
       return error(llvm::formatv("'{0}' is reported for micro-batch {1}, but a gradient leaves "
                                  "as the step's",
                                  name, m));
-    if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
-      return error(llvm::formatv("slot {0} ('{1}') holds no value", slot, name));
-    const pfrt_tensor &t = descriptors[size_t(slot)];
-    ValueType type{t.dtype, std::vector<int64_t>(t.shape, t.shape + std::max(t.rank, 0))};
-    auto value = readSlot(slot, type, name);
+    auto t = slotOf(slot, name);
+    if (!t)
+      return t.takeError();
+    auto value = readSlot(slot, valueType((*t)->dtype, (*t)->rank, (*t)->shape), name);
     if (!value)
       return value.takeError();
     if (!combined.emplace(name, std::move(*value)).second)

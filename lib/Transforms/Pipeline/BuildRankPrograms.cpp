@@ -1117,6 +1117,12 @@ struct BuildRankProgramsPass
     if (inverted)
       KfacPromoteInversesOp::create(body, loc);
     int64_t rank = cast<RankProgramOp>(body.getBlock()->getParentOp()).getRankValue();
+    // A preconditioned gradient the rank does not hold fails the pass.
+    for (int64_t stage : held)
+      for (auto [layer, precondition] : layerFunctions(stage, "kfac_precondition"))
+        for (const NamedValue &grad : namedResults(precondition, "grad/"))
+          if (!gradients.count(grad.name))
+            return noteMissing(grad.name, -1);
     // The clipped gradients of the preconditioned layers, for the KL-clip.
     std::map<std::string, Value> raw;
     for (int64_t stage : held)
