@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeLowering.h"
+#include "StepEndRules.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Runtime/pfrt.h"
 
@@ -128,16 +129,7 @@ struct KLClipPattern : RuntimePattern<KFACKLClipOp> {
     FailureOr<Value> lr = l.readScalar(rewriter, op, op.getLr(), adaptor.getLr(), f64);
     if (failed(lr))
       return failure();
-    Value denom = arith::MulFOp::create(rewriter, loc,
-                                        arith::MulFOp::create(rewriter, loc, *lr, *lr), *total);
-    Value ratio = arith::DivFOp::create(
-        rewriter, loc, l.constF64(rewriter, loc, op.getKappa().convertToDouble()), denom);
-    Value root = LLVM::SqrtOp::create(rewriter, loc, ratio);
-    Value capped = arith::MinimumFOp::create(rewriter, loc, root, l.constF64(rewriter, loc, 1.0));
-    Value positive = arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::OGT, denom,
-                                           l.constF64(rewriter, loc, 0.0));
-    Value nu =
-        arith::SelectOp::create(rewriter, loc, positive, capped, l.constF64(rewriter, loc, 1.0));
+    Value nu = emitKLClipFactor(rewriter, loc, *lr, *total, op.getKappa().convertToDouble());
     return replaceByScaled(l, rewriter, op, adaptor.getUpdates(), nu);
   }
 };

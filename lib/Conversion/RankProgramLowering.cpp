@@ -1,8 +1,10 @@
 //===- RankProgramLowering.cpp - pf-lower-rank-programs --------------------===//
 //
 // 1. Moves each selected pf.rank_program's ops into
-//    func.func @pf_<program>(%host, %ctx, %comm, %slots, %arena, %groups:
-//    !llvm.ptr) -> i32 (%groups: the communicators of programCommGroups),
+//    func.func @pf_<program>(%host, %ctx, %comm, %slots, %arena, %groups,
+//    %host_ctx, %world: !llvm.ptr) -> i32 (%groups: the communicators of
+//    programCommGroups; %host_ctx and %world: where the clippings' f64
+//    terms, host memory, are summed),
 //    and plans its values (planStageValues): each SSA stage value (a
 //    pf.run_stage output, a pf.recv_act result) is a descriptor of %slots
 //    pointing at its planned offset of %arena, which the program writes
@@ -13,14 +15,19 @@
 //    descriptor (posted, the recv waited for right before its first reader,
 //    the sends at the end; or blocking), the library's all-reduce of a value
 //    into pfrt_comm_all_reduce_sum on its result's slot (after pfrt_copy of
-//    the operand where the plan put them apart), the other ops into the func.call of
-//    their pfrt_rank_abi.def function (constants for the scalars, constant
+//    the operand where the plan put them apart), a broadcast into
+//    pfrt_comm_broadcast on its result's slot, the clippings into pfrt_dot
+//    of each term this rank counts, one exact all-reduce of the terms, their
+//    sum in order, pfrt_rank_report of the figure and pfrt_clip_to_norm /
+//    pfrt_scale on the slots; the other ops into the func.call of their
+//    pfrt_rank_abi.def function (constants for the scalars, constant
 //    globals for names, slot lists, rank lists, shapes and orders, the op's
 //    index first).
 // 3. Returns the first non-zero status after each call, 0 at the end.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeABI.h"
+#include "StepEndRules.h"
 #include "pf/Conversion/Passes.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Dialect/PF/IR/PFRankProgram.h"
@@ -44,34 +51,24 @@ using namespace mlir;
 using namespace mlir::pf;
 
 namespace {
-constexpr llvm::StringLiteral kRankCallPrefix = "pfrt_rank_";
-constexpr llvm::StringLiteral kCommCallPrefix = "pfrt_comm_";
+/// pfrt_abi.def's kernels and pfrt_rank_abi.def's host calls: each returns
+/// a status.
+constexpr llvm::StringLiteral kRuntimeCallPrefix = "pfrt_";
 
 /// The constant globals of the lowered programs, one per distinct content.
 class RankConstants {
 public:
   explicit RankConstants(ModuleOp module) : module(module) {}
 
-  /// A NUL-terminated string, or several back to back (`bytes` holds them).
-  Value bytes(OpBuilder &b, Location loc, StringRef bytes) {
+  /// A NUL-terminated string.
+  Value string(OpBuilder &b, Location loc, StringRef text) {
+    std::string bytes = (text + llvm::Twine('\0')).str();
     LLVM::GlobalOp &global = strings[bytes];
     if (!global) {
       auto type = LLVM::LLVMArrayType::get(b.getI8Type(), bytes.size());
       global = create(b, loc, type, b.getStringAttr(bytes), "str");
     }
     return LLVM::AddressOfOp::create(b, loc, global);
-  }
-  Value string(OpBuilder &b, Location loc, StringRef text) {
-    return bytes(b, loc, (text + llvm::Twine('\0')).str());
-  }
-  /// `count` strings back to back, each NUL-terminated.
-  Value stringList(OpBuilder &b, Location loc, ArrayAttr names) {
-    if (names.empty())
-      return LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()));
-    std::string joined;
-    for (Attribute name : names)
-      joined += cast<StringAttr>(name).getValue().str() + '\0';
-    return bytes(b, loc, joined);
   }
   /// A constant i64 array; a null pointer when empty (a scalar's shape).
   Value i64Array(OpBuilder &b, Location loc, ArrayRef<int64_t> values) {
@@ -125,7 +122,8 @@ struct LoweringState {
   /// the recvs to wait for right before it runs.
   bool overlap = true;
   DenseMap<Operation *, int64_t> requestIndex;
-  DenseMap<Operation *, std::pair<Value, Value>> requestArrays; // (sends, recvs)
+  /// Each posted op's array: its function's sends', recvs' or row sends'.
+  DenseMap<Operation *, Value> requestArray;
   DenseMap<Operation *, SmallVector<Operation *>> waitsBefore;
   Type tensorType;
 
@@ -148,7 +146,26 @@ struct LoweringState {
                     functionArgument(op, 1), args, "pfrt_abi.def");
   }
 
+  /// `name` of pfrt_abi.def on `context` instead of the program's.
+  LogicalResult kernelOn(OpBuilder &b, Operation *op, StringRef name, Value context,
+                         ArrayRef<Value> args) {
+    const abi::Kernel *callee = abi::lookupKernel(name);
+    if (!callee)
+      return op->emitOpError("pf-lower-rank-programs: '") << name << "' is not in pfrt_abi.def";
+    return emitCall(b, op, name, abi::kernelType(b.getContext(), *callee), context, args,
+                    "pfrt_abi.def");
+  }
+
   Value comm(Operation *op) { return functionArgument(op, 2); }
+  /// The host's context and the communicator of every rank on it.
+  Value hostContext(Operation *op) { return functionArgument(op, 6); }
+  Value world(Operation *op) { return functionArgument(op, 7); }
+  /// The group rank of `rank` in the collective over `members`.
+  static int32_t groupRank(ArrayRef<int64_t> members, int64_t rank) {
+    SmallVector<int64_t> sorted(members);
+    llvm::sort(sorted);
+    return int32_t(llvm::find(sorted, rank) - sorted.begin());
+  }
   /// Each program function's member groups (programCommGroups).
   DenseMap<Operation *, SmallVector<SmallVector<int64_t>>> commGroups;
   /// The communicator of a collective over `members`: the program's own
@@ -194,9 +211,8 @@ struct LoweringState {
   }
   /// The request word of a posted send or recv.
   Value requestOf(OpBuilder &b, Operation *transfer) {
-    auto [sends, recvs] = requestArrays.lookup(transfer->getParentOfType<func::FuncOp>());
     return LLVM::GEPOp::create(b, transfer->getLoc(), LLVM::LLVMPointerType::get(b.getContext()),
-                               b.getI64Type(), isa<SendActOp>(transfer) ? sends : recvs,
+                               b.getI64Type(), requestArray.lookup(transfer),
                                ArrayRef<LLVM::GEPArg>{int32_t(requestIndex.lookup(transfer))});
   }
   /// The host's timeline marks around a communication of op `transfer`.
@@ -364,102 +380,246 @@ struct TransferPattern : RankCallPattern<OpT> {
   }
 };
 
-/// pf.all_reduce, pf.broadcast and pf.reduce_microbatch: the value, (the
-/// micro-batch,) (the root,) the member ranks and the type.
-template <typename OpT>
-struct MemberCollectivePattern : RankCallPattern<OpT> {
-  using RankCallPattern<OpT>::RankCallPattern;
-  LogicalResult lower(OpT op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
+/// pf.all_reduce: the library's sum of a value is the program's own call;
+/// a sum of pieces (order(microbatch)) and a parameter's the host's, with
+/// the value, the order, the member ranks and the type.
+struct AllReducePattern : RankCallPattern<AllReduceOp> {
+  using RankCallPattern::RankCallPattern;
+  LogicalResult lower(AllReduceOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
                       StringRef &callee) const override {
-    LoweringState &s = this->state;
+    LoweringState &s = state;
     Location loc = op.getLoc();
     // The library's sum of a value: the program's own call on its slot.
-    if constexpr (std::is_same_v<OpT, AllReduceOp>) {
-      if (isProgramCollective(op)) {
-        Value input = op.getInputs().front(), sum = op.getSum();
-        if (failed(s.mark(b, op, op, 0)))
-          return failure();
-        Value out = s.slotTensor(b, op, s.slot.lookup(sum));
-        if (s.offset.lookup(input) != s.offset.lookup(sum) &&
-            failed(s.kernel(b, op, "pfrt_copy", {s.slotTensor(b, op, s.slot.lookup(input)), out})))
-          return failure();
-        if (failed(s.kernel(b, op, "pfrt_comm_all_reduce_sum",
-                            {s.groupComm(b, op, op.getRanks()), out})) ||
-            failed(s.mark(b, op, op, 1)))
-          return failure();
-        callee = "";
-        return success();
-      }
+    if (isProgramCollective(op)) {
+      Value input = op.getInputs().front(), sum = op.getSum();
+      if (failed(s.mark(b, op, op, 0)))
+        return failure();
+      Value out = s.slotTensor(b, op, s.slot.lookup(sum));
+      if (s.offset.lookup(input) != s.offset.lookup(sum) &&
+          failed(s.kernel(b, op, "pfrt_copy", {s.slotTensor(b, op, s.slot.lookup(input)), out})))
+        return failure();
+      if (failed(s.kernel(b, op, "pfrt_comm_all_reduce_sum",
+                          {s.groupComm(b, op, op.getRanks()), out})) ||
+          failed(s.mark(b, op, op, 1)))
+        return failure();
+      callee = "";
+      return success();
     }
     args.push_back(s.constants.string(b, loc, op.getValue()));
-    constexpr bool isBroadcast = std::is_same_v<OpT, BroadcastOp>;
-    constexpr bool isReduce = std::is_same_v<OpT, ReduceMicrobatchOp>;
-    if constexpr (std::is_same_v<OpT, AllReduceOp>)
-      args.push_back(s.i32(b, loc, int32_t(op.getOrder())));
-    if constexpr (isReduce)
-      args.push_back(s.i64(b, loc, int64_t(op.getMicrobatch())));
-    if constexpr (isBroadcast || isReduce)
-      args.push_back(s.i64(b, loc, int64_t(op.getRoot())));
+    args.push_back(s.i32(b, loc, int32_t(op.getOrder())));
     args.push_back(s.i64(b, loc, int64_t(op.getRanks().size())));
     args.push_back(s.constants.i64Array(b, loc, op.getRanks()));
     llvm::append_range(args, s.type(b, loc, op.getType()));
-    // Values of the program: the operands' slots and the result's (-1 for
-    // none: a named value, a reduce's piece handed over, a broadcast's
-    // operand off the root).
-    auto slotOf = [&](Value value) { return s.i64(b, loc, value ? s.slot.lookup(value) : -1); };
-    if constexpr (std::is_same_v<OpT, AllReduceOp>) {
-      args.push_back(s.i64(b, loc, int64_t(op.getInputs().size())));
-      args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getInputs())));
-      args.push_back(s.constants.i64Array(
-          b, loc, op.getMicrobatches() ? *op.getMicrobatches() : ArrayRef<int64_t>()));
-      args.push_back(slotOf(op.getSum()));
-    }
-    if constexpr (isBroadcast) {
-      args.push_back(slotOf(op.getInput()));
-      args.push_back(slotOf(op.getResult()));
-    }
-    if constexpr (isReduce) {
-      args.push_back(slotOf(op.getPiece()));
-      args.push_back(slotOf(op.getSum()));
-    }
-    callee = isReduce      ? "pfrt_rank_reduce"
-             : isBroadcast ? "pfrt_rank_broadcast"
-                           : "pfrt_rank_all_reduce";
+    // The pieces' slots and the sum's (none and -1: a parameter by name).
+    args.push_back(s.i64(b, loc, int64_t(op.getInputs().size())));
+    args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getInputs())));
+    args.push_back(s.constants.i64Array(
+        b, loc, op.getMicrobatches() ? *op.getMicrobatches() : ArrayRef<int64_t>()));
+    args.push_back(s.i64(b, loc, op.getSum() ? s.slot.lookup(op.getSum()) : -1));
+    callee = "pfrt_rank_all_reduce";
     return success();
   }
 };
 
-/// pf.clip_gradients and pf.kfac_kl_clip: the scalar, the order, the
-/// operands' names, which of them this rank counts (1/0), their slots (a
-/// KL-clip's updates, then their gradients), the results' slots.
-template <typename OpT>
-struct OrderedCollectivePattern : RankCallPattern<OpT> {
-  using RankCallPattern<OpT>::RankCallPattern;
-  LogicalResult lower(OpT op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
+/// pf.reduce_microbatch, the program's own: off the root, the piece's
+/// non-zero rows posted to the root (pfrt_comm_isend_rows, completed at the
+/// end, also with overlap=false: the root takes them where its schedule is
+/// past that pass, maybe after this rank's next transfers); on the
+/// root, the sum = its piece + the received rows (pfrt_comm_recv_add_rows),
+/// every element one addition: the dense sum, which its accumulate call
+/// weights as one process weights the micro-batch's a + b. The tag is
+/// kReduceRowsTag + the micro-batch: the root takes each micro-batch's rows
+/// by tag.
+struct ReducePattern : RankCallPattern<ReduceMicrobatchOp> {
+  using RankCallPattern::RankCallPattern;
+  LogicalResult lower(ReduceMicrobatchOp op, ConversionPatternRewriter &b,
+                      SmallVectorImpl<Value> &, StringRef &callee) const override {
+    LoweringState &s = state;
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> members = op.getRanks();
+    if (members.size() != 2)
+      return op.emitOpError("pf-lower-rank-programs: a row-sparse sum needs two members, not ")
+             << members.size();
+    Value comm = s.groupComm(b, op, members);
+    Value piece = s.slotTensor(b, op, s.slot.lookup(op.getPiece()));
+    Value tag = s.i32(b, loc, kReduceRowsTag + int64_t(op.getMicrobatch()));
+    if (failed(s.mark(b, op, op, 0)))
+      return failure();
+    if (Value sum = op.getSum()) {
+      int64_t other = members[0] == int64_t(op.getRoot()) ? members[1] : members[0];
+      if (failed(s.kernel(b, op, "pfrt_comm_recv_add_rows",
+                          {comm, piece, s.slotTensor(b, op, s.slot.lookup(sum)),
+                           s.i32(b, loc, LoweringState::groupRank(members, other)), tag})))
+        return failure();
+    } else {
+      Value root = s.i32(b, loc, LoweringState::groupRank(members, int64_t(op.getRoot())));
+      if (failed(s.kernel(b, op, "pfrt_comm_isend_rows",
+                          {comm, piece, root, tag, s.requestOf(b, op)})))
+        return failure();
+    }
+    if (failed(s.mark(b, op, op, 1)))
+      return failure();
+    callee = "";
+    return success();
+  }
+};
+
+/// pf.broadcast: the root's value (copied into its result's bytes where the
+/// plan put them apart) becomes every member's by pfrt_comm_broadcast on the
+/// result's slot, on the members' communicator.
+struct BroadcastPattern : RankCallPattern<BroadcastOp> {
+  using RankCallPattern::RankCallPattern;
+  LogicalResult lower(BroadcastOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &,
                       StringRef &callee) const override {
+    LoweringState &s = state;
+    Location loc = op.getLoc();
+    Value out = s.slotTensor(b, op, s.slot.lookup(op.getResult()));
+    if (failed(s.mark(b, op, op, 0)))
+      return failure();
+    Value input = op.getInput();
+    if (input && s.offset.lookup(input) != s.offset.lookup(op.getResult()) &&
+        failed(s.kernel(b, op, "pfrt_copy", {s.slotTensor(b, op, s.slot.lookup(input)), out})))
+      return failure();
+    int32_t root = LoweringState::groupRank(op.getRanks(), int64_t(op.getRoot()));
+    if (failed(s.kernel(b, op, "pfrt_comm_broadcast",
+                        {s.groupComm(b, op, op.getRanks()), out, s.i32(b, loc, root)})) ||
+        failed(s.mark(b, op, op, 1)))
+      return failure();
+    callee = "";
+    return success();
+  }
+};
+
+/// What pf.clip_gradients and pf.kfac_kl_clip share: Σ over `order` of
+/// ⟨a, b⟩ as one process forms it. Each term this rank counts by pfrt_dot
+/// (a deterministic sum) into its position of an f64 array, zero elsewhere;
+/// the array all-reduced over every rank on the host's context (each
+/// position has one non-zero contribution, so the sum is exact whatever the
+/// library's association); then added in order from 0.
+template <typename OpT>
+struct OrderedSumPattern : RankCallPattern<OpT> {
+  using RankCallPattern<OpT>::RankCallPattern;
+
+  FailureOr<Value> orderedSum(ConversionPatternRewriter &b, OpT op, ValueRange lhs,
+                              ValueRange rhs) const {
     LoweringState &s = this->state;
     Location loc = op.getLoc();
-    constexpr bool isClip = std::is_same_v<OpT, ClipGradientsOp>;
-    if constexpr (isClip) {
-      args.push_back(s.f64(b, loc, op.getMaxNorm().convertToDouble()));
-      callee = "pfrt_rank_clip_gradients";
-    } else {
-      args.push_back(s.f64(b, loc, op.getKappa().convertToDouble()));
-      callee = "pfrt_rank_kfac_kl_clip";
+    MLIRContext *ctx = b.getContext();
+    Type ptr = LLVM::LLVMPointerType::get(ctx), f64 = b.getF64Type();
+    ArrayAttr order = op.getOrder();
+    int64_t n = int64_t(order.size());
+    Value terms = LLVM::AllocaOp::create(b, loc, ptr, f64, s.i64(b, loc, std::max<int64_t>(n, 1)));
+    auto term = [&](int64_t i) {
+      return LLVM::GEPOp::create(b, loc, ptr, f64, terms, ArrayRef<LLVM::GEPArg>{int32_t(i)});
+    };
+    Value zero = s.f64(b, loc, 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      LLVM::StoreOp::create(b, loc, zero, term(i));
+    for (auto [name, counts, x, y] : llvm::zip_equal(op.getNames(), op.getCounted(), lhs, rhs)) {
+      auto at = llvm::find(order, name);
+      if (at == order.end())
+        return op.emitOpError("pf-lower-rank-programs: '")
+               << cast<StringAttr>(name).getValue() << "' is not in the order";
+      if (!counts)
+        continue;
+      if (failed(s.kernel(b, op, "pfrt_dot",
+                          {s.slotTensor(b, op, s.slot.lookup(x)),
+                           s.slotTensor(b, op, s.slot.lookup(y)), term(at - order.begin())})))
+        return failure();
     }
-    args.push_back(s.i64(b, loc, int64_t(op.getOrder().size())));
-    args.push_back(s.constants.stringList(b, loc, op.getOrder()));
-    args.push_back(s.i64(b, loc, int64_t(op.getNames().size())));
-    args.push_back(s.constants.stringList(b, loc, op.getNames()));
-    SmallVector<int64_t> counted(op.getCounted().begin(), op.getCounted().end());
-    args.push_back(s.constants.i64Array(b, loc, counted));
-    if constexpr (isClip) {
-      args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getGradients())));
-    } else {
-      args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getUpdates())));
-      args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getGradients())));
+    // The array's descriptor: f64[n] in host memory.
+    Value tensor = LLVM::AllocaOp::create(b, loc, ptr, s.tensorType, s.i64(b, loc, 1));
+    auto field = [&](ArrayRef<LLVM::GEPArg> path) {
+      return LLVM::GEPOp::create(b, loc, ptr, s.tensorType, tensor, path);
+    };
+    LLVM::StoreOp::create(b, loc, terms, field({0, 0}));
+    LLVM::StoreOp::create(b, loc, s.i32(b, loc, PFRT_F64), field({0, 1}));
+    LLVM::StoreOp::create(b, loc, s.i32(b, loc, 1), field({0, 2}));
+    LLVM::StoreOp::create(b, loc, s.i64(b, loc, n), field({0, 3, 0}));
+    if (failed(s.kernelOn(b, op, "pfrt_comm_all_reduce_sum", s.hostContext(op),
+                          {s.world(op), tensor})))
+      return failure();
+    Value total = zero;
+    for (int64_t i = 0; i < n; ++i)
+      total = arith::AddFOp::create(b, loc, total, LLVM::LoadOp::create(b, loc, f64, term(i)));
+    return total;
+  }
+};
+
+/// pf.clip_gradients: the global norm over every rank (the ordered sum of
+/// the squares), reported to the host, then pfrt_clip_to_norm on the
+/// results (each a copy of its gradient where the plan put them apart):
+/// pfrt_clip_by_global_norm's rule with the norm given.
+struct ClipGradientsPattern : OrderedSumPattern<ClipGradientsOp> {
+  using OrderedSumPattern::OrderedSumPattern;
+  LogicalResult lower(ClipGradientsOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &,
+                      StringRef &callee) const override {
+    LoweringState &s = state;
+    Location loc = op.getLoc();
+    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+    if (failed(s.mark(b, op, op, 0)))
+      return failure();
+    FailureOr<Value> squares = orderedSum(b, op, op.getGradients(), op.getGradients());
+    if (failed(squares))
+      return failure();
+    Value norm = LLVM::SqrtOp::create(b, loc, *squares);
+    if (failed(s.call(b, op, "pfrt_rank_report", {s.index(b, op), s.i32(b, loc, 0), norm})))
+      return failure();
+    int64_t n = int64_t(op.getGradients().size());
+    Value list = LLVM::AllocaOp::create(b, loc, ptr, s.tensorType,
+                                        s.i64(b, loc, std::max<int64_t>(n, 1)));
+    for (auto [i, gradient, clipped] : llvm::enumerate(op.getGradients(), op.getClipped())) {
+      Value out = s.slotTensor(b, op, s.slot.lookup(clipped));
+      if (s.offset.lookup(gradient) != s.offset.lookup(clipped) &&
+          failed(s.kernel(b, op, "pfrt_copy",
+                          {s.slotTensor(b, op, s.slot.lookup(gradient)), out})))
+        return failure();
+      Value entry = LLVM::GEPOp::create(b, loc, ptr, s.tensorType, list,
+                                        ArrayRef<LLVM::GEPArg>{int32_t(i)});
+      LLVM::StoreOp::create(b, loc, LLVM::LoadOp::create(b, loc, s.tensorType, out), entry);
     }
-    args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getClipped())));
+    if (failed(s.kernel(b, op, "pfrt_clip_to_norm",
+                        {list, s.i32(b, loc, n),
+                         s.f64(b, loc, op.getMaxNorm().convertToDouble()), norm})) ||
+        failed(s.mark(b, op, op, 1)))
+      return failure();
+    callee = "";
+    return success();
+  }
+};
+
+/// pf.kfac_kl_clip: ν of the single-process lowering (emitKLClipFactor) from
+/// the ordered sum over every rank of ⟨update, gradient⟩ and the step's
+/// `lr`, reported to the host, each update scaled into its result by
+/// pfrt_scale.
+struct KLClipPattern : OrderedSumPattern<KfacKLClipOp> {
+  using OrderedSumPattern::OrderedSumPattern;
+  LogicalResult lower(KfacKLClipOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &,
+                      StringRef &callee) const override {
+    LoweringState &s = state;
+    Location loc = op.getLoc();
+    Type ptr = LLVM::LLVMPointerType::get(b.getContext()), f64 = b.getF64Type();
+    if (failed(s.mark(b, op, op, 0)))
+      return failure();
+    FailureOr<Value> total = orderedSum(b, op, op.getUpdates(), op.getGradients());
+    if (failed(total))
+      return failure();
+    Value lrSlot = LLVM::AllocaOp::create(b, loc, ptr, f64, s.i64(b, loc, 1));
+    if (failed(s.call(b, op, "pfrt_rank_step_scalar",
+                      {s.index(b, op), s.constants.string(b, loc, "lr"), lrSlot})))
+      return failure();
+    Value lr = LLVM::LoadOp::create(b, loc, f64, lrSlot);
+    Value nu = emitKLClipFactor(b, loc, lr, *total, op.getKappa().convertToDouble());
+    if (failed(s.call(b, op, "pfrt_rank_report", {s.index(b, op), s.i32(b, loc, 1), nu})))
+      return failure();
+    for (auto [update, clipped] : llvm::zip_equal(op.getUpdates(), op.getClipped()))
+      if (failed(s.kernel(b, op, "pfrt_scale",
+                          {s.slotTensor(b, op, s.slot.lookup(update)), nu,
+                           s.slotTensor(b, op, s.slot.lookup(clipped))})))
+        return failure();
+    if (failed(s.mark(b, op, op, 1)))
+      return failure();
+    callee = "";
     return success();
   }
 };
@@ -488,7 +648,8 @@ struct StepResultPattern : RankCallPattern<StepResultOp> {
   }
 };
 
-/// Step 1: @pf_<program>(%host, %ctx, %comm, %slots, %arena, %groups) -> i32
+/// Step 1: @pf_<program>(%host, %ctx, %comm, %slots, %arena, %groups,
+/// %host_ctx, %world) -> i32
 /// holding the program's ops and the plan of their values, ending (with
 /// posted transfers) in the waits for the sends and the recvs nobody read,
 /// and `return 0`.
@@ -497,7 +658,7 @@ FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &s
   MLIRContext *ctx = program.getContext();
   Type ptr = LLVM::LLVMPointerType::get(ctx);
   Location loc = program.getLoc();
-  auto type = FunctionType::get(ctx, {ptr, ptr, ptr, ptr, ptr, ptr}, {b.getI32Type()});
+  auto type = FunctionType::get(ctx, SmallVector<Type>(8, ptr), {b.getI32Type()});
   auto func = func::FuncOp::create(b, loc, ("pf_" + program.getSymName()).str(), type);
   Block *entry = func.addEntryBlock();
   state.commGroups[func] = programCommGroups(program);
@@ -507,15 +668,23 @@ FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &s
     state.slot[value] = slot;
     state.offset[value] = plan.offset[slot];
   }
-  int64_t sends = 0, recvs = 0;
-  // Posted: a recv nobody reads is waited for at the end.
-  SmallVector<Operation *> unreadRecvs;
+  // Posted: a recv nobody reads is waited for at the end, as every send
+  // is (an activation's on the program's communicator, all at once; a
+  // row-sparse sum's rows on its members', posted also with overlap=false).
+  SmallVector<Operation *> sends, recvs, rowSends, unreadRecvs;
   for (auto [index, op] : llvm::enumerate(body)) {
     state.opIndex[&op] = int64_t(index);
-    if (isa<SendActOp>(op))
-      state.requestIndex[&op] = sends++;
+    if (isa<SendActOp>(op)) {
+      state.requestIndex[&op] = int64_t(sends.size());
+      sends.push_back(&op);
+    }
+    if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op); reduce && !reduce.getSum()) {
+      state.requestIndex[&op] = int64_t(rowSends.size());
+      rowSends.push_back(&op);
+    }
     if (auto recv = dyn_cast<RecvActOp>(op)) {
-      state.requestIndex[&op] = recvs++;
+      state.requestIndex[&op] = int64_t(recvs.size());
+      recvs.push_back(&op);
       Operation *first = nullptr;
       for (Operation *user : recv.getValue().getUsers())
         if (!first || user->isBeforeInBlock(first))
@@ -529,35 +698,46 @@ FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &s
   entry->getOperations().splice(entry->end(), body.getOperations());
   // The request words, one per posted send and recv.
   OpBuilder start = OpBuilder::atBlockBegin(entry);
-  auto words = [&](int64_t count) -> Value {
-    if (!state.overlap || count == 0)
+  auto words = [&](ArrayRef<Operation *> ops, bool posted) -> Value {
+    if (!posted || ops.empty())
       return Value();
-    return LLVM::AllocaOp::create(start, loc, ptr, start.getI64Type(),
-                                  state.i64(start, loc, count));
+    Value array = LLVM::AllocaOp::create(start, loc, ptr, start.getI64Type(),
+                                         state.i64(start, loc, int64_t(ops.size())));
+    for (Operation *op : ops)
+      state.requestArray[op] = array;
+    return array;
   };
-  state.requestArrays[func] = {words(sends), words(recvs)};
+  Value sendWords = words(sends, state.overlap);
+  words(recvs, state.overlap);
+  words(rowSends, /*posted=*/true);
   b.setInsertionPointToEnd(entry);
   auto end = func::ReturnOp::create(b, loc, ValueRange{state.i32(b, loc, 0)});
   b.setInsertionPoint(end);
   for (Operation *recv : unreadRecvs)
     if (failed(state.waitFor(b, end, recv)))
       return failure();
-  if (sends > 0 && state.overlap) {
-    Value requests = state.requestArrays[func].first;
-    if (failed(state.kernel(b, end, "pfrt_comm_wait_all",
-                            {state.comm(end), requests, state.i32(b, loc, sends)})))
+  if (!sends.empty() && state.overlap) {
+    Value count = state.i32(b, loc, int64_t(sends.size()));
+    if (failed(state.kernel(b, end, "pfrt_comm_wait_all", {state.comm(end), sendWords, count})))
+      return failure();
+  }
+  for (Operation *send : rowSends) {
+    Value request = LLVM::LoadOp::create(b, loc, b.getI64Type(), state.requestOf(b, send));
+    if (failed(state.kernel(b, end, "pfrt_comm_wait",
+                            {state.groupComm(b, end, cast<ReduceMicrobatchOp>(send).getRanks()),
+                             request})))
       return failure();
   }
   program.erase();
   return func;
 }
 
-/// Step 3: after each rank call, a non-zero status returns it.
+/// Step 3: after each call of the runtime or the host, a non-zero status
+/// returns it.
 void returnOnFailure(func::FuncOp func) {
   SmallVector<func::CallOp> calls;
   func.walk([&](func::CallOp call) {
-    if (call.getCallee().starts_with(kRankCallPrefix) ||
-        call.getCallee().starts_with(kCommCallPrefix))
+    if (call.getCallee().starts_with(kRuntimeCallPrefix))
       calls.push_back(call);
   });
   if (calls.empty())
@@ -621,9 +801,8 @@ struct LowerRankProgramsPass
     RewritePatternSet patterns(&getContext());
     patterns
         .add<RunStagePattern, TransferPattern<SendActOp>, TransferPattern<RecvActOp>,
-             MemberCollectivePattern<AllReduceOp>, MemberCollectivePattern<BroadcastOp>,
-             MemberCollectivePattern<ReduceMicrobatchOp>, OrderedCollectivePattern<ClipGradientsOp>,
-             OrderedCollectivePattern<KfacKLClipOp>, PromoteInversesPattern, StepResultPattern>(
+             AllReducePattern, BroadcastPattern, ReducePattern, ClipGradientsPattern, KLClipPattern,
+             PromoteInversesPattern, StepResultPattern>(
             slots, &getContext(), state);
     // The stage functions' pf ops are neither legal nor illegal: left as
     // they are (pf-lower-to-runtime lowers each of them).

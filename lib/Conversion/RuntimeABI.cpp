@@ -14,7 +14,7 @@ constexpr ArgKind Tensor = ArgKind::Tensor, TensorArray = ArgKind::TensorArray,
                   I64Array = ArgKind::I64Array, F64Out = ArgKind::F64Out,
                   I32Out = ArgKind::I32Out, I64Out = ArgKind::I64Out, Comm = ArgKind::Comm,
                   I32 = ArgKind::I32, I64 = ArgKind::I64,
-                  F64 = ArgKind::F64, Str = ArgKind::Str, StrList = ArgKind::StrList;
+                  F64 = ArgKind::F64, Str = ArgKind::Str;
 
 #define PFRT_KERNEL(name, ...) constexpr ArgKind name##_args[] = {__VA_ARGS__};
 #include "pf/Runtime/pfrt_abi.def"
@@ -58,7 +58,6 @@ Type mlir::pf::abi::argType(MLIRContext *ctx, ArgKind kind) {
   case ArgKind::I64Out:
   case ArgKind::Comm:
   case ArgKind::Str:
-  case ArgKind::StrList:
     return LLVM::LLVMPointerType::get(ctx);
   }
   llvm_unreachable("unknown argument kind");

@@ -26,8 +26,7 @@ enum class ArgKind : uint8_t {
   I32,
   I64,
   F64,
-  Str,    ///< pfrt_rank_abi.def: a NUL-terminated constant string
-  StrList ///< pfrt_rank_abi.def: strings back to back
+  Str ///< pfrt_rank_abi.def: a NUL-terminated constant string
 };
 
 struct Kernel {

@@ -50,16 +50,6 @@ ValueType valueType(int32_t dtype, int64_t rank, const int64_t *shape) {
   return {dtype, std::vector<int64_t>(shape, shape + std::max<int64_t>(rank, 0))};
 }
 
-/// `count` NUL-terminated strings stored back to back.
-std::vector<std::string> stringList(const char *list, int64_t count) {
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < count; ++i) {
-    names.emplace_back(list);
-    list += names.back().size() + 1;
-  }
-  return names;
-}
-
 std::string typeText(int32_t dtype, const std::vector<int64_t> &shape) {
   return std::string(dtypeName(dtype)) + " " + shapeText(shape);
 }
@@ -107,19 +97,8 @@ struct pfrt_rank_host {
                             std::vector<int64_t> ranks, ValueType type,
                             std::vector<int64_t> inputs, std::vector<int64_t> microbatches,
                             int64_t output) = 0;
-  virtual int32_t broadcast(int64_t op, const char *value, int64_t root,
-                            std::vector<int64_t> ranks, ValueType type, int64_t input,
-                            int64_t output) = 0;
-  virtual int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
-                         std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
-                         int64_t outputSlot) = 0;
-  virtual int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order,
-                       std::vector<std::string> names, std::vector<int64_t> counted,
-                       std::vector<int64_t> inputs, std::vector<int64_t> outputs) = 0;
-  virtual int32_t klClip(int64_t op, double kappa, std::vector<std::string> order,
-                         std::vector<std::string> names, std::vector<int64_t> counted,
-                         std::vector<int64_t> updates, std::vector<int64_t> gradients,
-                         std::vector<int64_t> outputs) = 0;
+  virtual int32_t report(int64_t op, int32_t what, double value) = 0;
+  virtual int32_t stepScalar(int64_t op, const char *name, double *value) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
   virtual int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) = 0;
 };
@@ -149,38 +128,12 @@ int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value
                                       : std::vector<int64_t>(),
                          output);
 }
-int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op, const char *value, int64_t root,
-                            int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
-                            const int64_t *shape, int64_t input, int64_t output) {
-  return host->broadcast(op, value, root, std::vector<int64_t>(ranks, ranks + count),
-                         valueType(dtype, rank, shape), input, output);
+int32_t pfrt_rank_report(pfrt_rank_host *host, int64_t op, int32_t what, double value) {
+  return host->report(op, what, value);
 }
-int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value, int64_t microbatch,
-                         int64_t root, int64_t count, const int64_t *ranks, int32_t dtype,
-                         int64_t rank, const int64_t *shape, int64_t input_slot,
-                         int64_t output_slot) {
-  return host->reduce(op, value, microbatch, root, std::vector<int64_t>(ranks, ranks + count),
-                      valueType(dtype, rank, shape), input_slot, output_slot);
-}
-int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op, double max_norm,
-                                 int64_t order_count, const char *order, int64_t count,
-                                 const char *names, const int64_t *counted,
-                                 const int64_t *inputs, const int64_t *outputs) {
-  return host->clip(op, max_norm, stringList(order, order_count), stringList(names, count),
-                    std::vector<int64_t>(counted, counted + count),
-                    std::vector<int64_t>(inputs, inputs + count),
-                    std::vector<int64_t>(outputs, outputs + count));
-}
-int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa,
-                               int64_t order_count, const char *order, int64_t count,
-                               const char *names, const int64_t *counted,
-                               const int64_t *updates, const int64_t *gradients,
-                               const int64_t *outputs) {
-  return host->klClip(op, kappa, stringList(order, order_count), stringList(names, count),
-                      std::vector<int64_t>(counted, counted + count),
-                      std::vector<int64_t>(updates, updates + count),
-                      std::vector<int64_t>(gradients, gradients + count),
-                      std::vector<int64_t>(outputs, outputs + count));
+int32_t pfrt_rank_step_scalar(pfrt_rank_host *host, int64_t op, const char *name,
+                              double *value) {
+  return host->stepScalar(op, name, value);
 }
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
   return host->promoteInverses(op);
@@ -219,15 +172,13 @@ public:
     descriptors.assign(r.slotCounts.lookup(programOp), pfrt_tensor{});
     std::vector<pfrt_comm *> &groups = r.programGroups[programOp];
     int32_t status = function->second(this, transferContext(), transferComm(),
-                                      descriptors.data(), r.arena, groups.data());
+                                      descriptors.data(), r.arena, groups.data(), r.ctx, r.world);
     if (failure)
       return std::move(failure);
     if (status != 0)
-      return error(llvm::formatv("the rank program's communication after op {0} failed: {1} ({2})",
+      return error(llvm::formatv("the rank program's call after op {0} failed: {1} ({2})",
                                  currentOp, pfrt_last_error(transferContext()),
                                  pfrt_status_string(status)));
-    if (auto err = waitForSends())
-      return err;
     return combine();
   }
 
@@ -266,31 +217,25 @@ public:
       return allReducePieces(value, ranks, type, inputs, microbatches, output);
     });
   }
-  int32_t broadcast(int64_t op, const char *value, int64_t root, std::vector<int64_t> ranks,
-                    ValueType type, int64_t input, int64_t output) override {
-    return execute(op, "pf.broadcast",
-                   [&] { return broadcastSlot(value, root, ranks, type, input, output); });
+  /// The figures the program formed (the trainer prints them).
+  int32_t report(int64_t op, int32_t what, double value) override {
+    currentOp = op;
+    if (what == 0)
+      r.gradientNorm = value;
+    else
+      r.klClipFactor = value;
+    return 0;
   }
-  int32_t reduce(int64_t op, const char *value, int64_t microbatch, int64_t root,
-                 std::vector<int64_t> ranks, ValueType type, int64_t inputSlot,
-                 int64_t outputSlot) override {
-    return execute(op, "pf.reduce_microbatch", [&] {
-      return reduceValue(value, microbatch, root, ranks, type, inputSlot, outputSlot);
-    });
-  }
-  int32_t clip(int64_t op, double maxNorm, std::vector<std::string> order,
-               std::vector<std::string> names, std::vector<int64_t> counted,
-               std::vector<int64_t> inputs, std::vector<int64_t> outputs) override {
-    return execute(op, "pf.clip_gradients", [&] {
-      return clipGradients(maxNorm, order, names, counted, inputs, outputs);
-    });
-  }
-  int32_t klClip(int64_t op, double kappa, std::vector<std::string> order,
-                 std::vector<std::string> names, std::vector<int64_t> counted,
-                 std::vector<int64_t> updates, std::vector<int64_t> gradients,
-                 std::vector<int64_t> outputs) override {
-    return execute(op, "pf.kfac_kl_clip", [&] {
-      return kfacKLClip(kappa, order, names, counted, updates, gradients, outputs);
+  int32_t stepScalar(int64_t op, const char *name, double *value) override {
+    return execute(op, "pf.kfac_kl_clip", [&]() -> llvm::Error {
+      auto input = graph.find(name);
+      if (input == graph.end() || input->second.dtype != PFRT_F64 ||
+          input->second.numElements() != 1)
+        return error(llvm::formatv("the program reads the step's f64 scalar '{0}', which the "
+                                   "step does not give",
+                                   name));
+      std::memcpy(value, input->second.data.data(), sizeof(double));
+      return llvm::Error::success();
     });
   }
   int32_t promoteInverses(int64_t op) override {
@@ -364,23 +309,6 @@ private:
     return error(what + ": " + pfrt_last_error(transferContext()));
   }
 
-  /// The end of the step's reduce messages (the program completes its own
-  /// sends and recvs).
-  llvm::Error waitForSends() {
-    pfrt_status status = PFRT_OK;
-    for (auto &[group, request, buffer] : pendingGroupSends)
-      if (pfrt_comm_wait(r.ctx, group, request) != PFRT_OK)
-        status = PFRT_INTERNAL;
-    pendingGroupSends.clear();
-    if (status != PFRT_OK)
-      return commError("completing the step's reduce messages");
-    return llvm::Error::success();
-  }
-
-  /// Posted sends on a member group (pf.reduce_microbatch's rows), with the
-  /// buffers they read until the step ends.
-  std::vector<std::tuple<pfrt_comm *, int64_t, NpyArray>> pendingGroupSends;
-
   /// c_m of each micro-batch (M > 1), once counted.
   std::vector<int64_t> tokenCounts;
 
@@ -426,8 +354,6 @@ private:
     int64_t gradientBytes = 0;
     for (const auto &[name, value] : combined)
       gradientBytes += int64_t(value.data.size());
-    for (const auto &[group, request, buffer] : pendingGroupSends)
-      gradientBytes += int64_t(buffer.data.size());
     r.gradientPeakBytes = std::max(r.gradientPeakBytes, gradientBytes);
   }
 
@@ -654,77 +580,6 @@ private:
     return llvm::Error::success();
   }
 
-  /// ν of the single-process pf.kfac.kl_clip lowering: each ⟨update,
-  /// gradient⟩ by pfrt_dot on the rank reporting the layer, exchanged in one
-  /// all-reduce with one non-zero term per slot (exact), summed in `order`
-  /// from 0, then min(1, sqrt(κ / (lr²·Σ))) (1 when lr²·Σ ≤ 0), applied by
-  /// pfrt_scale as the lowering does, each update scaled into its output.
-  llvm::Error kfacKLClip(double kappa, const std::vector<std::string> &order,
-                         const std::vector<std::string> &names,
-                         const std::vector<int64_t> &counted,
-                         const std::vector<int64_t> &updates,
-                         const std::vector<int64_t> &gradients,
-                         const std::vector<int64_t> &outputs) {
-    if (names.size() != counted.size() || names.size() != updates.size() ||
-        names.size() != gradients.size() || names.size() != outputs.size())
-      return error("kfac_kl_clip binds a different number of names, updates, gradients and "
-                   "results");
-    std::map<std::string, DotTerm> terms;
-    for (auto [i, name] : llvm::enumerate(names)) {
-      if (!isInOrder(order, name))
-        return error("'" + name + "' is preconditioned but not in the KL-clip order");
-      // A layer preconditioned on two replicas (Chimera) counts once.
-      if (!counted[i])
-        continue;
-      auto u = slotOf(updates[i], name);
-      if (!u)
-        return u.takeError();
-      auto g = slotOf(gradients[i], name);
-      if (!g)
-        return g.takeError();
-      terms[name] = {*u, *g};
-    }
-    auto summed = orderedDotSum(order, terms, "⟨update, gradient⟩",
-                                "exchanging the K-FAC updates' inner products");
-    if (!summed)
-      return summed.takeError();
-    double total = *summed;
-    auto lrInput = graph.find("lr");
-    if (lrInput == graph.end() || lrInput->second.dtype != PFRT_F64 ||
-        lrInput->second.numElements() != 1)
-      return error("kfac_kl_clip needs the f64 scalar graph input 'lr'");
-    double lr;
-    std::memcpy(&lr, lrInput->second.data.data(), sizeof(lr));
-    const double denom = (lr * lr) * total;
-    const double ratio = kappa / denom;
-    const double root = std::sqrt(ratio);
-    // arith.minimumf: NaN propagates; 1 otherwise when root exceeds it.
-    const double capped = std::isnan(root) ? root : std::min(root, 1.0);
-    const double nu = denom > 0 ? capped : 1.0;
-    r.klClipFactor = nu;
-    return scaleInto(nu, names, updates, outputs, "KL-clipping");
-  }
-
-  /// pfrt_scale of each value in `inputs` by `c` into its output (its own
-  /// bytes where the plan put it over the input), on the arena's backend.
-  llvm::Error scaleInto(double c, const std::vector<std::string> &names,
-                        const std::vector<int64_t> &inputs, const std::vector<int64_t> &outputs,
-                        const char *what) {
-    for (auto [name, in, out] : llvm::zip_equal(names, inputs, outputs)) {
-      auto x = slotOf(in, name);
-      if (!x)
-        return x.takeError();
-      auto y = slotTensor(out, (*x)->dtype,
-                          llvm::ArrayRef<int64_t>((*x)->shape, size_t(std::max((*x)->rank, 0))),
-                          name);
-      if (!y)
-        return y.takeError();
-      if (pfrt_scale(r.arenaContext, *x, c, *y) != PFRT_OK)
-        return error(llvm::Twine(what) + " '" + name + "': " + pfrt_last_error(r.arenaContext));
-    }
-    return llvm::Error::success();
-  }
-
   /// The descriptor of the value in `slot`, whatever its type.
   llvm::Expected<const pfrt_tensor *> slotOf(int64_t slot, const std::string &name) const {
     if (slot < 0 || slot >= int64_t(descriptors.size()) || !descriptors[size_t(slot)].data)
@@ -751,10 +606,10 @@ private:
     if (!result.data.empty())
       return error(m < 0 ? std::string("the step's loss is reported twice")
                          : llvm::formatv("the loss of micro-batch {0} is reported twice", m).str());
-    NpyArray value = zeros(PFRT_F32, {});
-    if (pfrt_copy_to_host(r.arenaContext, *t, value.data.data()) != PFRT_OK)
-      return error(llvm::Twine("reading the loss: ") + pfrt_last_error(r.arenaContext));
-    result = std::move(value);
+    auto value = readSlot(slot, ValueType{PFRT_F32, {}}, name.str(), Reader::Result);
+    if (!value)
+      return value.takeError();
+    result = std::move(*value);
     return llvm::Error::success();
   }
 
@@ -770,7 +625,8 @@ private:
     auto t = slotOf(slot, name);
     if (!t)
       return t.takeError();
-    auto value = readSlot(slot, valueType((*t)->dtype, (*t)->rank, (*t)->shape), name);
+    auto value =
+        readSlot(slot, valueType((*t)->dtype, (*t)->rank, (*t)->shape), name, Reader::Result);
     if (!value)
       return value.takeError();
     if (!combined.emplace(name, std::move(*value)).second)
@@ -778,12 +634,20 @@ private:
     return llvm::Error::success();
   }
 
-  /// A copy in host memory of the value in `slot`.
+  /// Who reads a slot: the step's own work (counted: host code on a stage
+  /// value, RankRunner::hostStageValueBytes) or the results read out.
+  enum class Reader { Step, Result };
+
+  /// A copy in host memory of the value in `slot`. Every read and write of
+  /// a stage value's contents by host code goes through readSlot and
+  /// writeSlot.
   llvm::Expected<NpyArray> readSlot(int64_t slot, const ValueType &type,
-                                    const std::string &name) {
+                                    const std::string &name, Reader reader = Reader::Step) {
     auto t = slotTensor(slot, type.dtype, type.shape, name);
     if (!t)
       return t.takeError();
+    if (reader == Reader::Step)
+      r.hostStageValueByteCount += valueBytes(type);
     NpyArray value = zeros(type.dtype, type.shape);
     if (pfrt_copy_to_host(r.arenaContext, *t, value.data.data()) != PFRT_OK)
       return error("reading '" + name + "': " + pfrt_last_error(r.arenaContext));
@@ -795,6 +659,7 @@ private:
     auto t = slotTensor(slot, value.dtype, value.shape, name);
     if (!t)
       return t.takeError();
+    r.hostStageValueByteCount += int64_t(value.data.size());
     if (pfrt_copy_from_host(r.arenaContext, value.data.data(), *t) != PFRT_OK)
       return error("writing '" + name + "': " + pfrt_last_error(r.arenaContext));
     return llvm::Error::success();
@@ -874,182 +739,6 @@ private:
     return r.allReduceParameter(param->name, members);
   }
 
-  /// A gradient of the step: the root's `input` becomes every member's
-  /// `output`, bit for bit. The tied word embedding's, summed on the root
-  /// by pf.reduce_microbatch and its accumulate calls (the others handed
-  /// their pieces over and hold none), which the lowest member reports;
-  /// Chimera's split preconditioning (the owner's preconditioned gradient;
-  /// the receiver keeps its clipped one for the KL-clip). In place on a
-  /// host arena; slots in backend memory go through host memory.
-  llvm::Error broadcastSlot(const std::string &name, int64_t root,
-                            const std::vector<int64_t> &members, const ValueType &type,
-                            int64_t input, int64_t output) {
-    const bool isRoot = root == r.rankIndex;
-    if (isRoot != (input >= 0))
-      return error("'" + name + "' is broadcast from " +
-                   (isRoot ? "this rank, which gives no value" : "another rank, but this one "
-                                                                 "gives a value too"));
-    auto out = slotTensor(output, type.dtype, type.shape, name);
-    if (!out)
-      return out.takeError();
-    if (!program.onBackendMemory()) {
-      pfrt_tensor t = **out;
-      if (isRoot) {
-        auto in = slotTensor(input, type.dtype, type.shape, name);
-        if (!in)
-          return in.takeError();
-        if ((*in)->data != t.data)
-          std::memcpy(t.data, (*in)->data, size_t(valueBytes(type)));
-      }
-      return broadcastHost(name, root, members, t);
-    }
-    NpyArray value = zeros(type.dtype, type.shape);
-    if (isRoot) {
-      auto read = readSlot(input, type, name);
-      if (!read)
-        return read.takeError();
-      value = std::move(*read);
-    }
-    auto t = descriptor(value);
-    if (!t)
-      return t.takeError();
-    if (auto err = broadcastHost(name, root, members, *t))
-      return err;
-    return writeSlot(value, output, name);
-  }
-
-  /// Point to point from the root on the members' group, in program order
-  /// (every member runs the same sequence), on host memory.
-  llvm::Error broadcastHost(const std::string &name, int64_t root,
-                            const std::vector<int64_t> &members, pfrt_tensor &value) {
-    auto group = groupOf(members);
-    if (!group)
-      return group.takeError();
-    std::vector<int64_t> sorted(members);
-    llvm::sort(sorted);
-    auto groupRank = [&](int64_t rank) {
-      return int32_t(llvm::find(sorted, rank) - sorted.begin());
-    };
-    int32_t tag = pfrt_comm_max_tag(*group) - int32_t(Exchange::Broadcast);
-    if (root != r.rankIndex) {
-      if (pfrt_comm_recv(r.ctx, *group, &value, groupRank(root), tag) != PFRT_OK)
-        return commError(llvm::formatv("receiving '{0}' from rank {1}", name, root));
-      return llvm::Error::success();
-    }
-    for (int64_t member : sorted)
-      if (member != root &&
-          pfrt_comm_send(r.ctx, *group, &value, groupRank(member), tag) != PFRT_OK)
-        return commError(llvm::formatv("sending '{0}' to rank {1}", name, member));
-    return llvm::Error::success();
-  }
-
-  /// Micro-batch m's piece of a gradient (in `inputSlot`) summed on the
-  /// root (into `outputSlot`). The other member sends the rows that are not
-  /// all zero bits (the first stage's embedding gather returns +0.0 outside
-  /// the micro-batch's tokens); the root adds them to its own piece in one
-  /// pass — every element a_m + b_m, +0.0 added where no row came, exactly
-  /// the dense sum (IEEE addition is commutative) —, which its accumulate
-  /// call then weights as one process weights the micro-batch's a_m + b_m.
-  /// Slots in backend memory are read and written through host memory.
-  llvm::Error reduceValue(const std::string &name, int64_t m, int64_t root,
-                          const std::vector<int64_t> &members, const ValueType &type,
-                          int64_t inputSlot, int64_t outputSlot) {
-    if (isCombined)
-      return error("'" + name + "' is reduced after the gradients were combined");
-    if (m < 0 || m >= M)
-      return error(llvm::formatv("micro-batch {0} of '{1}' is not in [0, {2})", m, name, M));
-    if (type.dtype != PFRT_F32 && type.dtype != PFRT_F64)
-      return error(llvm::formatv("'{0}' has an element type the runtime cannot sum", name));
-    auto piece = slotTensor(inputSlot, type.dtype, type.shape, name);
-    if (!piece)
-      return piece.takeError();
-    const bool isRoot = root == r.rankIndex;
-    const pfrt_tensor *sum = nullptr;
-    if (isRoot) {
-      auto out = slotTensor(outputSlot, type.dtype, type.shape, name);
-      if (!out)
-        return out.takeError();
-      sum = *out;
-    } else if (outputSlot >= 0) {
-      return error("'" + name + "' is summed on the root, not on this rank");
-    }
-    auto group = groupOf(members);
-    if (!group)
-      return group.takeError();
-    if (pfrt_comm_size(*group) != 2)
-      return error(llvm::formatv("the reduce of '{0}' needs two members", name));
-    const size_t bytes = size_t(valueBytes(type));
-    // The piece's bytes in host memory: the slot's own on a host arena.
-    const bool staged = program.onBackendMemory();
-    NpyArray host;
-    const char *pieceBytes = static_cast<const char *>((*piece)->data);
-    if (staged) {
-      host = zeros(type.dtype, type.shape);
-      if (pfrt_copy_to_host(r.arenaContext, *piece, host.data.data()) != PFRT_OK)
-        return error("reading '" + name + "': " + pfrt_last_error(r.arenaContext));
-      pieceBytes = host.data.data();
-    }
-    const int64_t rows = rowCount(type.shape);
-    const int64_t rowBytes = rows == 0 ? 0 : int64_t(bytes) / rows;
-    // The header: the micro-batch (the root checks it is the one it takes)
-    // and the number of rows.
-    NpyArray count = zeros(PFRT_I64, {2});
-    int64_t *header = reinterpret_cast<int64_t *>(count.data.data());
-    int64_t &sent = header[1];
-    if (!isRoot) {
-      header[0] = m;
-      // Posted, not waited for: the root takes them where its schedule is
-      // past this pass (it may be busy with its next passes now).
-      NonZeroRows sparse = nonZeroRows(pieceBytes, bytes, type.shape);
-      const int64_t rowsSent = int64_t(sparse.indices.size());
-      sent = rowsSent;
-      if (auto err = post(*group, std::move(count), Exchange::RowCounts, name))
-        return err;
-      if (rowsSent > 0) {
-        NpyArray indexArray = zeros(PFRT_I64, {rowsSent});
-        std::memcpy(indexArray.data.data(), sparse.indices.data(),
-                    size_t(rowsSent) * sizeof(int64_t));
-        NpyArray rowArray;
-        rowArray.dtype = type.dtype;
-        rowArray.shape = {int64_t(sparse.data.size()) / dtypeBytes(type.dtype)};
-        rowArray.data = std::move(sparse.data);
-        if (auto err = post(*group, std::move(indexArray), Exchange::RowIndices, name))
-          return err;
-        if (auto err = post(*group, std::move(rowArray), Exchange::Rows, name))
-          return err;
-      }
-      return llvm::Error::success();
-    }
-    if (auto err = transfer(*group, count, Exchange::RowCounts, false, name))
-      return err;
-    if (header[0] != m)
-      return error(llvm::formatv("the other member sends micro-batch {0} of '{1}' where this "
-                                 "rank takes micro-batch {2}",
-                                 header[0], name, m));
-    if (sent < 0 || sent > rows)
-      return error(llvm::formatv("the other member sends {0} rows of '{1}' (of {2}) for "
-                                 "micro-batch {3}",
-                                 sent, name, rows, m));
-    NpyArray indexArray = zeros(PFRT_I64, {sent});
-    NpyArray rowArray = zeros(type.dtype, {sent * rowBytes / dtypeBytes(type.dtype)});
-    if (sent > 0) {
-      if (auto err = transfer(*group, indexArray, Exchange::RowIndices, false, name))
-        return err;
-      if (auto err = transfer(*group, rowArray, Exchange::Rows, false, name))
-        return err;
-    }
-    char *out = staged ? host.data.data() : static_cast<char *>(sum->data);
-    if (auto err = addRows(
-            type.dtype, type.shape, pieceBytes, out,
-            llvm::ArrayRef(reinterpret_cast<const int64_t *>(indexArray.data.data()), size_t(sent)),
-            llvm::ArrayRef(rowArray.data.data(), rowArray.data.size())))
-      return error("'" + name + "' of micro-batch " + std::to_string(m) + ": " +
-                   llvm::toString(std::move(err)));
-    if (staged && pfrt_copy_from_host(r.arenaContext, host.data.data(), sum) != PFRT_OK)
-      return error("writing '" + name + "': " + pfrt_last_error(r.arenaContext));
-    return llvm::Error::success();
-  }
-
   /// Every micro-batch's value summed over the members in one call on the
   /// stacked values (M × the gradient's bytes; with three or more members
   /// the library chooses the association).
@@ -1070,25 +759,9 @@ private:
     return llvm::Error::success();
   }
 
-  /// The messages of exchangeCombined, reduceValue and broadcastValue, tagged
-  /// just below pfrt_comm_max_tag (the output gather's tag), above every
-  /// program tag.
-  enum class Exchange : int32_t { RowCounts = 1, RowIndices, Rows, Combined, Broadcast };
-
-  /// A non-blocking send of `value` to the other member, completed at the
-  /// step end (waitForSends), which keeps the buffer until then.
-  llvm::Error post(pfrt_comm *group, NpyArray value, Exchange what, const std::string &name) {
-    auto t = descriptor(value);
-    if (!t)
-      return t.takeError();
-    int64_t request = 0;
-    if (pfrt_comm_isend(r.ctx, group, &*t, 1 - pfrt_comm_rank(group),
-                        pfrt_comm_max_tag(group) - int32_t(what), &request) != PFRT_OK)
-      return commError(
-          llvm::formatv("sending '{0}' (message {1}) to the other member", name, int32_t(what)));
-    pendingGroupSends.emplace_back(group, request, std::move(value));
-    return llvm::Error::success();
-  }
+  /// The messages of exchangeCombined, tagged just below pfrt_comm_max_tag
+  /// (the output gather's tag), above every program tag.
+  enum class Exchange : int32_t { Ran = 1, Rows, Combined };
 
   llvm::Error transfer(pfrt_comm *group, NpyArray &value, Exchange what, bool sending,
                        const std::string &name) {
@@ -1107,101 +780,61 @@ private:
 
   /// The two-member sum of a gradient, combined over the micro-batches
   /// once. The lower member (group rank 0: stage 0, whose embedding gather
-  /// returns +0.0 outside the rows of micro-batch m's tokens) sends only
-  /// each micro-batch's rows that are not all zero bits; the higher member,
-  /// the owner (the last stage, holding the decoder's dense part), adds them
-  /// to its own part — every element a_m + b_m, +0.0 added where no row came,
-  /// exactly the dense sum (IEEE addition is commutative) —, combines the
-  /// micro-batches in micro-batch order (combinePieces) and sends that one
-  /// tensor back (`result` on both). Both then hold the same bits as their
-  /// step gradient, so clipping and both updates agree. Traffic: the rows
-  /// of the tokens plus one gradient, instead of 2 × M gradients.
+  /// returns +0.0 outside the rows of micro-batch m's tokens) sends each
+  /// micro-batch's rows that are not all zero bits (pfrt_comm_isend_rows);
+  /// the higher member, the owner (the last stage, holding the decoder's
+  /// dense part), adds them to its own part (pfrt_comm_recv_add_rows: every
+  /// element a_m + b_m, exactly the dense sum), combines the micro-batches
+  /// in micro-batch order (combinePieces) and sends that one tensor back
+  /// (`result` on both). Both then hold the same bits as their step
+  /// gradient, so clipping and both updates agree. A micro-batch the lower
+  /// member did not run (Chimera) is the identity, -0.0: it sends none, and
+  /// says which it ran first. Traffic: the rows of the tokens plus one
+  /// gradient, instead of 2 × M gradients.
   llvm::Error exchangeCombined(const std::string &name, std::vector<NpyArray> &pieces,
                                const std::vector<bool> &absent, pfrt_comm *group,
                                NpyArray &result) {
     const NpyArray &first = pieces[0];
-    const int64_t rows = rowCount(first);
-    const int64_t rowBytes = rows == 0 ? 0 : int64_t(first.data.size()) / rows;
     const bool isOwner = pfrt_comm_rank(group) == 1;
-    NpyArray rowCounts = zeros(PFRT_I64, {M});
-    int64_t *perMicrobatch = reinterpret_cast<int64_t *>(rowCounts.data.data());
+    const int32_t rowsTag = pfrt_comm_max_tag(group) - int32_t(Exchange::Rows);
+    NpyArray ran = zeros(PFRT_I64, {M});
+    int64_t *sent = reinterpret_cast<int64_t *>(ran.data.data());
     if (!isOwner) {
-      std::vector<int64_t> indices;
-      std::vector<char> data;
-      for (int64_t m = 0; m < M; ++m) {
-        // A micro-batch this member did not run (Chimera): -1, "add the
-        // identity", rather than its -0.0 rows.
-        if (absent[m]) {
-          perMicrobatch[m] = -1;
-          continue;
-        }
-        NonZeroRows sparse = nonZeroRows(pieces[m]);
-        perMicrobatch[m] = int64_t(sparse.indices.size());
-        indices.insert(indices.end(), sparse.indices.begin(), sparse.indices.end());
-        data.insert(data.end(), sparse.data.begin(), sparse.data.end());
-      }
-      if (auto err = transfer(group, rowCounts, Exchange::RowCounts, true, name))
+      for (int64_t m = 0; m < M; ++m)
+        sent[m] = absent[m] ? 0 : 1;
+      if (auto err = transfer(group, ran, Exchange::Ran, true, name))
         return err;
-      if (!indices.empty()) {
-        NpyArray indexArray = zeros(PFRT_I64, {int64_t(indices.size())});
-        std::memcpy(indexArray.data.data(), indices.data(), indices.size() * sizeof(int64_t));
-        NpyArray rowArray;
-        rowArray.dtype = first.dtype;
-        rowArray.shape = {int64_t(data.size()) / dtypeBytes(first.dtype)};
-        rowArray.data = std::move(data);
-        if (auto err = transfer(group, indexArray, Exchange::RowIndices, true, name))
-          return err;
-        if (auto err = transfer(group, rowArray, Exchange::Rows, true, name))
-          return err;
+      for (int64_t m = 0; m < M; ++m) {
+        if (absent[m])
+          continue;
+        auto t = descriptor(pieces[m]);
+        if (!t)
+          return t.takeError();
+        int64_t request = 0;
+        if (pfrt_comm_isend_rows(r.ctx, group, &*t, 1, rowsTag, &request) != PFRT_OK ||
+            pfrt_comm_wait(r.ctx, group, request) != PFRT_OK)
+          return commError(llvm::formatv("sending the rows of '{0}' of micro-batch {1}", name,
+                                         m));
       }
       result = zeros(first.dtype, first.shape);
-      if (auto err = transfer(group, result, Exchange::Combined, false, name))
-        return err;
-    } else {
-      if (auto err = transfer(group, rowCounts, Exchange::RowCounts, false, name))
-        return err;
-      int64_t total = 0;
-      for (int64_t m = 0; m < M; ++m) {
-        if (perMicrobatch[m] < -1 || perMicrobatch[m] > rows)
-          return error(llvm::formatv("the other member sends {0} rows of '{1}' (of {2}) for "
-                                     "micro-batch {3}",
-                                     perMicrobatch[m], name, rows, m));
-        total += std::max<int64_t>(perMicrobatch[m], 0);
-      }
-      if (total > 0) {
-        NpyArray indexArray = zeros(PFRT_I64, {total});
-        NpyArray rowArray = zeros(first.dtype, {total * rowBytes / dtypeBytes(first.dtype)});
-        if (auto err = transfer(group, indexArray, Exchange::RowIndices, false, name))
-          return err;
-        if (auto err = transfer(group, rowArray, Exchange::Rows, false, name))
-          return err;
-        const int64_t *index = reinterpret_cast<const int64_t *>(indexArray.data.data());
-        const char *row = rowArray.data.data();
-        for (int64_t m = 0; m < M; ++m) {
-          if (perMicrobatch[m] < 0)
-            continue; // x + -0.0 = x: the owner's piece is the sum
-          if (auto err = addRows(pieces[m], llvm::ArrayRef(index, perMicrobatch[m]),
-                                 llvm::ArrayRef(row, perMicrobatch[m] * rowBytes)))
-            return error("'" + name + "' of micro-batch " + std::to_string(m) + ": " +
-                         llvm::toString(std::move(err)));
-          index += perMicrobatch[m];
-          row += perMicrobatch[m] * rowBytes;
-        }
-      } else {
-        // No row came: a_m is +0.0 everywhere, still added (-0.0 + 0.0 = +0.0).
-        for (int64_t m = 0; m < M; ++m)
-          if (perMicrobatch[m] >= 0)
-            if (auto err = addRows(pieces[m], {}, {}))
-              return err;
-      }
-      auto sum = combinePieces(name, pieces);
-      if (!sum)
-        return sum.takeError();
-      result = std::move(*sum);
-      if (auto err = transfer(group, result, Exchange::Combined, true, name))
-        return err;
+      return transfer(group, result, Exchange::Combined, false, name);
     }
-    return llvm::Error::success();
+    if (auto err = transfer(group, ran, Exchange::Ran, false, name))
+      return err;
+    for (int64_t m = 0; m < M; ++m) {
+      if (!sent[m])
+        continue; // x + -0.0 = x: the owner's piece is the sum
+      auto t = descriptor(pieces[m]);
+      if (!t)
+        return t.takeError();
+      if (pfrt_comm_recv_add_rows(r.ctx, group, &*t, &*t, 0, rowsTag) != PFRT_OK)
+        return commError(llvm::formatv("adding the rows of '{0}' of micro-batch {1}", name, m));
+    }
+    auto sum = combinePieces(name, pieces);
+    if (!sum)
+      return sum.takeError();
+    result = std::move(*sum);
+    return transfer(group, result, Exchange::Combined, true, name);
   }
 
   /// Chimera: the last stage runs on two ranks, each computing the loss of
@@ -1232,53 +865,6 @@ private:
     return llvm::Error::success();
   }
 
-  static bool isInOrder(const std::vector<std::string> &order, StringRef name) {
-    return llvm::is_contained(order, name);
-  }
-
-  /// The two values of one term ⟨a, b⟩ of orderedDotSum.
-  struct DotTerm {
-    const pfrt_tensor *a = nullptr, *b = nullptr;
-  };
-
-  /// Σ over `order` of ⟨a, b⟩ as the single-process lowering forms it: each
-  /// term this rank reports (`terms`, by name) by pfrt_dot (a deterministic
-  /// sum) on the arena's backend, one f64 slot per term, then
-  /// sumSlotsInOrder. The global norm's squares and the KL-clip's inner
-  /// products.
-  llvm::Expected<double> orderedDotSum(const std::vector<std::string> &order,
-                                       const std::map<std::string, DotTerm> &terms,
-                                       const char *term, const char *exchange) {
-    NpyArray slots = zeros(PFRT_F64, {int64_t(order.size())});
-    double *slot = reinterpret_cast<double *>(slots.data.data());
-    for (auto [i, name] : llvm::enumerate(order)) {
-      auto t = terms.find(name);
-      if (t == terms.end())
-        continue;
-      if (pfrt_dot(r.arenaContext, t->second.a, t->second.b, &slot[i]) != PFRT_OK)
-        return error(llvm::Twine(term) + " of '" + name + "': " +
-                     pfrt_last_error(r.arenaContext));
-    }
-    return sumSlotsInOrder(slots, exchange);
-  }
-
-  /// The exact cross-rank sum of per-term slots (f64; each slot has one
-  /// non-zero contribution, so the all-reduce is exact whatever its
-  /// association), then added in slot order from 0: the single-process order
-  /// of pf.clip_gradients' norm and pf.kfac_kl_clip's inner products.
-  llvm::Expected<double> sumSlotsInOrder(NpyArray &slots, const char *what) {
-    auto t = descriptor(slots);
-    if (!t)
-      return t.takeError();
-    if (pfrt_comm_all_reduce_sum(r.ctx, r.world, &*t) != PFRT_OK)
-      return commError(what);
-    const double *slot = reinterpret_cast<const double *>(slots.data.data());
-    double total = 0;
-    for (int64_t i = 0, n = slots.numElements(); i < n; ++i)
-      total = total + slot[i];
-    return total;
-  }
-
   /// A tensor of `type` filled with -0.0 (dtype 0 for a non-float type).
   static NpyArray negativeZeros(const ValueType &type) {
     NpyArray a = zeros(type.dtype, type.shape);
@@ -1289,57 +875,6 @@ private:
     else
       a.dtype = 0;
     return a;
-  }
-
-  /// The global norm as the single-process pfrt_clip_by_global_norm forms it:
-  /// each gradient's sum of squares (pfrt_dot, the same deterministic sum) by
-  /// its reporting rank, exchanged in one all-reduce where every slot has one
-  /// non-zero term (so exact), then added in `order` from 0; the scaling is
-  /// pfrt_scale's x·T(c), the kernel's, each gradient into its output.
-  llvm::Error clipGradients(double maxNorm, const std::vector<std::string> &order,
-                            const std::vector<std::string> &names,
-                            const std::vector<int64_t> &counted,
-                            const std::vector<int64_t> &inputs,
-                            const std::vector<int64_t> &outputs) {
-    if (names.size() != counted.size() || names.size() != inputs.size() ||
-        names.size() != outputs.size())
-      return error("clip_gradients binds a different number of names, gradients and results");
-    std::map<std::string, DotTerm> terms;
-    for (auto [name, counts, slot] : llvm::zip_equal(names, counted, inputs)) {
-      if (!isInOrder(order, name))
-        return error("'" + name + "' is not in the clipping order");
-      if (!counts)
-        continue;
-      auto g = slotOf(slot, name);
-      if (!g)
-        return g.takeError();
-      terms[name] = {*g, *g};
-    }
-    auto summed =
-        orderedDotSum(order, terms, "the squared norm", "exchanging the gradients' squared norms");
-    if (!summed)
-      return summed.takeError();
-    double total = *summed;
-    const double norm = std::sqrt(total);
-    r.gradientNorm = norm;
-    if (!std::isfinite(norm))
-      return error(llvm::formatv("the global gradient norm is {0}; the gradients were left "
-                                 "unscaled",
-                                 norm));
-    // Unclipped: each result is its gradient (in its bytes, or copied).
-    const double coefficient = norm <= maxNorm ? 1.0 : maxNorm / (norm + 1e-6);
-    if (coefficient == 1.0) {
-      for (auto [name, in, out] : llvm::zip_equal(names, inputs, outputs)) {
-        auto x = slotOf(in, name);
-        auto y = slotOf(out, name);
-        if (!x || !y)
-          return llvm::joinErrors(x.takeError(), y.takeError());
-        if ((*x)->data != (*y)->data && pfrt_copy(r.arenaContext, *x, *y) != PFRT_OK)
-          return error("copying '" + name + "': " + pfrt_last_error(r.arenaContext));
-      }
-      return llvm::Error::success();
-    }
-    return scaleInto(coefficient, names, inputs, outputs, "clipping");
   }
 
   /// The micro-batches' weights c_m (with M > 1), counted once.
@@ -1834,8 +1369,7 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
     if (!symbol)
       return symbol.takeError();
     loweredPrograms[program] =
-        reinterpret_cast<int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *,
-                                     pfrt_tensor *, void *, pfrt_comm **)>(*symbol);
+        reinterpret_cast<LoweredProgram>(*symbol);
     // In first-use order on every member, as the programs use them.
     std::vector<pfrt_comm *> &programComms = programGroups[program];
     for (const auto &members : pf::programCommGroups(program)) {

@@ -589,9 +589,13 @@ llvm::Error PipelinedStep::finish(int64_t last, bool stopped, bool bySigterm) {
                                 job.rank, planned.slots, planned.bytes, planned.arenaBytes)
                       .str()
                << llvm::formatv("rank {0}: gradients held at most: {1} bytes (by the host: "
-                                "the rows of tied-gradient pieces in flight; the gradients are "
-                                "values of the program, in its arena)\n",
+                                "the step's results it reads out; the gradients are values of "
+                                "the program, in its arena)\n",
                                 job.rank, runner->measuredGradientBytes())
+                      .str();
+  llvm::outs() << llvm::formatv("rank {0}: stage-value bytes read or written by host code in "
+                                "the steps: {1} (besides the results it reads out)\n",
+                                job.rank, runner->hostStageValueBytes())
                       .str();
   if (runner->onBackendMemory())
     llvm::outs() << llvm::formatv("rank {0}: stage values copied between host and backend "

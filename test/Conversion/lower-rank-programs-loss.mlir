@@ -23,7 +23,7 @@ func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "los
 // CHECK-DAG: llvm.mlir.global internal constant @[[SLOT1:.*]](dense<1> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[SLOT2:.*]](dense<2> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[MICRO0:.*]](dense<0> : tensor<1xi64>)
-// CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr) -> i32
+// CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr) -> i32
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c0_i64{{[_0-9]*}},
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c2_i64{{[_0-9]*}},

@@ -34,9 +34,9 @@ func.func private @stage1_backward(tensor<4x16xf32> {pf.name = "saved/1"})
 func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor<100x16xf32> {pf.name = "grad/emb"})
     attributes {pf.stage = 0 : i64}
 
-// The constants: function and value names NUL-terminated, orders back to
-// back, slot lists like rank lists (the forward's output slots [0, 1] and the
-// members [0, 1] are one constant).
+// The constants: function and value names NUL-terminated, slot lists like
+// rank lists (the forward's output slots [0, 1] and the members [0, 1] are
+// one constant).
 // CHECK-DAG: llvm.mlir.global internal constant @[[FORWARD:__pf_rank_str_[0-9]+]]("stage0_forward\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD:__pf_rank_str_[0-9]+]]("stage0_backward\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:__pf_rank_i64_[0-9]+]](dense<[0, 1]> : tensor<2xi64>)
@@ -44,21 +44,13 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-DAG: llvm.mlir.global internal constant @[[BACKWARD_OUT:__pf_rank_i64_[0-9]+]](dense<[3, 4]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[W0:__pf_rank_str_[0-9]+]]("grad/w0\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[EMB:__pf_rank_str_[0-9]+]]("grad/emb\00")
-// CHECK-DAG: llvm.mlir.global internal constant @[[ORDER:__pf_rank_str_[0-9]+]]("grad/emb\00grad/w0\00")
+// CHECK-DAG: llvm.mlir.global internal constant @[[LR:__pf_rank_str_[0-9]+]]("lr\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[PRECONDITION:__pf_rank_str_[0-9]+]]("stage0_precondition\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[UPDATE:__pf_rank_str_[0-9]+]]("stage0_update\00")
-// Rank 0 counts both gradients of its clip_gradients (1, 1: the sum's
-// lowest member, grad/w0's only holder) and its KL-clip's one.
-// CHECK-DAG: llvm.mlir.global internal constant @[[COUNTED2:__pf_rank_i64_[0-9]+]](dense<1> : tensor<2xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[COUNTED1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[CLIP_IN:__pf_rank_i64_[0-9]+]](dense<[5, 3]> : tensor<2xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[CLIP_OUT:__pf_rank_i64_[0-9]+]](dense<[6, 7]> : tensor<2xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[PRE_IN:__pf_rank_i64_[0-9]+]](dense<7> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[PRE_OUT:__pf_rank_i64_[0-9]+]](dense<8> : tensor<1xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[KL_UPDATES:__pf_rank_i64_[0-9]+]](dense<9> : tensor<1xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[KL_OUT:__pf_rank_i64_[0-9]+]](dense<10> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[UPDATE_IN:__pf_rank_i64_[0-9]+]](dense<[10, 6]> : tensor<2xi64>)
-// CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr) -> i32
+// CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr, %[[HOSTCTX:[a-z0-9]+]]: !llvm.ptr, %[[WORLD:[a-z0-9]+]]: !llvm.ptr) -> i32
 // One request word per posted send, one per posted recv.
 // CHECK: %[[SENDS:.*]] = llvm.alloca %{{.*}} x i64
 // CHECK: %[[RECVS:.*]] = llvm.alloca %{{.*}} x i64
@@ -154,24 +146,64 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c4_i64{{[_0-9]*}}, %c1_i32
 // The host frees nothing: the arena is the program's.
 // CHECK-NOT: pfrt_rank_release
-// clip_gradients (op 5) takes the rank's gradients of the step, the sum
-// (slot 5) and its own grad/w0 (slot 3), and clips each in its bytes: slots
-// 6 (byte 1792) and 7 (byte 768); then max_norm, the order and the operands'
-// names (both the same string list here), which of them the rank counts
-// (both: [1, 1]), the input and output slots.
+// clip_gradients (op 5) is the program's own, between the host's marks. It
+// takes the rank's gradients of the step, the sum (slot 5) and its own
+// grad/w0 (slot 3), and clips each in its bytes: slots 6 (byte 1792) and 7
+// (byte 768). The norm's terms: an f64 array of the order's length
+// (grad/emb, grad/w0), zeroed; pfrt_dot of each gradient this rank counts
+// (both: grad/emb's sum on its lowest member, grad/w0 on its only holder)
+// into its position; one all-reduce of the array on the host's context and
+// communicator of every rank; the sum in order from 0, whose square root is
+// the norm, reported to the host (what 0). Then pfrt_clip_to_norm on the
+// list of the results' descriptors.
 // CHECK: llvm.getelementptr %[[SLOTS]][6] :
 // CHECK-NEXT: %[[CLIPPED_EMB_AT:.*]] = arith.constant 1792 : i64
 // CHECK: llvm.getelementptr %[[SLOTS]][7] :
 // CHECK-NEXT: %[[CLIPPED_W0_AT:.*]] = arith.constant 768 : i64
-// CHECK: %[[MAXNORM:.*]] = arith.constant 1.000000e+00 : f64
-// CHECK-NEXT: %[[NORDER:.*]] = arith.constant 2 : i64
-// CHECK-NEXT: %[[ORDERLIST:.*]] = llvm.mlir.addressof @[[ORDER]] : !llvm.ptr
-// CHECK-NEXT: %[[NNAMES:.*]] = arith.constant 2 : i64
-// CHECK-NEXT: %[[NAMES:.*]] = llvm.mlir.addressof @[[ORDER]] : !llvm.ptr
-// CHECK-NEXT: %[[COUNTED:.*]] = llvm.mlir.addressof @[[COUNTED2]] : !llvm.ptr
-// CHECK-NEXT: %[[CLIPIN:.*]] = llvm.mlir.addressof @[[CLIP_IN]] : !llvm.ptr
-// CHECK-NEXT: %[[CLIPOUT:.*]] = llvm.mlir.addressof @[[CLIP_OUT]] : !llvm.ptr
-// CHECK-NEXT: call @pfrt_rank_clip_gradients(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[MAXNORM]], %[[NORDER]], %[[ORDERLIST]], %[[NNAMES]], %[[NAMES]], %[[COUNTED]], %[[CLIPIN]], %[[CLIPOUT]])
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c5_i64{{[_0-9]*}}, %c0_i32
+// CHECK: %[[NTERMS:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[TERMS:.*]] = llvm.alloca %[[NTERMS]] x f64
+// CHECK-NEXT: %[[FZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK-NEXT: %[[T0:.*]] = llvm.getelementptr %[[TERMS]][0] : (!llvm.ptr) -> !llvm.ptr, f64
+// CHECK-NEXT: llvm.store %[[FZERO]], %[[T0]]
+// CHECK-NEXT: %[[T1:.*]] = llvm.getelementptr %[[TERMS]][1] : (!llvm.ptr) -> !llvm.ptr, f64
+// CHECK-NEXT: llvm.store %[[FZERO]], %[[T1]]
+// CHECK-NEXT: %[[SUMA:.*]] = llvm.getelementptr %[[SLOTS]][5]
+// CHECK-NEXT: %[[SUMB:.*]] = llvm.getelementptr %[[SLOTS]][5]
+// CHECK-NEXT: %[[TERM0:.*]] = llvm.getelementptr %[[TERMS]][0]
+// CHECK-NEXT: call @pfrt_dot(%[[CTX]], %[[SUMA]], %[[SUMB]], %[[TERM0]])
+// CHECK: %[[W0A:.*]] = llvm.getelementptr %[[SLOTS]][3]
+// CHECK-NEXT: %[[W0B:.*]] = llvm.getelementptr %[[SLOTS]][3]
+// CHECK-NEXT: %[[TERM1:.*]] = llvm.getelementptr %[[TERMS]][1]
+// CHECK-NEXT: call @pfrt_dot(%[[CTX]], %[[W0A]], %[[W0B]], %[[TERM1]])
+// The array's descriptor: the alloca, f64 (dtype 11), rank 1, 2 elements.
+// CHECK: %[[TERMSDESC:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
+// CHECK-NEXT: %[[TDATA:.*]] = llvm.getelementptr %[[TERMSDESC]][0, 0]
+// CHECK-NEXT: llvm.store %[[TERMS]], %[[TDATA]]
+// CHECK-NEXT: llvm.getelementptr %[[TERMSDESC]][0, 1]
+// CHECK-NEXT: arith.constant 11 : i32
+// CHECK: call @pfrt_comm_all_reduce_sum(%[[HOSTCTX]], %[[WORLD]], %[[TERMSDESC]])
+// CHECK: %[[L0:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f64
+// CHECK-NEXT: %[[S0:.*]] = arith.addf %[[FZERO]], %[[L0]] : f64
+// CHECK: %[[L1:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f64
+// CHECK-NEXT: %[[S1:.*]] = arith.addf %[[S0]], %[[L1]] : f64
+// CHECK-NEXT: %[[NORM:.*]] = llvm.intr.sqrt(%[[S1]]) : (f64) -> f64
+// CHECK: call @pfrt_rank_report(%[[HOST]], %c5_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %[[NORM]])
+// The results are in their gradients' bytes: no copy.
+// CHECK-NOT: pfrt_copy
+// CHECK: %[[LIST:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
+// CHECK-NEXT: %[[R6:.*]] = llvm.getelementptr %[[SLOTS]][6]
+// CHECK-NEXT: %[[E0:.*]] = llvm.getelementptr %[[LIST]][0]
+// CHECK-NEXT: %[[V6:.*]] = llvm.load %[[R6]]
+// CHECK-NEXT: llvm.store %[[V6]], %[[E0]]
+// CHECK-NEXT: %[[R7:.*]] = llvm.getelementptr %[[SLOTS]][7]
+// CHECK-NEXT: %[[E1:.*]] = llvm.getelementptr %[[LIST]][1]
+// CHECK-NEXT: %[[V7:.*]] = llvm.load %[[R7]]
+// CHECK-NEXT: llvm.store %[[V7]], %[[E1]]
+// CHECK-NEXT: %[[NCLIP:.*]] = arith.constant 2 : i32
+// CHECK-NEXT: %[[MAXNORM:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-NEXT: call @pfrt_clip_to_norm(%[[CTX]], %[[LIST]], %[[NCLIP]], %[[MAXNORM]], %[[NORM]])
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c5_i64{{[_0-9]*}}, %c1_i32
 // CHECK: call @pfrt_rank_kfac_promote_inverses(%[[HOST]], %c6_i64{{[_0-9]*}})
 // The precondition call (op 7), once per step (micro-batch and layer -1),
 // takes the clipped grad/w0 (slot 7) and makes its update (slot 8).
@@ -184,35 +216,49 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-NEXT: %[[NOUT7:.*]] = arith.constant 1 : i64
 // CHECK-NEXT: %[[OUT7:.*]] = llvm.mlir.addressof @[[PRE_OUT]] : !llvm.ptr
 // CHECK-NEXT: call @pfrt_rank_run_stage(%[[HOST]], %c7_i64{{[_0-9]*}}, %{{.*}}, %[[FN7]], %[[STEP7]], %[[NOLAYER7]], %[[NIN7]], %[[IN7]], %[[NOUT7]], %[[OUT7]])
-// The broadcast (op 8) on its root hands the update over: its input slot
-// (8) and its result's (9, in the operand's bytes: 8192 both).
+// The broadcast (op 8), the program's own: on its root the result (slot
+// 9) is in the operand's bytes (8192 both: no copy), which
+// pfrt_comm_broadcast sends from group rank 0 over the program's
+// communicator (both ranks), between the host's marks.
 // CHECK: llvm.getelementptr %[[SLOTS]][9] :
 // CHECK-NEXT: %[[BCAST_AT:.*]] = arith.constant 8192 : i64
-// CHECK: %[[W0BCAST:.*]] = llvm.mlir.addressof @[[W0]] : !llvm.ptr
-// CHECK-NEXT: %[[ROOT:.*]] = arith.constant 0 : i64
-// CHECK-NEXT: %[[COUNT:.*]] = arith.constant 2 : i64
-// CHECK-NEXT: %[[MEMBERS:.*]] = llvm.mlir.addressof @[[RANKS]]
-// CHECK-NEXT: arith.constant 1 : i32
-// CHECK-NEXT: arith.constant 2 : i64
-// CHECK-NEXT: llvm.mlir.addressof
-// CHECK-NEXT: %[[BINPUT:.*]] = arith.constant 8 : i64
-// CHECK-NEXT: %[[BOUTPUT:.*]] = arith.constant 9 : i64
-// CHECK-NEXT: call @pfrt_rank_broadcast(%[[HOST]], %c8_i64{{[_0-9]*}}, %[[W0BCAST]], %[[ROOT]], %[[COUNT]], %[[MEMBERS]], %{{.*}}, %{{.*}}, %{{.*}}, %[[BINPUT]], %[[BOUTPUT]])
-// The KL-clip (op 9): kappa, the order, the names, the counted flags ([1]),
-// the updates' slots (the broadcast's result, 9), their gradients' (the
-// clipped grad/w0, 7: the precondition call's input list) and the results'
-// (10).
+// CHECK: %[[BCAST:.*]] = llvm.getelementptr %[[SLOTS]][9] :
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c8_i64{{[_0-9]*}}, %c0_i32
+// CHECK-NOT: pfrt_copy
+// CHECK: call @pfrt_comm_broadcast(%[[CTX]], %[[COMM]], %[[BCAST]], %c0_i32{{[_0-9]*}})
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c8_i64{{[_0-9]*}}, %c1_i32
+// The KL-clip (op 9), the program's own: ⟨update, gradient⟩ of the update
+// (the broadcast's result, slot 9) with its clipped gradient (slot 7),
+// summed over the ranks like the norm's terms; the step's lr from the host;
+// ν by the single-process formula, min(1, sqrt(κ / (lr² Σ))) where lr² Σ >
+// 0, reported (what 1); the update scaled into its result (slot 10).
 // CHECK: llvm.getelementptr %[[SLOTS]][10] :
-// CHECK: %[[KAPPA:.*]] = arith.constant 1.000000e-03 : f64
-// CHECK-NEXT: %[[NKLORDER:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: %[[KLORDER:.*]] = llvm.mlir.addressof @[[W0]] : !llvm.ptr
-// CHECK-NEXT: %[[NKLNAMES:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: %[[KLNAMES:.*]] = llvm.mlir.addressof @[[W0]] : !llvm.ptr
-// CHECK-NEXT: %[[KLCOUNTED:.*]] = llvm.mlir.addressof @[[COUNTED1]] : !llvm.ptr
-// CHECK-NEXT: %[[UPDATES:.*]] = llvm.mlir.addressof @[[KL_UPDATES]] : !llvm.ptr
-// CHECK-NEXT: %[[KLGRADS:.*]] = llvm.mlir.addressof @[[PRE_IN]] : !llvm.ptr
-// CHECK-NEXT: %[[KLOUT:.*]] = llvm.mlir.addressof @[[KL_OUT]] : !llvm.ptr
-// CHECK-NEXT: call @pfrt_rank_kfac_kl_clip(%[[HOST]], %c9_i64{{[_0-9]*}}, %[[KAPPA]], %[[NKLORDER]], %[[KLORDER]], %[[NKLNAMES]], %[[KLNAMES]], %[[KLCOUNTED]], %[[UPDATES]], %[[KLGRADS]], %[[KLOUT]])
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c9_i64{{[_0-9]*}}, %c0_i32
+// CHECK: %[[KLTERMS:.*]] = llvm.alloca %{{.*}} x f64
+// CHECK: %[[U:.*]] = llvm.getelementptr %[[SLOTS]][9]
+// CHECK-NEXT: %[[G:.*]] = llvm.getelementptr %[[SLOTS]][7]
+// CHECK-NEXT: %[[KLT0:.*]] = llvm.getelementptr %[[KLTERMS]][0]
+// CHECK-NEXT: call @pfrt_dot(%[[CTX]], %[[U]], %[[G]], %[[KLT0]])
+// CHECK: call @pfrt_comm_all_reduce_sum(%[[HOSTCTX]], %[[WORLD]],
+// CHECK: %[[TOTAL:.*]] = arith.addf
+// CHECK: %[[LRSLOT:.*]] = llvm.alloca %{{.*}} x f64
+// CHECK: %[[LRNAME:.*]] = llvm.mlir.addressof @[[LR]]
+// CHECK-NEXT: call @pfrt_rank_step_scalar(%[[HOST]], %c9_i64{{[_0-9]*}}, %[[LRNAME]], %[[LRSLOT]])
+// CHECK: %[[LRV:.*]] = llvm.load %[[LRSLOT]] : !llvm.ptr -> f64
+// CHECK-NEXT: %[[LR2:.*]] = arith.mulf %[[LRV]], %[[LRV]] : f64
+// CHECK-NEXT: %[[DENOM:.*]] = arith.mulf %[[LR2]], %[[TOTAL]] : f64
+// CHECK-NEXT: %[[KAPPA:.*]] = arith.constant 1.000000e-03 : f64
+// CHECK-NEXT: %[[RATIO:.*]] = arith.divf %[[KAPPA]], %[[DENOM]] : f64
+// CHECK-NEXT: %[[ROOTV:.*]] = llvm.intr.sqrt(%[[RATIO]]) : (f64) -> f64
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-NEXT: %[[CAPPED:.*]] = arith.minimumf %[[ROOTV]], %[[ONE]] : f64
+// CHECK: %[[POSITIVE:.*]] = arith.cmpf ogt, %[[DENOM]]
+// CHECK: %[[NU:.*]] = arith.select %[[POSITIVE]], %[[CAPPED]]
+// CHECK: call @pfrt_rank_report(%[[HOST]], %c9_i64{{[_0-9]*}}, %c1_i32{{[_0-9]*}}, %[[NU]])
+// CHECK: %[[UPD:.*]] = llvm.getelementptr %[[SLOTS]][9]
+// CHECK-NEXT: %[[KLOUT:.*]] = llvm.getelementptr %[[SLOTS]][10]
+// CHECK-NEXT: call @pfrt_scale(%[[CTX]], %[[UPD]], %[[NU]], %[[KLOUT]])
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c9_i64{{[_0-9]*}}, %c1_i32
 // The step's gradients go to the host (ops 10 and 11): the name,
 // micro-batch -1 (the step's) and the slot of the final value: grad/emb's
 // clipped sum (6), grad/w0's KL-clipped update (10).
@@ -253,13 +299,18 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-DAG: func.func private @pfrt_comm_wait(!llvm.ptr, !llvm.ptr, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_wait_all(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64, i64) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_broadcast(!llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, i32, i64, !llvm.ptr, i64, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_all_reduce_sum(!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_clip_gradients(!llvm.ptr, i64, f64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_kfac_kl_clip(!llvm.ptr, i64, f64, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_comm_broadcast(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
+// CHECK-DAG: func.func private @pfrt_dot(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_clip_to_norm(!llvm.ptr, !llvm.ptr, i32, f64, f64) -> i32
+// CHECK-DAG: func.func private @pfrt_scale(!llvm.ptr, !llvm.ptr, f64, !llvm.ptr) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_report(!llvm.ptr, i64, i32, f64) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_step_scalar(!llvm.ptr, i64, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-NOT: pfrt_rank_send
 // CHECK-NOT: pfrt_rank_recv
 // CHECK-NOT: pfrt_rank_release
+// CHECK-NOT: pfrt_rank_broadcast
+// CHECK-NOT: pfrt_rank_clip
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(0) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4x16xf32>
@@ -279,7 +330,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // overlap=false: blocking transfers where the ops are, no request words;
 // act/1's life ends at its send (its last use), so grad_act/7 takes its
 // bytes: slot 2 at offset 0.
-// BLOCKING: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr) -> i32
+// BLOCKING: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr, %[[HOSTCTX:[a-z0-9]+]]: !llvm.ptr, %[[WORLD:[a-z0-9]+]]: !llvm.ptr) -> i32
 // BLOCKING-NOT: llvm.alloca
 // BLOCKING: call @pfrt_rank_run_stage(
 // BLOCKING: %[[ACT:.*]] = llvm.getelementptr %[[SLOTS]][0] :
@@ -311,12 +362,9 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS34:__pf_rank_i64_[0-9]+]](dense<[3, 4]> : tensor<2xi64>)
 // RANK1-DAG: llvm.mlir.global internal constant @[[LOSS:__pf_rank_str_[0-9]+]]("loss\00")
-// RANK1-DAG: llvm.mlir.global internal constant @[[EMB:__pf_rank_str_[0-9]+]]("grad/emb\00")
-// RANK1-DAG: llvm.mlir.global internal constant @[[W0:__pf_rank_str_[0-9]+]]("grad/w0\00")
-// RANK1-DAG: llvm.mlir.global internal constant @[[ORDER:__pf_rank_str_[0-9]+]]("grad/emb\00grad/w0\00")
-// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS5:__pf_rank_i64_[0-9]+]](dense<5> : tensor<1xi64>)
-// RANK1-DAG: llvm.mlir.global internal constant @[[SLOTS6:__pf_rank_i64_[0-9]+]](dense<6> : tensor<1xi64>)
-// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr) -> i32
+// Its collectives name no value: no constant of a gradient's name.
+// RANK1-NOT: constant @{{.*}}("grad/
+// RANK1: func.func @pf_rank1(%[[HOST:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[SLOTS:.*]]: !llvm.ptr, %[[ARENA:[a-z0-9]+]]: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr, %[[HOSTCTX:[a-z0-9]+]]: !llvm.ptr, %[[WORLD:[a-z0-9]+]]: !llvm.ptr) -> i32
 // RANK1: llvm.getelementptr %[[SLOTS]][0] :
 // RANK1-NEXT: %[[AT0:.*]] = arith.constant 0 : i64
 // RANK1-NEXT: llvm.getelementptr %[[ARENA]][%[[AT0]]]
@@ -350,39 +398,38 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[NAME]], %[[STEP]], %[[SLOT2]])
 // RANK1: call @pfrt_comm_all_reduce_sum(
 // Its clip_gradients (op 6) clips its one gradient, the sum (slot 5), into
-// slot 6 (in its bytes, 576), in the order of all gradients; it does not
-// count it (counted [0], the same constant as the slot list [0]): rank 0,
-// the sum's lowest member, does.
+// slot 6 (in its bytes, 576). Its array of terms has the order's length (2)
+// but it counts no term (counted [false]: rank 0, the sum's lowest member,
+// does): no pfrt_dot, only its zeros in the all-reduce; so both ranks form
+// the same norm.
 // RANK1: llvm.getelementptr %[[SLOTS]][6] :
 // RANK1-NEXT: %[[CLIPPED_AT:.*]] = arith.constant 576 : i64
-// RANK1: %[[MAXNORM:.*]] = arith.constant 1.000000e+00 : f64
-// RANK1-NEXT: %[[NORDER:.*]] = arith.constant 2 : i64
-// RANK1-NEXT: %[[ORDERLIST:.*]] = llvm.mlir.addressof @[[ORDER]]
-// RANK1-NEXT: %[[NNAMES:.*]] = arith.constant 1 : i64
-// RANK1-NEXT: %[[NAMES:.*]] = llvm.mlir.addressof @[[EMB]]
-// RANK1-NEXT: %[[NOTCOUNTED:.*]] = llvm.mlir.addressof @[[SLOTS0]]
-// RANK1-NEXT: %[[CLIPIN:.*]] = llvm.mlir.addressof @[[SLOTS5]]
-// RANK1-NEXT: %[[CLIPOUT:.*]] = llvm.mlir.addressof @[[SLOTS6]]
-// RANK1-NEXT: call @pfrt_rank_clip_gradients(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[MAXNORM]], %[[NORDER]], %[[ORDERLIST]], %[[NNAMES]], %[[NAMES]], %[[NOTCOUNTED]], %[[CLIPIN]], %[[CLIPOUT]])
-// The broadcast's other member (op 7) passes no input (-1) and receives the
-// root's value into slot 7.
+// RANK1: call @pfrt_rank_mark(%[[HOST]], %c6_i64{{[_0-9]*}}, %c0_i32
+// RANK1: %[[NTERMS:.*]] = arith.constant 2 : i64
+// RANK1-NEXT: llvm.alloca %[[NTERMS]] x f64
+// RANK1-NOT: pfrt_dot
+// RANK1: call @pfrt_comm_all_reduce_sum(%[[HOSTCTX]], %[[WORLD]],
+// RANK1: %[[NORM:.*]] = llvm.intr.sqrt
+// RANK1: call @pfrt_rank_report(%[[HOST]], %c6_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %[[NORM]])
+// RANK1: %[[LIST:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
+// RANK1-NEXT: llvm.getelementptr %[[SLOTS]][6]
+// RANK1: %[[NCLIP:.*]] = arith.constant 1 : i32
+// RANK1-NEXT: %[[MAXNORM:.*]] = arith.constant 1.000000e+00 : f64
+// RANK1-NEXT: call @pfrt_clip_to_norm(%{{.*}}, %[[LIST]], %[[NCLIP]], %[[MAXNORM]], %[[NORM]])
+// The broadcast's other member (op 7) receives the root's value into slot
+// 7 (rank 0 is group rank 0).
 // RANK1: llvm.getelementptr %[[SLOTS]][7] :
-// RANK1: %[[W0BCAST:.*]] = llvm.mlir.addressof @[[W0]]
-// RANK1: %[[OFFROOT:.*]] = arith.constant -1 : i64
-// RANK1-NEXT: %[[RECEIVED:.*]] = arith.constant 7 : i64
-// RANK1-NEXT: call @pfrt_rank_broadcast(%[[HOST]], %c7_i64{{[_0-9]*}}, %[[W0BCAST]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OFFROOT]], %[[RECEIVED]])
-// Its KL-clip (op 8) has no updates: no names, and the empty name, counted
-// and slot lists are null pointers.
-// RANK1: %[[KAPPA:.*]] = arith.constant 1.000000e-03 : f64
-// RANK1-NEXT: %[[NKLORDER:.*]] = arith.constant 1 : i64
-// RANK1-NEXT: %[[KLORDER:.*]] = llvm.mlir.addressof @[[W0]]
-// RANK1-NEXT: %[[NOUPDATE:.*]] = arith.constant 0 : i64
-// RANK1-NEXT: %[[NONAMES:.*]] = llvm.mlir.zero : !llvm.ptr
-// RANK1-NEXT: %[[NOCOUNTED:.*]] = llvm.mlir.zero : !llvm.ptr
-// RANK1-NEXT: %[[NOUPDATES:.*]] = llvm.mlir.zero : !llvm.ptr
-// RANK1-NEXT: %[[NOGRADIENTS:.*]] = llvm.mlir.zero : !llvm.ptr
-// RANK1-NEXT: %[[NORESULTS:.*]] = llvm.mlir.zero : !llvm.ptr
-// RANK1-NEXT: call @pfrt_rank_kfac_kl_clip(%[[HOST]], %c8_i64{{[_0-9]*}}, %[[KAPPA]], %[[NKLORDER]], %[[KLORDER]], %[[NOUPDATE]], %[[NONAMES]], %[[NOCOUNTED]], %[[NOUPDATES]], %[[NOGRADIENTS]], %[[NORESULTS]])
+// RANK1: %[[RECEIVED:.*]] = llvm.getelementptr %[[SLOTS]][7] :
+// RANK1: call @pfrt_comm_broadcast(%{{.*}}, %{{.*}}, %[[RECEIVED]], %c0_i32{{[_0-9]*}})
+// Its KL-clip (op 8) has no updates: it adds zeros to the all-reduce of the
+// inner products and forms and reports the same ν, scaling nothing.
+// RANK1: call @pfrt_rank_mark(%[[HOST]], %c8_i64{{[_0-9]*}}, %c0_i32
+// RANK1-NOT: pfrt_dot
+// RANK1: call @pfrt_comm_all_reduce_sum(%[[HOSTCTX]], %[[WORLD]],
+// RANK1: call @pfrt_rank_step_scalar(
+// RANK1: call @pfrt_rank_report(%[[HOST]], %c8_i64{{[_0-9]*}}, %c1_i32
+// RANK1-NOT: pfrt_scale
+// RANK1: call @pfrt_rank_mark(%[[HOST]], %c8_i64{{[_0-9]*}}, %c1_i32
 // RANK1-NOT: pfrt_rank_step_result(
 // RANK1: call @pfrt_comm_wait_all(
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {

@@ -32,7 +32,6 @@ using I32 = int32_t;
 using I64 = int64_t;
 using F64 = double;
 using Str = const char *;
-using StrList = const char *;
 
 template <typename F>
 struct Arity;

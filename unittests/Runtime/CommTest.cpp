@@ -6,9 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <limits>
 #include "CommTestUtil.h"
+#include <algorithm>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -276,6 +279,146 @@ TEST_F(CommTest, AllReduceDisagreementIsAnErrorOnEveryRank) {
   pfrt_tensor o = one.desc();
   ok(pfrt_comm_all_reduce_sum(ctx, comm, &o));
   EXPECT_EQ(one[0], size);
+}
+
+TEST_F(CommTest, BroadcastGivesEveryRankTheRootsBits) {
+  // From every root: each rank ends with the root's contribution, bit for
+  // bit (a NaN and a -0.0 included, which a sum with zeros would change).
+  for (int32_t root = 0; root < size; ++root) {
+    Tensor<float> t = contribution<float>({7, 5}, rank);
+    Tensor<float> expected = contribution<float>({7, 5}, root);
+    t[0] = expected[0] = std::numeric_limits<float>::quiet_NaN();
+    expected[1] = -0.0f;
+    if (rank == root)
+      t[1] = -0.0f;
+    pfrt_tensor d = t.desc();
+    ok(pfrt_comm_broadcast(ctx, comm, &d, root));
+    EXPECT_EQ(bitsHash(t), bitsHash(expected)) << "root " << root;
+    Tensor<int64_t> ids({3}, {rank, rank, rank});
+    pfrt_tensor i = ids.desc();
+    ok(pfrt_comm_broadcast(ctx, comm, &i, root));
+    EXPECT_EQ(ids.data, (std::vector<int64_t>{root, root, root}));
+  }
+}
+
+TEST_F(CommTest, BroadcastDisagreementAndBadRootAreErrors) {
+  // Rank 0 has 4 elements, the others 5: nobody hangs, everybody fails.
+  Tensor<float> t({rank == 0 ? 4 : 5});
+  pfrt_tensor d = t.desc();
+  fails(pfrt_comm_broadcast(ctx, comm, &d, 0), PFRT_INVALID_ARGUMENT,
+        "pfrt_comm_broadcast");
+  messageHas("disagree");
+  // A root outside the communicator fails before any communication.
+  Tensor<float> u({2});
+  pfrt_tensor e = u.desc();
+  fails(pfrt_comm_broadcast(ctx, comm, &e, size), PFRT_INVALID_ARGUMENT,
+        "pfrt_comm_broadcast");
+  messageHas("root");
+  // The communicator still works afterwards.
+  Tensor<int32_t> one({1}, {rank + 1});
+  pfrt_tensor o = one.desc();
+  ok(pfrt_comm_broadcast(ctx, comm, &o, size - 1));
+  EXPECT_EQ(one[0], size);
+}
+
+/// A sparse tensor of `rows` x `cols`: every third row non-zero, and one
+/// row holding only a -0.0 (a non-zero bit: sent).
+template <class T> Tensor<T> sparseRows(int64_t rows, int64_t cols, int32_t seed) {
+  Tensor<T> dense = random<T>({rows, cols}, -1.0, 1.0, seed);
+  Tensor<T> t({rows, cols});
+  for (int64_t r = 0; r < rows; r += 3)
+    for (int64_t c = 0; c < cols; ++c)
+      t[r * cols + c] = dense[r * cols + c];
+  t[1 * cols] = T(-0.0);
+  return t;
+}
+
+/// Ranks in pairs (2k sends to 2k + 1; an odd last rank sits out).
+template <class T> void checkRowSparseSum(pfrt_context *ctx, pfrt_comm *comm, int32_t rank,
+                                          int32_t size, int32_t tag) {
+  const int64_t rows = 37, cols = 5;
+  const bool sender = rank % 2 == 0;
+  if (sender && rank + 1 >= size)
+    return;
+  Tensor<T> a = sparseRows<T>(rows, cols, 7 + rank / 2);
+  if (sender) {
+    // Twice (the receiver adds out of place, then in place); the first time
+    // the tensor changes before the wait: the rows were copied.
+    for (int k = 0; k < 2; ++k) {
+      Tensor<T> sent = a;
+      pfrt_tensor d = sent.desc();
+      int64_t request = 0;
+      ASSERT_EQ(pfrt_comm_isend_rows(ctx, comm, &d, rank + 1, tag, &request), PFRT_OK)
+          << pfrt_last_error(ctx);
+      if (k == 0)
+        std::fill(sent.data.begin(), sent.data.end(), T(9));
+      ASSERT_EQ(pfrt_comm_wait(ctx, comm, request), PFRT_OK) << pfrt_last_error(ctx);
+    }
+    return;
+  }
+  Tensor<T> b = random<T>({rows, cols}, -1.0, 1.0, 50 + rank);
+  b[2 * cols] = T(-0.0); // -0 + (+0, row 2 not sent) = +0
+  b[1 * cols] = T(-0.0); // -0 + -0 (sent) = -0
+  b[2] = std::numeric_limits<T>::infinity();
+  Tensor<T> dense = b, out({rows, cols});
+  for (int64_t i = 0; i < dense.size(); ++i)
+    dense[i] = b[i] + a[i];
+  pfrt_tensor x = b.desc(), o = out.desc();
+  ASSERT_EQ(pfrt_comm_recv_add_rows(ctx, comm, &x, &o, rank - 1, tag), PFRT_OK)
+      << pfrt_last_error(ctx);
+  EXPECT_EQ(bitsHash(out), bitsHash(dense)) << dtypeOf<T>();
+  EXPECT_EQ(std::memcmp(out.data.data(), dense.data.data(), dense.data.size() * sizeof(T)), 0);
+  EXPECT_FALSE(std::signbit(out[2 * cols]));
+  EXPECT_TRUE(std::signbit(out[1 * cols]));
+  // In place (out = x), as the root's sum takes its piece's bytes.
+  ASSERT_EQ(pfrt_comm_recv_add_rows(ctx, comm, &x, &x, rank - 1, tag), PFRT_OK)
+      << pfrt_last_error(ctx);
+  EXPECT_EQ(std::memcmp(b.data.data(), dense.data.data(), dense.data.size() * sizeof(T)), 0);
+}
+
+TEST_F(CommTest, RowSparseSumIsBitwiseTheDenseSum) {
+  checkRowSparseSum<float>(ctx, comm, rank, size, 11);
+  checkRowSparseSum<double>(ctx, comm, rank, size, 12);
+}
+
+TEST_F(CommTest, RowSparseSumOfNoRowsAndItsErrors) {
+  const bool sender = rank % 2 == 0;
+  if (sender && rank + 1 >= size)
+    return;
+  Tensor<float> zeros({4, 3});
+  if (sender) {
+    // All zero: no row goes, twice.
+    pfrt_tensor d = zeros.desc();
+    for (int k = 0; k < 2; ++k) {
+      int64_t request = 0;
+      ok(pfrt_comm_isend_rows(ctx, comm, &d, rank + 1, 13, &request));
+      ok(pfrt_comm_wait(ctx, comm, request));
+    }
+    Tensor<int64_t> ints({4});
+    pfrt_tensor i = ints.desc();
+    int64_t request = 0;
+    fails(pfrt_comm_isend_rows(ctx, comm, &i, rank + 1, 13, &request), PFRT_UNSUPPORTED,
+          "pfrt_comm_isend_rows");
+    return;
+  }
+  // x + 0.0 everywhere: a -0.0 becomes +0.0, as the dense sum.
+  Tensor<float> b({4, 3}, {-0.0f, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  pfrt_tensor x = b.desc();
+  ok(pfrt_comm_recv_add_rows(ctx, comm, &x, &x, rank - 1, 13));
+  EXPECT_FALSE(std::signbit(b[0]));
+  EXPECT_EQ(b[11], 11.0f);
+  // Rows of another width than the sender's: an error naming both.
+  Tensor<float> wide({4, 6});
+  pfrt_tensor w = wide.desc();
+  fails(pfrt_comm_recv_add_rows(ctx, comm, &w, &w, rank - 1, 13), PFRT_INVALID_ARGUMENT,
+        "pfrt_comm_recv_add_rows");
+  messageHas("rows of 12 bytes");
+  messageHas("rows of 24 bytes");
+  // out must be x's type.
+  Tensor<float> other({4, 2});
+  pfrt_tensor t = other.desc();
+  fails(pfrt_comm_recv_add_rows(ctx, comm, &x, &t, rank - 1, 13), PFRT_INVALID_ARGUMENT,
+        "pfrt_comm_recv_add_rows");
 }
 
 TEST_F(CommTest, SubgroupAllReduceAndSendRecv) {

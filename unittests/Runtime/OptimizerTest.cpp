@@ -244,6 +244,24 @@ TEST_F(OptimizerTest, GlobalNormClipScaleDot) {
   EXPECT_TRUE(std::isnan(norm));
   EXPECT_EQ(a.data, a1);
 
+  // With the norm given (a pipeline's norm over ranks): the same bits as
+  // the kernel that forms it; below it, nothing; a non-finite norm fails.
+  b[3] = 0.5;
+  Tensor<float> a2 = a, viaNorm = a;
+  Tensor<double> b2 = b, bViaNorm = b;
+  pfrt_tensor formed[2] = {a2.desc(), b2.desc()}, given[2] = {viaNorm.desc(), bViaNorm.desc()};
+  ok(pfrt_global_norm(ctx, formed, 2, &norm));
+  ok(pfrt_clip_by_global_norm(ctx, formed, 2, 0.25, nullptr));
+  ok(pfrt_clip_to_norm(ctx, given, 2, 0.25, norm));
+  EXPECT_EQ(viaNorm.data, a2.data);
+  EXPECT_EQ(bViaNorm.data, b2.data);
+  const std::vector<float> a3 = viaNorm.data;
+  ok(pfrt_clip_to_norm(ctx, given, 2, 0.25, 0.25));
+  EXPECT_EQ(viaNorm.data, a3);
+  fails(pfrt_clip_to_norm(ctx, given, 2, 0.25, INFINITY), PFRT_NUMERIC, "pfrt_clip_to_norm");
+  EXPECT_EQ(viaNorm.data, a3);
+  fails(pfrt_clip_to_norm(ctx, given, 2, -1.0, 2.0), PFRT_INVALID_ARGUMENT, "pfrt_clip_to_norm");
+
   // scale in place; dot.
   Tensor<double> x = random<double>({5000}, -1, 1, 402);
   Tensor<double> y = random<double>({5000}, -1, 1, 403);

@@ -147,6 +147,11 @@ public:
   /// made so far: 0 when every slot is bound in place (what the slots in
   /// backend memory are for).
   int64_t stageValueCopies() const;
+  /// Bytes of stage values host code read or wrote during the steps,
+  /// besides the results it reads out (the loss; the gradients with
+  /// gradient-results): 0 when the program does all the step's work on its
+  /// values (the bitwise mode's exact sums of pieces are host code).
+  int64_t hostStageValueBytes() const { return hostStageValueByteCount; }
   /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
   double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
@@ -170,11 +175,14 @@ private:
   int64_t kfacWarmup = 0;
   std::set<std::string> pending;
   mlir::Operation *programForStep(int64_t step) const;
+  /// A lowered program (pfrt_rank.h): host, ctx, comm, slots, arena, groups,
+  /// host_ctx, world.
+  using LoweredProgram = int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *,
+                                     pfrt_tensor *, void *, pfrt_comm **, pfrt_context *,
+                                     pfrt_comm *);
   /// The programs as compiled code (pf-lower-rank-programs, JIT-compiled):
   /// each op calls back into the step's services (pfrt_rank.h).
-  std::map<mlir::Operation *, int32_t (*)(pfrt_rank_host *, pfrt_context *, pfrt_comm *,
-                                          pfrt_tensor *, void *, pfrt_comm **)>
-      loweredPrograms;
+  std::map<mlir::Operation *, LoweredProgram> loweredPrograms;
   /// Each program's `%groups` (programCommGroups): communicators of the
   /// transfer context over the member groups of its own collectives.
   std::map<mlir::Operation *, std::vector<pfrt_comm *>> programGroups;
@@ -237,6 +245,7 @@ private:
   int64_t arenaBytes = 0;
   pfrt_context *arenaContext = nullptr;
   int64_t gradientPeakBytes = 0;
+  int64_t hostStageValueByteCount = 0;
 };
 
 /// Point-to-point hand-over of named arrays (count, then per array a header,

@@ -85,31 +85,6 @@ llvm::Expected<NpyArray> weightedMicrobatchSum(const std::string &name,
                                                const std::vector<const NpyArray *> &pieces,
                                                const std::vector<int64_t> &counts);
 
-/// The rows of `x` (slices of dimension 0; a tensor of rank 0 or 1 is one
-/// row) that are not all zero bytes, for sending a gradient that is exactly
-/// +0.0 outside a few rows (the word-embedding gather's part of the tied
-/// gradient: only the rows of the micro-batch's tokens). A row holding a
-/// -0.0 (or any other non-zero bit) is kept.
-struct NonZeroRows {
-  std::vector<int64_t> indices; ///< ascending row indices
-  std::vector<char> data;       ///< those rows' bytes, in index order
-};
-int64_t rowCount(const NpyArray &x);
-int64_t rowCount(llvm::ArrayRef<int64_t> shape);
-NonZeroRows nonZeroRows(const NpyArray &x);
-/// The same of `bytes` bytes at `data`, of `shape`.
-NonZeroRows nonZeroRows(const char *data, size_t bytes, llvm::ArrayRef<int64_t> shape);
-
-/// dense := dense + x, where x is +0.0 except in the rows `indices` (strictly
-/// ascending, each < rowCount(dense)), whose values are `data` in that order:
-/// every element gets exactly one IEEE addition, dense[i] + 0.0 outside those
-/// rows, so the result is bitwise the elementwise dense sum (f32 or f64).
-llvm::Error addRows(NpyArray &dense, llvm::ArrayRef<int64_t> indices, llvm::ArrayRef<char> data);
-/// out := dense + x for a `dtype` tensor of `shape` at `dense` (`out` may be
-/// `dense`): the same additions in one pass.
-llvm::Error addRows(int32_t dtype, llvm::ArrayRef<int64_t> shape, const char *dense, char *out,
-                    llvm::ArrayRef<int64_t> indices, llvm::ArrayRef<char> data);
-
 /// Runs the stages of `program` (compiled from stageFunctionNames) over
 /// `inputs` (the graph inputs, each with microbatches × the micro-batch's
 /// rows) and returns `loss` and every `grad/<param>`: a gradient returned by

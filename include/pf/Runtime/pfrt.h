@@ -811,6 +811,15 @@ PFRT_API pfrt_status pfrt_clip_by_global_norm(pfrt_context *ctx,
                                               int32_t n, double max_norm,
                                               double *norm);
 
+/* pfrt_clip_by_global_norm's scaling with the norm given (a norm formed
+ * over several ranks' gradients, as a pipeline's rank program forms it):
+ * if norm > max_norm, scales every tensor in place by
+ * max_norm / (norm + 1e-6). A non-finite norm is PFRT_NUMERIC and leaves
+ * the tensors unchanged. */
+PFRT_API pfrt_status pfrt_clip_to_norm(pfrt_context *ctx,
+                                       const pfrt_tensor *tensors, int32_t n,
+                                       double max_norm, double norm);
+
 /* out = (sum + x * count) / total elementwise, count and total converted to
  * the dtype and each of the multiply, add and divide rounded to it (as
  * pfrt_mul, pfrt_add and pfrt_div one after the other give, never a fused
@@ -1147,6 +1156,33 @@ PFRT_API pfrt_status pfrt_comm_wait_all(pfrt_context *ctx, pfrt_comm *comm,
 PFRT_API pfrt_status pfrt_comm_all_reduce_sum(pfrt_context *ctx,
                                               pfrt_comm *comm,
                                               const pfrt_tensor *inout);
+
+/* Row-sparse transfer of a tensor mostly zero (an embedding's gradient of
+ * one micro-batch: non-zero only in the rows of its tokens), rows along the
+ * first dimension (a tensor of rank 0 or 1 is one row), f32 or f64:
+ * pfrt_comm_isend_rows posts to `peer` the indices and contents of x's rows
+ * that are not all zero bits (the call copies them: x may change once it
+ * returns); *request completes by pfrt_comm_wait / pfrt_comm_wait_all.
+ * pfrt_comm_recv_add_rows receives them and writes out = x + y, y the
+ * sender's tensor (its other rows +0.0): every element of out is one
+ * addition, exactly the dense sum. out may be x; x's shape and dtype must
+ * be the sender's. Messages use `tag` like pfrt_comm_isend (two per
+ * transfer, in order). */
+PFRT_API pfrt_status pfrt_comm_isend_rows(pfrt_context *ctx, pfrt_comm *comm,
+                                          const pfrt_tensor *x, int32_t peer,
+                                          int32_t tag, int64_t *request);
+PFRT_API pfrt_status pfrt_comm_recv_add_rows(pfrt_context *ctx,
+                                             pfrt_comm *comm,
+                                             const pfrt_tensor *x,
+                                             const pfrt_tensor *out,
+                                             int32_t peer, int32_t tag);
+
+/* Collective: t = root's t on every rank of comm, bit for bit, in place
+ * (any dtype; root is a rank of comm). Ranks passing different dtypes or
+ * element counts all get PFRT_INVALID_ARGUMENT (no hang). Tensors are
+ * memory of ctx, as for pfrt_comm_send (NCCL broadcasts device memory). */
+PFRT_API pfrt_status pfrt_comm_broadcast(pfrt_context *ctx, pfrt_comm *comm,
+                                         const pfrt_tensor *t, int32_t root);
 
 /* Collective: returns when every rank of comm has entered it. */
 PFRT_API pfrt_status pfrt_comm_barrier(pfrt_context *ctx, pfrt_comm *comm);

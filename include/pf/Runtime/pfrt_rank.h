@@ -2,14 +2,19 @@
 |*                                                                          *|
 |* pf-lower-rank-programs turns each pf.rank_program into                   *|
 |*   int32_t pf_<program>(pfrt_rank_host *host, pfrt_context *ctx,          *|
-|*                        pfrt_comm *comm, pfrt_tensor *slots, void *arena) *|
+|*                        pfrt_comm *comm, pfrt_tensor *slots, void *arena, *|
+|*                        pfrt_comm **groups, pfrt_context *host_ctx,      *|
+|*                        pfrt_comm *world)                                *|
 |* that runs the program's ops in order and returns the first non-zero     *|
 |* status (0 when every op ran). Its stage values live in `arena`, memory  *|
 |* of `ctx` of planStageValues' size (PFRankProgram.h), at offsets the     *|
 |* program plans; `slots` holds one descriptor per value (stageValueSlots),*|
 |* which the program writes before the op making the value. It moves them  *|
 |* between ranks itself, with pfrt_comm_* of pfrt.h on `ctx` and `comm`   *|
-|* (the communicator the host picked for that memory). The other ops call  *|
+|* (the communicator the host picked for that memory; `groups` those of   *|
+|* its collectives over fewer ranks, programCommGroups), scales and clips  *|
+|* them with pfrt kernels, and sums the clippings' f64 terms (host memory)*|
+|* on `host_ctx` and `world`. The other ops call                           *|
 |* functions below, provided by the host that runs the rank                *|
 |* (lib/PipelineRuntime/RankExecutor.cpp for pf-train and pf-run): the    *|
 |* stage functions are separately compiled entries, so a stage call or a  *|
@@ -19,8 +24,7 @@
 |*                                                                          *|
 |* Common arguments: `op` is the op's index in its program (diagnostics and *|
 |* the measured timeline); `microbatch` and `layer` are -1 when the op has  *|
-|* none; strings are NUL-terminated, lists of `count` strings are stored    *|
-|* back to back (each NUL-terminated); a type is (pfrt dtype, rank, shape). *|
+|* none; strings are NUL-terminated; a type is (pfrt dtype, rank, shape).   *|
 |* The status is a pfrt_status; the message is the host's.                  *|
 \*===----------------------------------------------------------------------===*/
 #ifndef PF_RUNTIME_PFRT_RANK_H
@@ -61,41 +65,13 @@ int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op,
                              const int64_t *shape, int64_t input_count,
                              const int64_t *inputs, const int64_t *microbatches,
                              int64_t output);
-/* Rank `root`'s value replaces the others' over the `count` member ranks:
- * a value of the program (the root's in slot `input`, every member's
- * result in slot `output`; -1 where it has none), or by name (both -1: a
- * step-end result the host holds, a preconditioned gradient). */
-int32_t pfrt_rank_broadcast(pfrt_rank_host *host, int64_t op,
-                            const char *value, int64_t root, int64_t count,
-                            const int64_t *ranks, int32_t dtype, int64_t rank,
-                            const int64_t *shape, int64_t input, int64_t output);
-/* Micro-batch `microbatch`'s piece of gradient `value` (in `input_slot`)
- * summed on rank `root` into `output_slot` (the two `count` = 2 members'
- * pieces added); the other member's piece is handed over (`output_slot`
- * -1). */
-int32_t pfrt_rank_reduce(pfrt_rank_host *host, int64_t op, const char *value,
-                         int64_t microbatch, int64_t root, int64_t count,
-                         const int64_t *ranks, int32_t dtype, int64_t rank,
-                         const int64_t *shape, int64_t input_slot,
-                         int64_t output_slot);
-/* Global-norm clipping over all ranks, the norm summed in `order`
- * (`order_count` names): this rank's `count` gradients (named by `names`,
- * in the slots `inputs`; `counted[i]` 1 where this rank's term of the norm
- * counts) clipped into the slots `outputs`. */
-int32_t pfrt_rank_clip_gradients(pfrt_rank_host *host, int64_t op,
-                                 double max_norm, int64_t order_count,
-                                 const char *order, int64_t count,
-                                 const char *names, const int64_t *counted,
-                                 const int64_t *inputs, const int64_t *outputs);
-/* K-FAC's KL-clip over all ranks, the inner products summed in `order`:
- * this rank's `count` updates (named by `names`, in the slots `updates`;
- * `counted` as for the clipping) with their clipped gradients (slots
- * `gradients`), scaled into the slots `outputs`. */
-int32_t pfrt_rank_kfac_kl_clip(pfrt_rank_host *host, int64_t op, double kappa,
-                               int64_t order_count, const char *order,
-                               int64_t count, const char *names,
-                               const int64_t *counted, const int64_t *updates,
-                               const int64_t *gradients, const int64_t *outputs);
+/* A figure of the step the program formed: what == 0 the global gradient
+ * norm of the clipping, 1 the KL-clip's factor ν (the trainer prints them). */
+int32_t pfrt_rank_report(pfrt_rank_host *host, int64_t op, int32_t what,
+                         double value);
+/* The step's f64 scalar input `name` (the learning rate `lr`). */
+int32_t pfrt_rank_step_scalar(pfrt_rank_host *host, int64_t op,
+                              const char *name, double *value);
 /* The pending K-FAC inverses become the ones in use. */
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op);
 /* The value in slot `slot` is the step's result `name` (the loss, or a

@@ -9,6 +9,9 @@
 #include "Communicator.h"
 #include "StagedCommunicator.h"
 
+#include "../common/Dtype.h"
+#include "../common/Shape.h"
+
 #ifdef PFRT_HAVE_MPI
 #include "MpiCommunicator.h"
 #endif
@@ -16,8 +19,10 @@
 #include "NcclCommunicator.h"
 #endif
 
+#include <algorithm>
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include <unistd.h>
@@ -112,6 +117,120 @@ pfrt_status checkTransfer(const Call &call, const pfrt_comm *comm,
   return checkTag(call, comm, tag);
 }
 
+
+//===--- Row-sparse transfers ----------------------------------------------===//
+
+/// The rows of x (slices of its first dimension; a tensor of rank 0 or 1 is
+/// one row) and their bytes each.
+struct RowLayout {
+  int64_t rows = 0, rowBytes = 0;
+  static RowLayout of(const pfrt_tensor &x) {
+    RowLayout l;
+    const int64_t bytes = Shape::of(x).numel() * dtypeSize(x.dtype);
+    l.rows = x.rank <= 1 ? 1 : x.shape[0];
+    l.rowBytes = l.rows == 0 ? 0 : bytes / l.rows;
+    return l;
+  }
+};
+
+bool allZeroBits(const char *p, int64_t n) {
+  uint64_t bits = 0;
+  int64_t i = 0;
+  for (; i + int64_t(sizeof bits) <= n; i += sizeof bits) {
+    uint64_t word;
+    std::memcpy(&word, p + i, sizeof word);
+    bits |= word;
+  }
+  for (; i < n; ++i)
+    bits |= uint8_t(p[i]);
+  return bits == 0;
+}
+
+/// Fails `call` with `what` and the message of the nested call that failed
+/// on its context (copied first: the failure rewrites that message).
+pfrt_status nestedFailure(const Call &call, pfrt_status code, const char *what) {
+  const std::string nested = pfrt_last_error(call.context());
+  return call.fail(code, "%s: %s", what, nested.c_str());
+}
+
+/// x's bytes readable on the host: its own on the CPU backend, else a copy
+/// into `staged`.
+pfrt_status hostBytes(const Call &call, const pfrt_tensor &x, std::vector<char> &staged,
+                      const char *&bytes) {
+  pfrt_context *ctx = call.context();
+  if (ctx->backend == PFRT_BACKEND_CPU) {
+    bytes = static_cast<const char *>(x.data);
+    return PFRT_OK;
+  }
+  staged.resize(size_t(Shape::of(x).numel() * dtypeSize(x.dtype)));
+  if (pfrt_copy_to_host(ctx, &x, staged.data()) != PFRT_OK)
+    return nestedFailure(call, PFRT_INTERNAL, "reading the tensor");
+  bytes = staged.data();
+  return PFRT_OK;
+}
+
+/// A message buffer of the context's memory holding `bytes` of `host`,
+/// described as i64[count] or i8[count].
+pfrt_status messageBuffer(const Call &call, const void *host, int64_t bytes, int32_t dtype,
+                          void *&buffer, pfrt_tensor &t) {
+  pfrt_context *ctx = call.context();
+  if (pfrt_alloc(ctx, std::max<int64_t>(bytes, 1), &buffer) != PFRT_OK)
+    return nestedFailure(call, PFRT_OUT_OF_MEMORY, "allocating a message buffer");
+  t = pfrt_tensor{};
+  t.data = buffer;
+  t.dtype = dtype;
+  t.rank = 1;
+  t.shape[0] = bytes / dtypeSize(dtype);
+  if (host && bytes > 0 && pfrt_copy_from_host(ctx, host, &t) != PFRT_OK)
+    return nestedFailure(call, PFRT_INTERNAL, "filling a message buffer");
+  return PFRT_OK;
+}
+
+pfrt_status checkRows(const Call &call, const char *name, const pfrt_tensor *x) {
+  PFRT_TRY(call.tensor(name, x));
+  return call.dtypeIn(name, x, {PFRT_F32, PFRT_F64});
+}
+
+/// out = x + the received rows, one addition per element (+0.0 where no row
+/// came), on host bytes.
+template <typename T>
+void addRows(const T *x, T *out, const int64_t *indices, const T *rows, int64_t count,
+             int64_t rowCount, int64_t rowElements) {
+  int64_t next = 0;
+  for (int64_t row = 0; row < rowCount; ++row) {
+    const T *a = x + row * rowElements;
+    T *o = out + row * rowElements;
+    if (next < count && indices[next] == row) {
+      const T *b = rows + next * rowElements;
+      for (int64_t i = 0; i < rowElements; ++i)
+        o[i] = a[i] + b[i];
+      ++next;
+    } else {
+      for (int64_t i = 0; i < rowElements; ++i)
+        o[i] = a[i] + T(0);
+    }
+  }
+}
+
+/// Completes `request`, and with it a posted row-sparse send's payload and
+/// buffers.
+pfrt_status waitOne(const Call &call, pfrt_comm *comm, int64_t request) {
+  pfrt_status status = comm->impl->wait(call, request);
+  auto it = comm->rowsSends.find(request);
+  if (it == comm->rowsSends.end())
+    return status;
+  pfrt_comm::RowsSend send = it->second;
+  comm->rowsSends.erase(it);
+  if (send.payload) {
+    pfrt_status payload = comm->impl->wait(call, send.payload);
+    if (status == PFRT_OK)
+      status = payload;
+  }
+  pfrt_free(send.ctx, send.header);
+  pfrt_free(send.ctx, send.rows);
+  return status;
+}
+
 /// Wraps a Communicator into the C handle.
 pfrt_status wrap(const Call &call, std::unique_ptr<Communicator> impl,
                  pfrt_comm **out) {
@@ -198,6 +317,13 @@ pfrt_status pfrt_comm_create_group(pfrt_context *ctx, pfrt_comm *parent,
   return wrap(call, std::move(impl), out);
 }
 
+pfrt_comm::~pfrt_comm() {
+  for (auto &[request, send] : rowsSends) {
+    pfrt_free(send.ctx, send.header);
+    pfrt_free(send.ctx, send.rows);
+  }
+}
+
 void pfrt_comm_destroy(pfrt_comm *comm) { delete comm; }
 
 int32_t pfrt_comm_rank(const pfrt_comm *comm) {
@@ -254,7 +380,7 @@ pfrt_status pfrt_comm_wait_cpu(pfrt_context *ctx, pfrt_comm *comm,
                                int64_t request) {
   Call call(ctx, "pfrt_comm_wait");
   PFRT_TRY(checkComm(call, comm));
-  return comm->impl->wait(call, request);
+  return waitOne(call, comm, request);
 }
 
 pfrt_status pfrt_comm_wait_all_cpu(pfrt_context *ctx, pfrt_comm *comm,
@@ -271,7 +397,7 @@ pfrt_status pfrt_comm_wait_all_cpu(pfrt_context *ctx, pfrt_comm *comm,
   pfrt_status first = PFRT_OK;
   char firstMessage[sizeof(ctx->lastError)] = {0};
   for (int32_t i = 0; i < count; ++i) {
-    pfrt_status s = comm->impl->wait(call, requests[i]);
+    pfrt_status s = waitOne(call, comm, requests[i]);
     if (s != PFRT_OK && first == PFRT_OK) {
       first = s;
       std::memcpy(firstMessage, ctx->lastError, sizeof firstMessage);
@@ -290,6 +416,143 @@ pfrt_status pfrt_comm_all_reduce_sum_cpu(pfrt_context *ctx, pfrt_comm *comm,
   PFRT_TRY(call.dtypeIn("inout", inout,
                         {PFRT_F32, PFRT_F64, PFRT_I32, PFRT_I64}));
   return comm->impl->allReduceSum(call, *inout);
+}
+
+pfrt_status pfrt_comm_broadcast_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                                    const pfrt_tensor *t, int32_t root) {
+  Call call(ctx, "pfrt_comm_broadcast");
+  PFRT_TRY(checkComm(call, comm));
+  PFRT_TRY(call.tensor("t", t));
+  if (root < 0 || root >= comm->impl->size())
+    return call.fail(PFRT_INVALID_ARGUMENT, "root %d is not a rank of the "
+                     "communicator (%d ranks)", root, comm->impl->size());
+  return comm->impl->broadcast(call, *t, root);
+}
+
+pfrt_status pfrt_comm_isend_rows_cpu(pfrt_context *ctx, pfrt_comm *comm, const pfrt_tensor *x,
+                                     int32_t peer, int32_t tag, int64_t *request) {
+  Call call(ctx, "pfrt_comm_isend_rows");
+  PFRT_TRY(checkTransfer(call, comm, x, peer, tag));
+  PFRT_TRY(checkRows(call, "x", x));
+  PFRT_TRY(call.pointer("request", request));
+  *request = 0;
+  std::vector<char> staged;
+  const char *bytes = nullptr;
+  PFRT_TRY(hostBytes(call, *x, staged, bytes));
+  const RowLayout layout = RowLayout::of(*x);
+  // The payload: the row indices (i64), then the rows.
+  std::vector<int64_t> indices;
+  for (int64_t row = 0; row < layout.rows; ++row)
+    if (!allZeroBits(bytes + row * layout.rowBytes, layout.rowBytes))
+      indices.push_back(row);
+  const int64_t count = int64_t(indices.size());
+  std::vector<char> payload(size_t(count * (int64_t(sizeof(int64_t)) + layout.rowBytes)));
+  std::memcpy(payload.data(), indices.data(), indices.size() * sizeof(int64_t));
+  char *rowsAt = payload.data() + indices.size() * sizeof(int64_t);
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(rowsAt + i * layout.rowBytes, bytes + indices[size_t(i)] * layout.rowBytes,
+                size_t(layout.rowBytes));
+  pfrt_comm::RowsSend send;
+  send.ctx = ctx;
+  const int64_t header[2] = {count, layout.rowBytes};
+  pfrt_tensor headerTensor, rowsTensor;
+  auto release = [&] {
+    pfrt_free(ctx, send.header);
+    pfrt_free(ctx, send.rows);
+  };
+  pfrt_status status = messageBuffer(call, header, sizeof header, PFRT_I64, send.header,
+                                     headerTensor);
+  if (status == PFRT_OK && count > 0)
+    status = messageBuffer(call, payload.data(), int64_t(payload.size()), PFRT_I8, send.rows,
+                           rowsTensor);
+  int64_t headerRequest = 0;
+  if (status == PFRT_OK)
+    status = comm->impl->isend(call, headerTensor, peer, tag, headerRequest);
+  if (status == PFRT_OK && count > 0) {
+    status = comm->impl->isend(call, rowsTensor, peer, tag, send.payload);
+    if (status != PFRT_OK)
+      comm->impl->wait(call, headerRequest);
+  }
+  if (status != PFRT_OK) {
+    release();
+    return status;
+  }
+  comm->rowsSends.emplace(headerRequest, send);
+  *request = headerRequest;
+  return PFRT_OK;
+}
+
+pfrt_status pfrt_comm_recv_add_rows_cpu(pfrt_context *ctx, pfrt_comm *comm,
+                                        const pfrt_tensor *x, const pfrt_tensor *out,
+                                        int32_t peer, int32_t tag) {
+  Call call(ctx, "pfrt_comm_recv_add_rows");
+  PFRT_TRY(checkTransfer(call, comm, x, peer, tag));
+  PFRT_TRY(checkRows(call, "x", x));
+  PFRT_TRY(checkRows(call, "out", out));
+  if (out->dtype != x->dtype || !(Shape::of(*out) == Shape::of(*x)))
+    return call.fail(PFRT_INVALID_ARGUMENT, "out is %s%s but x is %s%s", dtypeName(out->dtype),
+                     ShapeStr(Shape::of(*out)).c_str(), dtypeName(x->dtype),
+                     ShapeStr(Shape::of(*x)).c_str());
+  const RowLayout layout = RowLayout::of(*x);
+  // The header: the number of rows and their bytes.
+  struct Buffer {
+    pfrt_context *ctx;
+    void *p = nullptr;
+    ~Buffer() { pfrt_free(ctx, p); }
+  } headerBuffer{ctx}, rowsBuffer{ctx};
+  int64_t header[2] = {0, 0};
+  pfrt_tensor headerTensor, rowsTensor;
+  PFRT_TRY(messageBuffer(call, header, sizeof header, PFRT_I64, headerBuffer.p, headerTensor));
+  int64_t request = 0;
+  PFRT_TRY(comm->impl->irecv(call, headerTensor, peer, tag, request));
+  PFRT_TRY(comm->impl->wait(call, request));
+  if (pfrt_copy_to_host(ctx, &headerTensor, header) != PFRT_OK)
+    return nestedFailure(call, PFRT_INTERNAL, "reading the header");
+  const int64_t count = header[0];
+  if (header[1] != layout.rowBytes || count < 0 || count > layout.rows)
+    return call.fail(PFRT_INVALID_ARGUMENT, "rank %d sends %lld rows of %lld bytes; this rank "
+                     "(%d) adds rows of %lld bytes to a tensor of %lld rows", peer,
+                     static_cast<long long>(count), static_cast<long long>(header[1]),
+                     comm->impl->rank(), static_cast<long long>(layout.rowBytes),
+                     static_cast<long long>(layout.rows));
+  std::vector<char> payload(size_t(count * (int64_t(sizeof(int64_t)) + layout.rowBytes)));
+  if (count > 0) {
+    PFRT_TRY(messageBuffer(call, nullptr, int64_t(payload.size()), PFRT_I8, rowsBuffer.p,
+                           rowsTensor));
+    PFRT_TRY(comm->impl->irecv(call, rowsTensor, peer, tag, request));
+    PFRT_TRY(comm->impl->wait(call, request));
+    if (pfrt_copy_to_host(ctx, &rowsTensor, payload.data()) != PFRT_OK)
+      return nestedFailure(call, PFRT_INTERNAL, "reading the rows");
+  }
+  std::vector<int64_t> indices(static_cast<size_t>(count));
+  std::memcpy(indices.data(), payload.data(), indices.size() * sizeof(int64_t));
+  for (int64_t i = 0; i < count; ++i)
+    if (indices[size_t(i)] < 0 || indices[size_t(i)] >= layout.rows ||
+        (i > 0 && indices[size_t(i)] <= indices[size_t(i - 1)]))
+      return call.fail(PFRT_INVALID_ARGUMENT, "rank %d sends row index %lld (at %lld), not "
+                       "ascending within [0, %lld)", peer,
+                       static_cast<long long>(indices[size_t(i)]), static_cast<long long>(i),
+                       static_cast<long long>(layout.rows));
+  const char *rows = payload.data() + indices.size() * sizeof(int64_t);
+  // On the CPU backend x and out are host memory; else through host copies.
+  std::vector<char> stagedX;
+  const char *xBytes = nullptr;
+  PFRT_TRY(hostBytes(call, *x, stagedX, xBytes));
+  const bool onHost = ctx->backend == PFRT_BACKEND_CPU;
+  std::vector<char> stagedOut(onHost ? 0 : stagedX.size());
+  char *outBytes = onHost ? static_cast<char *>(out->data) : stagedOut.data();
+  const int64_t rowElements = layout.rowBytes / dtypeSize(x->dtype);
+  if (x->dtype == PFRT_F32)
+    addRows(reinterpret_cast<const float *>(xBytes), reinterpret_cast<float *>(outBytes),
+            indices.data(), reinterpret_cast<const float *>(rows), count, layout.rows,
+            rowElements);
+  else
+    addRows(reinterpret_cast<const double *>(xBytes), reinterpret_cast<double *>(outBytes),
+            indices.data(), reinterpret_cast<const double *>(rows), count, layout.rows,
+            rowElements);
+  if (!onHost && pfrt_copy_from_host(ctx, outBytes, out) != PFRT_OK)
+    return nestedFailure(call, PFRT_INTERNAL, "writing out");
+  return PFRT_OK;
 }
 
 pfrt_status pfrt_comm_barrier_cpu(pfrt_context *ctx, pfrt_comm *comm) {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 namespace pfrt {
@@ -55,6 +56,9 @@ public:
   /// In place over the group; the dtype is f32, f64, i32 or i64.
   virtual pfrt_status allReduceSum(const Call &call,
                                    const pfrt_tensor &inout) = 0;
+  /// `t` = `root`'s `t` on every rank, in place (any dtype; root checked).
+  virtual pfrt_status broadcast(const Call &call, const pfrt_tensor &t,
+                                int32_t root) = 0;
   virtual pfrt_status barrier(const Call &call) = 0;
 
   /// Seconds on this rank's clock, shifted to read rank 0's time.
@@ -89,6 +93,16 @@ int64_t hostNameHash();
 /// The opaque handle of pfrt.h.
 struct pfrt_comm {
   std::unique_ptr<pfrt::comm::Communicator> impl;
+  /// Posted row-sparse sends (pfrt_comm_isend_rows) by the request the
+  /// caller holds (the header's): the payload's request and the messages'
+  /// buffers, released when the caller waits for it.
+  struct RowsSend {
+    pfrt_context *ctx = nullptr;
+    int64_t payload = 0; // 0: no rows, no payload message
+    void *header = nullptr, *rows = nullptr;
+  };
+  std::unordered_map<int64_t, RowsSend> rowsSends;
+  ~pfrt_comm();
 };
 
 #endif // PF_RUNTIME_COMM_COMMUNICATOR_H

@@ -199,6 +199,8 @@ public:
                     int32_t tag, int64_t &request) override;
   pfrt_status wait(const Call &call, int64_t request) override;
   pfrt_status allReduceSum(const Call &call, const pfrt_tensor &inout) override;
+  pfrt_status broadcast(const Call &call, const pfrt_tensor &t,
+                        int32_t root) override;
   pfrt_status barrier(const Call &call) override;
   double wallTime() const override { return localTime() + clockOffset; }
   pfrt_status alignClock(const Call &call) override;
@@ -431,6 +433,20 @@ pfrt_status MpiCommunicator::allReduceSum(const Call &call,
   if (rc != MPI_SUCCESS)
     return mpiFail(call, rc, "MPI_Allreduce of %lld %s elements",
                    static_cast<long long>(count), dtypeName(inout.dtype));
+  return PFRT_OK;
+}
+
+pfrt_status MpiCommunicator::broadcast(const Call &call, const pfrt_tensor &t,
+                                       int32_t root) {
+  int count = 0;
+  PFRT_TRY(payloadCount(call, t, count));
+  PFRT_TRY(checkAgreement(call, t));
+  if (count == 0)
+    return PFRT_OK; // every rank has none (checked)
+  int rc = MPI_Bcast(t.data, count, MPI_BYTE, root, data);
+  if (rc != MPI_SUCCESS)
+    return mpiFail(call, rc, "MPI_Bcast of %d bytes from rank %d", count,
+                   root);
   return PFRT_OK;
 }
 

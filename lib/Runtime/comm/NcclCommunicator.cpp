@@ -163,6 +163,7 @@ public:
                     int64_t &request) override;
   pfrt_status wait(const Call &call, int64_t request) override;
   pfrt_status allReduceSum(const Call &call, const pfrt_tensor &inout) override;
+  pfrt_status broadcast(const Call &call, const pfrt_tensor &t, int32_t root) override;
   pfrt_status barrier(const Call &call) override { return control->barrier(call); }
   double wallTime() const override { return control->wallTime(); }
   pfrt_status alignClock(const Call &call) override { return control->alignClock(call); }
@@ -173,6 +174,7 @@ public:
 private:
   NcclCommunicator() = default;
   pfrt_status checkOneGpuPerRank(const Call &call);
+  pfrt_status checkAgreement(const Call &call, const pfrt_tensor &t);
   pfrt_status connect(const Call &call);
   /// The call's context is CUDA, on this communicator's GPU (made current).
   pfrt_status onDevice(const Call &call) const;
@@ -496,10 +498,9 @@ pfrt_status NcclCommunicator::wait(const Call &call, int64_t request) {
   return status;
 }
 
-pfrt_status NcclCommunicator::allReduceSum(const Call &call, const pfrt_tensor &inout) {
-  PFRT_TRY(onDevice(call));
-  // The MPI communicator's agreement check: ranks that disagree on the count
-  // or dtype all fail (MPI's message), instead of NCCL hanging.
+/// The MPI communicator's agreement check: ranks that disagree on the count
+/// or dtype all fail (MPI's message), instead of NCCL hanging.
+pfrt_status NcclCommunicator::checkAgreement(const Call &call, const pfrt_tensor &inout) {
   int64_t count = Shape::of(inout).numel();
   int64_t bounds[4] = {count, -count, inout.dtype, -inout.dtype};
   std::vector<int64_t> slots(4 * static_cast<size_t>(size()), 0);
@@ -515,6 +516,13 @@ pfrt_status NcclCommunicator::allReduceSum(const Call &call, const pfrt_tensor &
                        rank(), dtypeName(inout.dtype), ShapeStr(Shape::of(inout)).c_str(),
                        static_cast<long long>(count), r, static_cast<long long>(slots[4 * r]),
                        dtypeName(static_cast<int32_t>(slots[4 * r + 2])));
+  return PFRT_OK;
+}
+
+pfrt_status NcclCommunicator::allReduceSum(const Call &call, const pfrt_tensor &inout) {
+  PFRT_TRY(onDevice(call));
+  PFRT_TRY(checkAgreement(call, inout));
+  int64_t count = Shape::of(inout).numel();
   if (count == 0)
     return PFRT_OK;
   PFRT_TRY(afterContextWork(call, collectiveStream));
@@ -523,6 +531,26 @@ pfrt_status NcclCommunicator::allReduceSum(const Call &call, const pfrt_tensor &
                 nccl().ncclAllReduce(inout.data, inout.data, static_cast<size_t>(count),
                                      ncclType(inout.dtype), ncclSum, collective, collectiveStream),
                 "ncclAllReduce"));
+  Request r;
+  PFRT_TRY(recordDone(call, r, collectiveStream));
+  pfrt_status status = complete(call, r);
+  cudaEventDestroy(r.done);
+  return status;
+}
+
+pfrt_status NcclCommunicator::broadcast(const Call &call, const pfrt_tensor &inout, int32_t root) {
+  PFRT_TRY(onDevice(call));
+  PFRT_TRY(checkAgreement(call, inout));
+  int64_t count = Shape::of(inout).numel();
+  if (count == 0)
+    return PFRT_OK;
+  PFRT_TRY(afterContextWork(call, collectiveStream));
+  PFRT_TRY(
+      ncclCheck(call,
+                nccl().ncclBroadcast(inout.data, inout.data,
+                                     static_cast<size_t>(tensorBytes(inout)), ncclUint8, root,
+                                     collective, collectiveStream),
+                "ncclBroadcast"));
   Request r;
   PFRT_TRY(recordDone(call, r, collectiveStream));
   pfrt_status status = complete(call, r);

@@ -28,7 +28,8 @@
   X(ncclGroupEnd)                                                                                  \
   X(ncclSend)                                                                                      \
   X(ncclRecv)                                                                                      \
-  X(ncclAllReduce)
+  X(ncclAllReduce)                                                                                 \
+  X(ncclBroadcast)
 
 namespace pfrt::comm {
 

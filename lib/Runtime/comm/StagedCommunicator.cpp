@@ -103,6 +103,16 @@ public:
     return copyIn(call, host, inout);
   }
 
+  pfrt_status broadcast(const Call &call, const pfrt_tensor &t, int32_t root) override {
+    std::vector<char> host;
+    PFRT_TRY(allocate(call, t, host));
+    const bool isRoot = inner->rank() == root;
+    if (isRoot)
+      PFRT_TRY(copyOut(call, t, host));
+    PFRT_TRY(inner->broadcast(call, onHost(t, host), root));
+    return isRoot ? PFRT_OK : copyIn(call, host, t);
+  }
+
   pfrt_status barrier(const Call &call) override { return inner->barrier(call); }
   double wallTime() const override { return inner->wallTime(); }
   pfrt_status alignClock(const Call &call) override { return inner->alignClock(call); }

@@ -269,18 +269,13 @@ pfrt_status pfrt_global_norm_cpu(pfrt_context *ctx, const pfrt_tensor *tensors,
   return PFRT_OK;
 }
 
-pfrt_status pfrt_clip_by_global_norm_cpu(pfrt_context *ctx,
-                                         const pfrt_tensor *tensors, int32_t n,
-                                         double max_norm, double *norm) {
-  Call call(ctx, "pfrt_clip_by_global_norm");
-  PFRT_TRY(call.begin());
-  PFRT_TRY(tensorList(call, tensors, n));
+namespace {
+/// The clipping of a global norm `total` (the one rule of both kernels).
+pfrt_status clipTo(pfrt_context *ctx, const Call &call, const pfrt_tensor *tensors, int32_t n,
+                   double max_norm, double total) {
   if (!(max_norm > 0) || !std::isfinite(max_norm))
     return call.fail(PFRT_INVALID_ARGUMENT, "max_norm %g must be positive "
                      "and finite", max_norm);
-  const double total = normOf(ctx, tensors, n);
-  if (norm)
-    *norm = total;
   if (!std::isfinite(total))
     return call.fail(PFRT_NUMERIC, "the global gradient norm is %g; the "
                      "gradients were left unscaled", total);
@@ -294,6 +289,27 @@ pfrt_status pfrt_clip_by_global_norm_cpu(pfrt_context *ctx,
       scaleInto(ctx, p, p, Shape::of(tensors[i]).numel(), coefficient);
     });
   return PFRT_OK;
+}
+} // namespace
+
+pfrt_status pfrt_clip_by_global_norm_cpu(pfrt_context *ctx,
+                                         const pfrt_tensor *tensors, int32_t n,
+                                         double max_norm, double *norm) {
+  Call call(ctx, "pfrt_clip_by_global_norm");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(tensorList(call, tensors, n));
+  const double total = normOf(ctx, tensors, n);
+  if (norm)
+    *norm = total;
+  return clipTo(ctx, call, tensors, n, max_norm, total);
+}
+
+pfrt_status pfrt_clip_to_norm_cpu(pfrt_context *ctx, const pfrt_tensor *tensors,
+                                  int32_t n, double max_norm, double norm) {
+  Call call(ctx, "pfrt_clip_to_norm");
+  PFRT_TRY(call.begin());
+  PFRT_TRY(tensorList(call, tensors, n));
+  return clipTo(ctx, call, tensors, n, max_norm, norm);
 }
 
 pfrt_status pfrt_weighted_add_cpu(pfrt_context *ctx, const pfrt_tensor *sum,

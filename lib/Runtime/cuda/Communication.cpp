@@ -62,6 +62,24 @@ pfrt_status commAllReduceSum(pfrt_context *ctx, pfrt_comm *comm, const pfrt_tens
   return pfrt_comm_all_reduce_sum_cpu(ctx, comm, inout);
 }
 
+pfrt_status commBroadcast(pfrt_context *ctx, pfrt_comm *comm, const pfrt_tensor *t,
+                          int32_t root) {
+  PFRT_TRY(onDevice(ctx, "pfrt_comm_broadcast"));
+  return pfrt_comm_broadcast_cpu(ctx, comm, t, root);
+}
+
+pfrt_status commIsendRows(pfrt_context *ctx, pfrt_comm *comm, const pfrt_tensor *x,
+                          int32_t peer, int32_t tag, int64_t *request) {
+  PFRT_TRY(onDevice(ctx, "pfrt_comm_isend_rows"));
+  return pfrt_comm_isend_rows_cpu(ctx, comm, x, peer, tag, request);
+}
+
+pfrt_status commRecvAddRows(pfrt_context *ctx, pfrt_comm *comm, const pfrt_tensor *x,
+                            const pfrt_tensor *out, int32_t peer, int32_t tag) {
+  PFRT_TRY(onDevice(ctx, "pfrt_comm_recv_add_rows"));
+  return pfrt_comm_recv_add_rows_cpu(ctx, comm, x, out, peer, tag);
+}
+
 pfrt_status commBarrier(pfrt_context *ctx, pfrt_comm *comm) {
   PFRT_TRY(onDevice(ctx, "pfrt_comm_barrier"));
   return pfrt_comm_barrier_cpu(ctx, comm);
@@ -87,6 +105,9 @@ void registerCommunication(KernelTable &t) {
   t.pfrt_comm_wait = commWait;
   t.pfrt_comm_wait_all = commWaitAll;
   t.pfrt_comm_all_reduce_sum = commAllReduceSum;
+  t.pfrt_comm_broadcast = commBroadcast;
+  t.pfrt_comm_isend_rows = commIsendRows;
+  t.pfrt_comm_recv_add_rows = commRecvAddRows;
   t.pfrt_comm_barrier = commBarrier;
   t.pfrt_comm_wall_time = commWallTime;
   t.pfrt_comm_abort = commAbort;

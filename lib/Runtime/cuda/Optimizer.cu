@@ -431,20 +431,9 @@ pfrt_status clipOnDevice(const Call &call, const pfrt_tensor *tensors, int32_t n
   return PFRT_OK;
 }
 
-pfrt_status clipEntry(pfrt_context *ctx, const pfrt_tensor *tensors, int32_t n,
-                      double max_norm, double *norm) {
-  Call call(ctx, "pfrt_clip_by_global_norm");
-  PFRT_TRY(beginCuda(call));
-  PFRT_TRY(tensorList(call, tensors, n));
-  if (!(max_norm > 0) || !isfinite(max_norm))
-    return call.fail(PFRT_INVALID_ARGUMENT, "max_norm %g must be positive "
-                     "and finite", max_norm);
-  if (!norm)
-    return clipOnDevice(call, tensors, n, max_norm);
-  // The caller wants the norm on the host: wait for it, then decide there.
-  double total;
-  PFRT_TRY(normOf(call, tensors, n, total));
-  *norm = total;
+/// The clipping of a global norm `total` known on the host.
+pfrt_status clipTo(const Call &call, const pfrt_tensor *tensors, int32_t n, double total,
+                   double max_norm) {
   if (!isfinite(total))
     return call.fail(PFRT_NUMERIC, "the global gradient norm is %g; the "
                      "gradients were left unscaled", total);
@@ -454,6 +443,37 @@ pfrt_status clipEntry(pfrt_context *ctx, const pfrt_tensor *tensors, int32_t n,
   for (int32_t i = 0; i < n; ++i)
     PFRT_TRY(queueScale(call, &tensors[i], coefficient, &tensors[i]));
   return PFRT_OK;
+}
+
+pfrt_status checkMaxNorm(const Call &call, double max_norm) {
+  if (!(max_norm > 0) || !isfinite(max_norm))
+    return call.fail(PFRT_INVALID_ARGUMENT, "max_norm %g must be positive "
+                     "and finite", max_norm);
+  return PFRT_OK;
+}
+
+pfrt_status clipEntry(pfrt_context *ctx, const pfrt_tensor *tensors, int32_t n,
+                      double max_norm, double *norm) {
+  Call call(ctx, "pfrt_clip_by_global_norm");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(tensorList(call, tensors, n));
+  PFRT_TRY(checkMaxNorm(call, max_norm));
+  if (!norm)
+    return clipOnDevice(call, tensors, n, max_norm);
+  // The caller wants the norm on the host: wait for it, then decide there.
+  double total;
+  PFRT_TRY(normOf(call, tensors, n, total));
+  *norm = total;
+  return clipTo(call, tensors, n, total, max_norm);
+}
+
+pfrt_status clipToNormEntry(pfrt_context *ctx, const pfrt_tensor *tensors, int32_t n,
+                            double max_norm, double norm) {
+  Call call(ctx, "pfrt_clip_to_norm");
+  PFRT_TRY(beginCuda(call));
+  PFRT_TRY(tensorList(call, tensors, n));
+  PFRT_TRY(checkMaxNorm(call, max_norm));
+  return clipTo(call, tensors, n, norm, max_norm);
 }
 
 } // namespace
@@ -467,6 +487,7 @@ void registerOptimizer(KernelTable &t) {
   t.pfrt_dot = dotEntry;
   t.pfrt_global_norm = globalNormEntry;
   t.pfrt_clip_by_global_norm = clipEntry;
+  t.pfrt_clip_to_norm = clipToNormEntry;
 }
 
 } // namespace pfrt::cuda

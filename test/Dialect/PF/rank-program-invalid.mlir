@@ -46,6 +46,33 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 
 // -----
 
+// The row-sparse sums' tags (kReduceRowsTag + the micro-batch) are not an
+// activation's.
+func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  %act = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<4xf32>
+  // expected-error@+1 {{'pf.send_act' op tag 32000 is not below 32000, the tag of the row-sparse sums' messages}}
+  pf.send_act %act microbatch(0) to(1) tag(32000) : tensor<4xf32>
+}
+
+// -----
+
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
+  // expected-error@+1 {{'pf.recv_act' op tag 32005 is not below 32000}}
+  %act = pf.recv_act microbatch(0) from(1) tag(32005) : tensor<4xf32>
+}
+
+// -----
+
+func.func private @stage0_backward() -> (tensor<4x2xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
+pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(800) {
+  %p = pf.run_stage backward @stage0_backward() microbatch(790) : () -> tensor<4x2xf32>
+  // expected-error@+1 {{'pf.reduce_microbatch' op microbatch 790: its rows' tag 32000 + 790 is past 32767, the largest tag every MPI accepts}}
+  pf.reduce_microbatch "grad/emb"(%p : tensor<4x2xf32>) microbatch(790) root(1) ranks([0, 1]) : tensor<4x2xf32>
+}
+
+// -----
+
 func.func private @stage0_forward() -> (tensor<4xf32> {pf.name = "act/1"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   %act = pf.run_stage forward @stage0_forward() microbatch(1) : () -> tensor<4xf32>

@@ -143,8 +143,18 @@ Value mlir::pf::inPlaceOperand(Operation *op, unsigned result) {
 }
 
 bool mlir::pf::isProgramCollective(Operation *op) {
+  if (isa<BroadcastOp, ReduceMicrobatchOp>(op))
+    return true;
   auto sum = dyn_cast<AllReduceOp>(op);
   return sum && sum.getSum() && sum.getOrder() == ReductionOrder::Library;
+}
+
+ArrayRef<int64_t> mlir::pf::collectiveMembers(Operation *op) {
+  if (auto broadcast = dyn_cast<BroadcastOp>(op))
+    return broadcast.getRanks();
+  if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op))
+    return reduce.getRanks();
+  return cast<AllReduceOp>(op).getRanks();
 }
 
 SmallVector<SmallVector<int64_t>> mlir::pf::programCommGroups(Operation *program) {
@@ -153,7 +163,7 @@ SmallVector<SmallVector<int64_t>> mlir::pf::programCommGroups(Operation *program
   for (Operation &op : rankProgram.getBody().front()) {
     if (!isProgramCollective(&op))
       continue;
-    SmallVector<int64_t> members(cast<AllReduceOp>(op).getRanks());
+    SmallVector<int64_t> members(collectiveMembers(&op));
     llvm::sort(members);
     if (int64_t(members.size()) != rankProgram.getNumRanks() && !llvm::is_contained(groups, members))
       groups.push_back(members);
@@ -383,8 +393,11 @@ LogicalResult RunStageOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t microbatch,
-                                    StringRef direction) {
+                                    int64_t tag, StringRef direction) {
   auto program = op->getParentOfType<RankProgramOp>();
+  if (tag >= kReduceRowsTag)
+    return op->emitOpError("tag ") << tag << " is not below " << kReduceRowsTag
+                                   << ", the tag of the row-sparse sums' messages";
   if (peer < 0 || peer >= program.getNumRanks())
     return op->emitOpError() << direction << " rank " << peer << " is not in [0, "
                              << program.getNumRanks() << ")";
@@ -397,7 +410,8 @@ static LogicalResult verifyTransfer(Operation *op, int64_t peer, int64_t microba
 }
 
 LogicalResult SendActOp::verify() {
-  if (failed(verifyTransfer(*this, int64_t(getTo()), int64_t(getMicrobatch()), "to")))
+  if (failed(verifyTransfer(*this, int64_t(getTo()), int64_t(getMicrobatch()),
+                            int64_t(getTag()), "to")))
     return failure();
   std::optional<int64_t> from = microbatchOfStageValue(getValue());
   if (from && *from != int64_t(getMicrobatch()))
@@ -407,7 +421,8 @@ LogicalResult SendActOp::verify() {
 }
 
 LogicalResult RecvActOp::verify() {
-  return verifyTransfer(*this, int64_t(getFrom()), int64_t(getMicrobatch()), "from");
+  return verifyTransfer(*this, int64_t(getFrom()), int64_t(getMicrobatch()), int64_t(getTag()),
+                        "from");
 }
 
 /// The member list of a collective: at least two distinct ranks of the
@@ -522,6 +537,11 @@ LogicalResult ReduceMicrobatchOp::verify() {
   if (int64_t(getMicrobatch()) >= program.getNumMicrobatches())
     return emitOpError("microbatch ")
            << getMicrobatch() << " is not in [0, " << program.getNumMicrobatches() << ")";
+  if (kReduceRowsTag + int64_t(getMicrobatch()) > kLargestPortableTag)
+    return emitOpError("microbatch ")
+           << getMicrobatch() << ": its rows' tag " << kReduceRowsTag << " + "
+           << getMicrobatch() << " is past " << kLargestPortableTag
+           << ", the largest tag every MPI accepts";
   if (getPiece().getType() != getType() || (getSum() && getSum().getType() != getType()))
     return emitOpError("piece and sum are ") << getType() << " (the op's type)";
   // The root sums into its result; the other member hands its piece over.

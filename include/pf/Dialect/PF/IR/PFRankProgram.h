@@ -44,8 +44,23 @@ Value inPlaceOperand(Operation *op, unsigned result);
 
 /// Whether the lowered program runs `op` itself on its slots (a
 /// pfrt_comm_* call, no host service): the library's all-reduce of a
-/// value (a partial sum of a gradient or of the loss).
+/// value (a partial sum of a gradient or of the loss), a broadcast, a
+/// row-sparse sum of a micro-batch's pieces.
 bool isProgramCollective(Operation *op);
+
+/// The first tag of a row-sparse sum's messages (pf.reduce_microbatch of
+/// micro-batch m, lowered to pfrt_comm_isend_rows / pfrt_comm_recv_add_rows
+/// with tag kReduceRowsTag + m, so that the root matches each micro-batch's
+/// rows by tag): above every activation's tag (the verifier refuses a send
+/// or recv at or above it), and kReduceRowsTag + m at most
+/// kLargestPortableTag (the verifier checks), below the host's own
+/// exchanges just under pfrt_comm_max_tag.
+constexpr int64_t kReduceRowsTag = 32000;
+/// The largest tag every MPI accepts (MPI_TAG_UB is at least 32767).
+constexpr int64_t kLargestPortableTag = 32767;
+
+/// The member ranks of a collective isProgramCollective accepts.
+llvm::ArrayRef<int64_t> collectiveMembers(Operation *op);
 
 /// The member groups of a pf.rank_program's own collectives
 /// (isProgramCollective) that are not every rank, each sorted, in the order
