@@ -54,6 +54,10 @@ namespace {
 /// pfrt_abi.def's kernels and pfrt_rank_abi.def's host calls: each returns
 /// a status.
 constexpr llvm::StringLiteral kRuntimeCallPrefix = "pfrt_";
+/// A call whose status goes into an or-ed status checked later, and that
+/// status (returnOnFailure checks it instead of each call's).
+constexpr llvm::StringLiteral kCheckedLater = "pf.checked_later";
+constexpr llvm::StringLiteral kStatusToCheck = "pf.status_to_check";
 
 /// The constant globals of the lowered programs, one per distinct content.
 class RankConstants {
@@ -137,13 +141,14 @@ struct LoweringState {
   }
 
   /// Calls `name` of pfrt_abi.def (a pfrt_comm_* kernel) with the program's
-  /// context and `args`.
-  LogicalResult kernel(OpBuilder &b, Operation *op, StringRef name, ArrayRef<Value> args) {
+  /// context and `args` (the call in `made`).
+  LogicalResult kernel(OpBuilder &b, Operation *op, StringRef name, ArrayRef<Value> args,
+                       func::CallOp *made = nullptr) {
     const abi::Kernel *callee = abi::lookupKernel(name);
     if (!callee)
       return op->emitOpError("pf-lower-rank-programs: '") << name << "' is not in pfrt_abi.def";
     return emitCall(b, op, name, abi::kernelType(b.getContext(), *callee),
-                    functionArgument(op, 1), args, "pfrt_abi.def");
+                    functionArgument(op, 1), args, "pfrt_abi.def", made);
   }
 
   /// `name` of pfrt_abi.def on `context` instead of the program's.
@@ -264,14 +269,17 @@ private:
   /// func.call of `name` (declared on first use) with `first` (the host or
   /// the context) and `args`, whose types must be the table's.
   LogicalResult emitCall(OpBuilder &b, Operation *op, StringRef name, FunctionType type,
-                         Value first, ArrayRef<Value> args, StringRef table) {
+                         Value first, ArrayRef<Value> args, StringRef table,
+                         func::CallOp *made = nullptr) {
     SmallVector<Value> all{first};
     llvm::append_range(all, args);
     if (TypeRange(ValueRange(all)) != type.getInputs())
       return op->emitOpError("pf-lower-rank-programs: the arguments of '")
              << name << "' do not match " << table;
     declare(b, name, type);
-    func::CallOp::create(b, op->getLoc(), name, type.getResults(), all);
+    auto call = func::CallOp::create(b, op->getLoc(), name, type.getResults(), all);
+    if (made)
+      *made = call;
     return success();
   }
   static Value functionArgument(Operation *op, unsigned i) {
@@ -515,6 +523,10 @@ struct OrderedSumPattern : RankCallPattern<OpT> {
     Value zero = s.f64(b, loc, 0.0);
     for (int64_t i = 0; i < n; ++i)
       LLVM::StoreOp::create(b, loc, zero, term(i));
+    // The terms' statuses are or-ed and checked once (a block per call
+    // would make the program slow to compile), the first failure's message
+    // kept by its context.
+    Value statuses;
     for (auto [name, counts, x, y] : llvm::zip_equal(op.getNames(), op.getCounted(), lhs, rhs)) {
       auto at = llvm::find(order, name);
       if (at == order.end())
@@ -522,10 +534,19 @@ struct OrderedSumPattern : RankCallPattern<OpT> {
                << cast<StringAttr>(name).getValue() << "' is not in the order";
       if (!counts)
         continue;
+      func::CallOp dot;
       if (failed(s.kernel(b, op, "pfrt_dot",
                           {s.slotTensor(b, op, s.slot.lookup(x)),
-                           s.slotTensor(b, op, s.slot.lookup(y)), term(at - order.begin())})))
+                           s.slotTensor(b, op, s.slot.lookup(y)), term(at - order.begin())},
+                          &dot)))
         return failure();
+      dot->setAttr(kCheckedLater, b.getUnitAttr());
+      statuses = statuses ? arith::OrIOp::create(b, loc, statuses, dot.getResult(0))
+                          : dot.getResult(0);
+    }
+    if (statuses) {
+      Operation *check = arith::OrIOp::create(b, loc, statuses, s.i32(b, loc, 0));
+      check->setAttr(kStatusToCheck, b.getUnitAttr());
     }
     // The array's descriptor: f64[n] in host memory.
     Value tensor = LLVM::AllocaOp::create(b, loc, ptr, s.tensorType, s.i64(b, loc, 1));
@@ -732,13 +753,16 @@ FailureOr<func::FuncOp> moveIntoFunction(RankProgramOp program, LoweringState &s
   return func;
 }
 
-/// Step 3: after each call of the runtime or the host, a non-zero status
-/// returns it.
+/// Step 3: after each call of the runtime or the host (or an or-ed status of
+/// several), a non-zero status returns it.
 void returnOnFailure(func::FuncOp func) {
-  SmallVector<func::CallOp> calls;
-  func.walk([&](func::CallOp call) {
-    if (call.getCallee().starts_with(kRuntimeCallPrefix))
-      calls.push_back(call);
+  SmallVector<Operation *> calls;
+  func.walk([&](Operation *op) {
+    auto call = dyn_cast<func::CallOp>(op);
+    if (call && call->removeAttr(kCheckedLater))
+      return;
+    if ((call && call.getCallee().starts_with(kRuntimeCallPrefix)) || op->hasAttr(kStatusToCheck))
+      calls.push_back(op);
   });
   if (calls.empty())
     return;
@@ -749,12 +773,13 @@ void returnOnFailure(func::FuncOp func) {
   Value status = exit->addArgument(i32, func.getLoc());
   b.setInsertionPointToEnd(exit);
   func::ReturnOp::create(b, func.getLoc(), status);
-  for (func::CallOp call : calls) {
+  for (Operation *call : calls) {
+    call->removeAttr(kStatusToCheck);
     Block *before = call->getBlock();
     Block *after = before->splitBlock(call->getNextNode());
     b.setInsertionPointToEnd(before);
-    Location loc = call.getLoc();
-    Value result = call.getResult(0);
+    Location loc = call->getLoc();
+    Value result = call->getResult(0);
     Value zero = arith::ConstantIntOp::create(b, loc, 0, 32);
     Value failed = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, result, zero);
     cf::CondBranchOp::create(b, loc, failed, exit, ValueRange{result}, after, ValueRange{});

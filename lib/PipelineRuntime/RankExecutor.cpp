@@ -226,18 +226,22 @@ public:
       r.klClipFactor = value;
     return 0;
   }
+  /// The step's scalar input `name` for op `op` (not timed: the op is, by
+  /// its marks).
   int32_t stepScalar(int64_t op, const char *name, double *value) override {
-    return execute(op, "pf.kfac_kl_clip", [&]() -> llvm::Error {
-      auto input = graph.find(name);
-      if (input == graph.end() || input->second.dtype != PFRT_F64 ||
-          input->second.numElements() != 1)
-        return error(llvm::formatv("the program reads the step's f64 scalar '{0}', which the "
-                                   "step does not give",
-                                   name));
-      std::memcpy(value, input->second.data.data(), sizeof(double));
-      return llvm::Error::success();
-    });
+    currentOp = op;
+    auto input = graph.find(name);
+    if (input == graph.end() || input->second.dtype != PFRT_F64 ||
+        input->second.numElements() != 1) {
+      failure = error(llvm::formatv("op {0}: the program reads the step's f64 scalar '{1}', "
+                                    "which the step does not give",
+                                    op, name));
+      return int32_t(PFRT_INTERNAL);
+    }
+    std::memcpy(value, input->second.data.data(), sizeof(double));
+    return 0;
   }
+
   int32_t promoteInverses(int64_t op) override {
     return execute(op, "pf.kfac_promote_inverses",
                    [&] { return r.promoteInverses(); });
