@@ -214,6 +214,14 @@ struct LoweringState {
     for (auto [i, dim] : llvm::enumerate(type.getShape()))
       LLVM::StoreOp::create(b, loc, i64(b, loc, dim), field({0, 3, int32_t(i)}));
   }
+  /// `to` holds `from`'s value: a pfrt_copy only where the plan put them
+  /// apart.
+  LogicalResult copyIfApart(OpBuilder &b, Operation *op, Value from, Value to) {
+    if (offset.lookup(from) == offset.lookup(to))
+      return success();
+    return kernel(b, op, "pfrt_copy",
+                  {slotTensor(b, op, slot.lookup(from)), slotTensor(b, op, slot.lookup(to))});
+  }
   /// The request word of a posted send or recv.
   Value requestOf(OpBuilder &b, Operation *transfer) {
     return LLVM::GEPOp::create(b, transfer->getLoc(), LLVM::LLVMPointerType::get(b.getContext()),
@@ -307,6 +315,15 @@ struct RankCallPattern : OpConversionPattern<OpT> {
   virtual LogicalResult lower(OpT op, ConversionPatternRewriter &rewriter,
                               SmallVectorImpl<Value> &args, StringRef &callee) const = 0;
 
+  /// An op the program runs itself, no host service: `body`'s calls between
+  /// the host's timeline marks.
+  LogicalResult ownCalls(OpBuilder &b, OpT op, StringRef &callee,
+                         llvm::function_ref<LogicalResult()> body) const {
+    callee = "";
+    return failure(failed(state.mark(b, op, op, 0)) || failed(body()) ||
+                   failed(state.mark(b, op, op, 1)));
+  }
+
   LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor,
                                 ConversionPatternRewriter &rewriter) const final {
     // The posted recvs this op is the first reader of.
@@ -398,21 +415,14 @@ struct AllReducePattern : RankCallPattern<AllReduceOp> {
     LoweringState &s = state;
     Location loc = op.getLoc();
     // The library's sum of a value: the program's own call on its slot.
-    if (isProgramCollective(op)) {
-      Value input = op.getInputs().front(), sum = op.getSum();
-      if (failed(s.mark(b, op, op, 0)))
-        return failure();
-      Value out = s.slotTensor(b, op, s.slot.lookup(sum));
-      if (s.offset.lookup(input) != s.offset.lookup(sum) &&
-          failed(s.kernel(b, op, "pfrt_copy", {s.slotTensor(b, op, s.slot.lookup(input)), out})))
-        return failure();
-      if (failed(s.kernel(b, op, "pfrt_comm_all_reduce_sum",
-                          {s.groupComm(b, op, op.getRanks()), out})) ||
-          failed(s.mark(b, op, op, 1)))
-        return failure();
-      callee = "";
-      return success();
-    }
+    if (isProgramCollective(op))
+      return ownCalls(b, op, callee, [&] {
+        Value sum = op.getSum();
+        return failure(failed(s.copyIfApart(b, op, op.getInputs().front(), sum)) ||
+                       failed(s.kernel(b, op, "pfrt_comm_all_reduce_sum",
+                                       {s.groupComm(b, op, op.getRanks()),
+                                        s.slotTensor(b, op, s.slot.lookup(sum))})));
+      });
     args.push_back(s.constants.string(b, loc, op.getValue()));
     args.push_back(s.i32(b, loc, int32_t(op.getOrder())));
     args.push_back(s.i64(b, loc, int64_t(op.getRanks().size())));
@@ -451,24 +461,16 @@ struct ReducePattern : RankCallPattern<ReduceMicrobatchOp> {
     Value comm = s.groupComm(b, op, members);
     Value piece = s.slotTensor(b, op, s.slot.lookup(op.getPiece()));
     Value tag = s.i32(b, loc, kReduceRowsTag + int64_t(op.getMicrobatch()));
-    if (failed(s.mark(b, op, op, 0)))
-      return failure();
-    if (Value sum = op.getSum()) {
-      int64_t other = members[0] == int64_t(op.getRoot()) ? members[1] : members[0];
-      if (failed(s.kernel(b, op, "pfrt_comm_recv_add_rows",
-                          {comm, piece, s.slotTensor(b, op, s.slot.lookup(sum)),
-                           s.i32(b, loc, LoweringState::groupRank(members, other)), tag})))
-        return failure();
-    } else {
+    return ownCalls(b, op, callee, [&]() -> LogicalResult {
+      if (Value sum = op.getSum()) {
+        int64_t other = members[0] == int64_t(op.getRoot()) ? members[1] : members[0];
+        return s.kernel(b, op, "pfrt_comm_recv_add_rows",
+                        {comm, piece, s.slotTensor(b, op, s.slot.lookup(sum)),
+                         s.i32(b, loc, LoweringState::groupRank(members, other)), tag});
+      }
       Value root = s.i32(b, loc, LoweringState::groupRank(members, int64_t(op.getRoot())));
-      if (failed(s.kernel(b, op, "pfrt_comm_isend_rows",
-                          {comm, piece, root, tag, s.requestOf(b, op)})))
-        return failure();
-    }
-    if (failed(s.mark(b, op, op, 1)))
-      return failure();
-    callee = "";
-    return success();
+      return s.kernel(b, op, "pfrt_comm_isend_rows", {comm, piece, root, tag, s.requestOf(b, op)});
+    });
   }
 };
 
@@ -482,19 +484,14 @@ struct BroadcastPattern : RankCallPattern<BroadcastOp> {
     LoweringState &s = state;
     Location loc = op.getLoc();
     Value out = s.slotTensor(b, op, s.slot.lookup(op.getResult()));
-    if (failed(s.mark(b, op, op, 0)))
-      return failure();
-    Value input = op.getInput();
-    if (input && s.offset.lookup(input) != s.offset.lookup(op.getResult()) &&
-        failed(s.kernel(b, op, "pfrt_copy", {s.slotTensor(b, op, s.slot.lookup(input)), out})))
-      return failure();
-    int32_t root = LoweringState::groupRank(op.getRanks(), int64_t(op.getRoot()));
-    if (failed(s.kernel(b, op, "pfrt_comm_broadcast",
-                        {s.groupComm(b, op, op.getRanks()), out, s.i32(b, loc, root)})) ||
-        failed(s.mark(b, op, op, 1)))
-      return failure();
-    callee = "";
-    return success();
+    return ownCalls(b, op, callee, [&] {
+      Value input = op.getInput();
+      int32_t root = LoweringState::groupRank(op.getRanks(), int64_t(op.getRoot()));
+      return failure((input && failed(s.copyIfApart(b, op, input, op.getResult()))) ||
+                     failed(s.kernel(b, op, "pfrt_comm_broadcast",
+                                     {s.groupComm(b, op, op.getRanks()), out,
+                                      s.i32(b, loc, root)})));
+    });
   }
 };
 
@@ -578,34 +575,29 @@ struct ClipGradientsPattern : OrderedSumPattern<ClipGradientsOp> {
     LoweringState &s = state;
     Location loc = op.getLoc();
     Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-    if (failed(s.mark(b, op, op, 0)))
-      return failure();
-    FailureOr<Value> squares = orderedSum(b, op, op.getGradients(), op.getGradients());
-    if (failed(squares))
-      return failure();
-    Value norm = LLVM::SqrtOp::create(b, loc, *squares);
-    if (failed(s.call(b, op, "pfrt_rank_report", {s.index(b, op), s.i32(b, loc, 0), norm})))
-      return failure();
-    int64_t n = int64_t(op.getGradients().size());
-    Value list = LLVM::AllocaOp::create(b, loc, ptr, s.tensorType,
-                                        s.i64(b, loc, std::max<int64_t>(n, 1)));
-    for (auto [i, gradient, clipped] : llvm::enumerate(op.getGradients(), op.getClipped())) {
-      Value out = s.slotTensor(b, op, s.slot.lookup(clipped));
-      if (s.offset.lookup(gradient) != s.offset.lookup(clipped) &&
-          failed(s.kernel(b, op, "pfrt_copy",
-                          {s.slotTensor(b, op, s.slot.lookup(gradient)), out})))
+    return ownCalls(b, op, callee, [&]() -> LogicalResult {
+      FailureOr<Value> squares = orderedSum(b, op, op.getGradients(), op.getGradients());
+      if (failed(squares))
         return failure();
-      Value entry = LLVM::GEPOp::create(b, loc, ptr, s.tensorType, list,
-                                        ArrayRef<LLVM::GEPArg>{int32_t(i)});
-      LLVM::StoreOp::create(b, loc, LLVM::LoadOp::create(b, loc, s.tensorType, out), entry);
-    }
-    if (failed(s.kernel(b, op, "pfrt_clip_to_norm",
-                        {list, s.i32(b, loc, n),
-                         s.f64(b, loc, op.getMaxNorm().convertToDouble()), norm})) ||
-        failed(s.mark(b, op, op, 1)))
-      return failure();
-    callee = "";
-    return success();
+      Value norm = LLVM::SqrtOp::create(b, loc, *squares);
+      if (failed(s.call(b, op, "pfrt_rank_report", {s.index(b, op), s.i32(b, loc, 0), norm})))
+        return failure();
+      // The results' descriptors, consecutive for the kernel.
+      int64_t n = int64_t(op.getGradients().size());
+      Value list = LLVM::AllocaOp::create(b, loc, ptr, s.tensorType,
+                                          s.i64(b, loc, std::max<int64_t>(n, 1)));
+      for (auto [i, gradient, clipped] : llvm::enumerate(op.getGradients(), op.getClipped())) {
+        Value out = s.slotTensor(b, op, s.slot.lookup(clipped));
+        if (failed(s.copyIfApart(b, op, gradient, clipped)))
+          return failure();
+        Value entry = LLVM::GEPOp::create(b, loc, ptr, s.tensorType, list,
+                                          ArrayRef<LLVM::GEPArg>{int32_t(i)});
+        LLVM::StoreOp::create(b, loc, LLVM::LoadOp::create(b, loc, s.tensorType, out), entry);
+      }
+      return s.kernel(b, op, "pfrt_clip_to_norm",
+                      {list, s.i32(b, loc, n), s.f64(b, loc, op.getMaxNorm().convertToDouble()),
+                       norm});
+    });
   }
 };
 
@@ -620,28 +612,25 @@ struct KLClipPattern : OrderedSumPattern<KfacKLClipOp> {
     LoweringState &s = state;
     Location loc = op.getLoc();
     Type ptr = LLVM::LLVMPointerType::get(b.getContext()), f64 = b.getF64Type();
-    if (failed(s.mark(b, op, op, 0)))
-      return failure();
-    FailureOr<Value> total = orderedSum(b, op, op.getUpdates(), op.getGradients());
-    if (failed(total))
-      return failure();
-    Value lrSlot = LLVM::AllocaOp::create(b, loc, ptr, f64, s.i64(b, loc, 1));
-    if (failed(s.call(b, op, "pfrt_rank_step_scalar",
-                      {s.index(b, op), s.constants.string(b, loc, "lr"), lrSlot})))
-      return failure();
-    Value lr = LLVM::LoadOp::create(b, loc, f64, lrSlot);
-    Value nu = emitKLClipFactor(b, loc, lr, *total, op.getKappa().convertToDouble());
-    if (failed(s.call(b, op, "pfrt_rank_report", {s.index(b, op), s.i32(b, loc, 1), nu})))
-      return failure();
-    for (auto [update, clipped] : llvm::zip_equal(op.getUpdates(), op.getClipped()))
-      if (failed(s.kernel(b, op, "pfrt_scale",
-                          {s.slotTensor(b, op, s.slot.lookup(update)), nu,
-                           s.slotTensor(b, op, s.slot.lookup(clipped))})))
+    return ownCalls(b, op, callee, [&]() -> LogicalResult {
+      FailureOr<Value> total = orderedSum(b, op, op.getUpdates(), op.getGradients());
+      if (failed(total))
         return failure();
-    if (failed(s.mark(b, op, op, 1)))
-      return failure();
-    callee = "";
-    return success();
+      Value lrSlot = LLVM::AllocaOp::create(b, loc, ptr, f64, s.i64(b, loc, 1));
+      if (failed(s.call(b, op, "pfrt_rank_step_scalar",
+                        {s.index(b, op), s.constants.string(b, loc, "lr"), lrSlot})))
+        return failure();
+      Value lr = LLVM::LoadOp::create(b, loc, f64, lrSlot);
+      Value nu = emitKLClipFactor(b, loc, lr, *total, op.getKappa().convertToDouble());
+      if (failed(s.call(b, op, "pfrt_rank_report", {s.index(b, op), s.i32(b, loc, 1), nu})))
+        return failure();
+      for (auto [update, clipped] : llvm::zip_equal(op.getUpdates(), op.getClipped()))
+        if (failed(s.kernel(b, op, "pfrt_scale",
+                            {s.slotTensor(b, op, s.slot.lookup(update)), nu,
+                             s.slotTensor(b, op, s.slot.lookup(clipped))})))
+          return failure();
+      return success();
+    });
   }
 };
 

@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <new>
 #include <string>
 #include <unistd.h>
@@ -175,6 +176,8 @@ private:
   NcclCommunicator() = default;
   pfrt_status checkOneGpuPerRank(const Call &call);
   pfrt_status checkAgreement(const Call &call, const pfrt_tensor &t);
+  pfrt_status collective(const Call &call, const pfrt_tensor &inout, const char *what,
+                         const std::function<ncclResult_t()> &launch);
   pfrt_status connect(const Call &call);
   /// The call's context is CUDA, on this communicator's GPU (made current).
   pfrt_status onDevice(const Call &call) const;
@@ -190,7 +193,7 @@ private:
 
   std::unique_ptr<Communicator> control;
   int device = 0;
-  ncclComm_t collective = nullptr;
+  ncclComm_t collectiveComm = nullptr;
   cudaStream_t collectiveStream = nullptr;
   std::vector<Link> sendLinks, recvLinks;    // by peer
   std::vector<std::deque<int64_t>> unissued; // posted receives by peer, in order
@@ -278,7 +281,7 @@ pfrt_status NcclCommunicator::connect(const Call &call) {
   }
   const NcclLibrary &lib = nccl();
   PFRT_TRY(ncclCheck(call, lib.ncclGroupStart(), "ncclGroupStart"));
-  ncclResult_t result = lib.ncclCommInitRank(&collective, n, idAt(0), me);
+  ncclResult_t result = lib.ncclCommInitRank(&collectiveComm, n, idAt(0), me);
   size_t link = 1;
   for (int32_t a = 0; a < n; ++a)
     for (int32_t b = 0; b < n; ++b) {
@@ -319,7 +322,7 @@ NcclCommunicator::~NcclCommunicator() {
       if (l.stream)
         cudaStreamDestroy(l.stream);
     }
-  end(collective);
+  end(collectiveComm);
   if (collectiveStream)
     cudaStreamDestroy(collectiveStream);
   if (contextWork)
@@ -519,18 +522,17 @@ pfrt_status NcclCommunicator::checkAgreement(const Call &call, const pfrt_tensor
   return PFRT_OK;
 }
 
-pfrt_status NcclCommunicator::allReduceSum(const Call &call, const pfrt_tensor &inout) {
+/// A collective on `inout` over the group: the ranks' agreement on it, then
+/// `launch` on the collective stream after the context's work, waited for.
+pfrt_status NcclCommunicator::collective(const Call &call, const pfrt_tensor &inout,
+                                         const char *what,
+                                         const std::function<ncclResult_t()> &launch) {
   PFRT_TRY(onDevice(call));
   PFRT_TRY(checkAgreement(call, inout));
-  int64_t count = Shape::of(inout).numel();
-  if (count == 0)
+  if (Shape::of(inout).numel() == 0)
     return PFRT_OK;
   PFRT_TRY(afterContextWork(call, collectiveStream));
-  PFRT_TRY(
-      ncclCheck(call,
-                nccl().ncclAllReduce(inout.data, inout.data, static_cast<size_t>(count),
-                                     ncclType(inout.dtype), ncclSum, collective, collectiveStream),
-                "ncclAllReduce"));
+  PFRT_TRY(ncclCheck(call, launch(), what));
   Request r;
   PFRT_TRY(recordDone(call, r, collectiveStream));
   pfrt_status status = complete(call, r);
@@ -538,24 +540,19 @@ pfrt_status NcclCommunicator::allReduceSum(const Call &call, const pfrt_tensor &
   return status;
 }
 
+pfrt_status NcclCommunicator::allReduceSum(const Call &call, const pfrt_tensor &inout) {
+  return collective(call, inout, "ncclAllReduce", [&] {
+    return nccl().ncclAllReduce(inout.data, inout.data,
+                                static_cast<size_t>(Shape::of(inout).numel()),
+                                ncclType(inout.dtype), ncclSum, collectiveComm, collectiveStream);
+  });
+}
+
 pfrt_status NcclCommunicator::broadcast(const Call &call, const pfrt_tensor &inout, int32_t root) {
-  PFRT_TRY(onDevice(call));
-  PFRT_TRY(checkAgreement(call, inout));
-  int64_t count = Shape::of(inout).numel();
-  if (count == 0)
-    return PFRT_OK;
-  PFRT_TRY(afterContextWork(call, collectiveStream));
-  PFRT_TRY(
-      ncclCheck(call,
-                nccl().ncclBroadcast(inout.data, inout.data,
-                                     static_cast<size_t>(tensorBytes(inout)), ncclUint8, root,
-                                     collective, collectiveStream),
-                "ncclBroadcast"));
-  Request r;
-  PFRT_TRY(recordDone(call, r, collectiveStream));
-  pfrt_status status = complete(call, r);
-  cudaEventDestroy(r.done);
-  return status;
+  return collective(call, inout, "ncclBroadcast", [&] {
+    return nccl().ncclBroadcast(inout.data, inout.data, static_cast<size_t>(tensorBytes(inout)),
+                                ncclUint8, root, collectiveComm, collectiveStream);
+  });
 }
 
 pfrt_status NcclCommunicator::createGroup(const Call &call, const std::vector<int32_t> &ranks,
