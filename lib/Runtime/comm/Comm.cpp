@@ -318,6 +318,9 @@ pfrt_status pfrt_comm_create_group(pfrt_context *ctx, pfrt_comm *parent,
 }
 
 pfrt_comm::~pfrt_comm() {
+  // The communicator first (it ends the pending transfers), then the buffers
+  // its posted row sends read.
+  impl.reset();
   for (auto &[request, send] : rowsSends) {
     pfrt_free(send.ctx, send.header);
     pfrt_free(send.ctx, send.rows);
