@@ -18,7 +18,7 @@
 //    the operand where the plan put them apart), a broadcast into
 //    pfrt_comm_broadcast on its result's slot, the clippings into pfrt_dot
 //    of each term this rank counts, one exact all-reduce of the terms, their
-//    sum in order, pfrt_rank_report of the figure and pfrt_clip_to_norm /
+//    sum in order, and pfrt_clip_to_norm /
 //    pfrt_scale on the slots; the other ops into the func.call of their
 //    pfrt_rank_abi.def function (constants for the scalars, constant
 //    globals for names, slot lists, rank lists, shapes and orders, the op's
@@ -580,8 +580,6 @@ struct ClipGradientsPattern : OrderedSumPattern<ClipGradientsOp> {
       if (failed(squares))
         return failure();
       Value norm = LLVM::SqrtOp::create(b, loc, *squares);
-      if (failed(s.call(b, op, "pfrt_rank_report", {s.index(b, op), s.i32(b, loc, 0), norm})))
-        return failure();
       // The results' descriptors, consecutive for the kernel.
       int64_t n = int64_t(op.getGradients().size());
       Value list = LLVM::AllocaOp::create(b, loc, ptr, s.tensorType,
@@ -622,8 +620,6 @@ struct KLClipPattern : OrderedSumPattern<KfacKLClipOp> {
         return failure();
       Value lr = LLVM::LoadOp::create(b, loc, f64, lrSlot);
       Value nu = emitKLClipFactor(b, loc, lr, *total, op.getKappa().convertToDouble());
-      if (failed(s.call(b, op, "pfrt_rank_report", {s.index(b, op), s.i32(b, loc, 1), nu})))
-        return failure();
       for (auto [update, clipped] : llvm::zip_equal(op.getUpdates(), op.getClipped()))
         if (failed(s.kernel(b, op, "pfrt_scale",
                             {s.slotTensor(b, op, s.slot.lookup(update)), nu,

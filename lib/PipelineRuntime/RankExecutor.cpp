@@ -97,7 +97,6 @@ struct pfrt_rank_host {
                             std::vector<int64_t> ranks, ValueType type,
                             std::vector<int64_t> inputs, std::vector<int64_t> microbatches,
                             int64_t output) = 0;
-  virtual int32_t report(int64_t op, int32_t what, double value) = 0;
   virtual int32_t stepScalar(int64_t op, const char *name, double *value) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
   virtual int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) = 0;
@@ -127,9 +126,6 @@ int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value
                                                              microbatches + input_count)
                                       : std::vector<int64_t>(),
                          output);
-}
-int32_t pfrt_rank_report(pfrt_rank_host *host, int64_t op, int32_t what, double value) {
-  return host->report(op, what, value);
 }
 int32_t pfrt_rank_step_scalar(pfrt_rank_host *host, int64_t op, const char *name,
                               double *value) {
@@ -216,15 +212,6 @@ public:
                      "pfrt_comm_all_reduce_sum, not a host service");
       return allReducePieces(value, ranks, type, inputs, microbatches, output);
     });
-  }
-  /// The figures the program formed (the trainer prints them).
-  int32_t report(int64_t op, int32_t what, double value) override {
-    currentOp = op;
-    if (what == 0)
-      r.gradientNorm = value;
-    else
-      r.klClipFactor = value;
-    return 0;
   }
   /// The step's scalar input `name` for op `op` (not timed: the op is, by
   /// its marks).
@@ -1574,8 +1561,6 @@ llvm::Error RankRunner::recomputePendingInverses(const Values &graph, int64_t st
 }
 
 llvm::Error RankRunner::runStep(const Values &graph, Values &results, int64_t step) {
-  gradientNorm = std::numeric_limits<double>::quiet_NaN();
-  klClipFactor = std::numeric_limits<double>::quiet_NaN();
   kfacIssues = 0;
   Step run(*this, graph, step);
   if (auto err = run.run())

@@ -154,7 +154,7 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // (both: grad/emb's sum on its lowest member, grad/w0 on its only holder)
 // into its position; one all-reduce of the array on the host's context and
 // communicator of every rank; the sum in order from 0, whose square root is
-// the norm, reported to the host (what 0). Then pfrt_clip_to_norm on the
+// the norm. Then pfrt_clip_to_norm on the
 // list of the results' descriptors.
 // CHECK: llvm.getelementptr %[[SLOTS]][6] :
 // CHECK-NEXT: %[[CLIPPED_EMB_AT:.*]] = arith.constant 1792 : i64
@@ -188,7 +188,6 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK: %[[L1:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f64
 // CHECK-NEXT: %[[S1:.*]] = arith.addf %[[S0]], %[[L1]] : f64
 // CHECK-NEXT: %[[NORM:.*]] = llvm.intr.sqrt(%[[S1]]) : (f64) -> f64
-// CHECK: call @pfrt_rank_report(%[[HOST]], %c5_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %[[NORM]])
 // The results are in their gradients' bytes: no copy.
 // CHECK-NOT: pfrt_copy
 // CHECK: %[[LIST:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
@@ -231,7 +230,7 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // (the broadcast's result, slot 9) with its clipped gradient (slot 7),
 // summed over the ranks like the norm's terms; the step's lr from the host;
 // ν by the single-process formula, min(1, sqrt(κ / (lr² Σ))) where lr² Σ >
-// 0, reported (what 1); the update scaled into its result (slot 10).
+// 0; the update scaled into its result (slot 10).
 // CHECK: llvm.getelementptr %[[SLOTS]][10] :
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c9_i64{{[_0-9]*}}, %c0_i32
 // CHECK: %[[KLTERMS:.*]] = llvm.alloca %{{.*}} x f64
@@ -254,7 +253,6 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-NEXT: %[[CAPPED:.*]] = arith.minimumf %[[ROOTV]], %[[ONE]] : f64
 // CHECK: %[[POSITIVE:.*]] = arith.cmpf ogt, %[[DENOM]]
 // CHECK: %[[NU:.*]] = arith.select %[[POSITIVE]], %[[CAPPED]]
-// CHECK: call @pfrt_rank_report(%[[HOST]], %c9_i64{{[_0-9]*}}, %c1_i32{{[_0-9]*}}, %[[NU]])
 // CHECK: %[[UPD:.*]] = llvm.getelementptr %[[SLOTS]][9]
 // CHECK-NEXT: %[[KLOUT:.*]] = llvm.getelementptr %[[SLOTS]][10]
 // CHECK-NEXT: call @pfrt_scale(%[[CTX]], %[[UPD]], %[[NU]], %[[KLOUT]])
@@ -304,13 +302,13 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-DAG: func.func private @pfrt_dot(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-DAG: func.func private @pfrt_clip_to_norm(!llvm.ptr, !llvm.ptr, i32, f64, f64) -> i32
 // CHECK-DAG: func.func private @pfrt_scale(!llvm.ptr, !llvm.ptr, f64, !llvm.ptr) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_report(!llvm.ptr, i64, i32, f64) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_step_scalar(!llvm.ptr, i64, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-NOT: pfrt_rank_send
 // CHECK-NOT: pfrt_rank_recv
 // CHECK-NOT: pfrt_rank_release
 // CHECK-NOT: pfrt_rank_broadcast
 // CHECK-NOT: pfrt_rank_clip
+// CHECK-NOT: pfrt_rank_report
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(0) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   pf.send_act %act microbatch(0) to(1) tag(0) : tensor<4x16xf32>
@@ -410,7 +408,6 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1-NOT: pfrt_dot
 // RANK1: call @pfrt_comm_all_reduce_sum(%[[HOSTCTX]], %[[WORLD]],
 // RANK1: %[[NORM:.*]] = llvm.intr.sqrt
-// RANK1: call @pfrt_rank_report(%[[HOST]], %c6_i64{{[_0-9]*}}, %c0_i32{{[_0-9]*}}, %[[NORM]])
 // RANK1: %[[LIST:.*]] = llvm.alloca %{{.*}} x !llvm.struct<(ptr, i32, i32, array<8 x i64>)>
 // RANK1-NEXT: llvm.getelementptr %[[SLOTS]][6]
 // RANK1: %[[NCLIP:.*]] = arith.constant 1 : i32
@@ -422,12 +419,11 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1: %[[RECEIVED:.*]] = llvm.getelementptr %[[SLOTS]][7] :
 // RANK1: call @pfrt_comm_broadcast(%{{.*}}, %{{.*}}, %[[RECEIVED]], %c0_i32{{[_0-9]*}})
 // Its KL-clip (op 8) has no updates: it adds zeros to the all-reduce of the
-// inner products and forms and reports the same ν, scaling nothing.
+// inner products and forms the same ν, scaling nothing.
 // RANK1: call @pfrt_rank_mark(%[[HOST]], %c8_i64{{[_0-9]*}}, %c0_i32
 // RANK1-NOT: pfrt_dot
 // RANK1: call @pfrt_comm_all_reduce_sum(%[[HOSTCTX]], %[[WORLD]],
 // RANK1: call @pfrt_rank_step_scalar(
-// RANK1: call @pfrt_rank_report(%[[HOST]], %c8_i64{{[_0-9]*}}, %c1_i32
 // RANK1-NOT: pfrt_scale
 // RANK1: call @pfrt_rank_mark(%[[HOST]], %c8_i64{{[_0-9]*}}, %c1_i32
 // RANK1-NOT: pfrt_rank_step_result(

@@ -101,9 +101,6 @@ public:
   /// member), combined over the micro-batches and, when the program clips,
   /// clipped.
   llvm::Error runStep(const Values &graph, Values &results, int64_t step = 0);
-  /// The global gradient norm of the last step's pf.clip_gradients (before
-  /// clipping); NaN when the program does not clip.
-  double lastGradientNorm() const { return gradientNorm; }
   /// The last step's `kfac/issues` of this rank's precondition calls: K-FAC
   /// inverse refreshes that needed more damping or kept the previous inverse.
   int64_t lastKfacIssues() const { return kfacIssues; }
@@ -152,8 +149,6 @@ public:
   /// gradient-results): 0 when the program does all the step's work on its
   /// values (the bitwise mode's exact sums of pieces are host code).
   int64_t hostStageValueBytes() const { return hostStageValueByteCount; }
-  /// The KL-clip factor ν of the last step's pf.kfac_kl_clip; NaN without one.
-  double lastKlClipFactor() const { return klClipFactor; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
 
 private:
@@ -232,12 +227,10 @@ private:
   std::unique_ptr<CompiledProgram> compiledProgram;
   Options options;
   std::map<std::vector<int32_t>, pfrt_comm *> groups, transferGroups;
-  double gradientNorm = 0;
   /// -1: the loss is on the one rank holding the last stage; else (Chimera)
   /// the rank reporting it after the losses are exchanged.
   int32_t lossReporter = -1;
   int64_t kfacIssues = 0;
-  double klClipFactor = 0;
   std::vector<ExecutedOp> executedOps;
   /// The stage values' arena (planStageValues of each program, the
   /// largest), in the memory the stage functions run on.

@@ -65,10 +65,6 @@ int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op,
                              const int64_t *shape, int64_t input_count,
                              const int64_t *inputs, const int64_t *microbatches,
                              int64_t output);
-/* A figure of the step the program formed: what == 0 the global gradient
- * norm of the clipping, 1 the KL-clip's factor ν (the trainer prints them). */
-int32_t pfrt_rank_report(pfrt_rank_host *host, int64_t op, int32_t what,
-                         double value);
 /* The step's f64 scalar input `name` (the learning rate `lr`). */
 int32_t pfrt_rank_step_scalar(pfrt_rank_host *host, int64_t op,
                               const char *name, double *value);
