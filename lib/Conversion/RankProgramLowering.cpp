@@ -565,7 +565,7 @@ struct OrderedSumPattern : RankCallPattern<OpT> {
 };
 
 /// pf.clip_gradients: the global norm over every rank (the ordered sum of
-/// the squares), reported to the host, then pfrt_clip_to_norm on the
+/// the squares), then pfrt_clip_to_norm on the
 /// results (each a copy of its gradient where the plan put them apart):
 /// pfrt_clip_by_global_norm's rule with the norm given.
 struct ClipGradientsPattern : OrderedSumPattern<ClipGradientsOp> {
@@ -601,7 +601,7 @@ struct ClipGradientsPattern : OrderedSumPattern<ClipGradientsOp> {
 
 /// pf.kfac_kl_clip: ν of the single-process lowering (emitKLClipFactor) from
 /// the ordered sum over every rank of ⟨update, gradient⟩ and the step's
-/// `lr`, reported to the host, each update scaled into its result by
+/// `lr`, each update scaled into its result by
 /// pfrt_scale.
 struct KLClipPattern : OrderedSumPattern<KfacKLClipOp> {
   using OrderedSumPattern::OrderedSumPattern;

@@ -449,12 +449,7 @@ pfrt_status pfrt_comm_isend_rows_cpu(pfrt_context *ctx, pfrt_comm *comm, const p
     if (!allZeroBits(bytes + row * layout.rowBytes, layout.rowBytes))
       indices.push_back(row);
   const int64_t count = int64_t(indices.size());
-  std::vector<char> payload(size_t(count * (int64_t(sizeof(int64_t)) + layout.rowBytes)));
-  std::memcpy(payload.data(), indices.data(), indices.size() * sizeof(int64_t));
-  char *rowsAt = payload.data() + indices.size() * sizeof(int64_t);
-  for (int64_t i = 0; i < count; ++i)
-    std::memcpy(rowsAt + i * layout.rowBytes, bytes + indices[size_t(i)] * layout.rowBytes,
-                size_t(layout.rowBytes));
+  const int64_t payloadBytes = count * (int64_t(sizeof(int64_t)) + layout.rowBytes);
   pfrt_comm::RowsSend send;
   send.ctx = ctx;
   const int64_t header[2] = {count, layout.rowBytes};
@@ -465,9 +460,23 @@ pfrt_status pfrt_comm_isend_rows_cpu(pfrt_context *ctx, pfrt_comm *comm, const p
   };
   pfrt_status status = messageBuffer(call, header, sizeof header, PFRT_I64, send.header,
                                      headerTensor);
-  if (status == PFRT_OK && count > 0)
-    status = messageBuffer(call, payload.data(), int64_t(payload.size()), PFRT_I8, send.rows,
-                           rowsTensor);
+  if (status == PFRT_OK && count > 0) {
+    // The indices, then the rows: packed straight into the message on the
+    // CPU backend, else on the host and copied over.
+    status = messageBuffer(call, nullptr, payloadBytes, PFRT_I8, send.rows, rowsTensor);
+    const bool onHost = ctx->backend == PFRT_BACKEND_CPU;
+    std::vector<char> staging(onHost ? 0 : size_t(payloadBytes));
+    char *payload = onHost ? static_cast<char *>(send.rows) : staging.data();
+    if (status == PFRT_OK) {
+      std::memcpy(payload, indices.data(), indices.size() * sizeof(int64_t));
+      char *rowsAt = payload + indices.size() * sizeof(int64_t);
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(rowsAt + i * layout.rowBytes, bytes + indices[size_t(i)] * layout.rowBytes,
+                    size_t(layout.rowBytes));
+      if (!onHost && pfrt_copy_from_host(ctx, payload, &rowsTensor) != PFRT_OK)
+        status = nestedFailure(call, PFRT_INTERNAL, "filling a message buffer");
+    }
+  }
   int64_t headerRequest = 0;
   if (status == PFRT_OK)
     status = comm->impl->isend(call, headerTensor, peer, tag, headerRequest);
@@ -518,40 +527,42 @@ pfrt_status pfrt_comm_recv_add_rows_cpu(pfrt_context *ctx, pfrt_comm *comm,
                      static_cast<long long>(count), static_cast<long long>(header[1]),
                      comm->impl->rank(), static_cast<long long>(layout.rowBytes),
                      static_cast<long long>(layout.rows));
-  std::vector<char> payload(size_t(count * (int64_t(sizeof(int64_t)) + layout.rowBytes)));
+  // The indices, then the rows: read in the message on the CPU backend,
+  // else from a host copy.
+  const bool onHost = ctx->backend == PFRT_BACKEND_CPU;
+  const int64_t payloadBytes = count * (int64_t(sizeof(int64_t)) + layout.rowBytes);
+  std::vector<char> staging(onHost ? 0 : size_t(payloadBytes));
+  const char *payload = staging.data();
   if (count > 0) {
-    PFRT_TRY(messageBuffer(call, nullptr, int64_t(payload.size()), PFRT_I8, rowsBuffer.p,
-                           rowsTensor));
+    PFRT_TRY(messageBuffer(call, nullptr, payloadBytes, PFRT_I8, rowsBuffer.p, rowsTensor));
     PFRT_TRY(comm->impl->irecv(call, rowsTensor, peer, tag, request));
     PFRT_TRY(comm->impl->wait(call, request));
-    if (pfrt_copy_to_host(ctx, &rowsTensor, payload.data()) != PFRT_OK)
+    if (onHost)
+      payload = static_cast<const char *>(rowsBuffer.p);
+    else if (pfrt_copy_to_host(ctx, &rowsTensor, staging.data()) != PFRT_OK)
       return nestedFailure(call, PFRT_INTERNAL, "reading the rows");
   }
-  std::vector<int64_t> indices(static_cast<size_t>(count));
-  std::memcpy(indices.data(), payload.data(), indices.size() * sizeof(int64_t));
+  const int64_t *indices = reinterpret_cast<const int64_t *>(payload);
   for (int64_t i = 0; i < count; ++i)
-    if (indices[size_t(i)] < 0 || indices[size_t(i)] >= layout.rows ||
-        (i > 0 && indices[size_t(i)] <= indices[size_t(i - 1)]))
+    if (indices[i] < 0 || indices[i] >= layout.rows || (i > 0 && indices[i] <= indices[i - 1]))
       return call.fail(PFRT_INVALID_ARGUMENT, "rank %d sends row index %lld (at %lld), not "
-                       "ascending within [0, %lld)", peer,
-                       static_cast<long long>(indices[size_t(i)]), static_cast<long long>(i),
-                       static_cast<long long>(layout.rows));
-  const char *rows = payload.data() + indices.size() * sizeof(int64_t);
+                       "ascending within [0, %lld)", peer, static_cast<long long>(indices[i]),
+                       static_cast<long long>(i), static_cast<long long>(layout.rows));
+  const char *rows = payload + count * int64_t(sizeof(int64_t));
   // On the CPU backend x and out are host memory; else through host copies.
   std::vector<char> stagedX;
   const char *xBytes = nullptr;
   PFRT_TRY(hostBytes(call, *x, stagedX, xBytes));
-  const bool onHost = ctx->backend == PFRT_BACKEND_CPU;
   std::vector<char> stagedOut(onHost ? 0 : stagedX.size());
   char *outBytes = onHost ? static_cast<char *>(out->data) : stagedOut.data();
   const int64_t rowElements = layout.rowBytes / dtypeSize(x->dtype);
   if (x->dtype == PFRT_F32)
     addRows(reinterpret_cast<const float *>(xBytes), reinterpret_cast<float *>(outBytes),
-            indices.data(), reinterpret_cast<const float *>(rows), count, layout.rows,
+            indices, reinterpret_cast<const float *>(rows), count, layout.rows,
             rowElements);
   else
     addRows(reinterpret_cast<const double *>(xBytes), reinterpret_cast<double *>(outBytes),
-            indices.data(), reinterpret_cast<const double *>(rows), count, layout.rows,
+            indices, reinterpret_cast<const double *>(rows), count, layout.rows,
             rowElements);
   if (!onHost && pfrt_copy_from_host(ctx, outBytes, out) != PFRT_OK)
     return nestedFailure(call, PFRT_INTERNAL, "writing out");
