@@ -405,16 +405,15 @@ struct TransferPattern : RankCallPattern<OpT> {
   }
 };
 
-/// pf.all_reduce: the library's sum of a value is the program's own call;
-/// a sum of pieces (order(microbatch)) and a parameter's the host's, with
-/// the value, the order, the member ranks and the type.
+/// pf.all_reduce: the library's sum of a value is the program's own call; a
+/// parameter summed in place by name (Chimera's K-FAC factors) the host's,
+/// with the name, the member ranks and the type.
 struct AllReducePattern : RankCallPattern<AllReduceOp> {
   using RankCallPattern::RankCallPattern;
   LogicalResult lower(AllReduceOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
                       StringRef &callee) const override {
     LoweringState &s = state;
     Location loc = op.getLoc();
-    // The library's sum of a value: the program's own call on its slot.
     if (isProgramCollective(op))
       return ownCalls(b, op, callee, [&] {
         Value sum = op.getSum();
@@ -424,17 +423,10 @@ struct AllReducePattern : RankCallPattern<AllReduceOp> {
                                         s.slotTensor(b, op, s.slot.lookup(sum))})));
       });
     args.push_back(s.constants.string(b, loc, op.getValue()));
-    args.push_back(s.i32(b, loc, int32_t(op.getOrder())));
     args.push_back(s.i64(b, loc, int64_t(op.getRanks().size())));
     args.push_back(s.constants.i64Array(b, loc, op.getRanks()));
     llvm::append_range(args, s.type(b, loc, op.getType()));
-    // The pieces' slots and the sum's (none and -1: a parameter by name).
-    args.push_back(s.i64(b, loc, int64_t(op.getInputs().size())));
-    args.push_back(s.constants.i64Array(b, loc, s.slotsOf(op.getInputs())));
-    args.push_back(s.constants.i64Array(
-        b, loc, op.getMicrobatches() ? *op.getMicrobatches() : ArrayRef<int64_t>()));
-    args.push_back(s.i64(b, loc, op.getSum() ? s.slot.lookup(op.getSum()) : -1));
-    callee = "pfrt_rank_all_reduce";
+    callee = "pfrt_rank_all_reduce_parameter";
     return success();
   }
 };

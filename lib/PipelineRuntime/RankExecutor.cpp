@@ -93,10 +93,8 @@ struct pfrt_rank_host {
                            int64_t microbatch, int64_t layer, std::vector<int64_t> inputs,
                            std::vector<int64_t> outputs) = 0;
   virtual int32_t mark(int64_t op, int32_t phase) = 0;
-  virtual int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
-                            std::vector<int64_t> ranks, ValueType type,
-                            std::vector<int64_t> inputs, std::vector<int64_t> microbatches,
-                            int64_t output) = 0;
+  virtual int32_t allReduceParameter(int64_t op, const char *name, std::vector<int64_t> ranks,
+                                     ValueType type) = 0;
   virtual int32_t stepScalar(int64_t op, const char *name, double *value) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
   virtual int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) = 0;
@@ -114,18 +112,11 @@ int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
 int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase) {
   return host->mark(op, phase);
 }
-int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op, const char *value, int32_t order,
-                             int64_t count, const int64_t *ranks, int32_t dtype, int64_t rank,
-                             const int64_t *shape, int64_t input_count, const int64_t *inputs,
-                             const int64_t *microbatches, int64_t output) {
-  return host->allReduce(op, value, pf::ReductionOrder(order),
-                         std::vector<int64_t>(ranks, ranks + count),
-                         valueType(dtype, rank, shape),
-                         std::vector<int64_t>(inputs, inputs + input_count),
-                         microbatches ? std::vector<int64_t>(microbatches,
-                                                             microbatches + input_count)
-                                      : std::vector<int64_t>(),
-                         output);
+int32_t pfrt_rank_all_reduce_parameter(pfrt_rank_host *host, int64_t op, const char *name,
+                                       int64_t count, const int64_t *ranks, int32_t dtype,
+                                       int64_t rank, const int64_t *shape) {
+  return host->allReduceParameter(op, name, std::vector<int64_t>(ranks, ranks + count),
+                                  valueType(dtype, rank, shape));
 }
 int32_t pfrt_rank_step_scalar(pfrt_rank_host *host, int64_t op, const char *name,
                               double *value) {
@@ -200,18 +191,10 @@ public:
     }
     return 0;
   }
-  int32_t allReduce(int64_t op, const char *value, pf::ReductionOrder order,
-                    std::vector<int64_t> ranks, ValueType type, std::vector<int64_t> inputs,
-                    std::vector<int64_t> microbatches, int64_t output) override {
-    return execute(op, "pf.all_reduce", [&]() -> llvm::Error {
-      if (inputs.empty())
-        return allReduceParameter(value, ranks, type);
-      // The library's sums of values are the program's own calls.
-      if (order == pf::ReductionOrder::Library)
-        return error("'" + std::string(value) + "' is summed by the library: the program's "
-                     "pfrt_comm_all_reduce_sum, not a host service");
-      return allReducePieces(value, ranks, type, inputs, microbatches, output);
-    });
+  int32_t allReduceParameter(int64_t op, const char *name, std::vector<int64_t> ranks,
+                             ValueType type) override {
+    return execute(op, "pf.all_reduce",
+                   [&]() -> llvm::Error { return sumParameter(name, ranks, type); });
   }
   /// The step's scalar input `name` for op `op` (not timed: the op is, by
   /// its marks).
@@ -629,11 +612,11 @@ private:
   /// value, RankRunner::hostStageValueBytes) or the results read out.
   enum class Reader { Step, Result };
 
-  /// A copy in host memory of the value in `slot`. Every read and write of
-  /// a stage value's contents by host code goes through readSlot and
-  /// writeSlot.
+  /// A copy in host memory of the value in `slot`. Every read of a stage
+  /// value's contents by host code goes through readSlot (the program writes
+  /// them all itself); today only the results read out do.
   llvm::Expected<NpyArray> readSlot(int64_t slot, const ValueType &type,
-                                    const std::string &name, Reader reader = Reader::Step) {
+                                    const std::string &name, Reader reader) {
     auto t = slotTensor(slot, type.dtype, type.shape, name);
     if (!t)
       return t.takeError();
@@ -645,80 +628,12 @@ private:
     return value;
   }
 
-  /// `value` written into the value in `slot`.
-  llvm::Error writeSlot(const NpyArray &value, int64_t slot, const std::string &name) {
-    auto t = slotTensor(slot, value.dtype, value.shape, name);
-    if (!t)
-      return t.takeError();
-    r.hostStageValueByteCount += int64_t(value.data.size());
-    if (pfrt_copy_from_host(r.arenaContext, value.data.data(), *t) != PFRT_OK)
-      return error("writing '" + name + "': " + pfrt_last_error(r.arenaContext));
-    return llvm::Error::success();
-  }
-
-  llvm::Expected<pfrt_comm *> groupOf(llvm::ArrayRef<int64_t> members) {
-    return r.groupOf(members);
-  }
-
-  /// A gradient's pieces (in `inputs`, of `microbatches`) summed over its
-  /// member ranks in order(microbatch) into `output` (the library's sums of
-  /// weighted partial sums are the program's own pfrt_comm_all_reduce_sum):
-  /// two members (the tied word embedding on the first and the last stage,
-  /// Chimera's replicas)
-  /// exchange them asymmetrically and combine them once (exchangeCombined);
-  /// more members all-reduce every micro-batch's value (allReduceStacked).
-  /// Either way each micro-batch's sum is the a + b that runStages forms
-  /// before weighting. The pieces are read into host memory (the bitwise
-  /// mode's exact sums).
-  llvm::Error allReducePieces(const std::string &name, const std::vector<int64_t> &members,
-                              const ValueType &type, const std::vector<int64_t> &inputs,
-                              const std::vector<int64_t> &microbatches, int64_t output) {
-    if (microbatches.size() != inputs.size())
-      return error(llvm::formatv("'{0}': {1} pieces but {2} micro-batches", name, inputs.size(),
-                                 microbatches.size()));
-    auto group = groupOf(members);
-    if (!group)
-      return group.takeError();
-    std::vector<NpyArray> pieces(M);
-    std::vector<bool> absent(M, true);
-    for (auto [slot, m] : llvm::zip_equal(inputs, microbatches)) {
-      if (m < 0 || m >= M || !absent[m])
-        return error(llvm::formatv("'{0}': micro-batch {1} twice or not in [0, {2})", name, m,
-                                   M));
-      auto piece = readSlot(slot, type, name);
-      if (!piece)
-        return piece.takeError();
-      pieces[m] = std::move(*piece);
-      absent[m] = false;
-    }
-    // Chimera: a micro-batch another replica ran contributes nothing. -0.0
-    // is IEEE addition's identity (x + -0 = x for every x, -0 included), so
-    // the sum stays the other member's value bit for bit.
-    for (int64_t m = 0; m < M; ++m)
-      if (absent[m] && !(pieces[m] = negativeZeros(type)).dtype)
-        return error(llvm::formatv("'{0}' has an element type the runtime cannot sum", name));
-    bool isFloat = type.dtype == PFRT_F32 || type.dtype == PFRT_F64;
-    NpyArray sum;
-    if (pfrt_comm_size(*group) == 2 && isFloat) {
-      if (auto err = exchangeCombined(name, pieces, absent, *group, sum))
-        return err;
-    } else {
-      if (auto err = allReduceStacked(name, pieces, *group))
-        return err;
-      auto weighted = combinePieces(name, pieces);
-      if (!weighted)
-        return weighted.takeError();
-      sum = std::move(*weighted);
-    }
-    return writeSlot(sum, output, name);
-  }
-
   /// Chimera's K-FAC factors: each member's copy holds its replica's
   /// curvature of the step (RankRunner::startReplicaFactors); their sum, in
   /// place on every member (a + b = b + a: the same bits on both). A pending
   /// inverse (K-FAC in the bubbles): the rank that computed it hands it over.
-  llvm::Error allReduceParameter(const std::string &name, const std::vector<int64_t> &members,
-                                 const ValueType &type) {
+  llvm::Error sumParameter(const std::string &name, const std::vector<int64_t> &members,
+                           const ValueType &type) {
     const CompiledModel::Parameter *param = program.parameter(name);
     if (!param)
       return error("'" + name + "' is all-reduced by name but is not a parameter");
@@ -728,104 +643,6 @@ private:
                                  param->name, typeText(type.dtype, type.shape),
                                  typeText(param->dtype, param->shape)));
     return r.allReduceParameter(param->name, members);
-  }
-
-  /// Every micro-batch's value summed over the members in one call on the
-  /// stacked values (M × the gradient's bytes; with three or more members
-  /// the library chooses the association).
-  llvm::Error allReduceStacked(const std::string &name, std::vector<NpyArray> &pieces,
-                               pfrt_comm *group) {
-    int64_t elements = pieces[0].numElements();
-    size_t bytes = pieces[0].data.size();
-    NpyArray stacked = zeros(pieces[0].dtype, {M * elements});
-    for (int64_t m = 0; m < M; ++m)
-      std::memcpy(stacked.data.data() + m * bytes, pieces[m].data.data(), bytes);
-    auto t = descriptor(stacked);
-    if (!t)
-      return t.takeError();
-    if (pfrt_comm_all_reduce_sum(r.ctx, group, &*t) != PFRT_OK)
-      return commError("all-reducing '" + name + "'");
-    for (int64_t m = 0; m < M; ++m)
-      std::memcpy(pieces[m].data.data(), stacked.data.data() + m * bytes, bytes);
-    return llvm::Error::success();
-  }
-
-  /// The messages of exchangeCombined, tagged just below pfrt_comm_max_tag
-  /// (the output gather's tag), above every program tag.
-  enum class Exchange : int32_t { Ran = 1, Rows, Combined };
-
-  llvm::Error transfer(pfrt_comm *group, NpyArray &value, Exchange what, bool sending,
-                       const std::string &name) {
-    auto t = descriptor(value);
-    if (!t)
-      return t.takeError();
-    int32_t peer = 1 - pfrt_comm_rank(group);
-    int32_t tag = pfrt_comm_max_tag(group) - int32_t(what);
-    pfrt_status status = sending ? pfrt_comm_send(r.ctx, group, &*t, peer, tag)
-                                 : pfrt_comm_recv(r.ctx, group, &*t, peer, tag);
-    if (status != PFRT_OK)
-      return commError(llvm::formatv("exchanging '{0}' (message {1}) with the other member",
-                                     name, int32_t(what)));
-    return llvm::Error::success();
-  }
-
-  /// The two-member sum of a gradient, combined over the micro-batches
-  /// once. The lower member (group rank 0: stage 0, whose embedding gather
-  /// returns +0.0 outside the rows of micro-batch m's tokens) sends each
-  /// micro-batch's rows that are not all zero bits (pfrt_comm_isend_rows);
-  /// the higher member, the owner (the last stage, holding the decoder's
-  /// dense part), adds them to its own part (pfrt_comm_recv_add_rows: every
-  /// element a_m + b_m, exactly the dense sum), combines the micro-batches
-  /// in micro-batch order (combinePieces) and sends that one tensor back
-  /// (`result` on both). Both then hold the same bits as their step
-  /// gradient, so clipping and both updates agree. A micro-batch the lower
-  /// member did not run (Chimera) is the identity, -0.0: it sends none, and
-  /// says which it ran first. Traffic: the rows of the tokens plus one
-  /// gradient, instead of 2 × M gradients.
-  llvm::Error exchangeCombined(const std::string &name, std::vector<NpyArray> &pieces,
-                               const std::vector<bool> &absent, pfrt_comm *group,
-                               NpyArray &result) {
-    const NpyArray &first = pieces[0];
-    const bool isOwner = pfrt_comm_rank(group) == 1;
-    const int32_t rowsTag = pfrt_comm_max_tag(group) - int32_t(Exchange::Rows);
-    NpyArray ran = zeros(PFRT_I64, {M});
-    int64_t *sent = reinterpret_cast<int64_t *>(ran.data.data());
-    if (!isOwner) {
-      for (int64_t m = 0; m < M; ++m)
-        sent[m] = absent[m] ? 0 : 1;
-      if (auto err = transfer(group, ran, Exchange::Ran, true, name))
-        return err;
-      for (int64_t m = 0; m < M; ++m) {
-        if (absent[m])
-          continue;
-        auto t = descriptor(pieces[m]);
-        if (!t)
-          return t.takeError();
-        int64_t request = 0;
-        if (pfrt_comm_isend_rows(r.ctx, group, &*t, 1, rowsTag, &request) != PFRT_OK ||
-            pfrt_comm_wait(r.ctx, group, request) != PFRT_OK)
-          return commError(llvm::formatv("sending the rows of '{0}' of micro-batch {1}", name,
-                                         m));
-      }
-      result = zeros(first.dtype, first.shape);
-      return transfer(group, result, Exchange::Combined, false, name);
-    }
-    if (auto err = transfer(group, ran, Exchange::Ran, false, name))
-      return err;
-    for (int64_t m = 0; m < M; ++m) {
-      if (!sent[m])
-        continue; // x + -0.0 = x: the owner's piece is the sum
-      auto t = descriptor(pieces[m]);
-      if (!t)
-        return t.takeError();
-      if (pfrt_comm_recv_add_rows(r.ctx, group, &*t, &*t, 0, rowsTag) != PFRT_OK)
-        return commError(llvm::formatv("adding the rows of '{0}' of micro-batch {1}", name, m));
-    }
-    auto sum = combinePieces(name, pieces);
-    if (!sum)
-      return sum.takeError();
-    result = std::move(*sum);
-    return transfer(group, result, Exchange::Combined, true, name);
   }
 
   /// Chimera: the last stage runs on two ranks, each computing the loss of
@@ -854,18 +671,6 @@ private:
       losses[m] = std::move(value);
     }
     return llvm::Error::success();
-  }
-
-  /// A tensor of `type` filled with -0.0 (dtype 0 for a non-float type).
-  static NpyArray negativeZeros(const ValueType &type) {
-    NpyArray a = zeros(type.dtype, type.shape);
-    if (a.dtype == PFRT_F32)
-      std::fill_n(reinterpret_cast<float *>(a.data.data()), a.numElements(), -0.0f);
-    else if (a.dtype == PFRT_F64)
-      std::fill_n(reinterpret_cast<double *>(a.data.data()), a.numElements(), -0.0);
-    else
-      a.dtype = 0;
-    return a;
   }
 
   /// The micro-batches' weights c_m (with M > 1), counted once.

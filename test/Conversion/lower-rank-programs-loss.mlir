@@ -5,11 +5,9 @@
 // partial sum, so no pfrt_copy), on the program's communicator (both ranks),
 // between the host's timeline marks; pf.step_result lowers to
 // pfrt_rank_step_result(host, op, name, microbatch, slot). A gradient's
-// pieces summed in micro-batch order are the host's service
-// pfrt_rank_all_reduce(host, op, value, order, count, ranks, dtype, rank,
-// shape, input count, input slots, micro-batches, output slot); a named
-// all-reduce (a parameter's) passes no inputs (0, null), no micro-batches
-// (null) and output slot -1.
+// partial sum is all-reduced so too; a named all-reduce (a parameter's, in
+// place) is the host's service pfrt_rank_all_reduce_parameter(host, op,
+// name, count, ranks, dtype, rank, shape).
 // RUN: pf-opt %s --pf-lower-rank-programs=program=rank0 | FileCheck %s
 
 func.func private @stage1_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 1 : i64}
@@ -20,9 +18,7 @@ func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "los
 // CHECK-DAG: llvm.mlir.global internal constant @[[W:.*]]("grad/w\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[FACTOR:.*]]("stage1.w.kfac.A\00")
 // CHECK-DAG: llvm.mlir.global internal constant @[[RANKS:.*]](dense<[0, 1]> : tensor<2xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[SLOT1:.*]](dense<1> : tensor<1xi64>)
 // CHECK-DAG: llvm.mlir.global internal constant @[[SLOT2:.*]](dense<2> : tensor<1xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[MICRO0:.*]](dense<0> : tensor<1xi64>)
 // CHECK: func.func @pf_rank0(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %[[COMM:[a-z0-9]+]]: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr) -> i32
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c0_i64{{[_0-9]*}},
 // CHECK: call @pfrt_rank_run_stage(%[[HOST]], %c1_i64{{[_0-9]*}},
@@ -37,33 +33,26 @@ func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "los
 // CHECK-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[SLOT:.*]] = arith.constant 3 : i64
 // CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[LNAME]], %[[STEP]], %[[SLOT]])
-// grad/w's all-reduce (op 5, order(microbatch) = 0) reads its piece (slot
-// 1, of micro-batch 0) into slot 4, which the step_result hands over.
-// CHECK: %[[WOP:.*]] = arith.constant 5 : i64
-// CHECK-NEXT: %[[WNAME:.*]] = llvm.mlir.addressof @[[W]]
-// CHECK-NEXT: %[[MICROBATCH:.*]] = arith.constant 0 : i32
-// CHECK-NEXT: arith.constant 2 : i64
-// CHECK-NEXT: llvm.mlir.addressof @[[RANKS]]
-// CHECK-NEXT: arith.constant 1 : i32
-// CHECK-NEXT: arith.constant 1 : i64
-// CHECK-NEXT: llvm.mlir.addressof
-// CHECK-NEXT: %[[NPIECES:.*]] = arith.constant 1 : i64
-// CHECK-NEXT: %[[PIECES:.*]] = llvm.mlir.addressof @[[SLOT1]]
-// CHECK-NEXT: %[[MICROS:.*]] = llvm.mlir.addressof @[[MICRO0]]
-// CHECK-NEXT: %[[WOUT:.*]] = arith.constant 4 : i64
-// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %[[WOP]], %[[WNAME]], %[[MICROBATCH]], {{.*}}, %[[NPIECES]], %[[PIECES]], %[[MICROS]], %[[WOUT]])
+// grad/w's all-reduce (op 5): the library's sum of slot 4, written over its
+// operand's bytes (no copy), which the step_result hands over.
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c5_i64{{[_0-9]*}}, %c0_i32
+// CHECK-NOT: call @pfrt_copy
+// CHECK: call @pfrt_comm_all_reduce_sum(%[[CTX]], %[[COMM]],
+// CHECK: call @pfrt_rank_mark(%[[HOST]], %c5_i64{{[_0-9]*}}, %c1_i32
 // CHECK: %[[WNAME2:.*]] = llvm.mlir.addressof @[[W]]
 // CHECK-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[WSLOT:.*]] = arith.constant 4 : i64
 // CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[WNAME2]], %[[STEP2]], %[[WSLOT]])
-// The named all-reduce (op 7): no inputs, no micro-batches, no output.
-// CHECK: %[[FNAME:.*]] = llvm.mlir.addressof @[[FACTOR]]
-// CHECK: %[[NONE:.*]] = arith.constant 0 : i64
-// CHECK-NEXT: %[[NOINPUTS:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: %[[NOMICROS:.*]] = llvm.mlir.zero : !llvm.ptr
-// CHECK-NEXT: %[[NOOUT:.*]] = arith.constant -1 : i64
-// CHECK-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %c7_i64{{[_0-9]*}}, %[[FNAME]], {{.*}}, %[[NONE]], %[[NOINPUTS]], %[[NOMICROS]], %[[NOOUT]])
-// CHECK-DAG: func.func private @pfrt_rank_all_reduce(!llvm.ptr, i64, !llvm.ptr, i32, i64, !llvm.ptr, i32, i64, !llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i64) -> i32
+// The named all-reduce (op 7): the parameter's name, members and type.
+// CHECK: %[[FOP:.*]] = arith.constant 7 : i64
+// CHECK-NEXT: %[[FNAME:.*]] = llvm.mlir.addressof @[[FACTOR]]
+// CHECK-NEXT: %[[COUNT:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[MEMBERS:.*]] = llvm.mlir.addressof @[[RANKS]]
+// CHECK-NEXT: %[[DTYPE:.*]] = arith.constant 1 : i32
+// CHECK-NEXT: %[[RANK:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[SHAPE:.*]] = llvm.mlir.addressof
+// CHECK-NEXT: call @pfrt_rank_all_reduce_parameter(%[[HOST]], %[[FOP]], %[[FNAME]], %[[COUNT]], %[[MEMBERS]], %[[DTYPE]], %[[RANK]], %[[SHAPE]])
+// CHECK-DAG: func.func private @pfrt_rank_all_reduce_parameter(!llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
 // CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64, i64) -> i32
 pf.rank_program @rank0 rank(0) ranks(2) stages([1]) microbatches(2) {
   %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> tensor<f32>
@@ -71,7 +60,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([1]) microbatches(2) {
   %partial = pf.run_stage accumulate @stage1_accumulate_replica0_single(%loss) microbatch(0) : (tensor<f32>) -> tensor<f32>
   %sum = pf.all_reduce "loss_sum"(%partial : tensor<f32>) ranks([0, 1]) order(library) : tensor<f32> -> tensor<f32>
   pf.step_result "loss" %sum : tensor<f32>
-  %w = pf.all_reduce "grad/w"(%piece : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  %w = pf.all_reduce "grad/w"(%piece : tensor<4xf32>) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
   pf.step_result "grad/w" %w : tensor<4xf32>
   pf.all_reduce "stage1.w.kfac.A" ranks([0, 1]) : tensor<4x4xf32>
 }

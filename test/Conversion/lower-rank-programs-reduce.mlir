@@ -119,23 +119,24 @@ pf.rank_program @rank2 rank(2) ranks(3) stages([0]) microbatches(2) {
   pf.step_result "grad/emb" %emb : tensor<100x16xf32>
 }
 
-// A piece read after its accumulate call (here by an all-reduce of the
-// pieces, order(microbatch)) keeps its bytes: the running sum (slot 3) lies
-// past it (512 + 6400). The all-reduce passes the piece's slot (2), its
-// micro-batch (1) and the sum's slot (4).
-// RANK1-DAG: llvm.mlir.global internal constant @[[PIECE:__pf_rank_i64_[0-9]+]](dense<2> : tensor<1xi64>)
-// RANK1-DAG: llvm.mlir.global internal constant @[[MICRO1:__pf_rank_i64_[0-9]+]](dense<1> : tensor<1xi64>)
-// RANK1: func.func @pf_rank1(%[[HOST:[a-z0-9]+]]: !llvm.ptr,
+// A piece read after its accumulate call (here by an all-reduce) keeps its
+// bytes: the running sum (slot 3) lies past it (512 + 6400). The all-reduce
+// of the piece (slot 2) sums it where it is: its result (slot 4) takes the
+// piece's bytes, no pfrt_copy, on the group of ranks 0 and 1 (%groups[0]).
+// RANK1: func.func @pf_rank1(%[[HOST:[a-z0-9]+]]: !llvm.ptr, %[[CTX:[a-z0-9]+]]: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %[[SLOTS:[a-z0-9]+]]: !llvm.ptr, %{{[a-z0-9]+}}: !llvm.ptr, %[[GROUPS:[a-z0-9]+]]: !llvm.ptr,
 // RANK1: llvm.getelementptr %{{.*}}[2] :
 // RANK1-NEXT: arith.constant 512 : i64
 // RANK1: llvm.getelementptr %{{.*}}[3] :
 // RANK1-NEXT: arith.constant 6912 : i64
 // RANK1: call @pfrt_rank_run_stage(
-// RANK1: %[[NPIECES:.*]] = arith.constant 1 : i64
-// RANK1-NEXT: %[[PIECES:.*]] = llvm.mlir.addressof @[[PIECE]]
-// RANK1-NEXT: %[[MICROS:.*]] = llvm.mlir.addressof @[[MICRO1]]
-// RANK1-NEXT: %[[SUM:.*]] = arith.constant 4 : i64
-// RANK1-NEXT: call @pfrt_rank_all_reduce(%[[HOST]], %c3_i64{{[_0-9]*}}, %{{.*}}, %c0_i32{{[_0-9]*}}, {{.*}}, %[[NPIECES]], %[[PIECES]], %[[MICROS]], %[[SUM]])
+// RANK1: llvm.getelementptr %{{.*}}[4] :
+// RANK1-NEXT: arith.constant 512 : i64
+// RANK1: call @pfrt_rank_mark(%[[HOST]], %c3_i64{{[_0-9]*}}, %c0_i32
+// RANK1-NOT: call @pfrt_copy
+// RANK1: %[[GROUP:.*]] = llvm.getelementptr %[[GROUPS]][0]
+// RANK1-NEXT: %[[COMM:.*]] = llvm.load %[[GROUP]]
+// RANK1-NEXT: %[[SUM:.*]] = llvm.getelementptr %[[SLOTS]][4]
+// RANK1-NEXT: call @pfrt_comm_all_reduce_sum(%[[CTX]], %[[COMM]], %[[SUM]])
 // RANK1: %[[STEPNAME:.*]] = llvm.mlir.addressof
 // RANK1-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // RANK1-NEXT: %[[REPORTED:.*]] = arith.constant 4 : i64
@@ -144,6 +145,6 @@ pf.rank_program @rank1 rank(1) ranks(3) stages([0]) microbatches(2) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   %grad = pf.run_stage backward @stage0_backward(%saved) microbatch(1) : (tensor<4x16xf32>) -> tensor<100x16xf32>
   %first = pf.run_stage accumulate @stage0_accumulate_first(%grad) microbatch(1) in_place([0]) : (tensor<100x16xf32>) -> tensor<100x16xf32>
-  %emb = pf.all_reduce "grad/emb"(%grad : tensor<100x16xf32>) microbatches([1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+  %emb = pf.all_reduce "grad/emb"(%grad : tensor<100x16xf32>) ranks([0, 1]) order(library) : tensor<100x16xf32> -> tensor<100x16xf32>
   pf.step_result "grad/emb" %emb : tensor<100x16xf32>
 }

@@ -51,20 +51,14 @@ int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
  * runs itself (a blocking transfer, a posted send, the wait for a posted
  * recv): the host's measured timeline. */
 int32_t pfrt_rank_mark(pfrt_rank_host *host, int64_t op, int32_t phase);
-/* The sum of `value` over `count` member ranks; `order` is pf's
- * ReductionOrder. A gradient: the `input_count` values in `inputs` (slots),
- * this member's pieces of the micro-batches `microbatches`, added per
- * micro-batch over the members and weighted in micro-batch order as one
- * process does (order 0), into the slot `output`. A parameter (Chimera's
- * K-FAC factors) is summed in place by name: no inputs, `microbatches`
- * null, `output` -1. (The library's sum of a partial sum, order 1, is the
- * program's own pfrt_comm_all_reduce_sum on the slot.) */
-int32_t pfrt_rank_all_reduce(pfrt_rank_host *host, int64_t op,
-                             const char *value, int32_t order, int64_t count,
-                             const int64_t *ranks, int32_t dtype, int64_t rank,
-                             const int64_t *shape, int64_t input_count,
-                             const int64_t *inputs, const int64_t *microbatches,
-                             int64_t output);
+/* The parameter `name` (Chimera's K-FAC factors, of the type (dtype, rank,
+ * shape)) summed in place over the `count` member ranks `ranks`, or a
+ * pending inverse handed over. (The sums of values, a gradient's or the
+ * loss's partial sums, are the program's own pfrt_comm_all_reduce_sum.) */
+int32_t pfrt_rank_all_reduce_parameter(pfrt_rank_host *host, int64_t op,
+                                       const char *name, int64_t count,
+                                       const int64_t *ranks, int32_t dtype,
+                                       int64_t rank, const int64_t *shape);
 /* The step's f64 scalar input `name` (the learning rate `lr`). */
 int32_t pfrt_rank_step_scalar(pfrt_rank_host *host, int64_t op,
                               const char *name, double *value);

@@ -180,6 +180,8 @@ struct BuildRankProgramsPass
     if (failed(reductions))
       return failure();
     buildAccumulateFunctions(*reductions);
+    if (failed(planExactSums(*reductions)))
+      return failure();
     emitPrograms(*events, *reductions);
     if (!missingValue.empty())
       return fail() << "a call or send needs " << missingValue
@@ -1000,9 +1002,11 @@ struct BuildRankProgramsPass
       // step gradient is then a value of its program.
       std::map<std::string, Value> summedGradients;
       for (const auto &[name, entry] : tied)
-        if (!entry.sameRank && llvm::is_contained(entry.ranks, rank))
+        if (!entry.sameRank && llvm::is_contained(entry.ranks, rank) &&
+            !isSummedExactly(name, entry))
           if (Value sum = emitGradientSum(body, loc, name, entry))
             summedGradients[name] = sum;
+      emitExactSums(body, loc, rank, summedGradients);
       std::map<std::string, Value> gradients = rankStepGradients(summedGradients);
       // A gradient summed over ranks is counted (clipping, KL-clip) and
       // reported by its lowest member.
@@ -1372,7 +1376,7 @@ struct BuildRankProgramsPass
     llvm::sort(members);
     Value partial = sum->second;
     Value loss = AllReduceOp::create(body, loc, partial.getType(), kLossSumName,
-                                     ValueRange{partial}, DenseI64ArrayAttr(), members,
+                                     ValueRange{partial}, members,
                                      ReductionOrder::Library,
                                      cast<RankedTensorType>(partial.getType()))
                      .getSum();
@@ -1397,10 +1401,8 @@ struct BuildRankProgramsPass
   ///   accumulate calls): the root's pf.broadcast of its sum, which the
   ///   other member receives;
   /// - order(library): `%sum = pf.all_reduce "grad/<p>"(%partial)` of this
-  ///   rank's weighted sum over the micro-batches it ran;
-  /// - order(microbatch): `pf.all_reduce` of this rank's pieces, each
-  ///   micro-batch's added over the members, then weighted in micro-batch
-  ///   order as one process does.
+  ///   rank's weighted sum over the micro-batches it ran.
+  /// (The bitwise mode's sums of pieces: emitExactSums.)
   Value emitGradientSum(OpBuilder &body, Location loc, const std::string &name,
                         const TiedGradient &entry) {
     int64_t rank = cast<RankProgramOp>(body.getBlock()->getParentOp()).getRankValue();
@@ -1420,31 +1422,164 @@ struct BuildRankProgramsPass
                                  entry.ranks, entry.type)
           .getResult();
     }
-    if (reductionOrder(name) == ReductionOrder::Library) {
-      Value partial = partialGradient(name);
-      if (!partial) {
-        noteMissing(gradientSumName(name), -1);
-        return Value();
-      }
-      return AllReduceOp::create(body, loc, type, name, ValueRange{partial},
-                                 DenseI64ArrayAttr(), entry.ranks, ReductionOrder::Library,
-                                 entry.type)
-          .getSum();
-    }
-    SmallVector<Value> pieces;
-    SmallVector<int64_t> held;
-    for (int64_t m = 0; m < int64_t(microbatches); ++m)
-      if (auto piece = stageValues.find({m, name}); piece != stageValues.end()) {
-        pieces.push_back(piece->second);
-        held.push_back(m);
-      }
-    if (pieces.empty()) {
-      noteMissing(name, 0);
+    Value partial = partialGradient(name);
+    if (!partial) {
+      noteMissing(gradientSumName(name), -1);
       return Value();
     }
-    return AllReduceOp::create(body, loc, type, name, pieces, body.getDenseI64ArrayAttr(held),
-                               entry.ranks, ReductionOrder::Microbatch, entry.type)
+    return AllReduceOp::create(body, loc, type, name, ValueRange{partial},
+                               entry.ranks, ReductionOrder::Library, entry.type)
         .getSum();
+  }
+
+  /// The bitwise mode's step-end sums of gradients whose pieces two ranks
+  /// return (Chimera's replicas and tied embedding; a tied gradient kept to
+  /// the step end with tied-per-microbatch=false): formed by one member, the
+  /// owner (the higher), as one process forms them, from the program's own
+  /// ops. Per micro-batch in order, the micro-batch's sum comes to the
+  /// owner (both hold a piece: the other's rows, pf.reduce_microbatch, a + b
+  /// bit for bit; only the other: its piece, pf.send_act / pf.recv_act; only
+  /// the owner: its piece), which weights it by an accumulate call (term,
+  /// running sum, mean: `stage<s>_accumulate_exact<k>*`); then pf.broadcast
+  /// hands the sum to the other member. Gradients with the same members,
+  /// stage and holders share the calls.
+  struct ExactSum {
+    SmallVector<int64_t> ranks;
+    int64_t stage = -1;
+    /// Per micro-batch: bit 0, the lower member returns a piece; bit 1, the owner.
+    SmallVector<uint8_t> holders;
+    SmallVector<NamedValue> grads;
+    int64_t id = 0;
+  };
+  std::vector<ExactSum> exactSums;
+  /// The index of each exactly summed gradient among them (its send tags).
+  std::map<std::string, int64_t> exactSumIndex;
+
+  bool isSummedExactly(const std::string &name, const TiedGradient &entry) const {
+    return StringRef(name).starts_with(kGradientPrefix) && !entry.perMicrobatch &&
+           !entry.sameRank && reductionOrder(name) == ReductionOrder::Microbatch;
+  }
+
+  LogicalResult planExactSums(const std::map<std::string, TiedGradient> &tied) {
+    std::map<std::tuple<SmallVector<int64_t>, int64_t, SmallVector<uint8_t>>, ExactSum> groups;
+    for (const auto &[name, entry] : tied) {
+      if (!isSummedExactly(name, entry) || entry.ranks.size() < 2)
+        continue;
+      if (entry.ranks.size() != 2 || !isa<FloatType>(entry.type.getElementType()))
+        return fail() << "deterministic=true sums a gradient exactly over two ranks and of a "
+                         "float type; '"
+                      << name << "' is " << entry.type << " over " << entry.ranks.size()
+                      << " ranks";
+      const int64_t lower = entry.ranks[0], owner = entry.ranks[1];
+      SmallVector<uint8_t> holders(size_t(microbatches), 0);
+      int64_t stage = -1;
+      for (auto [s, functions] : llvm::enumerate(stages)) {
+        if (!llvm::any_of(namedResults(functions.gradientReturner(), "grad/"),
+                          [&](const NamedValue &grad) { return grad.name == name; }))
+          continue;
+        if (llvm::is_contained(ranksOfStage(int(s)), owner))
+          stage = int64_t(s);
+        for (int64_t m = 0; m < int64_t(microbatches); ++m) {
+          int64_t rank = rankOf(int(s), int(m));
+          holders[size_t(m)] |= rank == lower ? 1 : rank == owner ? 2 : 0;
+        }
+      }
+      if (stage < 0 || llvm::is_contained(holders, 0))
+        return fail() << "'" << name << "': a micro-batch's piece is returned by neither of "
+                      << "ranks " << lower << " and " << owner;
+      ExactSum &group = groups[{entry.ranks, stage, holders}];
+      group.ranks = entry.ranks;
+      group.stage = stage;
+      group.holders = holders;
+      group.grads.push_back({name, entry.type});
+    }
+    for (auto &[key, group] : groups) {
+      group.id = int64_t(exactSums.size());
+      for (const NamedValue &grad : group.grads)
+        exactSumIndex[grad.name] = int64_t(exactSumIndex.size());
+      exactSums.push_back(std::move(group));
+    }
+    // Tags above every activation's (chunk < stages), below the rows' tags.
+    int64_t last = exactSumTag(int64_t(exactSumIndex.size()), 0);
+    if (!exactSumIndex.empty() && last > kReduceRowsTag)
+      return fail() << "deterministic=true needs send tags up to " << last
+                    << " for the gradients' pieces, above the " << kReduceRowsTag
+                    << " a rank program has";
+    return success();
+  }
+
+  int64_t exactSumTag(int64_t index, int64_t m) const {
+    return int64_t(stages.size() * nameIndex.size()) * int64_t(microbatches) +
+           index * int64_t(microbatches) + m;
+  }
+
+  void emitExactSums(OpBuilder &body, Location loc, int64_t rank,
+                     std::map<std::string, Value> &sums) {
+    const int64_t n = int64_t(microbatches);
+    for (const ExactSum &group : exactSums) {
+      if (!llvm::is_contained(group.ranks, rank))
+        continue;
+      const int64_t lower = group.ranks[0], owner = group.ranks[1];
+      for (int64_t m = 0; m < n; ++m) {
+        const uint8_t held = group.holders[size_t(m)];
+        for (const NamedValue &grad : group.grads) {
+          auto type = cast<RankedTensorType>(grad.type);
+          std::pair<int64_t, std::string> key{m, grad.name};
+          auto piece = stageValues.find(key);
+          bool mine = (rank == lower && (held & 1)) || (rank == owner && (held & 2));
+          if (mine && piece == stageValues.end())
+            return noteMissing(grad.name, m);
+          if (held == 3) {
+            Type sumType = rank == owner ? Type(type) : Type();
+            auto reduce = ReduceMicrobatchOp::create(body, loc, sumType, grad.name, piece->second,
+                                                     uint64_t(m), uint64_t(owner), group.ranks,
+                                                     type);
+            if (reduce.getSum())
+              piece->second = reduce.getSum();
+          } else if (held == 1 && rank == lower) {
+            SendActOp::create(body, loc, piece->second, uint64_t(m), uint64_t(owner),
+                              uint64_t(exactSumTag(exactSumIndex.at(grad.name), m)));
+          } else if (held == 1) {
+            stageValues[key] =
+                RecvActOp::create(body, loc, type, uint64_t(m), uint64_t(lower),
+                                  uint64_t(exactSumTag(exactSumIndex.at(grad.name), m)));
+          }
+        }
+        if (rank == owner && n > 1)
+          emitCall(body, loc, StageTaskKind::Accumulate, exactAccumulateFunction(group, m),
+                   body.getI64IntegerAttr(m), IntegerAttr());
+      }
+      for (const NamedValue &grad : group.grads) {
+        Value sum;
+        if (rank == owner) {
+          auto found = n > 1 ? stageValues.find({-1, sumName(grad.name)})
+                             : stageValues.find({0, grad.name});
+          if (found == stageValues.end())
+            return noteMissing(n > 1 ? sumName(grad.name) : grad.name, n > 1 ? -1 : 0);
+          sum = found->second;
+        }
+        sums[grad.name] = BroadcastOp::create(body, loc, grad.type, grad.name, sum,
+                                              uint64_t(owner), group.ranks,
+                                              cast<RankedTensorType>(grad.type))
+                              .getResult();
+      }
+    }
+  }
+
+  /// The accumulate function of an exact sum's call of micro-batch m.
+  std::map<std::pair<int64_t, Position>, func::FuncOp> exactFunctions;
+  func::FuncOp exactAccumulateFunction(const ExactSum &group, int64_t m) {
+    const int64_t n = int64_t(microbatches);
+    Position position = m == 0 ? Position::First : m + 1 == n ? Position::Last : Position::Middle;
+    func::FuncOp &function = exactFunctions[{group.id, position}];
+    if (!function) {
+      static const char *suffix[] = {"_first", "", "_last"};
+      function = buildAccumulate(group.stage,
+                                 "stage" + std::to_string(group.stage) + "_accumulate_exact" +
+                                     std::to_string(group.id) + suffix[int(position)],
+                                 group.grads, position);
+    }
+    return function;
   }
 
   /// The rank's gradients of the step, by name: each running sum no call

@@ -19,8 +19,8 @@ func.func private @stage0_update(tensor<2x2xf32> {pf.name = "grad/w0"}, tensor<2
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g:2 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2x2xf32>, tensor<2x2xf32>)
-  %s0 = pf.all_reduce "grad/w0"(%g#0 : tensor<2x2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
-  %s1 = pf.all_reduce "grad/w1"(%g#1 : tensor<2x2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s0 = pf.all_reduce "grad/w0"(%g#0 : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s1 = pf.all_reduce "grad/w1"(%g#1 : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   %c:2 = pf.clip_gradients(%s0, %s1 : tensor<2x2xf32>, tensor<2x2xf32>) names(["grad/w0", "grad/w1"]) counted([true, true]) max_norm(1.0) order(["grad/w0", "grad/w1"]) -> tensor<2x2xf32>, tensor<2x2xf32>
   %p0 = pf.run_stage precondition @stage0_kfac_precondition_0(%c#0) layer(0) : (tensor<2x2xf32>) -> tensor<2x2xf32>
   %u0 = pf.broadcast "grad/w0"(%p0 : tensor<2x2xf32>) root(0) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
@@ -31,8 +31,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g:2 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> (tensor<2x2xf32>, tensor<2x2xf32>)
-  %s0 = pf.all_reduce "grad/w0"(%g#0 : tensor<2x2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
-  %s1 = pf.all_reduce "grad/w1"(%g#1 : tensor<2x2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s0 = pf.all_reduce "grad/w0"(%g#0 : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s1 = pf.all_reduce "grad/w1"(%g#1 : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   %c:2 = pf.clip_gradients(%s0, %s1 : tensor<2x2xf32>, tensor<2x2xf32>) names(["grad/w0", "grad/w1"]) counted([false, false]) max_norm(1.0) order(["grad/w0", "grad/w1"]) -> tensor<2x2xf32>, tensor<2x2xf32>
   %p1 = pf.run_stage precondition @stage0_kfac_precondition_1(%c#1) layer(1) : (tensor<2x2xf32>) -> tensor<2x2xf32>
   %u0 = pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
@@ -65,7 +65,7 @@ func.func private @stage0_kfac_precondition_0(tensor<2x2xf32> {pf.name = "grad/w
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2x2xf32>
-  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   %p = pf.run_stage precondition @stage0_kfac_precondition_0(%s) layer(0) : (tensor<2x2xf32>) -> tensor<2x2xf32>
   // expected-error@+1 {{rank 0, op 4: broadcast of 'grad/w0' from rank 0 over ranks array<i64: 0, 1> : 'tensor<2x2xf32>' has no counterpart of the same root, ranks and type on rank 1}}
   %u = pf.broadcast "grad/w0"(%p : tensor<2x2xf32>) root(0) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
@@ -73,7 +73,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2x2xf32>
-  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   // expected-error@+2 {{rank 1, op 3: broadcast of 'grad/w0' from rank 1 over ranks array<i64: 0, 1> : 'tensor<2x2xf32>' has no counterpart of the same root, ranks and type on rank 0}}
   // expected-error@+1 {{rank 1, op 3: broadcast of 'grad/w0' from rank 1 over ranks array<i64: 0, 1>: no step-end call on the root computes it before the broadcast}}
   %u = pf.broadcast "grad/w0"(%s : tensor<2x2xf32>) root(1) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
@@ -88,14 +88,14 @@ func.func private @stage0_kfac_precondition_0(tensor<2x2xf32> {pf.name = "grad/w
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2x2xf32>
-  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   %p = pf.run_stage precondition @stage0_kfac_precondition_0(%s) layer(0) : (tensor<2x2xf32>) -> tensor<2x2xf32>
   %u = pf.broadcast "grad/w0"(%p : tensor<2x2xf32>) root(0) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2x2xf32>
-  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   %p = pf.run_stage precondition @stage0_kfac_precondition_0(%s) layer(0) : (tensor<2x2xf32>) -> tensor<2x2xf32>
   // expected-error@+1 {{rank 1, op 4: broadcast of 'grad/w0' from rank 0 over ranks array<i64: 0, 1>: this rank computes it too (op 3), but takes the root's}}
   %u = pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
@@ -110,7 +110,7 @@ func.func private @stage0_kfac_precondition_0(tensor<2x2xf32> {pf.name = "grad/w
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2x2xf32>
-  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   %p = pf.run_stage precondition @stage0_kfac_precondition_0(%s) layer(0) : (tensor<2x2xf32>) -> tensor<2x2xf32>
   %k = pf.kfac_kl_clip updates(%p : tensor<2x2xf32>) gradients(%s : tensor<2x2xf32>) names(["grad/w0"]) counted([true]) kappa(1.0e-03) order(["grad/w0"]) -> tensor<2x2xf32>
   // expected-error@+1 {{rank 0, op 5: broadcast of 'grad/w0' from rank 0 over ranks array<i64: 0, 1> comes after kfac_kl_clip (op 4), which needs every preconditioned gradient}}
@@ -119,7 +119,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2x2xf32>
-  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s = pf.all_reduce "grad/w0"(%g : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   pf.kfac_kl_clip updates() gradients() names([]) counted([]) kappa(1.0e-03) order(["grad/w0"])
   // expected-error@+1 {{rank 1, op 4: broadcast of 'grad/w0' from rank 0 over ranks array<i64: 0, 1> comes after kfac_kl_clip (op 3), which needs every preconditioned gradient}}
   %u = pf.broadcast "grad/w0" root(0) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
@@ -135,8 +135,8 @@ func.func private @stage0_kfac_precondition_1(tensor<2x2xf32> {pf.name = "grad/w
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g:2 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> (tensor<2x2xf32>, tensor<2x2xf32>)
-  %s0 = pf.all_reduce "grad/w0"(%g#0 : tensor<2x2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
-  %s1 = pf.all_reduce "grad/w1"(%g#1 : tensor<2x2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s0 = pf.all_reduce "grad/w0"(%g#0 : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s1 = pf.all_reduce "grad/w1"(%g#1 : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   %p0 = pf.run_stage precondition @stage0_kfac_precondition_0(%s0) layer(0) : (tensor<2x2xf32>) -> tensor<2x2xf32>
   // expected-error@+1 {{rank 0, op 5: deadlock: no rank can progress}}
   %u0 = pf.broadcast "grad/w0"(%p0 : tensor<2x2xf32>) root(0) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
@@ -145,8 +145,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g:2 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> (tensor<2x2xf32>, tensor<2x2xf32>)
-  %s0 = pf.all_reduce "grad/w0"(%g#0 : tensor<2x2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
-  %s1 = pf.all_reduce "grad/w1"(%g#1 : tensor<2x2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s0 = pf.all_reduce "grad/w0"(%g#0 : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
+  %s1 = pf.all_reduce "grad/w1"(%g#1 : tensor<2x2xf32>) ranks([0, 1]) order(library) : tensor<2x2xf32> -> tensor<2x2xf32>
   %p1 = pf.run_stage precondition @stage0_kfac_precondition_1(%s1) layer(1) : (tensor<2x2xf32>) -> tensor<2x2xf32>
   // expected-note@+1 {{rank 1 is blocked here (op 5)}}
   %u1 = pf.broadcast "grad/w1"(%p1 : tensor<2x2xf32>) root(1) ranks([0, 1]) : tensor<2x2xf32> -> tensor<2x2xf32>

@@ -273,7 +273,7 @@ func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) a
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
   // expected-error@+1 {{'pf.all_reduce' op needs at least two ranks, got array<i64: 0>}}
-  %s = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) microbatches([0]) ranks([0]) : tensor<4xf32> -> tensor<4xf32>
+  %s = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) ranks([0]) order(library) : tensor<4xf32> -> tensor<4xf32>
 }
 
 // -----
@@ -292,14 +292,6 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   // expected-error@+1 {{'pf.all_reduce' op sums 'grad/w' by name, but gradients and the loss are summed as values of the program (operands in, the sum out)}}
   pf.all_reduce "grad/w" ranks([0, 1]) : tensor<4x4xf32>
-}
-
-// -----
-
-// A named parameter has no operands, so no micro-batches to name.
-pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  // expected-error@+1 {{'pf.all_reduce' op microbatches name the operands' micro-batches, but it has none}}
-  pf.all_reduce "w.kfac.A" microbatches([0, 1]) ranks([0, 1]) : tensor<4x4xf32>
 }
 
 // -----
@@ -334,8 +326,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 func.func private @stage0_forward() -> (tensor<f32> {pf.name = "loss"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   %loss = pf.run_stage forward @stage0_forward() microbatch(0) : () -> tensor<f32>
-  // expected-error@+1 {{'pf.all_reduce' op sums 'loss_sum' as the library adds it: order(library)}}
-  %sum = pf.all_reduce "loss_sum"(%loss : tensor<f32>) microbatches([0]) ranks([0, 1]) : tensor<f32> -> tensor<f32>
+  // expected-error@+1 {{'pf.all_reduce' op sums a value as the library adds it, order(library); a gradient's pieces are summed in one process's order by pf-build-rank-programs (reduces, sends, accumulate calls and a broadcast), not by pf.all_reduce}}
+  %sum = pf.all_reduce "loss_sum"(%loss : tensor<f32>) ranks([0, 1]) : tensor<f32> -> tensor<f32>
 }
 
 // -----
@@ -369,42 +361,14 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 
 // -----
 
-func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
-pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
-  // expected-error@+1 {{'pf.all_reduce' op order(library) sums a partial sum, which has no micro-batch}}
-  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
-}
-
-// -----
-
-// order(microbatch) (the default) names each operand's micro-batch.
+// The pieces of a gradient are not summed by pf.all_reduce (the bitwise
+// mode forms one process's sum from reduces, sends and accumulate calls).
 func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
   %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
-  // expected-error@+1 {{'pf.all_reduce' op order(microbatch) names each operand's micro-batch (microbatches), got 1 for 2 operands}}
-  %s = pf.all_reduce "grad/w"(%g0, %g1 : tensor<4xf32>, tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
-}
-
-// -----
-
-func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
-pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
-  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
-  // expected-error@+1 {{'pf.all_reduce' op microbatches must increase within [0, 2), got array<i64: 1, 0>}}
-  %s = pf.all_reduce "grad/w"(%g1, %g0 : tensor<4xf32>, tensor<4xf32>) microbatches([1, 0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
-}
-
-// -----
-
-func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
-pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
-  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
-  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
-  // expected-error@+1 {{'pf.all_reduce' op operand #0 is a value of micro-batch 1, but microbatches names 0}}
-  %s = pf.all_reduce "grad/w"(%g1, %g0 : tensor<4xf32>, tensor<4xf32>) microbatches([0, 1]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  // expected-error@+1 {{'pf.all_reduce' op sums a value as the library adds it, order(library)}}
+  %s = pf.all_reduce "grad/w"(%g0, %g1 : tensor<4xf32>, tensor<4xf32>) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
 }
 
 // -----

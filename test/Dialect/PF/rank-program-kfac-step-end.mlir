@@ -111,7 +111,7 @@ func.func private @stage0_precondition(tensor<4x4xf32> {pf.name = "grad/w"}) -> 
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4x4xf32>
-  %s = pf.all_reduce "grad/w"(%g : tensor<4x4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4x4xf32> -> tensor<4x4xf32>
+  %s = pf.all_reduce "grad/w"(%g : tensor<4x4xf32>) ranks([0, 1]) order(library) : tensor<4x4xf32> -> tensor<4x4xf32>
   %c = pf.clip_gradients(%s : tensor<4x4xf32>) names(["grad/w"]) counted([true]) max_norm(1.0) order(["grad/w"]) -> tensor<4x4xf32>
   %p = pf.run_stage precondition @stage0_precondition(%c) : (tensor<4x4xf32>) -> tensor<4x4xf32>
   %u = pf.kfac_kl_clip updates(%p : tensor<4x4xf32>) gradients(%c : tensor<4x4xf32>) names(["grad/w"]) counted([true]) kappa(1.0e-3) order(["grad/w"]) -> tensor<4x4xf32>
@@ -119,7 +119,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4x4xf32>
-  %s = pf.all_reduce "grad/w"(%g : tensor<4x4xf32>) microbatches([1]) ranks([0, 1]) : tensor<4x4xf32> -> tensor<4x4xf32>
+  %s = pf.all_reduce "grad/w"(%g : tensor<4x4xf32>) ranks([0, 1]) order(library) : tensor<4x4xf32> -> tensor<4x4xf32>
   %c = pf.clip_gradients(%s : tensor<4x4xf32>) names(["grad/w"]) counted([false]) max_norm(1.0) order(["grad/w"]) -> tensor<4x4xf32>
   %p = pf.run_stage precondition @stage0_precondition(%c) : (tensor<4x4xf32>) -> tensor<4x4xf32>
   // expected-error@+1 {{rank 1, op 5: pf.kfac_kl_clip takes 'grad/w' on ranks [0, 1] but more than one counts it (exactly one rank counts each gradient)}}

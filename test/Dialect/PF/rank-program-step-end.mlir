@@ -119,14 +119,14 @@ func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) att
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
-  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
   // expected-error@+1 {{rank 0, op 3: pf.clip_gradients takes 'grad/w' on ranks [0, 1] but none counts it (exactly one rank counts each gradient)}}
   %c = pf.clip_gradients(%s : tensor<4xf32>) names(["grad/w"]) counted([false]) max_norm(1.0) order(["grad/w"]) -> tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
-  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) microbatches([1]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
   %c = pf.clip_gradients(%s : tensor<4xf32>) names(["grad/w"]) counted([false]) max_norm(1.0) order(["grad/w"]) -> tensor<4xf32>
 }
 
@@ -139,13 +139,13 @@ func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/w"}) att
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
-  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
   %c = pf.clip_gradients(%s : tensor<4xf32>) names(["grad/w"]) counted([true]) max_norm(1.0) order(["grad/w"]) -> tensor<4xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<4xf32>
-  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) microbatches([1]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
+  %s = pf.all_reduce "grad/w"(%g : tensor<4xf32>) ranks([0, 1]) order(library) : tensor<4xf32> -> tensor<4xf32>
   // expected-error@+1 {{rank 1, op 3: pf.clip_gradients takes 'grad/w' on ranks [0, 1] but more than one counts it (exactly one rank counts each gradient)}}
   %c = pf.clip_gradients(%s : tensor<4xf32>) names(["grad/w"]) counted([true]) max_norm(1.0) order(["grad/w"]) -> tensor<4xf32>
 }

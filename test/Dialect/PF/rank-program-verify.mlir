@@ -344,32 +344,13 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
 
 // -----
 
-// An all_reduce that one member never runs. (It sums the rank's pieces,
-// operands, into the step's gradient, which the rank's step_result reports.)
+// An all_reduce that one member never runs. (It sums the rank's partial
+// sum, an operand, into the step's gradient, which the rank's step_result
+// reports.)
 func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
 func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
 func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
 func.func private @stage1_backward() attributes {pf.stage = 1 : i64}
-pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
-  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
-  %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
-  // expected-error@+1 {{rank 0, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 1}}
-  %e = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
-  pf.step_result "grad/emb" %e : tensor<4xf32>
-}
-pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
-  pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
-  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
-}
-
-// -----
-
-// The members of an all_reduce disagree on its order: one would send its
-// weighted partial sum, the other every micro-batch's piece.
-func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
-func.func private @stage0_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 0 : i64}
-func.func private @stage1_forward() attributes {pf.stage = 1 : i64}
-func.func private @stage1_backward() -> (tensor<4xf32> {pf.name = "grad/emb"}) attributes {pf.stage = 1 : i64}
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<4xf32>
@@ -379,31 +360,7 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(1) {
   pf.run_stage forward @stage1_forward() microbatch(0) : () -> ()
-  %g = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4xf32>
-  // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/emb' over ranks array<i64: 0, 1> : 'tensor<4xf32>' has no counterpart of the same ranks, order and type on rank 0}}
-  %e = pf.all_reduce "grad/emb"(%g : tensor<4xf32>) microbatches([0]) ranks([0, 1]) : tensor<4xf32> -> tensor<4xf32>
-}
-
-// -----
-
-// The members' pieces of an order(microbatch) sum hold every micro-batch
-// between them: rank 0 ran micro-batches 0 and 2 but sums only 0's piece.
-func.func private @stage0_forward() attributes {pf.stage = 0 : i64}
-func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}) attributes {pf.stage = 0 : i64}
-pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(3) {
-  pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
-  %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
-  pf.run_stage forward @stage0_forward() microbatch(2) : () -> ()
-  %g2 = pf.run_stage backward @stage0_backward() microbatch(2) : () -> tensor<2xf32>
-  // expected-error@+1 {{rank 0, op 4: all_reduce of 'grad/w' over ranks array<i64: 0, 1>: no member sums a piece of micro-batch 2}}
-  %s = pf.all_reduce "grad/w"(%g0 : tensor<2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
-  pf.step_result "grad/w" %s : tensor<2xf32>
-}
-pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(3) {
-  pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
-  %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2xf32>
-  // expected-error@+1 {{rank 1, op 2: all_reduce of 'grad/w' over ranks array<i64: 0, 1>: no member sums a piece of micro-batch 2}}
-  %s = pf.all_reduce "grad/w"(%g1 : tensor<2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
+  pf.run_stage backward @stage1_backward() microbatch(0) : () -> ()
 }
 
 // -----
@@ -507,13 +464,13 @@ func.func private @stage0_backward() -> (tensor<2xf32> {pf.name = "grad/w"}) att
 pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(0) : () -> ()
   %g0 = pf.run_stage backward @stage0_backward() microbatch(0) : () -> tensor<2xf32>
-  %s = pf.all_reduce "grad/w"(%g0 : tensor<2xf32>) microbatches([0]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
+  %s = pf.all_reduce "grad/w"(%g0 : tensor<2xf32>) ranks([0, 1]) order(library) : tensor<2xf32> -> tensor<2xf32>
   pf.step_result "grad/w" %s : tensor<2xf32>
 }
 pf.rank_program @rank1 rank(1) ranks(2) stages([0]) microbatches(2) {
   pf.run_stage forward @stage0_forward() microbatch(1) : () -> ()
   %g1 = pf.run_stage backward @stage0_backward() microbatch(1) : () -> tensor<2xf32>
-  %s = pf.all_reduce "grad/w"(%g1 : tensor<2xf32>) microbatches([1]) ranks([0, 1]) : tensor<2xf32> -> tensor<2xf32>
+  %s = pf.all_reduce "grad/w"(%g1 : tensor<2xf32>) ranks([0, 1]) order(library) : tensor<2xf32> -> tensor<2xf32>
   // expected-error@+1 {{rank 1, op 3: step_result 'grad/w' is reported a second time (rank 0, op 3 reports it)}}
   pf.step_result "grad/w" %s : tensor<2xf32>
 }

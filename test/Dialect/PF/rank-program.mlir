@@ -11,11 +11,11 @@
 // (input_ids) are not. The gradients leave as the step's (pf.step_result
 // without a micro-batch): rank 0 sums its own grad/w0 by accumulate calls
 // (the running sum grad_sum/w0); the tied grad/emb, which both ranks return,
-// is summed by an all_reduce whose operands are the rank's pieces, one per
-// micro-batch it names (microbatches), and whose result is the step's sum
-// on both ranks; only the lowest member (rank 0) reports it, since over all
-// ranks each gradient leaves at most once. The loss still leaves per
-// micro-batch.
+// goes per micro-batch to rank 1 (pf.reduce_microbatch: the root's result is
+// the micro-batch's sum; a real program weights those by accumulate calls,
+// left out here) and comes back by pf.broadcast, the step's sum on both
+// ranks; only the lowest member (rank 0) reports it, since over all ranks
+// each gradient leaves at most once. The loss still leaves per micro-batch.
 
 func.func private @stage0_forward(tensor<4x8xi64> {pf.name = "input_ids"})
     -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"})
@@ -48,7 +48,9 @@ func.func private @stage0_update() attributes {pf.stage = 0 : i64}
 // CHECK-NEXT: %[[G1:.*]] = pf.recv_act microbatch(1) from(1) tag(3) : tensor<4x16xf32>
 // CHECK-NEXT: %[[W1:.*]]:2 = pf.run_stage backward @stage0_backward(%[[F1]]#1, %[[G1]]) microbatch(1) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<100x16xf32>)
 // CHECK-NEXT: %[[S1:.*]] = pf.run_stage accumulate @stage0_accumulate_last(%[[W1]]#0, %[[S0]]) microbatch(1) : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
-// CHECK-NEXT: %[[E:.*]] = pf.all_reduce "grad/emb"(%[[W0]]#1, %[[W1]]#1 : tensor<100x16xf32>, tensor<100x16xf32>) microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: pf.reduce_microbatch "grad/emb"(%[[W0]]#1 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: pf.reduce_microbatch "grad/emb"(%[[W1]]#1 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>
+// CHECK-NEXT: %[[E:.*]] = pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/emb" %[[E]] : tensor<100x16xf32>
 // CHECK-NEXT: pf.step_result "grad/w0" %[[S1]] : tensor<16x16xf32>
 // CHECK-NEXT: pf.run_stage update @stage0_update() : () -> ()
@@ -73,8 +75,11 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
   // The running sum of the previous call continues (a value of micro-batch 0).
   %sum1 = pf.run_stage accumulate @stage0_accumulate_last(%w1, %sum0) microbatch(1)
       : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
-  %emb = pf.all_reduce "grad/emb"(%emb0, %emb1 : tensor<100x16xf32>, tensor<100x16xf32>)
-      microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+  pf.reduce_microbatch "grad/emb"(%emb0 : tensor<100x16xf32>) microbatch(0) root(1)
+      ranks([0, 1]) : tensor<100x16xf32>
+  pf.reduce_microbatch "grad/emb"(%emb1 : tensor<100x16xf32>) microbatch(1) root(1)
+      ranks([0, 1]) : tensor<100x16xf32>
+  %emb = pf.broadcast "grad/emb" root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
   pf.step_result "grad/emb" %emb : tensor<100x16xf32>
   pf.step_result "grad/w0" %sum1 : tensor<16x16xf32>
   pf.run_stage update @stage0_update() : () -> ()
@@ -91,7 +96,9 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: pf.send_act %[[B1]]#0 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
 // CHECK-NEXT: pf.step_result "loss" %[[S0]]#1 microbatch(0) : tensor<f32>
 // CHECK-NEXT: pf.step_result "loss" %[[S1]]#1 microbatch(1) : tensor<f32>
-// CHECK-NEXT: %{{.*}} = pf.all_reduce "grad/emb"(%[[B0]]#1, %[[B1]]#1 : tensor<100x16xf32>, tensor<100x16xf32>) microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %[[R0:.*]] = pf.reduce_microbatch "grad/emb"(%[[B0]]#1 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %[[R1:.*]] = pf.reduce_microbatch "grad/emb"(%[[B1]]#1 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// CHECK-NEXT: %{{.*}} = pf.broadcast "grad/emb"(%[[R1]] : tensor<100x16xf32>) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
 // CHECK-NEXT: }
 pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   %act0 = pf.recv_act microbatch(0) from(0) tag(0) : tensor<4x16xf32>
@@ -108,6 +115,10 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   pf.send_act %grad1 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
   pf.step_result "loss" %loss0 microbatch(0) : tensor<f32>
   pf.step_result "loss" %loss1 microbatch(1) : tensor<f32>
-  %emb = pf.all_reduce "grad/emb"(%emb0, %emb1 : tensor<100x16xf32>, tensor<100x16xf32>)
-      microbatches([0, 1]) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+  %sum0 = pf.reduce_microbatch "grad/emb"(%emb0 : tensor<100x16xf32>) microbatch(0) root(1)
+      ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+  %sum1 = pf.reduce_microbatch "grad/emb"(%emb1 : tensor<100x16xf32>) microbatch(1) root(1)
+      ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+  %emb = pf.broadcast "grad/emb"(%sum1 : tensor<100x16xf32>) root(1) ranks([0, 1])
+      : tensor<100x16xf32> -> tensor<100x16xf32>
 }

@@ -401,15 +401,17 @@ def PFBuildRankPrograms : Pass<"pf-build-rank-programs", "::mlir::ModuleOp"> {
            "not chimera or dualpipe (the V schedules hold both stages on one rank, which "
            "sums the pieces itself): the first stage's rank hands each micro-batch's piece to the last "
            "stage's rank (pf.reduce_microbatch), which accumulates the sum and broadcasts "
-           "the step's gradient back; false: both keep every piece to one step-end "
-           "pf.all_reduce (default: true)">,
+           "the step's gradient back; false: both keep every piece to the step's end, "
+           "summed then (default: true)">,
     Option<"deterministic", "deterministic", "bool", /*default=*/"false",
-           "The step-end pf.all_reduce of a gradient several ranks return (chimera's and "
-           "dualpipe's replicas, a tied embedding without pf.reduce_microbatch) adds every "
-           "micro-batch's pieces in micro-batch order, bit for bit one process's sum "
-           "(order(microbatch)); false: each member's weighted partial sum, added by the "
-           "communication library's all-reduce (order(library): one gradient's bytes instead "
-           "of every piece, the association the library's) (default: false)">,
+           "A gradient two ranks return pieces of (chimera's and dualpipe's replicas, a "
+           "tied embedding without pf.reduce_microbatch) is summed at the step's end bit "
+           "for bit as one process sums it: each micro-batch's sum goes to the higher "
+           "member (pf.reduce_microbatch of the other's rows, or its piece by "
+           "pf.send_act), which weights them in micro-batch order by accumulate calls and "
+           "broadcasts the result; false: each member's weighted partial sum, added by the "
+           "communication library's all-reduce (pf.all_reduce order(library): one "
+           "gradient's bytes, the association the library's) (default: false)">,
     Option<"gradientResults", "gradient-results", "bool", /*default=*/"true",
            "Hand each gradient of the step, as the update takes it (summed, clipped, "
            "preconditioned), to the host by pf.step_result: what pf-run --run-ranks writes; "

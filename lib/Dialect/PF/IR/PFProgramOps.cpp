@@ -456,8 +456,6 @@ LogicalResult AllReduceOp::verify() {
     if (getOrder() == ReductionOrder::Library)
       return emitOpError("order(library) sums an operand (a partial sum), not the named '")
              << getValue() << "'";
-    if (getMicrobatches())
-      return emitOpError("microbatches name the operands' micro-batches, but it has none");
     return verifyMembers(*this);
   }
   if (getValue() != kLossSumName && !getValue().starts_with(kGradientPrefix))
@@ -471,33 +469,14 @@ LogicalResult AllReduceOp::verify() {
   if (getSum().getType() != getType())
     return emitOpError("result is ") << getType() << " (the op's type), got "
                                      << getSum().getType();
-  if (getOrder() == ReductionOrder::Library) {
-    if (getInputs().size() != 1)
-      return emitOpError("order(library) sums one partial sum per member, got ")
-             << getInputs().size() << " operands";
-    if (getMicrobatches())
-      return emitOpError("order(library) sums a partial sum, which has no micro-batch");
-    return verifyMembers(*this);
-  }
-  // order(microbatch): each operand is the piece of the micro-batch named.
-  if (getValue() == kLossSumName)
-    return emitOpError("sums '") << kLossSumName << "' as the library adds it: order(library)";
-  if (!getMicrobatches() || getMicrobatches()->size() != getInputs().size())
-    return emitOpError("order(microbatch) names each operand's micro-batch (microbatches), got ")
-           << (getMicrobatches() ? int64_t(getMicrobatches()->size()) : 0) << " for "
+  if (getOrder() != ReductionOrder::Library)
+    return emitOpError("sums a value as the library adds it, order(library); a gradient's "
+                       "pieces are summed in one process's order by pf-build-rank-programs "
+                       "(reduces, sends, accumulate calls and a broadcast), not by "
+                       "pf.all_reduce");
+  if (getInputs().size() != 1)
+    return emitOpError("order(library) sums one partial sum per member, got ")
            << getInputs().size() << " operands";
-  auto program = (*this)->getParentOfType<RankProgramOp>();
-  int64_t previous = -1;
-  for (auto [i, m] : llvm::enumerate(*getMicrobatches())) {
-    if (m <= previous || m >= program.getNumMicrobatches())
-      return emitOpError("microbatches must increase within [0, ")
-             << program.getNumMicrobatches() << "), got " << getMicrobatchesAttr();
-    previous = m;
-    std::optional<int64_t> from = microbatchOfStageValue(getInputs()[i]);
-    if (from && *from != m)
-      return emitOpError("operand #") << i << " is a value of micro-batch " << *from
-                                      << ", but microbatches names " << m;
-  }
   return verifyMembers(*this);
 }
 
@@ -897,28 +876,8 @@ private:
   /// Every member of an all_reduce runs one of the same value, ranks, order
   /// and type.
   LogicalResult checkAllReduces() {
-    return checkMembers<AllReduceOp>(
-        "ranks, order and type",
-        [&](AllReduceOp reduce, Position at) { return checkPiecesCovered(reduce, at); });
-  }
-
-  /// The members of an order(microbatch) sum of pieces hold every
-  /// micro-batch between them (Chimera's replicas half each).
-  bool checkPiecesCovered(AllReduceOp reduce, Position at) {
-    if (!reduce.getMicrobatches())
-      return true;
-    std::set<int64_t> held;
-    for (int64_t member : reduce.getRanks())
-      for (Operation *op : programs[member].ops)
-        if (auto peer = dyn_cast<AllReduceOp>(op);
-            peer && peer.getValue() == reduce.getValue() && peer.getMicrobatches())
-          held.insert(peer.getMicrobatches()->begin(), peer.getMicrobatches()->end());
-    for (int64_t m = 0; m < numMicrobatches; ++m)
-      if (!held.count(m)) {
-        error(at) << describe(reduce) << ": no member sums a piece of micro-batch " << m;
-        return false;
-      }
-    return true;
+    return checkMembers<AllReduceOp>("ranks, order and type",
+                                     [](AllReduceOp, Position) { return true; });
   }
 
   /// Every member of a broadcast runs one of the same value, root, ranks and
@@ -932,7 +891,7 @@ private:
   }
 
   bool checkBroadcastSource(BroadcastOp broadcast, Position at) {
-    std::optional<size_t> computedAt, reducedAt, clipAt;
+    std::optional<size_t> computedAt, reducedAt, summedAt, clipAt;
     for (size_t i = 0; i < at.index; ++i) {
       Operation *op = programs[at.rank].ops[i];
       if (auto run = dyn_cast<RunStageOp>(op);
@@ -941,6 +900,16 @@ private:
       if (auto reduce = dyn_cast<ReduceMicrobatchOp>(op);
           reduce && reduce.getValue() == broadcast.getValue())
         reducedAt = i;
+      // The bitwise mode's exact sum (pf-build-rank-programs): the root's
+      // accumulate calls' running sum, or with one micro-batch the piece it
+      // received.
+      if (auto run = dyn_cast<RunStageOp>(op);
+          run && run.getMicrobatch() && run.getKind() == StageTaskKind::Accumulate &&
+          returns(run, runningSumName(broadcast.getValue())))
+        summedAt = i;
+      if (auto recv = dyn_cast<RecvActOp>(op);
+          recv && stageValueName(recv.getValue()) == broadcast.getValue())
+        summedAt = i;
       if (isa<ClipGradientsOp>(op) && !clipAt)
         clipAt = i;
     }
@@ -952,10 +921,10 @@ private:
       return false;
     }
     bool isRoot = int64_t(broadcast.getRoot()) == at.rank;
-    if (isRoot && !computedAt && !reducedAt) {
+    if (isRoot && !computedAt && !reducedAt && !summedAt) {
       error(at) << describe(broadcast)
                 << ": no step-end call on the root computes it before the broadcast (nor "
-                   "does a pf.reduce_microbatch sum it there)";
+                   "do its accumulate calls or a pf.reduce_microbatch sum it there)";
       return false;
     }
     if (!isRoot && computedAt) {
@@ -1067,6 +1036,11 @@ private:
       };
       std::map<std::string, Accumulation> accumulations;
       for (auto [index, op] : llvm::enumerate(program.ops)) {
+        // A piece the other member sent (the bitwise mode's exact sums)
+        // is this rank's to accumulate.
+        if (auto recv = dyn_cast<RecvActOp>(op))
+          if (StringRef name = stageValueName(recv.getValue()); isPiece(name))
+            returned.insert({name.str(), int64_t(recv.getMicrobatch())});
         auto run = dyn_cast<RunStageOp>(op);
         if (!run || !run.getMicrobatch())
           continue;

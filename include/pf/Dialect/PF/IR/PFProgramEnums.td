@@ -23,9 +23,11 @@ def PF_StageTaskKind : I32EnumAttr<"StageTaskKind", "the work a pf.run_stage doe
 
 def PF_ReductionOrder : I32EnumAttr<"ReductionOrder",
     "how a pf.all_reduce of a gradient adds the members' values", [
-    // The members' pieces of every micro-batch, summed per micro-batch and
-    // weighted in micro-batch order: one process's sum bit for bit
-    // (pf-build-rank-programs{deterministic=true}).
+    // One process's sum bit for bit: a parameter summed in place by name
+    // (Chimera's K-FAC factors, a + b on both members). For a gradient,
+    // pf-build-rank-programs{deterministic=true} forms it so from its
+    // pieces (per micro-batch to one member, weighted there in micro-batch
+    // order) with other ops, not with pf.all_reduce.
     I32EnumAttrCase<"Microbatch", 0, "microbatch">,
     // Each member's count-weighted partial sum over the micro-batches it ran,
     // added by the communication library's all-reduce (MPI_Allreduce,

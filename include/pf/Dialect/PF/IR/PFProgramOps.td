@@ -160,51 +160,46 @@ def PF_AllReduceOp : PF_RankProgramBodyOp<"all_reduce"> {
     embedding), for the replicas of Chimera and for the loss of a last stage
     that two ranks run.
 
-    A gradient or the loss is summed as values of the program: `inputs` in,
-    `sum` out. `order` says how the sum is formed:
-    - `library`: one input, this member's partial sum (a gradient's
-      count-weighted sum over the micro-batches it ran, Σ c_m·x_m / Σ c over
-      the step's micro-batches; the loss's `loss_sum`), added by the
-      communication library in the association it picks.
-    - `microbatch` (the default; `pf-build-rank-programs{deterministic=true}`):
-      the inputs are this member's pieces of the micro-batches in
-      `microbatches` (one each, increasing); the members' pieces of every
-      micro-batch are added, then weighted in micro-batch order, bit for bit
-      the sum of one process. Together the members hold every micro-batch.
-    The lowest member reports a summed gradient.
+    A gradient or the loss is summed as a value of the program: one input,
+    this member's partial sum (a gradient's count-weighted sum over the
+    micro-batches it ran, Σ c_m·x_m / Σ c over the step's micro-batches; the
+    loss's `loss_sum`), added by the communication library in the
+    association it picks: `order(library)`. (The bitwise mode,
+    `pf-build-rank-programs{deterministic=true}`, sums a gradient's pieces
+    as one process does with pf.reduce_microbatch, pf.send_act/pf.recv_act,
+    accumulate calls on one member and pf.broadcast instead.) The lowest
+    member reports a summed gradient.
 
-    A named value (no inputs, no result) is a parameter summed in place
-    (Chimera's K-FAC factors; the member that does not run micro-batch 0 of
-    the stage starts each due factor update from zero, so the sum holds every
-    micro-batch's curvature once), or a pending inverse handed over.
+    A named value (no inputs, no result, `order(microbatch)`, the default)
+    is a parameter summed in place (Chimera's K-FAC factors; the member that
+    does not run micro-batch 0 of the stage starts each due factor update
+    from zero, so the sum holds every micro-batch's curvature once), or a
+    pending inverse handed over.
 
     ```mlir
     %w = pf.all_reduce "grad/w"(%s : tensor<16x16xf32>) ranks([0, 1]) order(library)
         : tensor<16x16xf32> -> tensor<16x16xf32>
-    %e = pf.all_reduce "grad/emb"(%p0, %p1 : tensor<64x16xf32>, tensor<64x16xf32>)
-        microbatches([0, 1]) ranks([0, 1]) : tensor<64x16xf32> -> tensor<64x16xf32>
     %loss = pf.all_reduce "loss_sum"(%partial : tensor<f32>) ranks([0, 1]) order(library)
         : tensor<f32> -> tensor<f32>
     pf.all_reduce "stage1.w.kfac.A" ranks([0, 1]) : tensor<16x16xf32>
     ```
   }];
   let arguments = (ins StrAttr:$value, Variadic<AnyRankedTensor>:$inputs,
-                   OptionalAttr<DenseI64ArrayAttr>:$microbatches,
                    DenseI64ArrayAttr:$ranks,
                    DefaultValuedAttr<PF_ReductionOrder,
                                      "::mlir::pf::ReductionOrder::Microbatch">:$order,
                    TypeAttrOf<AnyRankedTensor>:$type);
   let results = (outs Optional<AnyRankedTensor>:$sum);
   let assemblyFormat = [{
-    $value (`(` $inputs^ `:` type($inputs) `)`)? (`microbatches` `(` $microbatches^ `)`)?
+    $value (`(` $inputs^ `:` type($inputs) `)`)?
     `ranks` `(` $ranks `)` (`order` `(` $order^ `)`)? attr-dict `:` $type (`->` type($sum)^)?
   }];
   let builders = [
     // A named value (no operand, no result).
     OpBuilder<(ins "::llvm::StringRef":$value, "::llvm::ArrayRef<int64_t>":$ranks,
                    "::mlir::pf::ReductionOrder":$order, "::mlir::RankedTensorType":$type), [{
-      build($_builder, $_state, ::mlir::Type(), value, ::mlir::ValueRange(),
-            ::mlir::DenseI64ArrayAttr(), ranks, order, type);
+      build($_builder, $_state, ::mlir::Type(), value, ::mlir::ValueRange(), ranks, order,
+            type);
     }]>
   ];
   let hasVerifier = 1;
