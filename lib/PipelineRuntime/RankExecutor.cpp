@@ -135,17 +135,16 @@ namespace {
 
 } // namespace
 
-/// The state of one run of the program: its slots' descriptors, the
-/// micro-batches' losses the host weights (bitwise mode, two last-stage
-/// ranks) and what the program hands over (pf.step_result).
+/// The state of one run of the program: its slots' descriptors and what the
+/// program hands over (pf.step_result).
 class RankRunner::Step : public pfrt_rank_host {
 public:
   Step(RankRunner &runner, const Values &graph, int64_t step)
       : r(runner), program(*runner.compiledProgram), graph(graph), stepIndex(step),
-        M(runner.microbatches()), losses(M) {}
+        M(runner.microbatches()) {}
 
   /// Runs the step's lowered program (each op calls back into the services
-  /// below), then completes the transfers and combines the micro-batches.
+  /// below).
   llvm::Error run() {
     mlir::Operation *programOp = r.programForStep(stepIndex);
     if (auto err = r.startReplicaFactors(graph, programOp))
@@ -166,7 +165,7 @@ public:
       return error(llvm::formatv("the rank program's call after op {0} failed: {1} ({2})",
                                  currentOp, pfrt_last_error(transferContext()),
                                  pfrt_status_string(status)));
-    return combine();
+    return llvm::Error::success();
   }
 
   // pfrt_rank_host: each service runs one op of the program.
@@ -264,10 +263,8 @@ private:
   /// into the runner's arena) by the slot the lowering gave each value.
   std::vector<pfrt_tensor> descriptors;
   double markStart = 0;
-  std::vector<NpyArray> losses;
-  /// After combine(): the loss over the whole step; each gradient of the
-  /// step (pf.step_result).
-  bool isCombined = false;
+  /// The loss over the whole step and each gradient of the step the program
+  /// hands over (pf.step_result).
   NpyArray loss;
   Values combined;
   int64_t currentOp = 0;
@@ -561,37 +558,34 @@ private:
     return &descriptors[size_t(slot)];
   }
 
-  /// pf.step_result: the loss or a gradient in `slot`, read into host
-  /// memory for the caller: the step's (microbatch -1), or one
-  /// micro-batch's loss, which combine() weights.
+  /// pf.step_result: the step's loss or a gradient in `slot`, read into
+  /// host memory for the caller. The program weights the micro-batches'
+  /// losses itself (accumulate calls), so a micro-batch's loss is no result.
   llvm::Error takeStepResult(llvm::StringRef name, int64_t m, int64_t slot) {
     if (name.starts_with(pf::kGradientPrefix))
       return takeGradient(name.str(), m, slot);
     if (name != pf::kLossName)
       return error("'" + name + "' is not a result of the step (the loss and grad/* are)");
-    if (isCombined)
-      return error("'loss' is reported after the step's values were combined");
-    if (m >= M)
-      return error(llvm::formatv("the loss of micro-batch {0}, but the step has {1}", m, M));
+    if (m >= 0)
+      return error(llvm::formatv("the loss of micro-batch {0} is reported, but the loss leaves "
+                                 "as the step's (pf-build-rank-programs weights the "
+                                 "micro-batches' losses in the program)",
+                                 m));
     auto t = slotTensor(slot, PFRT_F32, {}, name);
     if (!t)
       return t.takeError();
-    NpyArray &result = m < 0 ? loss : losses[size_t(m)];
-    if (!result.data.empty())
-      return error(m < 0 ? std::string("the step's loss is reported twice")
-                         : llvm::formatv("the loss of micro-batch {0} is reported twice", m).str());
+    if (!loss.data.empty())
+      return error("the step's loss is reported twice");
     auto value = readSlot(slot, ValueType{PFRT_F32, {}}, name.str(), Reader::Result);
     if (!value)
       return value.takeError();
-    result = std::move(*value);
+    loss = std::move(*value);
     return llvm::Error::success();
   }
 
   /// The rank's gradient of the step (into `combined`), copied out of the
   /// program's slot.
   llvm::Error takeGradient(const std::string &name, int64_t m, int64_t slot) {
-    if (isCombined)
-      return error("'" + name + "' is reported after the step's gradients were combined");
     if (m >= 0)
       return error(llvm::formatv("'{0}' is reported for micro-batch {1}, but a gradient leaves "
                                  "as the step's",
@@ -645,34 +639,6 @@ private:
     return r.allReduceParameter(param->name, members);
   }
 
-  /// Chimera: the last stage runs on two ranks, each computing the loss of
-  /// its pipe's micro-batches. Every rank contributes its losses (others
-  /// -0.0, the identity) to one all-reduce, so each holds every micro-batch's
-  /// loss bit for bit.
-  llvm::Error gatherLosses() {
-    NpyArray all = zeros(PFRT_F32, {M});
-    float *slot = reinterpret_cast<float *>(all.data.data());
-    for (int64_t m = 0; m < M; ++m) {
-      slot[m] = -0.0f;
-      if (!losses[m].data.empty()) {
-        if (losses[m].dtype != PFRT_F32 || losses[m].numElements() != 1)
-          return error("the loss of micro-batch " + std::to_string(m) + " is not an f32 scalar");
-        std::memcpy(&slot[m], losses[m].data.data(), sizeof(float));
-      }
-    }
-    auto t = descriptor(all);
-    if (!t)
-      return t.takeError();
-    if (pfrt_comm_all_reduce_sum(r.ctx, r.world, &*t) != PFRT_OK)
-      return commError("exchanging the micro-batches' losses");
-    for (int64_t m = 0; m < M; ++m) {
-      NpyArray value = zeros(PFRT_F32, {});
-      std::memcpy(value.data.data(), &slot[m], sizeof(float));
-      losses[m] = std::move(value);
-    }
-    return llvm::Error::success();
-  }
-
   /// The micro-batches' weights c_m (with M > 1), counted once.
   llvm::Error countTokens() {
     if (M == 1 || !tokenCounts.empty())
@@ -681,49 +647,6 @@ private:
     if (!c)
       return c.takeError();
     tokenCounts = std::move(*c);
-    return llvm::Error::success();
-  }
-
-  /// Σ_m c_m·x_m / Σ_m c_m as runStages, or the value itself with M = 1.
-  llvm::Expected<NpyArray> combinePieces(const std::string &name,
-                                         std::vector<NpyArray> &pieces) {
-    if (M == 1)
-      return std::move(pieces[0]);
-    if (auto err = countTokens())
-      return std::move(err);
-    std::vector<const NpyArray *> refs;
-    for (const NpyArray &p : pieces)
-      refs.push_back(&p);
-    return weightedMicrobatchSum(name, refs, tokenCounts);
-  }
-
-  /// The loss over the whole step (once), where the host weights the
-  /// micro-batches' losses (two ranks run the last stage in the bitwise
-  /// mode): Σ_m c_m·x_m / Σ_m c_m as runStages. The program reports the
-  /// step's gradients (pf.step_result); after this, no more.
-  llvm::Error combine() {
-    if (isCombined)
-      return llvm::Error::success();
-    isCombined = true;
-    if (auto err = countTokens())
-      return err;
-    bool holdsLoss = llvm::any_of(losses, [](const NpyArray &l) { return !l.data.empty(); });
-    if (!loss.data.empty() && (holdsLoss || r.lossReporter >= 0))
-      return error("the step's loss and the losses of micro-batches are both reported");
-    if (r.lossReporter >= 0) {
-      if (auto err = gatherLosses())
-        return err;
-      holdsLoss = r.rankIndex == r.lossReporter;
-    }
-    for (int64_t m = 0; holdsLoss && m < M; ++m)
-      if (losses[m].data.empty())
-        return error("no forward returned 'loss' of micro-batch " + std::to_string(m));
-    if (holdsLoss) {
-      auto sum = combinePieces("loss", losses);
-      if (!sum)
-        return sum.takeError();
-      loss = std::move(*sum);
-    }
     return llvm::Error::success();
   }
 };
@@ -942,14 +865,6 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
     return std::move(err);
   if (auto err = runner->compilePrograms({runner->programOp}))
     return std::move(err);
-  // Where the loss comes from: the rank reporting the step's (pf.step_result),
-  // or, where ranks report their micro-batches' losses (Chimera: the last
-  // stage on two ranks), the lowest of them after an exchange of all ranks.
-  for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>())
-    for (auto result : other.getBody().front().getOps<pf::StepResultOp>())
-      if (result.getName() == pf::kLossName && result.getMicrobatch() && !other.getWindowStep() &&
-          (runner->lossReporter < 0 || other.getRankValue() < runner->lossReporter))
-        runner->lossReporter = int32_t(other.getRankValue());
   return runner;
 }
 

@@ -227,9 +227,6 @@ private:
   std::unique_ptr<CompiledProgram> compiledProgram;
   Options options;
   std::map<std::vector<int32_t>, pfrt_comm *> groups, transferGroups;
-  /// -1: the loss is on the one rank holding the last stage; else (Chimera)
-  /// the rank reporting it after the losses are exchanged.
-  int32_t lossReporter = -1;
   int64_t kfacIssues = 0;
   std::vector<ExecutedOp> executedOps;
   /// The stage values' arena (planStageValues of each program, the

@@ -1452,6 +1452,8 @@ struct BuildRankProgramsPass
     int64_t id = 0;
   };
   std::vector<ExactSum> exactSums;
+  /// The loss is one of them (deterministic, a last stage on two ranks).
+  bool exactLoss = false;
   /// The index of each exactly summed gradient among them (its send tags).
   std::map<std::string, int64_t> exactSumIndex;
 
@@ -1493,6 +1495,24 @@ struct BuildRankProgramsPass
       group.holders = holders;
       group.grads.push_back({name, entry.type});
     }
+    // The loss of a last stage two ranks run, weighted as one process
+    // weights it (its own accumulate chain, reported by the owner).
+    const int64_t last = int64_t(stages.size()) - 1;
+    SmallVector<int64_t> lastRanks = ranksOfStage(int(last));
+    llvm::sort(lastRanks);
+    if (deterministic && microbatches >= 2 && lastRanks.size() == 2)
+      for (const NamedValue &loss : namedResults(stages[last].forward, kLossName))
+        if (loss.name == kLossName) {
+          SmallVector<uint8_t> holders;
+          for (int64_t m = 0; m < int64_t(microbatches); ++m)
+            holders.push_back(rankOf(int(last), int(m)) == lastRanks[0] ? 1 : 2);
+          ExactSum &group = groups[{lastRanks, last, holders}];
+          group.ranks = lastRanks;
+          group.stage = last;
+          group.holders = holders;
+          group.grads.push_back(loss);
+          exactLoss = true;
+        }
     for (auto &[key, group] : groups) {
       group.id = int64_t(exactSums.size());
       for (const NamedValue &grad : group.grads)
@@ -1500,9 +1520,9 @@ struct BuildRankProgramsPass
       exactSums.push_back(std::move(group));
     }
     // Tags above every activation's (chunk < stages), below the rows' tags.
-    int64_t last = exactSumTag(int64_t(exactSumIndex.size()), 0);
-    if (!exactSumIndex.empty() && last > kReduceRowsTag)
-      return fail() << "deterministic=true needs send tags up to " << last
+    int64_t lastTag = exactSumTag(int64_t(exactSumIndex.size()), 0);
+    if (!exactSumIndex.empty() && lastTag > kReduceRowsTag)
+      return fail() << "deterministic=true needs send tags up to " << lastTag
                     << " for the gradients' pieces, above the " << kReduceRowsTag
                     << " a rank program has";
     return success();
@@ -1551,6 +1571,17 @@ struct BuildRankProgramsPass
       }
       for (const NamedValue &grad : group.grads) {
         Value sum;
+        // The step's loss: the owner's sum leaves as the step's result.
+        if (grad.name == kLossName) {
+          if (rank == owner) {
+            auto found = stageValues.find({-1, kLossSumName.str()});
+            if (found == stageValues.end())
+              return noteMissing(kLossSumName, -1);
+            StepResultOp::create(body, loc, body.getStringAttr(kLossName), found->second,
+                                 IntegerAttr());
+          }
+          continue;
+        }
         if (rank == owner) {
           auto found = n > 1 ? stageValues.find({-1, sumName(grad.name)})
                              : stageValues.find({0, grad.name});
@@ -1601,9 +1632,13 @@ struct BuildRankProgramsPass
   }
 
   /// The loss's pf.step_result: the step's (the last stage's accumulate
-  /// calls' running sum, or the one micro-batch's), or each micro-batch's
-  /// this rank ran where two ranks run the last stage.
+  /// calls' running sum, or the one micro-batch's). Where two ranks run the
+  /// last stage, the library's sum of their partial sums
+  /// (emitReplicatedLoss) or, in the bitwise mode, the exact sum's owner
+  /// (emitExactSums) reports it.
   void emitLossResult(OpBuilder &body, Location loc) {
+    if (exactLoss)
+      return;
     StringAttr name = body.getStringAttr(kLossName);
     if (auto sum = stageValues.find({-1, kLossSumName.str()}); sum != stageValues.end()) {
       if (!replicatedLoss())
@@ -1611,13 +1646,8 @@ struct BuildRankProgramsPass
       return;
     }
     if (auto loss = stageValues.find({0, kLossName.str()});
-        microbatches == 1 && loss != stageValues.end()) {
+        microbatches == 1 && loss != stageValues.end())
       StepResultOp::create(body, loc, name, loss->second, IntegerAttr());
-      return;
-    }
-    for (int64_t m = 0; m < int64_t(microbatches); ++m)
-      if (auto loss = stageValues.find({m, kLossName.str()}); loss != stageValues.end())
-        StepResultOp::create(body, loc, name, loss->second, body.getI64IntegerAttr(m));
   }
 
   void emitEvent(OpBuilder &builder, Location loc, const Event &event) {

@@ -211,27 +211,27 @@
 // CHIMERA-NEXT: pf.step_result "grad/cls.predictions.bias" %[[CC]]#4 : tensor<100xf32>
 // CHIMERA-NEXT: pf.run_stage update @rank0_update(%[[CC]]#1, %[[CC]]#2, %[[CC]]#0, %[[CC]]#3, %[[CC]]#4) : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<100x16xf32>, tensor<16x16xf32>, tensor<100xf32>) -> ()
 // CHIMERA-EXACT-LABEL: pf.rank_program @rank0
-// The bitwise mode: each rank reports the losses of its micro-batches, which
-// the host gathers and weights as one process does (no loss all-reduce). The
-// gradients are summed as one process sums them by the higher member of
-// each pair, rank 1, from the program's own ops: rank 0 sends the pieces
-// rank 1 does not have (the replicas' micro-batch 0 of stage 0, micro-batch
-// 1 of stage 1; tags above the activations') and the rows of its tied
-// embedding's pieces (pf.reduce_microbatch), and takes each sum by
-// pf.broadcast. Rank 0, the lowest member of every sum, counts them all in
-// the clipping and reports them.
+// The bitwise mode: the gradients and the loss are summed as one process
+// sums them by the higher member of each pair, rank 1, from the program's
+// own ops: rank 0 sends the pieces rank 1 does not have (the replicas'
+// micro-batch 0 of stage 0, micro-batch 1 of stage 1 and its loss; tags
+// above the activations') and the rows of its tied embedding's pieces
+// (pf.reduce_microbatch), and takes each gradient's sum by pf.broadcast.
+// Rank 0, the lowest member of every sum, counts them all in the clipping
+// and reports them; rank 1 reports the loss.
 // CHIMERA-EXACT-NOT: accumulate
 // CHIMERA-EXACT: %[[XB1:[0-9]+]]:5 = pf.run_stage backward @stage1_backward({{.*}}) microbatch(1)
 // CHIMERA-EXACT-NOT: accumulate
 // CHIMERA-EXACT: %[[XB0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(0)
 // CHIMERA-EXACT-NOT: accumulate
-// CHIMERA-EXACT: pf.step_result "loss" %{{[0-9]+}}#3 microbatch(1) : tensor<f32>
-// CHIMERA-EXACT-NEXT: pf.send_act %[[XB0]]#0 microbatch(0) to(1) tag(16) : tensor<16x16xf32>
+// CHIMERA-EXACT-NOT: pf.step_result "loss"
+// CHIMERA-EXACT: pf.send_act %[[XB0]]#0 microbatch(0) to(1) tag(16) : tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: pf.send_act %[[XB0]]#1 microbatch(0) to(1) tag(18) : tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: %[[X0:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.0.dense.weight" root(1) ranks([0, 1]) : tensor<16x16xf32> -> tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: %[[X1:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.1.dense.weight" root(1)
 // CHIMERA-EXACT-NEXT: pf.send_act %[[XB1]]#2 microbatch(1) to(1) tag(21) : tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: pf.send_act %[[XB1]]#3 microbatch(1) to(1) tag(23) : tensor<100xf32>
+// CHIMERA-EXACT-NEXT: pf.send_act %{{[0-9]+}}#3 microbatch(1) to(1) tag(25) : tensor<f32>
 // CHIMERA-EXACT-NEXT: %[[X2:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.2.dense.weight" root(1)
 // CHIMERA-EXACT-NEXT: %[[XBIAS:[0-9]+]] = pf.broadcast "grad/cls.predictions.bias" root(1)
 // CHIMERA-EXACT-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[XB0]]#2 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>{{$}}
@@ -247,23 +247,25 @@
 // The owner weights every micro-batch's sum in micro-batch order (the
 // accumulate functions of one process's sum: term, then running sum and
 // mean), its own piece, the received one, or its piece plus the other's
-// rows; then broadcasts. It counts and reports none of the sums (only its
-// micro-batch's loss).
+// rows; then broadcasts. The loss's chain runs with the last stage's
+// replicas (the same holders) and leaves as the step's. It counts and
+// reports none of the gradients.
 // CHIMERA-EXACT-LABEL: pf.rank_program @rank1
 // CHIMERA-EXACT: %[[YB0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1)
-// CHIMERA-EXACT-NEXT: pf.step_result "loss" %{{[0-9]+}}#3 microbatch(0) : tensor<f32>
 // CHIMERA-EXACT-NEXT: %[[R0:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(16) : tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: %[[R1:[0-9]+]] = pf.recv_act microbatch(0) from(0) tag(18) : tensor<16x16xf32>
 // CHIMERA-EXACT-NEXT: %[[S0:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_exact0_first(%[[R0]], %[[R1]]) microbatch(0) in_place([0, 1])
 // CHIMERA-EXACT-NEXT: %[[S1:[0-9]+]]:2 = pf.run_stage accumulate @stage0_accumulate_exact0_last(%[[YB0]]#0, %[[S0]]#0, %[[YB0]]#1, %[[S0]]#1) microbatch(1) in_place([1, 3])
 // CHIMERA-EXACT-NEXT: %[[Y0:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.0.dense.weight"(%[[S1]]#0 : tensor<16x16xf32>) root(1) ranks([0, 1])
 // CHIMERA-EXACT-NEXT: %[[Y1:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.1.dense.weight"(%[[S1]]#1 : tensor<16x16xf32>) root(1) ranks([0, 1])
-// CHIMERA-EXACT-NEXT: pf.run_stage accumulate @stage1_accumulate_exact1_first
+// CHIMERA-EXACT-NEXT: pf.run_stage accumulate @stage1_accumulate_exact1_first({{.*}}) microbatch(0) in_place([0, 1, 2]) : (tensor<16x16xf32>, tensor<100xf32>, tensor<f32>)
 // CHIMERA-EXACT-NEXT: pf.recv_act microbatch(1) from(0) tag(21)
 // CHIMERA-EXACT-NEXT: pf.recv_act microbatch(1) from(0) tag(23)
-// CHIMERA-EXACT-NEXT: pf.run_stage accumulate @stage1_accumulate_exact1_last
+// CHIMERA-EXACT-NEXT: pf.recv_act microbatch(1) from(0) tag(25) : tensor<f32>
+// CHIMERA-EXACT-NEXT: %[[L:[0-9]+]]:3 = pf.run_stage accumulate @stage1_accumulate_exact1_last
 // CHIMERA-EXACT-NEXT: %[[Y2:[0-9]+]] = pf.broadcast "grad/bert.encoder.layer.2.dense.weight"
 // CHIMERA-EXACT-NEXT: %[[YBIAS:[0-9]+]] = pf.broadcast "grad/cls.predictions.bias"
+// CHIMERA-EXACT-NEXT: pf.step_result "loss" %[[L]]#2 : tensor<f32>
 // CHIMERA-EXACT-NEXT: %[[T0:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"({{.*}}) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
 // CHIMERA-EXACT-NEXT: %[[TS:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_exact2_first(%[[T0]]) microbatch(0)
 // CHIMERA-EXACT-NEXT: %[[T1:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"({{.*}}) microbatch(1) root(1)
