@@ -631,15 +631,14 @@ struct PromoteInversesPattern : RankCallPattern<KfacPromoteInversesOp> {
   }
 };
 
-/// pf.step_result: the name, the micro-batch (-1: the step's) and the
-/// value's slot, which the host reads after the step.
+/// pf.step_result: the name and the value's slot, which the host reads
+/// after the step.
 struct StepResultPattern : RankCallPattern<StepResultOp> {
   using RankCallPattern::RankCallPattern;
   LogicalResult lower(StepResultOp op, ConversionPatternRewriter &b, SmallVectorImpl<Value> &args,
                       StringRef &callee) const override {
     Location loc = op.getLoc();
     args.push_back(state.constants.string(b, loc, op.getName()));
-    args.push_back(state.i64(b, loc, op.getMicrobatch() ? int64_t(*op.getMicrobatch()) : -1));
     args.push_back(state.i64(b, loc, state.slot.lookup(op.getValue())));
     callee = "pfrt_rank_step_result";
     return success();

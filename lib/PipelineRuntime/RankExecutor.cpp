@@ -97,7 +97,7 @@ struct pfrt_rank_host {
                                      ValueType type) = 0;
   virtual int32_t stepScalar(int64_t op, const char *name, double *value) = 0;
   virtual int32_t promoteInverses(int64_t op) = 0;
-  virtual int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) = 0;
+  virtual int32_t stepResult(int64_t op, const char *name, int64_t slot) = 0;
 };
 
 extern "C" {
@@ -125,9 +125,8 @@ int32_t pfrt_rank_step_scalar(pfrt_rank_host *host, int64_t op, const char *name
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op) {
   return host->promoteInverses(op);
 }
-int32_t pfrt_rank_step_result(pfrt_rank_host *host, int64_t op, const char *name,
-                              int64_t microbatch, int64_t slot) {
-  return host->stepResult(op, name, microbatch, slot);
+int32_t pfrt_rank_step_result(pfrt_rank_host *host, int64_t op, const char *name, int64_t slot) {
+  return host->stepResult(op, name, slot);
 }
 }
 
@@ -215,9 +214,8 @@ public:
     return execute(op, "pf.kfac_promote_inverses",
                    [&] { return r.promoteInverses(); });
   }
-  int32_t stepResult(int64_t op, const char *name, int64_t microbatch, int64_t slot) override {
-    return execute(op, "pf.step_result",
-                   [&] { return takeStepResult(name, microbatch, slot); });
+  int32_t stepResult(int64_t op, const char *name, int64_t slot) override {
+    return execute(op, "pf.step_result", [&] { return takeStepResult(name, slot); });
   }
 
   /// `loss` (on the rank holding the last stage) and the `grad/*` this rank
@@ -559,18 +557,12 @@ private:
   }
 
   /// pf.step_result: the step's loss or a gradient in `slot`, read into
-  /// host memory for the caller. The program weights the micro-batches'
-  /// losses itself (accumulate calls), so a micro-batch's loss is no result.
-  llvm::Error takeStepResult(llvm::StringRef name, int64_t m, int64_t slot) {
+  /// host memory for the caller.
+  llvm::Error takeStepResult(llvm::StringRef name, int64_t slot) {
     if (name.starts_with(pf::kGradientPrefix))
-      return takeGradient(name.str(), m, slot);
+      return takeGradient(name.str(), slot);
     if (name != pf::kLossName)
       return error("'" + name + "' is not a result of the step (the loss and grad/* are)");
-    if (m >= 0)
-      return error(llvm::formatv("the loss of micro-batch {0} is reported, but the loss leaves "
-                                 "as the step's (pf-build-rank-programs weights the "
-                                 "micro-batches' losses in the program)",
-                                 m));
     auto t = slotTensor(slot, PFRT_F32, {}, name);
     if (!t)
       return t.takeError();
@@ -585,11 +577,7 @@ private:
 
   /// The rank's gradient of the step (into `combined`), copied out of the
   /// program's slot.
-  llvm::Error takeGradient(const std::string &name, int64_t m, int64_t slot) {
-    if (m >= 0)
-      return error(llvm::formatv("'{0}' is reported for micro-batch {1}, but a gradient leaves "
-                                 "as the step's",
-                                 name, m));
+  llvm::Error takeGradient(const std::string &name, int64_t slot) {
     auto t = slotOf(slot, name);
     if (!t)
       return t.takeError();

@@ -4,7 +4,7 @@
 // pfrt_comm_all_reduce_sum on the sum's slot (the plan puts it over the
 // partial sum, so no pfrt_copy), on the program's communicator (both ranks),
 // between the host's timeline marks; pf.step_result lowers to
-// pfrt_rank_step_result(host, op, name, microbatch, slot). A gradient's
+// pfrt_rank_step_result(host, op, name, slot). A gradient's
 // partial sum is all-reduced so too; a named all-reduce (a parameter's, in
 // place) is the host's service pfrt_rank_all_reduce_parameter(host, op,
 // name, count, ranks, dtype, rank, shape).
@@ -30,9 +30,8 @@ func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "los
 // CHECK: call @pfrt_comm_all_reduce_sum(%[[CTX]], %[[COMM]], %[[SUMSLOT]])
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c3_i64{{[_0-9]*}}, %c1_i32
 // CHECK: %[[LNAME:.*]] = llvm.mlir.addressof @[[LOSS]]
-// CHECK-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[SLOT:.*]] = arith.constant 3 : i64
-// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[LNAME]], %[[STEP]], %[[SLOT]])
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[LNAME]], %[[SLOT]])
 // grad/w's all-reduce (op 5): the library's sum of slot 4, written over its
 // operand's bytes (no copy), which the step_result hands over.
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c5_i64{{[_0-9]*}}, %c0_i32
@@ -40,9 +39,8 @@ func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "los
 // CHECK: call @pfrt_comm_all_reduce_sum(%[[CTX]], %[[COMM]],
 // CHECK: call @pfrt_rank_mark(%[[HOST]], %c5_i64{{[_0-9]*}}, %c1_i32
 // CHECK: %[[WNAME2:.*]] = llvm.mlir.addressof @[[W]]
-// CHECK-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[WSLOT:.*]] = arith.constant 4 : i64
-// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[WNAME2]], %[[STEP2]], %[[WSLOT]])
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c6_i64{{[_0-9]*}}, %[[WNAME2]], %[[WSLOT]])
 // The named all-reduce (op 7): the parameter's name, members and type.
 // CHECK: %[[FOP:.*]] = arith.constant 7 : i64
 // CHECK-NEXT: %[[FNAME:.*]] = llvm.mlir.addressof @[[FACTOR]]
@@ -53,7 +51,7 @@ func.func private @stage1_accumulate_replica0_single(tensor<f32> {pf.name = "los
 // CHECK-NEXT: %[[SHAPE:.*]] = llvm.mlir.addressof
 // CHECK-NEXT: call @pfrt_rank_all_reduce_parameter(%[[HOST]], %[[FOP]], %[[FNAME]], %[[COUNT]], %[[MEMBERS]], %[[DTYPE]], %[[RANK]], %[[SHAPE]])
 // CHECK-DAG: func.func private @pfrt_rank_all_reduce_parameter(!llvm.ptr, i64, !llvm.ptr, i64, !llvm.ptr, i32, i64, !llvm.ptr) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64, i64) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64) -> i32
 pf.rank_program @rank0 rank(0) ranks(2) stages([1]) microbatches(2) {
   %loss = pf.run_stage forward @stage1_forward() microbatch(0) : () -> tensor<f32>
   %piece = pf.run_stage backward @stage1_backward() microbatch(0) : () -> tensor<4xf32>

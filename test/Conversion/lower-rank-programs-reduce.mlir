@@ -53,9 +53,8 @@ func.func private @stage0_backward(tensor<4x16xf32> {pf.name = "saved/0"}) -> (t
 // CHECK-NEXT: %[[GROUPROOT:.*]] = arith.constant 1 : i32
 // CHECK-NEXT: call @pfrt_comm_broadcast(%{{.*}}, %[[COMM]], %[[RECEIVED]], %[[GROUPROOT]])
 // CHECK: %[[STEPNAME:.*]] = llvm.mlir.addressof
-// CHECK-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[REPORTED:.*]] = arith.constant 3 : i64
-// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[STEPNAME]], %[[STEP]], %[[REPORTED]])
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[STEPNAME]], %[[REPORTED]])
 // At the end the rows' send completes on the pair's communicator.
 // CHECK: %[[DONE:.*]] = llvm.getelementptr %[[SENDS]][0]
 // CHECK-NEXT: %[[REQUEST:.*]] = llvm.load %[[DONE]] : !llvm.ptr -> i64
@@ -106,9 +105,8 @@ pf.rank_program @rank0 rank(0) ranks(3) stages([0]) microbatches(2) {
 // RANK2-NOT: pfrt_copy
 // RANK2: call @pfrt_comm_broadcast(%{{.*}}, %{{.*}}, %[[OUT]], %c1_i32{{[_0-9]*}})
 // RANK2: %[[STEPNAME:.*]] = llvm.mlir.addressof
-// RANK2-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // RANK2-NEXT: %[[REPORTED:.*]] = arith.constant 5 : i64
-// RANK2-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[STEPNAME]], %[[STEP]], %[[REPORTED]])
+// RANK2-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c5_i64{{[_0-9]*}}, %[[STEPNAME]], %[[REPORTED]])
 func.func private @stage0_accumulate_first(tensor<100x16xf32> {pf.name = "grad/emb"}) -> (tensor<100x16xf32> {pf.name = "grad_sum/emb"}) attributes {pf.stage = 0 : i64}
 pf.rank_program @rank2 rank(2) ranks(3) stages([0]) microbatches(2) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
@@ -138,9 +136,8 @@ pf.rank_program @rank2 rank(2) ranks(3) stages([0]) microbatches(2) {
 // RANK1-NEXT: %[[SUM:.*]] = llvm.getelementptr %[[SLOTS]][4]
 // RANK1-NEXT: call @pfrt_comm_all_reduce_sum(%[[CTX]], %[[COMM]], %[[SUM]])
 // RANK1: %[[STEPNAME:.*]] = llvm.mlir.addressof
-// RANK1-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // RANK1-NEXT: %[[REPORTED:.*]] = arith.constant 4 : i64
-// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[STEPNAME]], %[[STEP]], %[[REPORTED]])
+// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[STEPNAME]], %[[REPORTED]])
 pf.rank_program @rank1 rank(1) ranks(3) stages([0]) microbatches(2) {
   %act, %saved = pf.run_stage forward @stage0_forward() microbatch(1) : () -> (tensor<4x16xf32>, tensor<4x16xf32>)
   %grad = pf.run_stage backward @stage0_backward(%saved) microbatch(1) : (tensor<4x16xf32>) -> tensor<100x16xf32>

@@ -261,13 +261,11 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // micro-batch -1 (the step's) and the slot of the final value: grad/emb's
 // clipped sum (6), grad/w0's KL-clipped update (10).
 // CHECK: %[[EMBNAME:.*]] = llvm.mlir.addressof @[[EMB]] : !llvm.ptr
-// CHECK-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[SLOT6:.*]] = arith.constant 6 : i64
-// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c10_i64{{[_0-9]*}}, %[[EMBNAME]], %[[STEP]], %[[SLOT6]])
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c10_i64{{[_0-9]*}}, %[[EMBNAME]], %[[SLOT6]])
 // CHECK: %[[W0NAME:.*]] = llvm.mlir.addressof @[[W0]] : !llvm.ptr
-// CHECK-NEXT: %[[STEP2:.*]] = arith.constant -1 : i64
 // CHECK-NEXT: %[[SLOT10:.*]] = arith.constant 10 : i64
-// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c11_i64{{[_0-9]*}}, %[[W0NAME]], %[[STEP2]], %[[SLOT10]])
+// CHECK-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c11_i64{{[_0-9]*}}, %[[W0NAME]], %[[SLOT10]])
 // The update (op 12) takes the final values in its arguments' order:
 // grad/w0 (10), grad/emb (6); it makes none.
 // CHECK: %[[FN12:.*]] = llvm.mlir.addressof @[[UPDATE]] : !llvm.ptr
@@ -296,7 +294,7 @@ func.func private @stage0_update(tensor<16x16xf32> {pf.name = "grad/w0"}, tensor
 // CHECK-DAG: func.func private @pfrt_comm_irecv(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, !llvm.ptr) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_wait(!llvm.ptr, !llvm.ptr, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_wait_all(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
-// CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64, i64) -> i32
+// CHECK-DAG: func.func private @pfrt_rank_step_result(!llvm.ptr, i64, !llvm.ptr, i64) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_all_reduce_sum(!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK-DAG: func.func private @pfrt_comm_broadcast(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32) -> i32
 // CHECK-DAG: func.func private @pfrt_dot(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
@@ -391,9 +389,8 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(1) {
 // RANK1: llvm.getelementptr %[[SLOTS]][3] :
 // RANK1: call @pfrt_comm_isend(
 // RANK1: %[[NAME:.*]] = llvm.mlir.addressof @[[LOSS]]
-// RANK1-NEXT: %[[STEP:.*]] = arith.constant -1 : i64
 // RANK1-NEXT: %[[SLOT2:.*]] = arith.constant 2 : i64
-// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[NAME]], %[[STEP]], %[[SLOT2]])
+// RANK1-NEXT: call @pfrt_rank_step_result(%[[HOST]], %c4_i64{{[_0-9]*}}, %[[NAME]], %[[SLOT2]])
 // RANK1: call @pfrt_comm_all_reduce_sum(
 // Its clip_gradients (op 6) clips its one gradient, the sum (slot 5), into
 // slot 6 (in its bytes, 576). Its array of terms has the order's length (2)

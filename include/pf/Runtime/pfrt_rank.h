@@ -65,11 +65,10 @@ int32_t pfrt_rank_step_scalar(pfrt_rank_host *host, int64_t op,
 /* The pending K-FAC inverses become the ones in use. */
 int32_t pfrt_rank_kfac_promote_inverses(pfrt_rank_host *host, int64_t op);
 /* The value in slot `slot` is the step's result `name` (the loss, or a
- * gradient grad/<param> for the host's step-end work; of micro-batch
- * `microbatch`, or of the whole step when it is -1): the host reads it. */
+ * gradient grad/<param> as the update takes it): the host reads it after
+ * the step. */
 int32_t pfrt_rank_step_result(pfrt_rank_host *host, int64_t op,
-                              const char *name, int64_t microbatch,
-                              int64_t slot);
+                              const char *name, int64_t slot);
 
 #ifdef __cplusplus
 }

@@ -1182,7 +1182,7 @@ struct BuildRankProgramsPass
     if (gradientResults)
       for (const auto &[name, value] : gradients)
         if (!countedElsewhere.count(name))
-          StepResultOp::create(body, loc, body.getStringAttr(name), value, IntegerAttr());
+          StepResultOp::create(body, loc, body.getStringAttr(name), value);
     SmallVector<func::FuncOp> updates;
     for (int64_t stage : held)
       if (auto update =
@@ -1381,7 +1381,7 @@ struct BuildRankProgramsPass
                                      cast<RankedTensorType>(partial.getType()))
                      .getSum();
     if (cast<RankProgramOp>(body.getBlock()->getParentOp()).getRankValue() == members.front())
-      StepResultOp::create(body, loc, body.getStringAttr(kLossName), loss, IntegerAttr());
+      StepResultOp::create(body, loc, body.getStringAttr(kLossName), loss);
   }
 
   /// The rank's step gradient of `name` before any sum over ranks: its
@@ -1577,8 +1577,7 @@ struct BuildRankProgramsPass
             auto found = stageValues.find({-1, kLossSumName.str()});
             if (found == stageValues.end())
               return noteMissing(kLossSumName, -1);
-            StepResultOp::create(body, loc, body.getStringAttr(kLossName), found->second,
-                                 IntegerAttr());
+            StepResultOp::create(body, loc, body.getStringAttr(kLossName), found->second);
           }
           continue;
         }
@@ -1642,12 +1641,12 @@ struct BuildRankProgramsPass
     StringAttr name = body.getStringAttr(kLossName);
     if (auto sum = stageValues.find({-1, kLossSumName.str()}); sum != stageValues.end()) {
       if (!replicatedLoss())
-        StepResultOp::create(body, loc, name, sum->second, IntegerAttr());
+        StepResultOp::create(body, loc, name, sum->second);
       return;
     }
     if (auto loss = stageValues.find({0, kLossName.str()});
         microbatches == 1 && loss != stageValues.end())
-      StepResultOp::create(body, loc, name, loss->second, IntegerAttr());
+      StepResultOp::create(body, loc, name, loss->second);
   }
 
   void emitEvent(OpBuilder &builder, Location loc, const Event &event) {

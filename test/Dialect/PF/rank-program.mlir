@@ -15,7 +15,8 @@
 // the micro-batch's sum; a real program weights those by accumulate calls,
 // left out here) and comes back by pf.broadcast, the step's sum on both
 // ranks; only the lowest member (rank 0) reports it, since over all ranks
-// each gradient leaves at most once. The loss still leaves per micro-batch.
+// each gradient leaves at most once. (The loss is left out here: a real
+// program weights it by accumulate calls and reports the step's.)
 
 func.func private @stage0_forward(tensor<4x8xi64> {pf.name = "input_ids"})
     -> (tensor<4x16xf32> {pf.name = "act/1"}, tensor<4x16xf32> {pf.name = "saved/0"})
@@ -94,8 +95,6 @@ pf.rank_program @rank0 rank(0) ranks(2) stages([0]) microbatches(2) {
 // CHECK-NEXT: %[[S1:.*]]:2 = pf.run_stage forward @stage1_forward(%[[A1]]) microbatch(1) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<f32>)
 // CHECK-NEXT: %[[B1:.*]]:2 = pf.run_stage backward @stage1_backward(%[[S1]]#0) microbatch(1) : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<100x16xf32>)
 // CHECK-NEXT: pf.send_act %[[B1]]#0 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
-// CHECK-NEXT: pf.step_result "loss" %[[S0]]#1 microbatch(0) : tensor<f32>
-// CHECK-NEXT: pf.step_result "loss" %[[S1]]#1 microbatch(1) : tensor<f32>
 // CHECK-NEXT: %[[R0:.*]] = pf.reduce_microbatch "grad/emb"(%[[B0]]#1 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
 // CHECK-NEXT: %[[R1:.*]] = pf.reduce_microbatch "grad/emb"(%[[B1]]#1 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
 // CHECK-NEXT: %{{.*}} = pf.broadcast "grad/emb"(%[[R1]] : tensor<100x16xf32>) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
@@ -113,8 +112,6 @@ pf.rank_program @rank1 rank(1) ranks(2) stages([1]) microbatches(2) {
   %grad1, %emb1 = pf.run_stage backward @stage1_backward(%saved1) microbatch(1)
       : (tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<100x16xf32>)
   pf.send_act %grad1 microbatch(1) to(0) tag(3) : tensor<4x16xf32>
-  pf.step_result "loss" %loss0 microbatch(0) : tensor<f32>
-  pf.step_result "loss" %loss1 microbatch(1) : tensor<f32>
   %sum0 = pf.reduce_microbatch "grad/emb"(%emb0 : tensor<100x16xf32>) microbatch(0) root(1)
       ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
   %sum1 = pf.reduce_microbatch "grad/emb"(%emb1 : tensor<100x16xf32>) microbatch(1) root(1)

@@ -540,21 +540,12 @@ LogicalResult StepResultOp::verify() {
   if (getName().starts_with(kGradientPrefix) && getName().size() > kGradientPrefix.size()) {
     if (!isa<FloatType>(type.getElementType()))
       return emitOpError("gradient '") << getName() << "' is not a float tensor, got " << type;
-    // The program sums the pieces (accumulate calls, pf.all_reduce).
-    if (getMicrobatch())
-      return emitOpError("gradient '")
-             << getName() << "' leaves as the step's, not micro-batch " << *getMicrobatch()
-             << "'s (the program sums the pieces: accumulate calls, pf.all_reduce)";
   } else if (getName() != kLossName) {
     return emitOpError("reports '") << getName() << "', but the step's results are '"
                                     << kLossName << "' and its gradients (grad/<param>)";
   } else if (type.getRank() != 0 || !type.getElementType().isF32()) {
     return emitOpError("'") << getName() << "' is an f32 scalar (tensor<f32>), got " << type;
   }
-  auto program = (*this)->getParentOfType<RankProgramOp>();
-  if (getMicrobatch() && int64_t(*getMicrobatch()) >= program.getNumMicrobatches())
-    return emitOpError("microbatch ")
-           << *getMicrobatch() << " is not in [0, " << program.getNumMicrobatches() << ")";
   return success();
 }
 
@@ -680,11 +671,8 @@ std::string describe(Operation *op) {
     os << stringifyStageTaskKind(run.getKind()) << " " << run.getStageAttr();
   else if (isa<ClipGradientsOp, KfacKLClipOp>(op))
     os << op->getName().stripDialect();
-  else if (auto result = dyn_cast<StepResultOp>(op)) {
+  else if (auto result = dyn_cast<StepResultOp>(op))
     os << "step_result '" << result.getName() << "'";
-    if (result.getMicrobatch())
-      os << " (micro-batch " << *result.getMicrobatch() << ")";
-  }
   return text;
 }
 
@@ -1107,16 +1095,11 @@ private:
     return success(ok);
   }
 
-  /// The loss leaves the step once: one rank reports the step's loss, or
-  /// each micro-batch's loss is reported by one rank (the host weights
-  /// them); a program without any report makes no loss.
-  ///
-  /// A gradient leaves once, as the step's, from one rank (a gradient
-  /// summed over ranks from the one counting it).
+  /// The loss and each gradient leave the step once, from one rank (a
+  /// gradient summed over ranks from the one counting it); a program
+  /// without any report makes no loss.
   LogicalResult checkStepResults() {
-    std::optional<Position> whole;
-    std::map<int64_t, Position> perMicrobatch;
-    std::map<std::string, Position> gradients; // -> its report
+    std::map<std::string, Position> reports; // the loss and gradients -> the report
     bool ok = true;
     for (auto [rank, program] : llvm::enumerate(programs)) {
       for (auto [index, op] : llvm::enumerate(program.ops)) {
@@ -1124,57 +1107,16 @@ private:
         if (!result)
           continue;
         Position at{int64_t(rank), index};
-        if (result.getName() != kLossName) {
-          auto [earlier, fresh] = gradients.try_emplace(result.getName().str(), at);
-          if (!fresh) {
-            ok = false;
-            error(at) << describe(op) << " is reported a second time (rank "
-                      << earlier->second.rank << ", op " << earlier->second.index
-                      << " reports it)";
-          }
-          continue;
-        }
-        std::optional<Position> earlier =
-            recordReport(whole, perMicrobatch, result.getMicrobatch(), at);
-        if (earlier) {
+        auto [earlier, fresh] = reports.try_emplace(result.getName().str(), at);
+        if (!fresh) {
           ok = false;
-          error(at) << describe(op) << " is reported a second time (rank " << earlier->rank
-                    << ", op " << earlier->index << " reports it)";
+          error(at) << describe(op) << " is reported a second time (rank "
+                    << earlier->second.rank << ", op " << earlier->second.index
+                    << " reports it)";
         }
       }
     }
-    if (!ok)
-      return failure();
-    if (whole && !perMicrobatch.empty()) {
-      error(perMicrobatch.begin()->second)
-          << "reports the loss of a micro-batch, but rank " << whole->rank << " reports the step's";
-      return failure();
-    }
-    if (!perMicrobatch.empty())
-      for (int64_t m = 0; m < numMicrobatches; ++m)
-        if (!perMicrobatch.count(m)) {
-          error(perMicrobatch.begin()->second)
-              << "the losses of the micro-batches are reported, but no rank reports micro-batch "
-              << m << "'s";
-          return failure();
-        }
-    return success();
-  }
-
-  /// Records one report of a step result: the step's (`whole`) or
-  /// micro-batch m's; returns the earlier same report, if any.
-  template <typename At>
-  static std::optional<At> recordReport(std::optional<At> &whole,
-                                        std::map<int64_t, At> &perMicrobatch,
-                                        std::optional<uint64_t> m, At at) {
-    if (m) {
-      auto [it, fresh] = perMicrobatch.try_emplace(int64_t(*m), at);
-      return fresh ? std::nullopt : std::optional<At>(it->second);
-    }
-    if (whole)
-      return whole;
-    whole = at;
-    return std::nullopt;
+    return success(ok);
   }
 
   /// The `pf.name`s of the call's function's arguments or results, sorted.

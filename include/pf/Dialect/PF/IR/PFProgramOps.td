@@ -348,37 +348,27 @@ def PF_KfacKLClipOp : PF_RankProgramBodyOp<"kfac_kl_clip", [AttrSizedOperandSegm
 def PF_StepResultOp : PF_RankProgramBodyOp<"step_result"> {
   let summary = "hands a value of the step to the host (the loss, the step's gradients)";
   let description = [{
-    The host reads `value` as the step's `name`: the loss, or a gradient
-    (`grad/<param>`) for the step-end work that still runs on the host
-    (all-reduces and broadcasts by name, clipping, the once-per-step update
-    and precondition calls).
+    The host reads `value` as the step's `name` after the step: the loss,
+    or a gradient (`grad/<param>`) as the update takes it (what
+    `pf-run --run-ranks` writes out).
 
-    `loss` without a `microbatch` is the step's loss, the count-weighted
-    mean over the micro-batches that the last stage's accumulate calls
-    formed (or the forward's loss with one micro-batch), reported by the one
-    rank running every micro-batch of the last stage. With `microbatch(m)`
-    it is micro-batch m's loss, reported by the rank that ran it where two
-    ranks run the last stage (Chimera, DualPipe); the host weights those.
-    Over all programs the loss is reported once: by one rank for the step,
-    or once for each micro-batch.
-
-    `grad/<param>` without a `microbatch` is this rank's gradient of the
-    step (its accumulate calls' running sum: over every micro-batch, or over
-    a replica's own, which a pf.all_reduce order(library) completes); with
-    `microbatch(m)` one micro-batch's piece, which the host sums in
-    micro-batch order (the bitwise mode's replica and tied gradients). Each
-    rank reports a gradient once: for the step, or once per micro-batch.
+    `loss` is the step's loss, the count-weighted mean over the
+    micro-batches that accumulate calls formed (or the forward's loss with
+    one micro-batch), reported by one rank: the one running every
+    micro-batch of the last stage, or where two ranks run it (Chimera,
+    DualPipe) the lower after the library's sum of their partial sums, or in
+    the bitwise mode the owner of the exact sum. `grad/<param>` is the
+    step's gradient, reported by the rank counting it. Over all programs
+    each result leaves once.
 
     ```mlir
     pf.step_result "loss" %sum : tensor<f32>
-    pf.step_result "loss" %loss microbatch(2) : tensor<f32>
     pf.step_result "grad/w" %s3 : tensor<16x16xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, AnyRankedTensor:$value,
-                   OptionalAttr<PF_NonNegativeI64Attr>:$microbatch);
+  let arguments = (ins StrAttr:$name, AnyRankedTensor:$value);
   let assemblyFormat = [{
-    $name $value (`microbatch` `(` $microbatch^ `)`)? attr-dict `:` type($value)
+    $name $value attr-dict `:` type($value)
   }];
   let hasVerifier = 1;
 }
