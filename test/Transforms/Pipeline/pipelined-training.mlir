@@ -7,6 +7,7 @@
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=zb-h1 micro-batches=2 grain=block clip-norm=0 optimizer=sgd" | FileCheck %s --check-prefix=ZB
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block" | FileCheck %s --check-prefix=CHIMERA
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block deterministic=true" | FileCheck %s --check-prefix=CHIMERA-EXACT
+// RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block deterministic=true tied-per-microbatch=false" | FileCheck %s --check-prefix=TIED-AT-END
 // RUN: not pf-opt %s --pf-pipelined-training="stages=3 schedule=chimera micro-batches=2 grain=block" 2>&1 | FileCheck %s --check-prefix=CHIMERA-ODD
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=1f1b micro-batches=2 grain=block kfac=true" | FileCheck %s --check-prefix=KFAC
 // RUN: pf-opt %s --pf-pipelined-training="stages=2 schedule=chimera micro-batches=2 grain=block kfac=true" | FileCheck %s --check-prefix=CHIMERA-KFAC
@@ -396,3 +397,27 @@ func.func @main(%ids: tensor<4x8xi64> {pf.name = "input_ids"}) -> (tensor<4x8x10
 // REFRESH-INPUT: pf.kfac.refresh_inverses({{.*}} due(%[[DUE]] : tensor<i64>) damping(%[[DAMPING]] : tensor<f64>)
 // REFRESH-INPUT-LABEL: func.func @stage1_kfac_precondition_2(
 // REFRESH-INPUT-SAME: {pf.name = "kfac_refresh_due"})
+
+// The tied embedding kept to the step's end in the bitwise mode
+// (tied-per-microbatch=false): after the passes, rank 0 sends the rows of
+// each micro-batch's piece to rank 1, which adds them to its own piece and
+// weights the sums in micro-batch order (the exact sum's accumulate calls),
+// then broadcasts the step's gradient before the clipping.
+// TIED-AT-END-LABEL: pf.rank_program @rank0
+// TIED-AT-END: %[[P0:[0-9]+]]:3 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(0)
+// TIED-AT-END-NOT: pf.reduce_microbatch
+// TIED-AT-END: %[[P1:[0-9]+]]:3 = pf.run_stage backward @stage0_backward({{.*}}) microbatch(1)
+// TIED-AT-END: pf.run_stage accumulate @stage0_accumulate_last
+// TIED-AT-END-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[P0]]#2 : tensor<100x16xf32>) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32>{{$}}
+// TIED-AT-END-NEXT: pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"(%[[P1]]#2 : tensor<100x16xf32>) microbatch(1) root(1) ranks([0, 1]) : tensor<100x16xf32>{{$}}
+// TIED-AT-END-NEXT: %[[E:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight" root(1) ranks([0, 1])
+// TIED-AT-END-NEXT: pf.clip_gradients(%[[E]],
+// TIED-AT-END-LABEL: pf.rank_program @rank1
+// TIED-AT-END: pf.run_stage accumulate @stage1_accumulate_last
+// TIED-AT-END-NEXT: pf.step_result "loss"
+// TIED-AT-END-NEXT: %[[R0:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"({{.*}}) microbatch(0) root(1) ranks([0, 1]) : tensor<100x16xf32> -> tensor<100x16xf32>
+// TIED-AT-END-NEXT: %[[S0:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_exact0_first(%[[R0]]) microbatch(0) in_place([0])
+// TIED-AT-END-NEXT: %[[R1:[0-9]+]] = pf.reduce_microbatch "grad/bert.embeddings.word_embeddings.weight"({{.*}}) microbatch(1) root(1)
+// TIED-AT-END-NEXT: %[[S1:[0-9]+]] = pf.run_stage accumulate @stage1_accumulate_exact0_last(%[[R1]], %[[S0]]) microbatch(1) in_place([1])
+// TIED-AT-END-NEXT: %[[E1:[0-9]+]] = pf.broadcast "grad/bert.embeddings.word_embeddings.weight"(%[[S1]] : tensor<100x16xf32>) root(1)
+// TIED-AT-END-NEXT: pf.clip_gradients(%[[E1]],
