@@ -326,10 +326,6 @@ private:
     r.gradientPeakBytes = std::max(r.gradientPeakBytes, gradientBytes);
   }
 
-  llvm::Error commError(const llvm::Twine &what) {
-    return error(what + ": " + pfrt_last_error(r.ctx));
-  }
-
   llvm::Expected<int64_t> microbatchOf(std::optional<int64_t> m, llvm::StringRef function) {
     if (!m)
       return error("'" + function + "' has no micro-batch");
@@ -557,53 +553,41 @@ private:
   }
 
   /// pf.step_result: the step's loss or a gradient in `slot`, read into
-  /// host memory for the caller.
+  /// host memory for the caller (counted as the step's results).
   llvm::Error takeStepResult(llvm::StringRef name, int64_t slot) {
-    if (name.starts_with(pf::kGradientPrefix))
-      return takeGradient(name.str(), slot);
-    if (name != pf::kLossName)
+    const bool isGradient = name.starts_with(pf::kGradientPrefix);
+    if (!isGradient && name != pf::kLossName)
       return error("'" + name + "' is not a result of the step (the loss and grad/* are)");
-    auto t = slotTensor(slot, PFRT_F32, {}, name);
-    if (!t)
-      return t.takeError();
-    if (!loss.data.empty())
+    ValueType type{PFRT_F32, {}};
+    if (isGradient) {
+      auto t = slotOf(slot, name.str());
+      if (!t)
+        return t.takeError();
+      type = valueType((*t)->dtype, (*t)->rank, (*t)->shape);
+    } else if (!loss.data.empty()) {
       return error("the step's loss is reported twice");
-    auto value = readSlot(slot, ValueType{PFRT_F32, {}}, name.str(), Reader::Result);
+    }
+    r.resultByteCount += valueBytes(type);
+    auto value = readSlot(slot, type, name.str());
     if (!value)
       return value.takeError();
-    loss = std::move(*value);
-    return llvm::Error::success();
-  }
-
-  /// The rank's gradient of the step (into `combined`), copied out of the
-  /// program's slot.
-  llvm::Error takeGradient(const std::string &name, int64_t slot) {
-    auto t = slotOf(slot, name);
-    if (!t)
-      return t.takeError();
-    auto value =
-        readSlot(slot, valueType((*t)->dtype, (*t)->rank, (*t)->shape), name, Reader::Result);
-    if (!value)
-      return value.takeError();
-    if (!combined.emplace(name, std::move(*value)).second)
+    if (!isGradient)
+      loss = std::move(*value);
+    else if (!combined.emplace(name.str(), std::move(*value)).second)
       return error("'" + name + "' is reported twice on this rank");
     return llvm::Error::success();
   }
 
-  /// Who reads a slot: the step's own work (counted: host code on a stage
-  /// value, RankRunner::hostStageValueBytes) or the results read out.
-  enum class Reader { Step, Result };
-
   /// A copy in host memory of the value in `slot`. Every read of a stage
-  /// value's contents by host code goes through readSlot (the program writes
-  /// them all itself); today only the results read out do.
+  /// value's contents by host code goes through readSlot, which counts the
+  /// bytes (RankRunner::hostStageValueBytes): the program writes them all
+  /// itself, so only the results it hands over (pf.step_result) are read.
   llvm::Expected<NpyArray> readSlot(int64_t slot, const ValueType &type,
-                                    const std::string &name, Reader reader) {
+                                    const std::string &name) {
     auto t = slotTensor(slot, type.dtype, type.shape, name);
     if (!t)
       return t.takeError();
-    if (reader == Reader::Step)
-      r.hostStageValueByteCount += valueBytes(type);
+    r.hostStageValueByteCount += valueBytes(type);
     NpyArray value = zeros(type.dtype, type.shape);
     if (pfrt_copy_to_host(r.arenaContext, *t, value.data.data()) != PFRT_OK)
       return error("reading '" + name + "': " + pfrt_last_error(r.arenaContext));

@@ -593,9 +593,9 @@ llvm::Error PipelinedStep::finish(int64_t last, bool stopped, bool bySigterm) {
                                 "the program, in its arena)\n",
                                 job.rank, runner->measuredGradientBytes())
                       .str();
-  llvm::outs() << llvm::formatv("rank {0}: stage-value bytes read or written by host code in "
-                                "the steps: {1} (besides the results it reads out)\n",
-                                job.rank, runner->hostStageValueBytes())
+  llvm::outs() << llvm::formatv("rank {0}: stage-value bytes read by host code in the steps: "
+                                "{1}, of them the step's results: {2}\n",
+                                job.rank, runner->hostStageValueBytes(), runner->resultBytes())
                       .str();
   if (runner->onBackendMemory())
     llvm::outs() << llvm::formatv("rank {0}: stage values copied between host and backend "

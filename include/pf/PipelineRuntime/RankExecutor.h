@@ -144,11 +144,12 @@ public:
   /// made so far: 0 when every slot is bound in place (what the slots in
   /// backend memory are for).
   int64_t stageValueCopies() const;
-  /// Bytes of stage values host code read or wrote during the steps,
-  /// besides the results it reads out (the loss; the gradients with
-  /// gradient-results): 0 when the program does all the step's work on its
-  /// values (the bitwise mode's exact sums of pieces are host code).
+  /// Bytes of stage values host code read during the steps (every read goes
+  /// through one counted place), and of them the results the programs handed
+  /// over (pf.step_result: the loss; the gradients with gradient-results).
+  /// Equal when the programs do all the step's work on their values.
   int64_t hostStageValueBytes() const { return hostStageValueByteCount; }
+  int64_t resultBytes() const { return resultByteCount; }
   const std::vector<ExecutedOp> &executed() const { return executedOps; }
 
 private:
@@ -235,7 +236,7 @@ private:
   int64_t arenaBytes = 0;
   pfrt_context *arenaContext = nullptr;
   int64_t gradientPeakBytes = 0;
-  int64_t hostStageValueByteCount = 0;
+  int64_t hostStageValueByteCount = 0, resultByteCount = 0;
 };
 
 /// Point-to-point hand-over of named arrays (count, then per array a header,
