@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "FuzzTargets.h"
 
-#include "pf/Driver/Npz.h"
+#include "pf/Support/Npz.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -15,19 +15,15 @@ namespace drv = mlir::pf::driver;
 
 int fuzzNpz(const uint8_t *data, size_t size) {
   auto arrays = drv::readNpz(writeScratchFile("input.npz", data, size));
-  if (!arrays) {
-    llvm::consumeError(arrays.takeError());
+  if (!arrays)
     return 0;
-  }
   std::string copy = writeScratchFile("copy.npz", nullptr, 0);
-  if (auto err = drv::writeNpz(copy, *arrays)) {
-    llvm::consumeError(std::move(err)); // e.g. an entry name libzip will not write
-    return 0;
-  }
+  if (!drv::writeNpz(copy, *arrays).ok())
+    return 0; // e.g. an entry name libzip will not write
   auto again = drv::readNpz(copy);
   if (!again) {
     if (verbose())
-      llvm::errs() << "read back: " << llvm::toString(again.takeError()) << "\n";
+      llvm::errs() << "read back: " << again.error() << "\n";
     __builtin_trap(); // readNpz refuses what writeNpz wrote
   }
   if (again->size() != arrays->size())

@@ -16,7 +16,7 @@
 #include "pf/Train/Corpus.h"
 #include "pf/Train/Masking.h"
 #include "pf/Train/Schedules.h"
-#include "pf/Train/TrainConfig.h"
+#include "pf/Train/RunConfig.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/raw_ostream.h"
@@ -61,7 +61,7 @@ std::string packEntries(const std::string &fileName, const uint8_t *data, size_t
 /// The model a fuzzed checkpoint is loaded into: the parameters of the seed
 /// checkpoints (scripts/fuzz-seeds.py), trained on 4 corpus rows.
 int fuzzCheckpoint(const uint8_t *data, size_t size) {
-  TrainConfig config;
+  RunConfig config;
   config.resumeFile = packEntries("checkpoint.npz", data, size);
   std::vector<float> weight(6), bias(3);
   Parameters parameters(2);
@@ -74,7 +74,7 @@ int fuzzCheckpoint(const uint8_t *data, size_t size) {
   Checkpoints::Coverage coverage;
   auto step = checkpoints.load(parameters, coverage);
   if (!step) {
-    std::string message = llvm::toString(step.takeError());
+    const std::string &message = step.error();
     if (verbose())
       llvm::errs() << message << "\n";
   } else if (verbose()) {
@@ -88,7 +88,7 @@ int fuzzCheckpoint(const uint8_t *data, size_t size) {
 int fuzzCorpus(const uint8_t *data, size_t size) {
   auto corpus = loadCorpus(packEntries("corpus.npz", data, size));
   if (!corpus) {
-    std::string message = llvm::toString(corpus.takeError());
+    const std::string &message = corpus.error();
     if (verbose())
       llvm::errs() << message << "\n";
     return 0;
@@ -99,9 +99,9 @@ int fuzzCorpus(const uint8_t *data, size_t size) {
   int64_t elements;
   if (__builtin_mul_overflow(corpus->rows, corpus->seqLen, &elements) || elements > (1 << 16))
     return 0; // large but well-formed: nothing more to learn, only time
-  TrainConfig config;
+  RunConfig config;
   BatchMaker batches(*corpus, /*batch=*/2, config.seed, config.maskProbability,
-                     config.training.loss.predictions);
+                     config.step.predictions);
   auto inputs = batches.training(1);
   (void)inputs;
   return 0;

@@ -93,8 +93,8 @@ PfExecutable pfCompile(MlirModule module, const PfCompileOptions *options,
     return PfExecutable{nullptr};
   }
   ModuleOp source = unwrap(module);
-  pf::capi::DiagnosticCapture diagnostics(source.getContext(), "<module>");
-  if (!pf::capi::checkSharedTypeIDs(source.getContext(), diagnostics)) {
+  mlir::pf::capi::DiagnosticCapture diagnostics(source.getContext(), "<module>");
+  if (!mlir::pf::capi::checkSharedTypeIDs(source.getContext(), diagnostics)) {
     diagnostics.report(onError, userData);
     return PfExecutable{nullptr};
   }

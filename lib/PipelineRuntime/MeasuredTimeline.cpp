@@ -949,7 +949,7 @@ llvm::Error writeRendered(const MeasuredRun &run, const std::string &path,
   auto picture = measuredPicture(run, firstStep);
   if (!picture)
     return picture.takeError();
-  sched::Status written =
+  ::pf::Status written =
       sched::writeTextFile(path, render(picture->timeline, picture->report));
   if (!written.ok())
     return error(written.message());
@@ -1051,7 +1051,7 @@ llvm::Error writeMeasuredSvg(const MeasuredRun &run, const std::string &path,
   auto picture = steadyStepPicture(run, firstStep, simulation);
   if (!picture)
     return picture.takeError();
-  sched::Status written =
+  ::pf::Status written =
       sched::writeTextFile(path, sched::timelineToSvg(picture->timeline, picture->report));
   if (!written.ok())
     return error(written.message());

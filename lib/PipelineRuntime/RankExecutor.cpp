@@ -89,7 +89,7 @@ NpyArray zeros(int32_t dtype, std::vector<int64_t> shape) {
 /// pfrt_rank.h: the services of one run of the program.
 struct pfrt_rank_host {
   virtual ~pfrt_rank_host() = default;
-  virtual int32_t runStage(int64_t op, pf::StageTaskKind kind, const char *function,
+  virtual int32_t runStage(int64_t op, mlir::pf::StageTaskKind kind, const char *function,
                            int64_t microbatch, int64_t layer, std::vector<int64_t> inputs,
                            std::vector<int64_t> outputs) = 0;
   virtual int32_t mark(int64_t op, int32_t phase) = 0;
@@ -105,7 +105,7 @@ int32_t pfrt_rank_run_stage(pfrt_rank_host *host, int64_t op, int32_t kind,
                             const char *function, int64_t microbatch, int64_t layer,
                             int64_t input_count, const int64_t *inputs, int64_t output_count,
                             const int64_t *outputs) {
-  return host->runStage(op, pf::StageTaskKind(kind), function, microbatch, layer,
+  return host->runStage(op, mlir::pf::StageTaskKind(kind), function, microbatch, layer,
                         std::vector<int64_t>(inputs, inputs + input_count),
                         std::vector<int64_t>(outputs, outputs + output_count));
 }
@@ -148,7 +148,7 @@ public:
     mlir::Operation *programOp = r.programForStep(stepIndex);
     if (auto err = r.startReplicaFactors(graph, programOp))
       return err;
-    findKfacReports(cast<pf::RankProgramOp>(programOp));
+    findKfacReports(cast<mlir::pf::RankProgramOp>(programOp));
     auto function = r.loweredPrograms.find(programOp);
     if (function == r.loweredPrograms.end())
       return error("the rank program was not compiled");
@@ -168,7 +168,7 @@ public:
   }
 
   // pfrt_rank_host: each service runs one op of the program.
-  int32_t runStage(int64_t op, pf::StageTaskKind kind, const char *function, int64_t microbatch,
+  int32_t runStage(int64_t op, mlir::pf::StageTaskKind kind, const char *function, int64_t microbatch,
                    int64_t layer, std::vector<int64_t> inputs,
                    std::vector<int64_t> outputs) override {
     std::optional<int64_t> m;
@@ -291,21 +291,21 @@ private:
   /// both replicas precondition (Chimera) on the lowest member of its
   /// gradient's sum; one only its owner preconditions (and broadcasts), on
   /// the owner.
-  void findKfacReports(pf::RankProgramOp rankProgram) {
+  void findKfacReports(mlir::pf::RankProgramOp rankProgram) {
     auto lowest = [&](ArrayRef<int64_t> ranks) {
       return r.rankIndex == *llvm::min_element(ranks);
     };
     for (Operation &op : rankProgram.getBody().front()) {
-      if (auto sum = dyn_cast<pf::AllReduceOp>(op);
-          sum && sum.getSum() && StringRef(sum.getValue()).starts_with(pf::kGradientPrefix) &&
+      if (auto sum = dyn_cast<mlir::pf::AllReduceOp>(op);
+          sum && sum.getSum() && StringRef(sum.getValue()).starts_with(mlir::pf::kGradientPrefix) &&
           !lowest(sum.getRanks()))
         summedElsewhere.insert(sum.getValue().str());
-      auto broadcast = dyn_cast<pf::BroadcastOp>(op);
+      auto broadcast = dyn_cast<mlir::pf::BroadcastOp>(op);
       if (!broadcast)
         continue;
-      auto call = broadcast.getInput() ? broadcast.getInput().getDefiningOp<pf::RunStageOp>()
-                                       : pf::RunStageOp();
-      if (call && call.getKind() == pf::StageTaskKind::Precondition)
+      auto call = broadcast.getInput() ? broadcast.getInput().getDefiningOp<mlir::pf::RunStageOp>()
+                                       : mlir::pf::RunStageOp();
+      if (call && call.getKind() == mlir::pf::StageTaskKind::Precondition)
         broadcastHere.insert(broadcast.getValue().str());
       else if (!lowest(broadcast.getRanks())) // the tied gradient's sum
         summedElsewhere.insert(broadcast.getValue().str());
@@ -390,24 +390,24 @@ private:
     return llvm::Error::success();
   }
 
-  llvm::Error runStageOp(int64_t index, pf::StageTaskKind kind, std::string function,
+  llvm::Error runStageOp(int64_t index, mlir::pf::StageTaskKind kind, std::string function,
                          std::optional<int64_t> microbatch, const std::vector<int64_t> &inputs,
                          const std::vector<int64_t> &outputs) {
-    if (kind == pf::StageTaskKind::Update || kind == pf::StageTaskKind::Precondition)
+    if (kind == mlir::pf::StageTaskKind::Update || kind == mlir::pf::StageTaskKind::Precondition)
       return runStepCall(kind, function, inputs, outputs);
-    if (kind == pf::StageTaskKind::KfacInverse)
+    if (kind == mlir::pf::StageTaskKind::KfacInverse)
       return r.runInverse(function, graph,
                           r.windowStepOf(stepIndex) >= 0 || !r.unreportedInverses.count(function));
-    if (kind == pf::StageTaskKind::Accumulate) {
+    if (kind == mlir::pf::StageTaskKind::Accumulate) {
       auto m = microbatchOf(microbatch, function);
       if (!m)
         return m.takeError();
       return accumulate(function, *m, inputs, outputs);
     }
-    if (kind != pf::StageTaskKind::Forward && kind != pf::StageTaskKind::Backward &&
-        kind != pf::StageTaskKind::BackwardInput && kind != pf::StageTaskKind::BackwardWeight &&
-        kind != pf::StageTaskKind::KfacFactorA && kind != pf::StageTaskKind::KfacFactorB)
-      return error("stage task kind '" + pf::stringifyStageTaskKind(kind) +
+    if (kind != mlir::pf::StageTaskKind::Forward && kind != mlir::pf::StageTaskKind::Backward &&
+        kind != mlir::pf::StageTaskKind::BackwardInput && kind != mlir::pf::StageTaskKind::BackwardWeight &&
+        kind != mlir::pf::StageTaskKind::KfacFactorA && kind != mlir::pf::StageTaskKind::KfacFactorB)
+      return error("stage task kind '" + mlir::pf::stringifyStageTaskKind(kind) +
                    "' is not run by this executor (forward, backward, backward_input, "
                    "backward_weight, kfac_factor_a, kfac_factor_b, accumulate, kfac_inverse, "
                    "precondition and update run)");
@@ -493,7 +493,7 @@ private:
   /// a precondition call's results) are values of the program, bound like
   /// any stage call's; the graph inputs (lr, step) are the host's, as is a
   /// precondition call's `kfac/issues`.
-  llvm::Error runStepCall(pf::StageTaskKind kind, const std::string &function,
+  llvm::Error runStepCall(mlir::pf::StageTaskKind kind, const std::string &function,
                           const std::vector<int64_t> &inputSlots,
                           const std::vector<int64_t> &outputSlots) {
     std::vector<TensorView> inputs, outputs;
@@ -512,8 +512,8 @@ private:
     Values hostResults;
     if (auto err = bindSlots(function, program.outputs(function), outputSlots, "results", outputs,
                              [&](const TensorSpec &spec) -> llvm::Error {
-                               if (kind != pf::StageTaskKind::Precondition ||
-                                   spec.name != pf::kKfacIssuesName)
+                               if (kind != mlir::pf::StageTaskKind::Precondition ||
+                                   spec.name != mlir::pf::kKfacIssuesName)
                                  return error("unexpected result '" + spec.name + "' of " +
                                               function);
                                NpyArray &value = hostResults[spec.name];
@@ -525,7 +525,7 @@ private:
       return err;
     if (auto err = program.run(function, inputs, outputs))
       return err;
-    if (kind != pf::StageTaskKind::Precondition)
+    if (kind != mlir::pf::StageTaskKind::Precondition)
       return llvm::Error::success();
     // Chimera: a layer both replicas precondition reports its refresh issues
     // on the rank reporting its gradients; one only its owner preconditions
@@ -535,7 +535,7 @@ private:
       if (isStageValue(spec.name))
         reports = reports &&
                   (!summedElsewhere.count(spec.name) || broadcastHere.count(spec.name));
-    auto issues = hostResults.find(pf::kKfacIssuesName.str());
+    auto issues = hostResults.find(mlir::pf::kKfacIssuesName.str());
     if (reports && issues != hostResults.end() && issues->second.dtype == PFRT_I32 &&
         issues->second.numElements() == 1) {
       int32_t count = 0;
@@ -555,8 +555,8 @@ private:
   /// pf.step_result: the step's loss or a gradient in `slot`, read into
   /// host memory for the caller (counted as the step's results).
   llvm::Error takeStepResult(llvm::StringRef name, int64_t slot) {
-    const bool isGradient = name.starts_with(pf::kGradientPrefix);
-    if (!isGradient && name != pf::kLossName)
+    const bool isGradient = name.starts_with(mlir::pf::kGradientPrefix);
+    if (!isGradient && name != mlir::pf::kLossName)
       return error("'" + name + "' is not a result of the step (the loss and grad/* are)");
     ValueType type{PFRT_F32, {}};
     if (isGradient) {
@@ -699,9 +699,9 @@ llvm::Error receiveValuesFrom(pfrt_context *ctx, pfrt_comm *world, int32_t from,
 }
 
 /// This rank's program; every check a rank can make before compiling.
-llvm::Expected<pf::RankProgramOp> programOf(ModuleOp module, int32_t rank, int32_t size) {
-  std::vector<pf::RankProgramOp> programs;
-  for (pf::RankProgramOp program : module.getOps<pf::RankProgramOp>())
+llvm::Expected<mlir::pf::RankProgramOp> programOf(ModuleOp module, int32_t rank, int32_t size) {
+  std::vector<mlir::pf::RankProgramOp> programs;
+  for (mlir::pf::RankProgramOp program : module.getOps<mlir::pf::RankProgramOp>())
     if (!program.getWindowStep())
       programs.push_back(program);
   if (programs.empty())
@@ -710,18 +710,18 @@ llvm::Expected<pf::RankProgramOp> programOf(ModuleOp module, int32_t rank, int32
     return error(llvm::formatv("the module has {0} pf.rank_program ops but the job has {1} "
                                "ranks: start it with mpirun -np {0}",
                                programs.size(), size));
-  if (failed(pf::verifyRankPrograms(module)))
+  if (failed(mlir::pf::verifyRankPrograms(module)))
     return error("the rank programs do not verify (see the diagnostics above)");
-  for (pf::RankProgramOp program : programs)
+  for (mlir::pf::RankProgramOp program : programs)
     if (program.getRankValue() == rank)
       return program;
   return error(llvm::formatv("no pf.rank_program has rank({0})", rank));
 }
 
 /// The stage functions `program` calls, in order of first call.
-std::vector<std::string> calledFunctions(pf::RankProgramOp program) {
+std::vector<std::string> calledFunctions(mlir::pf::RankProgramOp program) {
   std::vector<std::string> names;
-  for (pf::RunStageOp call : program.getBody().front().getOps<pf::RunStageOp>())
+  for (mlir::pf::RunStageOp call : program.getBody().front().getOps<mlir::pf::RunStageOp>())
     if (!llvm::is_contained(names, call.getStage().str()))
       names.push_back(call.getStage().str());
   return names;
@@ -752,7 +752,7 @@ llvm::Error runRank(ModuleOp module, const RankRunOptions &options, pfrt_context
                                options.microbatches, M));
   auto inputs = readNpz(options.inputsFile);
   if (!inputs)
-    return inputs.takeError();
+    return error(inputs.error());
   for (const auto &[name, array] : *inputs)
     if (isStageValue(name))
       return error("input '" + name + "' is a stage value, not a graph input");
@@ -774,7 +774,8 @@ llvm::Error runRank(ModuleOp module, const RankRunOptions &options, pfrt_context
   printOutputs(results);
   llvm::outs().flush();
   if (!options.outputsFile.empty())
-    return writeNpz(options.outputsFile, results);
+    if (::pf::Status written = writeNpz(options.outputsFile, results); !written.ok())
+      return error(written.message());
   return llvm::Error::success();
 }
 } // namespace
@@ -829,8 +830,8 @@ RankRunner::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world,
                    " backend: " + pfrt_last_error(programContext));
     runner->transferContext = programContext;
   }
-  for (pf::ParamOp param : module.getOps<pf::ParamOp>())
-    if (param->hasAttr(pf::kKfacPendingAttrName) &&
+  for (mlir::pf::ParamOp param : module.getOps<mlir::pf::ParamOp>())
+    if (param->hasAttr(mlir::pf::kKfacPendingAttrName) &&
         runner->compiledProgram->parameter(param.getSymName().str()))
       runner->pending.insert(param.getSymName().str());
   if (auto err = runner->findReplicaFactors(module))
@@ -910,8 +911,8 @@ llvm::Error RankRunner::allReduceHostParameter(const CompiledModel::Parameter &p
 llvm::Error RankRunner::exchangePendingInverses() {
   if (windowPrograms.empty())
     return llvm::Error::success();
-  auto last = cast<pf::RankProgramOp>(windowPrograms.back());
-  for (pf::AllReduceOp reduce : last.getBody().front().getOps<pf::AllReduceOp>())
+  auto last = cast<mlir::pf::RankProgramOp>(windowPrograms.back());
+  for (mlir::pf::AllReduceOp reduce : last.getBody().front().getOps<mlir::pf::AllReduceOp>())
     if (pending.count(reduce.getValue().str()))
       if (auto err = allReduceParameter(reduce.getValue().str(), reduce.getRanks()))
         return err;
@@ -923,7 +924,7 @@ RankRunner::ActivationFigures RankRunner::plannedActivations() const {
   std::vector<Operation *> programs{programOp};
   programs.insert(programs.end(), windowPrograms.begin(), windowPrograms.end());
   for (Operation *program : programs) {
-    pf::StageValuePlan plan = pf::planStageValues(program, options.overlapTransfers);
+    mlir::pf::StageValuePlan plan = mlir::pf::planStageValues(program, options.overlapTransfers);
     most.slots = std::max(most.slots, plan.savedMicrobatches);
     most.bytes = std::max(most.bytes, plan.liveBytes);
   }
@@ -933,7 +934,7 @@ RankRunner::ActivationFigures RankRunner::plannedActivations() const {
 
 llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
   std::set<std::string> reduced;
-  for (auto reduce : program().getBody().front().getOps<pf::AllReduceOp>())
+  for (auto reduce : program().getBody().front().getOps<mlir::pf::AllReduceOp>())
     if (compiledProgram->parameter(reduce.getValue().str()))
       reduced.insert(reduce.getValue().str());
   if (reduced.empty())
@@ -942,11 +943,11 @@ llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
   // call of micro-batch 0 (its copy carries the decayed previous factor).
   std::map<std::string, int64_t> every;
   std::set<std::string> atMicrobatchZero, hostDecided;
-  for (auto run : program().getBody().front().getOps<pf::RunStageOp>()) {
+  for (auto run : program().getBody().front().getOps<mlir::pf::RunStageOp>()) {
     auto function = module.lookupSymbol<func::FuncOp>(run.getStage());
     if (!function || !run.getMicrobatch())
       continue;
-    function.walk([&](pf::KFACUpdateFactorOp update) {
+    function.walk([&](mlir::pf::KFACUpdateFactorOp update) {
       std::string factor = update.getFactor().str();
       every[factor] = int64_t(update.getEvery());
       if (update.getDue())
@@ -956,11 +957,11 @@ llvm::Error RankRunner::findReplicaFactors(ModuleOp module) {
     });
   }
   // The inverse calls a lower rank also makes in the warm-up step.
-  for (pf::RankProgramOp other : module.getOps<pf::RankProgramOp>()) {
+  for (mlir::pf::RankProgramOp other : module.getOps<mlir::pf::RankProgramOp>()) {
     if (other.getWindowStep() || other.getRankValue() >= int64_t(rankIndex))
       continue;
-    for (auto run : other.getBody().front().getOps<pf::RunStageOp>())
-      if (run.getKind() == pf::StageTaskKind::KfacInverse)
+    for (auto run : other.getBody().front().getOps<mlir::pf::RunStageOp>())
+      if (run.getKind() == mlir::pf::StageTaskKind::KfacInverse)
         unreportedInverses.insert(run.getStage().str());
   }
   for (const std::string &factor : reduced) {
@@ -990,7 +991,7 @@ llvm::Error RankRunner::startReplicaFactors(const Values &graph, Operation *prog
       input->second.numElements() == 1)
     std::memcpy(&curvature, input->second.data.data(), sizeof(curvature));
   std::set<std::string> summed; // the factors this step's program all-reduces
-  for (auto reduce : cast<pf::RankProgramOp>(program).getBody().front().getOps<pf::AllReduceOp>())
+  for (auto reduce : cast<mlir::pf::RankProgramOp>(program).getBody().front().getOps<mlir::pf::AllReduceOp>())
     summed.insert(reduce.getValue().str());
   return withHostParameters([&] { return zeroReplicaFactors(step, curvature, summed); });
 }
@@ -1024,10 +1025,10 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
     module->getBody()->push_back(program->clone());
   int64_t needed = arenaBytes;
   PassManager lower(ctx);
-  pf::PFLowerRankProgramsOptions lowering;
+  mlir::pf::PFLowerRankProgramsOptions lowering;
   lowering.overlap = options.overlapTransfers;
-  lower.addPass(pf::createPFLowerRankPrograms(lowering));
-  pf::buildStandardLLVMLoweringPipeline(lower);
+  lower.addPass(mlir::pf::createPFLowerRankPrograms(lowering));
+  mlir::pf::buildStandardLLVMLoweringPipeline(lower);
   if (failed(lower.run(*module)))
     return error("lowering the rank program to runtime calls failed (see the diagnostics above)");
   detail::initializeJit(ctx);
@@ -1047,7 +1048,7 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
     return map;
   });
   for (Operation *program : programs) {
-    std::string name = ("pf_" + cast<pf::RankProgramOp>(program).getSymName()).str();
+    std::string name = ("pf_" + cast<mlir::pf::RankProgramOp>(program).getSymName()).str();
     auto symbol = (*engine)->lookup(name);
     if (!symbol)
       return symbol.takeError();
@@ -1055,13 +1056,13 @@ llvm::Error RankRunner::compilePrograms(const std::vector<Operation *> &programs
         reinterpret_cast<LoweredProgram>(*symbol);
     // In first-use order on every member, as the programs use them.
     std::vector<pfrt_comm *> &programComms = programGroups[program];
-    for (const auto &members : pf::programCommGroups(program)) {
+    for (const auto &members : mlir::pf::programCommGroups(program)) {
       auto group = transferGroupOf(members);
       if (!group)
         return group.takeError();
       programComms.push_back(*group);
     }
-    pf::StageValuePlan plan = pf::planStageValues(program, options.overlapTransfers);
+    mlir::pf::StageValuePlan plan = mlir::pf::planStageValues(program, options.overlapTransfers);
     slotCounts[program] = int64_t(plan.slot.size());
     needed = std::max(needed, plan.arenaBytes);
   }
@@ -1108,7 +1109,7 @@ int64_t RankRunner::stageValueCopies() const {
   return compiledProgram->stageValueCopies();
 }
 
-pf::RankProgramOp RankRunner::program() const { return cast<pf::RankProgramOp>(programOp); }
+mlir::pf::RankProgramOp RankRunner::program() const { return cast<mlir::pf::RankProgramOp>(programOp); }
 
 int64_t RankRunner::microbatches() const { return program().getNumMicrobatches(); }
 
@@ -1141,14 +1142,14 @@ llvm::Error RankRunner::useKfacWindow(int64_t warmup, int64_t steps) {
                                warmup, steps));
   auto module = programOp->getParentOfType<ModuleOp>();
   std::vector<Operation *> found(size_t(steps), nullptr);
-  for (pf::RankProgramOp program : module.getOps<pf::RankProgramOp>()) {
+  for (mlir::pf::RankProgramOp program : module.getOps<mlir::pf::RankProgramOp>()) {
     if (program.getRankValue() != rankIndex || !program.getWindowStep())
       continue;
     int64_t k = int64_t(*program.getWindowStep());
     if (int64_t(program.getWindowSteps().value_or(0)) != steps || k >= steps)
       return error(llvm::formatv("K-FAC window: @{0} is not window step k < {1}",
                                  program.getSymName(), steps));
-    for (pf::RunStageOp call : program.getBody().front().getOps<pf::RunStageOp>())
+    for (mlir::pf::RunStageOp call : program.getBody().front().getOps<mlir::pf::RunStageOp>())
       if (!compiledProgram->hasEntry(call.getStage().str()))
         return error("K-FAC window: @" + program.getSymName() + " calls @" +
                      call.getStage() + ", which the rank's program does not");
@@ -1162,11 +1163,11 @@ llvm::Error RankRunner::useKfacWindow(int64_t warmup, int64_t steps) {
     return err;
   ownedPending.clear();
   for (Operation *program : found)
-    for (pf::RunStageOp call :
-         cast<pf::RankProgramOp>(program).getBody().front().getOps<pf::RunStageOp>())
-      if (call.getKind() == pf::StageTaskKind::KfacInverse)
+    for (mlir::pf::RunStageOp call :
+         cast<mlir::pf::RankProgramOp>(program).getBody().front().getOps<mlir::pf::RunStageOp>())
+      if (call.getKind() == mlir::pf::StageTaskKind::KfacInverse)
         for (llvm::StringRef inverse :
-             pf::kfacInverseParameters(module.lookupSymbol(call.getStageAttr())).inverses)
+             mlir::pf::kfacInverseParameters(module.lookupSymbol(call.getStageAttr())).inverses)
           ownedPending.insert(inverse.str());
   windowPrograms = std::move(found);
   kfacWarmup = warmup;
@@ -1185,7 +1186,7 @@ llvm::Error RankRunner::runInverse(const std::string &function, const Values &gr
   if (auto err = compiledProgram->run(function, args, results))
     return err;
   for (auto &[name, value] : results) {
-    if (name != pf::kKfacIssuesName || value.dtype != PFRT_I32 || value.numElements() != 1)
+    if (name != mlir::pf::kKfacIssuesName || value.dtype != PFRT_I32 || value.numElements() != 1)
       return error("unexpected result '" + name + "' of " + function);
     int32_t issues;
     std::memcpy(&issues, value.data.data(), sizeof(issues));
@@ -1237,11 +1238,11 @@ llvm::Error RankRunner::recomputePendingInverses(const Values &graph, int64_t st
     return err;
   bool windowStart = k == 0 && step > kfacWarmup + 1;
   for (int64_t j = 0; j < (windowStart ? int64_t(windowPrograms.size()) : k); ++j)
-    for (pf::RunStageOp call : cast<pf::RankProgramOp>(windowPrograms[size_t(j)])
+    for (mlir::pf::RunStageOp call : cast<mlir::pf::RankProgramOp>(windowPrograms[size_t(j)])
                                    .getBody()
                                    .front()
-                                   .getOps<pf::RunStageOp>())
-      if (call.getKind() == pf::StageTaskKind::KfacInverse)
+                                   .getOps<mlir::pf::RunStageOp>())
+      if (call.getKind() == mlir::pf::StageTaskKind::KfacInverse)
         if (auto err = runInverse(call.getStage().str(), graph))
           return err;
   // The previous window's last step handed the shared inverses over.

@@ -428,7 +428,7 @@ int mlir::pf::driver::runStagesTool(ModuleOp module, const std::string &inputsFi
     return fail("--run-stages: " + llvm::toString(functions.takeError()));
   auto inputs = readNpz(inputsFile);
   if (!inputs)
-    return fail(llvm::toString(inputs.takeError()));
+    return fail(inputs.error());
   CompiledProgram::Options options;
   options.threads = threads;
   options.functions = *functions;
@@ -454,7 +454,7 @@ int mlir::pf::driver::runStagesTool(ModuleOp module, const std::string &inputsFi
   for (const auto &[name, array] : outputs)
     llvm::outs() << outputSummary(name, array);
   if (!outputsFile.empty())
-    if (auto err = writeNpz(outputsFile, outputs))
-      return fail(llvm::toString(std::move(err)));
+    if (::pf::Status written = writeNpz(outputsFile, outputs); !written.ok())
+      return fail(written.message());
   return 0;
 }

@@ -1,29 +1,28 @@
 //===- Checkpoint.cpp - A run's checkpoints -------------------------------===//
 #include "pf/Train/Checkpoint.h"
 
-#include "pf/Dialect/PF/IR/PFAttrNames.h"
-#include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Runtime/pfrt.h"
 #include "pf/Train/Schedules.h"
-#include "pf/Train/TrainConfig.h"
-
-#include "llvm/ADT/StringSet.h"
-
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <optional>
+#include <set>
 
-using namespace mlir;
 using namespace mlir::pf;
 using namespace mlir::pf::train;
 namespace drv = mlir::pf::driver;
 
-bool train::isPendingInverse(llvm::StringRef name) {
+static bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool train::isPendingInverse(const std::string &name) {
   // <w>.kfac.A_inv_next, or in the eigenbasis .A_vectors_next, .A_values_next
   // (pf-kfac-precondition's pf.kfac_pending parameters).
-  return name.contains(".kfac.") && name.ends_with("_next");
+  return name.find(".kfac.") != std::string::npos && endsWith(name, "_next");
 }
 
 Batch train::stateArrays(const Parameters &parameters) {
@@ -40,18 +39,7 @@ Batch train::stateArrays(const Parameters &parameters) {
   return arrays;
 }
 
-void Checkpoints::recordOnnxNames(ModuleOp module) {
-  for (auto param : module.getOps<ParamOp>()) {
-    std::string name = param.getSymName().str();
-    if (auto onnxName = param->getAttrOfType<StringAttr>(kOnnxNameAttrName))
-      onnxNameEntries["meta/onnx_name/" + name] = onnxName.str();
-    if (auto copies = param->getAttrOfType<ArrayAttr>(kOnnxTransposedCopiesAttrName))
-      for (auto copy : copies.getAsValueRange<StringAttr>())
-        onnxNameEntries["meta/transposed_copy/" + copy.str()] = name;
-  }
-}
-
-llvm::Error Checkpoints::write(Batch arrays, int64_t step, const std::string &path) const {
+::pf::Status Checkpoints::write(Batch arrays, int64_t step, const std::string &path) const {
   // Names as UTF-8 bytes (int8, which readNpz knows): NumPy reads them
   // without pickling.
   for (const auto &[key, name] : onnxNameEntries) {
@@ -61,7 +49,7 @@ llvm::Error Checkpoints::write(Batch arrays, int64_t step, const std::string &pa
     bytes.data.assign(name.begin(), name.end());
     arrays[key] = std::move(bytes);
   }
-  const TrainingOptions &training = config.training;
+  const StepFacts &training = config.step;
   arrays["meta/format_version"] = scalar<int64_t>(7, kCheckpointFormatVersion);
   arrays["meta/step"] = scalar<int64_t>(7, step);
   arrays["meta/seed"] = scalar<int64_t>(7, int64_t(config.seed));
@@ -89,12 +77,12 @@ llvm::Error Checkpoints::write(Batch arrays, int64_t step, const std::string &pa
 /// When K-FAC state `name` is missing from a checkpoint that has its layer's
 /// state of the other basis (`.A_inv` for `.A_vectors`, and back), that
 /// basis' --kfac-basis value.
-static std::optional<std::string> otherKfacBasis(const Batch &arrays, llvm::StringRef name) {
+static std::optional<std::string> otherKfacBasis(const Batch &arrays, const std::string &name) {
   size_t at = name.rfind(".kfac.");
-  if (at == llvm::StringRef::npos)
+  if (at == std::string::npos)
     return std::nullopt;
-  std::string layer = ("param/" + name.take_front(at + 6)).str();
-  bool eigenHere = name.ends_with("_vectors") || name.ends_with("_values");
+  std::string layer = "param/" + name.substr(0, at + 6);
+  bool eigenHere = endsWith(name, "_vectors") || endsWith(name, "_values");
   if (eigenHere && arrays.count(layer + "A_inv"))
     return "inverse";
   if (!eigenHere && arrays.count(layer + "A_vectors"))
@@ -102,23 +90,23 @@ static std::optional<std::string> otherKfacBasis(const Batch &arrays, llvm::Stri
   return std::nullopt;
 }
 
-llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters, Coverage &coverage) {
+::pf::Expected<int64_t> Checkpoints::load(const Parameters &parameters, Coverage &coverage) {
   const std::string &resumeFile = config.resumeFile;
-  const TrainingOptions &training = config.training;
+  const StepFacts &training = config.step;
   auto arrays = drv::readNpz(resumeFile);
   if (!arrays)
-    return arrays.takeError();
-  auto error = [&](const llvm::Twine &message) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), resumeFile + ": " + message);
+    return arrays.status();
+  auto error = [&](const std::string &message) {
+    return ::pf::Status::error(resumeFile + ": " + message);
   };
   if (!arrays->count("meta/step"))
     return error("not a pf-train checkpoint (no meta/step)");
   // meta/KEY as one int64, or an error naming it.
-  auto meta = [&](llvm::StringRef key) -> llvm::Expected<int64_t> {
-    auto it = arrays->find(("meta/" + key).str());
+  auto meta = [&](const std::string &key) -> ::pf::Expected<int64_t> {
+    auto it = arrays->find("meta/" + key);
     if (it == arrays->end())
       return error("has no meta/" + key + " (written by an older pf-train? checkpoints "
-                   "of format version " + llvm::Twine(kCheckpointFormatVersion) +
+                   "of format version " + std::to_string(kCheckpointFormatVersion) +
                    " carry it)");
     if (it->second.dtype != 7 || it->second.numElements() != 1)
       return error("meta/" + key + " must be one int64 value, not " +
@@ -128,78 +116,74 @@ llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters, Coverage
   };
   auto version = meta("format_version");
   if (!version)
-    return version.takeError();
+    return version.status();
   if (*version != kCheckpointFormatVersion)
-    return error(llvm::formatv("is checkpoint format version {0}; this pf-train reads version "
-                               "{1}",
-                               *version, kCheckpointFormatVersion)
-                     .str());
+    return error(::pf::formatText("is checkpoint format version %lld; this pf-train reads "
+                                  "version %lld",
+                                  (long long)*version, (long long)kCheckpointFormatVersion));
   auto step = meta("step");
   if (!step)
-    return step.takeError();
+    return step.status();
   if (*step < 0)
-    return error(llvm::formatv("meta/step is {0}, not a step count", *step).str());
+    return error(::pf::formatText("meta/step is %lld, not a step count", (long long)*step));
   if (*step >= config.steps)
-    return error(llvm::formatv("is after step {0} and --steps is {1}: nothing is left to train "
-                               "(give a larger --steps)",
-                               *step, config.steps)
-                     .str());
+    return error(::pf::formatText("is after step %lld and --steps is %d: nothing is left to "
+                                  "train (give a larger --steps)",
+                                  (long long)*step, config.steps));
   // Batches and masks are functions of (seed, step) over the training rows,
   // and the state's meaning depends on K-FAC: resuming with any of them
   // changed would silently train another run.
   auto savedSeed = meta("seed");
   if (!savedSeed)
-    return savedSeed.takeError();
+    return savedSeed.status();
   if (uint64_t(*savedSeed) != config.seed)
-    return error(llvm::formatv("was trained with --seed {0}, this run has --seed {1}",
-                               uint64_t(*savedSeed), config.seed)
-                     .str());
+    return error(::pf::formatText("was trained with --seed %llu, this run has --seed %llu",
+                                  (unsigned long long)*savedSeed,
+                                  (unsigned long long)config.seed));
   auto rows = meta("train_rows");
   if (!rows)
-    return rows.takeError();
+    return rows.status();
   if (*rows != corpus.trainRows)
-    return error(llvm::formatv("was trained on {0} corpus sequences, this run on {1} (use the "
-                               "same --eval-every/--eval-sequences)",
-                               *rows, corpus.trainRows)
-                     .str());
+    return error(::pf::formatText("was trained on %lld corpus sequences, this run on %lld (use "
+                                  "the same --eval-every/--eval-sequences)",
+                                  (long long)*rows, (long long)corpus.trainRows));
   auto corpusHash = meta("corpus_hash");
   if (!corpusHash)
-    return corpusHash.takeError();
+    return corpusHash.status();
   if (uint64_t(*corpusHash) != corpus.hash)
     return error("was trained on another corpus than " + config.corpusFile +
                  " (the token hashes differ)");
   auto kfac = meta("kfac");
   if (!kfac)
-    return kfac.takeError();
+    return kfac.status();
   if ((*kfac != 0) != training.kfac)
-    return error(llvm::formatv("was trained {0} --kfac, this run {1} it",
-                               *kfac ? "with" : "without", training.kfac ? "has" : "does not have")
-                     .str());
+    return error(::pf::formatText("was trained %s --kfac, this run %s it",
+                                  *kfac ? "with" : "without",
+                                  training.kfac ? "has" : "does not have"));
   auto window = arrays->find("meta/kfac_window");
   int64_t savedWindow = window != arrays->end() && window->second.dtype == 7 &&
                                 window->second.numElements() == 1
                             ? *reinterpret_cast<const int64_t *>(window->second.data.data())
                             : 0;
   if (savedWindow != kfacWindow && kfacWindow >= 0)
-    return error(llvm::formatv("was trained with K-FAC windows of {0} step(s), this run has {1} "
-                               "(0: none; give the same --kfac-window or refresh=)",
-                               savedWindow, kfacWindow)
-                     .str());
+    return error(::pf::formatText("was trained with K-FAC windows of %lld step(s), this run has "
+                                  "%lld (0: none; give the same --kfac-window or refresh=)",
+                                  (long long)savedWindow, (long long)kfacWindow));
   if (training.kfac && damping.adaptive()) {
     auto saved = arrays->find("meta/kfac_damping");
     if (saved == arrays->end()) {
-      llvm::outs() << resumeFile << " holds no adaptive damping (meta/kfac_damping): λ starts "
-                   << "from --kfac-damping\n";
+      std::printf("%s holds no adaptive damping (meta/kfac_damping): λ starts from "
+                  "--kfac-damping\n",
+                  resumeFile.c_str());
     } else if (saved->second.dtype != PFRT_F64 || saved->second.numElements() != 1) {
-      return error(llvm::Twine("meta/kfac_damping must be one float64 value, not ") +
+      return error(std::string("meta/kfac_damping must be one float64 value, not ") +
                    drv::dtypeName(saved->second.dtype) + " of shape " +
                    drv::shapeText(saved->second.shape));
     } else {
       double savedDamping;
       std::memcpy(&savedDamping, saved->second.data.data(), sizeof(double));
       if (!(savedDamping > 0) || !std::isfinite(savedDamping))
-        return error(
-            llvm::formatv("meta/kfac_damping is {0}, not a damping", savedDamping).str());
+        return error(::pf::formatText("meta/kfac_damping is %.2f, not a damping", savedDamping));
       // Within this run's bounds, as every adaptation keeps it.
       damping.damping = damping.stepDamping = std::clamp(
           savedDamping, config.dampingAdaptation.min, config.dampingAdaptation.max);
@@ -224,45 +208,46 @@ llvm::Expected<int64_t> Checkpoints::load(const Parameters &parameters, Coverage
   // another optimizer (another state, e.g. AdamW's moments resumed into
   // SGD), whose training this run would not continue (checkCovered, after
   // the ranks of a pipeline added theirs).
-  llvm::StringSet<> names;
+  std::set<std::string> names;
   for (const auto &p : parameters)
     names.insert(p.name);
   coverage = Coverage{};
+  const std::string prefix = "param/";
   for (const auto &[key, value] : *arrays) { // std::map: name order
-    llvm::StringRef name(key);
-    if (!name.consume_front("param/") || isPendingInverse(name))
+    if (key.compare(0, prefix.size(), prefix) != 0)
       continue;
-    coverage.names.push_back(name.str());
-    coverage.loaded.push_back(names.contains(name) ? 1.0 : 0.0);
+    std::string name = key.substr(prefix.size());
+    if (isPendingInverse(name))
+      continue;
+    coverage.loaded.push_back(names.count(name) ? 1.0 : 0.0);
+    coverage.names.push_back(std::move(name));
   }
   return *step;
 }
 
-llvm::Error Checkpoints::checkCovered(const Coverage &coverage) const {
+::pf::Status Checkpoints::checkCovered(const Coverage &coverage) const {
   for (size_t i = 0; i < coverage.names.size(); ++i)
     if (coverage.loaded[i] == 0)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
+      return ::pf::Status::error(
           config.resumeFile + ": holds '" + coverage.names[i] +
-              "', which this run does not have: it was written by another model, optimizer "
-              "or K-FAC configuration");
-  return llvm::Error::success();
+          "', which this run does not have: it was written by another model, optimizer or "
+          "K-FAC configuration");
+  return ::pf::Status::success();
 }
 
-llvm::Expected<std::vector<int64_t>> Checkpoints::savedKfacPlacement(int64_t &steps) const {
+::pf::Expected<std::vector<int64_t>> Checkpoints::savedKfacPlacement(int64_t &steps) const {
   const std::string &resumeFile = config.resumeFile;
   auto arrays = drv::readNpz(resumeFile);
   if (!arrays)
-    return arrays.takeError();
+    return arrays.status();
   auto window = arrays->find("meta/kfac_window");
   auto placement = arrays->find("meta/kfac_placement");
   if (window == arrays->end() || placement == arrays->end() || window->second.dtype != 7 ||
       placement->second.dtype != 7 || placement->second.shape.size() != 2 ||
       placement->second.shape[1] != 4)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   resumeFile + ": resuming after the K-FAC warm-up needs the "
-                                   "meta/kfac_window and meta/kfac_placement of a kfac=bubbles "
-                                   "run");
+    return ::pf::Status::error(resumeFile + ": resuming after the K-FAC warm-up needs the "
+                                            "meta/kfac_window and meta/kfac_placement of a "
+                                            "kfac=bubbles run");
   steps = *reinterpret_cast<const int64_t *>(window->second.data.data());
   std::vector<int64_t> values(size_t(placement->second.numElements()));
   std::memcpy(values.data(), placement->second.data.data(), values.size() * sizeof(int64_t));

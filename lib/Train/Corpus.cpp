@@ -1,10 +1,7 @@
 //===- Corpus.cpp - The token corpus a run trains on ----------------------===//
 #include "pf/Train/Corpus.h"
 
-#include "pf/Driver/Npz.h"
-
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/FormatVariadic.h"
+#include "pf/Support/Npz.h"
 
 #include <algorithm>
 #include <cstring>
@@ -20,12 +17,12 @@ uint64_t train::fnv1a(const void *data, size_t bytes) {
   return h;
 }
 
-llvm::Expected<train::Corpus> train::loadCorpus(const std::string &corpusFile) {
+::pf::Expected<train::Corpus> train::loadCorpus(const std::string &corpusFile) {
   auto arrays = drv::readNpz(corpusFile);
   if (!arrays)
-    return arrays.takeError();
-  auto error = [&](const llvm::Twine &message) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), corpusFile + ": " + message);
+    return arrays.status();
+  auto error = [&](const std::string &message) {
+    return ::pf::Status::error(corpusFile + ": " + message);
   };
   auto tokens = arrays->find("tokens");
   if (tokens == arrays->end() || tokens->second.dtype != 7 || tokens->second.shape.size() != 2)
@@ -34,15 +31,15 @@ llvm::Expected<train::Corpus> train::loadCorpus(const std::string &corpusFile) {
   corpus.rows = corpus.trainRows = tokens->second.shape[0];
   corpus.seqLen = tokens->second.shape[1];
   if (corpus.rows < 1 || corpus.seqLen < 1)
-    return error(llvm::formatv("'tokens' is {0} x {1}: it needs at least one sequence of at "
-                               "least one token",
-                               corpus.rows, corpus.seqLen));
+    return error(::pf::formatText("'tokens' is %lld x %lld: it needs at least one sequence of "
+                                  "at least one token",
+                                  (long long)corpus.rows, (long long)corpus.seqLen));
   corpus.tokens.resize(corpus.rows * corpus.seqLen);
   std::memcpy(corpus.tokens.data(), tokens->second.data.data(), tokens->second.data.size());
   corpus.hash = fnv1a(corpus.tokens.data(), corpus.tokens.size() * sizeof(int64_t));
   // One int64 value, or an error naming the array.
-  auto scalarOf = [&](llvm::StringRef key) -> llvm::Expected<int64_t> {
-    auto it = arrays->find(key.str());
+  auto scalarOf = [&](const std::string &key) -> ::pf::Expected<int64_t> {
+    auto it = arrays->find(key);
     if (it->second.dtype != 7 || it->second.numElements() != 1)
       return error("'" + key + "' must be one int64 value, not " +
                    drv::dtypeName(it->second.dtype) + " of shape " +
@@ -60,23 +57,25 @@ llvm::Expected<train::Corpus> train::loadCorpus(const std::string &corpusFile) {
   if (arrays->count("vocab_size")) {
     auto vocab = scalarOf("vocab_size");
     if (!vocab)
-      return vocab.takeError();
+      return vocab.status();
     corpus.vocab = *vocab;
   } else {
     corpus.vocab = largest + 1;
   }
   // Masking draws random words from [firstWord, vocab): at least one.
   if (corpus.vocab <= corpus.firstWord)
-    return error(llvm::formatv("vocab_size {0} leaves no words after the {1} special ids",
-                               corpus.vocab, corpus.firstWord));
+    return error(::pf::formatText("vocab_size %lld leaves no words after the %lld special ids",
+                                  (long long)corpus.vocab, (long long)corpus.firstWord));
   if (smallest < 0 || largest >= corpus.vocab)
-    return error(llvm::formatv("token ids must be in [0, vocab_size {0}); the corpus holds {1}",
-                               corpus.vocab, smallest < 0 ? smallest : largest));
+    return error(::pf::formatText("token ids must be in [0, vocab_size %lld); the corpus holds "
+                                  "%lld",
+                                  (long long)corpus.vocab,
+                                  (long long)(smallest < 0 ? smallest : largest)));
   for (auto [name, id] : {std::pair<const char *, int64_t>{"[PAD]", corpus.pad},
                           {"[CLS]", corpus.cls}, {"[SEP]", corpus.sep},
                           {"[MASK]", corpus.mask}})
     if (id < 0 || id >= corpus.vocab)
-      return error(llvm::formatv("the {0} id {1} is not in [0, vocab_size {2})", name, id,
-                                 corpus.vocab));
+      return error(::pf::formatText("the %s id %lld is not in [0, vocab_size %lld)", name,
+                                    (long long)id, (long long)corpus.vocab));
   return corpus;
 }

@@ -1,8 +1,6 @@
 //===- Masking.cpp - Batches and BERT's masking ---------------------------===//
 #include "pf/Train/Masking.h"
 
-#include "llvm/ADT/STLExtras.h"
-
 #include <algorithm>
 #include <numeric>
 
@@ -19,14 +17,14 @@ drv::NpyArray train::int64Array(std::vector<int64_t> shape, const std::vector<in
   return a;
 }
 
-Batch train::maskRows(const Corpus &c, llvm::ArrayRef<int64_t> rows, double maskProbability,
+Batch train::maskRows(const Corpus &c, const std::vector<int64_t> &rows, double maskProbability,
                       std::mt19937_64 &rng, int64_t cap) {
   std::uniform_real_distribution<double> uniform(0, 1);
   std::uniform_int_distribution<int64_t> word(c.firstWord, c.vocab - 1);
   int64_t n = int64_t(rows.size()) * c.seqLen;
   std::vector<int64_t> ids(n), types(n, 0), attention(n), labels(n, -100);
-  for (auto [b, rowIndex] : llvm::enumerate(rows)) {
-    const int64_t *row = &c.tokens[rowIndex * c.seqLen];
+  for (size_t b = 0; b < rows.size(); ++b) {
+    const int64_t *row = &c.tokens[rows[b] * c.seqLen];
     for (int64_t t = 0; t < c.seqLen; ++t) {
       int64_t i = int64_t(b) * c.seqLen + t, token = row[t];
       ids[i] = token;

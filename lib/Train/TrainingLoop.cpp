@@ -1,16 +1,13 @@
 //===- TrainingLoop.cpp - The training loop -------------------------------===//
 #include "pf/Train/TrainingLoop.h"
 
-#include "pf/Driver/StopSignals.h"
+#include "pf/Support/StopSignals.h"
 #include "pf/Train/Evaluation.h"
-#include "pf/Train/Train.h"
 #include "pf/Train/TrainingStep.h"
-
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 using namespace mlir::pf;
 using namespace mlir::pf::train;
@@ -18,11 +15,26 @@ namespace drv = mlir::pf::driver;
 
 TrainingStep::~TrainingStep() = default;
 
+int train::printRunError(const std::string &message, const char *tool) {
+  // One write: under mpirun every rank may print the same error, and the
+  // job's output interleaves the ranks' writes.
+  std::fflush(stdout);
+  std::fputs((std::string(tool) + ": error: " + message + "\n").c_str(), stderr);
+  return 1;
+}
+
+/// One line on stdout, in one write: mpirun interleaves the ranks' output by
+/// write.
+static void printLine(const std::string &line) {
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
+}
+
 int train::runTrainingLoop(TrainingRun &run, TrainingStep &step) {
-  const TrainConfig &config = run.config;
-  const TrainingOptions &training = config.training;
-  auto failAt = [&](int64_t at, llvm::Error err) {
-    return step.fail(llvm::formatv("step {0}: {1}", at, llvm::toString(std::move(err))));
+  const RunConfig &config = run.config;
+  const StepFacts &training = config.step;
+  auto failAt = [&](int64_t at, const ::pf::Status &status) {
+    return step.fail("step " + std::to_string(at) + ": " + status.message());
   };
 
   int64_t first = 1;
@@ -31,56 +43,52 @@ int train::runTrainingLoop(TrainingRun &run, TrainingStep &step) {
     Checkpoints::Coverage coverage;
     auto resumed = run.checkpoints.load(step.stateParameters(), coverage);
     if (!resumed)
-      return step.fail(llvm::toString(resumed.takeError()));
-    if (auto err = step.sumOverProcesses(coverage.loaded))
-      return step.fail(llvm::toString(std::move(err)));
-    if (auto err = run.checkpoints.checkCovered(coverage))
-      return step.fail(llvm::toString(std::move(err)));
-    if (auto err = step.copyStateToBackend())
-      return step.fail(llvm::toString(std::move(err)));
+      return step.fail(resumed.error());
+    if (auto status = step.sumOverProcesses(coverage.loaded); !status.ok())
+      return step.fail(status.message());
+    if (auto status = run.checkpoints.checkCovered(coverage); !status.ok())
+      return step.fail(status.message());
+    if (auto status = step.copyStateToBackend(); !status.ok())
+      return step.fail(status.message());
     first = *resumed + 1;
-    if (step.reports()) {
-      // One write per line: mpirun interleaves the ranks' output by write.
-      llvm::outs() << ("resumed from " + config.resumeFile + " after step " +
-                       std::to_string(*resumed) + "\n");
-      llvm::outs().flush();
-    }
+    if (step.reports())
+      printLine("resumed from " + config.resumeFile + " after step " +
+                std::to_string(*resumed) + "\n");
   }
-  if (auto err = step.beforeFirstStep(first, resuming))
-    return step.fail(llvm::toString(std::move(err)));
+  if (auto status = step.beforeFirstStep(first, resuming); !status.ok())
+    return step.fail(status.message());
   step.printStart();
   drv::catchStopSignals();
 
-  drv::CompiledModel *evalModel = nullptr;
+  drv::Model *evalModel = nullptr;
   if (config.evalEvery > 0) {
     auto model = step.evaluationModel();
     if (!model)
-      return step.fail(llvm::toString(model.takeError()));
+      return step.fail(model.error());
     evalModel = *model;
   }
-  auto evaluateAt = [&](int64_t at) -> llvm::Error {
-    return step.withCurrentWeights([&](const WeightLookup &weights) -> llvm::Error {
+  auto evaluateAt = [&](int64_t at) -> ::pf::Status {
+    return step.withCurrentWeights([&](const WeightLookup &weights) -> ::pf::Status {
       auto loss = evaluateHeldOut(run.batches, weights, *evalModel);
       if (!loss)
-        return loss.takeError();
-      llvm::outs() << llvm::formatv("eval  {0,5}  loss {1,8:F4}  ({2} held-out sequences)\n", at,
-                                    *loss, run.batches.heldOutBatches() * config.batch)
-                          .str(); // one write per line (mpirun interleaves by write)
-      llvm::outs().flush();
-      return llvm::Error::success();
+        return loss.status();
+      printLine(::pf::formatText("eval  %5lld  loss %8.4f  (%lld held-out sequences)\n",
+                                 (long long)at, *loss,
+                                 (long long)(run.batches.heldOutBatches() * config.batch)));
+      return ::pf::Status::success();
     });
   };
   if (config.evalEvery > 0)
-    if (auto err = evaluateAt(first - 1))
-      return step.fail(llvm::toString(std::move(err)));
+    if (auto status = evaluateAt(first - 1); !status.ok())
+      return step.fail(status.message());
 
   // The checkpoint of the state after `at`, written by the reporting process.
-  auto saveCheckpoint = [&](int64_t at, const std::string &path) -> llvm::Error {
+  auto saveCheckpoint = [&](int64_t at, const std::string &path) -> ::pf::Status {
     auto state = step.checkpointState();
     if (!state)
-      return state.takeError();
+      return state.status();
     if (!*state)
-      return llvm::Error::success();
+      return ::pf::Status::success();
     return run.checkpoints.write(std::move(**state), at, path);
   };
 
@@ -94,18 +102,18 @@ int train::runTrainingLoop(TrainingRun &run, TrainingStep &step) {
     }
     Batch inputs = run.batches.training(at);
     inputs["lr"] = scalar<double>(11, learningRate(config, at));
-    if (training.precondition.dampingInput)
+    if (training.dampingInput)
       inputs["kfac_damping"] = scalar<double>(11, run.damping.at(at));
     run.damping.stepDamping = run.damping.at(at);
     inputs["step"] = scalar<int64_t>(7, at);
     if (!step.addKfacWindowInputs(at, inputs) &&
-        (training.kfacFactorEvery > 1 || training.precondition.curvatureInput))
+        (training.kfacFactorEvery > 1 || training.curvatureInput))
       inputs["kfac_curvature"] = scalar<int64_t>(7, run.intervals.updatesFactors(at));
-    if (training.precondition.refreshInput)
+    if (training.refreshInput)
       inputs["kfac_refresh_due"] = scalar<int64_t>(7, run.intervals.refreshesInverses(at));
     auto result = step.run(at, inputs);
     if (!result)
-      return failAt(at, result.takeError());
+      return failAt(at, result.status());
     stopped = result->stop;
     stoppedBySigterm = result->stopBySigterm;
     last = at;
@@ -114,60 +122,57 @@ int train::runTrainingLoop(TrainingRun &run, TrainingStep &step) {
     if (!std::isfinite(result->loss)) {
       // Every process saw the loss: one reports it.
       if (step.reports())
-        printError(llvm::formatv("step {0}: the loss is {1}; lower --lr", at, result->loss));
+        printRunError(::pf::formatText("step %lld: the loss is %.2f; lower --lr", (long long)at,
+                                    result->loss));
       return 1;
     }
-    if (auto err = step.reportStep(at, *result))
-      return step.fail(llvm::toString(std::move(err)));
+    if (auto status = step.reportStep(at, *result); !status.ok())
+      return step.fail(status.message());
     if (step.reports() && (at % config.logEvery == 0 || at == config.steps || at == first)) {
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();
-      llvm::outs() << llvm::formatv("step {0,5}  loss {1,8:F4}  lr {2:E2}  tokens/s {3,8:F0}  "
-                                    "ms/step {4,7:F1}{5}\n",
-                                    at, float(result->loss), learningRate(config, at),
-                                    windowTokens / seconds, 1e3 * seconds / windowSteps,
-                                    run.damping.column(at) + run.intervals.column(at))
-                          .str(); // one write: other ranks' lines interleave by write
-      llvm::outs().flush();
+      printLine(::pf::formatText("step %5lld  loss %8.4f  lr %.2E  tokens/s %8.0f  ms/step "
+                                 "%7.1f%s\n",
+                                 (long long)at, double(float(result->loss)),
+                                 learningRate(config, at), windowTokens / seconds,
+                                 1e3 * seconds / windowSteps,
+                                 (run.damping.column(at) + run.intervals.column(at)).c_str()));
       windowStart = std::chrono::steady_clock::now();
       windowTokens = windowSteps = 0;
     }
     if (config.evalEvery > 0 && (at % config.evalEvery == 0 || at == config.steps)) {
       auto evalStart = std::chrono::steady_clock::now();
-      if (auto err = evaluateAt(at))
-        return failAt(at, std::move(err));
+      if (auto status = evaluateAt(at); !status.ok())
+        return failAt(at, status);
       windowStart += std::chrono::steady_clock::now() - evalStart; // ms/step: training only
     }
-    if (auto err = step.endStep(at, stopped))
-      return step.fail(llvm::toString(std::move(err)));
+    if (auto status = step.endStep(at, stopped); !status.ok())
+      return step.fail(status.message());
     if (!config.checkpointFile.empty() && config.checkpointEvery > 0 &&
         at % config.checkpointEvery == 0)
-      if (auto err = saveCheckpoint(at, config.checkpointFile))
-        return step.fail(llvm::toString(std::move(err)));
+      if (auto status = saveCheckpoint(at, config.checkpointFile); !status.ok())
+        return step.fail(status.message());
   }
 
   const KfacDampingSchedule &damping = run.damping;
   if (damping.adaptations > 0)
-    llvm::outs() << llvm::formatv(
-        "K-FAC adaptive damping: {0} adaptation(s), {1:F1} ms each "
-        "({2:F1} ms the forward pass on the step's batch, {3:F1} ms "
-        "weight copies and the quadratic model); damping now {4:E3}\n",
-        damping.adaptations,
+    printLine(::pf::formatText(
+        "K-FAC adaptive damping: %lld adaptation(s), %.1f ms each (%.1f ms the forward pass on "
+        "the step's batch, %.1f ms weight copies and the quadratic model); damping now %.3E\n",
+        (long long)damping.adaptations,
         1e3 * (damping.forwardSeconds + damping.modelSeconds) / double(damping.adaptations),
         1e3 * damping.forwardSeconds / double(damping.adaptations),
-        1e3 * damping.modelSeconds / double(damping.adaptations), damping.damping);
+        1e3 * damping.modelSeconds / double(damping.adaptations), damping.damping));
   std::string checkpointFile = config.checkpointFile;
   if (stopped && checkpointFile.empty())
     checkpointFile = "pf-train.checkpoint.npz";
   if (!checkpointFile.empty()) {
-    if (auto err = saveCheckpoint(last, checkpointFile))
-      return step.fail(llvm::toString(std::move(err)));
-    if (step.reports()) // one write: mpirun interleaves the ranks' output by write
-      llvm::outs() << ("checkpoint after step " + std::to_string(last) + ": " + checkpointFile +
-                       "\n");
+    if (auto status = saveCheckpoint(last, checkpointFile); !status.ok())
+      return step.fail(status.message());
+    if (step.reports())
+      printLine("checkpoint after step " + std::to_string(last) + ": " + checkpointFile + "\n");
   }
-  if (auto err = step.finish(last, stopped, stoppedBySigterm))
-    return step.fail(llvm::toString(std::move(err)));
-  llvm::outs().flush();
+  if (auto status = step.finish(last, stopped, stoppedBySigterm); !status.ok())
+    return step.fail(status.message());
   return stopped ? 130 : 0;
 }

@@ -451,7 +451,7 @@ public:
 // Schedules from a cost model (pf-sched's path)
 //===----------------------------------------------------------------------===//
 
-template <typename T> T check(pf::sched::Expected<T> value) {
+template <typename T> T check(::pf::Expected<T> value) {
   if (!value)
     raise("ScheduleError", value.error());
   return value.take();
@@ -468,6 +468,8 @@ scheduleCosts(const std::string &profileJson, const std::string &profileSource,
               int splitPieces, bool steadyState, std::optional<double> memoryCapGB,
               double optimizerStates, bool validate) {
   using namespace pf::sched;
+  using ::pf::Expected;
+  using ::pf::Status;
   CostModel costs;
   if (!profileJson.empty()) {
     costs = check(parseProfile(profileJson, profileSource));

@@ -13,7 +13,7 @@
 #include "pf/Driver/Device.h"
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
-#include "pf/Driver/Npz.h"
+#include "pf/Support/Npz.h"
 #include "pf/Driver/Runner.h"
 #include "pf/PipelineRuntime/RankExecutor.h"
 #include "pf/PipelineRuntime/StageProgram.h"
@@ -412,7 +412,7 @@ int main(int argc, char **argv) {
   }
   auto inputs = drv::readNpz(inputsFile);
   if (!inputs)
-    return fail(llvm::toString(inputs.takeError()));
+    return fail(inputs.error());
 
   std::map<std::string, drv::NpyArray> outputs;
   std::vector<double> times;
@@ -433,7 +433,7 @@ int main(int argc, char **argv) {
     if (auto err = writeProfile(model, times))
       return fail(llvm::toString(std::move(err)));
   if (!outputsFile.empty())
-    if (auto err = drv::writeNpz(outputsFile, outputs))
-      return fail(llvm::toString(std::move(err)));
+    if (::pf::Status written = drv::writeNpz(outputsFile, outputs); !written.ok())
+      return fail(written.message());
   return 0;
 }

@@ -24,6 +24,8 @@
 #include <vector>
 
 using namespace pf::sched;
+using pf::Expected;
+using pf::Status;
 
 namespace {
 

@@ -12,13 +12,14 @@
 // (lib/Train, docs/train-library.md) runs it.
 //
 //===----------------------------------------------------------------------===//
-#include "pf/Driver/StopSignals.h"
+#include "pf/Support/StopSignals.h"
 #include "pf/Runtime/pfrt.h"
-#include "pf/Train/Train.h"
+#include "pf/TrainCompile/Train.h"
 #include "pf/Transforms/OptionBinder.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Signals.h"
 
 #include <string>
 
@@ -203,8 +204,9 @@ Flags::Flags(train::TrainConfig &config)
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  // Before any library starts a thread (see StopSignals.h).
-  drv::routeStopSignals();
+  // Before any library starts a thread (see StopSignals.h); LLVM's interrupt
+  // handlers remove the output files a signal leaves half written.
+  drv::routeStopSignals(llvm::sys::RunInterruptHandlers);
   train::TrainConfig config;
   Flags flags(config);
   cl::HideUnrelatedOptions({&flags.category, &flags.stepCategory});

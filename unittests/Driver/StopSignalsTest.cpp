@@ -2,7 +2,7 @@
 //
 // Its own test binary: routeStopSignals blocks the signals process-wide.
 
-#include "pf/Driver/StopSignals.h"
+#include "pf/Support/StopSignals.h"
 
 #include "gtest/gtest.h"
 

@@ -10,6 +10,8 @@
 #include <map>
 
 using namespace pf::sched;
+using pf::Expected;
+using pf::Status;
 
 namespace {
 

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 using namespace pf::sched;
+using pf::Expected;
+using pf::Status;
 using namespace pf::sched::test;
 using nlohmann::json;
 

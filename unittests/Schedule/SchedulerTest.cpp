@@ -12,6 +12,8 @@
 #include <sstream>
 
 using namespace pf::sched;
+using pf::Expected;
+using pf::Status;
 using namespace pf::sched::test;
 
 namespace {

@@ -14,6 +14,8 @@
 #include <sstream>
 
 using namespace pf::sched;
+using pf::Expected;
+using pf::Status;
 using namespace pf::sched::test;
 
 namespace {

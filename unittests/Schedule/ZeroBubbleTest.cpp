@@ -18,6 +18,8 @@
 #include <tuple>
 
 using namespace pf::sched;
+using pf::Expected;
+using pf::Status;
 using namespace pf::sched::test;
 
 namespace {

@@ -8,7 +8,7 @@
 #include "pf/Train/Checkpoint.h"
 #include "pf/Train/Masking.h"
 #include "pf/Train/Schedules.h"
-#include "pf/Train/TrainConfig.h"
+#include "pf/TrainCompile/TrainConfig.h"
 
 #include "llvm/Support/FileSystem.h"
 
@@ -105,6 +105,8 @@ TEST(Schedules, DampingWarmupReachesTheFinalDamping) {
   config.dampingWarmup = 4;
   ASSERT_FALSE(llvm::errorToBool(prepareDampingSchedule(config, /*inBubbles=*/false)));
   EXPECT_TRUE(config.training.precondition.dampingInput);
+  config.fixStepFacts();
+  EXPECT_TRUE(config.step.dampingInput);
   KfacDampingSchedule damping(config);
   EXPECT_DOUBLE_EQ(damping.at(1), 1e-1);
   EXPECT_NEAR(damping.at(3), 1e-2, 1e-15);
@@ -122,6 +124,7 @@ TEST(Schedules, IntervalScheduleDependsOnTheStepOnly) {
   config.intervalEvery = 10;
   config.intervalMax = 8;
   ASSERT_FALSE(llvm::errorToBool(prepareIntervalSchedule(config)));
+  config.fixStepFacts();
   KfacIntervalSchedule run(config);
   std::vector<bool> due;
   for (int64_t step = 1; step <= 60; ++step)
@@ -167,7 +170,7 @@ TEST(Checkpoints, ReadBackWhatTheyWrote) {
   saved[0] = {"w", 1, {2, 3}, weight.data(), int64_t(weight.size() * sizeof(float))};
   saved[1] = {"w.kfac.A_inv_next", 1, {2, 2}, pending.data(), 16};
   TempFile file;
-  ASSERT_FALSE(llvm::errorToBool(checkpoints.write(stateArrays(saved), 4, file.path)));
+  ASSERT_TRUE(checkpoints.write(stateArrays(saved), 4, file.path).ok());
 
   config.resumeFile = file.path;
   std::vector<float> loaded(6, 0);
@@ -175,7 +178,7 @@ TEST(Checkpoints, ReadBackWhatTheyWrote) {
   into[0] = {"w", 1, {2, 3}, loaded.data(), int64_t(loaded.size() * sizeof(float))};
   Checkpoints::Coverage coverage;
   auto step = checkpoints.load(into, coverage);
-  ASSERT_TRUE(bool(step)) << llvm::toString(step.takeError());
+  ASSERT_TRUE(bool(step)) << step.error();
   EXPECT_EQ(*step, 4);
   EXPECT_EQ(loaded, weight);
 
@@ -185,26 +188,25 @@ TEST(Checkpoints, ReadBackWhatTheyWrote) {
   Parameters another(1);
   another[0] = {"w.adam_m", 1, {2, 3}, moment.data(), int64_t(moment.size() * sizeof(float))};
   TempFile other;
-  ASSERT_FALSE(llvm::errorToBool(
-      checkpoints.write(stateArrays({saved[0], another[0]}), 4, other.path)));
+  ASSERT_TRUE(checkpoints.write(stateArrays({saved[0], another[0]}), 4, other.path).ok());
   config.resumeFile = other.path;
   auto extra = checkpoints.load(into, coverage);
-  ASSERT_TRUE(bool(extra)) << llvm::toString(extra.takeError());
+  ASSERT_TRUE(bool(extra)) << extra.error();
   EXPECT_EQ(coverage.names, (std::vector<std::string>{"w", "w.adam_m"}));
   EXPECT_EQ(coverage.loaded, (std::vector<double>{1, 0}));
-  EXPECT_EQ(llvm::toString(checkpoints.checkCovered(coverage)),
+  EXPECT_EQ(checkpoints.checkCovered(coverage).message(),
             other.path + ": holds 'w.adam_m', which this run does not have: it was written by "
                          "another model, optimizer or K-FAC configuration");
   // Another rank that loaded it (summed over the ranks): covered.
   coverage.loaded[1] += 1;
-  EXPECT_FALSE(llvm::errorToBool(checkpoints.checkCovered(coverage)));
+  EXPECT_TRUE(checkpoints.checkCovered(coverage).ok());
   config.resumeFile = file.path;
 
   // Another seed would train another run.
   config.seed = 8;
   auto refused = checkpoints.load(into, coverage);
   ASSERT_FALSE(bool(refused));
-  EXPECT_EQ(llvm::toString(refused.takeError()),
+  EXPECT_EQ(refused.error(),
             file.path + ": was trained with --seed 7, this run has --seed 8");
 }
 } // namespace

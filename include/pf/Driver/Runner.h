@@ -9,10 +9,13 @@
 #ifndef PF_DRIVER_RUNNER_H
 #define PF_DRIVER_RUNNER_H
 
-#include "pf/Driver/Npz.h"
+#include "pf/Support/Model.h"
+#include "pf/Support/Npz.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 
 #include <map>
 #include <memory>
@@ -108,14 +111,9 @@ public:
   compile(mlir::ModuleOp module, int threads, const std::string &function = "",
           bool profile = false);
 
-  /// A parameter the model reads (and, with ownParameters, may update).
-  struct Parameter {
-    std::string name;
-    int32_t dtype = 0;
-    std::vector<int64_t> shape;
-    void *data = nullptr;
-    int64_t bytes = 0;
-  };
+  /// A parameter the model reads (and, with ownParameters, may update): the
+  /// training loop's view of one (pf/Support/Model.h).
+  using Parameter = ModelParameter;
   /// Every parameter of the lowered function, in a stable order. With
   /// Options::deviceBuffers the model runs on backend copies: `data` is the
   /// host side, brought up to date by copyParametersToHost() (before reading

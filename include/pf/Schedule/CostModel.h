@@ -11,7 +11,7 @@
 #ifndef PF_SCHEDULE_COSTMODEL_H
 #define PF_SCHEDULE_COSTMODEL_H
 
-#include "pf/Schedule/Status.h"
+#include "pf/Support/Status.h"
 
 #include <string>
 #include <utility>

@@ -10,7 +10,7 @@
 #ifndef PF_SCHEDULE_LIMITS_H
 #define PF_SCHEDULE_LIMITS_H
 
-#include "pf/Schedule/Status.h"
+#include "pf/Support/Status.h"
 
 #include <string>
 

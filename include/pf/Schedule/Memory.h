@@ -16,7 +16,7 @@
 
 #include "pf/Schedule/CostModel.h"
 #include "pf/Schedule/Pipeline.h"
-#include "pf/Schedule/Status.h"
+#include "pf/Support/Status.h"
 
 #include <limits>
 #include <string>

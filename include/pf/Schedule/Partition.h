@@ -10,7 +10,7 @@
 #ifndef PF_SCHEDULE_PARTITION_H
 #define PF_SCHEDULE_PARTITION_H
 
-#include "pf/Schedule/Status.h"
+#include "pf/Support/Status.h"
 
 #include <limits>
 #include <vector>

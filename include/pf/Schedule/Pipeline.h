@@ -11,7 +11,7 @@
 #define PF_SCHEDULE_PIPELINE_H
 
 #include "pf/Schedule/CostModel.h"
-#include "pf/Schedule/Status.h"
+#include "pf/Support/Status.h"
 
 #include <string>
 #include <vector>

@@ -12,7 +12,7 @@
 
 #include "pf/Schedule/Kfac.h"
 #include "pf/Schedule/Memory.h"
-#include "pf/Schedule/Status.h"
+#include "pf/Support/Status.h"
 #include "pf/Schedule/Timeline.h"
 
 #include <limits>

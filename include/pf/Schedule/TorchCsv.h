@@ -14,7 +14,7 @@
 #define PF_SCHEDULE_TORCHCSV_H
 
 #include "pf/Schedule/Pipeline.h"
-#include "pf/Schedule/Status.h"
+#include "pf/Support/Status.h"
 
 #include <string>
 #include <vector>

@@ -10,28 +10,22 @@
 #ifndef PF_TRAIN_CHECKPOINT_H
 #define PF_TRAIN_CHECKPOINT_H
 
-#include "pf/Driver/Runner.h"
+#include "pf/Support/Model.h"
+#include "pf/Support/Status.h"
 #include "pf/Train/Corpus.h"
 #include "pf/Train/Masking.h"
-
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
-namespace mlir {
-class ModuleOp;
-} // namespace mlir
-
 namespace mlir::pf::train {
 
-struct TrainConfig;
+struct RunConfig;
 class KfacDampingSchedule;
 
-using Parameters = std::vector<driver::CompiledModel::Parameter>;
+using Parameters = std::vector<driver::ModelParameter>;
 
 /// The layout of a checkpoint's arrays (`param/*`, `meta/*`); bumped when it
 /// changes, and a checkpoint of another version is refused.
@@ -39,7 +33,7 @@ constexpr int64_t kCheckpointFormatVersion = 1;
 
 /// The inverses a pipeline computes in its bubbles for the next refresh
 /// window (pf.kfac_pending): not training state, recomputed on resume.
-bool isPendingInverse(llvm::StringRef name);
+bool isPendingInverse(const std::string &name);
 
 /// A checkpoint's arrays of `parameters`: `param/<name>`, pending inverses
 /// left out.
@@ -49,19 +43,11 @@ Batch stateArrays(const Parameters &parameters);
 /// and reading them.
 class Checkpoints {
 public:
-  Checkpoints(const TrainConfig &config, const Corpus &corpus, KfacDampingSchedule &damping)
+  Checkpoints(const RunConfig &config, const Corpus &corpus, KfacDampingSchedule &damping)
       : config(config), corpus(corpus), damping(damping) {}
 
-  /// Records the entries (`meta/<kind>/<key>` -> a name) that map pf's
-  /// parameters back to the ONNX file's initializers, for
-  /// pipefisher.export_onnx: `onnx_name/<param>` (the initializer a
-  /// parameter pf renamed came from) and `transposed_copy/<initializer>`
-  /// (the parameter whose transpose an initializer tied back by
-  /// pf-retie-weights holds).
-  void recordOnnxNames(ModuleOp module);
-
   /// Writes `arrays` (the state) and the run's `meta/*` after `step` to `path`.
-  llvm::Error write(Batch arrays, int64_t step, const std::string &path) const;
+  ::pf::Status write(Batch arrays, int64_t step, const std::string &path) const;
 
   /// The checkpoint's state entries (`param/<name>`, pending inverses left
   /// out) in name order, and per entry whether load() read it (1) or not
@@ -75,13 +61,13 @@ public:
   /// Reads --resume into `parameters` (each must be in the file with its
   /// dtype and shape; a pipelined rank passes only its own) and the adaptive
   /// damping, and fills `coverage`; returns the step.
-  llvm::Expected<int64_t> load(const Parameters &parameters, Coverage &coverage);
+  ::pf::Expected<int64_t> load(const Parameters &parameters, Coverage &coverage);
 
   /// The error for the first entry of `coverage` that no process loaded.
-  llvm::Error checkCovered(const Coverage &coverage) const;
+  ::pf::Status checkCovered(const Coverage &coverage) const;
 
   /// The K-FAC window and placement a pipelined checkpoint (--resume) recorded.
-  llvm::Expected<std::vector<int64_t>> savedKfacPlacement(int64_t &steps) const;
+  ::pf::Expected<std::vector<int64_t>> savedKfacPlacement(int64_t &steps) const;
 
   /// What checkpoints record of K-FAC in the bubbles: the window's steps
   /// (both kinds of run; -1 while loading: take the checkpoint's) and,
@@ -89,12 +75,18 @@ public:
   /// before it), so a resumed run places them the same.
   int64_t kfacWindow = 0;
   std::vector<int64_t> kfacPlacement;
+  /// The entries (`meta/<kind>/<key>` -> a name) that map pf's parameters
+  /// back to the ONNX file's initializers, for pipefisher.export_onnx:
+  /// `onnx_name/<param>` (the initializer a parameter pf renamed came from)
+  /// and `transposed_copy/<initializer>` (the parameter whose transpose an
+  /// initializer tied back by pf-retie-weights holds). The compiler finds
+  /// them (onnxNameEntries in pf/TrainCompile/Train.h).
+  std::map<std::string, std::string> onnxNameEntries;
 
 private:
-  const TrainConfig &config;
+  const RunConfig &config;
   const Corpus &corpus;
   KfacDampingSchedule &damping;
-  std::map<std::string, std::string> onnxNameEntries;
 };
 
 } // namespace mlir::pf::train

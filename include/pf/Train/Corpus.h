@@ -8,7 +8,7 @@
 #ifndef PF_TRAIN_CORPUS_H
 #define PF_TRAIN_CORPUS_H
 
-#include "llvm/Support/Error.h"
+#include "pf/Support/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +32,7 @@ uint64_t fnv1a(const void *data, size_t bytes);
 
 /// Reads and checks the corpus in `path` (every row trained on); errors
 /// name the file.
-llvm::Expected<Corpus> loadCorpus(const std::string &path);
+::pf::Expected<Corpus> loadCorpus(const std::string &path);
 
 } // namespace mlir::pf::train
 

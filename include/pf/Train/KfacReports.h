@@ -4,8 +4,7 @@
 
 #include "pf/Train/Checkpoint.h"
 
-#include "llvm/ADT/ArrayRef.h"
-
+#include <vector>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -14,7 +13,7 @@ namespace mlir::pf::train {
 
 /// A pipeline's line about K-FAC refreshes that needed more damping or kept
 /// the previous inverse, with the ranks they happened on (`issuesOfRank`).
-void printKfacIssues(int64_t step, llvm::ArrayRef<double> issuesOfRank);
+void printKfacIssues(int64_t step, const std::vector<double> &issuesOfRank);
 
 /// After a step whose K-FAC refreshes reported issues: names each factor
 /// (`<w>.kfac.A`, `.B`) that holds NaN or Inf, once (`reported`). Its

@@ -9,10 +9,8 @@
 #ifndef PF_TRAIN_MASKING_H
 #define PF_TRAIN_MASKING_H
 
-#include "pf/Driver/Npz.h"
+#include "pf/Support/Npz.h"
 #include "pf/Train/Corpus.h"
-
-#include "llvm/ADT/ArrayRef.h"
 
 #include <cstring>
 #include <map>
@@ -43,7 +41,7 @@ driver::NpyArray scalar(int32_t dtype, T value) {
 /// [MASK], 10% a random word, 10% stay. With `cap` > 0 a sequence predicts
 /// at most its first `cap` of them (BERT's max_predictions_per_seq); the
 /// random draws are the same either way, so uncapped sequences are unchanged.
-Batch maskRows(const Corpus &c, llvm::ArrayRef<int64_t> rows, double maskProbability,
+Batch maskRows(const Corpus &c, const std::vector<int64_t> &rows, double maskProbability,
                std::mt19937_64 &rng, int64_t cap = 0);
 
 /// --predictions P: `labels` [batch, sequence] becomes the positions of each

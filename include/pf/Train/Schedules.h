@@ -10,9 +10,7 @@
 #ifndef PF_TRAIN_SCHEDULES_H
 #define PF_TRAIN_SCHEDULES_H
 
-#include "pf/Train/TrainConfig.h"
-
-#include "llvm/Support/Error.h"
+#include "pf/Train/RunConfig.h"
 
 #include <cmath>
 #include <cstdint>
@@ -21,24 +19,14 @@
 namespace mlir::pf::train {
 
 /// The learning rate at `step` (1-based): linear warm-up, then --schedule.
-double learningRate(const TrainConfig &config, int64_t step);
-
-/// Checks the damping schedule's options; with a schedule, the step takes
-/// λ from its kfac_damping input (and, adaptive, reports each K-FAC layer's
-/// raw gradient), which this sets in `config.training`.
-llvm::Error prepareDampingSchedule(TrainConfig &config, bool inBubbles);
-
-/// Checks the interval schedule's options; with a schedule, the step takes
-/// its factor and refresh steps from the kfac_curvature and kfac_refresh_due
-/// inputs, which this sets in `config.training`.
-llvm::Error prepareIntervalSchedule(TrainConfig &config);
+double learningRate(const RunConfig &config, int64_t step);
 
 /// K-FAC's λ over the steps under --kfac-damping-schedule, with the state
 /// of the adaptive schedule (λ now, what the last adaptation measured, what
 /// the adaptations cost).
 class KfacDampingSchedule {
 public:
-  explicit KfacDampingSchedule(const TrainConfig &config);
+  explicit KfacDampingSchedule(const RunConfig &config);
 
   /// λ at `step` (1-based).
   double at(int64_t step) const;
@@ -63,7 +51,7 @@ private:
 /// --kfac-factor-every, --kfac-refresh and --kfac-interval-schedule.
 class KfacIntervalSchedule {
 public:
-  explicit KfacIntervalSchedule(const TrainConfig &config) : config(config) {}
+  explicit KfacIntervalSchedule(const RunConfig &config) : config(config) {}
 
   /// The steps that update the factors.
   bool updatesFactors(int64_t step) { return factorRule.due(*this, factorEvery(), step); }
@@ -90,10 +78,10 @@ private:
   /// end, then times the growth every --kfac-interval-every steps, capped at
   /// --kfac-interval-max (and never below `base`).
   int64_t scheduled(int64_t base, int64_t step) const;
-  int64_t factorEvery() const { return config.training.kfacFactorEvery; }
-  int64_t refreshEvery() const { return config.training.precondition.refreshEvery; }
+  int64_t factorEvery() const { return config.step.kfacFactorEvery; }
+  int64_t refreshEvery() const { return config.step.refreshEvery; }
 
-  const TrainConfig &config;
+  const RunConfig &config;
   IntervalRule factorRule, refreshRule;
 };
 

@@ -13,7 +13,9 @@
 #include "pf/Train/Corpus.h"
 #include "pf/Train/Masking.h"
 #include "pf/Train/Schedules.h"
-#include "pf/Train/TrainConfig.h"
+#include "pf/Train/RunConfig.h"
+
+#include <string>
 
 namespace mlir::pf::train {
 
@@ -21,15 +23,15 @@ class TrainingStep;
 
 /// What the loop and a step share during one run.
 struct TrainingRun {
-  TrainingRun(TrainConfig &config, Corpus corpusRead)
+  TrainingRun(const RunConfig &config, Corpus corpusRead)
       : config(config), corpus(std::move(corpusRead)),
         batches(corpus, config.batch, config.seed, config.maskProbability,
-                config.training.loss.predictions),
+                config.step.predictions),
         damping(config), intervals(config), checkpoints(config, corpus, damping) {}
   TrainingRun(const TrainingRun &) = delete;
   TrainingRun &operator=(const TrainingRun &) = delete;
 
-  TrainConfig &config;
+  const RunConfig &config;
   const Corpus corpus;
   BatchMaker batches;
   KfacDampingSchedule damping;
@@ -40,6 +42,10 @@ struct TrainingRun {
 /// Trains with `step` from --resume's step (or the first) to --steps;
 /// returns the exit status (130: stopped by a signal).
 int runTrainingLoop(TrainingRun &run, TrainingStep &step);
+
+/// Prints "<tool>: error: <message>" (one write) and returns 1, the exit
+/// status.
+int printRunError(const std::string &message, const char *tool = "pf-train");
 
 } // namespace mlir::pf::train
 

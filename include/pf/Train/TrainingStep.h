@@ -19,12 +19,13 @@
 #include "pf/Train/Evaluation.h"
 #include "pf/Train/Masking.h"
 
-#include "llvm/ADT/STLFunctionalExtras.h"
-#include "llvm/ADT/Twine.h"
-#include "llvm/Support/Error.h"
+#include "pf/Support/Model.h"
+#include "pf/Support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 
 namespace mlir::pf::train {
 
@@ -45,20 +46,20 @@ public:
   virtual bool reports() const = 0;
   /// Ends the run with `message` from this process; returns the exit status
   /// (a pipelined rank ends the whole job).
-  virtual int fail(const llvm::Twine &message) = 0;
+  virtual int fail(const std::string &message) = 0;
 
   /// This process's training state (parameters, optimizer and K-FAC state),
   /// which --resume loads on the host, and its copy to the step's memory.
   virtual Parameters stateParameters() = 0;
-  virtual llvm::Error copyStateToBackend() = 0;
+  virtual ::pf::Status copyStateToBackend() = 0;
   /// Adds `values` over the processes of the run (a pipeline's ranks, each
   /// holding its share of the state); one process has nothing to add.
-  virtual llvm::Error sumOverProcesses(std::vector<double> &values) {
-    return llvm::Error::success();
+  virtual ::pf::Status sumOverProcesses(std::vector<double> &values) {
+    return ::pf::Status::success();
   }
   /// Before the first step `first` (after --resume, if `resumed`).
-  virtual llvm::Error beforeFirstStep(int64_t first, bool resumed) {
-    return llvm::Error::success();
+  virtual ::pf::Status beforeFirstStep(int64_t first, bool resumed) {
+    return ::pf::Status::success();
   }
   /// The line that starts the run ("training ...").
   virtual void printStart() = 0;
@@ -70,32 +71,32 @@ public:
   /// for the single-process step kfac_refresh); false if none decide them.
   virtual bool addKfacWindowInputs(int64_t step, Batch &inputs) = 0;
   /// Runs step `step` on `inputs`.
-  virtual llvm::Expected<StepResult> run(int64_t step, Batch &inputs) = 0;
+  virtual ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) = 0;
   /// After a step with a finite loss, before its progress line: the step's
   /// K-FAC reports (refresh issues; the adaptive damping).
-  virtual llvm::Error reportStep(int64_t step, const StepResult &result) = 0;
+  virtual ::pf::Status reportStep(int64_t step, const StepResult &result) = 0;
   /// After the step's progress line and evaluation (a pipeline places its
   /// K-FAC windows after the warm-up); `stopping`: a signal ends the run
   /// after this step.
-  virtual llvm::Error endStep(int64_t step, bool stopping) {
-    return llvm::Error::success();
+  virtual ::pf::Status endStep(int64_t step, bool stopping) {
+    return ::pf::Status::success();
   }
 
   /// The evaluation model, built on first use; null on processes that do
   /// not evaluate.
-  virtual llvm::Expected<driver::CompiledModel *> evaluationModel() = 0;
+  virtual ::pf::Expected<driver::Model *> evaluationModel() = 0;
   /// Calls `use` with the current weights on the process that reports
   /// (gathered from every rank of a pipeline).
-  virtual llvm::Error
-  withCurrentWeights(llvm::function_ref<llvm::Error(const WeightLookup &)> use) = 0;
+  virtual ::pf::Status
+  withCurrentWeights(const std::function<::pf::Status(const WeightLookup &)> &use) = 0;
   /// The state a checkpoint holds (`param/<name>`), on the process that
   /// reports; std::nullopt on the others.
-  virtual llvm::Expected<std::optional<Batch>> checkpointState() = 0;
+  virtual ::pf::Expected<std::optional<Batch>> checkpointState() = 0;
 
   /// After the last step `last` and the final checkpoint (the pipeline's
   /// figures); `stopped`: by a signal, `bySigterm`: SIGTERM.
-  virtual llvm::Error finish(int64_t last, bool stopped, bool bySigterm) {
-    return llvm::Error::success();
+  virtual ::pf::Status finish(int64_t last, bool stopped, bool bySigterm) {
+    return ::pf::Status::success();
   }
 };
 

@@ -81,7 +81,7 @@ std::string mlir::pf::checkPipelineRunOptions(const PipelineRunOptions &options,
   using ::pf::sched::ScheduleKind;
   auto isGiven = [&](llvm::StringRef key) { return llvm::is_contained(given, key); };
   auto limit = [](const char *what, int64_t value, int64_t max, const char *name) {
-    ::pf::sched::Status s = ::pf::sched::checkLimit(what, value, max, name);
+    ::pf::Status s = ::pf::sched::checkLimit(what, value, max, name);
     return s.ok() ? std::string() : s.message();
   };
   // The counts, checked on their 64-bit values (the scheduler narrows them

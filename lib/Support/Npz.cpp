@@ -1,18 +1,20 @@
 //===- Npz.cpp - NumPy .npz archives through libzip -------------------------===//
-#include "pf/Driver/Npz.h"
-
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/raw_ostream.h"
+#include "pf/Support/Npz.h"
 
 #include <zip.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 
 using namespace mlir::pf::driver;
-using llvm::StringRef;
+using ::pf::formatText;
 
 namespace {
 struct DtypeInfo {
@@ -34,41 +36,83 @@ const DtypeInfo *byCode(int32_t code) {
   return nullptr;
 }
 
-const DtypeInfo *byDescr(StringRef descr) {
+const DtypeInfo *byDescr(std::string_view descr) {
   for (const auto &d : kDtypes)
-    if (descr == d.descr || (descr.size() == 3 && descr.substr(1) == StringRef(d.descr).substr(1) &&
-                             descr[0] == '=' ))
+    if (descr == d.descr ||
+        (descr.size() == 3 && descr.substr(1) == std::string_view(d.descr).substr(1) &&
+         descr[0] == '='))
       return &d;
   return nullptr;
 }
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+::pf::Status error(std::string message) { return ::pf::Status::error(std::move(message)); }
+
+constexpr const char *kSpace = " \t\n\v\f\r";
+
+std::string_view trim(std::string_view text, const char *chars = kSpace) {
+  size_t first = text.find_first_not_of(chars);
+  if (first == std::string_view::npos)
+    return {};
+  return text.substr(first, text.find_last_not_of(chars) - first + 1);
+}
+
+/// `text` up to (not including) the first of `stops`, or all of it.
+std::string_view takeUntil(std::string_view text, const char *stops) {
+  return text.substr(0, text.find_first_of(stops));
 }
 
 /// Value of `key` in the .npy header dict, e.g. 'descr': '<f4'.
-StringRef headerField(StringRef header, StringRef key) {
-  size_t at = header.find(("'" + key + "'").str());
-  if (at == StringRef::npos)
+std::string_view headerField(std::string_view header, std::string_view key) {
+  size_t at = header.find("'" + std::string(key) + "'");
+  if (at == std::string_view::npos)
     return {};
-  StringRef rest = header.drop_front(at + key.size() + 2).ltrim(" :");
-  if (rest.starts_with("'"))
-    return rest.drop_front().take_until([](char c) { return c == '\''; });
-  if (rest.starts_with("("))
-    return rest.drop_front().take_until([](char c) { return c == ')'; });
-  return rest.take_until([](char c) { return c == ',' || c == '}'; }).trim();
+  std::string_view rest = header.substr(at + key.size() + 2);
+  rest = rest.substr(std::min(rest.size(), rest.find_first_not_of(" :")));
+  if (rest.substr(0, 1) == "'")
+    return takeUntil(rest.substr(1), "'");
+  if (rest.substr(0, 1) == "(")
+    return takeUntil(rest.substr(1), ")");
+  return trim(takeUntil(rest, ",}"));
 }
 
-llvm::Expected<NpyArray> parseNpy(StringRef name, StringRef bytes) {
-  if (bytes.size() < 10 || !bytes.starts_with("\x93NUMPY"))
+/// A decimal integer, optionally negative, spanning all of `text` and
+/// within int64_t; false otherwise.
+bool parseInteger(std::string_view text, int64_t &value) {
+  bool negative = !text.empty() && text[0] == '-';
+  if (negative)
+    text.remove_prefix(1);
+  if (text.empty())
+    return false;
+  uint64_t magnitude = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    unsigned digit = unsigned(c - '0');
+    if (magnitude > (UINT64_MAX - digit) / 10)
+      return false;
+    magnitude = magnitude * 10 + digit;
+  }
+  if (negative) {
+    if (magnitude > uint64_t(INT64_MAX) + 1)
+      return false;
+    value = magnitude == uint64_t(INT64_MAX) + 1 ? INT64_MIN : -int64_t(magnitude);
+  } else {
+    if (magnitude > uint64_t(INT64_MAX))
+      return false;
+    value = int64_t(magnitude);
+  }
+  return true;
+}
+
+::pf::Expected<NpyArray> parseNpy(const std::string &name, std::string_view bytes) {
+  if (bytes.size() < 10 || bytes.substr(0, 6) != "\x93NUMPY")
     return error(name + " is not a .npy array");
   uint8_t major = bytes[6], minor = bytes[7];
   // 1.0 has a 16-bit header length, 2.0 and 3.0 (UTF-8 header) a 32-bit one;
   // any other version is a format this reader does not know.
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
-    return error(llvm::formatv("{0}: unsupported .npy format version {1}.{2} (known: 1.0, "
-                               "2.0, 3.0)",
-                               name, unsigned(major), unsigned(minor)));
+    return error(formatText("%s: unsupported .npy format version %u.%u (known: 1.0, 2.0, 3.0)",
+                            name.c_str(), unsigned(major), unsigned(minor)));
   size_t headerLen, start;
   if (major == 1) {
     headerLen = uint8_t(bytes[8]) | (uint8_t(bytes[9]) << 8);
@@ -82,32 +126,36 @@ llvm::Expected<NpyArray> parseNpy(StringRef name, StringRef bytes) {
   }
   if (bytes.size() < start + headerLen)
     return error(name + ": truncated .npy header");
-  StringRef header = bytes.substr(start, headerLen);
+  std::string_view header = bytes.substr(start, headerLen);
   const DtypeInfo *dtype = byDescr(headerField(header, "descr"));
   if (!dtype)
-    return error(name + ": unsupported dtype '" + headerField(header, "descr") +
+    return error(name + ": unsupported dtype '" + std::string(headerField(header, "descr")) +
                  "' (supported: float32, float64, float16, int64, int32, int8, bool)");
   if (headerField(header, "fortran_order") == "True")
     return error(name + ": Fortran-order arrays are not supported");
   NpyArray array;
   array.dtype = dtype->code;
-  llvm::SmallVector<StringRef> dims;
-  headerField(header, "shape").split(dims, ',', -1, /*KeepEmpty=*/false);
-  for (StringRef dim : dims) {
+  std::string_view shape = headerField(header, "shape");
+  while (!shape.empty()) {
+    size_t comma = shape.find(',');
+    std::string_view dim = shape.substr(0, comma);
+    shape = comma == std::string_view::npos ? std::string_view() : shape.substr(comma + 1);
+    if (dim.empty())
+      continue;
     int64_t value;
-    if (dim.trim().getAsInteger(10, value) || value < 0)
+    if (!parseInteger(trim(dim), value) || value < 0)
       return error(name + ": malformed shape in the .npy header");
     array.shape.push_back(value);
   }
   auto elements = checkedElementCount(array.shape);
   if (!elements)
-    return error(llvm::formatv("{0}: shape {1} has more than {2} elements (kMaxNpyElements)",
-                               name, shapeText(array.shape), kMaxNpyElements));
-  StringRef payload = bytes.drop_front(start + headerLen);
+    return error(name + ": shape " + shapeText(array.shape) + " has more than " +
+                 std::to_string(kMaxNpyElements) + " elements (kMaxNpyElements)");
+  std::string_view payload = bytes.substr(start + headerLen);
   uint64_t expected = uint64_t(*elements) * dtype->bytes;
   if (payload.size() != expected)
-    return error(llvm::formatv("{0}: holds {1} bytes of data, its shape needs {2}", name,
-                               payload.size(), expected));
+    return error(name + ": holds " + std::to_string(payload.size()) +
+                 " bytes of data, its shape needs " + std::to_string(expected));
   array.data.assign(payload.begin(), payload.end());
   return array;
 }
@@ -121,8 +169,8 @@ std::string npyBytes(const NpyArray &array) {
     shape.erase(shape.size() - 2); // "(2, 3)" but "(5,)"
   else if (array.shape.size() == 1)
     shape.erase(shape.size() - 1);
-  std::string header = llvm::formatv("{{'descr': '{0}', 'fortran_order': False, 'shape': ({1}), }",
-                                     dtype ? dtype->descr : "<f4", shape);
+  std::string header = std::string("{'descr': '") + (dtype ? dtype->descr : "<f4") +
+                       "', 'fortran_order': False, 'shape': (" + shape + "), }";
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
@@ -173,9 +221,12 @@ std::string mlir::pf::driver::outputSummary(const std::string &name, const NpyAr
   if (array.dtype == 1 /*f32*/)
     for (int64_t i = 0; i < array.numElements(); ++i)
       checksum += reinterpret_cast<const float *>(array.data.data())[i];
-  return llvm::formatv("output {0}: {1} {2}, sum {3:E6}\n", name, dtypeName(array.dtype),
-                       shapeText(array.shape), checksum)
-      .str();
+  // %.6E, with nan and (-)INF spelled as the tools have always printed them.
+  std::string sum = std::isnan(checksum)   ? std::string("nan")
+                    : std::isinf(checksum) ? std::string(checksum < 0 ? "-INF" : "INF")
+                                           : formatText("%.6E", checksum);
+  return "output " + name + ": " + dtypeName(array.dtype) + " " + shapeText(array.shape) +
+         ", sum " + sum + "\n";
 }
 
 std::string mlir::pf::driver::shapeText(const std::vector<int64_t> &shape) {
@@ -196,39 +247,39 @@ namespace {
 /// entry is as long as its compressed bytes, and a deflated one at most
 /// kMaxDeflateRatio times them. Every size readNpz acts on is thus bounded
 /// by the file's real size, whatever the header claims.
-llvm::Error checkDeclaredSizes(const zip_stat_t &stat, uint64_t fileBytes, StringRef name,
-                               StringRef path) {
-  std::string entry = ("entry '" + name + "' of '" + path + "'").str();
+::pf::Status checkDeclaredSizes(const zip_stat_t &stat, uint64_t fileBytes,
+                               const std::string &name, const std::string &path) {
+  std::string entry = "entry '" + name + "' of '" + path + "'";
   constexpr uint64_t kNeeded = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
   if ((stat.valid & kNeeded) != kNeeded)
     return error(entry + " does not declare its sizes and compression method");
   if (stat.comp_method != ZIP_CM_STORE && stat.comp_method != ZIP_CM_DEFLATE)
-    return error(llvm::formatv("{0} uses compression method {1}; .npz entries are stored or "
-                               "deflated (as np.savez and np.savez_compressed write them)",
-                               entry, stat.comp_method));
+    return error(entry + " uses compression method " + std::to_string(stat.comp_method) +
+                 "; .npz entries are stored or deflated (as np.savez and "
+                 "np.savez_compressed write them)");
   if (stat.comp_size > fileBytes)
-    return error(llvm::formatv("{0} declares {1} compressed bytes, more than the whole file "
-                               "({2} bytes)",
-                               entry, uint64_t(stat.comp_size), fileBytes));
+    return error(entry + " declares " + std::to_string(uint64_t(stat.comp_size)) +
+                 " compressed bytes, more than the whole file (" + std::to_string(fileBytes) +
+                 " bytes)");
   if (stat.comp_method == ZIP_CM_STORE && stat.size != stat.comp_size)
-    return error(llvm::formatv("{0} is stored in {1} bytes but declares {2}", entry,
-                               uint64_t(stat.comp_size), uint64_t(stat.size)));
+    return error(entry + " is stored in " + std::to_string(uint64_t(stat.comp_size)) +
+                 " bytes but declares " + std::to_string(uint64_t(stat.size)));
   if (stat.comp_method == ZIP_CM_DEFLATE && stat.size / kMaxDeflateRatio > stat.comp_size)
-    return error(llvm::formatv("{0} declares {1} bytes from {2} deflated bytes, more than "
-                               "deflate's largest ratio ({3}:1, kMaxDeflateRatio) can hold",
-                               entry, uint64_t(stat.size), uint64_t(stat.comp_size),
-                               kMaxDeflateRatio));
+    return error(entry + " declares " + std::to_string(uint64_t(stat.size)) + " bytes from " +
+                 std::to_string(uint64_t(stat.comp_size)) +
+                 " deflated bytes, more than deflate's largest ratio (" +
+                 std::to_string(kMaxDeflateRatio) + ":1, kMaxDeflateRatio) can hold");
   if (stat.size > kMaxNpzEntryBytes)
-    return error(llvm::formatv("{0} declares {1} bytes, over the limit of {2} "
-                               "(kMaxNpzEntryBytes)",
-                               entry, uint64_t(stat.size), kMaxNpzEntryBytes));
-  return llvm::Error::success();
+    return error(entry + " declares " + std::to_string(uint64_t(stat.size)) +
+                 " bytes, over the limit of " + std::to_string(kMaxNpzEntryBytes) +
+                 " (kMaxNpzEntryBytes)");
+  return ::pf::Status::success();
 }
 
 /// The bytes of one entry, `size` of them as checkDeclaredSizes admitted.
 /// They grow as they are read, so a header that lies costs only what the
 /// file really holds.
-llvm::Expected<std::string> readEntry(zip_file_t *file, uint64_t size, StringRef entry) {
+::pf::Expected<std::string> readEntry(zip_file_t *file, uint64_t size, const std::string &entry) {
   std::string bytes;
   uint64_t got = 0;
   while (got < size) {
@@ -243,8 +294,8 @@ llvm::Expected<std::string> readEntry(zip_file_t *file, uint64_t size, StringRef
   }
   bytes.resize(size_t(got));
   if (got != size)
-    return error(llvm::formatv("truncated {0}: it holds {1} bytes, it declares {2}", entry,
-                               got, size));
+    return error("truncated " + entry + ": it holds " + std::to_string(got) +
+                 " bytes, it declares " + std::to_string(size));
   // libzip compares the entry's CRC-32 only once a read reaches its end:
   // without this one, damaged bytes inside an array would load silently.
   char past;
@@ -252,17 +303,19 @@ llvm::Expected<std::string> readEntry(zip_file_t *file, uint64_t size, StringRef
   if (n < 0)
     return error(entry + " is damaged: " + zip_file_strerror(file));
   if (n > 0)
-    return error(llvm::formatv("{0} holds more than the {1} bytes it declares", entry, size));
+    return error(entry + " holds more than the " + std::to_string(size) + " bytes it declares");
   return bytes;
 }
 } // namespace
 
-llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(StringRef path) {
-  uint64_t fileBytes = 0;
-  if (std::error_code ec = llvm::sys::fs::file_size(path, fileBytes))
-    return error("cannot read '" + path + "' as .npz: " + ec.message());
+::pf::Expected<std::map<std::string, NpyArray>>
+mlir::pf::driver::readNpz(const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0)
+    return error("cannot read '" + path + "' as .npz: " + std::strerror(errno));
+  uint64_t fileBytes = uint64_t(info.st_size);
   int code = 0;
-  zip_t *archive = zip_open(path.str().c_str(), ZIP_RDONLY, &code);
+  zip_t *archive = zip_open(path.c_str(), ZIP_RDONLY, &code);
   if (!archive) {
     zip_error_t err;
     zip_error_init_with_code(&err, code);
@@ -270,9 +323,9 @@ llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(String
     zip_error_fini(&err);
     return error("cannot read '" + path + "' as .npz: " + message);
   }
-  auto fail = [&](llvm::Error err) {
+  auto fail = [&](const ::pf::Status &err) {
     zip_close(archive);
-    return llvm::Expected<std::map<std::string, NpyArray>>(std::move(err));
+    return ::pf::Expected<std::map<std::string, NpyArray>>(err);
   };
   std::map<std::string, NpyArray> arrays;
   zip_int64_t entries = zip_get_num_entries(archive, 0);
@@ -282,41 +335,49 @@ llvm::Expected<std::map<std::string, NpyArray>> mlir::pf::driver::readNpz(String
       continue;
     // A copy: stat.name lives only as long as the archive state it points into.
     std::string name = stat.name;
-    std::string entry = "entry '" + name + "' of '" + path.str() + "'";
-    if (auto err = checkDeclaredSizes(stat, fileBytes, name, path))
-      return fail(std::move(err));
+    std::string entry = "entry '" + name + "' of '" + path + "'";
+    if (::pf::Status err = checkDeclaredSizes(stat, fileBytes, name, path); !err.ok())
+      return fail(err);
     zip_file_t *file = zip_fopen_index(archive, i, 0);
     if (!file)
       return fail(error("cannot read " + entry + ": " + zip_strerror(archive)));
     auto bytes = readEntry(file, stat.size, entry);
     zip_fclose(file);
     if (!bytes)
-      return fail(bytes.takeError());
-    auto array = parseNpy((path + ": " + name).str(), *bytes);
+      return fail(bytes.status());
+    auto array = parseNpy(path + ": " + name, *bytes);
     if (!array)
-      return fail(array.takeError());
+      return fail(array.status());
     std::string key = name;
-    if (StringRef(key).ends_with(".npy"))
+    if (key.size() >= 4 && key.compare(key.size() - 4, 4, ".npy") == 0)
       key.resize(key.size() - 4);
-    arrays[key] = std::move(*array);
+    arrays[key] = array.take();
   }
   zip_close(archive);
   return arrays;
 }
 
-llvm::Error mlir::pf::driver::writeNpz(StringRef path, const std::map<std::string, NpyArray> &arrays) {
+::pf::Status mlir::pf::driver::writeNpz(const std::string &path,
+                                        const std::map<std::string, NpyArray> &arrays) {
   if (arrays.empty()) {
     // libzip writes no file for an archive without entries (and removes one
     // that is there); np.savez() writes the zip end record alone.
-    std::error_code ec;
-    llvm::raw_fd_ostream out(path, ec);
-    if (ec)
-      return error("cannot write '" + path + "': " + ec.message());
-    out << llvm::StringRef("PK\x05\x06", 4) << std::string(18, '\0');
-    return llvm::Error::success();
+    std::FILE *out = std::fopen(path.c_str(), "wb");
+    if (!out)
+      return error("cannot write '" + path + "': " + std::strerror(errno));
+    std::string record = std::string("PK\x05\x06", 4) + std::string(18, '\0');
+    bool written = std::fwrite(record.data(), 1, record.size(), out) == record.size();
+    int writeErrno = errno;
+    if (std::fclose(out) != 0 && written) {
+      written = false;
+      writeErrno = errno;
+    }
+    if (!written)
+      return error("cannot write '" + path + "': " + std::strerror(writeErrno));
+    return ::pf::Status::success();
   }
   int code = 0;
-  zip_t *archive = zip_open(path.str().c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  zip_t *archive = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
   if (!archive)
     return error("cannot write '" + path + "'");
   std::vector<std::string> payloads; // must outlive zip_close
@@ -338,5 +399,5 @@ llvm::Error mlir::pf::driver::writeNpz(StringRef path, const std::map<std::strin
     zip_discard(archive);
     return error("cannot write '" + path + "': " + message);
   }
-  return llvm::Error::success();
+  return ::pf::Status::success();
 }

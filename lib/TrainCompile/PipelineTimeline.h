@@ -13,7 +13,7 @@
 
 #include "pf/PipelineRuntime/RankExecutor.h"
 #include "pf/Train/Schedules.h"
-#include "pf/Train/TrainConfig.h"
+#include "pf/TrainCompile/TrainConfig.h"
 #include "pf/Transforms/Pipeline/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"

@@ -4,7 +4,7 @@
 // K-FAC, optimizer) on the batch and updates the parameters it owns.
 //
 //===----------------------------------------------------------------------===//
-#include "pf/Train/SingleProcessStep.h"
+#include "pf/TrainCompile/SingleProcessStep.h"
 
 #include "StepBuilding.h"
 
@@ -12,11 +12,11 @@
 #include "pf/Dialect/PF/IR/PFStageValues.h"
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
-#include "pf/Driver/StopSignals.h"
+#include "pf/Support/StopSignals.h"
 #include "pf/Import/ONNXImporter.h"
-#include "pf/Train/AdaptiveDamping.h"
+#include "pf/TrainCompile/AdaptiveDamping.h"
 #include "pf/Train/KfacReports.h"
-#include "pf/Train/Train.h"
+#include "pf/TrainCompile/Train.h"
 #include "pf/Train/TrainingLoop.h"
 #include "pf/Transforms/Passes.h"
 
@@ -41,18 +41,18 @@ namespace drv = mlir::pf::driver;
 namespace {
 class SingleProcessStep final : public TrainingStep {
 public:
-  explicit SingleProcessStep(TrainingRun &run)
-      : trainingRun(run), config(run.config), training(run.config.training),
+  SingleProcessStep(TrainConfig &config, TrainingRun &run)
+      : trainingRun(run), config(config), training(config.training),
         window{training.precondition.refreshWarmup, training.kfacWindow} {}
 
   /// See createSingleProcessStep; false after printing the error.
   bool build();
 
   bool reports() const override { return true; }
-  int fail(const llvm::Twine &message) override { return printError(message); }
+  int fail(const std::string &message) override { return printError(message); }
 
   Parameters stateParameters() override { return model->parameters(); }
-  llvm::Error copyStateToBackend() override { return model->copyParametersToBackend(); }
+  ::pf::Status copyStateToBackend() override { return toStatus(model->copyParametersToBackend()); }
   void printStart() override {
     llvm::outs() << llvm::formatv("training {0}: {1} parameters tensors, batch {2} x {3}, "
                                   "optimizer {4}{5}, step built in {6:F2} s\n",
@@ -60,6 +60,7 @@ public:
                                   trainingRun.corpus.seqLen, config.optimizerName,
                                   training.kfac ? " + K-FAC" : "", buildSeconds)
                         .str();
+    llvm::outs().flush(); // before the loop's lines
   }
 
   bool stopsBefore(int64_t) override { return drv::stopRequested(); }
@@ -70,19 +71,21 @@ public:
     inputs["kfac_refresh"] = scalar<int64_t>(7, window.refreshesPrevious(step));
     return true;
   }
-  llvm::Expected<StepResult> run(int64_t step, Batch &inputs) override;
-  llvm::Error reportStep(int64_t step, const StepResult &result) override;
+  ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) override;
+  ::pf::Status reportStep(int64_t step, const StepResult &result) override;
 
-  llvm::Expected<drv::CompiledModel *> evaluationModel() override { return evalModel.get(); }
-  llvm::Error
-  withCurrentWeights(llvm::function_ref<llvm::Error(const WeightLookup &)> use) override {
-    if (auto err = model->copyParametersToHost())
-      return err;
+  ::pf::Expected<drv::Model *> evaluationModel() override {
+    return static_cast<drv::Model *>(evalModel.get());
+  }
+  ::pf::Status
+  withCurrentWeights(const std::function<::pf::Status(const WeightLookup &)> &use) override {
+    if (auto status = toStatus(model->copyParametersToHost()); !status.ok())
+      return status;
     return use(fromModel);
   }
-  llvm::Expected<std::optional<Batch>> checkpointState() override {
-    if (auto err = model->copyParametersToHost())
-      return std::move(err);
+  ::pf::Expected<std::optional<Batch>> checkpointState() override {
+    if (auto status = toStatus(model->copyParametersToHost()); !status.ok())
+      return status;
     return std::optional<Batch>(stateArrays(model->parameters()));
   }
 
@@ -95,7 +98,8 @@ private:
   std::unique_ptr<MLIRContext> context;
   std::unique_ptr<ScopedDiagnosticHandler> diagnostics;
   OwningOpRef<ModuleOp> module;
-  std::unique_ptr<drv::CompiledModel> model, evalModel;
+  std::unique_ptr<drv::CompiledModel> model;
+  std::unique_ptr<JitModel> evalModel;
   double buildSeconds = 0;
   TrainedWeights trainedWeights;
   WeightLookup fromModel;
@@ -124,7 +128,7 @@ bool SingleProcessStep::build() {
   buildTrainingPipeline(pm, training);
   if (failed(pm.run(*module)))
     return fail("building the training step failed"), false;
-  trainingRun.checkpoints.recordOnnxNames(*module);
+  trainingRun.checkpoints.onnxNameEntries = onnxNameEntries(*module);
   // The K-FAC layers whose update the adaptive damping schedule measures
   // (read before compiling, which lowers the parameters away).
   adaptiveDamping = training.kfac && trainingRun.damping.adaptive();
@@ -150,7 +154,7 @@ bool SingleProcessStep::build() {
     auto built = compileEvaluation(*context, config, trainingRun.corpus.seqLen);
     if (!built)
       return fail(llvm::toString(built.takeError())), false;
-    evalModel = std::move(*built);
+    evalModel = std::make_unique<JitModel>(std::move(*built));
   }
   buildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto &p : model->parameters())
@@ -165,20 +169,20 @@ bool SingleProcessStep::build() {
   return true;
 }
 
-llvm::Expected<StepResult> SingleProcessStep::run(int64_t step, Batch &inputs) {
+::pf::Expected<StepResult> SingleProcessStep::run(int64_t step, Batch &inputs) {
   // Adaptive damping: the weights before an adapting step's update.
   adapts = adaptiveDamping && step % config.dampingAdaptation.interval == 0;
   if (adapts) {
     auto start = std::chrono::steady_clock::now();
     auto copies = copyEvaluationWeights(*model, trainedWeights, *evalModel);
     if (!copies)
-      return copies.takeError();
+      return toStatus(copies.takeError());
     before = std::move(*copies);
     trainingRun.damping.modelSeconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   if (auto err = model->run(inputs, outputs))
-    return std::move(err);
+    return toStatus(std::move(err));
   float loss;
   std::memcpy(&loss, outputs["loss"].data.data(), sizeof(float));
   StepResult result;
@@ -186,15 +190,14 @@ llvm::Expected<StepResult> SingleProcessStep::run(int64_t step, Batch &inputs) {
   return result;
 }
 
-llvm::Error SingleProcessStep::reportStep(int64_t step, const StepResult &result) {
+::pf::Status SingleProcessStep::reportStep(int64_t step, const StepResult &result) {
   if (adapts)
     if (auto err = adaptDamping(step, result.loss, trainingRun.batches.masked(step), *model,
                                 trainedWeights, *evalModel, modelLayers, before, outputs,
                                 config.dampingAdaptation, trainingRun.damping,
                                 step % config.logEvery == 0))
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     llvm::formatv("step {0}: {1}", step,
-                                                   llvm::toString(std::move(err))));
+      return ::pf::Status::error("step " + std::to_string(step) + ": " +
+                                 llvm::toString(std::move(err)));
   if (auto issues = outputs.find(kKfacIssuesName.str()); issues != outputs.end()) {
     int32_t count;
     std::memcpy(&count, issues->second.data.data(), sizeof(count));
@@ -202,16 +205,18 @@ llvm::Error SingleProcessStep::reportStep(int64_t step, const StepResult &result
       llvm::outs() << llvm::formatv("step {0}: K-FAC: {1} inverse refresh(es) needed more "
                                     "damping or kept the previous inverse\n",
                                     step, count);
+      llvm::outs().flush(); // before the loop's progress line
       if (auto err = model->copyParametersToHost())
-        return err;
+        return toStatus(std::move(err));
       reportNonFiniteFactors(step, model->parameters(), nonFiniteFactors);
     }
   }
-  return llvm::Error::success();
+  return ::pf::Status::success();
 }
 
-std::unique_ptr<TrainingStep> train::createSingleProcessStep(TrainingRun &run) {
-  auto step = std::make_unique<SingleProcessStep>(run);
+std::unique_ptr<TrainingStep> train::createSingleProcessStep(TrainConfig &config,
+                                                             TrainingRun &run) {
+  auto step = std::make_unique<SingleProcessStep>(config, run);
   if (!step->build())
     return nullptr;
   return step;

@@ -1,10 +1,12 @@
 //===- Train.cpp - Run a training run -------------------------------------===//
-#include "pf/Train/Train.h"
+#include "pf/TrainCompile/Train.h"
+
+#include "StepBuilding.h"
 
 #include "pf/Driver/OutputFiles.h"
 #include "pf/Runtime/pfrt.h"
-#include "pf/Train/PipelinedStep.h"
-#include "pf/Train/SingleProcessStep.h"
+#include "pf/TrainCompile/PipelinedStep.h"
+#include "pf/TrainCompile/SingleProcessStep.h"
 #include "pf/Train/TrainingLoop.h"
 #include "pf/Train/TrainingStep.h"
 
@@ -14,13 +16,6 @@
 
 using namespace mlir::pf;
 using namespace mlir::pf::train;
-
-int train::printError(const llvm::Twine &message) {
-  // One write: under mpirun every rank may print the same error, and the
-  // job's output interleaves the ranks' writes.
-  llvm::errs() << ("pf-train: error: " + message + "\n").str();
-  return 1;
-}
 
 /// The job size an MPI launcher announces in the environment (Open MPI,
 /// MPICH/Hydra and PMIx set one of these in every rank), 1 without one.
@@ -85,7 +80,7 @@ int train::train(TrainConfig &config, int argc, char **argv) {
     return printError(llvm::toString(std::move(err)));
   auto corpus = loadCorpus(config.corpusFile);
   if (!corpus)
-    return printError(llvm::toString(corpus.takeError()));
+    return printError(corpus.error());
   if (!pipelined && (!config.traceFile.empty() || !config.svgFile.empty()))
     return printError("--trace and --svg record a pipelined run: they need --pipeline");
   if (training.kfacWindow < 0 ||
@@ -113,6 +108,7 @@ int train::train(TrainConfig &config, int argc, char **argv) {
       return printError(llvm::toString(std::move(err)));
   if (auto err = prepareIntervalSchedule(config))
     return printError(llvm::toString(std::move(err)));
+  config.fixStepFacts();
   if (pipelined) {
     if (training.kfac && config.dampingSchedule == DampingSchedule::Adaptive)
       return printError("--kfac-damping-schedule adaptive is single-process K-FAC for now: its "
@@ -144,8 +140,8 @@ int train::train(TrainConfig &config, int argc, char **argv) {
   }
   TrainingRun run(config, std::move(*corpus));
   if (pipelined)
-    return trainPipelined(run, argc, argv);
-  std::unique_ptr<TrainingStep> step = createSingleProcessStep(run);
+    return trainPipelined(config, run, argc, argv);
+  std::unique_ptr<TrainingStep> step = createSingleProcessStep(config, run);
   if (!step)
     return 1; // printed already
   return runTrainingLoop(run, *step);

@@ -1,19 +1,24 @@
-//===- Status.h - Error values for the schedule library ---------*- C++ -*-===//
+//===- Status.h - Error values for the LLVM-free libraries ------*- C++ -*-===//
 //
-// The schedule library is built without exceptions (LLVM flags) and is called
-// from tools and MLIR passes that turn failures into diagnostics, so every
-// fallible function returns a Status or an Expected<T> carrying a message.
+// The libraries that link no LLVM (the schedule library, the training loop,
+// the trainer, and PFSupport/PFNpz themselves) are built without exceptions
+// (LLVM flags) and are called from tools and MLIR passes that turn failures
+// into diagnostics, so every fallible function returns a Status or an
+// Expected<T> carrying a message. formatText builds those messages.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PF_SCHEDULE_STATUS_H
-#define PF_SCHEDULE_STATUS_H
+#ifndef PF_SUPPORT_STATUS_H
+#define PF_SUPPORT_STATUS_H
 
 #include <optional>
 #include <string>
 #include <utility>
 
-namespace pf::sched {
+namespace pf {
+
+/// printf into a std::string (vsnprintf), for error messages.
+std::string formatText(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
 /// Success, or a failure with a human-readable message.
 class Status {
@@ -60,6 +65,6 @@ private:
   std::string error_;
 };
 
-} // namespace pf::sched
+} // namespace pf
 
-#endif // PF_SCHEDULE_STATUS_H
+#endif // PF_SUPPORT_STATUS_H

@@ -1,11 +1,15 @@
 //===- Npz.h - NumPy .npz archives of named arrays ---------------*- C++ -*-===//
-#ifndef PF_DRIVER_NPZ_H
-#define PF_DRIVER_NPZ_H
+//
+// The C++ standard library and libzip only (library PFNpz): the tools that
+// link LLVM and the trainer that links none read and write the same files.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_SUPPORT_NPZ_H
+#define PF_SUPPORT_NPZ_H
 
-#include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
+#include "pf/Support/Status.h"
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,11 +53,11 @@ std::string outputSummary(const std::string &name, const NpyArray &array);
 
 /// Reads an .npz (zip of .npy files, stored or deflated, as np.savez and
 /// np.savez_compressed write them). Keys drop the ".npy" suffix.
-llvm::Expected<std::map<std::string, NpyArray>> readNpz(llvm::StringRef path);
+::pf::Expected<std::map<std::string, NpyArray>> readNpz(const std::string &path);
 
 /// Writes an .npz (stored, like np.savez).
-llvm::Error writeNpz(llvm::StringRef path, const std::map<std::string, NpyArray> &arrays);
+::pf::Status writeNpz(const std::string &path, const std::map<std::string, NpyArray> &arrays);
 
 } // namespace mlir::pf::driver
 
-#endif // PF_DRIVER_NPZ_H
+#endif // PF_SUPPORT_NPZ_H

@@ -7,21 +7,23 @@
 // writes the handler's signal frame over heap memory and the process later
 // aborts in free() ("corrupted size vs. prev_size"). So the signals are
 // blocked in every thread and one watcher thread takes them with sigwait.
+// C++ standard library and POSIX only (PFSupport): the trainer links no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PF_DRIVER_STOPSIGNALS_H
-#define PF_DRIVER_STOPSIGNALS_H
+#ifndef PF_SUPPORT_STOPSIGNALS_H
+#define PF_SUPPORT_STOPSIGNALS_H
 
 namespace mlir::pf::driver {
 
 /// Blocks SIGINT and SIGTERM in the calling thread (so in every thread it
 /// creates afterwards) and starts the watcher thread. Call it first in
 /// main, before any library starts threads. Until catchStopSignals() the
-/// watcher ends the process as the signal's default action would (after
-/// LLVM's interrupt handlers, which remove partly written output files).
-/// Child processes inherit the blocked mask; the tools start none.
-void routeStopSignals();
+/// watcher ends the process as the signal's default action would, after
+/// `beforeDefaultAction` when given (a tool that links LLVM passes
+/// llvm::sys::RunInterruptHandlers, which removes partly written output
+/// files). Child processes inherit the blocked mask; the tools start none.
+void routeStopSignals(void (*beforeDefaultAction)() = nullptr);
 
 /// From now on a SIGINT or SIGTERM is recorded (stopRequested()) instead of
 /// ending the process.
@@ -35,4 +37,4 @@ int stopSignal();
 
 } // namespace mlir::pf::driver
 
-#endif // PF_DRIVER_STOPSIGNALS_H
+#endif // PF_SUPPORT_STOPSIGNALS_H

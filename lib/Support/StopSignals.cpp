@@ -1,11 +1,10 @@
 //===- StopSignals.cpp - SIGINT/SIGTERM as a stop request -----------------===//
 
-#include "pf/Driver/StopSignals.h"
-
-#include "llvm/Support/Signals.h"
+#include "pf/Support/StopSignals.h"
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <pthread.h>
 #include <thread>
 
@@ -14,6 +13,7 @@ namespace {
 
 std::atomic<bool> catching{false};
 std::atomic<int> lastSignal{0};
+std::atomic<void (*)()> cleanup{nullptr};
 
 sigset_t stopSet() {
   sigset_t set;
@@ -23,12 +23,14 @@ sigset_t stopSet() {
   return set;
 }
 
-/// The signal's default action, from the watcher: LLVM's interrupt handlers
-/// first (what its own SIGINT handler would have run), then the signal
+/// The signal's default action, from the watcher: the tool's cleanup first
+/// (LLVM's interrupt handlers, what its own SIGINT handler would have run,
+/// in the tools that link LLVM), then the signal
 /// re-raised at this thread with the default disposition, which ends the
 /// process with it.
 [[noreturn]] void endAsDefault(int signal) {
-  llvm::sys::RunInterruptHandlers();
+  if (void (*beforeDefault)() = cleanup.load())
+    beforeDefault();
   std::signal(signal, SIG_DFL);
   sigset_t one;
   sigemptyset(&one);
@@ -52,10 +54,11 @@ void watch() {
 
 } // namespace
 
-void routeStopSignals() {
+void routeStopSignals(void (*beforeDefaultAction)()) {
   static std::atomic<bool> started{false};
   if (started.exchange(true))
     return;
+  cleanup.store(beforeDefaultAction);
   const sigset_t set = stopSet();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread(watch).detach();

@@ -5,7 +5,7 @@
 // (the terms nearly cancel against the loss change they are compared with).
 //
 //===----------------------------------------------------------------------===//
-#include "pf/Train/DampingAdaptation.h"
+#include "pf/TrainCompile/DampingAdaptation.h"
 
 #include "pf/Dialect/PF/IR/PFAttrNames.h"
 #include "pf/Dialect/PF/IR/PFOps.h"
@@ -239,14 +239,4 @@ llvm::Expected<QuadraticModel> mlir::pf::train::evaluateQuadraticModel(
     model.curvature += *curvature;
   }
   return model;
-}
-
-double DampingAdaptation::omega() const { return std::pow(decay, double(interval)); }
-
-double DampingAdaptation::next(double damping, double rho) const {
-  if (!std::isfinite(rho) || rho < 0.25)
-    damping /= omega();
-  else if (rho > 0.75)
-    damping *= omega();
-  return std::clamp(damping, min, max);
 }

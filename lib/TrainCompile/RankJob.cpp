@@ -1,7 +1,7 @@
 //===- RankJob.cpp - This process's place in a pipelined job --------------===//
 #include "RankJob.h"
 
-#include "pf/Driver/Npz.h"
+#include "pf/Support/Npz.h"
 
 #include "llvm/Support/raw_ostream.h"
 

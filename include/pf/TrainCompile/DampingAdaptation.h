@@ -16,8 +16,10 @@
 // and shrinks by ω when ρ > 3/4, with ω = decay^T, clamped to [min, max].
 //
 //===----------------------------------------------------------------------===//
-#ifndef PF_TRAIN_DAMPINGADAPTATION_H
-#define PF_TRAIN_DAMPINGADAPTATION_H
+#ifndef PF_TRAINCOMPILE_DAMPINGADAPTATION_H
+#define PF_TRAINCOMPILE_DAMPINGADAPTATION_H
+
+#include "pf/Train/RunConfig.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -78,18 +80,6 @@ llvm::Expected<QuadraticModel> evaluateQuadraticModel(llvm::ArrayRef<KfacModelLa
                                                       const FloatTensorLookup &gradients,
                                                       const FloatTensorLookup &state);
 
-/// The Levenberg-Marquardt rule for λ.
-struct DampingAdaptation {
-  int64_t interval = 5; ///< T: steps between adaptations
-  double decay = 0.95;  ///< ω = decay^T
-  double min = 1e-8, max = 1.0;
-
-  double omega() const;
-  /// λ after an adaptation that measured `rho`; a ρ that is not finite
-  /// (the loss after the update is not) counts as a bad step.
-  double next(double damping, double rho) const;
-};
-
 } // namespace mlir::pf::train
 
-#endif // PF_TRAIN_DAMPINGADAPTATION_H
+#endif // PF_TRAINCOMPILE_DAMPINGADAPTATION_H

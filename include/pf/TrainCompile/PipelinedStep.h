@@ -1,9 +1,10 @@
 //===- PipelinedStep.h - The training step as one rank of a pipeline -*- C++ -*-===//
-#ifndef PF_TRAIN_PIPELINEDSTEP_H
-#define PF_TRAIN_PIPELINEDSTEP_H
+#ifndef PF_TRAINCOMPILE_PIPELINEDSTEP_H
+#define PF_TRAINCOMPILE_PIPELINEDSTEP_H
 
 namespace mlir::pf::train {
 
+struct TrainConfig;
 struct TrainingRun;
 
 /// --pipeline, on every rank of an mpirun job: checks the pipeline's
@@ -11,8 +12,8 @@ struct TrainingRun;
 /// and runs the training loop with it. A failure on one rank prints
 /// `pf-train: rank R: error: ...` and ends the whole job. Returns the exit
 /// status (130: stopped by a signal on a rank).
-int trainPipelined(TrainingRun &run, int argc, char **argv);
+int trainPipelined(TrainConfig &config, TrainingRun &run, int argc, char **argv);
 
 } // namespace mlir::pf::train
 
-#endif // PF_TRAIN_PIPELINEDSTEP_H
+#endif // PF_TRAINCOMPILE_PIPELINEDSTEP_H

@@ -7,11 +7,11 @@
 // change (DampingAdaptation.h) and λ for the next steps.
 //
 //===----------------------------------------------------------------------===//
-#ifndef PF_TRAIN_ADAPTIVEDAMPING_H
-#define PF_TRAIN_ADAPTIVEDAMPING_H
+#ifndef PF_TRAINCOMPILE_ADAPTIVEDAMPING_H
+#define PF_TRAINCOMPILE_ADAPTIVEDAMPING_H
 
 #include "pf/Driver/Runner.h"
-#include "pf/Train/DampingAdaptation.h"
+#include "pf/TrainCompile/DampingAdaptation.h"
 #include "pf/Train/Masking.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -39,7 +39,7 @@ using TrainedWeights = std::map<std::string, driver::CompiledModel::Parameter>;
 /// among them), taken before an adapting step updates them.
 llvm::Expected<WeightCopies> copyEvaluationWeights(driver::CompiledModel &model,
                                                    const TrainedWeights &trained,
-                                                   driver::CompiledModel &eval);
+                                                   driver::Model &eval);
 
 /// One adaptation after `step`, whose loss on its batch `maskedBatch` before
 /// the update was `lossBefore`: the evaluation model computes the loss on
@@ -50,10 +50,10 @@ llvm::Expected<WeightCopies> copyEvaluationWeights(driver::CompiledModel &model,
 /// `print`: the detail line.
 llvm::Error adaptDamping(int64_t step, double lossBefore, const Batch &maskedBatch,
                          driver::CompiledModel &model, const TrainedWeights &trained,
-                         driver::CompiledModel &eval, llvm::ArrayRef<KfacModelLayer> layers,
+                         driver::Model &eval, llvm::ArrayRef<KfacModelLayer> layers,
                          const WeightCopies &before, const Batch &outputs,
                          const DampingAdaptation &rule, KfacDampingSchedule &schedule, bool print);
 
 } // namespace mlir::pf::train
 
-#endif // PF_TRAIN_ADAPTIVEDAMPING_H
+#endif // PF_TRAINCOMPILE_ADAPTIVEDAMPING_H

@@ -4,10 +4,11 @@
 // TrainConfig and calls train().
 //
 //===----------------------------------------------------------------------===//
-#ifndef PF_TRAIN_TRAIN_H
-#define PF_TRAIN_TRAIN_H
+#ifndef PF_TRAINCOMPILE_TRAIN_H
+#define PF_TRAINCOMPILE_TRAIN_H
 
-#include "pf/Train/TrainConfig.h"
+#include "pf/Train/TrainingLoop.h"
+#include "pf/TrainCompile/TrainConfig.h"
 
 #include "llvm/ADT/Twine.h"
 
@@ -20,10 +21,9 @@ namespace mlir::pf::train {
 /// SIGINT or SIGTERM stopped the run after a checkpoint).
 int train(TrainConfig &config, int argc, char **argv);
 
-/// Prints "pf-train: error: <message>" (one write) and returns 1, the exit
-/// status.
-int printError(const llvm::Twine &message);
+/// printRunError (TrainingLoop.h) of an LLVM message: "pf-train: error: ...".
+inline int printError(const llvm::Twine &message) { return printRunError(message.str()); }
 
 } // namespace mlir::pf::train
 
-#endif // PF_TRAIN_TRAIN_H
+#endif // PF_TRAINCOMPILE_TRAIN_H

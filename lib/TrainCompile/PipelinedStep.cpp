@@ -6,7 +6,7 @@
 // and evaluations gather every rank's state on rank 0.
 //
 //===----------------------------------------------------------------------===//
-#include "pf/Train/PipelinedStep.h"
+#include "pf/TrainCompile/PipelinedStep.h"
 
 #include "PipelineTimeline.h"
 #include "StepBuilding.h"
@@ -15,10 +15,10 @@
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Driver/Diagnostics.h"
 #include "pf/Driver/ModuleFile.h"
-#include "pf/Driver/StopSignals.h"
+#include "pf/Support/StopSignals.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Train/KfacReports.h"
-#include "pf/Train/Train.h"
+#include "pf/TrainCompile/Train.h"
 #include "pf/Train/TrainingLoop.h"
 #include "pf/Train/TrainingStep.h"
 #include "pf/Transforms/OptionBinder.h"
@@ -241,8 +241,9 @@ llvm::Error chooseRankDevice(const TrainConfig &config, RankJob &job) {
 
 class PipelinedStep final : public TrainingStep {
 public:
-  PipelinedStep(TrainingRun &run, const RankJob &job, const PipelineRunOptions &pipeline)
-      : trainingRun(run), config(run.config), training(run.config.training), job(job),
+  PipelinedStep(TrainConfig &config, TrainingRun &run, const RankJob &job,
+                const PipelineRunOptions &pipeline)
+      : trainingRun(run), config(config), training(config.training), job(job),
         pipeline(pipeline), bubbles(pipeline.kfac == KfacWork::Bubbles),
         window{bubbles ? training.precondition.refreshWarmup : 0, 0} {}
 
@@ -251,14 +252,18 @@ public:
   bool build(int argc, char **argv);
 
   bool reports() const override { return job.rank == 0; }
-  int fail(const llvm::Twine &message) override { return job.fail(message); }
+  int fail(const std::string &message) override { return job.fail(message); }
 
   Parameters stateParameters() override { return runner->compiled().parameters(); }
-  llvm::Error sumOverProcesses(std::vector<double> &values) override { return job.sum(values); }
-  llvm::Error copyStateToBackend() override {
-    return runner->compiled().copyParametersToBackend();
+  ::pf::Status sumOverProcesses(std::vector<double> &values) override {
+    return toStatus(job.sum(values));
   }
-  llvm::Error beforeFirstStep(int64_t firstStep, bool resumed) override;
+  ::pf::Status copyStateToBackend() override {
+    return toStatus(runner->compiled().copyParametersToBackend());
+  }
+  ::pf::Status beforeFirstStep(int64_t firstStep, bool resumed) override {
+    return toStatus(startAt(firstStep, resumed));
+  }
   void printStart() override;
 
   bool addKfacWindowInputs(int64_t step, Batch &inputs) override {
@@ -267,29 +272,44 @@ public:
     inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
     return true;
   }
-  llvm::Expected<StepResult> run(int64_t step, Batch &inputs) override;
-  llvm::Error reportStep(int64_t step, const StepResult &) override {
-    if (job.rank == 0)
-      printKfacIssues(step, llvm::ArrayRef<double>(figures).drop_front(3));
-    return llvm::Error::success();
+  ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) override {
+    auto result = runStep(step, inputs);
+    if (!result)
+      return toStatus(result.takeError());
+    return *result;
   }
-  llvm::Error endStep(int64_t step, bool stopping) override;
+  ::pf::Status reportStep(int64_t step, const StepResult &) override {
+    if (job.rank == 0)
+      printKfacIssues(step, std::vector<double>(figures.begin() + 3, figures.end()));
+    return ::pf::Status::success();
+  }
+  ::pf::Status endStep(int64_t step, bool stopping) override {
+    return toStatus(placeWindowAfter(step, stopping));
+  }
 
-  llvm::Expected<drv::CompiledModel *> evaluationModel() override;
-  llvm::Error
-  withCurrentWeights(llvm::function_ref<llvm::Error(const WeightLookup &)> use) override;
-  llvm::Expected<std::optional<Batch>> checkpointState() override {
+  ::pf::Expected<drv::Model *> evaluationModel() override;
+  ::pf::Status
+  withCurrentWeights(const std::function<::pf::Status(const WeightLookup &)> &use) override;
+  ::pf::Expected<std::optional<Batch>> checkpointState() override {
     auto state = gatherState(job, runner->compiled());
     if (!state)
-      return state.takeError();
+      return toStatus(state.takeError());
     if (job.rank != 0)
-      return std::nullopt;
+      return std::optional<Batch>();
     return std::optional<Batch>(std::move(*state));
   }
 
-  llvm::Error finish(int64_t last, bool stopped, bool bySigterm) override;
+  ::pf::Status finish(int64_t last, bool stopped, bool bySigterm) override {
+    return toStatus(finishRun(last, stopped, bySigterm));
+  }
 
 private:
+  // The steps of the TrainingStep interface, in the compiler's error values.
+  llvm::Error startAt(int64_t firstStep, bool resumed);
+  llvm::Expected<StepResult> runStep(int64_t step, Batch &inputs);
+  llvm::Error placeWindowAfter(int64_t step, bool stopping);
+  llvm::Error finishRun(int64_t last, bool stopped, bool bySigterm);
+
   /// K-FAC in the bubbles: the window programs of `window.steps` steps and
   /// their placement (KfacPlacementTable: the plan broadcast and
   /// meta/kfac_placement) added to the module and given to the runner.
@@ -314,7 +334,7 @@ private:
   bool recordTimes = false;
   double buildSeconds = 0;
   int64_t first = 1;
-  std::unique_ptr<drv::CompiledModel> evalModel;
+  std::unique_ptr<JitModel> evalModel;
 
   /// The step's sums over the ranks: the loss, a stop request, by SIGTERM,
   /// then each rank's K-FAC refresh issues.
@@ -343,7 +363,7 @@ bool PipelinedStep::build(int argc, char **argv) {
   buildPipelinedTrainingPipeline(pm, training, programs);
   if (failed(pm.run(*module)))
     return job.fail("building the pipelined training step failed"), false;
-  trainingRun.checkpoints.recordOnnxNames(*module);
+  trainingRun.checkpoints.onnxNameEntries = onnxNameEntries(*module);
   if (!config.emitStepFile.empty() && job.rank == 0)
     if (auto err = drv::writeModuleFile(*module, config.emitStepFile, "--emit-step"))
       return job.fail(llvm::toString(std::move(err))), false;
@@ -380,12 +400,12 @@ bool PipelinedStep::build(int argc, char **argv) {
   return true;
 }
 
-llvm::Error PipelinedStep::beforeFirstStep(int64_t firstStep, bool resumed) {
+llvm::Error PipelinedStep::startAt(int64_t firstStep, bool resumed) {
   first = firstStep;
   if (resumed && bubbles && first > window.warmup) {
     auto placement = trainingRun.checkpoints.savedKfacPlacement(window.steps);
     if (!placement)
-      return placement.takeError();
+      return toError(placement.status());
     if (pipeline.refresh > 0 && pipeline.refresh != window.steps)
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
@@ -418,7 +438,7 @@ void PipelinedStep::printStart() {
   llvm::outs().flush();
 }
 
-llvm::Expected<StepResult> PipelinedStep::run(int64_t step, Batch &inputs) {
+llvm::Expected<StepResult> PipelinedStep::runStep(int64_t step, Batch &inputs) {
   Batch outputs;
   if (auto err = runner->runStep(inputs, outputs, step))
     return std::move(err);
@@ -452,7 +472,7 @@ llvm::Expected<StepResult> PipelinedStep::run(int64_t step, Batch &inputs) {
   return result;
 }
 
-llvm::Error PipelinedStep::endStep(int64_t step, bool stopping) {
+llvm::Error PipelinedStep::placeWindowAfter(int64_t step, bool stopping) {
   if (!bubbles || step != window.warmup || stopping)
     return llvm::Error::success();
   auto placement = planKfacWindowOnRanks();
@@ -466,26 +486,26 @@ llvm::Error PipelinedStep::endStep(int64_t step, bool stopping) {
   return llvm::Error::success();
 }
 
-llvm::Expected<drv::CompiledModel *> PipelinedStep::evaluationModel() {
+::pf::Expected<drv::Model *> PipelinedStep::evaluationModel() {
   // Rank 0 evaluates with its own single-process model.
   if (job.rank != 0)
-    return nullptr;
+    return static_cast<drv::Model *>(nullptr);
   if (!evalModel) {
     auto built = compileEvaluation(*context, config, trainingRun.corpus.seqLen);
     if (!built)
-      return built.takeError();
-    evalModel = std::move(*built);
+      return toStatus(built.takeError());
+    evalModel = std::make_unique<JitModel>(std::move(*built));
   }
-  return evalModel.get();
+  return static_cast<drv::Model *>(evalModel.get());
 }
 
-llvm::Error
-PipelinedStep::withCurrentWeights(llvm::function_ref<llvm::Error(const WeightLookup &)> use) {
+::pf::Status PipelinedStep::withCurrentWeights(
+    const std::function<::pf::Status(const WeightLookup &)> &use) {
   auto state = gatherState(job, runner->compiled());
   if (!state)
-    return state.takeError();
+    return toStatus(state.takeError());
   if (job.rank != 0)
-    return llvm::Error::success();
+    return ::pf::Status::success();
   WeightLookup fromRanks = [&](const std::string &name) -> std::pair<const void *, int64_t> {
     auto it = state->find("param/" + name);
     if (it == state->end())
@@ -571,7 +591,7 @@ llvm::Expected<std::vector<int64_t>> PipelinedStep::planKfacWindowOnRanks() {
   return std::vector<int64_t>(plan.begin() + 1, plan.end());
 }
 
-llvm::Error PipelinedStep::finish(int64_t last, bool stopped, bool bySigterm) {
+llvm::Error PipelinedStep::finishRun(int64_t last, bool stopped, bool bySigterm) {
   if (recordTimes) {
     std::vector<std::vector<drv::ExecutedOp>> byRank;
     if (auto err = gatherTimeline(job, *runner, byRank))
@@ -610,8 +630,7 @@ llvm::Error PipelinedStep::finish(int64_t last, bool stopped, bool bySigterm) {
   return llvm::Error::success();
 }
 
-int train::trainPipelined(TrainingRun &run, int argc, char **argv) {
-  TrainConfig &config = run.config;
+int train::trainPipelined(TrainConfig &config, TrainingRun &run, int argc, char **argv) {
   TrainingOptions &training = config.training;
   BoundPipelineOptions<PipelineRunOptions> parsed;
   if (failed(parsed.parseOnce(config.pipelineSpec)))
@@ -635,6 +654,7 @@ int train::trainPipelined(TrainingRun &run, int argc, char **argv) {
   const bool bubbles = pipeline.kfac == KfacWork::Bubbles;
   if (auto err = prepareDampingSchedule(config, bubbles))
     return printError(llvm::toString(std::move(err)));
+  config.fixStepFacts(); // the damping schedule's input, known only now
   if (training.kfacFactorEvery > 1 && bubbles)
     return printError("--kfac-factor-every with --pipeline \"kfac=bubbles\": the windows decide "
                       "the factor steps (refresh=K)");
@@ -668,7 +688,7 @@ int train::trainPipelined(TrainingRun &run, int argc, char **argv) {
                                   pipeline.stages, job.size));
   int code = 1;
   {
-    PipelinedStep step(run, job, pipeline);
+    PipelinedStep step(config, run, job, pipeline);
     if (!step.build(argc, argv))
       return 1; // failed the job already
     code = runTrainingLoop(run, step);

@@ -1,5 +1,7 @@
 //===- AdaptiveDamping.cpp - --kfac-damping-schedule adaptive -------------===//
-#include "pf/Train/AdaptiveDamping.h"
+#include "pf/TrainCompile/AdaptiveDamping.h"
+
+#include "StepBuilding.h"
 
 #include "pf/Runtime/pfrt.h"
 #include "pf/Train/Evaluation.h"
@@ -20,7 +22,7 @@ namespace drv = mlir::pf::driver;
 
 llvm::Expected<WeightCopies> train::copyEvaluationWeights(drv::CompiledModel &model,
                                                           const TrainedWeights &trained,
-                                                          drv::CompiledModel &eval) {
+                                                          drv::Model &eval) {
   if (auto err = model.copyParametersToHost())
     return std::move(err);
   WeightCopies copies;
@@ -39,7 +41,7 @@ llvm::Expected<WeightCopies> train::copyEvaluationWeights(drv::CompiledModel &mo
 
 llvm::Error train::adaptDamping(int64_t step, double lossBefore, const Batch &maskedBatch,
                                 drv::CompiledModel &model, const TrainedWeights &trained,
-                                drv::CompiledModel &eval, llvm::ArrayRef<KfacModelLayer> layers,
+                                drv::Model &eval, llvm::ArrayRef<KfacModelLayer> layers,
                                 const WeightCopies &before, const Batch &outputs,
                                 const DampingAdaptation &rule, KfacDampingSchedule &schedule,
                                 bool print) {
@@ -86,11 +88,11 @@ llvm::Error train::adaptDamping(int64_t step, double lossBefore, const Batch &ma
       return {nullptr, 0};
     return {it->second.bytes.data(), int64_t(it->second.bytes.size())};
   };
-  if (auto err = loadEvaluationWeights(updatedKfacLayers, eval))
+  if (auto err = toError(loadEvaluationWeights(updatedKfacLayers, eval)))
     return err;
   auto forwardStart = std::chrono::steady_clock::now();
   Batch evalOutputs;
-  if (auto err = eval.run(maskedBatch, evalOutputs))
+  if (auto err = toError(eval.run(maskedBatch, evalOutputs)))
     return err;
   float lossAfter;
   std::memcpy(&lossAfter, evalOutputs["loss"].data.data(), sizeof(float));
@@ -119,5 +121,6 @@ llvm::Error train::adaptDamping(int64_t step, double lossBefore, const Batch &ma
                                   quadratic->gradient, quadratic->curvature, quadratic->squaredNorm,
                                   schedule.rho, lambda, schedule.damping)
                         .str();
+  llvm::outs().flush(); // before the loop's progress line
   return llvm::Error::success();
 }
