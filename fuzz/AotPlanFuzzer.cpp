@@ -2,7 +2,7 @@
 //
 // pf-aot-run gets a pf_aot_model (include/pf/Runtime/pf_aot.h) from the
 // library it loads and checks it with pf::aot::checkAotModel
-// (tools/pf-aot-run/AotModelCheck.h) before anything is sized or bound from
+// (pf/Support/AotModelCheck.h) before anything is sized or bound from
 // it. This target builds such a description from the input bytes and
 // checks it: the check must never read outside the tables (each table is
 // its own exact heap allocation, so AddressSanitizer sees an overread), and
@@ -27,7 +27,7 @@
 //===----------------------------------------------------------------------===//
 #include "FuzzTargets.h"
 
-#include "AotModelCheck.h"
+#include "pf/Support/AotModelCheck.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -27,7 +27,12 @@
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/IR/Function.h"
+#include "llvm/IR/Instructions.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
@@ -35,6 +40,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <memory>
 
@@ -706,7 +712,8 @@ namespace {
 constexpr llvm::StringLiteral kFingerprintSymbol = "pf_model_fingerprint";
 
 llvm::Error emitObject(ModuleOp module, StringRef path, OutputFileSet &files,
-                       uint64_t fingerprint) {
+                       uint64_t fingerprint,
+                       const std::function<void(llvm::Module &)> &addGlobals = nullptr) {
   MLIRContext *ctx = module.getContext();
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
@@ -718,6 +725,8 @@ llvm::Error emitObject(ModuleOp module, StringRef path, OutputFileSet &files,
   new llvm::GlobalVariable(*llvmModule, i64, /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage,
                            llvm::ConstantInt::get(i64, fingerprint), kFingerprintSymbol);
+  if (addGlobals)
+    addGlobals(*llvmModule);
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -756,6 +765,129 @@ std::string cString(StringRef text) {
   }
   return out + "\"";
 }
+
+/// What an ahead-of-time model's files hold besides its code: the weights
+/// (every parameter and constant, 64-byte aligned, in buffer order), where
+/// each descriptor's data lives (pf_aot.h's kinds) and the parameters by
+/// name with their place in the weights.
+struct AotPlan {
+  std::string weights;
+  std::vector<pf_model_tensor_info> tensors;
+  std::vector<AotParameter> parameters;
+  uint64_t fingerprint = 0;
+};
+
+AotPlan planAot(const LoweredEntry &entry) {
+  AotPlan plan;
+  // One number per compilation, in the object and in its description.
+  std::random_device entropy;
+  plan.fingerprint = (uint64_t(entropy()) << 32) ^ uint64_t(entropy()) ^
+                     uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::vector<int64_t> weightOffset(entry.buffers.size(), -1);
+  for (auto [i, b] : llvm::enumerate(entry.buffers)) {
+    if (!b.hostData)
+      continue;
+    plan.weights.append((64 - plan.weights.size() % 64) % 64, '\0');
+    weightOffset[i] = int64_t(plan.weights.size());
+    plan.weights.append(static_cast<const char *>(b.hostData), b.bytes);
+  }
+  for (auto [t, desc] : llvm::enumerate(entry.table)) {
+    int64_t buffer = entry.tensorBuffer[t];
+    const LoweredEntry::BufferRef &b = entry.buffers[buffer];
+    pf_model_tensor_info info;
+    std::memset(&info, 0, sizeof info);
+    info.kind = b.kind == mlir::pf::BufferKind::Input    ? PF_MODEL_INPUT
+                : b.kind == mlir::pf::BufferKind::Output ? PF_MODEL_OUTPUT
+                : b.hostData                             ? PF_MODEL_WEIGHTS
+                                                         : PF_MODEL_ARENA;
+    info.where = info.kind <= PF_MODEL_OUTPUT    ? b.index
+                 : info.kind == PF_MODEL_WEIGHTS ? weightOffset[buffer]
+                                                 : b.offset;
+    info.dtype = desc.dtype;
+    info.rank = desc.rank;
+    for (int d = 0; d < desc.rank; ++d)
+      info.shape[d] = desc.shape[d];
+    plan.tensors.push_back(info);
+    if (b.kind == mlir::pf::BufferKind::Param &&
+        llvm::none_of(plan.parameters, [&](const AotParameter &p) { return p.name == b.name; }))
+      plan.parameters.push_back({b.name, desc.dtype,
+                                 std::vector<int64_t>(desc.shape, desc.shape + desc.rank),
+                                 weightOffset[buffer], b.bytes});
+  }
+  llvm::sort(plan.parameters,
+             [](const AotParameter &a, const AotParameter &b) { return a.name < b.name; });
+  return plan;
+}
+
+/// The description pf_aot_model_describe() returns (pf_aot.h), as constant
+/// globals of `m`: what examples/aot/model_library.c compiles from
+/// model_plan.h, without a C compiler or pf's headers.
+void addAotDescription(llvm::Module &m, const AotPlan &plan, const LoweredEntry &entry) {
+  llvm::LLVMContext &c = m.getContext();
+  auto *i32 = llvm::Type::getInt32Ty(c);
+  auto *i64 = llvm::Type::getInt64Ty(c);
+  auto *ptr = llvm::PointerType::get(c, 0);
+  auto int32 = [&](int64_t v) { return llvm::ConstantInt::get(i32, v); };
+  auto int64 = [&](int64_t v) { return llvm::ConstantInt::get(i64, v); };
+  auto global = [&](llvm::Constant *value, const llvm::Twine &name) -> llvm::Constant * {
+    return new llvm::GlobalVariable(m, value->getType(), /*isConstant=*/true,
+                                    llvm::GlobalValue::PrivateLinkage, value, name);
+  };
+  // A table of `rows` of `type`, or null when empty (pf_aot.h allows it).
+  auto table = [&](llvm::Type *type, llvm::ArrayRef<llvm::Constant *> rows,
+                   const llvm::Twine &name) -> llvm::Constant * {
+    if (rows.empty())
+      return llvm::ConstantPointerNull::get(ptr);
+    return global(llvm::ConstantArray::get(llvm::ArrayType::get(type, rows.size()), rows), name);
+  };
+  auto text = [&](llvm::StringRef s) {
+    return global(llvm::ConstantDataArray::getString(c, s, /*AddNull=*/true), "pf_model_name");
+  };
+
+  auto *shapeType = llvm::ArrayType::get(i64, PFRT_MAX_RANK);
+  auto *tensorType = llvm::StructType::get(c, {i32, i64, i32, i32, shapeType});
+  std::vector<llvm::Constant *> tensors;
+  for (const pf_model_tensor_info &t : plan.tensors) {
+    std::vector<llvm::Constant *> dims;
+    for (int d = 0; d < PFRT_MAX_RANK; ++d)
+      dims.push_back(int64(t.shape[d]));
+    tensors.push_back(llvm::ConstantStruct::get(
+        tensorType, {int32(t.kind), int64(t.where), int32(t.dtype), int32(t.rank),
+                     llvm::ConstantArray::get(shapeType, dims)}));
+  }
+  auto *ioType = llvm::StructType::get(c, {ptr, i64});
+  auto ioTable = [&](const std::vector<TensorSpec> &specs, const std::vector<int64_t> &indices,
+                     const char *name) {
+    std::vector<llvm::Constant *> rows;
+    for (auto [i, spec] : llvm::enumerate(specs))
+      rows.push_back(llvm::ConstantStruct::get(ioType, {text(spec.name), int64(indices[i])}));
+    return table(ioType, rows, name);
+  };
+  std::vector<llvm::Constant *> opNames;
+  for (const std::string &name : entry.opNames)
+    opNames.push_back(text(name));
+  opNames.push_back(llvm::ConstantPointerNull::get(ptr));
+  llvm::Function *main = m.getFunction("pf_main");
+  auto *modelType = llvm::StructType::get(
+      c, {i32, i32, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, i64, ptr, i32, i64});
+  llvm::Constant *model = global(
+      llvm::ConstantStruct::get(
+          modelType,
+          {int32(PF_AOT_MODEL_VERSION), int32(PFRT_ABI_VERSION), int64(int64_t(tensors.size())),
+           int64(int64_t(entry.inputSpecs.size())), int64(int64_t(entry.outputSpecs.size())),
+           int64(entry.arenaBytes), int64(int64_t(plan.weights.size())),
+           table(tensorType, tensors, "pf_model_tensors"),
+           ioTable(entry.inputSpecs, entry.inputTensor, "pf_model_inputs"),
+           ioTable(entry.outputSpecs, entry.outputTensor, "pf_model_outputs"),
+           main ? static_cast<llvm::Constant *>(main) : llvm::ConstantPointerNull::get(ptr),
+           int64(int64_t(entry.opNames.size())), table(ptr, opNames, "pf_model_op_names"),
+           int32(0), int64(int64_t(plan.fingerprint))}),
+      "pf_model_description");
+  auto *describe =
+      llvm::Function::Create(llvm::FunctionType::get(ptr, /*isVarArg=*/false),
+                             llvm::GlobalValue::ExternalLinkage, PF_AOT_MODEL_SYMBOL, m);
+  llvm::ReturnInst::Create(c, model, llvm::BasicBlock::Create(c, "entry", describe));
+}
 } // namespace
 
 llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &directory,
@@ -764,6 +896,7 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
   if (auto err = lower(module, function, profileHooks, model))
     return err;
   Impl &impl = *model.impl;
+  const AotPlan plan = planAot(impl.entry);
   if (std::error_code ec = llvm::sys::fs::create_directories(directory))
     return error("cannot create '" + directory + "': " + ec.message());
   auto file = [&](StringRef name) {
@@ -774,23 +907,10 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
   // The three files are one set: written beside, then renamed together,
   // so a failure (a full disk) leaves the previous set whole.
   OutputFileSet files;
-  // One number per --aot run, in model.o and in model_plan.h.
-  std::random_device entropy;
-  const uint64_t fingerprint = (uint64_t(entropy()) << 32) ^ uint64_t(entropy()) ^
-                               uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t fingerprint = plan.fingerprint; // in model.o and in model_plan.h
   if (auto err = emitObject(module, file("model.o"), files, fingerprint))
     return err;
-
-  // Weights: every parameter and constant, 64-byte aligned, in buffer order.
-  std::vector<int64_t> weightOffset(impl.entry.buffers.size(), -1);
-  std::string weights;
-  for (auto [i, b] : llvm::enumerate(impl.entry.buffers)) {
-    if (!b.hostData)
-      continue;
-    weights.append((64 - weights.size() % 64) % 64, '\0');
-    weightOffset[i] = int64_t(weights.size());
-    weights.append(static_cast<const char *>(b.hostData), b.bytes);
-  }
+  const std::string &weights = plan.weights;
   if (auto err = files.add(file("model.weights"), "",
                            [&](llvm::raw_pwrite_stream &os) { os << weights; }))
     return err;
@@ -813,18 +933,11 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
      << "#define PF_MODEL_FINGERPRINT " << fingerprint << "ULL\n\n"
      << "/* Where each descriptor's data lives (pf_aot.h). */\n"
      << "static const pf_model_tensor_info pf_model_tensors[PF_MODEL_NUM_TENSORS] = {\n";
-  for (auto [t, desc] : llvm::enumerate(impl.entry.table)) {
-    int64_t buffer = impl.entry.tensorBuffer[t];
-    const LoweredEntry::BufferRef &b = impl.entry.buffers[buffer];
-    int kind = b.kind == mlir::pf::BufferKind::Input    ? 0
-               : b.kind == mlir::pf::BufferKind::Output ? 1
-               : b.hostData                             ? 2
-                                                        : 3;
-    int64_t where = kind <= 1 ? b.index : kind == 2 ? weightOffset[buffer] : b.offset;
-    os << "  {" << kind << ", " << where << ", " << desc.dtype << ", " << desc.rank << ", {";
-    for (int d = 0; d < desc.rank; ++d)
-      os << (d ? ", " : "") << desc.shape[d];
-    os << (desc.rank == 0 ? "0" : "") << "}},\n";
+  for (const pf_model_tensor_info &t : plan.tensors) {
+    os << "  {" << t.kind << ", " << t.where << ", " << t.dtype << ", " << t.rank << ", {";
+    for (int d = 0; d < t.rank; ++d)
+      os << (d ? ", " : "") << t.shape[d];
+    os << (t.rank == 0 ? "0" : "") << "}},\n";
   }
   os << "};\n\n";
   auto ioTable = [&](StringRef name, const std::vector<TensorSpec> &specs,
@@ -871,6 +984,66 @@ static inline void pf_model_bind(pfrt_tensor *table, void *arena, const void *we
           files.add(file("model_plan.h"), "", [&](llvm::raw_pwrite_stream &header) { header << h; }))
     return err;
   return files.commit();
+}
+
+llvm::Expected<AotLibrary> CompiledModel::writeAotLibrary(ModuleOp module,
+                                                         const std::string &library,
+                                                         const std::string &weights) {
+  // The system's C compiler driver links the object (design decision 3 of
+  // docs/artifacts.md): found before the compilation, so a machine without
+  // one fails fast.
+  const char *driverName = std::getenv("CC");
+  std::string driverWanted = driverName && *driverName ? driverName : "cc";
+  auto linker = llvm::sys::findProgramByName(driverWanted);
+  if (!linker)
+    return error("no C compiler driver to link " + library + " ('" + driverWanted +
+                 "' not found): install one or set CC");
+  CompiledModel model;
+  if (auto err = lower(module, "", /*profile=*/false, model))
+    return std::move(err);
+  const LoweredEntry &entry = model.impl->entry;
+  AotPlan plan = planAot(entry);
+  OutputFileSet files;
+  llvm::SmallString<128> object;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile("pf-model", "o", object))
+    return error("cannot create a temporary object file: " + ec.message());
+  llvm::FileRemover removeObject(object);
+  {
+    OutputFileSet objectFile;
+    if (auto err = emitObject(module, object, objectFile, plan.fingerprint,
+                              [&](llvm::Module &m) { addAotDescription(m, plan, entry); }))
+      return std::move(err);
+    if (auto err = objectFile.commit())
+      return std::move(err);
+  }
+  // Linked beside the destination, renamed with the weights (OutputFileSet).
+  llvm::SmallString<256> linked(library);
+  linked += ".link";
+  llvm::FileRemover removeLinked(linked);
+  std::string message;
+  llvm::StringRef args[] = {*linker, "-shared", "-o", linked, object};
+  if (llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0, &message) != 0)
+    return error("linking " + library + " with " + *linker + " failed" +
+                 (message.empty() ? std::string() : ": " + message));
+  std::string bytes;
+  if (auto buffer = llvm::MemoryBuffer::getFile(linked))
+    bytes = (*buffer)->getBuffer().str();
+  else
+    return error("cannot read " + std::string(linked) + ": " + buffer.getError().message());
+  if (auto err = files.add(library, "", [&](llvm::raw_pwrite_stream &os) { os << bytes; }))
+    return std::move(err);
+  if (auto err =
+          files.add(weights, "", [&](llvm::raw_pwrite_stream &os) { os << plan.weights; }))
+    return std::move(err);
+  if (auto err = files.commit())
+    return std::move(err);
+  AotLibrary written;
+  written.parameters = std::move(plan.parameters);
+  written.fingerprint = plan.fingerprint;
+  written.weightsBytes = int64_t(plan.weights.size());
+  written.inputs = model.inputSpecs;
+  written.outputs = model.outputSpecs;
+  return written;
 }
 
 llvm::Expected<std::unique_ptr<CompiledModel>>

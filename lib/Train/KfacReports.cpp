@@ -4,6 +4,7 @@
 #include "pf/Runtime/pfrt.h"
 
 #include "pf/Support/Status.h"
+#include "pf/Support/StepNames.h"
 
 #include <cmath>
 #include <cstdio>
@@ -47,6 +48,26 @@ static bool holdsNonFinite(const drv::ModelParameter &p) {
   if (p.dtype == PFRT_F64)
     return scan(static_cast<const double *>(p.data));
   return false;
+}
+
+::pf::Status train::reportStepKfacIssues(int64_t step, const Batch &outputs,
+                                         driver::Model &model, std::set<std::string> &reported) {
+  auto issues = outputs.find(kKfacIssuesOutput);
+  if (issues == outputs.end())
+    return ::pf::Status::success();
+  int32_t count;
+  std::memcpy(&count, issues->second.data.data(), sizeof(count));
+  if (count == 0)
+    return ::pf::Status::success();
+  std::fputs(::pf::formatText("step %lld: K-FAC: %d inverse refresh(es) needed more damping or "
+                              "kept the previous inverse\n",
+                              (long long)step, int(count))
+                 .c_str(),
+             stdout);
+  if (auto status = model.copyParametersToHost(); !status.ok())
+    return status;
+  reportNonFiniteFactors(step, model.parameters(), reported);
+  return ::pf::Status::success();
 }
 
 void train::reportNonFiniteFactors(int64_t step, const Parameters &parameters,

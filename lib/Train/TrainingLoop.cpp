@@ -1,6 +1,7 @@
 //===- TrainingLoop.cpp - The training loop -------------------------------===//
 #include "pf/Train/TrainingLoop.h"
 
+#include "pf/Runtime/pfrt.h"
 #include "pf/Support/StopSignals.h"
 #include "pf/Train/Evaluation.h"
 #include "pf/Train/TrainingStep.h"
@@ -21,6 +22,39 @@ int train::printRunError(const std::string &message, const char *tool) {
   std::fflush(stdout);
   std::fputs((std::string(tool) + ": error: " + message + "\n").c_str(), stderr);
   return 1;
+}
+
+::pf::Status train::checkRunOptions(const RunConfig &config) {
+  using ::pf::Status;
+  if (config.batch < 1 || config.steps < 1 || config.lr <= 0 || config.warmup < 0 ||
+      config.logEvery < 1 || config.checkpointEvery < 0 || config.maskProbability <= 0 ||
+      config.maskProbability > 1)
+    return Status::error("--batch, --steps, --lr, --log-every and --mask-prob must be positive "
+                         "(--mask-prob at most 1); --warmup and --checkpoint-every must be "
+                         "non-negative");
+  if (config.batch > kMaxBatch)
+    return Status::error(::pf::formatText("--batch %d exceeds the limit of %d sequences "
+                                          "(kMaxBatch)",
+                                          config.batch, kMaxBatch));
+  if (config.evalEvery < 0 || config.evalSequences < 1)
+    return Status::error("--eval-every must be >= 0 and --eval-sequences >= 1");
+  if (config.threads < 0 || config.threads > PFRT_MAX_THREADS)
+    return Status::error(::pf::formatText("--num-threads %d must be in [0, %d] "
+                                          "(PFRT_MAX_THREADS)",
+                                          config.threads, PFRT_MAX_THREADS));
+  return Status::success();
+}
+
+::pf::Status train::holdOutEvaluationRows(const RunConfig &config, Corpus &corpus) {
+  if (config.evalEvery <= 0)
+    return ::pf::Status::success();
+  if (config.evalSequences < config.batch || config.evalSequences + config.batch > corpus.rows)
+    return ::pf::Status::error(::pf::formatText(
+        "--eval-sequences %d must hold at least one batch (%d) and leave at least one batch of "
+        "the corpus' %lld sequences to train on",
+        config.evalSequences, config.batch, (long long)corpus.rows));
+  corpus.trainRows = corpus.rows - config.evalSequences;
+  return ::pf::Status::success();
 }
 
 /// One line on stdout, in one write: mpirun interleaves the ranks' output by

@@ -52,7 +52,7 @@ public:
   int fail(const std::string &message) override { return printError(message); }
 
   Parameters stateParameters() override { return model->parameters(); }
-  ::pf::Status copyStateToBackend() override { return toStatus(model->copyParametersToBackend()); }
+  ::pf::Status copyStateToBackend() override { return model->copyParametersToBackend(); }
   void printStart() override {
     llvm::outs() << llvm::formatv("training {0}: {1} parameters tensors, batch {2} x {3}, "
                                   "optimizer {4}{5}, step built in {6:F2} s\n",
@@ -65,11 +65,7 @@ public:
 
   bool stopsBefore(int64_t) override { return drv::stopRequested(); }
   bool addKfacWindowInputs(int64_t step, Batch &inputs) override {
-    if (window.steps <= 0)
-      return false;
-    inputs["kfac_curvature"] = scalar<int64_t>(7, window.gathersCurvature(step));
-    inputs["kfac_refresh"] = scalar<int64_t>(7, window.refreshesPrevious(step));
-    return true;
+    return window.addSingleProcessInputs(step, inputs);
   }
   ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) override;
   ::pf::Status reportStep(int64_t step, const StepResult &result) override;
@@ -79,12 +75,12 @@ public:
   }
   ::pf::Status
   withCurrentWeights(const std::function<::pf::Status(const WeightLookup &)> &use) override {
-    if (auto status = toStatus(model->copyParametersToHost()); !status.ok())
+    if (auto status = model->copyParametersToHost(); !status.ok())
       return status;
     return use(fromModel);
   }
   ::pf::Expected<std::optional<Batch>> checkpointState() override {
-    if (auto status = toStatus(model->copyParametersToHost()); !status.ok())
+    if (auto status = model->copyParametersToHost(); !status.ok())
       return status;
     return std::optional<Batch>(stateArrays(model->parameters()));
   }
@@ -98,7 +94,7 @@ private:
   std::unique_ptr<MLIRContext> context;
   std::unique_ptr<ScopedDiagnosticHandler> diagnostics;
   OwningOpRef<ModuleOp> module;
-  std::unique_ptr<drv::CompiledModel> model;
+  std::unique_ptr<JitModel> model;
   std::unique_ptr<JitModel> evalModel;
   double buildSeconds = 0;
   TrainedWeights trainedWeights;
@@ -117,17 +113,10 @@ private:
 } // namespace
 
 bool SingleProcessStep::build() {
-  module = importStepModel(config, config.batch / training.microbatches,
-                           trainingRun.corpus.seqLen, context, diagnostics);
-  if (!module)
-    return false; // the diagnostics said why
-
   auto start = std::chrono::steady_clock::now();
-  PassManager pm(context.get());
-  buildGraphOptPipeline(pm, graphOptions(config));
-  buildTrainingPipeline(pm, training);
-  if (failed(pm.run(*module)))
-    return fail("building the training step failed"), false;
+  module = buildTrainingStep(config, trainingRun.corpus.seqLen, context, diagnostics);
+  if (!module)
+    return false; // printed why
   trainingRun.checkpoints.onnxNameEntries = onnxNameEntries(*module);
   // The K-FAC layers whose update the adaptive damping schedule measures
   // (read before compiling, which lowers the parameters away).
@@ -138,10 +127,6 @@ bool SingleProcessStep::build() {
       return fail("--kfac-damping-schedule adaptive: the training step has no K-FAC layer"),
              false;
   }
-  if (!config.emitStepFile.empty())
-    if (auto err = drv::writeModuleFile(*module, config.emitStepFile, "--emit-step"))
-      return fail(llvm::toString(std::move(err))), false;
-
   drv::CompiledModel::Options options;
   options.threads = config.threads;
   options.ownParameters = true;
@@ -149,7 +134,7 @@ bool SingleProcessStep::build() {
   auto compiled = drv::CompiledModel::compile(*module, options);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError())), false;
-  model = std::move(*compiled);
+  model = std::make_unique<JitModel>(std::move(*compiled));
   if (config.evalEvery > 0 || adaptiveDamping) {
     auto built = compileEvaluation(*context, config, trainingRun.corpus.seqLen);
     if (!built)
@@ -174,14 +159,14 @@ bool SingleProcessStep::build() {
   adapts = adaptiveDamping && step % config.dampingAdaptation.interval == 0;
   if (adapts) {
     auto start = std::chrono::steady_clock::now();
-    auto copies = copyEvaluationWeights(*model, trainedWeights, *evalModel);
+    auto copies = copyEvaluationWeights(model->compiled(), trainedWeights, *evalModel);
     if (!copies)
       return toStatus(copies.takeError());
     before = std::move(*copies);
     trainingRun.damping.modelSeconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  if (auto err = model->run(inputs, outputs))
+  if (auto err = model->compiled().run(inputs, outputs))
     return toStatus(std::move(err));
   float loss;
   std::memcpy(&loss, outputs["loss"].data.data(), sizeof(float));
@@ -192,26 +177,13 @@ bool SingleProcessStep::build() {
 
 ::pf::Status SingleProcessStep::reportStep(int64_t step, const StepResult &result) {
   if (adapts)
-    if (auto err = adaptDamping(step, result.loss, trainingRun.batches.masked(step), *model,
+    if (auto err = adaptDamping(step, result.loss, trainingRun.batches.masked(step), model->compiled(),
                                 trainedWeights, *evalModel, modelLayers, before, outputs,
                                 config.dampingAdaptation, trainingRun.damping,
                                 step % config.logEvery == 0))
       return ::pf::Status::error("step " + std::to_string(step) + ": " +
                                  llvm::toString(std::move(err)));
-  if (auto issues = outputs.find(kKfacIssuesName.str()); issues != outputs.end()) {
-    int32_t count;
-    std::memcpy(&count, issues->second.data.data(), sizeof(count));
-    if (count != 0) {
-      llvm::outs() << llvm::formatv("step {0}: K-FAC: {1} inverse refresh(es) needed more "
-                                    "damping or kept the previous inverse\n",
-                                    step, count);
-      llvm::outs().flush(); // before the loop's progress line
-      if (auto err = model->copyParametersToHost())
-        return toStatus(std::move(err));
-      reportNonFiniteFactors(step, model->parameters(), nonFiniteFactors);
-    }
-  }
-  return ::pf::Status::success();
+  return reportStepKfacIssues(step, outputs, *model, nonFiniteFactors);
 }
 
 std::unique_ptr<TrainingStep> train::createSingleProcessStep(TrainConfig &config,

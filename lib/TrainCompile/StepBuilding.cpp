@@ -10,6 +10,8 @@
 #include "pf/Dialect/PF/IR/PFAttrNames.h"
 #include "pf/Dialect/PF/IR/PFDialect.h"
 #include "pf/Driver/Diagnostics.h"
+#include "pf/Driver/ModuleFile.h"
+#include "pf/TrainCompile/Train.h"
 #include "pf/Import/ONNXImporter.h"
 #include "pf/Runtime/pfrt.h"
 #include "pf/Transforms/Passes.h"
@@ -84,8 +86,31 @@ void train::useDevice(const TrainConfig &config, drv::CompiledModel::Options &op
   options.gemmPrecision = int32_t(config.gemmPrecision);
 }
 
-llvm::Expected<std::unique_ptr<drv::CompiledModel>>
-train::compileEvaluation(MLIRContext &context, const TrainConfig &config, int64_t seqLen) {
+OwningOpRef<ModuleOp>
+train::buildTrainingStep(const TrainConfig &config, int64_t seqLen,
+                         std::unique_ptr<MLIRContext> &context,
+                         std::unique_ptr<ScopedDiagnosticHandler> &diagnostics) {
+  OwningOpRef<ModuleOp> module = importStepModel(
+      config, config.batch / config.training.microbatches, seqLen, context, diagnostics);
+  if (!module)
+    return nullptr; // the diagnostics said why
+  PassManager pm(context.get());
+  buildGraphOptPipeline(pm, graphOptions(config));
+  buildTrainingPipeline(pm, config.training);
+  if (failed(pm.run(*module))) {
+    printError("building the training step failed");
+    return nullptr;
+  }
+  if (!config.emitStepFile.empty())
+    if (auto err = drv::writeModuleFile(*module, config.emitStepFile, "--emit-step")) {
+      printError(llvm::toString(std::move(err)));
+      return nullptr;
+    }
+  return module;
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+train::buildEvaluation(MLIRContext &context, const TrainConfig &config, int64_t seqLen) {
   ONNXImportOptions importOptions;
   importOptions.dimValues["batch"] = config.batch;
   importOptions.dimValues["sequence"] = seqLen;
@@ -96,11 +121,19 @@ train::compileEvaluation(MLIRContext &context, const TrainConfig &config, int64_
   if (!module || failed(pm.run(*module)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "building the evaluation step failed");
+  return std::move(module);
+}
+
+llvm::Expected<std::unique_ptr<drv::CompiledModel>>
+train::compileEvaluation(MLIRContext &context, const TrainConfig &config, int64_t seqLen) {
+  auto module = buildEvaluation(context, config, seqLen);
+  if (!module)
+    return module.takeError();
   drv::CompiledModel::Options options;
   options.threads = config.threads;
   options.ownParameters = true;
   useDevice(config, options);
-  return drv::CompiledModel::compile(*module, options);
+  return drv::CompiledModel::compile(**module, options);
 }
 
 std::map<std::string, std::string> train::onnxNameEntries(ModuleOp module) {

@@ -43,8 +43,19 @@ OwningOpRef<ModuleOp> importStepModel(const TrainConfig &config, int64_t rows, i
                                       std::unique_ptr<MLIRContext> &context,
                                       std::unique_ptr<ScopedDiagnosticHandler> &diagnostics);
 
-/// The forward pass and masked-LM loss at batch --batch over sequences of
-/// `seqLen`, with its own copy of the weights.
+/// The training step of config.training for sequences of `seqLen` tokens
+/// (pf IR after the pf-training pipeline; --emit-step writes it), in a new
+/// `context` (importStepModel). Null after printing why.
+OwningOpRef<ModuleOp> buildTrainingStep(const TrainConfig &config, int64_t seqLen,
+                                        std::unique_ptr<MLIRContext> &context,
+                                        std::unique_ptr<ScopedDiagnosticHandler> &diagnostics);
+
+/// The evaluation model: the forward pass and masked-LM loss at batch
+/// --batch over sequences of `seqLen`.
+llvm::Expected<OwningOpRef<ModuleOp>> buildEvaluation(MLIRContext &context,
+                                                      const TrainConfig &config, int64_t seqLen);
+
+/// buildEvaluation JIT-compiled, with its own copy of the weights.
 llvm::Expected<std::unique_ptr<driver::CompiledModel>>
 compileEvaluation(MLIRContext &context, const TrainConfig &config, int64_t seqLen);
 

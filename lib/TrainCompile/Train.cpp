@@ -5,6 +5,7 @@
 
 #include "pf/Driver/OutputFiles.h"
 #include "pf/Runtime/pfrt.h"
+#include "pf/TrainCompile/Artifact.h"
 #include "pf/TrainCompile/PipelinedStep.h"
 #include "pf/TrainCompile/SingleProcessStep.h"
 #include "pf/Train/TrainingLoop.h"
@@ -34,6 +35,9 @@ int train::train(TrainConfig &config, int argc, char **argv) {
   if (auto err = driver::checkDevice(config.device, "pf-train", /*runsOnCuda=*/true))
     return printError(llvm::toString(std::move(err)));
   const bool pipelined = config.pipelined || !config.pipelineSpec.empty();
+  if (config.compileOnly == config.artifactDir.empty())
+    return printError("--compile-only and --artifact DIR go together: the artifact is what a "
+                      "compile-only run writes (docs/artifacts.md)");
   // Started as one of several MPI ranks without --pipeline, every rank
   // would train the whole model alone and write the same checkpoint.
   if (int ranks = launcherRanks(); !pipelined && ranks > 1)
@@ -49,24 +53,14 @@ int train::train(TrainConfig &config, int argc, char **argv) {
                       "cuda (on the CPU, give --comm mpi or leave --comm out)");
   const int batch = config.batch;
   const int64_t microbatches = training.microbatches;
-  if (batch < 1 || config.steps < 1 || config.lr <= 0 || config.warmup < 0 ||
-      config.logEvery < 1 || config.checkpointEvery < 0 || training.clipNorm < 0 ||
-      config.maskProbability <= 0 || config.maskProbability > 1)
-    return printError("--batch, --steps, --lr, --log-every and --mask-prob must be positive "
-                      "(--mask-prob at most 1); --warmup, --checkpoint-every and --clip-norm "
-                      "must be non-negative");
-  if (batch > kMaxBatch)
-    return printError(llvm::formatv("--batch {0} exceeds the limit of {1} sequences (kMaxBatch)",
-                                    batch, kMaxBatch));
+  if (training.clipNorm < 0)
+    return printError("--clip-norm must be non-negative");
+  if (auto status = checkRunOptions(config); !status.ok())
+    return printError(status.message());
   if (microbatches < 1 || batch % microbatches != 0)
     return printError(llvm::formatv("--micro-batches must be >= 1 and divide --batch ({0}), got "
                                     "{1}",
                                     batch, microbatches));
-  if (config.evalEvery < 0 || config.evalSequences < 1)
-    return printError("--eval-every must be >= 0 and --eval-sequences >= 1");
-  if (config.threads < 0 || config.threads > PFRT_MAX_THREADS)
-    return printError(llvm::formatv("--num-threads {0} must be in [0, {1}] (PFRT_MAX_THREADS)",
-                                    config.threads, PFRT_MAX_THREADS));
   // Before any long work: no output over an input or another output, every
   // destination writable. --resume may name the --checkpoint: continuing a
   // run into its own checkpoint is what resuming is for (the write replaces
@@ -95,14 +89,8 @@ int train::train(TrainConfig &config, int argc, char **argv) {
                                     "without --kfac-window (whose windows decide the factor "
                                     "steps)",
                                     training.kfacFactorEvery));
-  if (config.evalEvery > 0) {
-    if (config.evalSequences < batch || config.evalSequences + batch > corpus->rows)
-      return printError(llvm::formatv("--eval-sequences {0} must hold at least one batch ({1}) "
-                                      "and leave at least one batch of the corpus' {2} "
-                                      "sequences to train on",
-                                      config.evalSequences, batch, corpus->rows));
-    corpus->trainRows = corpus->rows - config.evalSequences;
-  }
+  if (auto status = holdOutEvaluationRows(config, *corpus); !status.ok())
+    return printError(status.message());
   if (!pipelined)
     if (auto err = prepareDampingSchedule(config, training.kfacWindow > 0))
       return printError(llvm::toString(std::move(err)));
@@ -138,6 +126,8 @@ int train::train(TrainConfig &config, int argc, char **argv) {
                         "preconditions the encoder blocks' linears only (give --kfac-embeddings "
                         "none)");
   }
+  if (config.compileOnly)
+    return writeTrainingArtifact(config, *corpus, argc, argv);
   TrainingRun run(config, std::move(*corpus));
   if (pipelined)
     return trainPipelined(config, run, argc, argv);

@@ -9,7 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "AotModelCheck.h"
+#include "pf/Support/AotModel.h"
+#include "pf/Support/AotModelCheck.h"
 
 #include "pf/Runtime/pf_aot.h"
 #include "pf/Runtime/pfrt.h"
@@ -287,80 +288,11 @@ std::string profileJson(const Options &o, const pf_aot_model &m, const char *bac
   return os.str();
 }
 
-/// Why `path` is not a whole ELF shared object, or "": every header and
-/// every segment the loader maps lies inside the file. dlopen maps a
-/// truncated library and the first touch of a missing page is SIGBUS.
-std::string incompleteElf(const std::string &path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    return "cannot open it: " + std::string(std::strerror(errno));
-  const uint64_t size = uint64_t(in.tellg());
-  std::vector<char> bytes(size_t(std::min<uint64_t>(size, 1 << 20)));
-  in.seekg(0);
-  in.read(bytes.data(), std::streamsize(bytes.size()));
-  Elf64_Ehdr header;
-  if (bytes.size() < sizeof header || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0 ||
-      bytes[EI_CLASS] != ELFCLASS64)
-    return "not a 64-bit ELF shared library";
-  std::memcpy(&header, bytes.data(), sizeof header);
-  auto within = [&](uint64_t offset, uint64_t count, uint64_t each) {
-    return offset <= size && count <= (size - offset) / std::max<uint64_t>(each, 1);
-  };
-  if (header.e_phentsize != sizeof(Elf64_Phdr) ||
-      !within(header.e_phoff, header.e_phnum, sizeof(Elf64_Phdr)) ||
-      header.e_phoff + uint64_t(header.e_phnum) * sizeof(Elf64_Phdr) > bytes.size())
-    return "its program headers lie outside its " + std::to_string(size) + " bytes";
-  for (int i = 0; i < header.e_phnum; ++i) {
-    Elf64_Phdr segment;
-    std::memcpy(&segment, bytes.data() + header.e_phoff + uint64_t(i) * sizeof segment,
-                sizeof segment);
-    if (segment.p_type == PT_LOAD && !within(segment.p_offset, segment.p_filesz, 1))
-      return "it is truncated: a segment ends at byte " +
-             std::to_string(segment.p_offset + segment.p_filesz) + " of " +
-             std::to_string(size);
-  }
-  if (header.e_shoff != 0 && !within(header.e_shoff, header.e_shnum, sizeof(Elf64_Shdr)))
-    return "it is truncated: its section headers end past byte " + std::to_string(size);
-  return "";
-}
-
 int run(const Options &o) {
-  if (std::string why = incompleteElf(o.model); !why.empty())
-    return fail("cannot load " + o.model + ": " + why);
-  // dlopen searches the library path for a name without a '/': the model
-  // named relative to the working directory is meant.
-  const std::string modelPath = o.model.find('/') == std::string::npos ? "./" + o.model : o.model;
-  void *library = dlopen(modelPath.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library)
-    return fail(std::string("cannot load ") + o.model + ": " + dlerror());
-  auto describeFn = reinterpret_cast<pf_aot_model_describe_fn>(dlsym(library, PF_AOT_MODEL_SYMBOL));
-  if (!describeFn)
-    return fail(o.model + " has no " PF_AOT_MODEL_SYMBOL "(): build it with "
-                          "examples/aot/model_library.c");
-  const pf_aot_model *described = describeFn();
-  if (!described)
-    return fail(o.model + ": " PF_AOT_MODEL_SYMBOL "() returned no model");
-  const pf_aot_model &m = *described;
-  if (m.version != PF_AOT_MODEL_VERSION || m.abi_version != PFRT_ABI_VERSION ||
-      pfrt_version() != PFRT_ABI_VERSION)
-    return fail(o.model + " was built for model format " + std::to_string(m.version) +
-                " and runtime ABI " + std::to_string(m.abi_version) + "; this runner reads " +
-                std::to_string(PF_AOT_MODEL_VERSION) + " and runs ABI " +
-                std::to_string(pfrt_version()));
-  // Nothing below is sized or bound from the description before it is
-  // checked: counts, descriptors, tables, byte ranges, names.
-  if (std::string err = pf::aot::checkAotModel(described); !err.empty())
-    return fail(o.model + ": inconsistent model description: " + err);
-  // The plan (model_plan.h, compiled into the description) and the code
-  // (model.o) of one pf-run --aot run: a library linked from two runs would
-  // bind one model's tensors to another's kernels.
-  const auto *objectFingerprint =
-      static_cast<const uint64_t *>(dlsym(library, "pf_model_fingerprint"));
-  if (!objectFingerprint || *objectFingerprint != m.fingerprint)
-    return fail(o.model + ": its model.o and model_plan.h come from different pf-run --aot runs "
-                          "(fingerprints " +
-                (objectFingerprint ? std::to_string(*objectFingerprint) : std::string("missing")) +
-                " and " + std::to_string(m.fingerprint) + "): build it from one DIR");
+  auto opened = mlir::pf::driver::openAotLibrary(o.model);
+  if (!opened)
+    return fail(opened.error());
+  const pf_aot_model &m = *opened->model;
   if (o.describe) {
     for (int64_t i = 0; i < m.num_inputs; ++i) {
       const pf_model_tensor_info &t = m.tensors[m.inputs[i].tensor];

@@ -45,7 +45,9 @@ struct Flags {
   cl::opt<bool, true> noRetie;
   cl::opt<std::string, true> checkpointFile;
   cl::opt<bool, true> deviceBuffers;
-  cl::opt<std::string, true> resumeFile, emitStepFile, pipelineSpec;
+  cl::opt<std::string, true> resumeFile, emitStepFile;
+  cl::opt<bool, true> compileOnly;
+  cl::opt<std::string, true> artifactDir, pipelineSpec;
   cl::opt<train::CommChoice, true> comm;
   cl::opt<std::string, true> traceFile, svgFile;
 };
@@ -160,6 +162,15 @@ Flags::Flags(train::TrainConfig &config)
                             "pipeline, before lowering) to this file"),
                    cl::value_desc("FILE.mlir"), cl::location(config.emitStepFile),
                    cl::cat(category)),
+      compileOnly("compile-only",
+                  cl::desc("Compile the training step and its evaluation ahead of time into "
+                           "--artifact DIR and stop; pf-trainer DIR --corpus C trains from it "
+                           "without MLIR or LLVM (docs/artifacts.md)"),
+                  cl::location(config.compileOnly), cl::cat(category)),
+      artifactDir("artifact",
+                  cl::desc("With --compile-only: the folder of the training artifact "
+                           "(created; its files are replaced)"),
+                  cl::value_desc("DIR"), cl::location(config.artifactDir), cl::cat(category)),
       pipelineSpec(
           "pipeline",
           cl::desc("Train pipeline-parallel, one stage per rank of an mpirun job: "

@@ -9,6 +9,7 @@
 #ifndef PF_DRIVER_RUNNER_H
 #define PF_DRIVER_RUNNER_H
 
+#include "pf/Support/AotModel.h"
 #include "pf/Support/Model.h"
 #include "pf/Support/Npz.h"
 
@@ -72,6 +73,16 @@ struct CompileStats {
   int64_t parameterBytes = 0;  ///< weights, read in place
   int64_t kernelCalls = 0;
   double lowerSeconds = 0, jitSeconds = 0;
+};
+
+/// What CompiledModel::writeAotLibrary wrote: the description's fingerprint
+/// (also the object's pf_model_fingerprint), the weights' size, the
+/// parameters and the inputs and outputs.
+struct AotLibrary {
+  std::vector<AotParameter> parameters;
+  uint64_t fingerprint = 0;
+  int64_t weightsBytes = 0;
+  std::vector<TensorSpec> inputs, outputs;
 };
 
 class CompiledModel {
@@ -148,6 +159,15 @@ public:
   /// (pf-aot-run --profile).
   static llvm::Error writeAot(mlir::ModuleOp module, const std::string &directory,
                               const std::string &function = "", bool profileHooks = false);
+  /// Ahead-of-time mode for a runner that loads models with dlopen (the
+  /// training artifacts' trainer, pf-aot-run): lowers the first function of
+  /// `module`, writes it as the shared library `library` that exports
+  /// pf_aot_model_describe() (pf_aot.h; the description is in the object,
+  /// linked by the C compiler driver $CC, else cc) and its weights as
+  /// `weights`. Both files are replaced together or not at all.
+  static llvm::Expected<AotLibrary> writeAotLibrary(mlir::ModuleOp module,
+                                                    const std::string &library,
+                                                    const std::string &weights);
 
   /// Runs once; `inputs` are checked against inputs() by name, dtype and shape.
   llvm::Error run(const std::map<std::string, NpyArray> &inputs,

@@ -2,6 +2,7 @@
 #ifndef PF_TRAIN_KFACREPORTS_H
 #define PF_TRAIN_KFACREPORTS_H
 
+#include "pf/Support/Model.h"
 #include "pf/Train/Checkpoint.h"
 
 #include <vector>
@@ -14,6 +15,12 @@ namespace mlir::pf::train {
 /// A pipeline's line about K-FAC refreshes that needed more damping or kept
 /// the previous inverse, with the ranks they happened on (`issuesOfRank`).
 void printKfacIssues(int64_t step, const std::vector<double> &issuesOfRank);
+
+/// After a single-process step: the line about its K-FAC refreshes that
+/// needed more damping or kept the previous inverse (the step's kfac/issues
+/// output), then reportNonFiniteFactors on `model`'s parameters.
+::pf::Status reportStepKfacIssues(int64_t step, const Batch &outputs, driver::Model &model,
+                                  std::set<std::string> &reported);
 
 /// After a step whose K-FAC refreshes reported issues: names each factor
 /// (`<w>.kfac.A`, `.B`) that holds NaN or Inf, once (`reported`). Its

@@ -10,6 +10,7 @@
 #ifndef PF_TRAIN_SCHEDULES_H
 #define PF_TRAIN_SCHEDULES_H
 
+#include "pf/Train/Masking.h"
 #include "pf/Train/RunConfig.h"
 
 #include <cmath>
@@ -95,6 +96,15 @@ struct KfacWindowRule {
   /// Single-process: the previous window's factors are inverted at the
   /// start of a window after the first.
   bool refreshesPrevious(int64_t t) const { return t > warmup + steps && windowStep(t) == 0; }
+  /// The single-process step's window inputs at `t` (kfac_curvature and
+  /// kfac_refresh); false when no window decides them.
+  bool addSingleProcessInputs(int64_t t, Batch &inputs) const {
+    if (steps <= 0)
+      return false;
+    inputs["kfac_curvature"] = scalar<int64_t>(7, gathersCurvature(t));
+    inputs["kfac_refresh"] = scalar<int64_t>(7, refreshesPrevious(t));
+    return true;
+  }
 };
 
 } // namespace mlir::pf::train

@@ -39,6 +39,16 @@ struct TrainingRun {
   Checkpoints checkpoints;
 };
 
+/// Checks the run options of `config` (the same words for every tool):
+/// positive counts and rates, --batch within kMaxBatch, --num-threads
+/// within PFRT_MAX_THREADS.
+::pf::Status checkRunOptions(const RunConfig &config);
+
+/// With --eval-every: holds the corpus' last --eval-sequences rows out of
+/// training (corpus.trainRows), once checked that they hold a batch and
+/// leave one to train on.
+::pf::Status holdOutEvaluationRows(const RunConfig &config, Corpus &corpus);
+
 /// Trains with `step` from --resume's step (or the first) to --steps;
 /// returns the exit status (130: stopped by a signal).
 int runTrainingLoop(TrainingRun &run, TrainingStep &step);

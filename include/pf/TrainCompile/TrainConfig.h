@@ -26,6 +26,9 @@ struct TrainConfig : RunConfig {
   driver::GemmPrecision gemmPrecision = driver::GemmPrecision::FP32;
   /// --emit-step: the training step's IR, before lowering.
   std::string emitStepFile;
+  /// --compile-only --artifact DIR: write the training artifact, do not train.
+  bool compileOnly = false;
+  std::string artifactDir;
 
   /// --pipeline was given (its options may be empty: every default).
   bool pipelined = false;

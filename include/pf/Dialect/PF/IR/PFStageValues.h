@@ -11,6 +11,8 @@
 #ifndef PF_DIALECT_PF_IR_PFSTAGEVALUES_H
 #define PF_DIALECT_PF_IR_PFSTAGEVALUES_H
 
+#include "pf/Support/StepNames.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 
@@ -37,7 +39,7 @@ inline constexpr llvm::StringLiteral kLossSumName = "loss_sum";
 
 /// Not a stage value: the i32 result of a K-FAC refresh (the inverses that
 /// needed more damping or kept the previous ones), which the host reads.
-inline constexpr llvm::StringLiteral kKfacIssuesName = "kfac/issues";
+inline constexpr llvm::StringLiteral kKfacIssuesName = kKfacIssuesOutput;
 
 /// A backward's gradient of a parameter, one piece per micro-batch:
 /// `grad/<parameter>`.

@@ -1,4 +1,4 @@
-//===- AotModelCheck.h - pf-aot-run's check of a model description -*- C++ -*-===//
+//===- AotModelCheck.h - The check of an AOT model description --*- C++ -*-===//
 //
 // pf-aot-run trusts nothing in the pf_aot_model a library's
 // pf_aot_model_describe() returns (pf_aot.h) before it sizes buffers and
@@ -14,8 +14,8 @@
 // (fuzz/AotPlanFuzzer.cpp) checks descriptions with the same code.
 //
 //===----------------------------------------------------------------------===//
-#ifndef PF_TOOLS_PF_AOT_RUN_AOTMODELCHECK_H
-#define PF_TOOLS_PF_AOT_RUN_AOTMODELCHECK_H
+#ifndef PF_SUPPORT_AOTMODELCHECK_H
+#define PF_SUPPORT_AOTMODELCHECK_H
 
 #include "pf/Runtime/pf_aot.h"
 #include "pf/Runtime/pfrt.h"
@@ -221,4 +221,4 @@ inline std::string checkAotModel(const pf_aot_model *model) {
 
 } // namespace pf::aot
 
-#endif // PF_TOOLS_PF_AOT_RUN_AOTMODELCHECK_H
+#endif // PF_SUPPORT_AOTMODELCHECK_H

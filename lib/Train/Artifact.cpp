@@ -1,0 +1,213 @@
+//===- Artifact.cpp - A training artifact's manifest ----------------------===//
+#include "pf/Train/Artifact.h"
+
+#include "pf/Runtime/pfrt.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sys/stat.h>
+
+using namespace mlir::pf;
+using namespace mlir::pf::train;
+using nlohmann::json;
+
+namespace {
+
+json modelJson(const ArtifactModel &model) {
+  json parameters = json::array();
+  for (const driver::AotParameter &p : model.parameters)
+    parameters.push_back({{"name", p.name},
+                          {"dtype", p.dtype},
+                          {"shape", p.shape},
+                          {"offset", p.offset},
+                          {"bytes", p.bytes}});
+  // The fingerprint as text: JSON readers lose integers above 2^53.
+  return {{"library", model.library},
+          {"library_bytes", model.libraryBytes},
+          {"weights", model.weights},
+          {"weights_bytes", model.weightsBytes},
+          {"fingerprint", std::to_string(model.fingerprint)},
+          {"parameters", parameters}};
+}
+
+ArtifactModel modelOf(const json &j) {
+  ArtifactModel model;
+  model.library = j.at("library").get<std::string>();
+  model.libraryBytes = j.at("library_bytes").get<int64_t>();
+  model.weights = j.at("weights").get<std::string>();
+  model.weightsBytes = j.at("weights_bytes").get<int64_t>();
+  model.fingerprint = std::stoull(j.at("fingerprint").get<std::string>());
+  for (const json &p : j.at("parameters"))
+    model.parameters.push_back({p.at("name").get<std::string>(), p.at("dtype").get<int32_t>(),
+                                p.at("shape").get<std::vector<int64_t>>(),
+                                p.at("offset").get<int64_t>(), p.at("bytes").get<int64_t>()});
+  return model;
+}
+
+// The run options as the manifest records them, one name per field.
+json runJson(const RunConfig &r) {
+  const StepFacts &f = r.step;
+  return {{"steps", r.steps},
+          {"warmup", r.warmup},
+          {"lr", r.lr},
+          {"schedule", r.schedule == LRSchedule::Constant ? "constant" : "linear"},
+          {"seed", r.seed},
+          {"mask_prob", r.maskProbability},
+          {"log_every", r.logEvery},
+          {"eval_every", r.evalEvery},
+          {"eval_sequences", r.evalSequences},
+          {"threads", r.threads},
+          {"damping_schedule", int(r.dampingSchedule)},
+          {"damping_start", r.dampingStart},
+          {"damping_decay", r.dampingDecay},
+          {"damping_warmup", r.dampingWarmup},
+          {"damping_every", r.dampingEvery},
+          {"interval_schedule", int(r.intervalSchedule)},
+          {"interval_growth", r.intervalGrowth},
+          {"interval_every", r.intervalEvery},
+          {"interval_max", r.intervalMax},
+          {"step_facts",
+           {{"microbatches", f.microbatches},
+            {"predictions", f.predictions},
+            {"kfac", f.kfac},
+            {"kfac_window", f.kfacWindow},
+            {"kfac_factor_every", f.kfacFactorEvery},
+            {"refresh_warmup", f.refreshWarmup},
+            {"refresh_every", f.refreshEvery},
+            {"damping", f.damping},
+            {"damping_input", f.dampingInput},
+            {"curvature_input", f.curvatureInput},
+            {"refresh_input", f.refreshInput}}}};
+}
+
+RunConfig runOf(const json &j) {
+  RunConfig r;
+  r.steps = j.at("steps").get<int>();
+  r.warmup = j.at("warmup").get<int>();
+  r.lr = j.at("lr").get<double>();
+  r.schedule = j.at("schedule").get<std::string>() == "constant" ? LRSchedule::Constant
+                                                                 : LRSchedule::Linear;
+  r.seed = j.at("seed").get<uint64_t>();
+  r.maskProbability = j.at("mask_prob").get<double>();
+  r.logEvery = j.at("log_every").get<int>();
+  r.evalEvery = j.at("eval_every").get<int>();
+  r.evalSequences = j.at("eval_sequences").get<int>();
+  r.threads = j.at("threads").get<int>();
+  r.dampingSchedule = DampingSchedule(j.at("damping_schedule").get<int>());
+  r.dampingStart = j.at("damping_start").get<double>();
+  r.dampingDecay = j.at("damping_decay").get<double>();
+  r.dampingWarmup = j.at("damping_warmup").get<int64_t>();
+  r.dampingEvery = j.at("damping_every").get<int64_t>();
+  r.intervalSchedule = IntervalSchedule(j.at("interval_schedule").get<int>());
+  r.intervalGrowth = j.at("interval_growth").get<int64_t>();
+  r.intervalEvery = j.at("interval_every").get<int64_t>();
+  r.intervalMax = j.at("interval_max").get<int64_t>();
+  const json &f = j.at("step_facts");
+  StepFacts &s = r.step;
+  s.microbatches = f.at("microbatches").get<int64_t>();
+  s.predictions = f.at("predictions").get<int64_t>();
+  s.kfac = f.at("kfac").get<bool>();
+  s.kfacWindow = f.at("kfac_window").get<int64_t>();
+  s.kfacFactorEvery = f.at("kfac_factor_every").get<int64_t>();
+  s.refreshWarmup = f.at("refresh_warmup").get<int64_t>();
+  s.refreshEvery = f.at("refresh_every").get<int64_t>();
+  s.damping = f.at("damping").get<double>();
+  s.dampingInput = f.at("damping_input").get<bool>();
+  s.curvatureInput = f.at("curvature_input").get<bool>();
+  s.refreshInput = f.at("refresh_input").get<bool>();
+  return r;
+}
+
+/// The size of `path`, or -1 when it is not a file.
+int64_t fileBytes(const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
+    return -1;
+  return int64_t(info.st_size);
+}
+
+} // namespace
+
+std::string train::manifestText(const TrainingArtifact &a) {
+  json manifest = {{"format", "pf-training-artifact"},
+                   {"format_version", a.formatVersion},
+                   {"runtime_abi", a.runtimeAbi},
+                   {"model", {{"file", a.modelFile}, {"sha256", a.modelSha256}}},
+                   {"command", a.command},
+                   {"ranks", 1},
+                   {"batch", a.batch},
+                   {"sequence", a.sequence},
+                   {"optimizer", a.optimizer},
+                   {"run", runJson(a.run)},
+                   {"onnx_names", a.onnxNames},
+                   {"step", modelJson(a.step)},
+                   {"evaluation", modelJson(a.evaluation)}};
+  return manifest.dump(2) + "\n";
+}
+
+::pf::Expected<TrainingArtifact> train::readArtifact(const std::string &directory) {
+  using ::pf::Status;
+  const std::string path = directory + "/" + kArtifactManifest;
+  std::ifstream in(path);
+  if (!in)
+    return Status::error(directory + ": not a training artifact (cannot read " +
+                         kArtifactManifest + ": " + std::strerror(errno) +
+                         "); write one with pf-train MODEL --corpus C --compile-only --artifact " +
+                         directory);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json manifest = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object() ||
+      manifest.value("format", "") != "pf-training-artifact")
+    return Status::error(path + ": not a pf training artifact manifest");
+  TrainingArtifact a;
+  try {
+    a.formatVersion = manifest.at("format_version").get<int64_t>();
+    if (a.formatVersion != kArtifactFormatVersion)
+      return Status::error(directory + " is a training artifact of format " +
+                           std::to_string(a.formatVersion) + "; this trainer reads format " +
+                           std::to_string(kArtifactFormatVersion) +
+                           " (compile it again with this pf-train)");
+    a.runtimeAbi = manifest.at("runtime_abi").get<int32_t>();
+    if (a.runtimeAbi != pfrt_version())
+      return Status::error(directory + " was compiled for runtime ABI " +
+                           std::to_string(a.runtimeAbi) + "; this trainer's runtime is ABI " +
+                           std::to_string(pfrt_version()) +
+                           " (compile it again with this pf-train)");
+    if (int64_t ranks = manifest.at("ranks").get<int64_t>(); ranks != 1)
+      return Status::error(directory + " is compiled for " + std::to_string(ranks) +
+                           " ranks; this trainer runs single-process artifacts");
+    a.modelFile = manifest.at("model").at("file").get<std::string>();
+    a.modelSha256 = manifest.at("model").at("sha256").get<std::string>();
+    a.command = manifest.at("command").get<std::vector<std::string>>();
+    a.batch = manifest.at("batch").get<int64_t>();
+    a.sequence = manifest.at("sequence").get<int64_t>();
+    a.optimizer = manifest.at("optimizer").get<std::string>();
+    a.run = runOf(manifest.at("run"));
+    a.onnxNames = manifest.at("onnx_names").get<std::map<std::string, std::string>>();
+    a.step = modelOf(manifest.at("step"));
+    a.evaluation = modelOf(manifest.at("evaluation"));
+  } catch (const json::exception &e) {
+    return Status::error(path + ": " + e.what());
+  }
+  a.run.batch = int(a.batch);
+  // A missing or truncated file: before anything is loaded.
+  for (const ArtifactModel *model : {&a.step, &a.evaluation})
+    for (auto [file, bytes] : {std::pair<const std::string &, int64_t>{model->library,
+                                                                        model->libraryBytes},
+                               {model->weights, model->weightsBytes}}) {
+      if (file.find('/') != std::string::npos)
+        return Status::error(path + ": '" + file + "' is not a file of the artifact");
+      int64_t found = fileBytes(directory + "/" + file);
+      if (found < 0)
+        return Status::error(directory + ": " + file + " is missing");
+      if (found != bytes)
+        return Status::error(directory + ": " + file + " has " + std::to_string(found) +
+                             " bytes, the manifest says " + std::to_string(bytes) +
+                             " (truncated or from another compilation)");
+    }
+  return a;
+}

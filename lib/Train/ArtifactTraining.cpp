@@ -1,0 +1,292 @@
+//===- ArtifactTraining.cpp - Training from an artifact -------------------===//
+#include "pf/Train/ArtifactTraining.h"
+
+#include "pf/Runtime/pfrt.h"
+#include "pf/Support/AotModel.h"
+#include "pf/Support/OutputFiles.h"
+#include "pf/Support/StopSignals.h"
+#include "pf/Train/Artifact.h"
+#include "pf/Train/Evaluation.h"
+#include "pf/Train/KfacReports.h"
+#include "pf/Train/Schedules.h"
+#include "pf/Train/TrainingLoop.h"
+#include "pf/Train/TrainingStep.h"
+
+#include <chrono>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <set>
+
+using namespace mlir::pf;
+using namespace mlir::pf::train;
+namespace drv = mlir::pf::driver;
+using ::pf::Status;
+
+namespace {
+
+constexpr const char *kTool = "pf-trainer";
+
+int fail(const std::string &message) { return printRunError(message, kTool); }
+
+/// One run option: its help and how its text sets the configuration.
+struct RunOption {
+  const char *help;
+  std::function<Status(RunConfig &, const std::string &)> set;
+};
+
+/// Whole-text numbers.
+bool parseInt(const std::string &text, long long &out) {
+  char *end = nullptr;
+  errno = 0;
+  out = std::strtoll(text.c_str(), &end, 10);
+  return !text.empty() && !*end && errno != ERANGE && out >= INT32_MIN && out <= INT32_MAX;
+}
+
+bool parseDouble(const std::string &text, double &out) {
+  char *end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return !text.empty() && !*end;
+}
+
+template <typename Field> RunOption integer(const char *help, Field RunConfig::*field) {
+  return {help, [field](RunConfig &config, const std::string &text) {
+            long long value;
+            if (!parseInt(text, value))
+              return Status::error("'" + text + "' is not an integer");
+            config.*field = Field(value);
+            return Status::success();
+          }};
+}
+
+const std::map<std::string, RunOption> &runOptionTable() {
+  static const std::map<std::string, RunOption> table = [] {
+    std::map<std::string, RunOption> t;
+    auto number = [](const char *help, double RunConfig::*field) {
+      return RunOption{help, [field](RunConfig &config, const std::string &text) {
+                         return parseDouble(text, config.*field)
+                                    ? Status::success()
+                                    : Status::error("'" + text + "' is not a number");
+                       }};
+    };
+    auto text = [](const char *help, std::string RunConfig::*field) {
+      return RunOption{help, [field](RunConfig &config, const std::string &value) {
+                         config.*field = value;
+                         return Status::success();
+                       }};
+    };
+    t.emplace("steps", integer("Last step to run (1-based)", &RunConfig::steps));
+    t.emplace("lr", number("Peak learning rate", &RunConfig::lr));
+    t.emplace("warmup", integer("Linear warm-up steps", &RunConfig::warmup));
+    t.emplace("schedule",
+              RunOption{"Learning rate after the warm-up: linear (to 0 at --steps) or constant",
+                        [](RunConfig &config, const std::string &value) {
+                          if (value != "linear" && value != "constant")
+                            return Status::error("'" + value + "' is not linear or constant");
+                          config.schedule =
+                              value == "linear" ? LRSchedule::Linear : LRSchedule::Constant;
+                          return Status::success();
+                        }});
+    t.emplace("seed", RunOption{"Seed of batches and masks",
+                                [](RunConfig &config, const std::string &value) {
+                                  char *end = nullptr;
+                                  unsigned long long seed = std::strtoull(value.c_str(), &end, 10);
+                                  if (value.empty() || *end || value[0] == '-')
+                                    return Status::error("'" + value + "' is not a seed");
+                                  config.seed = seed;
+                                  return Status::success();
+                                }});
+    t.emplace("mask-prob", number("Share of tokens to predict", &RunConfig::maskProbability));
+    t.emplace("log-every", integer("Print a progress line every N steps", &RunConfig::logEvery));
+    t.emplace("eval-every",
+              integer("Every N steps (and before the first and after the last), the masked-LM "
+                      "loss on held-out sequences (0: off)",
+                      &RunConfig::evalEvery));
+    t.emplace("eval-sequences",
+              integer("With --eval-every: the corpus' last N sequences are held out",
+                      &RunConfig::evalSequences));
+    t.emplace("num-threads",
+              integer("Runtime threads (0: all cores)", &RunConfig::threads));
+    t.emplace("checkpoint",
+              text("Write a checkpoint (.npz) here at the end and when SIGINT or SIGTERM stops "
+                   "the run (pf-train's format: either tool resumes the other's)",
+                   &RunConfig::checkpointFile));
+    t.emplace("checkpoint-every",
+              integer("Also write the checkpoint every N steps", &RunConfig::checkpointEvery));
+    t.emplace("resume", text("Resume from this checkpoint", &RunConfig::resumeFile));
+    return t;
+  }();
+  return table;
+}
+
+/// The single-process step of an artifact: its compiled step and
+/// evaluation, loaded (AotModel).
+class ArtifactStep final : public TrainingStep {
+public:
+  ArtifactStep(TrainingRun &run, const TrainingArtifact &artifact, const std::string &directory,
+               std::unique_ptr<drv::AotModel> step, std::unique_ptr<drv::AotModel> evaluation,
+               double loadSeconds)
+      : trainingRun(run), artifact(artifact), directory(directory), model(std::move(step)),
+        evalModel(std::move(evaluation)), loadSeconds(loadSeconds),
+        window{run.config.step.refreshWarmup, run.config.step.kfacWindow} {
+    for (const drv::ModelParameter &p : model->parameters())
+      byName[p.name] = p;
+  }
+
+  bool reports() const override { return true; }
+  int fail(const std::string &message) override { return ::fail(message); }
+  Parameters stateParameters() override { return model->parameters(); }
+  Status copyStateToBackend() override { return model->copyParametersToBackend(); }
+  void printStart() override {
+    std::printf("training %s (%s): %zu parameters tensors, batch %lld x %lld, optimizer %s%s, "
+                "step loaded in %.2f s\n",
+                directory.c_str(), artifact.modelFile.c_str(), byName.size(),
+                (long long)artifact.batch, (long long)artifact.sequence,
+                artifact.optimizer.c_str(), artifact.run.step.kfac ? " + K-FAC" : "",
+                loadSeconds);
+    std::fflush(stdout);
+  }
+  bool stopsBefore(int64_t) override { return drv::stopRequested(); }
+  bool addKfacWindowInputs(int64_t step, Batch &inputs) override {
+    return window.addSingleProcessInputs(step, inputs);
+  }
+  ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) override {
+    if (auto status = model->run(inputs, outputs); !status.ok())
+      return status;
+    float loss;
+    std::memcpy(&loss, outputs["loss"].data.data(), sizeof(float));
+    StepResult result;
+    result.loss = loss;
+    return result;
+  }
+  Status reportStep(int64_t step, const StepResult &) override {
+    return reportStepKfacIssues(step, outputs, *model, nonFiniteFactors);
+  }
+  ::pf::Expected<drv::Model *> evaluationModel() override {
+    return static_cast<drv::Model *>(evalModel.get());
+  }
+  Status withCurrentWeights(const std::function<Status(const WeightLookup &)> &use) override {
+    if (auto status = model->copyParametersToHost(); !status.ok())
+      return status;
+    return use([this](const std::string &name) -> std::pair<const void *, int64_t> {
+      auto it = byName.find(name);
+      if (it == byName.end())
+        return {nullptr, 0};
+      return {it->second.data, it->second.bytes};
+    });
+  }
+  ::pf::Expected<std::optional<Batch>> checkpointState() override {
+    if (auto status = model->copyParametersToHost(); !status.ok())
+      return status;
+    return std::optional<Batch>(stateArrays(model->parameters()));
+  }
+
+private:
+  TrainingRun &trainingRun;
+  const TrainingArtifact &artifact;
+  const std::string directory;
+  std::unique_ptr<drv::AotModel> model, evalModel;
+  const double loadSeconds;
+  const KfacWindowRule window;
+  std::map<std::string, drv::ModelParameter> byName;
+  Batch outputs;
+  std::set<std::string> nonFiniteFactors; // named once (reportNonFiniteFactors)
+};
+
+/// Loads one compiled function of the artifact and checks that it is the
+/// one the manifest describes.
+::pf::Expected<std::unique_ptr<drv::AotModel>>
+loadModel(const std::string &directory, const ArtifactModel &described,
+          const drv::AotModel::Options &options) {
+  auto loaded = drv::AotModel::load(directory + "/" + described.library,
+                                    directory + "/" + described.weights, described.parameters,
+                                    options);
+  if (!loaded)
+    return loaded.status();
+  if ((*loaded)->description().fingerprint != described.fingerprint)
+    return Status::error(directory + "/" + described.library +
+                         " is not the library its manifest describes (fingerprints " +
+                         std::to_string((*loaded)->description().fingerprint) + " and " +
+                         std::to_string(described.fingerprint) +
+                         "): the artifact mixes two compilations; compile it again");
+  return loaded;
+}
+
+} // namespace
+
+const std::map<std::string, std::string> &train::trainerRunOptions() {
+  static const std::map<std::string, std::string> help = [] {
+    std::map<std::string, std::string> h;
+    for (const auto &[name, option] : runOptionTable())
+      h[name] = option.help;
+    return h;
+  }();
+  return help;
+}
+
+int train::trainFromArtifact(const TrainerOptions &options) {
+  auto artifact = readArtifact(options.artifact);
+  if (!artifact)
+    return fail(artifact.error());
+  // The run as compiled, then the command line's run options.
+  RunConfig config = artifact->run;
+  config.corpusFile = options.corpusFile;
+  for (const auto &[name, value] : options.runOptions) {
+    auto option = runOptionTable().find(name);
+    if (option == runOptionTable().end())
+      return fail("--" + name + " is no run option of pf-trainer");
+    if (auto status = option->second.set(config, value); !status.ok())
+      return fail("--" + name + ": " + status.message());
+  }
+  config.device = options.device;
+  config.deviceBuffers = options.deviceBuffers;
+  if (auto status = checkRunOptions(config); !status.ok())
+    return fail(status.message());
+  // Before any long work: no output over an input, destinations writable.
+  std::vector<::pf::NamedPath> inputs = {{"--corpus", config.corpusFile}};
+  for (const ArtifactModel *model : {&artifact->step, &artifact->evaluation})
+    for (const std::string &file : {model->library, model->weights})
+      inputs.push_back({"the artifact", options.artifact + "/" + file});
+  if (std::string err = ::pf::checkOutputFiles({{"--checkpoint", config.checkpointFile}}, inputs);
+      !err.empty())
+    return fail(err);
+  auto corpus = loadCorpus(config.corpusFile);
+  if (!corpus)
+    return fail(corpus.error());
+  if (corpus->seqLen != artifact->sequence)
+    return fail(config.corpusFile + ": its sequences have " + std::to_string(corpus->seqLen) +
+                " tokens; " + options.artifact + " was compiled for " +
+                std::to_string(artifact->sequence) +
+                " (compile it again with this --corpus)");
+  if (auto status = holdOutEvaluationRows(config, *corpus); !status.ok())
+    return fail(status.message());
+
+  auto start = std::chrono::steady_clock::now();
+  drv::AotModel::Options modelOptions;
+  modelOptions.backend = options.device == "cuda" ? PFRT_BACKEND_CUDA : PFRT_BACKEND_CPU;
+  modelOptions.threads = config.threads;
+  modelOptions.gemmPrecision = options.gemmPrecision;
+  modelOptions.deviceBuffers = options.deviceBuffers;
+  auto step = loadModel(options.artifact, artifact->step, modelOptions);
+  if (!step)
+    return fail(step.error());
+  std::unique_ptr<drv::AotModel> evaluation;
+  if (config.evalEvery > 0) {
+    auto loaded = loadModel(options.artifact, artifact->evaluation, modelOptions);
+    if (!loaded)
+      return fail(loaded.error());
+    evaluation = loaded.take();
+  }
+  double loadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  TrainingRun run(config, corpus.take());
+  run.checkpoints.onnxNameEntries = artifact->onnxNames;
+  run.checkpoints.kfacWindow = config.step.kfacWindow;
+  ArtifactStep trainingStep(run, *artifact, options.artifact, step.take(), std::move(evaluation),
+                            loadSeconds);
+  return runTrainingLoop(run, trainingStep);
+}
