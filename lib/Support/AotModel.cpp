@@ -57,6 +57,24 @@ std::string incompleteElf(const std::string &path) {
   return "";
 }
 
+void bindAotTable(const pf_aot_model &m, void *const *inputs, void *const *outputs,
+                  void *weights, void *arena, pfrt_tensor *table) {
+  for (int64_t i = 0; i < m.num_tensors; ++i) {
+    const pf_model_tensor_info &t = m.tensors[i];
+    char *data = t.kind == PF_MODEL_INPUT     ? static_cast<char *>(inputs[t.where])
+                 : t.kind == PF_MODEL_OUTPUT  ? static_cast<char *>(outputs[t.where])
+                 : t.kind == PF_MODEL_WEIGHTS ? static_cast<char *>(weights) + t.where
+                                              : static_cast<char *>(arena) + t.where;
+    pfrt_tensor &d = table[i];
+    std::memset(&d, 0, sizeof d);
+    d.data = data;
+    d.dtype = t.dtype;
+    d.rank = t.rank;
+    for (int k = 0; k < t.rank; ++k)
+      d.shape[k] = t.shape[k];
+  }
+}
+
 ::pf::Expected<AotLibraryHandle> openAotLibrary(const std::string &path) {
   using ::pf::Status;
   if (std::string why = incompleteElf(path); !why.empty())
@@ -248,20 +266,7 @@ std::vector<ModelParameter> AotModel::parameters() const {
         return runtimeError(std::string("zeroing output '") + m.outputs[i].name + "'");
     }
   }
-  for (int64_t i = 0; i < m.num_tensors; ++i) {
-    const pf_model_tensor_info &t = m.tensors[i];
-    char *data = t.kind == PF_MODEL_INPUT     ? static_cast<char *>(inputData[t.where])
-                 : t.kind == PF_MODEL_OUTPUT  ? static_cast<char *>(outputData[t.where])
-                 : t.kind == PF_MODEL_WEIGHTS ? static_cast<char *>(backendWeights) + t.where
-                                              : static_cast<char *>(arenaBase) + t.where;
-    pfrt_tensor &d = table[i];
-    std::memset(&d, 0, sizeof d);
-    d.data = data;
-    d.dtype = t.dtype;
-    d.rank = t.rank;
-    for (int k = 0; k < t.rank; ++k)
-      d.shape[k] = t.shape[k];
-  }
+  bindAotTable(m, inputData.data(), outputData.data(), backendWeights, arenaBase, table.data());
   if (int64_t code = m.main(context, table.data()); code != 0) {
     int64_t op = (code >> 32) - 1;
     std::string opName = op >= 0 && op < m.num_ops ? m.op_names[op] : "the output copies";

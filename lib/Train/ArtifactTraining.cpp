@@ -7,10 +7,7 @@
 #include "pf/Support/StopSignals.h"
 #include "pf/Train/Artifact.h"
 #include "pf/Train/Evaluation.h"
-#include "pf/Train/KfacReports.h"
-#include "pf/Train/Schedules.h"
-#include "pf/Train/TrainingLoop.h"
-#include "pf/Train/TrainingStep.h"
+#include "pf/Train/SingleModelStep.h"
 
 #include <chrono>
 #include <cerrno>
@@ -124,76 +121,32 @@ const std::map<std::string, RunOption> &runOptionTable() {
 
 /// The single-process step of an artifact: its compiled step and
 /// evaluation, loaded (AotModel).
-class ArtifactStep final : public TrainingStep {
+class ArtifactStep final : public SingleModelStep {
 public:
   ArtifactStep(TrainingRun &run, const TrainingArtifact &artifact, const std::string &directory,
                std::unique_ptr<drv::AotModel> step, std::unique_ptr<drv::AotModel> evaluation,
                double loadSeconds)
-      : trainingRun(run), artifact(artifact), directory(directory), model(std::move(step)),
-        evalModel(std::move(evaluation)), loadSeconds(loadSeconds),
-        window{run.config.step.refreshWarmup, run.config.step.kfacWindow} {
-    for (const drv::ModelParameter &p : model->parameters())
-      byName[p.name] = p;
+      : SingleModelStep(run), artifact(artifact), directory(directory),
+        stepModel(std::move(step)), evalModel(std::move(evaluation)), loadSeconds(loadSeconds) {
+    useModels(*stepModel, evalModel.get());
   }
 
-  bool reports() const override { return true; }
   int fail(const std::string &message) override { return ::fail(message); }
-  Parameters stateParameters() override { return model->parameters(); }
-  Status copyStateToBackend() override { return model->copyParametersToBackend(); }
   void printStart() override {
     std::printf("training %s (%s): %zu parameters tensors, batch %lld x %lld, optimizer %s%s, "
                 "step loaded in %.2f s\n",
-                directory.c_str(), artifact.modelFile.c_str(), byName.size(),
+                directory.c_str(), artifact.modelFile.c_str(), model->parameters().size(),
                 (long long)artifact.batch, (long long)artifact.sequence,
                 artifact.optimizer.c_str(), artifact.run.step.kfac ? " + K-FAC" : "",
                 loadSeconds);
     std::fflush(stdout);
   }
-  bool stopsBefore(int64_t) override { return drv::stopRequested(); }
-  bool addKfacWindowInputs(int64_t step, Batch &inputs) override {
-    return window.addSingleProcessInputs(step, inputs);
-  }
-  ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) override {
-    if (auto status = model->run(inputs, outputs); !status.ok())
-      return status;
-    float loss;
-    std::memcpy(&loss, outputs["loss"].data.data(), sizeof(float));
-    StepResult result;
-    result.loss = loss;
-    return result;
-  }
-  Status reportStep(int64_t step, const StepResult &) override {
-    return reportStepKfacIssues(step, outputs, *model, nonFiniteFactors);
-  }
-  ::pf::Expected<drv::Model *> evaluationModel() override {
-    return static_cast<drv::Model *>(evalModel.get());
-  }
-  Status withCurrentWeights(const std::function<Status(const WeightLookup &)> &use) override {
-    if (auto status = model->copyParametersToHost(); !status.ok())
-      return status;
-    return use([this](const std::string &name) -> std::pair<const void *, int64_t> {
-      auto it = byName.find(name);
-      if (it == byName.end())
-        return {nullptr, 0};
-      return {it->second.data, it->second.bytes};
-    });
-  }
-  ::pf::Expected<std::optional<Batch>> checkpointState() override {
-    if (auto status = model->copyParametersToHost(); !status.ok())
-      return status;
-    return std::optional<Batch>(stateArrays(model->parameters()));
-  }
 
 private:
-  TrainingRun &trainingRun;
   const TrainingArtifact &artifact;
   const std::string directory;
-  std::unique_ptr<drv::AotModel> model, evalModel;
+  std::unique_ptr<drv::AotModel> stepModel, evalModel;
   const double loadSeconds;
-  const KfacWindowRule window;
-  std::map<std::string, drv::ModelParameter> byName;
-  Batch outputs;
-  std::set<std::string> nonFiniteFactors; // named once (reportNonFiniteFactors)
 };
 
 /// Loads one compiled function of the artifact and checks that it is the
@@ -285,7 +238,6 @@ int train::trainFromArtifact(const TrainerOptions &options) {
 
   TrainingRun run(config, corpus.take());
   run.checkpoints.onnxNameEntries = artifact->onnxNames;
-  run.checkpoints.kfacWindow = config.step.kfacWindow;
   ArtifactStep trainingStep(run, *artifact, options.artifact, step.take(), std::move(evaluation),
                             loadSeconds);
   return runTrainingLoop(run, trainingStep);

@@ -17,6 +17,7 @@
 #include "pf/TrainCompile/AdaptiveDamping.h"
 #include "pf/Train/KfacReports.h"
 #include "pf/TrainCompile/Train.h"
+#include "pf/Train/SingleModelStep.h"
 #include "pf/Train/TrainingLoop.h"
 #include "pf/Transforms/Passes.h"
 
@@ -39,20 +40,17 @@ using namespace mlir::pf::train;
 namespace drv = mlir::pf::driver;
 
 namespace {
-class SingleProcessStep final : public TrainingStep {
+/// The single-process step over MLIR's JIT (SingleModelStep), with the
+/// adaptive damping, which reads the step's K-FAC layers from its IR.
+class SingleProcessStep final : public SingleModelStep {
 public:
   SingleProcessStep(TrainConfig &config, TrainingRun &run)
-      : trainingRun(run), config(config), training(config.training),
-        window{training.precondition.refreshWarmup, training.kfacWindow} {}
+      : SingleModelStep(run), config(config), training(config.training) {}
 
   /// See createSingleProcessStep; false after printing the error.
   bool build();
 
-  bool reports() const override { return true; }
   int fail(const std::string &message) override { return printError(message); }
-
-  Parameters stateParameters() override { return model->parameters(); }
-  ::pf::Status copyStateToBackend() override { return model->copyParametersToBackend(); }
   void printStart() override {
     llvm::outs() << llvm::formatv("training {0}: {1} parameters tensors, batch {2} x {3}, "
                                   "optimizer {4}{5}, step built in {6:F2} s\n",
@@ -62,53 +60,27 @@ public:
                         .str();
     llvm::outs().flush(); // before the loop's lines
   }
-
-  bool stopsBefore(int64_t) override { return drv::stopRequested(); }
-  bool addKfacWindowInputs(int64_t step, Batch &inputs) override {
-    return window.addSingleProcessInputs(step, inputs);
-  }
   ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) override;
   ::pf::Status reportStep(int64_t step, const StepResult &result) override;
 
-  ::pf::Expected<drv::Model *> evaluationModel() override {
-    return static_cast<drv::Model *>(evalModel.get());
-  }
-  ::pf::Status
-  withCurrentWeights(const std::function<::pf::Status(const WeightLookup &)> &use) override {
-    if (auto status = model->copyParametersToHost(); !status.ok())
-      return status;
-    return use(fromModel);
-  }
-  ::pf::Expected<std::optional<Batch>> checkpointState() override {
-    if (auto status = model->copyParametersToHost(); !status.ok())
-      return status;
-    return std::optional<Batch>(stateArrays(model->parameters()));
-  }
-
 private:
-  TrainingRun &trainingRun;
   const TrainConfig &config;
   const TrainingOptions &training;
-  const KfacWindowRule window;
 
   std::unique_ptr<MLIRContext> context;
   std::unique_ptr<ScopedDiagnosticHandler> diagnostics;
   OwningOpRef<ModuleOp> module;
-  std::unique_ptr<JitModel> model;
-  std::unique_ptr<JitModel> evalModel;
+  std::unique_ptr<JitModel> stepModel, evalModel;
   double buildSeconds = 0;
-  TrainedWeights trainedWeights;
-  WeightLookup fromModel;
 
   /// The adaptive damping schedule: the K-FAC layers whose update it
-  /// measures, and for an adapting step the weights before it.
+  /// measures, the step's weights by name, and for an adapting step the
+  /// weights before it.
   bool adaptiveDamping = false;
   std::vector<KfacModelLayer> modelLayers;
+  TrainedWeights trainedWeights;
   bool adapts = false;
   WeightCopies before;
-
-  Batch outputs;
-  std::set<std::string> nonFiniteFactors; // named once (reportNonFiniteFactors)
 };
 } // namespace
 
@@ -134,7 +106,7 @@ bool SingleProcessStep::build() {
   auto compiled = drv::CompiledModel::compile(*module, options);
   if (!compiled)
     return fail(llvm::toString(compiled.takeError())), false;
-  model = std::make_unique<JitModel>(std::move(*compiled));
+  stepModel = std::make_unique<JitModel>(std::move(*compiled));
   if (config.evalEvery > 0 || adaptiveDamping) {
     auto built = compileEvaluation(*context, config, trainingRun.corpus.seqLen);
     if (!built)
@@ -142,15 +114,9 @@ bool SingleProcessStep::build() {
     evalModel = std::make_unique<JitModel>(std::move(*built));
   }
   buildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const auto &p : model->parameters())
+  for (const auto &p : stepModel->parameters())
     trainedWeights[p.name] = p;
-  fromModel = [this](const std::string &name) -> std::pair<const void *, int64_t> {
-    auto it = trainedWeights.find(name);
-    if (it == trainedWeights.end())
-      return {nullptr, 0};
-    return {it->second.data, it->second.bytes};
-  };
-  trainingRun.checkpoints.kfacWindow = training.kfacWindow;
+  useModels(*stepModel, evalModel.get());
   return true;
 }
 
@@ -159,31 +125,26 @@ bool SingleProcessStep::build() {
   adapts = adaptiveDamping && step % config.dampingAdaptation.interval == 0;
   if (adapts) {
     auto start = std::chrono::steady_clock::now();
-    auto copies = copyEvaluationWeights(model->compiled(), trainedWeights, *evalModel);
+    auto copies = copyEvaluationWeights(stepModel->compiled(), trainedWeights, *evalModel);
     if (!copies)
       return toStatus(copies.takeError());
     before = std::move(*copies);
     trainingRun.damping.modelSeconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  if (auto err = model->compiled().run(inputs, outputs))
-    return toStatus(std::move(err));
-  float loss;
-  std::memcpy(&loss, outputs["loss"].data.data(), sizeof(float));
-  StepResult result;
-  result.loss = loss;
-  return result;
+  return SingleModelStep::run(step, inputs);
 }
 
 ::pf::Status SingleProcessStep::reportStep(int64_t step, const StepResult &result) {
   if (adapts)
-    if (auto err = adaptDamping(step, result.loss, trainingRun.batches.masked(step), model->compiled(),
-                                trainedWeights, *evalModel, modelLayers, before, outputs,
+    if (auto err = adaptDamping(step, result.loss, trainingRun.batches.masked(step),
+                                stepModel->compiled(), trainedWeights, *evalModel, modelLayers,
+                                before, outputs,
                                 config.dampingAdaptation, trainingRun.damping,
                                 step % config.logEvery == 0))
       return ::pf::Status::error("step " + std::to_string(step) + ": " +
                                  llvm::toString(std::move(err)));
-  return reportStepKfacIssues(step, outputs, *model, nonFiniteFactors);
+  return SingleModelStep::reportStep(step, result);
 }
 
 std::unique_ptr<TrainingStep> train::createSingleProcessStep(TrainConfig &config,

@@ -375,20 +375,14 @@ int run(const Options &o) {
          check(pfrt_arena_base(arena, &arenaBase), "the arena");
 
     std::vector<pfrt_tensor> table(size_t(m.num_tensors));
-    for (int64_t i = 0; ok && i < m.num_tensors; ++i) {
-      const pf_model_tensor_info &t = m.tensors[i];
-      char *data = t.kind == PF_MODEL_INPUT     ? static_cast<char *>(inputs[t.where].data)
-                   : t.kind == PF_MODEL_OUTPUT  ? static_cast<char *>(outputs[t.where].data)
-                   : t.kind == PF_MODEL_WEIGHTS ? static_cast<char *>(weights.data) + t.where
-                                                : static_cast<char *>(arenaBase) + t.where;
-      pfrt_tensor &d = table[i];
-      std::memset(&d, 0, sizeof d);
-      d.data = data;
-      d.dtype = t.dtype;
-      d.rank = t.rank;
-      for (int k = 0; k < t.rank; ++k)
-        d.shape[k] = t.shape[k];
-    }
+    std::vector<void *> inputData, outputData;
+    for (const Block &block : inputs)
+      inputData.push_back(block.data);
+    for (const Block &block : outputs)
+      outputData.push_back(block.data);
+    if (ok)
+      mlir::pf::driver::bindAotTable(m, inputData.data(), outputData.data(), weights.data,
+                                     arenaBase, table.data());
 
     std::vector<double> timed;
     for (long r = 0; ok && r < o.warmup + o.repeat; ++r) {

@@ -41,6 +41,12 @@ std::string incompleteElf(const std::string &path);
 /// runtime ABI versions, the description (pf::aot::checkAotModel) and that
 /// the object's pf_model_fingerprint is the description's. The library
 /// stays loaded for the process's life (its code may be running).
+/// Binds every descriptor of `m` to its data (pf_aot.h's kinds): inputs[i]
+/// and outputs[i] in the model's input and output order, `weights` and
+/// `arena` (device memory on a device backend).
+void bindAotTable(const pf_aot_model &m, void *const *inputs, void *const *outputs,
+                  void *weights, void *arena, pfrt_tensor *table);
+
 struct AotLibraryHandle {
   void *library = nullptr;
   const pf_aot_model *model = nullptr;

@@ -1,0 +1,61 @@
+//===- SingleModelStep.h - A step that is one compiled function --*- C++ -*-===//
+//
+// The single-process step: one compiled function (a driver::Model) runs the
+// whole step on the batch and updates the training state it holds, in this
+// process. pf-train's JIT-compiled step and pf-trainer's artifact step are
+// this step over their kind of model; they add how it is built or loaded,
+// the start-up line and, for the JIT, the adaptive damping.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PF_TRAIN_SINGLEMODELSTEP_H
+#define PF_TRAIN_SINGLEMODELSTEP_H
+
+#include "pf/Train/Schedules.h"
+#include "pf/Train/TrainingLoop.h"
+#include "pf/Train/TrainingStep.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+namespace mlir::pf::train {
+
+class SingleModelStep : public TrainingStep {
+public:
+  explicit SingleModelStep(TrainingRun &run);
+
+  bool reports() const override { return true; }
+  Parameters stateParameters() override { return model->parameters(); }
+  ::pf::Status copyStateToBackend() override { return model->copyParametersToBackend(); }
+  bool stopsBefore(int64_t step) override;
+  bool addKfacWindowInputs(int64_t step, Batch &inputs) override {
+    return window.addSingleProcessInputs(step, inputs);
+  }
+  ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) override;
+  /// The step's K-FAC refresh issues (reportStepKfacIssues).
+  ::pf::Status reportStep(int64_t step, const StepResult &result) override;
+  ::pf::Expected<driver::Model *> evaluationModel() override { return evaluation; }
+  ::pf::Status
+  withCurrentWeights(const std::function<::pf::Status(const WeightLookup &)> &use) override;
+  ::pf::Expected<std::optional<Batch>> checkpointState() override;
+
+protected:
+  /// Once the subclass built or loaded them: the step's model and the
+  /// evaluation's (null when the run does not evaluate).
+  void useModels(driver::Model &step, driver::Model *evaluationModel);
+
+  TrainingRun &trainingRun;
+  driver::Model *model = nullptr;
+  driver::Model *evaluation = nullptr;
+  /// The step's outputs of the last run.
+  Batch outputs;
+
+private:
+  const KfacWindowRule window;
+  std::map<std::string, driver::ModelParameter> weights; // by name
+  std::set<std::string> nonFiniteFactors; // named once (reportNonFiniteFactors)
+};
+
+} // namespace mlir::pf::train
+
+#endif // PF_TRAIN_SINGLEMODELSTEP_H
