@@ -2,10 +2,12 @@
 # The CUDA backend's GPU check, in two halves:
 #
 #   scripts/gpu-check.sh --prepare   on the CPU machine (CUDA toolkit, MLIR, no
-#                                    GPU): builds PFCudaKernelTests and
-#                                    pf-aot-run-portable, compiles BERT-tiny,
-#                                    -mini and -base ahead of time (forward,
-#                                    AdamW step, K-FAC step; scripts/gpu_models.py)
+#                                    GPU): builds PFCudaKernelTests,
+#                                    pf-aot-run-portable and pf-trainer-portable,
+#                                    compiles BERT-tiny, -mini and -base ahead of
+#                                    time (forward, AdamW step, K-FAC step;
+#                                    scripts/gpu_models.py) and BERT-mini's
+#                                    training artifacts (scripts/gpu_training.py)
 #                                    and packs it all into gpu-bundle/bundle.tar.xz
 #                                    (git-ignored; a device call carries 64 MiB)
 #   scripts/gpu-check.sh             on the GPU machine (one H200, PyTorch, no
@@ -17,6 +19,8 @@
 # respects:
 #   1. every model on the CPU backend and on the CUDA backend: outputs compared
 #      (fp32 bar 1e-4), the CUDA step timed          -> models.json
+#      and the training artifacts trained 20 steps by pf-trainer on both
+#      backends: losses compared (1e-3), ms/step     -> training.json
 #   2. every CUDA kernel against the CPU backend     -> cuda-kernel-tests.log/.xml
 #   3. the same BERT models in PyTorch, same GPU     -> torch-bert*.json, summary.json
 #      (fp32; BERT-base also with TF32 and bf16 against pf's --gemm-precision)
@@ -30,23 +34,27 @@ BUNDLE=${PF_GPU_BUNDLE:-gpu-bundle}
 
 prepare() {
   local build=${PF_BUILD_DIR:-build}
-  PF_BUILD_DIR=$build ./scripts/build.sh PFCudaKernelTests pf-aot-run-portable pf-run || exit 1
+  PF_BUILD_DIR=$build ./scripts/build.sh PFCudaKernelTests pf-aot-run-portable pf-run \
+    pf-train pf-trainer-portable || exit 1
   local stage=${PF_GPU_STAGE:-$build/gpu-stage}
   rm -rf "$stage" && mkdir -p "$stage/lib"
   # Symbols are not needed to run (the runner's exported pfrt_* stay in
   # .dynsym); stripping halves the binaries.
   strip --strip-unneeded -o "$stage/PFCudaKernelTests" "$build/unittests/PFCudaKernelTests"
   strip --strip-unneeded -o "$stage/pf-aot-run-portable" "$build/bin/pf-aot-run-portable"
+  strip --strip-unneeded -o "$stage/pf-trainer-portable" "$build/bin/pf-trainer-portable"
   # libgomp, libgfortran and libquadmath are the non-system, non-CUDA
   # libraries the binaries need (the GPU machine's PyTorch bundles its own
-  # libgomp under a hashed name).
+  # libgomp under a hashed name); libzip the trainer's (corpus, checkpoints).
   local lib
-  for lib in $(ldd "$build/unittests/PFCudaKernelTests" |
-      awk '/libgomp|libgfortran|libquadmath/ {print $3}'); do
+  for lib in $( (ldd "$build/unittests/PFCudaKernelTests"; ldd "$build/bin/pf-trainer-portable") |
+      awk '/libgomp|libgfortran|libquadmath|libzip/ {print $3}' | sort -u); do
     cp -L "$lib" "$stage/lib/"
   done
   python3 scripts/gpu_models.py prepare --build "$build" --out "$stage" \
     --models "${PF_GPU_MODELS:-tiny,mini,base}" || exit 1
+  python3 scripts/gpu_training.py prepare --build "$build" --out "$stage" \
+    --models "${PF_GPU_TRAINING_MODELS:-mini}" || exit 1
   {
     echo "commit $(git rev-parse HEAD)"
     echo "built $(date -u +%FT%TZ) on $(uname -n)"
@@ -115,7 +123,7 @@ run_checks() {
   echo "   unpacked in $((SECONDS - START)) s"
   export LD_LIBRARY_PATH="$x/lib:$(cuda_library_path):${LD_LIBRARY_PATH:-}"
   local exe
-  for exe in "$x/PFCudaKernelTests" "$x/pf-aot-run-portable"; do
+  for exe in "$x/PFCudaKernelTests" "$x/pf-aot-run-portable" "$x/pf-trainer-portable"; do
     if ldd "$exe" | grep -q "not found"; then
       echo "error: libraries of $exe not found:" >&2
       ldd "$exe" | grep "not found" >&2
@@ -127,6 +135,10 @@ run_checks() {
   timeout "$(step_timeout 240)" python3 scripts/gpu_models.py check --bundle "$x" --out "$out" \
     --work "$x/work" --time-budget "$(( $(step_timeout 240) - 30 ))"
   local models=$?
+  echo "== 1b. training artifacts: pf-trainer on the CPU and the CUDA backend =="
+  timeout "$(step_timeout 120)" python3 scripts/gpu_training.py check --bundle "$x" --out "$out" \
+    --time-budget "$(( $(step_timeout 120) - 10 ))"
+  local training=$?
 
   echo "== 2. CUDA kernels against the CPU backend =="
   timeout "$(step_timeout 120)" "$x/PFCudaKernelTests" --gtest_filter='CudaKernels.*:CudaBackend*' \
@@ -172,7 +184,9 @@ run_checks() {
     echo "gpu-check: CUDA kernel tests FAILED (exit $tests; see $out/cuda-kernel-tests.log)"
   [[ $models -eq 0 ]] && echo "gpu-check: models match the CPU backend" ||
     echo "gpu-check: models FAILED or were cut short (exit $models; see $out/models.json)"
-  (( tests == 0 && models == 0 ))
+  [[ $training -eq 0 ]] && echo "gpu-check: training artifacts train as on the CPU backend" ||
+    echo "gpu-check: training FAILED or was cut short (exit $training; see $out/training.json)"
+  (( tests == 0 && models == 0 && training == 0 ))
 }
 
 case "${1:-}" in
