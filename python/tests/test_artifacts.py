@@ -188,3 +188,32 @@ def test_compile_only_options(setup, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert "--artifact" in fails("--compile-only", "--artifact", str(blocker / "a"))
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_trainer_after_a_checkpoint(setup, tmp_path, sig):
+    """As pf-train: SIGINT or SIGTERM during training writes the checkpoint
+    after the step in flight and ends with exit status 130."""
+    import signal
+    import subprocess
+
+    from pipefisher.tools import tool
+
+    checkpoint = tmp_path / "stopped.npz"
+    proc = subprocess.Popen([str(tool("pf-trainer")), str(setup / "adamw"), "--corpus",
+                             str(setup / "corpus.npz"), "--steps", "100000", "--log-every", "1",
+                             "--checkpoint", str(checkpoint)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.startswith("step") and int(line.split()[1]) >= 3:
+            break
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "checkpoint after step" in out
+    with np.load(checkpoint) as data:
+        stopped = int(data["meta/step"])
+    assert 3 <= stopped < 100000
+    # pf-train takes the stopped run's checkpoint up.
+    resumed = _jit(setup, ADAMW, "--steps", str(stopped + 1), "--resume", str(checkpoint))
+    assert f"resumed from {checkpoint} after step {stopped}" in resumed.stdout
