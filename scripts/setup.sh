@@ -21,7 +21,7 @@ DEB_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libopenblas-openmp-dev liblapacke-dev libdnnl-dev
   libopenmpi-dev openmpi-bin
-  libgtest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libzip-dev
+  libgtest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev libzip-dev libssl-dev
 )
 # libFuzzer is clang's (libclang-rt-22-dev); clang's OpenMP header comes with
 # libomp-22-dev.

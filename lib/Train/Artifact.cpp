@@ -4,11 +4,13 @@
 #include "pf/Runtime/pfrt.h"
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sys/stat.h>
 
 using namespace mlir::pf;
@@ -28,8 +30,10 @@ json modelJson(const ArtifactModel &model) {
   // The fingerprint as text: JSON readers lose integers above 2^53.
   return {{"library", model.library},
           {"library_bytes", model.libraryBytes},
+          {"library_sha256", model.librarySha256},
           {"weights", model.weights},
           {"weights_bytes", model.weightsBytes},
+          {"weights_sha256", model.weightsSha256},
           {"fingerprint", std::to_string(model.fingerprint)},
           {"parameters", parameters}};
 }
@@ -38,8 +42,10 @@ ArtifactModel modelOf(const json &j) {
   ArtifactModel model;
   model.library = j.at("library").get<std::string>();
   model.libraryBytes = j.at("library_bytes").get<int64_t>();
+  model.librarySha256 = j.at("library_sha256").get<std::string>();
   model.weights = j.at("weights").get<std::string>();
   model.weightsBytes = j.at("weights_bytes").get<int64_t>();
+  model.weightsSha256 = j.at("weights_sha256").get<std::string>();
   model.fingerprint = std::stoull(j.at("fingerprint").get<std::string>());
   for (const json &p : j.at("parameters"))
     model.parameters.push_back({p.at("name").get<std::string>(), p.at("dtype").get<int32_t>(),
@@ -122,6 +128,32 @@ RunConfig runOf(const json &j) {
   return r;
 }
 
+/// The SHA-256 of the file `path` (lowercase hex), or "" when it cannot be
+/// read. OpenSSL's, read in 1 MiB pieces.
+std::string sha256OfFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX *)> digest(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!in || !digest || EVP_DigestInit_ex(digest.get(), EVP_sha256(), nullptr) != 1)
+    return "";
+  std::vector<char> piece(1 << 20);
+  while (in) {
+    in.read(piece.data(), std::streamsize(piece.size()));
+    if (in.gcount() > 0 && EVP_DigestUpdate(digest.get(), piece.data(), size_t(in.gcount())) != 1)
+      return "";
+  }
+  if (!in.eof())
+    return "";
+  unsigned char hash[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(digest.get(), hash, &length) != 1)
+    return "";
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i)
+    hex += {digits[hash[i] >> 4], digits[hash[i] & 15]};
+  return hex;
+}
+
 /// The size of `path`, or -1 when it is not a file.
 int64_t fileBytes(const std::string &path) {
   struct stat info;
@@ -194,11 +226,18 @@ std::string train::manifestText(const TrainingArtifact &a) {
     return Status::error(path + ": " + e.what());
   }
   a.run.batch = int(a.batch);
-  // A missing or truncated file: before anything is loaded.
+  // A missing, truncated or changed file: before anything is loaded.
+  struct File {
+    const std::string &name;
+    int64_t bytes;
+    const std::string &sha256;
+  };
   for (const ArtifactModel *model : {&a.step, &a.evaluation})
-    for (auto [file, bytes] : {std::pair<const std::string &, int64_t>{model->library,
-                                                                        model->libraryBytes},
-                               {model->weights, model->weightsBytes}}) {
+    for (const File &expected :
+         {File{model->library, model->libraryBytes, model->librarySha256},
+          File{model->weights, model->weightsBytes, model->weightsSha256}}) {
+      const std::string &file = expected.name;
+      const int64_t bytes = expected.bytes;
       if (file.find('/') != std::string::npos)
         return Status::error(path + ": '" + file + "' is not a file of the artifact");
       int64_t found = fileBytes(directory + "/" + file);
@@ -208,6 +247,10 @@ std::string train::manifestText(const TrainingArtifact &a) {
         return Status::error(directory + ": " + file + " has " + std::to_string(found) +
                              " bytes, the manifest says " + std::to_string(bytes) +
                              " (truncated or from another compilation)");
+      if (sha256OfFile(directory + "/" + file) != expected.sha256)
+        return Status::error(directory + ": " + file + " does not match its SHA-256 in the "
+                                                       "manifest (changed after the compilation, "
+                                                       "or from another one)");
     }
   return a;
 }

@@ -26,7 +26,16 @@ namespace drv = mlir::pf::driver;
 
 namespace {
 
-/// Compiles `module` into `directory`/`name`.so and .weights.
+llvm::Expected<std::string> sha256Of(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError(buffer.getError(), "cannot read " + path);
+  auto hash = llvm::SHA256::hash(llvm::arrayRefFromStringRef((*buffer)->getBuffer()));
+  return llvm::toHex(hash, /*LowerCase=*/true);
+}
+
+/// Compiles `module` into `directory`/`name`.so and .weights, with their
+/// sizes and SHA-256.
 llvm::Expected<ArtifactModel> writeModel(ModuleOp module, const std::string &directory,
                                          const std::string &name) {
   ArtifactModel model;
@@ -41,17 +50,17 @@ llvm::Expected<ArtifactModel> writeModel(ModuleOp module, const std::string &dir
     return llvm::createStringError(ec, "cannot read the size of " + model.library);
   model.libraryBytes = int64_t(bytes);
   model.weightsBytes = written->weightsBytes;
+  for (auto [file, hash] : {std::pair<const std::string &, std::string &>{model.library,
+                                                                           model.librarySha256},
+                            {model.weights, model.weightsSha256}}) {
+    auto sha256 = sha256Of(directory + "/" + file);
+    if (!sha256)
+      return sha256.takeError();
+    hash = *sha256;
+  }
   model.fingerprint = written->fingerprint;
   model.parameters = std::move(written->parameters);
   return model;
-}
-
-llvm::Expected<std::string> sha256Of(const std::string &path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return llvm::createStringError(buffer.getError(), "cannot read " + path);
-  auto hash = llvm::SHA256::hash(llvm::arrayRefFromStringRef((*buffer)->getBuffer()));
-  return llvm::toHex(hash, /*LowerCase=*/true);
 }
 
 } // namespace

@@ -5,6 +5,7 @@ foreign artifact with a clear error."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -140,16 +141,23 @@ def test_bad_artifacts_are_refused_before_training(setup, tmp_path):
     assert "step.so has 4096 bytes, the manifest says" in err
     err = broken(lambda art: (art / "eval.weights").write_bytes(b"\0" * 64))
     assert "eval.weights has 64 bytes" in err
-    # Another compilation's library of the very same size: its fingerprint
-    # names it.
+    def flip(art):  # one byte of the initial state, the size unchanged
+        data = bytearray((art / "step.weights").read_bytes())
+        data[len(data) // 2] ^= 1
+        (art / "step.weights").write_bytes(bytes(data))
+    err = broken(flip)
+    assert "step.weights does not match its SHA-256" in err
+    # Another compilation's library of the very same size and hash (the
+    # manifest edited to agree): its fingerprint names it.
     err = broken(manifest(lambda m: m["step"].update(fingerprint="12345")))
     assert "not the library its manifest describes" in err
-    # A library whose size the manifest agrees with but that is cut short.
+    # A library whose size and hash the manifest agrees with but that is cut
+    # short.
     def truncated(art):
-        lib = (art / "step.so").read_bytes()
-        (art / "step.so").write_bytes(lib[:4096])
+        lib = (art / "step.so").read_bytes()[:4096]
+        (art / "step.so").write_bytes(lib)
         data = json.loads((art / "manifest.json").read_text())
-        data["step"]["library_bytes"] = 4096
+        data["step"].update(library_bytes=4096, library_sha256=hashlib.sha256(lib).hexdigest())
         (art / "manifest.json").write_text(json.dumps(data))
     err = broken(truncated)
     assert "cannot load" in err and "truncated" in err

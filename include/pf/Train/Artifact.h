@@ -32,6 +32,8 @@ constexpr const char *kArtifactManifest = "manifest.json";
 struct ArtifactModel {
   std::string library, weights; ///< file names inside the artifact
   int64_t libraryBytes = 0, weightsBytes = 0;
+  /// The files' SHA-256, lowercase hex.
+  std::string librarySha256, weightsSha256;
   uint64_t fingerprint = 0;
   std::vector<driver::AotParameter> parameters;
 };
@@ -59,8 +61,8 @@ std::string manifestText(const TrainingArtifact &artifact);
 
 /// Reads `directory`/manifest.json and checks the artifact against this
 /// trainer and the files beside it: the format version, the runtime ABI,
-/// and each library's and weights' size. Errors name the directory and the
-/// mismatch.
+/// and each library's and weights' size and SHA-256. Errors name the
+/// directory and the mismatch.
 ::pf::Expected<TrainingArtifact> readArtifact(const std::string &directory);
 
 } // namespace mlir::pf::train
