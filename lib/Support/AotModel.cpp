@@ -127,7 +127,7 @@ AotModel::~AotModel() {
     pfrt_free(context, buffer);
   for (void *buffer : backendOutputs)
     pfrt_free(context, buffer);
-  if (backendWeights != hostWeights.data())
+  if (backendWeights != hostWeights.get())
     pfrt_free(context, backendWeights);
   pfrt_context_destroy(context);
 }
@@ -149,13 +149,20 @@ AotModel::load(const std::string &library, const std::string &weights,
   self.name = library;
   const pf_aot_model &m = *self.model;
 
-  std::ifstream in(weights, std::ios::binary);
+  std::ifstream in(weights, std::ios::binary | std::ios::ate);
   if (!in)
     return Status::error("cannot open " + weights + ": " + std::strerror(errno));
-  self.hostWeights.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (int64_t(self.hostWeights.size()) != m.weights_bytes)
-    return Status::error(weights + " has " + std::to_string(self.hostWeights.size()) +
-                         " bytes, " + library + " expects " + std::to_string(m.weights_bytes));
+  const int64_t size = int64_t(in.tellg());
+  if (size != m.weights_bytes)
+    return Status::error(weights + " has " + std::to_string(size) + " bytes, " + library +
+                         " expects " + std::to_string(m.weights_bytes));
+  self.weightsBytes = size;
+  self.hostWeights.reset(static_cast<char *>(std::aligned_alloc(64, size_t(size + 63) / 64 * 64)));
+  if (!self.hostWeights)
+    return Status::error("cannot allocate " + std::to_string(size) + " bytes for " + weights);
+  in.seekg(0);
+  if (size > 0 && !in.read(self.hostWeights.get(), size))
+    return Status::error("cannot read " + weights + ": " + std::strerror(errno));
   for (const AotParameter &p : parameters)
     if (p.offset < 0 || p.bytes < 0 || p.offset > m.weights_bytes - p.bytes)
       return Status::error(library + ": parameter '" + p.name + "' lies outside its " +
@@ -177,7 +184,7 @@ AotModel::load(const std::string &library, const std::string &weights,
   if (pfrt_arena_create(self.context, m.arena_bytes, &self.arena) != PFRT_OK ||
       pfrt_arena_base(self.arena, &self.arenaBase) != PFRT_OK)
     return self.runtimeError("the arena");
-  self.backendWeights = self.hostWeights.data();
+  self.backendWeights = self.hostWeights.get();
   if (self.onBackend) {
     self.backendWeights = nullptr;
     if (pfrt_alloc(self.context, m.weights_bytes, &self.backendWeights) != PFRT_OK)
@@ -202,16 +209,15 @@ std::vector<ModelParameter> AotModel::parameters() const {
   std::vector<ModelParameter> result;
   for (const AotParameter &p : places)
     result.push_back({p.name, p.dtype, p.shape,
-                      const_cast<char *>(hostWeights.data()) + p.offset, p.bytes});
+                      hostWeights.get() + p.offset, p.bytes});
   return result;
 }
 
 ::pf::Status AotModel::copyParametersToHost() {
   if (!onBackend)
     return ::pf::Status::success();
-  pfrt_tensor view = pf_aot_byte_view(backendWeights, int64_t(hostWeights.size()));
-  if (!hostWeights.empty() &&
-      pfrt_copy_to_host(context, &view, hostWeights.data()) != PFRT_OK)
+  pfrt_tensor view = pf_aot_byte_view(backendWeights, weightsBytes);
+  if (weightsBytes > 0 && pfrt_copy_to_host(context, &view, hostWeights.get()) != PFRT_OK)
     return runtimeError("copying the weights to the host");
   return ::pf::Status::success();
 }
@@ -219,9 +225,8 @@ std::vector<ModelParameter> AotModel::parameters() const {
 ::pf::Status AotModel::copyParametersToBackend() {
   if (!onBackend)
     return ::pf::Status::success();
-  pfrt_tensor view = pf_aot_byte_view(backendWeights, int64_t(hostWeights.size()));
-  if (!hostWeights.empty() &&
-      pfrt_copy_from_host(context, hostWeights.data(), &view) != PFRT_OK)
+  pfrt_tensor view = pf_aot_byte_view(backendWeights, weightsBytes);
+  if (weightsBytes > 0 && pfrt_copy_from_host(context, hostWeights.get(), &view) != PFRT_OK)
     return runtimeError("copying the weights to the backend");
   return ::pf::Status::success();
 }

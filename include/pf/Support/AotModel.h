@@ -17,6 +17,7 @@
 #include "pf/Support/Model.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,7 +88,11 @@ private:
   std::string name;
   pfrt_context *context = nullptr;
   bool onBackend = false;
-  std::vector<char> hostWeights; ///< the weights; bound in place on the host
+  /// The weights, bound in place on the host: 64-byte aligned, as the
+  /// weights file's offsets are (its tensors keep the alignment the kernels
+  /// and the JIT-compiled model's buffers have).
+  std::unique_ptr<char, void (*)(void *)> hostWeights{nullptr, std::free};
+  int64_t weightsBytes = 0;
   void *backendWeights = nullptr;
   pfrt_arena *arena = nullptr;
   void *arenaBase = nullptr;
