@@ -33,9 +33,11 @@ import sys
 import time
 from pathlib import Path
 
-BATCH, SEQUENCE, STEPS = 8, 128, 20
-# name -> (config, vocab, init), as scripts/gpu_models.py
-CONFIGS = {"mini": ("mini", 30522, "tiled"), "base": ("base", 30522, "tiled")}
+# The models and their shapes: gpu_models.py's (BERT-mini and -base with the
+# full vocabulary and tiled weights, batch 8 x 128).
+from gpu_models import BATCH, CONFIGS, SEQUENCE  # noqa: E402
+
+STEPS = 20
 KINDS = {"adamw": ["--optimizer", "adamw", "--lr", "1e-4"],
          "kfac": ["--optimizer", "sgd", "--lr", "0.05", "--kfac"]}
 LOSS_BAR = 1e-3
