@@ -12,7 +12,8 @@ that gpu-check.sh packs with ``pf-trainer-portable``::
 ``check`` (the GPU machine: no MLIR): trains every artifact 20 steps with
 the same trainer on the CPU backend and on the CUDA backend, compares the
 losses step by step and reports the CUDA ms/step (median after the first
-five steps), into ``training.json``::
+five steps), into ``training.json`` (``cuda_*`` are the ``--against``
+device's: ``--against cpu`` is the script's test without a GPU)::
 
     python3 scripts/gpu_training.py check --bundle BUNDLE --out OUT [--time-budget S]
 
@@ -105,7 +106,7 @@ def check(args) -> int:
         entry = {"artifact": artifact.name, "steps": STEPS, "batch": BATCH,
                  "sequence": SEQUENCE, "bar": LOSS_BAR}
         try:
-            cuda, cuda_ms = train(bundle, artifact, "cuda", args.threads, left / 2)
+            cuda, cuda_ms = train(bundle, artifact, args.against, args.threads, left / 2)
             cpu, cpu_ms = train(bundle, artifact, "cpu", args.threads,
                                 deadline - time.monotonic())
             worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(cuda, cpu))
@@ -134,6 +135,9 @@ def main(argv=None) -> int:
     c.add_argument("--out", required=True)
     c.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     c.add_argument("--time-budget", type=float, default=120)
+    c.add_argument("--against", default="cuda",
+                   help="the device compared with the CPU backend (cpu: the script's own "
+                        "test, on a machine without a GPU)")
     args = ap.parse_args(argv)
     return {"prepare": prepare, "check": check}[args.command](args)
 
