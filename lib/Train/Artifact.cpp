@@ -76,6 +76,11 @@ json runJson(const RunConfig &r) {
           {"interval_growth", r.intervalGrowth},
           {"interval_every", r.intervalEvery},
           {"interval_max", r.intervalMax},
+          {"damping_adaptation",
+           {{"interval", r.dampingAdaptation.interval},
+            {"decay", r.dampingAdaptation.decay},
+            {"min", r.dampingAdaptation.min},
+            {"max", r.dampingAdaptation.max}}},
           {"step_facts",
            {{"microbatches", f.microbatches},
             {"predictions", f.predictions},
@@ -112,6 +117,11 @@ RunConfig runOf(const json &j) {
   r.intervalGrowth = j.at("interval_growth").get<int64_t>();
   r.intervalEvery = j.at("interval_every").get<int64_t>();
   r.intervalMax = j.at("interval_max").get<int64_t>();
+  const json &adaptation = j.at("damping_adaptation");
+  r.dampingAdaptation.interval = adaptation.at("interval").get<int64_t>();
+  r.dampingAdaptation.decay = adaptation.at("decay").get<double>();
+  r.dampingAdaptation.min = adaptation.at("min").get<double>();
+  r.dampingAdaptation.max = adaptation.at("max").get<double>();
   const json &f = j.at("step_facts");
   StepFacts &s = r.step;
   s.microbatches = f.at("microbatches").get<int64_t>();
@@ -126,6 +136,34 @@ RunConfig runOf(const json &j) {
   s.curvatureInput = f.at("curvature_input").get<bool>();
   s.refreshInput = f.at("refresh_input").get<bool>();
   return r;
+}
+
+json layersJson(const std::vector<KfacModelLayer> &layers) {
+  json all = json::array();
+  for (const KfacModelLayer &l : layers)
+    all.push_back({{"kind", l.kind == KfacModelLayer::Kind::Linear ? "linear" : "layer_norm"},
+                   {"weight", l.weight},
+                   {"bias", l.bias},
+                   {"factor_a", l.factorA},
+                   {"factor_b", l.factorB},
+                   {"weight_in_out", l.weightInOut}});
+  return all;
+}
+
+std::vector<KfacModelLayer> layersOf(const json &j) {
+  std::vector<KfacModelLayer> layers;
+  for (const json &l : j) {
+    KfacModelLayer layer;
+    layer.kind = l.at("kind").get<std::string>() == "linear" ? KfacModelLayer::Kind::Linear
+                                                             : KfacModelLayer::Kind::LayerNorm;
+    layer.weight = l.at("weight").get<std::string>();
+    layer.bias = l.at("bias").get<std::string>();
+    layer.factorA = l.at("factor_a").get<std::string>();
+    layer.factorB = l.at("factor_b").get<std::string>();
+    layer.weightInOut = l.at("weight_in_out").get<bool>();
+    layers.push_back(std::move(layer));
+  }
+  return layers;
 }
 
 /// The SHA-256 of the file `path` (lowercase hex), or "" when it cannot be
@@ -176,6 +214,7 @@ std::string train::manifestText(const TrainingArtifact &a) {
                    {"optimizer", a.optimizer},
                    {"run", runJson(a.run)},
                    {"onnx_names", a.onnxNames},
+                   {"kfac_layers", layersJson(a.kfacLayers)},
                    {"step", modelJson(a.step)},
                    {"evaluation", modelJson(a.evaluation)}};
   return manifest.dump(2) + "\n";
@@ -220,6 +259,7 @@ std::string train::manifestText(const TrainingArtifact &a) {
     a.optimizer = manifest.at("optimizer").get<std::string>();
     a.run = runOf(manifest.at("run"));
     a.onnxNames = manifest.at("onnx_names").get<std::map<std::string, std::string>>();
+    a.kfacLayers = layersOf(manifest.at("kfac_layers"));
     a.step = modelOf(manifest.at("step"));
     a.evaluation = modelOf(manifest.at("evaluation"));
   } catch (const json::exception &e) {

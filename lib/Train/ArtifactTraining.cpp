@@ -226,8 +226,10 @@ int train::trainFromArtifact(const TrainerOptions &options) {
   auto step = loadModel(options.artifact, artifact->step, modelOptions);
   if (!step)
     return fail(step.error());
+  // The adaptive damping's forward pass is the evaluation model's too.
+  const bool adaptive = config.step.kfac && config.dampingSchedule == DampingSchedule::Adaptive;
   std::unique_ptr<drv::AotModel> evaluation;
-  if (config.evalEvery > 0) {
+  if (config.evalEvery > 0 || adaptive) {
     auto loaded = loadModel(options.artifact, artifact->evaluation, modelOptions);
     if (!loaded)
       return fail(loaded.error());
@@ -240,5 +242,8 @@ int train::trainFromArtifact(const TrainerOptions &options) {
   run.checkpoints.onnxNameEntries = artifact->onnxNames;
   ArtifactStep trainingStep(run, *artifact, options.artifact, step.take(), std::move(evaluation),
                             loadSeconds);
+  if (adaptive)
+    if (auto status = trainingStep.useAdaptiveDamping(artifact->kfacLayers); !status.ok())
+      return fail(status.message());
   return runTrainingLoop(run, trainingStep);
 }

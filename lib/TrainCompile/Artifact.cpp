@@ -72,10 +72,6 @@ int train::writeTrainingArtifact(const TrainConfig &config, const Corpus &corpus
   if (config.pipelined)
     return printError("--compile-only with --pipeline: the ranks' artifacts are not built yet "
                       "(docs/artifacts.md, step 4); compile a single-process run");
-  if (training.kfac && config.dampingSchedule == DampingSchedule::Adaptive)
-    return printError("--compile-only with --kfac-damping-schedule adaptive: its quadratic "
-                      "model reads the step's K-FAC layers from the compiler's IR at run time; "
-                      "give another damping schedule");
   // The destination before the long work: a folder the run may write, whose
   // files are no input of the run.
   if (std::error_code ec = llvm::sys::fs::create_directories(directory))
@@ -100,6 +96,8 @@ int train::writeTrainingArtifact(const TrainConfig &config, const Corpus &corpus
     return 1; // printed why
   TrainingArtifact artifact;
   artifact.onnxNames = onnxNameEntries(*step);
+  if (training.kfac)
+    artifact.kfacLayers = kfacModelLayers(*step);
   auto stepModel = writeModel(*step, directory, "step");
   if (!stepModel)
     return printError(llvm::toString(stepModel.takeError()));

@@ -14,7 +14,6 @@
 #include "pf/Driver/ModuleFile.h"
 #include "pf/Support/StopSignals.h"
 #include "pf/Import/ONNXImporter.h"
-#include "pf/TrainCompile/AdaptiveDamping.h"
 #include "pf/Train/KfacReports.h"
 #include "pf/TrainCompile/Train.h"
 #include "pf/Train/SingleModelStep.h"
@@ -40,8 +39,7 @@ using namespace mlir::pf::train;
 namespace drv = mlir::pf::driver;
 
 namespace {
-/// The single-process step over MLIR's JIT (SingleModelStep), with the
-/// adaptive damping, which reads the step's K-FAC layers from its IR.
+/// The single-process step over MLIR's JIT (SingleModelStep).
 class SingleProcessStep final : public SingleModelStep {
 public:
   SingleProcessStep(TrainConfig &config, TrainingRun &run)
@@ -60,8 +58,6 @@ public:
                         .str();
     llvm::outs().flush(); // before the loop's lines
   }
-  ::pf::Expected<StepResult> run(int64_t step, Batch &inputs) override;
-  ::pf::Status reportStep(int64_t step, const StepResult &result) override;
 
 private:
   const TrainConfig &config;
@@ -72,15 +68,6 @@ private:
   OwningOpRef<ModuleOp> module;
   std::unique_ptr<JitModel> stepModel, evalModel;
   double buildSeconds = 0;
-
-  /// The adaptive damping schedule: the K-FAC layers whose update it
-  /// measures, the step's weights by name, and for an adapting step the
-  /// weights before it.
-  bool adaptiveDamping = false;
-  std::vector<KfacModelLayer> modelLayers;
-  TrainedWeights trainedWeights;
-  bool adapts = false;
-  WeightCopies before;
 };
 } // namespace
 
@@ -92,10 +79,11 @@ bool SingleProcessStep::build() {
   trainingRun.checkpoints.onnxNameEntries = onnxNameEntries(*module);
   // The K-FAC layers whose update the adaptive damping schedule measures
   // (read before compiling, which lowers the parameters away).
-  adaptiveDamping = training.kfac && trainingRun.damping.adaptive();
+  const bool adaptiveDamping = training.kfac && trainingRun.damping.adaptive();
+  std::vector<KfacModelLayer> layers;
   if (adaptiveDamping) {
-    modelLayers = kfacModelLayers(*module);
-    if (modelLayers.empty())
+    layers = kfacModelLayers(*module);
+    if (layers.empty())
       return fail("--kfac-damping-schedule adaptive: the training step has no K-FAC layer"),
              false;
   }
@@ -114,37 +102,11 @@ bool SingleProcessStep::build() {
     evalModel = std::make_unique<JitModel>(std::move(*built));
   }
   buildSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const auto &p : stepModel->parameters())
-    trainedWeights[p.name] = p;
   useModels(*stepModel, evalModel.get());
+  if (adaptiveDamping)
+    if (auto status = useAdaptiveDamping(std::move(layers)); !status.ok())
+      return fail(status.message()), false;
   return true;
-}
-
-::pf::Expected<StepResult> SingleProcessStep::run(int64_t step, Batch &inputs) {
-  // Adaptive damping: the weights before an adapting step's update.
-  adapts = adaptiveDamping && step % config.dampingAdaptation.interval == 0;
-  if (adapts) {
-    auto start = std::chrono::steady_clock::now();
-    auto copies = copyEvaluationWeights(stepModel->compiled(), trainedWeights, *evalModel);
-    if (!copies)
-      return toStatus(copies.takeError());
-    before = std::move(*copies);
-    trainingRun.damping.modelSeconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  return SingleModelStep::run(step, inputs);
-}
-
-::pf::Status SingleProcessStep::reportStep(int64_t step, const StepResult &result) {
-  if (adapts)
-    if (auto err = adaptDamping(step, result.loss, trainingRun.batches.masked(step),
-                                stepModel->compiled(), trainedWeights, *evalModel, modelLayers,
-                                before, outputs,
-                                config.dampingAdaptation, trainingRun.damping,
-                                step % config.logEvery == 0))
-      return ::pf::Status::error("step " + std::to_string(step) + ": " +
-                                 llvm::toString(std::move(err)));
-  return SingleModelStep::reportStep(step, result);
 }
 
 std::unique_ptr<TrainingStep> train::createSingleProcessStep(TrainConfig &config,

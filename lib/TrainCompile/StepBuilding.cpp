@@ -136,6 +136,32 @@ train::compileEvaluation(MLIRContext &context, const TrainConfig &config, int64_
   return drv::CompiledModel::compile(**module, options);
 }
 
+std::vector<KfacModelLayer> train::kfacModelLayers(ModuleOp module) {
+  std::vector<KfacModelLayer> layers;
+  for (auto param : module.getOps<ParamOp>()) {
+    auto weight = param->getAttrOfType<StringAttr>(kKfacWeightAttrName);
+    if (!weight)
+      continue;
+    auto bias = param->getAttrOfType<StringAttr>(kKfacBiasAttrName);
+    StringRef name = param.getSymName();
+    KfacModelLayer layer;
+    layer.weight = weight.str();
+    layer.bias = bias ? bias.str() : "";
+    layer.weightInOut = param->hasAttr(kKfacWeightInOutAttrName);
+    if (name.ends_with(".kfac.A")) {
+      layer.factorA = name.str();
+      layer.factorB = layer.weight + ".kfac.B";
+    } else if (name.ends_with(".kfac.F")) {
+      layer.kind = KfacModelLayer::Kind::LayerNorm;
+      layer.factorA = name.str();
+    } else {
+      continue;
+    }
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
 std::map<std::string, std::string> train::onnxNameEntries(ModuleOp module) {
   std::map<std::string, std::string> entries;
   for (auto param : module.getOps<ParamOp>()) {

@@ -11,6 +11,7 @@
 
 #include "pf/Driver/Runner.h"
 #include "pf/Support/Model.h"
+#include "pf/Train/DampingAdaptation.h"
 #include "pf/TrainCompile/TrainConfig.h"
 #include "pf/Transforms/Graph/Passes.h"
 
@@ -58,6 +59,11 @@ llvm::Expected<OwningOpRef<ModuleOp>> buildEvaluation(MLIRContext &context,
 /// buildEvaluation JIT-compiled, with its own copy of the weights.
 llvm::Expected<std::unique_ptr<driver::CompiledModel>>
 compileEvaluation(MLIRContext &context, const TrainConfig &config, int64_t seqLen);
+
+/// The K-FAC layers pf-insert-kfac prepared in `module` (its `.kfac.A` and
+/// `.kfac.F` parameters), in module order: what the adaptive damping's
+/// quadratic model reads.
+std::vector<KfacModelLayer> kfacModelLayers(ModuleOp module);
 
 /// The checkpoints' `meta/onnx_name/<param>` and
 /// `meta/transposed_copy/<initializer>` entries of the step `module`

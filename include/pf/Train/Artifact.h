@@ -14,6 +14,7 @@
 
 #include "pf/Support/AotModel.h"
 #include "pf/Support/Status.h"
+#include "pf/Train/DampingAdaptation.h"
 #include "pf/Train/RunConfig.h"
 
 #include <cstdint>
@@ -53,6 +54,8 @@ struct TrainingArtifact {
   RunConfig run;
   /// Checkpoints::onnxNameEntries of the step.
   std::map<std::string, std::string> onnxNames;
+  /// The step's K-FAC layers (the adaptive damping's quadratic model).
+  std::vector<KfacModelLayer> kfacLayers;
   ArtifactModel step, evaluation;
 };
 

@@ -1,16 +1,12 @@
 //===- AdaptiveDamping.cpp - --kfac-damping-schedule adaptive -------------===//
-#include "pf/TrainCompile/AdaptiveDamping.h"
-
-#include "StepBuilding.h"
+#include "pf/Train/AdaptiveDamping.h"
 
 #include "pf/Runtime/pfrt.h"
 #include "pf/Train/Evaluation.h"
 #include "pf/Train/Schedules.h"
 
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/raw_ostream.h"
-
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -19,19 +15,19 @@
 using namespace mlir::pf;
 using namespace mlir::pf::train;
 namespace drv = mlir::pf::driver;
+using ::pf::Status;
 
-llvm::Expected<WeightCopies> train::copyEvaluationWeights(drv::CompiledModel &model,
+::pf::Expected<WeightCopies> train::copyEvaluationWeights(drv::Model &model,
                                                           const TrainedWeights &trained,
                                                           drv::Model &eval) {
-  if (auto err = model.copyParametersToHost())
-    return std::move(err);
+  if (auto status = model.copyParametersToHost(); !status.ok())
+    return status;
   WeightCopies copies;
   for (const auto &p : eval.parameters()) {
     auto it = trained.find(p.name);
     if (it == trained.end())
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "adaptive damping: the training step has no parameter '" +
-                                         p.name + "'");
+      return Status::error("adaptive damping: the training step has no parameter '" + p.name +
+                           "'");
     const auto *data = static_cast<const char *>(it->second.data);
     copies[p.name] = {it->second.dtype, it->second.shape,
                       std::vector<char>(data, data + it->second.bytes)};
@@ -39,15 +35,15 @@ llvm::Expected<WeightCopies> train::copyEvaluationWeights(drv::CompiledModel &mo
   return copies;
 }
 
-llvm::Error train::adaptDamping(int64_t step, double lossBefore, const Batch &maskedBatch,
-                                drv::CompiledModel &model, const TrainedWeights &trained,
-                                drv::Model &eval, llvm::ArrayRef<KfacModelLayer> layers,
+Status train::adaptDamping(int64_t step, double lossBefore, const Batch &maskedBatch,
+                                drv::Model &model, const TrainedWeights &trained,
+                                drv::Model &eval, const std::vector<KfacModelLayer> &layers,
                                 const WeightCopies &before, const Batch &outputs,
                                 const DampingAdaptation &rule, KfacDampingSchedule &schedule,
                                 bool print) {
   auto start = std::chrono::steady_clock::now();
-  if (auto err = model.copyParametersToHost())
-    return err;
+  if (auto status = model.copyParametersToHost(); !status.ok())
+    return status;
   auto floatTensor = [](int32_t dtype, const void *data, const std::vector<int64_t> &shape) {
     return dtype == PFRT_F32 ? FloatTensor{static_cast<const float *>(data), shape}
                              : FloatTensor{};
@@ -71,7 +67,7 @@ llvm::Error train::adaptDamping(int64_t step, double lossBefore, const Batch &ma
   };
   auto quadratic = evaluateQuadraticModel(layers, previous, current, gradients, current);
   if (!quadratic)
-    return quadratic.takeError();
+    return quadratic.status();
   std::set<std::string> moved;
   for (const KfacModelLayer &layer : layers)
     moved.insert({layer.weight, layer.bias});
@@ -88,12 +84,12 @@ llvm::Error train::adaptDamping(int64_t step, double lossBefore, const Batch &ma
       return {nullptr, 0};
     return {it->second.bytes.data(), int64_t(it->second.bytes.size())};
   };
-  if (auto err = toError(loadEvaluationWeights(updatedKfacLayers, eval)))
-    return err;
+  if (auto status = loadEvaluationWeights(updatedKfacLayers, eval); !status.ok())
+    return status;
   auto forwardStart = std::chrono::steady_clock::now();
   Batch evalOutputs;
-  if (auto err = toError(eval.run(maskedBatch, evalOutputs)))
-    return err;
+  if (auto status = eval.run(maskedBatch, evalOutputs); !status.ok())
+    return status;
   float lossAfter;
   std::memcpy(&lossAfter, evalOutputs["loss"].data.data(), sizeof(float));
   auto end = std::chrono::steady_clock::now();
@@ -113,14 +109,16 @@ llvm::Error train::adaptDamping(int64_t step, double lossBefore, const Batch &ma
   ++schedule.adaptations;
   schedule.forwardSeconds += std::chrono::duration<double>(end - forwardStart).count();
   schedule.modelSeconds += std::chrono::duration<double>(forwardStart - start).count();
-  if (print)
-    llvm::outs() << llvm::formatv("step {0}: K-FAC damping: loss {1:E9} -> {2:E9}, model "
-                                  "{3:E9} (gradient {4:E9}, curvature {5:E9}, norm2 {6:E9}), "
-                                  "rho {7:F4}, damping {8:E9} -> {9:E9}\n",
-                                  step, lossBefore, double(lossAfter), predicted,
-                                  quadratic->gradient, quadratic->curvature, quadratic->squaredNorm,
-                                  schedule.rho, lambda, schedule.damping)
-                        .str();
-  llvm::outs().flush(); // before the loop's progress line
-  return llvm::Error::success();
+  if (print) { // one write, before the loop's progress line
+    std::fputs(::pf::formatText("step %lld: K-FAC damping: loss %.9E -> %.9E, model %.9E "
+                                "(gradient %.9E, curvature %.9E, norm2 %.9E), rho %.4f, damping "
+                                "%.9E -> %.9E\n",
+                                (long long)step, lossBefore, double(lossAfter), predicted,
+                                quadratic->gradient, quadratic->curvature,
+                                quadratic->squaredNorm, schedule.rho, lambda, schedule.damping)
+                   .c_str(),
+               stdout);
+    std::fflush(stdout);
+  }
+  return Status::success();
 }

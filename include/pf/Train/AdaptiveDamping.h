@@ -7,15 +7,12 @@
 // change (DampingAdaptation.h) and λ for the next steps.
 //
 //===----------------------------------------------------------------------===//
-#ifndef PF_TRAINCOMPILE_ADAPTIVEDAMPING_H
-#define PF_TRAINCOMPILE_ADAPTIVEDAMPING_H
+#ifndef PF_TRAIN_ADAPTIVEDAMPING_H
+#define PF_TRAIN_ADAPTIVEDAMPING_H
 
-#include "pf/Driver/Runner.h"
-#include "pf/TrainCompile/DampingAdaptation.h"
+#include "pf/Support/Model.h"
+#include "pf/Train/DampingAdaptation.h"
 #include "pf/Train/Masking.h"
-
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/Support/Error.h"
 
 #include <map>
 #include <string>
@@ -33,11 +30,11 @@ struct WeightCopy {
 };
 using WeightCopies = std::map<std::string, WeightCopy>;
 /// The training step's parameters by name.
-using TrainedWeights = std::map<std::string, driver::CompiledModel::Parameter>;
+using TrainedWeights = std::map<std::string, driver::ModelParameter>;
 
 /// Copies of the weights the evaluation model reads (every K-FAC layer's
 /// among them), taken before an adapting step updates them.
-llvm::Expected<WeightCopies> copyEvaluationWeights(driver::CompiledModel &model,
+::pf::Expected<WeightCopies> copyEvaluationWeights(driver::Model &model,
                                                    const TrainedWeights &trained,
                                                    driver::Model &eval);
 
@@ -48,12 +45,12 @@ llvm::Expected<WeightCopies> copyEvaluationWeights(driver::CompiledModel &model,
 /// with K-FAC's quadratic model of it; then λ for the next steps (in
 /// `schedule`). `outputs`: the step's (each K-FAC layer's raw gradient);
 /// `print`: the detail line.
-llvm::Error adaptDamping(int64_t step, double lossBefore, const Batch &maskedBatch,
-                         driver::CompiledModel &model, const TrainedWeights &trained,
-                         driver::Model &eval, llvm::ArrayRef<KfacModelLayer> layers,
+::pf::Status adaptDamping(int64_t step, double lossBefore, const Batch &maskedBatch,
+                         driver::Model &model, const TrainedWeights &trained,
+                         driver::Model &eval, const std::vector<KfacModelLayer> &layers,
                          const WeightCopies &before, const Batch &outputs,
                          const DampingAdaptation &rule, KfacDampingSchedule &schedule, bool print);
 
 } // namespace mlir::pf::train
 
-#endif // PF_TRAINCOMPILE_ADAPTIVEDAMPING_H
+#endif // PF_TRAIN_ADAPTIVEDAMPING_H

@@ -5,12 +5,7 @@
 // (the terms nearly cancel against the loss change they are compared with).
 //
 //===----------------------------------------------------------------------===//
-#include "pf/TrainCompile/DampingAdaptation.h"
-
-#include "pf/Dialect/PF/IR/PFAttrNames.h"
-#include "pf/Dialect/PF/IR/PFOps.h"
-
-#include "llvm/Support/FormatVariadic.h"
+#include "pf/Train/DampingAdaptation.h"
 
 #include <cblas.h>
 
@@ -18,40 +13,13 @@
 #include <cmath>
 #include <optional>
 
-using namespace mlir;
 using namespace mlir::pf;
 using namespace mlir::pf::train;
-
-std::vector<KfacModelLayer> mlir::pf::train::kfacModelLayers(ModuleOp module) {
-  std::vector<KfacModelLayer> layers;
-  for (auto param : module.getOps<ParamOp>()) {
-    auto weight = param->getAttrOfType<StringAttr>(kKfacWeightAttrName);
-    if (!weight)
-      continue;
-    auto bias = param->getAttrOfType<StringAttr>(kKfacBiasAttrName);
-    StringRef name = param.getSymName();
-    KfacModelLayer layer;
-    layer.weight = weight.str();
-    layer.bias = bias ? bias.str() : "";
-    layer.weightInOut = param->hasAttr(kKfacWeightInOutAttrName);
-    if (name.ends_with(".kfac.A")) {
-      layer.factorA = name.str();
-      layer.factorB = layer.weight + ".kfac.B";
-    } else if (name.ends_with(".kfac.F")) {
-      layer.kind = KfacModelLayer::Kind::LayerNorm;
-      layer.factorA = name.str();
-    } else {
-      continue;
-    }
-    layers.push_back(std::move(layer));
-  }
-  return layers;
-}
+using ::pf::Status;
 
 namespace {
-llvm::Error modelError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "K-FAC quadratic model: " + message);
+Status modelError(const std::string &message) {
+  return Status::error("K-FAC quadratic model: " + message);
 }
 
 /// A layer's tensors: before and after the step, and the raw gradient.
@@ -69,7 +37,7 @@ int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
-llvm::Expected<ParameterChange> changeOf(const std::string &name, const FloatTensorLookup &before,
+::pf::Expected<ParameterChange> changeOf(const std::string &name, const FloatTensorLookup &before,
                                          const FloatTensorLookup &after,
                                          const FloatTensorLookup &gradients) {
   ParameterChange change{before(name), after(name), gradients(name)};
@@ -94,31 +62,32 @@ void addFirstOrder(const ParameterChange &change, QuadraticModel &model) {
 }
 
 /// A square f32 factor of size `size` as float64, or an error.
-llvm::Expected<std::vector<double>> squareFactor(const std::string &name, int64_t size,
+::pf::Expected<std::vector<double>> squareFactor(const std::string &name, int64_t size,
                                                  const FloatTensorLookup &state) {
   FloatTensor factor = state(name);
   if (!factor.data)
     return modelError("no f32 K-FAC factor '" + name + "'");
   if (factor.shape != std::vector<int64_t>{size, size})
-    return modelError(llvm::formatv("factor '{0}' is not {1}x{1}", name, size).str());
+    return modelError(::pf::formatText("factor '%s' is not %lldx%lld", name.c_str(),
+                                       (long long)size, (long long)size));
   return std::vector<double>(factor.data, factor.data + size * size);
 }
 
 /// Δᵀ F Δ of an embedding table W [vocab, h] whose factor A is diagonal
 /// ([vocab]: one-hot inputs, pf-insert-kfac embeddings=...): Σ_v A_v·Δ_vᵀ B Δ_v.
-llvm::Expected<double> diagonalCurvature(const KfacModelLayer &layer, const ParameterChange &table,
+::pf::Expected<double> diagonalCurvature(const KfacModelLayer &layer, const ParameterChange &table,
                                          const FloatTensor &diagonal,
                                          const FloatTensorLookup &state) {
   const int64_t rows = diagonal.shape[0];
   if (table.before.shape.size() != 2 || table.before.shape[0] != rows)
-    return modelError(llvm::formatv("diagonal factor '{0}' has {1} entries; '{2}' is no table "
-                                    "of that many rows",
-                                    layer.factorA, rows, layer.weight)
-                          .str());
+    return modelError(::pf::formatText("diagonal factor '%s' has %lld entries; '%s' is no "
+                                       "table of that many rows",
+                                       layer.factorA.c_str(), (long long)rows,
+                                       layer.weight.c_str()));
   const int64_t width = table.before.shape[1];
   auto factorB = squareFactor(layer.factorB, width, state);
   if (!factorB)
-    return factorB.takeError();
+    return factorB.status();
   std::vector<double> d(size_t(rows * width)), db(d.size());
   for (int64_t i = 0; i < rows * width; ++i)
     d[i] = table.delta(i);
@@ -137,7 +106,7 @@ llvm::Expected<double> diagonalCurvature(const KfacModelLayer &layer, const Para
 /// Δᵀ F Δ of a linear layer: tr(Dᵀ B D A) = Σ (B·D) ⊙ (D·A) with D the
 /// [out, a] change (the weight's in [out, in] layout, the bias as A's last
 /// column when A has one); a bias outside A adds Δbᵀ B Δb (its input is 1).
-llvm::Expected<double> linearCurvature(const KfacModelLayer &layer, const ParameterChange &weight,
+::pf::Expected<double> linearCurvature(const KfacModelLayer &layer, const ParameterChange &weight,
                                        const ParameterChange *bias,
                                        const FloatTensorLookup &state) {
   if (weight.before.shape.size() != 2)
@@ -152,18 +121,18 @@ llvm::Expected<double> linearCurvature(const KfacModelLayer &layer, const Parame
   const int64_t columns = a.shape[0];
   const bool biasColumn = columns == in + 1;
   if (columns != in && !(biasColumn && bias))
-    return modelError(llvm::formatv("factor '{0}' is {1}x{1}; weight '{2}' has {3} inputs",
-                                    layer.factorA, columns, layer.weight, in)
-                          .str());
+    return modelError(::pf::formatText("factor '%s' is %lldx%lld; weight '%s' has %lld inputs",
+                                       layer.factorA.c_str(), (long long)columns,
+                                       (long long)columns, layer.weight.c_str(), (long long)in));
   if (bias && bias->elements != out)
     return modelError("bias '" + layer.bias + "' does not match the outputs of '" + layer.weight +
                       "'");
   auto factorA = squareFactor(layer.factorA, columns, state);
   if (!factorA)
-    return factorA.takeError();
+    return factorA.status();
   auto factorB = squareFactor(layer.factorB, out, state);
   if (!factorB)
-    return factorB.takeError();
+    return factorB.status();
   std::vector<double> d(size_t(out * columns), 0.0);
   for (int64_t o = 0; o < out; ++o) {
     for (int64_t i = 0; i < in; ++i)
@@ -188,7 +157,7 @@ llvm::Expected<double> linearCurvature(const KfacModelLayer &layer, const Parame
 
 /// Σ_j (Δγ_j, Δβ_j) F_j (Δγ_j, Δβ_j)ᵀ of a LayerNorm layer: F is [h, 3]
 /// (γγ, γβ, ββ) or, diagonal, [h, 2] (γγ, ββ).
-llvm::Expected<double> layerNormCurvature(const KfacModelLayer &layer, const ParameterChange &scale,
+::pf::Expected<double> layerNormCurvature(const KfacModelLayer &layer, const ParameterChange &scale,
                                           const ParameterChange &shift,
                                           const FloatTensorLookup &state) {
   FloatTensor factor = state(layer.factorA);
@@ -209,33 +178,33 @@ llvm::Expected<double> layerNormCurvature(const KfacModelLayer &layer, const Par
 }
 } // namespace
 
-llvm::Expected<QuadraticModel> mlir::pf::train::evaluateQuadraticModel(
-    llvm::ArrayRef<KfacModelLayer> layers, const FloatTensorLookup &before,
+::pf::Expected<QuadraticModel> mlir::pf::train::evaluateQuadraticModel(
+    const std::vector<KfacModelLayer> &layers, const FloatTensorLookup &before,
     const FloatTensorLookup &after, const FloatTensorLookup &gradients,
     const FloatTensorLookup &state) {
   QuadraticModel model;
   for (const KfacModelLayer &layer : layers) {
     auto weight = changeOf(layer.weight, before, after, gradients);
     if (!weight)
-      return weight.takeError();
+      return weight.status();
     std::optional<ParameterChange> bias;
     if (!layer.bias.empty()) {
       auto change = changeOf(layer.bias, before, after, gradients);
       if (!change)
-        return change.takeError();
+        return change.status();
       bias = *change;
     }
     addFirstOrder(*weight, model);
     if (bias)
       addFirstOrder(*bias, model);
-    llvm::Expected<double> curvature =
+    ::pf::Expected<double> curvature =
         layer.kind == KfacModelLayer::Kind::Linear
             ? linearCurvature(layer, *weight, bias ? &*bias : nullptr, state)
             : (bias ? layerNormCurvature(layer, *weight, *bias, state)
-                    : llvm::Expected<double>(
+                    : ::pf::Expected<double>(
                           modelError("LayerNorm layer '" + layer.weight + "' has no shift")));
     if (!curvature)
-      return curvature.takeError();
+      return curvature.status();
     model.curvature += *curvature;
   }
   return model;

@@ -16,22 +16,16 @@
 // and shrinks by ω when ρ > 3/4, with ω = decay^T, clamped to [min, max].
 //
 //===----------------------------------------------------------------------===//
-#ifndef PF_TRAINCOMPILE_DAMPINGADAPTATION_H
-#define PF_TRAINCOMPILE_DAMPINGADAPTATION_H
+#ifndef PF_TRAIN_DAMPINGADAPTATION_H
+#define PF_TRAIN_DAMPINGADAPTATION_H
 
+#include "pf/Support/Status.h"
 #include "pf/Train/RunConfig.h"
-
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
-
-namespace mlir {
-class ModuleOp;
-} // namespace mlir
 
 namespace mlir::pf::train {
 
@@ -46,10 +40,6 @@ struct KfacModelLayer {
   /// The weight is [in, out] (PyTorch's exporter) rather than [out, in].
   bool weightInOut = false;
 };
-
-/// The K-FAC layers pf-insert-kfac prepared in `module` (its `.kfac.A` and
-/// `.kfac.F` parameters), in module order.
-std::vector<KfacModelLayer> kfacModelLayers(ModuleOp module);
 
 /// An f32 tensor: its values and shape (data null when there is none).
 struct FloatTensor {
@@ -74,7 +64,7 @@ struct QuadraticModel {
 /// (`before`, `after`), its raw gradients by parameter name (`gradients`)
 /// and its factors after the step (`state`); an error names a tensor that
 /// is missing or whose shape does not fit its layer.
-llvm::Expected<QuadraticModel> evaluateQuadraticModel(llvm::ArrayRef<KfacModelLayer> layers,
+::pf::Expected<QuadraticModel> evaluateQuadraticModel(const std::vector<KfacModelLayer> &layers,
                                                       const FloatTensorLookup &before,
                                                       const FloatTensorLookup &after,
                                                       const FloatTensorLookup &gradients,
@@ -82,4 +72,4 @@ llvm::Expected<QuadraticModel> evaluateQuadraticModel(llvm::ArrayRef<KfacModelLa
 
 } // namespace mlir::pf::train
 
-#endif // PF_TRAINCOMPILE_DAMPINGADAPTATION_H
+#endif // PF_TRAIN_DAMPINGADAPTATION_H
