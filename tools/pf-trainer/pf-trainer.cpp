@@ -14,6 +14,7 @@
 #include "pf/Support/StopSignals.h"
 #include "pf/Train/ArtifactTraining.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -36,9 +37,24 @@ void printHelp() {
       "  --device cpu|cuda         runtime backend (default cpu)\n"
       "  --gemm-precision P        fp32 (default), tf32 or bf16: the model GEMMs'\n"
       "                            multiplies on a GPU\n";
+  // Each run option's help after its flag, wrapped at 88 columns.
   for (const auto &[name, help] : train::trainerRunOptions()) {
-    std::string flag = "  --" + name + " V";
-    text += flag + std::string(flag.size() < 28 ? 28 - flag.size() : 1, ' ') + help + "\n";
+    std::string line = "  --" + name + " V";
+    line.resize(std::max<size_t>(line.size() + 1, 28), ' ');
+    bool words = false; // on this line, after the flag
+    for (size_t at = 0; at < help.size();) {
+      size_t end = std::min(help.find(' ', at), help.size());
+      std::string next = help.substr(at, end - at);
+      if (words && line.size() + 1 + next.size() > 88) {
+        text += line + "\n";
+        line.assign(28, ' ');
+        words = false;
+      }
+      line += (words ? " " : "") + next;
+      words = true;
+      at = end + 1;
+    }
+    text += line + "\n";
   }
   std::fputs(text.c_str(), stdout);
 }
