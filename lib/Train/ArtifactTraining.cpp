@@ -181,6 +181,10 @@ const std::map<std::string, std::string> &train::trainerRunOptions() {
 }
 
 int train::trainFromArtifact(const TrainerOptions &options) {
+  if (int ranks = launcherRanks(); ranks > 1)
+    return fail("started as one of " + std::to_string(ranks) +
+                " MPI ranks: a single-process artifact would train alone on each and write the "
+                "same outputs; start one process (pipelined artifacts are not built yet)");
   auto artifact = readArtifact(options.artifact);
   if (!artifact)
     return fail(artifact.error());

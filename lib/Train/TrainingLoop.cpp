@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 
 using namespace mlir::pf;
 using namespace mlir::pf::train;
@@ -21,6 +23,19 @@ int train::printRunError(const std::string &message, const char *tool) {
   // job's output interleaves the ranks' writes.
   std::fflush(stdout);
   std::fputs((std::string(tool) + ": error: " + message + "\n").c_str(), stderr);
+  return 1;
+}
+
+int train::launcherRanks() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *value = std::getenv(name)) {
+      char *end = nullptr;
+      long ranks = std::strtol(value, &end, 10);
+      while (end && (*end == ' ' || *end == '\t' || *end == '\n'))
+        ++end;
+      if (end != value && end && !*end && ranks > 1 && ranks <= INT32_MAX)
+        return int(ranks);
+    }
   return 1;
 }
 

@@ -18,18 +18,6 @@
 using namespace mlir::pf;
 using namespace mlir::pf::train;
 
-/// The job size an MPI launcher announces in the environment (Open MPI,
-/// MPICH/Hydra and PMIx set one of these in every rank), 1 without one.
-static int launcherRanks() {
-  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
-    if (const char *value = std::getenv(name)) {
-      int ranks = 0;
-      if (llvm::to_integer(llvm::StringRef(value).trim(), ranks) && ranks > 1)
-        return ranks;
-    }
-  return 1;
-}
-
 int train::train(TrainConfig &config, int argc, char **argv) {
   TrainingOptions &training = config.training;
   if (auto err = driver::checkDevice(config.device, "pf-train", /*runsOnCuda=*/true))

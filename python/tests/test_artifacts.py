@@ -200,6 +200,15 @@ def test_trainer_options(setup, tmp_path):
     proc = _trainer(setup, "kfac", "--steps", "1")
     assert "lr 5.00E-03" in proc.stdout  # 0.05 warmed up over 10 steps
     assert "--eval-every" in run_tool("pf-trainer", "--help").stdout
+    # Started under mpirun as several ranks: each would train alone.
+    import os
+    import subprocess
+
+    from pipefisher.tools import tool
+    proc = subprocess.run([str(tool("pf-trainer")), str(setup / "adamw"), "--corpus", corpus],
+                          capture_output=True, text=True,
+                          env=dict(os.environ, OMPI_COMM_WORLD_SIZE="2"))
+    assert proc.returncode == 1 and "started as one of 2 MPI ranks" in proc.stderr
 
 
 def test_compile_only_options(setup, tmp_path):

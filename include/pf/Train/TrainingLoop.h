@@ -39,6 +39,12 @@ struct TrainingRun {
   Checkpoints checkpoints;
 };
 
+/// The job size an MPI launcher announces in the environment (Open MPI,
+/// MPICH/Hydra and PMIx set one of these in every rank), 1 without one: a
+/// single-process run started as several ranks would train alone on each
+/// and write the same outputs.
+int launcherRanks();
+
 /// Checks the run options of `config` (the same words for every tool):
 /// positive counts and rates, --batch within kMaxBatch, --num-threads
 /// within PFRT_MAX_THREADS.
