@@ -2,11 +2,12 @@
 //
 // The training loop (TrainingLoop.h) drives a TrainingStep: the compiled
 // step and the training state it updates, as one process holds them. Two
-// serve it: the single-process step (one JIT-compiled function) and the
-// pipelined step (this rank's program of an mpirun job). The loop owns what
-// is the same for both (batches, schedules, progress lines, evaluation,
-// checkpoints, signals); a step owns how a step runs, where the state lives
-// and what only its kind of run reports.
+// kinds serve it: the single-process step (one compiled function,
+// SingleModelStep.h: JIT-compiled by pf-train or loaded from an artifact by
+// pf-trainer) and the pipelined step (this rank's program of an mpirun
+// job). The loop owns what is the same for all (batches, schedules, progress
+// lines, evaluation, checkpoints, signals); a step owns how a step runs,
+// where the state lives and what only its kind of run reports.
 //
 // Errors a step returns carry their whole message; the loop hands them to
 // fail().
