@@ -156,27 +156,33 @@ llvm::Error train::writeMeasuredTimeline(const TrainConfig &config, ModuleOp mod
     simulation.kfac.splitPieces = 1;
     simulation.kfac.steadyState = false;
   }
+  // The lines go out in one write: under mpirun the other ranks' lines
+  // interleave with this rank's by write, even inside a line.
+  std::string text;
   if (!config.traceFile.empty()) {
     if (auto err = drv::writeMeasuredTrace(run, config.traceFile, from))
       return err;
-    llvm::outs() << "measured trace: " << config.traceFile << "\n";
+    text += "measured trace: " + config.traceFile + "\n";
   }
   if (!config.svgFile.empty()) {
     if (auto err = drv::writeMeasuredSvg(run, config.svgFile, from, simulation))
       return err;
-    llvm::outs() << "measured timeline: " << config.svgFile << "\n";
+    text += "measured timeline: " + config.svgFile + "\n";
   }
   auto comparison = drv::simulateFromMeasured(run, from, -1, simulation);
   if (comparison) {
-    llvm::outs() << comparison->text();
-    return llvm::Error::success();
+    text += comparison->text();
+  } else {
+    // The measured figures alone (the simulation of several stages per rank
+    // from measured durations is not built).
+    std::string why = llvm::toString(comparison.takeError());
+    auto report = drv::summarize(run, from, -1);
+    if (!report)
+      return report.takeError();
+    text += report->text() + "(no simulated comparison: " + why + ")\n";
   }
-  // The measured figures alone (the simulation of several stages per rank
-  // from measured durations is not built).
-  std::string why = llvm::toString(comparison.takeError());
-  auto report = drv::summarize(run, from, -1);
-  if (!report)
-    return report.takeError();
-  llvm::outs() << report->text() << "(no simulated comparison: " << why << ")\n";
+  llvm::outs().flush();
+  llvm::outs() << text;
+  llvm::outs().flush();
   return llvm::Error::success();
 }
