@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <set>
 
 using namespace mlir::pf;
 using namespace mlir::pf::train;
