@@ -7,15 +7,20 @@ pf-train --compile-only wrote, alternately, ROUNDS times each. Reported:
 the median ms/step after the first five steps (the progress lines'), the
 time to the first step (pf-train: import, build and JIT compilation;
 pf-trainer: the artifact's check and load) and whether the two runs'
-checkpoints are equal byte for byte.
+checkpoints are equal byte for byte. With --pipeline SPEC (its stages=D),
+both run as D MPI ranks (`mpirun -np D pf-train --pipeline SPEC` against
+`mpirun -np D pf-trainer` of the pipelined artifact; K-FAC with kfac=step),
+each rank with --threads threads.
 
     PYTHONPATH=python python3 bench/artifact_training.py [--steps 20] [--rounds 2]
+        [--pipeline "stages=2 schedule=1f1b microbatches=4" --threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,7 +56,15 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pipeline", default="",
+                    help="a --pipeline spec with stages=D: run both tools as D MPI ranks")
     args = ap.parse_args()
+    launcher = []
+    if args.pipeline:
+        stages = re.search(r"stages=(\d+)", args.pipeline)
+        if not stages or not shutil.which("mpirun"):
+            ap.error("--pipeline needs stages=D and mpirun")
+        launcher = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", stages.group(1)]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         corpus = make_corpus(sequences=8 * (args.steps + 4), seq_len=128, seed=3)
@@ -66,14 +79,18 @@ def main() -> int:
               "checkpoints equal |")
         print("|---|---|---|---|---|---|---|")
         for kind, flags in KINDS.items():
+            if args.pipeline:
+                spec = args.pipeline + (" kfac=step" if kind == "kfac" else "")
+                flags = [*flags, "--pipeline", spec]
             artifact = tmp / kind
             _, compile_s = timed([str(tool("pf-train")), *common, *flags, "--compile-only",
                                   "--artifact", str(artifact)])
             jit_ms, art_ms, jit_first, art_first = [], [], [], []
             for _ in range(args.rounds):
                 for name, cmd, ms, first in (
-                        ("jit", [str(tool("pf-train")), *common, *flags], jit_ms, jit_first),
-                        ("art", [str(tool("pf-trainer")), str(artifact), "--corpus",
+                        ("jit", [*launcher, str(tool("pf-train")), *common, *flags], jit_ms,
+                         jit_first),
+                        ("art", [*launcher, str(tool("pf-trainer")), str(artifact), "--corpus",
                                  str(tmp / "c.npz"), "--num-threads", str(args.threads)],
                          art_ms, art_first)):
                     out, seconds = timed([*cmd, *run, "--checkpoint", str(tmp / f"{name}.npz")])
@@ -84,7 +101,8 @@ def main() -> int:
             with np.load(tmp / "jit.npz") as a, np.load(tmp / "art.npz") as b:
                 equal = sorted(a.files) == sorted(b.files) and all(
                     a[k].tobytes() == b[k].tobytes() for k in a.files)
-            print(f"| {args.config} {kind} | {median(jit_ms):.1f} | {median(art_ms):.1f} | "
+            label = f"{args.config} {kind}" + (f" ({args.pipeline})" if args.pipeline else "")
+            print(f"| {label} | {median(jit_ms):.1f} | {median(art_ms):.1f} | "
                   f"{median(art_ms) / median(jit_ms):.3f} | {median(jit_first):.2f} s | "
                   f"{compile_s:.2f} s, then {median(art_first):.2f} s | "
                   f"{'yes' if equal else 'NO'} |", flush=True)

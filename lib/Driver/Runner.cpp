@@ -711,9 +711,14 @@ namespace {
 /// unnoticed.
 constexpr llvm::StringLiteral kFingerprintSymbol = "pf_model_fingerprint";
 
+/// Translates `module` (LLVM dialect) and writes it as a PIC object for the
+/// host to `path` in `files`, with `fingerprint` as the exported global
+/// `fingerprintSymbol`; empty: none (a second object of one library, whose
+/// first holds it: two would collide at the link).
 llvm::Error emitObject(ModuleOp module, StringRef path, OutputFileSet &files,
                        uint64_t fingerprint,
-                       const std::function<void(llvm::Module &)> &addGlobals = nullptr) {
+                       const std::function<void(llvm::Module &)> &addGlobals = nullptr,
+                       StringRef fingerprintSymbol = kFingerprintSymbol) {
   MLIRContext *ctx = module.getContext();
   registerBuiltinDialectTranslation(*ctx);
   registerLLVMDialectTranslation(*ctx);
@@ -722,9 +727,10 @@ llvm::Error emitObject(ModuleOp module, StringRef path, OutputFileSet &files,
   if (!llvmModule)
     return error("translation to LLVM IR failed");
   auto *i64 = llvm::Type::getInt64Ty(llvmContext);
-  new llvm::GlobalVariable(*llvmModule, i64, /*isConstant=*/true,
-                           llvm::GlobalValue::ExternalLinkage,
-                           llvm::ConstantInt::get(i64, fingerprint), kFingerprintSymbol);
+  if (!fingerprintSymbol.empty())
+    new llvm::GlobalVariable(*llvmModule, i64, /*isConstant=*/true,
+                             llvm::GlobalValue::ExternalLinkage,
+                             llvm::ConstantInt::get(i64, fingerprint), fingerprintSymbol);
   if (addGlobals)
     addGlobals(*llvmModule);
   llvm::InitializeNativeTarget();
@@ -766,31 +772,59 @@ std::string cString(StringRef text) {
   return out + "\"";
 }
 
-/// What an ahead-of-time model's files hold besides its code: the weights
-/// (every parameter and constant, 64-byte aligned, in buffer order), where
-/// each descriptor's data lives (pf_aot.h's kinds) and the parameters by
-/// name with their place in the weights.
+/// One number per compilation, in the object and in its description(s).
+uint64_t newFingerprint() {
+  std::random_device entropy;
+  return (uint64_t(entropy()) << 32) ^ uint64_t(entropy()) ^
+         uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+/// An ahead-of-time weights file: parameters and constants, each 64-byte
+/// aligned, in the order planned. The entries of one library share it, so a
+/// parameter is stored once (`parameterOffset`, by name) and each entry's
+/// constants after what came before.
+struct AotWeights {
+  std::string bytes;
+  std::map<std::string, int64_t> parameterOffset;
+};
+
+/// What an ahead-of-time entry's description holds besides its code: where
+/// each descriptor's data lives (pf_aot.h's kinds), the entry's parameters by
+/// name with their place in the weights, and the weights' size and the
+/// fingerprint of the library.
 struct AotPlan {
-  std::string weights;
   std::vector<pf_model_tensor_info> tensors;
   std::vector<AotParameter> parameters;
   uint64_t fingerprint = 0;
+  int64_t weightsBytes = 0;
 };
 
-AotPlan planAot(const LoweredEntry &entry) {
+/// Appends to `weights` the parameters of `entry` not yet there and its
+/// constants, in buffer order (with fresh weights: every parameter and
+/// constant, as one model's file). `weightsBytes` is the weights' size after
+/// this entry; the entries of a library set it to the final size.
+AotPlan planAot(const LoweredEntry &entry, AotWeights &weights, uint64_t fingerprint) {
   AotPlan plan;
-  // One number per compilation, in the object and in its description.
-  std::random_device entropy;
-  plan.fingerprint = (uint64_t(entropy()) << 32) ^ uint64_t(entropy()) ^
-                     uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  plan.fingerprint = fingerprint;
   std::vector<int64_t> weightOffset(entry.buffers.size(), -1);
   for (auto [i, b] : llvm::enumerate(entry.buffers)) {
     if (!b.hostData)
       continue;
-    plan.weights.append((64 - plan.weights.size() % 64) % 64, '\0');
-    weightOffset[i] = int64_t(plan.weights.size());
-    plan.weights.append(static_cast<const char *>(b.hostData), b.bytes);
+    if (b.kind == mlir::pf::BufferKind::Param) {
+      // Another entry's copy: the same pf.param, the same bytes.
+      auto known = weights.parameterOffset.find(b.name);
+      if (known != weights.parameterOffset.end()) {
+        weightOffset[i] = known->second;
+        continue;
+      }
+    }
+    weights.bytes.append((64 - weights.bytes.size() % 64) % 64, '\0');
+    weightOffset[i] = int64_t(weights.bytes.size());
+    if (b.kind == mlir::pf::BufferKind::Param)
+      weights.parameterOffset[b.name] = weightOffset[i];
+    weights.bytes.append(static_cast<const char *>(b.hostData), b.bytes);
   }
+  plan.weightsBytes = int64_t(weights.bytes.size());
   for (auto [t, desc] : llvm::enumerate(entry.table)) {
     int64_t buffer = entry.tensorBuffer[t];
     const LoweredEntry::BufferRef &b = entry.buffers[buffer];
@@ -821,8 +855,13 @@ AotPlan planAot(const LoweredEntry &entry) {
 
 /// The description pf_aot_model_describe() returns (pf_aot.h), as constant
 /// globals of `m`: what examples/aot/model_library.c compiles from
-/// model_plan.h, without a C compiler or pf's headers.
-void addAotDescription(llvm::Module &m, const AotPlan &plan, const LoweredEntry &entry) {
+/// model_plan.h, without a C compiler or pf's headers. `describeSymbol`
+/// names the exported function that returns it, `mainName` the entry's
+/// lowered function (a library of several entries has one of each per
+/// entry; the private globals' names LLVM makes unique).
+void addAotDescription(llvm::Module &m, const AotPlan &plan, const LoweredEntry &entry,
+                       StringRef describeSymbol = PF_AOT_MODEL_SYMBOL,
+                       StringRef mainName = "pf_main") {
   llvm::LLVMContext &c = m.getContext();
   auto *i32 = llvm::Type::getInt32Ty(c);
   auto *i64 = llvm::Type::getInt64Ty(c);
@@ -867,7 +906,7 @@ void addAotDescription(llvm::Module &m, const AotPlan &plan, const LoweredEntry 
   for (const std::string &name : entry.opNames)
     opNames.push_back(text(name));
   opNames.push_back(llvm::ConstantPointerNull::get(ptr));
-  llvm::Function *main = m.getFunction("pf_main");
+  llvm::Function *main = m.getFunction(mainName);
   auto *modelType = llvm::StructType::get(
       c, {i32, i32, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, i64, ptr, i32, i64});
   llvm::Constant *model = global(
@@ -875,7 +914,7 @@ void addAotDescription(llvm::Module &m, const AotPlan &plan, const LoweredEntry 
           modelType,
           {int32(PF_AOT_MODEL_VERSION), int32(PFRT_ABI_VERSION), int64(int64_t(tensors.size())),
            int64(int64_t(entry.inputSpecs.size())), int64(int64_t(entry.outputSpecs.size())),
-           int64(entry.arenaBytes), int64(int64_t(plan.weights.size())),
+           int64(entry.arenaBytes), int64(plan.weightsBytes),
            table(tensorType, tensors, "pf_model_tensors"),
            ioTable(entry.inputSpecs, entry.inputTensor, "pf_model_inputs"),
            ioTable(entry.outputSpecs, entry.outputTensor, "pf_model_outputs"),
@@ -885,7 +924,7 @@ void addAotDescription(llvm::Module &m, const AotPlan &plan, const LoweredEntry 
       "pf_model_description");
   auto *describe =
       llvm::Function::Create(llvm::FunctionType::get(ptr, /*isVarArg=*/false),
-                             llvm::GlobalValue::ExternalLinkage, PF_AOT_MODEL_SYMBOL, m);
+                             llvm::GlobalValue::ExternalLinkage, describeSymbol, m);
   llvm::ReturnInst::Create(c, model, llvm::BasicBlock::Create(c, "entry", describe));
 }
 } // namespace
@@ -896,7 +935,8 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
   if (auto err = lower(module, function, profileHooks, model))
     return err;
   Impl &impl = *model.impl;
-  const AotPlan plan = planAot(impl.entry);
+  AotWeights aotWeights;
+  const AotPlan plan = planAot(impl.entry, aotWeights, newFingerprint());
   if (std::error_code ec = llvm::sys::fs::create_directories(directory))
     return error("cannot create '" + directory + "': " + ec.message());
   auto file = [&](StringRef name) {
@@ -910,7 +950,7 @@ llvm::Error CompiledModel::writeAot(ModuleOp module, const std::string &director
   const uint64_t fingerprint = plan.fingerprint; // in model.o and in model_plan.h
   if (auto err = emitObject(module, file("model.o"), files, fingerprint))
     return err;
-  const std::string &weights = plan.weights;
+  const std::string &weights = aotWeights.bytes;
   if (auto err = files.add(file("model.weights"), "",
                            [&](llvm::raw_pwrite_stream &os) { os << weights; }))
     return err;
@@ -986,61 +1026,95 @@ static inline void pf_model_bind(pfrt_tensor *table, void *arena, const void *we
   return files.commit();
 }
 
-llvm::Expected<AotLibrary> CompiledModel::writeAotLibrary(ModuleOp module,
-                                                         const std::string &library,
-                                                         const std::string &weights) {
-  // The system's C compiler driver links the object (design decision 3 of
-  // docs/artifacts.md): found before the compilation, so a machine without
-  // one fails fast.
+namespace {
+/// The system's C compiler driver, which links an ahead-of-time library
+/// (design decision 3 of docs/artifacts.md): $CC, else cc. Found before the
+/// compilation, so a machine without one fails fast.
+llvm::Expected<std::string> findCDriver(const std::string &library) {
   const char *driverName = std::getenv("CC");
   std::string driverWanted = driverName && *driverName ? driverName : "cc";
   auto linker = llvm::sys::findProgramByName(driverWanted);
   if (!linker)
     return error("no C compiler driver to link " + library + " ('" + driverWanted +
                  "' not found): install one or set CC");
-  CompiledModel model;
-  if (auto err = lower(module, "", /*profile=*/false, model))
-    return std::move(err);
-  const LoweredEntry &entry = model.impl->entry;
-  AotPlan plan = planAot(entry);
-  OutputFileSet files;
-  llvm::SmallString<128> object;
+  return *linker;
+}
+
+/// emitObject into a new temporary file `object`, which `remover` deletes.
+llvm::Error emitTemporaryObject(ModuleOp module, llvm::SmallString<128> &object,
+                                llvm::FileRemover &remover, uint64_t fingerprint,
+                                const std::function<void(llvm::Module &)> &addGlobals,
+                                StringRef fingerprintSymbol = kFingerprintSymbol) {
   if (std::error_code ec = llvm::sys::fs::createTemporaryFile("pf-model", "o", object))
     return error("cannot create a temporary object file: " + ec.message());
-  llvm::FileRemover removeObject(object);
-  {
-    OutputFileSet objectFile;
-    if (auto err = emitObject(module, object, objectFile, plan.fingerprint,
-                              [&](llvm::Module &m) { addAotDescription(m, plan, entry); }))
-      return std::move(err);
-    if (auto err = objectFile.commit())
-      return std::move(err);
-  }
-  // Linked beside the destination, renamed with the weights (OutputFileSet).
+  remover.setFile(object);
+  OutputFileSet objectFile;
+  if (auto err = emitObject(module, object, objectFile, fingerprint, addGlobals,
+                            fingerprintSymbol))
+    return err;
+  return objectFile.commit();
+}
+
+/// Links `objects` with `linker` into a shared library, beside `library` (so
+/// that the caller renames it with the weights, OutputFileSet), and returns
+/// its bytes.
+llvm::Expected<std::string> linkSharedLibrary(StringRef linker, ArrayRef<StringRef> objects,
+                                              const std::string &library) {
   llvm::SmallString<256> linked(library);
   linked += ".link";
   llvm::FileRemover removeLinked(linked);
   std::string message;
-  llvm::StringRef args[] = {*linker, "-shared", "-o", linked, object};
-  if (llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0, &message) != 0)
-    return error("linking " + library + " with " + *linker + " failed" +
+  SmallVector<StringRef> args = {linker, "-shared", "-o", linked};
+  args.append(objects.begin(), objects.end());
+  if (llvm::sys::ExecuteAndWait(linker, args, std::nullopt, {}, 0, 0, &message) != 0)
+    return error("linking " + library + " with " + linker + " failed" +
                  (message.empty() ? std::string() : ": " + message));
-  std::string bytes;
-  if (auto buffer = llvm::MemoryBuffer::getFile(linked))
-    bytes = (*buffer)->getBuffer().str();
-  else
+  auto buffer = llvm::MemoryBuffer::getFile(linked);
+  if (!buffer)
     return error("cannot read " + std::string(linked) + ": " + buffer.getError().message());
-  if (auto err = files.add(library, "", [&](llvm::raw_pwrite_stream &os) { os << bytes; }))
+  return (*buffer)->getBuffer().str();
+}
+
+/// linkSharedLibrary, then `library` and `weights` (the bytes `weightBytes`)
+/// replaced together or not at all.
+llvm::Error linkLibraryWithWeights(StringRef linker, ArrayRef<StringRef> objects,
+                                   const std::string &library, const std::string &weights,
+                                   const std::string &weightBytes) {
+  auto bytes = linkSharedLibrary(linker, objects, library);
+  if (!bytes)
+    return bytes.takeError();
+  OutputFileSet files;
+  if (auto err = files.add(library, "", [&](llvm::raw_pwrite_stream &os) { os << *bytes; }))
+    return err;
+  if (auto err = files.add(weights, "", [&](llvm::raw_pwrite_stream &os) { os << weightBytes; }))
+    return err;
+  return files.commit();
+}
+} // namespace
+
+llvm::Expected<AotLibrary> CompiledModel::writeAotLibrary(ModuleOp module,
+                                                         const std::string &library,
+                                                         const std::string &weights) {
+  auto linker = findCDriver(library);
+  if (!linker)
+    return linker.takeError();
+  CompiledModel model;
+  if (auto err = lower(module, "", /*profile=*/false, model))
     return std::move(err);
-  if (auto err =
-          files.add(weights, "", [&](llvm::raw_pwrite_stream &os) { os << plan.weights; }))
+  const LoweredEntry &entry = model.impl->entry;
+  AotWeights aotWeights;
+  AotPlan plan = planAot(entry, aotWeights, newFingerprint());
+  llvm::SmallString<128> object;
+  llvm::FileRemover removeObject;
+  if (auto err = emitTemporaryObject(module, object, removeObject, plan.fingerprint,
+                                     [&](llvm::Module &m) { addAotDescription(m, plan, entry); }))
     return std::move(err);
-  if (auto err = files.commit())
+  if (auto err = linkLibraryWithWeights(*linker, {object}, library, weights, aotWeights.bytes))
     return std::move(err);
   AotLibrary written;
   written.parameters = std::move(plan.parameters);
   written.fingerprint = plan.fingerprint;
-  written.weightsBytes = int64_t(plan.weights.size());
+  written.weightsBytes = int64_t(aotWeights.bytes.size());
   written.inputs = model.inputSpecs;
   written.outputs = model.outputSpecs;
   return written;
@@ -1132,6 +1206,41 @@ llvm::Error mergeLowered(ModuleOp lowered, ModuleOp combined, StringRef function
   }
   return llvm::Error::success();
 }
+
+/// Lowers `function` of `module` as the entry pf_<function> of a module of
+/// several (CompiledProgram, a rank's library): with pf-lower-to-runtime on
+/// a clone, reads the entry's plan into `entry` (materialized data kept in
+/// `constants`) and merges the lowered code into `combined`.
+llvm::Error lowerEntry(ModuleOp module, const std::string &function, ModuleOp combined,
+                       std::vector<std::vector<char>> &constants, LoweredEntry &entry) {
+  auto func = module.lookupSymbol<func::FuncOp>(function);
+  if (!func || func.isExternal())
+    return error("the module has no function named '" + function + "' with a body");
+  OwningOpRef<ModuleOp> clone = module.clone();
+  // The per-rank programs call stage functions that the lowering drops.
+  for (auto rankProgram : llvm::make_early_inc_range(clone->getOps<mlir::pf::RankProgramOp>()))
+    rankProgram.erase();
+  PassManager lower(module.getContext());
+  mlir::pf::PFLowerToRuntimeOptions lowerOptions;
+  lowerOptions.functionName = function;
+  lowerOptions.entryName = "pf_" + function;
+  lower.addPass(mlir::pf::createPFLowerToRuntime(lowerOptions));
+  if (failed(lower.run(*clone)))
+    return error("lowering '" + function + "' to the runtime failed");
+  auto entryFunc = clone->lookupSymbol<func::FuncOp>(lowerOptions.entryName);
+  auto plan = entryFunc ? entryFunc->getAttrOfType<mlir::pf::RuntimePlanAttr>(
+                              mlir::pf::RuntimePlanAttr::kAttrName)
+                        : mlir::pf::RuntimePlanAttr();
+  if (!plan)
+    return error("lowering '" + function + "' produced no runtime plan");
+  SymbolTable symbols(*clone);
+  // Parameter data outlives the clone: resource blobs belong to the
+  // context, materialized values to `constants`.
+  if (auto err = readPlan(plan, symbols, constants, entry))
+    return err;
+  entryFunc->removeAttr(mlir::pf::RuntimePlanAttr::kAttrName);
+  return mergeLowered(*clone, combined, function);
+}
 } // namespace
 
 llvm::Expected<std::unique_ptr<CompiledProgram>>
@@ -1145,30 +1254,8 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
   for (const std::string &function : options.functions) {
     if (program->hasEntry(function))
       return error("function '" + function + "' is listed twice");
-    auto func = module.lookupSymbol<func::FuncOp>(function);
-    if (!func || func.isExternal())
-      return error("the module has no function named '" + function + "' with a body");
-    OwningOpRef<ModuleOp> clone = module.clone();
-    // The per-rank programs call stage functions that the lowering drops.
-    for (auto rankProgram :
-         llvm::make_early_inc_range(clone->getOps<mlir::pf::RankProgramOp>()))
-      rankProgram.erase();
-    PassManager lower(ctx);
-    mlir::pf::PFLowerToRuntimeOptions lowerOptions;
-    lowerOptions.functionName = function;
-    lowerOptions.entryName = "pf_" + function;
-    lower.addPass(mlir::pf::createPFLowerToRuntime(lowerOptions));
-    if (failed(lower.run(*clone)))
-      return error("lowering '" + function + "' to the runtime failed");
-    auto entryFunc = clone->lookupSymbol<func::FuncOp>(lowerOptions.entryName);
-    auto plan = entryFunc ? entryFunc->getAttrOfType<mlir::pf::RuntimePlanAttr>(
-                                mlir::pf::RuntimePlanAttr::kAttrName)
-                          : mlir::pf::RuntimePlanAttr();
-    if (!plan)
-      return error("lowering '" + function + "' produced no runtime plan");
     auto entry = std::make_unique<LoweredEntry>();
-    SymbolTable symbols(*clone);
-    if (auto err = readPlan(plan, symbols, program->constants, *entry))
+    if (auto err = lowerEntry(module, function, *combined, program->constants, *entry))
       return std::move(err);
     // One host copy per parameter name, shared by every entry.
     for (LoweredEntry::BufferRef &b : entry->buffers) {
@@ -1198,9 +1285,6 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
       program->params.push_back(std::move(p));
     }
     program->arena.bytes = std::max(program->arena.bytes, entry->arenaBytes);
-    entryFunc->removeAttr(mlir::pf::RuntimePlanAttr::kAttrName);
-    if (auto err = mergeLowered(*clone, *combined, function))
-      return std::move(err);
     program->entryNames.push_back(function);
     program->lowered.push_back(std::move(entry));
   }
@@ -1244,6 +1328,123 @@ CompiledProgram::compile(ModuleOp module, const Options &options) {
     return arenaData.takeError();
   program->arena.data = *arenaData;
   return program;
+}
+
+llvm::Error mlir::pf::driver::detail::lowerRankPrograms(ModuleOp into,
+                                                        ArrayRef<Operation *> programs,
+                                                        bool overlapTransfers) {
+  for (Operation *program : programs)
+    into.getBody()->push_back(program->clone());
+  PassManager lower(into.getContext());
+  mlir::pf::PFLowerRankProgramsOptions lowering;
+  lowering.overlap = overlapTransfers;
+  lower.addPass(mlir::pf::createPFLowerRankPrograms(lowering));
+  mlir::pf::buildStandardLLVMLoweringPipeline(lower);
+  if (failed(lower.run(into)))
+    return error("lowering the rank program to runtime calls failed (see the diagnostics above)");
+  return llvm::Error::success();
+}
+
+llvm::Expected<RankLibrary>
+CompiledProgram::writeRankLibrary(ModuleOp module, const std::vector<std::string> &functions,
+                                  const std::vector<Operation *> &programs, bool overlapTransfers,
+                                  const std::string &library, const std::string &weights) {
+  if (functions.empty())
+    return error("writeRankLibrary: no functions to compile");
+  auto linker = findCDriver(library);
+  if (!linker)
+    return linker.takeError();
+  MLIRContext *ctx = module.getContext();
+  RankLibrary written;
+  // The entries, lowered as compile() lowers them, in one module.
+  OwningOpRef<ModuleOp> combined = ModuleOp::create(module.getLoc());
+  std::vector<std::vector<char>> constants;
+  std::vector<std::unique_ptr<LoweredEntry>> lowered;
+  for (const std::string &function : functions) {
+    if (llvm::any_of(written.entries,
+                     [&](const RankLibrary::Entry &e) { return e.function == function; }))
+      return error("function '" + function + "' is listed twice");
+    auto entry = std::make_unique<LoweredEntry>();
+    if (auto err = lowerEntry(module, function, *combined, constants, *entry))
+      return std::move(err);
+    RankLibrary::Entry described;
+    described.function = function;
+    described.describeSymbol = std::string(PF_AOT_MODEL_SYMBOL) + "__" + function;
+    described.inputs = entry->inputSpecs;
+    described.outputs = entry->outputSpecs;
+    described.arenaBytes = entry->arenaBytes;
+    written.entries.push_back(std::move(described));
+    lowered.push_back(std::move(entry));
+  }
+
+  // One weights file: each parameter stored once, where every entry that
+  // reads it binds it, and every entry's constants.
+  written.fingerprint = newFingerprint();
+  AotWeights aotWeights;
+  std::vector<AotPlan> plans;
+  for (auto [function, entry] : llvm::zip_equal(functions, lowered)) {
+    plans.push_back(planAot(*entry, aotWeights, written.fingerprint));
+    for (const AotParameter &p : plans.back().parameters) {
+      auto known = llvm::find_if(written.parameters,
+                                 [&](const AotParameter &q) { return q.name == p.name; });
+      if (known == written.parameters.end())
+        written.parameters.push_back(p);
+      else if (known->bytes != p.bytes)
+        return error(llvm::formatv("parameter '{0}' has {1} bytes in '{2}' but {3} elsewhere",
+                                   p.name, p.bytes, function, known->bytes));
+    }
+  }
+  llvm::sort(written.parameters,
+             [](const AotParameter &a, const AotParameter &b) { return a.name < b.name; });
+  // Known only now: every description binds the whole file.
+  written.weightsBytes = int64_t(aotWeights.bytes.size());
+  for (AotPlan &plan : plans)
+    plan.weightsBytes = written.weightsBytes;
+
+  PassManager toLLVM(ctx);
+  mlir::pf::buildStandardLLVMLoweringPipeline(toLLVM);
+  if (failed(toLLVM.run(*combined)))
+    return error("lowering to the LLVM dialect failed (see the diagnostics above)");
+  llvm::SmallString<128> entryObject;
+  llvm::FileRemover removeEntryObject;
+  if (auto err = emitTemporaryObject(
+          *combined, entryObject, removeEntryObject, written.fingerprint, [&](llvm::Module &m) {
+            for (auto [described, plan, entry] : llvm::zip_equal(written.entries, plans, lowered))
+              addAotDescription(m, plan, *entry, described.describeSymbol,
+                                "pf_" + described.function);
+          }))
+    return std::move(err);
+  SmallVector<StringRef, 2> objects = {entryObject};
+
+  // The rank programs, lowered as the rank executor lowers them, in a second
+  // object without a fingerprint of its own (the library has one).
+  llvm::SmallString<128> programObject;
+  llvm::FileRemover removeProgramObject;
+  if (!programs.empty()) {
+    MLIRContext *programContext = programs.front()->getContext();
+    OwningOpRef<ModuleOp> programModule = ModuleOp::create(UnknownLoc::get(programContext));
+    for (Operation *op : programs) {
+      auto program = dyn_cast<mlir::pf::RankProgramOp>(op);
+      if (!program)
+        return error("writeRankLibrary: '" + op->getName().getStringRef() +
+                     "' is not a pf.rank_program");
+      std::string name = ("pf_" + program.getSymName()).str();
+      if (llvm::is_contained(written.programs, name) || combined->lookupSymbol(name))
+        return error("the rank program '" + program.getSymName() +
+                     "' would define '" + name + "' a second time");
+      written.programs.push_back(name);
+    }
+    if (auto err = detail::lowerRankPrograms(*programModule, programs, overlapTransfers))
+      return std::move(err);
+    if (auto err = emitTemporaryObject(*programModule, programObject, removeProgramObject,
+                                       written.fingerprint, nullptr, /*fingerprintSymbol=*/""))
+      return std::move(err);
+    objects.push_back(programObject);
+  }
+
+  if (auto err = linkLibraryWithWeights(*linker, objects, library, weights, aotWeights.bytes))
+    return std::move(err);
+  return written;
 }
 
 /// device[0] owns the backend copy of every parameter (copied in once) and

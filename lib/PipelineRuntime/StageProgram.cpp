@@ -27,28 +27,6 @@ std::string backwardWeightName(int64_t s) { return backwardName(s) + "_weight"; 
 
 using Values = std::map<std::string, NpyArray>;
 
-/// Rows [m·rows, (m+1)·rows) of a graph input for a function that takes
-/// `spec` (one micro-batch); scalars are shared by every micro-batch.
-llvm::Expected<NpyArray> microbatchSlice(const NpyArray &whole, const TensorSpec &spec,
-                                         int64_t m, int64_t microbatches,
-                                         const std::string &function) {
-  if (spec.shape.empty() || microbatches == 1)
-    return whole;
-  std::vector<int64_t> expected = spec.shape;
-  expected[0] *= microbatches;
-  if (whole.shape != expected)
-    return error(llvm::formatv("input '{0}' has shape {1} but {2} of {3} micro-batches "
-                               "needs {4}",
-                               spec.name, shapeText(whole.shape), function, microbatches,
-                               shapeText(expected)));
-  NpyArray slice;
-  slice.dtype = whole.dtype;
-  slice.shape = spec.shape;
-  size_t bytes = size_t(slice.numElements() * dtypeBytes(whole.dtype));
-  slice.data.assign(whole.data.begin() + m * bytes, whole.data.begin() + (m + 1) * bytes);
-  return slice;
-}
-
 template <typename T> void addInto(NpyArray &acc, const NpyArray &part) {
   T *a = reinterpret_cast<T *>(acc.data.data());
   const T *b = reinterpret_cast<const T *>(part.data.data());
@@ -83,101 +61,7 @@ template <typename T> void divideBy(NpyArray &acc, T d) {
 bool isFloat(const NpyArray &a) { return a.dtype == PFRT_F32 || a.dtype == PFRT_F64; }
 bool isF32(const NpyArray &a) { return a.dtype == PFRT_F32; }
 
-llvm::Expected<int64_t> countTokens(const NpyArray &labels, int64_t ignoreIndex) {
-  if (labels.dtype != PFRT_I64)
-    return error(llvm::Twine("'labels' must be int64 to count the micro-batch's tokens, got ") +
-                 dtypeName(labels.dtype));
-  const int64_t *v = reinterpret_cast<const int64_t *>(labels.data.data());
-  int64_t count = 0;
-  for (int64_t i = 0, n = labels.numElements(); i < n; ++i)
-    count += v[i] != ignoreIndex;
-  return count;
-}
 } // namespace
-
-bool mlir::pf::driver::isStageValue(StringRef name) { return mlir::pf::isStageValueName(name); }
-
-NpyArray mlir::pf::driver::scalarI64(int64_t value) {
-  NpyArray a;
-  a.dtype = PFRT_I64;
-  a.data.resize(sizeof(int64_t));
-  std::memcpy(a.data.data(), &value, sizeof(int64_t));
-  return a;
-}
-
-/// `microbatch` and `loss_count` of call m, when `spec` is one of them.
-static std::optional<llvm::Expected<NpyArray>>
-perCallScalar(const TensorSpec &spec, const Values &graph, int64_t m, int64_t microbatches,
-              int64_t ignoreIndex) {
-  if (spec.name == kMicrobatchInput)
-    return llvm::Expected<NpyArray>(scalarI64(m));
-  if (spec.name != kLossCountInput)
-    return std::nullopt;
-  auto counts = microbatchTokenCounts(graph, microbatches, ignoreIndex);
-  if (!counts)
-    return llvm::Expected<NpyArray>(counts.takeError());
-  return llvm::Expected<NpyArray>(scalarI64((*counts)[m]));
-}
-
-llvm::Expected<Values> mlir::pf::driver::stageCallInputs(CompiledProgram &program,
-                                                        const std::string &function,
-                                                        const Values &graph, const Values &handed,
-                                                        int64_t m, int64_t microbatches,
-                                                        int64_t ignoreIndex,
-                                                        bool withStageValues) {
-  Values inputs;
-  for (const TensorSpec &spec : program.inputs(function)) {
-    if (auto scalar = perCallScalar(spec, graph, m, microbatches, ignoreIndex)) {
-      if (!*scalar)
-        return scalar->takeError();
-      inputs[spec.name] = std::move(**scalar);
-      continue;
-    }
-    if (isStageValue(spec.name)) {
-      if (!withStageValues)
-        continue;
-      auto it = handed.find(spec.name);
-      if (it == handed.end())
-        return error("'" + spec.name + "' of " + function +
-                     " is not a result of the stage that runs before it");
-      inputs[spec.name] = it->second;
-      continue;
-    }
-    auto it = graph.find(spec.name);
-    if (it == graph.end())
-      return error("missing input '" + spec.name + "' (read by " + function + ")");
-    auto slice = microbatchSlice(it->second, spec, m, microbatches, function);
-    if (!slice)
-      return slice.takeError();
-    inputs[spec.name] = std::move(*slice);
-  }
-  return inputs;
-}
-
-llvm::Expected<std::vector<int64_t>>
-mlir::pf::driver::microbatchTokenCounts(const Values &graph, int64_t microbatches,
-                                        int64_t ignoreIndex) {
-  auto labels = graph.find("labels");
-  if (labels == graph.end())
-    return error("--micro-batches needs the 'labels' input to weight the micro-batches");
-  const NpyArray &all = labels->second;
-  if (all.shape.empty() || all.shape[0] % microbatches != 0)
-    return error(llvm::formatv("'labels' has shape {0}: not {1} micro-batches",
-                               shapeText(all.shape), microbatches));
-  TensorSpec spec{"labels", all.dtype, all.shape};
-  spec.shape[0] /= microbatches;
-  std::vector<int64_t> counts;
-  for (int64_t m = 0; m < microbatches; ++m) {
-    auto slice = microbatchSlice(all, spec, m, microbatches, "the token count");
-    if (!slice)
-      return slice.takeError();
-    auto count = countTokens(*slice, ignoreIndex);
-    if (!count)
-      return count.takeError();
-    counts.push_back(*count);
-  }
-  return counts;
-}
 
 llvm::Expected<NpyArray>
 mlir::pf::driver::weightedMicrobatchSum(const std::string &name,
@@ -299,9 +183,10 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
     Values acts;
     for (int64_t s = 0; s < D; ++s) {
       std::string function = forwardName(s);
-      auto args = stageCallInputs(program, function, inputs, acts, m, M, options.ignoreIndex);
+      auto args = stageCallInputs(program.inputs(function), function, inputs, acts, m, M,
+                                  options.ignoreIndex);
       if (!args)
-        return args.takeError();
+        return error(args.error());
       Values results;
       if (auto err = program.run(function, *args, results))
         return err;
@@ -336,9 +221,10 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
         handed[name] = std::move(value);
       gradActs.clear();
       auto runBackward = [&](const std::string &function, bool inputHalf) -> llvm::Error {
-        auto args = stageCallInputs(program, function, inputs, handed, m, M, options.ignoreIndex);
+        auto args = stageCallInputs(program.inputs(function), function, inputs, handed, m, M,
+                                    options.ignoreIndex);
         if (!args)
-          return args.takeError();
+          return error(args.error());
         Values results;
         if (auto err = program.run(function, *args, results))
           return err;
@@ -388,7 +274,7 @@ llvm::Error mlir::pf::driver::runStages(CompiledProgram &program, const Values &
   // Σ_m c_m·x_m / Σ c_m, in micro-batch order (pf-split-microbatches' WeightedSum).
   auto counts = microbatchTokenCounts(inputs, M, options.ignoreIndex);
   if (!counts)
-    return counts.takeError();
+    return error(counts.error());
   stats.tokenCounts = *counts;
   outputs.clear();
   std::vector<const NpyArray *> pieces;

@@ -74,26 +74,31 @@ void bindAotTable(const pf_aot_model &m, void *const *inputs, void *const *outpu
   }
 }
 
-::pf::Expected<AotLibraryHandle> openAotLibrary(const std::string &path) {
+::pf::Expected<void *> loadAotLibrary(const std::string &path) {
   using ::pf::Status;
   if (std::string why = incompleteElf(path); !why.empty())
     return Status::error("cannot load " + path + ": " + why);
   // dlopen searches the library path for a name without a '/': the file
   // named relative to the working directory is meant.
   const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
-  AotLibraryHandle handle;
-  handle.library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle.library)
+  void *library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library)
     return Status::error("cannot load " + path + ": " + dlerror());
-  auto describe =
-      reinterpret_cast<pf_aot_model_describe_fn>(dlsym(handle.library, PF_AOT_MODEL_SYMBOL));
+  return library;
+}
+
+::pf::Expected<const pf_aot_model *> describeAotEntry(void *library, const std::string &path,
+                                                      const std::string &symbol) {
+  using ::pf::Status;
+  auto describe = reinterpret_cast<pf_aot_model_describe_fn>(dlsym(library, symbol.c_str()));
   if (!describe)
-    return Status::error(path + " has no " PF_AOT_MODEL_SYMBOL "(): build it with "
-                                "examples/aot/model_library.c or pf-train --compile-only");
-  handle.model = describe();
-  if (!handle.model)
-    return Status::error(path + ": " PF_AOT_MODEL_SYMBOL "() returned no model");
-  const pf_aot_model &m = *handle.model;
+    return Status::error(path + " has no " + symbol +
+                         "(): build it with examples/aot/model_library.c or pf-train "
+                         "--compile-only");
+  const pf_aot_model *model = describe();
+  if (!model)
+    return Status::error(path + ": " + symbol + "() returned no model");
+  const pf_aot_model &m = *model;
   if (m.version != PF_AOT_MODEL_VERSION || m.abi_version != PFRT_ABI_VERSION ||
       pfrt_version() != PFRT_ABI_VERSION)
     return Status::error(path + " was built for model format " + std::to_string(m.version) +
@@ -102,20 +107,30 @@ void bindAotTable(const pf_aot_model &m, void *const *inputs, void *const *outpu
                          " and runs ABI " + std::to_string(pfrt_version()));
   // Nothing is sized or bound from the description before it is checked:
   // counts, descriptors, tables, byte ranges, names.
-  if (std::string err = ::pf::aot::checkAotModel(handle.model); !err.empty())
+  if (std::string err = ::pf::aot::checkAotModel(model); !err.empty())
     return Status::error(path + ": inconsistent model description: " + err);
   // The plan (the description) and the code of one compilation: a library
   // linked from two pf-run --aot runs would bind one model's tensors to
   // another's kernels.
   const auto *objectFingerprint =
-      static_cast<const uint64_t *>(dlsym(handle.library, "pf_model_fingerprint"));
+      static_cast<const uint64_t *>(dlsym(library, "pf_model_fingerprint"));
   if (!objectFingerprint || *objectFingerprint != m.fingerprint)
     return Status::error(
         path + ": its model.o and model_plan.h come from different pf-run --aot runs "
                "(fingerprints " +
         (objectFingerprint ? std::to_string(*objectFingerprint) : std::string("missing")) +
         " and " + std::to_string(m.fingerprint) + "): build it from one DIR");
-  return handle;
+  return model;
+}
+
+::pf::Expected<AotLibraryHandle> openAotLibrary(const std::string &path) {
+  auto library = loadAotLibrary(path);
+  if (!library)
+    return library.status();
+  auto model = describeAotEntry(*library, path, PF_AOT_MODEL_SYMBOL);
+  if (!model)
+    return model.status();
+  return AotLibraryHandle{*library, *model};
 }
 
 AotModel::~AotModel() {
@@ -135,6 +150,49 @@ AotModel::~AotModel() {
   return ::pf::Status::error(name + ": " + what + ": " + pfrt_last_error(context));
 }
 
+::pf::Expected<AlignedBytes> readAotWeights(const std::string &weights, int64_t bytes,
+                                            const std::string &library,
+                                            const std::vector<AotParameter> &parameters) {
+  using ::pf::Status;
+  std::ifstream in(weights, std::ios::binary | std::ios::ate);
+  if (!in)
+    return Status::error("cannot open " + weights + ": " + std::strerror(errno));
+  const int64_t size = int64_t(in.tellg());
+  if (size != bytes)
+    return Status::error(weights + " has " + std::to_string(size) + " bytes, " + library +
+                         " expects " + std::to_string(bytes));
+  AlignedBytes data(static_cast<char *>(std::aligned_alloc(64, size_t(size + 63) / 64 * 64)),
+                    std::free);
+  if (!data)
+    return Status::error("cannot allocate " + std::to_string(size) + " bytes for " + weights);
+  in.seekg(0);
+  if (size > 0 && !in.read(data.get(), size))
+    return Status::error("cannot read " + weights + ": " + std::strerror(errno));
+  for (const AotParameter &p : parameters)
+    if (p.offset < 0 || p.bytes < 0 || p.offset > size - p.bytes)
+      return Status::error(library + ": parameter '" + p.name + "' lies outside its " +
+                           std::to_string(size) + " bytes of weights");
+  return data;
+}
+
+::pf::Expected<pfrt_context *> createAotContext(const AotModel::Options &options) {
+  pfrt_context_options contextOptions;
+  pfrt_context_options_init(&contextOptions);
+  contextOptions.backend = options.backend;
+  contextOptions.device = options.device;
+  contextOptions.num_threads = options.threads;
+  pfrt_context *context = pfrt_context_create(&contextOptions);
+  if (!context)
+    return ::pf::Status::error(std::string("cannot create the runtime context: ") +
+                               pfrt_last_error(nullptr));
+  if (pfrt_context_set_gemm_precision(context, options.gemmPrecision) != PFRT_OK) {
+    std::string message = std::string("the GEMM precision: ") + pfrt_last_error(context);
+    pfrt_context_destroy(context);
+    return ::pf::Status::error(message);
+  }
+  return context;
+}
+
 ::pf::Expected<std::unique_ptr<AotModel>>
 AotModel::load(const std::string &library, const std::string &weights,
                std::vector<AotParameter> parameters, const Options &options) {
@@ -148,37 +206,16 @@ AotModel::load(const std::string &library, const std::string &weights,
   self.name = library;
   const pf_aot_model &m = *self.model;
 
-  std::ifstream in(weights, std::ios::binary | std::ios::ate);
-  if (!in)
-    return Status::error("cannot open " + weights + ": " + std::strerror(errno));
-  const int64_t size = int64_t(in.tellg());
-  if (size != m.weights_bytes)
-    return Status::error(weights + " has " + std::to_string(size) + " bytes, " + library +
-                         " expects " + std::to_string(m.weights_bytes));
-  self.weightsBytes = size;
-  self.hostWeights.reset(static_cast<char *>(std::aligned_alloc(64, size_t(size + 63) / 64 * 64)));
-  if (!self.hostWeights)
-    return Status::error("cannot allocate " + std::to_string(size) + " bytes for " + weights);
-  in.seekg(0);
-  if (size > 0 && !in.read(self.hostWeights.get(), size))
-    return Status::error("cannot read " + weights + ": " + std::strerror(errno));
-  for (const AotParameter &p : parameters)
-    if (p.offset < 0 || p.bytes < 0 || p.offset > m.weights_bytes - p.bytes)
-      return Status::error(library + ": parameter '" + p.name + "' lies outside its " +
-                           std::to_string(m.weights_bytes) + " bytes of weights");
+  auto read = readAotWeights(weights, m.weights_bytes, library, parameters);
+  if (!read)
+    return read.status();
+  self.hostWeights = read.take();
+  self.weightsBytes = m.weights_bytes;
   self.places = std::move(parameters);
-
-  pfrt_context_options contextOptions;
-  pfrt_context_options_init(&contextOptions);
-  contextOptions.backend = options.backend;
-  contextOptions.device = options.device;
-  contextOptions.num_threads = options.threads;
-  self.context = pfrt_context_create(&contextOptions);
-  if (!self.context)
-    return Status::error(std::string("cannot create the runtime context: ") +
-                         pfrt_last_error(nullptr));
-  if (pfrt_context_set_gemm_precision(self.context, options.gemmPrecision) != PFRT_OK)
-    return self.runtimeError("the GEMM precision");
+  auto context = createAotContext(options);
+  if (!context)
+    return context.status();
+  self.context = *context;
   self.onBackend = options.deviceBuffers || options.backend != PFRT_BACKEND_CPU;
   if (pfrt_arena_create(self.context, m.arena_bytes, &self.arena) != PFRT_OK ||
       pfrt_arena_base(self.arena, &self.arenaBase) != PFRT_OK)

@@ -16,6 +16,7 @@
 using namespace mlir::pf;
 using namespace mlir::pf::train;
 using nlohmann::json;
+using mlir::pf::driver::TensorSpec;
 
 namespace {
 
@@ -138,6 +139,113 @@ RunConfig runOf(const json &j) {
   return r;
 }
 
+json specsJson(const std::vector<TensorSpec> &specs) {
+  json all = json::array();
+  for (const TensorSpec &t : specs)
+    all.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape},
+                   {"zero_fill", t.zeroFill}});
+  return all;
+}
+
+std::vector<TensorSpec> specsOf(const json &j) {
+  std::vector<TensorSpec> specs;
+  for (const json &t : j)
+    specs.push_back({t.at("name").get<std::string>(), t.at("dtype").get<int32_t>(),
+                     t.at("shape").get<std::vector<int64_t>>(), t.at("zero_fill").get<bool>()});
+  return specs;
+}
+
+json programJson(const driver::RankProgramTable &p) {
+  json sums = json::array();
+  for (const driver::ParameterSum &sum : p.parameterSums)
+    sums.push_back({{"name", sum.name}, {"ranks", sum.ranks}});
+  return {{"name", p.name},
+          {"symbol", p.symbol},
+          {"window_step", p.windowStep},
+          {"window_steps", p.windowSteps},
+          {"slots", p.slots},
+          {"comm_groups", p.commGroups},
+          {"arena_bytes", p.arenaBytes},
+          {"live_bytes", p.liveBytes},
+          {"saved_microbatches", p.savedMicrobatches},
+          {"summed_elsewhere", p.summedElsewhere},
+          {"broadcast_here", p.broadcastHere},
+          {"all_reduced", p.allReduced},
+          {"parameter_sums", sums},
+          {"inverse_calls", p.inverseCalls},
+          {"computed_inverses", p.computedInverses}};
+}
+
+driver::RankProgramTable programOf(const json &j) {
+  driver::RankProgramTable p;
+  p.name = j.at("name").get<std::string>();
+  p.symbol = j.at("symbol").get<std::string>();
+  p.windowStep = j.at("window_step").get<int64_t>();
+  p.windowSteps = j.at("window_steps").get<int64_t>();
+  p.slots = j.at("slots").get<int64_t>();
+  p.commGroups = j.at("comm_groups").get<std::vector<std::vector<int64_t>>>();
+  p.arenaBytes = j.at("arena_bytes").get<int64_t>();
+  p.liveBytes = j.at("live_bytes").get<int64_t>();
+  p.savedMicrobatches = j.at("saved_microbatches").get<int64_t>();
+  p.summedElsewhere = j.at("summed_elsewhere").get<std::vector<std::string>>();
+  p.broadcastHere = j.at("broadcast_here").get<std::vector<std::string>>();
+  p.allReduced = j.at("all_reduced").get<std::vector<std::string>>();
+  for (const json &sum : j.at("parameter_sums"))
+    p.parameterSums.push_back(
+        {sum.at("name").get<std::string>(), sum.at("ranks").get<std::vector<int64_t>>()});
+  p.inverseCalls = j.at("inverse_calls").get<std::vector<std::string>>();
+  p.computedInverses = j.at("computed_inverses").get<std::vector<std::string>>();
+  return p;
+}
+
+json rankJson(const ArtifactRank &r) {
+  json entries = json::array();
+  for (const driver::AotStageEntry &e : r.entries)
+    entries.push_back({{"function", e.function},
+                       {"describe", e.describeSymbol},
+                       {"inputs", specsJson(e.inputs)},
+                       {"outputs", specsJson(e.outputs)}});
+  json factors = json::array();
+  for (const driver::ReplicaFactor &f : r.plan.replicaFactors)
+    factors.push_back({{"name", f.name}, {"every", f.every}, {"host_decided", f.hostDecided}});
+  const driver::RankPlan &plan = r.plan;
+  return {{"rank", plan.rank},
+          {"files", modelJson(r.files)},
+          {"entries", entries},
+          {"plan",
+           {{"microbatches", plan.microbatches},
+            {"stages", plan.stages},
+            {"blocks", plan.blocks},
+            {"functions", plan.functions},
+            {"pending", plan.pending},
+            {"replica_factors", factors},
+            {"unreported_inverses", plan.unreportedInverses},
+            {"program", programJson(plan.program)}}}};
+}
+
+ArtifactRank rankOf(const json &j, int32_t ranks) {
+  ArtifactRank r;
+  r.files = modelOf(j.at("files"));
+  for (const json &e : j.at("entries"))
+    r.entries.push_back({e.at("function").get<std::string>(), e.at("describe").get<std::string>(),
+                         specsOf(e.at("inputs")), specsOf(e.at("outputs"))});
+  const json &plan = j.at("plan");
+  driver::RankPlan &p = r.plan;
+  p.rank = j.at("rank").get<int32_t>();
+  p.ranks = ranks;
+  p.microbatches = plan.at("microbatches").get<int64_t>();
+  p.stages = plan.at("stages").get<std::vector<int64_t>>();
+  p.blocks = plan.at("blocks").get<std::vector<int64_t>>();
+  p.functions = plan.at("functions").get<std::vector<std::string>>();
+  p.pending = plan.at("pending").get<std::vector<std::string>>();
+  for (const json &f : plan.at("replica_factors"))
+    p.replicaFactors.push_back({f.at("name").get<std::string>(), f.at("every").get<int64_t>(),
+                                f.at("host_decided").get<bool>()});
+  p.unreportedInverses = plan.at("unreported_inverses").get<std::vector<std::string>>();
+  p.program = programOf(plan.at("program"));
+  return r;
+}
+
 json layersJson(const std::vector<KfacModelLayer> &layers) {
   json all = json::array();
   for (const KfacModelLayer &l : layers)
@@ -208,19 +316,33 @@ std::string train::manifestText(const TrainingArtifact &a) {
                    {"runtime_abi", a.runtimeAbi},
                    {"model", {{"file", a.modelFile}, {"sha256", a.modelSha256}}},
                    {"command", a.command},
-                   {"ranks", 1},
+                   {"ranks", a.ranks},
                    {"batch", a.batch},
                    {"sequence", a.sequence},
                    {"optimizer", a.optimizer},
                    {"run", runJson(a.run)},
                    {"onnx_names", a.onnxNames},
                    {"kfac_layers", layersJson(a.kfacLayers)},
-                   {"step", modelJson(a.step)},
                    {"evaluation", modelJson(a.evaluation)}};
+  if (a.ranks == 1) {
+    manifest["step"] = modelJson(a.step);
+  } else {
+    const ArtifactPipeline &p = a.pipeline;
+    manifest["pipeline"] = {{"spec", p.spec},
+                            {"schedule", p.schedule},
+                            {"microbatches", p.microbatches},
+                            {"overlap", p.overlap},
+                            {"ignore_index", p.ignoreIndex}};
+    json ranks = json::array();
+    for (const ArtifactRank &r : a.rankPrograms)
+      ranks.push_back(rankJson(r));
+    manifest["rank_programs"] = ranks;
+  }
   return manifest.dump(2) + "\n";
 }
 
-::pf::Expected<TrainingArtifact> train::readArtifact(const std::string &directory) {
+::pf::Expected<TrainingArtifact> train::readArtifact(const std::string &directory, int rank,
+                                                     bool checkFiles) {
   using ::pf::Status;
   const std::string path = directory + "/" + kArtifactManifest;
   std::ifstream in(path);
@@ -248,9 +370,9 @@ std::string train::manifestText(const TrainingArtifact &a) {
                            std::to_string(a.runtimeAbi) + "; this trainer's runtime is ABI " +
                            std::to_string(pfrt_version()) +
                            " (compile it again with this pf-train)");
-    if (int64_t ranks = manifest.at("ranks").get<int64_t>(); ranks != 1)
-      return Status::error(directory + " is compiled for " + std::to_string(ranks) +
-                           " ranks; this trainer runs single-process artifacts");
+    a.ranks = manifest.at("ranks").get<int32_t>();
+    if (a.ranks < 1)
+      return Status::error(path + ": " + std::to_string(a.ranks) + " ranks");
     a.modelFile = manifest.at("model").at("file").get<std::string>();
     a.modelSha256 = manifest.at("model").at("sha256").get<std::string>();
     a.command = manifest.at("command").get<std::vector<std::string>>();
@@ -260,19 +382,45 @@ std::string train::manifestText(const TrainingArtifact &a) {
     a.run = runOf(manifest.at("run"));
     a.onnxNames = manifest.at("onnx_names").get<std::map<std::string, std::string>>();
     a.kfacLayers = layersOf(manifest.at("kfac_layers"));
-    a.step = modelOf(manifest.at("step"));
     a.evaluation = modelOf(manifest.at("evaluation"));
+    if (a.ranks == 1) {
+      a.step = modelOf(manifest.at("step"));
+    } else {
+      const json &p = manifest.at("pipeline");
+      a.pipeline.spec = p.at("spec").get<std::string>();
+      a.pipeline.schedule = p.at("schedule").get<std::string>();
+      a.pipeline.microbatches = p.at("microbatches").get<int64_t>();
+      a.pipeline.overlap = p.at("overlap").get<bool>();
+      a.pipeline.ignoreIndex = p.at("ignore_index").get<int64_t>();
+      for (const json &r : manifest.at("rank_programs"))
+        a.rankPrograms.push_back(rankOf(r, a.ranks));
+      if (int64_t(a.rankPrograms.size()) != a.ranks)
+        return Status::error(path + ": " + std::to_string(a.rankPrograms.size()) +
+                             " rank programs for " + std::to_string(a.ranks) + " ranks");
+      for (int32_t r = 0; r < a.ranks; ++r)
+        if (a.rankPrograms[size_t(r)].plan.rank != r)
+          return Status::error(path + ": rank program " + std::to_string(r) + " is rank " +
+                               std::to_string(a.rankPrograms[size_t(r)].plan.rank) + "'s");
+    }
   } catch (const json::exception &e) {
     return Status::error(path + ": " + e.what());
   }
   a.run.batch = int(a.batch);
+  if (!checkFiles)
+    return a;
   // A missing, truncated or changed file: before anything is loaded.
   struct File {
     const std::string &name;
     int64_t bytes;
     const std::string &sha256;
   };
-  for (const ArtifactModel *model : {&a.step, &a.evaluation})
+  std::vector<const ArtifactModel *> checked{&a.evaluation};
+  if (a.ranks == 1)
+    checked.push_back(&a.step);
+  for (const ArtifactRank &r : a.rankPrograms)
+    if (rank < 0 || r.plan.rank == rank)
+      checked.push_back(&r.files);
+  for (const ArtifactModel *model : checked)
     for (const File &expected :
          {File{model->library, model->libraryBytes, model->librarySha256},
           File{model->weights, model->weightsBytes, model->weightsSha256}}) {

@@ -1,12 +1,14 @@
 //===- ArtifactTraining.cpp - Training from an artifact -------------------===//
 #include "pf/Train/ArtifactTraining.h"
 
+#include "pf/RankRuntime/AotStagePrograms.h"
 #include "pf/Runtime/pfrt.h"
 #include "pf/Support/AotModel.h"
 #include "pf/Support/OutputFiles.h"
 #include "pf/Support/StopSignals.h"
 #include "pf/Train/Artifact.h"
 #include "pf/Train/Evaluation.h"
+#include "pf/Train/RankStep.h"
 #include "pf/Train/SingleModelStep.h"
 
 #include <chrono>
@@ -167,6 +169,171 @@ loadModel(const std::string &directory, const ArtifactModel &described,
   return loaded;
 }
 
+/// One rank of a pipelined artifact: its library's stage functions and
+/// program, run by the rank runner; rank 0 evaluates with the artifact's
+/// evaluation model.
+class ArtifactRankStep final : public RankStep {
+public:
+  ArtifactRankStep(TrainingRun &run, const RankJob &job,
+                   const TrainingArtifact &artifact, const std::string &directory,
+                   const drv::AotModel::Options &modelOptions, double loadSeconds)
+      : RankStep(run, job), artifact(artifact), directory(directory),
+        modelOptions(modelOptions), loadSeconds(loadSeconds) {}
+
+  void printStart() override {
+    if (job.rank != 0)
+      return;
+    std::printf("training %s (%s): pipeline of %d ranks, %s schedule, %lld micro-batches, batch "
+                "%lld x %lld, optimizer %s%s, programs loaded in %.2f s\n",
+                directory.c_str(), artifact.modelFile.c_str(), artifact.ranks,
+                artifact.pipeline.schedule.c_str(), (long long)artifact.pipeline.microbatches,
+                (long long)artifact.batch, (long long)artifact.sequence,
+                artifact.optimizer.c_str(), artifact.run.step.kfac ? " + K-FAC" : "",
+                loadSeconds);
+    std::fflush(stdout);
+  }
+  ::pf::Expected<drv::Model *> evaluationModel() override {
+    // Rank 0 evaluates with the single-process evaluation model.
+    if (job.rank != 0)
+      return static_cast<drv::Model *>(nullptr);
+    if (!evalModel) {
+      auto loaded = loadModel(directory, artifact.evaluation, modelOptions);
+      if (!loaded)
+        return loaded.status();
+      evalModel = loaded.take();
+    }
+    return static_cast<drv::Model *>(evalModel.get());
+  }
+
+private:
+  const TrainingArtifact &artifact;
+  const std::string directory;
+  const drv::AotModel::Options modelOptions;
+  const double loadSeconds;
+  std::unique_ptr<drv::AotModel> evalModel;
+};
+
+/// The run as compiled, then the command line's run options, checked.
+::pf::Expected<RunConfig> runConfigOf(const TrainerOptions &options,
+                                      const TrainingArtifact &artifact) {
+  RunConfig config = artifact.run;
+  config.corpusFile = options.corpusFile;
+  for (const auto &[name, value] : options.runOptions) {
+    auto option = runOptionTable().find(name);
+    if (option == runOptionTable().end())
+      return Status::error("--" + name + " is no run option of pf-trainer");
+    if (auto status = option->second.set(config, value); !status.ok())
+      return Status::error("--" + name + ": " + status.message());
+  }
+  config.device = options.device;
+  config.deviceBuffers = options.deviceBuffers;
+  if (auto status = checkRunOptions(config); !status.ok())
+    return status;
+  return config;
+}
+
+/// The corpus, checked against the artifact, with the evaluation's rows
+/// held out; before it, no output over an input (`artifactFiles`).
+::pf::Expected<Corpus> corpusFor(RunConfig &config, const TrainerOptions &options,
+                                 const TrainingArtifact &artifact,
+                                 const std::vector<const ArtifactModel *> &artifactFiles) {
+  std::vector<::pf::NamedPath> inputs = {{"--corpus", config.corpusFile}};
+  for (const ArtifactModel *model : artifactFiles)
+    for (const std::string &file : {model->library, model->weights})
+      inputs.push_back({"the artifact", options.artifact + "/" + file});
+  if (std::string err = ::pf::checkOutputFiles({{"--checkpoint", config.checkpointFile}}, inputs);
+      !err.empty())
+    return Status::error(err);
+  auto corpus = loadCorpus(config.corpusFile);
+  if (!corpus)
+    return corpus.status();
+  if (corpus->seqLen != artifact.sequence)
+    return Status::error(config.corpusFile + ": its sequences have " +
+                         std::to_string(corpus->seqLen) + " tokens; " + options.artifact +
+                         " was compiled for " + std::to_string(artifact.sequence) +
+                         " (compile it again with this --corpus)");
+  if (auto status = holdOutEvaluationRows(config, *corpus); !status.ok())
+    return status;
+  return corpus;
+}
+
+/// Under mpirun: this rank's program of a pipelined artifact.
+int trainOnRanks(const TrainerOptions &options) {
+  RankJob job;
+  job.tool = kTool;
+  if (Status s = job.start(); !s.ok())
+    return fail(s.message());
+  // Only this rank's files are hashed; every rank must hold the same
+  // manifest, or their programs would not meet (a hang).
+  auto artifact = readArtifact(options.artifact, job.rank);
+  if (!artifact)
+    return job.fail(artifact.error());
+  Digest manifest;
+  manifest.addFile(options.artifact + "/" + kArtifactManifest);
+  if (Status s = checkSameOnEveryRank(job, manifest.h,
+                                      "were started with another artifact than rank 0 (the "
+                                      "digests of " + options.artifact + "/" +
+                                          kArtifactManifest + " differ)",
+                                      "give every rank the same artifact");
+      !s.ok())
+    return job.fail(s.message());
+  if (artifact->ranks != job.size)
+    return job.fail(options.artifact + " is compiled for " + std::to_string(artifact->ranks) +
+                    " ranks but the job has " + std::to_string(job.size) +
+                    ": start it with mpirun -np " + std::to_string(artifact->ranks));
+  const ArtifactRank &mine = artifact->rankPrograms[size_t(job.rank)];
+  auto configured = runConfigOf(options, *artifact);
+  if (!configured)
+    return job.fail(configured.error());
+  RunConfig config = configured.take();
+  auto corpus = corpusFor(config, options, *artifact, {&mine.files, &artifact->evaluation});
+  if (!corpus)
+    return job.fail(corpus.error());
+  if (Status s = chooseRankDevice(config, job); !s.ok())
+    return job.fail(s.message());
+  if (!config.resumeFile.empty())
+    if (Status s = checkSameResume(job, config.resumeFile); !s.ok())
+      return job.fail(s.message());
+
+  auto start = std::chrono::steady_clock::now();
+  drv::AotModel::Options modelOptions;
+  modelOptions.backend = job.backend;
+  modelOptions.device = job.device;
+  modelOptions.threads = config.threads;
+  modelOptions.gemmPrecision = options.gemmPrecision;
+  modelOptions.deviceBuffers = job.onBackendMemory;
+  const std::string library = options.artifact + "/" + mine.files.library;
+  auto stages = drv::loadAotStagePrograms(library, options.artifact + "/" + mine.files.weights,
+                                          mine.entries, mine.files.parameters,
+                                          mine.files.fingerprint, modelOptions);
+  if (!stages)
+    return job.fail(stages.error());
+  auto program = drv::loadRankProgram(library, mine.plan.program.symbol);
+  if (!program)
+    return job.fail(program.error());
+  drv::RankRunner::Options runnerOptions;
+  runnerOptions.ignoreIndex = artifact->pipeline.ignoreIndex;
+  runnerOptions.transferBackend = job.transferBackend;
+  auto runner = drv::RankRunner::create(mine.plan, *program, stages.take(), job.ctx, job.world,
+                                        runnerOptions);
+  if (!runner)
+    return job.fail(runner.error());
+  double loadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  int code = 1;
+  {
+    TrainingRun run(config, corpus.take());
+    run.checkpoints.onnxNameEntries = artifact->onnxNames;
+    ArtifactRankStep step(run, job, *artifact, options.artifact, modelOptions, loadSeconds);
+    step.adoptRunner(**runner);
+    code = runTrainingLoop(run, step);
+  }
+  if (code != 0 && code != 130)
+    return code; // aborted the job already
+  return job.end(code);
+}
+
 } // namespace
 
 const std::map<std::string, std::string> &train::trainerRunOptions() {
@@ -180,45 +347,33 @@ const std::map<std::string, std::string> &train::trainerRunOptions() {
 }
 
 int train::trainFromArtifact(const TrainerOptions &options) {
-  if (int ranks = launcherRanks(); ranks > 1)
-    return fail("started as one of " + std::to_string(ranks) +
-                " MPI ranks: a single-process artifact would train alone on each and write the "
-                "same outputs; start one process (pipelined artifacts are not built yet)");
+  if (int ranks = launcherRanks(); ranks > 1) {
+    // What the artifact is for, before MPI starts: its files are checked
+    // by each rank, its own.
+    auto manifest = readArtifact(options.artifact, -1, /*checkFiles=*/false);
+    if (!manifest)
+      return fail(manifest.error());
+    if (manifest->ranks == 1)
+      return fail("started as one of " + std::to_string(ranks) + " MPI ranks: " +
+                  options.artifact +
+                  " is a single-process artifact, which would train alone on each rank and "
+                  "write the same outputs; start one process");
+    return trainOnRanks(options);
+  }
   auto artifact = readArtifact(options.artifact);
   if (!artifact)
     return fail(artifact.error());
-  // The run as compiled, then the command line's run options.
-  RunConfig config = artifact->run;
-  config.corpusFile = options.corpusFile;
-  for (const auto &[name, value] : options.runOptions) {
-    auto option = runOptionTable().find(name);
-    if (option == runOptionTable().end())
-      return fail("--" + name + " is no run option of pf-trainer");
-    if (auto status = option->second.set(config, value); !status.ok())
-      return fail("--" + name + ": " + status.message());
-  }
-  config.device = options.device;
-  config.deviceBuffers = options.deviceBuffers;
-  if (auto status = checkRunOptions(config); !status.ok())
-    return fail(status.message());
-  // Before any long work: no output over an input, destinations writable.
-  std::vector<::pf::NamedPath> inputs = {{"--corpus", config.corpusFile}};
-  for (const ArtifactModel *model : {&artifact->step, &artifact->evaluation})
-    for (const std::string &file : {model->library, model->weights})
-      inputs.push_back({"the artifact", options.artifact + "/" + file});
-  if (std::string err = ::pf::checkOutputFiles({{"--checkpoint", config.checkpointFile}}, inputs);
-      !err.empty())
-    return fail(err);
-  auto corpus = loadCorpus(config.corpusFile);
+  if (artifact->ranks > 1)
+    return fail(options.artifact + " is compiled for a pipeline of " +
+                std::to_string(artifact->ranks) + " ranks: start it with mpirun -np " +
+                std::to_string(artifact->ranks) + " pf-trainer " + options.artifact + " ...");
+  auto configured = runConfigOf(options, *artifact);
+  if (!configured)
+    return fail(configured.error());
+  RunConfig config = configured.take();
+  auto corpus = corpusFor(config, options, *artifact, {&artifact->step, &artifact->evaluation});
   if (!corpus)
     return fail(corpus.error());
-  if (corpus->seqLen != artifact->sequence)
-    return fail(config.corpusFile + ": its sequences have " + std::to_string(corpus->seqLen) +
-                " tokens; " + options.artifact + " was compiled for " +
-                std::to_string(artifact->sequence) +
-                " (compile it again with this --corpus)");
-  if (auto status = holdOutEvaluationRows(config, *corpus); !status.ok())
-    return fail(status.message());
 
   auto start = std::chrono::steady_clock::now();
   drv::AotModel::Options modelOptions;

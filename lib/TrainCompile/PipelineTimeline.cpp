@@ -1,5 +1,6 @@
 //===- PipelineTimeline.cpp - A pipelined run's measured timeline ---------===//
 #include "PipelineTimeline.h"
+#include "StepBuilding.h"
 
 #include "pf/Dialect/PF/IR/PFOps.h"
 #include "pf/Runtime/pfrt.h"
@@ -30,12 +31,12 @@ llvm::Error train::gatherTimeline(const RankJob &job, drv::RankRunner &runner,
     t[5 * i + 3] = op.start, t[5 * i + 4] = op.end;
   }
   if (job.rank != 0)
-    return drv::sendValues(job.ctx, job.world, {{"timeline", table}}, 0);
+    return toError(drv::sendValues(job.ctx, job.world, {{"timeline", table}}, 0));
   byRank.assign(job.size, {});
   byRank[0] = ops;
   for (int32_t from = 1; from < job.size; ++from) {
     std::map<std::string, drv::NpyArray> theirs;
-    if (auto err = drv::receiveValues(job.ctx, job.world, from, theirs))
+    if (auto err = toError(drv::receiveValues(job.ctx, job.world, from, theirs)))
       return err;
     const drv::NpyArray &rows = theirs["timeline"];
     const double *v = reinterpret_cast<const double *>(rows.data.data());

@@ -9,7 +9,7 @@
 #define PF_TRAIN_PIPELINETIMELINE_H
 
 #include "pf/PipelineRuntime/MeasuredTimeline.h"
-#include "RankJob.h"
+#include "pf/Train/RankStep.h"
 
 #include "pf/PipelineRuntime/RankExecutor.h"
 #include "pf/Train/Schedules.h"

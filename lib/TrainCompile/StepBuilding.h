@@ -14,6 +14,7 @@
 #include "pf/Train/DampingAdaptation.h"
 #include "pf/TrainCompile/TrainConfig.h"
 #include "pf/Transforms/Graph/Passes.h"
+#include "pf/Transforms/Pipeline/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -23,6 +24,7 @@
 #include "llvm/Support/Error.h"
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -43,6 +45,20 @@ void useDevice(const TrainConfig &config, driver::CompiledModel::Options &option
 OwningOpRef<ModuleOp> importStepModel(const TrainConfig &config, int64_t rows, int64_t sequence,
                                       std::unique_ptr<MLIRContext> &context,
                                       std::unique_ptr<ScopedDiagnosticHandler> &diagnostics);
+
+/// Parses and checks --pipeline and what it rules out, and prepares the
+/// damping schedule of a pipelined run (its `stages` stays 0 unless given:
+/// the job's size). std::nullopt after printing why.
+std::optional<PipelineRunOptions> preparePipeline(TrainConfig &config);
+
+/// The pipelined training step of `config.modelFile`: imported, the graph
+/// optimized, the stages, K-FAC work and rank programs built for
+/// `pipeline` (the step's gradients stay in the programs). Null after the
+/// diagnostics.
+OwningOpRef<ModuleOp>
+buildPipelinedStepModule(const TrainConfig &config, const PipelineRunOptions &pipeline,
+                         int64_t seqLen, std::unique_ptr<MLIRContext> &context,
+                         std::unique_ptr<ScopedDiagnosticHandler> &diagnostics);
 
 /// The training step of config.training for sequences of `seqLen` tokens
 /// (pf IR after the pf-training pipeline; --emit-step writes it), in a new

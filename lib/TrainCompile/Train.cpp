@@ -84,7 +84,16 @@ int train::train(TrainConfig &config, int argc, char **argv) {
       return printError(llvm::toString(std::move(err)));
   if (auto err = prepareIntervalSchedule(config))
     return printError(llvm::toString(std::move(err)));
-  config.fixStepFacts();
+  // The step's facts, once: a pipelined run's damping schedule depends on
+  // its --pipeline (preparePipeline), and the run reads them from here on.
+  std::optional<PipelineRunOptions> pipeline;
+  if (pipelined) {
+    pipeline = preparePipeline(config);
+    if (!pipeline)
+      return 1; // printed why
+  } else {
+    config.fixStepFacts();
+  }
   if (pipelined) {
     if (training.kfac && config.dampingSchedule == DampingSchedule::Adaptive)
       return printError("--kfac-damping-schedule adaptive is single-process K-FAC for now: its "
@@ -115,10 +124,10 @@ int train::train(TrainConfig &config, int argc, char **argv) {
                         "none)");
   }
   if (config.compileOnly)
-    return writeTrainingArtifact(config, *corpus, argc, argv);
+    return writeTrainingArtifact(config, pipeline ? &*pipeline : nullptr, *corpus, argc, argv);
   TrainingRun run(config, std::move(*corpus));
   if (pipelined)
-    return trainPipelined(config, run, argc, argv);
+    return trainPipelined(config, *pipeline, run, argc, argv);
   std::unique_ptr<TrainingStep> step = createSingleProcessStep(config, run);
   if (!step)
     return 1; // printed already

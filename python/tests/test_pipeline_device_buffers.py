@@ -21,11 +21,8 @@ hang fails the test instead of blocking. Both sides run with --num-threads 1.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import subprocess
 
 import numpy as np
 import pytest
@@ -37,6 +34,7 @@ from pipefisher.tools import tool
 from pipeline_support import assert_same_checkpoint as _assert_same_checkpoint
 from pipeline_support import load_npz as _load
 from pipeline_support import losses as _losses
+from pipeline_support import run_job as _run
 
 MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun not found")
@@ -57,21 +55,6 @@ def setup(tmp_path_factory):
 def _train_cmd(setup, *args):
     return [tool("pf-train"), setup / "tiny.onnx", "--corpus", setup / "corpus.npz",
             "--batch", "8", "--num-threads", "1", *args]
-
-
-def _run(cmd, timeout=180, check=True):
-    # Its own session, so that on a timeout mpirun and its ranks end together.
-    proc = subprocess.Popen([str(a) for a in cmd], text=True, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"timed out after {timeout} s (a hang?): {' '.join(map(str, cmd))}")
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{out}\n{err}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _pipeline(setup, spec, *args, **kwargs):

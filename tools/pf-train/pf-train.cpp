@@ -165,7 +165,9 @@ Flags::Flags(train::TrainConfig &config)
       compileOnly("compile-only",
                   cl::desc("Compile the training step and its evaluation ahead of time into "
                            "--artifact DIR and stop; pf-trainer DIR --corpus C trains from it "
-                           "without MLIR or LLVM (docs/artifacts.md)"),
+                           "without MLIR or LLVM (docs/artifacts.md). With --pipeline "
+                           "\"stages=D ... kfac=step\": one library per rank, trained by "
+                           "mpirun -np D pf-trainer DIR"),
                   cl::location(config.compileOnly), cl::cat(category)),
       artifactDir("artifact",
                   cl::desc("With --compile-only: the folder of the training artifact "

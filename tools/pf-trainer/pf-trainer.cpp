@@ -25,18 +25,23 @@ namespace {
 void printHelp() {
   std::string text =
       "usage: pf-trainer DIR --corpus CORPUS.npz [options]\n"
+      "       mpirun -np D pf-trainer DIR --corpus CORPUS.npz [options]   (a pipeline)\n"
       "\n"
       "Trains from the training artifact DIR (pf-train MODEL --corpus C ... --compile-only\n"
       "--artifact DIR) with pf-train's loop: progress lines, evaluation, checkpoints and\n"
       "resume, SIGINT/SIGTERM (a checkpoint, then exit status 130). Options compiled into\n"
       "the step (--batch, --optimizer, --kfac, ...) are the artifact's; the run options\n"
-      "below default to the values it was compiled with.\n"
+      "below default to the values it was compiled with. An artifact compiled with\n"
+      "--pipeline \"stages=D ...\" runs as D MPI ranks, each loading its own library\n"
+      "(on CUDA: GPU i for the i-th rank of a host; stage values over NCCL when every\n"
+      "rank has a GPU of its own, else over MPI staged through host memory).\n"
       "\n"
       "  --corpus FILE             token corpus (.npz from python -m pipefisher.corpus),\n"
       "                            of the sequence length the artifact was compiled for\n"
       "  --device cpu|cuda         runtime backend (default cpu)\n"
       "  --gemm-precision P        fp32 (default), tf32 or bf16: the model GEMMs'\n"
-      "                            multiplies on a GPU\n";
+      "                            multiplies on a GPU\n"
+      "  --device-buffers          the CUDA path's buffers on the CPU backend (a check)\n";
   // Each run option's help after its flag, wrapped at 88 columns.
   for (const auto &[name, help] : train::trainerRunOptions()) {
     std::string line = "  --" + name + " V";

@@ -27,6 +27,7 @@ namespace mlir {
 class ExecutionEngine;
 class MLIRContext;
 class ModuleOp;
+class Operation;
 } // namespace mlir
 struct pfrt_context;
 
@@ -42,17 +43,13 @@ void initializeJit(mlir::MLIRContext *ctx);
 /// the process's global symbol scope (a host that loads the C API library
 /// with dlopen(RTLD_LOCAL), as Python loads extension modules).
 void registerRuntimeKernels(mlir::ExecutionEngine &engine);
+/// Clones the pf.rank_program ops `programs` into `into` and lowers them to
+/// the LLVM dialect (pf-lower-rank-programs{overlap}, then the standard
+/// lowering): the one lowering of pf-train's JIT-compiled rank programs and
+/// of an artifact's rank libraries. Each becomes pf_<program>.
+llvm::Error lowerRankPrograms(mlir::ModuleOp into, llvm::ArrayRef<mlir::Operation *> programs,
+                              bool overlapTransfers);
 } // namespace detail
-
-struct TensorSpec {
-  std::string name;
-  int32_t dtype = 0;
-  std::vector<int64_t> shape;
-  /// Outputs: the program may leave part of it unwritten (an op that writes
-  /// in place or under a condition), so every run starts it from zeros. The
-  /// others are written whole and their buffers are not cleared first.
-  bool zeroFill = false;
-};
 
 /// A caller-owned tensor: a contiguous row-major buffer with the name, dtype
 /// and shape of one of a model's inputs or outputs (the C API's descriptors).
@@ -190,6 +187,25 @@ private:
                            CompiledModel &model);
 };
 
+/// What CompiledProgram::writeRankLibrary wrote: one shared library per
+/// pipeline rank with a pf_aot.h description per stage function and the
+/// rank's lowered programs, and the one weights file all its entries bind.
+struct RankLibrary {
+  uint64_t fingerprint = 0;     ///< one per library, in every entry's description
+  int64_t weightsBytes = 0;     ///< the one weights file every entry binds
+  struct Entry {
+    std::string function;       ///< stage function name, e.g. "stage0_forward"
+    std::string describeSymbol; ///< exported: const pf_aot_model *<symbol>(void)
+    std::vector<TensorSpec> inputs, outputs;
+    int64_t arenaBytes = 0;
+  };
+  std::vector<Entry> entries;   ///< in `functions` order
+  /// Every parameter once (sorted by name), its place in the shared weights.
+  std::vector<AotParameter> parameters;
+  /// The exported lowered rank programs: "pf_" + the pf.rank_program's sym name.
+  std::vector<std::string> programs;
+};
+
 /// Several functions of one module compiled into one JIT engine, for a host
 /// that runs them in any order (the stage functions of a pipeline rank).
 /// Each function `f` is lowered with `pf-lower-to-runtime{function=f
@@ -215,6 +231,22 @@ public:
   };
   static llvm::Expected<std::unique_ptr<CompiledProgram>> compile(mlir::ModuleOp module,
                                                                   const Options &options);
+
+  /// Ahead-of-time mode of a pipeline rank: writes the shared library
+  /// `library` holding every function of `functions`, each lowered as
+  /// compile() lowers it and described as writeAotLibrary describes its
+  /// model, exported as pf_aot_model_describe__<function>() (pf_aot.h), and
+  /// the pf.rank_program ops `programs` lowered as the rank executor lowers
+  /// them (`overlapTransfers`: its Options::overlapTransfers), exported as
+  /// pf_<program>. Their pfrt_rank_* and pfrt_comm_* calls, like the
+  /// kernels, stay undefined: the executable that loads the library
+  /// defines them. `weights` holds every parameter once and each entry's
+  /// constants; every description binds it whole. Linked by $CC (else cc);
+  /// both files are replaced together or not at all.
+  static llvm::Expected<RankLibrary>
+  writeRankLibrary(mlir::ModuleOp module, const std::vector<std::string> &functions,
+                   const std::vector<mlir::Operation *> &programs, bool overlapTransfers,
+                   const std::string &library, const std::string &weights);
 
   /// The compiled functions, in Options::functions order.
   const std::vector<std::string> &entries() const { return entryNames; }

@@ -12,6 +12,7 @@
 #define PF_DRIVER_STAGEPROGRAM_H
 
 #include "pf/Driver/Runner.h"
+#include "pf/RankRuntime/StageCalls.h"
 
 namespace mlir::pf::driver {
 
@@ -40,40 +41,6 @@ struct StageRunStats {
 
 /// Shared with the MPI executor (RankExecutor.h): the pieces of one stage
 /// call and of the combination over micro-batches.
-
-/// A stage value (`act/*`, `saved/*`, `grad_act/*`, `wsaved/*` from a
-/// backward_input to its backward_weight, `kfac_in/*` from a pass to its K-FAC
-/// factor calls), handed between calls;
-/// any other argument name is a graph input.
-bool isStageValue(llvm::StringRef name);
-
-/// Per-call scalars of a K-FAC step's stage functions (pf-split-stages with
-/// pf-insert-kfac): the call's micro-batch index and the micro-batch's loss
-/// count (its labels other than the ignore index), both i64, made by the host.
-inline constexpr const char *kMicrobatchInput = "microbatch";
-inline constexpr const char *kLossCountInput = "loss_count";
-/// pf-build-rank-programs' `stage<s>_accumulate` also takes Σ c_m (1 when 0).
-inline constexpr const char *kLossTotalInput = "loss_total";
-
-/// A 0-d int64 array.
-NpyArray scalarI64(int64_t value);
-
-/// The inputs `function` of `program` takes: stage values from `handed`
-/// (left out unless `withStageValues`: a caller binding them itself),
-/// graph inputs from `graph` sliced to rows [m·r, (m+1)·r) of dimension 0
-/// (r: the function's rows; `graph` holds `microbatches` × r), and the
-/// per-call scalars `microbatch` (m) and `loss_count` (c_m, from `labels`).
-llvm::Expected<std::map<std::string, NpyArray>>
-stageCallInputs(CompiledProgram &program, const std::string &function,
-                const std::map<std::string, NpyArray> &graph,
-                const std::map<std::string, NpyArray> &handed, int64_t m, int64_t microbatches,
-                int64_t ignoreIndex = -100, bool withStageValues = true);
-
-/// c_m for m = 0..microbatches-1: the labels of micro-batch m (rows of the
-/// `labels` input) not equal to `ignoreIndex`.
-llvm::Expected<std::vector<int64_t>>
-microbatchTokenCounts(const std::map<std::string, NpyArray> &graph, int64_t microbatches,
-                      int64_t ignoreIndex);
 
 /// Σ_m c_m·x_m / Σ_m c_m in micro-batch order, each product rounded before
 /// the sum (pf-split-microbatches' weighted sum); Σ c_m = 0 counts as 1.

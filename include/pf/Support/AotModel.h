@@ -53,6 +53,15 @@ struct AotLibraryHandle {
   const pf_aot_model *model = nullptr;
 };
 ::pf::Expected<AotLibraryHandle> openAotLibrary(const std::string &path);
+/// The steps of openAotLibrary, for a library of several entries (an
+/// artifact's rank library): `path` checked whole and loaded (it stays
+/// loaded), then the checked description its exported `symbol` returns.
+::pf::Expected<void *> loadAotLibrary(const std::string &path);
+::pf::Expected<const pf_aot_model *> describeAotEntry(void *library, const std::string &path,
+                                                      const std::string &symbol);
+
+/// 64-byte aligned bytes (a model's weights).
+using AlignedBytes = std::unique_ptr<char, void (*)(void *)>;
 
 class AotModel final : public Model {
 public:
@@ -91,7 +100,7 @@ private:
   /// The weights, bound in place on the host: 64-byte aligned, as the
   /// weights file's offsets are (its tensors keep the alignment the kernels
   /// and the JIT-compiled model's buffers have).
-  std::unique_ptr<char, void (*)(void *)> hostWeights{nullptr, std::free};
+  AlignedBytes hostWeights{nullptr, std::free};
   int64_t weightsBytes = 0;
   void *backendWeights = nullptr;
   pfrt_arena *arena = nullptr;
@@ -100,6 +109,15 @@ private:
   std::vector<AotParameter> places;
   std::vector<pfrt_tensor> table;
 };
+
+/// `weights` read whole into 64-byte aligned host memory, checked to be
+/// `bytes` long (what `library` binds) and to hold every parameter place.
+::pf::Expected<AlignedBytes> readAotWeights(const std::string &weights, int64_t bytes,
+                                            const std::string &library,
+                                            const std::vector<AotParameter> &parameters);
+/// The runtime context a model loaded ahead of time runs on (`options`'
+/// backend, device, threads and GEMM precision).
+::pf::Expected<pfrt_context *> createAotContext(const AotModel::Options &options);
 
 } // namespace mlir::pf::driver
 

@@ -29,6 +29,17 @@ struct ModelParameter {
   int64_t bytes = 0;
 };
 
+/// A named input or output of a compiled function.
+struct TensorSpec {
+  std::string name;
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+  /// Outputs: the program may leave part of it unwritten (an op that writes
+  /// in place or under a condition), so every run starts it from zeros. The
+  /// others are written whole and their buffers are not cleared first.
+  bool zeroFill = false;
+};
+
 /// Named host arrays: a function's inputs or outputs.
 using NamedArrays = std::map<std::string, NpyArray>;
 

@@ -12,6 +12,8 @@
 #ifndef PF_TRAIN_ARTIFACT_H
 #define PF_TRAIN_ARTIFACT_H
 
+#include "pf/RankRuntime/AotStagePrograms.h"
+#include "pf/RankRuntime/RankPlan.h"
 #include "pf/Support/AotModel.h"
 #include "pf/Support/Status.h"
 #include "pf/Train/DampingAdaptation.h"
@@ -39,6 +41,24 @@ struct ArtifactModel {
   std::vector<driver::AotParameter> parameters;
 };
 
+/// One rank of a pipelined artifact: its library (the stage functions it
+/// calls, each an entry, and its lowered program) with the weights every
+/// entry binds, and what the rank runner must know of its program.
+struct ArtifactRank {
+  ArtifactModel files;
+  std::vector<driver::AotStageEntry> entries;
+  driver::RankPlan plan;
+};
+
+/// How a pipelined artifact's programs were built (--pipeline).
+struct ArtifactPipeline {
+  std::string spec;     ///< --pipeline as given
+  std::string schedule; ///< its schedule's name
+  int64_t microbatches = 1;
+  bool overlap = true;
+  int64_t ignoreIndex = -100; ///< the loss' ignored label (the micro-batch weights)
+};
+
 struct TrainingArtifact {
   int64_t formatVersion = kArtifactFormatVersion;
   int32_t runtimeAbi = 0; ///< PFRT_ABI_VERSION of the compiler's runtime
@@ -56,7 +76,12 @@ struct TrainingArtifact {
   std::map<std::string, std::string> onnxNames;
   /// The step's K-FAC layers (the adaptive damping's quadratic model).
   std::vector<KfacModelLayer> kfacLayers;
-  ArtifactModel step, evaluation;
+  /// The single-process step (ranks = 1), or one library per rank.
+  int32_t ranks = 1;
+  ArtifactModel step;
+  ArtifactPipeline pipeline;
+  std::vector<ArtifactRank> rankPrograms;
+  ArtifactModel evaluation;
 };
 
 /// manifest.json's text.
@@ -64,9 +89,11 @@ std::string manifestText(const TrainingArtifact &artifact);
 
 /// Reads `directory`/manifest.json and checks the artifact against this
 /// trainer and the files beside it: the format version, the runtime ABI,
-/// and each library's and weights' size and SHA-256. Errors name the
-/// directory and the mismatch.
-::pf::Expected<TrainingArtifact> readArtifact(const std::string &directory);
+/// and each library's and weights' size and SHA-256 (of a pipelined
+/// artifact: the evaluation's and rank `rank`'s, every rank's when -1;
+/// none without `checkFiles`). Errors name the directory and the mismatch.
+::pf::Expected<TrainingArtifact> readArtifact(const std::string &directory, int rank = -1,
+                                              bool checkFiles = true);
 
 } // namespace mlir::pf::train
 

@@ -13,12 +13,19 @@
 #include "pf/Train/Corpus.h"
 #include "pf/TrainCompile/TrainConfig.h"
 
+namespace mlir::pf {
+struct PipelineRunOptions;
+} // namespace mlir::pf
+
 namespace mlir::pf::train {
 
 /// Writes the artifact of the run `config` on `corpus` (checked already)
 /// into config.artifactDir; `argc`/`argv`: the command line, recorded.
 /// Returns the exit status (errors printed).
-int writeTrainingArtifact(const TrainConfig &config, const Corpus &corpus, int argc,
+/// pf-train --compile-only: the training artifact of `config` (pipelined
+/// when `pipeline`, as preparePipeline parsed it).
+int writeTrainingArtifact(const TrainConfig &config, const PipelineRunOptions *pipeline,
+                          const Corpus &corpus, int argc,
                           char **argv);
 
 } // namespace mlir::pf::train

@@ -21,21 +21,21 @@
 namespace mlir::pf {
 
 /// A forward's activation for the next stage.
-inline constexpr llvm::StringLiteral kActivationPrefix = "act/";
+inline constexpr llvm::StringLiteral kActivationPrefix = kActivationPrefixText;
 /// A forward's activation kept for its own backward.
-inline constexpr llvm::StringLiteral kSavedPrefix = "saved/";
+inline constexpr llvm::StringLiteral kSavedPrefix = kSavedPrefixText;
 /// A backward's activation gradient for the previous stage.
-inline constexpr llvm::StringLiteral kActivationGradientPrefix = "grad_act/";
+inline constexpr llvm::StringLiteral kActivationGradientPrefix = kActivationGradientPrefixText;
 /// A backward_input's value for its backward_weight half.
-inline constexpr llvm::StringLiteral kWeightSavedPrefix = "wsaved/";
+inline constexpr llvm::StringLiteral kWeightSavedPrefix = kWeightSavedPrefixText;
 /// A pass's layer input for its K-FAC factor calls.
-inline constexpr llvm::StringLiteral kKfacInputPrefix = "kfac_in/";
+inline constexpr llvm::StringLiteral kKfacInputPrefix = kKfacInputPrefixText;
 
 /// A forward's loss of its micro-batch (an f32 scalar), and its running
 /// count-weighted sum, which the last stage's accumulate calls return where
 /// one rank runs every micro-batch of that stage.
-inline constexpr llvm::StringLiteral kLossName = "loss";
-inline constexpr llvm::StringLiteral kLossSumName = "loss_sum";
+inline constexpr llvm::StringLiteral kLossName = kLossNameText;
+inline constexpr llvm::StringLiteral kLossSumName = kLossSumNameText;
 
 /// Not a stage value: the i32 result of a K-FAC refresh (the inverses that
 /// needed more damping or kept the previous ones), which the host reads.
@@ -43,25 +43,19 @@ inline constexpr llvm::StringLiteral kKfacIssuesName = kKfacIssuesOutput;
 
 /// A backward's gradient of a parameter, one piece per micro-batch:
 /// `grad/<parameter>`.
-inline constexpr llvm::StringLiteral kGradientPrefix = "grad/";
+inline constexpr llvm::StringLiteral kGradientPrefix = kGradientPrefixText;
 /// The running count-weighted sum of a gradient's pieces that the
 /// accumulate calls of pf-build-rank-programs return: `grad_sum/<parameter>`.
-inline constexpr llvm::StringLiteral kGradientSumPrefix = "grad_sum/";
+inline constexpr llvm::StringLiteral kGradientSumPrefix = kGradientSumPrefixText;
 /// The first of two same-rank stages' pieces of one gradient (the V's tied
 /// embedding), which the last stage's accumulate call adds:
 /// `grad_part/<parameter>`.
-inline constexpr llvm::StringLiteral kGradientPartPrefix = "grad_part/";
+inline constexpr llvm::StringLiteral kGradientPartPrefix = kGradientPartPrefixText;
 
-/// Whether `name` is a stage value: an operand or result of a per-micro-batch
-/// pf.run_stage (forward, backward, accumulate, K-FAC factors). The once-per-
-/// step calls (update, precondition, kfac_inverse) take the step's gradients
-/// from the host, which they reach by pf.step_result.
+/// Whether `name` is a stage value (StepNames.h: the one list, shared with
+/// the LLVM-free rank runtime).
 inline bool isStageValueName(llvm::StringRef name) {
-  return name.starts_with(kActivationPrefix) || name.starts_with(kSavedPrefix) ||
-         name.starts_with(kActivationGradientPrefix) || name.starts_with(kWeightSavedPrefix) ||
-         name.starts_with(kKfacInputPrefix) || name == kLossName || name == kLossSumName ||
-         name.starts_with(kGradientPrefix) || name.starts_with(kGradientSumPrefix) ||
-         name.starts_with(kGradientPartPrefix);
+  return isStageValueText(std::string_view(name.data(), name.size()));
 }
 
 /// A stage value that continues from one micro-batch's accumulate call to
