@@ -32,7 +32,7 @@ def setup(tmp_path_factory):
     short = make_corpus(sequences=200, seq_len=16, seed=1)
     short.pop("vocab")
     np.savez(tmp / "short.npz", **short)
-    save_model(make_bert_model("tiny", vocab_size=vocab, num_hidden_layers=2, seed=2),
+    save_model(make_bert_model("mini", vocab_size=vocab, seed=2),
                tmp / "model.onnx")
     for name, options in (("adamw", ADAMW), ("kfac", KFAC)):
         proc = run_tool("pf-train", str(tmp / "model.onnx"), "--corpus", str(tmp / "corpus.npz"),
