@@ -313,6 +313,7 @@ int64_t fileBytes(const std::string &path) {
 std::string train::manifestText(const TrainingArtifact &a) {
   json manifest = {{"format", "pf-training-artifact"},
                    {"format_version", a.formatVersion},
+                   {"pf_version", PF_VERSION_STRING},
                    {"runtime_abi", a.runtimeAbi},
                    {"model", {{"file", a.modelFile}, {"sha256", a.modelSha256}}},
                    {"command", a.command},
@@ -363,6 +364,15 @@ std::string train::manifestText(const TrainingArtifact &a) {
       return Status::error(directory + " is a training artifact of format " +
                            std::to_string(a.formatVersion) + "; this trainer reads format " +
                            std::to_string(kArtifactFormatVersion) +
+                           " (compile it again with this pf-train)");
+    // The compiler and the trainer of one pf release: the lowered code, the
+    // manifest's meaning and the runtime's kernels change together.
+    const std::string version = manifest.value("pf_version", "");
+    if (version != PF_VERSION_STRING)
+      return Status::error(directory + " was compiled by " +
+                           (version.empty() ? std::string("an earlier pf")
+                                            : "pf " + version) +
+                           "; this trainer is pf " PF_VERSION_STRING
                            " (compile it again with this pf-train)");
     a.runtimeAbi = manifest.at("runtime_abi").get<int32_t>();
     if (a.runtimeAbi != pfrt_version())

@@ -150,6 +150,10 @@ def test_bad_artifacts_are_refused_before_training(setup, tmp_path):
     assert "not a pf training artifact manifest" in err
     err = broken(manifest(lambda m: m.update(format_version=99)))
     assert "format 99; this trainer reads format 1" in err
+    err = broken(manifest(lambda m: m.update(pf_version="0.0.1")))
+    assert "compiled by pf 0.0.1; this trainer is pf " in err
+    err = broken(manifest(lambda m: m.pop("pf_version")))
+    assert "compiled by an earlier pf" in err
     err = broken(manifest(lambda m: m.update(runtime_abi=m["runtime_abi"] + 1)))
     assert "compiled for runtime ABI" in err
     # A single-process manifest claiming ranks: it lacks what they need.
