@@ -343,7 +343,7 @@ JitRank::create(ModuleOp module, pfrt_context *ctx, pfrt_comm *world, const Opti
     return plan.takeError();
   std::unique_ptr<JitRank> jit(new JitRank());
   jit->options = options;
-  jit->programOp = *programOf(module, rank, size);
+  jit->programOp = module.lookupSymbol(plan->program.name); // checked by describeRank
   // Only this rank's stage functions: the program holds their parameters only.
   CompiledProgram::Options compileOptions;
   compileOptions.threads = options.threads;
