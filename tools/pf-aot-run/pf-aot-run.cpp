@@ -332,20 +332,16 @@ int run(const Options &o) {
                   pfrt_dtype_name(t.dtype) + " " + shapeText(t) + ")");
   }
 
-  pfrt_context_options options;
-  pfrt_context_options_init(&options);
-  options.backend = o.backend;
-  options.device = o.gpu;
-  options.num_threads = o.threads;
-  pfrt_context *ctx = pfrt_context_create(&options);
-  if (!ctx)
-    return fail(std::string("cannot create the runtime context: ") + pfrt_last_error(nullptr));
+  mlir::pf::driver::AotModel::Options contextOptions;
+  contextOptions.backend = o.backend;
+  contextOptions.device = o.gpu;
+  contextOptions.threads = o.threads;
+  contextOptions.gemmPrecision = o.gemmPrecision;
+  auto context = mlir::pf::driver::createAotContext(contextOptions);
+  if (!context)
+    return fail(context.error());
+  pfrt_context *ctx = *context;
   const char *backend = pfrt_backend_name(ctx);
-  if (pfrt_context_set_gemm_precision(ctx, o.gemmPrecision) != PFRT_OK) {
-    int status = fail(pfrt_last_error(ctx));
-    pfrt_context_destroy(ctx);
-    return status;
-  }
   gProfile.context = ctx;
   gProfile.ms.assign(size_t(m.num_ops), {});
   std::printf("pf-aot-run: %s: %lld tensors, arena %.1f MiB, weights %.1f MiB; backend %s\n",
